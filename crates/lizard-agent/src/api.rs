@@ -1,0 +1,365 @@
+//! The agent's HTTP API: contexts, execute (streamed or aggregated), interrupt, health.
+//!
+//! Handlers are thin: parse, call `crate::context`, map the error. Every failure is an
+//! [`ApiError`] with the one `{code, message}` body of `lizard-proto`; malformed JSON, unknown fields
+//! and oversized bodies are rejected through the same type.
+//!
+//! `POST /execute` answers by the request's `Accept` header: `application/x-ndjson` streams
+//! [`EventFrame`]s as JSON Lines, `text/event-stream` streams them as Server-Sent Events, anything else
+//! returns the aggregated [`Execution`] as one JSON document when the run ends.
+
+use crate::context::{ContextError, ContextHandle, Contexts, RunRequest};
+use axum::body::Body;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use lizard_proto::{
+    Context, ContextId, CreateContextRequest, ErrorBody, ErrorCode, EventFrame, ExecuteRequest,
+    Execution, Health, Language, NDJSON, SSE,
+};
+use serde::de::DeserializeOwned;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Largest request body accepted (a cell's source plus its env).
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// Largest `timeout_ms` accepted (one day).
+const MAX_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
+
+/// An API failure: HTTP status from the code, body `{code, message}`.
+#[derive(Debug)]
+pub struct ApiError(pub ErrorBody);
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError(ErrorBody::new(code, message))
+    }
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(self.0)).into_response()
+    }
+}
+
+impl From<ContextError> for ApiError {
+    fn from(e: ContextError) -> Self {
+        match &e {
+            ContextError::NotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
+            ContextError::BadCwd(_) => ApiError::invalid(e.to_string()),
+            ContextError::Kernel(k) => {
+                tracing::error!(error = ?k, "kernel start failed");
+                ApiError::new(ErrorCode::Unavailable, error_chain(k))
+            }
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// `Json<T>` whose rejections are [`ApiError`]s.
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(rej) => Err(json_rejection(rej)),
+        }
+    }
+}
+
+fn json_rejection(rej: JsonRejection) -> ApiError {
+    let code = match rej.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+        _ => ErrorCode::InvalidRequest,
+    };
+    let message = match &rej {
+        JsonRejection::JsonDataError(e) => format!("invalid request body: {}", e.body_text()),
+        JsonRejection::JsonSyntaxError(e) => format!("malformed JSON: {}", e.body_text()),
+        JsonRejection::MissingJsonContentType(_) => {
+            "expected a request body with Content-Type: application/json".to_string()
+        }
+        _ if code == ErrorCode::PayloadTooLarge => {
+            format!("request body larger than {MAX_BODY_BYTES} bytes")
+        }
+        other => other.body_text(),
+    };
+    ApiError::new(code, message)
+}
+
+type AppState = Arc<Contexts>;
+
+/// The agent's router.
+pub fn router(contexts: Arc<Contexts>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/contexts", get(list_contexts).post(create_context))
+        .route("/contexts/{id}", get(get_context).delete(delete_context))
+        .route("/contexts/{id}/restart", post(restart_context))
+        .route("/contexts/{id}/interrupt", post(interrupt_context))
+        .route("/execute", post(execute))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(contexts)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such route")
+}
+
+async fn method_not_allowed() -> Response {
+    let mut r = ApiError::invalid("method not allowed on this route").into_response();
+    *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    r
+}
+
+async fn health(State(c): State<AppState>) -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        contexts: c.len(),
+    })
+}
+
+async fn list_contexts(State(c): State<AppState>) -> Json<Vec<Context>> {
+    Json(c.list())
+}
+
+async fn create_context(
+    State(c): State<AppState>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Context>), ApiError> {
+    // An empty body means "all defaults" (a Python context in the default cwd).
+    let req: CreateContextRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        CreateContextRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?
+    };
+    let h = c
+        .create(req.language.unwrap_or(Language::Python), req.cwd)
+        .await?;
+    Ok((StatusCode::CREATED, Json(h.info())))
+}
+
+async fn get_context(
+    State(c): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Context>, ApiError> {
+    Ok(Json(c.get(&ContextId(id))?.info()))
+}
+
+async fn delete_context(
+    State(c): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    c.delete(&ContextId(id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn restart_context(
+    State(c): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Context>, ApiError> {
+    Ok(Json(c.restart(&ContextId(id)).await?))
+}
+
+async fn interrupt_context(
+    State(c): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    c.get(&ContextId(id))?.interrupt();
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Environment variable names a run may set: shell-safe identifiers.
+fn valid_env_name(k: &str) -> bool {
+    let mut chars = k.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// Validate an execute request and resolve its context.
+pub async fn resolve_run(
+    c: &Contexts,
+    req: ExecuteRequest,
+) -> Result<(Arc<ContextHandle>, RunRequest), ApiError> {
+    if req.context.is_some() && req.language.is_some() {
+        return Err(ApiError::invalid(
+            "pass either `context` or `language`, not both: a context already has a language",
+        ));
+    }
+    for (k, v) in &req.env {
+        if !valid_env_name(k) {
+            return Err(ApiError::invalid(format!(
+                "invalid environment variable name {k:?}: use letters, digits and _"
+            )));
+        }
+        if v.contains('\0') {
+            return Err(ApiError::invalid(format!(
+                "environment variable {k} contains a NUL byte"
+            )));
+        }
+    }
+    if req.code.contains('\0') {
+        return Err(ApiError::invalid("code contains a NUL byte"));
+    }
+    let timeout = match req.timeout_ms {
+        Some(0) => return Err(ApiError::invalid("timeout_ms must be positive")),
+        Some(t) if t > MAX_TIMEOUT_MS => {
+            return Err(ApiError::invalid(format!(
+                "timeout_ms must be at most {MAX_TIMEOUT_MS}"
+            )))
+        }
+        Some(t) => Some(Duration::from_millis(t)),
+        None => None,
+    };
+    let h = match req.context {
+        Some(id) => c.get(&id)?,
+        None => {
+            c.default_for(req.language.unwrap_or(Language::Python))
+                .await?
+        }
+    };
+    Ok((
+        h,
+        RunRequest {
+            code: req.code,
+            env: req.env,
+            timeout,
+        },
+    ))
+}
+
+/// How the client wants the execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    Ndjson,
+    Sse,
+    Aggregate,
+}
+
+pub fn framing(headers: &HeaderMap) -> Framing {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if accept.contains(NDJSON) {
+        Framing::Ndjson
+    } else if accept.contains(SSE) {
+        Framing::Sse
+    } else {
+        Framing::Aggregate
+    }
+}
+
+async fn execute(
+    State(c): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<ExecuteRequest>,
+) -> Result<Response, ApiError> {
+    let (h, run) = resolve_run(&c, req).await?;
+    let rx = c.run(h, run);
+    Ok(respond(framing(&headers), rx).await)
+}
+
+/// Turn a run's event channel into the response the client asked for.
+pub async fn respond(
+    framing: Framing,
+    mut rx: tokio::sync::mpsc::Receiver<EventFrame>,
+) -> Response {
+    match framing {
+        Framing::Aggregate => {
+            let mut ex = Execution::default();
+            while let Some(f) = rx.recv().await {
+                ex.apply(f.event);
+            }
+            Json(ex).into_response()
+        }
+        Framing::Ndjson => {
+            let body = ReceiverStream::new(rx).map(|f| {
+                let mut line = serde_json::to_vec(&f).unwrap_or_default();
+                line.push(b'\n');
+                Ok::<_, Infallible>(Bytes::from(line))
+            });
+            stream_response(NDJSON, Body::from_stream(body))
+        }
+        Framing::Sse => {
+            let body = ReceiverStream::new(rx).map(|f| {
+                let data = serde_json::to_string(&f).unwrap_or_default();
+                Ok::<_, Infallible>(Bytes::from(format!(
+                    "event: {}\ndata: {data}\n\n",
+                    f.event.kind()
+                )))
+            });
+            stream_response(SSE, Body::from_stream(body))
+        }
+    }
+}
+
+fn stream_response(content_type: &'static str, body: Body) -> Response {
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_names() {
+        assert!(valid_env_name("FOO_1"));
+        assert!(valid_env_name("_x"));
+        assert!(!valid_env_name("1A"));
+        assert!(!valid_env_name("A-B"));
+        assert!(!valid_env_name("A;rm"));
+        assert!(!valid_env_name(""));
+    }
+
+    #[test]
+    fn framing_from_accept() {
+        let mut h = HeaderMap::new();
+        assert_eq!(framing(&h), Framing::Aggregate);
+        h.insert(header::ACCEPT, HeaderValue::from_static(NDJSON));
+        assert_eq!(framing(&h), Framing::Ndjson);
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        assert_eq!(framing(&h), Framing::Sse);
+    }
+}

@@ -1,0 +1,597 @@
+//! Contexts: named kernels, the default context per language, and running a cell.
+//!
+//! A context owns at most one live [`Kernel`]. Runs in one context are serialized by the kernel lock;
+//! different contexts run in parallel. A run is a task of its own (not tied to the HTTP request), so a
+//! client that goes away interrupts the cell but never leaves the kernel mid-protocol.
+//!
+//! Not here: HTTP (see `crate::api`), how kernels are spoken to (see `crate::kernel`).
+
+use crate::kernel::{
+    ExitInfo, Kernel, KernelConfig, KernelError, KernelMsg, RunnerEvent, RunnerStatus,
+};
+use lizard_jail::procfs;
+use lizard_jail::Signal;
+use lizard_proto::{
+    Context, ContextId, ContextState, EventFrame, ExecutionError, ExecutionEvent, ExecutionResult,
+    ExecutionStatus, ExecutionUsage, Language,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, Notify};
+use tokio::time::sleep_until;
+
+/// Failures of context operations, mapped to API errors by `crate::api`.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    #[error("context {0} not found")]
+    NotFound(ContextId),
+    #[error("working directory {0:?} does not exist or is not a directory")]
+    BadCwd(String),
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+}
+
+/// Agent-wide settings for contexts.
+#[derive(Debug, Clone)]
+pub struct ContextConfig {
+    pub kernels: KernelConfig,
+    /// Working directory of a context created without `cwd`.
+    pub default_cwd: PathBuf,
+    /// How long an interrupted cell may take to stop before its kernel is killed.
+    pub interrupt_grace: Duration,
+}
+
+/// One run's parameters, validated by the API layer.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub code: String,
+    pub env: BTreeMap<String, String>,
+    pub timeout: Option<Duration>,
+}
+
+/// Why a cell is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopReason {
+    Interrupt,
+    Timeout,
+    ClientGone,
+}
+
+/// What happened to the kernel process at the end of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Replace {
+    Restart,
+    Delete,
+}
+
+pub struct ContextHandle {
+    pub id: ContextId,
+    pub language: Language,
+    pub cwd: PathBuf,
+    pub is_default: bool,
+    kernel: tokio::sync::Mutex<Option<Kernel>>,
+    /// pid of the current kernel (for signals without taking the kernel lock); 0 when none.
+    pid: AtomicI32,
+    busy: AtomicBool,
+    interrupt: Notify,
+    execution_count: AtomicU64,
+    kernel_restarts: AtomicU64,
+    last_restart_reason: Mutex<Option<String>>,
+    /// Set by restart/delete before they kill the kernel, so a run in flight reports it properly.
+    replacing: Mutex<Option<Replace>>,
+    scratch: String,
+}
+
+impl ContextHandle {
+    pub fn info(&self) -> Context {
+        Context {
+            id: self.id.clone(),
+            language: self.language,
+            cwd: self.cwd.display().to_string(),
+            is_default: self.is_default,
+            state: if self.busy.load(Ordering::SeqCst) {
+                ContextState::Busy
+            } else {
+                ContextState::Idle
+            },
+            execution_count: self.execution_count.load(Ordering::SeqCst),
+            kernel_restarts: self.kernel_restarts.load(Ordering::SeqCst),
+            last_restart_reason: self.last_restart_reason.lock().ok().and_then(|r| r.clone()),
+        }
+    }
+
+    /// Interrupt the running cell, if any (SIGINT to the kernel's process group).
+    pub fn interrupt(&self) {
+        if self.busy.load(Ordering::SeqCst) {
+            self.interrupt.notify_one();
+        }
+    }
+
+    fn kill_current(&self) {
+        let pid = self.pid.load(Ordering::SeqCst);
+        if pid > 0 {
+            let _ = lizard_jail::signal_group(pid, Signal::SIGKILL);
+        }
+    }
+
+    fn note_restart(&self, reason: String) {
+        self.kernel_restarts.fetch_add(1, Ordering::SeqCst);
+        self.execution_count.store(0, Ordering::SeqCst);
+        if let Ok(mut r) = self.last_restart_reason.lock() {
+            *r = Some(reason);
+        }
+    }
+}
+
+/// All contexts of this agent.
+pub struct Contexts {
+    cfg: ContextConfig,
+    map: RwLock<HashMap<ContextId, Arc<ContextHandle>>>,
+    /// Default context per language; the async lock makes concurrent first runs create only one.
+    defaults: tokio::sync::Mutex<HashMap<Language, ContextId>>,
+}
+
+impl Contexts {
+    pub fn new(cfg: ContextConfig) -> Contexts {
+        Contexts {
+            cfg,
+            map: RwLock::new(HashMap::new()),
+            defaults: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.read().map(|m| m.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, id: &ContextId) -> Result<Arc<ContextHandle>, ContextError> {
+        self.map
+            .read()
+            .ok()
+            .and_then(|m| m.get(id).cloned())
+            .ok_or_else(|| ContextError::NotFound(id.clone()))
+    }
+
+    pub fn list(&self) -> Vec<Context> {
+        let mut v: Vec<Context> = self
+            .map
+            .read()
+            .map(|m| m.values().map(|c| c.info()).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
+    }
+
+    /// Create a context and start its kernel (returns once the kernel is ready).
+    pub async fn create(
+        &self,
+        language: Language,
+        cwd: Option<String>,
+    ) -> Result<Arc<ContextHandle>, ContextError> {
+        self.create_inner(language, cwd, false).await
+    }
+
+    async fn create_inner(
+        &self,
+        language: Language,
+        cwd: Option<String>,
+        is_default: bool,
+    ) -> Result<Arc<ContextHandle>, ContextError> {
+        let cwd = match cwd {
+            Some(c) => {
+                let p = PathBuf::from(&c);
+                let p = if p.is_absolute() {
+                    p
+                } else {
+                    self.cfg.default_cwd.join(p)
+                };
+                if !p.is_dir() {
+                    return Err(ContextError::BadCwd(c));
+                }
+                p
+            }
+            None => self.cfg.default_cwd.clone(),
+        };
+        let id = ContextId(new_id());
+        let scratch = format!("ctx-{}", id.0);
+        let kernel = Kernel::start(&self.cfg.kernels, language, &cwd, &scratch).await?;
+        let handle = Arc::new(ContextHandle {
+            id: id.clone(),
+            language,
+            cwd,
+            is_default,
+            pid: AtomicI32::new(kernel.pid()),
+            kernel: tokio::sync::Mutex::new(Some(kernel)),
+            busy: AtomicBool::new(false),
+            interrupt: Notify::new(),
+            execution_count: AtomicU64::new(0),
+            kernel_restarts: AtomicU64::new(0),
+            last_restart_reason: Mutex::new(None),
+            replacing: Mutex::new(None),
+            scratch,
+        });
+        if let Ok(mut m) = self.map.write() {
+            m.insert(id, handle.clone());
+        }
+        Ok(handle)
+    }
+
+    /// The default context of `language`, created on first use.
+    pub async fn default_for(
+        &self,
+        language: Language,
+    ) -> Result<Arc<ContextHandle>, ContextError> {
+        let mut defaults = self.defaults.lock().await;
+        if let Some(id) = defaults.get(&language) {
+            if let Ok(h) = self.get(id) {
+                return Ok(h);
+            }
+        }
+        let h = self.create_inner(language, None, true).await?;
+        defaults.insert(language, h.id.clone());
+        Ok(h)
+    }
+
+    /// Replace the context's kernel with a fresh one (same id, state cleared). A running cell ends
+    /// with a `ContextRestarted` error.
+    pub async fn restart(&self, id: &ContextId) -> Result<Context, ContextError> {
+        let h = self.get(id)?;
+        set_replacing(&h, Some(Replace::Restart));
+        h.kill_current();
+        let mut slot = h.kernel.lock().await;
+        set_replacing(&h, None);
+        *slot = None;
+        h.pid.store(0, Ordering::SeqCst);
+        let k = Kernel::start(&self.cfg.kernels, h.language, &h.cwd, &h.scratch).await?;
+        h.pid.store(k.pid(), Ordering::SeqCst);
+        *slot = Some(k);
+        h.note_restart("restarted on request".into());
+        drop(slot);
+        Ok(h.info())
+    }
+
+    /// Delete the context: its kernel process tree is killed and its resources freed.
+    pub async fn delete(&self, id: &ContextId) -> Result<(), ContextError> {
+        let h = {
+            let mut m = self
+                .map
+                .write()
+                .map_err(|_| ContextError::NotFound(id.clone()))?;
+            m.remove(id)
+                .ok_or_else(|| ContextError::NotFound(id.clone()))?
+        };
+        {
+            let mut d = self.defaults.lock().await;
+            d.retain(|_, v| v != id);
+        }
+        set_replacing(&h, Some(Replace::Delete));
+        h.kill_current();
+        let mut slot = h.kernel.lock().await;
+        *slot = None; // Drop kills the group; the pump reaps it.
+        h.pid.store(0, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Kill every kernel (agent shutdown).
+    pub fn kill_all(&self) {
+        if let Ok(m) = self.map.read() {
+            for h in m.values() {
+                h.kill_current();
+            }
+        }
+    }
+
+    /// Start a run in `h`; its events arrive on the returned channel, starting with `start` and
+    /// ending with `end`. Dropping the receiver interrupts the cell.
+    pub fn run(
+        self: &Arc<Self>,
+        h: Arc<ContextHandle>,
+        req: RunRequest,
+    ) -> mpsc::Receiver<EventFrame> {
+        let (tx, rx) = mpsc::channel(256);
+        let this = self.clone();
+        tokio::spawn(async move { this.run_task(h, req, tx).await });
+        rx
+    }
+
+    async fn run_task(&self, h: Arc<ContextHandle>, req: RunRequest, tx: mpsc::Sender<EventFrame>) {
+        let mut out = Emitter { tx, seq: 0 };
+        let started = Instant::now();
+        let mut slot = h.kernel.lock().await;
+        h.busy.store(true, Ordering::SeqCst);
+
+        if slot.is_none() {
+            match Kernel::start(&self.cfg.kernels, h.language, &h.cwd, &h.scratch).await {
+                Ok(k) => {
+                    h.pid.store(k.pid(), Ordering::SeqCst);
+                    *slot = Some(k);
+                }
+                Err(e) => {
+                    out.send(ExecutionEvent::Start {
+                        execution_count: h.execution_count.load(Ordering::SeqCst),
+                        context_id: h.id.clone(),
+                    })
+                    .await;
+                    out.error("KernelUnavailable", e.to_string()).await;
+                    out.end(ExecutionStatus::KernelDied, started, None).await;
+                    h.busy.store(false, Ordering::SeqCst);
+                    return;
+                }
+            }
+        }
+        let Some(kernel) = slot.as_mut() else {
+            return;
+        };
+        let count = h.execution_count.fetch_add(1, Ordering::SeqCst) + 1;
+        let pid = kernel.pid();
+        let _ = procfs::reset_peak_rss(pid);
+        let cpu_before = procfs::cpu_time_ms(pid).unwrap_or(0);
+
+        kernel.set_forwarding(true);
+        let sent = kernel.send_exec(count, &req.code, &req.env).await;
+        out.send(ExecutionEvent::Start {
+            execution_count: count,
+            context_id: h.id.clone(),
+        })
+        .await;
+
+        let grace = self.cfg.interrupt_grace;
+        let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut stop: Option<(StopReason, tokio::time::Instant)> = None;
+        let mut killed_unresponsive = false;
+        let mut next_sigint = far_future();
+        let mut status = ExecutionStatus::Ok;
+        let mut died: Option<ExitInfo> = None;
+        let mut usage = None;
+        let mut saw_error = false;
+        let mut client_gone = false;
+
+        if let Err(e) = sent {
+            tracing::warn!(context = %h.id, error = %e, "cannot send cell");
+            kernel.signal(Signal::SIGKILL);
+        }
+        loop {
+            let stop_requested = stop.is_some();
+            tokio::select! {
+                msg = kernel.recv() => match msg {
+                    Some(KernelMsg::Stdout(text)) => out.send(ExecutionEvent::Stdout { text }).await,
+                    Some(KernelMsg::Stderr(text)) => out.send(ExecutionEvent::Stderr { text }).await,
+                    Some(KernelMsg::Event(RunnerEvent::Result { main, data, metadata })) => {
+                        out.send(ExecutionEvent::Result(ExecutionResult {
+                            is_main_result: main,
+                            data,
+                            metadata: metadata.filter(|m| !is_empty_json(m)),
+                        }))
+                        .await
+                    }
+                    Some(KernelMsg::Event(RunnerEvent::Error { name, value, traceback })) => {
+                        saw_error = true;
+                        out.send(ExecutionEvent::Error(ExecutionError {
+                            name,
+                            value,
+                            traceback: traceback.into_text(),
+                        }))
+                        .await
+                    }
+                    Some(KernelMsg::Event(RunnerEvent::Done { id, status: s, exit_code })) => {
+                        if id != count {
+                            tracing::warn!(context = %h.id, id, count, "done for another run");
+                            continue;
+                        }
+                        status = match s {
+                            RunnerStatus::Ok => ExecutionStatus::Ok,
+                            RunnerStatus::Error => ExecutionStatus::Error,
+                            RunnerStatus::Interrupted => ExecutionStatus::Interrupted,
+                        };
+                        if !saw_error {
+                            match (s, exit_code) {
+                                (RunnerStatus::Error, Some(code)) => {
+                                    out.error("ExitCode", code.to_string()).await;
+                                }
+                                (RunnerStatus::Interrupted, _) => {
+                                    out.error("KeyboardInterrupt", "interrupted".into()).await;
+                                }
+                                (RunnerStatus::Error, None) => {
+                                    out.error("Error", "the cell failed".into()).await;
+                                }
+                                _ => {}
+                            }
+                        }
+                        break;
+                    }
+                    Some(KernelMsg::Event(RunnerEvent::ProtocolError { message })) => {
+                        tracing::warn!(context = %h.id, %message, "runner protocol error");
+                    }
+                    Some(KernelMsg::Event(
+                        RunnerEvent::Ready
+                        | RunnerEvent::Unknown
+                        | RunnerEvent::Stdout { .. }
+                        | RunnerEvent::Stderr { .. },
+                    )) => {}
+                    Some(KernelMsg::Exited(exit)) => { died = Some(exit); break; }
+                    None => { died = Some(ExitInfo::Unknown); break; }
+                },
+                _ = async { sleep_until(deadline.unwrap_or_else(far_future)).await },
+                    if deadline.is_some() && !stop_requested => {
+                    stop = Some((StopReason::Timeout, tokio::time::Instant::now() + grace));
+                    kernel.signal(Signal::SIGINT);
+                    next_sigint = tokio::time::Instant::now() + SIGINT_REPEAT;
+                }
+                _ = h.interrupt.notified(), if !stop_requested => {
+                    stop = Some((StopReason::Interrupt, tokio::time::Instant::now() + grace));
+                    kernel.signal(Signal::SIGINT);
+                    next_sigint = tokio::time::Instant::now() + SIGINT_REPEAT;
+                }
+                _ = out.tx.closed(), if !client_gone && !stop_requested => {
+                    client_gone = true;
+                    stop = Some((StopReason::ClientGone, tokio::time::Instant::now() + grace));
+                    kernel.signal(Signal::SIGINT);
+                    next_sigint = tokio::time::Instant::now() + SIGINT_REPEAT;
+                }
+                _ = async { sleep_until(next_sigint).await }, if stop_requested && !killed_unresponsive => {
+                    if stop.is_some_and(|s| tokio::time::Instant::now() >= s.1) {
+                        killed_unresponsive = true;
+                        kernel.signal(Signal::SIGKILL);
+                    } else {
+                        // A SIGINT that arrived before the runner entered the cell is ignored by
+                        // it; repeat until the cell reports or the grace period is over.
+                        kernel.signal(Signal::SIGINT);
+                        next_sigint = (tokio::time::Instant::now() + SIGINT_REPEAT)
+                            .min(stop.map(|s| s.1).unwrap_or_else(far_future));
+                    }
+                }
+            }
+        }
+        kernel.set_forwarding(false);
+        if died.is_none() {
+            let cpu_after = procfs::cpu_time_ms(pid).unwrap_or(cpu_before);
+            usage = Some(ExecutionUsage {
+                cpu_ms: cpu_after.saturating_sub(cpu_before),
+                peak_rss_bytes: procfs::peak_rss_bytes(pid).unwrap_or(0),
+            });
+        }
+        match stop.map(|s| s.0) {
+            Some(StopReason::Timeout) => status = ExecutionStatus::Timeout,
+            Some(StopReason::Interrupt | StopReason::ClientGone)
+                if status == ExecutionStatus::Error =>
+            {
+                status = ExecutionStatus::Interrupted
+            }
+            _ => {}
+        }
+
+        if let Some(exit) = died {
+            *slot = None;
+            h.pid.store(0, Ordering::SeqCst);
+            let replacing = h.replacing.lock().ok().and_then(|r| *r);
+            let (name, message) = match replacing {
+                Some(Replace::Delete) => ("ContextDeleted", "the context was deleted".to_string()),
+                Some(Replace::Restart) => (
+                    "ContextRestarted",
+                    "the context was restarted; its state was cleared".to_string(),
+                ),
+                None if killed_unresponsive => (
+                    "KernelDied",
+                    format!(
+                        "the {} kernel did not stop within {} ms of an interrupt and was killed; \
+                         the context was restarted and its state was lost",
+                        h.language,
+                        grace.as_millis()
+                    ),
+                ),
+                None => (
+                    "KernelDied",
+                    format!(
+                        "the {} kernel exited ({exit}); the context was restarted and its state \
+                         was lost",
+                        h.language
+                    ),
+                ),
+            };
+            out.error(name, message.clone()).await;
+            status = ExecutionStatus::KernelDied;
+            if replacing.is_none() {
+                // Start the replacement now, so the next run finds a ready kernel.
+                match Kernel::start(&self.cfg.kernels, h.language, &h.cwd, &h.scratch).await {
+                    Ok(k) => {
+                        h.pid.store(k.pid(), Ordering::SeqCst);
+                        *slot = Some(k);
+                    }
+                    Err(e) => {
+                        tracing::warn!(context = %h.id, error = %e, "cannot restart kernel")
+                    }
+                }
+                h.note_restart(message);
+            }
+        }
+        drop(slot);
+        h.busy.store(false, Ordering::SeqCst);
+        out.end(status, started, usage).await;
+    }
+}
+
+/// How often SIGINT is repeated while an interrupted cell has not stopped.
+const SIGINT_REPEAT: Duration = Duration::from_millis(250);
+
+fn set_replacing(h: &ContextHandle, r: Option<Replace>) {
+    if let Ok(mut g) = h.replacing.lock() {
+        *g = r;
+    }
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86400 * 365)
+}
+
+fn is_empty_json(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => true,
+        serde_json::Value::Object(m) => m.is_empty(),
+        _ => false,
+    }
+}
+
+/// Numbers the frames of one run and tolerates a receiver that went away.
+struct Emitter {
+    tx: mpsc::Sender<EventFrame>,
+    seq: u64,
+}
+
+impl Emitter {
+    async fn send(&mut self, event: ExecutionEvent) {
+        let frame = EventFrame {
+            seq: self.seq,
+            event,
+        };
+        self.seq += 1;
+        // A closed receiver means the client left; the run goes on (interrupted) without it.
+        let _ = self.tx.send(frame).await;
+    }
+
+    async fn error(&mut self, name: &str, value: String) {
+        self.send(ExecutionEvent::Error(ExecutionError {
+            name: name.to_string(),
+            value,
+            traceback: String::new(),
+        }))
+        .await
+    }
+
+    async fn end(
+        &mut self,
+        status: ExecutionStatus,
+        started: Instant,
+        usage: Option<ExecutionUsage>,
+    ) {
+        self.send(ExecutionEvent::End {
+            status,
+            duration_ms: started.elapsed().as_millis() as u64,
+            usage,
+        })
+        .await
+    }
+}
+
+/// A new unguessable id: 16 random bytes as lowercase hex.
+pub fn new_id() -> String {
+    let mut b = [0u8; 16];
+    if getrandom::fill(&mut b).is_err() {
+        // getrandom failing means the OS has no entropy source; fall back to time+counter, which is
+        // unique (ids here are namespaced per sandbox, not secrets).
+        static N: AtomicU64 = AtomicU64::new(0);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        b[..8].copy_from_slice(&(t as u64).to_le_bytes());
+        b[8..].copy_from_slice(&N.fetch_add(1, Ordering::SeqCst).to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,423 @@
+//! Kernel processes: one per context, spoken to through the runner protocol (`kernels/PROTOCOL.md`).
+//!
+//! A [`Kernel`] owns a running Python, JavaScript or Bash process in its own process group. A pump task
+//! reads the process's stdout, stderr and event pipes and forwards them, in order, as [`KernelMsg`]s;
+//! output written while no cell runs is dropped. This module does not know about HTTP, execution
+//! counts or timeouts: the context layer (`crate::context`) drives it.
+
+mod bash;
+mod pump;
+
+use lizard_jail::{cloexec_pipe, map_fds, signal_group, Signal};
+use lizard_proto::{Language, MimeBundle};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
+
+/// The runner sources, embedded so the agent is one self-contained binary.
+pub const PYTHON_RUNNER: &str = include_str!("../../../../kernels/python/runner.py");
+pub const JS_RUNNER: &str = include_str!("../../../../kernels/js/runner.js");
+
+/// fd numbers of the runner protocol.
+const EVENT_FD: i32 = 3;
+const CONTROL_FD: i32 = 4;
+
+/// Where the interpreters and runner files are. Built once at agent start-up.
+#[derive(Debug, Clone)]
+pub struct KernelConfig {
+    pub python: PathBuf,
+    pub node: PathBuf,
+    /// `NODE_PATH` for the JavaScript kernel (the kernel environment's `node_modules`).
+    pub node_path: Option<PathBuf>,
+    pub bash: PathBuf,
+    /// Directory holding `runner.py`, `runner.js` and per-context scratch files.
+    pub run_dir: PathBuf,
+    /// How long a kernel may take from spawn to `ready`.
+    pub start_timeout: Duration,
+}
+
+impl KernelConfig {
+    /// Write the embedded runner sources into `run_dir`.
+    pub fn install_runners(&self) -> io::Result<()> {
+        std::fs::create_dir_all(&self.run_dir)?;
+        std::fs::write(self.run_dir.join("runner.py"), PYTHON_RUNNER)?;
+        std::fs::write(self.run_dir.join("runner.js"), JS_RUNNER)?;
+        Ok(())
+    }
+}
+
+/// Failures to start or talk to a kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("cannot start the {language} kernel ({program})")]
+    Spawn {
+        language: Language,
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot create the {what} pipe")]
+    Pipe {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the {language} kernel exited during start-up ({exit}){}", stderr_hint(.stderr))]
+    DiedAtStart {
+        language: Language,
+        exit: ExitInfo,
+        stderr: String,
+    },
+    #[error("the {language} kernel did not become ready within {timeout_ms} ms")]
+    StartTimeout { language: Language, timeout_ms: u64 },
+    #[error("cannot send the cell to the kernel")]
+    Send(#[source] io::Error),
+}
+
+fn stderr_hint(stderr: &str) -> String {
+    let tail: Vec<&str> = stderr.trim_end().lines().rev().take(5).collect();
+    if tail.is_empty() {
+        String::new()
+    } else {
+        let mut t = tail;
+        t.reverse();
+        format!(": {}", t.join(" | "))
+    }
+}
+
+/// How a kernel process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitInfo {
+    Code(i32),
+    Signal(i32),
+    Unknown,
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitInfo::Code(c) => write!(f, "exit code {c}"),
+            ExitInfo::Signal(9) => write!(f, "killed by SIGKILL, e.g. out of memory"),
+            ExitInfo::Signal(s) => write!(f, "killed by signal {s}"),
+            ExitInfo::Unknown => write!(f, "unknown exit status"),
+        }
+    }
+}
+
+/// The traceback of a runner `error` event: a list of lines, or already one string.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Traceback {
+    Lines(Vec<String>),
+    Text(String),
+}
+
+impl Traceback {
+    pub fn into_text(self) -> String {
+        match self {
+            Traceback::Lines(l) => l.join("\n"),
+            Traceback::Text(t) => t,
+        }
+    }
+}
+
+/// An event line from a runner (fd 3).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum RunnerEvent {
+    Ready,
+    /// Output written through the runner's own stdout/stderr objects (framed, so it is ordered
+    /// exactly with results); raw fd 1/2 output arrives as [`KernelMsg::Stdout`] directly.
+    Stdout {
+        text: String,
+    },
+    Stderr {
+        text: String,
+    },
+    Result {
+        #[serde(default)]
+        main: bool,
+        data: MimeBundle,
+        #[serde(default)]
+        metadata: Option<serde_json::Value>,
+    },
+    Error {
+        name: String,
+        #[serde(default)]
+        value: String,
+        #[serde(default = "no_traceback")]
+        traceback: Traceback,
+    },
+    Done {
+        id: u64,
+        status: RunnerStatus,
+        /// Bash only: the cell's exit status.
+        #[serde(default)]
+        exit_code: Option<i32>,
+    },
+    ProtocolError {
+        message: String,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+fn no_traceback() -> Traceback {
+    Traceback::Lines(Vec::new())
+}
+
+/// `done.status` of the runner protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerStatus {
+    Ok,
+    Error,
+    Interrupted,
+}
+
+/// What the pump forwards from a kernel process.
+#[derive(Debug)]
+pub enum KernelMsg {
+    Stdout(String),
+    Stderr(String),
+    Event(RunnerEvent),
+    /// The process ended; nothing follows.
+    Exited(ExitInfo),
+}
+
+/// How a control message reaches the kernel.
+enum Control {
+    /// Python and JavaScript: JSON lines on fd 4.
+    Json(pipe::Sender),
+    /// Bash: shell commands on stdin; the cell source goes through a file.
+    Bash {
+        stdin: tokio::process::ChildStdin,
+        cell_file: PathBuf,
+    },
+}
+
+/// A running kernel process. Dropping it kills the process group.
+pub struct Kernel {
+    language: Language,
+    pid: i32,
+    control: Control,
+    msgs: mpsc::Receiver<KernelMsg>,
+    forward: Arc<AtomicBool>,
+}
+
+impl Kernel {
+    /// Start a kernel for `language` in `cwd` and wait until it is ready. `scratch` names files the
+    /// kernel may need (the Bash cell file) and must be unique per context.
+    pub async fn start(
+        cfg: &KernelConfig,
+        language: Language,
+        cwd: &Path,
+        scratch: &str,
+    ) -> Result<Kernel, KernelError> {
+        let pipe_err = |what| move |source| KernelError::Pipe { what, source };
+        let (out_r, out_w) = cloexec_pipe().map_err(pipe_err("stdout"))?;
+        let (err_r, err_w) = cloexec_pipe().map_err(pipe_err("stderr"))?;
+        let (evt_r, evt_w) = cloexec_pipe().map_err(pipe_err("event"))?;
+
+        let (program, args): (&Path, Vec<String>) = match language {
+            Language::Python => (
+                &cfg.python,
+                vec![cfg.run_dir.join("runner.py").display().to_string()],
+            ),
+            Language::Javascript => (
+                &cfg.node,
+                vec![cfg.run_dir.join("runner.js").display().to_string()],
+            ),
+            Language::Bash => (&cfg.bash, vec!["--noprofile".into(), "--norc".into()]),
+        };
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&args)
+            .current_dir(cwd)
+            .stdout(Stdio::from(out_w))
+            .stderr(Stdio::from(err_w))
+            .env("LIZARD_EVENT_FD", EVENT_FD.to_string())
+            .env("LIZARD_CONTROL_FD", CONTROL_FD.to_string())
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PAGER", "cat")
+            .env("TERM", "dumb")
+            .process_group(0)
+            .kill_on_drop(false);
+        if let (Language::Javascript, Some(p)) = (language, &cfg.node_path) {
+            cmd.env("NODE_PATH", p);
+        }
+        let mut fds: Vec<(OwnedFd, i32)> = vec![(evt_w, EVENT_FD)];
+        let ctl_sender = if language == Language::Bash {
+            cmd.stdin(Stdio::piped());
+            None
+        } else {
+            cmd.stdin(Stdio::null());
+            let (ctl_r, ctl_w) = cloexec_pipe().map_err(pipe_err("control"))?;
+            fds.push((ctl_r, CONTROL_FD));
+            Some(ctl_w)
+        };
+        map_fds(cmd.as_std_mut(), fds);
+
+        let spawned = cmd.spawn();
+        // Dropping the command closes the parent's copies of the child's pipe ends, so the pump sees
+        // end-of-file when the kernel's process tree is gone.
+        drop(cmd);
+        let mut child = spawned.map_err(|source| KernelError::Spawn {
+            language,
+            program: program.display().to_string(),
+            source,
+        })?;
+        let pid = child.id().map(|p| p as i32).unwrap_or(-1);
+
+        let control = match ctl_sender {
+            Some(w) => Control::Json(pipe::Sender::from_owned_fd(w).map_err(pipe_err("control"))?),
+            None => {
+                let stdin = child
+                    .stdin
+                    .take()
+                    .ok_or_else(|| pipe_err("stdin")(io::Error::other("stdin not piped")))?;
+                Control::Bash {
+                    stdin,
+                    cell_file: cfg.run_dir.join(format!("{scratch}.cell.sh")),
+                }
+            }
+        };
+
+        let forward = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel(256);
+        let pump = pump::Pump::new(out_r, err_r, evt_r).map_err(pipe_err("pump"))?;
+        // During start-up stderr is forwarded too, so a failing start can say why.
+        forward.store(true, Ordering::SeqCst);
+        tokio::spawn(pump.run(child, tx, forward.clone()));
+
+        let mut kernel = Kernel {
+            language,
+            pid,
+            control,
+            msgs: rx,
+            forward,
+        };
+        if let Control::Bash { stdin, .. } = &mut kernel.control {
+            stdin
+                .write_all(bash::PRELUDE.as_bytes())
+                .await
+                .map_err(KernelError::Send)?;
+        }
+        kernel.wait_ready(cfg.start_timeout).await?;
+        kernel.forward.store(false, Ordering::SeqCst);
+        Ok(kernel)
+    }
+
+    async fn wait_ready(&mut self, timeout: Duration) -> Result<(), KernelError> {
+        let language = self.language;
+        let mut stderr = String::new();
+        let waiting = async {
+            loop {
+                match self.msgs.recv().await {
+                    Some(KernelMsg::Event(RunnerEvent::Ready)) => return Ok(()),
+                    Some(KernelMsg::Stderr(s)) | Some(KernelMsg::Stdout(s)) => {
+                        if stderr.len() < 64 * 1024 {
+                            stderr.push_str(&s)
+                        }
+                    }
+                    Some(KernelMsg::Event(_)) => {}
+                    Some(KernelMsg::Exited(exit)) => {
+                        return Err(KernelError::DiedAtStart {
+                            language,
+                            exit,
+                            stderr: std::mem::take(&mut stderr),
+                        })
+                    }
+                    None => {
+                        return Err(KernelError::DiedAtStart {
+                            language,
+                            exit: ExitInfo::Unknown,
+                            stderr: std::mem::take(&mut stderr),
+                        })
+                    }
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, waiting).await {
+            Ok(r) => r,
+            Err(_) => Err(KernelError::StartTimeout {
+                language,
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    pub fn language(&self) -> Language {
+        self.language
+    }
+
+    /// Forward (true) or drop (false) output from now on. On while a cell runs.
+    pub fn set_forwarding(&self, on: bool) {
+        self.forward.store(on, Ordering::SeqCst);
+    }
+
+    /// Send one cell. The kernel answers with events ending in `done` (or exits).
+    pub async fn send_exec(
+        &mut self,
+        id: u64,
+        code: &str,
+        env: &BTreeMap<String, String>,
+    ) -> Result<(), KernelError> {
+        match &mut self.control {
+            Control::Json(w) => {
+                let mut line = serde_json::to_vec(&serde_json::json!({
+                    "op": "exec", "id": id, "code": code, "env": env,
+                }))
+                .map_err(|e| KernelError::Send(io::Error::other(e)))?;
+                line.push(b'\n');
+                w.write_all(&line).await.map_err(KernelError::Send)
+            }
+            Control::Bash { stdin, cell_file } => {
+                tokio::fs::write(&cell_file, code)
+                    .await
+                    .map_err(KernelError::Send)?;
+                let line = bash::exec_line(id, cell_file, env);
+                stdin
+                    .write_all(line.as_bytes())
+                    .await
+                    .map_err(KernelError::Send)
+            }
+        }
+    }
+
+    /// The next message from the kernel; `None` once the pump has ended.
+    pub async fn recv(&mut self) -> Option<KernelMsg> {
+        self.msgs.recv().await
+    }
+
+    /// Signal the kernel's whole process group.
+    pub fn signal(&self, signal: Signal) {
+        if self.pid > 0 {
+            if let Err(e) = signal_group(self.pid, signal) {
+                tracing::warn!(pid = self.pid, error = %e, "cannot signal kernel");
+            }
+        }
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        // The pump task reaps the process once it is gone.
+        self.signal(Signal::SIGKILL);
+        if let Control::Bash { cell_file, .. } = &self.control {
+            let _ = std::fs::remove_file(cell_file);
+        }
+    }
+}

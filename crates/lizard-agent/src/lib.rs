@@ -1,0 +1,13 @@
+//! The Lizard agent: the process that owns a sandbox's contexts and runs code in stateful kernels.
+//!
+//! It serves the execution API (`crate::api`) over a Unix socket (for the server) and TCP (the seed's
+//! port 8080 inside a sandbox). Contexts (`crate::context`) each own one kernel process
+//! (`crate::kernel`): Python through IPython, JavaScript on Node, or a persistent Bash.
+//!
+//! The agent knows nothing about projects, API keys, billing or other sandboxes: one agent serves one
+//! sandbox, and whoever can reach its sockets may use it.
+
+pub mod api;
+pub mod context;
+pub mod kernel;
+pub mod utf8;

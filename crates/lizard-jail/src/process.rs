@@ -1,0 +1,109 @@
+//! Spawning helpers: extra fds at fixed numbers in the child, and signals to process groups.
+//!
+//! Not here: what the child runs or how it is talked to; callers own the `Command`.
+
+use nix::sys::signal::killpg;
+pub use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+
+/// Errors of process-level operations.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("signal {signal:?} to process group {pgid}")]
+    Signal {
+        pgid: i32,
+        signal: Signal,
+        #[source]
+        source: nix::Error,
+    },
+}
+
+/// Arrange for each `(fd, number)` pair to be open in the child as fd `number` (not close-on-exec),
+/// whatever number `fd` has in the parent. The parent's copies are closed when `cmd` is dropped.
+///
+/// Numbers must be ≥ 3 (0–2 are set through `Stdio`) and < 100.
+pub fn map_fds(cmd: &mut std::process::Command, fds: Vec<(OwnedFd, RawFd)>) {
+    assert!(
+        fds.iter().all(|(_, n)| (3..100).contains(n)),
+        "mapped fd numbers must be in 3..100"
+    );
+    let raw: Vec<(RawFd, RawFd)> = fds.iter().map(|(fd, n)| (fd.as_raw_fd(), *n)).collect();
+    // SAFETY: the closure runs in the forked child before exec and only calls fcntl(2) and dup2(2),
+    // which are async-signal-safe; it allocates nothing (`raw` was built before the fork) and touches
+    // no locks. The fds it duplicates stay open in the parent until `cmd` (which owns `fds`) is dropped,
+    // which happens after spawn returns.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _keep_alive = &fds;
+            // First move every source above the target range (so a source that happens to sit on a
+            // target number is not clobbered), then dup2 onto the targets, which clears CLOEXEC.
+            let mut tmp = [0 as RawFd; 16];
+            if raw.len() > tmp.len() {
+                return Err(std::io::Error::from_raw_os_error(libc::EMFILE));
+            }
+            for (i, (src, _)) in raw.iter().enumerate() {
+                let t = libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, 100);
+                if t < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                tmp[i] = t;
+            }
+            for (i, (_, dst)) in raw.iter().enumerate() {
+                if libc::dup2(tmp[i], *dst) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A pipe whose both ends are close-on-exec: `(read end, write end)`. Hand an end to a child with
+/// [`map_fds`] or `Stdio::from`.
+pub fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)
+}
+
+/// Send `signal` to every process in the process group `pgid`. A group that no longer exists is not
+/// an error.
+pub fn signal_group(pgid: i32, signal: Signal) -> Result<(), ProcessError> {
+    match killpg(Pid::from_raw(pgid), signal) {
+        Ok(()) | Err(nix::Error::ESRCH) => Ok(()),
+        Err(source) => Err(ProcessError::Signal {
+            pgid,
+            signal,
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+
+    #[test]
+    fn mapped_fd_is_visible_at_its_number() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo mapped >&5"]).stdout(Stdio::null());
+        map_fds(&mut cmd, vec![(w, 5)]);
+        let mut child = cmd.spawn().unwrap();
+        drop(cmd);
+        let mut out = String::new();
+        std::fs::File::from(r).read_to_string(&mut out).unwrap();
+        assert_eq!(out, "mapped\n");
+        assert!(child.wait().unwrap().success());
+    }
+
+    #[test]
+    fn signalling_a_gone_group_is_ok() {
+        let mut child = Command::new("true").process_group(0).spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        signal_group(pid, Signal::SIGTERM).unwrap();
+    }
+}

@@ -1,0 +1,75 @@
+//! Per-process accounting read from `/proc`: CPU time and peak resident memory.
+//!
+//! Not here: cgroup accounting for whole sandboxes.
+
+use std::fs;
+use std::io;
+use std::sync::OnceLock;
+
+fn clock_ticks() -> u64 {
+    static TICKS: OnceLock<u64> = OnceLock::new();
+    *TICKS.get_or_init(|| {
+        nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .filter(|t| *t > 0)
+            .map(|t| t as u64)
+            .unwrap_or(100)
+    })
+}
+
+/// User + system CPU time of `pid` plus that of its waited-for children, in milliseconds.
+pub fn cpu_time_ms(pid: i32) -> io::Result<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    parse_cpu_ticks(&stat)
+        .map(|ticks| ticks * 1000 / clock_ticks())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable /proc/pid/stat"))
+}
+
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    // The command name (field 2) may contain spaces and parentheses; fields after the last ')' are
+    // fixed. utime, stime, cutime, cstime are fields 14..=17, i.e. indices 11..=14 after field 2.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let mut total = 0u64;
+    for i in 11..=14 {
+        total += fields.get(i)?.parse::<i64>().ok()?.max(0) as u64;
+    }
+    Some(total)
+}
+
+/// Peak resident set size (`VmHWM`) of `pid`, in bytes.
+pub fn peak_rss_bytes(pid: i32) -> io::Result<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmHWM in /proc/pid/status"))
+}
+
+/// Reset the peak RSS of `pid` to its current RSS (so the next [`peak_rss_bytes`] covers only what
+/// happens from now on).
+pub fn reset_peak_rss(pid: i32) -> io::Result<()> {
+    fs::write(format!("/proc/{pid}/clear_refs"), b"5")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_odd_names() {
+        let stat = "123 (a) b (c)) S 1 123 123 0 -1 4194560 100 0 0 0 7 3 2 1 20 0 1 0 1 1 1";
+        assert_eq!(parse_cpu_ticks(stat), Some(13));
+    }
+
+    #[test]
+    fn reads_own_accounting() {
+        let me = std::process::id() as i32;
+        cpu_time_ms(me).unwrap();
+        assert!(peak_rss_bytes(me).unwrap() > 0);
+        reset_peak_rss(me).unwrap();
+    }
+}

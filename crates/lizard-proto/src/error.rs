@@ -1,0 +1,78 @@
+//! The one error body every Lizard API returns: `{"code": "...", "message": "..."}`.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Stable, machine-readable error codes. Clients switch on these; messages are for humans.
+/// This list may expand over time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The request is malformed: bad JSON, wrong types, unknown fields, invalid values.
+    InvalidRequest,
+    /// Missing or wrong credentials.
+    Unauthenticated,
+    /// The addressed object does not exist (or is not visible to the caller).
+    NotFound,
+    /// The request conflicts with the object's current state.
+    Conflict,
+    /// The request body is larger than the API accepts.
+    PayloadTooLarge,
+    /// The request body is not `application/json`.
+    UnsupportedMediaType,
+    /// Too many requests.
+    RateLimited,
+    /// A dependency (kernel, sandbox) could not be started or reached.
+    Unavailable,
+    /// Something failed inside Lizard; the details are in its log, not in the response.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The HTTP status this code is sent with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidRequest => 400,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::NotFound => 404,
+            ErrorCode::Conflict => 409,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::Unavailable => 503,
+            ErrorCode::Internal => 500,
+        }
+    }
+}
+
+/// The body of every non-2xx response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}",
+            serde_json::to_value(self.code)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for ErrorBody {}

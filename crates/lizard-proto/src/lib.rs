@@ -1,0 +1,78 @@
+//! Wire types shared by every hop of Lizard: the agent, the server, the Rust client and (through the
+//! OpenAPI document) the TypeScript and Python SDKs.
+//!
+//! This crate is serde types and the few pure functions that belong to them (parsing a language name,
+//! folding a stream of execution events into an [`Execution`]). It does no I/O and knows nothing about
+//! HTTP frameworks, kernels, processes or projects.
+//!
+//! **Architecture Invariant:** the execution event ([`ExecutionEvent`]) is defined here once. NDJSON,
+//! SSE and the E2B-compatible stream are serializations of this enum, never copies of it.
+
+pub mod error;
+pub mod execution;
+pub mod ids;
+pub mod language;
+
+pub use error::{ErrorBody, ErrorCode};
+pub use execution::{
+    EventFrame, ExecuteRequest, Execution, ExecutionError, ExecutionEvent, ExecutionResult,
+    ExecutionStatus, ExecutionUsage, MimeBundle,
+};
+pub use ids::ContextId;
+pub use language::{Language, UnknownLanguage};
+
+use serde::{Deserialize, Serialize};
+
+/// Media type of a streamed execution as JSON Lines: one [`EventFrame`] per line.
+pub const NDJSON: &str = "application/x-ndjson";
+/// Media type of a streamed execution as Server-Sent Events: one [`EventFrame`] per `data:` line.
+pub const SSE: &str = "text/event-stream";
+
+/// `POST /contexts`: create a context (one kernel process).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateContextRequest {
+    /// Kernel language; Python when absent.
+    #[serde(default)]
+    pub language: Option<Language>,
+    /// Working directory of the kernel; the agent's default (`/home/user` in a sandbox) when absent.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// Lifecycle state of a context's kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextState {
+    /// The kernel is up and waiting for code.
+    Idle,
+    /// A cell is running.
+    Busy,
+}
+
+/// A context as the API reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    pub id: ContextId,
+    pub language: Language,
+    pub cwd: String,
+    /// `true` for the context a run with only `language` uses.
+    pub is_default: bool,
+    pub state: ContextState,
+    /// Number of cells run by the current kernel (resets when the kernel restarts).
+    pub execution_count: u64,
+    /// How many times the kernel was replaced by a fresh one (explicit restart, crash, or a cell that
+    /// ignored an interrupt). Each replacement loses the context's state.
+    pub kernel_restarts: u64,
+    /// Why the kernel was last replaced, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart_reason: Option<String>,
+}
+
+/// `GET /health`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+    pub contexts: usize,
+}

@@ -1,0 +1,987 @@
+"""Lizard's Python kernel runner: one IPython shell per process, driven by the runner protocol.
+
+What it does (the contract is kernels/PROTOCOL.md):
+  * reads `exec` control lines (JSON) from fd $LIZARD_CONTROL_FD and runs each cell with
+    `InteractiveShell.run_cell(code, store_history=True)`, so magics, `!cmd`, `_`/`Out`, top-level
+    `await` etc. behave as in IPython/Jupyter;
+  * writes events (JSON Lines) to fd $LIZARD_EVENT_FD: `ready`; `result` (the last expression's
+    value, `main: true`, via a DisplayHook subclass; `display()` calls and inline matplotlib
+    figures, `main: false`, via a DisplayPublisher subclass); at most one `error` (via
+    `_showtraceback`, colourless); exactly one `done` per `exec`;
+  * leaves user output on the real fds 1 and 2 (sys.stdout/sys.stderr are write-through UTF-8
+    wrappers whose error handler never raises), flushing both before every event line;
+  * applies the per-run `env`, restoring os.environ afterwards;
+  * runs `!cmd`/%system through the shell on the kernel's own fds 1 and 2 (no pty);
+  * makes `exit()`/`quit()` raise SystemExit like `sys.exit()`: the cell stops with an error, the
+    process and its state stay (only `os._exit` ends the kernel);
+  * turns SIGINT during a cell into KeyboardInterrupt in user code (`done{status:"interrupted"}`),
+    ignores it while idle, and never lets it tear an event line or skip a `done`;
+  * exits when the control fd reaches end-of-file.
+
+What it does not do: no Jupyter messaging/ZMQ, no stdin (fd 0 is /dev/null: `input()` gets
+EOFError), no `clear_output`/`update_display` semantics (updates are sent as new results), no GUI
+event loops, no IPython startup or config files, no history file (history is an in-memory SQLite
+database).
+"""
+
+import os
+import signal
+import sys
+
+# --- SIGINT first: an interrupt that arrives during start-up must not kill the process. ----------
+
+
+class _State:
+    """Process-wide runner state (touched by the SIGINT handler, so kept tiny and flat)."""
+
+    in_cell = False  # a cell is running: SIGINT becomes KeyboardInterrupt
+    pending = False  # SIGINT arrived while the runner's own code ran; raise it at a safe point
+    run = None  # the _Run being executed, or None while idle
+    formatting = 0  # > 0 while the main thread formats a value (its tracebacks are warnings)
+    async_cancelled = False  # the running async cell was cancelled to deliver a SIGINT
+    redelivering = False  # a _redeliver thread is pending
+    critical = 0  # > 0 while IPython formats a traceback: a SIGINT then is deferred like above
+    cell_error = True  # the traceback being shown is the cell's own failure (see showtraceback)
+    showing = 0  # nesting of showtraceback (which calls showsyntaxerror for SyntaxErrors)
+
+
+_S = _State()
+
+
+def _on_sigint(signum, frame):
+    # Idle (waiting on the control fd, or between runs): ignore. PEP 475 restarts the read.
+    if not _S.in_cell:
+        return
+    # The cell was already stopped by an interrupt (its KeyboardInterrupt error is out): further
+    # SIGINTs (a double click on "interrupt") must not hit IPython's bookkeeping after the cell.
+    run = _S.run
+    if run is not None and run.error_name == "KeyboardInterrupt":
+        return
+    # The runner's own code (writing an event, a chunk of output, bookkeeping around run_cell) is
+    # never interrupted mid-way: remember the interrupt and raise it at the next safe point
+    # (_check_pending), or re-deliver it shortly. Everything else (user code, IPython, libraries)
+    # gets KeyboardInterrupt right away.
+    if _S.critical or (frame is not None and frame.f_code.co_filename == _RUNNER_FILE):
+        _defer_interrupt()
+        return
+    raise KeyboardInterrupt
+
+
+def _defer_interrupt():
+    _S.pending = True
+    if not _S.redelivering:
+        _S.redelivering = True
+        _thread.start_new_thread(_redeliver, (_S.run,))
+
+
+def _redeliver(run):
+    """Backstop for a deferred SIGINT that no _check_pending picked up: send it again to the main
+    thread (which also wakes it from a blocking call) once the runner code is likely done."""
+    try:
+        time.sleep(0.02)
+        if _S.pending and _S.in_cell and _S.run is run:
+            _S.pending = False
+            signal.pthread_kill(_MAIN_THREAD, signal.SIGINT)
+    except Exception:
+        pass
+    finally:
+        _S.redelivering = False
+
+
+import _thread  # noqa: E402
+import time  # noqa: E402
+
+_RUNNER_FILE = _on_sigint.__code__.co_filename
+_MAIN_THREAD = _thread.get_ident()
+signal.signal(signal.SIGINT, _on_sigint)
+
+
+def _unraisable_hook(unraisable):
+    # A SIGINT that lands in a finalizer or weakref callback is swallowed by Python ("Exception
+    # ignored in ..."): deliver it again instead, so the cell still stops.
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _S.in_cell:
+        _defer_interrupt()
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+sys.unraisablehook = _unraisable_hook
+
+import builtins  # noqa: E402
+import codecs  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+
+
+def _check_pending():
+    """Raise a SIGINT that was deferred while runner code ran (main thread, inside a cell only)."""
+    if _S.pending and _S.in_cell and not _S.critical and _thread.get_ident() == _MAIN_THREAD:
+        _S.pending = False
+        raise KeyboardInterrupt
+
+
+# --- File descriptors ----------------------------------------------------------------------------
+
+
+def _take_fd(var, default):
+    value = os.environ.pop(var, None)  # user code and subprocesses do not need to see these
+    fd = int(value) if value else default
+    os.set_inheritable(fd, False)  # `!cmd`, subprocess, os.system never hold them
+    return fd
+
+
+_EVENT_FD = _take_fd("LIZARD_EVENT_FD", 3)
+_CONTROL_FD = _take_fd("LIZARD_CONTROL_FD", 4)
+
+
+def _write_all(fd, data):
+    """Write all of `data` to `fd`: retries short writes, and waits if someone (for example a Node
+    subprocess sharing the pipe) switched the file description to non-blocking mode."""
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    total = len(view)
+    done = 0
+    while done < total:
+        try:
+            done += os.write(fd, view[done:])
+        except BlockingIOError:
+            import select
+
+            select.select([], [fd], [], 1.0)
+
+
+class _FdWriter(io.RawIOBase):
+    """Raw binary writer behind `sys.stdout`/`sys.stderr` (`sys.stdout.buffer`): every write becomes
+    a `stdout`/`stderr` event on the event fd at once, so Python-level output is ordered exactly with
+    results and errors (PROTOCOL.md, "Ordering rule"). Bytes that are not UTF-8 become U+FFFD.
+    `fileno()` is still the real fd 1/2, which subprocesses and C code write to directly."""
+
+    def __init__(self, fd, name):
+        super().__init__()
+        self._fd = fd
+        self.name = name
+        self._kind = "stdout" if fd == 1 else "stderr"
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def flush_decoder(self):
+        """Emit a character left incomplete at the end of the last write (as U+FFFD)."""
+        text = self._decoder.decode(b"", final=True)
+        if text:
+            _emit_output(self._kind, text)
+
+    def fileno(self):
+        return self._fd
+
+    def writable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    def write(self, b):
+        view = memoryview(b)
+        n = view.nbytes
+        if n:
+            text = self._decoder.decode(view)
+            if text:
+                _emit_output(self._kind, text)
+        _check_pending()  # a SIGINT that landed while we were blocked writing
+        return n
+
+
+def _stdio_errors(exc):
+    """Encoding error handler of sys.stdout/sys.stderr: never raises. Surrogate-escaped bytes
+    (from undecodable file names etc.) are written back as the original bytes, like
+    'surrogateescape'; any other unencodable character (a lone surrogate) becomes a \\uXXXX escape,
+    like 'backslashreplace'."""
+    if isinstance(exc, UnicodeEncodeError):
+        out = bytearray()
+        for ch in exc.object[exc.start : exc.end]:
+            o = ord(ch)
+            if 0xDC80 <= o <= 0xDCFF:
+                out.append(o - 0xDC00)
+            else:
+                out += ("\\u%04x" % o if o <= 0xFFFF else "\\U%08x" % o).encode("ascii")
+        return bytes(out), exc.end
+    if isinstance(exc, UnicodeDecodeError):
+        return "\ufffd", exc.end
+    raise exc
+
+
+codecs.register_error("lizard.stdio", _stdio_errors)
+
+
+def _make_stream(fd, name):
+    stream = io.TextIOWrapper(
+        _FdWriter(fd, name),
+        encoding="utf-8",
+        errors="lizard.stdio",
+        newline="\n",
+        # Line-buffered like a terminal: `print` is one event; a write holding "\n" or "\r" (progress
+        # bars) is sent at once; a partial line goes out at the next newline, event, or cell end.
+        line_buffering=True,
+        write_through=False,
+    )
+    stream.mode = "w"
+    return stream
+
+
+# The interpreter's own stdout/stderr objects close fds 1/2 when garbage-collected: keep them.
+_ORIGINAL_STDIO = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
+for _s in (sys.stdout, sys.stderr):
+    try:
+        _s.flush()
+    except Exception:
+        pass
+sys.stdout = sys.__stdout__ = _make_stream(1, "<stdout>")
+sys.stderr = sys.__stderr__ = _make_stream(2, "<stderr>")
+
+
+def _flush_stdio():
+    """Ordering rule: everything the cell printed so far is sent before the next event line."""
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except Exception:
+            pass
+
+
+def _flush_decoders():
+    for s in (sys.stdout, sys.stderr):
+        raw = getattr(s, "buffer", None)
+        if isinstance(raw, _FdWriter):
+            raw.flush_decoder()
+
+
+# --- Environment the user code sees --------------------------------------------------------------
+
+# Inline matplotlib: the backend module is imported by matplotlib itself on first use (nothing
+# matplotlib is imported here: start-up stays fast). Set unconditionally: inline figures are the
+# product's behaviour, whatever MPLBACKEND the agent's own environment may carry.
+os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+os.environ.setdefault("PAGER", "cat")
+os.environ.setdefault("GIT_PAGER", "cat")
+
+# `python runner.py` puts the runner's directory first on sys.path; a kernel imports from its
+# working directory instead, as Jupyter does.
+if sys.path and sys.path[0] and os.path.abspath(sys.path[0]) == os.path.dirname(
+    os.path.abspath(_RUNNER_FILE)
+):
+    sys.path[0] = ""
+elif "" not in sys.path:
+    sys.path.insert(0, "")
+
+
+# --- Events --------------------------------------------------------------------------------------
+
+_ANSI_RE = None
+
+
+def _strip_ansi(text):
+    global _ANSI_RE
+    if _ANSI_RE is None:
+        import re
+
+        # CSI sequences (colours, cursor moves), OSC sequences (titles, links), 2-byte escapes.
+        _ANSI_RE = re.compile(
+            r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])"
+        )
+    return _ANSI_RE.sub("", text)
+
+
+def _safe_str(obj):
+    try:
+        return str(obj)
+    except BaseException:
+        pass
+    try:
+        return repr(obj)
+    except BaseException:
+        return "<unprintable %s object>" % type(obj).__name__
+
+
+def _b64(data):
+    import base64
+
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+def _jsonable(obj, _path=None):
+    """A JSON-serialisable copy of `obj`: NaN/inf become null, bytes base64, keys strings, unknown
+    objects their str(); cycles are cut."""
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return _b64(obj)
+    if _path is None:
+        _path = set()
+    if id(obj) in _path or len(_path) > 200:
+        return "<recursion>"
+    _path.add(id(obj))
+    try:
+        if isinstance(obj, dict):
+            return {
+                (k if isinstance(k, str) else _safe_str(k)): _jsonable(v, _path)
+                for k, v in list(obj.items())
+            }
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            return [_jsonable(v, _path) for v in list(obj)]
+        for conv in ("tolist", "isoformat"):  # numpy arrays/scalars; datetime and friends
+            f = getattr(type(obj), conv, None)
+            if f is not None:
+                try:
+                    return _jsonable(f(obj), _path)
+                except Exception:
+                    pass
+        return _safe_str(obj)
+    finally:
+        _path.discard(id(obj))
+
+
+def _is_json_mime(mime):
+    return mime == "application/json" or mime.endswith("+json")
+
+
+def _mime_bundle(data):
+    """Normalise a format dict: text as str, binary (bytes) as base64, JSON types as JSON."""
+    out = {}
+    if not isinstance(data, dict):
+        return out
+    for mime, value in list(data.items()):
+        mime = mime if isinstance(mime, str) else _safe_str(mime)
+        if _is_json_mime(mime):
+            if isinstance(value, (bytes, bytearray)):
+                try:
+                    value = json.loads(bytes(value))
+                except Exception:
+                    value = bytes(value).decode("utf-8", "replace")
+            out[mime] = _jsonable(value)
+        elif isinstance(value, str):
+            out[mime] = value  # already text, or base64 (IPython's Image, matplotlib figures)
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            if mime.startswith("text/") or mime.endswith("+xml"):
+                out[mime] = bytes(value).decode("utf-8", "replace")
+            else:
+                out[mime] = _b64(value)  # image/png, image/jpeg, application/pdf, ...
+        else:
+            out[mime] = _jsonable(value)
+    return out
+
+
+def _encode_line(obj):
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except Exception:
+        try:
+            text = json.dumps(
+                _jsonable(obj), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+            )
+        except Exception as e:  # unreachable in practice; never crash the runner over one event
+            text = json.dumps(
+                {"ev": "protocol_error", "message": "unserialisable event: %s" % _safe_str(e)}
+            )
+    text += "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates cannot be UTF-8: pair what pairs, replace the rest with U+FFFD.
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+_EVENT_LOCK = _thread.allocate_lock()
+
+
+def _emit_output(kind, text):
+    """One `stdout`/`stderr` event (no stdio flush: this is what flushing calls)."""
+    line = _encode_line({"ev": kind, "text": text})
+    with _EVENT_LOCK:
+        try:
+            _write_all(_EVENT_FD, line)
+        except OSError:
+            os._exit(1)
+
+
+def _emit(obj, interruptible=True):
+    """Write one event line on the event fd (whole, even if SIGINT arrives meanwhile)."""
+    _flush_stdio()
+    line = _encode_line(obj)
+    with _EVENT_LOCK:
+        try:
+            _write_all(_EVENT_FD, line)
+        except OSError:
+            # The agent is gone (or user code closed the fd): nothing left to talk to.
+            os._exit(1)
+    if interruptible:
+        _check_pending()
+
+
+class _Run:
+    """One `exec`: its id and what has been sent for it."""
+
+    __slots__ = ("id", "main_sent", "error_name")
+
+    def __init__(self, run_id):
+        self.id = run_id
+        self.main_sent = False
+        self.error_name = None
+
+
+def _emit_result(data, metadata, main):
+    run = _S.run
+    if run is None:
+        return  # display() from a background thread while idle: the agent drops idle output too
+    if main:
+        if run.main_sent:
+            main = False  # at most one main result per run (e.g. exec(..., 'single') in a cell)
+        else:
+            run.main_sent = True
+    bundle = _mime_bundle(data)
+    if not bundle:
+        return
+    md = _jsonable(metadata) if isinstance(metadata, dict) else {}
+    _emit({"ev": "result", "id": run.id, "main": main, "data": bundle, "metadata": md})
+
+
+def _traceback_lines(stb):
+    if isinstance(stb, str):
+        stb = [stb]
+    text = "\n".join(_safe_str(chunk).rstrip("\n") for chunk in (stb or ()))
+    return _strip_ansi(text).splitlines()
+
+
+def _emit_error(name, value, lines):
+    """The run's error event (at most one per run); a later traceback in the same run, or one
+    outside any run, goes to stderr as text so nothing is lost."""
+    run = _S.run
+    if run is None or run.error_name is not None:
+        try:
+            sys.stderr.write("\n".join(lines) + "\n")
+        except Exception:
+            pass
+        return
+    run.error_name = name
+    _S.pending = False  # an interrupt deferred while the error was being shown: the cell is failing
+    _emit(
+        {"ev": "error", "id": run.id, "name": name, "value": value, "traceback": lines},
+        interruptible=False,  # the cell is failing anyway; never raise inside traceback display
+    )
+
+
+def _trim_runner_frames(exc):
+    """Cut the runner's own frames (the SIGINT handler, _check_pending and its callers) off the end
+    of a KeyboardInterrupt's traceback: the user should see where *their* code was interrupted."""
+    if not isinstance(exc, KeyboardInterrupt):
+        return
+    entries = []
+    tb = exc.__traceback__
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    cut = len(entries)
+    while cut > 0 and entries[cut - 1].tb_frame.f_code.co_filename == _RUNNER_FILE:
+        cut -= 1
+    if 0 < cut < len(entries):
+        entries[cut - 1].tb_next = None
+
+
+def _error_name(etype):
+    name = getattr(etype, "__name__", None) or _safe_str(etype)
+    if _S.async_cancelled and name == "CancelledError":
+        return "KeyboardInterrupt"  # our SIGINT delivery into an async cell (see _AsyncRunner)
+    return name
+
+
+# --- IPython -------------------------------------------------------------------------------------
+
+from contextlib import contextmanager  # noqa: E402
+
+from IPython.core.autocall import ExitAutocall  # noqa: E402
+from IPython.core.displayhook import DisplayHook  # noqa: E402
+from IPython.core.displaypub import DisplayPublisher  # noqa: E402
+from IPython.core.formatters import DisplayFormatter  # noqa: E402
+from IPython.core.history import HistoryOutput  # noqa: E402
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from traitlets import Type, default  # noqa: E402
+from traitlets.config import Config  # noqa: E402
+
+
+class LizardDisplayHook(DisplayHook):
+    """The last expression's value: one `result` event with `main: true` and the full MIME bundle
+    (instead of `Out[n]: ...` on stdout). `_`, `Out`, `_n` and the `;` suppression are IPython's."""
+
+    def start_displayhook(self):
+        super().start_displayhook()
+        self._bundle = None
+
+    def write_output_prompt(self):
+        pass
+
+    def write_format_data(self, format_dict, md_dict=None):
+        self._bundle = (format_dict, md_dict)
+
+    def finish_displayhook(self):
+        self._is_active = False
+        bundle, self._bundle = getattr(self, "_bundle", None), None
+        if bundle is not None:
+            _emit_result(bundle[0], bundle[1], main=True)
+
+
+class LizardDisplayPublisher(DisplayPublisher):
+    """`display(...)` (and inline matplotlib figures): a `result` event with `main: false`, sent at
+    the moment of the call so it lands between the prints around it."""
+
+    def publish(self, data, metadata=None, *args, transient=None, update=False, **kwargs):
+        # `update=True` (DisplayHandle.update / update_display) cannot replace an earlier result in
+        # this protocol: it is sent as a new result rather than dropped.
+        try:  # IPython's own bookkeeping (used by %notebook), as the base class does.
+            self.shell.history_manager.outputs[self.shell.execution_count - 1].append(
+                HistoryOutput(output_type="display_data", bundle=data)
+            )
+        except Exception:
+            pass
+        _emit_result(data, metadata, main=False)
+
+    def clear_output(self, wait=False):
+        # Deliberately ignored: results already sent cannot be retracted in this protocol (and the
+        # base class would print terminal escape codes on stdout).
+        pass
+
+
+class LizardFormatter(DisplayFormatter):
+    """Counts nesting so a traceback from a broken `_repr_*_` is shown as a warning (stderr), not
+    as the run's error: IPython itself treats it as non-fatal and still shows text/plain."""
+
+    def format(self, obj, include=None, exclude=None):
+        if _thread.get_ident() != _MAIN_THREAD:
+            return super().format(obj, include, exclude)
+        _S.formatting += 1
+        try:
+            return super().format(obj, include, exclude)
+        finally:
+            _S.formatting -= 1
+
+
+class LizardExit(ExitAutocall):
+    """`exit`, `exit()`, `quit()`, `exit(1)`: raise SystemExit, which stops the cell and is reported
+    as an error (`SystemExit`), exactly like `sys.exit()` in IPython. The kernel process and its
+    state survive: ending the context is the agent's job, and silently doing nothing (plain
+    InteractiveShell's behaviour) would let the rest of the cell run."""
+
+    def __call__(self, *args):
+        raise SystemExit(*args)
+
+    def __repr__(self):
+        return "Use exit() to stop the cell here (raises SystemExit; the kernel keeps running)."
+
+
+class _AsyncRunner:
+    """IPython's asyncio loop runner for cells with top-level `await`, made interruptible: a SIGINT
+    that lands in the event loop (not in the cell's code) cancels the cell's task, so the cell stops
+    at its current `await` and no half-run cell is left behind to resume during a later cell."""
+
+    def __call__(self, coro):
+        from IPython.core.async_helpers import get_asyncio_loop
+
+        loop = get_asyncio_loop()
+        task = loop.create_task(coro)
+        while True:
+            try:
+                return loop.run_until_complete(task)
+            except KeyboardInterrupt:
+                if task.done():
+                    raise
+                _S.async_cancelled = True
+                task.cancel()
+
+    def __str__(self):
+        return "asyncio"
+
+
+class LizardShell(InteractiveShell):
+    displayhook_class = Type(LizardDisplayHook)
+    display_pub_class = Type(LizardDisplayPublisher)
+
+    @default("exiter")
+    def _exiter_default(self):
+        return LizardExit(self)
+
+    def init_display_formatter(self):
+        self.display_formatter = LizardFormatter(parent=self)
+        self.configurables.append(self.display_formatter)
+
+    def init_virtualenv(self):
+        # The kernel's interpreter is the kernel environment's venv; never graft a $VIRTUAL_ENV
+        # inherited from the agent's environment onto sys.path.
+        pass
+
+    @contextmanager
+    def _tee(self, channel):
+        # IPython 9 copies every write on stdout/stderr into history_manager.outputs, forever:
+        # a 10 MB print would stay in memory for the life of the context. Output is streamed to
+        # the agent instead; only rich results are kept (for %notebook), as in the base class.
+        yield
+
+    def ask_exit(self):
+        raise SystemExit()
+
+    def enable_gui(self, gui=None):
+        # `%matplotlib inline` (and `%matplotlib` with the inline default) needs no event loop.
+        # There is no display for GUI toolkits: say so instead of IPython's NotImplementedError.
+        if gui not in (None, "inline"):
+            from IPython.core.error import UsageError
+
+            raise UsageError(
+                "GUI event loop %r is not available in this kernel: use %%matplotlib inline" % gui
+            )
+
+    def system(self, cmd):
+        """`!cmd` / %system / %pip: run through the shell with the kernel's own fds 1 and 2, so the
+        output streams like a C extension's (no pty, no \\r\\n, stdout and stderr kept apart).
+        SIGINT kills the command and interrupts the cell (KeyboardInterrupt), rather than being
+        swallowed as IPython's system_raw does."""
+        cmd = self.var_expand(cmd, depth=1)
+        _flush_stdio()
+        import subprocess
+
+        try:
+            ec = subprocess.call(cmd, shell=True, executable=os.environ.get("SHELL") or None)
+        except KeyboardInterrupt:
+            self.user_ns["_exit_code"] = -signal.SIGINT
+            raise
+        if ec > 128:
+            ec = -(ec - 128)
+        self.user_ns["_exit_code"] = ec
+        if self.system_raise_on_error and ec != 0:
+            raise subprocess.CalledProcessError(ec, cmd)
+
+    system_raw = system
+    system_piped = system
+
+    def showtraceback(
+        self,
+        exc_tuple=None,
+        filename=None,
+        tb_offset=None,
+        exception_only=False,
+        running_compiled_code=False,
+    ):
+        # IPython prints exception groups with traceback.print_exc (to stderr) instead of calling
+        # _showtraceback: route them to the event as well.
+        try:
+            etype, value, tb = self._get_exc_info(exc_tuple)
+        except ValueError:
+            etype = value = None
+        _trim_runner_frames(value)
+        # A second SIGINT while the traceback is being formatted would make IPython print a bare
+        # "KeyboardInterrupt" on stderr instead of the error: defer it (the cell is failing anyway;
+        # if the user code goes on, _redeliver interrupts it).
+        _S.critical += 1
+        outer, _S.cell_error = _S.cell_error, _called_by_machinery(sys._getframe(1))
+        _S.showing += 1
+        try:
+            self._showtraceback_impl(
+                etype, value, tb, exc_tuple, filename, tb_offset, exception_only,
+                running_compiled_code,
+            )
+        finally:
+            _S.showing -= 1
+            _S.cell_error = outer
+            _S.critical -= 1
+
+    def _showtraceback_impl(
+        self, etype, value, tb, exc_tuple, filename, tb_offset, exception_only,
+        running_compiled_code,
+    ):
+        if (
+            value is not None
+            and not exception_only
+            and not issubclass(etype, SyntaxError)
+            and not hasattr(value, "_render_traceback_")
+            and _contains_exception_group(value)
+        ):
+            import traceback
+
+            # Drop IPython's own frames above the cell, as its tb_offset does for other errors.
+            tb = _skip_machinery(tb) or tb
+            self._showtraceback(etype, value, traceback.format_exception(etype, value, tb))
+            return
+        return super().showtraceback(
+            exc_tuple, filename, tb_offset, exception_only, running_compiled_code
+        )
+
+    def showsyntaxerror(self, filename=None, running_compiled_code=False):
+        _S.critical += 1
+        outer = _S.cell_error
+        if not _S.showing:  # else: called by showtraceback, which already knows
+            _S.cell_error = _called_by_machinery(sys._getframe(1))
+        try:
+            return super().showsyntaxerror(filename, running_compiled_code)
+        finally:
+            _S.cell_error = outer
+            _S.critical -= 1
+
+    _last_shown = None  # (exception, stb) of the last traceback shown
+
+    def _format_exception_for_storage(self, exception, *args, **kwargs):
+        # IPython 9 formats every failed cell's traceback a second time for history_manager
+        # .exceptions; reuse the one just shown (half the cost of an error, no second window for a
+        # SIGINT to land in).
+        last = self._last_shown
+        if last is not None and last[0] is exception:
+            return {
+                "ename": type(exception).__name__,
+                "evalue": _safe_str(exception),
+                "traceback": last[1],
+            }
+        _S.critical += 1
+        try:
+            return super()._format_exception_for_storage(exception, *args, **kwargs)
+        finally:
+            _S.critical -= 1
+
+    def _showtraceback(self, etype, evalue, stb):
+        # Every traceback IPython shows ends here, including SyntaxError/IndentationError (via
+        # showsyntaxerror) and SystemExit (exception_only).
+        self._last_shown = (evalue, stb)
+        lines = _traceback_lines(stb)
+        if _S.formatting or not _S.cell_error or _thread.get_ident() != _MAIN_THREAD:
+            # A broken _repr_*_, a traceback the user code shows and goes on (%tb, an `except:`
+            # calling showtraceback()), one from a background thread: output, not the cell's error.
+            try:
+                sys.stderr.write("\n".join(lines) + "\n")
+            except Exception:
+                pass
+            return
+        _emit_error(_error_name(etype), _safe_str(evalue), lines)
+
+    def show_usage_error(self, exc):
+        # `%nonexistent`, bad magic arguments: IPython prints "UsageError: ..." on stderr.
+        msg = _safe_str(exc)
+        _emit_error("UsageError", msg, ["UsageError: " + msg])
+
+
+_IPYTHON_CORE = os.path.join("IPython", "core", "")
+_MACHINERY = (
+    os.path.join("IPython", "core", "interactiveshell.py"),  # run_cell & co: the cell's failure
+    os.path.join("IPython", "core", "events.py"),  # a failing pre/post_run_cell callback
+)
+
+
+def _called_by_machinery(frame):
+    """Is this traceback shown by IPython's cell-running machinery (the cell failed), rather than
+    by user code, a magic or a library that handles the exception and goes on?"""
+    name = frame.f_code.co_filename if frame is not None else ""
+    return name.endswith(_MACHINERY)
+
+
+def _contains_exception_group(value):
+    group = getattr(builtins, "BaseExceptionGroup", None)
+    depth = 0
+    while group is not None and value is not None and depth < 100:
+        if isinstance(value, group):
+            return True
+        value = value.__context__
+        depth += 1
+    return False
+
+
+def _show_in_pager(self, data, start=0, screen_lines=0):
+    """`obj?`, `%pdoc`, `%pfile`...: no pager, the text goes to stdout."""
+    if isinstance(data, dict):
+        data = data.get("text/plain", "")
+    text = _strip_ansi(_safe_str(data))
+    if start:
+        text = "\n".join(text.split("\n")[start:])
+    print(text)
+
+
+def _make_shell():
+    cfg = Config()
+    # History in an in-memory SQLite database: %history (-g, -l...) works for the session, and no
+    # file in $HOME, no lock shared by many contexts, no writer thread.
+    cfg.HistoryManager.hist_file = ":memory:"
+    cfg.InteractiveShell.colors = "nocolor"
+    cfg.InteractiveShell.autoindent = False
+    cfg.InteractiveShell.autocall = 0
+    cfg.InteractiveShell.automagic = True
+    cfg.InteractiveShell.xmode = "Context"
+    cfg.InteractiveShell.enable_html_pager = False
+    cfg.InteractiveShell.sphinxify_docstring = False
+    cfg.InteractiveShell.warn_venv = False
+    shell = LizardShell.instance(config=cfg)
+    shell.set_hook("show_in_pager", _show_in_pager)
+    shell.loop_runner = _AsyncRunner()
+    # IPython warns "To exit: use 'exit', 'quit', or Ctrl-D." after SystemExit: not how a context
+    # ends (the SystemExit error event already says what happened).
+    import warnings
+
+    warnings.filterwarnings("ignore", message="To exit: use 'exit', 'quit', or Ctrl-D.")
+    return shell
+
+
+# --- The run loop --------------------------------------------------------------------------------
+
+
+def _apply_env(env, saved):
+    for key, value in env.items():
+        key = _safe_str(key)
+        if key not in saved:
+            saved[key] = os.environ.get(key)
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value if isinstance(value, str) else _safe_str(value)
+
+
+def _restore_env(saved):
+    for key, old in saved.items():
+        try:
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+        except Exception:
+            pass
+
+
+def _skip_machinery(tb):
+    """Drop the runner's and IPython's own frames above the user's code (IPython's tb_offset)."""
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename == _RUNNER_FILE
+        or _IPYTHON_CORE in tb.tb_frame.f_code.co_filename
+    ):
+        tb = tb.tb_next
+    return tb
+
+
+def _exception_lines(exc):
+    """A plain traceback for an error IPython did not show (e.g. a KeyboardInterrupt that hit its
+    machinery outside the cell's code: then only the exception line remains)."""
+    import traceback
+
+    _trim_runner_frames(exc)
+    try:
+        tb = _skip_machinery(exc.__traceback__)
+        if tb is None:
+            text = "".join(traceback.format_exception_only(type(exc), exc))
+        else:
+            text = "".join(traceback.format_exception(type(exc), exc, tb))
+        return _strip_ansi(text).splitlines()
+    except Exception:
+        return ["%s: %s" % (type(exc).__name__, _safe_str(exc))]
+
+
+def _execute(shell, msg):
+    run_id = msg.get("id")
+    code = msg.get("code")
+    env = msg.get("env") or {}
+    if not isinstance(code, str) or not isinstance(env, dict):
+        _emit({"ev": "protocol_error", "message": "exec needs a string 'code' and an object 'env'"})
+        return
+    run = _Run(run_id)
+    saved = {}
+    result = None
+    escaped = None
+    _S.run = run
+    _S.pending = False
+    _S.async_cancelled = False
+    try:
+        _S.in_cell = True
+        _apply_env(env, saved)
+        result = shell.run_cell(code, store_history=True)
+    except BaseException as e:
+        # A KeyboardInterrupt that landed in IPython's machinery outside its own handlers, a
+        # SystemExit from a post_execute callback, a bad `env` name...: still one error + done.
+        escaped = e
+    finally:
+        _S.in_cell = False
+    # From here on SIGINT is ignored: the run is over, only its answer remains to be written.
+    _S.pending = False
+    _restore_env(saved)
+
+    # User code may have replaced the SIGINT handler or closed the standard streams.
+    if signal.getsignal(signal.SIGINT) is not _on_sigint:
+        try:
+            signal.signal(signal.SIGINT, _on_sigint)
+        except Exception:
+            pass
+    if sys.stdout is None or getattr(sys.stdout, "closed", False):
+        sys.stdout = _make_stream(1, "<stdout>")
+    if sys.stderr is None or getattr(sys.stderr, "closed", False):
+        sys.stderr = _make_stream(2, "<stderr>")
+
+    exc = escaped
+    if exc is None and result is not None:
+        exc = result.error_before_exec or result.error_in_exec
+    interrupted = (
+        isinstance(exc, KeyboardInterrupt)
+        or run.error_name == "KeyboardInterrupt"
+        or (_S.async_cancelled and type(exc).__name__ == "CancelledError")
+    )
+    if exc is not None and run.error_name is None:
+        # Failures IPython reported elsewhere (or not at all): the run still gets its error event.
+        _emit_error(
+            "KeyboardInterrupt" if interrupted else type(exc).__name__,
+            _safe_str(exc),
+            _exception_lines(exc),
+        )
+    if exc is None and run.error_name is None:
+        status = "ok"
+    else:
+        status = "interrupted" if interrupted else "error"
+    _flush_stdio()
+    _flush_decoders()
+    _emit({"ev": "done", "id": run_id, "status": status}, interruptible=False)
+    _S.run = None
+    _S.async_cancelled = False
+
+
+def _exit_watchdog(seconds):
+    """After the control fd closed: if interpreter shutdown hangs (a non-daemon thread started by
+    user code), end the process anyway."""
+    import threading
+
+    def kill():
+        time.sleep(seconds)
+        os._exit(0)
+
+    threading.Thread(target=kill, name="lizard-exit", daemon=True).start()
+
+
+def main():
+    shell = _make_shell()
+    control = open(_CONTROL_FD, "rb", buffering=65536, closefd=True)
+    _emit({"ev": "ready"})
+    while True:
+        try:
+            line = control.readline()
+        except InterruptedError:
+            continue
+        if not line:
+            break
+        if not line.strip():
+            continue
+        try:
+            msg = json.loads(line)
+            if not isinstance(msg, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            _emit({"ev": "protocol_error", "message": "bad control line: %s" % _safe_str(e)})
+            continue
+        op = msg.get("op")
+        if op == "exec":
+            _execute(shell, msg)
+        else:
+            _emit({"ev": "protocol_error", "message": "unknown op: %s" % _safe_str(op)})
+    _flush_stdio()
+    _exit_watchdog(5.0)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
