@@ -127,6 +127,7 @@ pub fn router(contexts: Arc<Contexts>) -> Router {
         .route("/contexts/{id}/restart", post(restart_context))
         .route("/contexts/{id}/interrupt", post(interrupt_context))
         .route("/execute", post(execute))
+        .route("/executions", get(executions))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -149,6 +150,27 @@ async fn health(State(c): State<AppState>) -> Json<Health> {
         version: env!("CARGO_PKG_VERSION").into(),
         contexts: c.len(),
     })
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogQuery {
+    #[serde(default)]
+    after: u64,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// Finished runs for metering: `GET /executions?after=N&limit=M`.
+async fn executions(
+    State(c): State<AppState>,
+    q: Result<axum::extract::Query<LogQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<lizard_proto::ExecutionLog>, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    Ok(Json(c.executions_after(
+        q.after,
+        q.limit.unwrap_or(1000).min(10_000),
+    )))
 }
 
 async fn list_contexts(State(c): State<AppState>) -> Json<Vec<Context>> {
@@ -202,13 +224,6 @@ async fn interrupt_context(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Environment variable names a run may set: shell-safe identifiers.
-fn valid_env_name(k: &str) -> bool {
-    let mut chars = k.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-}
-
 /// Validate an execute request and resolve its context.
 pub async fn resolve_run(
     c: &Contexts,
@@ -220,7 +235,7 @@ pub async fn resolve_run(
         ));
     }
     for (k, v) in &req.env {
-        if !valid_env_name(k) {
+        if !lizard_proto::valid_env_name(k) {
             return Err(ApiError::invalid(format!(
                 "invalid environment variable name {k:?}: use letters, digits and _"
             )));
@@ -339,16 +354,6 @@ fn stream_response(content_type: &'static str, body: Body) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn env_names() {
-        assert!(valid_env_name("FOO_1"));
-        assert!(valid_env_name("_x"));
-        assert!(!valid_env_name("1A"));
-        assert!(!valid_env_name("A-B"));
-        assert!(!valid_env_name("A;rm"));
-        assert!(!valid_env_name(""));
-    }
 
     #[test]
     fn framing_from_accept() {

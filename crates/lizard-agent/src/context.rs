@@ -12,10 +12,10 @@ use crate::kernel::{
 use lizard_jail::procfs;
 use lizard_jail::Signal;
 use lizard_proto::{
-    Context, ContextId, ContextState, EventFrame, ExecutionError, ExecutionEvent, ExecutionResult,
-    ExecutionStatus, ExecutionUsage, Language,
+    Context, ContextId, ContextState, EventFrame, ExecutionError, ExecutionEvent, ExecutionLog,
+    ExecutionRecord, ExecutionResult, ExecutionStatus, ExecutionUsage, Language,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -132,7 +132,18 @@ pub struct Contexts {
     map: RwLock<HashMap<ContextId, Arc<ContextHandle>>>,
     /// Default context per language; the async lock makes concurrent first runs create only one.
     defaults: tokio::sync::Mutex<HashMap<Language, ContextId>>,
+    log: Mutex<RunLog>,
 }
+
+/// Bounded log of finished runs, read by the server for metering.
+#[derive(Default)]
+struct RunLog {
+    next_seq: u64,
+    records: VecDeque<ExecutionRecord>,
+}
+
+/// How many finished runs the agent remembers for a metering reader.
+const RUN_LOG_CAPACITY: usize = 10_000;
 
 impl Contexts {
     pub fn new(cfg: ContextConfig) -> Contexts {
@@ -140,6 +151,63 @@ impl Contexts {
             cfg,
             map: RwLock::new(HashMap::new()),
             defaults: tokio::sync::Mutex::new(HashMap::new()),
+            log: Mutex::new(RunLog::default()),
+        }
+    }
+
+    /// Finished runs with `seq > after`, oldest first (at most `limit`).
+    pub fn executions_after(&self, after: u64, limit: usize) -> ExecutionLog {
+        let Ok(log) = self.log.lock() else {
+            return ExecutionLog::default();
+        };
+        let oldest = log
+            .records
+            .front()
+            .map(|r| r.seq)
+            .unwrap_or(log.next_seq + 1);
+        let records: Vec<ExecutionRecord> = log
+            .records
+            .iter()
+            .filter(|r| r.seq > after)
+            .take(limit)
+            .cloned()
+            .collect();
+        ExecutionLog {
+            next: records
+                .last()
+                .map(|r| r.seq)
+                .unwrap_or(after.max(log.next_seq)),
+            dropped: oldest.saturating_sub(after + 1),
+            records,
+        }
+    }
+
+    fn record(
+        &self,
+        h: &ContextHandle,
+        status: ExecutionStatus,
+        wall_ms: u64,
+        usage: Option<ExecutionUsage>,
+    ) {
+        let Ok(mut log) = self.log.lock() else { return };
+        log.next_seq += 1;
+        let u = usage.unwrap_or_default();
+        let rec = ExecutionRecord {
+            seq: log.next_seq,
+            context_id: h.id.clone(),
+            language: h.language,
+            status,
+            wall_ms,
+            cpu_ms: u.cpu_ms,
+            peak_rss_bytes: u.peak_rss_bytes,
+            finished_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+        };
+        log.records.push_back(rec);
+        while log.records.len() > RUN_LOG_CAPACITY {
+            log.records.pop_front();
         }
     }
 
@@ -277,6 +345,19 @@ impl Contexts {
         *slot = None; // Drop kills the group; the pump reaps it.
         h.pid.store(0, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// pids of the live kernel processes (which their pumps reap themselves).
+    pub fn kernel_pids(&self) -> std::collections::HashSet<i32> {
+        self.map
+            .read()
+            .map(|m| {
+                m.values()
+                    .map(|h| h.pid.load(Ordering::SeqCst))
+                    .filter(|p| *p > 0)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Kill every kernel (agent shutdown).
@@ -513,6 +594,7 @@ impl Contexts {
         }
         drop(slot);
         h.busy.store(false, Ordering::SeqCst);
+        self.record(&h, status, started.elapsed().as_millis() as u64, usage);
         out.end(status, started, usage).await;
     }
 }

@@ -8,6 +8,7 @@
 //! sandbox, and whoever can reach its sockets may use it.
 
 pub mod api;
+pub mod cli;
 pub mod context;
 pub mod kernel;
 pub mod utf8;

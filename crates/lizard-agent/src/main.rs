@@ -1,18 +1,7 @@
-//! `lizard-agent`: the in-sandbox execution agent binary.
-//!
-//! Parses its configuration (flags or `LIZARD_*` environment variables), writes the embedded kernel
-//! runners into its run directory, and serves the API on TCP and, optionally, a Unix socket. Prints
-//! one JSON line `{"event":"listening",...}` on stdout once both listeners are bound.
+//! `lizard-agent`: the in-sandbox execution agent as a standalone binary (the same agent also runs as
+//! `lizard agent`). See `lizard_agent::cli` for its flags.
 
-use anyhow::{bail, Context as _, Result};
 use clap::Parser;
-use lizard_agent::api;
-use lizard_agent::context::{ContextConfig, Contexts};
-use lizard_agent::kernel::KernelConfig;
-use std::future::IntoFuture;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -20,59 +9,13 @@ use std::time::Duration;
     version,
     about = "Lizard's in-sandbox execution agent"
 )]
-struct Args {
-    /// TCP address to serve on (port 0 picks a free port).
-    #[arg(long, env = "LIZARD_AGENT_LISTEN", default_value = "127.0.0.1:8080")]
-    listen: String,
-    /// Also serve on this Unix socket path.
-    #[arg(long, env = "LIZARD_AGENT_SOCKET")]
-    socket: Option<PathBuf>,
-    /// The kernel environment made by `scripts/kernel-env.sh` (holds `venv/` and `node_modules/`).
-    /// Sets the defaults of --python and --node-path.
-    #[arg(long, env = "LIZARD_KERNEL_ENV")]
-    kernel_env: Option<PathBuf>,
-    /// Python interpreter with IPython installed.
-    #[arg(long, env = "LIZARD_PYTHON")]
-    python: Option<PathBuf>,
-    /// Node.js binary.
-    #[arg(long, env = "LIZARD_NODE", default_value = "node")]
-    node: PathBuf,
-    /// NODE_PATH for JavaScript kernels (where `acorn` is installed).
-    #[arg(long, env = "LIZARD_NODE_PATH")]
-    node_path: Option<PathBuf>,
-    /// Bash binary.
-    #[arg(long, env = "LIZARD_BASH", default_value = "bash")]
-    bash: PathBuf,
-    /// Working directory of contexts created without `cwd` (default: `work/` in the run directory).
-    #[arg(long, env = "LIZARD_DEFAULT_CWD")]
-    default_cwd: Option<PathBuf>,
-    /// Directory for runner files and scratch (default: a fresh temporary directory).
-    #[arg(long, env = "LIZARD_RUN_DIR")]
-    run_dir: Option<PathBuf>,
-    /// Milliseconds an interrupted cell may take to stop before its kernel is killed.
-    #[arg(long, env = "LIZARD_INTERRUPT_GRACE_MS", default_value_t = 2000)]
-    interrupt_grace_ms: u64,
-    /// Milliseconds a kernel may take to start.
-    #[arg(long, env = "LIZARD_KERNEL_START_TIMEOUT_MS", default_value_t = 60000)]
-    kernel_start_timeout_ms: u64,
-}
-
-fn find_in_path(name: &std::path::Path) -> Result<PathBuf> {
-    if name.components().count() > 1 {
-        return Ok(name.to_path_buf());
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        let p = dir.join(name);
-        if p.is_file() {
-            return Ok(p);
-        }
-    }
-    bail!("{} not found in PATH", name.display())
+struct Cli {
+    #[command(flatten)]
+    agent: lizard_agent::cli::AgentArgs,
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LIZARD_LOG")
@@ -80,130 +23,5 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let mut args = Args::parse();
-    // Kernels run in other working directories: make every configured path absolute.
-    for p in [
-        &mut args.kernel_env,
-        &mut args.python,
-        &mut args.node_path,
-        &mut args.default_cwd,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        *p = std::path::absolute(&*p).with_context(|| format!("resolving {}", p.display()))?;
-    }
-
-    let python = match (&args.python, &args.kernel_env) {
-        (Some(p), _) => p.clone(),
-        (None, Some(env)) => env.join("venv/bin/python"),
-        (None, None) => bail!(
-            "no Python kernel environment: pass --kernel-env DIR (see scripts/kernel-env.sh) or \
-             --python PATH"
-        ),
-    };
-    if !python.exists() {
-        bail!(
-            "Python interpreter {} does not exist (prepare it with scripts/kernel-env.sh)",
-            python.display()
-        );
-    }
-    let node_path = args
-        .node_path
-        .clone()
-        .or_else(|| args.kernel_env.as_ref().map(|e| e.join("node_modules")));
-
-    let (run_dir, _tmp_guard) = match &args.run_dir {
-        Some(d) => (d.clone(), None),
-        None => {
-            let d = std::env::temp_dir().join(format!("lizard-agent-{}", std::process::id()));
-            (d.clone(), Some(RemoveOnDrop(d)))
-        }
-    };
-    let kernels = KernelConfig {
-        python,
-        node: find_in_path(&args.node).context("locating node")?,
-        node_path,
-        bash: find_in_path(&args.bash).context("locating bash")?,
-        run_dir: run_dir.clone(),
-        start_timeout: Duration::from_millis(args.kernel_start_timeout_ms),
-    };
-    kernels
-        .install_runners()
-        .with_context(|| format!("writing kernel runners into {}", run_dir.display()))?;
-    let default_cwd = match &args.default_cwd {
-        Some(d) => d.clone(),
-        None => {
-            let d = run_dir.join("work");
-            std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
-            d
-        }
-    };
-    let contexts = Arc::new(Contexts::new(ContextConfig {
-        kernels,
-        default_cwd,
-        interrupt_grace: Duration::from_millis(args.interrupt_grace_ms),
-    }));
-    let app = api::router(contexts.clone());
-
-    let tcp = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    let tcp_addr = tcp.local_addr()?;
-    let unix = match &args.socket {
-        Some(p) => {
-            let _ = std::fs::remove_file(p);
-            Some(
-                tokio::net::UnixListener::bind(p)
-                    .with_context(|| format!("binding {}", p.display()))?,
-            )
-        }
-        None => None,
-    };
-    println!(
-        "{}",
-        serde_json::json!({
-            "event": "listening",
-            "tcp": tcp_addr.to_string(),
-            "socket": args.socket.as_ref().map(|p| p.display().to_string()),
-        })
-    );
-    tracing::info!(%tcp_addr, socket = ?args.socket, "lizard-agent listening");
-
-    let shutdown = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    };
-    let tcp_server = axum::serve(tcp, app.clone()).into_future();
-    let result = match unix {
-        Some(u) => {
-            let unix_server = axum::serve(u, app).into_future();
-            tokio::select! {
-                r = tcp_server => r.context("TCP server"),
-                r = unix_server => r.context("Unix socket server"),
-                _ = shutdown => Ok(()),
-            }
-        }
-        None => tokio::select! {
-            r = tcp_server => r.context("TCP server"),
-            _ = shutdown => Ok(()),
-        },
-    };
-    contexts.kill_all();
-    if let Some(p) = &args.socket {
-        let _ = std::fs::remove_file(p);
-    }
-    result
-}
-
-struct RemoveOnDrop(PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    lizard_agent::cli::run(Cli::parse().agent).await
 }

@@ -309,3 +309,23 @@ async fn sse_framing() {
         }
     }
 }
+
+#[tokio::test]
+async fn execution_log_for_metering() {
+    let a = Agent::start();
+    a.exec(json!({"code": "sum(range(10**6))"})).await;
+    a.exec(json!({"code": "1/0"})).await;
+    let (s, v) = a.call("GET", "/executions?after=0", None).await;
+    assert_eq!(s, 200);
+    let recs = v["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 2, "{v}");
+    assert_eq!(recs[0]["status"], "ok");
+    assert_eq!(recs[1]["status"], "error");
+    assert!(recs[0]["peak_rss_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(v["next"], 2);
+    let (_, v) = a.call("GET", "/executions?after=2", None).await;
+    assert!(v["records"].as_array().unwrap().is_empty());
+    assert_eq!(v["next"], 2);
+    let (s, _) = a.call("GET", "/executions?after=x", None).await;
+    assert_eq!(s, 400);
+}

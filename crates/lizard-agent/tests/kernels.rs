@@ -504,3 +504,17 @@ async fn twenty_contexts_in_parallel() {
     let (_, list) = a.call("GET", "/contexts", None).await;
     assert_eq!(list.as_array().unwrap().len(), 20);
 }
+
+#[tokio::test]
+async fn bash_cells_may_use_low_file_descriptors() {
+    let a = Agent::start();
+    let id = a.context("bash").await;
+    let out = a
+        .run_in(
+            &id,
+            "exec 3>/tmp/lz-fd3-$$; echo via-fd3 >&3; exec 3>&-; exec 4</dev/null; echo ok",
+        )
+        .await;
+    assert_eq!(out.stdout_text(), "ok\n");
+    assert_eq!(a.run_in(&id, "echo still").await.stdout_text(), "still\n");
+}

@@ -1,15 +1,22 @@
 //! Process isolation for Lizard: everything that talks to the Linux kernel about processes.
 //!
-//! Today this crate spawns kernel processes with extra file descriptors mapped to fixed numbers and in
-//! their own process group ([`process`]), signals process groups, and reads per-process accounting
-//! from `/proc` ([`procfs`]). The sandbox machinery (namespaces, rootfs, cgroups, seccomp) lands here
-//! too.
+//! - [`process`]: spawn kernel processes with extra fds mapped to fixed numbers and in their own
+//!   process group, signal process groups, subreaping.
+//! - [`procfs`]: per-process accounting from `/proc`.
+//! - [`sandbox`]: launch a program as PID 1 of a fresh sandbox (namespaces, overlay root, minimal
+//!   `/dev`, fresh `/proc`, cgroup, no capabilities, `no_new_privs`, seccomp).
+//! - [`cgroup`]: sandbox cgroups (v2, else v1): limits, freeze/thaw, kill, accounting, removal.
+//! - [`seccomp`]: the sandbox's seccomp profile (`seccomp.toml`), compiled to BPF.
 //!
 //! **Architecture Invariant:** this is the only crate with `unsafe` code and raw syscalls; every
 //! `unsafe` block carries a `// SAFETY:` comment. It knows nothing about HTTP, kernels' protocols,
 //! projects or billing: it starts programs and hands back handles (pids, fds, paths).
 
+pub mod cgroup;
 pub mod process;
 pub mod procfs;
+pub mod sandbox;
+pub mod seccomp;
+mod sys;
 
 pub use process::{cloexec_pipe, map_fds, signal_group, Signal};

@@ -1,4 +1,5 @@
-//! Spawning helpers: extra fds at fixed numbers in the child, and signals to process groups.
+//! Spawning helpers: extra fds at fixed numbers in the child, signals to process groups, and
+//! subreaping (adopting and reaping orphaned descendants such as sandboxes whose launcher exited).
 //!
 //! Not here: what the child runs or how it is talked to; callers own the `Command`.
 
@@ -76,6 +77,40 @@ pub fn signal_group(pgid: i32, signal: Signal) -> Result<(), ProcessError> {
             signal,
             source,
         }),
+    }
+}
+
+/// Make the calling process a child subreaper: orphaned descendants (e.g. a sandbox's PID 1 once
+/// its launcher has exited) are re-parented to it instead of the host's init, so it can reap them
+/// with [`try_reap`]. Affects the whole process.
+pub fn set_child_subreaper() -> std::io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)
+}
+
+/// Set whether the calling process is "dumpable". A non-dumpable process cannot be inspected
+/// through `/proc/<pid>/mem`, `environ` and friends (nor ptraced) by other processes of the same
+/// uid: a sandbox's agent runs as the same user as the code it executes, so it should make itself
+/// non-dumpable. Reset to dumpable by `execve` of a readable binary.
+pub fn set_dumpable(dumpable: bool) -> std::io::Result<()> {
+    nix::sys::prctl::set_dumpable(dumpable).map_err(std::io::Error::from)
+}
+
+/// How a reaped process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Reap `pid` if it has exited (non-blocking): `Ok(None)` while it runs. `pid` must be a child (or
+/// an adopted orphan, see [`set_child_subreaper`]) of the calling process.
+pub fn try_reap(pid: i32) -> std::io::Result<Option<Exit>> {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::Exited(_, code)) => Ok(Some(Exit::Code(code))),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Ok(Some(Exit::Signal(sig as i32))),
+        Ok(_) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 

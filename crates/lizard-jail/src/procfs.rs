@@ -55,6 +55,34 @@ pub fn reset_peak_rss(pid: i32) -> io::Result<()> {
     fs::write(format!("/proc/{pid}/clear_refs"), b"5")
 }
 
+/// Set `pid`'s OOM score adjustment (-1000..=1000). Raising it is always allowed for one's own
+/// processes; lowering it needs `CAP_SYS_RESOURCE`.
+pub fn set_oom_score_adj(pid: i32, value: i32) -> io::Result<()> {
+    fs::write(format!("/proc/{pid}/oom_score_adj"), value.to_string())
+}
+
+/// Children of `parent` that have exited and wait to be reaped (zombies), from `/proc`.
+pub fn zombie_children(parent: i32) -> Vec<i32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = &stat[stat.rfind(')')? + 1..];
+                    let mut f = rest.split_whitespace();
+                    let state = f.next()?;
+                    let ppid: i32 = f.next()?.parse().ok()?;
+                    Some(state == "Z" && ppid == parent)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,6 +91,23 @@ mod tests {
     fn parses_stat_with_odd_names() {
         let stat = "123 (a) b (c)) S 1 123 123 0 -1 4194560 100 0 0 0 7 3 2 1 20 0 1 0 1 1 1";
         assert_eq!(parse_cpu_ticks(stat), Some(13));
+    }
+
+    #[test]
+    fn finds_zombie_children() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        let me = std::process::id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !zombie_children(me).contains(&pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "child never became a zombie"
+            );
+            std::thread::yield_now();
+        }
+        child.wait().unwrap();
+        assert!(!zombie_children(me).contains(&pid));
     }
 
     #[test]

@@ -212,6 +212,31 @@ impl Execution {
     }
 }
 
+/// One finished run as the agent records it, for metering (`GET /executions?after=N` on the agent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionRecord {
+    /// Position in the agent's log (1, 2, 3, …).
+    pub seq: u64,
+    pub context_id: ContextId,
+    pub language: Language,
+    pub status: ExecutionStatus,
+    pub wall_ms: u64,
+    pub cpu_ms: u64,
+    pub peak_rss_bytes: u64,
+    /// When the run ended, in milliseconds since the Unix epoch.
+    pub finished_at_ms: u64,
+}
+
+/// A page of the agent's execution log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionLog {
+    /// Pass this as `after` to get the next page.
+    pub next: u64,
+    pub records: Vec<ExecutionRecord>,
+    /// Records that fell out of the agent's bounded log before anyone read them.
+    pub dropped: u64,
+}
+
 impl FromIterator<ExecutionEvent> for Execution {
     fn from_iter<I: IntoIterator<Item = ExecutionEvent>>(iter: I) -> Self {
         let mut e = Execution::default();

@@ -12,14 +12,19 @@ pub mod error;
 pub mod execution;
 pub mod ids;
 pub mod language;
+pub mod sandbox;
 
 pub use error::{ErrorBody, ErrorCode};
 pub use execution::{
-    EventFrame, ExecuteRequest, Execution, ExecutionError, ExecutionEvent, ExecutionResult,
-    ExecutionStatus, ExecutionUsage, MimeBundle,
+    EventFrame, ExecuteRequest, Execution, ExecutionError, ExecutionEvent, ExecutionLog,
+    ExecutionRecord, ExecutionResult, ExecutionStatus, ExecutionUsage, MimeBundle,
 };
 pub use ids::ContextId;
 pub use language::{Language, UnknownLanguage};
+pub use sandbox::{
+    CreateProjectRequest, CreateSandboxRequest, LimitsRequest, ProjectCreated, ProjectUsage,
+    SandboxInfo, SandboxLimits, SandboxState, SandboxUsage, SetTimeoutRequest, UsageTotals,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -75,4 +80,27 @@ pub struct Health {
     pub status: String,
     pub version: String,
     pub contexts: usize,
+}
+
+/// Whether `name` may be set as an environment variable through the API: a shell-safe identifier
+/// (`[A-Za-z_][A-Za-z0-9_]*`), so every kernel (Bash included) can take it verbatim.
+pub fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_names() {
+        assert!(valid_env_name("FOO_1"));
+        assert!(valid_env_name("_x"));
+        assert!(!valid_env_name("1A"));
+        assert!(!valid_env_name("A-B"));
+        assert!(!valid_env_name("A;rm"));
+        assert!(!valid_env_name(""));
+    }
 }

@@ -3,15 +3,17 @@
 //!
 //! Each cell is written to a file and `source`d in the shell itself (so `cd`, variables, functions and
 //! aliases persist), with stdin from `/dev/null` (so a command reading stdin cannot swallow the command
-//! stream). A `done` line with the cell's exit status goes to fd 3 afterwards. SIGINT is trapped: it
+//! stream). A `done` line with the cell's exit status goes to the event fd afterwards. SIGINT is trapped: it
 //! returns from the sourced cell instead of ending the shell. `exit` (or `set -e` meeting a failure)
 //! ends the shell like it would end a terminal; the context layer reports that as a kernel death.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Sent once after spawn. Ends with the `ready` event.
+/// Sent once after spawn. Ends with the `ready` event. The event fd moves from 3 to 62, out of the way
+/// of user code that opens low fds (`exec 3<>/dev/tcp/...` is common in shell scripts).
 pub const PRELUDE: &str = r#"
+exec 62>&3 3>&-
 shopt -s expand_aliases
 set +o history +o monitor 2>/dev/null
 PS1= PS2= PS4='+ '
@@ -26,10 +28,10 @@ __lz_env_restore() { local c; for c in "${__lz_restore[@]}"; do eval "$c"; done;
 __lz_done() {
   local st=ok
   if [ "$__lz_int" = 1 ]; then st=interrupted; elif [ "$2" != 0 ]; then st=error; fi
-  printf '{"ev":"done","id":%s,"status":"%s","exit_code":%s}\n' "$1" "$st" "$2" >&3
+  printf '{"ev":"done","id":%s,"status":"%s","exit_code":%s}\n' "$1" "$st" "$2" >&62
 }
 __lz_trap_int
-printf '{"ev":"ready"}\n' >&3
+printf '{"ev":"ready"}\n' >&62
 "#;
 
 /// The command line that runs one cell: set the run's env, source the cell, report, restore.

@@ -27,6 +27,9 @@ use tokio::sync::mpsc;
 pub const PYTHON_RUNNER: &str = include_str!("../../../../kernels/python/runner.py");
 pub const JS_RUNNER: &str = include_str!("../../../../kernels/js/runner.js");
 
+/// OOM score adjustment of kernel processes (the agent keeps the default 0).
+const KERNEL_OOM_SCORE_ADJ: i32 = 500;
+
 /// fd numbers of the runner protocol.
 const EVENT_FD: i32 = 3;
 const CONTROL_FD: i32 = 4;
@@ -276,6 +279,11 @@ impl Kernel {
             source,
         })?;
         let pid = child.id().map(|p| p as i32).unwrap_or(-1);
+        // Under memory pressure the OOM killer should take a kernel (its context reports the death),
+        // never the agent.
+        if pid > 0 {
+            let _ = lizard_jail::procfs::set_oom_score_adj(pid, KERNEL_OOM_SCORE_ADJ);
+        }
 
         let control = match ctl_sender {
             Some(w) => Control::Json(pipe::Sender::from_owned_fd(w).map_err(pipe_err("control"))?),

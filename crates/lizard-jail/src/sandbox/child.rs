@@ -1,0 +1,233 @@
+//! The launcher's child: everything between `clone()` and `execve()` of the sandbox's program, in
+//! order. It starts as host root in fresh mount, pid, net, ipc and uts namespaces and ends as an
+//! unprivileged user with no capabilities, `no_new_privs` and the seccomp filter.
+//!
+//! 1. `setsid`, default signal dispositions, stdio (`/dev/null`, log, log), every other fd
+//!    close-on-exec.
+//! 2. As host root: rlimits, the mount table and `pivot_root` (`rootfs`), host name, loopback up;
+//!    then wait until the parent has moved us into the cgroup (it does so meanwhile); new cgroup
+//!    namespace.
+//! 3. `unshare(CLONE_NEWUSER)`; the parent writes the uid/gid maps. The mount, pid, net, ipc and
+//!    uts namespaces stay owned by the host's user namespace, so even the sandbox's root has no
+//!    power over them (cannot mount, configure the network, set the host name).
+//! 4. No supplementary groups, securebits locked, bounding and ambient sets emptied, the user's
+//!    gid/uid, capability sets emptied, `no_new_privs`, `chdir(cwd)`, seccomp, `execve`.
+//!
+//! A failing step is reported to the parent on the report pipe (step, detail, errno) and the child
+//! exits with 127; a successful `execve` closes the (close-on-exec) pipe, which the parent reads as
+//! success. Not here: what the parent does meanwhile (`sandbox::launch`).
+//!
+//! The child runs on a copy of a single-threaded parent, so it may allocate; it never returns into
+//! the parent's code (it execs or `_exit`s, also on panic).
+
+use super::rootfs;
+use crate::seccomp::Filter;
+use crate::sys;
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::stat::{umask, Mode};
+use nix::unistd::{Gid, Uid};
+use std::convert::Infallible;
+use std::ffi::CString;
+use std::fmt::Display;
+use std::io;
+use std::os::fd::OwnedFd;
+
+/// Everything the child needs, prepared by the parent before the clone.
+#[derive(Debug)]
+pub(crate) struct ChildPlan {
+    /// Read end of the parent's "go on" pipe (one byte per step; EOF = abort).
+    pub go: OwnedFd,
+    /// Write end of the report pipe (close-on-exec).
+    pub report: OwnedFd,
+    pub stdin: OwnedFd,
+    pub log: OwnedFd,
+    pub rootfs: rootfs::Plan,
+    pub hostname: String,
+    pub nofile: Option<u64>,
+    pub uid: u32,
+    pub gid: u32,
+    pub cwd: CString,
+    pub program: CString,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    pub filter: Filter,
+}
+
+/// The byte the child sends after `unshare(CLONE_NEWUSER)`: "write my id maps".
+pub(crate) const USERNS_READY: u8 = b'U';
+/// The first byte of an error report.
+pub(crate) const ERROR_TAG: u8 = b'E';
+
+/// A failed setup step: which one, on what, and the errno.
+#[derive(Debug, thiserror::Error)]
+#[error("{step} ({detail})")]
+pub(crate) struct SetupError {
+    pub step: String,
+    pub detail: String,
+    #[source]
+    pub source: io::Error,
+}
+
+impl SetupError {
+    pub(crate) fn new(step: &str, detail: &dyn Display, source: io::Error) -> SetupError {
+        SetupError {
+            step: step.to_string(),
+            detail: detail.to_string(),
+            source,
+        }
+    }
+
+    /// `E`, errno (4 bytes LE), step, NUL, detail: one write, so one atomic pipe message (details
+    /// are cut to stay under PIPE_BUF).
+    fn encode(&self) -> Vec<u8> {
+        let errno = self.source.raw_os_error().unwrap_or(libc::EIO);
+        let mut out = vec![ERROR_TAG];
+        out.extend_from_slice(&errno.to_le_bytes());
+        out.extend_from_slice(self.step.as_bytes());
+        out.push(0);
+        let detail = self.detail.as_bytes();
+        out.extend_from_slice(&detail[..detail.len().min(3000)]);
+        out
+    }
+
+    /// Parse a report (without its tag byte).
+    pub(crate) fn decode(bytes: &[u8]) -> SetupError {
+        let errno = bytes
+            .get(..4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .unwrap_or(libc::EIO);
+        let rest = bytes.get(4..).unwrap_or_default();
+        let (step, detail) = match rest.iter().position(|b| *b == 0) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &[][..]),
+        };
+        SetupError {
+            step: String::from_utf8_lossy(step).into_owned(),
+            detail: String::from_utf8_lossy(detail).into_owned(),
+            source: io::Error::from_raw_os_error(errno),
+        }
+    }
+}
+
+/// `.step("what", detail)`: turn an errno-carrying error into a [`SetupError`].
+pub(crate) trait Step<T> {
+    fn step(self, step: &str, detail: impl Display) -> Result<T, SetupError>;
+}
+
+impl<T> Step<T> for Result<T, nix::Error> {
+    fn step(self, step: &str, detail: impl Display) -> Result<T, SetupError> {
+        self.map_err(|e| SetupError::new(step, &detail, e.into()))
+    }
+}
+
+impl<T> Step<T> for Result<T, io::Error> {
+    fn step(self, step: &str, detail: impl Display) -> Result<T, SetupError> {
+        self.map_err(|e| SetupError::new(step, &detail, e))
+    }
+}
+
+/// Run the child's side of the launch. Never returns: execs the program or exits with 127.
+pub(crate) fn run(plan: &ChildPlan) -> ! {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| setup_and_exec(plan)));
+    let err = match outcome {
+        Ok(Ok(never)) => match never {},
+        Ok(Err(e)) => e,
+        Err(_) => SetupError::new(
+            "sandbox setup",
+            &"panicked",
+            io::Error::from_raw_os_error(libc::EIO),
+        ),
+    };
+    let _ = nix::unistd::write(&plan.report, &err.encode());
+    sys::exit_now(127)
+}
+
+fn wait_for_parent(go: &OwnedFd, what: &str) -> Result<(), SetupError> {
+    let mut byte = [0u8; 1];
+    loop {
+        match nix::unistd::read(go, &mut byte) {
+            Ok(1) => return Ok(()),
+            Ok(_) => {
+                return Err(SetupError::new(
+                    what,
+                    &"the launcher went away",
+                    io::Error::from_raw_os_error(libc::EPIPE),
+                ))
+            }
+            Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(e).step(what, "reading the sync pipe"),
+        }
+    }
+}
+
+fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
+    // Own session and process group: a terminal's ^C to the server's group must not reach us.
+    nix::unistd::setsid().step("setsid", "")?;
+    sys::reset_signals().step("reset signal dispositions", "")?;
+    nix::unistd::dup2_stdin(&p.stdin).step("dup2", "stdin")?;
+    nix::unistd::dup2_stdout(&p.log).step("dup2", "stdout")?;
+    nix::unistd::dup2_stderr(&p.log).step("dup2", "stderr")?;
+    // Whatever else the launcher inherited must not reach the program.
+    sys::cloexec_from(3).step("close_range", "3..")?;
+    umask(Mode::empty());
+
+    // Raising a hard limit needs CAP_SYS_RESOURCE in the host's user namespace: do it while host root.
+    if let Some(n) = p.nofile {
+        setrlimit(Resource::RLIMIT_NOFILE, n, n).step("setrlimit", format!("RLIMIT_NOFILE={n}"))?;
+    }
+    setrlimit(Resource::RLIMIT_CORE, 0, 0).step("setrlimit", "RLIMIT_CORE=0")?;
+    rootfs::build(&p.rootfs)?;
+    nix::unistd::sethostname(&p.hostname).step("sethostname", &p.hostname)?;
+    sys::loopback_up().step("bring up loopback", "lo")?;
+
+    // Meanwhile the parent has moved us into the sandbox's cgroup (on cgroup v1 a move can wait for
+    // an RCU grace period, milliseconds, which the mount work above overlaps). Nothing above forks.
+    wait_for_parent(&p.go, "wait for the cgroup")?;
+    // The sandbox's cgroup becomes the root of our cgroup namespace.
+    unshare(CloneFlags::CLONE_NEWCGROUP).step("unshare", "cgroup namespace")?;
+
+    unshare(CloneFlags::CLONE_NEWUSER).step("unshare", "user namespace")?;
+    nix::unistd::write(&p.report, &[USERNS_READY]).step("sync", "user namespace ready")?;
+    wait_for_parent(&p.go, "wait for the id maps")?;
+
+    // Full capabilities in the new user namespace from here on; use them to give everything up.
+    nix::unistd::setgroups(&[]).step("setgroups", "[]")?;
+    // SECBIT_NOROOT | _LOCKED, SECBIT_KEEP_CAPS_LOCKED (off), SECBIT_NO_CAP_AMBIENT_RAISE | _LOCKED:
+    // uid 0 never regains capabilities through exec, and nothing can re-enable capability keeping.
+    sys::set_securebits(0x01 | 0x02 | 0x20 | 0x40 | 0x80).step("prctl", "PR_SET_SECUREBITS")?;
+    sys::drop_bounding_set().step("prctl", "PR_CAPBSET_DROP")?;
+    sys::clear_ambient().step("prctl", "PR_CAP_AMBIENT_CLEAR_ALL")?;
+    let gid = Gid::from_raw(p.gid);
+    let uid = Uid::from_raw(p.uid);
+    nix::unistd::setresgid(gid, gid, gid).step("setresgid", p.gid)?;
+    nix::unistd::setresuid(uid, uid, uid).step("setresuid", p.uid)?;
+    sys::clear_capabilities().step("capset", "all sets empty")?;
+    nix::sys::prctl::set_no_new_privs().step("prctl", "PR_SET_NO_NEW_PRIVS")?;
+    nix::unistd::chdir(p.cwd.as_c_str()).step("chdir", p.cwd.to_string_lossy())?;
+    umask(Mode::from_bits_truncate(0o022));
+    p.filter
+        .install()
+        .map_err(|e| SetupError::new("seccomp", &e, io::Error::from_raw_os_error(libc::EINVAL)))?;
+    nix::unistd::execve(&p.program, &p.argv, &p.envp).step("execve", p.program.to_string_lossy())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_round_trip() {
+        let e = SetupError::new(
+            "mount overlay",
+            &"lowerdir=/a",
+            io::Error::from_raw_os_error(libc::ENOENT),
+        );
+        let bytes = e.encode();
+        assert_eq!(bytes[0], ERROR_TAG);
+        let back = SetupError::decode(&bytes[1..]);
+        assert_eq!(back.step, "mount overlay");
+        assert_eq!(back.detail, "lowerdir=/a");
+        assert_eq!(back.source.raw_os_error(), Some(libc::ENOENT));
+    }
+}

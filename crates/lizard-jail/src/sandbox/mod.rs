@@ -1,0 +1,533 @@
+//! Launch a program as PID 1 of a fresh sandbox: own user, pid, mount, net, ipc, uts and cgroup
+//! namespaces, an overlay root with a minimal `/dev` and a fresh `/proc`, a cgroup with limits, no
+//! capabilities, `no_new_privs` and a seccomp filter. The sandbox outlives its launcher: the caller
+//! gets back the host pid of PID 1 and the [`Cgroup`], which is all it needs to find, meter, freeze
+//! and kill the sandbox later.
+//!
+//! **Single-threaded launcher.** [`launch`] `clone()`s, which is only sound in a single-threaded
+//! process. A multi-threaded program (the server, a `cargo test` harness) runs a helper process
+//! instead: `lizard sandbox-init` (or this crate's `lizard-jail-init` binary), whose `main` is
+//! [`init_main`]: it reads a [`SandboxSpec`] as JSON on stdin, launches, prints one [`InitReply`]
+//! JSON line on stdout and exits. [`launch_with_helper`] is the caller's side of that exchange.
+//!
+//! The sequence (parent = the launcher, child = the future PID 1):
+//! 1. parent: validate the spec, compile the seccomp filter, open the log and `/dev/null`, give the
+//!    writable layer the template root's owner, create the cgroup with its limits;
+//! 2. parent: `clone(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)`; moves the child into the cgroup while
+//!    the child builds its mount table;
+//! 3. child: see `child` (mounts as host root, then waits for the cgroup move, then a user
+//!    namespace, then drops everything, execs); the parent writes the child's uid/gid maps when
+//!    asked;
+//! 4. parent: EOF on the close-on-exec report pipe = the program was executed. Any error (in the
+//!    parent or reported by the child with its step and errno) kills the child and removes the
+//!    cgroup, so a failed launch leaves nothing behind.
+//!
+//! Not here: what the program is (the agent), where the layers live, HTTP, projects. Reaping: when
+//! the launcher exits, the sandbox's PID 1 is re-parented (to the nearest subreaper, see
+//! [`crate::process::set_child_subreaper`], else to the host's init), which must reap it.
+
+mod child;
+mod rootfs;
+mod spec;
+
+pub use spec::{Bind, IdMap, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec};
+
+use crate::cgroup::{Cgroup, CgroupError};
+use crate::seccomp::{Filter, SeccompError};
+use child::{ChildPlan, SetupError, ERROR_TAG, USERNS_READY};
+use nix::fcntl::{FcntlArg, OFlag};
+use nix::sys::signal::{kill, Signal};
+use nix::sys::stat::Mode;
+use nix::sys::wait::waitpid;
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Errors of launching a sandbox. Each names the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JailError {
+    #[error(transparent)]
+    InvalidSpec(#[from] InvalidSpec),
+    #[error("the sandbox launcher must be single-threaded, this process has {threads} threads (run `lizard sandbox-init`)")]
+    NotSingleThreaded { threads: usize },
+    #[error("{step}: {path}")]
+    Io {
+        step: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("creating the sandbox's cgroup")]
+    Cgroup(#[source] CgroupError),
+    #[error("moving the sandbox into its cgroup")]
+    CgroupJoin(#[source] CgroupError),
+    #[error("preparing the seccomp filter")]
+    Seccomp(#[source] SeccompError),
+    #[error("{step}")]
+    Sync {
+        step: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("sandbox setup failed at `{step}` ({detail})")]
+    Setup {
+        step: String,
+        detail: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the sandbox's first process died during setup ({status})")]
+    ChildDied { status: String },
+    #[error("running the sandbox launcher {program}")]
+    HelperSpawn {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the sandbox launcher failed: {message}")]
+    Helper { message: String },
+}
+
+impl From<SetupError> for JailError {
+    fn from(e: SetupError) -> Self {
+        JailError::Setup {
+            step: e.step,
+            detail: e.detail,
+            source: e.source,
+        }
+    }
+}
+
+/// A running sandbox, as the launcher hands it back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Launched {
+    /// Host pid of the sandbox's PID 1.
+    pub pid: i32,
+    /// The sandbox's cgroup.
+    pub cgroup: Cgroup,
+}
+
+/// The one line `init_main` prints: `{"ok":{"pid":…,"cgroup":{…}}}` or `{"error":"…"}` (the error
+/// and its causes, joined with ": ").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InitReply {
+    Ok(Launched),
+    Error(String),
+}
+
+/// `main` of the launcher process (`lizard sandbox-init`): read a [`SandboxSpec`] as JSON on stdin,
+/// [`launch`] it, print one [`InitReply`] line on stdout, exit (0 on success, 1 on failure). Call
+/// it before starting any thread (no async runtime, no logging thread).
+pub fn init_main() -> ! {
+    let reply = match read_spec().and_then(|spec| launch(&spec)) {
+        Ok(l) => InitReply::Ok(l),
+        Err(e) => InitReply::Error(error_chain(&e)),
+    };
+    let code = i32::from(matches!(reply, InitReply::Error(_)));
+    let mut line = serde_json::to_string(&reply)
+        .unwrap_or_else(|_| r#"{"error":"cannot serialize the reply"}"#.to_string());
+    line.push('\n');
+    let mut out = io::stdout().lock();
+    let _ = out.write_all(line.as_bytes());
+    let _ = out.flush();
+    std::process::exit(code)
+}
+
+fn read_spec() -> Result<SandboxSpec, JailError> {
+    let mut input = Vec::new();
+    io::stdin()
+        .read_to_end(&mut input)
+        .map_err(|source| JailError::Sync {
+            step: "reading the sandbox spec from stdin",
+            source,
+        })?;
+    serde_json::from_slice(&input).map_err(|e| {
+        JailError::InvalidSpec(InvalidSpec {
+            field: "(json)".into(),
+            reason: e.to_string(),
+        })
+    })
+}
+
+/// `error: cause: cause`.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Launch through a helper process: run `helper` (e.g. `lizard sandbox-init`) with the spec on
+/// its stdin and parse its reply. Blocking (use `spawn_blocking` from async code); safe to call
+/// from a multi-threaded process.
+pub fn launch_with_helper(mut helper: Command, spec: &SandboxSpec) -> Result<Launched, JailError> {
+    let program = helper.get_program().to_string_lossy().into_owned();
+    let input = serde_json::to_vec(spec).map_err(|e| JailError::Helper {
+        message: format!("serializing the spec: {e}"),
+    })?;
+    let mut child = helper
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| JailError::HelperSpawn {
+            program: program.clone(),
+            source,
+        })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A helper that dies early closes the pipe; its output below says why.
+        let _ = stdin.write_all(&input);
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|source| JailError::HelperSpawn { program, source })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match serde_json::from_str::<InitReply>(text.lines().last().unwrap_or("")) {
+        Ok(InitReply::Ok(l)) => Ok(l),
+        Ok(InitReply::Error(message)) => Err(JailError::Helper { message }),
+        Err(_) => Err(JailError::Helper {
+            message: format!(
+                "exited with {} and printed {:?}, stderr {:?}",
+                out.status,
+                text.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        }),
+    }
+}
+
+/// Launch `spec.program` as PID 1 of a new sandbox and return once it has been executed (or the
+/// setup failed, in which case nothing is left behind). The calling process must be
+/// single-threaded (see the module docs); it is checked.
+pub fn launch(spec: &SandboxSpec) -> Result<Launched, JailError> {
+    spec.validate()?;
+    let threads = thread_count()?;
+    if threads != 1 {
+        return Err(JailError::NotSingleThreaded { threads });
+    }
+    let filter = Filter::sandbox().map_err(JailError::Seccomp)?;
+    let (go_read, go_write) = pipe()?;
+    let (report_read, report_write) = pipe()?;
+    let plan = prepare(spec, filter, go_read, report_write)?;
+    let cgroup = Cgroup::create(&spec.id, &spec.limits.cgroup()).map_err(JailError::Cgroup)?;
+    match start(spec, plan, go_write, report_read, &cgroup) {
+        Ok(pid) => Ok(Launched { pid, cgroup }),
+        Err(e) => {
+            // The child is dead and reaped by now; its cgroup can go.
+            let _ = cgroup.remove();
+            Err(e)
+        }
+    }
+}
+
+fn thread_count() -> Result<usize, JailError> {
+    let path = Path::new("/proc/self/status");
+    let status = std::fs::read_to_string(path).map_err(|source| JailError::Io {
+        step: "counting threads",
+        path: path.into(),
+        source,
+    })?;
+    Ok(status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0))
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
+    nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| JailError::Sync {
+        step: "creating a sync pipe",
+        source: e.into(),
+    })
+}
+
+/// Move an fd to number >= 3 (so that dup2 onto 0/1/2 in the child never hits itself).
+fn above_stdio(fd: OwnedFd, what: &'static str, path: &Path) -> Result<OwnedFd, JailError> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    let raw =
+        nix::fcntl::fcntl(fd.as_fd(), FcntlArg::F_DUPFD_CLOEXEC(3)).map_err(|e| JailError::Io {
+            step: what,
+            path: path.into(),
+            source: e.into(),
+        })?;
+    // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+fn cstring(field: &str, s: &[u8]) -> Result<CString, JailError> {
+    CString::new(s).map_err(|_| {
+        JailError::InvalidSpec(InvalidSpec {
+            field: field.to_string(),
+            reason: "contains NUL".into(),
+        })
+    })
+}
+
+/// Everything that can be computed or opened before the clone.
+fn prepare(
+    spec: &SandboxSpec,
+    filter: Filter,
+    go: OwnedFd,
+    report: OwnedFd,
+) -> Result<ChildPlan, JailError> {
+    let io_err = |step: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source: io::Error| JailError::Io { step, path, source }
+    };
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o640)
+        .open(&spec.log_path)
+        .map_err(io_err("opening the log file", &spec.log_path))?;
+    let log = above_stdio(log.into(), "opening the log file", &spec.log_path)?;
+    let devnull = Path::new("/dev/null");
+    let stdin = nix::fcntl::open(devnull, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| io_err("opening /dev/null", devnull)(e.into()))?;
+    let stdin = above_stdio(stdin, "opening /dev/null", devnull)?;
+
+    // `/` inside is the overlay's root, whose owner and mode come from the upper layer's root:
+    // make them the template's.
+    let lower = std::fs::metadata(&spec.rootfs.lower)
+        .map_err(io_err("reading the template root", &spec.rootfs.lower))?;
+    let upper = std::fs::metadata(&spec.rootfs.upper)
+        .map_err(io_err("reading the writable layer", &spec.rootfs.upper))?;
+    if (upper.uid(), upper.gid()) != (lower.uid(), lower.gid()) {
+        std::os::unix::fs::chown(&spec.rootfs.upper, Some(lower.uid()), Some(lower.gid()))
+            .map_err(io_err("chown of the writable layer", &spec.rootfs.upper))?;
+    }
+    if upper.mode() & 0o7777 != lower.mode() & 0o7777 {
+        std::fs::set_permissions(
+            &spec.rootfs.upper,
+            std::fs::Permissions::from_mode(lower.mode() & 0o7777),
+        )
+        .map_err(io_err("chmod of the writable layer", &spec.rootfs.upper))?;
+    }
+
+    let mut binds = Vec::new();
+    for b in &spec.binds {
+        let meta = std::fs::metadata(&b.source).map_err(io_err("bind source", &b.source))?;
+        binds.push(rootfs::BindPlan {
+            source: b.source.clone(),
+            target: b
+                .target
+                .strip_prefix("/")
+                .unwrap_or(&b.target)
+                .to_path_buf(),
+            readonly: b.readonly,
+            source_is_dir: meta.is_dir(),
+        });
+    }
+    // uids and gids share one map, so the sandbox's root user and group have the same host id.
+    let root_owner = spec.id_map.to_outside(0).map(|id| (id, id));
+    let size = |n: Option<u64>| n.map(|n| format!(",size={n}")).unwrap_or_default();
+    let owner_opts = root_owner
+        .map(|(u, g)| format!(",uid={u},gid={g}"))
+        .unwrap_or_default();
+    // The tty group (gid 5 inside) owns pty slaves, as on a normal system.
+    let tty_gid = spec
+        .id_map
+        .to_outside(5)
+        .map(|g| format!(",gid={g}"))
+        .unwrap_or_default();
+    let plan = rootfs::Plan {
+        mountpoint: spec.rootfs.mountpoint.clone(),
+        layers: [
+            spec.rootfs.lower.clone(),
+            spec.rootfs.upper.clone(),
+            spec.rootfs.work.clone(),
+        ],
+        binds,
+        root_owner,
+        dev_options: format!("mode=755,size=65536,nr_inodes=64{owner_opts}"),
+        devpts_options: format!("newinstance,ptmxmode=0666,mode=0620{tty_gid}"),
+        shm_options: format!("mode=1777{}{owner_opts}", size(spec.limits.tmp_bytes)),
+        tmp_options: format!("mode=1777{}{owner_opts}", size(spec.limits.tmp_bytes)),
+    };
+
+    let program = cstring("program", spec.program.as_os_str().as_bytes())?;
+    let mut argv = vec![program.clone()];
+    for a in &spec.args {
+        argv.push(cstring("args", a.as_bytes())?);
+    }
+    let mut envp = Vec::new();
+    for (k, v) in &spec.env {
+        envp.push(cstring("env", format!("{k}={v}").as_bytes())?);
+    }
+    Ok(ChildPlan {
+        go,
+        report,
+        stdin,
+        log,
+        rootfs: plan,
+        hostname: spec.hostname.clone(),
+        nofile: spec.limits.nofile,
+        uid: spec.user.uid,
+        gid: spec.user.gid,
+        cwd: cstring("cwd", spec.cwd.as_os_str().as_bytes())?,
+        program,
+        argv,
+        envp,
+        filter,
+    })
+}
+
+/// Clone the child and walk it through the sync protocol. Returns the child's host pid.
+fn start(
+    spec: &SandboxSpec,
+    plan: ChildPlan,
+    go: OwnedFd,
+    report: OwnedFd,
+    cgroup: &Cgroup,
+) -> Result<i32, JailError> {
+    let flags = libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    let pid = match crate::sys::clone_process(flags) {
+        Ok(Some(pid)) => pid,
+        Ok(None) => {
+            // In the child. Our copies of the parent's pipe ends must go, or EOF never comes.
+            drop(go);
+            drop(report);
+            child::run(&plan)
+        }
+        Err(source) => {
+            return Err(JailError::Sync {
+                step: "clone",
+                source,
+            })
+        }
+    };
+    // The child's ends; dropping ours is what lets EOF through.
+    drop(plan);
+    let mut go = std::fs::File::from(go);
+    let mut report = std::fs::File::from(report);
+    let result = parent_side(spec, pid, &mut go, &mut report, cgroup);
+    if let Err(e) = result {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        let status = waitpid(Pid::from_raw(pid), None);
+        // A child that failed first explains the parent's error (e.g. a closed pipe): prefer its
+        // report, which the dead child's closed pipe now ends.
+        if let Ok(Report::Failed(child_error)) = read_report(&mut report) {
+            return Err(child_error.into());
+        }
+        return Err(match e {
+            JailError::ChildDied { .. } => JailError::ChildDied {
+                status: format!("{status:?}"),
+            },
+            e => e,
+        });
+    }
+    Ok(pid)
+}
+
+enum Report {
+    UserNsReady,
+    Failed(SetupError),
+    Eof,
+}
+
+fn read_report(report: &mut std::fs::File) -> Result<Report, JailError> {
+    let mut tag = [0u8; 1];
+    let n = loop {
+        match report.read(&mut tag) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(source) => {
+                return Err(JailError::Sync {
+                    step: "reading the child's report",
+                    source,
+                })
+            }
+        }
+    };
+    if n == 0 {
+        return Ok(Report::Eof);
+    }
+    match tag[0] {
+        USERNS_READY => Ok(Report::UserNsReady),
+        ERROR_TAG => {
+            let mut rest = Vec::new();
+            report
+                .read_to_end(&mut rest)
+                .map_err(|source| JailError::Sync {
+                    step: "reading the child's report",
+                    source,
+                })?;
+            Ok(Report::Failed(SetupError::decode(&rest)))
+        }
+        other => Err(JailError::Sync {
+            step: "reading the child's report",
+            source: io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unexpected byte {other}"),
+            ),
+        }),
+    }
+}
+
+fn parent_side(
+    spec: &SandboxSpec,
+    pid: i32,
+    go: &mut std::fs::File,
+    report: &mut std::fs::File,
+    cgroup: &Cgroup,
+) -> Result<(), JailError> {
+    let proceed = |go: &mut std::fs::File, step: &'static str| {
+        go.write_all(b"g")
+            .map_err(|source| JailError::Sync { step, source })
+    };
+    // The child builds its mount table meanwhile; it waits for this before anything else.
+    cgroup.add_pid(pid).map_err(JailError::CgroupJoin)?;
+    let sent = proceed(go, "letting the child continue");
+    match read_report(report)? {
+        Report::UserNsReady => sent?,
+        Report::Failed(e) => return Err(e.into()),
+        Report::Eof => {
+            return Err(JailError::ChildDied {
+                status: String::new(),
+            })
+        }
+    }
+    let map = format!(
+        "{} {} {}\n",
+        spec.id_map.inside, spec.id_map.outside, spec.id_map.count
+    );
+    for file in ["uid_map", "gid_map"] {
+        let path = PathBuf::from(format!("/proc/{pid}/{file}"));
+        std::fs::write(&path, &map).map_err(|source| JailError::Io {
+            step: "writing the id map",
+            path,
+            source,
+        })?;
+    }
+    proceed(go, "letting the child continue")?;
+    match read_report(report)? {
+        Report::Eof => Ok(()),
+        Report::Failed(e) => Err(e.into()),
+        Report::UserNsReady => Err(JailError::Sync {
+            step: "reading the child's report",
+            source: io::Error::new(
+                io::ErrorKind::InvalidData,
+                "duplicate user-namespace message",
+            ),
+        }),
+    }
+}

@@ -1,0 +1,403 @@
+//! The sandbox's mount table, built by the launcher's child as host root inside its fresh mount
+//! namespace: overlay root, bind mounts, a fresh `/proc` with sensitive files masked, a minimal
+//! `/dev` (tmpfs + device nodes + devpts + `/dev/shm`), a tmpfs `/tmp`, then `pivot_root` into it and
+//! detach the old root. There is no `/sys` (it would show the host's devices and cgroups).
+//!
+//! Every path inside the new root is resolved with `openat2(RESOLVE_IN_ROOT)` and mounted on through
+//! `/proc/self/fd/N`: the writable layer is the sandbox's own (and outlives it across pause/resume),
+//! so a symlink planted there (say `/run/lizard -> /etc` or `/proc -> /host/path`) must not make the
+//! launcher, still host root, mount onto or create files at a host path.
+//!
+//! Not here: namespaces, credentials, the network (see `sandbox::child`); the host-side directories,
+//! which the caller creates.
+
+use super::child::{SetupError, Step};
+use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sys::stat::{makedev, mkdirat, mknodat, Mode, SFlag};
+use nix::unistd::{fchownat, Gid, Uid};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+/// The mount table to build, computed by the parent before the clone.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub mountpoint: PathBuf,
+    /// Host paths of the overlay's lower, upper and work directories.
+    pub layers: [PathBuf; 3],
+    pub binds: Vec<BindPlan>,
+    /// Host ids of the sandbox's root user and group (owner of what the launcher creates).
+    pub root_owner: Option<(u32, u32)>,
+    pub dev_options: String,
+    pub devpts_options: String,
+    pub shm_options: String,
+    pub tmp_options: String,
+}
+
+#[derive(Debug)]
+pub(crate) struct BindPlan {
+    pub source: PathBuf,
+    /// Relative to the new root (no leading `/`, no `..`).
+    pub target: PathBuf,
+    pub readonly: bool,
+    pub source_is_dir: bool,
+}
+
+/// Files of `/proc` that show host-wide information or kernel internals: /dev/null is bound over
+/// them (as Docker does).
+const PROC_NULLED: &[&str] = &[
+    "kcore",
+    "keys",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+    "timer_stats",
+    "kallsyms",
+];
+/// Directories and files of `/proc` that are made read-only (kernel tunables, magic SysRq).
+const PROC_READONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
+/// Directories of `/proc` hidden under an empty read-only tmpfs (host hardware).
+const PROC_EMPTIED: &[&str] = &["acpi", "scsi", "asound"];
+
+/// The device nodes of `/dev`: name, major, minor (all mode 0666).
+const DEVICES: &[(&str, u64, u64)] = &[
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+];
+const DEV_LINKS: &[(&str, &str)] = &[
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+    ("ptmx", "pts/ptmx"),
+];
+
+const NONE: Option<&str> = None;
+
+fn fd_path(fd: BorrowedFd<'_>) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// Open `rel` (relative to the new root) as an `O_PATH` fd, resolving symlinks as if the new root
+/// were `/`.
+fn open_in_root(root: BorrowedFd<'_>, rel: &Path) -> nix::Result<OwnedFd> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    openat2(root, rel, how)
+}
+
+fn chown_root(
+    dir: BorrowedFd<'_>,
+    name: &Path,
+    owner: Option<(u32, u32)>,
+) -> Result<(), SetupError> {
+    if let Some((uid, gid)) = owner {
+        fchownat(
+            dir,
+            name,
+            Some(Uid::from_raw(uid)),
+            Some(Gid::from_raw(gid)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .step("chown", name.display())?;
+    }
+    Ok(())
+}
+
+/// Open `rel` inside the root, creating missing directories (and, when `file`, a final empty file)
+/// owned by `owner`. Creation happens one component at a time in directories opened with
+/// `RESOLVE_IN_ROOT`, so nothing is ever created outside the root.
+fn ensure(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    file: bool,
+    owner: Option<(u32, u32)>,
+) -> Result<OwnedFd, SetupError> {
+    match open_in_root(root, rel) {
+        Ok(fd) => return Ok(fd),
+        Err(nix::Error::ENOENT) => {}
+        Err(e) => return Err(e).step("open mount target", rel.display()),
+    }
+    let names: Vec<&std::ffi::OsStr> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let mut prefix = PathBuf::new();
+    for (i, name) in names.iter().enumerate() {
+        let parent = open_in_root(root, &prefix).step("open mount target", prefix.display())?;
+        prefix.push(name);
+        match open_in_root(root, &prefix) {
+            Ok(_) => continue,
+            Err(nix::Error::ENOENT) => {}
+            Err(e) => return Err(e).step("open mount target", prefix.display()),
+        }
+        let last = i + 1 == names.len();
+        if last && file {
+            openat(
+                parent.as_fd(),
+                *name,
+                OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_WRONLY
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o644),
+            )
+            .step("create mount target", prefix.display())?;
+        } else {
+            mkdirat(parent.as_fd(), *name, Mode::from_bits_truncate(0o755))
+                .step("create mount target", prefix.display())?;
+        }
+        chown_root(parent.as_fd(), Path::new(name), owner)?;
+    }
+    open_in_root(root, rel).step("open mount target", rel.display())
+}
+
+/// Bind-mount `source` (a host path, or an fd path) recursively onto `target`.
+fn bind_mount(source: &str, target: BorrowedFd<'_>, what: &str) -> Result<(), SetupError> {
+    mount(
+        Some(source),
+        fd_path(target).as_str(),
+        NONE,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        NONE,
+    )
+    .step("bind mount", what)
+}
+
+/// Change the flags (`MS_RDONLY`, `MS_NOSUID`, ...) of the bind mount whose root `top` is. `top`
+/// must be opened after the bind: an fd opened before still points at the directory underneath.
+fn remount(top: BorrowedFd<'_>, flags: MsFlags, what: &str) -> Result<(), SetupError> {
+    mount(
+        NONE,
+        fd_path(top).as_str(),
+        NONE,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | flags,
+        NONE,
+    )
+    .step("remount", what)
+}
+
+/// Build the mount table and pivot into it. On return the calling process's root and cwd are the
+/// sandbox's `/`.
+pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
+    // Nothing we mount may propagate back to the host's mount namespace.
+    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
+        .step("make / private", "/")?;
+    // The layers are given to overlayfs as /proc/self/fd/N of O_PATH fds: overlayfs resolves them
+    // at mount time and shows only these strings in /proc/self/mountinfo, so the sandbox does not
+    // learn the host paths of the template or of its own layer. (They must be opened here, in the
+    // new mount namespace: overlayfs refuses layers on mounts of another namespace.)
+    let detail = format!(
+        "lower {}, upper {}, work {}",
+        plan.layers[0].display(),
+        plan.layers[1].display(),
+        plan.layers[2].display()
+    );
+    let mut fds = Vec::new();
+    for layer in &plan.layers {
+        let fd = nix::fcntl::open(
+            layer,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .step("open overlay layer", layer.display())?;
+        fds.push(fd);
+    }
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        fd_path(fds[0].as_fd()),
+        fd_path(fds[1].as_fd()),
+        fd_path(fds[2].as_fd())
+    );
+    mount(
+        Some("overlay"),
+        &plan.mountpoint,
+        Some("overlay"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    )
+    .step("mount overlay", &detail)?;
+    drop(fds);
+    let root = nix::fcntl::open(
+        &plan.mountpoint,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .step("open new root", plan.mountpoint.display())?;
+    let root = root.as_fd();
+
+    for b in &plan.binds {
+        let what = format!("{} on /{}", b.source.display(), b.target.display());
+        let target = ensure(root, &b.target, !b.source_is_dir, plan.root_owner)?;
+        bind_mount(&b.source.to_string_lossy(), target.as_fd(), &what)?;
+        let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        if b.readonly {
+            flags |= MsFlags::MS_RDONLY;
+        }
+        let top = open_in_root(root, &b.target).step("open mount target", b.target.display())?;
+        remount(top.as_fd(), flags, &what)?;
+    }
+
+    mount_proc(root, plan)?;
+    mount_dev(root, plan)?;
+
+    let tmp = ensure(root, Path::new("tmp"), false, plan.root_owner)?;
+    mount(
+        Some("tmpfs"),
+        fd_path(tmp.as_fd()).as_str(),
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(plan.tmp_options.as_str()),
+    )
+    .step("mount /tmp", &plan.tmp_options)?;
+
+    // pivot_root(".", ".") stacks the old root on top of the new one at "/"; detaching it leaves
+    // only the new root. (No directory for the old root is needed in the template.)
+    nix::unistd::fchdir(root).step("enter new root", plan.mountpoint.display())?;
+    nix::unistd::pivot_root(".", ".").step("pivot_root", plan.mountpoint.display())?;
+    umount2(".", MntFlags::MNT_DETACH).step("detach old root", "/")?;
+    nix::unistd::chdir("/").step("chdir", "/")?;
+    Ok(())
+}
+
+fn mount_proc(root: BorrowedFd<'_>, plan: &Plan) -> Result<(), SetupError> {
+    let target = ensure(root, Path::new("proc"), false, plan.root_owner)?;
+    mount(
+        Some("proc"),
+        fd_path(target.as_fd()).as_str(),
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        NONE,
+    )
+    .step("mount /proc", "proc")?;
+    // The fresh proc is kernel-made: no planted symlinks below this point.
+    let proc_dir = open_in_root(root, Path::new("proc")).step("open /proc", "proc")?;
+    let open_entry = |name: &str| -> Result<Option<OwnedFd>, SetupError> {
+        match openat(
+            proc_dir.as_fd(),
+            name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => Ok(Some(fd)),
+            Err(nix::Error::ENOENT) => Ok(None),
+            Err(e) => Err(e).step("open /proc entry", name),
+        }
+    };
+    for name in PROC_NULLED {
+        if let Some(fd) = open_entry(name)? {
+            bind_mount(
+                "/dev/null",
+                fd.as_fd(),
+                &format!("/dev/null on /proc/{name}"),
+            )?;
+        }
+    }
+    for name in PROC_READONLY {
+        if let Some(fd) = open_entry(name)? {
+            let what = format!("read-only /proc/{name}");
+            bind_mount(&fd_path(fd.as_fd()), fd.as_fd(), &what)?;
+            if let Some(top) = open_entry(name)? {
+                let flags = MsFlags::MS_RDONLY
+                    | MsFlags::MS_NOSUID
+                    | MsFlags::MS_NODEV
+                    | MsFlags::MS_NOEXEC;
+                remount(top.as_fd(), flags, &what)?;
+            }
+        }
+    }
+    for name in PROC_EMPTIED {
+        if let Some(fd) = open_entry(name)? {
+            mount(
+                Some("tmpfs"),
+                fd_path(fd.as_fd()).as_str(),
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                Some("size=0,mode=555"),
+            )
+            .step("hide /proc entry", name)?;
+        }
+    }
+    Ok(())
+}
+
+fn mount_dev(root: BorrowedFd<'_>, plan: &Plan) -> Result<(), SetupError> {
+    let target = ensure(root, Path::new("dev"), false, plan.root_owner)?;
+    mount(
+        Some("tmpfs"),
+        fd_path(target.as_fd()).as_str(),
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some(plan.dev_options.as_str()),
+    )
+    .step("mount /dev", &plan.dev_options)?;
+    // A tmpfs we just made: nothing in it yet but what we create.
+    let dev = open_in_root(root, Path::new("dev")).step("open /dev", "dev")?;
+    let dev = dev.as_fd();
+    for (name, major, minor) in DEVICES {
+        mknodat(
+            dev,
+            *name,
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            makedev(*major, *minor),
+        )
+        .step("mknod", format!("/dev/{name}"))?;
+        chown_root(dev, Path::new(name), plan.root_owner)?;
+    }
+    for (name, to) in DEV_LINKS {
+        nix::unistd::symlinkat(*to, dev, *name).step("symlink", format!("/dev/{name}"))?;
+        chown_root(dev, Path::new(name), plan.root_owner)?;
+    }
+    for (name, mode) in [("pts", 0o755), ("shm", 0o1777)] {
+        mkdirat(dev, name, Mode::from_bits_truncate(mode)).step("mkdir", format!("/dev/{name}"))?;
+        chown_root(dev, Path::new(name), plan.root_owner)?;
+    }
+    let pts = open_in_root(root, Path::new("dev/pts")).step("open /dev/pts", "dev/pts")?;
+    mount(
+        Some("devpts"),
+        fd_path(pts.as_fd()).as_str(),
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some(plan.devpts_options.as_str()),
+    )
+    .step("mount /dev/pts", &plan.devpts_options)?;
+    let shm = open_in_root(root, Path::new("dev/shm")).step("open /dev/shm", "dev/shm")?;
+    mount(
+        Some("tmpfs"),
+        fd_path(shm.as_fd()).as_str(),
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some(plan.shm_options.as_str()),
+    )
+    .step("mount /dev/shm", &plan.shm_options)?;
+    // Nobody inside may add device nodes or files to /dev itself.
+    let top = open_in_root(root, Path::new("dev")).step("open /dev", "dev")?;
+    mount(
+        NONE,
+        fd_path(top.as_fd()).as_str(),
+        NONE,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NOEXEC,
+        NONE,
+    )
+    .step("remount /dev read-only", "dev")?;
+    Ok(())
+}

@@ -1,0 +1,304 @@
+//! What a sandbox is made of: [`SandboxSpec`], the JSON document `lizard sandbox-init` reads on
+//! stdin, and its validation.
+//!
+//! Not here: how the spec is carried out (`sandbox::launch`), or where its values come from (the
+//! server: template paths, sandbox ids, default limits).
+
+use crate::cgroup::CgroupLimits;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+/// Everything needed to start one program as PID 1 of a fresh sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSpec {
+    /// The sandbox id: the cgroup leaf name. 1-64 of `A-Z a-z 0-9 . _ -`.
+    pub id: String,
+    /// Host name inside the sandbox (usually the id). 1-64 bytes.
+    pub hostname: String,
+    /// The root filesystem: template (read-only) + writable layer.
+    pub rootfs: RootfsSpec,
+    /// Host paths bind-mounted into the sandbox (after the root, before `/proc` and `/dev`).
+    #[serde(default)]
+    pub binds: Vec<Bind>,
+    /// uid and gid mapping of the sandbox's user namespace.
+    pub id_map: IdMap,
+    /// Who the program runs as (ids inside the sandbox).
+    pub user: UserSpec,
+    /// Working directory of the program (inside).
+    pub cwd: PathBuf,
+    /// The program to execute (absolute path inside); `argv[0]` is this path.
+    pub program: PathBuf,
+    /// `argv[1..]`.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The program's complete environment: nothing is inherited from the host.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Resource limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Host file that receives the program's stdout and stderr (appended; created mode 0640).
+    /// The program's stdin is `/dev/null`.
+    pub log_path: PathBuf,
+}
+
+/// The overlay root: `lower` is the template's root (read-only, shared), `upper`/`work` the
+/// sandbox's own writable layer, `mountpoint` where the overlay is assembled (inside the sandbox's
+/// mount namespace only). The caller creates the four directories; the launcher gives `upper` the
+/// owner and mode of `lower`'s root so that `/` inside looks like the template's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootfsSpec {
+    pub lower: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    pub mountpoint: PathBuf,
+}
+
+/// A bind mount of the host path `source` onto `target` inside the sandbox (always `nosuid,nodev`,
+/// and read-only when `readonly`). A missing target is created (a directory, or an empty file when
+/// `source` is a file) in the writable layer, owned by the sandbox's root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bind {
+    pub source: PathBuf,
+    pub target: PathBuf,
+    #[serde(default)]
+    pub readonly: bool,
+}
+
+/// ids `inside..inside+count` of the sandbox are ids `outside..outside+count` of the host (the
+/// same map for uids and gids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdMap {
+    pub inside: u32,
+    pub outside: u32,
+    pub count: u32,
+}
+
+impl IdMap {
+    /// The host id of the sandbox id `id`, if mapped.
+    pub fn to_outside(&self, id: u32) -> Option<u32> {
+        let off = id.checked_sub(self.inside)?;
+        (off < self.count).then(|| self.outside + off)
+    }
+}
+
+/// The user the program runs as, as ids inside the sandbox (no supplementary groups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserSpec {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Resource limits of a sandbox; `None` is unlimited (tmpfs: the kernel's default size, half of
+/// RAM, still charged to the memory limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Memory (and memory+swap) limit of the sandbox's cgroup.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// Maximum number of tasks (processes and threads) in the sandbox.
+    #[serde(default)]
+    pub pids_max: Option<u64>,
+    /// CPU bandwidth in thousandths of a CPU (1000 = one CPU); at least 10.
+    #[serde(default)]
+    pub cpu_millicores: Option<u64>,
+    /// Size of the `/tmp` tmpfs (and of `/dev/shm`).
+    #[serde(default)]
+    pub tmp_bytes: Option<u64>,
+    /// `RLIMIT_NOFILE` (soft and hard) of the program; cannot exceed the launcher's hard limit
+    /// unless it has CAP_SYS_RESOURCE.
+    #[serde(default)]
+    pub nofile: Option<u64>,
+}
+
+impl Limits {
+    /// The cgroup part of the limits.
+    pub fn cgroup(&self) -> CgroupLimits {
+        CgroupLimits {
+            memory_bytes: self.memory_bytes,
+            pids_max: self.pids_max,
+            cpu_millicores: self.cpu_millicores,
+        }
+    }
+}
+
+impl SandboxSpec {
+    /// Check everything that can be checked before launching; the error names the field.
+    pub fn validate(&self) -> Result<(), InvalidSpec> {
+        let bad = |field: &str, reason: String| {
+            Err(InvalidSpec {
+                field: field.to_string(),
+                reason,
+            })
+        };
+        let id_ok = !self.id.is_empty()
+            && self.id.len() <= 64
+            && !self.id.starts_with('.')
+            && self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+        if !id_ok {
+            return bad(
+                "id",
+                "1-64 of A-Z a-z 0-9 . _ - not starting with '.'".into(),
+            );
+        }
+        if self.hostname.is_empty() || self.hostname.len() > 64 || self.hostname.contains('\0') {
+            return bad("hostname", "1-64 bytes without NUL".into());
+        }
+        absolute("rootfs.lower", &self.rootfs.lower)?;
+        absolute("rootfs.upper", &self.rootfs.upper)?;
+        absolute("rootfs.work", &self.rootfs.work)?;
+        absolute("rootfs.mountpoint", &self.rootfs.mountpoint)?;
+        absolute("log_path", &self.log_path)?;
+        for (i, b) in self.binds.iter().enumerate() {
+            absolute(&format!("binds[{i}].source"), &b.source)?;
+            inside_path(&format!("binds[{i}].target"), &b.target)?;
+        }
+        inside_path("cwd", &self.cwd)?;
+        inside_path("program", &self.program)?;
+        if self.id_map.count == 0
+            || self.id_map.inside.checked_add(self.id_map.count).is_none()
+            || self.id_map.outside.checked_add(self.id_map.count).is_none()
+        {
+            return bad(
+                "id_map",
+                "count must be > 0 and the ranges must fit in u32".into(),
+            );
+        }
+        if self.id_map.to_outside(self.user.uid).is_none() {
+            return bad("user.uid", "not mapped by id_map".into());
+        }
+        if self.id_map.to_outside(self.user.gid).is_none() {
+            return bad("user.gid", "not mapped by id_map".into());
+        }
+        for (k, v) in &self.env {
+            if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {
+                return bad("env", format!("invalid variable {k:?}"));
+            }
+        }
+        if self.args.iter().any(|a| a.contains('\0')) {
+            return bad("args", "an argument contains NUL".into());
+        }
+        if let Some(m) = self.limits.cpu_millicores {
+            if m < 10 {
+                return bad("limits.cpu_millicores", "at least 10".into());
+            }
+        }
+        if self.limits.tmp_bytes == Some(0) || self.limits.nofile == Some(0) {
+            return bad("limits", "tmp_bytes and nofile must not be 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// A spec field that cannot work.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid sandbox spec: {field}: {reason}")]
+pub struct InvalidSpec {
+    pub field: String,
+    pub reason: String,
+}
+
+fn absolute(field: &str, p: &Path) -> Result<(), InvalidSpec> {
+    if p.is_absolute() && !p.to_string_lossy().contains('\0') {
+        Ok(())
+    } else {
+        Err(InvalidSpec {
+            field: field.to_string(),
+            reason: format!("{} is not an absolute path", p.display()),
+        })
+    }
+}
+
+/// An absolute path inside the sandbox without `..` (so it cannot point above the root).
+fn inside_path(field: &str, p: &Path) -> Result<(), InvalidSpec> {
+    absolute(field, p)?;
+    if p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(InvalidSpec {
+            field: field.to_string(),
+            reason: format!("{} contains ..", p.display()),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn example() -> SandboxSpec {
+        serde_json::from_str(
+            r#"{
+            "id": "sbx1", "hostname": "sbx1",
+            "rootfs": {"lower": "/t/root", "upper": "/s/upper", "work": "/s/work", "mountpoint": "/s/root"},
+            "binds": [{"source": "/s/run", "target": "/run/lizard", "readonly": false}],
+            "id_map": {"inside": 0, "outside": 100000, "count": 65536},
+            "user": {"uid": 1000, "gid": 1000},
+            "cwd": "/home/user", "program": "/bin/sh", "args": ["-c", "true"],
+            "env": {"PATH": "/bin"},
+            "limits": {"memory_bytes": 1000000, "pids_max": 10},
+            "log_path": "/s/log"
+        }"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_good_spec_validates() {
+        example().validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let mut v: serde_json::Value = serde_json::to_value(example()).unwrap();
+        v["limits"]["swap"] = 1.into();
+        assert!(serde_json::from_value::<SandboxSpec>(v).is_err());
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        type Change = Box<dyn Fn(&mut SandboxSpec)>;
+        let cases: Vec<(&str, Change)> = vec![
+            ("id", Box::new(|s| s.id = "a/b".into())),
+            ("rootfs.upper", Box::new(|s| s.rootfs.upper = "a/b".into())),
+            (
+                "binds[0].target",
+                Box::new(|s| s.binds[0].target = "/run/../..".into()),
+            ),
+            ("user.uid", Box::new(|s| s.user.uid = 70000)),
+            ("program", Box::new(|s| s.program = "sh".into())),
+            (
+                "env",
+                Box::new(|s| {
+                    s.env.insert("A=B".into(), "x".into());
+                }),
+            ),
+        ];
+        for (field, change) in cases {
+            let mut s = example();
+            change(&mut s);
+            assert_eq!(s.validate().unwrap_err().field, field);
+        }
+    }
+
+    #[test]
+    fn id_map_translates() {
+        let m = IdMap {
+            inside: 0,
+            outside: 100000,
+            count: 65536,
+        };
+        assert_eq!(m.to_outside(0), Some(100000));
+        assert_eq!(m.to_outside(1000), Some(101000));
+        assert_eq!(m.to_outside(65536), None);
+    }
+}

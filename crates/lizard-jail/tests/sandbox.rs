@@ -1,0 +1,533 @@
+//! Sandboxes for real: namespaces, overlay root, /proc, /dev, cgroups, capabilities and seccomp,
+//! probed from inside with bash scripts whose output lands in the sandbox's log. Needs root (as CI
+//! has). Launches go through the single-threaded `lizard-jail-init` helper, since the test harness
+//! is multi-threaded.
+
+mod common;
+
+use common::*;
+use lizard_jail::cgroup::{CgroupPaths, Hierarchy};
+use lizard_jail::process::Exit;
+use std::fs;
+use std::os::unix::fs::{symlink, MetadataExt};
+use std::path::Path;
+use std::time::Duration;
+
+const PROBE: &str = r#"
+echo "uid=$(id -u)"
+echo "gid=$(id -g)"
+echo "groups=$(id -G)"
+echo "pid=$$"
+echo "ppid=$PPID"
+echo "hostname=$(hostname)"
+echo "cwd=$PWD"
+devs=""
+{ read -r; read -r; while IFS=: read -r name rest; do devs="$devs ${name// /}"; done; } < /proc/net/dev
+echo "netdevs=${devs# }"
+echo "lo=$( (exec 3<>/dev/tcp/127.0.0.1/9) 2>&1 | grep -o 'refused\|unreachable' | head -n 1)"
+procs=""
+for d in /proc/[0-9]*; do read -r c < "$d/comm" && procs="$procs ${d#/proc/}:$c"; done
+echo "procs=${procs# }"
+for p in /work /root /etc/shadow /sys /home/user /opt/lizard/bin/lizard; do
+  if [ -e "$p" ]; then echo "exists:$p=yes"; else echo "exists:$p=no"; fi
+done
+while read -r k v; do
+  case $k in CapEff:|CapPrm:|CapInh:|CapBnd:|CapAmb:|NoNewPrivs:|Seccomp:) echo "${k%:}=$v";; esac
+done < /proc/self/status
+while read -r id parent dev root mp opts rest; do
+  case $mp in /|/proc|/proc/sys|/proc/kcore|/dev|/dev/pts|/dev/shm|/tmp|/run/lizard|/opt/lizard/bin/lizard)
+    echo "mnt:$mp=$opts ${rest#*- }";;
+  esac
+done < /proc/self/mountinfo
+echo "uid_map=$(cat /proc/self/uid_map | tr -s ' ')"
+echo "cgroup_paths=$(cut_paths=""; while IFS=: read -r h c p; do cut_paths="$cut_paths $p"; done < /proc/self/cgroup; echo $cut_paths)"
+echo "dev=$(ls /dev | tr '\n' ' ')"
+echo "urandom=$(head -c 16 /dev/urandom | wc -c)"
+masked=""
+for p in /proc/kcore /proc/keys /proc/timer_list /proc/kallsyms; do [ -e $p ] && masked="$masked $(stat -c %F $p | tr ' ' _)"; done
+echo "masked=${masked# }"
+echo "proc_acpi=$(ls -A /proc/acpi 2>&1 | wc -l)"
+echo "note" > /home/user/note.txt && echo "write_home=ok"
+(echo x > /etc/evil) 2>/dev/null && echo "write_etc=ok" || echo "write_etc=denied"
+(echo x > /opt/lizard/bin/lizard) 2>/dev/null && echo "write_ro_bind=ok" || echo "write_ro_bind=denied"
+echo "hi" > /run/lizard/from-sandbox && echo "write_rw_bind=ok"
+echo "tmp_write=$(echo t > /tmp/t && cat /tmp/t)"
+echo "unshare_user=$(unshare -U true 2>&1)"
+echo "unshare_mount=$(unshare -m true 2>&1)"
+echo "mount_syscall=$(perl -e 'syscall(165, 0, 0, 0, 0, 0) == -1 and print "$!"')"
+echo "ptrace_syscall=$(perl -e 'syscall(101, 16, 1, 0, 0) == -1 and print "$!"')"
+echo "sethostname=$(perl -e 'my $h = "x"; syscall(170, $h, 1) == -1 and print "$!"')"
+echo "env=$(env | grep -v '^_=' | sort | tr '\n' ' ')"
+mps=""
+while read -r id parent dev root mp rest; do mps="$mps $mp"; done < /proc/self/mountinfo
+echo "mountpoints=${mps# }"
+echo "done=yes"
+"#;
+
+#[test]
+fn isolation_seen_from_inside() {
+    let t = TestDir::new();
+    let id = unique_id("probe");
+    let mut sb = launch(&t.spec(&id, PROBE)).unwrap();
+    assert_eq!(
+        sb.wait(Duration::from_secs(10)),
+        Exit::Code(0),
+        "{}",
+        t.log()
+    );
+    let log = t.log();
+    if std::env::var_os("LIZARD_SHOW_PROBE").is_some() {
+        eprintln!("{log}");
+    }
+    let f = facts(&log);
+    let fact = |k: &str| {
+        f.get(k)
+            .unwrap_or_else(|| panic!("no {k} in the probe's output:\n{log}"))
+            .as_str()
+    };
+    // User namespace: the unprivileged user, mapped to SHIFT + 1000 on the host.
+    assert_eq!(fact("uid"), "1000");
+    assert_eq!(fact("gid"), "1000");
+    assert_eq!(fact("groups"), "1000");
+    assert_eq!(fact("uid_map"), "0 100000 65536");
+    // PID namespace: the program is PID 1 and alone.
+    assert_eq!(fact("pid"), "1");
+    assert_eq!(fact("ppid"), "0");
+    assert_eq!(fact("procs"), "1:bash");
+    // UTS and net namespaces.
+    assert_eq!(fact("hostname"), id);
+    assert_eq!(fact("netdevs"), "lo");
+    assert_eq!(fact("lo"), "refused", "loopback is up (nothing listens)");
+    // Cgroup namespace rooted at the sandbox's cgroup.
+    assert!(
+        fact("cgroup_paths").split(' ').all(|p| p == "/"),
+        "{}",
+        fact("cgroup_paths")
+    );
+    // Nothing of the host.
+    for p in ["/work", "/root", "/etc/shadow", "/sys"] {
+        assert_eq!(fact(&format!("exists:{p}")), "no", "{p} is visible");
+    }
+    assert_eq!(fact("exists:/home/user"), "yes");
+    assert_eq!(fact("cwd"), "/home/user");
+    // The environment is exactly the spec's (bash adds PWD, SHLVL).
+    assert_eq!(
+        fact("env"),
+        "HOME=/home/user LIZARD_TEST=1 PATH=/usr/bin:/bin PWD=/home/user SHLVL=1"
+    );
+    // No capabilities, no_new_privs, seccomp filter mode.
+    for k in ["CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"] {
+        assert_eq!(fact(k), "0000000000000000", "{k}");
+    }
+    assert_eq!(fact("NoNewPrivs"), "1");
+    assert_eq!(fact("Seccomp"), "2");
+    assert_eq!(
+        fact("unshare_user"),
+        "unshare: unshare failed: Operation not permitted"
+    );
+    assert_eq!(
+        fact("unshare_mount"),
+        "unshare: unshare failed: Operation not permitted"
+    );
+    assert_eq!(fact("mount_syscall"), "Operation not permitted");
+    assert_eq!(fact("ptrace_syscall"), "Operation not permitted");
+    assert_eq!(fact("sethostname"), "Operation not permitted");
+    // Mounts: overlay root, fresh proc with masks, minimal dev, tmpfs tmp, binds.
+    assert!(fact("mnt:/").contains("overlay overlay"), "{log}");
+    assert!(fact("mnt:/").starts_with("rw,nosuid,nodev"), "{log}");
+    // The layers' host paths do not show (overlayfs was given /proc/self/fd/N).
+    assert!(
+        !fact("mnt:/").contains(&*t.path().to_string_lossy()),
+        "{log}"
+    );
+    assert!(fact("mnt:/proc").contains("proc proc"), "{log}");
+    assert!(fact("mnt:/proc/sys").starts_with("ro,"), "{log}");
+    // /dev/null over the host-information files of /proc (which of them exist depends on the kernel).
+    let masked: Vec<&str> = fact("masked").split(' ').collect();
+    assert!(
+        !masked.is_empty() && masked.iter().all(|m| m.starts_with("character")),
+        "{log}"
+    );
+    assert_eq!(fact("proc_acpi"), "0");
+    assert!(fact("mnt:/dev").contains("tmpfs"), "{log}");
+    assert!(fact("mnt:/dev").starts_with("ro,nosuid"), "{log}");
+    assert!(fact("mnt:/dev/pts").contains("devpts"), "{log}");
+    assert!(fact("mnt:/dev/shm").contains("tmpfs"), "{log}");
+    assert!(fact("mnt:/tmp").contains("tmpfs"), "{log}");
+    assert!(
+        fact("mnt:/opt/lizard/bin/lizard").starts_with("ro,nosuid,nodev"),
+        "{log}"
+    );
+    assert!(
+        fact("mnt:/run/lizard").starts_with("rw,nosuid,nodev"),
+        "{log}"
+    );
+    assert_eq!(
+        fact("dev"),
+        "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero"
+    );
+    assert_eq!(fact("urandom"), "16");
+    // Writes: the home dir lands in the writable layer, owned by the shifted user; the template's
+    // root-owned dirs and read-only binds refuse; the rw bind reaches the host.
+    assert_eq!(fact("write_home"), "ok");
+    assert_eq!(fact("write_etc"), "denied");
+    assert_eq!(fact("write_ro_bind"), "denied");
+    assert_eq!(fact("write_rw_bind"), "ok");
+    assert_eq!(fact("tmp_write"), "t");
+    let note = t.upper().join("home/user/note.txt");
+    assert_eq!(fs::read_to_string(&note).unwrap(), "note\n");
+    assert_eq!(fs::metadata(&note).unwrap().uid(), SHIFT + USER);
+    assert!(!t.template().join("home/user/note.txt").exists());
+    assert_eq!(
+        fs::read_to_string(t.path().join("run/from-sandbox")).unwrap(),
+        "hi\n"
+    );
+    // No other mount (nothing of the host's mount table survived pivot_root).
+    let allowed = [
+        "/",
+        "/opt/lizard/bin/lizard",
+        "/run/lizard",
+        "/proc",
+        "/proc/kcore",
+        "/proc/keys",
+        "/proc/timer_list",
+        "/proc/sched_debug",
+        "/proc/latency_stats",
+        "/proc/timer_stats",
+        "/proc/kallsyms",
+        "/proc/sys",
+        "/proc/sysrq-trigger",
+        "/proc/irq",
+        "/proc/bus",
+        "/proc/fs",
+        "/proc/acpi",
+        "/proc/scsi",
+        "/proc/asound",
+        "/dev",
+        "/dev/pts",
+        "/dev/shm",
+        "/tmp",
+    ];
+    for mp in fact("mountpoints").split(' ') {
+        assert!(
+            allowed.contains(&mp),
+            "unexpected mount {mp} in the sandbox:\n{log}"
+        );
+    }
+    assert_eq!(fact("done"), "yes");
+}
+
+#[test]
+fn limits_apply_and_kill_all_leaves_nothing() {
+    let mountinfo_before = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let t = TestDir::new();
+    let mut spec = t.spec(
+        &unique_id("limits"),
+        r#"
+        echo "nofile=$(ulimit -n)"
+        echo "core=$(ulimit -c)"
+        while read -r id parent dev root mp opts rest; do
+          [ "$mp" = /tmp ] && echo "tmp=${rest#*- }"
+        done < /proc/self/mountinfo
+        sleep 100 & sleep 100 &
+        echo started=yes
+        wait
+        "#,
+    );
+    spec.limits.memory_bytes = Some(64 << 20);
+    spec.limits.pids_max = Some(16);
+    spec.limits.cpu_millicores = Some(500);
+    spec.limits.tmp_bytes = Some(8 << 20);
+    spec.limits.nofile = Some(256);
+    let mut sb = launch(&spec).unwrap();
+    poll(Duration::from_secs(5), "the script to start", || {
+        t.log().contains("started=yes").then_some(())
+    });
+    let f = facts(&t.log());
+    assert_eq!(f["nofile"], "256");
+    assert_eq!(f["core"], "0");
+    assert!(f["tmp"].contains("size=8192k"), "{}", f["tmp"]);
+
+    let cg = sb.cgroup().clone();
+    let read = |p: &Path| fs::read_to_string(p).unwrap().trim().to_string();
+    match cg.paths() {
+        CgroupPaths::V1 {
+            memory,
+            pids,
+            cpu,
+            freezer,
+            ..
+        } => {
+            assert_eq!(read(&memory.join("memory.limit_in_bytes")), "67108864");
+            if memory.join("memory.memsw.limit_in_bytes").exists() {
+                assert_eq!(
+                    read(&memory.join("memory.memsw.limit_in_bytes")),
+                    "67108864"
+                );
+            }
+            assert_eq!(read(&pids.join("pids.max")), "16");
+            assert_eq!(read(&cpu.join("cpu.cfs_quota_us")), "50000");
+            assert_eq!(read(&cpu.join("cpu.cfs_period_us")), "100000");
+            // Made under our own cgroup, in a `lizard` directory.
+            let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+            let own_mem = own
+                .lines()
+                .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_string()))
+                .unwrap();
+            assert!(
+                memory.to_string_lossy().ends_with(&format!(
+                    "{}/lizard/{}",
+                    own_mem.trim_end_matches('/'),
+                    spec.id
+                )),
+                "{}",
+                memory.display()
+            );
+            assert!(freezer.is_dir());
+        }
+        CgroupPaths::V2 { path } => {
+            assert_eq!(read(&path.join("memory.max")), "67108864");
+            assert_eq!(read(&path.join("pids.max")), "16");
+            assert_eq!(read(&path.join("cpu.max")), "50000 100000");
+        }
+    }
+
+    // Accounting and the process list (PID 1 bash and two sleeps).
+    let pids = poll(Duration::from_secs(5), "three processes", || {
+        let p = cg.pids().unwrap();
+        (p.len() == 3).then_some(p)
+    });
+    assert!(pids.contains(&sb.pid()));
+    assert!(cg.memory_bytes().unwrap() > 0);
+    assert!(cg.memory_peak_bytes().unwrap() >= cg.memory_bytes().unwrap() / 2);
+    assert!(cg.cpu_usage_ns().unwrap() > 0);
+    assert_eq!(cg.oom_kills().unwrap(), 0);
+
+    // Freeze and thaw.
+    cg.freeze().unwrap();
+    assert!(cg.is_frozen().unwrap());
+    cg.thaw().unwrap();
+    assert!(!cg.is_frozen().unwrap());
+
+    // Kill everything; PID 1 dies by SIGKILL; the cgroup goes; no host mount changed.
+    cg.kill_all().unwrap();
+    assert!(cg.pids().unwrap().is_empty());
+    assert_eq!(sb.wait(Duration::from_secs(5)), Exit::Signal(libc::SIGKILL));
+    for p in &pids {
+        assert!(!Path::new(&format!("/proc/{p}")).exists(), "pid {p} left");
+    }
+    cg.remove().unwrap();
+    let dirs: Vec<std::path::PathBuf> = match cg.paths() {
+        CgroupPaths::V1 {
+            memory,
+            pids,
+            cpu,
+            cpuacct,
+            freezer,
+        } => vec![
+            memory.clone(),
+            pids.clone(),
+            cpu.clone(),
+            cpuacct.clone(),
+            freezer.clone(),
+        ],
+        CgroupPaths::V2 { path } => vec![path.clone()],
+    };
+    for d in dirs {
+        assert!(!d.exists(), "{} left", d.display());
+    }
+    assert_eq!(
+        fs::read_to_string("/proc/self/mountinfo").unwrap(),
+        mountinfo_before,
+        "host mounts changed"
+    );
+}
+
+#[test]
+fn memory_bomb_is_oom_killed_and_counted() {
+    let t = TestDir::new();
+    let mut spec = t.spec(
+        &unique_id("oom"),
+        r#"perl -e '$x = "a" x (256 * 1024 * 1024); print "survived\n"'; echo "perl_status=$?""#,
+    );
+    spec.limits.memory_bytes = Some(32 << 20);
+    let mut sb = launch(&spec).unwrap();
+    assert_eq!(
+        sb.wait(Duration::from_secs(20)),
+        Exit::Code(0),
+        "{}",
+        t.log()
+    );
+    let f = facts(&t.log());
+    assert_eq!(f["perl_status"], "137", "{}", t.log());
+    assert!(!t.log().lines().any(|l| l == "survived"), "{}", t.log());
+    assert!(sb.cgroup().oom_kills().unwrap() >= 1);
+    assert!(sb.cgroup().memory_peak_bytes().unwrap() <= 32 << 20);
+}
+
+#[test]
+fn fork_bomb_hits_the_pids_limit() {
+    let t = TestDir::new();
+    let mut spec = t.spec(
+        &unique_id("pids"),
+        r#"perl -e '
+            my @kids;
+            for (1..100) {
+                my $p = fork();
+                if (!defined $p) { print "forked=", scalar(@kids), "\nerror=$!\n"; last }
+                if ($p == 0) { sleep 30; exit 0 }
+                push @kids, $p;
+            }
+            kill "KILL", @kids; waitpid($_, 0) for @kids;'
+        "#,
+    );
+    spec.limits.pids_max = Some(10);
+    let mut sb = launch(&spec).unwrap();
+    assert_eq!(
+        sb.wait(Duration::from_secs(10)),
+        Exit::Code(0),
+        "{}",
+        t.log()
+    );
+    let f = facts(&t.log());
+    // bash (PID 1) + perl + 8 children = 10.
+    assert_eq!(
+        f.get("forked").map(String::as_str),
+        Some("8"),
+        "{}",
+        t.log()
+    );
+    assert_eq!(f["error"], "Resource temporarily unavailable");
+}
+
+/// The cgroup directories a sandbox with this id would have (v1 here).
+fn cgroup_would_be(id: &str) -> Vec<std::path::PathBuf> {
+    match Hierarchy::detect().unwrap() {
+        Hierarchy::V1 { memory, pids, .. } => {
+            vec![memory.join("lizard").join(id), pids.join("lizard").join(id)]
+        }
+        Hierarchy::V2 { own } => vec![own.join("lizard").join(id)],
+    }
+}
+
+#[test]
+fn setup_failures_name_the_step_and_leave_nothing() {
+    let t = TestDir::new();
+    let mut spec = t.spec(&unique_id("noexec"), "");
+    spec.program = "/nope".into();
+    let err = launch(&spec).err().expect("a missing program fails");
+    let msg = err.to_string();
+    assert!(msg.contains("`execve` (/nope)"), "{msg}");
+    assert!(msg.contains("No such file or directory"), "{msg}");
+    for d in cgroup_would_be(&spec.id) {
+        assert!(!d.exists(), "{} left behind", d.display());
+    }
+
+    let mut spec = t.spec(&unique_id("nocwd"), "");
+    spec.cwd = "/does/not/exist".into();
+    let msg = launch(&spec).err().unwrap().to_string();
+    assert!(msg.contains("`chdir` (/does/not/exist)"), "{msg}");
+
+    let mut spec = t.spec(&unique_id("badid"), "");
+    spec.id = "../x".into();
+    let msg = launch(&spec).err().unwrap().to_string();
+    assert!(msg.contains("invalid sandbox spec: id"), "{msg}");
+
+    let mut spec = t.spec(&unique_id("nolower"), "");
+    spec.rootfs.lower = t.path().join("missing");
+    let msg = launch(&spec).err().unwrap().to_string();
+    assert!(msg.contains("reading the template root"), "{msg}");
+}
+
+#[test]
+fn planted_symlinks_cannot_redirect_mounts_to_the_host() {
+    let t = TestDir::new();
+    // A previous life of the sandbox left `/opt` pointing at a host directory (absolute link).
+    let host_dir = t.path().join("host-secret");
+    fs::create_dir(&host_dir).unwrap();
+    symlink(&host_dir, t.upper().join("opt")).unwrap();
+    let spec = t.spec(&unique_id("symlink"), "true");
+    let err = launch(&spec).err().expect("the bind target cannot be made");
+    assert!(err.to_string().contains("create mount target"), "{err}");
+    // Nothing was created on the host side of the link.
+    assert_eq!(fs::read_dir(&host_dir).unwrap().count(), 0);
+
+    // Inside-relative links are followed inside the root: /run/lizard -> /home/user/run works and
+    // the bind lands in the sandbox's own /home/user/run.
+    let t = TestDir::new();
+    fs::create_dir_all(t.upper().join("run")).unwrap();
+    fs::create_dir_all(t.upper().join("home/user/run")).unwrap();
+    std::os::unix::fs::lchown(
+        t.upper().join("home/user/run"),
+        Some(SHIFT + USER),
+        Some(SHIFT + USER),
+    )
+    .unwrap();
+    symlink("/home/user/run", t.upper().join("run/lizard")).unwrap();
+    let mut sb = launch(&t.spec(
+        &unique_id("symlink2"),
+        "echo hi > /home/user/run/x && echo ok=yes",
+    ))
+    .unwrap();
+    assert_eq!(
+        sb.wait(Duration::from_secs(5)),
+        Exit::Code(0),
+        "{}",
+        t.log()
+    );
+    assert_eq!(fs::read_to_string(t.path().join("run/x")).unwrap(), "hi\n");
+}
+
+/// The v2 code paths (freeze via cgroup.freeze, kill via cgroup.kill, cpu.stat) on this machine's
+/// controller-less cgroup2 mount, with a plain host process (no limits: no controllers there).
+#[test]
+fn cgroup_v2_core_freeze_and_kill() {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let Some(mount) = mountinfo.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        right
+            .starts_with("cgroup2 ")
+            .then(|| left.split(' ').nth(4).unwrap().to_string())
+    }) else {
+        eprintln!("no cgroup2 mount; skipped");
+        return;
+    };
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap()
+        .trim_start_matches('/')
+        .to_string();
+    let root = Path::new(&mount).join(own);
+    if !root.join("cgroup.freeze").exists() && !root.join("cgroup.procs").exists() {
+        eprintln!("cgroup2 without freeze; skipped");
+        return;
+    }
+    let cg = Hierarchy::v2_at(&root)
+        .create(&unique_id("v2"), &Default::default())
+        .unwrap();
+    assert!(cg.is_v2());
+    let mut child = std::process::Command::new("sleep")
+        .arg("100")
+        .spawn()
+        .unwrap();
+    cg.add_pid(child.id() as i32).unwrap();
+    assert_eq!(cg.pids().unwrap(), vec![child.id() as i32]);
+    cg.freeze().unwrap();
+    assert!(cg.is_frozen().unwrap());
+    cg.thaw().unwrap();
+    assert!(!cg.is_frozen().unwrap());
+    let _ = cg.cpu_usage_ns();
+    cg.kill_all().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    cg.remove().unwrap();
+    assert!(!matches!(cg.paths(), CgroupPaths::V2 { path } if path.exists()));
+    // This test's parent directory at the top of the cgroup2 mount (empty now, unless another run
+    // is using it).
+    let _ = fs::remove_dir(root.join("lizard"));
+}

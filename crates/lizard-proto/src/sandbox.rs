@@ -1,0 +1,148 @@
+//! The server's control-plane types: sandboxes, projects and usage.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `POST /v1/sandboxes`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSandboxRequest {
+    /// The project that owns the sandbox; a project key's own project when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// `code-interpreter-v1` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Idle lifetime; the sandbox is killed when it passes (300000 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Free-form labels, filterable in `GET /v1/sandboxes`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+    /// Environment variables of every process in the sandbox.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Resource limits; server defaults for what is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsRequest>,
+}
+
+/// Optional overrides of [`SandboxLimits`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_millicores: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_mb: Option<u64>,
+}
+
+/// Resource limits of one sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxLimits {
+    /// Memory of all processes (including `/tmp`, a tmpfs), in MiB.
+    pub memory_mb: u64,
+    /// CPU time per wall second, in thousandths of a core (1000 = one core).
+    pub cpu_millicores: u64,
+    /// Processes and threads.
+    pub pids: u64,
+    /// Size of the `/tmp` tmpfs, in MiB.
+    pub tmp_mb: u64,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            memory_mb: 1024,
+            cpu_millicores: 1000,
+            pids: 512,
+            tmp_mb: 256,
+        }
+    }
+}
+
+/// A sandbox's lifecycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxState {
+    Running,
+    Paused,
+    Killed,
+}
+
+/// A sandbox as the API reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxInfo {
+    pub sandbox_id: String,
+    pub project: String,
+    pub template: String,
+    pub state: SandboxState,
+    pub created_at_ms: u64,
+    /// When the server kills the sandbox unless its timeout is extended.
+    pub timeout_at_ms: u64,
+    pub metadata: BTreeMap<String, String>,
+    pub limits: SandboxLimits,
+}
+
+/// `POST /v1/sandboxes/{id}/timeout`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetTimeoutRequest {
+    /// New lifetime from now.
+    pub timeout_ms: u64,
+}
+
+/// `POST /v1/projects` (admin keys only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateProjectRequest {
+    pub name: String,
+}
+
+/// A new project and its first key (shown once).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectCreated {
+    pub project: String,
+    pub api_key: String,
+}
+
+/// Usage totals (a project's, or one sandbox's).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageTotals {
+    pub sandboxes: u64,
+    pub running_seconds: f64,
+    pub paused_seconds: f64,
+    pub cpu_seconds: f64,
+    pub memory_gib_seconds: f64,
+    pub executions: u64,
+    pub execution_wall_seconds: f64,
+    pub execution_cpu_seconds: f64,
+}
+
+/// One sandbox's usage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SandboxUsage {
+    pub sandbox_id: String,
+    pub running_seconds: f64,
+    pub paused_seconds: f64,
+    pub cpu_seconds: f64,
+    pub memory_gib_seconds: f64,
+    pub executions: u64,
+    pub execution_wall_seconds: f64,
+    pub execution_cpu_seconds: f64,
+    pub max_execution_peak_rss_bytes: u64,
+}
+
+/// `GET /v1/projects/{project}/usage?from=&to=` (milliseconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProjectUsage {
+    pub project: String,
+    pub from_ms: u64,
+    pub to_ms: u64,
+    pub totals: UsageTotals,
+    pub sandboxes: Vec<SandboxUsage>,
+}

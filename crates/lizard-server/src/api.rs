@@ -1,0 +1,437 @@
+//! The server's HTTP API (`/v1/...`): authentication, projects, sandboxes, usage, metrics, and the
+//! agent routes forwarded into each sandbox.
+//!
+//! Handlers are thin: authenticate, parse, call `crate::sandboxes` / the store, map the error to the
+//! one `{code, message}` body. A key never learns about another project's objects: they are 404s.
+
+use crate::auth::{self, Principal};
+use crate::metering;
+use crate::sandboxes::{CreateSandbox, Sandbox, SandboxError, Sandboxes};
+use crate::store::{now_ms, StoreError, StoredState};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use axum::{Json, Router};
+use lizard_proto::{
+    CreateProjectRequest, CreateSandboxRequest, ErrorBody, ErrorCode, ProjectCreated, ProjectUsage,
+    SandboxInfo, SandboxState, SetTimeoutRequest,
+};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Largest request body accepted on control routes and forwarded execute requests.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+pub struct AppState {
+    pub sandboxes: Arc<Sandboxes>,
+}
+
+type St = State<Arc<AppState>>;
+
+/// An API failure: HTTP status from the code, body `{code, message}`.
+#[derive(Debug)]
+pub struct ApiError(pub ErrorBody);
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError(ErrorBody::new(code, message))
+    }
+    fn invalid(m: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, m)
+    }
+    fn not_found(what: &str) -> Self {
+        Self::new(ErrorCode::NotFound, format!("{what} not found"))
+    }
+    fn internal(e: &dyn std::error::Error) -> Self {
+        tracing::error!(error = %chain(e), "internal error");
+        Self::new(ErrorCode::Internal, "internal error (see the server log)")
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(self.0)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::ProjectExists(p) => {
+                ApiError::new(ErrorCode::Conflict, format!("project {p:?} already exists"))
+            }
+            other => ApiError::internal(&other),
+        }
+    }
+}
+
+impl From<SandboxError> for ApiError {
+    fn from(e: SandboxError) -> Self {
+        match &e {
+            SandboxError::NotFound(_) => ApiError::not_found("sandbox"),
+            SandboxError::UnknownTemplate(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
+            SandboxError::Invalid(m) => ApiError::invalid(m.clone()),
+            SandboxError::WrongState { .. } => ApiError::new(ErrorCode::Conflict, e.to_string()),
+            SandboxError::Launch(_) | SandboxError::NotReady(_) => {
+                tracing::error!(error = %chain(&e), "sandbox start failed");
+                ApiError::new(ErrorCode::Unavailable, e.to_string())
+            }
+            SandboxError::Io { .. } | SandboxError::Store(_) => ApiError::internal(&e),
+        }
+    }
+}
+
+/// `Json<T>` whose rejections are [`ApiError`]s.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(rej) => Err(json_rejection(rej)),
+        }
+    }
+}
+
+fn json_rejection(rej: JsonRejection) -> ApiError {
+    match rej.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("request body larger than {MAX_BODY_BYTES} bytes"),
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "expected a request body with Content-Type: application/json",
+        ),
+        _ => ApiError::invalid(format!("invalid request body: {}", rej.body_text())),
+    }
+}
+
+/// The caller, from `Authorization: Bearer <key>`.
+pub struct Auth(pub Principal);
+
+impl FromRequestParts<Arc<AppState>> for Auth {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, st: &Arc<AppState>) -> Result<Self, ApiError> {
+        let unauth = || {
+            ApiError::new(
+                ErrorCode::Unauthenticated,
+                "missing or unknown API key: send `Authorization: Bearer <key>` (LIZARD_API_KEY)",
+            )
+        };
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .or_else(|| {
+                // E2B's SDKs send the key in X-API-Key.
+                parts.headers.get("x-api-key").and_then(|v| v.to_str().ok())
+            })
+            .ok_or_else(unauth)?;
+        match auth::principal(&st.sandboxes.store, token.trim())? {
+            Some(p) => Ok(Auth(p)),
+            None => Err(unauth()),
+        }
+    }
+}
+
+/// The server's router.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/v1/projects", get(list_projects).post(create_project))
+        .route("/v1/projects/{project}/usage", get(project_usage))
+        .route("/v1/sandboxes", get(list_sandboxes).post(create_sandbox))
+        .route("/v1/sandboxes/{id}", get(get_sandbox).delete(kill_sandbox))
+        .route("/v1/sandboxes/{id}/timeout", post(set_timeout))
+        .route("/v1/sandboxes/{id}/execute", any(crate::proxy::forward))
+        .route("/v1/sandboxes/{id}/contexts", any(crate::proxy::forward))
+        .route(
+            "/v1/sandboxes/{id}/contexts/{*rest}",
+            any(crate::proxy::forward),
+        )
+        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            let mut r = ApiError::invalid("method not allowed on this route").into_response();
+            *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+            r
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        crate::OPENAPI_JSON,
+    )
+        .into_response()
+}
+
+/// A sandbox visible to the caller (404 otherwise, whether it exists or not).
+pub fn visible(st: &AppState, who: &Principal, id: &str) -> Result<Arc<Sandbox>, ApiError> {
+    match st.sandboxes.get(id) {
+        Some(sb) if who.can_see(&sb.project) => Ok(sb),
+        _ => Err(ApiError::not_found("sandbox")),
+    }
+}
+
+pub fn info(sb: &Sandbox) -> SandboxInfo {
+    SandboxInfo {
+        sandbox_id: sb.id.clone(),
+        project: sb.project.clone(),
+        template: sb.template.clone(),
+        state: to_api_state(sb.state()),
+        created_at_ms: sb.created_at_ms,
+        timeout_at_ms: sb.timeout_at_ms(),
+        metadata: sb.metadata.clone(),
+        limits: sb.limits,
+    }
+}
+
+fn to_api_state(s: StoredState) -> SandboxState {
+    match s {
+        StoredState::Running => SandboxState::Running,
+        StoredState::Paused => SandboxState::Paused,
+        StoredState::Killed => SandboxState::Killed,
+    }
+}
+
+async fn create_sandbox(
+    State(st): St,
+    Auth(who): Auth,
+    ApiJson(req): ApiJson<CreateSandboxRequest>,
+) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
+    if let Some(p) = &req.project {
+        if !auth::valid_project_name(p) {
+            return Err(ApiError::invalid(
+                "project names are 1-63 characters of letters, digits, '.', '_' and '-'",
+            ));
+        }
+    }
+    let project = who.project_for(req.project.as_deref()).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            "project not found (this API key belongs to another project)",
+        )
+    })?;
+    let sb = st
+        .sandboxes
+        .create(CreateSandbox {
+            project,
+            template: req.template,
+            timeout_ms: req.timeout_ms,
+            metadata: req.metadata,
+            envs: req.env,
+            limits: req.limits.unwrap_or_default(),
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(info(&sb))))
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    #[serde(default)]
+    project: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
+    /// `metadata=k1=v1,k2=v2` (all must match).
+    #[serde(default)]
+    metadata: Option<String>,
+}
+
+async fn list_sandboxes(
+    State(st): St,
+    Auth(who): Auth,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Vec<SandboxInfo>>, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let mut want_meta = BTreeMap::new();
+    if let Some(m) = &q.metadata {
+        for pair in m.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| ApiError::invalid("metadata filter is k=v[,k=v...]"))?;
+            want_meta.insert(k.to_string(), v.to_string());
+        }
+    }
+    let state = match q.state.as_deref() {
+        None => None,
+        Some("running") => Some(StoredState::Running),
+        Some("paused") => Some(StoredState::Paused),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "unknown state {other:?}: expected running or paused"
+            )))
+        }
+    };
+    let mut out: Vec<SandboxInfo> = st
+        .sandboxes
+        .all()
+        .into_iter()
+        .filter(|sb| who.can_see(&sb.project))
+        .filter(|sb| q.project.as_deref().is_none_or(|p| p == sb.project))
+        .filter(|sb| state.is_none_or(|s| s == sb.state()))
+        .filter(|sb| want_meta.iter().all(|(k, v)| sb.metadata.get(k) == Some(v)))
+        .map(|sb| info(&sb))
+        .collect();
+    out.sort_by(|a, b| {
+        b.created_at_ms
+            .cmp(&a.created_at_ms)
+            .then(a.sandbox_id.cmp(&b.sandbox_id))
+    });
+    Ok(Json(out))
+}
+
+async fn get_sandbox(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    let sb = visible(&st, &who, &id)?;
+    Ok(Json(info(&sb)))
+}
+
+async fn kill_sandbox(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    visible(&st, &who, &id)?;
+    st.sandboxes.kill(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn set_timeout(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<SetTimeoutRequest>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    let sb = visible(&st, &who, &id)?;
+    st.sandboxes.set_timeout(&id, req.timeout_ms)?;
+    Ok(Json(info(&sb)))
+}
+
+async fn list_projects(State(st): St, Auth(who): Auth) -> Result<Json<Vec<String>>, ApiError> {
+    Ok(Json(match who {
+        Principal::Admin => st.sandboxes.store.list_projects()?,
+        Principal::Project(p) => vec![p],
+    }))
+}
+
+async fn create_project(
+    State(st): St,
+    Auth(who): Auth,
+    ApiJson(req): ApiJson<CreateProjectRequest>,
+) -> Result<(StatusCode, Json<ProjectCreated>), ApiError> {
+    if who != Principal::Admin {
+        // Not a 403 with details: a project key simply has no such route.
+        return Err(ApiError::new(ErrorCode::NotFound, "no such route"));
+    }
+    if !auth::valid_project_name(&req.name) {
+        return Err(ApiError::invalid(
+            "project names are 1-63 characters of letters, digits, '.', '_' and '-'",
+        ));
+    }
+    let store = &st.sandboxes.store;
+    store.create_project(&req.name)?;
+    let api_key = auth::issue_key(store, Some(&req.name))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ProjectCreated {
+            project: req.name,
+            api_key,
+        }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageQuery {
+    /// Milliseconds since the epoch (inclusive); default 0.
+    #[serde(default)]
+    from: Option<u64>,
+    /// Milliseconds since the epoch (exclusive); default now.
+    #[serde(default)]
+    to: Option<u64>,
+}
+
+async fn project_usage(
+    State(st): St,
+    Auth(who): Auth,
+    Path(project): Path<String>,
+    q: Result<Query<UsageQuery>, QueryRejection>,
+) -> Result<Json<ProjectUsage>, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let store = &st.sandboxes.store;
+    if !who.can_see(&project) || !store.project_exists(&project)? {
+        return Err(ApiError::not_found("project"));
+    }
+    // Bring live sandboxes' numbers up to date first.
+    for sb in st.sandboxes.all() {
+        if sb.project == project {
+            metering::sample(&st.sandboxes, &sb).await;
+        }
+    }
+    let from = q.from.unwrap_or(0);
+    let to = q.to.unwrap_or_else(|| now_ms() + 1);
+    let rows = store.usage_rows(Some(&project), from, to)?;
+    Ok(Json(ProjectUsage {
+        project,
+        from_ms: from,
+        to_ms: to,
+        totals: metering::totals(&rows),
+        sandboxes: rows.iter().map(Into::into).collect(),
+    }))
+}
+
+async fn metrics(State(st): St, Auth(who): Auth) -> Result<Response, ApiError> {
+    let store = &st.sandboxes.store;
+    let project = match &who {
+        Principal::Admin => None,
+        Principal::Project(p) => Some(p.as_str()),
+    };
+    let rows = store.usage_rows(project, 0, now_ms() + 1)?;
+    let live: Vec<(String, StoredState)> = st
+        .sandboxes
+        .all()
+        .into_iter()
+        .filter(|sb| who.can_see(&sb.project))
+        .map(|sb| (sb.project.clone(), sb.state()))
+        .collect();
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        metering::prometheus(&rows, &live),
+    )
+        .into_response())
+}

@@ -1,0 +1,116 @@
+//! API keys: generation, hashing, and who a bearer token is.
+//!
+//! Keys are 32 random bytes shown once as `lz_<64 hex>`; the store keeps only their SHA-256. A key
+//! is either an **admin** key (created at the first start of a data dir; may act on every project and
+//! creates projects on first use) or a **project** key (sees only its own project; everything else is
+//! a 404). Lookup is by hash, so comparing keys never touches the secret byte by byte.
+
+use crate::store::{Store, StoreError};
+use sha2::{Digest, Sha256};
+
+/// SHA-256 of a key, hex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHash(pub String);
+
+impl KeyHash {
+    pub fn of(key: &str) -> KeyHash {
+        let d = Sha256::digest(key.as_bytes());
+        KeyHash(d.iter().map(|b| format!("{b:02x}")).collect())
+    }
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    Admin,
+    Project(String),
+}
+
+impl Principal {
+    /// Whether this caller may see `project`.
+    pub fn can_see(&self, project: &str) -> bool {
+        match self {
+            Principal::Admin => true,
+            Principal::Project(p) => p == project,
+        }
+    }
+
+    /// The project a request acts in: the named one (checked) or the key's own.
+    pub fn project_for(&self, named: Option<&str>) -> Option<String> {
+        match (self, named) {
+            (Principal::Admin, Some(n)) => Some(n.to_string()),
+            (Principal::Admin, None) => Some(DEFAULT_PROJECT.to_string()),
+            (Principal::Project(p), None) => Some(p.clone()),
+            (Principal::Project(p), Some(n)) if p == n => Some(p.clone()),
+            (Principal::Project(_), Some(_)) => None,
+        }
+    }
+}
+
+/// The project an admin key's requests land in when they name none.
+pub const DEFAULT_PROJECT: &str = "default";
+
+/// A new random key.
+pub fn new_key() -> String {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).expect("the OS random source is available");
+    format!(
+        "lz_{}",
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    )
+}
+
+/// Create and store a key (admin when `project` is `None`); returns the key text.
+pub fn issue_key(store: &Store, project: Option<&str>) -> Result<String, StoreError> {
+    let key = new_key();
+    store.add_key(&KeyHash::of(&key), &key[..8], project)?;
+    Ok(key)
+}
+
+/// Resolve a bearer token.
+pub fn principal(store: &Store, token: &str) -> Result<Option<Principal>, StoreError> {
+    Ok(store.key_project(&KeyHash::of(token))?.map(|p| match p {
+        None => Principal::Admin,
+        Some(p) => Principal::Project(p),
+    }))
+}
+
+/// Project names: 1–63 characters of `[a-zA-Z0-9._-]`, starting with a letter or digit.
+pub fn valid_project_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 63
+        && n.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_random_and_hashed() {
+        let a = new_key();
+        let b = new_key();
+        assert_ne!(a, b);
+        assert!(a.starts_with("lz_") && a.len() == 67);
+        assert_eq!(KeyHash::of(&a), KeyHash::of(&a));
+        assert_ne!(KeyHash::of(&a), KeyHash::of(&b));
+    }
+
+    #[test]
+    fn project_scoping() {
+        let p = Principal::Project("a".into());
+        assert_eq!(p.project_for(None).as_deref(), Some("a"));
+        assert_eq!(p.project_for(Some("a")).as_deref(), Some("a"));
+        assert_eq!(p.project_for(Some("b")), None);
+        assert!(!p.can_see("b"));
+        assert_eq!(
+            Principal::Admin.project_for(None).as_deref(),
+            Some("default")
+        );
+        assert!(valid_project_name("my-project"));
+        assert!(!valid_project_name("-x"));
+        assert!(!valid_project_name("a b"));
+    }
+}

@@ -1,0 +1,20 @@
+//! The Lizard server: one process that owns projects, API keys, sandboxes and usage, and serves the
+//! `/v1` HTTP API.
+//!
+//! It launches sandboxes through `lizard-jail` (via the `lizard sandbox-init` helper), keeps its
+//! state in SQLite (`crate::store`), meters usage (`crate::metering`) and forwards agent routes into
+//! sandboxes (`crate::proxy`).
+//!
+//! **Architecture Invariant:** the server never parses kernel output; the agent never knows about
+//! projects or billing.
+
+pub mod agent_client;
+pub mod api;
+pub mod auth;
+pub mod metering;
+pub mod proxy;
+pub mod sandboxes;
+pub mod store;
+
+/// The OpenAPI document served at `/v1/openapi.json`.
+pub const OPENAPI_JSON: &str = include_str!("../openapi.json");

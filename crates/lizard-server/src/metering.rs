@@ -1,0 +1,222 @@
+//! Usage metering: running time, CPU time (from the sandbox's cgroup), memory GiB-seconds (sampled)
+//! and executions (from the agent's execution log), stored per sandbox and rolled up per project.
+//!
+//! Samples are taken periodically and at every lifecycle transition, and written to the store each
+//! time, so a server restart loses at most one interval of memory integration. Not here: billing
+//! prices or quotas.
+
+use crate::sandboxes::{Sandbox, Sandboxes};
+use crate::store::{now_ms, StoredState, UsageRow};
+use lizard_proto::{SandboxUsage, UsageTotals};
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Take one sample of `sb` and store it.
+pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
+    let store = &sandboxes.store;
+    let mut u = match store.get_usage(&sb.id) {
+        Ok(Some(u)) => u,
+        Ok(None) => UsageRow {
+            sandbox_id: sb.id.clone(),
+            project: sb.project.clone(),
+            updated_at_ms: sb.created_at_ms,
+            ..Default::default()
+        },
+        Err(e) => {
+            tracing::warn!(sandbox = %sb.id, error = %e, "reading usage");
+            return;
+        }
+    };
+    let now = now_ms();
+    let since = if u.updated_at_ms == 0 {
+        sb.created_at_ms
+    } else {
+        u.updated_at_ms
+    };
+    let dt_ms = now.saturating_sub(since);
+    match sb.state() {
+        StoredState::Running => u.running_ms += dt_ms,
+        StoredState::Paused => u.paused_ms += dt_ms,
+        StoredState::Killed => {}
+    }
+    let cg = sb.runtime.cgroup.clone();
+    let (cpu_ns, mem) = tokio::task::spawn_blocking(move || (cg.cpu_usage_ns(), cg.memory_bytes()))
+        .await
+        .unwrap_or((Ok(0), Ok(0)));
+    if let Ok(ns) = cpu_ns {
+        // The cgroup counter is cumulative for the sandbox's life; never let it go backwards.
+        u.cpu_ms = u.cpu_ms.max(ns / 1_000_000);
+    }
+    if let Ok(bytes) = mem {
+        u.memory_gib_seconds += bytes as f64 / GIB * (dt_ms as f64 / 1000.0);
+    }
+    if sb.state() == StoredState::Running {
+        match sb.agent.executions(u.agent_log_seq).await {
+            Ok(log) => {
+                for r in &log.records {
+                    u.executions += 1;
+                    u.execution_wall_ms += r.wall_ms;
+                    u.execution_cpu_ms += r.cpu_ms;
+                    u.max_execution_peak_rss_bytes =
+                        u.max_execution_peak_rss_bytes.max(r.peak_rss_bytes);
+                }
+                u.executions += log.dropped;
+                u.agent_log_seq = log.next;
+            }
+            Err(e) => tracing::debug!(sandbox = %sb.id, error = %e, "reading the execution log"),
+        }
+    }
+    u.updated_at_ms = now;
+    if let Err(e) = store.put_usage(&u) {
+        tracing::warn!(sandbox = %sb.id, error = %e, "writing usage");
+    }
+}
+
+/// Sample every live sandbox every `interval`, forever.
+pub async fn run_sampler(sandboxes: Arc<Sandboxes>, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for sb in sandboxes.all() {
+            sample(&sandboxes, &sb).await;
+        }
+    }
+}
+
+impl From<&UsageRow> for SandboxUsage {
+    fn from(u: &UsageRow) -> Self {
+        SandboxUsage {
+            sandbox_id: u.sandbox_id.clone(),
+            running_seconds: u.running_ms as f64 / 1000.0,
+            paused_seconds: u.paused_ms as f64 / 1000.0,
+            cpu_seconds: u.cpu_ms as f64 / 1000.0,
+            memory_gib_seconds: u.memory_gib_seconds,
+            executions: u.executions,
+            execution_wall_seconds: u.execution_wall_ms as f64 / 1000.0,
+            execution_cpu_seconds: u.execution_cpu_ms as f64 / 1000.0,
+            max_execution_peak_rss_bytes: u.max_execution_peak_rss_bytes,
+        }
+    }
+}
+
+pub fn totals(rows: &[UsageRow]) -> UsageTotals {
+    let mut t = UsageTotals::default();
+    for u in rows {
+        t.sandboxes += 1;
+        t.running_seconds += u.running_ms as f64 / 1000.0;
+        t.paused_seconds += u.paused_ms as f64 / 1000.0;
+        t.cpu_seconds += u.cpu_ms as f64 / 1000.0;
+        t.memory_gib_seconds += u.memory_gib_seconds;
+        t.executions += u.executions;
+        t.execution_wall_seconds += u.execution_wall_ms as f64 / 1000.0;
+        t.execution_cpu_seconds += u.execution_cpu_ms as f64 / 1000.0;
+    }
+    t
+}
+
+/// Prometheus text exposition of per-project counters and the number of live sandboxes.
+pub fn prometheus(rows: &[UsageRow], live: &[(String, StoredState)]) -> String {
+    use std::collections::BTreeMap;
+    let mut per: BTreeMap<&str, Vec<UsageRow>> = BTreeMap::new();
+    for r in rows {
+        per.entry(r.project.as_str()).or_default().push(r.clone());
+    }
+    let mut out = String::new();
+    type Metric = (&'static str, &'static str, fn(&UsageTotals) -> f64);
+    let metrics: [Metric; 6] = [
+        (
+            "lizard_sandbox_running_seconds_total",
+            "Seconds sandboxes spent running.",
+            |t| t.running_seconds,
+        ),
+        (
+            "lizard_sandbox_paused_seconds_total",
+            "Seconds sandboxes spent paused.",
+            |t| t.paused_seconds,
+        ),
+        (
+            "lizard_sandbox_cpu_seconds_total",
+            "CPU seconds used by sandboxes (cgroup accounting).",
+            |t| t.cpu_seconds,
+        ),
+        (
+            "lizard_sandbox_memory_gib_seconds_total",
+            "Memory use integrated over time, GiB-seconds.",
+            |t| t.memory_gib_seconds,
+        ),
+        (
+            "lizard_executions_total",
+            "Code executions finished.",
+            |t| t.executions as f64,
+        ),
+        (
+            "lizard_sandboxes_created_total",
+            "Sandboxes created.",
+            |t| t.sandboxes as f64,
+        ),
+    ];
+    for (name, help, get) in metrics {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (project, rows) in &per {
+            let _ = writeln!(
+                out,
+                "{name}{{project=\"{}\"}} {}",
+                escape(project),
+                get(&totals(rows))
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP lizard_sandboxes_live Sandboxes currently running or paused."
+    );
+    let _ = writeln!(out, "# TYPE lizard_sandboxes_live gauge");
+    let mut counts: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for (project, state) in live {
+        let s = match state {
+            StoredState::Running => "running",
+            StoredState::Paused => "paused",
+            StoredState::Killed => continue,
+        };
+        *counts.entry((project.as_str(), s)).or_default() += 1;
+    }
+    for ((project, state), n) in counts {
+        let _ = writeln!(
+            out,
+            "lizard_sandboxes_live{{project=\"{}\",state=\"{state}\"}} {n}",
+            escape(project)
+        );
+    }
+    out
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_text_shape() {
+        let rows = vec![UsageRow {
+            sandbox_id: "a".into(),
+            project: "p\"q".into(),
+            cpu_ms: 1500,
+            executions: 3,
+            ..Default::default()
+        }];
+        let text = prometheus(&rows, &[("p\"q".into(), StoredState::Running)]);
+        assert!(text.contains("lizard_sandbox_cpu_seconds_total{project=\"p\\\"q\"} 1.5"));
+        assert!(text.contains("lizard_executions_total{project=\"p\\\"q\"} 3"));
+        assert!(text.contains("lizard_sandboxes_live{project=\"p\\\"q\",state=\"running\"} 1"));
+    }
+}

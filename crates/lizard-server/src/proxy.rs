@@ -1,0 +1,63 @@
+//! Forwarding agent routes into a sandbox: `/v1/sandboxes/{id}/{contexts…,execute}` → the agent's
+//! `/{contexts…,execute}` over the sandbox's Unix socket.
+//!
+//! Bodies stream through in both directions without buffering or re-encoding (an execution's NDJSON
+//! or SSE frames reach the client as the agent writes them). A client that disconnects drops the
+//! agent connection, which interrupts the cell. The server never parses what passes through.
+
+use crate::api::{visible, ApiError, AppState, Auth};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use lizard_proto::ErrorCode;
+use std::sync::Arc;
+
+/// Headers passed to the agent; everything else (notably `Authorization`) stays at the server.
+const FORWARDED_REQUEST_HEADERS: [header::HeaderName; 3] =
+    [header::CONTENT_TYPE, header::ACCEPT, header::CONTENT_LENGTH];
+
+pub async fn forward(
+    State(st): State<Arc<AppState>>,
+    Auth(who): Auth,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let path = req.uri().path().to_string();
+    // "/v1/sandboxes/{id}/rest..."
+    let rest = path.strip_prefix("/v1/sandboxes/").unwrap_or("");
+    let (id, agent_path) = rest.split_once('/').unwrap_or((rest, ""));
+    let sb = visible(&st, &who, id)?;
+    if sb.state() != crate::store::StoredState::Running {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("sandbox {id} is paused: resume it first"),
+        ));
+    }
+    let mut uri = format!("/{agent_path}");
+    if let Some(q) = req.uri().query() {
+        uri.push('?');
+        uri.push_str(q);
+    }
+    let (parts, body) = req.into_parts();
+    let mut out = axum::http::Request::builder()
+        .method(parts.method)
+        .uri(uri)
+        .header(header::HOST, HeaderValue::from_static("agent"));
+    for h in FORWARDED_REQUEST_HEADERS {
+        if let Some(v) = parts.headers.get(&h) {
+            out = out.header(&h, v);
+        }
+    }
+    let out = out
+        .body(body)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
+    let resp = sb.agent.send(out).await.map_err(|e| {
+        tracing::warn!(sandbox = %sb.id, error = %e, "forwarding to the agent");
+        ApiError::new(
+            ErrorCode::Unavailable,
+            format!("the sandbox's agent is not reachable: {e}"),
+        )
+    })?;
+    let (parts, body) = resp.into_parts();
+    Ok(Response::from_parts(parts, Body::new(body)).into_response())
+}

@@ -1,0 +1,595 @@
+//! Sandbox lifecycle: create, find, list, extend, kill; timeouts; re-adoption after a restart.
+//!
+//! A sandbox is launched by running `lizard sandbox-init` (a single-threaded helper that sets up the
+//! namespaces, rootfs, cgroup and seccomp through `lizard-jail`, then execs the agent as the sandbox's
+//! PID 1) and is ready when its agent answers on its Unix socket. Nothing about a running sandbox
+//! lives only in memory: the store row has its pid, cgroup and paths.
+//!
+//! Not here: HTTP (see `crate::api`), forwarding to the agent (see `crate::proxy`), usage numbers
+//! (see `crate::metering`).
+
+use crate::agent_client::AgentClient;
+use crate::store::{now_ms, SandboxRow, Store, StoreError, StoredState};
+use lizard_jail::cgroup::Cgroup;
+use lizard_jail::sandbox::{Bind, IdMap, Limits, RootfsSpec, SandboxSpec, UserSpec};
+use lizard_proto::{LimitsRequest, SandboxLimits};
+use lizard_template::Template;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Lifecycle failures.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("sandbox {0} not found")]
+    NotFound(String),
+    #[error("template {0:?} is not built (run `lizard template build {0}`)")]
+    UnknownTemplate(String),
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("sandbox {id} is {state}")]
+    WrongState { id: String, state: &'static str },
+    #[error("cannot launch the sandbox: {0}")]
+    Launch(String),
+    #[error("the sandbox's agent did not become ready within {0} ms")]
+    NotReady(u64),
+    #[error("sandbox I/O on {path}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Server-wide settings for sandboxes.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    pub data_dir: PathBuf,
+    /// The data dir whose `templates/` holds the built templates (usually `data_dir`).
+    pub templates_data_dir: PathBuf,
+    /// The `lizard` binary: runs `sandbox-init`, and is bind-mounted into sandboxes as the agent.
+    pub lizard_bin: PathBuf,
+    pub default_template: String,
+    pub default_timeout_ms: u64,
+    pub max_timeout_ms: u64,
+    pub default_limits: SandboxLimits,
+    /// First uid/gid on the host that sandbox ids map to (inside 0 → this).
+    pub id_shift: u32,
+    pub ready_timeout: Duration,
+}
+
+/// What the server remembers about a running sandbox's processes (stored as JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Runtime {
+    pub pid: i32,
+    pub cgroup: Cgroup,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+}
+
+/// A sandbox the server manages.
+pub struct Sandbox {
+    pub id: String,
+    pub project: String,
+    pub template: String,
+    pub created_at_ms: u64,
+    pub metadata: BTreeMap<String, String>,
+    pub envs: BTreeMap<String, String>,
+    pub limits: SandboxLimits,
+    pub runtime: Runtime,
+    timeout_at_ms: AtomicU64,
+    state: Mutex<StoredState>,
+    pub agent: AgentClient,
+}
+
+impl Sandbox {
+    pub fn state(&self) -> StoredState {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    pub fn timeout_at_ms(&self) -> u64 {
+        self.timeout_at_ms.load(Ordering::SeqCst)
+    }
+}
+
+/// A create request, validated by the API layer (project resolved).
+#[derive(Debug, Clone, Default)]
+pub struct CreateSandbox {
+    pub project: String,
+    pub template: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub metadata: BTreeMap<String, String>,
+    pub envs: BTreeMap<String, String>,
+    pub limits: LimitsRequest,
+}
+
+pub struct Sandboxes {
+    pub cfg: SandboxConfig,
+    pub store: Arc<Store>,
+    live: RwLock<HashMap<String, Arc<Sandbox>>>,
+    timeouts_changed: Notify,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
+    move |source| SandboxError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// A new sandbox id: 20 characters of `[a-z0-9]` from 100+ random bits; usable as a hostname.
+pub fn new_sandbox_id() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut b = [0u8; 20];
+    getrandom::fill(&mut b).expect("the OS random source is available");
+    // The first character is a letter, so ids never look like numbers.
+    b.iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let n = if i == 0 { 26 } else { 36 };
+            ALPHABET[(*x as usize) % n] as char
+        })
+        .collect()
+}
+
+impl Sandboxes {
+    pub fn new(cfg: SandboxConfig, store: Arc<Store>) -> Arc<Sandboxes> {
+        Arc::new(Sandboxes {
+            cfg,
+            store,
+            live: RwLock::new(HashMap::new()),
+            timeouts_changed: Notify::new(),
+        })
+    }
+
+    fn sandboxes_dir(&self) -> PathBuf {
+        self.cfg.data_dir.join("sandboxes")
+    }
+
+    /// A live sandbox by id.
+    pub fn get(&self, id: &str) -> Option<Arc<Sandbox>> {
+        self.live.read().ok().and_then(|m| m.get(id).cloned())
+    }
+
+    /// All live sandboxes.
+    pub fn all(&self) -> Vec<Arc<Sandbox>> {
+        self.live
+            .read()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn resolve_limits(&self, r: &LimitsRequest) -> Result<SandboxLimits, SandboxError> {
+        let d = self.cfg.default_limits;
+        let l = SandboxLimits {
+            memory_mb: r.memory_mb.unwrap_or(d.memory_mb),
+            cpu_millicores: r.cpu_millicores.unwrap_or(d.cpu_millicores),
+            pids: r.pids.unwrap_or(d.pids),
+            tmp_mb: r.tmp_mb.unwrap_or(d.tmp_mb),
+        };
+        if !(64..=1024 * 1024).contains(&l.memory_mb) {
+            return Err(SandboxError::Invalid(
+                "limits.memory_mb must be between 64 and 1048576".into(),
+            ));
+        }
+        if !(10..=256_000).contains(&l.cpu_millicores) {
+            return Err(SandboxError::Invalid(
+                "limits.cpu_millicores must be between 10 and 256000".into(),
+            ));
+        }
+        if !(16..=1_000_000).contains(&l.pids) {
+            return Err(SandboxError::Invalid(
+                "limits.pids must be between 16 and 1000000".into(),
+            ));
+        }
+        if !(1..=1024 * 1024).contains(&l.tmp_mb) {
+            return Err(SandboxError::Invalid(
+                "limits.tmp_mb must be between 1 and 1048576".into(),
+            ));
+        }
+        Ok(l)
+    }
+
+    /// Create and start a sandbox; returns once its agent answers.
+    pub async fn create(
+        self: &Arc<Self>,
+        req: CreateSandbox,
+    ) -> Result<Arc<Sandbox>, SandboxError> {
+        let template_name = req
+            .template
+            .clone()
+            .unwrap_or_else(|| self.cfg.default_template.clone());
+        // A name, never a path: the template library also accepts spec file paths.
+        if template_name.is_empty()
+            || template_name.len() > 64
+            || !template_name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || template_name.starts_with('.')
+        {
+            return Err(SandboxError::Invalid(format!(
+                "invalid template name {template_name:?}"
+            )));
+        }
+        let timeout_ms = req.timeout_ms.unwrap_or(self.cfg.default_timeout_ms);
+        if timeout_ms == 0 || timeout_ms > self.cfg.max_timeout_ms {
+            return Err(SandboxError::Invalid(format!(
+                "timeout_ms must be between 1 and {}",
+                self.cfg.max_timeout_ms
+            )));
+        }
+        for k in req.envs.keys() {
+            if !lizard_proto::valid_env_name(k) {
+                return Err(SandboxError::Invalid(format!(
+                    "invalid environment variable name {k:?}"
+                )));
+            }
+        }
+        let limits = self.resolve_limits(&req.limits)?;
+        let template = match lizard_template::find(&self.cfg.templates_data_dir, &template_name) {
+            Ok(Some(t)) => t,
+            Ok(None) | Err(lizard_template::TemplateError::UnknownTemplate { .. }) => {
+                return Err(SandboxError::UnknownTemplate(template_name))
+            }
+            Err(e) => return Err(SandboxError::Launch(format!("looking up template: {e}"))),
+        };
+        let meta = template.meta.clone();
+        let (Some(python), Some(node)) = (meta.python.clone(), meta.node.clone()) else {
+            return Err(SandboxError::Launch(format!(
+                "template {template_name} has no Python or no Node: it cannot run the code interpreter"
+            )));
+        };
+
+        let id = new_sandbox_id();
+        let dir = self.sandboxes_dir().join(&id);
+        let (upper, work, mountpoint, run) = (
+            dir.join("upper"),
+            dir.join("work"),
+            dir.join("rootfs"),
+            dir.join("run"),
+        );
+        for d in [&upper, &work, &mountpoint, &run] {
+            std::fs::create_dir_all(d).map_err(io_err(d))?;
+        }
+        // The agent (uid 1000 inside) creates its socket in the run dir.
+        let host_uid = self.cfg.id_shift + meta.user.uid;
+        let host_gid = self.cfg.id_shift + meta.user.gid;
+        std::os::unix::fs::chown(&run, Some(host_uid), Some(host_gid)).map_err(io_err(&run))?;
+
+        let spec = self.spec(&id, &template, (&python, &node), &dir, &req.envs, limits);
+        let launched = match launch(&self.cfg.lizard_bin, &spec).await {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        let runtime = Runtime {
+            pid: launched.pid,
+            cgroup: launched.cgroup,
+            dir: dir.clone(),
+            socket: run.join("agent.sock"),
+        };
+        let agent = AgentClient::new(runtime.socket.clone());
+        if let Err(e) = agent.wait_ready(self.cfg.ready_timeout).await {
+            tracing::warn!(sandbox = %id, error = %e, log = %dir.join("agent.log").display(),
+                "agent not ready; killing the sandbox");
+            destroy(&runtime);
+            return Err(SandboxError::NotReady(
+                self.cfg.ready_timeout.as_millis() as u64
+            ));
+        }
+        let now = now_ms();
+        let sb = Arc::new(Sandbox {
+            id: id.clone(),
+            project: req.project.clone(),
+            template: template_name.clone(),
+            created_at_ms: now,
+            metadata: req.metadata.clone(),
+            envs: req.envs.clone(),
+            limits,
+            runtime,
+            timeout_at_ms: AtomicU64::new(now + timeout_ms),
+            state: Mutex::new(StoredState::Running),
+            agent,
+        });
+        self.store.ensure_project(&req.project)?;
+        self.store.insert_sandbox(&SandboxRow {
+            id: id.clone(),
+            project: req.project,
+            template: template_name,
+            state: StoredState::Running,
+            created_at_ms: now,
+            timeout_at_ms: now + timeout_ms,
+            ended_at_ms: None,
+            metadata: req.metadata,
+            envs: req.envs,
+            runtime: serde_json::to_value(&sb.runtime).unwrap_or_default(),
+            limits: serde_json::to_value(limits).unwrap_or_default(),
+        })?;
+        if let Ok(mut m) = self.live.write() {
+            m.insert(id, sb.clone());
+        }
+        self.timeouts_changed.notify_one();
+        Ok(sb)
+    }
+
+    fn spec(
+        &self,
+        id: &str,
+        template: &Template,
+        (python, node): (&str, &str),
+        dir: &Path,
+        envs: &BTreeMap<String, String>,
+        limits: SandboxLimits,
+    ) -> SandboxSpec {
+        let (lower, meta) = (&template.rootfs, &template.meta);
+        let mut env: BTreeMap<String, String> = meta.env.clone();
+        env.extend(envs.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.insert("LIZARD_SANDBOX_ID".into(), id.to_string());
+        env.insert("HOSTNAME".into(), id.to_string());
+        let mut args: Vec<String> = vec![
+            "agent".into(),
+            "--listen".into(),
+            "127.0.0.1:8080".into(),
+            "--socket".into(),
+            "/run/lizard/agent.sock".into(),
+            "--python".into(),
+            python.to_string(),
+            "--node".into(),
+            node.to_string(),
+            "--default-cwd".into(),
+            meta.user.home.clone(),
+            "--run-dir".into(),
+            "/tmp/.lizard-agent".into(),
+        ];
+        if let Some(p) = &meta.node_path {
+            args.push("--node-path".into());
+            args.push(p.clone());
+        }
+        SandboxSpec {
+            id: id.to_string(),
+            hostname: id.to_string(),
+            rootfs: RootfsSpec {
+                lower: lower.to_path_buf(),
+                upper: dir.join("upper"),
+                work: dir.join("work"),
+                mountpoint: dir.join("rootfs"),
+            },
+            binds: vec![
+                Bind {
+                    source: self.cfg.lizard_bin.clone(),
+                    target: PathBuf::from("/opt/lizard/bin/lizard"),
+                    readonly: true,
+                },
+                Bind {
+                    source: dir.join("run"),
+                    target: PathBuf::from("/run/lizard"),
+                    readonly: false,
+                },
+            ],
+            id_map: IdMap {
+                inside: 0,
+                outside: self.cfg.id_shift,
+                count: 65536,
+            },
+            user: UserSpec {
+                uid: meta.user.uid,
+                gid: meta.user.gid,
+            },
+            cwd: PathBuf::from(&meta.user.home),
+            program: PathBuf::from("/opt/lizard/bin/lizard"),
+            args,
+            env,
+            limits: Limits {
+                memory_bytes: Some(limits.memory_mb * 1024 * 1024),
+                pids_max: Some(limits.pids),
+                cpu_millicores: Some(limits.cpu_millicores),
+                tmp_bytes: Some(limits.tmp_mb * 1024 * 1024),
+                nofile: Some(4096),
+            },
+            log_path: dir.join("agent.log"),
+        }
+    }
+
+    /// Kill a sandbox: every process, its cgroup, its mounts and its writable layer are gone.
+    pub async fn kill(&self, id: &str) -> Result<(), SandboxError> {
+        let sb = {
+            let mut m = self
+                .live
+                .write()
+                .map_err(|_| SandboxError::NotFound(id.to_string()))?;
+            m.remove(id)
+                .ok_or_else(|| SandboxError::NotFound(id.to_string()))?
+        };
+        crate::metering::sample(self, &sb).await;
+        *sb.state.lock().unwrap_or_else(|e| e.into_inner()) = StoredState::Killed;
+        let runtime = sb.runtime.clone();
+        tokio::task::spawn_blocking(move || destroy(&runtime))
+            .await
+            .map_err(|e| SandboxError::Launch(e.to_string()))?;
+        self.store
+            .set_state(id, StoredState::Killed, Some(now_ms()))?;
+        Ok(())
+    }
+
+    /// Move the sandbox's timeout to `timeout_ms` from now.
+    pub fn set_timeout(&self, id: &str, timeout_ms: u64) -> Result<u64, SandboxError> {
+        if timeout_ms == 0 || timeout_ms > self.cfg.max_timeout_ms {
+            return Err(SandboxError::Invalid(format!(
+                "timeout_ms must be between 1 and {}",
+                self.cfg.max_timeout_ms
+            )));
+        }
+        let sb = self
+            .get(id)
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
+        let at = now_ms() + timeout_ms;
+        sb.timeout_at_ms.store(at, Ordering::SeqCst);
+        self.store.set_timeout(id, at)?;
+        self.timeouts_changed.notify_one();
+        Ok(at)
+    }
+
+    /// Kill sandboxes whose timeout has passed; runs until the process ends.
+    pub async fn run_timeouts(self: Arc<Self>) {
+        loop {
+            let now = now_ms();
+            let mut next = now + 60_000;
+            for sb in self.all() {
+                let at = sb.timeout_at_ms();
+                if at <= now {
+                    tracing::info!(sandbox = %sb.id, "timeout reached; killing");
+                    if let Err(e) = self.kill(&sb.id).await {
+                        tracing::warn!(sandbox = %sb.id, error = %e, "timeout kill failed");
+                    }
+                } else {
+                    next = next.min(at);
+                }
+            }
+            let wait = Duration::from_millis(next.saturating_sub(now_ms()).max(10));
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.timeouts_changed.notified() => {}
+            }
+        }
+    }
+
+    /// After a server start: take back every sandbox the store says is running whose agent still
+    /// answers; clean up the rest.
+    pub async fn adopt(self: &Arc<Self>) -> Result<(usize, usize), SandboxError> {
+        let (mut adopted, mut lost) = (0, 0);
+        for row in self.store.list_sandboxes(None, false)? {
+            let runtime: Option<Runtime> = serde_json::from_value(row.runtime.clone()).ok();
+            let alive = match &runtime {
+                Some(rt) => {
+                    let agent = AgentClient::new(rt.socket.clone());
+                    agent.health().await.is_ok()
+                }
+                None => false,
+            };
+            match (alive, runtime) {
+                (true, Some(rt)) => {
+                    let limits = serde_json::from_value(row.limits.clone()).unwrap_or_default();
+                    let sb = Arc::new(Sandbox {
+                        agent: AgentClient::new(rt.socket.clone()),
+                        id: row.id.clone(),
+                        project: row.project,
+                        template: row.template,
+                        created_at_ms: row.created_at_ms,
+                        metadata: row.metadata,
+                        envs: row.envs,
+                        limits,
+                        runtime: rt,
+                        timeout_at_ms: AtomicU64::new(row.timeout_at_ms),
+                        state: Mutex::new(row.state),
+                    });
+                    if let Ok(mut m) = self.live.write() {
+                        m.insert(row.id, sb);
+                    }
+                    adopted += 1;
+                }
+                (_, rt) => {
+                    if let Some(rt) = rt {
+                        destroy(&rt);
+                    }
+                    self.store
+                        .set_state(&row.id, StoredState::Killed, Some(now_ms()))?;
+                    lost += 1;
+                }
+            }
+        }
+        self.timeouts_changed.notify_one();
+        Ok((adopted, lost))
+    }
+}
+
+/// What `lizard sandbox-init` prints.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum InitReply {
+    Ok(Launched),
+    Error(String),
+}
+
+#[derive(Debug, Deserialize)]
+struct Launched {
+    pid: i32,
+    cgroup: Cgroup,
+}
+
+async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, SandboxError> {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new(lizard_bin)
+        .arg("sandbox-init")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            SandboxError::Launch(format!(
+                "running {} sandbox-init: {e}",
+                lizard_bin.display()
+            ))
+        })?;
+    let input = serde_json::to_vec(spec).map_err(|e| SandboxError::Launch(e.to_string()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(&input)
+            .await
+            .map_err(|e| SandboxError::Launch(format!("writing the sandbox spec: {e}")))?;
+    }
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| SandboxError::Launch(e.to_string()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or("");
+    match serde_json::from_str::<InitReply>(line) {
+        Ok(InitReply::Ok(l)) => Ok(l),
+        Ok(InitReply::Error(e)) => Err(SandboxError::Launch(e)),
+        Err(_) => Err(SandboxError::Launch(format!(
+            "sandbox-init exited with {} and said {:?} {:?}",
+            out.status,
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+    }
+}
+
+/// Kill every process of the sandbox and remove its cgroup and files (blocking).
+fn destroy(rt: &Runtime) {
+    if let Err(e) = rt.cgroup.kill_all() {
+        tracing::warn!(error = %e, "killing the sandbox's cgroup");
+    }
+    if let Err(e) = rt.cgroup.remove() {
+        tracing::warn!(error = %e, "removing the sandbox's cgroup");
+    }
+    if let Err(e) = std::fs::remove_dir_all(&rt.dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %rt.dir.display(), error = %e, "removing the sandbox's files");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandbox_ids_are_hostnames_and_unique() {
+        let a = new_sandbox_id();
+        assert_eq!(a.len(), 20);
+        assert!(a.chars().next().unwrap().is_ascii_lowercase());
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+        assert_ne!(a, new_sandbox_id());
+    }
+}

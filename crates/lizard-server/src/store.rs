@@ -1,0 +1,499 @@
+//! The server's embedded SQLite store: projects, API keys (hashed), sandboxes and usage.
+//!
+//! Everything the server must not lose across a restart lives here, written at every lifecycle
+//! transition and by the metering sampler. Not here: anything about how sandboxes run.
+
+use crate::auth::KeyHash;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// Store failures.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("opening the database {path}")]
+    Open {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database query failed")]
+    Sql(#[from] rusqlite::Error),
+    #[error("corrupt JSON column")]
+    Json(#[from] serde_json::Error),
+    #[error("project {0:?} already exists")]
+    ProjectExists(String),
+}
+
+/// A sandbox's lifecycle state as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoredState {
+    Running,
+    Paused,
+    Killed,
+}
+
+impl StoredState {
+    fn as_str(self) -> &'static str {
+        match self {
+            StoredState::Running => "running",
+            StoredState::Paused => "paused",
+            StoredState::Killed => "killed",
+        }
+    }
+    fn parse(s: &str) -> StoredState {
+        match s {
+            "running" => StoredState::Running,
+            "paused" => StoredState::Paused,
+            _ => StoredState::Killed,
+        }
+    }
+}
+
+/// One sandbox row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxRow {
+    pub id: String,
+    pub project: String,
+    pub template: String,
+    pub state: StoredState,
+    pub created_at_ms: u64,
+    pub timeout_at_ms: u64,
+    pub ended_at_ms: Option<u64>,
+    pub metadata: BTreeMap<String, String>,
+    pub envs: BTreeMap<String, String>,
+    /// Launch details the server needs to find the sandbox again (pid, cgroup, paths), as JSON.
+    pub runtime: serde_json::Value,
+    pub limits: serde_json::Value,
+}
+
+/// Usage totals of one sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageRow {
+    pub sandbox_id: String,
+    pub project: String,
+    pub running_ms: u64,
+    pub paused_ms: u64,
+    pub cpu_ms: u64,
+    pub memory_gib_seconds: f64,
+    pub executions: u64,
+    pub execution_wall_ms: u64,
+    pub execution_cpu_ms: u64,
+    pub max_execution_peak_rss_bytes: u64,
+    /// The agent log position already counted.
+    pub agent_log_seq: u64,
+    pub updated_at_ms: u64,
+}
+
+pub struct Store {
+    conn: Mutex<Connection>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS projects (
+    name TEXT PRIMARY KEY,
+    created_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    hash TEXT PRIMARY KEY,
+    prefix TEXT NOT NULL,
+    project TEXT,               -- NULL: an admin key
+    created_at_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sandboxes (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    template TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    timeout_at_ms INTEGER NOT NULL,
+    ended_at_ms INTEGER,
+    metadata TEXT NOT NULL,
+    envs TEXT NOT NULL,
+    runtime TEXT NOT NULL,
+    limits TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sandboxes_project ON sandboxes(project, state);
+CREATE TABLE IF NOT EXISTS usage (
+    sandbox_id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    running_ms INTEGER NOT NULL DEFAULT 0,
+    paused_ms INTEGER NOT NULL DEFAULT 0,
+    cpu_ms INTEGER NOT NULL DEFAULT 0,
+    memory_gib_seconds REAL NOT NULL DEFAULT 0,
+    executions INTEGER NOT NULL DEFAULT 0,
+    execution_wall_ms INTEGER NOT NULL DEFAULT 0,
+    execution_cpu_ms INTEGER NOT NULL DEFAULT 0,
+    max_execution_peak_rss_bytes INTEGER NOT NULL DEFAULT 0,
+    agent_log_seq INTEGER NOT NULL DEFAULT 0,
+    updated_at_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS usage_project ON usage(project);
+";
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Store {
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
+        conn.execute_batch(SCHEMA).map_err(open_err)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite inconsistent (statements are atomic).
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    // --- projects and keys ----------------------------------------------------------------------
+
+    pub fn create_project(&self, name: &str) -> Result<(), StoreError> {
+        let n = self.conn().execute(
+            "INSERT OR IGNORE INTO projects (name, created_at_ms) VALUES (?1, ?2)",
+            params![name, now_ms() as i64],
+        )?;
+        if n == 0 {
+            return Err(StoreError::ProjectExists(name.to_string()));
+        }
+        Ok(())
+    }
+
+    pub fn ensure_project(&self, name: &str) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT OR IGNORE INTO projects (name, created_at_ms) VALUES (?1, ?2)",
+            params![name, now_ms() as i64],
+        )?;
+        Ok(())
+    }
+
+    pub fn project_exists(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn()
+            .query_row("SELECT 1 FROM projects WHERE name = ?1", [name], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    pub fn list_projects(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare("SELECT name FROM projects ORDER BY name")?;
+        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub fn add_key(
+        &self,
+        hash: &KeyHash,
+        prefix: &str,
+        project: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT INTO api_keys (hash, prefix, project, created_at_ms) VALUES (?1, ?2, ?3, ?4)",
+            params![hash.0, prefix, project, now_ms() as i64],
+        )?;
+        Ok(())
+    }
+
+    /// `Some(None)`: an admin key; `Some(Some(p))`: a key of project `p`; `None`: unknown key.
+    pub fn key_project(&self, hash: &KeyHash) -> Result<Option<Option<String>>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT project FROM api_keys WHERE hash = ?1",
+                [&hash.0],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()?)
+    }
+
+    pub fn has_admin_key(&self) -> Result<bool, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT 1 FROM api_keys WHERE project IS NULL LIMIT 1",
+                [],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    // --- sandboxes ------------------------------------------------------------------------------
+
+    pub fn insert_sandbox(&self, s: &SandboxRow) -> Result<(), StoreError> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO sandboxes (id, project, template, state, created_at_ms, timeout_at_ms,
+                 ended_at_ms, metadata, envs, runtime, limits)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            params![
+                s.id,
+                s.project,
+                s.template,
+                s.state.as_str(),
+                s.created_at_ms as i64,
+                s.timeout_at_ms as i64,
+                s.ended_at_ms.map(|v| v as i64),
+                serde_json::to_string(&s.metadata)?,
+                serde_json::to_string(&s.envs)?,
+                s.runtime.to_string(),
+                s.limits.to_string(),
+            ],
+        )?;
+        conn.execute(
+            "INSERT OR IGNORE INTO usage (sandbox_id, project, updated_at_ms) VALUES (?1, ?2, ?3)",
+            params![s.id, s.project, now_ms() as i64],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_state(
+        &self,
+        id: &str,
+        state: StoredState,
+        ended_at_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE sandboxes SET state = ?2, ended_at_ms = COALESCE(?3, ended_at_ms) WHERE id = ?1",
+            params![id, state.as_str(), ended_at_ms.map(|v| v as i64)],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_timeout(&self, id: &str, timeout_at_ms: u64) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE sandboxes SET timeout_at_ms = ?2 WHERE id = ?1",
+            params![id, timeout_at_ms as i64],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_runtime(&self, id: &str, runtime: &serde_json::Value) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE sandboxes SET runtime = ?2 WHERE id = ?1",
+            params![id, runtime.to_string()],
+        )?;
+        Ok(())
+    }
+
+    fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SandboxRow> {
+        let json = |i: usize| -> rusqlite::Result<serde_json::Value> {
+            let s: String = r.get(i)?;
+            Ok(serde_json::from_str(&s).unwrap_or(serde_json::Value::Null))
+        };
+        let map = |i: usize| -> rusqlite::Result<BTreeMap<String, String>> {
+            let s: String = r.get(i)?;
+            Ok(serde_json::from_str(&s).unwrap_or_default())
+        };
+        Ok(SandboxRow {
+            id: r.get(0)?,
+            project: r.get(1)?,
+            template: r.get(2)?,
+            state: StoredState::parse(&r.get::<_, String>(3)?),
+            created_at_ms: r.get::<_, i64>(4)? as u64,
+            timeout_at_ms: r.get::<_, i64>(5)? as u64,
+            ended_at_ms: r.get::<_, Option<i64>>(6)?.map(|v| v as u64),
+            metadata: map(7)?,
+            envs: map(8)?,
+            runtime: json(9)?,
+            limits: json(10)?,
+        })
+    }
+
+    const COLUMNS: &'static str = "id, project, template, state, created_at_ms, timeout_at_ms, \
+         ended_at_ms, metadata, envs, runtime, limits";
+
+    pub fn get_sandbox(&self, id: &str) -> Result<Option<SandboxRow>, StoreError> {
+        let conn = self.conn();
+        let sql = format!("SELECT {} FROM sandboxes WHERE id = ?1", Self::COLUMNS);
+        Ok(conn.query_row(&sql, [id], Self::row).optional()?)
+    }
+
+    /// Sandboxes of `project` (all projects when `None`), newest first, not killed unless
+    /// `include_killed`.
+    pub fn list_sandboxes(
+        &self,
+        project: Option<&str>,
+        include_killed: bool,
+    ) -> Result<Vec<SandboxRow>, StoreError> {
+        let conn = self.conn();
+        let sql = format!(
+            "SELECT {} FROM sandboxes WHERE (?1 IS NULL OR project = ?1) AND (?2 OR state != 'killed')
+             ORDER BY created_at_ms DESC, id",
+            Self::COLUMNS
+        );
+        let mut st = conn.prepare(&sql)?;
+        let rows = st.query_map(params![project, include_killed], Self::row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    // --- usage ----------------------------------------------------------------------------------
+
+    pub fn get_usage(&self, sandbox_id: &str) -> Result<Option<UsageRow>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT sandbox_id, project, running_ms, paused_ms, cpu_ms, memory_gib_seconds,
+                        executions, execution_wall_ms, execution_cpu_ms,
+                        max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms
+                 FROM usage WHERE sandbox_id = ?1",
+                [sandbox_id],
+                usage_row,
+            )
+            .optional()?)
+    }
+
+    pub fn put_usage(&self, u: &UsageRow) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT INTO usage (sandbox_id, project, running_ms, paused_ms, cpu_ms,
+                 memory_gib_seconds, executions, execution_wall_ms, execution_cpu_ms,
+                 max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT(sandbox_id) DO UPDATE SET
+                 running_ms = excluded.running_ms, paused_ms = excluded.paused_ms,
+                 cpu_ms = excluded.cpu_ms, memory_gib_seconds = excluded.memory_gib_seconds,
+                 executions = excluded.executions, execution_wall_ms = excluded.execution_wall_ms,
+                 execution_cpu_ms = excluded.execution_cpu_ms,
+                 max_execution_peak_rss_bytes = excluded.max_execution_peak_rss_bytes,
+                 agent_log_seq = excluded.agent_log_seq, updated_at_ms = excluded.updated_at_ms",
+            params![
+                u.sandbox_id,
+                u.project,
+                u.running_ms as i64,
+                u.paused_ms as i64,
+                u.cpu_ms as i64,
+                u.memory_gib_seconds,
+                u.executions as i64,
+                u.execution_wall_ms as i64,
+                u.execution_cpu_ms as i64,
+                u.max_execution_peak_rss_bytes as i64,
+                u.agent_log_seq as i64,
+                u.updated_at_ms as i64,
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Usage rows of `project` (every project when `None`) for sandboxes that existed at some point
+    /// in `[from_ms, to_ms)`.
+    pub fn usage_rows(
+        &self,
+        project: Option<&str>,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> Result<Vec<UsageRow>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare(
+            "SELECT u.sandbox_id, u.project, u.running_ms, u.paused_ms, u.cpu_ms,
+                    u.memory_gib_seconds, u.executions, u.execution_wall_ms, u.execution_cpu_ms,
+                    u.max_execution_peak_rss_bytes, u.agent_log_seq, u.updated_at_ms
+             FROM usage u JOIN sandboxes s ON s.id = u.sandbox_id
+             WHERE (?1 IS NULL OR u.project = ?1)
+               AND s.created_at_ms < ?3 AND COALESCE(s.ended_at_ms, ?3) >= ?2
+             ORDER BY s.created_at_ms, u.sandbox_id",
+        )?;
+        let rows = st.query_map(params![project, from_ms as i64, to_ms as i64], usage_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn usage_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageRow> {
+    Ok(UsageRow {
+        sandbox_id: r.get(0)?,
+        project: r.get(1)?,
+        running_ms: r.get::<_, i64>(2)? as u64,
+        paused_ms: r.get::<_, i64>(3)? as u64,
+        cpu_ms: r.get::<_, i64>(4)? as u64,
+        memory_gib_seconds: r.get(5)?,
+        executions: r.get::<_, i64>(6)? as u64,
+        execution_wall_ms: r.get::<_, i64>(7)? as u64,
+        execution_cpu_ms: r.get::<_, i64>(8)? as u64,
+        max_execution_peak_rss_bytes: r.get::<_, i64>(9)? as u64,
+        agent_log_seq: r.get::<_, i64>(10)? as u64,
+        updated_at_ms: r.get::<_, i64>(11)? as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("db")).unwrap();
+        (d, s)
+    }
+
+    #[test]
+    fn projects_and_keys() {
+        let (_d, s) = store();
+        s.create_project("a").unwrap();
+        assert!(matches!(
+            s.create_project("a"),
+            Err(StoreError::ProjectExists(_))
+        ));
+        let h = KeyHash("h1".into());
+        s.add_key(&h, "lz_ab", Some("a")).unwrap();
+        assert_eq!(s.key_project(&h).unwrap(), Some(Some("a".into())));
+        assert_eq!(s.key_project(&KeyHash("nope".into())).unwrap(), None);
+        assert!(!s.has_admin_key().unwrap());
+        s.add_key(&KeyHash("h2".into()), "lz_cd", None).unwrap();
+        assert!(s.has_admin_key().unwrap());
+    }
+
+    #[test]
+    fn sandbox_rows_and_usage_survive_reopen() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("db");
+        {
+            let s = Store::open(&path).unwrap();
+            s.insert_sandbox(&SandboxRow {
+                id: "sb1".into(),
+                project: "p".into(),
+                template: "t".into(),
+                state: StoredState::Running,
+                created_at_ms: 10,
+                timeout_at_ms: 20,
+                ended_at_ms: None,
+                metadata: [("k".to_string(), "v".to_string())].into(),
+                envs: BTreeMap::new(),
+                runtime: serde_json::json!({"pid": 5}),
+                limits: serde_json::json!({}),
+            })
+            .unwrap();
+            let mut u = s.get_usage("sb1").unwrap().unwrap();
+            u.cpu_ms = 42;
+            s.put_usage(&u).unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let row = s.get_sandbox("sb1").unwrap().unwrap();
+        assert_eq!(row.metadata["k"], "v");
+        assert_eq!(row.runtime["pid"], 5);
+        assert_eq!(s.get_usage("sb1").unwrap().unwrap().cpu_ms, 42);
+        assert_eq!(s.usage_rows(Some("p"), 0, 100).unwrap().len(), 1);
+        assert_eq!(s.usage_rows(Some("p"), 0, 5).unwrap().len(), 0);
+        s.set_state("sb1", StoredState::Killed, Some(30)).unwrap();
+        assert!(s.list_sandboxes(Some("p"), false).unwrap().is_empty());
+        assert_eq!(s.list_sandboxes(Some("p"), true).unwrap().len(), 1);
+    }
+}

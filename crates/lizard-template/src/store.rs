@@ -1,0 +1,382 @@
+//! The on-disk cache of built templates under a data directory, and the safety rules for changing it.
+//!
+//! ```text
+//! <data_dir>/templates/
+//!   .cache/debs/<suite>/      debootstrap's package cache (kept across builds)
+//!   .cache/npm/               Node tarballs (`npm pack` output)
+//!   <name>/.lock              flock held by the one build of <name> at a time
+//!   <name>/.build-<key>-<pid>/  a build in progress (never accepted by `find`)
+//!   <name>/<key>/rootfs/      the root file system
+//!   <name>/<key>/template.json  metadata (`TemplateMeta`)
+//!   <name>/<key>/complete     the completion marker, written last, before the rename
+//! ```
+//!
+//! A build directory becomes `<key>/` by one rename after its marker is written, so `find` sees a
+//! whole build or none. Nothing is deleted while something is mounted under it: mounts (from an
+//! interrupted build) are detached first, and deletion is refused if any remain, so a bind mount can
+//! never make a clean-up delete host files. It does not fsync the tree (a power loss right after a
+//! build may need `--force`).
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::{IoContext, Result, TemplateError};
+use crate::meta::TemplateMeta;
+use crate::spec::BUILDER_VERSION;
+use crate::Template;
+
+/// Name of the completion marker file in a build directory.
+pub const MARKER: &str = "complete";
+/// Name of the metadata file in a build directory.
+pub const META_FILE: &str = "template.json";
+/// Prefix of in-progress build directories.
+const BUILD_PREFIX: &str = ".build-";
+
+/// `<data_dir>/templates`.
+pub fn templates_root(data_dir: &Path) -> PathBuf {
+    data_dir.join("templates")
+}
+
+/// `<data_dir>/templates/<name>`: every build of one template.
+pub fn template_dir(data_dir: &Path, name: &str) -> PathBuf {
+    templates_root(data_dir).join(name)
+}
+
+/// `<data_dir>/templates/.cache/<what>`: download caches shared by all builds.
+pub fn cache_dir(data_dir: &Path, what: &str) -> PathBuf {
+    templates_root(data_dir).join(".cache").join(what)
+}
+
+/// The build of `name` for `key`, if it is complete and made by this builder version.
+pub fn read_build(data_dir: &Path, name: &str, key: &str) -> Option<Template> {
+    let dir = template_dir(data_dir, name).join(key);
+    let marker = fs::read_to_string(dir.join(MARKER)).ok()?;
+    if marker.trim() != key {
+        return None;
+    }
+    let meta: TemplateMeta = serde_json::from_slice(&fs::read(dir.join(META_FILE)).ok()?).ok()?;
+    if meta.key != key || meta.name != name || meta.builder_version != BUILDER_VERSION {
+        return None;
+    }
+    let rootfs = dir.join("rootfs");
+    if !rootfs.is_dir() {
+        return None;
+    }
+    Some(Template {
+        name: name.to_owned(),
+        key: key.to_owned(),
+        dir,
+        rootfs,
+        meta,
+    })
+}
+
+/// An exclusive `flock` on `<name>/.lock`, released on drop.
+pub(crate) struct BuildLock {
+    _lock: nix::fcntl::Flock<File>,
+}
+
+impl BuildLock {
+    /// Takes the lock, calling `waiting` first if another process holds it.
+    pub(crate) fn acquire(
+        step: &'static str,
+        dir: &Path,
+        waiting: &mut dyn FnMut(),
+    ) -> Result<Self> {
+        use nix::fcntl::{Flock, FlockArg};
+        let path = dir.join(".lock");
+        let open = || File::create(&path).at(step, "opening lock file", &path);
+        let lock = match Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => l,
+            Err((file, _)) => {
+                waiting();
+                Flock::lock(file, FlockArg::LockExclusive)
+                    .map_err(|(_, e)| std::io::Error::from(e))
+                    .at(step, "locking", &path)?
+            }
+        };
+        Ok(BuildLock { _lock: lock })
+    }
+
+    /// Takes the lock if it is free.
+    pub(crate) fn try_acquire(step: &'static str, dir: &Path) -> Result<Option<Self>> {
+        use nix::fcntl::{Flock, FlockArg};
+        let path = dir.join(".lock");
+        let file = File::create(&path).at(step, "opening lock file", &path)?;
+        Ok(Flock::lock(file, FlockArg::LockExclusiveNonblock)
+            .ok()
+            .map(|l| BuildLock { _lock: l }))
+    }
+}
+
+/// A new, empty in-progress build directory for `key`.
+pub(crate) fn new_build_dir(step: &'static str, dir: &Path, key: &str) -> Result<PathBuf> {
+    let path = dir.join(format!("{BUILD_PREFIX}{key}-{}", std::process::id()));
+    remove_tree(step, &path)?;
+    fs::create_dir(&path).at(step, "creating", &path)?;
+    Ok(path)
+}
+
+/// Removes leftovers of interrupted builds in `dir` (call with the build lock held).
+pub(crate) fn remove_stale_builds(step: &'static str, dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    for entry in fs::read_dir(dir).at(step, "listing", dir)? {
+        let path = entry.at(step, "listing", dir)?.path();
+        let is_build = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(BUILD_PREFIX));
+        if is_build {
+            remove_tree(step, &path)?;
+            removed.push(path);
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes every build of the template in `dir` except `keep` (other keys are out of date).
+pub(crate) fn remove_other_keys(
+    step: &'static str,
+    dir: &Path,
+    keep: &str,
+) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    for entry in fs::read_dir(dir).at(step, "listing", dir)? {
+        let entry = entry.at(step, "listing", dir)?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name == keep || !entry.path().is_dir() {
+            continue;
+        }
+        remove_tree(step, &entry.path())?;
+        removed.push(entry.path());
+    }
+    Ok(removed)
+}
+
+/// Mount points at or under `path`, deepest first, from `/proc/self/mountinfo`.
+pub(crate) fn mounts_under(path: &Path) -> Vec<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = parse_mountinfo(&info)
+        .into_iter()
+        .filter(|m| m.starts_with(path))
+        .collect();
+    found.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
+    found.dedup();
+    found
+}
+
+/// The mount points listed in a mountinfo text (field 5, with octal escapes undone).
+pub(crate) fn parse_mountinfo(text: &str) -> Vec<PathBuf> {
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(unescape_octal(m)))
+        .collect()
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Detaches every mount at or under `path` (lazily, deepest first); errors if any remain.
+pub(crate) fn unmount_all(path: &Path) -> Result<()> {
+    let Ok(real) = fs::canonicalize(path) else {
+        return Ok(());
+    };
+    for m in mounts_under(&real) {
+        let _ = Command::new("umount").arg("-l").arg(&m).status();
+    }
+    if let Some(m) = mounts_under(&real).into_iter().next() {
+        return Err(TemplateError::StillMounted {
+            path: path.to_owned(),
+            mount: m,
+        });
+    }
+    Ok(())
+}
+
+/// Deletes `path` and everything under it (not following symlinks), after detaching any mount
+/// under it; refuses if a mount cannot be detached.
+pub(crate) fn remove_tree(step: &'static str, path: &Path) -> Result<()> {
+    if fs::symlink_metadata(path).is_err() {
+        return Ok(());
+    }
+    unmount_all(path)?;
+    fs::remove_dir_all(path).at(step, "removing", path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_fields_and_escapes() {
+        let text = "\
+22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
+35 22 0:5 / /data/templates/x/.build-k-1/rootfs/proc rw - proc proc rw
+36 22 0:6 / /mnt/with\\040space rw - tmpfs tmpfs rw
+";
+        let m = parse_mountinfo(text);
+        assert_eq!(
+            m,
+            vec![
+                PathBuf::from("/"),
+                PathBuf::from("/data/templates/x/.build-k-1/rootfs/proc"),
+                PathBuf::from("/mnt/with space"),
+            ]
+        );
+        assert_eq!(unescape_octal("a\\134b\\011"), "a\\b\t");
+    }
+
+    #[test]
+    fn proc_is_listed_as_a_mount() {
+        assert!(mounts_under(Path::new("/proc")).contains(&PathBuf::from("/proc")));
+        assert!(mounts_under(Path::new("/nonexistent-lizard-dir")).is_empty());
+    }
+
+    fn fake_build(data: &Path, name: &str, key: &str, marker: bool) -> PathBuf {
+        let dir = template_dir(data, name).join(key);
+        fs::create_dir_all(dir.join("rootfs")).unwrap();
+        let meta = TemplateMeta {
+            name: name.into(),
+            key: key.into(),
+            builder_version: BUILDER_VERSION,
+            created: "2026-01-01T00:00:00Z".into(),
+            description: String::new(),
+            debian: crate::meta::DebianMeta {
+                suite: "bookworm".into(),
+                variant: "minbase".into(),
+                mirror: "http://mirror.example/debian".into(),
+            },
+            user: crate::meta::UserMeta {
+                name: "user".into(),
+                uid: 1000,
+                gid: 1000,
+                home: "/home/user".into(),
+                shell: "/bin/bash".into(),
+            },
+            id_shift: 100000,
+            bash: "/bin/bash".into(),
+            python: None,
+            python_version: None,
+            node: None,
+            node_version: None,
+            node_path: None,
+            lizard_bin: crate::meta::LIZARD_BIN.into(),
+            agent_dir: crate::meta::AGENT_DIR.into(),
+            env: Default::default(),
+            disk_bytes: 0,
+        };
+        fs::write(dir.join(META_FILE), serde_json::to_vec(&meta).unwrap()).unwrap();
+        if marker {
+            fs::write(dir.join(MARKER), format!("{key}\n")).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn only_complete_current_builds_are_found() {
+        let data = tempfile::tempdir().unwrap();
+        let d = data.path();
+        assert!(read_build(d, "t", "aaaa").is_none());
+        fake_build(d, "t", "aaaa", false);
+        assert!(
+            read_build(d, "t", "aaaa").is_none(),
+            "no marker: not complete"
+        );
+        let dir = fake_build(d, "t", "aaaa", true);
+        let t = read_build(d, "t", "aaaa").unwrap();
+        assert_eq!(t.rootfs, dir.join("rootfs"));
+        assert_eq!(t.meta.id_shift, 100000);
+        assert!(read_build(d, "t", "bbbb").is_none(), "other key");
+        assert!(read_build(d, "u", "aaaa").is_none(), "other name");
+        fs::write(dir.join(MARKER), "bbbb\n").unwrap();
+        assert!(
+            read_build(d, "t", "aaaa").is_none(),
+            "marker for another key"
+        );
+        fs::write(dir.join(MARKER), "aaaa\n").unwrap();
+        fs::write(dir.join(META_FILE), "{").unwrap();
+        assert!(read_build(d, "t", "aaaa").is_none(), "broken metadata");
+    }
+
+    #[test]
+    fn stale_builds_and_old_keys_are_removed() {
+        let data = tempfile::tempdir().unwrap();
+        let d = data.path();
+        fake_build(d, "t", "old", true);
+        fake_build(d, "t", "new", true);
+        let tdir = template_dir(d, "t");
+        let b = new_build_dir("test", &tdir, "new").unwrap();
+        fs::write(b.join("partial"), "x").unwrap();
+        fs::write(tdir.join(".lock"), "").unwrap();
+        assert_eq!(remove_stale_builds("test", &tdir).unwrap(), vec![b.clone()]);
+        assert!(!b.exists());
+        assert_eq!(
+            remove_other_keys("test", &tdir, "new").unwrap(),
+            vec![tdir.join("old")]
+        );
+        assert!(read_build(d, "t", "new").is_some());
+        assert!(tdir.join(".lock").exists());
+    }
+
+    #[test]
+    fn removal_refuses_to_descend_into_a_mount() {
+        // A bind mount of a directory holding a precious file under a tree being removed: the
+        // mount is detached first, so the precious file survives.
+        let t = tempfile::tempdir().unwrap();
+        let precious = t.path().join("precious");
+        fs::create_dir(&precious).unwrap();
+        fs::write(precious.join("keep"), "x").unwrap();
+        let victim = t.path().join("victim");
+        fs::create_dir_all(victim.join("mnt")).unwrap();
+        let ok = Command::new("mount")
+            .args(["--bind"])
+            .arg(&precious)
+            .arg(victim.join("mnt"))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount --bind (the build runs as root)");
+        remove_tree("test", &victim).unwrap();
+        assert!(!victim.exists());
+        assert!(precious.join("keep").exists());
+    }
+
+    #[test]
+    fn lock_is_exclusive() {
+        let t = tempfile::tempdir().unwrap();
+        let first = BuildLock::acquire("test", t.path(), &mut || panic!("free lock")).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = t.path().to_owned();
+        let h = std::thread::spawn(move || {
+            let mut waited = false;
+            let _l = BuildLock::acquire("test", &p, &mut || waited = true).unwrap();
+            tx.send(waited).unwrap();
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(
+            rx.try_recv().is_err(),
+            "second lock granted while the first is held"
+        );
+        drop(first);
+        assert!(rx.recv().unwrap(), "the second waited");
+        h.join().unwrap();
+    }
+}

@@ -1,0 +1,185 @@
+//! `lizard`: one binary for the whole product.
+//!
+//! `lizard serve` runs the server (building the default template first if it is missing, with a
+//! progress bar); `lizard agent` runs the in-sandbox agent (the server bind-mounts this very binary
+//! into each sandbox); `lizard template build` builds a template; `lizard project create|list`
+//! manages projects and keys directly in the data dir. `lizard sandbox-init` is internal: the server
+//! runs it to launch a sandbox from a single-threaded process.
+
+mod serve;
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lizard",
+    version,
+    about = "Self-hosted code-interpreter sandboxes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server (HTTP API on --listen, state in --data-dir).
+    Serve(serve::ServeArgs),
+    /// Run the execution agent (normally inside a sandbox, started by the server).
+    Agent(lizard_agent::cli::AgentArgs),
+    /// Build and manage sandbox templates.
+    Template {
+        #[command(subcommand)]
+        command: TemplateCommand,
+    },
+    /// Manage projects and their API keys (works on the data dir, server running or not).
+    Project {
+        #[command(subcommand)]
+        command: ProjectCommand,
+    },
+    /// Internal: launch one sandbox from a JSON spec on stdin (used by the server).
+    #[command(hide = true)]
+    SandboxInit,
+}
+
+#[derive(Debug, Subcommand)]
+enum TemplateCommand {
+    /// Build a template (cached: a no-op when an up-to-date build exists).
+    Build {
+        /// Template name.
+        #[arg(default_value = "code-interpreter-v1")]
+        name: String,
+        /// Rebuild even if an up-to-date build exists.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, env = "LIZARD_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ProjectCommand {
+    /// Create a project and print an API key scoped to it.
+    Create {
+        name: String,
+        /// Print `{"project": …, "api_key": …}`.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, env = "LIZARD_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// List projects.
+    List {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, env = "LIZARD_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+}
+
+/// The data directory: `--data-dir`, else `$LIZARD_DATA_DIR`, else `$XDG_DATA_HOME/lizard`, else
+/// `~/.local/share/lizard`.
+pub fn data_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
+    let dir = match flag {
+        Some(d) => d,
+        None => match std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+            Some(x) => PathBuf::from(x).join("lizard"),
+            None => {
+                PathBuf::from(std::env::var_os("HOME").context("HOME is not set; pass --data-dir")?)
+                    .join(".local/share/lizard")
+            }
+        },
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::path::absolute(&dir).with_context(|| format!("resolving {}", dir.display()))
+}
+
+fn init_tracing(default: &str) {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LIZARD_LOG")
+                .unwrap_or_else(|_| default.into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        // Single-threaded on purpose: it forks/clones into namespaces.
+        Command::SandboxInit => lizard_jail::sandbox::init_main(),
+        Command::Agent(args) => {
+            init_tracing("lizard_agent=info");
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(lizard_agent::cli::run(args))
+        }
+        Command::Serve(args) => {
+            init_tracing("lizard=info,lizard_server=info");
+            serve::serve(args)
+        }
+        Command::Template {
+            command:
+                TemplateCommand::Build {
+                    name,
+                    force,
+                    data_dir: d,
+                },
+        } => {
+            init_tracing("warn");
+            let d = data_dir(d)?;
+            let t = serve::build_template(&d, &name, force)?;
+            println!("{}", t.rootfs.display());
+            Ok(())
+        }
+        Command::Project { command } => project(command),
+    }
+}
+
+fn project(command: ProjectCommand) -> Result<()> {
+    match command {
+        ProjectCommand::Create {
+            name,
+            json,
+            data_dir: d,
+        } => {
+            let store = serve::open_store(&data_dir(d)?)?;
+            anyhow::ensure!(
+                lizard_server::auth::valid_project_name(&name),
+                "invalid project name {name:?}: use 1-63 letters, digits, '.', '_' or '-'"
+            );
+            store
+                .create_project(&name)
+                .with_context(|| format!("creating project {name}"))?;
+            let key = lizard_server::auth::issue_key(&store, Some(&name))?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&lizard_proto::ProjectCreated {
+                        project: name,
+                        api_key: key,
+                    })?
+                );
+            } else {
+                println!("project {name} created; its API key (shown once):\n{key}");
+            }
+            Ok(())
+        }
+        ProjectCommand::List { json, data_dir: d } => {
+            let store = serve::open_store(&data_dir(d)?)?;
+            let projects = store.list_projects()?;
+            if json {
+                println!("{}", serde_json::to_string(&projects)?);
+            } else {
+                for p in projects {
+                    println!("{p}");
+                }
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! `lizard serve`: open the data dir, make sure the admin key and the default template exist, adopt
+//! sandboxes that survived a previous server, and serve the API.
+
+use anyhow::{Context as _, Result};
+use lizard_server::api::{router, AppState};
+use lizard_server::sandboxes::{SandboxConfig, Sandboxes};
+use lizard_server::store::Store;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to serve the HTTP API on (port 0 picks a free port).
+    #[arg(long, env = "LIZARD_LISTEN", default_value = "127.0.0.1:8787")]
+    listen: String,
+    /// Where the database, templates and sandbox layers live.
+    #[arg(long, env = "LIZARD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Use (and build) templates in this data dir instead of --data-dir's own, e.g. to share one
+    /// template build between several servers.
+    #[arg(long, env = "LIZARD_TEMPLATES_FROM")]
+    templates_from: Option<PathBuf>,
+    /// Template of sandboxes created without one (built at start-up if missing).
+    #[arg(long, default_value = "code-interpreter-v1")]
+    template: String,
+    /// Default sandbox timeout in milliseconds.
+    #[arg(long, default_value_t = 300_000)]
+    default_timeout_ms: u64,
+    /// Seconds between usage samples of each sandbox.
+    #[arg(long, default_value_t = 5)]
+    sample_interval_s: u64,
+}
+
+pub fn open_store(data_dir: &Path) -> Result<Store> {
+    Store::open(&data_dir.join("lizard.db"))
+        .with_context(|| format!("opening the store in {}", data_dir.display()))
+}
+
+/// The admin key file: created (0600) with a fresh admin key at the first start of a data dir.
+fn ensure_admin_key(store: &Store, data_dir: &Path) -> Result<()> {
+    if store.has_admin_key()? {
+        return Ok(());
+    }
+    let key = lizard_server::auth::issue_key(store, None)?;
+    let path = data_dir.join("admin-key");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    writeln!(f, "{key}")?;
+    eprintln!(
+        "created an admin API key (it acts on every project) and saved it in {}:\n  export LIZARD_API_KEY={key}",
+        path.display()
+    );
+    Ok(())
+}
+
+struct Bar(indicatif::ProgressBar);
+
+impl lizard_template::Progress for Bar {
+    fn step(&mut self, index: usize, total: usize, name: &str) {
+        self.0.set_length(total as u64);
+        self.0.set_position(index as u64);
+        self.0.set_message(name.to_string());
+    }
+    fn message(&mut self, line: &str) {
+        self.0.println(format!("  {line}"));
+    }
+}
+
+/// Build `name` unless an up-to-date build exists, drawing a progress bar on stderr.
+pub fn build_template(
+    data_dir: &Path,
+    name: &str,
+    force: bool,
+) -> Result<lizard_template::Template> {
+    if !force {
+        if let Some(t) = lizard_template::find(data_dir, name)? {
+            return Ok(t);
+        }
+    }
+    eprintln!("building template {name} (first use; cached afterwards)");
+    let bar = indicatif::ProgressBar::new(1);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] [{bar:30}] {pos}/{len} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let mut progress = Bar(bar);
+    let t = lizard_template::build(
+        name,
+        &lizard_template::BuildOptions {
+            force,
+            ..lizard_template::BuildOptions::new(data_dir)
+        },
+        &mut progress,
+    )
+    .with_context(|| format!("building template {name}"))?;
+    progress.0.finish_with_message("done");
+    Ok(t)
+}
+
+pub fn serve(args: ServeArgs) -> Result<()> {
+    let data_dir = crate::data_dir(args.data_dir.clone())?;
+    let store = Arc::new(open_store(&data_dir)?);
+    ensure_admin_key(&store, &data_dir)?;
+    let templates_data_dir = match &args.templates_from {
+        Some(d) => crate::data_dir(Some(d.clone()))?,
+        None => data_dir.clone(),
+    };
+    let template = build_template(&templates_data_dir, &args.template, false)?;
+    let id_shift = template.meta.id_shift;
+    let lizard_bin = std::env::current_exe().context("locating the lizard binary")?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let sandboxes = Sandboxes::new(
+            SandboxConfig {
+                data_dir: data_dir.clone(),
+                templates_data_dir,
+                lizard_bin,
+                default_template: args.template.clone(),
+                default_timeout_ms: args.default_timeout_ms,
+                max_timeout_ms: 24 * 3600 * 1000,
+                default_limits: Default::default(),
+                id_shift,
+                ready_timeout: Duration::from_secs(30),
+            },
+            store,
+        );
+        let (adopted, lost) = sandboxes.adopt().await?;
+        if adopted + lost > 0 {
+            tracing::info!(adopted, lost, "sandboxes from the previous run");
+        }
+        tokio::spawn(sandboxes.clone().run_timeouts());
+        tokio::spawn(lizard_server::metering::run_sampler(
+            sandboxes.clone(),
+            Duration::from_secs(args.sample_interval_s.max(1)),
+        ));
+        let app = router(Arc::new(AppState { sandboxes }));
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("binding {}", args.listen))?;
+        let addr = listener.local_addr()?;
+        println!(
+            "{}",
+            serde_json::json!({"event": "listening", "addr": addr.to_string(),
+                "data_dir": data_dir.display().to_string()})
+        );
+        tracing::info!(%addr, data_dir = %data_dir.display(), "lizard serve listening");
+        let shutdown = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing the SIGTERM handler");
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        };
+        // Sandboxes outlive the server on purpose: a restarted server adopts them.
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("serving")
+    })
+}

@@ -1,0 +1,217 @@
+//! Test harness: a real `lizard serve` on a free port with a temporary data dir, sharing the
+//! template built once by `scripts/test.sh` (`LIZARD_TEMPLATE_DIR`), and a small HTTP client.
+
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    child: Option<Child>,
+    pub addr: String,
+    pub data_dir: tempfile::TempDir,
+    pub admin_key: String,
+}
+
+/// The data dir holding the built templates (made by `lizard template build`, see scripts/test.sh).
+pub fn templates_from() -> PathBuf {
+    let p = std::env::var_os("LIZARD_TEMPLATES_FROM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/lizard-data"));
+    assert!(
+        p.join("templates").is_dir(),
+        "no templates in {}: run scripts/test.sh (it builds code-interpreter-v1 first)",
+        p.display()
+    );
+    p
+}
+
+pub struct Resp {
+    pub status: u16,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Self::start_in(tempfile::tempdir().unwrap(), &[])
+    }
+
+    pub fn start_in(data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lizard"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir.path())
+            .arg("--templates-from")
+            .arg(templates_from())
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start lizard serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ready: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("lizard serve did not start ({e}): {line:?}"));
+        let admin_key = std::fs::read_to_string(data_dir.path().join("admin-key"))
+            .unwrap()
+            .trim()
+            .to_string();
+        Server {
+            child: Some(child),
+            addr: ready["addr"].as_str().unwrap().to_string(),
+            data_dir,
+            admin_key,
+        }
+    }
+
+    /// Stop the server process (sandboxes keep running), returning the data dir for a restart.
+    pub fn stop(mut self, signal: &str) -> tempfile::TempDir {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args([signal, &c.id().to_string()])
+                .status();
+            let _ = c.wait();
+        }
+        let dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap());
+        std::mem::forget(self);
+        dir
+    }
+
+    pub async fn req(
+        &self,
+        key: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Resp {
+        let stream = tokio::net::TcpStream::connect(&self.addr).await.unwrap();
+        let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let mut b = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "lizard");
+        if let Some(k) = key {
+            b = b.header("authorization", format!("Bearer {k}"));
+        }
+        let body = match body {
+            Some(v) => {
+                b = b.header("content-type", "application/json");
+                Bytes::from(v.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let resp = tx
+            .send_request(b.body(Full::new(body)).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        Resp {
+            status,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            text,
+        }
+    }
+
+    /// As admin.
+    pub async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> Resp {
+        self.req(Some(&self.admin_key.clone()), method, path, body)
+            .await
+    }
+
+    pub async fn create(&self, key: &str, body: Value) -> String {
+        let r = self
+            .req(Some(key), "POST", "/v1/sandboxes", Some(body))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.body["sandbox_id"].as_str().unwrap().to_string()
+    }
+
+    /// Run code (aggregated) in a sandbox as admin.
+    pub async fn run(&self, id: &str, body: Value) -> Value {
+        let r = self
+            .admin("POST", &format!("/v1/sandboxes/{id}/execute"), Some(body))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.body
+    }
+
+    /// Run bash in a sandbox; returns (stdout, whole execution).
+    pub async fn sh(&self, id: &str, code: &str) -> (String, Value) {
+        let ex = self
+            .run(id, json!({"code": code, "language": "bash"}))
+            .await;
+        (stdout(&ex), ex)
+    }
+
+    pub async fn project_key(&self, name: &str) -> String {
+        let r = self
+            .admin("POST", "/v1/projects", Some(json!({"name": name})))
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.body["api_key"].as_str().unwrap().to_string()
+    }
+
+    /// Kill every sandbox the server knows (tests clean up after themselves: sandboxes outlive the
+    /// server by design).
+    pub async fn kill_all(&self) {
+        let r = self.admin("GET", "/v1/sandboxes", None).await;
+        for sb in r.body.as_array().cloned().unwrap_or_default() {
+            let id = sb["sandbox_id"].as_str().unwrap();
+            self.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+                .await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg(c.id().to_string()).status();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn stdout(ex: &Value) -> String {
+    ex["stdout"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default()
+}
+
+pub fn stderr(ex: &Value) -> String {
+    ex["stderr"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default()
+}
+
+pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

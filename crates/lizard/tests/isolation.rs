@@ -1,0 +1,224 @@
+//! Isolation probes: code inside a sandbox tries to see or reach what it must not. Each test states
+//! the promise it checks. Real server, real sandboxes.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::time::Duration;
+
+async fn sandbox(s: &Server) -> String {
+    s.create(&s.admin_key.clone(), json!({})).await
+}
+
+/// Code runs as the unprivileged `user` (uid 1000) with no capabilities, no_new_privs and seccomp.
+#[tokio::test]
+async fn runs_unprivileged_with_no_capabilities() {
+    let s = Server::start();
+    let id = sandbox(&s).await;
+    let (out, _) = s
+        .sh(&id, "id -u; id -g; echo $HOME; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status")
+        .await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(&lines[..3], ["1000", "1000", "/home/user"]);
+    for l in &lines[3..] {
+        let (k, v) = l.split_once(':').unwrap();
+        let v = v.trim();
+        match k {
+            "NoNewPrivs" => assert_eq!(v, "1"),
+            "Seccomp" => assert_eq!(v, "2"),
+            _ => assert_eq!(v, "0000000000000000", "{k}"),
+        }
+    }
+    s.kill_all().await;
+}
+
+/// PID 1 is the agent, no host process is visible, the hostname is the sandbox id.
+#[tokio::test]
+async fn own_pid_and_uts_namespaces() {
+    let s = Server::start();
+    let id = sandbox(&s).await;
+    let (out, _) = s
+        .sh(
+            &id,
+            "tr '\\0' ' ' < /proc/1/cmdline; echo; hostname; ls /proc | grep -E '^[0-9]+$' | wc -l",
+        )
+        .await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].contains("lizard agent"), "{out}");
+    assert_eq!(lines[1], id);
+    let n: usize = lines[2].trim().parse().unwrap();
+    assert!(n < 20, "{n} processes visible: the host's leak in");
+    s.kill_all().await;
+}
+
+/// Only loopback networking: no other interface, no route to the host's services.
+#[tokio::test]
+async fn loopback_only_network() {
+    let s = Server::start();
+    let id = sandbox(&s).await;
+    let (out, _) = s
+        .sh(&id, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+        .await;
+    assert_eq!(out, "lo\n");
+    // The server listens on the host's loopback; the sandbox's loopback is its own.
+    let port = s.addr.rsplit(':').next().unwrap();
+    let ex = s
+        .run(&id, json!({"code": format!("import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    print('reached')\nexcept OSError as e:\n    print('refused', e.errno)"), "language": "python"}))
+        .await;
+    assert!(stdout(&ex).starts_with("refused"), "{ex}");
+    // The agent's own port inside the sandbox is reachable (the seed's port 8080).
+    let (out, _) = s
+        .sh(&id, "exec 3<>/dev/tcp/127.0.0.1/8080 && echo open")
+        .await;
+    assert_eq!(out, "open\n");
+    s.kill_all().await;
+}
+
+/// Host files with secrets are not visible: no /work, /root contents, host home dirs, the server's
+/// data dir, or the host's /etc/shadow; mountinfo does not disclose host paths.
+#[tokio::test]
+async fn host_files_are_not_visible() {
+    let s = Server::start();
+    let id = sandbox(&s).await;
+    let data_dir = s.data_dir.path().display().to_string();
+    let (out, _) = s
+        .sh(&id, &format!(
+            "for p in /work /root/.cargo /root/.pyenv {data_dir} /sys/fs/cgroup /dev/kvm /dev/mem /dev/vda; do [ -e $p ] && echo \"visible $p\"; done; \
+             cat /etc/shadow 2>&1 | head -c 60; echo; ls /home; grep -c lizard.db /proc/self/mountinfo; true"
+        ))
+        .await;
+    assert!(!out.contains("visible"), "{out}");
+    assert!(
+        out.contains("Permission denied") || !out.contains("root:"),
+        "{out}"
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.contains(&"user"), "{out}");
+    assert!(!out.contains(&data_dir), "host data dir disclosed: {out}");
+    s.kill_all().await;
+}
+
+/// Privileged operations fail: mount, unshare of a user namespace, ptrace, raw sockets, /sys writes,
+/// kernel modules, writing to cgroup files.
+#[tokio::test]
+async fn privileged_operations_fail() {
+    let s = Server::start();
+    let id = sandbox(&s).await;
+    let code = r#"
+import ctypes, os, socket, errno
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(name, f):
+    try:
+        r = f()
+        print(name, "ALLOWED" if r == 0 or r is None else "failed", flush=True)
+    except OSError as e:
+        print(name, "failed", e.errno, flush=True)
+attempt("mount", lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None))
+attempt("unshare-user", lambda: libc.unshare(0x10000000))
+attempt("unshare-net", lambda: libc.unshare(0x40000000))
+attempt("ptrace-1", lambda: libc.ptrace(16, 1, None, None))
+attempt("raw-socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+attempt("packet-socket", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
+attempt("sysrq", lambda: open("/proc/sysrq-trigger", "w").write("h"))
+attempt("kexec", lambda: libc.syscall(246, 0, 0, 0, 0))
+attempt("init_module", lambda: libc.syscall(175, 0, 0, b""))
+attempt("bpf", lambda: libc.syscall(321, 0, 0, 0))
+attempt("keyctl", lambda: libc.syscall(250, 0, 0, 0, 0, 0))
+attempt("perf_event_open", lambda: libc.syscall(298, 0, 0, -1, -1, 0))
+attempt("chroot", lambda: libc.chroot(b"/tmp"))
+attempt("sethostname", lambda: libc.sethostname(b"x", 1))
+"#;
+    let ex = s.run(&id, json!({"code": code})).await;
+    let out = stdout(&ex);
+    assert!(!out.contains("ALLOWED"), "{out}\n{ex}");
+    assert_eq!(out.lines().count(), 14, "{out}\n{ex}");
+    s.kill_all().await;
+}
+
+/// The root filesystem is the template plus a private writable layer: writes persist for the
+/// sandbox's life, never reach the template or another sandbox.
+#[tokio::test]
+async fn writable_layer_is_private() {
+    let s = Server::start();
+    let a = sandbox(&s).await;
+    let b = sandbox(&s).await;
+    let (out, _) = s
+        .sh(&a, "echo data > ~/file.txt; mkdir -p ~/.local/x && echo ok > ~/.local/x/y; cat ~/file.txt; touch /usr/bin/evil 2>&1 | grep -c denied")
+        .await;
+    assert_eq!(out, "data\n1\n");
+    let (out, _) = s.sh(&a, "cat ~/file.txt ~/.local/x/y").await;
+    assert_eq!(out, "data\nok\n");
+    let (out, _) = s.sh(&b, "ls ~/file.txt 2>&1 | grep -c 'No such'").await;
+    assert_eq!(out, "1\n");
+    s.kill_all().await;
+}
+
+/// A memory bomb gets the kernel OOM-killed (reported as a kernel death); the server and other
+/// sandboxes keep working.
+#[tokio::test]
+async fn memory_bomb_is_contained() {
+    let s = Server::start();
+    let small = s
+        .create(&s.admin_key.clone(), json!({"limits": {"memory_mb": 200}}))
+        .await;
+    let other = sandbox(&s).await;
+    let ex = s
+        .run(
+            &small,
+            json!({"code": "x = []\nwhile True: x.append(bytearray(16 * 1024 * 1024))"}),
+        )
+        .await;
+    assert_eq!(ex["status"], "kernel_died", "{ex}");
+    assert_eq!(ex["error"]["name"], "KernelDied");
+    // The sandbox itself is still usable, and so is another one.
+    let ex = s.run(&small, json!({"code": "print('alive')"})).await;
+    assert_eq!(stdout(&ex), "alive\n");
+    let (out, _) = s.sh(&other, "echo fine").await;
+    assert_eq!(out, "fine\n");
+    s.kill_all().await;
+}
+
+/// A fork bomb hits the pids limit; the sandbox can still be killed and others are unaffected.
+#[tokio::test]
+async fn fork_bomb_is_contained() {
+    let s = Server::start();
+    let bomb = s
+        .create(&s.admin_key.clone(), json!({"limits": {"pids": 64}}))
+        .await;
+    let other = sandbox(&s).await;
+    let ex = s
+        .run(&bomb, json!({"code": "b() { b | b & }; b; sleep 2; echo survived", "language": "bash", "timeout_ms": 10000}))
+        .await;
+    assert!(ex["status"].is_string(), "{ex}");
+    let (out, _) = s.sh(&other, "echo fine").await;
+    assert_eq!(out, "fine\n");
+    let r = s
+        .admin("DELETE", &format!("/v1/sandboxes/{bomb}"), None)
+        .await;
+    assert_eq!(r.status, 204);
+    let gone = eventually(Duration::from_secs(10), || async {
+        s.admin("GET", &format!("/v1/sandboxes/{bomb}"), None)
+            .await
+            .status
+            == 404
+    })
+    .await;
+    assert!(gone);
+    s.kill_all().await;
+}
+
+/// Sandboxes cannot see each other's processes or files.
+#[tokio::test]
+async fn sandboxes_cannot_see_each_other() {
+    let s = Server::start();
+    let a = sandbox(&s).await;
+    let b = sandbox(&s).await;
+    let (_, _) = s.sh(&a, "sleep 300 & echo started").await;
+    let (out, _) = s
+        .sh(&b, "ps -eo args | grep -c 'sleep 300'; ls /run/lizard")
+        .await;
+    assert!(out.starts_with("0\n") || out.starts_with("1\n"), "{out}");
+    assert!(!out.contains(&a));
+    s.kill_all().await;
+}

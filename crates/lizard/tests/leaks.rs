@@ -1,0 +1,75 @@
+//! The create/kill leak test, alone in its own test binary so that no concurrent test changes the
+//! host's process, mount and cgroup counts while it measures them.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::time::Duration;
+
+fn host_counts() -> (usize, usize, usize) {
+    let procs = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .count();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .count();
+    let cgroups = walk_dirs(Path::new("/sys/fs/cgroup"));
+    (procs, mounts, cgroups)
+}
+
+use std::path::Path;
+
+fn walk_dirs(p: &Path) -> usize {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                n += 1 + walk_dirs(&e.path());
+            }
+        }
+    }
+    n
+}
+
+#[tokio::test]
+async fn no_leaks_after_100_create_kill_cycles() {
+    let s = Server::start();
+    // Warm up once (first-use caches), then count.
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+        .await;
+    let (p0, m0, c0) = host_counts();
+    for _ in 0..100 {
+        let id = s.create(&s.admin_key.clone(), json!({})).await;
+        let r = s
+            .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+            .await;
+        assert_eq!(r.status, 204);
+    }
+    let settled = eventually(Duration::from_secs(20), || async {
+        let (p1, m1, c1) = host_counts();
+        // Other tests run concurrently on this machine: allow a little process noise, none for
+        // mounts and cgroups of ours.
+        p1 <= p0 + 10 && m1 <= m0 && c1 <= c0
+    })
+    .await;
+    let (p1, m1, c1) = host_counts();
+    assert!(
+        settled,
+        "leak: processes {p0}->{p1}, mounts {m0}->{m1}, cgroups {c0}->{c1}"
+    );
+    let left = std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0, "sandbox directories left behind");
+}

@@ -1,0 +1,358 @@
+//! End-to-end tests of the server: sandbox lifecycle, timeouts, project scoping, usage metering,
+//! Prometheus output, concurrency and leaks. Real server, real sandboxes, real kernels.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn lifecycle_and_statefulness_through_the_server() {
+    let s = Server::start();
+    let r = s.req(None, "GET", "/health", None).await;
+    assert_eq!(r.status, 200);
+    // Keys are required.
+    let r = s.req(None, "GET", "/v1/sandboxes", None).await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (401, Some("unauthenticated"))
+    );
+    let r = s.req(Some("lz_wrong"), "GET", "/v1/sandboxes", None).await;
+    assert_eq!(r.status, 401);
+
+    let key = s.admin_key.clone();
+    let id = s
+        .create(
+            &key,
+            json!({"project": "my-project", "metadata": {"owner": "t"}, "env": {"GREETING": "hi"}}),
+        )
+        .await;
+    let info = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(info.status, 200);
+    assert_eq!(info.body["template"], "code-interpreter-v1");
+    assert_eq!(info.body["state"], "running");
+    assert_eq!(info.body["project"], "my-project");
+
+    s.run(&id, json!({"code": "x = 42"})).await;
+    let ex = s.run(&id, json!({"code": "print(x * 2)"})).await;
+    assert_eq!(stdout(&ex), "84\n");
+    let js = s
+        .run(&id, json!({"code": "1 + 1", "language": "javascript"}))
+        .await;
+    assert_eq!(js["results"][0]["data"]["text/plain"], "2");
+    let (out, _) = s
+        .sh(&id, "echo \"$GREETING $(uname -s) $(whoami) $PWD\"")
+        .await;
+    assert_eq!(out, "hi Linux user /home/user\n");
+
+    // Contexts are reachable under the sandbox.
+    let c = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts"),
+            Some(json!({"language": "python"})),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{}", c.text);
+    let cid = c.body["id"].as_str().unwrap();
+    let ex = s.run(&id, json!({"code": "x", "context": cid})).await;
+    assert_eq!(ex["error"]["name"], "NameError");
+    let l = s
+        .admin("GET", &format!("/v1/sandboxes/{id}/contexts"), None)
+        .await;
+    assert!(l.body.as_array().unwrap().len() >= 3);
+
+    // Streaming passes through as NDJSON.
+    let stream = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/execute"),
+            Some(json!({"code": "print(1)"})),
+        )
+        .await;
+    assert_eq!(stream.status, 200);
+
+    // Filters.
+    let l = s.admin("GET", "/v1/sandboxes?metadata=owner=t", None).await;
+    assert_eq!(l.body.as_array().unwrap().len(), 1);
+    let l = s
+        .admin("GET", "/v1/sandboxes?metadata=owner=nobody", None)
+        .await;
+    assert!(l.body.as_array().unwrap().is_empty());
+
+    let t = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/timeout"),
+            Some(json!({"timeout_ms": 600000})),
+        )
+        .await;
+    assert_eq!(t.status, 200);
+    assert!(
+        t.body["timeout_at_ms"].as_u64().unwrap() > info.body["timeout_at_ms"].as_u64().unwrap()
+    );
+
+    let k = s
+        .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+        .await;
+    assert_eq!(k.status, 204);
+    let g = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(g.status, 404);
+    let e = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/execute"),
+            Some(json!({"code": "1"})),
+        )
+        .await;
+    assert_eq!(e.status, 404);
+}
+
+#[tokio::test]
+async fn bad_requests_get_typed_errors() {
+    let s = Server::start();
+    for (body, code) in [
+        (json!({"timeout_ms": "soon"}), "invalid_request"),
+        (json!({"surprise": 1}), "invalid_request"),
+        (json!({"template": "no-such-template"}), "not_found"),
+        (json!({"template": "/etc/passwd"}), "invalid_request"),
+        (json!({"template": "../x"}), "invalid_request"),
+        (json!({"limits": {"memory_mb": 1}}), "invalid_request"),
+        (json!({"env": {"A B": "x"}}), "invalid_request"),
+        (json!({"project": "bad name"}), "invalid_request"),
+    ] {
+        let r = s.admin("POST", "/v1/sandboxes", Some(body.clone())).await;
+        assert_eq!(r.body["code"], code, "{body}: {}", r.text);
+    }
+    let r = s.admin("GET", "/v1/nope", None).await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (404, Some("not_found"))
+    );
+    let r = s.admin("GET", "/v1/sandboxes/doesnotexist", None).await;
+    assert_eq!(r.status, 404);
+    let r = s.req(None, "GET", "/v1/openapi.json", None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["openapi"], "3.1.0");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_sandbox() {
+    let s = Server::start();
+    let id = s
+        .create(&s.admin_key.clone(), json!({"timeout_ms": 1500}))
+        .await;
+    let gone = eventually(Duration::from_secs(30), || async {
+        s.admin("GET", &format!("/v1/sandboxes/{id}"), None)
+            .await
+            .status
+            == 404
+    })
+    .await;
+    assert!(gone, "sandbox still alive after its timeout");
+}
+
+#[tokio::test]
+async fn projects_are_scoped_by_key() {
+    let s = Server::start();
+    let ka = s.project_key("alpha").await;
+    let kb = s.project_key("beta").await;
+    let a = s.create(&ka, json!({})).await;
+    let b = s.create(&kb, json!({"project": "beta"})).await;
+    // A key sees only its own project's sandboxes; others are 404, not 403.
+    let r = s
+        .req(Some(&ka), "GET", &format!("/v1/sandboxes/{b}"), None)
+        .await;
+    assert_eq!(r.status, 404);
+    let r = s
+        .req(
+            Some(&ka),
+            "POST",
+            &format!("/v1/sandboxes/{b}/execute"),
+            Some(json!({"code": "1"})),
+        )
+        .await;
+    assert_eq!(r.status, 404);
+    let r = s
+        .req(Some(&ka), "DELETE", &format!("/v1/sandboxes/{b}"), None)
+        .await;
+    assert_eq!(r.status, 404);
+    let r = s.req(Some(&ka), "GET", "/v1/sandboxes", None).await;
+    let ids: Vec<&str> = r
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["sandbox_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [a.as_str()]);
+    let r = s
+        .req(
+            Some(&ka),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"project": "beta"})),
+        )
+        .await;
+    assert_eq!(r.status, 404);
+    let r = s
+        .req(Some(&ka), "GET", "/v1/projects/beta/usage", None)
+        .await;
+    assert_eq!(r.status, 404);
+    let r = s
+        .req(
+            Some(&ka),
+            "POST",
+            "/v1/projects",
+            Some(json!({"name": "gamma"})),
+        )
+        .await;
+    assert_eq!(r.status, 404);
+    // The owner can.
+    let r = s
+        .req(
+            Some(&kb),
+            "POST",
+            &format!("/v1/sandboxes/{b}/execute"),
+            Some(json!({"code": "print(2)"})),
+        )
+        .await;
+    assert_eq!(stdout(&r.body), "2\n");
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn project_create_cli_works_on_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
+        .args(["project", "create", "cli-proj", "--json", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["project"], "cli-proj");
+    let key = v["api_key"].as_str().unwrap().to_string();
+    // The key works against a server on the same data dir.
+    let s = Server::start_in(dir, &[]);
+    let id = s.create(&key, json!({})).await;
+    let r = s
+        .req(Some(&key), "GET", &format!("/v1/sandboxes/{id}"), None)
+        .await;
+    assert_eq!(r.body["project"], "cli-proj");
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn usage_is_metered_and_exported() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--sample-interval-s", "1"]);
+    let key = s.project_key("metered").await;
+    let id = s.create(&key, json!({})).await;
+    let r = s
+        .req(
+            Some(&key),
+            "POST",
+            &format!("/v1/sandboxes/{id}/execute"),
+            Some(
+                json!({"code": "import time\nt = time.time()\nwhile time.time() - t < 1.0: pass"}),
+            ),
+        )
+        .await;
+    assert_eq!(r.body["status"], "ok", "{}", r.text);
+    let u = s
+        .req(Some(&key), "GET", "/v1/projects/metered/usage", None)
+        .await;
+    assert_eq!(u.status, 200, "{}", u.text);
+    let t = &u.body["totals"];
+    assert!(t["cpu_seconds"].as_f64().unwrap() > 0.5, "{}", u.text);
+    assert!(t["executions"].as_u64().unwrap() >= 1, "{}", u.text);
+    assert!(t["running_seconds"].as_f64().unwrap() > 0.0);
+    assert!(
+        t["memory_gib_seconds"].as_f64().unwrap() > 0.0,
+        "{}",
+        u.text
+    );
+    assert_eq!(u.body["sandboxes"][0]["sandbox_id"], id.as_str());
+    let row = &u.body["sandboxes"][0];
+    assert!(row["max_execution_peak_rss_bytes"].as_u64().unwrap() > 0);
+
+    let m = s.req(Some(&key), "GET", "/metrics", None).await;
+    assert_eq!(m.status, 200);
+    let mut samples = 0;
+    for line in m.text.lines() {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (name_labels, value) = line.rsplit_once(' ').expect("sample line");
+        value
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        assert!(name_labels.starts_with("lizard_"), "{line}");
+        samples += 1;
+    }
+    assert!(m
+        .text
+        .contains("lizard_sandbox_cpu_seconds_total{project=\"metered\"}"));
+    assert!(samples >= 6);
+
+    // Usage survives a server restart (it is in the store).
+    s.kill_all().await;
+    let before = s
+        .req(Some(&key), "GET", "/v1/projects/metered/usage", None)
+        .await
+        .body["totals"]["cpu_seconds"]
+        .as_f64()
+        .unwrap();
+    let dir = s.stop("-TERM");
+    let s2 = Server::start_in(dir, &[]);
+    let after = s2
+        .req(Some(&key), "GET", "/v1/projects/metered/usage", None)
+        .await;
+    assert_eq!(
+        after.body["totals"]["cpu_seconds"].as_f64().unwrap(),
+        before
+    );
+}
+
+#[tokio::test]
+async fn twenty_sandboxes_at_once() {
+    let s = std::sync::Arc::new(Server::start());
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = s.create(&s.admin_key.clone(), json!({})).await;
+            let (out, _) = s.sh(&id, &format!("echo {i}; hostname")).await;
+            assert_eq!(out, format!("{i}\n{id}\n"));
+            id
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.push(t.await.unwrap());
+    }
+    let l = s.admin("GET", "/v1/sandboxes", None).await;
+    assert_eq!(l.body.as_array().unwrap().len(), 20);
+    s.kill_all().await;
+}
+
+/// The agent is PID 1 of its sandbox: orphaned processes that exit are reaped, not left as zombies.
+#[tokio::test]
+async fn orphans_are_reaped_by_the_agent() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    s.sh(&id, "for i in 1 2 3 4 5; do (sleep 0.2 &) ; done")
+        .await;
+    let reaped = eventually(Duration::from_secs(10), || async {
+        let (out, _) = s.sh(&id, "ps -eo stat= | grep -c '^Z' || true").await;
+        out.trim() == "0"
+    })
+    .await;
+    assert!(reaped, "zombies left in the sandbox");
+    s.kill_all().await;
+}
