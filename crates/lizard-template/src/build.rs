@@ -123,6 +123,7 @@ pub(crate) fn build(
             stale.display()
         ));
     }
+    check_tools(spec)?;
     let mirror = match &opts.mirror {
         Some(m) => m.clone(),
         None => crate::mirror::host_mirror(&spec.spec.debian.suite)?,
@@ -152,6 +153,48 @@ pub(crate) fn build(
             Err(e)
         }
     }
+}
+
+/// The host's PATH with the sbin directories added (debootstrap and chroot live there, and a
+/// server's PATH may lack them).
+fn host_path() -> std::ffi::OsString {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    for d in [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ] {
+        if !dirs.iter().any(|x| x == Path::new(d)) {
+            dirs.push(PathBuf::from(d));
+        }
+    }
+    std::env::join_paths(dirs).unwrap_or_default()
+}
+
+/// Fails early, with the package to install, when a host tool the build needs is missing.
+fn check_tools(spec: &LoadedSpec) -> Result<()> {
+    let path = host_path();
+    let mut tools = vec![
+        ("debootstrap", "the debootstrap package"),
+        ("chroot", "coreutils"),
+        ("mount", "the mount package"),
+        ("umount", "the mount package"),
+        ("tar", "tar"),
+    ];
+    if spec.spec.node.is_some() {
+        tools.push(("npm", "Node.js with npm"));
+    }
+    for (tool, package) in tools {
+        if !std::env::split_paths(&path).any(|d| d.join(tool).is_file()) {
+            return Err(TemplateError::MissingTool { tool, package });
+        }
+    }
+    Ok(())
 }
 
 /// Removes leftovers of an interrupted build (such as a still-mounted `/proc`) when no build of
@@ -377,6 +420,7 @@ impl<'a> Builder<'a> {
         let dest = self.work.join("pack");
         fs::create_dir_all(&dest).at(step, "creating", &dest)?;
         let mut cmd = Command::new("npm");
+        cmd.env("PATH", host_path());
         cmd.args([
             "pack",
             "--silent",
@@ -401,6 +445,7 @@ impl<'a> Builder<'a> {
         self.progress
             .message(&format!("debootstrap {} from {}", d.suite, self.mirror));
         let mut cmd = Command::new("debootstrap");
+        cmd.env("PATH", host_path());
         if d.variant != "standard" {
             cmd.arg(format!("--variant={}", d.variant));
         }
@@ -664,6 +709,7 @@ impl<'a> Builder<'a> {
         )?;
         let prefix = self.host(&node.prefix);
         let mut cmd = Command::new("npm");
+        cmd.env("PATH", host_path());
         cmd.args([
             "install",
             "--omit=dev",

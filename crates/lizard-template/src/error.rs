@@ -38,6 +38,12 @@ pub enum TemplateError {
     /// Building needs root (debootstrap, chroot, mount, chown).
     #[error("building a template needs root (debootstrap, chroot, mount and chown); running as uid {uid}")]
     NotRoot { uid: u32 },
+    /// A host program the build runs is not installed.
+    #[error("building a template needs `{tool}` on the host (install {package})")]
+    MissingTool {
+        tool: &'static str,
+        package: &'static str,
+    },
     /// No Debian mirror was given and none could be read from the host's apt configuration.
     #[error("no Debian mirror for suite {suite:?}: none given and none found in {searched}")]
     NoMirror { suite: String, searched: String },

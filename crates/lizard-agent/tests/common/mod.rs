@@ -54,6 +54,10 @@ impl Agent {
             .arg("--run-dir")
             .arg(dir.path().join("run"))
             .args(extra)
+            .env(
+                "LIZARD_LOG",
+                std::env::var("LIZARD_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

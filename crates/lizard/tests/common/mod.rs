@@ -50,6 +50,10 @@ impl Server {
             .arg("--templates-from")
             .arg(templates_from())
             .args(extra)
+            .env(
+                "LIZARD_LOG",
+                std::env::var("LIZARD_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
