@@ -169,6 +169,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sandboxes", get(list_sandboxes).post(create_sandbox))
         .route("/v1/sandboxes/{id}", get(get_sandbox).delete(kill_sandbox))
         .route("/v1/sandboxes/{id}/timeout", post(set_timeout))
+        .route("/v1/sandboxes/{id}/pause", post(pause_sandbox))
+        .route("/v1/sandboxes/{id}/resume", post(resume_sandbox))
         .route("/v1/sandboxes/{id}/execute", any(crate::proxy::forward))
         .route("/v1/sandboxes/{id}/contexts", any(crate::proxy::forward))
         .route(
@@ -329,6 +331,26 @@ async fn kill_sandbox(
     visible(&st, &who, &id)?;
     st.sandboxes.kill(&id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+async fn pause_sandbox(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    visible(&st, &who, &id)?;
+    let sb = st.sandboxes.pause(&id).await?;
+    Ok(Json(info(&sb)))
+}
+
+async fn resume_sandbox(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    visible(&st, &who, &id)?;
+    let sb = st.sandboxes.resume(&id).await?;
+    Ok(Json(info(&sb)))
 }
 
 async fn set_timeout(

@@ -84,7 +84,11 @@ pub struct Sandbox {
     pub limits: SandboxLimits,
     pub runtime: Runtime,
     timeout_at_ms: AtomicU64,
+    /// While paused: how much of the timeout was left when the sandbox was paused.
+    paused_remaining_ms: AtomicU64,
     state: Mutex<StoredState>,
+    /// Serializes pause, resume and kill of this sandbox.
+    lifecycle: tokio::sync::Mutex<()>,
     pub agent: AgentClient,
 }
 
@@ -94,6 +98,9 @@ impl Sandbox {
     }
     pub fn timeout_at_ms(&self) -> u64 {
         self.timeout_at_ms.load(Ordering::SeqCst)
+    }
+    fn set_state(&self, s: StoredState) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
 }
 
@@ -295,7 +302,9 @@ impl Sandboxes {
             limits,
             runtime,
             timeout_at_ms: AtomicU64::new(now + timeout_ms),
+            paused_remaining_ms: AtomicU64::new(0),
             state: Mutex::new(StoredState::Running),
+            lifecycle: tokio::sync::Mutex::new(()),
             agent,
         });
         self.store.ensure_project(&req.project)?;
@@ -311,6 +320,7 @@ impl Sandboxes {
             envs: req.envs,
             runtime: serde_json::to_value(&sb.runtime).unwrap_or_default(),
             limits: serde_json::to_value(limits).unwrap_or_default(),
+            paused_remaining_ms: 0,
         })?;
         if let Ok(mut m) = self.live.write() {
             m.insert(id, sb.clone());
@@ -399,6 +409,14 @@ impl Sandboxes {
 
     /// Kill a sandbox: every process, its cgroup, its mounts and its writable layer are gone.
     pub async fn kill(&self, id: &str) -> Result<(), SandboxError> {
+        if let Some(sb) = self.get(id) {
+            let _guard = sb.lifecycle.lock().await;
+            return self.kill_locked(id).await;
+        }
+        Err(SandboxError::NotFound(id.to_string()))
+    }
+
+    async fn kill_locked(&self, id: &str) -> Result<(), SandboxError> {
         let sb = {
             let mut m = self
                 .live
@@ -408,7 +426,7 @@ impl Sandboxes {
                 .ok_or_else(|| SandboxError::NotFound(id.to_string()))?
         };
         crate::metering::sample(self, &sb).await;
-        *sb.state.lock().unwrap_or_else(|e| e.into_inner()) = StoredState::Killed;
+        sb.set_state(StoredState::Killed);
         let runtime = sb.runtime.clone();
         tokio::task::spawn_blocking(move || destroy(&runtime))
             .await
@@ -416,6 +434,56 @@ impl Sandboxes {
         self.store
             .set_state(id, StoredState::Killed, Some(now_ms()))?;
         Ok(())
+    }
+
+    /// Pause: every process of the sandbox is frozen (its memory, open files and kernel state kept
+    /// exactly) and its timeout stops counting. Idempotent.
+    pub async fn pause(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
+        let sb = self
+            .get(id)
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
+        let lifecycle = sb.clone();
+        let _guard = lifecycle.lifecycle.lock().await;
+        if sb.state() == StoredState::Paused {
+            return Ok(sb);
+        }
+        crate::metering::sample(self, &sb).await;
+        let cg = sb.runtime.cgroup.clone();
+        tokio::task::spawn_blocking(move || cg.freeze())
+            .await
+            .map_err(|e| SandboxError::Launch(e.to_string()))?
+            .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))?;
+        let remaining = sb.timeout_at_ms().saturating_sub(now_ms()).max(1);
+        sb.paused_remaining_ms.store(remaining, Ordering::SeqCst);
+        sb.set_state(StoredState::Paused);
+        self.store.set_paused(id, Some(remaining))?;
+        Ok(sb)
+    }
+
+    /// Resume a paused sandbox: processes continue where they stopped; the timeout counts again
+    /// from what was left. Idempotent.
+    pub async fn resume(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
+        let sb = self
+            .get(id)
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
+        let lifecycle = sb.clone();
+        let _guard = lifecycle.lifecycle.lock().await;
+        if sb.state() == StoredState::Running {
+            return Ok(sb);
+        }
+        crate::metering::sample(self, &sb).await;
+        let cg = sb.runtime.cgroup.clone();
+        tokio::task::spawn_blocking(move || cg.thaw())
+            .await
+            .map_err(|e| SandboxError::Launch(e.to_string()))?
+            .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
+        let at = now_ms() + sb.paused_remaining_ms.load(Ordering::SeqCst).max(1);
+        sb.timeout_at_ms.store(at, Ordering::SeqCst);
+        sb.set_state(StoredState::Running);
+        self.store.set_paused(id, None)?;
+        self.store.set_timeout(id, at)?;
+        self.timeouts_changed.notify_one();
+        Ok(sb)
     }
 
     /// Move the sandbox's timeout to `timeout_ms` from now.
@@ -441,7 +509,11 @@ impl Sandboxes {
         loop {
             let now = now_ms();
             let mut next = now + 60_000;
-            for sb in self.all() {
+            for sb in self
+                .all()
+                .into_iter()
+                .filter(|s| s.state() == StoredState::Running)
+            {
                 let at = sb.timeout_at_ms();
                 if at <= now {
                     tracing::info!(sandbox = %sb.id, "timeout reached; killing");
@@ -467,6 +539,11 @@ impl Sandboxes {
         for row in self.store.list_sandboxes(None, false)? {
             let runtime: Option<Runtime> = serde_json::from_value(row.runtime.clone()).ok();
             let alive = match &runtime {
+                // A frozen agent cannot answer: a paused sandbox is alive while its cgroup has
+                // processes.
+                Some(rt) if row.state == StoredState::Paused => {
+                    rt.cgroup.pids().map(|p| !p.is_empty()).unwrap_or(false)
+                }
                 Some(rt) => {
                     let agent = AgentClient::new(rt.socket.clone());
                     agent.health().await.is_ok()
@@ -487,7 +564,9 @@ impl Sandboxes {
                         limits,
                         runtime: rt,
                         timeout_at_ms: AtomicU64::new(row.timeout_at_ms),
+                        paused_remaining_ms: AtomicU64::new(row.paused_remaining_ms),
                         state: Mutex::new(row.state),
+                        lifecycle: tokio::sync::Mutex::new(()),
                     });
                     if let Ok(mut m) = self.live.write() {
                         m.insert(row.id, sb);

@@ -68,6 +68,8 @@ pub struct SandboxRow {
     /// Launch details the server needs to find the sandbox again (pid, cgroup, paths), as JSON.
     pub runtime: serde_json::Value,
     pub limits: serde_json::Value,
+    /// While paused: the timeout left when it was paused.
+    pub paused_remaining_ms: u64,
 }
 
 /// Usage totals of one sandbox.
@@ -114,7 +116,8 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     metadata TEXT NOT NULL,
     envs TEXT NOT NULL,
     runtime TEXT NOT NULL,
-    limits TEXT NOT NULL
+    limits TEXT NOT NULL,
+    paused_remaining_ms INTEGER
 );
 CREATE INDEX IF NOT EXISTS sandboxes_project ON sandboxes(project, state);
 CREATE TABLE IF NOT EXISTS usage (
@@ -288,6 +291,20 @@ impl Store {
         Ok(())
     }
 
+    /// Mark paused with the timeout left (`Some`), or running again (`None`).
+    pub fn set_paused(&self, id: &str, remaining_ms: Option<u64>) -> Result<(), StoreError> {
+        let state = if remaining_ms.is_some() {
+            StoredState::Paused
+        } else {
+            StoredState::Running
+        };
+        self.conn().execute(
+            "UPDATE sandboxes SET state = ?2, paused_remaining_ms = ?3 WHERE id = ?1",
+            params![id, state.as_str(), remaining_ms.map(|v| v as i64)],
+        )?;
+        Ok(())
+    }
+
     pub fn set_runtime(&self, id: &str, runtime: &serde_json::Value) -> Result<(), StoreError> {
         self.conn().execute(
             "UPDATE sandboxes SET runtime = ?2 WHERE id = ?1",
@@ -317,11 +334,12 @@ impl Store {
             envs: map(8)?,
             runtime: json(9)?,
             limits: json(10)?,
+            paused_remaining_ms: r.get::<_, Option<i64>>(11)?.unwrap_or(0) as u64,
         })
     }
 
     const COLUMNS: &'static str = "id, project, template, state, created_at_ms, timeout_at_ms, \
-         ended_at_ms, metadata, envs, runtime, limits";
+         ended_at_ms, metadata, envs, runtime, limits, paused_remaining_ms";
 
     pub fn get_sandbox(&self, id: &str) -> Result<Option<SandboxRow>, StoreError> {
         let conn = self.conn();
@@ -479,6 +497,7 @@ mod tests {
                 envs: BTreeMap::new(),
                 runtime: serde_json::json!({"pid": 5}),
                 limits: serde_json::json!({}),
+                paused_remaining_ms: 0,
             })
             .unwrap();
             let mut u = s.get_usage("sb1").unwrap().unwrap();

@@ -76,6 +76,17 @@ impl Server {
         }
     }
 
+    /// A second handle on a running server (for use from another task); it does not own the
+    /// process.
+    pub fn client_for(addr: &str, admin_key: &str) -> Server {
+        Server {
+            child: None,
+            addr: addr.to_string(),
+            data_dir: tempfile::tempdir().unwrap(),
+            admin_key: admin_key.to_string(),
+        }
+    }
+
     /// Stop the server process (sandboxes keep running), returning the data dir for a restart.
     pub fn stop(mut self, signal: &str) -> tempfile::TempDir {
         if let Some(mut c) = self.child.take() {

@@ -1,0 +1,182 @@
+//! Pause, resume and server restarts: kernel state survives all of them. Real server, real
+//! sandboxes.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn pause_resume_keeps_kernel_state() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    s.run(&id, json!({"code": "import numpy as np\nx = 42\narr = np.arange(10)\nf = open('/home/user/notes.txt', 'w+')\nf.write('kept')\nf.flush()"})).await;
+    s.run(&id, json!({"code": "y=7", "language": "bash"})).await;
+
+    let p = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
+        .await;
+    assert_eq!(p.status, 200, "{}", p.text);
+    assert_eq!(p.body["state"], "paused");
+    // Idempotent.
+    let p = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
+        .await;
+    assert_eq!((p.status, p.body["state"].as_str()), (200, Some("paused")));
+    // A paused sandbox rejects execute with a clear error.
+    let e = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/execute"),
+            Some(json!({"code": "1"})),
+        )
+        .await;
+    assert_eq!((e.status, e.body["code"].as_str()), (409, Some("conflict")));
+    assert!(e.body["message"].as_str().unwrap().contains("paused"));
+    let l = s.admin("GET", "/v1/sandboxes?state=paused", None).await;
+    assert_eq!(l.body.as_array().unwrap().len(), 1);
+
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+        .await;
+    assert_eq!((r.status, r.body["state"].as_str()), (200, Some("running")));
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+        .await;
+    assert_eq!(r.status, 200);
+    let ex = s
+        .run(
+            &id,
+            json!({"code": "f.seek(0)\nprint(x, arr.sum(), f.read())"}),
+        )
+        .await;
+    assert_eq!(stdout(&ex), "42 45 kept\n");
+    let (out, _) = s.sh(&id, "echo $y").await;
+    assert_eq!(out, "7\n");
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn twenty_pause_resume_cycles_lose_nothing() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    for i in 0..20 {
+        s.run(
+            &id,
+            json!({"code": format!("v{i} = {i}\nopen('/home/user/f{i}', 'w').write('{i}')")}),
+        )
+        .await;
+        let p = s
+            .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
+            .await;
+        assert_eq!(p.status, 200);
+        let r = s
+            .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    let ex = s
+        .run(&id, json!({"code": "print(sum(globals()[f'v{i}'] for i in range(20)), sum(int(open(f'/home/user/f{i}').read()) for i in range(20)))"}))
+        .await;
+    assert_eq!(stdout(&ex), "190 190\n");
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn concurrent_pause_and_resume_calls_are_safe() {
+    let s = std::sync::Arc::new(Server::start());
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    s.run(&id, json!({"code": "x = 1"})).await;
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        let s = s.clone();
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let op = if i % 2 == 0 { "pause" } else { "resume" };
+            s.admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
+                .await
+                .status
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 200);
+    }
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+        .await;
+    assert_eq!(r.body["state"], "running");
+    assert_eq!(
+        stdout(&s.run(&id, json!({"code": "print(x)"})).await),
+        "1\n"
+    );
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn a_running_cell_continues_after_resume() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let runner = {
+        let addr = s.addr.clone();
+        let key = s.admin_key.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let client = Server::client_for(&addr, &key);
+            client
+                .run(&id, json!({"code": "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.25)"}))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        s.admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        s.admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+            .await
+            .status,
+        200
+    );
+    let ex = runner.await.unwrap();
+    assert_eq!(stdout(&ex), "0\n1\n2\n3\n4\n5\n");
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn server_kill_9_and_restart_loses_nothing() {
+    let s = Server::start();
+    let running = s.create(&s.admin_key.clone(), json!({})).await;
+    let paused = s.create(&s.admin_key.clone(), json!({})).await;
+    s.run(&running, json!({"code": "x = 'still here'"})).await;
+    s.run(&paused, json!({"code": "y = 'me too'"})).await;
+    s.admin("POST", &format!("/v1/sandboxes/{paused}/pause"), None)
+        .await;
+    let key = s.admin_key.clone();
+
+    let dir = s.stop("-KILL");
+    let s = Server::start_in(dir, &[]);
+    assert_eq!(s.admin_key, key);
+    let r = s
+        .admin("GET", &format!("/v1/sandboxes/{running}"), None)
+        .await;
+    assert_eq!(r.body["state"], "running", "{}", r.text);
+    let r = s
+        .admin("GET", &format!("/v1/sandboxes/{paused}"), None)
+        .await;
+    assert_eq!(r.body["state"], "paused", "{}", r.text);
+    assert_eq!(
+        stdout(&s.run(&running, json!({"code": "print(x)"})).await),
+        "still here\n"
+    );
+    s.admin("POST", &format!("/v1/sandboxes/{paused}/resume"), None)
+        .await;
+    assert_eq!(
+        stdout(&s.run(&paused, json!({"code": "print(y)"})).await),
+        "me too\n"
+    );
+    s.kill_all().await;
+}
