@@ -6,6 +6,7 @@
 //! manages projects and keys directly in the data dir. `lizard sandbox-init` is internal: the server
 //! runs it to launch a sandbox from a single-threaded process.
 
+mod cli;
 mod serve;
 
 use anyhow::{Context as _, Result};
@@ -38,6 +39,34 @@ enum Command {
     Project {
         #[command(subcommand)]
         command: ProjectCommand,
+    },
+    /// Create, list, inspect, pause, resume and kill sandboxes.
+    Sandbox {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(subcommand)]
+        command: cli::SandboxCommand,
+    },
+    /// Run code in a sandbox (a new one, killed afterwards, unless --sandbox), streaming output.
+    Run {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(flatten)]
+        args: cli::RunArgs,
+    },
+    /// Manage a sandbox's contexts.
+    Context {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(subcommand)]
+        command: cli::ContextCommand,
+    },
+    /// Show a project's usage as a table.
+    Usage {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(flatten)]
+        args: cli::UsageArgs,
     },
     /// Internal: launch one sandbox from a JSON spec on stdin (used by the server).
     #[command(hide = true)]
@@ -106,21 +135,38 @@ fn init_tracing(default: &str) {
         .init();
 }
 
-fn main() -> Result<()> {
+fn main() {
     let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            // One line: the error and its causes.
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("lizard: error: {}", chain.join(": "));
+            std::process::exit(1);
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    let ok = |r: Result<()>| r.map(|()| 0);
     match cli.command {
+        Command::Sandbox { conn, command } => ok(cli::sandbox(&conn, command)),
+        Command::Run { conn, args } => cli::run(&conn, args),
+        Command::Context { conn, command } => ok(cli::context(&conn, command)),
+        Command::Usage { conn, args } => ok(cli::usage(&conn, args)),
         // Single-threaded on purpose: it forks/clones into namespaces.
         Command::SandboxInit => lizard_jail::sandbox::init_main(),
         Command::Agent(args) => {
             init_tracing("lizard_agent=info");
-            tokio::runtime::Builder::new_multi_thread()
+            ok(tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?
-                .block_on(lizard_agent::cli::run(args))
+                .block_on(lizard_agent::cli::run(args)))
         }
         Command::Serve(args) => {
             init_tracing("lizard=info,lizard_server=info");
-            serve::serve(args)
+            ok(serve::serve(args))
         }
         Command::Template {
             command:
@@ -134,9 +180,9 @@ fn main() -> Result<()> {
             let d = data_dir(d)?;
             let t = serve::build_template(&d, &name, force)?;
             println!("{}", t.rootfs.display());
-            Ok(())
+            Ok(0)
         }
-        Command::Project { command } => project(command),
+        Command::Project { command } => ok(project(command)),
     }
 }
 

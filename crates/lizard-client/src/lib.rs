@@ -1,0 +1,432 @@
+//! `lizard-client`: the typed async Rust client of the Lizard server's `/v1` API.
+//!
+//! Every request and response is a `lizard-proto` type; an execution is a [`futures_util::Stream`]
+//! of [`EventFrame`]s as the server streams them (NDJSON), or an aggregated [`Execution`]. Errors
+//! carry the server's `{code, message}` body. Plain HTTP only (the server is meant to listen on
+//! loopback or behind a TLS-terminating proxy). Not here: the CLI's presentation (see the `lizard`
+//! binary).
+
+use bytes::Bytes;
+use futures_util::stream::{self, Stream, StreamExt};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use lizard_proto::{
+    Context, CreateContextRequest, CreateProjectRequest, CreateSandboxRequest, ErrorBody,
+    EventFrame, ExecuteRequest, Execution, ProjectCreated, ProjectUsage, SandboxInfo,
+    SetTimeoutRequest, NDJSON,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// The server address used when none is configured.
+pub const DEFAULT_API_URL: &str = "http://127.0.0.1:8787";
+
+/// Client failures.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error body.
+    #[error("{body}")]
+    Api { status: u16, body: ErrorBody },
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+    #[error("HTTP request to the Lizard server failed")]
+    Http(#[from] hyper_util::client::legacy::Error),
+    #[error("reading the response from the Lizard server failed")]
+    Body(#[from] hyper::Error),
+    #[error("unexpected response from the Lizard server")]
+    Decode(#[from] serde_json::Error),
+}
+
+impl ClientError {
+    /// The server's error code, when the server answered with one.
+    pub fn code(&self) -> Option<lizard_proto::ErrorCode> {
+        match self {
+            ClientError::Api { body, .. } => Some(body.code),
+            _ => None,
+        }
+    }
+}
+
+/// Filters of [`Client::list_sandboxes`].
+#[derive(Debug, Clone, Default)]
+pub struct ListSandboxes {
+    pub project: Option<String>,
+    /// `running` or `paused`.
+    pub state: Option<String>,
+    pub metadata: Vec<(String, String)>,
+}
+
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    key: String,
+    http: hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+fn encode_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Client {
+    /// A client for the server at `api_url` (`http://host:port`) with an API key.
+    pub fn new(api_url: &str, api_key: &str) -> Result<Client, ClientError> {
+        let base = api_url.trim_end_matches('/').to_string();
+        if !base.starts_with("http://") {
+            return Err(ClientError::Config(format!(
+                "API URL {api_url:?} must start with http:// (use a TLS-terminating proxy for https)"
+            )));
+        }
+        if api_key.is_empty() {
+            return Err(ClientError::Config("the API key is empty".into()));
+        }
+        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build_http();
+        Ok(Client {
+            base,
+            key: api_key.to_string(),
+            http,
+        })
+    }
+
+    /// From `LIZARD_API_URL` (default [`DEFAULT_API_URL`]) and `LIZARD_API_KEY`.
+    pub fn from_env() -> Result<Client, ClientError> {
+        let url = std::env::var("LIZARD_API_URL").unwrap_or_else(|_| DEFAULT_API_URL.into());
+        let key = std::env::var("LIZARD_API_KEY")
+            .map_err(|_| ClientError::Config("LIZARD_API_KEY is not set".into()))?;
+        Client::new(&url, &key)
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        accept: &str,
+    ) -> Result<hyper::Response<Incoming>, ClientError> {
+        let mut b = Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.base, path))
+            .header("authorization", format!("Bearer {}", self.key))
+            .header("accept", accept);
+        if body.is_some() {
+            b = b.header("content-type", "application/json");
+        }
+        let req = b
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| ClientError::Config(e.to_string()))?;
+        let resp = self.http.request(req).await?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| {
+            ErrorBody::new(
+                lizard_proto::ErrorCode::Internal,
+                format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)),
+            )
+        });
+        Err(ClientError::Api { status, body })
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        let body = body.map(serde_json::to_vec).transpose()?;
+        let resp = self.send(method, path, body, "application/json").await?;
+        let no_content = resp.status() == StatusCode::NO_CONTENT;
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        if no_content || bytes.is_empty() {
+            return Ok(serde_json::from_value(serde_json::Value::Null)?);
+        }
+        Ok(serde_json::from_slice(&bytes)?)
+    }
+
+    // --- sandboxes --------------------------------------------------------------------------
+
+    pub async fn create_sandbox(
+        &self,
+        req: &CreateSandboxRequest,
+    ) -> Result<SandboxInfo, ClientError> {
+        self.call(Method::POST, "/v1/sandboxes", Some(req)).await
+    }
+
+    pub async fn get_sandbox(&self, id: &str) -> Result<SandboxInfo, ClientError> {
+        self.call::<(), _>(
+            Method::GET,
+            &format!("/v1/sandboxes/{}", encode_component(id)),
+            None,
+        )
+        .await
+    }
+
+    pub async fn list_sandboxes(&self, q: &ListSandboxes) -> Result<Vec<SandboxInfo>, ClientError> {
+        let mut params = Vec::new();
+        if let Some(p) = &q.project {
+            params.push(format!("project={}", encode_component(p)));
+        }
+        if let Some(s) = &q.state {
+            params.push(format!("state={}", encode_component(s)));
+        }
+        if !q.metadata.is_empty() {
+            let m: Vec<String> = q.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            params.push(format!("metadata={}", encode_component(&m.join(","))));
+        }
+        let query = if params.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", params.join("&"))
+        };
+        self.call::<(), _>(Method::GET, &format!("/v1/sandboxes{query}"), None)
+            .await
+    }
+
+    pub async fn kill_sandbox(&self, id: &str) -> Result<(), ClientError> {
+        self.call::<(), ()>(
+            Method::DELETE,
+            &format!("/v1/sandboxes/{}", encode_component(id)),
+            None,
+        )
+        .await
+    }
+
+    pub async fn set_timeout(&self, id: &str, timeout_ms: u64) -> Result<SandboxInfo, ClientError> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/timeout", encode_component(id)),
+            Some(&SetTimeoutRequest { timeout_ms }),
+        )
+        .await
+    }
+
+    pub async fn pause(&self, id: &str) -> Result<SandboxInfo, ClientError> {
+        self.call::<(), _>(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/pause", encode_component(id)),
+            None,
+        )
+        .await
+    }
+
+    pub async fn resume(&self, id: &str) -> Result<SandboxInfo, ClientError> {
+        self.call::<(), _>(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/resume", encode_component(id)),
+            None,
+        )
+        .await
+    }
+
+    // --- contexts -----------------------------------------------------------------------------
+
+    pub async fn create_context(
+        &self,
+        sandbox: &str,
+        req: &CreateContextRequest,
+    ) -> Result<Context, ClientError> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/contexts", encode_component(sandbox)),
+            Some(req),
+        )
+        .await
+    }
+
+    pub async fn list_contexts(&self, sandbox: &str) -> Result<Vec<Context>, ClientError> {
+        self.call::<(), _>(
+            Method::GET,
+            &format!("/v1/sandboxes/{}/contexts", encode_component(sandbox)),
+            None,
+        )
+        .await
+    }
+
+    pub async fn restart_context(
+        &self,
+        sandbox: &str,
+        context: &str,
+    ) -> Result<Context, ClientError> {
+        self.call::<(), _>(
+            Method::POST,
+            &format!(
+                "/v1/sandboxes/{}/contexts/{}/restart",
+                encode_component(sandbox),
+                encode_component(context)
+            ),
+            None,
+        )
+        .await
+    }
+
+    pub async fn delete_context(&self, sandbox: &str, context: &str) -> Result<(), ClientError> {
+        self.call::<(), ()>(
+            Method::DELETE,
+            &format!(
+                "/v1/sandboxes/{}/contexts/{}",
+                encode_component(sandbox),
+                encode_component(context)
+            ),
+            None,
+        )
+        .await
+    }
+
+    // --- execution ----------------------------------------------------------------------------
+
+    /// Run code; events arrive as the server streams them. Dropping the stream interrupts the cell.
+    pub async fn execute(
+        &self,
+        sandbox: &str,
+        req: &ExecuteRequest,
+    ) -> Result<
+        impl Stream<Item = Result<EventFrame, ClientError>> + Send + Unpin + 'static,
+        ClientError,
+    > {
+        let body = serde_json::to_vec(req)?;
+        let resp = self
+            .send(
+                Method::POST,
+                &format!("/v1/sandboxes/{}/execute", encode_component(sandbox)),
+                Some(body),
+                NDJSON,
+            )
+            .await?;
+        Ok(Box::pin(ndjson_frames(resp.into_body())))
+    }
+
+    /// Run code and fold the events into an [`Execution`].
+    pub async fn run(&self, sandbox: &str, req: &ExecuteRequest) -> Result<Execution, ClientError> {
+        let mut s = self.execute(sandbox, req).await?;
+        let mut ex = Execution::default();
+        while let Some(f) = s.next().await {
+            ex.apply(f?.event);
+        }
+        Ok(ex)
+    }
+
+    // --- projects and usage ---------------------------------------------------------------------
+
+    pub async fn create_project(&self, name: &str) -> Result<ProjectCreated, ClientError> {
+        self.call(
+            Method::POST,
+            "/v1/projects",
+            Some(&CreateProjectRequest {
+                name: name.to_string(),
+            }),
+        )
+        .await
+    }
+
+    pub async fn list_projects(&self) -> Result<Vec<String>, ClientError> {
+        self.call::<(), _>(Method::GET, "/v1/projects", None).await
+    }
+
+    pub async fn usage(
+        &self,
+        project: &str,
+        from_ms: Option<u64>,
+        to_ms: Option<u64>,
+    ) -> Result<ProjectUsage, ClientError> {
+        let mut q = Vec::new();
+        if let Some(f) = from_ms {
+            q.push(format!("from={f}"));
+        }
+        if let Some(t) = to_ms {
+            q.push(format!("to={t}"));
+        }
+        let query = if q.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", q.join("&"))
+        };
+        self.call::<(), _>(
+            Method::GET,
+            &format!("/v1/projects/{}/usage{query}", encode_component(project)),
+            None,
+        )
+        .await
+    }
+}
+
+/// Split a streamed body into NDJSON frames.
+fn ndjson_frames(body: Incoming) -> impl Stream<Item = Result<EventFrame, ClientError>> + Send {
+    stream::unfold(
+        (body, Vec::<u8>::new(), false),
+        |(mut body, mut buf, mut done)| async move {
+            loop {
+                if let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    let item =
+                        serde_json::from_slice::<EventFrame>(&line).map_err(ClientError::from);
+                    return Some((item, (body, buf, done)));
+                }
+                if done {
+                    if buf.iter().all(u8::is_ascii_whitespace) {
+                        return None;
+                    }
+                    let rest = std::mem::take(&mut buf);
+                    let item =
+                        serde_json::from_slice::<EventFrame>(&rest).map_err(ClientError::from);
+                    return Some((item, (body, buf, done)));
+                }
+                match body.frame().await {
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            buf.extend_from_slice(&data);
+                        }
+                    }
+                    Some(Err(e)) => return Some((Err(ClientError::Body(e)), (body, buf, true))),
+                    None => done = true,
+                }
+            }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_is_checked() {
+        assert!(matches!(
+            Client::new("https://x", "k"),
+            Err(ClientError::Config(_))
+        ));
+        assert!(matches!(
+            Client::new("http://x", ""),
+            Err(ClientError::Config(_))
+        ));
+        assert!(Client::new("http://127.0.0.1:1/", "k").is_ok());
+    }
+
+    #[test]
+    fn path_components_are_encoded() {
+        assert_eq!(encode_component("a b/c"), "a%20b%2Fc");
+        assert_eq!(encode_component("owner=t,x=y"), "owner%3Dt%2Cx%3Dy");
+    }
+}

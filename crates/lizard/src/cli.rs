@@ -1,0 +1,516 @@
+//! The client commands of the `lizard` binary: `sandbox`, `run`, `context`, `usage`. They talk to a
+//! running server through `lizard-client` (`--api-url`/`LIZARD_API_URL`, `--api-key`/`LIZARD_API_KEY`,
+//! else the admin key file of the local data dir). Output is a table or one line for humans, or JSON
+//! with `--json`.
+
+use anyhow::{bail, Context as _, Result};
+use futures_util::StreamExt;
+use lizard_client::{Client, ListSandboxes};
+use lizard_proto::{
+    CreateContextRequest, CreateSandboxRequest, ExecuteRequest, ExecutionEvent, ExecutionStatus,
+    Language, LimitsRequest,
+};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Conn {
+    /// Server URL.
+    #[arg(long, env = "LIZARD_API_URL", default_value = lizard_client::DEFAULT_API_URL, global = true)]
+    api_url: String,
+    /// API key (default: the admin key in the local data dir, if readable).
+    #[arg(long, env = "LIZARD_API_KEY", hide_env_values = true, global = true)]
+    api_key: Option<String>,
+    /// Data dir whose admin key is used when no key is given.
+    #[arg(long, env = "LIZARD_DATA_DIR", global = true)]
+    data_dir: Option<PathBuf>,
+}
+
+impl Conn {
+    fn client(&self) -> Result<Client> {
+        let key = match &self.api_key {
+            Some(k) => k.clone(),
+            None => {
+                let dir = crate::data_dir(self.data_dir.clone())?;
+                let path = dir.join("admin-key");
+                std::fs::read_to_string(&path)
+                    .map(|s| s.trim().to_string())
+                    .with_context(|| {
+                        format!(
+                            "no API key: set LIZARD_API_KEY or pass --api-key (no admin key at {})",
+                            path.display()
+                        )
+                    })?
+            }
+        };
+        Ok(Client::new(&self.api_url, &key)?)
+    }
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SandboxCommand {
+    /// Create a sandbox and print its id.
+    Create {
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        template: Option<String>,
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// Metadata label (repeatable).
+        #[arg(long = "metadata", value_name = "KEY=VALUE")]
+        metadata: Vec<String>,
+        /// Environment variable of every process in the sandbox (repeatable).
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        #[arg(long)]
+        memory_mb: Option<u64>,
+        #[arg(long)]
+        cpu_millicores: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sandboxes.
+    List {
+        #[arg(long)]
+        project: Option<String>,
+        /// running or paused
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long = "metadata", value_name = "KEY=VALUE")]
+        metadata: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one sandbox.
+    Info {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a sandbox (its processes are frozen, its state kept).
+    Pause { id: String },
+    /// Resume a paused sandbox.
+    Resume { id: String },
+    /// Kill a sandbox.
+    Kill { id: String },
+    /// Set a sandbox's timeout to MS milliseconds from now.
+    Timeout { id: String, ms: u64 },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ContextCommand {
+    /// Create a context (a kernel) in a sandbox and print its id.
+    Create {
+        #[arg(long)]
+        sandbox: String,
+        #[arg(long, default_value = "python")]
+        language: Language,
+        #[arg(long)]
+        cwd: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a sandbox's contexts.
+    List {
+        #[arg(long)]
+        sandbox: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restart a context's kernel (state cleared).
+    Restart {
+        #[arg(long)]
+        sandbox: String,
+        id: String,
+    },
+    /// Delete a context.
+    Delete {
+        #[arg(long)]
+        sandbox: String,
+        id: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Sandbox to run in (default: a new sandbox, killed afterwards).
+    #[arg(long)]
+    sandbox: Option<String>,
+    #[arg(long, conflicts_with = "context")]
+    language: Option<Language>,
+    #[arg(long)]
+    context: Option<String>,
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Environment variable for this run (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Print the events as JSON lines instead.
+    #[arg(long)]
+    json: bool,
+    /// The code, or `-` to read it from stdin.
+    code: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UsageArgs {
+    /// Project (default: the key's own; required for an admin key).
+    #[arg(long)]
+    project: Option<String>,
+    /// From, in milliseconds since the epoch.
+    #[arg(long)]
+    from: Option<u64>,
+    /// To, in milliseconds since the epoch.
+    #[arg(long)]
+    to: Option<u64>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn pairs(items: &[String], what: &str) -> Result<BTreeMap<String, String>> {
+    items
+        .iter()
+        .map(|s| match s.split_once('=') {
+            Some((k, v)) => Ok((k.to_string(), v.to_string())),
+            None => bail!("{what} {s:?} is not KEY=VALUE"),
+        })
+        .collect()
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn ms_to_age(ms: u64) -> String {
+    let now = lizard_server::store::now_ms();
+    let d = now.saturating_sub(ms) / 1000;
+    match d {
+        0..=119 => format!("{d}s ago"),
+        120..=7199 => format!("{}m ago", d / 60),
+        _ => format!("{}h ago", d / 3600),
+    }
+}
+
+pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        match cmd {
+            SandboxCommand::Create {
+                project,
+                template,
+                timeout_ms,
+                metadata,
+                env,
+                memory_mb,
+                cpu_millicores,
+                json,
+            } => {
+                let limits =
+                    (memory_mb.is_some() || cpu_millicores.is_some()).then(|| LimitsRequest {
+                        memory_mb,
+                        cpu_millicores,
+                        ..Default::default()
+                    });
+                let info = c
+                    .create_sandbox(&CreateSandboxRequest {
+                        project,
+                        template,
+                        timeout_ms,
+                        metadata: pairs(&metadata, "metadata")?,
+                        env: pairs(&env, "env")?,
+                        limits,
+                    })
+                    .await?;
+                if json {
+                    print_json(&info)
+                } else {
+                    println!("{}", info.sandbox_id);
+                    Ok(())
+                }
+            }
+            SandboxCommand::List {
+                project,
+                state,
+                metadata,
+                json,
+            } => {
+                let list = c
+                    .list_sandboxes(&ListSandboxes {
+                        project,
+                        state,
+                        metadata: pairs(&metadata, "metadata")?.into_iter().collect(),
+                    })
+                    .await?;
+                if json {
+                    return print_json(&list);
+                }
+                println!(
+                    "{:<22} {:<16} {:<8} {:<10} TEMPLATE",
+                    "SANDBOX", "PROJECT", "STATE", "CREATED"
+                );
+                for s in list {
+                    println!(
+                        "{:<22} {:<16} {:<8} {:<10} {}",
+                        s.sandbox_id,
+                        s.project,
+                        serde_json::to_value(s.state)?.as_str().unwrap_or(""),
+                        ms_to_age(s.created_at_ms),
+                        s.template
+                    );
+                }
+                Ok(())
+            }
+            SandboxCommand::Info { id, json } => {
+                let s = c.get_sandbox(&id).await?;
+                if json {
+                    return print_json(&s);
+                }
+                println!("sandbox   {}", s.sandbox_id);
+                println!("project   {}", s.project);
+                println!("template  {}", s.template);
+                println!(
+                    "state     {}",
+                    serde_json::to_value(s.state)?.as_str().unwrap_or("")
+                );
+                println!("created   {}", ms_to_age(s.created_at_ms));
+                println!(
+                    "timeout   in {}s",
+                    s.timeout_at_ms
+                        .saturating_sub(lizard_server::store::now_ms())
+                        / 1000
+                );
+                println!(
+                    "limits    {} MiB, {} millicores, {} pids",
+                    s.limits.memory_mb, s.limits.cpu_millicores, s.limits.pids
+                );
+                for (k, v) in &s.metadata {
+                    println!("metadata  {k}={v}");
+                }
+                Ok(())
+            }
+            SandboxCommand::Pause { id } => {
+                c.pause(&id).await?;
+                Ok(())
+            }
+            SandboxCommand::Resume { id } => {
+                c.resume(&id).await?;
+                Ok(())
+            }
+            SandboxCommand::Kill { id } => {
+                c.kill_sandbox(&id).await?;
+                Ok(())
+            }
+            SandboxCommand::Timeout { id, ms } => {
+                c.set_timeout(&id, ms).await?;
+                Ok(())
+            }
+        }
+    })
+}
+
+pub fn context(conn: &Conn, cmd: ContextCommand) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        match cmd {
+            ContextCommand::Create {
+                sandbox,
+                language,
+                cwd,
+                json,
+            } => {
+                let ctx = c
+                    .create_context(
+                        &sandbox,
+                        &CreateContextRequest {
+                            language: Some(language),
+                            cwd,
+                        },
+                    )
+                    .await?;
+                if json {
+                    print_json(&ctx)
+                } else {
+                    println!("{}", ctx.id);
+                    Ok(())
+                }
+            }
+            ContextCommand::List { sandbox, json } => {
+                let list = c.list_contexts(&sandbox).await?;
+                if json {
+                    return print_json(&list);
+                }
+                println!(
+                    "{:<34} {:<11} {:<6} {:>6} CWD",
+                    "CONTEXT", "LANGUAGE", "STATE", "RUNS"
+                );
+                for ctx in list {
+                    println!(
+                        "{:<34} {:<11} {:<6} {:>6} {}{}",
+                        ctx.id,
+                        ctx.language,
+                        serde_json::to_value(ctx.state)?.as_str().unwrap_or(""),
+                        ctx.execution_count,
+                        ctx.cwd,
+                        if ctx.is_default { " (default)" } else { "" }
+                    );
+                }
+                Ok(())
+            }
+            ContextCommand::Restart { sandbox, id } => {
+                c.restart_context(&sandbox, &id).await?;
+                Ok(())
+            }
+            ContextCommand::Delete { sandbox, id } => {
+                c.delete_context(&sandbox, &id).await?;
+                Ok(())
+            }
+        }
+    })
+}
+
+/// `lizard run`: streams output live; exits non-zero when the cell fails.
+pub fn run(conn: &Conn, args: RunArgs) -> Result<i32> {
+    let c = conn.client()?;
+    let code = if args.code == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading code from stdin")?;
+        s
+    } else {
+        args.code.clone()
+    };
+    runtime()?.block_on(async move {
+        let (sandbox, temporary) = match &args.sandbox {
+            Some(id) => (id.clone(), false),
+            None => (
+                c.create_sandbox(&CreateSandboxRequest::default())
+                    .await?
+                    .sandbox_id,
+                true,
+            ),
+        };
+        let result = stream_run(&c, &sandbox, &args, code).await;
+        if temporary {
+            let _ = c.kill_sandbox(&sandbox).await;
+        }
+        result
+    })
+}
+
+async fn stream_run(c: &Client, sandbox: &str, args: &RunArgs, code: String) -> Result<i32> {
+    let req = ExecuteRequest {
+        code,
+        context: args.context.clone().map(lizard_proto::ContextId),
+        language: args.language,
+        env: pairs(&args.env, "env")?,
+        timeout_ms: args.timeout_ms,
+    };
+    let mut events = c.execute(sandbox, &req).await?;
+    let mut status = None;
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    while let Some(frame) = events.next().await {
+        let frame = frame?;
+        if let ExecutionEvent::End { status: s, .. } = &frame.event {
+            status = Some(*s);
+        }
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string(&frame)?)?;
+            out.flush()?;
+            continue;
+        }
+        match frame.event {
+            ExecutionEvent::Stdout { text } => {
+                out.write_all(text.as_bytes())?;
+                out.flush()?;
+            }
+            ExecutionEvent::Stderr { text } => {
+                err.write_all(text.as_bytes())?;
+                err.flush()?;
+            }
+            ExecutionEvent::Result(r) => {
+                let text = r.data.get("text/plain").and_then(|v| v.as_str());
+                let others: Vec<&str> = r
+                    .data
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|k| *k != "text/plain")
+                    .collect();
+                match (text, others.is_empty()) {
+                    (Some(t), true) => writeln!(out, "{t}")?,
+                    (Some(t), false) => writeln!(out, "{t}  [{}]", others.join(", "))?,
+                    (None, _) => writeln!(out, "[{}]", others.join(", "))?,
+                }
+                out.flush()?;
+            }
+            ExecutionEvent::Error(e) => {
+                // A traceback already names the error; without one, say it.
+                if e.traceback.is_empty() {
+                    writeln!(err, "{}: {}", e.name, e.value)?;
+                } else {
+                    writeln!(err, "{}", e.traceback)?;
+                }
+            }
+            ExecutionEvent::Start { .. } | ExecutionEvent::End { .. } => {}
+        }
+    }
+    Ok(match status {
+        Some(ExecutionStatus::Ok) => 0,
+        _ => 1,
+    })
+}
+
+pub fn usage(conn: &Conn, args: UsageArgs) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        let project = match args.project {
+            Some(p) => p,
+            None => {
+                let mut projects = c.list_projects().await?;
+                if projects.len() != 1 {
+                    bail!("pass --project: this key sees {} projects", projects.len());
+                }
+                projects.remove(0)
+            }
+        };
+        let u = c.usage(&project, args.from, args.to).await?;
+        if args.json {
+            return print_json(&u);
+        }
+        println!(
+            "{:<22} {:>10} {:>9} {:>9} {:>10} {:>10}",
+            "SANDBOX", "RUNNING s", "PAUSED s", "CPU s", "MEM GiB·s", "EXECUTIONS"
+        );
+        for r in &u.sandboxes {
+            println!(
+                "{:<22} {:>10.1} {:>9.1} {:>9.2} {:>10.3} {:>10}",
+                r.sandbox_id,
+                r.running_seconds,
+                r.paused_seconds,
+                r.cpu_seconds,
+                r.memory_gib_seconds,
+                r.executions
+            );
+        }
+        let t = &u.totals;
+        println!(
+            "{:<22} {:>10.1} {:>9.1} {:>9.2} {:>10.3} {:>10}",
+            format!("total ({} sandboxes)", t.sandboxes),
+            t.running_seconds,
+            t.paused_seconds,
+            t.cpu_seconds,
+            t.memory_gib_seconds,
+            t.executions
+        );
+        Ok(())
+    })
+}

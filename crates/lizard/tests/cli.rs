@@ -1,0 +1,158 @@
+//! The `lizard` CLI's client commands and the Rust client, against a real server.
+
+mod common;
+
+use common::*;
+use futures_util::StreamExt;
+use lizard_proto::{ExecuteRequest, ExecutionEvent};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn lizard(s: &Server, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lizard"))
+        .args(args)
+        .env("LIZARD_API_URL", format!("http://{}", s.addr))
+        .env("LIZARD_API_KEY", &s.admin_key)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut i = child.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            i.write_all(text.as_bytes()).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn sandbox_run_and_context_commands() {
+    let s = Server::start();
+    let (code, id, err) = lizard(&s, &["sandbox", "create", "--metadata", "who=cli"], None);
+    assert_eq!(code, 0, "{err}");
+    let id = id.trim().to_string();
+    let (_, list, _) = lizard(&s, &["sandbox", "list"], None);
+    assert!(list.contains(&id), "{list}");
+    let (_, json, _) = lizard(
+        &s,
+        &["sandbox", "list", "--json", "--metadata", "who=cli"],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v[0]["sandbox_id"], id.as_str());
+
+    assert_eq!(lizard(&s, &["run", "--sandbox", &id, "x = 42"], None).0, 0);
+    let (code, out, _) = lizard(&s, &["run", "--sandbox", &id, "print(x * 2)\nx"], None);
+    assert_eq!((code, out.as_str()), (0, "84\n42\n"));
+    let (code, _, err) = lizard(&s, &["run", "--sandbox", &id, "1/0"], None);
+    assert_eq!(code, 1);
+    assert!(err.contains("ZeroDivisionError"), "{err}");
+    let (code, out, _) = lizard(
+        &s,
+        &["run", "--sandbox", &id, "--language", "bash", "-"],
+        Some("echo piped"),
+    );
+    assert_eq!((code, out.as_str()), (0, "piped\n"));
+    let (code, out, _) = lizard(
+        &s,
+        &["run", "--sandbox", &id, "--language", "sh", "exit 3"],
+        None,
+    );
+    assert_eq!(code, 1, "{out}");
+
+    let (code, ctx, _) = lizard(
+        &s,
+        &["context", "create", "--sandbox", &id, "--language", "js"],
+        None,
+    );
+    assert_eq!(code, 0);
+    let ctx = ctx.trim();
+    let (_, out, _) = lizard(
+        &s,
+        &["run", "--sandbox", &id, "--context", ctx, "1 + 1"],
+        None,
+    );
+    assert_eq!(out, "2\n");
+    let (_, list, _) = lizard(&s, &["context", "list", "--sandbox", &id], None);
+    assert!(list.contains(ctx) && list.contains("javascript"), "{list}");
+    assert_eq!(
+        lizard(&s, &["context", "delete", "--sandbox", &id, ctx], None).0,
+        0
+    );
+
+    assert_eq!(lizard(&s, &["sandbox", "pause", &id], None).0, 0);
+    let (_, info, _) = lizard(&s, &["sandbox", "info", &id], None);
+    assert!(info.contains("paused"), "{info}");
+    assert_eq!(lizard(&s, &["sandbox", "resume", &id], None).0, 0);
+    let (_, usage, _) = lizard(&s, &["usage", "--project", "default"], None);
+    assert!(usage.contains(&id) && usage.contains("total"), "{usage}");
+    assert_eq!(lizard(&s, &["sandbox", "kill", &id], None).0, 0);
+    let (code, _, err) = lizard(&s, &["sandbox", "info", &id], None);
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "errors are one line: {err}");
+    assert!(err.contains("not_found"), "{err}");
+
+    // Without --sandbox, run uses a fresh sandbox and kills it.
+    let (code, out, _) = lizard(&s, &["run", "import os; print(os.getuid())"], None);
+    assert_eq!((code, out.as_str()), (0, "1000\n"));
+    let (_, list, _) = lizard(&s, &["sandbox", "list", "--json"], None);
+    assert_eq!(list.trim(), "[]");
+}
+
+#[tokio::test]
+async fn rust_client_streams_events_as_they_happen() {
+    let s = Server::start();
+    let c = lizard_client::Client::new(&format!("http://{}", s.addr), &s.admin_key).unwrap();
+    let sb = c.create_sandbox(&Default::default()).await.unwrap();
+    let t0 = Instant::now();
+    let mut events = c
+        .execute(
+            &sb.sandbox_id,
+            &ExecuteRequest {
+                code: "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')"
+                    .into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut first_at = None;
+    let mut end_at = None;
+    while let Some(f) = events.next().await {
+        match f.unwrap().event {
+            ExecutionEvent::Stdout { text } if text.contains("first") => {
+                first_at = Some(t0.elapsed())
+            }
+            ExecutionEvent::End { .. } => end_at = Some(t0.elapsed()),
+            _ => {}
+        }
+    }
+    let (first, end) = (first_at.unwrap(), end_at.unwrap());
+    assert!(
+        end - first > Duration::from_millis(1000),
+        "first {first:?}, end {end:?}"
+    );
+
+    let ex = c
+        .run(
+            &sb.sandbox_id,
+            &ExecuteRequest {
+                code: "1 + 1".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ex.main_result().unwrap().data["text/plain"], "2");
+    let err = c.get_sandbox("nope").await.unwrap_err();
+    assert_eq!(err.code(), Some(lizard_proto::ErrorCode::NotFound));
+    c.kill_sandbox(&sb.sandbox_id).await.unwrap();
+}
