@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # The one command that runs every test: installs missing host packages, prepares the kernel
-# environment and the code-interpreter-v1 template (both cached), then runs the workspace's unit and
-# end-to-end tests (which start the real agent, the real server, real sandboxes and kernels).
+# environment, the code-interpreter-v1 template and the SDK test environments (all cached), then runs
+# the workspace's unit and end-to-end tests (real agent, server, sandboxes and kernels) and the SDK
+# suites against a real server. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 scripts/system-deps.sh
 scripts/kernel-env.sh
-export LIZARD_KERNEL_ENV="$PWD/target/kernel-env"
+export LIZARD_KERNEL_ENV="$root/target/kernel-env"
 cargo build --workspace --locked
-target/debug/lizard template build code-interpreter-v1 --data-dir "$PWD/target/lizard-data"
-export LIZARD_TEMPLATES_FROM="$PWD/target/lizard-data"
+target/debug/lizard template build code-interpreter-v1 --data-dir "$root/target/lizard-data"
+export LIZARD_TEMPLATES_FROM="$root/target/lizard-data"
+export LIZARD_BIN="$root/target/debug/lizard"
+
+echo "== Rust: unit and end-to-end tests"
 cargo test --workspace --locked "$@"
+
+echo "== Python SDK"
+if [ ! -x target/sdk-venv/bin/python ]; then python3 -m venv target/sdk-venv; fi
+target/sdk-venv/bin/python -m pip install --quiet --disable-pip-version-check -r sdk/python/requirements-test.txt
+# Reinstalled every run: the tests import the installed package, which must be this tree's.
+target/sdk-venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./sdk/python
+target/sdk-venv/bin/python -m pytest sdk/python/tests -q -p no:cacheprovider

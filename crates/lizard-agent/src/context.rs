@@ -155,6 +155,11 @@ impl Contexts {
         }
     }
 
+    /// The agent-wide settings (default working directory, interpreters).
+    pub fn config(&self) -> &ContextConfig {
+        &self.cfg
+    }
+
     /// Finished runs with `seq > after`, oldest first (at most `limit`).
     pub fn executions_after(&self, after: u64, limit: usize) -> ExecutionLog {
         let Ok(log) = self.log.lock() else {
@@ -454,6 +459,15 @@ impl Contexts {
                     }
                     Some(KernelMsg::Event(RunnerEvent::Error { name, value, traceback })) => {
                         saw_error = true;
+                        // The kernel reports the SIGINT we sent for `timeout_ms` as an interrupt;
+                        // the client should learn why.
+                        let (name, value) = match (stop, req.timeout) {
+                            (Some((StopReason::Timeout, _)), Some(t)) => (
+                                "Timeout".to_string(),
+                                format!("the cell ran longer than timeout_ms ({} ms) and was interrupted", t.as_millis()),
+                            ),
+                            _ => (name, value),
+                        };
                         out.send(ExecutionEvent::Error(ExecutionError {
                             name,
                             value,
@@ -476,9 +490,16 @@ impl Contexts {
                                 (RunnerStatus::Error, Some(code)) => {
                                     out.error("ExitCode", code.to_string()).await;
                                 }
-                                (RunnerStatus::Interrupted, _) => {
-                                    out.error("KeyboardInterrupt", "interrupted".into()).await;
-                                }
+                                (RunnerStatus::Interrupted, _) => match (stop, req.timeout) {
+                                    (Some((StopReason::Timeout, _)), Some(t)) => {
+                                        out.error("Timeout", format!(
+                                            "the cell ran longer than timeout_ms ({} ms) and was interrupted",
+                                            t.as_millis()
+                                        ))
+                                        .await;
+                                    }
+                                    _ => out.error("KeyboardInterrupt", "interrupted".into()).await,
+                                },
                                 (RunnerStatus::Error, None) => {
                                     out.error("Error", "the cell failed".into()).await;
                                 }

@@ -350,7 +350,14 @@ async fn timeout_interrupts_and_keeps_state() {
         .exec(json!({"code": "while True: pass", "context": id, "timeout_ms": 300}))
         .await;
     assert_eq!(ex.status, Some(ExecutionStatus::Timeout));
+    assert_eq!(ex.error.as_ref().unwrap().name, "Timeout", "{ex:?}");
     assert!(t0.elapsed() < Duration::from_secs(5));
+    let sh = a.context("bash").await;
+    let ex = a
+        .exec(json!({"code": "sleep 30", "context": sh, "timeout_ms": 300}))
+        .await;
+    assert_eq!(ex.status, Some(ExecutionStatus::Timeout));
+    assert_eq!(ex.error.unwrap().name, "Timeout");
     assert_eq!(a.run_in(&id, "print(x)").await.stdout_text(), "1\n");
 }
 

@@ -6,6 +6,7 @@
 //! manages projects and keys directly in the data dir. `lizard sandbox-init` is internal: the server
 //! runs it to launch a sandbox from a single-threaded process.
 
+mod bench;
 mod cli;
 mod serve;
 
@@ -68,6 +69,8 @@ enum Command {
         #[command(flatten)]
         args: cli::UsageArgs,
     },
+    /// Measure Lizard on this machine next to a Jupyter baseline (medians, p95, ratios; JSON too).
+    Bench(bench::BenchArgs),
     /// Internal: launch one sandbox from a JSON spec on stdin (used by the server).
     #[command(hide = true)]
     SandboxInit,
@@ -155,6 +158,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Run { conn, args } => cli::run(&conn, args),
         Command::Context { conn, command } => ok(cli::context(&conn, command)),
         Command::Usage { conn, args } => ok(cli::usage(&conn, args)),
+        Command::Bench(args) => {
+            init_tracing("warn");
+            ok(bench::bench(args))
+        }
         // Single-threaded on purpose: it forks/clones into namespaces.
         Command::SandboxInit => lizard_jail::sandbox::init_main(),
         Command::Agent(args) => {

@@ -1,0 +1,457 @@
+//! `lizard bench`: measures Lizard on this machine next to a Jupyter baseline measured in the same
+//! run, and prints medians, p95 and ratios (plus a JSON file).
+//!
+//! It starts its own `lizard serve` (a temporary data dir, the templates of `--templates-from`) and
+//! drives it through `lizard-client`, exactly like a user's program would. The Jupyter figures come
+//! from `jupyter_client` + `ipykernel` in a venv the bench prepares (`target/bench-venv` by default).
+//! Not a test: nothing here passes or fails; targets are printed next to the numbers.
+
+use anyhow::{bail, Context as _, Result};
+use futures_util::StreamExt;
+use lizard_client::Client;
+use lizard_proto::{
+    CreateContextRequest, CreateSandboxRequest, ExecuteRequest, ExecutionEvent, Language,
+};
+use serde::Serialize;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Data dir holding the built templates (default: the usual data dir).
+    #[arg(long, env = "LIZARD_TEMPLATES_FROM")]
+    templates_from: Option<PathBuf>,
+    /// Samples per latency figure.
+    #[arg(long, default_value_t = 30)]
+    samples: usize,
+    /// Idle sandboxes (each with a live Python context) for the memory figure.
+    #[arg(long, default_value_t = 20)]
+    idle_sandboxes: usize,
+    /// Write the results as JSON here.
+    #[arg(long, default_value = "target/bench.json")]
+    json_out: PathBuf,
+    /// Python interpreter with jupyter_client and ipykernel (default: a venv prepared under target/).
+    #[arg(long)]
+    jupyter_python: Option<PathBuf>,
+    /// Skip the Jupyter baseline.
+    #[arg(long)]
+    no_jupyter: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Figure {
+    name: String,
+    unit: String,
+    median: f64,
+    p95: f64,
+    samples: usize,
+    target: Option<String>,
+    jupyter_median: Option<f64>,
+}
+
+fn stats(name: &str, unit: &str, mut v: Vec<f64>, target: Option<&str>) -> Figure {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let pick = |q: f64| {
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v[((v.len() as f64 - 1.0) * q).round() as usize]
+        }
+    };
+    Figure {
+        name: name.to_string(),
+        unit: unit.to_string(),
+        median: pick(0.5),
+        p95: pick(0.95),
+        samples: v.len(),
+        target: target.map(str::to_string),
+        jupyter_median: None,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+struct BenchServer {
+    child: std::process::Child,
+    client: Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for BenchServer {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server(templates_from: &std::path::Path) -> Result<BenchServer> {
+    let dir = tempfile::tempdir()?;
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .arg("--templates-from")
+        .arg(templates_from)
+        .env("LIZARD_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting lizard serve")?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("server stdout")?).read_line(&mut line)?;
+    let ready: serde_json::Value =
+        serde_json::from_str(&line).with_context(|| format!("server said {line:?}"))?;
+    let addr = ready["addr"].as_str().context("no addr")?.to_string();
+    let key = std::fs::read_to_string(dir.path().join("admin-key"))?;
+    Ok(BenchServer {
+        child,
+        client: Client::new(&format!("http://{addr}"), key.trim())?,
+        _dir: dir,
+    })
+}
+
+fn exec(code: &str) -> ExecuteRequest {
+    ExecuteRequest {
+        code: code.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Memory that a whole sandbox adds to the machine, from the host's point of view.
+fn available_kib() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+async fn lizard_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>> {
+    let n = args.samples;
+    let mut out = Vec::new();
+
+    // 1. create → first result of 1+1 (a Python kernel starts on first use).
+    let mut create_first = Vec::new();
+    let mut create_only = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+        create_only.push(ms(t.elapsed()));
+        let ex = c.run(&sb.sandbox_id, &exec("1+1")).await?;
+        create_first.push(ms(t.elapsed()));
+        if ex.main_result().is_none() {
+            bail!("1+1 gave no result: {ex:?}");
+        }
+        c.kill_sandbox(&sb.sandbox_id).await?;
+    }
+    out.push(stats("create sandbox (API)", "ms", create_only, None));
+    out.push(stats(
+        "create → first runCode('1+1') (Rust client)",
+        "ms",
+        create_first,
+        Some("≤ 50 ms"),
+    ));
+
+    let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+    let id = sb.sandbox_id.clone();
+    c.run(&id, &exec("1+1")).await?;
+
+    // 2. trivial round trip in a warm context.
+    let mut rt = Vec::new();
+    for _ in 0..n * 10 {
+        let t = Instant::now();
+        c.run(&id, &exec("1+1")).await?;
+        rt.push(ms(t.elapsed()));
+    }
+    out.push(stats(
+        "runCode('1+1') round trip, warm",
+        "ms",
+        rt,
+        Some("≤ 2 ms, ≤ 1.0× Jupyter"),
+    ));
+
+    // 3. createContext per language.
+    for lang in Language::ALL {
+        let mut v = Vec::new();
+        for _ in 0..n.min(20) {
+            let t = Instant::now();
+            let ctx = c
+                .create_context(
+                    &id,
+                    &CreateContextRequest {
+                        language: Some(lang),
+                        cwd: None,
+                    },
+                )
+                .await?;
+            v.push(ms(t.elapsed()));
+            c.delete_context(&id, ctx.id.as_str()).await?;
+        }
+        out.push(stats(
+            &format!("createContext({lang})"),
+            "ms",
+            v,
+            Some("≤ 20 ms"),
+        ));
+    }
+
+    // 4. print inside a running cell → chunk at the client.
+    let mut p2c = Vec::new();
+    for _ in 0..n {
+        let req = exec("import time\nfor _ in range(5):\n    print(time.time(), flush=True)\n    time.sleep(0.01)");
+        let mut s = c.execute(&id, &req).await?;
+        while let Some(f) = s.next().await {
+            if let ExecutionEvent::Stdout { text } = f?.event {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)?
+                    .as_secs_f64();
+                for line in text.lines() {
+                    if let Ok(sent) = line.trim().parse::<f64>() {
+                        p2c.push((now - sent) * 1000.0);
+                    }
+                }
+            }
+        }
+    }
+    out.push(stats(
+        "print → chunk at the client",
+        "ms",
+        p2c,
+        Some("≤ 5 ms"),
+    ));
+
+    // 5. pause → resume → first result (in memory).
+    let mut resume = Vec::new();
+    let mut pause = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        c.pause(&id).await?;
+        pause.push(ms(t.elapsed()));
+        let t = Instant::now();
+        c.resume(&id).await?;
+        c.run(&id, &exec("1+1")).await?;
+        resume.push(ms(t.elapsed()));
+    }
+    out.push(stats("pause (freeze)", "ms", pause, None));
+    out.push(stats(
+        "resume → first result (memory)",
+        "ms",
+        resume,
+        Some("≤ 10 ms"),
+    ));
+
+    // 6. throughput over several contexts and sandboxes, all cores.
+    let sb2 = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+    let mut targets = Vec::new();
+    for sbid in [&id, &sb2.sandbox_id] {
+        for _ in 0..2 {
+            let ctx = c
+                .create_context(sbid, &CreateContextRequest::default())
+                .await?;
+            targets.push((sbid.clone(), ctx.id));
+        }
+    }
+    let per = 200;
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for (sbid, ctx) in targets {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..per {
+                let req = ExecuteRequest {
+                    code: "1+1".into(),
+                    context: Some(ctx.clone()),
+                    ..Default::default()
+                };
+                c.run(&sbid, &req).await?;
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        task.await??;
+        total += per;
+    }
+    let rate = total as f64 / t.elapsed().as_secs_f64();
+    let mut f = stats(
+        "throughput, 4 contexts in 2 sandboxes",
+        "exec/s",
+        vec![rate],
+        Some("≥ 1000/s"),
+    );
+    f.p95 = rate;
+    out.push(f);
+    c.kill_sandbox(&sb2.sandbox_id).await?;
+    c.kill_sandbox(&id).await?;
+
+    // 7. memory per idle sandbox with a live Python context.
+    let before = available_kib();
+    let mut ids = Vec::new();
+    for _ in 0..args.idle_sandboxes {
+        let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+        c.run(&sb.sandbox_id, &exec("x = 1")).await?;
+        ids.push(sb.sandbox_id);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = available_kib();
+    let per_mib = before.saturating_sub(after) as f64 / 1024.0 / args.idle_sandboxes.max(1) as f64;
+    let fit = if per_mib > 0.0 {
+        (after as f64 / 1024.0 / per_mib) + args.idle_sandboxes as f64
+    } else {
+        f64::NAN
+    };
+    for sbid in &ids {
+        c.kill_sandbox(sbid).await?;
+    }
+    let mut f = stats(
+        "memory per idle sandbox (Python context live)",
+        "MiB",
+        vec![per_mib],
+        Some("≤ 40 MiB"),
+    );
+    f.p95 = per_mib;
+    out.push(f);
+    let mut f = stats(
+        "idle sandboxes that fit in memory (extrapolated)",
+        "sandboxes",
+        vec![fit],
+        Some("≥ 300"),
+    );
+    f.p95 = fit;
+    out.push(f);
+    Ok(out)
+}
+
+const JUPYTER_BENCH: &str = r#"
+import json, sys, time
+from jupyter_client.manager import start_new_kernel
+n = int(sys.argv[1])
+starts, rts = [], []
+for i in range(max(3, n // 5)):
+    t = time.perf_counter()
+    km, kc = start_new_kernel(kernel_name="python3")
+    kc.execute_interactive("1+1", timeout=60, output_hook=lambda m: None)
+    starts.append((time.perf_counter() - t) * 1000)
+    if i == 0:
+        for _ in range(n * 10):
+            t = time.perf_counter()
+            kc.execute_interactive("1+1", timeout=60, output_hook=lambda m: None)
+            rts.append((time.perf_counter() - t) * 1000)
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+print(json.dumps({"start_first": starts, "round_trip": rts}))
+"#;
+
+fn jupyter_python(args: &BenchArgs) -> Result<PathBuf> {
+    if let Some(p) = &args.jupyter_python {
+        return Ok(p.clone());
+    }
+    let venv = PathBuf::from("target/bench-venv");
+    let py = venv.join("bin/python");
+    if !py.exists() {
+        eprintln!("preparing {} (jupyter_client, ipykernel)", venv.display());
+        let ok = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()?
+            .success()
+            && Command::new(&py)
+                .args(["-m", "pip", "install", "-q", "jupyter_client", "ipykernel"])
+                .status()?
+                .success();
+        if !ok {
+            bail!("could not prepare the Jupyter baseline venv");
+        }
+    }
+    Ok(py)
+}
+
+fn jupyter_figures(args: &BenchArgs) -> Result<(Vec<f64>, Vec<f64>)> {
+    let py = jupyter_python(args)?;
+    let out = Command::new(py)
+        .args(["-c", JUPYTER_BENCH, &args.samples.to_string()])
+        .stderr(Stdio::inherit())
+        .output()?;
+    if !out.status.success() {
+        bail!("the Jupyter baseline failed");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let get = |k: &str| -> Vec<f64> {
+        v[k].as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+            .unwrap_or_default()
+    };
+    Ok((get("start_first"), get("round_trip")))
+}
+
+pub fn bench(args: BenchArgs) -> Result<()> {
+    let templates_from = crate::data_dir(args.templates_from.clone())?;
+    let server = start_server(&templates_from)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    eprintln!("measuring Lizard ({} samples per figure)…", args.samples);
+    let mut figures = rt.block_on(lizard_figures(&args, &server.client))?;
+    drop(server);
+
+    if !args.no_jupyter {
+        eprintln!("measuring the Jupyter baseline…");
+        match jupyter_figures(&args) {
+            Ok((start, round)) => {
+                let js = stats("jupyter", "ms", start, None).median;
+                let jr = stats("jupyter", "ms", round, None).median;
+                for f in &mut figures {
+                    if f.name.starts_with("create → first") {
+                        f.jupyter_median = Some(js);
+                    } else if f.name.starts_with("runCode('1+1') round trip") {
+                        f.jupyter_median = Some(jr);
+                    }
+                }
+            }
+            Err(e) => eprintln!("Jupyter baseline skipped: {e:#}"),
+        }
+    }
+
+    println!(
+        "{:<50} {:>10} {:>10} {:>9} {:>12} {:>8}  target",
+        "figure", "median", "p95", "unit", "jupyter", "ratio"
+    );
+    for f in &figures {
+        let (j, r) = match f.jupyter_median {
+            Some(j) => (format!("{j:.2}"), format!("{:.2}×", f.median / j)),
+            None => (String::from("-"), String::from("-")),
+        };
+        println!(
+            "{:<50} {:>10.2} {:>10.2} {:>9} {:>12} {:>8}  {}",
+            f.name,
+            f.median,
+            f.p95,
+            f.unit,
+            j,
+            r,
+            f.target.as_deref().unwrap_or("")
+        );
+    }
+    if let Some(parent) = args.json_out.parent() {
+        std::fs::create_dir_all(parent).ok();
+    }
+    std::fs::write(
+        &args.json_out,
+        serde_json::to_vec_pretty(&serde_json::json!({
+            "machine": {"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)},
+            "figures": figures,
+        }))?,
+    )
+    .with_context(|| format!("writing {}", args.json_out.display()))?;
+    eprintln!("wrote {}", args.json_out.display());
+    Ok(())
+}

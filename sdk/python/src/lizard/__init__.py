@@ -1,0 +1,59 @@
+"""Lizard's Python SDK: create code-interpreter sandboxes and run Python, JavaScript and Bash in
+stateful kernels, with live streamed output, rich results and typed errors.
+
+    from lizard import CodeSandbox
+
+    with CodeSandbox.create(project="my-project") as sandbox:
+        sandbox.run_code("x = 42")
+        print(sandbox.run_code("print(x * 2)").stdout)   # "84\\n"
+
+``CodeSandbox`` is the synchronous client, ``AsyncCodeSandbox`` its asyncio twin; both read
+``LIZARD_API_URL`` and ``LIZARD_API_KEY`` when not given ``api_url``/``api_key``. This package only
+talks to a Lizard server over HTTP; it does not start servers, sandboxes or kernels itself.
+"""
+
+from ._version import __version__
+from .async_sandbox import AsyncCodeSandbox
+from .errors import (
+    AuthenticationError,
+    ConflictError,
+    InvalidArgumentError,
+    LizardError,
+    NotFoundError,
+    RateLimitError,
+    SandboxError,
+    TimeoutError,
+)
+from .models import (
+    CommandResult,
+    Context,
+    Execution,
+    ExecutionError,
+    ExecutionUsage,
+    Result,
+    SandboxInfo,
+    SandboxLimits,
+)
+from .sandbox import CodeSandbox
+
+__all__ = [
+    "__version__",
+    "CodeSandbox",
+    "AsyncCodeSandbox",
+    "Execution",
+    "ExecutionError",
+    "ExecutionUsage",
+    "Result",
+    "Context",
+    "SandboxInfo",
+    "SandboxLimits",
+    "CommandResult",
+    "LizardError",
+    "AuthenticationError",
+    "NotFoundError",
+    "InvalidArgumentError",
+    "ConflictError",
+    "RateLimitError",
+    "TimeoutError",
+    "SandboxError",
+]

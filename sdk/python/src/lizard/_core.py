@@ -1,0 +1,363 @@
+"""The I/O-free core shared by the sync and the async client.
+
+It resolves the configuration (arguments, then ``LIZARD_API_URL`` / ``LIZARD_API_KEY``), builds
+every request (method, path, JSON body) and validates arguments before anything is sent, folds the
+NDJSON execution stream (``ExecutionFold``), maps transport failures to SDK exceptions, and turns a
+Bash run into ``exec``'s ``(stdout, stderr, exit_code)``.
+
+It never sends a request, never calls a user callback and never sleeps: ``sandbox.py`` and
+``async_sandbox.py`` do the I/O around it, so both clients behave identically by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
+from urllib.parse import quote
+
+import httpx
+
+from ._version import __version__
+from .errors import (
+    AuthenticationError,
+    InvalidArgumentError,
+    LizardError,
+    SandboxError,
+    TimeoutError,
+)
+from .models import CommandResult, Context, Execution, ExecutionError, ExecutionUsage, Result
+
+DEFAULT_API_URL = "http://127.0.0.1:8787"
+DEFAULT_TEMPLATE = "code-interpreter-v1"
+#: Seconds a control request (create, list, pause, …) may take before ``TimeoutError``.
+DEFAULT_REQUEST_TIMEOUT = 60.0
+NDJSON = "application/x-ndjson"
+
+#: A context given to ``run_code`` & co.: the ``Context`` object or its id.
+ContextLike = Union[Context, str]
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Where the API is and how to authenticate."""
+
+    api_url: str
+    api_key: str
+    request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT
+
+    def headers(self) -> Dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self.api_key}",
+            "User-Agent": f"lizard-python/{__version__}",
+        }
+
+    def timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(self.request_timeout)
+
+    def execute_timeout(self, timeout_ms: Optional[int]) -> httpx.Timeout:
+        """A run may be silent for as long as the cell runs: no read timeout unless the cell has a
+        ``timeout_ms`` (then that plus ``request_timeout`` of slack for the interrupt)."""
+        if timeout_ms is None or self.request_timeout is None:
+            read: Optional[float] = None
+        else:
+            read = timeout_ms / 1000.0 + self.request_timeout
+        return httpx.Timeout(self.request_timeout, read=read)
+
+
+def resolve_config(
+    api_url: Optional[str], api_key: Optional[str], request_timeout: Optional[float]
+) -> ClientConfig:
+    """Arguments first, then ``LIZARD_API_URL`` / ``LIZARD_API_KEY``; the URL defaults to the
+    address ``scripts/serve.sh`` uses. No key at all is an ``AuthenticationError`` here, before any
+    request."""
+    url = api_url or os.environ.get("LIZARD_API_URL") or DEFAULT_API_URL
+    key = api_key or os.environ.get("LIZARD_API_KEY")
+    if not key:
+        raise AuthenticationError(
+            "no API key: pass api_key=... or set LIZARD_API_KEY (the admin key is in <data-dir>/admin-key)",
+            code="unauthenticated",
+        )
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        url = "http://" + url
+    return ClientConfig(api_url=url, api_key=key.strip(), request_timeout=request_timeout)
+
+
+class Req(NamedTuple):
+    """One request to make: method, path under the API URL, optional JSON body and query."""
+
+    method: str
+    path: str
+    json: Optional[Dict[str, Any]] = None
+    params: Optional[Dict[str, str]] = None
+
+
+def _seg(s: str) -> str:
+    return quote(s, safe="")
+
+
+def sandbox_path(sandbox_id: str, rest: str = "") -> str:
+    return f"/v1/sandboxes/{_seg(sandbox_id)}{rest}"
+
+
+def context_id(ctx: ContextLike) -> str:
+    if isinstance(ctx, Context):
+        return ctx.id
+    if isinstance(ctx, str) and ctx:
+        return ctx
+    raise InvalidArgumentError(
+        f"context must be a Context or a context id, not {ctx!r}", code="invalid_argument"
+    )
+
+
+def _str_map(name: str, m: Optional[Mapping[str, Any]]) -> Dict[str, str]:
+    if m is None:
+        return {}
+    if not isinstance(m, Mapping):
+        raise InvalidArgumentError(f"{name} must be a mapping of str to str", code="invalid_argument")
+    return {str(k): str(v) for k, v in m.items()}
+
+
+def _ms(name: str, v: Optional[int]) -> Optional[int]:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise InvalidArgumentError(
+            f"{name} must be a positive number of milliseconds, not {v!r}", code="invalid_argument"
+        )
+    return int(v)
+
+
+def create_request(
+    *,
+    project: Optional[str],
+    template: Optional[str],
+    timeout_ms: Optional[int],
+    metadata: Optional[Mapping[str, str]],
+    envs: Optional[Mapping[str, str]],
+    limits: Optional[Mapping[str, int]],
+) -> Req:
+    body: Dict[str, Any] = {}
+    if project is not None:
+        body["project"] = project
+    if template is not None:
+        body["template"] = template
+    t = _ms("timeout_ms", timeout_ms)
+    if t is not None:
+        body["timeout_ms"] = t
+    meta = _str_map("metadata", metadata)
+    if meta:
+        body["metadata"] = meta
+    env = _str_map("envs", envs)
+    if env:
+        body["env"] = env
+    if limits:
+        body["limits"] = {str(k): int(v) for k, v in limits.items()}
+    return Req("POST", "/v1/sandboxes", json=body)
+
+
+def list_request(
+    project: Optional[str], state: Optional[str], metadata: Optional[Mapping[str, str]]
+) -> Req:
+    params: Dict[str, str] = {}
+    if project is not None:
+        params["project"] = project
+    if state is not None:
+        params["state"] = state
+    if metadata:
+        params["metadata"] = ",".join(f"{k}={v}" for k, v in metadata.items())
+    return Req("GET", "/v1/sandboxes", params=params or None)
+
+
+def execute_request(
+    sandbox_id: str,
+    code: str,
+    *,
+    language: Optional[str],
+    context: Optional[ContextLike],
+    envs: Optional[Mapping[str, str]],
+    timeout_ms: Optional[int],
+) -> Req:
+    """``POST /execute``; ``context`` and ``language`` together are an ``InvalidArgumentError`` here,
+    before any request (a context already has a language)."""
+    if context is not None and language is not None:
+        raise InvalidArgumentError(
+            "pass either context or language to run_code, not both: a context already has a language",
+            code="invalid_argument",
+        )
+    if not isinstance(code, str):
+        raise InvalidArgumentError(f"code must be a str, not {type(code).__name__}", code="invalid_argument")
+    body: Dict[str, Any] = {"code": code}
+    if context is not None:
+        body["context"] = context_id(context)
+    if language is not None:
+        body["language"] = language
+    env = _str_map("envs", envs)
+    if env:
+        body["env"] = env
+    t = _ms("timeout_ms", timeout_ms)
+    if t is not None:
+        body["timeout_ms"] = t
+    return Req("POST", sandbox_path(sandbox_id, "/execute"), json=body)
+
+
+def create_context_request(sandbox_id: str, language: Optional[str], cwd: Optional[str]) -> Req:
+    body: Dict[str, Any] = {}
+    if language is not None:
+        body["language"] = language
+    if cwd is not None:
+        body["cwd"] = cwd
+    return Req("POST", sandbox_path(sandbox_id, "/contexts"), json=body)
+
+
+def context_request(sandbox_id: str, method: str, ctx: ContextLike, action: str = "") -> Req:
+    return Req(method, sandbox_path(sandbox_id, f"/contexts/{_seg(context_id(ctx))}{action}"))
+
+
+def transport_error(exc: httpx.HTTPError, cfg: ClientConfig) -> LizardError:
+    """An ``httpx`` failure (no response at all) as an SDK exception."""
+    if isinstance(exc, httpx.TimeoutException):
+        return TimeoutError(
+            f"no answer from Lizard at {cfg.api_url} within the request timeout ({exc})",
+            code="timeout",
+        )
+    return SandboxError(f"cannot reach Lizard at {cfg.api_url}: {exc}", code="unavailable")
+
+
+# Kinds of events a run hands to the caller's callbacks.
+StreamEvent = Tuple[str, Any]
+
+
+class ExecutionFold:
+    """Folds the NDJSON frames of one run into an ``Execution``.
+
+    ``feed_line`` takes one line and returns the event to hand to a callback — ``("stdout", str)``,
+    ``("stderr", str)``, ``("result", Result)``, ``("error", ExecutionError)`` — or ``None``
+    (``start``, ``end``, blank lines, and frame types this SDK does not know, which the wire format
+    says clients must ignore). ``finish`` returns the ``Execution``, or raises ``SandboxError`` when
+    the stream ended without its ``end`` frame.
+    """
+
+    def __init__(self) -> None:
+        self._stdout: List[str] = []
+        self._stderr: List[str] = []
+        self._output: List[str] = []
+        self._results: List[Result] = []
+        self._error: Optional[ExecutionError] = None
+        self._count = 0
+        self._context_id: Optional[str] = None
+        self._status: Optional[str] = None
+        self._duration_ms = 0
+        self._usage: Optional[ExecutionUsage] = None
+        self._ended = False
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def feed_line(self, line: Union[str, bytes]) -> Optional[StreamEvent]:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        line = line.strip()
+        if not line:
+            return None
+        try:
+            frame = json.loads(line)
+        except ValueError as e:
+            raise SandboxError(f"malformed frame in the execution stream: {line[:200]!r}", code="protocol") from e
+        if not isinstance(frame, dict):
+            return None
+        return self.feed(frame)
+
+    def feed(self, frame: Mapping[str, Any]) -> Optional[StreamEvent]:
+        kind = frame.get("type")
+        if kind == "stdout" or kind == "stderr":
+            text = str(frame.get("text", ""))
+            (self._stdout if kind == "stdout" else self._stderr).append(text)
+            self._output.append(text)
+            return (kind, text)
+        if kind == "result":
+            r = Result.from_wire(frame)
+            self._results.append(r)
+            return ("result", r)
+        if kind == "error":
+            e = ExecutionError.from_wire(frame)
+            self._error = e
+            return ("error", e)
+        if kind == "start":
+            self._count = int(frame.get("execution_count", 0))
+            cid = frame.get("context_id")
+            self._context_id = str(cid) if cid is not None else None
+            return None
+        if kind == "end":
+            self._status = str(frame.get("status", ""))
+            self._duration_ms = int(frame.get("duration_ms", 0))
+            usage = frame.get("usage")
+            self._usage = ExecutionUsage.from_wire(usage) if isinstance(usage, Mapping) else None
+            self._ended = True
+            return None
+        return None
+
+    def finish(self) -> Execution:
+        if not self._ended:
+            raise SandboxError(
+                "the execution stream ended before its `end` frame (the server or the sandbox went away)",
+                code="unavailable",
+            )
+        return Execution(
+            stdout="".join(self._stdout),
+            stderr="".join(self._stderr),
+            results=self._results,
+            error=self._error,
+            execution_count=self._count,
+            context_id=self._context_id,
+            status=self._status,
+            duration_ms=self._duration_ms,
+            usage=self._usage,
+            output="".join(self._output),
+        )
+
+
+_EXIT_CODE = re.compile(r"exit code (\d+)")
+_SIGNAL = re.compile(r"killed by (SIG[A-Z0-9]+)")
+
+
+def command_result(ex: Execution) -> CommandResult:
+    """A Bash run as ``exec``'s result. The status is 0 without an error; ``ExitCode`` carries it
+    in its value; a command that ran ``exit N`` ends the shell (``KernelDied``, "exit code N": the
+    context gets a fresh shell); a shell killed by a signal is 128 + its number, an interrupt 130,
+    as a terminal would say. A run that passed its ``timeout_ms`` raises ``TimeoutError``; any other
+    failure raises ``SandboxError``."""
+    err = ex.error
+    if ex.status == "timeout":
+        raise TimeoutError(
+            "the command did not finish within timeout_ms and was interrupted", code="timeout"
+        )
+    if err is None:
+        return CommandResult(ex.stdout, ex.stderr, 0)
+    code: Optional[int] = None
+    if err.name == "ExitCode":
+        try:
+            code = int(err.value.strip())
+        except ValueError:
+            code = None
+    elif err.name == "KernelDied":
+        m = _EXIT_CODE.search(err.value)
+        if m:
+            code = int(m.group(1))
+        else:
+            s = _SIGNAL.search(err.value)
+            if s:
+                try:
+                    code = 128 + int(signal.Signals[s.group(1)])
+                except KeyError:
+                    code = None
+    elif err.name in ("KeyboardInterrupt", "Timeout"):
+        code = 130
+    if code is None:
+        raise SandboxError(f"the command failed: {err}", code=err.name or "error")
+    return CommandResult(ex.stdout, ex.stderr, code)

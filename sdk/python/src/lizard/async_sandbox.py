@@ -1,0 +1,342 @@
+"""``AsyncCodeSandbox``: the asyncio client for one Lizard sandbox, on ``httpx.AsyncClient``.
+
+The same surface as ``CodeSandbox`` with every I/O method a coroutine: ``await
+AsyncCodeSandbox.create(...)``, ``await sandbox.run_code(...)``, ``async with sandbox:`` (kills it on
+exit). ``run_code`` callbacks may be plain functions or coroutine functions; a coroutine is awaited
+before the next frame is read, so callbacks see the output in order.
+
+This module does not build requests or parse the stream itself (``lizard._core`` does, shared with
+``CodeSandbox``), retries nothing, and starts no tasks or threads of its own. It is tested under
+asyncio; it uses only httpx and anyio primitives, which also run under trio.
+"""
+
+from __future__ import annotations
+
+import inspect
+from types import TracebackType
+from typing import Any, Callable, Dict, List, Mapping, Optional, Type
+
+import anyio
+import httpx
+
+from . import _core
+from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, Req
+from .errors import LizardError, NotFoundError, error_from_response
+from .models import CommandResult, Context, Execution, ExecutionError, Result, SandboxInfo
+
+__all__ = ["AsyncCodeSandbox"]
+
+
+OutputHandler = Callable[[str], Any]
+"""A callback for output text; a plain function or a coroutine function."""
+ResultHandler = Callable[[Result], Any]
+ErrorHandler = Callable[[ExecutionError], Any]
+
+
+def _new_client(cfg: ClientConfig) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=cfg.api_url, headers=cfg.headers(), timeout=cfg.timeout())
+
+
+async def _send(client: httpx.AsyncClient, cfg: ClientConfig, req: Req) -> Any:
+    """Send a control request; the parsed JSON body, ``None`` for an empty one; typed errors."""
+    try:
+        resp = await client.request(req.method, req.path, json=req.json, params=req.params)
+    except httpx.HTTPError as e:
+        raise _core.transport_error(e, cfg) from e
+    if resp.status_code >= 400:
+        raise error_from_response(resp.status_code, resp.content)
+    if not resp.content:
+        return None
+    return resp.json()
+
+
+class AsyncCodeSandbox:
+    """A sandbox with stateful Python, JavaScript and Bash kernels (asyncio client).
+
+    Make one with ``await AsyncCodeSandbox.create(project=...)`` or attach with ``await
+    AsyncCodeSandbox.connect(id)``; the constructor only binds a handle to an id and sends nothing.
+    Configuration comes from the arguments, else ``LIZARD_API_URL`` / ``LIZARD_API_KEY``.
+    ``request_timeout`` (seconds) bounds each control request; ``run_code`` has no read timeout
+    unless given ``timeout_ms``. Every method is the coroutine twin of ``CodeSandbox``'s.
+
+    Runs may be awaited concurrently (``asyncio.gather``); runs in the same context are serialized
+    by the server.
+    """
+
+    def __init__(
+        self,
+        sandbox_id: str,
+        *,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
+        self._init(sandbox_id, _core.resolve_config(api_url, api_key, request_timeout), None)
+
+    def _init(self, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.AsyncClient]) -> None:
+        self._id = sandbox_id
+        self._cfg = cfg
+        self._client = client
+        self._exec_context: Optional[str] = None
+        self._exec_lock: Optional[anyio.Lock] = None
+
+    @classmethod
+    def _bind(
+        cls, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.AsyncClient]
+    ) -> "AsyncCodeSandbox":
+        sb = cls.__new__(cls)
+        sb._init(sandbox_id, cfg, client)
+        return sb
+
+    # ---- construction -------------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls,
+        project: Optional[str] = None,
+        template: str = DEFAULT_TEMPLATE,
+        timeout_ms: Optional[int] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+        envs: Optional[Mapping[str, str]] = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        limits: Optional[Mapping[str, int]] = None,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> "AsyncCodeSandbox":
+        """Create a sandbox; see ``CodeSandbox.create``."""
+        cfg = _core.resolve_config(api_url, api_key, request_timeout)
+        req = _core.create_request(
+            project=project, template=template, timeout_ms=timeout_ms,
+            metadata=metadata, envs=envs, limits=limits,
+        )
+        client = _new_client(cfg)
+        try:
+            info = SandboxInfo.from_wire(await _send(client, cfg, req))
+        except BaseException:
+            await client.aclose()
+            raise
+        return cls._bind(info.sandbox_id, cfg, client)
+
+    @classmethod
+    async def connect(
+        cls,
+        sandbox_id: str,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> "AsyncCodeSandbox":
+        """Attach to an existing sandbox, resuming it when paused; see ``CodeSandbox.connect``."""
+        cfg = _core.resolve_config(api_url, api_key, request_timeout)
+        sb = cls._bind(sandbox_id, cfg, None)
+        try:
+            info = await sb.get_info()
+            if info.state == "paused":
+                await sb.resume()
+            elif info.state == "killed":
+                raise NotFoundError(f"sandbox {sandbox_id} was killed", code="not_found", status=404)
+        except BaseException:
+            await sb.close()
+            raise
+        return sb
+
+    @classmethod
+    async def list(
+        cls,
+        project: Optional[str] = None,
+        state: Optional[str] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> List[SandboxInfo]:
+        """The sandboxes this key can see; see ``CodeSandbox.list``."""
+        cfg = _core.resolve_config(api_url, api_key, request_timeout)
+        async with _new_client(cfg) as client:
+            rows = await _send(client, cfg, _core.list_request(project, state, metadata)) or []
+        return [SandboxInfo.from_wire(r) for r in rows]
+
+    # ---- plumbing -----------------------------------------------------------------------------
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._id
+
+    @property
+    def api_url(self) -> str:
+        return self._cfg.api_url
+
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        # (Re)opened lazily: kill() and close() close the pool, and a later call still works.
+        if self._client is None or self._client.is_closed:
+            self._client = _new_client(self._cfg)
+        return self._client
+
+    async def _call(self, req: Req) -> Any:
+        return await _send(self._http, self._cfg, req)
+
+    async def close(self) -> None:
+        """Close the HTTP connections (the sandbox keeps running; ``kill`` ends it)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def __aenter__(self) -> "AsyncCodeSandbox":
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        try:
+            await self.kill()
+        except LizardError:
+            # Do not hide the exception that is already leaving the block.
+            if exc_type is None:
+                raise
+        finally:
+            await self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(sandbox_id={self._id!r}, api_url={self._cfg.api_url!r})"
+
+    # ---- running code -------------------------------------------------------------------------
+
+    async def run_code(
+        self,
+        code: str,
+        language: Optional[str] = None,
+        context: Optional[ContextLike] = None,
+        envs: Optional[Mapping[str, str]] = None,
+        timeout_ms: Optional[int] = None,
+        on_stdout: Optional[OutputHandler] = None,
+        on_stderr: Optional[OutputHandler] = None,
+        on_result: Optional[ResultHandler] = None,
+        on_error: Optional[ErrorHandler] = None,
+    ) -> Execution:
+        """Run a cell and return its ``Execution``; see ``CodeSandbox.run_code``. Callbacks may be
+        coroutine functions: each is awaited before the next frame is handled. Cancelling the call
+        closes the connection, which interrupts the cell on the server."""
+        req = _core.execute_request(
+            self._id, code, language=language, context=context, envs=envs, timeout_ms=timeout_ms
+        )
+        handlers: Dict[str, Optional[Callable[[Any], Any]]] = {
+            "stdout": on_stdout, "stderr": on_stderr, "result": on_result, "error": on_error,
+        }
+        fold = _core.ExecutionFold()
+        try:
+            async with self._http.stream(
+                req.method, req.path, json=req.json,
+                headers={"Accept": NDJSON}, timeout=self._cfg.execute_timeout(timeout_ms),
+            ) as resp:
+                if resp.status_code >= 400:
+                    raise error_from_response(resp.status_code, await resp.aread())
+                async for line in resp.aiter_lines():
+                    event = fold.feed_line(line)
+                    if event is not None:
+                        handler = handlers[event[0]]
+                        if handler is not None:
+                            ret = handler(event[1])
+                            if inspect.isawaitable(ret):
+                                await ret
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._cfg) from e
+        return fold.finish()
+
+    async def exec(
+        self,
+        command: str,
+        envs: Optional[Mapping[str, str]] = None,
+        timeout_ms: Optional[int] = None,
+        on_stdout: Optional[OutputHandler] = None,
+        on_stderr: Optional[OutputHandler] = None,
+    ) -> CommandResult:
+        """Run one shell command and return ``(stdout, stderr, exit_code)``; see
+        ``CodeSandbox.exec``."""
+        if self._exec_lock is None:
+            self._exec_lock = anyio.Lock()
+        async with self._exec_lock:
+            for attempt in (0, 1):
+                if self._exec_context is None:
+                    self._exec_context = (await self.create_context(language="bash")).id
+                try:
+                    ex = await self.run_code(
+                        command, context=self._exec_context, envs=envs, timeout_ms=timeout_ms,
+                        on_stdout=on_stdout, on_stderr=on_stderr,
+                    )
+                    break
+                except NotFoundError:
+                    # The context was deleted behind our back: make a new one, once.
+                    self._exec_context = None
+                    if attempt:
+                        raise
+        return _core.command_result(ex)
+
+    # ---- contexts -----------------------------------------------------------------------------
+
+    async def create_context(self, language: Optional[str] = None, cwd: Optional[str] = None) -> Context:
+        """A new context for ``language`` (Python by default) working in ``cwd``."""
+        return Context.from_wire(await self._call(_core.create_context_request(self._id, language, cwd)))
+
+    async def list_contexts(self) -> List[Context]:
+        rows = await self._call(Req("GET", _core.sandbox_path(self._id, "/contexts"))) or []
+        return [Context.from_wire(r) for r in rows]
+
+    async def restart_context(self, context: ContextLike) -> Context:
+        """Replace the context's kernel with a fresh one: every variable and import is gone."""
+        return Context.from_wire(
+            await self._call(_core.context_request(self._id, "POST", context, "/restart"))
+        )
+
+    async def delete_context(self, context: ContextLike) -> None:
+        """Stop the context's kernel and forget it."""
+        await self._call(_core.context_request(self._id, "DELETE", context))
+        if _core.context_id(context) == self._exec_context:
+            self._exec_context = None
+
+    # Cloudflare-shaped names for the same calls.
+    async def create_code_context(
+        self, language: Optional[str] = None, cwd: Optional[str] = None
+    ) -> Context:
+        return await self.create_context(language=language, cwd=cwd)
+
+    async def list_code_contexts(self) -> List[Context]:
+        return await self.list_contexts()
+
+    async def delete_code_context(self, context: ContextLike) -> None:
+        await self.delete_context(context)
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def get_info(self) -> SandboxInfo:
+        return SandboxInfo.from_wire(await self._call(Req("GET", _core.sandbox_path(self._id))))
+
+    async def set_timeout(self, timeout_ms: int) -> None:
+        """Kill the sandbox ``timeout_ms`` from now unless extended again."""
+        await self._call(Req("POST", _core.sandbox_path(self._id, "/timeout"),
+                             json={"timeout_ms": _core._ms("timeout_ms", timeout_ms)}))
+
+    async def pause(self) -> None:
+        """Freeze the sandbox, keeping its state; see ``CodeSandbox.pause``."""
+        await self._call(Req("POST", _core.sandbox_path(self._id, "/pause")))
+
+    async def resume(self) -> None:
+        """Thaw a paused sandbox (a no-op when it runs)."""
+        await self._call(Req("POST", _core.sandbox_path(self._id, "/resume")))
+
+    async def kill(self) -> bool:
+        """Kill the sandbox and close the connections. ``True`` if it was killed now, ``False`` if
+        it was already gone."""
+        try:
+            await self._call(Req("DELETE", _core.sandbox_path(self._id)))
+            killed = True
+        except NotFoundError:
+            killed = False
+        self._exec_context = None
+        await self.close()
+        return killed

@@ -1,0 +1,380 @@
+"""The SDK's value types: what ``run_code``, ``exec``, the context and the sandbox calls return.
+
+These mirror the wire types of ``crates/lizard-proto`` (``ExecutionResult``, ``ExecutionError``,
+``Execution``, ``Context``, ``SandboxInfo``) in Python's idiom: ``stdout``/``stderr`` are joined
+strings, a result's MIME bundle is exposed by format name (``png``, ``html``, …) with ``data`` as its
+primary textual value. Parsing is tolerant: unknown fields are ignored, so a newer server still works.
+
+This module does no I/O and does not fold the event stream (that is ``lizard._core.ExecutionFold``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+
+__all__ = [
+    "Result",
+    "ExecutionError",
+    "ExecutionUsage",
+    "Execution",
+    "Context",
+    "SandboxLimits",
+    "SandboxInfo",
+    "CommandResult",
+    "MIME_TYPES",
+]
+
+#: Format name → MIME type, in the order ``Result.formats()`` lists them.
+MIME_TYPES: Dict[str, str] = {
+    "text": "text/plain",
+    "html": "text/html",
+    "markdown": "text/markdown",
+    "svg": "image/svg+xml",
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "pdf": "application/pdf",
+    "latex": "text/latex",
+    "json": "application/json",
+    "javascript": "application/javascript",
+}
+_FORMAT_OF: Dict[str, str] = {mime: name for name, mime in MIME_TYPES.items()}
+# Formats that can stand in for text/plain as a result's primary textual value, best first.
+_TEXTUAL = ("text", "markdown", "latex", "html", "svg", "json", "javascript")
+
+
+class Result:
+    """One rich value of a cell: the value of its last expression (``is_main_result``) or a
+    ``display()`` output, as a MIME bundle.
+
+    ``data`` is the primary textual value: ``text/plain`` (so ``1 + 1`` in JavaScript gives
+    ``"2"``), or else the first textual format present (markdown, LaTeX, HTML, SVG, JSON dumped to a
+    string, JavaScript); ``None`` for a bundle with only binary formats. ``png``, ``jpeg`` and ``pdf``
+    are base64 strings as sent by the kernel (``base64.b64decode(r.png)`` gives the file); ``json``
+    is any JSON value; the other formats are strings. MIME types without a name here are in
+    ``extra``; the whole bundle is ``raw``.
+    """
+
+    __slots__ = ("is_main_result", "raw", "metadata")
+
+    def __init__(
+        self,
+        raw: Mapping[str, Any],
+        *,
+        is_main_result: bool = False,
+        metadata: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        self.raw: Dict[str, Any] = dict(raw)
+        self.is_main_result = is_main_result
+        self.metadata: Optional[Dict[str, Any]] = dict(metadata) if metadata is not None else None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "Result":
+        data = obj.get("data")
+        meta = obj.get("metadata")
+        return cls(
+            data if isinstance(data, Mapping) else {},
+            is_main_result=bool(obj.get("is_main_result", False)),
+            metadata=meta if isinstance(meta, Mapping) else None,
+        )
+
+    def _get(self, name: str) -> Any:
+        return self.raw.get(MIME_TYPES[name])
+
+    def _str(self, name: str) -> Optional[str]:
+        value = self.raw.get(MIME_TYPES[name])
+        return value if isinstance(value, str) else None
+
+    @property
+    def text(self) -> Optional[str]:
+        return self._str("text")
+
+    @property
+    def html(self) -> Optional[str]:
+        return self._str("html")
+
+    @property
+    def markdown(self) -> Optional[str]:
+        return self._str("markdown")
+
+    @property
+    def svg(self) -> Optional[str]:
+        return self._str("svg")
+
+    @property
+    def png(self) -> Optional[str]:
+        """Base64-encoded PNG."""
+        return self._str("png")
+
+    @property
+    def jpeg(self) -> Optional[str]:
+        """Base64-encoded JPEG."""
+        return self._str("jpeg")
+
+    @property
+    def pdf(self) -> Optional[str]:
+        """Base64-encoded PDF."""
+        return self._str("pdf")
+
+    @property
+    def latex(self) -> Optional[str]:
+        return self._str("latex")
+
+    @property
+    def json(self) -> Any:
+        """The ``application/json`` value (any JSON value), or ``None``."""
+        return self._get("json")
+
+    @property
+    def javascript(self) -> Optional[str]:
+        return self._str("javascript")
+
+    @property
+    def extra(self) -> Dict[str, Any]:
+        """MIME types of the bundle that have no format name above."""
+        return {k: v for k, v in self.raw.items() if k not in _FORMAT_OF}
+
+    @property
+    def data(self) -> Optional[str]:
+        """The primary textual value (see the class docs)."""
+        for name in _TEXTUAL:
+            value = self._get(name)
+            if value is None:
+                continue
+            if isinstance(value, str):
+                return value
+            return json.dumps(value)
+        return None
+
+    def formats(self) -> List[str]:
+        """Names of the formats present, e.g. ``['text', 'png']``; MIME types without a name are
+        listed as themselves, after the named ones."""
+        named = [name for name, mime in MIME_TYPES.items() if mime in self.raw]
+        return named + [k for k in self.raw if k not in _FORMAT_OF]
+
+    def __getitem__(self, mime_or_format: str) -> Any:
+        """``result['image/png']`` or ``result['png']``."""
+        key = MIME_TYPES.get(mime_or_format, mime_or_format)
+        return self.raw[key]
+
+    def __contains__(self, mime_or_format: object) -> bool:
+        if not isinstance(mime_or_format, str):
+            return False
+        return MIME_TYPES.get(mime_or_format, mime_or_format) in self.raw
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return (self.raw, self.is_main_result, self.metadata) == (
+            other.raw,
+            other.is_main_result,
+            other.metadata,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        # Never dump a base64 image into a log line.
+        text = self.data
+        if text is not None and len(text) > 80:
+            text = text[:77] + "..."
+        return f"Result(formats={self.formats()!r}, is_main_result={self.is_main_result!r}, data={text!r})"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Dict[str, Any]:
+        """Lets Jupyter/IPython display a result as the sandbox produced it."""
+        return dict(self.raw)
+
+
+@dataclass(frozen=True)
+class ExecutionError:
+    """The cell failed: ``name`` is the exception class (``NameError``, ``ReferenceError``;
+    ``ExitCode`` for a Bash cell whose status was not 0, with the status in ``value``;
+    ``KeyboardInterrupt`` after an interrupt, ``Timeout`` after ``timeout_ms``; ``KernelDied`` when the kernel process
+    ended), ``value`` its message (also ``message``), ``traceback`` plain text without colours.
+
+    A value, not an exception: ``run_code`` returns it in ``Execution.error`` and does not raise it.
+    """
+
+    name: str
+    value: str
+    traceback: str = ""
+
+    @property
+    def message(self) -> str:
+        return self.value
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "ExecutionError":
+        return cls(
+            name=str(obj.get("name", "")),
+            value=str(obj.get("value", "")),
+            traceback=str(obj.get("traceback", "") or ""),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.value}" if self.value else self.name
+
+
+@dataclass(frozen=True)
+class ExecutionUsage:
+    """Resources one run used, measured on the kernel process and its children."""
+
+    cpu_ms: int = 0
+    peak_rss_bytes: int = 0
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "ExecutionUsage":
+        return cls(cpu_ms=int(obj.get("cpu_ms", 0)), peak_rss_bytes=int(obj.get("peak_rss_bytes", 0)))
+
+
+@dataclass
+class Execution:
+    """A finished run of ``run_code``.
+
+    ``stdout``/``stderr`` are everything the cell wrote, joined; ``results`` its rich values in
+    order; ``error`` is set when the cell failed; ``execution_count`` is the kernel's counter for
+    this cell. ``status`` is how the run ended: ``ok``, ``error``, ``interrupted``, ``timeout`` or
+    ``kernel_died``.
+
+    The Cloudflare-shaped views are here too: ``output`` (all text output in arrival order),
+    ``success``, ``formats()`` and ``outputs`` (the results merged into one bundle).
+    """
+
+    stdout: str = ""
+    stderr: str = ""
+    results: List[Result] = field(default_factory=list)
+    error: Optional[ExecutionError] = None
+    execution_count: int = 0
+    context_id: Optional[str] = None
+    status: Optional[str] = None
+    duration_ms: int = 0
+    usage: Optional[ExecutionUsage] = None
+    output: str = ""
+
+    @property
+    def main_result(self) -> Optional[Result]:
+        """The value of the cell's last expression, if it had one."""
+        return next((r for r in self.results if r.is_main_result), None)
+
+    @property
+    def text(self) -> Optional[str]:
+        """``text/plain`` of the main result."""
+        main = self.main_result
+        return main.text if main is not None else None
+
+    @property
+    def success(self) -> bool:
+        return self.error is None and self.status in (None, "ok")
+
+    def formats(self) -> List[str]:
+        """Format names present in any result, first occurrence first (e.g. ``['text', 'png']``)."""
+        seen: List[str] = []
+        for r in self.results:
+            for f in r.formats():
+                if f not in seen:
+                    seen.append(f)
+        return seen
+
+    @property
+    def outputs(self) -> Result:
+        """All results merged into one bundle (the main result wins a MIME type present in several,
+        then the earliest), so ``execution.outputs.png`` is the chart whichever result carried it."""
+        merged: Dict[str, Any] = {}
+        ordered = sorted(self.results, key=lambda r: not r.is_main_result)
+        for r in ordered:
+            for k, v in r.raw.items():
+                merged.setdefault(k, v)
+        return Result(merged, is_main_result=self.main_result is not None)
+
+
+@dataclass(frozen=True)
+class Context:
+    """A context: one kernel process with its own state inside a sandbox.
+
+    ``is_default`` marks the context a run with only ``language`` uses. ``kernel_restarts`` counts
+    how often the kernel was replaced (each replacement lost the state), ``last_restart_reason`` why.
+    """
+
+    id: str
+    language: str
+    cwd: str = ""
+    is_default: bool = False
+    state: str = "idle"
+    execution_count: int = 0
+    kernel_restarts: int = 0
+    last_restart_reason: Optional[str] = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "Context":
+        return cls(
+            id=str(obj["id"]),
+            language=str(obj.get("language", "")),
+            cwd=str(obj.get("cwd", "")),
+            is_default=bool(obj.get("is_default", False)),
+            state=str(obj.get("state", "idle")),
+            execution_count=int(obj.get("execution_count", 0)),
+            kernel_restarts=int(obj.get("kernel_restarts", 0)),
+            last_restart_reason=obj.get("last_restart_reason"),
+        )
+
+    def __str__(self) -> str:
+        return self.id
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandbox."""
+
+    memory_mb: int = 0
+    cpu_millicores: int = 0
+    pids: int = 0
+    tmp_mb: int = 0
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "SandboxLimits":
+        return cls(
+            memory_mb=int(obj.get("memory_mb", 0)),
+            cpu_millicores=int(obj.get("cpu_millicores", 0)),
+            pids=int(obj.get("pids", 0)),
+            tmp_mb=int(obj.get("tmp_mb", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """A sandbox as the API reports it. ``state`` is ``running``, ``paused`` or ``killed``; times are
+    milliseconds since the Unix epoch; ``timeout_at_ms`` is when the server kills it unless the
+    timeout is extended (``set_timeout``)."""
+
+    sandbox_id: str
+    project: str
+    template: str
+    state: str
+    created_at_ms: int
+    timeout_at_ms: int
+    metadata: Dict[str, str] = field(default_factory=dict)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "SandboxInfo":
+        meta = obj.get("metadata") or {}
+        limits = obj.get("limits") or {}
+        return cls(
+            sandbox_id=str(obj["sandbox_id"]),
+            project=str(obj.get("project", "")),
+            template=str(obj.get("template", "")),
+            state=str(obj.get("state", "")),
+            created_at_ms=int(obj.get("created_at_ms", 0)),
+            timeout_at_ms=int(obj.get("timeout_at_ms", 0)),
+            metadata={str(k): str(v) for k, v in dict(meta).items()},
+            limits=SandboxLimits.from_wire(limits),
+        )
+
+
+class CommandResult(NamedTuple):
+    """What ``exec`` returns; unpacks as ``stdout, stderr, exit_code = sandbox.exec(...)``."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
