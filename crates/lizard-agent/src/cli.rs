@@ -174,6 +174,10 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
             _ = tokio::signal::ctrl_c() => {}
         }
     };
+    use axum::serve::ListenerExt;
+    let tcp = tcp.tap_io(|t| {
+        let _ = t.set_nodelay(true);
+    });
     let tcp_server = axum::serve(tcp, app.clone()).into_future();
     let result = match unix {
         Some(u) => {
@@ -190,6 +194,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         },
     };
     contexts.kill_all();
+    crate::procs::kill_all();
     if let Some(p) = &args.socket {
         let _ = std::fs::remove_file(p);
     }
@@ -204,7 +209,8 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// Reap zombie children that are not kernels (those are reaped by their pumps), on every SIGCHLD.
+/// Reap zombie children that are not kernels, commands or terminals (those are reaped by their
+/// pumps), on every SIGCHLD.
 async fn reap_orphans(contexts: Arc<Contexts>) {
     let Ok(mut sigchld) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
     else {
@@ -214,10 +220,12 @@ async fn reap_orphans(contexts: Arc<Contexts>) {
     let me = std::process::id() as i32;
     while sigchld.recv().await.is_some() {
         let kernels = contexts.kernel_pids();
-        for pid in lizard_jail::procfs::zombie_children(me) {
-            if !kernels.contains(&pid) {
-                let _ = lizard_jail::process::try_reap(pid);
+        crate::procs::with_owned_pids(|commands| {
+            for pid in lizard_jail::procfs::zombie_children(me) {
+                if !kernels.contains(&pid) && !commands.contains(&pid) {
+                    let _ = lizard_jail::process::try_reap(pid);
+                }
             }
-        }
+        });
     }
 }

@@ -98,7 +98,11 @@ impl Client {
         if api_key.is_empty() {
             return Err(ClientError::Config("the API key is empty".into()));
         }
-        let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build_http();
+        let mut connector = HttpConnector::new();
+        // Requests and frames are small: send them at once (no Nagle + delayed-ACK stalls).
+        connector.set_nodelay(true);
+        let http =
+            hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
         Ok(Client {
             base,
             key: api_key.to_string(),

@@ -168,6 +168,11 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 _ = tokio::signal::ctrl_c() => {}
             }
         };
+        // Small writes (one NDJSON frame) must leave at once, not wait for Nagle + delayed ACK.
+        use axum::serve::ListenerExt;
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         // Sandboxes outlive the server on purpose: a restarted server adopts them.
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
