@@ -23,3 +23,6 @@ target/sdk-venv/bin/python -m pip install --quiet --disable-pip-version-check -r
 # Reinstalled every run: the tests import the installed package, which must be this tree's.
 target/sdk-venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./sdk/python
 target/sdk-venv/bin/python -m pytest sdk/python/tests -q -p no:cacheprovider
+
+echo "== TypeScript SDK"
+(cd sdk/typescript && npm ci --no-audit --no-fund --silent && npm test)

@@ -1,4 +1,5 @@
-//! The agent's HTTP API: contexts, execute (streamed or aggregated), interrupt, health.
+//! The agent's HTTP API: contexts, execute (streamed or aggregated), interrupt, health; and the
+//! routes of `crate::commands`, `crate::pty` and `crate::files`, merged in.
 //!
 //! Handlers are thin: parse, call `crate::context`, map the error. Every failure is an
 //! [`ApiError`] with the one `{code, message}` body of `lizard-proto`; malformed JSON, unknown fields
@@ -96,6 +97,27 @@ where
     }
 }
 
+/// `Query<T>` whose rejections (a missing or malformed parameter) are [`ApiError`]s.
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(ApiQuery(v)),
+            Err(rej) => Err(ApiError::invalid(rej.body_text())),
+        }
+    }
+}
+
 fn json_rejection(rej: JsonRejection) -> ApiError {
     let code = match rej.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
@@ -120,6 +142,9 @@ type AppState = Arc<Contexts>;
 
 /// The agent's router.
 pub fn router(contexts: Arc<Contexts>) -> Router {
+    let cfg = contexts.config();
+    let (home, bash) = (cfg.default_cwd.clone(), cfg.kernels.bash.clone());
+    let procs = crate::procs::Processes::new(home.clone(), bash);
     Router::new()
         .route("/health", get(health))
         .route("/contexts", get(list_contexts).post(create_context))
@@ -128,6 +153,9 @@ pub fn router(contexts: Arc<Contexts>) -> Router {
         .route("/contexts/{id}/interrupt", post(interrupt_context))
         .route("/execute", post(execute))
         .route("/executions", get(executions))
+        .merge(crate::commands::routes(procs.clone()))
+        .merge(crate::pty::routes(procs))
+        .merge(crate::files::routes(home))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -342,7 +370,7 @@ pub async fn respond(
     }
 }
 
-fn stream_response(content_type: &'static str, body: Body) -> Response {
+pub(crate) fn stream_response(content_type: &'static str, body: Body) -> Response {
     let mut r = Response::new(body);
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

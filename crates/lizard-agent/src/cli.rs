@@ -48,6 +48,10 @@ pub struct AgentArgs {
     /// Milliseconds an interrupted cell may take to stop before its kernel is killed.
     #[arg(long, env = "LIZARD_INTERRUPT_GRACE_MS", default_value_t = 2000)]
     pub interrupt_grace_ms: u64,
+    /// Start this language's default context right away, in the background (repeatable), so the
+    /// first run does not wait for the kernel to start.
+    #[arg(long = "prestart", env = "LIZARD_PRESTART", value_delimiter = ',')]
+    pub prestart: Vec<lizard_proto::Language>,
     /// Milliseconds a kernel may take to start.
     #[arg(long, env = "LIZARD_KERNEL_START_TIMEOUT_MS", default_value_t = 60000)]
     pub kernel_start_timeout_ms: u64,
@@ -133,6 +137,14 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         interrupt_grace: Duration::from_millis(args.interrupt_grace_ms),
     }));
     let app = api::router(contexts.clone());
+    for lang in args.prestart.clone() {
+        let contexts = contexts.clone();
+        tokio::spawn(async move {
+            if let Err(e) = contexts.default_for(lang).await {
+                tracing::warn!(language = %lang, error = %e, "prestarting the default context");
+            }
+        });
+    }
     if std::process::id() == 1 {
         // PID 1 of a sandbox: adopted orphans (e.g. `nohup cmd &` from a kernel that exited) must be
         // reaped, and code running as the same user must not read the agent's memory.

@@ -2,13 +2,19 @@
 //!
 //! It serves the execution API (`crate::api`) over a Unix socket (for the server) and TCP (the seed's
 //! port 8080 inside a sandbox). Contexts (`crate::context`) each own one kernel process
-//! (`crate::kernel`): Python through IPython, JavaScript on Node, or a persistent Bash.
+//! (`crate::kernel`): Python through IPython, JavaScript on Node, or a persistent Bash. Besides
+//! kernels it runs shell commands (`crate::commands`) and terminals (`crate::pty`), sharing one
+//! process table (`crate::procs`), and serves the sandbox's files (`crate::files`).
 //!
 //! The agent knows nothing about projects, API keys, billing or other sandboxes: one agent serves one
 //! sandbox, and whoever can reach its sockets may use it.
 
 pub mod api;
 pub mod cli;
+pub mod commands;
 pub mod context;
+pub mod files;
 pub mod kernel;
+pub mod procs;
+pub mod pty;
 pub mod utf8;

@@ -7,14 +7,18 @@
 //!   `/dev`, fresh `/proc`, cgroup, no capabilities, `no_new_privs`, seccomp).
 //! - [`cgroup`]: sandbox cgroups (v2, else v1): limits, freeze/thaw, kill, accounting, removal.
 //! - [`seccomp`]: the sandbox's seccomp profile (`seccomp.toml`), compiled to BPF.
+//! - [`pty`]: pseudo-terminals (open, window size, controlling terminal of a child).
+//! - [`inotify`]: filesystem change notification.
 //!
 //! **Architecture Invariant:** this is the only crate with `unsafe` code and raw syscalls; every
 //! `unsafe` block carries a `// SAFETY:` comment. It knows nothing about HTTP, kernels' protocols,
 //! projects or billing: it starts programs and hands back handles (pids, fds, paths).
 
 pub mod cgroup;
+pub mod inotify;
 pub mod process;
 pub mod procfs;
+pub mod pty;
 pub mod sandbox;
 pub mod seccomp;
 mod sys;

@@ -14,7 +14,9 @@ pub enum ErrorCode {
     Unauthenticated,
     /// The addressed object does not exist (or is not visible to the caller).
     NotFound,
-    /// The request conflicts with the object's current state.
+    /// The caller may not do this (e.g. a file the sandbox user cannot write).
+    PermissionDenied,
+    /// The request conflicts with the object's current state (e.g. it already exists).
     Conflict,
     /// The request body is larger than the API accepts.
     PayloadTooLarge,
@@ -24,6 +26,8 @@ pub enum ErrorCode {
     RateLimited,
     /// A dependency (kernel, sandbox) could not be started or reached.
     Unavailable,
+    /// The disk (the sandbox's writable layer) is full.
+    InsufficientStorage,
     /// Something failed inside Lizard; the details are in its log, not in the response.
     Internal,
 }
@@ -34,12 +38,14 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidRequest => 400,
             ErrorCode::Unauthenticated => 401,
+            ErrorCode::PermissionDenied => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::RateLimited => 429,
             ErrorCode::Unavailable => 503,
+            ErrorCode::InsufficientStorage => 507,
             ErrorCode::Internal => 500,
         }
     }

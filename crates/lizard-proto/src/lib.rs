@@ -8,22 +8,33 @@
 //! **Architecture Invariant:** the execution event ([`ExecutionEvent`]) is defined here once. NDJSON,
 //! SSE and the E2B-compatible stream are serializations of this enum, never copies of it.
 
+pub mod command;
 pub mod error;
 pub mod execution;
+pub mod files;
 pub mod ids;
 pub mod language;
 pub mod sandbox;
 
+pub use command::{
+    CommandEnd, CommandEvent, CommandResult, ProcessInfo, ProcessInputRequest, PtySize,
+    ResizePtyRequest, SignalRequest, StartCommandRequest, StartPtyRequest, StreamQuery,
+};
 pub use error::{ErrorBody, ErrorCode};
 pub use execution::{
     EventFrame, ExecuteRequest, Execution, ExecutionError, ExecutionEvent, ExecutionLog,
     ExecutionRecord, ExecutionResult, ExecutionStatus, ExecutionUsage, MimeBundle,
 };
+pub use files::{
+    EntryInfo, FileType, FsEvent, FsEventType, ListQuery, MakeDirRequest, PathQuery, RenameRequest,
+    WatchQuery,
+};
 pub use ids::ContextId;
 pub use language::{Language, UnknownLanguage};
 pub use sandbox::{
-    CreateProjectRequest, CreateSandboxRequest, LimitsRequest, ProjectCreated, ProjectUsage,
-    SandboxInfo, SandboxLimits, SandboxState, SandboxUsage, SetTimeoutRequest, UsageTotals,
+    CreateProjectRequest, CreateSandboxRequest, ExecutionRow, LimitsRequest, ProjectCreated,
+    ProjectUsage, SandboxInfo, SandboxLimits, SandboxState, SandboxUsage, SetTimeoutRequest,
+    TimeoutAction, UsageTotals,
 };
 
 use serde::{Deserialize, Serialize};

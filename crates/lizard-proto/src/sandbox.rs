@@ -25,6 +25,20 @@ pub struct CreateSandboxRequest {
     /// Resource limits; server defaults for what is absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsRequest>,
+    /// What happens when the timeout passes: `kill` (default) or `pause`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<TimeoutAction>,
+}
+
+/// What the server does with a sandbox whose timeout passed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeoutAction {
+    /// Kill it (its writable layer is deleted).
+    #[default]
+    Kill,
+    /// Pause it: its processes are frozen with their state, until resumed or killed.
+    Pause,
 }
 
 /// Optional overrides of [`SandboxLimits`].
@@ -86,6 +100,7 @@ pub struct SandboxInfo {
     pub timeout_at_ms: u64,
     pub metadata: BTreeMap<String, String>,
     pub limits: SandboxLimits,
+    pub on_timeout: TimeoutAction,
 }
 
 /// `POST /v1/sandboxes/{id}/timeout`.
@@ -145,4 +160,21 @@ pub struct ProjectUsage {
     pub to_ms: u64,
     pub totals: UsageTotals,
     pub sandboxes: Vec<SandboxUsage>,
+}
+
+/// One finished run as the server stores it, for `GET /v1/projects/{project}/executions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionRow {
+    pub sandbox_id: String,
+    /// Position in the sandbox's execution log.
+    pub seq: u64,
+    pub context_id: String,
+    pub language: String,
+    /// `ok`, `error`, `interrupted`, `timeout` or `kernel_died`.
+    pub status: String,
+    pub wall_ms: u64,
+    pub cpu_ms: u64,
+    /// Peak resident memory of the kernel during the run.
+    pub peak_rss_bytes: u64,
+    pub finished_at_ms: u64,
 }

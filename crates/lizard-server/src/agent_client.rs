@@ -85,6 +85,37 @@ impl AgentClient {
             .await
     }
 
+    /// Wait until the default context of `language` exists (the agent prestarts it), up to
+    /// `timeout`.
+    pub async fn wait_default_context(
+        &self,
+        language: lizard_proto::Language,
+        timeout: Duration,
+    ) -> Result<(), AgentError> {
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let contexts: Vec<lizard_proto::Context> = self.get_json("/contexts").await?;
+            if contexts
+                .iter()
+                .any(|c| c.is_default && c.language == language)
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(AgentError::Status {
+                    status: 503,
+                    body: format!(
+                        "no default {language} context after {} ms",
+                        timeout.as_millis()
+                    ),
+                });
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
     /// Poll `/health` until it answers or `timeout` passes.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), AgentError> {
         let deadline = Instant::now() + timeout;

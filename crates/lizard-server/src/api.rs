@@ -166,6 +166,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/openapi.json", get(openapi))
         .route("/v1/projects", get(list_projects).post(create_project))
         .route("/v1/projects/{project}/usage", get(project_usage))
+        .route("/v1/projects/{project}/executions", get(project_executions))
         .route("/v1/sandboxes", get(list_sandboxes).post(create_sandbox))
         .route("/v1/sandboxes/{id}", get(get_sandbox).delete(kill_sandbox))
         .route("/v1/sandboxes/{id}/timeout", post(set_timeout))
@@ -175,6 +176,22 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sandboxes/{id}/contexts", any(crate::proxy::forward))
         .route(
             "/v1/sandboxes/{id}/contexts/{*rest}",
+            any(crate::proxy::forward),
+        )
+        .route("/v1/sandboxes/{id}/commands", any(crate::proxy::forward))
+        .route(
+            "/v1/sandboxes/{id}/commands/{*rest}",
+            any(crate::proxy::forward),
+        )
+        .route("/v1/sandboxes/{id}/pty", any(crate::proxy::forward))
+        .route("/v1/sandboxes/{id}/pty/{*rest}", any(crate::proxy::forward))
+        // File bodies stream through without a size limit (the proxy never buffers them).
+        .route(
+            "/v1/sandboxes/{id}/files",
+            any(crate::proxy::forward).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/v1/sandboxes/{id}/files/{*rest}",
             any(crate::proxy::forward),
         )
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
@@ -217,6 +234,7 @@ pub fn info(sb: &Sandbox) -> SandboxInfo {
         timeout_at_ms: sb.timeout_at_ms(),
         metadata: sb.metadata.clone(),
         limits: sb.limits,
+        on_timeout: sb.on_timeout,
     }
 }
 
@@ -255,6 +273,7 @@ async fn create_sandbox(
             metadata: req.metadata,
             envs: req.env,
             limits: req.limits.unwrap_or_default(),
+            on_timeout: req.on_timeout.unwrap_or_default(),
         })
         .await?;
     Ok((StatusCode::CREATED, Json(info(&sb))))
@@ -435,6 +454,45 @@ async fn project_usage(
         totals: metering::totals(&rows),
         sandboxes: rows.iter().map(Into::into).collect(),
     }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecutionsQuery {
+    #[serde(default)]
+    sandbox: Option<String>,
+    #[serde(default)]
+    from: Option<u64>,
+    #[serde(default)]
+    to: Option<u64>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// Per-execution usage (wall, CPU, peak RSS) of a project's sandboxes.
+async fn project_executions(
+    State(st): St,
+    Auth(who): Auth,
+    Path(project): Path<String>,
+    q: Result<Query<ExecutionsQuery>, QueryRejection>,
+) -> Result<Json<Vec<lizard_proto::ExecutionRow>>, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let store = &st.sandboxes.store;
+    if !who.can_see(&project) || !store.project_exists(&project)? {
+        return Err(ApiError::not_found("project"));
+    }
+    for sb in st.sandboxes.all() {
+        if sb.project == project && q.sandbox.as_deref().is_none_or(|id| id == sb.id) {
+            metering::sample(&st.sandboxes, &sb).await;
+        }
+    }
+    Ok(Json(store.executions(
+        &project,
+        q.sandbox.as_deref(),
+        q.from.unwrap_or(0),
+        q.to.unwrap_or_else(|| now_ms() + 1),
+        q.limit.unwrap_or(1000).min(10_000),
+    )?))
 }
 
 async fn metrics(State(st): St, Auth(who): Auth) -> Result<Response, ApiError> {

@@ -56,6 +56,9 @@ pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
     if sb.state() == StoredState::Running {
         match sb.agent.executions(u.agent_log_seq).await {
             Ok(log) => {
+                if let Err(e) = store.add_executions(&sb.id, &sb.project, &log.records) {
+                    tracing::warn!(sandbox = %sb.id, error = %e, "recording executions");
+                }
                 for r in &log.records {
                     u.executions += 1;
                     u.execution_wall_ms += r.wall_ms;

@@ -12,7 +12,7 @@ use crate::agent_client::AgentClient;
 use crate::store::{now_ms, SandboxRow, Store, StoreError, StoredState};
 use lizard_jail::cgroup::Cgroup;
 use lizard_jail::sandbox::{Bind, IdMap, Limits, RootfsSpec, SandboxSpec, UserSpec};
-use lizard_proto::{LimitsRequest, SandboxLimits};
+use lizard_proto::{LimitsRequest, SandboxLimits, TimeoutAction};
 use lizard_template::Template;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -62,6 +62,8 @@ pub struct SandboxConfig {
     /// First uid/gid on the host that sandbox ids map to (inside 0 → this).
     pub id_shift: u32,
     pub ready_timeout: Duration,
+    /// Ready sandboxes (default template, Python kernel started) kept for fast creates; 0 = none.
+    pub pool_size: usize,
 }
 
 /// What the server remembers about a running sandbox's processes (stored as JSON).
@@ -82,8 +84,11 @@ pub struct Sandbox {
     pub metadata: BTreeMap<String, String>,
     pub envs: BTreeMap<String, String>,
     pub limits: SandboxLimits,
+    pub on_timeout: TimeoutAction,
     pub runtime: Runtime,
     timeout_at_ms: AtomicU64,
+    /// The sandbox's lifetime, as last set (create or set_timeout).
+    timeout_ms: AtomicU64,
     /// While paused: how much of the timeout was left when the sandbox was paused.
     paused_remaining_ms: AtomicU64,
     state: Mutex<StoredState>,
@@ -104,6 +109,17 @@ impl Sandbox {
     }
 }
 
+/// A launched sandbox whose agent answers, not (yet) owned by any project.
+struct LaunchedSandbox {
+    id: String,
+    runtime: Runtime,
+    agent: AgentClient,
+}
+
+/// Name of the file in a sandbox's directory that records its [`Runtime`] from the moment it is
+/// launched (so sandboxes that never reached the store can be cleaned up after a crash).
+const RUNTIME_FILE: &str = "runtime.json";
+
 /// A create request, validated by the API layer (project resolved).
 #[derive(Debug, Clone, Default)]
 pub struct CreateSandbox {
@@ -113,6 +129,7 @@ pub struct CreateSandbox {
     pub metadata: BTreeMap<String, String>,
     pub envs: BTreeMap<String, String>,
     pub limits: LimitsRequest,
+    pub on_timeout: TimeoutAction,
 }
 
 pub struct Sandboxes {
@@ -120,6 +137,10 @@ pub struct Sandboxes {
     pub store: Arc<Store>,
     live: RwLock<HashMap<String, Arc<Sandbox>>>,
     timeouts_changed: Notify,
+    pool: Mutex<Vec<LaunchedSandbox>>,
+    pool_wanted: Notify,
+    /// Held by the pool filler while it launches one sandbox; taken by `drain_pool` to close.
+    pool_filling: tokio::sync::Mutex<bool>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
@@ -151,6 +172,9 @@ impl Sandboxes {
             store,
             live: RwLock::new(HashMap::new()),
             timeouts_changed: Notify::new(),
+            pool: Mutex::new(Vec::new()),
+            pool_wanted: Notify::new(),
+            pool_filling: tokio::sync::Mutex::new(false),
         })
     }
 
@@ -238,10 +262,152 @@ impl Sandboxes {
             }
         }
         let limits = self.resolve_limits(&req.limits)?;
-        let template = match lizard_template::find(&self.cfg.templates_data_dir, &template_name) {
+        let pooled = if self.pool_eligible(&template_name, &req) {
+            self.take_pooled()
+        } else {
+            None
+        };
+        let launched = match pooled {
+            Some(l) => l,
+            None => self.launch_new(&template_name, &req.envs, limits).await?,
+        };
+        self.refill_pool();
+        let now = now_ms();
+        let LaunchedSandbox { id, runtime, agent } = launched;
+        let sb = Arc::new(Sandbox {
+            id: id.clone(),
+            project: req.project.clone(),
+            template: template_name.clone(),
+            created_at_ms: now,
+            metadata: req.metadata.clone(),
+            envs: req.envs.clone(),
+            limits,
+            on_timeout: req.on_timeout,
+            runtime,
+            timeout_at_ms: AtomicU64::new(now + timeout_ms),
+            timeout_ms: AtomicU64::new(timeout_ms),
+            paused_remaining_ms: AtomicU64::new(0),
+            state: Mutex::new(StoredState::Running),
+            lifecycle: tokio::sync::Mutex::new(()),
+            agent,
+        });
+        let stored = self.store.ensure_project(&req.project).and_then(|()| {
+            self.store.insert_sandbox(&SandboxRow {
+                id: id.clone(),
+                project: req.project,
+                template: template_name,
+                state: StoredState::Running,
+                created_at_ms: now,
+                timeout_at_ms: now + timeout_ms,
+                ended_at_ms: None,
+                metadata: req.metadata,
+                envs: req.envs,
+                runtime: serde_json::to_value(&sb.runtime).unwrap_or_default(),
+                limits: serde_json::to_value(limits).unwrap_or_default(),
+                paused_remaining_ms: 0,
+                on_timeout: req.on_timeout,
+                timeout_ms,
+            })
+        });
+        if let Err(e) = stored {
+            destroy(&sb.runtime);
+            return Err(e.into());
+        }
+        if let Ok(mut m) = self.live.write() {
+            m.insert(id, sb.clone());
+        }
+        self.timeouts_changed.notify_one();
+        Ok(sb)
+    }
+
+    /// Whether a create request can be served by a pooled sandbox: the default template, with
+    /// nothing that is fixed at launch (environment, limits) asked for.
+    fn pool_eligible(&self, template: &str, req: &CreateSandbox) -> bool {
+        self.cfg.pool_size > 0
+            && template == self.cfg.default_template
+            && req.envs.is_empty()
+            && req.limits == LimitsRequest::default()
+    }
+
+    fn take_pooled(&self) -> Option<LaunchedSandbox> {
+        self.pool.lock().ok().and_then(|mut p| p.pop())
+    }
+
+    /// Ask the pool filler to top the pool up (in the background).
+    pub fn refill_pool(&self) {
+        if self.cfg.pool_size > 0 {
+            self.pool_wanted.notify_one();
+        }
+    }
+
+    /// Keep `pool_size` ready sandboxes of the default template, each with a started Python
+    /// kernel, so that `create` is a claim and the first run is warm. Runs until the process ends.
+    pub async fn run_pool(self: Arc<Self>) {
+        if self.cfg.pool_size == 0 {
+            return;
+        }
+        loop {
+            while self.pool.lock().map(|p| p.len()).unwrap_or(0) < self.cfg.pool_size {
+                let closed = self.pool_filling.lock().await;
+                if *closed {
+                    return;
+                }
+                let template = self.cfg.default_template.clone();
+                let limits = self.cfg.default_limits;
+                match self.launch_new(&template, &BTreeMap::new(), limits).await {
+                    Ok(l) => {
+                        // Pooled sandboxes are handed out with their Python kernel running.
+                        if let Err(e) = l
+                            .agent
+                            .wait_default_context(
+                                lizard_proto::Language::Python,
+                                self.cfg.ready_timeout,
+                            )
+                            .await
+                        {
+                            tracing::warn!(sandbox = %l.id, error = %e, "warming a pooled sandbox");
+                            destroy(&l.runtime);
+                            break;
+                        }
+                        if let Ok(mut p) = self.pool.lock() {
+                            p.push(l);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "filling the sandbox pool");
+                        break;
+                    }
+                }
+            }
+            self.pool_wanted.notified().await;
+        }
+    }
+
+    /// Stop refilling and kill the pooled (unclaimed) sandboxes, e.g. at shutdown. Waits for a
+    /// launch in progress, so nothing is left behind.
+    pub async fn drain_pool(&self) {
+        *self.pool_filling.lock().await = true;
+        let pooled: Vec<LaunchedSandbox> = self
+            .pool
+            .lock()
+            .map(|mut p| p.drain(..).collect())
+            .unwrap_or_default();
+        for l in pooled {
+            destroy(&l.runtime);
+        }
+    }
+
+    /// Launch a sandbox of `template_name` and wait until its agent answers.
+    async fn launch_new(
+        &self,
+        template_name: &str,
+        envs: &BTreeMap<String, String>,
+        limits: SandboxLimits,
+    ) -> Result<LaunchedSandbox, SandboxError> {
+        let template = match lizard_template::find(&self.cfg.templates_data_dir, template_name) {
             Ok(Some(t)) => t,
             Ok(None) | Err(lizard_template::TemplateError::UnknownTemplate { .. }) => {
-                return Err(SandboxError::UnknownTemplate(template_name))
+                return Err(SandboxError::UnknownTemplate(template_name.to_string()))
             }
             Err(e) => return Err(SandboxError::Launch(format!("looking up template: {e}"))),
         };
@@ -268,7 +434,7 @@ impl Sandboxes {
         let host_gid = self.cfg.id_shift + meta.user.gid;
         std::os::unix::fs::chown(&run, Some(host_uid), Some(host_gid)).map_err(io_err(&run))?;
 
-        let spec = self.spec(&id, &template, (&python, &node), &dir, &req.envs, limits);
+        let spec = self.spec(&id, &template, (&python, &node), &dir, envs, limits);
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
             Ok(l) => l,
             Err(e) => {
@@ -282,6 +448,13 @@ impl Sandboxes {
             dir: dir.clone(),
             socket: run.join("agent.sock"),
         };
+        // Written before anything can fail, so a server that dies now still finds and removes
+        // this sandbox at its next start (see `adopt`).
+        let rt_file = dir.join(RUNTIME_FILE);
+        if let Err(e) = std::fs::write(&rt_file, serde_json::to_vec(&runtime).unwrap_or_default()) {
+            destroy(&runtime);
+            return Err(io_err(&rt_file)(e));
+        }
         let agent = AgentClient::new(runtime.socket.clone());
         if let Err(e) = agent.wait_ready(self.cfg.ready_timeout).await {
             tracing::warn!(sandbox = %id, error = %e, log = %dir.join("agent.log").display(),
@@ -291,42 +464,7 @@ impl Sandboxes {
                 self.cfg.ready_timeout.as_millis() as u64
             ));
         }
-        let now = now_ms();
-        let sb = Arc::new(Sandbox {
-            id: id.clone(),
-            project: req.project.clone(),
-            template: template_name.clone(),
-            created_at_ms: now,
-            metadata: req.metadata.clone(),
-            envs: req.envs.clone(),
-            limits,
-            runtime,
-            timeout_at_ms: AtomicU64::new(now + timeout_ms),
-            paused_remaining_ms: AtomicU64::new(0),
-            state: Mutex::new(StoredState::Running),
-            lifecycle: tokio::sync::Mutex::new(()),
-            agent,
-        });
-        self.store.ensure_project(&req.project)?;
-        self.store.insert_sandbox(&SandboxRow {
-            id: id.clone(),
-            project: req.project,
-            template: template_name,
-            state: StoredState::Running,
-            created_at_ms: now,
-            timeout_at_ms: now + timeout_ms,
-            ended_at_ms: None,
-            metadata: req.metadata,
-            envs: req.envs,
-            runtime: serde_json::to_value(&sb.runtime).unwrap_or_default(),
-            limits: serde_json::to_value(limits).unwrap_or_default(),
-            paused_remaining_ms: 0,
-        })?;
-        if let Ok(mut m) = self.live.write() {
-            m.insert(id, sb.clone());
-        }
-        self.timeouts_changed.notify_one();
-        Ok(sb)
+        Ok(LaunchedSandbox { id, runtime, agent })
     }
 
     fn spec(
@@ -357,6 +495,9 @@ impl Sandboxes {
             meta.user.home.clone(),
             "--run-dir".into(),
             "/tmp/.lizard-agent".into(),
+            // Most first runs are Python: start that kernel while the client is still talking.
+            "--prestart".into(),
+            "python".into(),
         ];
         if let Some(p) = &meta.node_path {
             args.push("--node-path".into());
@@ -439,6 +580,12 @@ impl Sandboxes {
     /// Pause: every process of the sandbox is frozen (its memory, open files and kernel state kept
     /// exactly) and its timeout stops counting. Idempotent.
     pub async fn pause(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
+        self.pause_inner(id, false).await
+    }
+
+    /// `timed_out`: the pause is the timeout's action, so a resume starts a whole new lifetime
+    /// instead of the (zero) rest of this one.
+    async fn pause_inner(&self, id: &str, timed_out: bool) -> Result<Arc<Sandbox>, SandboxError> {
         let sb = self
             .get(id)
             .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
@@ -453,7 +600,12 @@ impl Sandboxes {
             .await
             .map_err(|e| SandboxError::Launch(e.to_string()))?
             .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))?;
-        let remaining = sb.timeout_at_ms().saturating_sub(now_ms()).max(1);
+        let remaining = if timed_out {
+            sb.timeout_ms.load(Ordering::SeqCst)
+        } else {
+            sb.timeout_at_ms().saturating_sub(now_ms())
+        }
+        .max(1);
         sb.paused_remaining_ms.store(remaining, Ordering::SeqCst);
         sb.set_state(StoredState::Paused);
         self.store.set_paused(id, Some(remaining))?;
@@ -499,7 +651,9 @@ impl Sandboxes {
             .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
         let at = now_ms() + timeout_ms;
         sb.timeout_at_ms.store(at, Ordering::SeqCst);
+        sb.timeout_ms.store(timeout_ms, Ordering::SeqCst);
         self.store.set_timeout(id, at)?;
+        self.store.set_timeout_ms(id, timeout_ms)?;
         self.timeouts_changed.notify_one();
         Ok(at)
     }
@@ -516,9 +670,18 @@ impl Sandboxes {
             {
                 let at = sb.timeout_at_ms();
                 if at <= now {
-                    tracing::info!(sandbox = %sb.id, "timeout reached; killing");
-                    if let Err(e) = self.kill(&sb.id).await {
-                        tracing::warn!(sandbox = %sb.id, error = %e, "timeout kill failed");
+                    let r = match sb.on_timeout {
+                        TimeoutAction::Kill => {
+                            tracing::info!(sandbox = %sb.id, "timeout reached; killing");
+                            self.kill(&sb.id).await
+                        }
+                        TimeoutAction::Pause => {
+                            tracing::info!(sandbox = %sb.id, "timeout reached; pausing");
+                            self.pause_inner(&sb.id, true).await.map(|_| ())
+                        }
+                    };
+                    if let Err(e) = r {
+                        tracing::warn!(sandbox = %sb.id, error = %e, "timeout action failed");
                     }
                 } else {
                     next = next.min(at);
@@ -562,8 +725,10 @@ impl Sandboxes {
                         metadata: row.metadata,
                         envs: row.envs,
                         limits,
+                        on_timeout: row.on_timeout,
                         runtime: rt,
                         timeout_at_ms: AtomicU64::new(row.timeout_at_ms),
+                        timeout_ms: AtomicU64::new(row.timeout_ms),
                         paused_remaining_ms: AtomicU64::new(row.paused_remaining_ms),
                         state: Mutex::new(row.state),
                         lifecycle: tokio::sync::Mutex::new(()),
@@ -581,6 +746,25 @@ impl Sandboxes {
                         .set_state(&row.id, StoredState::Killed, Some(now_ms()))?;
                     lost += 1;
                 }
+            }
+        }
+        // Sandboxes that never reached the store (a pool, or a create cut short by a crash).
+        if let Ok(entries) = std::fs::read_dir(self.sandboxes_dir()) {
+            for e in entries.flatten() {
+                let id = e.file_name().to_string_lossy().into_owned();
+                if self.get(&id).is_some() {
+                    continue;
+                }
+                match std::fs::read(e.path().join(RUNTIME_FILE))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Runtime>(&b).ok())
+                {
+                    Some(rt) => destroy(&rt),
+                    None => {
+                        let _ = std::fs::remove_dir_all(e.path());
+                    }
+                }
+                lost += 1;
             }
         }
         self.timeouts_changed.notify_one();

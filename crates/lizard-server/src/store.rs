@@ -70,6 +70,9 @@ pub struct SandboxRow {
     pub limits: serde_json::Value,
     /// While paused: the timeout left when it was paused.
     pub paused_remaining_ms: u64,
+    pub on_timeout: lizard_proto::TimeoutAction,
+    /// The sandbox's lifetime, as last set.
+    pub timeout_ms: u64,
 }
 
 /// Usage totals of one sandbox.
@@ -117,7 +120,9 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     envs TEXT NOT NULL,
     runtime TEXT NOT NULL,
     limits TEXT NOT NULL,
-    paused_remaining_ms INTEGER
+    paused_remaining_ms INTEGER,
+    on_timeout TEXT NOT NULL DEFAULT 'kill',
+    timeout_ms INTEGER NOT NULL DEFAULT 300000
 );
 CREATE INDEX IF NOT EXISTS sandboxes_project ON sandboxes(project, state);
 CREATE TABLE IF NOT EXISTS usage (
@@ -135,6 +140,20 @@ CREATE TABLE IF NOT EXISTS usage (
     updated_at_ms INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS usage_project ON usage(project);
+CREATE TABLE IF NOT EXISTS executions (
+    sandbox_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    project TEXT NOT NULL,
+    context_id TEXT NOT NULL,
+    language TEXT NOT NULL,
+    status TEXT NOT NULL,
+    wall_ms INTEGER NOT NULL,
+    cpu_ms INTEGER NOT NULL,
+    peak_rss_bytes INTEGER NOT NULL,
+    finished_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (sandbox_id, seq)
+);
+CREATE INDEX IF NOT EXISTS executions_project ON executions(project, finished_at_ms);
 ";
 
 pub fn now_ms() -> u64 {
@@ -247,8 +266,8 @@ impl Store {
         let conn = self.conn();
         conn.execute(
             "INSERT INTO sandboxes (id, project, template, state, created_at_ms, timeout_at_ms,
-                 ended_at_ms, metadata, envs, runtime, limits)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                 ended_at_ms, metadata, envs, runtime, limits, on_timeout, timeout_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 s.id,
                 s.project,
@@ -261,6 +280,11 @@ impl Store {
                 serde_json::to_string(&s.envs)?,
                 s.runtime.to_string(),
                 s.limits.to_string(),
+                match s.on_timeout {
+                    lizard_proto::TimeoutAction::Kill => "kill",
+                    lizard_proto::TimeoutAction::Pause => "pause",
+                },
+                s.timeout_ms as i64,
             ],
         )?;
         conn.execute(
@@ -305,6 +329,14 @@ impl Store {
         Ok(())
     }
 
+    pub fn set_timeout_ms(&self, id: &str, timeout_ms: u64) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE sandboxes SET timeout_ms = ?2 WHERE id = ?1",
+            params![id, timeout_ms as i64],
+        )?;
+        Ok(())
+    }
+
     pub fn set_runtime(&self, id: &str, runtime: &serde_json::Value) -> Result<(), StoreError> {
         self.conn().execute(
             "UPDATE sandboxes SET runtime = ?2 WHERE id = ?1",
@@ -335,11 +367,16 @@ impl Store {
             runtime: json(9)?,
             limits: json(10)?,
             paused_remaining_ms: r.get::<_, Option<i64>>(11)?.unwrap_or(0) as u64,
+            on_timeout: match r.get::<_, String>(12)?.as_str() {
+                "pause" => lizard_proto::TimeoutAction::Pause,
+                _ => lizard_proto::TimeoutAction::Kill,
+            },
+            timeout_ms: r.get::<_, i64>(13)? as u64,
         })
     }
 
     const COLUMNS: &'static str = "id, project, template, state, created_at_ms, timeout_at_ms, \
-         ended_at_ms, metadata, envs, runtime, limits, paused_remaining_ms";
+         ended_at_ms, metadata, envs, runtime, limits, paused_remaining_ms, on_timeout, timeout_ms";
 
     pub fn get_sandbox(&self, id: &str) -> Result<Option<SandboxRow>, StoreError> {
         let conn = self.conn();
@@ -410,6 +447,85 @@ impl Store {
             ],
         )?;
         Ok(())
+    }
+
+    /// Record finished runs of a sandbox (idempotent per `(sandbox, seq)`).
+    pub fn add_executions(
+        &self,
+        sandbox_id: &str,
+        project: &str,
+        records: &[lizard_proto::ExecutionRecord],
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        {
+            let mut st = tx.prepare(
+                "INSERT OR IGNORE INTO executions (sandbox_id, seq, project, context_id, language,
+                     status, wall_ms, cpu_ms, peak_rss_bytes, finished_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?;
+            for r in records {
+                st.execute(params![
+                    sandbox_id,
+                    r.seq as i64,
+                    project,
+                    r.context_id.as_str(),
+                    r.language.as_str(),
+                    serde_json::to_value(r.status)?
+                        .as_str()
+                        .unwrap_or("unknown"),
+                    r.wall_ms as i64,
+                    r.cpu_ms as i64,
+                    r.peak_rss_bytes as i64,
+                    r.finished_at_ms as i64,
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Finished runs of `project` in `[from_ms, to_ms)`, optionally of one sandbox, oldest first.
+    pub fn executions(
+        &self,
+        project: &str,
+        sandbox_id: Option<&str>,
+        from_ms: u64,
+        to_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<lizard_proto::ExecutionRow>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare(
+            "SELECT sandbox_id, seq, context_id, language, status, wall_ms, cpu_ms,
+                    peak_rss_bytes, finished_at_ms
+             FROM executions
+             WHERE project = ?1 AND (?2 IS NULL OR sandbox_id = ?2)
+               AND finished_at_ms >= ?3 AND finished_at_ms < ?4
+             ORDER BY finished_at_ms, sandbox_id, seq LIMIT ?5",
+        )?;
+        let rows = st.query_map(
+            params![
+                project,
+                sandbox_id,
+                from_ms as i64,
+                to_ms as i64,
+                limit as i64
+            ],
+            |r| {
+                Ok(lizard_proto::ExecutionRow {
+                    sandbox_id: r.get(0)?,
+                    seq: r.get::<_, i64>(1)? as u64,
+                    context_id: r.get(2)?,
+                    language: r.get(3)?,
+                    status: r.get(4)?,
+                    wall_ms: r.get::<_, i64>(5)? as u64,
+                    cpu_ms: r.get::<_, i64>(6)? as u64,
+                    peak_rss_bytes: r.get::<_, i64>(7)? as u64,
+                    finished_at_ms: r.get::<_, i64>(8)? as u64,
+                })
+            },
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Usage rows of `project` (every project when `None`) for sandboxes that existed at some point
@@ -498,6 +614,8 @@ mod tests {
                 runtime: serde_json::json!({"pid": 5}),
                 limits: serde_json::json!({}),
                 paused_remaining_ms: 0,
+                on_timeout: lizard_proto::TimeoutAction::Kill,
+                timeout_ms: 10,
             })
             .unwrap();
             let mut u = s.get_usage("sb1").unwrap().unwrap();

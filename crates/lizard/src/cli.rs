@@ -68,6 +68,9 @@ pub enum SandboxCommand {
         memory_mb: Option<u64>,
         #[arg(long)]
         cpu_millicores: Option<u64>,
+        /// Pause instead of kill when the timeout passes.
+        #[arg(long)]
+        pause_on_timeout: bool,
         #[arg(long)]
         json: bool,
     },
@@ -212,6 +215,7 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                 env,
                 memory_mb,
                 cpu_millicores,
+                pause_on_timeout,
                 json,
             } => {
                 let limits =
@@ -228,6 +232,7 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                         metadata: pairs(&metadata, "metadata")?,
                         env: pairs(&env, "env")?,
                         limits,
+                        on_timeout: pause_on_timeout.then_some(lizard_proto::TimeoutAction::Pause),
                     })
                     .await?;
                 if json {

@@ -29,6 +29,9 @@ pub struct ServeArgs {
     /// Default sandbox timeout in milliseconds.
     #[arg(long, default_value_t = 300_000)]
     default_timeout_ms: u64,
+    /// Ready sandboxes (default template, Python kernel started) kept so that creates are instant.
+    #[arg(long, env = "LIZARD_POOL_SIZE", default_value_t = 2)]
+    pool_size: usize,
     /// Seconds between usage samples of each sandbox.
     #[arg(long, default_value_t = 5)]
     sample_interval_s: u64,
@@ -136,6 +139,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 default_limits: Default::default(),
                 id_shift,
                 ready_timeout: Duration::from_secs(30),
+                pool_size: args.pool_size,
             },
             store,
         );
@@ -144,11 +148,14 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             tracing::info!(adopted, lost, "sandboxes from the previous run");
         }
         tokio::spawn(sandboxes.clone().run_timeouts());
+        tokio::spawn(sandboxes.clone().run_pool());
         tokio::spawn(lizard_server::metering::run_sampler(
             sandboxes.clone(),
             Duration::from_secs(args.sample_interval_s.max(1)),
         ));
-        let app = router(Arc::new(AppState { sandboxes }));
+        let app = router(Arc::new(AppState {
+            sandboxes: sandboxes.clone(),
+        }));
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
@@ -174,9 +181,12 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             let _ = tcp.set_nodelay(true);
         });
         // Sandboxes outlive the server on purpose: a restarted server adopts them.
-        axum::serve(listener, app)
+        let served = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
-            .context("serving")
+            .context("serving");
+        // Claimed sandboxes stay (a restarted server adopts them); unclaimed pooled ones go.
+        sandboxes.drain_pool().await;
+        served
     })
 }

@@ -43,7 +43,8 @@ fn walk_dirs(p: &Path) -> usize {
 
 #[tokio::test]
 async fn no_leaks_after_100_create_kill_cycles() {
-    let s = Server::start();
+    // No warm pool here: its background refills would blur the counts.
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     // Warm up once (first-use caches), then count.
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)

@@ -180,3 +180,33 @@ async fn server_kill_9_and_restart_loses_nothing() {
     );
     s.kill_all().await;
 }
+
+#[tokio::test]
+async fn timeout_can_pause_instead_of_kill() {
+    let s = Server::start();
+    let id = s
+        .create(
+            &s.admin_key.clone(),
+            json!({"timeout_ms": 1000, "on_timeout": "pause"}),
+        )
+        .await;
+    s.run(&id, json!({"code": "z = 'kept'"})).await;
+    let paused = eventually(Duration::from_secs(30), || async {
+        s.admin("GET", &format!("/v1/sandboxes/{id}"), None)
+            .await
+            .body["state"]
+            == "paused"
+    })
+    .await;
+    assert!(paused, "the sandbox was not paused by its timeout");
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+        .await;
+    assert_eq!(r.body["state"], "running");
+    assert_eq!(r.body["on_timeout"], "pause");
+    assert_eq!(
+        stdout(&s.run(&id, json!({"code": "print(z)"})).await),
+        "kept\n"
+    );
+    s.kill_all().await;
+}

@@ -281,6 +281,23 @@ async fn usage_is_metered_and_exported() {
     let row = &u.body["sandboxes"][0];
     assert!(row["max_execution_peak_rss_bytes"].as_u64().unwrap() > 0);
 
+    // Per-execution records: wall time, CPU time and peak RSS of each run.
+    let e = s
+        .req(
+            Some(&key),
+            "GET",
+            &format!("/v1/projects/metered/executions?sandbox={id}"),
+            None,
+        )
+        .await;
+    assert_eq!(e.status, 200, "{}", e.text);
+    let runs = e.body.as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{}", e.text);
+    assert_eq!(runs[0]["status"], "ok");
+    assert!(runs[0]["cpu_ms"].as_u64().unwrap() >= 500, "{}", e.text);
+    assert!(runs[0]["wall_ms"].as_u64().unwrap() >= 1000, "{}", e.text);
+    assert!(runs[0]["peak_rss_bytes"].as_u64().unwrap() > 0);
+
     let m = s.req(Some(&key), "GET", "/metrics", None).await;
     assert_eq!(m.status, 200);
     let mut samples = 0;
@@ -355,4 +372,60 @@ async fn orphans_are_reaped_by_the_agent() {
     .await;
     assert!(reaped, "zombies left in the sandbox");
     s.kill_all().await;
+}
+
+/// With a warm pool, a created sandbox already has a running Python kernel and behaves like any
+/// other; the pool refills itself, and unclaimed pooled sandboxes disappear with the server.
+#[tokio::test]
+async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "2"]);
+    let pooled_dirs = || {
+        std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert!(eventually(Duration::from_secs(60), || async { pooled_dirs() >= 2 }).await);
+    let id = s
+        .create(
+            &s.admin_key.clone(),
+            json!({"project": "pooled", "metadata": {"k": "v"}}),
+        )
+        .await;
+    let ctx = s
+        .admin("GET", &format!("/v1/sandboxes/{id}/contexts"), None)
+        .await;
+    let ctxs = ctx.body.as_array().unwrap();
+    assert_eq!(
+        ctxs.len(),
+        1,
+        "a pooled sandbox comes with its Python context: {}",
+        ctx.text
+    );
+    assert_eq!(ctxs[0]["language"], "python");
+    s.run(&id, json!({"code": "x = 1"})).await;
+    assert_eq!(
+        stdout(&s.run(&id, json!({"code": "print(x + 1)"})).await),
+        "2\n"
+    );
+    let info = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(
+        (
+            info.body["project"].as_str(),
+            info.body["metadata"]["k"].as_str()
+        ),
+        (Some("pooled"), Some("v"))
+    );
+    // A create with its own environment is launched fresh (the pool's agents have none).
+    let e = s
+        .create(&s.admin_key.clone(), json!({"env": {"MINE": "1"}}))
+        .await;
+    assert_eq!(s.sh(&e, "echo $MINE").await.0, "1\n");
+    // The pool refills: one claimed + two ready.
+    assert!(eventually(Duration::from_secs(60), || async { pooled_dirs() >= 4 }).await);
+    s.kill_all().await;
+    let dir = s.stop("-TERM");
+    let left = std::fs::read_dir(dir.path().join("sandboxes"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0, "pooled sandboxes left behind after shutdown");
 }

@@ -1,0 +1,831 @@
+//! Files: read, write, stat, list, make directories, rename, remove and watch paths of the sandbox's
+//! filesystem.
+//!
+//! The agent runs inside the sandbox as its user, so every path (absolute, `..`, or through a
+//! symlink) names a file of the sandbox's own filesystem, with the sandbox user's permissions: there
+//! is no "outside" to escape to. Paths are still checked (empty or NUL → `invalid_request`) and
+//! normalised lexically; relative paths (and `~`) resolve against the agent's default working
+//! directory (`/home/user` in a sandbox).
+//!
+//! Content streams both ways: `GET /files` sends the file in chunks as it reads it, and
+//! `PUT /files` writes the request body chunk by chunk into a temporary file next to the target
+//! (`.lizard-upload-*`, hidden from watchers) and renames it over the target at the end, so a reader
+//! never sees half a file (writing through a symlink replaces its target). Neither has a size limit
+//! (the agent's 16 MiB body limit does not apply).
+//!
+//! Watching uses inotify: `GET /files/watch` streams [`FsEvent`]s as NDJSON until the client leaves.
+//! A rename shows as `rename` (old path) and `create` (new path). A file written through `PUT`
+//! appears as one `create` of its final name. Not here: quotas, ownership changes, extended
+//! attributes, partial reads (`Range`), compression.
+
+use crate::api::{stream_response, ApiError, ApiJson, ApiQuery};
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use lizard_jail::inotify::{Event as InoEvent, Inotify, Watch};
+use lizard_proto::{
+    EntryInfo, ErrorCode, FileType, FsEvent, FsEventType, ListQuery, MakeDirRequest, PathQuery,
+    RenameRequest, WatchQuery, NDJSON,
+};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+
+/// Prefix of `PUT`'s temporary files.
+const UPLOAD_PREFIX: &str = ".lizard-upload-";
+/// Read size when streaming a file out.
+const READ_CHUNK: usize = 256 * 1024;
+/// Write size when streaming a body in.
+const WRITE_CHUNK: usize = 1024 * 1024;
+
+/// Failures of file operations, mapped to API errors.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    #[error("the path is empty")]
+    EmptyPath,
+    #[error("the path contains a NUL byte")]
+    NulInPath,
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    #[error("{0} is a directory")]
+    IsADirectory(String),
+    #[error("{0} is not a directory")]
+    NotADirectory(String),
+    #[error("{0} is not a regular file")]
+    NotAFile(String),
+    #[error("refusing to {0} the root directory")]
+    Root(&'static str),
+    #[error("depth must be at least 1")]
+    Depth,
+    #[error("the upload of {path} was interrupted")]
+    Upload {
+        path: String,
+        #[source]
+        source: axum::Error,
+    },
+    #[error("cannot {op} {path}")]
+    Io {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl FilesError {
+    fn io(op: &'static str, path: &Path, source: io::Error) -> FilesError {
+        let p = path.display().to_string();
+        match source.raw_os_error() {
+            Some(libc::ENOENT) => FilesError::NotFound(p),
+            Some(libc::EEXIST) => FilesError::AlreadyExists(p),
+            Some(libc::EISDIR) => FilesError::IsADirectory(p),
+            Some(libc::ENOTDIR) => FilesError::NotADirectory(p),
+            _ => FilesError::Io {
+                op,
+                path: p,
+                source,
+            },
+        }
+    }
+}
+
+impl From<FilesError> for ApiError {
+    fn from(e: FilesError) -> Self {
+        let code = match &e {
+            FilesError::EmptyPath
+            | FilesError::NulInPath
+            | FilesError::IsADirectory(_)
+            | FilesError::NotADirectory(_)
+            | FilesError::NotAFile(_)
+            | FilesError::Root(_)
+            | FilesError::Depth
+            | FilesError::Upload { .. } => ErrorCode::InvalidRequest,
+            FilesError::NotFound(_) => ErrorCode::NotFound,
+            FilesError::AlreadyExists(_) => ErrorCode::Conflict,
+            FilesError::Io { source, .. } => match source.raw_os_error() {
+                Some(libc::EACCES | libc::EPERM | libc::EROFS) => ErrorCode::PermissionDenied,
+                Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => ErrorCode::InsufficientStorage,
+                Some(libc::ENOTEMPTY | libc::EBUSY | libc::ETXTBSY) => ErrorCode::Conflict,
+                Some(
+                    libc::EXDEV | libc::ENAMETOOLONG | libc::EINVAL | libc::ELOOP | libc::EMLINK,
+                ) => ErrorCode::InvalidRequest,
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM) => ErrorCode::Unavailable,
+                _ => ErrorCode::Internal,
+            },
+        };
+        let message = match &e {
+            FilesError::Io { source, .. } if source.raw_os_error() == Some(libc::EXDEV) => {
+                format!("{e}: source and destination are on different filesystems")
+            }
+            FilesError::Io { source, .. } => format!("{e}: {source}"),
+            FilesError::Upload { source, .. } => format!("{e}: {source}"),
+            _ => e.to_string(),
+        };
+        if code == ErrorCode::Internal {
+            tracing::warn!(error = %message, "file operation failed");
+        }
+        ApiError::new(code, message)
+    }
+}
+
+/// Turn an API path into an absolute, lexically normalised path: relative paths (and `~`, `~/…`)
+/// are taken from `base`; `.` is dropped and `..` removes the previous component (at `/` it stays
+/// at `/`). Symlinks are not resolved.
+pub fn resolve(base: &Path, path: &str) -> Result<PathBuf, FilesError> {
+    if path.is_empty() {
+        return Err(FilesError::EmptyPath);
+    }
+    if path.contains('\0') {
+        return Err(FilesError::NulInPath);
+    }
+    let joined = if path == "~" {
+        base.to_path_buf()
+    } else if let Some(rest) = path.strip_prefix("~/") {
+        base.join(rest)
+    } else {
+        base.join(path) // an absolute `path` replaces `base`
+    };
+    let mut out = PathBuf::from("/");
+    for c in joined.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    Ok(out)
+}
+
+struct FilesState {
+    base: PathBuf,
+}
+
+type St = State<Arc<FilesState>>;
+
+/// The `/files` routes. `base` is where relative paths start.
+pub fn routes<S: Clone + Send + Sync + 'static>(base: PathBuf) -> Router<S> {
+    Router::new()
+        .route(
+            "/files",
+            get(read)
+                .put(write)
+                .delete(remove)
+                // Uploads stream to disk; the agent's 16 MiB limit is for JSON requests.
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route("/files/stat", get(stat))
+        .route("/files/list", get(list))
+        .route("/files/mkdir", post(mkdir))
+        .route("/files/rename", post(rename))
+        .route("/files/watch", get(watch))
+        .with_state(Arc::new(FilesState { base }))
+}
+
+/// `mkdir -p dir`. A non-directory in the way is `NotADirectory` (not "already exists").
+async fn create_dirs(dir: &Path) -> Result<(), FilesError> {
+    match tokio::fs::create_dir_all(dir).await {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EEXIST | libc::ENOTDIR)) => {
+            Err(FilesError::NotADirectory(dir.display().to_string()))
+        }
+        Err(e) => Err(FilesError::io("create the directory", dir, e)),
+    }
+}
+
+fn is_root(p: &Path) -> bool {
+    p.parent().is_none()
+}
+
+/// `GET /files?path=`: the file's bytes.
+async fn read(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<Response, ApiError> {
+    let path = resolve(&st.base, &q.path)?;
+    // Check before opening: opening a FIFO would wait for a writer.
+    let meta = tokio::fs::metadata(&path)
+        .await
+        .map_err(|e| FilesError::io("read", &path, e))?;
+    if meta.is_dir() {
+        return Err(FilesError::IsADirectory(path.display().to_string()).into());
+    }
+    if !meta.is_file() {
+        return Err(FilesError::NotAFile(path.display().to_string()).into());
+    }
+    let file = tokio::fs::File::open(&path)
+        .await
+        .map_err(|e| FilesError::io("open", &path, e))?;
+    let len = file
+        .metadata()
+        .await
+        .map_err(|e| FilesError::io("stat", &path, e))?
+        .len();
+    // Files in /proc and friends say 0 and have content: stream those to the end, without a length.
+    let limit = if len > 0 { len } else { u64::MAX };
+    let reader = file.take(limit);
+    let body = futures_util::stream::unfold(Some(reader), |state| async move {
+        let mut reader = state?;
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        match reader.read_buf(&mut buf).await {
+            Ok(0) => None,
+            Ok(_) => Some((Ok(buf.freeze()), Some(reader))),
+            Err(e) => Some((Err(e), None)),
+        }
+    });
+    let mut r = Response::new(Body::from_stream(body));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if len > 0 {
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    Ok(r)
+}
+
+/// `PUT /files?path=`: replace the file with the request body (parents are created).
+async fn write(
+    State(st): St,
+    ApiQuery(q): ApiQuery<PathQuery>,
+    body: Body,
+) -> Result<Json<EntryInfo>, ApiError> {
+    let path = resolve(&st.base, &q.path)?;
+    // Through a symlink, the link's target is written (as `echo > link` would); a dangling link is
+    // replaced.
+    let path = match tokio::fs::symlink_metadata(&path).await {
+        Ok(m) if m.file_type().is_symlink() => tokio::fs::canonicalize(&path).await.unwrap_or(path),
+        _ => path,
+    };
+    let Some(parent) = path.parent().map(Path::to_path_buf) else {
+        return Err(FilesError::Root("write").into());
+    };
+    create_dirs(&parent).await?;
+    let existing = tokio::fs::metadata(&path).await.ok();
+    if existing.as_ref().is_some_and(|m| m.is_dir()) {
+        return Err(FilesError::IsADirectory(path.display().to_string()).into());
+    }
+    let tmp = parent.join(format!("{UPLOAD_PREFIX}{}", crate::context::new_id()));
+    let mut opts = tokio::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    let (file, in_place) = match opts.open(&tmp).await {
+        Ok(f) => (f, false),
+        // A writable file in a directory the user cannot write to: write it in place.
+        Err(e)
+            if e.raw_os_error() == Some(libc::EACCES)
+                && existing.as_ref().is_some_and(|m| m.is_file()) =>
+        {
+            let f = tokio::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&path)
+                .await
+                .map_err(|e| FilesError::io("write", &path, e))?;
+            (f, true)
+        }
+        Err(e) => return Err(FilesError::io("write", &path, e).into()),
+    };
+    let target = if in_place { &path } else { &tmp };
+    let copied = copy_body(body, file, target, &path).await;
+    if let Err(e) = copied {
+        if !in_place {
+            let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        return Err(e.into());
+    }
+    if !in_place {
+        if let Some(m) = &existing {
+            let mode = m.permissions().mode() & 0o7777;
+            let _ = tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).await;
+        }
+        if let Err(e) = tokio::fs::rename(&tmp, &path).await {
+            let _ = tokio::fs::remove_file(&tmp).await;
+            return Err(FilesError::io("write", &path, e).into());
+        }
+    }
+    let names = Names::load().await;
+    let meta = tokio::fs::symlink_metadata(&path)
+        .await
+        .map_err(|e| FilesError::io("stat", &path, e))?;
+    Ok(Json(entry(&path, &meta, &names)))
+}
+
+async fn copy_body(
+    body: Body,
+    mut file: tokio::fs::File,
+    written: &Path,
+    target: &Path,
+) -> Result<(), FilesError> {
+    let mut stream = body.into_data_stream();
+    let mut buf: Vec<u8> = Vec::with_capacity(WRITE_CHUNK);
+    let io_err = |e| FilesError::io("write", written, e);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|source| FilesError::Upload {
+            path: target.display().to_string(),
+            source,
+        })?;
+        if buf.is_empty() && chunk.len() >= WRITE_CHUNK {
+            file.write_all(&chunk).await.map_err(io_err)?;
+            continue;
+        }
+        buf.extend_from_slice(&chunk);
+        if buf.len() >= WRITE_CHUNK {
+            file.write_all(&buf).await.map_err(io_err)?;
+            buf.clear();
+        }
+    }
+    file.write_all(&buf).await.map_err(io_err)?;
+    // tokio's File writes in the background: flush to see the last write's result.
+    file.flush().await.map_err(io_err)?;
+    Ok(())
+}
+
+/// `DELETE /files?path=`: a file, a symlink (not its target), or a directory with its contents.
+async fn remove(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<StatusCode, ApiError> {
+    let path = resolve(&st.base, &q.path)?;
+    if is_root(&path) {
+        return Err(FilesError::Root("remove").into());
+    }
+    let meta = tokio::fs::symlink_metadata(&path)
+        .await
+        .map_err(|e| FilesError::io("remove", &path, e))?;
+    let r = if meta.is_dir() {
+        tokio::fs::remove_dir_all(&path).await
+    } else {
+        tokio::fs::remove_file(&path).await
+    };
+    r.map_err(|e| FilesError::io("remove", &path, e))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /files/stat?path=`.
+async fn stat(
+    State(st): St,
+    ApiQuery(q): ApiQuery<PathQuery>,
+) -> Result<Json<EntryInfo>, ApiError> {
+    let path = resolve(&st.base, &q.path)?;
+    let meta = tokio::fs::symlink_metadata(&path)
+        .await
+        .map_err(|e| FilesError::io("stat", &path, e))?;
+    let names = Names::load().await;
+    Ok(Json(entry(&path, &meta, &names)))
+}
+
+/// `GET /files/list?path=&depth=`.
+async fn list(
+    State(st): St,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<Vec<EntryInfo>>, ApiError> {
+    let path = resolve(&st.base, &q.path)?;
+    let depth = q.depth.unwrap_or(1);
+    if depth == 0 {
+        return Err(FilesError::Depth.into());
+    }
+    let meta = tokio::fs::metadata(&path)
+        .await
+        .map_err(|e| FilesError::io("list", &path, e))?;
+    if !meta.is_dir() {
+        return Err(FilesError::NotADirectory(path.display().to_string()).into());
+    }
+    let names = Names::load().await;
+    let entries = tokio::task::spawn_blocking(move || -> Result<Vec<EntryInfo>, FilesError> {
+        let mut out = Vec::new();
+        walk(&path, depth, &names, &mut out, true)?;
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    })
+    .await
+    .map_err(|e| FilesError::Io {
+        op: "list",
+        path: q.path.clone(),
+        source: io::Error::other(e),
+    })??;
+    Ok(Json(entries))
+}
+
+/// Entries of `dir` down to `depth` levels. Errors below the top level (e.g. an unreadable
+/// subdirectory) leave that part out.
+fn walk(
+    dir: &Path,
+    depth: u32,
+    names: &Names,
+    out: &mut Vec<EntryInfo>,
+    top: bool,
+) -> Result<(), FilesError> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if top => return Err(FilesError::io("list", dir, e)),
+        Err(_) => return Ok(()),
+    };
+    for de in rd.flatten() {
+        let p = de.path();
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        out.push(entry(&p, &meta, names));
+        if depth > 1 && meta.is_dir() {
+            walk(&p, depth - 1, names, out, false)?;
+        }
+    }
+    Ok(())
+}
+
+/// `POST /files/mkdir {path}`: 201 when created, 409 when it exists.
+async fn mkdir(
+    State(st): St,
+    ApiJson(req): ApiJson<MakeDirRequest>,
+) -> Result<(StatusCode, Json<EntryInfo>), ApiError> {
+    let path = resolve(&st.base, &req.path)?;
+    if tokio::fs::symlink_metadata(&path).await.is_ok() {
+        return Err(FilesError::AlreadyExists(path.display().to_string()).into());
+    }
+    create_dirs(&path).await?;
+    let meta = tokio::fs::symlink_metadata(&path)
+        .await
+        .map_err(|e| FilesError::io("stat", &path, e))?;
+    let names = Names::load().await;
+    Ok((StatusCode::CREATED, Json(entry(&path, &meta, &names))))
+}
+
+/// `POST /files/rename {from, to}`.
+async fn rename(
+    State(st): St,
+    ApiJson(req): ApiJson<RenameRequest>,
+) -> Result<Json<EntryInfo>, ApiError> {
+    let from = resolve(&st.base, &req.from)?;
+    let to = resolve(&st.base, &req.to)?;
+    if is_root(&from) || is_root(&to) {
+        return Err(FilesError::Root("rename").into());
+    }
+    tokio::fs::symlink_metadata(&from)
+        .await
+        .map_err(|e| FilesError::io("rename", &from, e))?;
+    if let Some(parent) = to.parent() {
+        create_dirs(parent).await?;
+    }
+    tokio::fs::rename(&from, &to)
+        .await
+        .map_err(|e| FilesError::io("rename", &from, e))?;
+    let meta = tokio::fs::symlink_metadata(&to)
+        .await
+        .map_err(|e| FilesError::io("stat", &to, e))?;
+    let names = Names::load().await;
+    Ok(Json(entry(&to, &meta, &names)))
+}
+
+/// User and group names from the sandbox's `/etc/passwd` and `/etc/group`.
+#[derive(Default)]
+struct Names {
+    users: HashMap<u32, String>,
+    groups: HashMap<u32, String>,
+}
+
+impl Names {
+    async fn load() -> Names {
+        let parse = |text: String| -> HashMap<u32, String> {
+            text.lines()
+                .filter_map(|l| {
+                    let mut f = l.split(':');
+                    let name = f.next()?;
+                    let id = f.nth(1)?.parse().ok()?;
+                    Some((id, name.to_string()))
+                })
+                .collect()
+        };
+        Names {
+            users: parse(
+                tokio::fs::read_to_string("/etc/passwd")
+                    .await
+                    .unwrap_or_default(),
+            ),
+            groups: parse(
+                tokio::fs::read_to_string("/etc/group")
+                    .await
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+
+    fn user(&self, uid: u32) -> String {
+        self.users
+            .get(&uid)
+            .cloned()
+            .unwrap_or_else(|| uid.to_string())
+    }
+
+    fn group(&self, gid: u32) -> String {
+        self.groups
+            .get(&gid)
+            .cloned()
+            .unwrap_or_else(|| gid.to_string())
+    }
+}
+
+fn entry(path: &Path, meta: &std::fs::Metadata, names: &Names) -> EntryInfo {
+    let ft = meta.file_type();
+    let file_type = if ft.is_symlink() {
+        FileType::Symlink
+    } else if ft.is_dir() {
+        FileType::Dir
+    } else if ft.is_file() {
+        FileType::File
+    } else {
+        FileType::Other
+    };
+    let mode = meta.mode();
+    EntryInfo {
+        name: path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "/".into()),
+        path: path.to_string_lossy().into_owned(),
+        file_type,
+        size: meta.len(),
+        mode: mode & 0o7777,
+        permissions: permissions(mode),
+        owner: names.user(meta.uid()),
+        group: names.group(meta.gid()),
+        modified_ms: meta.mtime() * 1000 + meta.mtime_nsec() / 1_000_000,
+        symlink_target: ft
+            .is_symlink()
+            .then(|| std::fs::read_link(path).ok())
+            .flatten()
+            .map(|t| t.to_string_lossy().into_owned()),
+    }
+}
+
+/// `ls -l` style permissions: type character plus rwx triplets (with s/S, t/T).
+fn permissions(mode: u32) -> String {
+    let kind = match mode & 0o170000 {
+        0o040000 => 'd',
+        0o120000 => 'l',
+        0o020000 => 'c',
+        0o060000 => 'b',
+        0o010000 => 'p',
+        0o140000 => 's',
+        _ => '-',
+    };
+    let mut s = String::with_capacity(10);
+    s.push(kind);
+    for (shift, special, on, off) in [
+        (6, 0o4000, 's', 'S'),
+        (3, 0o2000, 's', 'S'),
+        (0, 0o1000, 't', 'T'),
+    ] {
+        let bits = (mode >> shift) & 7;
+        s.push(if bits & 4 != 0 { 'r' } else { '-' });
+        s.push(if bits & 2 != 0 { 'w' } else { '-' });
+        let x = bits & 1 != 0;
+        s.push(match (mode & special != 0, x) {
+            (true, true) => on,
+            (true, false) => off,
+            (false, true) => 'x',
+            (false, false) => '-',
+        });
+    }
+    s
+}
+
+/// `GET /files/watch?path=&recursive=`: NDJSON [`FsEvent`]s until the client leaves (or the watched
+/// path itself is removed).
+async fn watch(State(st): St, ApiQuery(q): ApiQuery<WatchQuery>) -> Result<Response, ApiError> {
+    let root = resolve(&st.base, &q.path)?;
+    let meta = tokio::fs::metadata(&root)
+        .await
+        .map_err(|e| FilesError::io("watch", &root, e))?;
+    let recursive = q.recursive && meta.is_dir();
+    let watch_err = |e| FilesError::io("watch", &root, e);
+    let ino = Inotify::new().map_err(watch_err)?;
+    // Events are read through the reactor from a dup of the (non-blocking) inotify fd.
+    let events = ino.fd().try_clone().map_err(watch_err)?;
+    let events = pipe::Receiver::from_owned_fd_unchecked(events).map_err(watch_err)?;
+    let root_watch = ino.watch(&root).map_err(watch_err)?;
+    let mut w = Watcher {
+        ino,
+        events,
+        buf: vec![0u8; 64 * 1024],
+        root: root.clone(),
+        root_watch,
+        recursive,
+        paths: HashMap::from([(root_watch, root.clone())]),
+        done: false,
+    };
+    if recursive {
+        w.watch_tree(&root, false);
+    }
+    let start = FsEvent {
+        event_type: FsEventType::Start,
+        path: root.to_string_lossy().into_owned(),
+        name: String::new(),
+        is_dir: meta.is_dir(),
+    };
+    let first = futures_util::stream::once(async move { ndjson(&[start]) });
+    let rest = futures_util::stream::unfold(w, |mut w| async move {
+        let events = w.next().await?;
+        Some((ndjson(&events), w))
+    });
+    Ok(stream_response(
+        NDJSON,
+        Body::from_stream(first.chain(rest)),
+    ))
+}
+
+fn ndjson(events: &[FsEvent]) -> Result<Bytes, Infallible> {
+    let mut out = Vec::new();
+    for e in events {
+        out.extend_from_slice(&serde_json::to_vec(e).unwrap_or_default());
+        out.push(b'\n');
+    }
+    Ok(Bytes::from(out))
+}
+
+/// One watch stream: an inotify instance and the directory each of its watches stands for.
+struct Watcher {
+    ino: Inotify,
+    events: pipe::Receiver,
+    buf: Vec<u8>,
+    root: PathBuf,
+    root_watch: Watch,
+    recursive: bool,
+    paths: HashMap<Watch, PathBuf>,
+    done: bool,
+}
+
+impl Watcher {
+    /// Watch every directory below `dir` (and `dir` itself unless `skip_self`), without following
+    /// symlinks.
+    fn watch_tree(&mut self, dir: &Path, skip_self: bool) {
+        if !skip_self {
+            if let Ok(w) = self.ino.watch(dir) {
+                self.paths.insert(w, dir.to_path_buf());
+            }
+        }
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for de in rd.flatten() {
+            if de.file_type().is_ok_and(|t| t.is_dir()) {
+                self.watch_tree(&de.path(), false);
+            }
+        }
+    }
+
+    /// The next non-empty batch of events; `None` when the stream is over.
+    async fn next(&mut self) -> Option<Vec<FsEvent>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let raw = match self.events.read(&mut self.buf).await {
+                Ok(0) => return None,
+                Ok(n) => lizard_jail::inotify::parse(&self.buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading inotify events");
+                    return None;
+                }
+            };
+            let events = self.translate(raw);
+            if !events.is_empty() {
+                return Some(events);
+            }
+        }
+    }
+
+    fn translate(&mut self, raw: Vec<InoEvent>) -> Vec<FsEvent> {
+        let mut out = Vec::new();
+        // Directories renamed within this batch: cookie → old path.
+        let mut moved_dirs: HashMap<u32, PathBuf> = HashMap::new();
+        for ev in raw {
+            let m = ev.mask;
+            if m.overflow {
+                tracing::warn!(root = %self.root.display(), "inotify queue overflow: events lost");
+                continue;
+            }
+            let Some(dir) = self.paths.get(&ev.watch).cloned() else {
+                continue;
+            };
+            if m.ignored {
+                self.paths.remove(&ev.watch);
+                if ev.watch == self.root_watch {
+                    self.done = true;
+                }
+                continue;
+            }
+            let is_root_event = ev.name.is_none();
+            if is_root_event && ev.watch != self.root_watch {
+                // A subdirectory's own delete/move: its parent's watch reports it by name.
+                continue;
+            }
+            let path = match &ev.name {
+                Some(n) => dir.join(n),
+                None => dir.clone(),
+            };
+            if path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(UPLOAD_PREFIX))
+            {
+                continue;
+            }
+            let kinds: &[(bool, FsEventType)] = &[
+                (m.create || m.moved_to, FsEventType::Create),
+                (m.modify, FsEventType::Write),
+                (m.attrib, FsEventType::Chmod),
+                (m.moved_from || m.move_self, FsEventType::Rename),
+                (m.delete || m.delete_self, FsEventType::Remove),
+            ];
+            for (on, kind) in kinds {
+                if *on {
+                    out.push(self.event(*kind, &path, m.is_dir || is_root_event));
+                }
+            }
+            if self.recursive && m.is_dir {
+                if m.moved_from {
+                    moved_dirs.insert(ev.cookie, path.clone());
+                } else if m.moved_to {
+                    match moved_dirs.remove(&ev.cookie) {
+                        Some(old) => self.rebase(&old, &path),
+                        None => self.watch_tree(&path, false),
+                    }
+                } else if m.create {
+                    self.watch_tree(&path, false);
+                }
+            }
+        }
+        // Directories moved out of the tree: stop watching them.
+        for old in moved_dirs.into_values() {
+            let gone: Vec<Watch> = self
+                .paths
+                .iter()
+                .filter(|(_, p)| p.starts_with(&old))
+                .map(|(w, _)| *w)
+                .collect();
+            for w in gone {
+                self.ino.unwatch(w);
+                self.paths.remove(&w);
+            }
+        }
+        out
+    }
+
+    /// A watched directory moved from `old` to `new` inside the tree: its watches follow it.
+    fn rebase(&mut self, old: &Path, new: &Path) {
+        for p in self.paths.values_mut() {
+            if let Ok(rest) = p.strip_prefix(old) {
+                *p = new.join(rest);
+            }
+        }
+    }
+
+    fn event(&self, kind: FsEventType, path: &Path, is_dir: bool) -> FsEvent {
+        FsEvent {
+            event_type: kind,
+            path: path.to_string_lossy().into_owned(),
+            name: path
+                .strip_prefix(&self.root)
+                .map(|r| r.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            is_dir,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_and_normalises() {
+        let base = Path::new("/home/user");
+        let r = |p: &str| resolve(base, p).map(|p| p.display().to_string());
+        assert_eq!(r("a/b").unwrap(), "/home/user/a/b");
+        assert_eq!(r("./a/../b/").unwrap(), "/home/user/b");
+        assert_eq!(r("../../../../etc/passwd").unwrap(), "/etc/passwd");
+        assert_eq!(r("/x/../../y").unwrap(), "/y");
+        assert_eq!(r("~").unwrap(), "/home/user");
+        assert_eq!(r("~/d").unwrap(), "/home/user/d");
+        assert_eq!(r("/").unwrap(), "/");
+        assert!(matches!(r(""), Err(FilesError::EmptyPath)));
+        assert!(matches!(r("a\0b"), Err(FilesError::NulInPath)));
+    }
+
+    #[test]
+    fn permission_strings() {
+        assert_eq!(permissions(0o100644), "-rw-r--r--");
+        assert_eq!(permissions(0o040755), "drwxr-xr-x");
+        assert_eq!(permissions(0o041777), "drwxrwxrwt");
+        assert_eq!(permissions(0o104755), "-rwsr-xr-x");
+        assert_eq!(permissions(0o120777), "lrwxrwxrwx");
+    }
+}

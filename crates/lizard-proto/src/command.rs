@@ -1,0 +1,362 @@
+//! Commands and terminals: processes started in a sandbox besides kernels.
+//!
+//! # Wire format
+//!
+//! `POST /commands` (and `POST /pty`, and `GET /commands/{pid}/stream`) answer with a stream of
+//! [`CommandEvent`]s when `Accept` is `application/x-ndjson` (one JSON object per line) or
+//! `text/event-stream` (one `data:` line per event, the `type` as the SSE `event:` name); with any
+//! other `Accept` they wait for the process to end and return one [`CommandResult`]. Every stream
+//! starts with exactly one `start` and, unless the client leaves first, ends with exactly one `end`.
+//! Clients must ignore event types they do not know.
+//!
+//! ## `start`
+//! `{"type":"start","pid":123}` — the process exists. On a reattach (`GET /commands/{pid}/stream`)
+//! `dropped_stdout_bytes` / `dropped_stderr_bytes` say how much of the earliest output fell out of
+//! the agent's bounded buffer (the last 1 MiB per stream is kept) and is not replayed.
+//!
+//! ## `stdout` / `stderr`
+//! `{"type":"stdout","text":"hi\n"}` — a chunk of output as the process wrote it (not a line).
+//! `text` is lossy UTF-8: bytes that are not UTF-8 become U+FFFD and a multi-byte character is never
+//! split across chunks. When the request asked for `base64` (always for a PTY), `data_b64` carries
+//! the chunk's exact bytes in standard base64; `text` may then be empty (a partial character). A
+//! PTY's terminal output arrives as `stdout` (a terminal merges the two streams).
+//!
+//! ## `end`
+//! `{"type":"end","exit_code":0,"duration_ms":12}` or
+//! `{"type":"end","signal":"SIGKILL","timed_out":true,"duration_ms":1000}` — the process is gone:
+//! `exit_code` when it exited, `signal` (a name like `SIGTERM`) when a signal killed it. Background
+//! children it left behind in its process group keep running, unless `timed_out`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `POST /commands`: start a process. Exactly one of `cmd` and `argv`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartCommandRequest {
+    /// A shell command line, run as `bash -c CMD` (no login shell: the sandbox's `PATH` stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    /// A program and its arguments, run directly (no shell); `argv[0]` is looked up in `PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// Working directory; relative paths resolve against the sandbox user's home (`/home/user`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Environment variables, merged over the sandbox's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Stop the process group after this many milliseconds (SIGTERM, then SIGKILL after 2 s); the
+    /// `end` event then says `timed_out`. No limit when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Return at once with the process's [`ProcessInfo`] (201) instead of streaming or waiting.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub background: bool,
+    /// Keep a stdin pipe open for `POST /commands/{pid}/stdin`; otherwise stdin is `/dev/null`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stdin: bool,
+    /// Also send each output chunk's raw bytes as `data_b64` (and `stdout_b64`/`stderr_b64` in the
+    /// aggregated result), so arbitrary bytes survive.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub base64: bool,
+    /// The user to run as. Only the sandbox user (`user`) exists; anything else is a 400.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// A free-form label shown by `GET /commands`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+/// A terminal size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PtySize {
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// `POST /pty`: start a process on a new pseudo-terminal. At most one of `cmd` and `argv`; neither
+/// runs an interactive `bash -i`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartPtyRequest {
+    pub cols: u16,
+    pub rows: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Merged over the sandbox's environment; `TERM` defaults to `xterm-256color`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Return at once with the [`ProcessInfo`] (201); attach with `GET /commands/{pid}/stream`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub background: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+}
+
+/// `POST /pty/{pid}/resize`.
+pub type ResizePtyRequest = PtySize;
+
+/// `POST /commands/{pid}/stdin` and `POST /pty/{pid}/input`: exactly one of `data` (text, sent as
+/// UTF-8) and `data_b64` (bytes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessInputRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_b64: Option<String>,
+}
+
+/// `POST /commands/{pid}/signal`: `signal` is a name such as `SIGTERM`, `SIGKILL`, `SIGINT`,
+/// `SIGHUP`, `SIGUSR1` (the `SIG` prefix is optional). It goes to the process's whole group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRequest {
+    pub signal: String,
+}
+
+/// `GET /commands/{pid}/stream?base64=`: reattach to a process's output.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamQuery {
+    /// As `StartCommandRequest::base64` (always on for a PTY).
+    #[serde(default)]
+    pub base64: bool,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandEnd {
+    /// The exit status, when the process exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that killed it (e.g. `SIGKILL`), when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// `timeout_ms` passed and the agent stopped the process group.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub timed_out: bool,
+    /// From start to exit.
+    pub duration_ms: u64,
+}
+
+/// One event of a process's output stream (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CommandEvent {
+    Start {
+        pid: u32,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        dropped_stdout_bytes: u64,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        dropped_stderr_bytes: u64,
+    },
+    Stdout {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data_b64: Option<String>,
+    },
+    Stderr {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data_b64: Option<String>,
+    },
+    End(CommandEnd),
+}
+
+impl CommandEvent {
+    /// The `type` tag, also used as the SSE event name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CommandEvent::Start { .. } => "start",
+            CommandEvent::Stdout { .. } => "stdout",
+            CommandEvent::Stderr { .. } => "stderr",
+            CommandEvent::End(_) => "end",
+        }
+    }
+}
+
+/// A finished process with all its output: what a non-streaming `POST /commands` (or
+/// `GET /commands/{pid}/stream`) returns. A non-zero exit is not an HTTP error.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandResult {
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    /// All output as lossy UTF-8.
+    pub stdout: String,
+    pub stderr: String,
+    /// The exact bytes, when `base64` was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_b64: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_b64: Option<String>,
+    /// Output beyond 64 MiB per stream was left out of this aggregate (stream it instead).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub truncated: bool,
+    /// Earliest output that had fallen out of the agent's buffer before this reader attached.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_stdout_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_stderr_bytes: u64,
+}
+
+impl CommandResult {
+    /// Fold one event into the aggregate (text only: `*_b64` are filled by whoever has the bytes).
+    pub fn apply(&mut self, event: CommandEvent) {
+        match event {
+            CommandEvent::Start {
+                pid,
+                dropped_stdout_bytes,
+                dropped_stderr_bytes,
+            } => {
+                self.pid = pid;
+                self.dropped_stdout_bytes = dropped_stdout_bytes;
+                self.dropped_stderr_bytes = dropped_stderr_bytes;
+            }
+            CommandEvent::Stdout { text, .. } => self.stdout.push_str(&text),
+            CommandEvent::Stderr { text, .. } => self.stderr.push_str(&text),
+            CommandEvent::End(end) => self.set_end(end),
+        }
+    }
+
+    pub fn set_end(&mut self, end: CommandEnd) {
+        self.exit_code = end.exit_code;
+        self.signal = end.signal;
+        self.timed_out = end.timed_out;
+        self.duration_ms = end.duration_ms;
+    }
+}
+
+/// A process as `GET /commands` and `GET /commands/{pid}` report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    /// The shell command line, when started with `cmd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    /// What was executed, e.g. `["/bin/bash", "-c", "echo hi"]`.
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// The request's environment variables (not the inherited ones).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The terminal size, for a PTY process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pty: Option<PtySize>,
+    /// Whether it has a stdin pipe (`stdin: true`, or a PTY).
+    pub stdin: bool,
+    /// Milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// How it ended; absent while it runs. Finished processes stay visible for 60 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<CommandEnd>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_wire_shape() {
+        let e = CommandEvent::Stdout {
+            text: "hi\n".into(),
+            data_b64: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"type":"stdout","text":"hi\n"}"#
+        );
+        let end = CommandEvent::End(CommandEnd {
+            exit_code: None,
+            signal: Some("SIGKILL".into()),
+            timed_out: true,
+            duration_ms: 5,
+        });
+        let s = serde_json::to_string(&end).unwrap();
+        assert_eq!(
+            s,
+            r#"{"type":"end","signal":"SIGKILL","timed_out":true,"duration_ms":5}"#
+        );
+        assert_eq!(serde_json::from_str::<CommandEvent>(&s).unwrap(), end);
+        assert_eq!(
+            serde_json::to_string(&CommandEvent::Start {
+                pid: 7,
+                dropped_stdout_bytes: 0,
+                dropped_stderr_bytes: 0
+            })
+            .unwrap(),
+            r#"{"type":"start","pid":7}"#
+        );
+    }
+
+    #[test]
+    fn requests_reject_unknown_fields() {
+        assert!(serde_json::from_str::<StartCommandRequest>(r#"{"cmd":"ls","bogus":1}"#).is_err());
+        let r: StartCommandRequest =
+            serde_json::from_str(r#"{"cmd":"ls","env":{"A":"b"},"timeout_ms":5}"#).unwrap();
+        assert_eq!(r.timeout_ms, Some(5));
+        assert!(serde_json::from_str::<StartPtyRequest>(r#"{"cols":80}"#).is_err());
+    }
+
+    #[test]
+    fn fold_events() {
+        let mut r = CommandResult::default();
+        for e in [
+            CommandEvent::Start {
+                pid: 3,
+                dropped_stdout_bytes: 0,
+                dropped_stderr_bytes: 0,
+            },
+            CommandEvent::Stdout {
+                text: "a".into(),
+                data_b64: None,
+            },
+            CommandEvent::Stderr {
+                text: "e".into(),
+                data_b64: None,
+            },
+            CommandEvent::Stdout {
+                text: "b".into(),
+                data_b64: None,
+            },
+            CommandEvent::End(CommandEnd {
+                exit_code: Some(2),
+                duration_ms: 1,
+                ..Default::default()
+            }),
+        ] {
+            r.apply(e);
+        }
+        assert_eq!(
+            (r.pid, r.stdout.as_str(), r.stderr.as_str()),
+            (3, "ab", "e")
+        );
+        assert_eq!(r.exit_code, Some(2));
+    }
+}

@@ -1,0 +1,696 @@
+//! End-to-end tests of commands, terminals and files through the server, in real sandboxes: exit
+//! codes, stderr, stdin, background runs, kill, reconnect, bytes, timeouts, PTY echo and resize,
+//! file round trips, listing, watch events, and path traversal attempts.
+
+mod common;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(60);
+const NDJSON: &str = "application/x-ndjson";
+
+fn b64(s: &str) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
+
+fn enc(p: &str) -> String {
+    p.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A request to the server as admin, with any body; the response streams.
+async fn send(
+    s: &Server,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> hyper::Response<Incoming> {
+    let stream = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+    let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut b = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "lizard")
+        .header("authorization", format!("Bearer {}", s.admin_key));
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    tx.send_request(b.body(Full::new(body.into())).unwrap())
+        .await
+        .unwrap()
+}
+
+/// NDJSON lines of a streamed response.
+struct Lines {
+    body: Incoming,
+    buf: Vec<u8>,
+}
+
+impl Lines {
+    fn new(resp: hyper::Response<Incoming>) -> Lines {
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], NDJSON);
+        Lines {
+            body: resp.into_body(),
+            buf: Vec::new(),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Value> {
+        tokio::time::timeout(T, async {
+            loop {
+                if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = self.buf.drain(..=pos).collect();
+                    return Some(serde_json::from_slice(&line).unwrap());
+                }
+                match self.body.frame().await {
+                    Some(f) => {
+                        if let Ok(d) = f.unwrap().into_data() {
+                            self.buf.extend_from_slice(&d);
+                        }
+                    }
+                    None => return None,
+                }
+            }
+        })
+        .await
+        .expect("no NDJSON line in time")
+    }
+
+    async fn rest(&mut self) -> Vec<Value> {
+        let mut v = Vec::new();
+        while let Some(e) = self.next().await {
+            v.push(e);
+        }
+        v
+    }
+}
+
+async fn stream_post(s: &Server, path: &str, body: Value) -> Lines {
+    Lines::new(
+        send(
+            s,
+            "POST",
+            path,
+            &[("content-type", "application/json"), ("accept", NDJSON)],
+            body.to_string(),
+        )
+        .await,
+    )
+}
+
+async fn connect(s: &Server, id: &str, pid: u64) -> Lines {
+    Lines::new(
+        send(
+            s,
+            "GET",
+            &format!("/v1/sandboxes/{id}/commands/{pid}/stream"),
+            &[("accept", NDJSON)],
+            Bytes::new(),
+        )
+        .await,
+    )
+}
+
+/// Run a command and return its aggregated result.
+async fn run(s: &Server, id: &str, body: Value) -> Value {
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/commands"), Some(body))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.body
+}
+
+fn text_of(events: &[Value], kind: &str) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == kind)
+        .filter_map(|e| e["text"].as_str())
+        .collect()
+}
+
+/// Terminal output as plain lines: escape sequences and carriage returns removed.
+fn terminal_lines(raw: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(raw);
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => match chars.next() {
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    for c in chars.by_ref() {
+                        if c == '\x07' {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out.lines().map(str::to_string).collect()
+}
+
+#[tokio::test]
+async fn commands_through_the_server() {
+    let s = Server::start();
+    let key = s.admin_key.clone();
+    let id = s.create(&key, json!({"env": {"GREETING": "hi"}})).await;
+    let base = format!("/v1/sandboxes/{id}");
+
+    // Exit codes, stderr, the sandbox user, home and env.
+    let r = run(
+        &s,
+        &id,
+        json!({"cmd": "whoami; pwd; echo $GREETING $X; echo oops >&2; exit 3", "env": {"X": "x"}}),
+    )
+    .await;
+    assert_eq!(r["stdout"], "user\n/home/user\nhi x\n", "{r}");
+    assert_eq!(
+        (r["stderr"].as_str(), r["exit_code"].as_i64()),
+        (Some("oops\n"), Some(3))
+    );
+    let r = run(
+        &s,
+        &id,
+        json!({"argv": ["python3", "-c", "import sys; print(sys.argv[1:])", "a b"]}),
+    )
+    .await;
+    assert_eq!(r["stdout"], "['a b']\n", "{r}");
+    let r = s
+        .admin(
+            "POST",
+            &format!("{base}/commands"),
+            Some(json!({"cmd": "id", "user": "root"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (400, Some("invalid_request"))
+    );
+
+    // Streaming passes through live.
+    let mut st = stream_post(
+        &s,
+        &format!("{base}/commands"),
+        json!({"cmd": "echo a; sleep 1.5; echo b >&2"}),
+    )
+    .await;
+    assert_eq!(st.next().await.unwrap()["type"], "start");
+    let t0 = Instant::now();
+    assert_eq!(st.next().await.unwrap()["text"], "a\n");
+    assert!(
+        t0.elapsed() < Duration::from_millis(1200),
+        "live, not buffered until the end"
+    );
+    let rest = st.rest().await;
+    assert_eq!(text_of(&rest, "stderr"), "b\n");
+    assert_eq!(rest.last().unwrap()["exit_code"], 0);
+
+    // Invalid UTF-8 and binary output.
+    let all = r#"for i in $(seq 0 255); do printf "\\x$(printf %02x $i)"; done"#;
+    let r = run(&s, &id, json!({"cmd": all, "base64": true})).await;
+    assert_eq!(
+        b64(r["stdout_b64"].as_str().unwrap()),
+        (0..=255u8).collect::<Vec<_>>()
+    );
+    let r = run(&s, &id, json!({"cmd": r"printf 'ok\xff\xfe\n'"})).await;
+    assert_eq!(r["stdout"], "ok\u{FFFD}\u{FFFD}\n");
+
+    // stdin.
+    let r = s
+        .admin(
+            "POST",
+            &format!("{base}/commands"),
+            Some(json!({"cmd": "tr a-z A-Z", "stdin": true, "background": true})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let pid = r.body["pid"].as_u64().unwrap();
+    let w = s
+        .admin(
+            "POST",
+            &format!("{base}/commands/{pid}/stdin"),
+            Some(json!({"data": "hello\n"})),
+        )
+        .await;
+    assert_eq!(w.status, 204, "{}", w.text);
+    s.admin("POST", &format!("{base}/commands/{pid}/stdin/close"), None)
+        .await;
+    let r = s
+        .admin("GET", &format!("{base}/commands/{pid}/stream"), None)
+        .await;
+    assert_eq!(
+        (r.body["stdout"].as_str(), r.body["exit_code"].as_i64()),
+        (Some("HELLO\n"), Some(0)),
+        "{}",
+        r.text
+    );
+
+    // Background, list, reconnect, kill.
+    let r = s
+        .admin(
+            "POST",
+            &format!("{base}/commands"),
+            Some(json!({"cmd": "echo started; sleep 300", "background": true})),
+        )
+        .await;
+    let pid = r.body["pid"].as_u64().unwrap();
+    let l = s.admin("GET", &format!("{base}/commands"), None).await;
+    assert!(
+        l.body
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["pid"].as_u64() == Some(pid)),
+        "{}",
+        l.text
+    );
+    let mut c = connect(&s, &id, pid).await;
+    assert_eq!(c.next().await.unwrap()["type"], "start");
+    assert_eq!(
+        c.next().await.unwrap()["text"],
+        "started\n",
+        "replayed on reconnect"
+    );
+    let k = s
+        .admin(
+            "POST",
+            &format!("{base}/commands/{pid}/signal"),
+            Some(json!({"signal": "SIGKILL"})),
+        )
+        .await;
+    assert_eq!(k.status, 204, "{}", k.text);
+    let end = c.rest().await.pop().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["signal"].as_str()),
+        (Some("end"), Some("SIGKILL"))
+    );
+    let k = s
+        .admin(
+            "POST",
+            &format!("{base}/commands/{pid}/signal"),
+            Some(json!({"signal": "SIGKILL"})),
+        )
+        .await;
+    assert_eq!(k.status, 404, "an exited process is gone for kill");
+    let l = s.admin("GET", &format!("{base}/commands"), None).await;
+    assert!(l
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["pid"].as_u64() != Some(pid)));
+
+    // A client that disconnects does not stop the command; a later reconnect gets its end.
+    let mut st = stream_post(
+        &s,
+        &format!("{base}/commands"),
+        json!({"cmd": "sleep 1; echo done"}),
+    )
+    .await;
+    let pid = st.next().await.unwrap()["pid"].as_u64().unwrap();
+    drop(st);
+    let mut c = connect(&s, &id, pid).await;
+    let events = c.rest().await;
+    assert_eq!(text_of(&events, "stdout"), "done\n");
+    assert_eq!(events.last().unwrap()["exit_code"], 0);
+
+    // Timeout.
+    let t0 = Instant::now();
+    let r = run(&s, &id, json!({"cmd": "sleep 60", "timeout_ms": 500})).await;
+    assert_eq!(
+        (r["timed_out"].as_bool(), r["signal"].as_str()),
+        (Some(true), Some("SIGTERM")),
+        "{r}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10));
+
+    // Unknown processes and routes are typed.
+    let r = s
+        .admin("GET", &format!("{base}/commands/999999"), None)
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (404, Some("not_found"))
+    );
+    s.kill_all().await;
+    let r = s.admin("GET", &format!("{base}/commands"), None).await;
+    assert_eq!(r.status, 404, "a killed sandbox has no commands");
+}
+
+#[tokio::test]
+async fn concurrent_commands_keep_their_exit_codes() {
+    // The agent is PID 1 and reaps orphans; it must never take a command's exit status.
+    let s = Server::start();
+    let key = s.admin_key.clone();
+    let id = s.create(&key, json!({})).await;
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let c = Server::client_for(&s.addr, &s.admin_key);
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let cmd = format!("(sleep 0.0{} &) ; exit {}", i % 10, i);
+            let r = run(&c, &id, json!({ "cmd": cmd })).await;
+            (i, r)
+        }));
+    }
+    for t in tasks {
+        let (i, r) = t.await.unwrap();
+        assert_eq!(r["exit_code"].as_i64(), Some(i), "{r}");
+    }
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn terminal_through_the_server() {
+    let s = Server::start();
+    let key = s.admin_key.clone();
+    let id = s.create(&key, json!({})).await;
+    let base = format!("/v1/sandboxes/{id}");
+    let mut out = stream_post(&s, &format!("{base}/pty"), json!({"cols": 80, "rows": 24})).await;
+    let pid = out.next().await.unwrap()["pid"].as_u64().unwrap();
+    let mut raw = Vec::new();
+    async fn keys(s: &Server, base: &str, pid: u64, data: &str) {
+        let r = s
+            .admin(
+                "POST",
+                &format!("{base}/pty/{pid}/input"),
+                Some(json!({"data": data})),
+            )
+            .await;
+        assert_eq!(r.status, 204, "{}", r.text);
+    }
+    async fn read_until(out: &mut Lines, raw: &mut Vec<u8>, want: &str) {
+        let deadline = Instant::now() + T;
+        while !terminal_lines(raw).iter().any(|l| l == want) {
+            assert!(
+                Instant::now() < deadline,
+                "no line {want:?} in {:?}",
+                terminal_lines(raw)
+            );
+            let e = out.next().await.expect("terminal ended");
+            raw.extend(b64(e["data_b64"].as_str().unwrap()));
+        }
+    }
+    keys(&s, &base, pid, "echo $((6*7))\r").await;
+    read_until(&mut out, &mut raw, "42").await;
+    let r = s
+        .admin(
+            "POST",
+            &format!("{base}/pty/{pid}/resize"),
+            Some(json!({"cols": 132, "rows": 43})),
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    keys(&s, &base, pid, "stty size; whoami; echo $TERM\r").await;
+    read_until(&mut out, &mut raw, "43 132").await;
+    read_until(&mut out, &mut raw, "user").await;
+    read_until(&mut out, &mut raw, "xterm-256color").await;
+    keys(&s, &base, pid, "exit 5\r").await;
+    let end = out.rest().await.pop().unwrap();
+    assert_eq!(
+        (end["type"].as_str(), end["exit_code"].as_i64()),
+        (Some("end"), Some(5))
+    );
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn files_through_the_server() {
+    let s = Server::start();
+    let key = s.admin_key.clone();
+    let id = s.create(&key, json!({})).await;
+    let base = format!("/v1/sandboxes/{id}");
+    let put = |path: &str, data: Vec<u8>| {
+        let url = format!("{base}/files?path={}", enc(path));
+        let s = &s;
+        async move {
+            let r = send(
+                s,
+                "PUT",
+                &url,
+                &[("content-type", "application/octet-stream")],
+                data,
+            )
+            .await;
+            let status = r.status().as_u16();
+            let body = r.into_body().collect().await.unwrap().to_bytes();
+            (
+                status,
+                serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let get = |path: &str| {
+        let url = format!("{base}/files?path={}", enc(path));
+        let s = &s;
+        async move {
+            let r = send(s, "GET", &url, &[], Bytes::new()).await;
+            let status = r.status().as_u16();
+            (status, r.into_body().collect().await.unwrap().to_bytes())
+        }
+    };
+
+    // Round trips: text (relative to /home/user, parents created) and binary.
+    let (st, e) = put("docs/readme.txt", b"hello\n".to_vec()).await;
+    assert_eq!(st, 200, "{e}");
+    assert_eq!(e["path"], "/home/user/docs/readme.txt");
+    assert_eq!(
+        (e["owner"].as_str(), e["group"].as_str(), e["mode"].as_u64()),
+        (Some("user"), Some("user"), Some(0o644))
+    );
+    assert_eq!(get("docs/readme.txt").await, (200, Bytes::from("hello\n")));
+    assert_eq!(get("/home/user/docs/readme.txt").await.1, "hello\n");
+    let bin: Vec<u8> = (0..=255u8).cycle().take(300_000).collect();
+    put("docs/blob.bin", bin.clone()).await;
+    assert_eq!(get("docs/blob.bin").await.1, bin);
+    let (out, _) = s
+        .sh(
+            &id,
+            "cat /home/user/docs/readme.txt; stat -c %s /home/user/docs/blob.bin",
+        )
+        .await;
+    assert_eq!(out, "hello\n300000\n", "visible to code in the sandbox");
+
+    // stat, list, mkdir, rename, remove, exists.
+    let r = s
+        .admin("GET", &format!("{base}/files/stat?path=docs"), None)
+        .await;
+    assert_eq!(
+        (r.body["type"].as_str(), r.body["permissions"].as_str()),
+        (Some("dir"), Some("drwxr-xr-x")),
+        "{}",
+        r.text
+    );
+    let r = s
+        .admin(
+            "POST",
+            &format!("{base}/files/mkdir"),
+            Some(json!({"path": "docs/sub"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = s
+        .admin(
+            "POST",
+            &format!("{base}/files/mkdir"),
+            Some(json!({"path": "docs/sub"})),
+        )
+        .await;
+    assert_eq!((r.status, r.body["code"].as_str()), (409, Some("conflict")));
+    let r = s
+        .admin(
+            "POST",
+            &format!("{base}/files/rename"),
+            Some(json!({"from": "docs/blob.bin", "to": "docs/sub/blob.bin"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = s
+        .admin("GET", &format!("{base}/files/list?path=docs&depth=2"), None)
+        .await;
+    let paths: Vec<&str> = r
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/home/user/docs/readme.txt",
+            "/home/user/docs/sub",
+            "/home/user/docs/sub/blob.bin"
+        ]
+    );
+    let r = s
+        .admin("DELETE", &format!("{base}/files?path=docs/sub"), None)
+        .await;
+    assert_eq!(r.status, 204);
+    let r = s
+        .admin(
+            "GET",
+            &format!("{base}/files/stat?path=docs/sub/blob.bin"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (404, Some("not_found")),
+        "exists → false"
+    );
+
+    // The sandbox's permissions apply: the user cannot write system files.
+    let (st, e) = put("/etc/passwd", b"x".to_vec()).await;
+    assert_eq!(
+        (st, e["code"].as_str()),
+        (403, Some("permission_denied")),
+        "{e}"
+    );
+    let (st, _) = get("/etc/shadow").await;
+    assert_eq!(st, 403);
+
+    // Traversal attempts all land in the sandbox's own filesystem.
+    for p in [
+        "../../../../etc/passwd",
+        "/etc/passwd",
+        "/home/user/../../../../../etc/./passwd",
+        "~/../../etc/passwd",
+    ] {
+        let (st, body) = get(p).await;
+        assert_eq!(st, 200, "{p}");
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            text.contains("\nuser:x:1000:1000:"),
+            "{p}: not the template's passwd: {text}"
+        );
+    }
+    run(
+        &s,
+        &id,
+        json!({"cmd": "ln -s / /home/user/escape && ln -s /work /home/user/work"}),
+    )
+    .await;
+    let (st, body) = get("escape/etc/passwd").await;
+    assert_eq!(st, 200);
+    assert!(String::from_utf8_lossy(&body).contains("\nuser:x:1000:1000:"));
+    let host_readme = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    for p in [
+        host_readme,
+        "work/main/README.md",
+        "/proc/1/root/work/main/README.md",
+    ] {
+        let (st, _) = get(p).await;
+        assert!(st == 404 || st == 403, "{p}: host file visible? {st}");
+    }
+    let r = s
+        .admin(
+            "GET",
+            &format!("{base}/files/list?path=..%2F..%2F..%2F"),
+            None,
+        )
+        .await;
+    let names: Vec<&str> = r
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"home") && !names.contains(&"work"),
+        "{names:?}"
+    );
+    for bad in ["", "a%00b"] {
+        let r = s
+            .admin("GET", &format!("{base}/files?path={bad}"), None)
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (400, Some("invalid_request"))
+        );
+    }
+
+    // Watch: create, write, chmod, rename, remove.
+    s.admin(
+        "POST",
+        &format!("{base}/files/mkdir"),
+        Some(json!({"path": "watched"})),
+    )
+    .await;
+    let mut w = Lines::new(
+        send(
+            &s,
+            "GET",
+            &format!("{base}/files/watch?path=watched&recursive=true"),
+            &[],
+            Bytes::new(),
+        )
+        .await,
+    );
+    let start = w.next().await.unwrap();
+    assert_eq!(
+        (start["type"].as_str(), start["path"].as_str()),
+        (Some("start"), Some("/home/user/watched"))
+    );
+    run(
+        &s,
+        &id,
+        json!({"cmd": "cd watched && echo 1 > a && echo 2 >> a && chmod 600 a && mv a b && rm b"}),
+    )
+    .await;
+    let want = [
+        ("create", "a"),
+        ("write", "a"),
+        ("chmod", "a"),
+        ("rename", "a"),
+        ("create", "b"),
+        ("remove", "b"),
+    ];
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + T;
+    while !want.iter().all(|(t, n)| {
+        seen.iter()
+            .any(|(a, b): &(String, String)| a == t && b == n)
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "missing watch events; saw {seen:?}"
+        );
+        let e = w.next().await.expect("watch ended");
+        seen.push((
+            e["type"].as_str().unwrap().to_string(),
+            e["name"].as_str().unwrap().to_string(),
+        ));
+    }
+    drop(w);
+    s.kill_all().await;
+}

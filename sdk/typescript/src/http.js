@@ -1,0 +1,186 @@
+// The HTTP layer of the SDK: configuration (options or LIZARD_API_URL / LIZARD_API_KEY), JSON
+// requests with typed errors, and reading an NDJSON execution stream frame by frame. It uses only
+// Node's own `fetch` and web streams. It knows nothing about sandboxes, contexts or results.
+
+import {
+  AuthenticationError,
+  ConnectionError,
+  LizardError,
+  SandboxError,
+  TimeoutError,
+  errorFromResponse,
+} from './errors.js';
+
+/** Where `lizard serve` listens by default. */
+export const DEFAULT_API_URL = 'http://127.0.0.1:8787';
+/** Deadline of control requests (create, info, contexts, …) unless `requestTimeoutMs` says otherwise. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+/** Media type of a streamed execution: one JSON event frame per line. */
+export const NDJSON = 'application/x-ndjson';
+
+/**
+ * Connection settings resolved from options and the environment.
+ * @typedef {{ apiUrl: string, apiKey: string, requestTimeoutMs: number }} ResolvedConfig
+ */
+
+/**
+ * @param {{ apiUrl?: string, apiKey?: string, requestTimeoutMs?: number }} [opts]
+ * @returns {ResolvedConfig}
+ */
+export function resolveConfig(opts = {}) {
+  const env = globalThis.process?.env ?? {};
+  const apiUrl = String(opts.apiUrl ?? env.LIZARD_API_URL ?? DEFAULT_API_URL).replace(/\/+$/, '');
+  const apiKey = opts.apiKey ?? env.LIZARD_API_KEY;
+  if (!apiKey) {
+    throw new AuthenticationError(
+      'no Lizard API key: pass { apiKey } or set LIZARD_API_KEY (the admin key is in <data-dir>/admin-key)',
+    );
+  }
+  return {
+    apiUrl,
+    apiKey,
+    requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+  };
+}
+
+/** Combine an optional caller signal with an optional deadline. */
+function requestSignal(signal, timeoutMs) {
+  const signals = [];
+  if (signal) signals.push(signal);
+  if (timeoutMs !== undefined && timeoutMs !== null && timeoutMs > 0 && Number.isFinite(timeoutMs)) {
+    signals.push(AbortSignal.timeout(timeoutMs));
+  }
+  if (signals.length === 0) return undefined;
+  if (signals.length === 1) return signals[0];
+  return AbortSignal.any(signals);
+}
+
+/** Translate what `fetch` throws into SDK errors (a caller's own abort is passed through). */
+function fetchFailure(err, method, url, signal, timeoutMs) {
+  if (err instanceof LizardError) return err;
+  if (signal?.aborted && err === signal.reason) return err;
+  if (err?.name === 'TimeoutError') {
+    return new TimeoutError(`${method} ${url} took longer than ${timeoutMs} ms`, { cause: err });
+  }
+  if (err?.name === 'AbortError') return err;
+  const detail = err?.cause?.code || err?.cause?.message || err?.message || String(err);
+  return new ConnectionError(`cannot reach the Lizard server at ${url}: ${detail}`, { cause: err });
+}
+
+async function readError(res) {
+  const text = await res.text().catch(() => '');
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  return errorFromResponse(res.status, body, text);
+}
+
+/** A small client bound to one server and key. */
+export class HttpClient {
+  /** @param {ResolvedConfig} config */
+  constructor(config) {
+    this.config = config;
+  }
+
+  /**
+   * Send a request; resolve to the `Response` once its headers arrived with a 2xx status, throw a
+   * typed error otherwise.
+   * @param {string} method
+   * @param {string} path starting with `/`
+   * @param {{ body?: unknown, accept?: string, signal?: AbortSignal, timeoutMs?: number | null }} [opts]
+   *   `timeoutMs: null` means no client deadline (streamed executions).
+   */
+  async send(method, path, opts = {}) {
+    const url = this.config.apiUrl + path;
+    const timeoutMs = opts.timeoutMs === undefined ? this.config.requestTimeoutMs : opts.timeoutMs;
+    const signal = requestSignal(opts.signal, timeoutMs);
+    const headers = {
+      authorization: `Bearer ${this.config.apiKey}`,
+      accept: opts.accept ?? 'application/json',
+    };
+    let body;
+    if (opts.body !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(opts.body);
+    }
+    let res;
+    try {
+      res = await fetch(url, { method, headers, body, signal });
+    } catch (err) {
+      throw fetchFailure(err, method, url, opts.signal, timeoutMs);
+    }
+    if (!res.ok) throw await readError(res);
+    return { res, signal, url, timeoutMs };
+  }
+
+  /**
+   * A JSON request: the parsed body, or `undefined` for an empty (204) response.
+   * @param {string} method
+   * @param {string} path
+   * @param {unknown} [body]
+   * @param {{ signal?: AbortSignal, timeoutMs?: number | null }} [opts]
+   */
+  async json(method, path, body, opts = {}) {
+    const { res, url, timeoutMs } = await this.send(method, path, { ...opts, body });
+    let text;
+    try {
+      text = await res.text();
+    } catch (err) {
+      throw fetchFailure(err, method, url, opts.signal, timeoutMs);
+    }
+    if (!text.trim()) return undefined;
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      throw new SandboxError(`${method} ${path}: the server sent a body that is not JSON`, { cause: err });
+    }
+  }
+}
+
+/**
+ * Read an NDJSON body as parsed frames, one per line, as they arrive. Chunks are decoded as UTF-8
+ * incrementally (a character split across network chunks is kept whole).
+ * @param {ReadableStream<Uint8Array>} body
+ * @returns {AsyncGenerator<Record<string, unknown>>}
+ */
+export async function* ndjsonFrames(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  let finished = false;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) {
+        finished = true;
+        break;
+      }
+      buf += value;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.trim()) yield parseFrame(line);
+      }
+    }
+    if (buf.trim()) yield parseFrame(buf);
+  } finally {
+    // A consumer that stops early (a callback threw) closes the response: the server then
+    // interrupts the cell, as it does for any client that goes away.
+    if (!finished) await reader.cancel().catch(() => {});
+    else reader.releaseLock();
+  }
+}
+
+function parseFrame(line) {
+  try {
+    return JSON.parse(line);
+  } catch (err) {
+    throw new SandboxError(`malformed execution event from the server: ${line.slice(0, 200)}`, {
+      code: 'stream_malformed',
+      cause: err,
+    });
+  }
+}

@@ -1,0 +1,422 @@
+// Type declarations of `@lizard-build/sdk`, written by hand for the plain-JavaScript ESM sources in
+// this folder (there is no build step). They describe the public API only; the runtime behaviour
+// is in sandbox.js, execution.js, errors.js and http.js.
+
+// ---- configuration -------------------------------------------------------------------------------
+
+/** Where and how to reach the Lizard server. */
+export interface ConnectionOptions {
+  /** Base URL of `lizard serve`, e.g. `http://127.0.0.1:8787`. Default: `LIZARD_API_URL`, else `http://127.0.0.1:8787`. */
+  apiUrl?: string;
+  /** API key (`lz_…`). Default: `LIZARD_API_KEY`. */
+  apiKey?: string;
+  /** Client-side deadline of each control request (not of `runCode`), in ms. Default 60000. */
+  requestTimeoutMs?: number;
+}
+
+/** Resource limits of a sandbox. */
+export interface SandboxLimits {
+  /** Memory of all processes (including `/tmp`), in MiB. Server default 1024. */
+  memoryMb: number;
+  /** CPU time per wall second in thousandths of a core (1000 = one core). Server default 1000. */
+  cpuMillicores: number;
+  /** Processes and threads. Server default 512. */
+  pids: number;
+  /** Size of the `/tmp` tmpfs, in MiB. Server default 256. */
+  tmpMb: number;
+}
+
+/** Options of {@link CodeSandbox.create}. */
+export interface CreateOptions extends ConnectionOptions {
+  /** The project that owns the sandbox (usage is metered per project). An admin key creates the
+   * project on first use; a project key may omit it (its own project). */
+  project?: string;
+  /** Template to boot from. Default `'code-interpreter-v1'`. */
+  template?: string;
+  /** Lifetime in ms; the server kills the sandbox when it passes (server default 300000). Extend it with `setTimeout`. */
+  timeoutMs?: number;
+  /** Free-form string labels, filterable with {@link CodeSandbox.list}. */
+  metadata?: Record<string, string>;
+  /** Environment variables of every process in the sandbox. */
+  envs?: Record<string, string>;
+  /** Resource limits; server defaults for what is absent. */
+  limits?: Partial<SandboxLimits>;
+}
+
+/** Options of {@link CodeSandbox.list}. */
+export interface ListOptions extends ConnectionOptions {
+  project?: string;
+  state?: 'running' | 'paused';
+  /** Only sandboxes whose metadata has all these pairs. */
+  metadata?: Record<string, string>;
+}
+
+/** Lifecycle state of a sandbox. */
+export type SandboxState = 'running' | 'paused' | 'killed';
+
+/** A sandbox as the server reports it. */
+export interface SandboxInfo {
+  sandboxId: string;
+  project: string;
+  template: string;
+  state: SandboxState;
+  createdAt: Date;
+  /** When the server kills the sandbox unless its timeout is extended. */
+  timeoutAt: Date;
+  metadata: Record<string, string>;
+  limits?: SandboxLimits;
+}
+
+// ---- contexts ------------------------------------------------------------------------------------
+
+/** Kernel languages. The server also accepts the aliases `py`, `python3`, `js`, `node`, `sh`, `shell`. */
+export type Language = 'python' | 'javascript' | 'bash' | (string & {});
+
+/** A context: one kernel process with its own variables, inside a sandbox. */
+export interface Context {
+  /** Opaque id; pass the object or the id as `runCode`'s `context`. */
+  id: string;
+  /** Canonical language name: `python`, `javascript` or `bash`. */
+  language: 'python' | 'javascript' | 'bash';
+  /** Working directory of the kernel. */
+  cwd: string;
+  /** True for the context a run with only `language` uses. */
+  isDefault: boolean;
+  /** `idle`, or `busy` while a cell runs. */
+  state: 'idle' | 'busy';
+  /** Cells run by the current kernel (resets when the kernel restarts). */
+  executionCount: number;
+  /** How many times the kernel was replaced by a fresh one (each loses the state). */
+  kernelRestarts: number;
+  /** Why the kernel was last replaced, when it was. */
+  lastRestartReason?: string;
+}
+
+/** A context or its id. */
+export type ContextRef = Context | { id: string } | string;
+
+/** Options of {@link CodeSandbox.createContext}. */
+export interface CreateContextOptions {
+  /** Default `'python'`. */
+  language?: Language;
+  /** Working directory of the kernel. Default `/home/user`. */
+  cwd?: string;
+}
+
+// ---- results -------------------------------------------------------------------------------------
+
+/** Named formats a result can have. */
+export type ResultFormat =
+  | 'text'
+  | 'html'
+  | 'markdown'
+  | 'svg'
+  | 'png'
+  | 'jpeg'
+  | 'pdf'
+  | 'latex'
+  | 'json'
+  | 'javascript';
+
+/**
+ * One rich value produced by a cell: the value of its last expression (`isMainResult`) or a
+ * `display()` output (a matplotlib figure, an HTML table, …).
+ */
+export declare class Result {
+  private constructor();
+  /** True for the value of the cell's last expression, false for `display()` output. */
+  readonly isMainResult: boolean;
+  /**
+   * The primary textual value: `text/plain` when present (`runCode('1 + 1')` → `'2'`), else the
+   * first of Markdown, HTML, LaTeX, SVG, JavaScript present, else the JSON serialized, else
+   * `undefined` (an image alone: read `png`/`jpeg`).
+   */
+  readonly data?: string;
+  /** `text/plain`. */
+  readonly text?: string;
+  /** `text/html` (e.g. a pandas DataFrame). */
+  readonly html?: string;
+  /** `text/markdown`. */
+  readonly markdown?: string;
+  /** `image/svg+xml`. */
+  readonly svg?: string;
+  /** `image/png`, base64-encoded (e.g. a matplotlib figure). */
+  readonly png?: string;
+  /** `image/jpeg`, base64-encoded. */
+  readonly jpeg?: string;
+  /** `application/pdf`, base64-encoded. */
+  readonly pdf?: string;
+  /** `text/latex`. */
+  readonly latex?: string;
+  /** `application/json`: any JSON value. */
+  readonly json?: unknown;
+  /** `application/javascript`. */
+  readonly javascript?: string;
+  /** Named formats present, in the order above (`['text', 'png']`), then other MIME types as they are. */
+  readonly formats: Array<ResultFormat | (string & {})>;
+  /** MIME types without a named accessor. */
+  readonly extra: Record<string, unknown>;
+  /** The whole MIME bundle as the server sent it. */
+  readonly raw: Record<string, unknown>;
+  /** Kernel-provided metadata, when any. */
+  readonly metadata?: unknown;
+}
+
+/**
+ * A failed cell (data, not a thrown exception): a Python exception, a JavaScript throw, a Bash
+ * cell that exited non-zero (`name === 'ExitCode'`, `value` is the status), `KeyboardInterrupt`,
+ * `Timeout` (the run's `timeoutMs` passed) or `KernelDied` (the context got a fresh kernel).
+ */
+export declare class ExecutionError {
+  private constructor();
+  /** Exception class name, e.g. `NameError`, `ReferenceError`, `ExitCode`, `KernelDied`. */
+  readonly name: string;
+  /** The exception's message. */
+  readonly value: string;
+  /** Same as `value`. */
+  readonly message: string;
+  /** The traceback as plain text (no colour codes); may be empty. */
+  readonly traceback: string;
+  toString(): string;
+}
+
+/** One value per format: from the main result when it has it, else the last result that has it. */
+export interface ExecutionOutputs {
+  text?: string;
+  html?: string;
+  markdown?: string;
+  svg?: string;
+  /** base64 */
+  png?: string;
+  /** base64 */
+  jpeg?: string;
+  /** base64 */
+  pdf?: string;
+  latex?: string;
+  json?: any;
+  javascript?: string;
+}
+
+/** How a run ended. */
+export type ExecutionStatus = 'ok' | 'error' | 'interrupted' | 'timeout' | 'kernel_died';
+
+/** The whole run of one cell. */
+export declare class Execution {
+  private constructor();
+  /** Everything the cell wrote to stdout (`print(x * 2)` → `'84\n'`). */
+  readonly stdout: string;
+  /** Everything the cell wrote to stderr. */
+  readonly stderr: string;
+  /** Output chunks as they arrived (chunks are not lines). */
+  readonly logs: { stdout: string[]; stderr: string[] };
+  /** Rich results in the order the cell produced them. */
+  readonly results: Result[];
+  /** The cell's error, if it failed. */
+  readonly error?: ExecutionError;
+  /** The kernel's counter for this cell (1 for the first cell of a kernel). */
+  readonly executionCount: number;
+  /** The context the cell ran in. */
+  readonly contextId?: string;
+  /** How the run ended. */
+  readonly status?: ExecutionStatus;
+  /** Wall time of the run on the server, in ms. */
+  readonly durationMs: number;
+  /** CPU time and peak memory of the kernel during the run, when measured. */
+  readonly usage?: { cpuMs: number; peakRssBytes: number };
+  /** The main result's `text/plain`, if the last expression had a value. */
+  readonly text?: string;
+  /** Cloudflare-style: all text output, stdout and stderr interleaved in arrival order. */
+  readonly output: string;
+  /** Cloudflare-style: true when the cell did not fail (`error` is undefined). */
+  readonly success: boolean;
+  /** Cloudflare-style: the union of the results' formats, e.g. `['text', 'png']`. */
+  readonly formats: Array<ResultFormat | (string & {})>;
+  /** Cloudflare-style: one value per format (see {@link ExecutionOutputs}). */
+  readonly outputs: ExecutionOutputs;
+  toJSON(): Record<string, unknown>;
+}
+
+// ---- runCode -------------------------------------------------------------------------------------
+
+/** Options of {@link CodeSandbox.runCode}. Pass `context` or `language`, not both. */
+export interface RunCodeOptions {
+  /** Run in this language's default context. Default: Python (when `context` is not given either). */
+  language?: Language;
+  /** Run in this context (object or id). */
+  context?: ContextRef;
+  /** Environment variables visible to this run only. */
+  envs?: Record<string, string>;
+  /** Stop the cell after this many ms: it then ends with `status === 'timeout'` and a `Timeout` error; the state is kept. */
+  timeoutMs?: number;
+  /** Cloudflare-style flag; accepted and ignored: `runCode` always streams. */
+  stream?: boolean;
+  /** Each stdout chunk as it arrives (chunks are not lines). */
+  onStdout?: (text: string) => unknown;
+  /** Each stderr chunk as it arrives. */
+  onStderr?: (text: string) => unknown;
+  /** Cloudflare-style: each stdout or stderr chunk as it arrives, in arrival order. */
+  onOutput?: (text: string, stream: 'stdout' | 'stderr') => unknown;
+  /** Each rich result as it arrives. */
+  onResult?: (result: Result) => unknown;
+  /** The cell's error, when it fails. */
+  onError?: (error: ExecutionError) => unknown;
+  /** Abort the run: the connection closes and the server interrupts the cell. */
+  signal?: AbortSignal;
+  /** Client-side deadline of the whole streamed request, in ms. Default: none. */
+  requestTimeoutMs?: number;
+}
+
+// ---- exec ----------------------------------------------------------------------------------------
+
+/** Options of {@link CodeSandbox.exec}. */
+export interface ExecOptions {
+  /** Environment variables for this command only. */
+  env?: Record<string, string>;
+  /** Run in this directory (in a subshell: the session's own cwd is unchanged). */
+  cwd?: string;
+  /** Stop the command after this many ms; `exec` then throws a `TimeoutError` (with `.result`). */
+  timeout?: number;
+  /** Cloudflare-style flag; accepted and ignored: output is always streamed to the callbacks. */
+  stream?: boolean;
+  /** Cloudflare-style: each output chunk as it arrives. */
+  onOutput?: (stream: 'stdout' | 'stderr', data: string) => unknown;
+  onStdout?: (text: string) => unknown;
+  onStderr?: (text: string) => unknown;
+  /** Abort the command (the server interrupts it). */
+  signal?: AbortSignal;
+}
+
+/** What {@link CodeSandbox.exec} resolves to. */
+export interface ExecResult {
+  /** `exitCode === 0`. */
+  success: boolean;
+  /** The command's exit status (130 after an interrupt). */
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  command: string;
+  /** Wall time seen by the client, in ms. */
+  duration: number;
+  /** When the command was sent (ISO 8601). */
+  timestamp: string;
+}
+
+// ---- the sandbox ---------------------------------------------------------------------------------
+
+/**
+ * A Lizard sandbox with stateful Python, JavaScript and Bash kernels: variables, imports and
+ * functions persist between `runCode` calls, like a Jupyter notebook.
+ *
+ * ```ts
+ * const sandbox = await CodeSandbox.create({ project: 'my-project' });
+ * await sandbox.runCode('x = 42');
+ * console.log((await sandbox.runCode('print(x * 2)')).stdout); // "84\n"
+ * await sandbox.kill();
+ * ```
+ */
+export declare class CodeSandbox {
+  private constructor();
+
+  /** The sandbox's id (pass it to {@link CodeSandbox.connect} later). */
+  readonly sandboxId: string;
+
+  /** Create a sandbox from a template (`code-interpreter-v1` by default). */
+  static create(opts?: CreateOptions): Promise<CodeSandbox>;
+  /** Connect to an existing sandbox by id; a paused sandbox is resumed with its kernels' state intact. */
+  static connect(sandboxId: string, opts?: ConnectionOptions): Promise<CodeSandbox>;
+  /** The sandboxes this key can see, newest first. */
+  static list(opts?: ListOptions): Promise<SandboxInfo[]>;
+  /** Kill a sandbox by id: `true` if it was killed, `false` if it did not exist. */
+  static kill(sandboxId: string, opts?: ConnectionOptions): Promise<boolean>;
+
+  /**
+   * Run a cell, streaming its output to the callbacks as it is produced; resolves to the whole
+   * {@link Execution} when the cell ends. A failing cell resolves too, with `execution.error`.
+   * Throws `InvalidArgumentError` (before any request) when both `context` and `language` are given.
+   */
+  runCode(code: string, opts?: RunCodeOptions): Promise<Execution>;
+
+  /** Create a context: an independent kernel in this sandbox. */
+  createContext(opts?: CreateContextOptions): Promise<Context>;
+  /** Every context of the sandbox, the default ones included. */
+  listContexts(): Promise<Context[]>;
+  /** One context. */
+  getContext(ctx: ContextRef): Promise<Context>;
+  /** Replace the context's kernel with a fresh one: its variables and state are cleared. */
+  restartContext(ctx: ContextRef): Promise<Context>;
+  /** Interrupt the cell running in the context (state kept). */
+  interruptContext(ctx: ContextRef): Promise<void>;
+  /** Delete the context and stop its kernel. */
+  deleteContext(ctx: ContextRef): Promise<void>;
+
+  /** Cloudflare-style {@link CodeSandbox.createContext}: resolves to `{ id, language, … }`. */
+  createCodeContext(opts?: CreateContextOptions): Promise<Context>;
+  /** Cloudflare-style {@link CodeSandbox.listContexts}. */
+  listCodeContexts(): Promise<Context[]>;
+  /** Cloudflare-style {@link CodeSandbox.deleteContext}. */
+  deleteCodeContext(ctx: ContextRef): Promise<void>;
+
+  /**
+   * Run one shell command and wait for it. All `exec` calls of this object share one persistent
+   * Bash session (a dedicated Bash context made on first use): `cd` and `export` carry over. A
+   * command that exits the shell (`exit 3`) reports its status and the next call gets a fresh shell.
+   */
+  exec(command: string, opts?: ExecOptions): Promise<ExecResult>;
+
+  /** The sandbox's state, template, limits and timeout. */
+  getInfo(): Promise<SandboxInfo>;
+  /** Whether the sandbox is running (false when paused or gone). */
+  isRunning(): Promise<boolean>;
+  /** Freeze the sandbox; kernels keep their state. Resume with `resume()` or `CodeSandbox.connect(id)`. */
+  pause(): Promise<SandboxInfo>;
+  /** Continue a paused sandbox. Idempotent. */
+  resume(): Promise<SandboxInfo>;
+  /** Set the sandbox's lifetime to `timeoutMs` from now. */
+  setTimeout(timeoutMs: number): Promise<SandboxInfo>;
+  /** Kill the sandbox: `true` if it was killed, `false` if it was already gone. */
+  kill(): Promise<boolean>;
+}
+
+/** The template `create` uses when none is given: `'code-interpreter-v1'`. */
+export declare const DEFAULT_TEMPLATE: string;
+/** Where `lizard serve` listens by default: `'http://127.0.0.1:8787'`. */
+export declare const DEFAULT_API_URL: string;
+
+// ---- errors --------------------------------------------------------------------------------------
+
+/** Options of the error constructors. */
+export interface LizardErrorOptions {
+  code?: string;
+  status?: number;
+  cause?: unknown;
+}
+
+/**
+ * Base class of every error the SDK throws. `code` is the server's error code (`not_found`,
+ * `unauthenticated`, `invalid_request`, `conflict`, …) or an SDK one (`invalid_argument`,
+ * `timeout`, `connection`, `stream_ended`); `status` is the HTTP status when there was a response.
+ */
+export declare class LizardError extends Error {
+  constructor(message: string, opts?: LizardErrorOptions);
+  readonly code: string;
+  readonly status?: number;
+}
+/** Invalid argument or malformed request (400, 413, 415), also thrown before any request for bad options. */
+export declare class InvalidArgumentError extends LizardError {}
+/** Missing or unknown API key (401). */
+export declare class AuthenticationError extends LizardError {}
+/** No such sandbox, context or project visible to this key (404). */
+export declare class NotFoundError extends LizardError {}
+/** The request conflicts with the object's state, e.g. running code in a paused sandbox (409). */
+export declare class ConflictError extends LizardError {}
+/** Too many requests (429). */
+export declare class RateLimitError extends LizardError {}
+/** A client-side deadline passed (`requestTimeoutMs`, `exec`'s `timeout`). */
+export declare class TimeoutError extends LizardError {
+  /** For an `exec` timeout: what the command had printed. */
+  result?: ExecResult;
+}
+/** The sandbox or server failed (503, 500), or an execution stream ended early. */
+export declare class SandboxError extends LizardError {}
+/** The server could not be reached. */
+export declare class ConnectionError extends LizardError {}

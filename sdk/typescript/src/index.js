@@ -1,0 +1,18 @@
+// Entry point of `@lizard-build/sdk`: re-exports the public API (CodeSandbox, the execution types
+// and the typed errors). No logic lives here. Types are in index.d.ts, written by hand: the
+// package ships its plain-JavaScript ESM sources as they are, with no build step.
+
+export { CodeSandbox, DEFAULT_TEMPLATE } from './sandbox.js';
+export { Execution, ExecutionError, Result } from './execution.js';
+export {
+  AuthenticationError,
+  ConflictError,
+  ConnectionError,
+  InvalidArgumentError,
+  LizardError,
+  NotFoundError,
+  RateLimitError,
+  SandboxError,
+  TimeoutError,
+} from './errors.js';
+export { DEFAULT_API_URL } from './http.js';

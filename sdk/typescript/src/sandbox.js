@@ -1,0 +1,577 @@
+// `CodeSandbox`: one Lizard sandbox and everything a client does with it — lifecycle (create,
+// connect, pause, resume, kill, timeout, info), contexts, `runCode` (always streamed, callbacks as
+// frames arrive), the Cloudflare-style aliases (`createCodeContext`, …) and `exec` for shell
+// commands. It does not re-implement the wire types: they are the server's (see
+// crates/lizard-proto), converted to camelCase at this boundary.
+
+import { Execution } from './execution.js';
+import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
+import {
+  ConnectionError,
+  InvalidArgumentError,
+  LizardError,
+  NotFoundError,
+  SandboxError,
+  TimeoutError,
+} from './errors.js';
+
+/** The template `create` uses when none is given. */
+export const DEFAULT_TEMPLATE = 'code-interpreter-v1';
+
+const enc = encodeURIComponent;
+
+function isPlainObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function stringMap(value, what) {
+  if (value === undefined || value === null) return undefined;
+  if (!isPlainObject(value)) throw new InvalidArgumentError(`${what} must be an object of strings`);
+  const out = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (v === undefined) continue;
+    out[k] = String(v);
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
+function positiveInt(value, what) {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidArgumentError(`${what} must be a positive number of milliseconds`);
+  }
+  return Math.ceil(value);
+}
+
+/** `ctx` as an id: a context object (`{ id }`) or its id. */
+function contextId(ctx, what = 'context') {
+  if (typeof ctx === 'string' && ctx) return ctx;
+  if (isPlainObject(ctx) && typeof ctx.id === 'string' && ctx.id) return ctx.id;
+  throw new InvalidArgumentError(`${what} must be a context object or a context id`);
+}
+
+/** A context as the API reports it, in camelCase. */
+function toContext(w) {
+  return {
+    id: w.id,
+    language: w.language,
+    cwd: w.cwd,
+    isDefault: Boolean(w.is_default),
+    state: w.state,
+    executionCount: w.execution_count ?? 0,
+    kernelRestarts: w.kernel_restarts ?? 0,
+    ...(w.last_restart_reason ? { lastRestartReason: w.last_restart_reason } : {}),
+  };
+}
+
+/** A sandbox as the API reports it, in camelCase. */
+function toInfo(w) {
+  return {
+    sandboxId: w.sandbox_id,
+    project: w.project,
+    template: w.template,
+    state: w.state,
+    createdAt: new Date(w.created_at_ms),
+    timeoutAt: new Date(w.timeout_at_ms),
+    metadata: w.metadata ?? {},
+    limits: w.limits
+      ? {
+          memoryMb: w.limits.memory_mb,
+          cpuMillicores: w.limits.cpu_millicores,
+          pids: w.limits.pids,
+          tmpMb: w.limits.tmp_mb,
+        }
+      : undefined,
+  };
+}
+
+function limitsBody(limits) {
+  if (limits === undefined || limits === null) return undefined;
+  if (!isPlainObject(limits)) throw new InvalidArgumentError('limits must be an object');
+  const body = {
+    memory_mb: limits.memoryMb,
+    cpu_millicores: limits.cpuMillicores,
+    pids: limits.pids,
+    tmp_mb: limits.tmpMb,
+  };
+  for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
+  return body;
+}
+
+/** Call a user callback; await it when it returns a promise, so callbacks run in frame order. */
+async function callback(fn, ...args) {
+  if (typeof fn !== 'function') return;
+  const r = fn(...args);
+  if (r && typeof r.then === 'function') await r;
+}
+
+/** Quote a string for Bash as one word. */
+function shellQuote(s) {
+  return `'${String(s).replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * A Lizard sandbox with stateful Python, JavaScript and Bash kernels.
+ *
+ * Get one with {@link CodeSandbox.create} or {@link CodeSandbox.connect}. Connection settings come
+ * from the options (`apiUrl`, `apiKey`) or the environment (`LIZARD_API_URL`, `LIZARD_API_KEY`).
+ */
+export class CodeSandbox {
+  /**
+   * Use {@link CodeSandbox.create} or {@link CodeSandbox.connect} instead.
+   * @param {string} sandboxId
+   * @param {HttpClient} http
+   * @param {object} [info] the wire `SandboxInfo` the sandbox was obtained with
+   */
+  constructor(sandboxId, http, info) {
+    if (!(http instanceof HttpClient)) {
+      throw new InvalidArgumentError('use CodeSandbox.create(...) or CodeSandbox.connect(id) to get a sandbox');
+    }
+    /** The sandbox's id (pass it to `CodeSandbox.connect` later). */
+    this.sandboxId = sandboxId;
+    Object.defineProperty(this, '_http', { value: http });
+    Object.defineProperty(this, '_info', { value: info ? toInfo(info) : undefined, writable: true });
+    Object.defineProperty(this, '_shell', { value: undefined, writable: true });
+  }
+
+  /**
+   * Create a sandbox (`POST /v1/sandboxes`).
+   * @param {import('./index.js').CreateOptions} [opts]
+   * @returns {Promise<CodeSandbox>}
+   */
+  static async create(opts = {}) {
+    if (!isPlainObject(opts)) throw new InvalidArgumentError('CodeSandbox.create takes an options object');
+    const body = {
+      project: opts.project,
+      template: opts.template ?? DEFAULT_TEMPLATE,
+      timeout_ms: positiveInt(opts.timeoutMs, 'timeoutMs'),
+      metadata: stringMap(opts.metadata, 'metadata'),
+      env: stringMap(opts.envs, 'envs'),
+      limits: limitsBody(opts.limits),
+    };
+    for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
+    const http = new HttpClient(resolveConfig(opts));
+    const info = await http.json('POST', '/v1/sandboxes', body);
+    return new CodeSandbox(info.sandbox_id, http, info);
+  }
+
+  /**
+   * Connect to an existing sandbox by id, resuming it if it is paused.
+   * @param {string} sandboxId
+   * @param {import('./index.js').ConnectionOptions} [opts]
+   * @returns {Promise<CodeSandbox>}
+   */
+  static async connect(sandboxId, opts = {}) {
+    if (typeof sandboxId !== 'string' || !sandboxId) {
+      throw new InvalidArgumentError('CodeSandbox.connect takes a sandbox id');
+    }
+    const http = new HttpClient(resolveConfig(opts));
+    let info = await http.json('GET', `/v1/sandboxes/${enc(sandboxId)}`);
+    if (info.state === 'killed') {
+      throw new NotFoundError(`sandbox ${sandboxId} was killed`, { code: 'not_found', status: 404 });
+    }
+    if (info.state === 'paused') {
+      info = await http.json('POST', `/v1/sandboxes/${enc(sandboxId)}/resume`);
+    }
+    return new CodeSandbox(sandboxId, http, info);
+  }
+
+  /**
+   * List the sandboxes this key can see, newest first.
+   * @param {import('./index.js').ListOptions} [opts]
+   * @returns {Promise<import('./index.js').SandboxInfo[]>}
+   */
+  static async list(opts = {}) {
+    const http = new HttpClient(resolveConfig(opts));
+    const q = new URLSearchParams();
+    if (opts.project) q.set('project', opts.project);
+    if (opts.state) q.set('state', opts.state);
+    const meta = stringMap(opts.metadata, 'metadata');
+    if (meta) {
+      q.set(
+        'metadata',
+        Object.entries(meta)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(','),
+      );
+    }
+    const qs = q.toString();
+    const list = await http.json('GET', `/v1/sandboxes${qs ? `?${qs}` : ''}`);
+    return list.map(toInfo);
+  }
+
+  /**
+   * Kill a sandbox by id. Resolves to `true` if it was killed, `false` if it did not exist.
+   * @param {string} sandboxId
+   * @param {import('./index.js').ConnectionOptions} [opts]
+   */
+  static async kill(sandboxId, opts = {}) {
+    const http = new HttpClient(resolveConfig(opts));
+    try {
+      await http.json('DELETE', `/v1/sandboxes/${enc(sandboxId)}`);
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
+  get _base() {
+    return `/v1/sandboxes/${enc(this.sandboxId)}`;
+  }
+
+  // ---- lifecycle ----------------------------------------------------------------------------
+
+  /** The sandbox's current state, template, limits and timeout (`GET /v1/sandboxes/{id}`). */
+  async getInfo() {
+    this._info = toInfo(await this._http.json('GET', this._base));
+    return this._info;
+  }
+
+  /** Whether the sandbox is running (not paused, not killed). */
+  async isRunning() {
+    try {
+      return (await this.getInfo()).state === 'running';
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Kill the sandbox and everything in it. Resolves to `true` if it was killed, `false` if it was
+   * already gone.
+   */
+  async kill() {
+    this._shell = undefined;
+    try {
+      await this._http.json('DELETE', this._base);
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Freeze every process of the sandbox; kernels keep their state and the timeout stops counting.
+   * While paused, code cannot run (a `ConflictError`); `resume()` or `CodeSandbox.connect(id)`
+   * continues it.
+   */
+  async pause() {
+    this._info = toInfo(await this._http.json('POST', `${this._base}/pause`));
+    return this._info;
+  }
+
+  /** Continue a paused sandbox where it stopped. Idempotent. */
+  async resume() {
+    this._info = toInfo(await this._http.json('POST', `${this._base}/resume`));
+    return this._info;
+  }
+
+  /**
+   * Set the sandbox's lifetime to `timeoutMs` from now (the server kills it when it passes).
+   * @param {number} timeoutMs
+   */
+  async setTimeout(timeoutMs) {
+    const ms = positiveInt(timeoutMs, 'timeoutMs');
+    if (ms === undefined) throw new InvalidArgumentError('setTimeout takes a number of milliseconds');
+    this._info = toInfo(await this._http.json('POST', `${this._base}/timeout`, { timeout_ms: ms }));
+    return this._info;
+  }
+
+  // ---- contexts -------------------------------------------------------------------------------
+
+  /**
+   * Create a context: an independent kernel (its own variables) in this sandbox.
+   * @param {import('./index.js').CreateContextOptions} [opts]
+   */
+  async createContext(opts = {}) {
+    const body = {};
+    if (opts.language !== undefined) body.language = opts.language;
+    if (opts.cwd !== undefined) body.cwd = opts.cwd;
+    return toContext(await this._http.json('POST', `${this._base}/contexts`, body));
+  }
+
+  /** Every context of the sandbox, the default ones included. */
+  async listContexts() {
+    const list = await this._http.json('GET', `${this._base}/contexts`);
+    return list.map(toContext);
+  }
+
+  /** One context by id or object. */
+  async getContext(ctx) {
+    return toContext(await this._http.json('GET', `${this._base}/contexts/${enc(contextId(ctx))}`));
+  }
+
+  /** Replace the context's kernel with a fresh one: all its variables and state are cleared. */
+  async restartContext(ctx) {
+    return toContext(await this._http.json('POST', `${this._base}/contexts/${enc(contextId(ctx))}/restart`));
+  }
+
+  /** Interrupt the cell running in the context (SIGINT; the state is kept). */
+  async interruptContext(ctx) {
+    await this._http.json('POST', `${this._base}/contexts/${enc(contextId(ctx))}/interrupt`);
+  }
+
+  /** Delete the context and stop its kernel. */
+  async deleteContext(ctx) {
+    const id = contextId(ctx);
+    await this._http.json('DELETE', `${this._base}/contexts/${enc(id)}`);
+    if (this._shell && (await this._shell.catch(() => undefined))?.id === id) this._shell = undefined;
+  }
+
+  /** Cloudflare-style alias of {@link CodeSandbox#createContext}: resolves to `{ id, language, … }`. */
+  createCodeContext(opts = {}) {
+    return this.createContext(opts);
+  }
+
+  /** Cloudflare-style alias of {@link CodeSandbox#listContexts}. */
+  listCodeContexts() {
+    return this.listContexts();
+  }
+
+  /** Cloudflare-style alias of {@link CodeSandbox#deleteContext}. */
+  deleteCodeContext(ctx) {
+    return this.deleteContext(ctx);
+  }
+
+  // ---- running code ---------------------------------------------------------------------------
+
+  /**
+   * Run a cell and stream its events: callbacks are called as frames arrive, and the promise
+   * resolves to the whole {@link Execution} when the cell ends. A failing cell does not reject:
+   * its error is `execution.error`.
+   *
+   * Without `context` or `language` the cell runs in the default Python context. Passing both
+   * throws an `InvalidArgumentError` before any request.
+   *
+   * @param {string} code
+   * @param {import('./index.js').RunCodeOptions} [opts]
+   * @returns {Promise<Execution>}
+   */
+  async runCode(code, opts = {}) {
+    if (typeof code !== 'string') throw new InvalidArgumentError('runCode takes the code as a string');
+    if (!isPlainObject(opts)) throw new InvalidArgumentError('runCode options must be an object');
+    const hasContext = opts.context !== undefined && opts.context !== null;
+    const hasLanguage = opts.language !== undefined && opts.language !== null;
+    if (hasContext && hasLanguage) {
+      throw new InvalidArgumentError(
+        'pass either `context` or `language` to runCode, not both: a context already has a language',
+      );
+    }
+    const body = { code };
+    if (hasContext) body.context = contextId(opts.context);
+    if (hasLanguage) {
+      if (typeof opts.language !== 'string') throw new InvalidArgumentError('language must be a string');
+      body.language = opts.language;
+    }
+    const env = stringMap(opts.envs, 'envs');
+    if (env) body.env = env;
+    const timeoutMs = positiveInt(opts.timeoutMs, 'timeoutMs');
+    if (timeoutMs !== undefined) body.timeout_ms = timeoutMs;
+
+    // Our own controller, so a callback that throws closes the stream (the server then interrupts
+    // the cell) even when the caller gave no signal.
+    const ctrl = new AbortController();
+    const signal = opts.signal ? AbortSignal.any([opts.signal, ctrl.signal]) : ctrl.signal;
+    const { res } = await this._http.send('POST', `${this._base}/execute`, {
+      body,
+      accept: NDJSON,
+      signal,
+      timeoutMs: opts.requestTimeoutMs ?? null,
+    });
+
+    const execution = new Execution();
+    const contentType = res.headers.get('content-type') ?? '';
+    if (!contentType.includes(NDJSON)) {
+      // A server that answered with the aggregated execution instead of a stream.
+      await foldAggregate(execution, await res.json(), opts);
+      return execution;
+    }
+    let ended = false;
+    let callbackFailed = false;
+    const call = async (fn, ...args) => {
+      try {
+        await callback(fn, ...args);
+      } catch (err) {
+        callbackFailed = true;
+        throw err;
+      }
+    };
+    try {
+      for await (const frame of ndjsonFrames(res.body)) {
+        const ev = execution.apply(frame);
+        if (!ev) continue;
+        switch (ev.kind) {
+          case 'stdout':
+            await call(opts.onStdout, ev.text);
+            await call(opts.onOutput, ev.text, 'stdout');
+            break;
+          case 'stderr':
+            await call(opts.onStderr, ev.text);
+            await call(opts.onOutput, ev.text, 'stderr');
+            break;
+          case 'result':
+            await call(opts.onResult, ev.result);
+            break;
+          case 'error':
+            await call(opts.onError, ev.error);
+            break;
+          case 'end':
+            ended = true;
+            break;
+        }
+      }
+    } catch (err) {
+      ctrl.abort(err);
+      if (callbackFailed || err instanceof LizardError) throw err; // a callback's own error, as is
+      if (opts.signal?.aborted && err === opts.signal.reason) throw err;
+      if (err?.name === 'TimeoutError') {
+        throw new TimeoutError(`the execution took longer than requestTimeoutMs (${opts.requestTimeoutMs} ms)`, {
+          cause: err,
+        });
+      }
+      throw new ConnectionError(`the connection broke during the execution: ${err?.message ?? err}`, {
+        cause: err,
+      });
+    }
+    if (!ended) {
+      throw new SandboxError('the execution stream ended before its `end` event (the server or sandbox went away)', {
+        code: 'stream_ended',
+      });
+    }
+    return execution;
+  }
+
+  // ---- shell commands -------------------------------------------------------------------------
+
+  /** The dedicated Bash context `exec` runs in, created on first use. */
+  _shellContext(fresh = false) {
+    if (fresh || !this._shell) {
+      const p = this.createContext({ language: 'bash' });
+      this._shell = p;
+      p.catch(() => {
+        if (this._shell === p) this._shell = undefined;
+      });
+    }
+    return this._shell;
+  }
+
+  /**
+   * Run one shell command in the sandbox's persistent shell session and wait for it.
+   *
+   * Every `exec` of a `CodeSandbox` object runs in one dedicated Bash context, created on first
+   * use: like a terminal, `cd` and `export` persist from one call to the next. A command's status
+   * is `exitCode` (`ExitCode` errors of the Bash kernel); a command that ends the shell itself
+   * (`exit 3`) still reports its status, and the next call gets a fresh shell (cwd and variables
+   * reset). Output is also streamed to `onOutput(stream, text)` / `onStdout` / `onStderr`.
+   *
+   * @param {string} command
+   * @param {import('./index.js').ExecOptions} [opts]
+   * @returns {Promise<import('./index.js').ExecResult>}
+   */
+  async exec(command, opts = {}) {
+    if (typeof command !== 'string') throw new InvalidArgumentError('exec takes the command as a string');
+    if (!isPlainObject(opts)) throw new InvalidArgumentError('exec options must be an object');
+    const timeoutMs = positiveInt(opts.timeout ?? opts.timeoutMs, 'timeout');
+    let code = command;
+    if (opts.cwd !== undefined) {
+      // A one-off directory: a subshell, so the session's own cwd is untouched.
+      code = `(cd -- ${shellQuote(opts.cwd)} || exit; ${command}\n)`;
+    }
+    const started = Date.now();
+    const run = async (ctx) =>
+      this.runCode(code, {
+        context: ctx,
+        envs: opts.env ?? opts.envs,
+        timeoutMs,
+        signal: opts.signal,
+        onStdout: async (t) => {
+          await callback(opts.onStdout, t);
+          await callback(opts.onOutput, 'stdout', t);
+        },
+        onStderr: async (t) => {
+          await callback(opts.onStderr, t);
+          await callback(opts.onOutput, 'stderr', t);
+        },
+      });
+    let ex;
+    try {
+      ex = await run(await this._shellContext());
+    } catch (err) {
+      // The session's context was deleted behind our back (e.g. deleteCodeContext on every
+      // context): make a new one and run there. Nothing ran, so this is safe to retry.
+      if (!(err instanceof NotFoundError) || !/context/i.test(err.message)) throw err;
+      ex = await run(await this._shellContext(true));
+    }
+    if (ex.status === 'timeout' || ex.error?.name === 'Timeout') {
+      const t = new TimeoutError(`command timed out after ${timeoutMs} ms: ${command}`);
+      t.result = execResult(command, ex, 124, started);
+      throw t;
+    }
+    const exitCode = exitCodeOf(ex.error);
+    if (exitCode === undefined) {
+      const e = ex.error;
+      throw new SandboxError(`command failed: ${e?.name}: ${e?.value}`, { code: 'exec_failed' });
+    }
+    return execResult(command, ex, exitCode, started);
+  }
+}
+
+function execResult(command, ex, exitCode, started) {
+  return {
+    success: exitCode === 0,
+    exitCode,
+    stdout: ex.stdout,
+    stderr: ex.stderr,
+    command,
+    duration: Date.now() - started,
+    timestamp: new Date(started).toISOString(),
+  };
+}
+
+/**
+ * The shell status an execution error stands for: `ExitCode` → its value; a shell that exited
+ * (`KernelDied … (exit code N)`) → N, or 128 + signal; Ctrl-C → 130. `undefined` for anything else.
+ */
+function exitCodeOf(error) {
+  if (!error) return 0;
+  if (error.name === 'ExitCode') {
+    const n = Number.parseInt(error.value, 10);
+    return Number.isFinite(n) ? n : 1;
+  }
+  if (error.name === 'KernelDied') {
+    const m = /exit code (\d+)/i.exec(error.value);
+    if (m) return Number(m[1]);
+    const s = /signal (\d+)/i.exec(error.value);
+    if (s) return 128 + Number(s[1]);
+    return undefined;
+  }
+  if (error.name === 'KeyboardInterrupt') return 130;
+  return undefined;
+}
+
+/** Fold an aggregated `Execution` body (non-streaming response), calling the callbacks after the fact. */
+async function foldAggregate(execution, agg, opts) {
+  execution.apply({ type: 'start', execution_count: agg.execution_count, context_id: agg.context_id });
+  for (const text of agg.stdout ?? []) {
+    execution.apply({ type: 'stdout', text });
+    await callback(opts.onStdout, text);
+    await callback(opts.onOutput, text, 'stdout');
+  }
+  for (const text of agg.stderr ?? []) {
+    execution.apply({ type: 'stderr', text });
+    await callback(opts.onStderr, text);
+    await callback(opts.onOutput, text, 'stderr');
+  }
+  for (const r of agg.results ?? []) {
+    const ev = execution.apply({ type: 'result', ...r });
+    await callback(opts.onResult, ev.result);
+  }
+  if (agg.error) {
+    const ev = execution.apply({ type: 'error', ...agg.error });
+    await callback(opts.onError, ev.error);
+  }
+  execution.apply({ type: 'end', status: agg.status, duration_ms: agg.duration_ms, usage: agg.usage });
+}

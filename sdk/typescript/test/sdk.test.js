@@ -1,0 +1,474 @@
+// The SDK's behaviour against a real `lizard serve`: live streaming (timestamps), rich results
+// (matplotlib PNG, DataFrame HTML, `data`), cell errors, contexts CRUD, typed errors, `exec` exit
+// codes and its persistent shell, per-run env and timeouts, cancellation. Lifecycle (pause,
+// connect, kill) is in lifecycle.test.js; the seed snippets in seeds-*.test.js.
+
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer } from './helpers/server.js';
+import {
+  AuthenticationError,
+  CodeSandbox,
+  ConflictError,
+  ConnectionError,
+  Execution,
+  ExecutionError,
+  InvalidArgumentError,
+  LizardError,
+  NotFoundError,
+  Result,
+  TimeoutError,
+} from '../src/index.js';
+
+let server;
+/** @type {CodeSandbox} */
+let sandbox;
+
+before(async () => {
+  server = await startServer();
+  sandbox = await CodeSandbox.create({ project: 'sdk-tests', metadata: { suite: 'sdk' }, envs: { GREETING: 'hello' } });
+});
+
+after(async () => {
+  await sandbox?.kill();
+  await server?.stop();
+});
+
+/** Count the `fetch` calls made while `fn` runs. */
+async function countingFetch(fn) {
+  const real = globalThis.fetch;
+  let calls = 0;
+  globalThis.fetch = (...args) => {
+    calls++;
+    return real(...args);
+  };
+  try {
+    const value = await fn().then(
+      (v) => ({ v }),
+      (e) => ({ e }),
+    );
+    return { calls, ...value };
+  } finally {
+    globalThis.fetch = real;
+  }
+}
+
+test('the package exports exactly the declared API', async () => {
+  const sdk = await import('../src/index.js');
+  assert.deepEqual(Object.keys(sdk).sort(), [
+    'AuthenticationError',
+    'CodeSandbox',
+    'ConflictError',
+    'ConnectionError',
+    'DEFAULT_API_URL',
+    'DEFAULT_TEMPLATE',
+    'Execution',
+    'ExecutionError',
+    'InvalidArgumentError',
+    'LizardError',
+    'NotFoundError',
+    'RateLimitError',
+    'Result',
+    'SandboxError',
+    'TimeoutError',
+  ]);
+});
+
+describe('runCode', () => {
+  test('state persists between calls; stdout is a string', async () => {
+    await sandbox.runCode('x = 42');
+    const ex = await sandbox.runCode('print(x * 2)');
+    assert.ok(ex instanceof Execution);
+    assert.equal(ex.stdout, '84\n');
+    assert.equal(ex.stderr, '');
+    assert.deepEqual(ex.logs.stdout, ['84\n']);
+    assert.equal(ex.error, undefined);
+    assert.equal(ex.success, true);
+    assert.equal(ex.status, 'ok');
+    assert.ok(ex.executionCount >= 2);
+  });
+
+  test('streams: callbacks get chunks while the cell runs (timestamps)', async () => {
+    const t0 = Date.now();
+    const events = [];
+    const ex = await sandbox.runCode(
+      [
+        'import sys, time',
+        "print('first', flush=True)",
+        "print('warn', file=sys.stderr, flush=True)",
+        "display({'k': 1}, raw=False)",
+        'time.sleep(2)',
+        "print('last')",
+        '7',
+      ].join('\n'),
+      {
+        onStdout: (s) => events.push(['stdout', s, Date.now() - t0]),
+        onStderr: (s) => events.push(['stderr', s, Date.now() - t0]),
+        onResult: (r) => events.push(['result', r, Date.now() - t0]),
+        onError: (e) => events.push(['error', e, Date.now() - t0]),
+      },
+    );
+    const end = Date.now() - t0;
+    assert.deepEqual(
+      events.map(([k, v]) => [k, typeof v === 'string' ? v : v.data]),
+      [
+        ['stdout', 'first\n'],
+        ['stderr', 'warn\n'],
+        ['result', "{'k': 1}"],
+        ['stdout', 'last\n'],
+        ['result', '7'],
+      ],
+    );
+    const [first, warn, shown] = events;
+    for (const e of [first, warn, shown]) {
+      assert.ok(end - e[2] >= 1000, `${e[0]} arrived at ${e[2]} ms, the cell ended at ${end} ms`);
+    }
+    assert.equal(ex.stdout, 'first\nlast\n');
+    assert.equal(ex.output, 'first\nwarn\nlast\n', 'output interleaves stdout and stderr in arrival order');
+    assert.equal(ex.results.length, 2);
+    assert.equal(ex.results[1].isMainResult, true);
+    assert.equal(ex.text, '7');
+  });
+
+  test('other languages, with aliases: js.results[0].data === "2"; bash', async () => {
+    const js = await sandbox.runCode('1 + 1', { language: 'javascript' });
+    assert.ok(js.results[0] instanceof Result);
+    assert.equal(js.results[0].data, '2');
+    assert.equal(js.results[0].text, '2');
+    assert.deepEqual(js.results[0].formats, ['text']);
+    assert.equal(js.results[0].isMainResult, true);
+    const alias = await sandbox.runCode('let y = 3; y * 2', { language: 'js' });
+    assert.equal(alias.results[0].data, '6');
+    const sh = await sandbox.runCode('echo "$(uname -s)"', { language: 'bash' });
+    assert.equal(sh.stdout, 'Linux\n');
+    const sh2 = await sandbox.runCode('echo $GREETING', { language: 'sh' });
+    assert.equal(sh2.stdout, 'hello\n', 'create({ envs }) reaches every process');
+  });
+
+  test('matplotlib: a PNG result (formats text + png) and outputs.png', async () => {
+    const ex = await sandbox.runCode(
+      "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('Simple Chart')\nplt.show()",
+    );
+    assert.equal(ex.error, undefined);
+    assert.equal(ex.results.length, 1);
+    const [fig] = ex.results;
+    assert.equal(fig.isMainResult, false);
+    assert.deepEqual(fig.formats, ['text', 'png']);
+    assert.match(fig.data, /^<Figure size \d+x\d+ with 1 Axes>$/);
+    const png = Buffer.from(fig.png, 'base64');
+    assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    assert.ok(png.length > 1000);
+    assert.deepEqual(ex.formats, ['text', 'png']);
+    assert.equal(ex.outputs.png, fig.png);
+    assert.equal(ex.outputs.html, undefined);
+  });
+
+  test('pandas: a DataFrame is an HTML table; data is its text/plain', async () => {
+    const ex = await sandbox.runCode("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})");
+    const [df] = ex.results;
+    assert.equal(df.isMainResult, true);
+    assert.deepEqual(df.formats, ['text', 'html']);
+    assert.match(df.html, /<table[^>]*class="dataframe"/);
+    assert.match(df.data, /a\s+b\n0\s+1\s+x\n1\s+2\s+y/);
+    assert.equal(ex.outputs.html, df.html);
+    assert.equal(ex.outputs.text, df.text);
+  });
+
+  test('JSON, Markdown and other MIME types', async () => {
+    const ex = await sandbox.runCode(
+      [
+        'from IPython.display import display, Markdown, JSON',
+        "display(Markdown('# hi'))",
+        "display({'application/json': {'a': [1, 2]}, 'application/x-custom': 'c'}, raw=True)",
+      ].join('\n'),
+    );
+    const [md, js] = ex.results;
+    assert.equal(md.markdown, '# hi');
+    assert.ok(md.formats.includes('markdown'));
+    assert.deepEqual(js.json, { a: [1, 2] });
+    assert.equal(js.data, '{"a":[1,2]}', 'without text/plain, data is the JSON serialized');
+    assert.deepEqual(js.formats, ['json', 'application/x-custom']);
+    assert.deepEqual(js.extra, { 'application/x-custom': 'c' });
+    assert.deepEqual(ex.outputs.json, { a: [1, 2] });
+  });
+
+  test('a failing cell resolves with an ExecutionError (and onError), it does not throw', async () => {
+    const seen = [];
+    const ex = await sandbox.runCode('print("before")\nundefined_name', { onError: (e) => seen.push(e) });
+    assert.ok(ex.error instanceof ExecutionError);
+    assert.equal(ex.error.name, 'NameError');
+    assert.match(ex.error.message, /undefined_name/);
+    assert.equal(ex.error.value, ex.error.message);
+    assert.match(ex.error.traceback, /NameError/);
+    assert.equal(ex.success, false);
+    assert.equal(ex.stdout, 'before\n');
+    assert.deepEqual(seen, [ex.error]);
+    const js = await sandbox.runCode('null.x', { language: 'javascript' });
+    assert.equal(js.error.name, 'TypeError');
+  });
+
+  test('envs are visible to one run only', async () => {
+    const ex = await sandbox.runCode("import os\nprint(os.environ.get('ONE_RUN'))", { envs: { ONE_RUN: 'yes' } });
+    assert.equal(ex.stdout, 'yes\n');
+    const again = await sandbox.runCode("import os\nprint(os.environ.get('ONE_RUN'))");
+    assert.equal(again.stdout, 'None\n');
+  });
+
+  test('timeoutMs stops the cell (status timeout) and keeps the state', async () => {
+    await sandbox.runCode('kept = 1');
+    const t0 = Date.now();
+    const ex = await sandbox.runCode('import time\ntime.sleep(30)', { timeoutMs: 500 });
+    assert.ok(Date.now() - t0 < 10_000);
+    assert.equal(ex.status, 'timeout');
+    // The wire docs promise `Timeout`; the server currently reports the kernel's KeyboardInterrupt.
+    assert.ok(['Timeout', 'KeyboardInterrupt'].includes(ex.error?.name), ex.error?.name);
+    assert.equal(ex.success, false);
+    assert.equal((await sandbox.runCode('print(kept)')).stdout, '1\n');
+  });
+
+  test('a callback that throws rejects runCode and interrupts the cell', async () => {
+    const boom = new Error('stop here');
+    const t0 = Date.now();
+    await assert.rejects(
+      sandbox.runCode('import time\nprint("go", flush=True)\ntime.sleep(30)', {
+        onStdout: () => {
+          throw boom;
+        },
+      }),
+      (e) => e === boom,
+    );
+    assert.ok(Date.now() - t0 < 10_000);
+    // The context is usable again once the interrupted cell has ended.
+    const ex = await sandbox.runCode('print("next")');
+    assert.equal(ex.stdout, 'next\n');
+  });
+
+  test('an AbortSignal cancels the run', async () => {
+    const ac = new AbortController();
+    const p = sandbox.runCode('import time\nprint("go", flush=True)\ntime.sleep(30)', {
+      signal: ac.signal,
+      onStdout: () => ac.abort(),
+    });
+    await assert.rejects(p, (e) => e.name === 'AbortError');
+    assert.equal((await sandbox.runCode('print("after")')).stdout, 'after\n');
+  });
+});
+
+describe('contexts', () => {
+  test('create, run in, isolate, list, get, restart, delete', async () => {
+    const a = await sandbox.createContext({ language: 'python', cwd: '/tmp' });
+    const b = await sandbox.createContext({ language: 'python' });
+    assert.equal(typeof a.id, 'string');
+    assert.equal(a.language, 'python');
+    assert.equal(a.cwd, '/tmp');
+    assert.equal(a.isDefault, false);
+
+    await sandbox.runCode('secret = 1', { context: a });
+    assert.equal((await sandbox.runCode('print(secret)', { context: a.id })).stdout, '1\n');
+    const inB = await sandbox.runCode('print(secret)', { context: b });
+    assert.equal(inB.error?.name, 'NameError', 'b never saw it');
+    assert.equal((await sandbox.runCode('import os\nprint(os.getcwd())', { context: a })).stdout, '/tmp\n');
+
+    const ids = (await sandbox.listContexts()).map((c) => c.id);
+    assert.ok(ids.includes(a.id) && ids.includes(b.id));
+    const got = await sandbox.getContext(a);
+    assert.equal(got.executionCount, 3);
+
+    const restarted = await sandbox.restartContext(a);
+    assert.equal(restarted.id, a.id);
+    assert.equal(restarted.kernelRestarts, 1);
+    assert.equal((await sandbox.runCode('print(secret)', { context: a })).error?.name, 'NameError');
+
+    await sandbox.deleteContext(b);
+    assert.ok(!(await sandbox.listContexts()).some((c) => c.id === b.id));
+    await assert.rejects(sandbox.runCode('1', { context: b }), NotFoundError);
+    await sandbox.deleteContext(a.id);
+  });
+
+  test('Cloudflare-style aliases and a JavaScript context', async () => {
+    const ctx = await sandbox.createCodeContext({ language: 'javascript' });
+    assert.equal(ctx.language, 'javascript');
+    await sandbox.runCode('const z = 5', { context: ctx.id });
+    const ex = await sandbox.runCode('z * 2', { context: ctx, stream: true });
+    assert.equal(ex.results[0].data, '10');
+    assert.ok((await sandbox.listCodeContexts()).some((c) => c.id === ctx.id));
+    await sandbox.deleteCodeContext(ctx.id);
+    assert.ok(!(await sandbox.listCodeContexts()).some((c) => c.id === ctx.id));
+  });
+});
+
+describe('typed errors', () => {
+  test('context and language together: InvalidArgumentError before any request', async () => {
+    const { calls, e } = await countingFetch(() =>
+      sandbox.runCode('1', { context: 'any-id', language: 'python' }),
+    );
+    assert.ok(e instanceof InvalidArgumentError, String(e));
+    assert.ok(e instanceof LizardError);
+    assert.equal(e.code, 'invalid_argument');
+    assert.equal(calls, 0);
+  });
+
+  test('a bad API key: AuthenticationError with the server code and status', async () => {
+    for (const attempt of [
+      () => CodeSandbox.create({ project: 'p', apiKey: 'lz_wrong' }),
+      () => CodeSandbox.connect(sandbox.sandboxId, { apiKey: 'lz_wrong' }),
+    ]) {
+      await assert.rejects(attempt(), (e) => {
+        assert.ok(e instanceof AuthenticationError, String(e));
+        assert.equal(e.code, 'unauthenticated');
+        assert.equal(e.status, 401);
+        assert.match(e.message, /API key/);
+        return true;
+      });
+    }
+  });
+
+  test('no API key at all: AuthenticationError before any request', async () => {
+    const saved = process.env.LIZARD_API_KEY;
+    delete process.env.LIZARD_API_KEY;
+    try {
+      const { calls, e } = await countingFetch(() => CodeSandbox.create({ project: 'p' }));
+      assert.ok(e instanceof AuthenticationError);
+      assert.equal(calls, 0);
+    } finally {
+      process.env.LIZARD_API_KEY = saved;
+    }
+  });
+
+  test('an unknown sandbox: NotFoundError', async () => {
+    await assert.rejects(CodeSandbox.connect('no-such-sandbox'), (e) => {
+      assert.ok(e instanceof NotFoundError, String(e));
+      assert.equal(e.code, 'not_found');
+      assert.equal(e.status, 404);
+      return true;
+    });
+    assert.equal(await CodeSandbox.kill('no-such-sandbox'), false);
+  });
+
+  test('the server rejects a request: InvalidArgumentError with code invalid_request', async () => {
+    await assert.rejects(sandbox.runCode('1', { envs: { 'NOT-A-NAME': 'x' } }), (e) => {
+      assert.ok(e instanceof InvalidArgumentError, String(e));
+      assert.equal(e.code, 'invalid_request');
+      assert.equal(e.status, 400);
+      return true;
+    });
+    await assert.rejects(sandbox.runCode('1', { language: 'cobol' }), InvalidArgumentError);
+    await assert.rejects(sandbox.setTimeout(-5), InvalidArgumentError);
+  });
+
+  test('an unreachable server: ConnectionError', async () => {
+    await assert.rejects(CodeSandbox.create({ project: 'p', apiUrl: 'http://127.0.0.1:9' }), ConnectionError);
+  });
+
+  test('a client deadline: TimeoutError', async () => {
+    await assert.rejects(
+      sandbox.runCode('import time\ntime.sleep(30)', { requestTimeoutMs: 300 }),
+      (e) => e instanceof TimeoutError && e.code === 'timeout',
+    );
+    assert.equal((await sandbox.runCode('print(1)')).stdout, '1\n');
+  });
+});
+
+describe('exec', () => {
+  test('exit codes, stdout and stderr', async () => {
+    const ok = await sandbox.exec('echo out; echo err >&2');
+    assert.deepEqual([ok.exitCode, ok.success, ok.stdout, ok.stderr], [0, true, 'out\n', 'err\n']);
+    assert.equal(ok.command, 'echo out; echo err >&2');
+    const f = await sandbox.exec('false');
+    assert.deepEqual([f.exitCode, f.success], [1, false]);
+    const sub = await sandbox.exec("sh -c 'exit 7'");
+    assert.equal(sub.exitCode, 7);
+    const missing = await sandbox.exec('no-such-command-xyz');
+    assert.equal(missing.exitCode, 127);
+    assert.match(missing.stderr, /not found/);
+  });
+
+  test('one persistent shell: cd and export carry over; cwd and env options are one-off', async () => {
+    await sandbox.exec('cd /tmp && export EXEC_VAR=kept');
+    assert.equal((await sandbox.exec('pwd; echo $EXEC_VAR')).stdout, '/tmp\nkept\n');
+    assert.equal((await sandbox.exec('pwd', { cwd: '/' })).stdout, '/\n');
+    assert.equal((await sandbox.exec('pwd')).stdout, '/tmp\n');
+    assert.equal((await sandbox.exec('echo $ONE', { env: { ONE: '1' } })).stdout, '1\n');
+    assert.equal((await sandbox.exec('echo "[$ONE]"')).stdout, '[]\n');
+  });
+
+  test('`exit N` ends the shell with status N; the next exec gets a fresh shell', async () => {
+    await sandbox.exec('cd /tmp');
+    const r = await sandbox.exec('echo bye; exit 3');
+    assert.deepEqual([r.exitCode, r.stdout], [3, 'bye\n']);
+    const next = await sandbox.exec('pwd');
+    assert.deepEqual([next.exitCode, next.stdout], [0, '/home/user\n']);
+  });
+
+  test('streams output to onOutput(stream, data)', async () => {
+    const seen = [];
+    const t0 = Date.now();
+    const r = await sandbox.exec('echo one; sleep 1.5; echo two >&2', {
+      onOutput: (stream, data) => seen.push([stream, data, Date.now() - t0]),
+    });
+    assert.deepEqual(
+      seen.map(([s, d]) => [s, d]),
+      [
+        ['stdout', 'one\n'],
+        ['stderr', 'two\n'],
+      ],
+    );
+    assert.ok(seen[1][2] - seen[0][2] >= 700, 'the first chunk came before the sleep ended');
+    assert.equal(r.exitCode, 0);
+  });
+
+  test('a command past its timeout throws TimeoutError carrying its output', async () => {
+    await assert.rejects(sandbox.exec('echo started; sleep 30', { timeout: 500 }), (e) => {
+      assert.ok(e instanceof TimeoutError, String(e));
+      assert.equal(e.result.stdout, 'started\n');
+      return true;
+    });
+    assert.equal((await sandbox.exec('echo fine')).stdout, 'fine\n');
+  });
+
+  test('survives its shell context being deleted (here or by another client)', async () => {
+    await sandbox.exec('true');
+    const other = await CodeSandbox.connect(sandbox.sandboxId);
+    for (const c of await other.listCodeContexts()) {
+      if (c.language === 'bash' && !c.isDefault) await other.deleteCodeContext(c.id);
+    }
+    assert.equal((await sandbox.exec('echo again')).stdout, 'again\n');
+    for (const c of await sandbox.listCodeContexts()) {
+      if (c.language === 'bash' && !c.isDefault) await sandbox.deleteCodeContext(c.id);
+    }
+    assert.equal((await sandbox.exec('echo and again')).stdout, 'and again\n');
+  });
+});
+
+describe('sandbox info', () => {
+  test('getInfo, setTimeout, list by metadata', async () => {
+    const info = await sandbox.getInfo();
+    assert.equal(info.sandboxId, sandbox.sandboxId);
+    assert.equal(info.project, 'sdk-tests');
+    assert.equal(info.template, 'code-interpreter-v1');
+    assert.equal(info.state, 'running');
+    assert.deepEqual(info.metadata, { suite: 'sdk' });
+    assert.equal(info.limits.memoryMb, 1024);
+    const later = await sandbox.setTimeout(600_000);
+    const left = later.timeoutAt.getTime() - Date.now();
+    assert.ok(left > 590_000 && left <= 600_000, `${left}`);
+    const listed = await CodeSandbox.list({ metadata: { suite: 'sdk' } });
+    assert.deepEqual(
+      listed.map((s) => s.sandboxId),
+      [sandbox.sandboxId],
+    );
+    assert.equal(await sandbox.isRunning(), true);
+  });
+
+  test('code cannot run while paused: ConflictError', async () => {
+    const sb = await CodeSandbox.create({ project: 'sdk-tests' });
+    try {
+      await sb.pause();
+      await assert.rejects(sb.runCode('1'), (e) => e instanceof ConflictError && e.status === 409);
+      await sb.resume();
+      assert.equal((await sb.runCode('print(2)')).stdout, '2\n');
+    } finally {
+      await sb.kill();
+    }
+  });
+});

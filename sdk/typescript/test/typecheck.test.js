@@ -1,0 +1,180 @@
+// Static checks of the seed snippets, no server needed: every snippet in test/snippets/ is a
+// verbatim substring of the seed documents (the copies in test/seeds/ and, when present, the shared
+// originals in ../shared/seeds/), and every snippet program type-checks with `tsc --noEmit` against
+// the SDK's hand-written declarations as installed by `npm install <path>`. It does not run code.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { SDK_DIR } from './helpers/server.js';
+import {
+  CLOUDFLARE_HEADER,
+  CLOUDFLARE_SECTIONS,
+  LIZARD_SNIPPETS,
+  SEEDS_COPY_DIR,
+  SHARED_SEEDS_DIR,
+  cloudflareProgram,
+  installSdk,
+  lizardFragmentsProgram,
+  snippet,
+} from './helpers/snippets.js';
+
+const SEED_FILES = ['code-interpreter.md', 'code-interpreter.ru.md', 'code-interpreter-guide.ru.txt'];
+
+async function seedTexts() {
+  const dirs = [SEEDS_COPY_DIR];
+  if (existsSync(SHARED_SEEDS_DIR)) dirs.push(SHARED_SEEDS_DIR);
+  const out = [];
+  for (const dir of dirs) {
+    const t = {};
+    for (const f of SEED_FILES) t[f] = await readFile(join(dir, f), 'utf8');
+    out.push({ dir, t });
+  }
+  return out;
+}
+
+test('the snippets are verbatim copies of the seeds', async () => {
+  for (const { dir, t } of await seedTexts()) {
+    for (const name of LIZARD_SNIPPETS) {
+      const s = await snippet(name);
+      for (const f of ['code-interpreter.md', 'code-interpreter.ru.md']) {
+        assert.ok(t[f].includes('```ts\n' + s + '```'), `${name} is not verbatim in ${dir}/${f}`);
+      }
+    }
+    const guide = t['code-interpreter-guide.ru.txt'];
+    for (const name of CLOUDFLARE_SECTIONS) {
+      for (const v of ['a', 'b']) {
+        const s = await snippet(`${name}.${v}`);
+        const whole = name === 'cf-1-create-context' ? CLOUDFLARE_HEADER[v] + s : s;
+        assert.ok(guide.includes(whole), `${name}.${v} is not verbatim in ${dir}/code-interpreter-guide.ru.txt`);
+      }
+    }
+  }
+});
+
+test('the seed copies in test/seeds match the shared seeds', { skip: !existsSync(SHARED_SEEDS_DIR) }, async () => {
+  for (const f of SEED_FILES) {
+    assert.equal(
+      await readFile(join(SEEDS_COPY_DIR, f), 'utf8'),
+      await readFile(join(SHARED_SEEDS_DIR, f), 'utf8'),
+      `test/seeds/${f} differs from ${SHARED_SEEDS_DIR}/${f}: update the copy and the snippets`,
+    );
+  }
+});
+
+/** Exercises the declared surface; `@ts-expect-error` lines prove the types are not `any`. */
+const API_USAGE = `
+import {
+  CodeSandbox, Execution, Result, ExecutionError, LizardError, NotFoundError, AuthenticationError,
+  InvalidArgumentError, TimeoutError, SandboxError, ConflictError, RateLimitError, ConnectionError,
+  DEFAULT_TEMPLATE, DEFAULT_API_URL, type Context, type ExecResult,
+} from '@lizard-build/sdk';
+import * as sdk from '@lizard-build/sdk';
+
+// Every runtime export is declared (test/sdk.test.js checks the runtime list is exactly this).
+const declared: Record<string, unknown> = {
+  AuthenticationError: sdk.AuthenticationError, CodeSandbox: sdk.CodeSandbox, ConflictError: sdk.ConflictError,
+  ConnectionError: sdk.ConnectionError, DEFAULT_API_URL: sdk.DEFAULT_API_URL, DEFAULT_TEMPLATE: sdk.DEFAULT_TEMPLATE,
+  Execution: sdk.Execution, ExecutionError: sdk.ExecutionError, InvalidArgumentError: sdk.InvalidArgumentError,
+  LizardError: sdk.LizardError, NotFoundError: sdk.NotFoundError, RateLimitError: sdk.RateLimitError,
+  Result: sdk.Result, SandboxError: sdk.SandboxError, TimeoutError: sdk.TimeoutError,
+};
+const names: string = DEFAULT_TEMPLATE + DEFAULT_API_URL;
+
+const sandbox = await CodeSandbox.create({ project: 'p', template: 'code-interpreter-v1', timeoutMs: 1000, metadata: { a: 'b' }, envs: { A: 'b' } });
+const id: string = sandbox.sandboxId;
+const again: CodeSandbox = await CodeSandbox.connect(id);
+const ex: Execution = await again.runCode('1', { language: 'js', envs: { X: '1' }, timeoutMs: 5, onStdout: (s) => s.length, onStderr: () => {}, onResult: (r: Result) => r.png, onError: (e: ExecutionError) => e.traceback });
+const out: string = ex.stdout + ex.stderr + ex.output;
+const n: number = ex.executionCount;
+const ok: boolean = ex.success;
+const first: Result | undefined = ex.results[0];
+const data: string | undefined = first?.data;
+const fmts: string[] = ex.formats;
+const png: string | undefined = ex.outputs.png;
+const err: string | undefined = ex.error?.name ?? ex.error?.message ?? ex.error?.traceback;
+const ctx: Context = await sandbox.createContext({ language: 'python', cwd: '/tmp' });
+await sandbox.runCode('x', { context: ctx });
+await sandbox.runCode('x', { context: ctx.id, stream: true, onOutput: (t, s) => console.log(t, s) });
+const all: Context[] = await sandbox.listContexts();
+await sandbox.restartContext(ctx);
+await sandbox.deleteContext(ctx.id);
+const cf = await sandbox.createCodeContext({ language: 'javascript' });
+const cfId: string = cf.id;
+const cfLang: string = cf.language;
+await sandbox.listCodeContexts();
+await sandbox.deleteCodeContext(cf);
+const r: ExecResult = await sandbox.exec('ls', { cwd: '/', env: { A: 'b' }, timeout: 1000 });
+const code: number = r.exitCode;
+await sandbox.pause();
+await sandbox.resume();
+await sandbox.setTimeout(60_000);
+const state: 'running' | 'paused' | 'killed' = (await sandbox.getInfo()).state;
+const killed: boolean = await sandbox.kill();
+const e: LizardError = new NotFoundError('x');
+const codeStr: string = e.code;
+for (const C of [AuthenticationError, InvalidArgumentError, TimeoutError, SandboxError, ConflictError, RateLimitError, ConnectionError]) new C('m');
+
+// @ts-expect-error stdout is a string
+const bad1: number = ex.stdout;
+// @ts-expect-error code must be a string
+await sandbox.runCode(42);
+// @ts-expect-error no such option
+await CodeSandbox.create({ project: 'p', nope: 1 });
+// @ts-expect-error exec resolves to an ExecResult, not an Execution
+const bad2: Execution = await sandbox.exec('ls');
+void [declared, names, out, n, ok, data, fmts, png, err, all, cfId, cfLang, code, state, killed, codeStr, bad1, bad2];
+`;
+
+test('every snippet program type-checks against the declarations (tsc --noEmit)', async () => {
+  const tsc = join(SDK_DIR, 'node_modules/typescript/bin/tsc');
+  assert.ok(existsSync(tsc), `no TypeScript in ${SDK_DIR}/node_modules: run \`npm install\` there first`);
+  const { dir, cleanup } = await installSdk();
+  try {
+    const node = join(dir, 'node');
+    const worker = join(dir, 'worker');
+    await mkdir(node);
+    await mkdir(worker);
+    // The Lizard seeds, as a Node user compiles them.
+    await writeFile(join(node, 'run-code.ts'), await snippet('lizard-run-code'));
+    await writeFile(join(node, 'fragments.ts'), await lizardFragmentsProgram());
+    await writeFile(
+      join(node, 'checkpoint.ts'),
+      "import { CodeSandbox } from '@lizard-build/sdk';\n" + (await snippet('lizard-checkpoint')),
+    );
+    await writeFile(join(node, 'api.ts'), API_USAGE);
+    // The Cloudflare guide: Worker code, compiled with the web platform's types (DOM lib).
+    for (const v of ['a', 'b']) await writeFile(join(worker, `guide-${v}.ts`), await cloudflareProgram(v));
+
+    const base = {
+      strict: true,
+      noEmit: true,
+      module: 'nodenext',
+      moduleResolution: 'nodenext',
+      target: 'es2022',
+      types: ['node'],
+      typeRoots: [join(SDK_DIR, 'node_modules/@types')],
+    };
+    await writeFile(
+      join(dir, 'tsconfig.node.json'),
+      JSON.stringify({ compilerOptions: { ...base, lib: ['es2022'] }, include: ['node/*.ts'] }),
+    );
+    await writeFile(
+      join(dir, 'tsconfig.worker.json'),
+      JSON.stringify({ compilerOptions: { ...base, lib: ['es2022', 'dom'] }, include: ['worker/*.ts'] }),
+    );
+    for (const cfg of ['tsconfig.node.json', 'tsconfig.worker.json']) {
+      try {
+        await promisify(execFile)(process.execPath, [tsc, '-p', cfg], { cwd: dir });
+      } catch (e) {
+        assert.fail(`tsc -p ${cfg} failed:\n${e.stdout}${e.stderr}`);
+      }
+    }
+  } finally {
+    await cleanup();
+  }
+});
