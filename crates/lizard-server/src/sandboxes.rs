@@ -404,10 +404,14 @@ impl Sandboxes {
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
     ) -> Result<LaunchedSandbox, SandboxError> {
-        let template = match lizard_template::find(&self.cfg.templates_data_dir, template_name) {
+        let dir = &self.cfg.templates_data_dir;
+        let template = match lizard_template::find(dir, template_name) {
             Ok(Some(t)) => t,
-            Ok(None) | Err(lizard_template::TemplateError::UnknownTemplate { .. }) => {
-                return Err(SandboxError::UnknownTemplate(template_name.to_string()))
+            Ok(None) => return Err(SandboxError::UnknownTemplate(template_name.to_string())),
+            // Not a built-in: a user's own template, built from its spec file into this data dir.
+            Err(lizard_template::TemplateError::UnknownTemplate { .. }) => {
+                lizard_template::find_built(dir, template_name)
+                    .ok_or_else(|| SandboxError::UnknownTemplate(template_name.to_string()))?
             }
             Err(e) => return Err(SandboxError::Launch(format!("looking up template: {e}"))),
         };

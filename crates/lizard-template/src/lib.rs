@@ -106,6 +106,26 @@ pub fn find(data_dir: &Path, name_or_path: &str) -> Result<Option<Template>> {
     Ok(find_spec(data_dir, &spec))
 }
 
+/// The newest complete build named `name` in `data_dir`, whatever spec it came from: how a server
+/// finds a user's own template (built from a spec file it does not have) by name. `name` must be a
+/// plain template name, never a path.
+pub fn find_built(data_dir: &Path, name: &str) -> Option<Template> {
+    if name.is_empty() || name.starts_with('.') || name.contains('/') {
+        return None;
+    }
+    let dir = store::template_dir(data_dir, name);
+    let mut builds: Vec<Template> = std::fs::read_dir(&dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let key = e.file_name().to_str()?.to_owned();
+            store::read_build(data_dir, name, &key)
+        })
+        .collect();
+    builds.sort_by(|a, b| a.meta.created.cmp(&b.meta.created));
+    builds.pop()
+}
+
 /// The complete build of a loaded spec (its key), if there is one.
 pub fn find_spec(data_dir: &Path, spec: &LoadedSpec) -> Option<Template> {
     let data_dir = std::path::absolute(data_dir).ok()?;

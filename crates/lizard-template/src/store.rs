@@ -291,6 +291,18 @@ mod tests {
     }
 
     #[test]
+    fn a_users_template_is_found_by_name() {
+        let data = tempfile::tempdir().unwrap();
+        let d = data.path();
+        assert!(crate::find_built(d, "mine").is_none());
+        fake_build(d, "mine", "k1", true);
+        fake_build(d, "mine", "k2", false); // incomplete: never used
+        assert_eq!(crate::find_built(d, "mine").unwrap().key, "k1");
+        assert!(crate::find_built(d, "../mine").is_none());
+        assert!(crate::find_built(d, "").is_none());
+    }
+
+    #[test]
     fn only_complete_current_builds_are_found() {
         let data = tempfile::tempdir().unwrap();
         let d = data.path();

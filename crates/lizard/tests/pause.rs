@@ -210,3 +210,63 @@ async fn timeout_can_pause_instead_of_kill() {
     );
     s.kill_all().await;
 }
+
+/// Packages installed with `pip install --user` (from a local wheel: sandboxes have no network)
+/// stay in the sandbox's writable layer across pause/resume cycles.
+#[tokio::test]
+async fn pip_install_user_survives_pause_resume() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let make_wheel = r#"
+import base64, hashlib, zipfile
+name, ver = "lzdemo", "1.0"
+files = {
+    f"{name}/__init__.py": b"VALUE = 42\n",
+    f"{name}-{ver}.dist-info/METADATA": b"Metadata-Version: 2.1\nName: lzdemo\nVersion: 1.0\n",
+    f"{name}-{ver}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}" for p, d in files.items()]
+record.append(f"{name}-{ver}.dist-info/RECORD,,")
+files[f"{name}-{ver}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+with zipfile.ZipFile("/home/user/lzdemo-1.0-py3-none-any.whl", "w") as z:
+    for p, d in files.items():
+        z.writestr(p, d)
+"#;
+    let ex = s.run(&id, json!({"code": make_wheel})).await;
+    assert_eq!(ex["status"], "ok", "{ex}");
+    let (out, ex) = s
+        .sh(&id, "pip install --user --no-index ~/lzdemo-1.0-py3-none-any.whl 2>&1 | tail -1; ls ~/.local/lib/python3*/site-packages")
+        .await;
+    assert!(out.contains("Successfully installed lzdemo"), "{out}\n{ex}");
+    for _ in 0..5 {
+        assert_eq!(
+            s.admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
+                .await
+                .status,
+            200
+        );
+        assert_eq!(
+            s.admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+                .await
+                .status,
+            200
+        );
+    }
+    // A new context (a fresh Python process) imports it from the user site.
+    let c = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts"),
+            Some(json!({"language": "python"})),
+        )
+        .await;
+    let ctx = c.body["id"].as_str().unwrap();
+    let ex = s
+        .run(
+            &id,
+            json!({"code": "import lzdemo; print(lzdemo.VALUE)", "context": ctx}),
+        )
+        .await;
+    assert_eq!(stdout(&ex), "42\n", "{ex}");
+    s.kill_all().await;
+}
