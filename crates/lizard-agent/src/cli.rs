@@ -52,6 +52,9 @@ pub struct AgentArgs {
     /// first run does not wait for the kernel to start.
     #[arg(long = "prestart", env = "LIZARD_PRESTART", value_delimiter = ',')]
     pub prestart: Vec<lizard_proto::Language>,
+    /// Output bytes (stdout + stderr) one run may send before the rest is dropped with a notice.
+    #[arg(long, env = "LIZARD_MAX_OUTPUT_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_output_bytes: u64,
     /// Milliseconds a kernel may take to start.
     #[arg(long, env = "LIZARD_KERNEL_START_TIMEOUT_MS", default_value_t = 60000)]
     pub kernel_start_timeout_ms: u64,
@@ -135,6 +138,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         kernels,
         default_cwd,
         interrupt_grace: Duration::from_millis(args.interrupt_grace_ms),
+        max_output_bytes: args.max_output_bytes,
     }));
     let app = api::router(contexts.clone());
     for lang in args.prestart.clone() {

@@ -42,6 +42,9 @@ pub struct ContextConfig {
     pub default_cwd: PathBuf,
     /// How long an interrupted cell may take to stop before its kernel is killed.
     pub interrupt_grace: Duration,
+    /// Output (stdout + stderr) one run may send; beyond it the rest is dropped and the client
+    /// gets one truncation notice on stderr. The cell keeps running.
+    pub max_output_bytes: u64,
 }
 
 /// One run's parameters, validated by the API layer.
@@ -433,6 +436,7 @@ impl Contexts {
         let mut stop: Option<(StopReason, tokio::time::Instant)> = None;
         let mut killed_unresponsive = false;
         let mut next_sigint = far_future();
+        let mut budget = OutputBudget::new(self.cfg.max_output_bytes);
         let mut status = ExecutionStatus::Ok;
         let mut died: Option<ExitInfo> = None;
         let mut usage = None;
@@ -447,8 +451,16 @@ impl Contexts {
             let stop_requested = stop.is_some();
             tokio::select! {
                 msg = kernel.recv() => match msg {
-                    Some(KernelMsg::Stdout(text)) => out.send(ExecutionEvent::Stdout { text }).await,
-                    Some(KernelMsg::Stderr(text)) => out.send(ExecutionEvent::Stderr { text }).await,
+                    Some(KernelMsg::Stdout(text)) => {
+                        if let Some(text) = budget.take(text) {
+                            out.send(ExecutionEvent::Stdout { text }).await
+                        }
+                    }
+                    Some(KernelMsg::Stderr(text)) => {
+                        if let Some(text) = budget.take(text) {
+                            out.send(ExecutionEvent::Stderr { text }).await
+                        }
+                    }
                     Some(KernelMsg::Event(RunnerEvent::Result { main, data, metadata })) => {
                         out.send(ExecutionEvent::Result(ExecutionResult {
                             is_main_result: main,
@@ -552,6 +564,9 @@ impl Contexts {
             }
         }
         kernel.set_forwarding(false);
+        if let Some(notice) = budget.notice() {
+            out.send(ExecutionEvent::Stderr { text: notice }).await;
+        }
         if died.is_none() {
             let cpu_after = procfs::cpu_time_ms(pid).unwrap_or(cpu_before);
             usage = Some(ExecutionUsage {
@@ -617,6 +632,49 @@ impl Contexts {
         h.busy.store(false, Ordering::SeqCst);
         self.record(&h, status, started.elapsed().as_millis() as u64, usage);
         out.end(status, started, usage).await;
+    }
+}
+
+/// Caps the output of one run.
+struct OutputBudget {
+    left: u64,
+    limit: u64,
+    dropped: u64,
+}
+
+impl OutputBudget {
+    fn new(limit: u64) -> Self {
+        OutputBudget {
+            left: limit,
+            limit,
+            dropped: 0,
+        }
+    }
+
+    /// The part of `text` that still fits (cut on a character boundary), if any.
+    fn take(&mut self, mut text: String) -> Option<String> {
+        let len = text.len() as u64;
+        if len <= self.left {
+            self.left -= len;
+            return Some(text);
+        }
+        let mut cut = self.left as usize;
+        while cut > 0 && !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.dropped += len - cut as u64;
+        self.left = 0;
+        text.truncate(cut);
+        (!text.is_empty()).then_some(text)
+    }
+
+    fn notice(&self) -> Option<String> {
+        (self.dropped > 0).then(|| {
+            format!(
+                "\n[lizard: output truncated: this run wrote more than {} bytes; {} bytes were dropped]\n",
+                self.limit, self.dropped
+            )
+        })
     }
 }
 
@@ -697,4 +755,19 @@ pub fn new_id() -> String {
         b[8..].copy_from_slice(&N.fetch_add(1, Ordering::SeqCst).to_le_bytes());
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::OutputBudget;
+
+    #[test]
+    fn output_is_cut_on_a_character_boundary_and_counted() {
+        let mut b = OutputBudget::new(5);
+        assert_eq!(b.take("abc".into()).as_deref(), Some("abc"));
+        assert_eq!(b.take("déf".into()).as_deref(), Some("d"));
+        assert_eq!(b.take("more".into()), None);
+        assert!(b.notice().unwrap().contains("7 bytes were dropped"));
+        assert!(OutputBudget::new(10).notice().is_none());
+    }
 }

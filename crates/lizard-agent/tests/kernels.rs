@@ -525,3 +525,23 @@ async fn bash_cells_may_use_low_file_descriptors() {
     assert_eq!(out.stdout_text(), "ok\n");
     assert_eq!(a.run_in(&id, "echo still").await.stdout_text(), "still\n");
 }
+
+#[tokio::test]
+async fn output_flood_is_truncated_with_a_notice() {
+    let a = Agent::start_with(&["--max-output-bytes", "1000000"]);
+    let id = a.context("python").await;
+    let ex = a
+        .run_in(&id, "import sys\nfor _ in range(50):\n    sys.stdout.write('x' * 100000 + '\\n')\nprint('done')")
+        .await;
+    assert_eq!(ex.status, Some(ExecutionStatus::Ok));
+    let out = ex.stdout_text();
+    assert!(out.len() <= 1_000_000, "{} bytes got through", out.len());
+    assert!(out.len() > 900_000);
+    assert!(
+        ex.stderr_text().contains("output truncated"),
+        "{}",
+        ex.stderr_text()
+    );
+    // The next run has its own budget.
+    assert_eq!(a.run_in(&id, "print('next')").await.stdout_text(), "next\n");
+}
