@@ -156,6 +156,7 @@ pub fn router(contexts: Arc<Contexts>) -> Router {
         .merge(crate::commands::routes(procs.clone()))
         .merge(crate::pty::routes(procs))
         .merge(crate::files::routes(home))
+        .merge(crate::ports::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

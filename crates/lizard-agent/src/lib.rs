@@ -15,6 +15,7 @@ pub mod commands;
 pub mod context;
 pub mod files;
 pub mod kernel;
+pub mod ports;
 pub mod procs;
 pub mod pty;
 pub mod utf8;

@@ -53,7 +53,7 @@ impl AgentClient {
         tokio::spawn(async move {
             // Ends when the response body is done or dropped (a client that left): the agent then
             // sees its connection close and interrupts the cell.
-            let _ = conn.await;
+            let _ = conn.with_upgrades().await;
         });
         Ok(sender.send_request(req).await?)
     }

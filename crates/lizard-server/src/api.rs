@@ -183,6 +183,18 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/v1/sandboxes/{id}/commands/{*rest}",
             any(crate::proxy::forward),
         )
+        .route(
+            "/v1/sandboxes/{id}/ports/{port}",
+            any(crate::proxy::forward_port),
+        )
+        .route(
+            "/v1/sandboxes/{id}/ports/{port}/",
+            any(crate::proxy::forward_port),
+        )
+        .route(
+            "/v1/sandboxes/{id}/ports/{port}/{*rest}",
+            any(crate::proxy::forward_port).layer(DefaultBodyLimit::disable()),
+        )
         .route("/v1/sandboxes/{id}/pty", any(crate::proxy::forward))
         .route("/v1/sandboxes/{id}/pty/{*rest}", any(crate::proxy::forward))
         // File bodies stream through without a size limit (the proxy never buffers them).

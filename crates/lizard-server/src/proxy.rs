@@ -61,3 +61,55 @@ pub async fn forward(
     let (parts, body) = resp.into_parts();
     Ok(Response::from_parts(parts, Body::new(body)).into_response())
 }
+
+/// `/v1/sandboxes/{id}/ports/{port}/…` → the agent's `/ports/{port}/…`: a sandbox's service on
+/// `port`, HTTP or WebSocket. Unlike the agent routes, every end-to-end header goes through (cookies,
+/// `Sec-WebSocket-*`, …) except the caller's `Authorization`, which stays at the server.
+pub async fn forward_port(
+    State(st): State<Arc<AppState>>,
+    Auth(who): Auth,
+    mut req: Request,
+) -> Result<Response, ApiError> {
+    let path = req.uri().path().to_string();
+    let rest = path.strip_prefix("/v1/sandboxes/").unwrap_or("");
+    let (id, agent_path) = rest.split_once('/').unwrap_or((rest, ""));
+    let sb = visible(&st, &who, id)?;
+    if sb.state() != crate::store::StoredState::Running {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("sandbox {id} is paused: resume it first"),
+        ));
+    }
+    let mut uri = format!("/{agent_path}");
+    if let Some(q) = req.uri().query() {
+        uri.push('?');
+        uri.push_str(q);
+    }
+    let upgrade = req.headers().get(header::UPGRADE).cloned();
+    let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
+    let (parts, body) = req.into_parts();
+    let mut headers = lizard_http::end_to_end_headers(&parts.headers, upgrade.as_ref());
+    headers.remove(header::AUTHORIZATION);
+    headers.remove("x-api-key");
+    headers.insert(header::HOST, HeaderValue::from_static("agent"));
+    let mut out = axum::http::Request::builder().method(parts.method).uri(uri);
+    if let Some(h) = out.headers_mut() {
+        *h = headers;
+    }
+    let out = out
+        .body(body)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
+    let mut resp = sb.agent.send(out).await.map_err(|e| {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            format!("the sandbox's agent is not reachable: {e}"),
+        )
+    })?;
+    if resp.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS {
+        if let Some(client) = client_upgrade {
+            lizard_http::splice(client, hyper::upgrade::on(&mut resp));
+        }
+    }
+    let (parts, body) = resp.into_parts();
+    Ok(Response::from_parts(parts, Body::new(body)).into_response())
+}

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from lizard import CodeSandbox, NotFoundError, SandboxInfo
+from lizard import CodeSandbox, InvalidArgumentError, NotFoundError, SandboxInfo
 
 from .conftest import PROJECT, Server
 
@@ -103,3 +103,28 @@ def test_bash_errors_and_kernel_death(sandbox: CodeSandbox) -> None:
     ex = sandbox.run_code("import os; os._exit(1)")
     assert ex.status == "kernel_died" and ex.error is not None and ex.error.name == "KernelDied"
     assert sandbox.run_code("print('fresh')").stdout == "fresh\n"
+
+
+def test_get_host_reaches_a_service_in_the_sandbox(sandbox: CodeSandbox) -> None:
+    import os
+    import time
+
+    import httpx
+
+    sandbox.run_code(
+        "mkdir -p ~/site && echo hi-from-sandbox > ~/site/index.html && "
+        "(cd ~/site && nohup python -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)",
+        language="bash",
+    )
+    url = sandbox.get_host(8000)
+    assert url.endswith(f"/v1/sandboxes/{sandbox.sandbox_id}/ports/8000")
+    headers = {"authorization": f"Bearer {os.environ['LIZARD_API_KEY']}"}
+    deadline = time.monotonic() + 20
+    while True:
+        r = httpx.get(url + "/index.html", headers=headers)
+        if r.status_code == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert r.status_code == 200 and "hi-from-sandbox" in r.text
+    with pytest.raises(InvalidArgumentError):
+        sandbox.get_host(0)

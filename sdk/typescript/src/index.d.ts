@@ -364,6 +364,11 @@ export declare class CodeSandbox {
   exec(command: string, opts?: ExecOptions): Promise<ExecResult>;
 
   /** The sandbox's state, template, limits and timeout. */
+  /**
+   * URL of a service listening on `port` inside the sandbox (HTTP and WebSocket), proxied by the
+   * server; requests need the API key as a bearer token.
+   */
+  getHost(port: number): string;
   getInfo(): Promise<SandboxInfo>;
   /** Whether the sandbox is running (false when paused or gone). */
   isRunning(): Promise<boolean>;

@@ -223,6 +223,20 @@ export class CodeSandbox {
   // ---- lifecycle ----------------------------------------------------------------------------
 
   /** The sandbox's current state, template, limits and timeout (`GET /v1/sandboxes/{id}`). */
+  /**
+   * The URL at which a service listening on `port` inside the sandbox is reachable (HTTP and
+   * WebSocket), proxied by the server. Requests to it need this SDK's API key as a bearer token
+   * (`Authorization: Bearer …`); nothing listens on the host's network for it.
+   * @param {number} port
+   * @returns {string}
+   */
+  getHost(port) {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new InvalidArgumentError(`port must be an integer in 1..65535, got ${port}`);
+    }
+    return `${this._http.config.apiUrl}${this._base}/ports/${port}`;
+  }
+
   async getInfo() {
     this._info = toInfo(await this._http.json('GET', this._base));
     return this._info;

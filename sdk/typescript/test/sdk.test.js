@@ -472,3 +472,26 @@ describe('sandbox info', () => {
     }
   });
 });
+
+describe('ports', () => {
+  test('getHost(port) reaches a service listening inside the sandbox', async () => {
+    await sandbox.runCode(
+      'mkdir -p ~/site && echo hi-from-sandbox > ~/site/index.html && ' +
+        '(cd ~/site && nohup python -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)',
+      { language: 'bash' },
+    );
+    const url = sandbox.getHost(8000);
+    assert.ok(url.endsWith(`/v1/sandboxes/${sandbox.sandboxId}/ports/8000`), url);
+    const headers = { authorization: `Bearer ${process.env.LIZARD_API_KEY}` };
+    const deadline = Date.now() + 20000;
+    let res;
+    for (;;) {
+      res = await fetch(`${url}/index.html`, { headers });
+      if (res.status === 200 || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(res.status, 200);
+    assert.match(await res.text(), /hi-from-sandbox/);
+    assert.throws(() => sandbox.getHost(0), InvalidArgumentError);
+  });
+});

@@ -21,7 +21,7 @@ import httpx
 
 from . import _core
 from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, Req
-from .errors import LizardError, NotFoundError, error_from_response
+from .errors import InvalidArgumentError, LizardError, NotFoundError, error_from_response
 from .models import CommandResult, Context, Execution, ExecutionError, Result, SandboxInfo
 
 __all__ = ["AsyncCodeSandbox"]
@@ -312,6 +312,14 @@ class AsyncCodeSandbox:
         await self.delete_context(context)
 
     # ---- lifecycle ----------------------------------------------------------------------------
+
+    def get_host(self, port: int) -> str:
+        """URL of a service listening on ``port`` inside the sandbox (HTTP and WebSocket), proxied
+        by the server. Requests to it need the API key as a bearer token
+        (``Authorization: Bearer …``); nothing listens on the host's network for it."""
+        if not isinstance(port, int) or not 1 <= port <= 65535:
+            raise InvalidArgumentError(f"port must be an integer in 1..65535, got {port!r}")
+        return f"{self._cfg.api_url.rstrip('/')}{_core.sandbox_path(self._id)}/ports/{port}"
 
     async def get_info(self) -> SandboxInfo:
         return SandboxInfo.from_wire(await self._call(Req("GET", _core.sandbox_path(self._id))))

@@ -1,0 +1,76 @@
+//! HTTP proxy plumbing shared by the two hops that forward a sandbox's port traffic (server →
+//! agent → service): which headers cross a proxy, and joining the two halves of an upgraded
+//! (WebSocket) connection.
+//!
+//! Not here: routing, authentication, or anything about sandboxes.
+
+use http::header::{CONNECTION, UPGRADE};
+use http::{HeaderMap, HeaderValue};
+use hyper_util::rt::TokioIo;
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded as they are. `Upgrade`/`Connection` are
+/// re-added for an upgrade.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The end-to-end headers of `from`; with `upgrade`, the message stays an upgrade request or
+/// response (`Upgrade: <upgrade>`, `Connection: upgrade`).
+pub fn end_to_end_headers(from: &HeaderMap, upgrade: Option<&HeaderValue>) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (k, v) in from {
+        if !HOP_BY_HOP.contains(&k.as_str()) {
+            out.append(k.clone(), v.clone());
+        }
+    }
+    if let Some(u) = upgrade {
+        out.insert(UPGRADE, u.clone());
+        out.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+    out
+}
+
+/// Once both sides have switched protocols, copy bytes both ways until either closes.
+pub fn splice(client: hyper::upgrade::OnUpgrade, target: hyper::upgrade::OnUpgrade) {
+    tokio::spawn(async move {
+        match tokio::try_join!(client, target) {
+            Ok((c, t)) => {
+                let _ =
+                    tokio::io::copy_bidirectional(&mut TokioIo::new(c), &mut TokioIo::new(t)).await;
+            }
+            Err(e) => tracing::debug!(error = %e, "upgrade failed"),
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::{HeaderName, COOKIE};
+
+    #[test]
+    fn hop_by_hop_headers_are_dropped_and_upgrades_kept() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, HeaderValue::from_static("keep-alive, upgrade"));
+        h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+        h.insert(
+            HeaderName::from_static("sec-websocket-key"),
+            HeaderValue::from_static("k"),
+        );
+        h.insert(COOKIE, HeaderValue::from_static("a=b"));
+        let plain = end_to_end_headers(&h, None);
+        assert!(plain.get(UPGRADE).is_none() && plain.get(CONNECTION).is_none());
+        assert_eq!(plain[COOKIE], "a=b");
+        let up = end_to_end_headers(&h, h.get(UPGRADE));
+        assert_eq!(up[UPGRADE], "websocket");
+        assert_eq!(up[CONNECTION], "upgrade");
+        assert_eq!(up["sec-websocket-key"], "k");
+    }
+}

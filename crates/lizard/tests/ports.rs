@@ -1,0 +1,161 @@
+//! Ports: a service listening inside a sandbox is reachable through the server (HTTP and
+//! WebSocket), only with the project's key; nothing listens on the host for it.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const WS_ECHO: &str = r#"
+import base64, hashlib, socket, threading
+def _recvn(c, n):
+    b = b""
+    while len(b) < n:
+        chunk = c.recv(n - len(b))
+        if not chunk:
+            raise EOFError
+        b += chunk
+    return b
+def _handle(c):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += c.recv(4096)
+    key = [l.split(b":", 1)[1].strip() for l in data.split(b"\r\n") if l.lower().startswith(b"sec-websocket-key")][0]
+    acc = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + acc + b"\r\n\r\n")
+    try:
+        while True:
+            h = _recvn(c, 2)
+            n = h[1] & 127
+            mask = _recvn(c, 4)
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(_recvn(c, n)))
+            if h[0] & 15 == 8:
+                break
+            c.sendall(bytes([0x81, len(payload)]) + payload)
+    except EOFError:
+        pass
+    c.close()
+def _serve():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 8765))
+    s.listen()
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=_handle, args=(c,), daemon=True).start()
+threading.Thread(target=_serve, daemon=True).start()
+"#;
+
+#[tokio::test]
+async fn http_service_in_the_sandbox_is_reachable_through_the_server() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    s.sh(&id, "mkdir -p ~/site && echo '<h1>hello from the sandbox</h1>' > ~/site/index.html && (cd ~/site && nohup python -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)")
+        .await;
+    let up = eventually(Duration::from_secs(20), || async {
+        s.admin(
+            "GET",
+            &format!("/v1/sandboxes/{id}/ports/8000/index.html"),
+            None,
+        )
+        .await
+        .status
+            == 200
+    })
+    .await;
+    assert!(up, "the http.server never answered through the proxy");
+    let r = s
+        .admin(
+            "GET",
+            &format!("/v1/sandboxes/{id}/ports/8000/index.html?x=1"),
+            None,
+        )
+        .await;
+    assert!(r.text.contains("hello from the sandbox"), "{}", r.text);
+    // The project's key is required, and another project's key sees nothing.
+    let r = s
+        .req(
+            None,
+            "GET",
+            &format!("/v1/sandboxes/{id}/ports/8000/"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 401);
+    let other = s.project_key("other").await;
+    let r = s
+        .req(
+            Some(&other),
+            "GET",
+            &format!("/v1/sandboxes/{id}/ports/8000/"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 404);
+    // A port nobody listens on is a clear error.
+    let r = s
+        .admin("GET", &format!("/v1/sandboxes/{id}/ports/8001/"), None)
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (503, Some("unavailable")),
+        "{}",
+        r.text
+    );
+    let r = s
+        .admin("GET", &format!("/v1/sandboxes/{id}/ports/99999/"), None)
+        .await;
+    assert_eq!(r.status, 400);
+    // Nothing listens on the host for it.
+    assert!(tokio::net::TcpStream::connect("127.0.0.1:8000")
+        .await
+        .is_err());
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn websocket_service_in_the_sandbox_is_reachable_through_the_server() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let ex = s.run(&id, json!({"code": WS_ECHO})).await;
+    assert_eq!(ex["status"], "ok", "{ex}");
+    let (reply, head) = {
+        let mut tcp = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+        let req = format!(
+            "GET /v1/sandboxes/{id}/ports/8765/chat HTTP/1.1\r\nHost: lizard\r\nAuthorization: Bearer {}\r\n\
+             Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Version: 13\r\n\r\n",
+            s.admin_key
+        );
+        tcp.write_all(req.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            tcp.read_exact(&mut b).await.unwrap();
+            head.push(b[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        // One masked text frame, as a browser would send it.
+        let msg = b"hello";
+        let mask = [1u8, 2, 3, 4];
+        let mut frame = vec![0x81, 0x80 | msg.len() as u8];
+        frame.extend_from_slice(&mask);
+        frame.extend(msg.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        tcp.write_all(&frame).await.unwrap();
+        let mut h = [0u8; 2];
+        tcp.read_exact(&mut h).await.unwrap();
+        let mut payload = vec![0u8; (h[1] & 127) as usize];
+        tcp.read_exact(&mut payload).await.unwrap();
+        (String::from_utf8(payload).unwrap(), head)
+    };
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{head}"
+    );
+    assert_eq!(reply, "hello");
+    s.kill_all().await;
+}
