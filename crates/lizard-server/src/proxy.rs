@@ -1,5 +1,6 @@
-//! Forwarding agent routes into a sandbox: `/v1/sandboxes/{id}/{contexts…,execute}` → the agent's
-//! `/{contexts…,execute}` over the sandbox's Unix socket.
+//! Forwarding agent routes into a sandbox: `/v1/sandboxes/{id}/{contexts…,execute,commands…,pty…,
+//! files…}` → the agent's `/{…}` over the sandbox's Unix socket, and `/v1/sandboxes/{id}/ports/…` to
+//! services inside the sandbox (see [`forward_port`]).
 //!
 //! Bodies stream through in both directions without buffering or re-encoding (an execution's NDJSON
 //! or SSE frames reach the client as the agent writes them). A client that disconnects drops the

@@ -156,6 +156,28 @@ CREATE TABLE IF NOT EXISTS executions (
 CREATE INDEX IF NOT EXISTS executions_project ON executions(project, finished_at_ms);
 ";
 
+/// Columns added after the first release of a table: added to older databases on open.
+const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
+    ("sandboxes", "paused_remaining_ms", "INTEGER"),
+    ("sandboxes", "on_timeout", "TEXT NOT NULL DEFAULT 'kill'"),
+    ("sandboxes", "timeout_ms", "INTEGER NOT NULL DEFAULT 300000"),
+];
+
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    for (table, column, decl) in ADDED_COLUMNS {
+        let mut st = conn.prepare(&format!("PRAGMA table_info({table})"))?;
+        let exists = st
+            .query_map([], |r| r.get::<_, String>(1))?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+            .iter()
+            .any(|c| c == column);
+        if !exists {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))?;
+        }
+    }
+    Ok(())
+}
+
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -177,6 +199,7 @@ impl Store {
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
+        migrate(&conn).map_err(open_err)?;
         Ok(Store {
             conn: Mutex::new(conn),
         })
@@ -576,6 +599,27 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = Store::open(&d.path().join("db")).unwrap();
         (d, s)
+    }
+
+    #[test]
+    fn older_databases_are_migrated() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE sandboxes (id TEXT PRIMARY KEY, project TEXT NOT NULL,
+                 template TEXT NOT NULL, state TEXT NOT NULL, created_at_ms INTEGER NOT NULL,
+                 timeout_at_ms INTEGER NOT NULL, ended_at_ms INTEGER, metadata TEXT NOT NULL,
+                 envs TEXT NOT NULL, runtime TEXT NOT NULL, limits TEXT NOT NULL);
+                 INSERT INTO sandboxes VALUES ('old', 'p', 't', 'killed', 1, 2, 3, '{}', '{}', '{}', '{}');",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let row = s.get_sandbox("old").unwrap().unwrap();
+        assert_eq!(row.timeout_ms, 300000);
+        assert_eq!(row.on_timeout, lizard_proto::TimeoutAction::Kill);
     }
 
     #[test]
