@@ -955,6 +955,13 @@ def _exit_watchdog(seconds):
 
 def main():
     shell = _make_shell()
+    # Warm the paths every first cell takes (cell compilation, AST transforms, the formatters),
+    # invisibly: no history, no execution count, no `_`, no events (no run is active).
+    try:
+        shell.run_cell("pass", store_history=False)
+        shell.display_formatter.format(2)
+    except Exception:
+        pass
     control = open(_CONTROL_FD, "rb", buffering=65536, closefd=True)
     _emit({"ev": "ready"})
     while True:
