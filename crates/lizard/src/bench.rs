@@ -35,6 +35,10 @@ pub struct BenchArgs {
     /// Python interpreter with jupyter_client and ipykernel (default: a venv prepared under target/).
     #[arg(long)]
     jupyter_python: Option<PathBuf>,
+    /// The TypeScript SDK's entry module, for the create → first result figure through it
+    /// (skipped when missing).
+    #[arg(long, default_value = "sdk/typescript/src/index.js")]
+    ts_sdk: PathBuf,
     /// Skip the Jupyter baseline.
     #[arg(long)]
     no_jupyter: bool,
@@ -78,6 +82,8 @@ fn ms(d: Duration) -> f64 {
 struct BenchServer {
     child: std::process::Child,
     client: Client,
+    url: String,
+    key: String,
     _dir: tempfile::TempDir,
 }
 
@@ -118,6 +124,8 @@ fn start_server(templates_from: &std::path::Path, pool_size: usize) -> Result<Be
     Ok(BenchServer {
         child,
         client: Client::new(&format!("http://{addr}"), key.trim())?,
+        url: format!("http://{addr}"),
+        key: key.trim().to_string(),
         _dir: dir,
     })
 }
@@ -391,6 +399,49 @@ async fn lizard_figures(
     Ok(out)
 }
 
+const TS_BENCH: &str = r#"
+const { CodeSandbox } = await import(process.argv[1]);
+const n = Number(process.argv[2]);
+const times = [];
+for (let i = 0; i < n; i++) {
+  await new Promise((r) => setTimeout(r, 400));
+  const t = performance.now();
+  const sandbox = await CodeSandbox.create({ project: 'bench' });
+  const r = await sandbox.runCode('1+1');
+  times.push(performance.now() - t);
+  if (r.results[0]?.data !== '2') throw new Error('unexpected result');
+  await sandbox.kill();
+}
+console.log(JSON.stringify(times));
+"#;
+
+/// create → first result through the TypeScript SDK, as a user's Node program would see it.
+fn ts_figure(args: &BenchArgs, server: &BenchServer) -> Result<Figure> {
+    let module = std::path::absolute(&args.ts_sdk)?;
+    if !module.exists() {
+        bail!("{} not found", module.display());
+    }
+    let out = Command::new("node")
+        .args(["--input-type=module", "-e", TS_BENCH])
+        .arg(&module)
+        .arg(args.samples.to_string())
+        .env("LIZARD_API_URL", &server.url)
+        .env("LIZARD_API_KEY", &server.key)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running node")?;
+    if !out.status.success() {
+        bail!("the TypeScript SDK benchmark failed");
+    }
+    let v: Vec<f64> = serde_json::from_slice(&out.stdout)?;
+    Ok(stats(
+        "create → first runCode('1+1') (TypeScript SDK, warm pool)",
+        "ms",
+        v,
+        Some("≤ 50 ms"),
+    ))
+}
+
 const JUPYTER_BENCH: &str = r#"
 import json, sys, time
 from jupyter_client.manager import start_new_kernel
@@ -462,6 +513,10 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         .build()?;
     eprintln!("measuring Lizard ({} samples per figure)…", args.samples);
     let mut figures = rt.block_on(lizard_figures(&args, &server.client, Some(&cold.client)))?;
+    match ts_figure(&args, &server) {
+        Ok(f) => figures.insert(2, f),
+        Err(e) => eprintln!("TypeScript SDK figure skipped: {e:#}"),
+    }
     drop(server);
     drop(cold);
 
@@ -484,7 +539,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
 
     println!(
-        "{:<50} {:>10} {:>10} {:>9} {:>12} {:>8}  target",
+        "{:<60} {:>10} {:>10} {:>9} {:>12} {:>8}  target",
         "figure", "median", "p95", "unit", "jupyter", "ratio"
     );
     for f in &figures {
@@ -493,7 +548,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             None => (String::from("-"), String::from("-")),
         };
         println!(
-            "{:<50} {:>10.2} {:>10.2} {:>9} {:>12} {:>8}  {}",
+            "{:<60} {:>10.2} {:>10.2} {:>9} {:>12} {:>8}  {}",
             f.name,
             f.median,
             f.p95,
