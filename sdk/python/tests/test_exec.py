@@ -1,8 +1,5 @@
-"""``exec``: one shell command → ``(stdout, stderr, exit_code)`` through a dedicated, persistent Bash
-context.
-
-The server has no commands API yet, so this also pins down how Bash statuses are read from
-execution errors (``ExitCode``, ``KernelDied``).
+"""``exec``: one shell command → ``(stdout, stderr, exit_code)`` through ``POST /commands`` (a
+fresh ``bash -c`` each time; the exit code comes from the stream's ``end`` event).
 """
 
 from __future__ import annotations
@@ -30,13 +27,12 @@ def test_exit_ends_the_shell_and_the_next_command_gets_a_new_one(sandbox: CodeSa
     assert sandbox.exec("echo again").stdout == "again\n"
 
 
-def test_state_persists_between_commands_but_not_into_run_code(sandbox: CodeSandbox) -> None:
+def test_each_command_is_a_fresh_shell_outside_the_kernels(sandbox: CodeSandbox) -> None:
     sandbox.exec("cd /tmp && export GREETING=hi")
-    assert sandbox.exec('pwd; echo "$GREETING"').stdout == "/tmp\nhi\n"
-    # run_code's Bash default context is another shell.
+    assert sandbox.exec('pwd; echo "${GREETING:-unset}"').stdout == "/home/user\nunset\n"
     assert sandbox.run_code('pwd; echo "${GREETING:-unset}"', language="bash").stdout == "/home/user\nunset\n"
-    exec_contexts = [c for c in sandbox.list_contexts() if c.language == "bash" and not c.is_default]
-    assert len(exec_contexts) == 1
+    # exec no longer makes a Bash context of its own.
+    assert [c for c in sandbox.list_contexts() if c.language == "bash" and not c.is_default] == []
 
 
 def test_envs_timeout_and_streaming(sandbox: CodeSandbox) -> None:
@@ -48,12 +44,3 @@ def test_envs_timeout_and_streaming(sandbox: CodeSandbox) -> None:
     with pytest.raises(lizard.TimeoutError):
         sandbox.exec("sleep 10", timeout_ms=300)
     assert sandbox.exec("echo after").stdout == "after\n"
-
-
-def test_deleted_exec_context_is_recreated(sandbox: CodeSandbox) -> None:
-    sandbox.exec("cd /tmp")
-    other = CodeSandbox(sandbox.sandbox_id)  # deletes behind the first handle's back
-    for ctx in other.list_contexts():
-        other.delete_context(ctx.id)
-    other.close()
-    assert sandbox.exec("pwd") == ("/home/user\n", "", 0)

@@ -82,6 +82,24 @@ export class ConnectionError extends LizardError {
   }
 }
 
+/** A command of `sandbox.commands` exited with a non-zero status or was killed by a signal. The
+ * whole {@link CommandResult} is attached as `result` (and its fields are copied for convenience). */
+export class CommandExitError extends LizardError {
+  /**
+   * @param {{ pid: number, exitCode: number, stdout: string, stderr: string, signal?: string }} result
+   * @param {string} [command]
+   */
+  constructor(result, command) {
+    const how = result.signal ? `was killed by ${result.signal}` : `exited with status ${result.exitCode}`;
+    super(`command ${command !== undefined ? `${JSON.stringify(command)} ` : ''}${how}`, { code: 'command_exit' });
+    this.result = result;
+    this.exitCode = result.exitCode;
+    this.stdout = result.stdout;
+    this.stderr = result.stderr;
+    this.signal = result.signal;
+  }
+}
+
 const BY_CODE = {
   invalid_request: InvalidArgumentError,
   payload_too_large: InvalidArgumentError,

@@ -90,7 +90,7 @@ export class HttpClient {
    * typed error otherwise.
    * @param {string} method
    * @param {string} path starting with `/`
-   * @param {{ body?: unknown, accept?: string, signal?: AbortSignal, timeoutMs?: number | null }} [opts]
+   * @param {{ body?: unknown, rawBody?: unknown, accept?: string, signal?: AbortSignal, timeoutMs?: number | null }} [opts]
    *   `timeoutMs: null` means no client deadline (streamed executions).
    */
   async send(method, path, opts = {}) {
@@ -102,13 +102,19 @@ export class HttpClient {
       accept: opts.accept ?? 'application/json',
     };
     let body;
-    if (opts.body !== undefined) {
+    let duplex;
+    if (opts.rawBody !== undefined) {
+      // Raw bytes (file uploads): a string, bytes, a Blob or a ReadableStream, sent as they are.
+      headers['content-type'] = 'application/octet-stream';
+      body = opts.rawBody;
+      if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream) duplex = 'half';
+    } else if (opts.body !== undefined) {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(opts.body);
     }
     let res;
     try {
-      res = await fetch(url, { method, headers, body, signal });
+      res = await fetch(url, { method, headers, body, signal, ...(duplex ? { duplex } : {}) });
     } catch (err) {
       throw fetchFailure(err, method, url, opts.signal, timeoutMs);
     }

@@ -1,6 +1,6 @@
 // Type declarations of `@lizard-build/sdk`, written by hand for the plain-JavaScript ESM sources in
 // this folder (there is no build step). They describe the public API only; the runtime behaviour
-// is in sandbox.js, execution.js, errors.js and http.js.
+// is in sandbox.js, commands.js, files.js, execution.js, errors.js and http.js.
 
 // ---- configuration -------------------------------------------------------------------------------
 
@@ -272,10 +272,14 @@ export interface RunCodeOptions {
 export interface ExecOptions {
   /** Environment variables for this command only. */
   env?: Record<string, string>;
-  /** Run in this directory (in a subshell: the session's own cwd is unchanged). */
+  /** Run in this directory (relative paths start at `/home/user`, the default). */
   cwd?: string;
   /** Stop the command after this many ms; `exec` then throws a `TimeoutError` (with `.result`). */
   timeout?: number;
+  /** Same as `timeout`. */
+  timeoutMs?: number;
+  /** Same as `env`. */
+  envs?: Record<string, string>;
   /** Cloudflare-style flag; accepted and ignored: output is always streamed to the callbacks. */
   stream?: boolean;
   /** Cloudflare-style: each output chunk as it arrives. */
@@ -290,7 +294,7 @@ export interface ExecOptions {
 export interface ExecResult {
   /** `exitCode === 0`. */
   success: boolean;
-  /** The command's exit status (130 after an interrupt). */
+  /** The command's exit status (128 + the signal's number when a signal killed it). */
   exitCode: number;
   stdout: string;
   stderr: string;
@@ -299,6 +303,198 @@ export interface ExecResult {
   duration: number;
   /** When the command was sent (ISO 8601). */
   timestamp: string;
+}
+
+// ---- commands ------------------------------------------------------------------------------------
+
+/** Options of {@link Commands.run}. */
+export interface CommandStartOptions {
+  /** Working directory; relative paths start at `/home/user` (the default). */
+  cwd?: string;
+  /** Environment variables, merged over the sandbox's. */
+  envs?: Record<string, string>;
+  /** The server stops the process group after this many ms (SIGTERM, then SIGKILL). */
+  timeoutMs?: number;
+  /** Each stdout chunk as it arrives (chunks are not lines). */
+  onStdout?: (text: string) => unknown;
+  /** Each stderr chunk as it arrives. */
+  onStderr?: (text: string) => unknown;
+  /**
+   * `true`: keep a stdin pipe open for `sendStdin` (background commands). A string or bytes: written
+   * to the command's stdin as soon as it starts, then stdin is closed.
+   */
+  stdin?: boolean | string | Uint8Array;
+  /** The user to run as; only `user` exists. */
+  user?: string;
+  /** A free-form label shown by `commands.list()`. */
+  tag?: string;
+  /** Abort: the client stops reading the output. */
+  signal?: AbortSignal;
+  /** Client-side deadline of a foreground command's whole streamed request, in ms. Default: none. */
+  requestTimeoutMs?: number;
+}
+
+/** A finished command. */
+export interface CommandResult {
+  pid: number;
+  /** The exit status; 128 + the signal's number when a signal killed it. */
+  exitCode: number;
+  /** All output, as (lossy UTF-8) text. */
+  stdout: string;
+  stderr: string;
+  /** The signal that killed it (e.g. `SIGKILL`), when one did. */
+  signal?: string;
+  /** `timeoutMs` passed and the server stopped it. */
+  timedOut: boolean;
+  /** Server-side time from start to exit. */
+  durationMs: number;
+}
+
+/** A running (or finished) command: from `commands.run(…, { background: true })` or `commands.connect(pid)`. */
+export interface CommandHandle {
+  readonly pid: number;
+  /** Output received so far. */
+  readonly stdout: string;
+  readonly stderr: string;
+  /** The exit status once it ended, `undefined` while it runs. */
+  readonly exitCode: number | undefined;
+  /** Wait for the end: the result, or a `CommandExitError` on a non-zero exit or a signal. */
+  wait(): Promise<CommandResult>;
+  /** SIGKILL the command's process group: `true` if it was running. */
+  kill(): Promise<boolean>;
+  /** Write to stdin (the command must have been started with `stdin: true`). */
+  sendStdin(data: string | Uint8Array): Promise<void>;
+  /** Close stdin (end of input). */
+  closeStdin(): Promise<void>;
+}
+
+/** How a process ended. */
+export interface ProcessEnd {
+  exitCode?: number;
+  signal?: string;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+/** A process as `commands.list()` reports it. */
+export interface ProcessInfo {
+  pid: number;
+  /** The shell command line, when started with one. */
+  cmd?: string;
+  /** What was executed, e.g. `['/usr/bin/bash', '-c', 'echo hi']`. */
+  argv: string[];
+  cwd: string;
+  /** The request's environment variables (not the inherited ones). */
+  envs: Record<string, string>;
+  tag?: string;
+  /** The terminal size, for a PTY process. */
+  pty?: { cols: number; rows: number };
+  /** Whether it has a stdin pipe. */
+  stdin: boolean;
+  /** Milliseconds since the Unix epoch. */
+  startedAtMs: number;
+  /** How it ended; absent while it runs (finished processes stay listed for 60 s). */
+  end?: ProcessEnd;
+}
+
+/** `sandbox.commands`: shell commands and other processes of the sandbox. */
+export interface Commands {
+  /**
+   * Run `bash -c cmd` and wait for it: resolves to `{ exitCode, stdout, stderr, … }`; a non-zero exit
+   * throws a {@link CommandExitError} (with `.result`), a `timeoutMs` stop a `TimeoutError` (with `.result`).
+   */
+  run(cmd: string, opts?: CommandStartOptions & { background?: false }): Promise<CommandResult>;
+  /** Start `bash -c cmd` in the background: resolves to a handle as soon as the process exists. */
+  run(cmd: string, opts: CommandStartOptions & { background: true }): Promise<CommandHandle>;
+  /** Running processes, and those that ended in the last 60 s. */
+  list(): Promise<ProcessInfo[]>;
+  /** Reattach to a process's output (what is still buffered is replayed first). */
+  connect(
+    pid: number,
+    opts?: { onStdout?: (text: string) => unknown; onStderr?: (text: string) => unknown; signal?: AbortSignal },
+  ): Promise<CommandHandle>;
+  /** SIGKILL a process's group: `true` if it was killed, `false` if there is no such process. */
+  kill(pid: number): Promise<boolean>;
+  /** Write to a process's stdin. */
+  sendStdin(pid: number, data: string | Uint8Array): Promise<void>;
+  /** Close a process's stdin. */
+  closeStdin(pid: number): Promise<void>;
+}
+
+// ---- files ---------------------------------------------------------------------------------------
+
+/** A filesystem entry (symlinks are not followed). */
+export interface EntryInfo {
+  /** The last path component. */
+  name: string;
+  /** The normalised absolute path. */
+  path: string;
+  type: 'file' | 'dir' | 'symlink' | 'other';
+  /** Bytes (of the link itself for a symlink). */
+  size: number;
+  /** Permission bits, e.g. 420 (= 0o644). */
+  mode: number;
+  /** `ls -l` style, e.g. `-rw-r--r--`. */
+  permissions: string;
+  owner: string;
+  group: string;
+  /** Last modification, milliseconds since the Unix epoch. */
+  modifiedMs: number;
+  /** Where a symlink points. */
+  symlinkTarget?: string;
+}
+
+/** A change seen by {@link Files.watchDir}. */
+export interface FilesystemEvent {
+  type: 'create' | 'write' | 'remove' | 'rename' | 'chmod';
+  /** Absolute path of the affected entry. */
+  path: string;
+  /** `path` relative to the watched directory. */
+  name: string;
+  isDir: boolean;
+}
+
+/** What {@link Files.watchDir} resolves to. */
+export interface WatchHandle {
+  /** Stop watching. */
+  stop(): Promise<void>;
+}
+
+/** What a file can be written from. */
+export type FileData = string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
+
+/** Options of file transfers. */
+export interface FileRequestOptions {
+  signal?: AbortSignal;
+  /** Client deadline in ms (not applied to streams). */
+  requestTimeoutMs?: number;
+}
+
+/** `sandbox.files`: the sandbox's filesystem. Relative paths start at `/home/user`. */
+export interface Files {
+  read(path: string, opts?: FileRequestOptions & { format?: 'text' }): Promise<string>;
+  read(path: string, opts: FileRequestOptions & { format: 'bytes' }): Promise<Uint8Array>;
+  read(path: string, opts: FileRequestOptions & { format: 'stream' }): Promise<ReadableStream<Uint8Array>>;
+  /** Write a file (parents are created, an existing file is replaced). */
+  write(path: string, data: FileData, opts?: FileRequestOptions): Promise<EntryInfo>;
+  /** Write several files, one after the other. */
+  write(files: { path: string; data: FileData }[], opts?: FileRequestOptions): Promise<EntryInfo[]>;
+  /** Entries below a directory, `depth` levels deep (default 1), sorted by path. */
+  list(path: string, opts?: { depth?: number }): Promise<EntryInfo[]>;
+  exists(path: string): Promise<boolean>;
+  getInfo(path: string): Promise<EntryInfo>;
+  /** Create a directory and its parents: `false` if it already existed. */
+  makeDir(path: string): Promise<boolean>;
+  /** Remove a file, symlink, or directory with its contents. */
+  remove(path: string): Promise<void>;
+  /** Move `from` to `to`; resolves to the moved entry. */
+  rename(from: string, to: string): Promise<EntryInfo>;
+  /** Watch a directory; resolves once the watch is in place. */
+  watchDir(
+    path: string,
+    onEvent: (event: FilesystemEvent) => unknown,
+    opts?: { recursive?: boolean; signal?: AbortSignal; onExit?: (err?: unknown) => unknown },
+  ): Promise<WatchHandle>;
 }
 
 // ---- the sandbox ---------------------------------------------------------------------------------
@@ -356,10 +552,14 @@ export declare class CodeSandbox {
   /** Cloudflare-style {@link CodeSandbox.deleteContext}. */
   deleteCodeContext(ctx: ContextRef): Promise<void>;
 
+  /** Shell commands and processes: `run`, `list`, `connect`, `kill`. */
+  readonly commands: Commands;
+  /** The sandbox's filesystem: `read`, `write`, `list`, `exists`, `makeDir`, `remove`, `rename`, `getInfo`, `watchDir`. */
+  readonly files: Files;
+
   /**
-   * Run one shell command and wait for it. All `exec` calls of this object share one persistent
-   * Bash session (a dedicated Bash context made on first use): `cd` and `export` carry over. A
-   * command that exits the shell (`exit 3`) reports its status and the next call gets a fresh shell.
+   * Run one shell command (`bash -c`, a new process each time) and wait for it. A non-zero exit is
+   * `exitCode` (it does not throw); past `timeout` it throws a `TimeoutError` with `.result`.
    */
   exec(command: string, opts?: ExecOptions): Promise<ExecResult>;
 
@@ -418,8 +618,17 @@ export declare class ConflictError extends LizardError {}
 export declare class RateLimitError extends LizardError {}
 /** A client-side deadline passed (`requestTimeoutMs`, `exec`'s `timeout`). */
 export declare class TimeoutError extends LizardError {
-  /** For an `exec` timeout: what the command had printed. */
-  result?: ExecResult;
+  /** For an `exec` or `commands.run` timeout: what the command had printed. */
+  result?: ExecResult | CommandResult;
+}
+/** A `commands.run` command (or a handle's `wait()`) exited non-zero or was killed by a signal. */
+export declare class CommandExitError extends LizardError {
+  constructor(result: CommandResult, command?: string);
+  readonly result: CommandResult;
+  readonly exitCode: number;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly signal?: string;
 }
 /** The sandbox or server failed (503, 500), or an execution stream ended early. */
 export declare class SandboxError extends LizardError {}

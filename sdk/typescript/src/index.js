@@ -6,6 +6,7 @@ export { CodeSandbox, DEFAULT_TEMPLATE } from './sandbox.js';
 export { Execution, ExecutionError, Result } from './execution.js';
 export {
   AuthenticationError,
+  CommandExitError,
   ConflictError,
   ConnectionError,
   InvalidArgumentError,

@@ -1,10 +1,13 @@
 // `CodeSandbox`: one Lizard sandbox and everything a client does with it — lifecycle (create,
 // connect, pause, resume, kill, timeout, info), contexts, `runCode` (always streamed, callbacks as
-// frames arrive), the Cloudflare-style aliases (`createCodeContext`, …) and `exec` for shell
-// commands. It does not re-implement the wire types: they are the server's (see
-// crates/lizard-proto), converted to camelCase at this boundary.
+// frames arrive), the Cloudflare-style aliases (`createCodeContext`, …), `exec` for shell
+// commands, and the `commands` (commands.js) and `files` (files.js) namespaces. It does not
+// re-implement the wire types: they are the server's (see crates/lizard-proto), converted to
+// camelCase at this boundary.
 
+import { Commands } from './commands.js';
 import { Execution } from './execution.js';
+import { Files } from './files.js';
 import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
 import {
   ConnectionError,
@@ -105,11 +108,6 @@ async function callback(fn, ...args) {
   if (r && typeof r.then === 'function') await r;
 }
 
-/** Quote a string for Bash as one word. */
-function shellQuote(s) {
-  return `'${String(s).replace(/'/g, `'\\''`)}'`;
-}
-
 /**
  * A Lizard sandbox with stateful Python, JavaScript and Bash kernels.
  *
@@ -131,7 +129,10 @@ export class CodeSandbox {
     this.sandboxId = sandboxId;
     Object.defineProperty(this, '_http', { value: http });
     Object.defineProperty(this, '_info', { value: info ? toInfo(info) : undefined, writable: true });
-    Object.defineProperty(this, '_shell', { value: undefined, writable: true });
+    /** Shell commands and processes: `run`, `list`, `connect`, `kill`. */
+    Object.defineProperty(this, 'commands', { value: new Commands(this), enumerable: true });
+    /** The sandbox's filesystem: `read`, `write`, `list`, `watchDir`, … */
+    Object.defineProperty(this, 'files', { value: new Files(this), enumerable: true });
   }
 
   /**
@@ -257,7 +258,6 @@ export class CodeSandbox {
    * already gone.
    */
   async kill() {
-    this._shell = undefined;
     try {
       await this._http.json('DELETE', this._base);
       return true;
@@ -330,9 +330,7 @@ export class CodeSandbox {
 
   /** Delete the context and stop its kernel. */
   async deleteContext(ctx) {
-    const id = contextId(ctx);
-    await this._http.json('DELETE', `${this._base}/contexts/${enc(id)}`);
-    if (this._shell && (await this._shell.catch(() => undefined))?.id === id) this._shell = undefined;
+    await this._http.json('DELETE', `${this._base}/contexts/${enc(contextId(ctx))}`);
   }
 
   /** Cloudflare-style alias of {@link CodeSandbox#createContext}: resolves to `{ id, language, … }`. */
@@ -460,26 +458,12 @@ export class CodeSandbox {
 
   // ---- shell commands -------------------------------------------------------------------------
 
-  /** The dedicated Bash context `exec` runs in, created on first use. */
-  _shellContext(fresh = false) {
-    if (fresh || !this._shell) {
-      const p = this.createContext({ language: 'bash' });
-      this._shell = p;
-      p.catch(() => {
-        if (this._shell === p) this._shell = undefined;
-      });
-    }
-    return this._shell;
-  }
-
   /**
-   * Run one shell command in the sandbox's persistent shell session and wait for it.
-   *
-   * Every `exec` of a `CodeSandbox` object runs in one dedicated Bash context, created on first
-   * use: like a terminal, `cd` and `export` persist from one call to the next. A command's status
-   * is `exitCode` (`ExitCode` errors of the Bash kernel); a command that ends the shell itself
-   * (`exit 3`) still reports its status, and the next call gets a fresh shell (cwd and variables
-   * reset). Output is also streamed to `onOutput(stream, text)` / `onStdout` / `onStderr`.
+   * Run one shell command (`bash -c command`, as `commands.run` does) and wait for it. Unlike
+   * `commands.run`, a non-zero exit does not throw: it is `exitCode` (and `success: false`). Each
+   * call is a new process: `cd` and `export` do not carry over to the next call. Past `timeout` (ms)
+   * the command is stopped and `exec` throws a `TimeoutError` whose `result` has the output so far.
+   * Output is also streamed to `onOutput(stream, text)` / `onStdout` / `onStderr`.
    *
    * @param {string} command
    * @param {import('./index.js').ExecOptions} [opts]
@@ -489,81 +473,41 @@ export class CodeSandbox {
     if (typeof command !== 'string') throw new InvalidArgumentError('exec takes the command as a string');
     if (!isPlainObject(opts)) throw new InvalidArgumentError('exec options must be an object');
     const timeoutMs = positiveInt(opts.timeout ?? opts.timeoutMs, 'timeout');
-    let code = command;
-    if (opts.cwd !== undefined) {
-      // A one-off directory: a subshell, so the session's own cwd is untouched.
-      code = `(cd -- ${shellQuote(opts.cwd)} || exit; ${command}\n)`;
-    }
     const started = Date.now();
-    const run = async (ctx) =>
-      this.runCode(code, {
-        context: ctx,
-        envs: opts.env ?? opts.envs,
-        timeoutMs,
-        signal: opts.signal,
-        onStdout: async (t) => {
-          await callback(opts.onStdout, t);
-          await callback(opts.onOutput, 'stdout', t);
-        },
-        onStderr: async (t) => {
-          await callback(opts.onStderr, t);
-          await callback(opts.onOutput, 'stderr', t);
-        },
-      });
-    let ex;
-    try {
-      ex = await run(await this._shellContext());
-    } catch (err) {
-      // The session's context was deleted behind our back (e.g. deleteCodeContext on every
-      // context): make a new one and run there. Nothing ran, so this is safe to retry.
-      if (!(err instanceof NotFoundError) || !/context/i.test(err.message)) throw err;
-      ex = await run(await this._shellContext(true));
-    }
-    if (ex.status === 'timeout' || ex.error?.name === 'Timeout') {
+    const { fold } = await this.commands._start(command, {
+      cwd: opts.cwd,
+      envs: stringMap(opts.env ?? opts.envs, 'env'),
+      timeoutMs,
+      signal: opts.signal,
+      onStdout: async (t) => {
+        await callback(opts.onStdout, t);
+        await callback(opts.onOutput, 'stdout', t);
+      },
+      onStderr: async (t) => {
+        await callback(opts.onStderr, t);
+        await callback(opts.onOutput, 'stderr', t);
+      },
+    });
+    const r = fold.result();
+    if (r.timedOut) {
       const t = new TimeoutError(`command timed out after ${timeoutMs} ms: ${command}`);
-      t.result = execResult(command, ex, 124, started);
+      t.result = execResult(command, r, 124, started);
       throw t;
     }
-    const exitCode = exitCodeOf(ex.error);
-    if (exitCode === undefined) {
-      const e = ex.error;
-      throw new SandboxError(`command failed: ${e?.name}: ${e?.value}`, { code: 'exec_failed' });
-    }
-    return execResult(command, ex, exitCode, started);
+    return execResult(command, r, r.exitCode, started);
   }
 }
 
-function execResult(command, ex, exitCode, started) {
+function execResult(command, r, exitCode, started) {
   return {
     success: exitCode === 0,
     exitCode,
-    stdout: ex.stdout,
-    stderr: ex.stderr,
+    stdout: r.stdout,
+    stderr: r.stderr,
     command,
     duration: Date.now() - started,
     timestamp: new Date(started).toISOString(),
   };
-}
-
-/**
- * The shell status an execution error stands for: `ExitCode` → its value; a shell that exited
- * (`KernelDied … (exit code N)`) → N, or 128 + signal; Ctrl-C → 130. `undefined` for anything else.
- */
-function exitCodeOf(error) {
-  if (!error) return 0;
-  if (error.name === 'ExitCode') {
-    const n = Number.parseInt(error.value, 10);
-    return Number.isFinite(n) ? n : 1;
-  }
-  if (error.name === 'KernelDied') {
-    const m = /exit code (\d+)/i.exec(error.value);
-    if (m) return Number(m[1]);
-    const s = /signal (\d+)/i.exec(error.value);
-    if (s) return 128 + Number(s[1]);
-    return undefined;
-  }
-  if (error.name === 'KeyboardInterrupt') return 130;
-  return undefined;
 }
 
 /** Fold an aggregated `Execution` body (non-streaming response), calling the callbacks after the fact. */

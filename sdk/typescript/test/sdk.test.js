@@ -1,6 +1,8 @@
 // The SDK's behaviour against a real `lizard serve`: live streaming (timestamps), rich results
 // (matplotlib PNG, DataFrame HTML, `data`), cell errors, contexts CRUD, typed errors, `exec` exit
-// codes and its persistent shell, per-run env and timeouts, cancellation. Lifecycle (pause,
+// codes, `commands` (run, stdin, background, kill, connect, list), `files` (read/write text and
+// bytes, list, exists, makeDir, remove, rename, getInfo, watchDir), per-run env and timeouts,
+// cancellation. Lifecycle (pause,
 // connect, kill) is in lifecycle.test.js; the seed snippets in seeds-*.test.js.
 
 import { after, before, describe, test } from 'node:test';
@@ -9,6 +11,7 @@ import { startServer } from './helpers/server.js';
 import {
   AuthenticationError,
   CodeSandbox,
+  CommandExitError,
   ConflictError,
   ConnectionError,
   Execution,
@@ -58,6 +61,7 @@ test('the package exports exactly the declared API', async () => {
   assert.deepEqual(Object.keys(sdk).sort(), [
     'AuthenticationError',
     'CodeSandbox',
+    'CommandExitError',
     'ConflictError',
     'ConnectionError',
     'DEFAULT_API_URL',
@@ -383,19 +387,18 @@ describe('exec', () => {
     assert.match(missing.stderr, /not found/);
   });
 
-  test('one persistent shell: cd and export carry over; cwd and env options are one-off', async () => {
+  test('each exec is a new process: cd and export do not carry over; cwd and env options', async () => {
     await sandbox.exec('cd /tmp && export EXEC_VAR=kept');
-    assert.equal((await sandbox.exec('pwd; echo $EXEC_VAR')).stdout, '/tmp\nkept\n');
+    assert.equal((await sandbox.exec('pwd; echo "[$EXEC_VAR]"')).stdout, '/home/user\n[]\n');
     assert.equal((await sandbox.exec('pwd', { cwd: '/' })).stdout, '/\n');
-    assert.equal((await sandbox.exec('pwd')).stdout, '/tmp\n');
+    assert.equal((await sandbox.exec('cd /tmp && pwd')).stdout, '/tmp\n');
     assert.equal((await sandbox.exec('echo $ONE', { env: { ONE: '1' } })).stdout, '1\n');
     assert.equal((await sandbox.exec('echo "[$ONE]"')).stdout, '[]\n');
   });
 
-  test('`exit N` ends the shell with status N; the next exec gets a fresh shell', async () => {
-    await sandbox.exec('cd /tmp');
+  test('`exit N` reports status N', async () => {
     const r = await sandbox.exec('echo bye; exit 3');
-    assert.deepEqual([r.exitCode, r.stdout], [3, 'bye\n']);
+    assert.deepEqual([r.exitCode, r.stdout, r.success], [3, 'bye\n', false]);
     const next = await sandbox.exec('pwd');
     assert.deepEqual([next.exitCode, next.stdout], [0, '/home/user\n']);
   });
@@ -426,17 +429,165 @@ describe('exec', () => {
     assert.equal((await sandbox.exec('echo fine')).stdout, 'fine\n');
   });
 
-  test('survives its shell context being deleted (here or by another client)', async () => {
-    await sandbox.exec('true');
-    const other = await CodeSandbox.connect(sandbox.sandboxId);
-    for (const c of await other.listCodeContexts()) {
-      if (c.language === 'bash' && !c.isDefault) await other.deleteCodeContext(c.id);
+  test('runs through POST /commands: no Bash context is created', async () => {
+    const sb = await CodeSandbox.connect(sandbox.sandboxId);
+    const before = (await sb.listContexts()).length;
+    assert.equal((await sb.exec('echo again')).stdout, 'again\n');
+    const after = await sb.listContexts();
+    assert.equal(after.length, before);
+    assert.ok(!after.some((c) => c.language === 'bash' && !c.isDefault));
+  });
+});
+
+describe('commands', () => {
+  test('run: stdout, stderr, exit code 0; a non-zero exit throws CommandExitError with the result', async () => {
+    const chunks = [];
+    const r = await sandbox.commands.run('echo out; echo err >&2', {
+      onStdout: (t) => chunks.push(['stdout', t]),
+      onStderr: (t) => chunks.push(['stderr', t]),
+    });
+    assert.deepEqual([r.exitCode, r.stdout, r.stderr], [0, 'out\n', 'err\n']);
+    assert.ok(Number.isInteger(r.pid) && r.pid > 0);
+    assert.deepEqual(chunks.sort(), [['stderr', 'err\n'], ['stdout', 'out\n']]);
+    await assert.rejects(sandbox.commands.run('echo partial; echo bad >&2; exit 5'), (e) => {
+      assert.ok(e instanceof CommandExitError, String(e));
+      assert.ok(e instanceof LizardError);
+      assert.equal(e.exitCode, 5);
+      assert.deepEqual([e.result.exitCode, e.result.stdout, e.result.stderr], [5, 'partial\n', 'bad\n']);
+      return true;
+    });
+  });
+
+  test('run: cwd, envs, stdin data, timeoutMs', async () => {
+    const r = await sandbox.commands.run('pwd; echo "$A $GREETING"', { cwd: '/tmp', envs: { A: 'x' } });
+    assert.equal(r.stdout, '/tmp\nx hello\n');
+    assert.equal((await sandbox.commands.run('tr a-z A-Z', { stdin: 'piped in' })).stdout, 'PIPED IN');
+    await assert.rejects(sandbox.commands.run('echo started; sleep 30', { timeoutMs: 500 }), (e) => {
+      assert.ok(e instanceof TimeoutError, String(e));
+      assert.equal(e.result.timedOut, true);
+      assert.equal(e.result.stdout, 'started\n');
+      return true;
+    });
+  });
+
+  test('background: a handle; stdin, wait; list; kill makes wait throw', async () => {
+    const h = await sandbox.commands.run('cat', { background: true, stdin: true });
+    assert.ok(Number.isInteger(h.pid));
+    await h.sendStdin('hello ');
+    await h.sendStdin(new TextEncoder().encode('bytes\n'));
+    await h.closeStdin();
+    const r = await h.wait();
+    assert.deepEqual([r.exitCode, r.stdout], [0, 'hello bytes\n']);
+
+    const sleeper = await sandbox.commands.run('echo up; sleep 60', { background: true, tag: 'sleeper' });
+    const listed = await sandbox.commands.list();
+    const mine = listed.find((p) => p.pid === sleeper.pid);
+    assert.ok(mine, JSON.stringify(listed));
+    assert.equal(mine.cmd, 'echo up; sleep 60');
+    assert.equal(mine.tag, 'sleeper');
+    assert.equal(mine.end, undefined);
+    assert.equal(typeof mine.startedAtMs, 'number');
+    assert.equal(await sleeper.kill(), true);
+    await assert.rejects(sleeper.wait(), (e) => {
+      assert.ok(e instanceof CommandExitError, String(e));
+      assert.equal(e.result.signal, 'SIGKILL');
+      assert.equal(e.exitCode, 137);
+      assert.equal(e.stdout, 'up\n');
+      return true;
+    });
+    assert.equal(await sandbox.commands.kill(999999), false);
+  });
+
+  test('connect(pid) reattaches to a running process: buffered then live output', async () => {
+    const h = await sandbox.commands.run('echo first; sleep 1; echo second', { background: true });
+    const seen = [];
+    const again = await sandbox.commands.connect(h.pid, { onStdout: (t) => seen.push(t) });
+    assert.equal(again.pid, h.pid);
+    const r = await again.wait();
+    assert.equal(r.stdout, 'first\nsecond\n');
+    assert.equal(seen.join(''), 'first\nsecond\n');
+    assert.equal((await h.wait()).stdout, 'first\nsecond\n');
+  });
+});
+
+describe('files', () => {
+  test('write and read text and bytes; write many', async () => {
+    const e = await sandbox.files.write('ftest/dir/hello.txt', 'héllo\n');
+    assert.deepEqual([e.name, e.path, e.type, e.size], ['hello.txt', '/home/user/ftest/dir/hello.txt', 'file', 7]);
+    assert.equal(typeof e.modifiedMs, 'number');
+    assert.equal(await sandbox.files.read('ftest/dir/hello.txt'), 'héllo\n');
+    const bytes = new Uint8Array([0, 255, 1, 128, 10, 0xc3]);
+    await sandbox.files.write('/home/user/ftest/blob.bin', bytes);
+    const back = await sandbox.files.read('ftest/blob.bin', { format: 'bytes' });
+    assert.ok(back instanceof Uint8Array);
+    assert.deepEqual([...back], [...bytes]);
+    const stream = await sandbox.files.read('ftest/blob.bin', { format: 'stream' });
+    const parts = [];
+    for await (const c of stream) parts.push(...c);
+    assert.deepEqual(parts, [...bytes]);
+    const many = await sandbox.files.write([
+      { path: 'ftest/m1.txt', data: 'one' },
+      { path: 'ftest/m2.txt', data: new TextEncoder().encode('two') },
+    ]);
+    assert.deepEqual(
+      many.map((m) => m.name),
+      ['m1.txt', 'm2.txt'],
+    );
+    assert.equal((await sandbox.commands.run('cat ftest/m1.txt ftest/m2.txt')).stdout, 'onetwo');
+  });
+
+  test('list, exists, makeDir, getInfo, rename, remove', async () => {
+    assert.equal(await sandbox.files.makeDir('ftest2/a'), true);
+    assert.equal(await sandbox.files.makeDir('ftest2/a'), false);
+    await sandbox.files.write('ftest2/a/x.txt', 'x');
+    await sandbox.files.write('ftest2/top.txt', 'top');
+    const one = await sandbox.files.list('ftest2');
+    assert.deepEqual(
+      one.map((e) => [e.name, e.type]),
+      [
+        ['a', 'dir'],
+        ['top.txt', 'file'],
+      ],
+    );
+    const deep = await sandbox.files.list('ftest2', { depth: 2 });
+    assert.deepEqual(
+      deep.map((e) => e.path),
+      ['/home/user/ftest2/a', '/home/user/ftest2/a/x.txt', '/home/user/ftest2/top.txt'],
+    );
+    assert.equal(await sandbox.files.exists('ftest2/top.txt'), true);
+    assert.equal(await sandbox.files.exists('ftest2/nope'), false);
+    const info = await sandbox.files.getInfo('ftest2/top.txt');
+    assert.deepEqual([info.type, info.size, info.owner, info.permissions], ['file', 3, 'user', '-rw-r--r--']);
+    assert.equal((await sandbox.files.getInfo('ftest2/a')).type, 'dir');
+    await assert.rejects(sandbox.files.getInfo('ftest2/nope'), NotFoundError);
+    const moved = await sandbox.files.rename('ftest2/top.txt', 'ftest2/b/moved.txt');
+    assert.equal(moved.path, '/home/user/ftest2/b/moved.txt');
+    assert.equal(await sandbox.files.exists('ftest2/top.txt'), false);
+    assert.equal(await sandbox.files.read('ftest2/b/moved.txt'), 'top');
+    await sandbox.files.remove('ftest2/a');
+    assert.equal(await sandbox.files.exists('ftest2/a'), false);
+    await assert.rejects(sandbox.files.read('ftest2/a/x.txt'), NotFoundError);
+  });
+
+  test('watchDir receives create events; stop() ends the watch', async () => {
+    await sandbox.files.makeDir('watched/sub');
+    const events = [];
+    const w = await sandbox.files.watchDir('watched', (ev) => events.push(ev), { recursive: true });
+    await sandbox.files.write('watched/new.txt', 'n');
+    await sandbox.files.write('watched/sub/deep.txt', 'd');
+    const deadline = Date.now() + 10_000;
+    const has = (name) => events.some((e) => e.type === 'create' && e.name === name);
+    while (!(has('new.txt') && has('sub/deep.txt')) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
     }
-    assert.equal((await sandbox.exec('echo again')).stdout, 'again\n');
-    for (const c of await sandbox.listCodeContexts()) {
-      if (c.language === 'bash' && !c.isDefault) await sandbox.deleteCodeContext(c.id);
-    }
-    assert.equal((await sandbox.exec('echo and again')).stdout, 'and again\n');
+    await w.stop();
+    const created = events.find((e) => e.type === 'create' && e.name === 'new.txt');
+    assert.deepEqual(created, { type: 'create', path: '/home/user/watched/new.txt', name: 'new.txt', isDir: false });
+    assert.ok(has('sub/deep.txt'), JSON.stringify(events));
+    const count = events.length;
+    await sandbox.files.write('watched/after.txt', 'a');
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(events.length, count);
   });
 });
 

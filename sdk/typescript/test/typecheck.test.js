@@ -71,7 +71,8 @@ const API_USAGE = `
 import {
   CodeSandbox, Execution, Result, ExecutionError, LizardError, NotFoundError, AuthenticationError,
   InvalidArgumentError, TimeoutError, SandboxError, ConflictError, RateLimitError, ConnectionError,
-  DEFAULT_TEMPLATE, DEFAULT_API_URL, type Context, type ExecResult,
+  DEFAULT_TEMPLATE, DEFAULT_API_URL, CommandExitError, type Context, type ExecResult, type CommandResult,
+  type CommandHandle, type EntryInfo, type FilesystemEvent, type ProcessInfo,
 } from '@lizard-build/sdk';
 import * as sdk from '@lizard-build/sdk';
 
@@ -82,6 +83,7 @@ const declared: Record<string, unknown> = {
   Execution: sdk.Execution, ExecutionError: sdk.ExecutionError, InvalidArgumentError: sdk.InvalidArgumentError,
   LizardError: sdk.LizardError, NotFoundError: sdk.NotFoundError, RateLimitError: sdk.RateLimitError,
   Result: sdk.Result, SandboxError: sdk.SandboxError, TimeoutError: sdk.TimeoutError,
+  CommandExitError: sdk.CommandExitError,
 };
 const names: string = DEFAULT_TEMPLATE + DEFAULT_API_URL;
 
@@ -110,6 +112,28 @@ await sandbox.listCodeContexts();
 await sandbox.deleteCodeContext(cf);
 const r: ExecResult = await sandbox.exec('ls', { cwd: '/', env: { A: 'b' }, timeout: 1000 });
 const code: number = r.exitCode;
+const cr: CommandResult = await sandbox.commands.run('ls', { cwd: '/', envs: { A: 'b' }, timeoutMs: 5, onStdout: (t) => t.length, onStderr: () => {}, stdin: 'in' });
+const bg: CommandHandle = await sandbox.commands.run('cat', { background: true, stdin: true });
+await bg.sendStdin(new Uint8Array([1]));
+await bg.kill();
+try { await bg.wait(); } catch (e) { if (e instanceof CommandExitError) console.log(e.result.exitCode + e.exitCode); }
+const procs: ProcessInfo[] = await sandbox.commands.list();
+const re: CommandHandle = await sandbox.commands.connect(bg.pid, { onStdout: () => {} });
+const killedPid: boolean = await sandbox.commands.kill(re.pid);
+const text: string = await sandbox.files.read('a');
+const bytes: Uint8Array = await sandbox.files.read('a', { format: 'bytes' });
+const stream: ReadableStream<Uint8Array> = await sandbox.files.read('a', { format: 'stream' });
+const written: EntryInfo = await sandbox.files.write('a', bytes);
+const many: EntryInfo[] = await sandbox.files.write([{ path: 'b', data: 'x' }]);
+const entries: EntryInfo[] = await sandbox.files.list('.', { depth: 2 });
+const flags: boolean[] = [await sandbox.files.exists('a'), await sandbox.files.makeDir('d')];
+await sandbox.files.remove('d');
+const moved: EntryInfo = await sandbox.files.rename('a', 'c');
+const mtime: number = (await sandbox.files.getInfo('c')).modifiedMs;
+const watch = await sandbox.files.watchDir('.', (ev: FilesystemEvent) => ev.isDir, { recursive: true });
+await watch.stop();
+// @ts-expect-error a foreground run resolves to a result, not a handle
+const bad3: CommandHandle = await sandbox.commands.run('ls');
 await sandbox.pause();
 await sandbox.resume();
 await sandbox.setTimeout(60_000);
@@ -127,7 +151,8 @@ await sandbox.runCode(42);
 await CodeSandbox.create({ project: 'p', nope: 1 });
 // @ts-expect-error exec resolves to an ExecResult, not an Execution
 const bad2: Execution = await sandbox.exec('ls');
-void [declared, names, out, n, ok, data, fmts, png, err, all, cfId, cfLang, code, state, killed, codeStr, bad1, bad2];
+void [declared, names, out, n, ok, data, fmts, png, err, all, cfId, cfLang, code, state, killed, codeStr, bad1, bad2, bad3];
+void [cr, procs, killedPid, text, stream, written, many, entries, flags, moved, mtime];
 `;
 
 test('every snippet program type-checks against the declarations (tsc --noEmit)', async () => {

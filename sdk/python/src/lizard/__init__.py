@@ -16,6 +16,7 @@ from ._version import __version__
 from .async_sandbox import AsyncCodeSandbox
 from .errors import (
     AuthenticationError,
+    CommandExitError,
     ConflictError,
     InvalidArgumentError,
     LizardError,
@@ -27,19 +28,27 @@ from .errors import (
 from .models import (
     CommandResult,
     Context,
+    EntryInfo,
     Execution,
     ExecutionError,
     ExecutionUsage,
+    FilesystemEvent,
+    ProcessInfo,
     Result,
     SandboxInfo,
     SandboxLimits,
 )
-from .sandbox import CodeSandbox
+from .sandbox import CodeSandbox, CommandHandle, WatchHandle
+from .async_sandbox import AsyncCommandHandle, AsyncWatchHandle
 
 __all__ = [
     "__version__",
     "CodeSandbox",
     "AsyncCodeSandbox",
+    "CommandHandle",
+    "AsyncCommandHandle",
+    "WatchHandle",
+    "AsyncWatchHandle",
     "Execution",
     "ExecutionError",
     "ExecutionUsage",
@@ -48,6 +57,10 @@ __all__ = [
     "SandboxInfo",
     "SandboxLimits",
     "CommandResult",
+    "ProcessInfo",
+    "EntryInfo",
+    "FilesystemEvent",
+    "CommandExitError",
     "LizardError",
     "AuthenticationError",
     "NotFoundError",

@@ -2,8 +2,8 @@
 
 It resolves the configuration (arguments, then ``LIZARD_API_URL`` / ``LIZARD_API_KEY``), builds
 every request (method, path, JSON body) and validates arguments before anything is sent, folds the
-NDJSON execution stream (``ExecutionFold``), maps transport failures to SDK exceptions, and turns a
-Bash run into ``exec``'s ``(stdout, stderr, exit_code)``.
+NDJSON execution stream (``ExecutionFold``) and command stream (``CommandFold``), builds the
+``/commands`` and ``/files`` requests, and maps transport failures to SDK exceptions.
 
 It never sends a request, never calls a user callback and never sleeps: ``sandbox.py`` and
 ``async_sandbox.py`` do the I/O around it, so both clients behave identically by construction.
@@ -11,6 +11,7 @@ It never sends a request, never calls a user callback and never sleeps: ``sandbo
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -24,12 +25,22 @@ import httpx
 from ._version import __version__
 from .errors import (
     AuthenticationError,
+    CommandExitError,
     InvalidArgumentError,
     LizardError,
     SandboxError,
     TimeoutError,
 )
-from .models import CommandResult, Context, Execution, ExecutionError, ExecutionUsage, Result
+from .models import (
+    CommandResult,
+    Context,
+    EntryInfo,
+    Execution,
+    ExecutionError,
+    ExecutionUsage,
+    FilesystemEvent,
+    Result,
+)
 
 DEFAULT_API_URL = "http://127.0.0.1:8787"
 DEFAULT_TEMPLATE = "code-interpreter-v1"
@@ -361,3 +372,231 @@ def command_result(ex: Execution) -> CommandResult:
     if code is None:
         raise SandboxError(f"the command failed: {err}", code=err.name or "error")
     return CommandResult(ex.stdout, ex.stderr, code)
+
+
+# ---- commands -------------------------------------------------------------------------------
+
+
+def start_command_request(
+    sandbox_id: str,
+    cmd: str,
+    *,
+    cwd: Optional[str],
+    envs: Optional[Mapping[str, str]],
+    timeout_ms: Optional[int],
+    background: bool,
+    stdin: bool,
+) -> Req:
+    """``POST /commands``: ``bash -c CMD`` in the sandbox."""
+    if not isinstance(cmd, str) or not cmd:
+        raise InvalidArgumentError(f"cmd must be a non-empty str, not {cmd!r}", code="invalid_argument")
+    body: Dict[str, Any] = {"cmd": cmd}
+    if cwd is not None:
+        body["cwd"] = str(cwd)
+    env = _str_map("envs", envs)
+    if env:
+        body["env"] = env
+    t = _ms("timeout_ms", timeout_ms)
+    if t is not None:
+        body["timeout_ms"] = t
+    if background:
+        body["background"] = True
+    if stdin:
+        body["stdin"] = True
+    return Req("POST", sandbox_path(sandbox_id, "/commands"), json=body)
+
+
+def _pid(pid: int) -> str:
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        raise InvalidArgumentError(f"pid must be a positive int, not {pid!r}", code="invalid_argument")
+    return str(pid)
+
+
+def command_path(sandbox_id: str, pid: int, action: str = "") -> str:
+    return sandbox_path(sandbox_id, f"/commands/{_pid(pid)}{action}")
+
+
+def stdin_request(sandbox_id: str, pid: int, data: Union[str, bytes]) -> Req:
+    if isinstance(data, str):
+        body = {"data": data}
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        body = {"data_b64": base64.b64encode(bytes(data)).decode("ascii")}
+    else:
+        raise InvalidArgumentError(f"stdin data must be str or bytes, not {type(data).__name__}", code="invalid_argument")
+    return Req("POST", command_path(sandbox_id, pid, "/stdin"), json=body)
+
+
+def signal_request(sandbox_id: str, pid: int, sig: str = "SIGKILL") -> Req:
+    return Req("POST", command_path(sandbox_id, pid, "/signal"), json={"signal": sig})
+
+
+def _signal_exit_code(name: str) -> int:
+    name = name.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return 128 + int(signal.Signals[name])
+    except KeyError:
+        return 128
+
+
+class CommandFold:
+    """Folds the NDJSON ``CommandEvent``s of one process. ``feed_line`` returns ``("stdout", str)``
+    or ``("stderr", str)`` for the callbacks, else ``None``; ``finish`` returns the
+    ``CommandResult`` (exit code 128 + N for a process killed by signal N), raises ``TimeoutError``
+    when the process passed its ``timeout_ms``, and ``SandboxError`` for a stream without ``end``."""
+
+    def __init__(self) -> None:
+        self.pid: Optional[int] = None
+        self._stdout: List[str] = []
+        self._stderr: List[str] = []
+        self._end: Optional[Mapping[str, Any]] = None
+
+    @property
+    def ended(self) -> bool:
+        return self._end is not None
+
+    def feed_line(self, line: Union[str, bytes]) -> Optional[StreamEvent]:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        line = line.strip()
+        if not line:
+            return None
+        try:
+            frame = json.loads(line)
+        except ValueError as e:
+            raise SandboxError(f"malformed frame in the command stream: {line[:200]!r}", code="protocol") from e
+        if not isinstance(frame, dict):
+            return None
+        kind = frame.get("type")
+        if kind == "stdout" or kind == "stderr":
+            text = str(frame.get("text", ""))
+            (self._stdout if kind == "stdout" else self._stderr).append(text)
+            return (kind, text)
+        if kind == "start":
+            self.pid = int(frame.get("pid", 0))
+        elif kind == "end":
+            self._end = frame
+        return None
+
+    def finish(self) -> CommandResult:
+        end = self._end
+        if end is None:
+            raise SandboxError(
+                "the command stream ended before its `end` event (the server or the sandbox went away)",
+                code="unavailable",
+            )
+        if end.get("timed_out"):
+            raise TimeoutError(
+                "the command did not finish within timeout_ms and was stopped", code="timeout"
+            )
+        if end.get("exit_code") is not None:
+            code = int(end["exit_code"])
+        elif end.get("signal"):
+            code = _signal_exit_code(str(end["signal"]))
+        else:
+            code = -1
+        return CommandResult("".join(self._stdout), "".join(self._stderr), code)
+
+
+def check_exit(result: CommandResult) -> CommandResult:
+    """``commands.run``'s rule: a non-zero exit raises ``CommandExitError`` with the result."""
+    if result.exit_code != 0:
+        raise CommandExitError(result)
+    return result
+
+
+# ---- files ----------------------------------------------------------------------------------
+
+
+def _path(path: str) -> str:
+    if not isinstance(path, str) or not path:
+        raise InvalidArgumentError(f"path must be a non-empty str, not {path!r}", code="invalid_argument")
+    return path
+
+
+def files_path(sandbox_id: str, rest: str = "") -> str:
+    return sandbox_path(sandbox_id, "/files" + rest)
+
+
+def path_params(path: str) -> Dict[str, str]:
+    return {"path": _path(path)}
+
+
+def read_format(fmt: str) -> str:
+    if fmt not in ("text", "bytes", "stream"):
+        raise InvalidArgumentError(
+            f"format must be 'text', 'bytes' or 'stream', not {fmt!r}", code="invalid_argument"
+        )
+    return fmt
+
+
+def write_items(path_or_files: Any, data: Any) -> Tuple[bool, List[Tuple[str, Any]]]:
+    """``files.write(path, data)`` or ``files.write([(path, data), ...])`` (also dicts with
+    ``path``/``data``) as ``(is_many, [(path, data)])``. ``str`` data is sent as UTF-8."""
+    if isinstance(path_or_files, str):
+        if data is None:
+            raise InvalidArgumentError("files.write(path, data) needs data", code="invalid_argument")
+        return False, [(_path(path_or_files), write_body(data))]
+    if data is not None:
+        raise InvalidArgumentError(
+            "pass files.write(path, data) or files.write([(path, data), ...])", code="invalid_argument"
+        )
+    items: List[Tuple[str, Any]] = []
+    for item in path_or_files:
+        if isinstance(item, Mapping):
+            p, d = item.get("path"), item.get("data")
+        else:
+            p, d = item
+        items.append((_path(p), write_body(d)))
+    return True, items
+
+
+def write_body(data: Any) -> Any:
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if data is None:
+        raise InvalidArgumentError("file data must not be None", code="invalid_argument")
+    if hasattr(data, "read"):
+        # A file object: stream it in chunks.
+        def chunks() -> Any:
+            while True:
+                b = data.read(1 << 20)
+                if not b:
+                    return
+                yield b.encode("utf-8") if isinstance(b, str) else b
+
+        return chunks()
+    return data  # an iterator of bytes (sync) or an async iterator (async)
+
+
+def list_params(path: str, depth: int) -> Dict[str, str]:
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise InvalidArgumentError(f"depth must be an int >= 1, not {depth!r}", code="invalid_argument")
+    return {"path": _path(path), "depth": str(depth)}
+
+
+def entries(rows: Any) -> List[EntryInfo]:
+    return [EntryInfo.from_wire(r) for r in rows or []]
+
+
+def watch_params(path: str, recursive: bool) -> Dict[str, str]:
+    return {"path": _path(path), "recursive": "true" if recursive else "false"}
+
+
+def watch_event(line: Union[str, bytes]) -> Optional[FilesystemEvent]:
+    """One NDJSON line of ``/files/watch`` as an event, ``None`` for blanks."""
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", "replace")
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        frame = json.loads(line)
+    except ValueError as e:
+        raise SandboxError(f"malformed frame in the watch stream: {line[:200]!r}", code="protocol") from e
+    if not isinstance(frame, dict):
+        return None
+    return FilesystemEvent.from_wire(frame)

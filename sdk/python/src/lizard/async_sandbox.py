@@ -6,25 +6,36 @@ exit). ``run_code`` callbacks may be plain functions or coroutine functions; a c
 before the next frame is read, so callbacks see the output in order.
 
 This module does not build requests or parse the stream itself (``lizard._core`` does, shared with
-``CodeSandbox``), retries nothing, and starts no tasks or threads of its own. It is tested under
-asyncio; it uses only httpx and anyio primitives, which also run under trio.
+``CodeSandbox``) and retries nothing. The only task it starts is the one behind
+``files.watch_dir`` (an asyncio task, so ``watch_dir`` needs asyncio); everything else uses only
+httpx primitives and also runs under trio.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Type
+from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Type, Union
 
-import anyio
 import httpx
 
 from . import _core
 from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, Req
-from .errors import InvalidArgumentError, LizardError, NotFoundError, error_from_response
-from .models import CommandResult, Context, Execution, ExecutionError, Result, SandboxInfo
+from .errors import ConflictError, InvalidArgumentError, LizardError, NotFoundError, error_from_response
+from .models import (
+    CommandResult,
+    Context,
+    EntryInfo,
+    Execution,
+    ExecutionError,
+    FilesystemEvent,
+    ProcessInfo,
+    Result,
+    SandboxInfo,
+)
 
-__all__ = ["AsyncCodeSandbox"]
+__all__ = ["AsyncCodeSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles", "AsyncWatchHandle"]
 
 
 OutputHandler = Callable[[str], Any]
@@ -77,8 +88,8 @@ class AsyncCodeSandbox:
         self._id = sandbox_id
         self._cfg = cfg
         self._client = client
-        self._exec_context: Optional[str] = None
-        self._exec_lock: Optional[anyio.Lock] = None
+        self.commands = AsyncCommands(self)
+        self.files = AsyncFiles(self)
 
     @classmethod
     def _bind(
@@ -258,24 +269,41 @@ class AsyncCodeSandbox:
     ) -> CommandResult:
         """Run one shell command and return ``(stdout, stderr, exit_code)``; see
         ``CodeSandbox.exec``."""
-        if self._exec_lock is None:
-            self._exec_lock = anyio.Lock()
-        async with self._exec_lock:
-            for attempt in (0, 1):
-                if self._exec_context is None:
-                    self._exec_context = (await self.create_context(language="bash")).id
-                try:
-                    ex = await self.run_code(
-                        command, context=self._exec_context, envs=envs, timeout_ms=timeout_ms,
-                        on_stdout=on_stdout, on_stderr=on_stderr,
-                    )
-                    break
-                except NotFoundError:
-                    # The context was deleted behind our back: make a new one, once.
-                    self._exec_context = None
-                    if attempt:
-                        raise
-        return _core.command_result(ex)
+        req = _core.start_command_request(
+            self._id, command, cwd=None, envs=envs, timeout_ms=timeout_ms,
+            background=False, stdin=False,
+        )
+        return await self._stream_command(req.method, req.path, req.json, timeout_ms, on_stdout, on_stderr)
+
+    async def _stream_command(
+        self,
+        method: str,
+        path: str,
+        body: Optional[Dict[str, Any]],
+        timeout_ms: Optional[int],
+        on_stdout: Optional[OutputHandler],
+        on_stderr: Optional[OutputHandler],
+    ) -> CommandResult:
+        handlers: Dict[str, Optional[Callable[[Any], Any]]] = {"stdout": on_stdout, "stderr": on_stderr}
+        fold = _core.CommandFold()
+        try:
+            async with self._http.stream(
+                method, path, json=body,
+                headers={"Accept": NDJSON}, timeout=self._cfg.execute_timeout(timeout_ms),
+            ) as resp:
+                if resp.status_code >= 400:
+                    raise error_from_response(resp.status_code, await resp.aread())
+                async for line in resp.aiter_lines():
+                    event = fold.feed_line(line)
+                    if event is not None:
+                        handler = handlers[event[0]]
+                        if handler is not None:
+                            await _maybe_await(handler(event[1]))
+                    if fold.ended:
+                        break
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._cfg) from e
+        return fold.finish()
 
     # ---- contexts -----------------------------------------------------------------------------
 
@@ -296,8 +324,6 @@ class AsyncCodeSandbox:
     async def delete_context(self, context: ContextLike) -> None:
         """Stop the context's kernel and forget it."""
         await self._call(_core.context_request(self._id, "DELETE", context))
-        if _core.context_id(context) == self._exec_context:
-            self._exec_context = None
 
     # Cloudflare-shaped names for the same calls.
     async def create_code_context(
@@ -345,6 +371,257 @@ class AsyncCodeSandbox:
             killed = True
         except NotFoundError:
             killed = False
-        self._exec_context = None
         await self.close()
         return killed
+
+
+async def _maybe_await(ret: Any) -> None:
+    if inspect.isawaitable(ret):
+        await ret
+
+
+# ---- commands ---------------------------------------------------------------------------------
+
+
+class AsyncCommandHandle:
+    """A background process; see ``CommandHandle``. ``wait``, ``kill`` and ``send_stdin`` are
+    coroutines."""
+
+    def __init__(
+        self,
+        sandbox: "AsyncCodeSandbox",
+        pid: int,
+        on_stdout: Optional[OutputHandler] = None,
+        on_stderr: Optional[OutputHandler] = None,
+    ) -> None:
+        self._sb = sandbox
+        self.pid = pid
+        self._on_stdout = on_stdout
+        self._on_stderr = on_stderr
+
+    def __repr__(self) -> str:
+        return f"AsyncCommandHandle(pid={self.pid})"
+
+    async def wait(
+        self, on_stdout: Optional[OutputHandler] = None, on_stderr: Optional[OutputHandler] = None
+    ) -> CommandResult:
+        result = await self._sb._stream_command(
+            "GET", _core.command_path(self._sb._id, self.pid, "/stream"), None, None,
+            on_stdout or self._on_stdout, on_stderr or self._on_stderr,
+        )
+        return _core.check_exit(result)
+
+    async def kill(self) -> bool:
+        return await self._sb.commands.kill(self.pid)
+
+    async def send_stdin(self, data: Union[str, bytes]) -> None:
+        await self._sb.commands.send_stdin(self.pid, data)
+
+    async def close_stdin(self) -> None:
+        await self._sb.commands.close_stdin(self.pid)
+
+
+class AsyncCommands:
+    """``sandbox.commands`` of the async client; see ``Commands``."""
+
+    def __init__(self, sandbox: "AsyncCodeSandbox") -> None:
+        self._sb = sandbox
+
+    async def run(
+        self,
+        cmd: str,
+        cwd: Optional[str] = None,
+        envs: Optional[Mapping[str, str]] = None,
+        timeout_ms: Optional[int] = None,
+        on_stdout: Optional[OutputHandler] = None,
+        on_stderr: Optional[OutputHandler] = None,
+        background: bool = False,
+        stdin: bool = False,
+    ) -> Any:
+        req = _core.start_command_request(
+            self._sb._id, cmd, cwd=cwd, envs=envs, timeout_ms=timeout_ms,
+            background=background, stdin=stdin,
+        )
+        if background:
+            info = ProcessInfo.from_wire(await self._sb._call(req))
+            return AsyncCommandHandle(self._sb, info.pid, on_stdout, on_stderr)
+        result = await self._sb._stream_command(
+            req.method, req.path, req.json, timeout_ms, on_stdout, on_stderr
+        )
+        return _core.check_exit(result)
+
+    async def list(self) -> List[ProcessInfo]:
+        rows = await self._sb._call(Req("GET", _core.sandbox_path(self._sb._id, "/commands"))) or []
+        return [ProcessInfo.from_wire(r) for r in rows]
+
+    async def get(self, pid: int) -> ProcessInfo:
+        return ProcessInfo.from_wire(await self._sb._call(Req("GET", _core.command_path(self._sb._id, pid))))
+
+    async def connect(
+        self,
+        pid: int,
+        on_stdout: Optional[OutputHandler] = None,
+        on_stderr: Optional[OutputHandler] = None,
+    ) -> AsyncCommandHandle:
+        await self.get(pid)
+        return AsyncCommandHandle(self._sb, pid, on_stdout, on_stderr)
+
+    async def kill(self, pid: int) -> bool:
+        try:
+            await self._sb._call(_core.signal_request(self._sb._id, pid))
+            return True
+        except NotFoundError:
+            return False
+
+    async def send_stdin(self, pid: int, data: Union[str, bytes]) -> None:
+        await self._sb._call(_core.stdin_request(self._sb._id, pid, data))
+
+    async def close_stdin(self, pid: int) -> None:
+        await self._sb._call(Req("POST", _core.command_path(self._sb._id, pid, "/stdin/close")))
+
+
+# ---- files ------------------------------------------------------------------------------------
+
+
+class AsyncWatchHandle:
+    """A running ``files.watch_dir`` of the async client: an asyncio task calls ``on_event``
+    (plain or coroutine function) for each change until ``await stop()``."""
+
+    def __init__(self, resp: httpx.Response, lines: AsyncIterator[str], on_event: Callable[[FilesystemEvent], Any]) -> None:
+        self._resp = resp
+        self._on_event = on_event
+        self.error: Optional[BaseException] = None
+        self._task = asyncio.get_running_loop().create_task(self._run(lines))
+
+    async def _run(self, lines: AsyncIterator[str]) -> None:
+        try:
+            async for line in lines:
+                ev = _core.watch_event(line)
+                if ev is not None and ev.type != "start":
+                    await _maybe_await(self._on_event(ev))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - reported through .error
+            self.error = e
+        finally:
+            await self._resp.aclose()
+
+    async def stop(self) -> None:
+        """End the watch."""
+        if not self._task.done():
+            self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+
+class AsyncFiles:
+    """``sandbox.files`` of the async client; see ``Files``."""
+
+    def __init__(self, sandbox: "AsyncCodeSandbox") -> None:
+        self._sb = sandbox
+
+    async def _get(self, rest: str, params: Dict[str, str]) -> Any:
+        return await self._sb._call(Req("GET", _core.files_path(self._sb._id, rest), params=params))
+
+    async def _open(self, request: httpx.Request) -> httpx.Response:
+        try:
+            resp = await self._sb._http.send(request, stream=True)
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._sb._cfg) from e
+        if resp.status_code >= 400:
+            body = await resp.aread()
+            await resp.aclose()
+            raise error_from_response(resp.status_code, body)
+        return resp
+
+    async def read(self, path: str, format: str = "text") -> Any:
+        """``str``, ``bytes`` or (``'stream'``) an async iterator of ``bytes`` chunks."""
+        fmt = _core.read_format(format)
+        http = self._sb._http
+        resp = await self._open(http.build_request(
+            "GET", _core.files_path(self._sb._id), params=_core.path_params(path)
+        ))
+        if fmt == "stream":
+            return self._chunks(resp)
+        try:
+            data = await resp.aread()
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._sb._cfg) from e
+        finally:
+            await resp.aclose()
+        return data.decode("utf-8", "replace") if fmt == "text" else data
+
+    async def _chunks(self, resp: httpx.Response) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in resp.aiter_bytes():
+                yield chunk
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._sb._cfg) from e
+        finally:
+            await resp.aclose()
+
+    async def write(self, path: Any, data: Any = None) -> Any:
+        many, items = _core.write_items(path, data)
+        out = []
+        for p, body in items:
+            try:
+                resp = await self._sb._http.request(
+                    "PUT", _core.files_path(self._sb._id), params=_core.path_params(p), content=body
+                )
+            except httpx.HTTPError as e:
+                raise _core.transport_error(e, self._sb._cfg) from e
+            if resp.status_code >= 400:
+                raise error_from_response(resp.status_code, resp.content)
+            out.append(EntryInfo.from_wire(resp.json()))
+        return out if many else out[0]
+
+    async def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
+        return _core.entries(await self._get("/list", _core.list_params(path, depth)))
+
+    async def get_info(self, path: str) -> EntryInfo:
+        return EntryInfo.from_wire(await self._get("/stat", _core.path_params(path)))
+
+    async def exists(self, path: str) -> bool:
+        try:
+            await self.get_info(path)
+            return True
+        except NotFoundError:
+            return False
+
+    async def make_dir(self, path: str) -> bool:
+        try:
+            await self._sb._call(Req("POST", _core.files_path(self._sb._id, "/mkdir"), json={"path": _core._path(path)}))
+            return True
+        except ConflictError:
+            return False
+
+    async def remove(self, path: str) -> None:
+        await self._sb._call(Req("DELETE", _core.files_path(self._sb._id), params=_core.path_params(path)))
+
+    async def rename(self, old_path: str, new_path: str) -> EntryInfo:
+        return EntryInfo.from_wire(await self._sb._call(Req(
+            "POST", _core.files_path(self._sb._id, "/rename"),
+            json={"from": _core._path(old_path), "to": _core._path(new_path)},
+        )))
+
+    async def watch_dir(
+        self, path: str, on_event: Callable[[FilesystemEvent], Any], recursive: bool = False
+    ) -> AsyncWatchHandle:
+        """Returns once the watch is in place; ``on_event`` runs in a task until ``stop()``."""
+        http = self._sb._http
+        resp = await self._open(http.build_request(
+            "GET", _core.files_path(self._sb._id, "/watch"),
+            params=_core.watch_params(path, recursive), headers={"Accept": NDJSON},
+            timeout=self._sb._cfg.execute_timeout(None),
+        ))
+        lines = resp.aiter_lines()
+        try:
+            async for line in lines:
+                if _core.watch_event(line) is not None:
+                    break
+        except BaseException:
+            await resp.aclose()
+            raise
+        return AsyncWatchHandle(resp, lines, on_event)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 __all__ = [
     "LizardError",
@@ -25,6 +25,7 @@ __all__ = [
     "RateLimitError",
     "TimeoutError",
     "SandboxError",
+    "CommandExitError",
     "error_from_response",
 ]
 
@@ -77,7 +78,7 @@ class RateLimitError(LizardError):
 
 class TimeoutError(LizardError, builtins.TimeoutError):
     """A request did not finish within the client's ``request_timeout``, or ``exec`` ran past its
-    ``timeout_ms``. Also a built-in ``TimeoutError``, so ``except TimeoutError`` catches it either way.
+    ``timeout_ms`` (also ``commands.run``). Also a built-in ``TimeoutError``, so ``except TimeoutError`` catches it either way.
 
     A ``run_code`` cell that passes its ``timeout_ms`` is not raised: the returned ``Execution`` has
     ``status == "timeout"`` and an ``error``, and the kernel keeps its state.
@@ -88,6 +89,27 @@ class SandboxError(LizardError):
     """The sandbox or the server failed: a kernel or sandbox could not be started or reached
     (``unavailable``), an internal server error (``internal``), an unreachable server, or a stream
     that ended without its ``end`` frame."""
+
+
+class CommandExitError(LizardError):
+    """``commands.run`` (or a handle's ``wait``) saw the command exit with a non-zero status.
+    ``result`` is its ``CommandResult``; ``exit_code``, ``stdout`` and ``stderr`` are shortcuts."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__(f"the command exited with code {result.exit_code}", code="command_exit")
+        self.result = result
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.result.exit_code)
+
+    @property
+    def stdout(self) -> str:
+        return str(self.result.stdout)
+
+    @property
+    def stderr(self) -> str:
+        return str(self.result.stderr)
 
 
 _BY_CODE: Dict[str, Type[LizardError]] = {

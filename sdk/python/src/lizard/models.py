@@ -1,4 +1,5 @@
-"""The SDK's value types: what ``run_code``, ``exec``, the context and the sandbox calls return.
+"""The SDK's value types: what ``run_code``, ``exec``, ``commands``, ``files``, the context and the
+sandbox calls return.
 
 These mirror the wire types of ``crates/lizard-proto`` (``ExecutionResult``, ``ExecutionError``,
 ``Execution``, ``Context``, ``SandboxInfo``) in Python's idiom: ``stdout``/``stderr`` are joined
@@ -23,6 +24,9 @@ __all__ = [
     "SandboxLimits",
     "SandboxInfo",
     "CommandResult",
+    "ProcessInfo",
+    "EntryInfo",
+    "FilesystemEvent",
     "MIME_TYPES",
 ]
 
@@ -373,8 +377,109 @@ class SandboxInfo:
 
 
 class CommandResult(NamedTuple):
-    """What ``exec`` returns; unpacks as ``stdout, stderr, exit_code = sandbox.exec(...)``."""
+    """What ``exec`` and ``commands.run`` return; unpacks as
+    ``stdout, stderr, exit_code = sandbox.exec(...)``. A process killed by a signal has
+    ``exit_code`` 128 + the signal's number, as a shell would say."""
 
     stdout: str
     stderr: str
     exit_code: int
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process started with ``commands.run`` (or a terminal), as ``commands.list`` reports it.
+
+    ``end`` is absent while it runs (then ``{"exit_code": …}`` or ``{"signal": …}``, kept for 60 s
+    after it finished)."""
+
+    pid: int
+    cmd: Optional[str] = None
+    argv: List[str] = field(default_factory=list)
+    cwd: str = ""
+    envs: Dict[str, str] = field(default_factory=dict)
+    tag: Optional[str] = None
+    stdin: bool = False
+    started_at_ms: int = 0
+    end: Optional[Dict[str, Any]] = None
+
+    @property
+    def running(self) -> bool:
+        return self.end is None
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return None if self.end is None else self.end.get("exit_code")
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "ProcessInfo":
+        end = obj.get("end")
+        return cls(
+            pid=int(obj["pid"]),
+            cmd=obj.get("cmd"),
+            argv=[str(a) for a in obj.get("argv") or []],
+            cwd=str(obj.get("cwd", "")),
+            envs={str(k): str(v) for k, v in dict(obj.get("env") or {}).items()},
+            tag=obj.get("tag"),
+            stdin=bool(obj.get("stdin", False)),
+            started_at_ms=int(obj.get("started_at_ms", 0)),
+            end=dict(end) if isinstance(end, Mapping) else None,
+        )
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """A filesystem entry of the sandbox: ``type`` is ``file``, ``dir``, ``symlink`` or ``other``;
+    ``mode`` the permission bits (e.g. ``0o644``), ``permissions`` their ``ls -l`` form,
+    ``modified_ms`` milliseconds since the Unix epoch."""
+
+    name: str
+    path: str
+    type: str
+    size: int = 0
+    mode: int = 0
+    permissions: str = ""
+    owner: str = ""
+    group: str = ""
+    modified_ms: int = 0
+    symlink_target: Optional[str] = None
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "dir"
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "EntryInfo":
+        return cls(
+            name=str(obj.get("name", "")),
+            path=str(obj.get("path", "")),
+            type=str(obj.get("type", "")),
+            size=int(obj.get("size", 0)),
+            mode=int(obj.get("mode", 0)),
+            permissions=str(obj.get("permissions", "")),
+            owner=str(obj.get("owner", "")),
+            group=str(obj.get("group", "")),
+            modified_ms=int(obj.get("modified_ms", 0)),
+            symlink_target=obj.get("symlink_target"),
+        )
+
+
+@dataclass(frozen=True)
+class FilesystemEvent:
+    """One change seen by ``files.watch_dir``: ``type`` is ``create``, ``write``, ``remove``,
+    ``rename`` (away from ``path``; the new name arrives as a ``create``) or ``chmod``; ``name`` is
+    ``path`` relative to the watched directory."""
+
+    type: str
+    path: str
+    name: str = ""
+    is_dir: bool = False
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "FilesystemEvent":
+        return cls(
+            type=str(obj.get("type", "")),
+            path=str(obj.get("path", "")),
+            name=str(obj.get("name", "")),
+            is_dir=bool(obj.get("is_dir", False)),
+        )

@@ -6,24 +6,37 @@ callbacks from the calling thread as each frame arrives; the other methods are o
 Used as a context manager, the sandbox is killed on exit.
 
 This module does not build requests or parse the stream itself (``lizard._core`` does, shared with
-``AsyncCodeSandbox``), retries nothing, and keeps no state but the sandbox id, the HTTP connection
-pool and the id of the Bash context that ``exec`` uses.
+``AsyncCodeSandbox``), retries nothing, and keeps no state but the sandbox id and the HTTP connection
+pool. ``sandbox.commands`` (``Commands``) runs processes through ``/commands``; ``sandbox.files``
+(``Files``) reads and writes the sandbox's filesystem through ``/files``; ``files.watch_dir`` is the
+only thing that starts a thread.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Type
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Type, Union
 
 import httpx
 
 from . import _core
 from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, Req
-from .errors import InvalidArgumentError, LizardError, NotFoundError, error_from_response
-from .models import CommandResult, Context, Execution, ExecutionError, Result, SandboxInfo
+from .errors import ConflictError, InvalidArgumentError, LizardError, NotFoundError, error_from_response
+from .models import (
+    CommandResult,
+    Context,
+    EntryInfo,
+    Execution,
+    ExecutionError,
+    FilesystemEvent,
+    ProcessInfo,
+    Result,
+    SandboxInfo,
+)
 
-__all__ = ["CodeSandbox"]
+__all__ = ["CodeSandbox", "Commands", "CommandHandle", "Files", "WatchHandle"]
 
 OutputHandler = Callable[[str], Any]
 ResultHandler = Callable[[Result], Any]
@@ -74,8 +87,8 @@ class CodeSandbox:
         self._cfg = cfg
         self._client = client
         self._client_lock = threading.Lock()
-        self._exec_context: Optional[str] = None
-        self._exec_lock = threading.Lock()
+        self.commands = Commands(self)
+        self.files = Files(self)
 
     @classmethod
     def _bind(cls, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.Client]) -> "CodeSandbox":
@@ -267,29 +280,48 @@ class CodeSandbox:
         on_stdout: Optional[OutputHandler] = None,
         on_stderr: Optional[OutputHandler] = None,
     ) -> CommandResult:
-        """Run one shell command and return ``(stdout, stderr, exit_code)``.
-
-        Commands run in a Bash context of their own (made on first use by this object), one after
-        the other, so ``cd`` and ``export`` carry over to the next ``exec`` but never into
-        ``run_code(..., language='bash')``. ``exit N`` ends that shell (``N`` is returned and the
-        next command gets a fresh shell). Raises ``TimeoutError`` when ``timeout_ms`` passes.
+        """Run one shell command (``bash -c``, in ``/home/user``) and return
+        ``(stdout, stderr, exit_code)``; a non-zero exit is returned, not raised (see
+        ``commands.run`` for that). Each call is a fresh shell: ``cd`` and ``export`` do not carry
+        over. Raises ``TimeoutError`` when ``timeout_ms`` passes (the process group is stopped).
         """
-        with self._exec_lock:
-            for attempt in (0, 1):
-                if self._exec_context is None:
-                    self._exec_context = self.create_context(language="bash").id
-                try:
-                    ex = self.run_code(
-                        command, context=self._exec_context, envs=envs, timeout_ms=timeout_ms,
-                        on_stdout=on_stdout, on_stderr=on_stderr,
-                    )
-                    break
-                except NotFoundError:
-                    # The context was deleted behind our back: make a new one, once.
-                    self._exec_context = None
-                    if attempt:
-                        raise
-        return _core.command_result(ex)
+        req = _core.start_command_request(
+            self._id, command, cwd=None, envs=envs, timeout_ms=timeout_ms,
+            background=False, stdin=False,
+        )
+        return self._stream_command(req.method, req.path, req.json, timeout_ms, on_stdout, on_stderr)
+
+    def _stream_command(
+        self,
+        method: str,
+        path: str,
+        body: Optional[Dict[str, Any]],
+        timeout_ms: Optional[int],
+        on_stdout: Optional[OutputHandler],
+        on_stderr: Optional[OutputHandler],
+    ) -> CommandResult:
+        """Stream a command's NDJSON events (``POST /commands`` or ``GET …/stream``) to the
+        callbacks and fold them into its result."""
+        handlers: Dict[str, Optional[Callable[[Any], Any]]] = {"stdout": on_stdout, "stderr": on_stderr}
+        fold = _core.CommandFold()
+        try:
+            with self._http.stream(
+                method, path, json=body,
+                headers={"Accept": NDJSON}, timeout=self._cfg.execute_timeout(timeout_ms),
+            ) as resp:
+                if resp.status_code >= 400:
+                    raise error_from_response(resp.status_code, resp.read())
+                for line in resp.iter_lines():
+                    event = fold.feed_line(line)
+                    if event is not None:
+                        handler = handlers[event[0]]
+                        if handler is not None:
+                            handler(event[1])
+                    if fold.ended:
+                        break
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._cfg) from e
+        return fold.finish()
 
     # ---- contexts -----------------------------------------------------------------------------
 
@@ -309,8 +341,6 @@ class CodeSandbox:
     def delete_context(self, context: ContextLike) -> None:
         """Stop the context's kernel and forget it."""
         self._call(_core.context_request(self._id, "DELETE", context))
-        if _core.context_id(context) == self._exec_context:
-            self._exec_context = None
 
     # Cloudflare-shaped names for the same calls.
     def create_code_context(self, language: Optional[str] = None, cwd: Optional[str] = None) -> Context:
@@ -357,6 +387,296 @@ class CodeSandbox:
             killed = True
         except NotFoundError:
             killed = False
-        self._exec_context = None
         self.close()
         return killed
+
+
+# ---- commands ---------------------------------------------------------------------------------
+
+
+class CommandHandle:
+    """A process started with ``commands.run(..., background=True)`` or attached with
+    ``commands.connect(pid)``. ``wait`` streams its output (from what the server still buffers)
+    until it ends."""
+
+    def __init__(
+        self,
+        sandbox: "CodeSandbox",
+        pid: int,
+        on_stdout: Optional[OutputHandler] = None,
+        on_stderr: Optional[OutputHandler] = None,
+    ) -> None:
+        self._sb = sandbox
+        self.pid = pid
+        self._on_stdout = on_stdout
+        self._on_stderr = on_stderr
+
+    def __repr__(self) -> str:
+        return f"CommandHandle(pid={self.pid})"
+
+    def wait(
+        self, on_stdout: Optional[OutputHandler] = None, on_stderr: Optional[OutputHandler] = None
+    ) -> CommandResult:
+        """Wait for the process to end and return its ``CommandResult``; ``CommandExitError`` when
+        it exited non-zero (a killed process: 128 + the signal's number)."""
+        result = self._sb._stream_command(
+            "GET", _core.command_path(self._sb._id, self.pid, "/stream"), None, None,
+            on_stdout or self._on_stdout, on_stderr or self._on_stderr,
+        )
+        return _core.check_exit(result)
+
+    def kill(self) -> bool:
+        """SIGKILL the process's group; ``False`` when it is already gone."""
+        return self._sb.commands.kill(self.pid)
+
+    def send_stdin(self, data: Union[str, bytes]) -> None:
+        """Write to its stdin (started with ``stdin=True``)."""
+        self._sb.commands.send_stdin(self.pid, data)
+
+    def close_stdin(self) -> None:
+        """Close its stdin (the process sees end of file)."""
+        self._sb.commands.close_stdin(self.pid)
+
+
+class Commands:
+    """``sandbox.commands``: processes run with ``bash -c`` in the sandbox, outside the kernels."""
+
+    def __init__(self, sandbox: "CodeSandbox") -> None:
+        self._sb = sandbox
+
+    def run(
+        self,
+        cmd: str,
+        cwd: Optional[str] = None,
+        envs: Optional[Mapping[str, str]] = None,
+        timeout_ms: Optional[int] = None,
+        on_stdout: Optional[OutputHandler] = None,
+        on_stderr: Optional[OutputHandler] = None,
+        background: bool = False,
+        stdin: bool = False,
+    ) -> Any:
+        """Run ``cmd`` and return its ``CommandResult`` (``CommandExitError`` on a non-zero exit,
+        ``TimeoutError`` past ``timeout_ms``), or with ``background=True`` a ``CommandHandle`` at
+        once. ``stdin=True`` keeps a pipe open for ``send_stdin``."""
+        req = _core.start_command_request(
+            self._sb._id, cmd, cwd=cwd, envs=envs, timeout_ms=timeout_ms,
+            background=background, stdin=stdin,
+        )
+        if background:
+            info = ProcessInfo.from_wire(self._sb._call(req))
+            return CommandHandle(self._sb, info.pid, on_stdout, on_stderr)
+        result = self._sb._stream_command(
+            req.method, req.path, req.json, timeout_ms, on_stdout, on_stderr
+        )
+        return _core.check_exit(result)
+
+    def list(self) -> List[ProcessInfo]:
+        """The sandbox's running processes (and those that finished in the last 60 s)."""
+        rows = self._sb._call(Req("GET", _core.sandbox_path(self._sb._id, "/commands"))) or []
+        return [ProcessInfo.from_wire(r) for r in rows]
+
+    def get(self, pid: int) -> ProcessInfo:
+        return ProcessInfo.from_wire(self._sb._call(Req("GET", _core.command_path(self._sb._id, pid))))
+
+    def connect(
+        self,
+        pid: int,
+        on_stdout: Optional[OutputHandler] = None,
+        on_stderr: Optional[OutputHandler] = None,
+    ) -> CommandHandle:
+        """A handle on a running process (``NotFoundError`` when there is none); its ``wait``
+        replays the buffered output, then streams the rest."""
+        self.get(pid)
+        return CommandHandle(self._sb, pid, on_stdout, on_stderr)
+
+    def kill(self, pid: int) -> bool:
+        """SIGKILL the process's group; ``True`` if signalled, ``False`` if it is gone."""
+        try:
+            self._sb._call(_core.signal_request(self._sb._id, pid))
+            return True
+        except NotFoundError:
+            return False
+
+    def send_stdin(self, pid: int, data: Union[str, bytes]) -> None:
+        self._sb._call(_core.stdin_request(self._sb._id, pid, data))
+
+    def close_stdin(self, pid: int) -> None:
+        self._sb._call(Req("POST", _core.command_path(self._sb._id, pid, "/stdin/close")))
+
+
+# ---- files ------------------------------------------------------------------------------------
+
+
+class WatchHandle:
+    """A running ``files.watch_dir``: a daemon thread calls ``on_event`` for each change until
+    ``stop()``. ``error`` is the exception that ended the watch early, if any."""
+
+    def __init__(self, sandbox: "CodeSandbox", path: str, on_event: Callable[[FilesystemEvent], Any], recursive: bool) -> None:
+        http = sandbox._http
+        request = http.build_request(
+            "GET", _core.files_path(sandbox._id, "/watch"),
+            params=_core.watch_params(path, recursive), headers={"Accept": NDJSON},
+            timeout=sandbox._cfg.execute_timeout(None),
+        )
+        try:
+            resp = http.send(request, stream=True)
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, sandbox._cfg) from e
+        if resp.status_code >= 400:
+            body = resp.read()
+            resp.close()
+            raise error_from_response(resp.status_code, body)
+        self._resp = resp
+        self._on_event = on_event
+        self._stopped = False
+        self.error: Optional[BaseException] = None
+        lines = resp.iter_lines()
+        try:
+            # The first event says the watch is in place: changes after this call are seen.
+            for line in lines:
+                ev = _core.watch_event(line)
+                if ev is not None:
+                    break
+        except BaseException:
+            resp.close()
+            raise
+        self._thread = threading.Thread(target=self._run, args=(lines,), name="lizard-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self, lines: Iterator[str]) -> None:
+        try:
+            for line in lines:
+                if self._stopped:
+                    break
+                ev = _core.watch_event(line)
+                if ev is not None and ev.type != "start":
+                    self._on_event(ev)
+        except BaseException as e:  # noqa: BLE001 - reported through .error
+            if not self._stopped:
+                self.error = e
+        finally:
+            try:
+                self._resp.close()
+            except Exception:
+                pass
+
+    def stop(self) -> None:
+        """End the watch and wait for its thread (unless called from ``on_event``)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            stream = self._resp.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except Exception:
+            pass
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+
+
+class Files:
+    """``sandbox.files``: the sandbox's filesystem. Relative paths resolve against
+    ``/home/user``."""
+
+    def __init__(self, sandbox: "CodeSandbox") -> None:
+        self._sb = sandbox
+
+    def _get(self, rest: str, params: Dict[str, str]) -> Any:
+        return self._sb._call(Req("GET", _core.files_path(self._sb._id, rest), params=params))
+
+    def read(self, path: str, format: str = "text") -> Any:
+        """The file's content: ``str`` (``format='text'``, invalid UTF-8 replaced), ``bytes``
+        (``'bytes'``) or an iterator of ``bytes`` chunks (``'stream'``, not loaded into memory;
+        exhaust or ``close()`` it)."""
+        fmt = _core.read_format(format)
+        http = self._sb._http
+        request = http.build_request(
+            "GET", _core.files_path(self._sb._id), params=_core.path_params(path)
+        )
+        try:
+            resp = http.send(request, stream=True)
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._sb._cfg) from e
+        if resp.status_code >= 400:
+            body = resp.read()
+            resp.close()
+            raise error_from_response(resp.status_code, body)
+        if fmt == "stream":
+            return self._chunks(resp)
+        try:
+            data = resp.read()
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._sb._cfg) from e
+        finally:
+            resp.close()
+        return data.decode("utf-8", "replace") if fmt == "text" else data
+
+    def _chunks(self, resp: httpx.Response) -> Iterator[bytes]:
+        try:
+            for chunk in resp.iter_bytes():
+                yield chunk
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._sb._cfg) from e
+        finally:
+            resp.close()
+
+    def write(self, path: Any, data: Any = None) -> Any:
+        """Write ``data`` (``str`` as UTF-8, ``bytes``, a binary file object or an iterator of
+        ``bytes``, streamed) to ``path``, creating missing parents; returns its ``EntryInfo``.
+        ``write([(path, data), ...])`` writes several and returns a list."""
+        many, items = _core.write_items(path, data)
+        out = []
+        for p, body in items:
+            try:
+                resp = self._sb._http.request(
+                    "PUT", _core.files_path(self._sb._id), params=_core.path_params(p), content=body
+                )
+            except httpx.HTTPError as e:
+                raise _core.transport_error(e, self._sb._cfg) from e
+            if resp.status_code >= 400:
+                raise error_from_response(resp.status_code, resp.content)
+            out.append(EntryInfo.from_wire(resp.json()))
+        return out if many else out[0]
+
+    def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
+        """Entries below ``path``, ``depth`` levels deep, sorted by path."""
+        return _core.entries(self._get("/list", _core.list_params(path, depth)))
+
+    def get_info(self, path: str) -> EntryInfo:
+        """The entry at ``path`` (symlinks not followed); ``NotFoundError`` when missing."""
+        return EntryInfo.from_wire(self._get("/stat", _core.path_params(path)))
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.get_info(path)
+            return True
+        except NotFoundError:
+            return False
+
+    def make_dir(self, path: str) -> bool:
+        """Create a directory and its parents; ``False`` if ``path`` already existed."""
+        try:
+            self._sb._call(Req("POST", _core.files_path(self._sb._id, "/mkdir"), json={"path": _core._path(path)}))
+            return True
+        except ConflictError:
+            return False
+
+    def remove(self, path: str) -> None:
+        """Remove a file, a symlink or a directory with its contents."""
+        self._sb._call(Req("DELETE", _core.files_path(self._sb._id), params=_core.path_params(path)))
+
+    def rename(self, old_path: str, new_path: str) -> EntryInfo:
+        """Move ``old_path`` to ``new_path`` (replacing a file there); returns the moved entry."""
+        return EntryInfo.from_wire(self._sb._call(Req(
+            "POST", _core.files_path(self._sb._id, "/rename"),
+            json={"from": _core._path(old_path), "to": _core._path(new_path)},
+        )))
+
+    def watch_dir(
+        self, path: str, on_event: Callable[[FilesystemEvent], Any], recursive: bool = False
+    ) -> WatchHandle:
+        """Call ``on_event(FilesystemEvent)`` from a background thread for each change under
+        ``path`` until the handle's ``stop()``. Returns once the watch is in place."""
+        return WatchHandle(self._sb, path, on_event, recursive)

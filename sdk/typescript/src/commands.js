@@ -1,0 +1,371 @@
+// `sandbox.commands`: processes started in the sandbox besides kernels (E2B-style `run`, `list`,
+// `connect`, `kill`), over the server's `/v1/sandboxes/{id}/commands` routes. Wire types are the
+// server's (crates/lizard-proto/src/command.rs), converted to camelCase here.
+
+import { NDJSON, ndjsonFrames } from './http.js';
+import {
+  CommandExitError,
+  ConnectionError,
+  InvalidArgumentError,
+  LizardError,
+  NotFoundError,
+  SandboxError,
+  TimeoutError,
+} from './errors.js';
+
+const enc = encodeURIComponent;
+
+/** Signal numbers of the names the agent reports, for `exitCode = 128 + n`. */
+const SIGNALS = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGQUIT: 3,
+  SIGABRT: 6,
+  SIGKILL: 9,
+  SIGUSR1: 10,
+  SIGSEGV: 11,
+  SIGUSR2: 12,
+  SIGPIPE: 13,
+  SIGALRM: 14,
+  SIGTERM: 15,
+};
+
+function isPlainObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function envMap(value) {
+  if (value === undefined || value === null) return undefined;
+  if (!isPlainObject(value)) throw new InvalidArgumentError('envs must be an object of strings');
+  const out = {};
+  for (const [k, v] of Object.entries(value)) if (v !== undefined) out[k] = String(v);
+  return Object.keys(out).length ? out : undefined;
+}
+
+function positiveMs(value, what) {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidArgumentError(`${what} must be a positive number of milliseconds`);
+  }
+  return Math.ceil(value);
+}
+
+async function callback(fn, ...args) {
+  if (typeof fn !== 'function') return;
+  const r = fn(...args);
+  if (r && typeof r.then === 'function') await r;
+}
+
+/** How a process ended, in camelCase. */
+function toEnd(w) {
+  if (!w) return undefined;
+  return {
+    ...(w.exit_code !== undefined && w.exit_code !== null ? { exitCode: w.exit_code } : {}),
+    ...(w.signal ? { signal: w.signal } : {}),
+    timedOut: Boolean(w.timed_out),
+    durationMs: w.duration_ms ?? 0,
+  };
+}
+
+/** A `ProcessInfo` in camelCase. */
+function toProcessInfo(w) {
+  return {
+    pid: w.pid,
+    ...(w.cmd !== undefined ? { cmd: w.cmd } : {}),
+    argv: w.argv ?? [],
+    cwd: w.cwd,
+    envs: w.env ?? {},
+    ...(w.tag !== undefined ? { tag: w.tag } : {}),
+    ...(w.pty ? { pty: { cols: w.pty.cols, rows: w.pty.rows } } : {}),
+    stdin: Boolean(w.stdin),
+    startedAtMs: w.started_at_ms,
+    ...(w.end ? { end: toEnd(w.end) } : {}),
+  };
+}
+
+/** The exit status an `end` event stands for: `exit_code`, or 128 + the signal's number. */
+function exitCodeOf(end) {
+  if (end.exit_code !== undefined && end.exit_code !== null) return end.exit_code;
+  if (end.signal) return 128 + (SIGNALS[end.signal] ?? SIGNALS[`SIG${end.signal}`] ?? 0);
+  return -1;
+}
+
+/** Accumulates a command's events into a {@link CommandResult}. */
+class Fold {
+  constructor() {
+    this.pid = undefined;
+    this.stdout = '';
+    this.stderr = '';
+    this.end = undefined;
+  }
+
+  result() {
+    const e = this.end ?? {};
+    return {
+      pid: this.pid,
+      exitCode: this.end ? exitCodeOf(e) : -1,
+      stdout: this.stdout,
+      stderr: this.stderr,
+      ...(e.signal ? { signal: e.signal } : {}),
+      timedOut: Boolean(e.timed_out),
+      durationMs: e.duration_ms ?? 0,
+    };
+  }
+}
+
+/**
+ * Read a command event stream to its end, calling the callbacks in order. `onStart(pid)` is called
+ * at the `start` event. Resolves to the fold; throws when the stream breaks or ends without `end`.
+ */
+async function consume(body, opts, fold, onStart) {
+  let callbackFailed = false;
+  const call = async (fn, ...args) => {
+    try {
+      await callback(fn, ...args);
+    } catch (err) {
+      callbackFailed = true;
+      throw err;
+    }
+  };
+  try {
+    for await (const frame of ndjsonFrames(body)) {
+      switch (frame.type) {
+        case 'start':
+          fold.pid = frame.pid;
+          await call(onStart, frame.pid);
+          break;
+        case 'stdout':
+          fold.stdout += frame.text ?? '';
+          await call(opts.onStdout, frame.text ?? '');
+          break;
+        case 'stderr':
+          fold.stderr += frame.text ?? '';
+          await call(opts.onStderr, frame.text ?? '');
+          break;
+        case 'end':
+          fold.end = frame;
+          break;
+        default:
+          break; // unknown event types are ignored
+      }
+    }
+  } catch (err) {
+    if (callbackFailed || err instanceof LizardError) throw err;
+    if (opts.signal?.aborted && err === opts.signal.reason) throw err;
+    throw new ConnectionError(`the connection broke while reading the command's output: ${err?.message ?? err}`, {
+      cause: err,
+    });
+  }
+  if (!fold.end) {
+    throw new SandboxError("the command's stream ended before its `end` event (the server or sandbox went away)", {
+      code: 'stream_ended',
+    });
+  }
+  return fold;
+}
+
+/** The text or bytes of `data` as the stdin request body. */
+function inputBody(data) {
+  if (typeof data === 'string') return { data };
+  if (data instanceof Uint8Array) return { data_b64: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64') };
+  if (data instanceof ArrayBuffer) return { data_b64: Buffer.from(data).toString('base64') };
+  throw new InvalidArgumentError('stdin data must be a string or a Uint8Array');
+}
+
+/**
+ * A running (or finished) command: `pid`, `wait()`, `kill()`, `sendStdin(data)`, `closeStdin()`.
+ * Output received so far is in `stdout` / `stderr`; `exitCode` once it ended.
+ */
+export class CommandHandle {
+  /**
+   * @param {Commands} commands
+   * @param {number} pid
+   * @param {ReadableStream<Uint8Array>} body the process's event stream
+   * @param {{ onStdout?: Function, onStderr?: Function }} opts
+   * @param {string} [command]
+   */
+  constructor(commands, pid, body, opts, command) {
+    this.pid = pid;
+    Object.defineProperty(this, '_commands', { value: commands });
+    Object.defineProperty(this, '_command', { value: command });
+    const fold = new Fold();
+    fold.pid = pid;
+    Object.defineProperty(this, '_fold', { value: fold });
+    // Settles to `{ result }` or `{ error }`: never rejects, so an unawaited handle is harmless.
+    Object.defineProperty(this, '_done', {
+      value: consume(body, opts, fold).then(
+        (f) => ({ result: f.result() }),
+        (error) => ({ error }),
+      ),
+    });
+  }
+
+  /** Output received so far. */
+  get stdout() {
+    return this._fold.stdout;
+  }
+
+  get stderr() {
+    return this._fold.stderr;
+  }
+
+  /** The exit status once the command ended, `undefined` while it runs. */
+  get exitCode() {
+    return this._fold.end ? exitCodeOf(this._fold.end) : undefined;
+  }
+
+  /**
+   * Wait for the command to end. Resolves to its {@link CommandResult}; a non-zero exit (or a
+   * signal) rejects with a `CommandExitError` carrying the result.
+   */
+  async wait() {
+    const { result, error } = await this._done;
+    if (error) throw error;
+    if (result.exitCode !== 0) throw new CommandExitError(result, this._command);
+    return result;
+  }
+
+  /** Kill the command (SIGKILL to its process group). `true` if it was running, `false` if gone. */
+  kill() {
+    return this._commands.kill(this.pid);
+  }
+
+  /** Write to the command's stdin (it must have been started with `stdin: true`). */
+  sendStdin(data) {
+    return this._commands.sendStdin(this.pid, data);
+  }
+
+  /** Close the command's stdin (end of input). */
+  closeStdin() {
+    return this._commands.closeStdin(this.pid);
+  }
+}
+
+/** `sandbox.commands`. */
+export class Commands {
+  /** @param {import('./sandbox.js').CodeSandbox} sandbox */
+  constructor(sandbox) {
+    Object.defineProperty(this, '_sandbox', { value: sandbox });
+  }
+
+  get _http() {
+    return this._sandbox._http;
+  }
+
+  get _base() {
+    return `${this._sandbox._base}/commands`;
+  }
+
+  /**
+   * Run a shell command (`bash -c cmd`). In the foreground it resolves to `{ exitCode, stdout,
+   * stderr, … }` when the command ends and throws a `CommandExitError` on a non-zero exit (a
+   * `TimeoutError` with `.result` past `timeoutMs`); with `background: true` it resolves to a
+   * {@link CommandHandle} as soon as the process exists.
+   */
+  async run(cmd, opts = {}) {
+    if (typeof cmd !== 'string' || !cmd) throw new InvalidArgumentError('commands.run takes the command as a string');
+    if (!isPlainObject(opts)) throw new InvalidArgumentError('commands.run options must be an object');
+    const { fold, timeoutMs } = await this._start(cmd, opts);
+    if (fold instanceof CommandHandle) return fold;
+    const result = fold.result();
+    if (result.timedOut) {
+      const t = new TimeoutError(`command timed out after ${timeoutMs} ms: ${cmd}`);
+      t.result = result;
+      throw t;
+    }
+    if (result.exitCode !== 0) throw new CommandExitError(result, cmd);
+    return result;
+  }
+
+  /**
+   * Start a command: for `background`, a handle; otherwise the fold of its whole stream. Shared by
+   * `run` and `CodeSandbox.exec` (which does not throw on a non-zero exit).
+   */
+  async _start(cmd, opts) {
+    const body = { cmd };
+    if (opts.cwd !== undefined && opts.cwd !== null) body.cwd = String(opts.cwd);
+    const env = envMap(opts.envs ?? opts.env);
+    if (env) body.env = env;
+    const timeoutMs = positiveMs(opts.timeoutMs, 'timeoutMs');
+    if (timeoutMs !== undefined) body.timeout_ms = timeoutMs;
+    const stdinData = opts.stdin !== undefined && opts.stdin !== null && opts.stdin !== false && opts.stdin !== true
+      ? inputBody(opts.stdin)
+      : undefined;
+    if (opts.stdin !== undefined && opts.stdin !== null && opts.stdin !== false) body.stdin = true;
+    if (opts.user !== undefined) body.user = opts.user;
+    if (opts.tag !== undefined) body.tag = opts.tag;
+
+    if (opts.background) {
+      body.background = true;
+      const info = await this._http.json('POST', this._base, body);
+      const handle = await this._connect(info.pid, opts, cmd);
+      if (stdinData) {
+        await this._http.json('POST', `${this._base}/${info.pid}/stdin`, stdinData);
+        await this.closeStdin(info.pid);
+      }
+      return { fold: handle, timeoutMs };
+    }
+
+    const { res } = await this._http.send('POST', this._base, {
+      body,
+      accept: NDJSON,
+      signal: opts.signal,
+      timeoutMs: opts.requestTimeoutMs ?? null,
+    });
+    const fold = new Fold();
+    // Given data for stdin: write it as soon as the process exists, then close the pipe.
+    const onStart = stdinData
+      ? async (pid) => {
+          await this._http.json('POST', `${this._base}/${pid}/stdin`, stdinData);
+          await this.closeStdin(pid);
+        }
+      : undefined;
+    await consume(res.body, opts, fold, onStart);
+    return { fold, timeoutMs };
+  }
+
+  async _connect(pid, opts, command) {
+    const { res } = await this._http.send('GET', `${this._base}/${enc(String(pid))}/stream`, {
+      accept: NDJSON,
+      signal: opts.signal,
+      timeoutMs: null,
+    });
+    return new CommandHandle(this, pid, res.body, opts, command);
+  }
+
+  /** Running processes (and those that ended in the last 60 s, with `end`). */
+  async list() {
+    const list = await this._http.json('GET', this._base);
+    return list.map(toProcessInfo);
+  }
+
+  /**
+   * Reattach to a running process's output: what is still buffered is replayed, then live output.
+   * @param {number} pid
+   */
+  async connect(pid, opts = {}) {
+    if (!Number.isInteger(pid) || pid <= 0) throw new InvalidArgumentError('commands.connect takes a pid');
+    return this._connect(pid, opts);
+  }
+
+  /** Kill a process (SIGKILL to its group): `true` if it was killed, `false` if it did not exist. */
+  async kill(pid) {
+    try {
+      await this._http.json('POST', `${this._base}/${enc(String(pid))}/signal`, { signal: 'SIGKILL' });
+      return true;
+    } catch (err) {
+      if (err instanceof NotFoundError) return false;
+      throw err;
+    }
+  }
+
+  /** Write text or bytes to a process's stdin. */
+  async sendStdin(pid, data) {
+    await this._http.json('POST', `${this._base}/${enc(String(pid))}/stdin`, inputBody(data));
+  }
+
+  /** Close a process's stdin. */
+  async closeStdin(pid) {
+    await this._http.json('POST', `${this._base}/${enc(String(pid))}/stdin/close`);
+  }
+}
