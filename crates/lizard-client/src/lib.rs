@@ -14,9 +14,9 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use lizard_proto::{
-    Context, CreateContextRequest, CreateProjectRequest, CreateSandboxRequest, ErrorBody,
-    EventFrame, ExecuteRequest, Execution, ProjectCreated, ProjectUsage, SandboxInfo,
-    SetTimeoutRequest, NDJSON,
+    CommandEvent, Context, CreateContextRequest, CreateProjectRequest, CreateSandboxRequest,
+    EntryInfo, ErrorBody, EventFrame, ExecuteRequest, Execution, ProjectCreated, ProjectUsage,
+    SandboxInfo, SetTimeoutRequest, StartCommandRequest, NDJSON,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -329,6 +329,128 @@ impl Client {
         Ok(ex)
     }
 
+    // --- commands and files -------------------------------------------------------------------
+
+    /// Run a shell command in the sandbox; its events arrive as the server streams them.
+    pub async fn run_command(
+        &self,
+        sandbox: &str,
+        req: &StartCommandRequest,
+    ) -> Result<
+        impl Stream<Item = Result<CommandEvent, ClientError>> + Send + Unpin + 'static,
+        ClientError,
+    > {
+        let body = serde_json::to_vec(req)?;
+        let resp = self
+            .send(
+                Method::POST,
+                &format!("/v1/sandboxes/{}/commands", encode_component(sandbox)),
+                Some(body),
+                NDJSON,
+            )
+            .await?;
+        Ok(Box::pin(ndjson_frames(resp.into_body())))
+    }
+
+    /// A file's bytes, streamed.
+    pub async fn read_file(
+        &self,
+        sandbox: &str,
+        path: &str,
+    ) -> Result<impl Stream<Item = Result<Bytes, ClientError>> + Send + Unpin + 'static, ClientError>
+    {
+        let resp = self
+            .send(
+                Method::GET,
+                &format!(
+                    "/v1/sandboxes/{}/files?path={}",
+                    encode_component(sandbox),
+                    encode_component(path)
+                ),
+                None,
+                "application/octet-stream",
+            )
+            .await?;
+        Ok(Box::pin(stream::unfold(
+            resp.into_body(),
+            |mut body| async move {
+                loop {
+                    match body.frame().await {
+                        Some(Ok(f)) => {
+                            if let Ok(data) = f.into_data() {
+                                return Some((Ok(data), body));
+                            }
+                        }
+                        Some(Err(e)) => return Some((Err(ClientError::Body(e)), body)),
+                        None => return None,
+                    }
+                }
+            },
+        )))
+    }
+
+    /// Write `data` to a file (parents created, replaced atomically).
+    pub async fn write_file(
+        &self,
+        sandbox: &str,
+        path: &str,
+        data: Vec<u8>,
+    ) -> Result<EntryInfo, ClientError> {
+        let req = Request::builder()
+            .method(Method::PUT)
+            .uri(format!(
+                "{}/v1/sandboxes/{}/files?path={}",
+                self.base,
+                encode_component(sandbox),
+                encode_component(path)
+            ))
+            .header("authorization", format!("Bearer {}", self.key))
+            .header("content-type", "application/octet-stream")
+            .body(Full::new(Bytes::from(data)))
+            .map_err(|e| ClientError::Config(e.to_string()))?;
+        let resp = self.http.request(req).await?;
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        if !(200..300).contains(&status) {
+            let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| {
+                ErrorBody::new(lizard_proto::ErrorCode::Internal, format!("HTTP {status}"))
+            });
+            return Err(ClientError::Api { status, body });
+        }
+        Ok(serde_json::from_slice(&bytes)?)
+    }
+
+    pub async fn list_files(
+        &self,
+        sandbox: &str,
+        path: &str,
+        depth: u32,
+    ) -> Result<Vec<EntryInfo>, ClientError> {
+        self.call::<(), _>(
+            Method::GET,
+            &format!(
+                "/v1/sandboxes/{}/files/list?path={}&depth={depth}",
+                encode_component(sandbox),
+                encode_component(path)
+            ),
+            None,
+        )
+        .await
+    }
+
+    pub async fn remove_file(&self, sandbox: &str, path: &str) -> Result<(), ClientError> {
+        self.call::<(), ()>(
+            Method::DELETE,
+            &format!(
+                "/v1/sandboxes/{}/files?path={}",
+                encode_component(sandbox),
+                encode_component(path)
+            ),
+            None,
+        )
+        .await
+    }
+
     // --- projects and usage ---------------------------------------------------------------------
 
     pub async fn create_project(&self, name: &str) -> Result<ProjectCreated, ClientError> {
@@ -373,8 +495,10 @@ impl Client {
     }
 }
 
-/// Split a streamed body into NDJSON frames.
-fn ndjson_frames(body: Incoming) -> impl Stream<Item = Result<EventFrame, ClientError>> + Send {
+/// Split a streamed body into NDJSON values.
+fn ndjson_frames<T: DeserializeOwned + Send + 'static>(
+    body: Incoming,
+) -> impl Stream<Item = Result<T, ClientError>> + Send {
     stream::unfold(
         (body, Vec::<u8>::new(), false),
         |(mut body, mut buf, mut done)| async move {
@@ -384,8 +508,7 @@ fn ndjson_frames(body: Incoming) -> impl Stream<Item = Result<EventFrame, Client
                     if line.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
-                    let item =
-                        serde_json::from_slice::<EventFrame>(&line).map_err(ClientError::from);
+                    let item = serde_json::from_slice::<T>(&line).map_err(ClientError::from);
                     return Some((item, (body, buf, done)));
                 }
                 if done {
@@ -393,8 +516,7 @@ fn ndjson_frames(body: Incoming) -> impl Stream<Item = Result<EventFrame, Client
                         return None;
                     }
                     let rest = std::mem::take(&mut buf);
-                    let item =
-                        serde_json::from_slice::<EventFrame>(&rest).map_err(ClientError::from);
+                    let item = serde_json::from_slice::<T>(&rest).map_err(ClientError::from);
                     return Some((item, (body, buf, done)));
                 }
                 match body.frame().await {

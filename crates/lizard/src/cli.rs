@@ -158,6 +158,56 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    #[arg(long)]
+    sandbox: String,
+    #[arg(long)]
+    cwd: Option<String>,
+    /// Environment variable for this command (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// The shell command (run with `bash -c` as the sandbox user).
+    command: String,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum FilesCommand {
+    /// List a directory.
+    Ls {
+        #[arg(long)]
+        sandbox: String,
+        #[arg(default_value = ".")]
+        path: String,
+        #[arg(long, default_value_t = 1)]
+        depth: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a file's bytes to stdout.
+    Cat {
+        #[arg(long)]
+        sandbox: String,
+        path: String,
+    },
+    /// Write stdin (or --from FILE) into a file in the sandbox.
+    Put {
+        #[arg(long)]
+        sandbox: String,
+        path: String,
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
+    /// Remove a file or directory.
+    Rm {
+        #[arg(long)]
+        sandbox: String,
+        path: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
 pub struct UsageArgs {
     /// Project (default: the key's own; required for an admin key).
     #[arg(long)]
@@ -517,5 +567,112 @@ pub fn usage(conn: &Conn, args: UsageArgs) -> Result<()> {
             t.executions
         );
         Ok(())
+    })
+}
+
+/// `lizard exec`: one shell command; output streams; exits with the command's status.
+pub fn exec(conn: &Conn, args: ExecArgs) -> Result<i32> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        let req = lizard_proto::StartCommandRequest {
+            cmd: Some(args.command.clone()),
+            cwd: args.cwd.clone(),
+            env: pairs(&args.env, "env")?,
+            timeout_ms: args.timeout_ms,
+            base64: true,
+            ..Default::default()
+        };
+        let mut events = c.run_command(&args.sandbox, &req).await?;
+        let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+        let mut code = 1;
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        while let Some(ev) = events.next().await {
+            match ev? {
+                lizard_proto::CommandEvent::Stdout { text, data_b64 } => {
+                    let bytes = data_b64
+                        .and_then(|d| b64.decode(d).ok())
+                        .unwrap_or_else(|| text.into_bytes());
+                    out.write_all(&bytes)?;
+                    out.flush()?;
+                }
+                lizard_proto::CommandEvent::Stderr { text, data_b64 } => {
+                    let bytes = data_b64
+                        .and_then(|d| b64.decode(d).ok())
+                        .unwrap_or_else(|| text.into_bytes());
+                    err.write_all(&bytes)?;
+                    err.flush()?;
+                }
+                lizard_proto::CommandEvent::End(end) => {
+                    if end.timed_out {
+                        eprintln!("lizard: the command timed out");
+                    }
+                    code = end.exit_code.unwrap_or(128 + 9);
+                }
+                lizard_proto::CommandEvent::Start { .. } => {}
+            }
+        }
+        Ok(code)
+    })
+}
+
+pub fn files(conn: &Conn, cmd: FilesCommand) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        match cmd {
+            FilesCommand::Ls {
+                sandbox,
+                path,
+                depth,
+                json,
+            } => {
+                let entries = c.list_files(&sandbox, &path, depth).await?;
+                if json {
+                    return print_json(&entries);
+                }
+                for e in entries {
+                    let kind = serde_json::to_value(e.file_type)?;
+                    println!(
+                        "{:<10} {:>10} {:<8} {}",
+                        e.permissions,
+                        e.size,
+                        kind.as_str().unwrap_or(""),
+                        e.path
+                    );
+                }
+                Ok(())
+            }
+            FilesCommand::Cat { sandbox, path } => {
+                let mut s = c.read_file(&sandbox, &path).await?;
+                let mut out = std::io::stdout();
+                while let Some(chunk) = s.next().await {
+                    out.write_all(&chunk?)?;
+                }
+                out.flush()?;
+                Ok(())
+            }
+            FilesCommand::Put {
+                sandbox,
+                path,
+                from,
+            } => {
+                let data = match from {
+                    Some(f) => {
+                        std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?
+                    }
+                    None => {
+                        let mut v = Vec::new();
+                        std::io::stdin().read_to_end(&mut v)?;
+                        v
+                    }
+                };
+                c.write_file(&sandbox, &path, data).await?;
+                Ok(())
+            }
+            FilesCommand::Rm { sandbox, path } => {
+                c.remove_file(&sandbox, &path).await?;
+                Ok(())
+            }
+        }
     })
 }

@@ -55,6 +55,20 @@ enum Command {
         #[command(flatten)]
         args: cli::RunArgs,
     },
+    /// Run one shell command in a sandbox, streaming its output; exits with its status.
+    Exec {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(flatten)]
+        args: cli::ExecArgs,
+    },
+    /// Files in a sandbox: ls, cat, put, rm.
+    Files {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(subcommand)]
+        command: cli::FilesCommand,
+    },
     /// Manage a sandbox's contexts.
     Context {
         #[command(flatten)]
@@ -156,6 +170,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Sandbox { conn, command } => ok(cli::sandbox(&conn, command)),
         Command::Run { conn, args } => cli::run(&conn, args),
+        Command::Exec { conn, args } => cli::exec(&conn, args),
+        Command::Files { conn, command } => ok(cli::files(&conn, command)),
         Command::Context { conn, command } => ok(cli::context(&conn, command)),
         Command::Usage { conn, args } => ok(cli::usage(&conn, args)),
         Command::Bench(args) => {

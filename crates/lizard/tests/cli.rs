@@ -156,3 +156,60 @@ async fn rust_client_streams_events_as_they_happen() {
     assert_eq!(err.code(), Some(lizard_proto::ErrorCode::NotFound));
     c.kill_sandbox(&sb.sandbox_id).await.unwrap();
 }
+
+#[tokio::test]
+async fn exec_and_files_commands() {
+    let s = Server::start();
+    let (_, id, _) = lizard(&s, &["sandbox", "create"], None);
+    let id = id.trim().to_string();
+    let (code, out, err) = lizard(
+        &s,
+        &["exec", "--sandbox", &id, "echo hi; echo oops >&2; exit 7"],
+        None,
+    );
+    assert_eq!((code, out.as_str(), err.as_str()), (7, "hi\n", "oops\n"));
+    let (code, out, _) = lizard(
+        &s,
+        &[
+            "exec",
+            "--sandbox",
+            &id,
+            "--env",
+            "A=1",
+            "--cwd",
+            "/tmp",
+            "echo $A $PWD",
+        ],
+        None,
+    );
+    assert_eq!((code, out.as_str()), (0, "1 /tmp\n"));
+    assert_eq!(
+        lizard(
+            &s,
+            &["files", "put", "--sandbox", &id, "dir/note.txt"],
+            Some("some text\n")
+        )
+        .0,
+        0
+    );
+    let (_, out, _) = lizard(
+        &s,
+        &["files", "cat", "--sandbox", &id, "dir/note.txt"],
+        None,
+    );
+    assert_eq!(out, "some text\n");
+    let (_, out, _) = lizard(&s, &["files", "ls", "--sandbox", &id, "dir"], None);
+    assert!(out.contains("note.txt") && out.contains("10"), "{out}");
+    assert_eq!(
+        lizard(&s, &["files", "rm", "--sandbox", &id, "dir/note.txt"], None).0,
+        0
+    );
+    let (code, _, err) = lizard(
+        &s,
+        &["files", "cat", "--sandbox", &id, "dir/note.txt"],
+        None,
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "{err}");
+    s.kill_all().await;
+}
