@@ -34,7 +34,7 @@ function isPlainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-function envMap(value) {
+export function envMap(value) {
   if (value === undefined || value === null) return undefined;
   if (!isPlainObject(value)) throw new InvalidArgumentError('envs must be an object of strings');
   const out = {};
@@ -42,7 +42,7 @@ function envMap(value) {
   return Object.keys(out).length ? out : undefined;
 }
 
-function positiveMs(value, what) {
+export function positiveMs(value, what) {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
     throw new InvalidArgumentError(`${what} must be a positive number of milliseconds`);
@@ -84,7 +84,7 @@ function toProcessInfo(w) {
 }
 
 /** The exit status an `end` event stands for: `exit_code`, or 128 + the signal's number. */
-function exitCodeOf(end) {
+export function exitCodeOf(end) {
   if (end.exit_code !== undefined && end.exit_code !== null) return end.exit_code;
   if (end.signal) return 128 + (SIGNALS[end.signal] ?? SIGNALS[`SIG${end.signal}`] ?? 0);
   return -1;

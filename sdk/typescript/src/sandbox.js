@@ -1,13 +1,14 @@
 // `CodeSandbox`: one Lizard sandbox and everything a client does with it — lifecycle (create,
 // connect, pause, resume, kill, timeout, info), contexts, `runCode` (always streamed, callbacks as
 // frames arrive), the Cloudflare-style aliases (`createCodeContext`, …), `exec` for shell
-// commands, and the `commands` (commands.js) and `files` (files.js) namespaces. It does not
+// commands, and the `commands` (commands.js), `pty` (pty.js) and `files` (files.js) namespaces. It does not
 // re-implement the wire types: they are the server's (see crates/lizard-proto), converted to
 // camelCase at this boundary.
 
 import { Commands } from './commands.js';
 import { Execution } from './execution.js';
 import { Files } from './files.js';
+import { Pty } from './pty.js';
 import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
 import {
   ConnectionError,
@@ -131,6 +132,8 @@ export class CodeSandbox {
     Object.defineProperty(this, '_info', { value: info ? toInfo(info) : undefined, writable: true });
     /** Shell commands and processes: `run`, `list`, `connect`, `kill`. */
     Object.defineProperty(this, 'commands', { value: new Commands(this), enumerable: true });
+    /** Interactive terminals: `create`, `connect`, `sendInput`, `resize`, `kill`. */
+    Object.defineProperty(this, 'pty', { value: new Pty(this), enumerable: true });
     /** The sandbox's filesystem: `read`, `write`, `list`, `watchDir`, … */
     Object.defineProperty(this, 'files', { value: new Files(this), enumerable: true });
   }

@@ -1,6 +1,7 @@
 // The SDK's behaviour against a real `lizard serve`: live streaming (timestamps), rich results
 // (matplotlib PNG, DataFrame HTML, `data`), cell errors, contexts CRUD, typed errors, `exec` exit
-// codes, `commands` (run, stdin, background, kill, connect, list), `files` (read/write text and
+// codes, `commands` (run, stdin, background, kill, connect, list), `pty` (input, resize, exit,
+// kill, connect), `files` (read/write text and
 // bytes, list, exists, makeDir, remove, rename, getInfo, watchDir), per-run env and timeouts,
 // cancellation. Lifecycle (pause,
 // connect, kill) is in lifecycle.test.js; the seed snippets in seeds-*.test.js.
@@ -507,6 +508,75 @@ describe('commands', () => {
     assert.equal(r.stdout, 'first\nsecond\n');
     assert.equal(seen.join(''), 'first\nsecond\n');
     assert.equal((await h.wait()).stdout, 'first\nsecond\n');
+  });
+});
+
+describe('pty', () => {
+  /** Resolves once the terminal's output so far (as text) matches `re`. */
+  function collector() {
+    const chunks = [];
+    let waiters = [];
+    const text = () => Buffer.concat(chunks).toString('utf8');
+    return {
+      onData: (b) => {
+        assert.ok(b instanceof Uint8Array);
+        chunks.push(b);
+        for (const w of waiters) w();
+      },
+      text,
+      until: (re, ms = 20_000) =>
+        new Promise((resolve, reject) => {
+          const check = () => {
+            if (re.test(text())) {
+              clearTimeout(timer);
+              waiters = waiters.filter((w) => w !== check);
+              resolve(text());
+            }
+          };
+          const timer = setTimeout(() => reject(new Error(`no ${re} in terminal output: ${JSON.stringify(text())}`)), ms);
+          waiters.push(check);
+          check();
+        }),
+    };
+  }
+
+  test('bash on a terminal: input, resize, exit code', async () => {
+    const out = collector();
+    const term = await sandbox.pty.create({ cols: 80, rows: 24, onData: out.onData, envs: { PTY_VAR: 'pv' } });
+    assert.ok(Number.isInteger(term.pid) && term.pid > 0);
+    assert.equal(term.exitCode, undefined);
+    await term.sendInput('echo $((6*7)) $PTY_VAR\r');
+    await out.until(/42 pv/);
+    await term.sendInput(new TextEncoder().encode('stty size\r'));
+    await out.until(/24 80/);
+    await term.resize({ cols: 100, rows: 40 });
+    await term.sendInput('stty size\r');
+    await out.until(/40 100/);
+    const listed = (await sandbox.commands.list()).find((p) => p.pid === term.pid);
+    assert.deepEqual(listed?.pty, { cols: 100, rows: 40 });
+    await term.sendInput('exit 3\r');
+    const r = await term.wait();
+    assert.equal(r.exitCode, 3);
+    assert.equal(r.pid, term.pid);
+    assert.equal(term.exitCode, 3);
+  });
+
+  test('a command on a terminal sees a tty; kill; connect replays; bad sizes are rejected', async () => {
+    const out = collector();
+    const t = await sandbox.pty.create({ cols: 50, rows: 10, cmd: 'tty -s && echo is-a-tty; sleep 60', cwd: '/tmp', onData: out.onData });
+    await out.until(/is-a-tty/);
+    const again = collector();
+    const re = await sandbox.pty.connect(t.pid, { onData: again.onData });
+    assert.equal(re.pid, t.pid);
+    await again.until(/is-a-tty/);
+    assert.equal(await t.kill(), true);
+    const r = await t.wait();
+    assert.equal(r.signal, 'SIGKILL');
+    assert.equal(r.exitCode, 137);
+    assert.equal((await re.wait()).exitCode, 137);
+    assert.equal(await sandbox.pty.kill(999999), false);
+    await assert.rejects(sandbox.pty.create({ cols: 0, rows: 10 }), InvalidArgumentError);
+    await assert.rejects(t.resize({ cols: 80 }), InvalidArgumentError);
   });
 });
 

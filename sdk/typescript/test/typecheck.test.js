@@ -72,7 +72,7 @@ import {
   CodeSandbox, Execution, Result, ExecutionError, LizardError, NotFoundError, AuthenticationError,
   InvalidArgumentError, TimeoutError, SandboxError, ConflictError, RateLimitError, ConnectionError,
   DEFAULT_TEMPLATE, DEFAULT_API_URL, CommandExitError, type Context, type ExecResult, type CommandResult,
-  type CommandHandle, type EntryInfo, type FilesystemEvent, type ProcessInfo,
+  type CommandHandle, type EntryInfo, type FilesystemEvent, type ProcessInfo, type PtyHandle, type PtyResult,
 } from '@lizard-build/sdk';
 import * as sdk from '@lizard-build/sdk';
 
@@ -120,6 +120,18 @@ try { await bg.wait(); } catch (e) { if (e instanceof CommandExitError) console.
 const procs: ProcessInfo[] = await sandbox.commands.list();
 const re: CommandHandle = await sandbox.commands.connect(bg.pid, { onStdout: () => {} });
 const killedPid: boolean = await sandbox.commands.kill(re.pid);
+const term: PtyHandle = await sandbox.pty.create({ cols: 80, rows: 24, onData: (d: Uint8Array) => d.byteLength, cmd: 'bash', cwd: '/', envs: { A: 'b' } });
+await term.sendInput('ls\\r');
+await term.sendInput(new Uint8Array([3]));
+await term.resize({ cols: 100, rows: 40 });
+const ptyEnd: PtyResult = await term.wait();
+const ptyCode: number = ptyEnd.exitCode;
+const ptyKilled: boolean = (await term.kill()) && (await sandbox.pty.kill(term.pid));
+await sandbox.pty.connect(term.pid, { onData: () => {} });
+// @ts-expect-error onData gets bytes, not a string
+await sandbox.pty.create({ cols: 80, rows: 24, onData: (d: string) => d });
+// @ts-expect-error rows is required
+await sandbox.pty.create({ cols: 80 });
 const text: string = await sandbox.files.read('a');
 const bytes: Uint8Array = await sandbox.files.read('a', { format: 'bytes' });
 const stream: ReadableStream<Uint8Array> = await sandbox.files.read('a', { format: 'stream' });
@@ -152,7 +164,7 @@ await CodeSandbox.create({ project: 'p', nope: 1 });
 // @ts-expect-error exec resolves to an ExecResult, not an Execution
 const bad2: Execution = await sandbox.exec('ls');
 void [declared, names, out, n, ok, data, fmts, png, err, all, cfId, cfLang, code, state, killed, codeStr, bad1, bad2, bad3];
-void [cr, procs, killedPid, text, stream, written, many, entries, flags, moved, mtime];
+void [ptyCode, ptyKilled, cr, procs, killedPid, text, stream, written, many, entries, flags, moved, mtime];
 `;
 
 test('every snippet program type-checks against the declarations (tsc --noEmit)', async () => {

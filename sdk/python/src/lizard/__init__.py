@@ -38,8 +38,8 @@ from .models import (
     SandboxInfo,
     SandboxLimits,
 )
-from .sandbox import CodeSandbox, CommandHandle, WatchHandle
-from .async_sandbox import AsyncCommandHandle, AsyncWatchHandle
+from .sandbox import CodeSandbox, CommandHandle, PtyHandle, WatchHandle
+from .async_sandbox import AsyncCommandHandle, AsyncPtyHandle, AsyncWatchHandle
 
 __all__ = [
     "__version__",
@@ -47,6 +47,8 @@ __all__ = [
     "AsyncCodeSandbox",
     "CommandHandle",
     "AsyncCommandHandle",
+    "PtyHandle",
+    "AsyncPtyHandle",
     "WatchHandle",
     "AsyncWatchHandle",
     "Execution",

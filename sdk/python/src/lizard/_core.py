@@ -3,7 +3,7 @@
 It resolves the configuration (arguments, then ``LIZARD_API_URL`` / ``LIZARD_API_KEY``), builds
 every request (method, path, JSON body) and validates arguments before anything is sent, folds the
 NDJSON execution stream (``ExecutionFold``) and command stream (``CommandFold``), builds the
-``/commands`` and ``/files`` requests, and maps transport failures to SDK exceptions.
+``/commands``, ``/pty`` and ``/files`` requests, and maps transport failures to SDK exceptions.
 
 It never sends a request, never calls a user callback and never sleeps: ``sandbox.py`` and
 ``async_sandbox.py`` do the I/O around it, so both clients behave identically by construction.
@@ -504,6 +504,118 @@ def check_exit(result: CommandResult) -> CommandResult:
     if result.exit_code != 0:
         raise CommandExitError(result)
     return result
+
+
+# ---- terminals ------------------------------------------------------------------------------
+
+
+def _cells(name: str, n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 4096:
+        raise InvalidArgumentError(f"{name} must be an int in 1..4096, not {n!r}", code="invalid_argument")
+    return n
+
+
+def start_pty_request(
+    sandbox_id: str,
+    *,
+    cols: int,
+    rows: int,
+    cmd: Optional[str],
+    cwd: Optional[str],
+    envs: Optional[Mapping[str, str]],
+    timeout_ms: Optional[int] = None,
+) -> Req:
+    """``POST /pty``: ``cmd`` (``bash -c``) or, without one, an interactive ``bash -i`` on a new
+    terminal of ``cols`` x ``rows`` cells."""
+    body: Dict[str, Any] = {"cols": _cells("cols", cols), "rows": _cells("rows", rows)}
+    if cmd is not None:
+        if not isinstance(cmd, str) or not cmd:
+            raise InvalidArgumentError(f"cmd must be a non-empty str, not {cmd!r}", code="invalid_argument")
+        body["cmd"] = cmd
+    if cwd is not None:
+        body["cwd"] = str(cwd)
+    env = _str_map("envs", envs)
+    if env:
+        body["env"] = env
+    t = _ms("timeout_ms", timeout_ms)
+    if t is not None:
+        body["timeout_ms"] = t
+    return Req("POST", sandbox_path(sandbox_id, "/pty"), json=body)
+
+
+def pty_path(sandbox_id: str, pid: int, action: str) -> str:
+    return sandbox_path(sandbox_id, f"/pty/{_pid(pid)}{action}")
+
+
+def pty_input_request(sandbox_id: str, pid: int, data: Union[str, bytes]) -> Req:
+    """``POST /pty/{pid}/input``: keystrokes (``\\r`` is Enter, ``\\x03`` Ctrl-C)."""
+    if isinstance(data, str):
+        body = {"data": data}
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        body = {"data_b64": base64.b64encode(bytes(data)).decode("ascii")}
+    else:
+        raise InvalidArgumentError(f"terminal input must be str or bytes, not {type(data).__name__}", code="invalid_argument")
+    return Req("POST", pty_path(sandbox_id, pid, "/input"), json=body)
+
+
+def pty_resize_request(sandbox_id: str, pid: int, cols: int, rows: int) -> Req:
+    return Req("POST", pty_path(sandbox_id, pid, "/resize"),
+               json={"cols": _cells("cols", cols), "rows": _cells("rows", rows)})
+
+
+class PtyFold:
+    """Folds a terminal's NDJSON ``CommandEvent``s: ``feed_line`` returns the raw bytes of a
+    ``stdout`` chunk (from ``data_b64``, else the UTF-8 of ``text``), else ``None``; ``pid`` comes
+    from ``start``, ``exit_code`` from ``end`` (128 + N for a process killed by signal N)."""
+
+    def __init__(self) -> None:
+        self.pid: Optional[int] = None
+        self._end: Optional[Mapping[str, Any]] = None
+
+    @property
+    def ended(self) -> bool:
+        return self._end is not None
+
+    def feed_line(self, line: Union[str, bytes]) -> Optional[bytes]:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        line = line.strip()
+        if not line:
+            return None
+        try:
+            frame = json.loads(line)
+        except ValueError as e:
+            raise SandboxError(f"malformed frame in the terminal stream: {line[:200]!r}", code="protocol") from e
+        if not isinstance(frame, dict):
+            return None
+        kind = frame.get("type")
+        if kind == "stdout" or kind == "stderr":
+            b64 = frame.get("data_b64")
+            if b64 is not None:
+                data = base64.b64decode(str(b64))
+            else:
+                data = str(frame.get("text", "")).encode("utf-8")
+            return data or None
+        if kind == "start":
+            self.pid = int(frame.get("pid", 0))
+        elif kind == "end":
+            self._end = frame
+        return None
+
+    def exit_code(self) -> int:
+        end = self._end
+        if end is None:
+            raise SandboxError(
+                "the terminal stream ended before its `end` event (the server or the sandbox went away)",
+                code="unavailable",
+            )
+        if end.get("timed_out"):
+            raise TimeoutError("the terminal's process did not finish within timeout_ms and was stopped", code="timeout")
+        if end.get("exit_code") is not None:
+            return int(end["exit_code"])
+        if end.get("signal"):
+            return _signal_exit_code(str(end["signal"]))
+        return -1
 
 
 # ---- files ----------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ exit). ``run_code`` callbacks may be plain functions or coroutine functions; a c
 before the next frame is read, so callbacks see the output in order.
 
 This module does not build requests or parse the stream itself (``lizard._core`` does, shared with
-``CodeSandbox``) and retries nothing. The only task it starts is the one behind
-``files.watch_dir`` (an asyncio task, so ``watch_dir`` needs asyncio); everything else uses only
+``CodeSandbox``) and retries nothing. The only tasks it starts are the ones behind
+``files.watch_dir`` and ``pty.create`` (asyncio tasks, so those two need asyncio); everything else uses only
 httpx primitives and also runs under trio.
 """
 
@@ -22,7 +22,14 @@ import httpx
 
 from . import _core
 from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, Req
-from .errors import ConflictError, InvalidArgumentError, LizardError, NotFoundError, error_from_response
+from .errors import (
+    ConflictError,
+    InvalidArgumentError,
+    LizardError,
+    NotFoundError,
+    SandboxError,
+    error_from_response,
+)
 from .models import (
     CommandResult,
     Context,
@@ -35,7 +42,10 @@ from .models import (
     SandboxInfo,
 )
 
-__all__ = ["AsyncCodeSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles", "AsyncWatchHandle"]
+__all__ = [
+    "AsyncCodeSandbox", "AsyncCommands", "AsyncCommandHandle", "AsyncFiles", "AsyncPty", "AsyncPtyHandle",
+    "AsyncWatchHandle",
+]
 
 
 OutputHandler = Callable[[str], Any]
@@ -90,6 +100,7 @@ class AsyncCodeSandbox:
         self._client = client
         self.commands = AsyncCommands(self)
         self.files = AsyncFiles(self)
+        self.pty = AsyncPty(self)
 
     @classmethod
     def _bind(
@@ -478,6 +489,134 @@ class AsyncCommands:
 
     async def close_stdin(self, pid: int) -> None:
         await self._sb._call(Req("POST", _core.command_path(self._sb._id, pid, "/stdin/close")))
+
+
+# ---- terminals --------------------------------------------------------------------------------
+
+DataHandler = Callable[[bytes], Any]
+"""A callback for terminal output bytes; a plain function or a coroutine function."""
+
+
+class AsyncPtyHandle:
+    """A process on a pseudo-terminal of the async client; see ``PtyHandle``. An asyncio task
+    reads the output and calls ``on_data(bytes)`` (plain or coroutine function) until the process
+    ends; ``send_input``, ``resize``, ``kill`` and ``wait`` are coroutines."""
+
+    def __init__(self, sandbox: "AsyncCodeSandbox", resp: httpx.Response, lines: AsyncIterator[str],
+                 fold: _core.PtyFold, on_data: Optional[DataHandler]) -> None:
+        self._sb = sandbox
+        self._resp = resp
+        self._fold = fold
+        self._on_data = on_data
+        assert fold.pid is not None
+        self.pid: int = fold.pid
+        self.error: Optional[BaseException] = None
+        self._task = asyncio.get_running_loop().create_task(self._run(lines))
+
+    def __repr__(self) -> str:
+        return f"AsyncPtyHandle(pid={self.pid})"
+
+    async def _run(self, lines: AsyncIterator[str]) -> None:
+        try:
+            async for line in lines:
+                data = self._fold.feed_line(line)
+                if data is not None and self._on_data is not None:
+                    await _maybe_await(self._on_data(data))
+                if self._fold.ended:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except httpx.HTTPError as e:
+            self.error = _core.transport_error(e, self._sb._cfg)
+        except Exception as e:  # noqa: BLE001 - reported through .error and wait()
+            self.error = e
+        finally:
+            await self._resp.aclose()
+
+    async def send_input(self, data: Union[str, bytes]) -> None:
+        await self._sb._call(_core.pty_input_request(self._sb._id, self.pid, data))
+
+    async def resize(self, cols: int, rows: int) -> None:
+        await self._sb._call(_core.pty_resize_request(self._sb._id, self.pid, cols, rows))
+
+    async def kill(self) -> bool:
+        return await self._sb.commands.kill(self.pid)
+
+    async def wait(self) -> int:
+        """The exit code once the process ends (128 + N when signal N killed it)."""
+        await asyncio.shield(self._task)
+        if self.error is not None:
+            raise self.error
+        return self._fold.exit_code()
+
+    async def disconnect(self) -> None:
+        """Stop reading the output (the process keeps running)."""
+        if not self._task.done():
+            self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+
+class AsyncPty:
+    """``sandbox.pty`` of the async client; see ``Pty``."""
+
+    def __init__(self, sandbox: "AsyncCodeSandbox") -> None:
+        self._sb = sandbox
+
+    async def create(
+        self,
+        cols: int = 80,
+        rows: int = 24,
+        on_data: Optional[DataHandler] = None,
+        cmd: Optional[str] = None,
+        cwd: Optional[str] = None,
+        envs: Optional[Mapping[str, str]] = None,
+        timeout_ms: Optional[int] = None,
+    ) -> AsyncPtyHandle:
+        """Returns once the process exists; ``on_data`` runs in a task (so this needs asyncio)."""
+        req = _core.start_pty_request(
+            self._sb._id, cols=cols, rows=rows, cmd=cmd, cwd=cwd, envs=envs, timeout_ms=timeout_ms
+        )
+        http = self._sb._http
+        request = http.build_request(
+            req.method, req.path, json=req.json, headers={"Accept": NDJSON},
+            timeout=self._sb._cfg.execute_timeout(timeout_ms),
+        )
+        try:
+            resp = await http.send(request, stream=True)
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._sb._cfg) from e
+        if resp.status_code >= 400:
+            body = await resp.aread()
+            await resp.aclose()
+            raise error_from_response(resp.status_code, body)
+        fold = _core.PtyFold()
+        lines = resp.aiter_lines()
+        try:
+            async for line in lines:
+                fold.feed_line(line)
+                if fold.pid is not None:
+                    break
+            if fold.pid is None:
+                raise SandboxError("the terminal stream ended before its `start` event", code="protocol")
+        except httpx.HTTPError as e:
+            await resp.aclose()
+            raise _core.transport_error(e, self._sb._cfg) from e
+        except BaseException:
+            await resp.aclose()
+            raise
+        return AsyncPtyHandle(self._sb, resp, lines, fold, on_data)
+
+    async def send_input(self, pid: int, data: Union[str, bytes]) -> None:
+        await self._sb._call(_core.pty_input_request(self._sb._id, pid, data))
+
+    async def resize(self, pid: int, cols: int, rows: int) -> None:
+        await self._sb._call(_core.pty_resize_request(self._sb._id, pid, cols, rows))
+
+    async def kill(self, pid: int) -> bool:
+        return await self._sb.commands.kill(pid)
 
 
 # ---- files ------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ Used as a context manager, the sandbox is killed on exit.
 This module does not build requests or parse the stream itself (``lizard._core`` does, shared with
 ``AsyncCodeSandbox``), retries nothing, and keeps no state but the sandbox id and the HTTP connection
 pool. ``sandbox.commands`` (``Commands``) runs processes through ``/commands``; ``sandbox.files``
-(``Files``) reads and writes the sandbox's filesystem through ``/files``; ``files.watch_dir`` is the
-only thing that starts a thread.
+(``Files``) reads and writes the sandbox's filesystem through ``/files``; ``sandbox.pty`` (``Pty``)
+runs programs on a pseudo-terminal through ``/pty``. ``files.watch_dir`` and ``pty.create`` are the
+only things that start a thread.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ import httpx
 
 from . import _core
 from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, Req
-from .errors import ConflictError, InvalidArgumentError, LizardError, NotFoundError, error_from_response
+from .errors import (
+    ConflictError,
+    InvalidArgumentError,
+    LizardError,
+    NotFoundError,
+    SandboxError,
+    error_from_response,
+)
+from .errors import TimeoutError as _TimeoutError
 from .models import (
     CommandResult,
     Context,
@@ -36,7 +45,7 @@ from .models import (
     SandboxInfo,
 )
 
-__all__ = ["CodeSandbox", "Commands", "CommandHandle", "Files", "WatchHandle"]
+__all__ = ["CodeSandbox", "Commands", "CommandHandle", "Files", "Pty", "PtyHandle", "WatchHandle"]
 
 OutputHandler = Callable[[str], Any]
 ResultHandler = Callable[[Result], Any]
@@ -89,6 +98,7 @@ class CodeSandbox:
         self._client_lock = threading.Lock()
         self.commands = Commands(self)
         self.files = Files(self)
+        self.pty = Pty(self)
 
     @classmethod
     def _bind(cls, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.Client]) -> "CodeSandbox":
@@ -502,6 +512,155 @@ class Commands:
 
     def close_stdin(self, pid: int) -> None:
         self._sb._call(Req("POST", _core.command_path(self._sb._id, pid, "/stdin/close")))
+
+
+# ---- terminals --------------------------------------------------------------------------------
+
+DataHandler = Callable[[bytes], Any]
+
+
+class PtyHandle:
+    """A process on a pseudo-terminal, made by ``sandbox.pty.create``. A daemon thread reads the
+    terminal's output and calls ``on_data(bytes)`` with each chunk as the program wrote it
+    (escape sequences included: rendering is the caller's job) until the process ends.
+    ``error`` is the exception that ended the reading early (a raising ``on_data``, a lost
+    connection), if any; ``wait`` raises it."""
+
+    def __init__(self, sandbox: "CodeSandbox", resp: httpx.Response, lines: Iterator[str],
+                 fold: _core.PtyFold, on_data: Optional[DataHandler]) -> None:
+        self._sb = sandbox
+        self._resp = resp
+        self._fold = fold
+        self._on_data = on_data
+        assert fold.pid is not None
+        self.pid: int = fold.pid
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(lines,), name=f"lizard-pty-{self.pid}", daemon=True)
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"PtyHandle(pid={self.pid})"
+
+    def _run(self, lines: Iterator[str]) -> None:
+        try:
+            for line in lines:
+                data = self._fold.feed_line(line)
+                if data is not None and self._on_data is not None:
+                    self._on_data(data)
+                if self._fold.ended:
+                    break
+        except httpx.HTTPError as e:
+            self.error = _core.transport_error(e, self._sb._cfg)
+        except BaseException as e:  # noqa: BLE001 - reported through .error and wait()
+            self.error = e
+        finally:
+            try:
+                self._resp.close()
+            except Exception:
+                pass
+
+    def send_input(self, data: Union[str, bytes]) -> None:
+        """Type into the terminal: ``str`` (sent as UTF-8) or ``bytes``; ``"\\r"`` is Enter,
+        ``"\\x03"`` Ctrl-C."""
+        self._sb._call(_core.pty_input_request(self._sb._id, self.pid, data))
+
+    def resize(self, cols: int, rows: int) -> None:
+        """Change the terminal's size; the program gets SIGWINCH."""
+        self._sb._call(_core.pty_resize_request(self._sb._id, self.pid, cols, rows))
+
+    def kill(self) -> bool:
+        """SIGKILL the terminal's process group; ``False`` when it is already gone."""
+        return self._sb.commands.kill(self.pid)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        """Wait for the process to end and return its exit code (128 + N when signal N killed
+        it); a non-zero exit is returned, not raised. ``TimeoutError`` when ``timeout`` seconds
+        pass first (the process keeps running)."""
+        if threading.current_thread() is self._thread:
+            raise InvalidArgumentError("wait() cannot be called from on_data", code="invalid_argument")
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise _TimeoutError(f"the terminal's process did not end within {timeout} s", code="timeout")
+        if self.error is not None:
+            raise self.error
+        return self._fold.exit_code()
+
+    def disconnect(self) -> None:
+        """Stop reading the output (the process keeps running; ``kill`` ends it)."""
+        try:
+            stream = self._resp.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except Exception:
+            pass
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+
+
+class Pty:
+    """``sandbox.pty``: programs on a pseudo-terminal (an interactive ``bash`` by default), for
+    shells, REPLs, editors and other full-screen programs."""
+
+    def __init__(self, sandbox: "CodeSandbox") -> None:
+        self._sb = sandbox
+
+    def create(
+        self,
+        cols: int = 80,
+        rows: int = 24,
+        on_data: Optional[DataHandler] = None,
+        cmd: Optional[str] = None,
+        cwd: Optional[str] = None,
+        envs: Optional[Mapping[str, str]] = None,
+        timeout_ms: Optional[int] = None,
+    ) -> PtyHandle:
+        """Start ``cmd`` (``bash -c``; without it an interactive ``bash -i``) on a new terminal of
+        ``cols`` x ``rows`` and return its ``PtyHandle`` once the process exists. ``TERM`` is
+        ``xterm-256color`` unless ``envs`` sets it. ``on_data(bytes)`` is called from a background
+        thread with the terminal's output."""
+        req = _core.start_pty_request(
+            self._sb._id, cols=cols, rows=rows, cmd=cmd, cwd=cwd, envs=envs, timeout_ms=timeout_ms
+        )
+        http = self._sb._http
+        request = http.build_request(
+            req.method, req.path, json=req.json, headers={"Accept": NDJSON},
+            timeout=self._sb._cfg.execute_timeout(timeout_ms),
+        )
+        try:
+            resp = http.send(request, stream=True)
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, self._sb._cfg) from e
+        if resp.status_code >= 400:
+            body = resp.read()
+            resp.close()
+            raise error_from_response(resp.status_code, body)
+        fold = _core.PtyFold()
+        lines = resp.iter_lines()
+        try:
+            # The first event is `start` with the pid; output that follows goes to the thread.
+            for line in lines:
+                fold.feed_line(line)
+                if fold.pid is not None:
+                    break
+            if fold.pid is None:
+                raise SandboxError("the terminal stream ended before its `start` event", code="protocol")
+        except httpx.HTTPError as e:
+            resp.close()
+            raise _core.transport_error(e, self._sb._cfg) from e
+        except BaseException:
+            resp.close()
+            raise
+        return PtyHandle(self._sb, resp, lines, fold, on_data)
+
+    def send_input(self, pid: int, data: Union[str, bytes]) -> None:
+        self._sb._call(_core.pty_input_request(self._sb._id, pid, data))
+
+    def resize(self, pid: int, cols: int, rows: int) -> None:
+        self._sb._call(_core.pty_resize_request(self._sb._id, pid, cols, rows))
+
+    def kill(self, pid: int) -> bool:
+        return self._sb.commands.kill(pid)
 
 
 # ---- files ------------------------------------------------------------------------------------
