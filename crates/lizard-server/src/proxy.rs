@@ -18,16 +18,17 @@ use std::sync::Arc;
 const FORWARDED_REQUEST_HEADERS: [header::HeaderName; 3] =
     [header::CONTENT_TYPE, header::ACCEPT, header::CONTENT_LENGTH];
 
-pub async fn forward(
-    State(st): State<Arc<AppState>>,
-    Auth(who): Auth,
-    req: Request,
-) -> Result<Response, ApiError> {
-    let path = req.uri().path().to_string();
-    // "/v1/sandboxes/{id}/rest..."
+/// The running sandbox a `/v1/sandboxes/{id}/…` request addresses (visible to the caller) and the
+/// agent URI it maps to (the rest of the path, with the query).
+fn target(
+    st: &AppState,
+    who: &crate::auth::Principal,
+    req: &Request,
+) -> Result<(Arc<crate::sandboxes::Sandbox>, String), ApiError> {
+    let path = req.uri().path();
     let rest = path.strip_prefix("/v1/sandboxes/").unwrap_or("");
     let (id, agent_path) = rest.split_once('/').unwrap_or((rest, ""));
-    let sb = visible(&st, &who, id)?;
+    let sb = visible(st, who, id)?;
     if sb.state() != crate::store::StoredState::Running {
         return Err(ApiError::new(
             ErrorCode::Conflict,
@@ -39,6 +40,15 @@ pub async fn forward(
         uri.push('?');
         uri.push_str(q);
     }
+    Ok((sb, uri))
+}
+
+pub async fn forward(
+    State(st): State<Arc<AppState>>,
+    Auth(who): Auth,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let (sb, uri) = target(&st, &who, &req)?;
     let (parts, body) = req.into_parts();
     let mut out = axum::http::Request::builder()
         .method(parts.method)
@@ -71,21 +81,7 @@ pub async fn forward_port(
     Auth(who): Auth,
     mut req: Request,
 ) -> Result<Response, ApiError> {
-    let path = req.uri().path().to_string();
-    let rest = path.strip_prefix("/v1/sandboxes/").unwrap_or("");
-    let (id, agent_path) = rest.split_once('/').unwrap_or((rest, ""));
-    let sb = visible(&st, &who, id)?;
-    if sb.state() != crate::store::StoredState::Running {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            format!("sandbox {id} is paused: resume it first"),
-        ));
-    }
-    let mut uri = format!("/{agent_path}");
-    if let Some(q) = req.uri().query() {
-        uri.push('?');
-        uri.push_str(q);
-    }
+    let (sb, uri) = target(&st, &who, &req)?;
     let upgrade = req.headers().get(header::UPGRADE).cloned();
     let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
