@@ -15,8 +15,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use lizard_proto::{
     CommandEvent, Context, CreateContextRequest, CreateProjectRequest, CreateSandboxRequest,
-    EntryInfo, ErrorBody, EventFrame, ExecuteRequest, Execution, ProjectCreated, ProjectUsage,
-    SandboxInfo, SetTimeoutRequest, StartCommandRequest, NDJSON,
+    EntryInfo, ErrorBody, EventFrame, ExecuteRequest, Execution, ProcessInputRequest,
+    ProjectCreated, ProjectUsage, SandboxInfo, SetTimeoutRequest, StartCommandRequest,
+    StartPtyRequest, NDJSON,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -350,6 +351,67 @@ impl Client {
             )
             .await?;
         Ok(Box::pin(ndjson_frames(resp.into_body())))
+    }
+
+    /// Start a process on a pseudo-terminal; its output arrives as `stdout` events (bytes in
+    /// `data_b64`).
+    pub async fn start_pty(
+        &self,
+        sandbox: &str,
+        req: &StartPtyRequest,
+    ) -> Result<
+        impl Stream<Item = Result<CommandEvent, ClientError>> + Send + Unpin + 'static,
+        ClientError,
+    > {
+        let body = serde_json::to_vec(req)?;
+        let resp = self
+            .send(
+                Method::POST,
+                &format!("/v1/sandboxes/{}/pty", encode_component(sandbox)),
+                Some(body),
+                NDJSON,
+            )
+            .await?;
+        Ok(Box::pin(ndjson_frames(resp.into_body())))
+    }
+
+    /// Send keystrokes (any bytes) to a terminal.
+    pub async fn pty_input(&self, sandbox: &str, pid: u32, data: &[u8]) -> Result<(), ClientError> {
+        use base64::Engine as _;
+        let req = ProcessInputRequest {
+            data: None,
+            data_b64: Some(base64::engine::general_purpose::STANDARD.encode(data)),
+        };
+        self.call::<_, serde_json::Value>(
+            Method::POST,
+            &format!(
+                "/v1/sandboxes/{}/pty/{pid}/input",
+                encode_component(sandbox)
+            ),
+            Some(&req),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Resize a terminal.
+    pub async fn pty_resize(
+        &self,
+        sandbox: &str,
+        pid: u32,
+        cols: u16,
+        rows: u16,
+    ) -> Result<(), ClientError> {
+        self.call::<_, serde_json::Value>(
+            Method::POST,
+            &format!(
+                "/v1/sandboxes/{}/pty/{pid}/resize",
+                encode_component(sandbox)
+            ),
+            Some(&lizard_proto::PtySize { cols, rows }),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// A file's bytes, streamed.

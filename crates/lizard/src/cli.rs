@@ -100,6 +100,9 @@ pub enum SandboxCommand {
     Kill { id: String },
     /// Set a sandbox's timeout to MS milliseconds from now.
     Timeout { id: String, ms: u64 },
+    /// Print the URL of a service listening on PORT inside the sandbox (send the API key as a
+    /// bearer token with each request).
+    Host { id: String, port: u16 },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -170,6 +173,15 @@ pub struct ExecArgs {
     timeout_ms: Option<u64>,
     /// The shell command (run with `bash -c` as the sandbox user).
     command: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShellArgs {
+    #[arg(long)]
+    sandbox: String,
+    /// Program to run on the terminal (default: an interactive bash).
+    #[arg(long)]
+    cmd: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -366,6 +378,14 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
             }
             SandboxCommand::Timeout { id, ms } => {
                 c.set_timeout(&id, ms).await?;
+                Ok(())
+            }
+            SandboxCommand::Host { id, port } => {
+                c.get_sandbox(&id).await?;
+                println!(
+                    "{}/v1/sandboxes/{id}/ports/{port}",
+                    conn.api_url.trim_end_matches('/')
+                );
                 Ok(())
             }
         }
@@ -674,5 +694,101 @@ pub fn files(conn: &Conn, cmd: FilesCommand) -> Result<()> {
                 Ok(())
             }
         }
+    })
+}
+
+/// `lizard shell`: an interactive terminal in a sandbox (raw mode when stdin is a terminal; piped
+/// stdin is sent as typed, then Ctrl-D). Exits with the terminal program's status.
+pub fn shell(conn: &Conn, args: ShellArgs) -> Result<i32> {
+    use std::io::IsTerminal;
+    let c = conn.client()?;
+    let tty = std::io::stdin().is_terminal();
+    let (cols, rows) = if tty {
+        use std::os::fd::AsFd;
+        lizard_jail::pty::window_size(std::io::stdin().as_fd()).unwrap_or((80, 24))
+    } else {
+        (80, 24)
+    };
+    runtime()?.block_on(async move {
+        let req = lizard_proto::StartPtyRequest {
+            cols,
+            rows,
+            cmd: args.cmd.clone(),
+            ..Default::default()
+        };
+        let mut events = c.start_pty(&args.sandbox, &req).await?;
+        let pid = match events.next().await {
+            Some(Ok(lizard_proto::CommandEvent::Start { pid, .. })) => pid,
+            Some(Err(e)) => return Err(e.into()),
+            _ => bail!("the terminal did not start"),
+        };
+        let _raw = if tty {
+            Some(lizard_jail::pty::RawMode::stdin().context("raw mode")?)
+        } else {
+            None
+        };
+        // Keystrokes → the terminal.
+        let (input_c, sandbox) = (c.clone(), args.sandbox.clone());
+        let input = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut stdin = tokio::io::stdin();
+            let mut buf = vec![0u8; 4096];
+            loop {
+                match stdin.read(&mut buf).await {
+                    Ok(0) | Err(_) => {
+                        if !tty {
+                            let _ = input_c.pty_input(&sandbox, pid, b"\x04").await;
+                        }
+                        return;
+                    }
+                    Ok(n) => {
+                        if input_c.pty_input(&sandbox, pid, &buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        // Window size changes → the terminal.
+        if tty {
+            let (c, sandbox) = (c.clone(), args.sandbox.clone());
+            tokio::spawn(async move {
+                use std::os::fd::AsFd;
+                let Ok(mut winch) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+                else {
+                    return;
+                };
+                while winch.recv().await.is_some() {
+                    if let Ok((cols, rows)) =
+                        lizard_jail::pty::window_size(std::io::stdin().as_fd())
+                    {
+                        let _ = c.pty_resize(&sandbox, pid, cols, rows).await;
+                    }
+                }
+            });
+        }
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut out = std::io::stdout();
+        let mut code = 1;
+        while let Some(ev) = events.next().await {
+            match ev? {
+                lizard_proto::CommandEvent::Stdout { text, data_b64 }
+                | lizard_proto::CommandEvent::Stderr { text, data_b64 } => {
+                    let bytes = data_b64
+                        .and_then(|d| b64.decode(d).ok())
+                        .unwrap_or_else(|| text.into_bytes());
+                    out.write_all(&bytes)?;
+                    out.flush()?;
+                }
+                lizard_proto::CommandEvent::End(end) => {
+                    code = end.exit_code.unwrap_or(128 + 9);
+                }
+                lizard_proto::CommandEvent::Start { .. } => {}
+            }
+        }
+        input.abort();
+        Ok(code)
     })
 }

@@ -62,6 +62,13 @@ enum Command {
         #[command(flatten)]
         args: cli::ExecArgs,
     },
+    /// An interactive terminal in a sandbox.
+    Shell {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(flatten)]
+        args: cli::ShellArgs,
+    },
     /// Files in a sandbox: ls, cat, put, rm.
     Files {
         #[command(flatten)]
@@ -171,6 +178,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Sandbox { conn, command } => ok(cli::sandbox(&conn, command)),
         Command::Run { conn, args } => cli::run(&conn, args),
         Command::Exec { conn, args } => cli::exec(&conn, args),
+        Command::Shell { conn, args } => cli::shell(&conn, args),
         Command::Files { conn, command } => ok(cli::files(&conn, command)),
         Command::Context { conn, command } => ok(cli::context(&conn, command)),
         Command::Usage { conn, args } => ok(cli::usage(&conn, args)),

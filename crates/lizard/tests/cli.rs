@@ -213,3 +213,25 @@ async fn exec_and_files_commands() {
     assert!(err.contains("not_found"), "{err}");
     s.kill_all().await;
 }
+
+#[tokio::test]
+async fn shell_and_host_commands() {
+    let s = Server::start();
+    let (_, id, _) = lizard(&s, &["sandbox", "create"], None);
+    let id = id.trim().to_string();
+    // Piped keystrokes reach an interactive bash on a terminal; its exit status is ours.
+    let (code, out, err) = lizard(
+        &s,
+        &["shell", "--sandbox", &id],
+        Some("echo $((6*7)); tty -s && echo on-a-tty\nexit 3\n"),
+    );
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(out.contains("42") && out.contains("on-a-tty"), "{out}");
+    let (code, out, _) = lizard(&s, &["sandbox", "host", &id, "8000"], None);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out.trim(),
+        format!("http://{}/v1/sandboxes/{id}/ports/8000", s.addr)
+    );
+    s.kill_all().await;
+}
