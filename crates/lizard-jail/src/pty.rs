@@ -90,6 +90,35 @@ pub fn make_controlling_terminal(cmd: &mut std::process::Command) {
     }
 }
 
+/// The terminal on stdin, in raw mode (no echo, no line editing, no signals from keys) until
+/// dropped, when its previous settings come back. For a CLI that forwards keystrokes to a remote
+/// terminal.
+pub struct RawMode {
+    saved: nix::sys::termios::Termios,
+}
+
+impl RawMode {
+    /// Put stdin's terminal in raw mode; an error when stdin is not a terminal.
+    pub fn stdin() -> io::Result<RawMode> {
+        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+        let saved = tcgetattr(std::io::stdin()).map_err(io::Error::from)?;
+        let mut raw = saved.clone();
+        cfmakeraw(&mut raw);
+        tcsetattr(std::io::stdin(), SetArg::TCSANOW, &raw).map_err(io::Error::from)?;
+        Ok(RawMode { saved })
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = nix::sys::termios::tcsetattr(
+            std::io::stdin(),
+            nix::sys::termios::SetArg::TCSANOW,
+            &self.saved,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,34 +156,5 @@ mod tests {
         assert!(out.contains("30 100"), "{out:?}");
         assert!(out.contains("tty"), "{out:?}");
         assert!(out.contains("done"), "{out:?}");
-    }
-}
-
-/// The terminal on stdin, in raw mode (no echo, no line editing, no signals from keys) until
-/// dropped, when its previous settings come back. For a CLI that forwards keystrokes to a remote
-/// terminal.
-pub struct RawMode {
-    saved: nix::sys::termios::Termios,
-}
-
-impl RawMode {
-    /// Put stdin's terminal in raw mode; an error when stdin is not a terminal.
-    pub fn stdin() -> io::Result<RawMode> {
-        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
-        let saved = tcgetattr(std::io::stdin()).map_err(io::Error::from)?;
-        let mut raw = saved.clone();
-        cfmakeraw(&mut raw);
-        tcsetattr(std::io::stdin(), SetArg::TCSANOW, &raw).map_err(io::Error::from)?;
-        Ok(RawMode { saved })
-    }
-}
-
-impl Drop for RawMode {
-    fn drop(&mut self) {
-        let _ = nix::sys::termios::tcsetattr(
-            std::io::stdin(),
-            nix::sys::termios::SetArg::TCSANOW,
-            &self.saved,
-        );
     }
 }
