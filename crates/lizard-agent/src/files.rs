@@ -474,9 +474,29 @@ async fn rename(
     if let Some(parent) = to.parent() {
         create_dirs(parent).await?;
     }
-    tokio::fs::rename(&from, &to)
-        .await
-        .map_err(|e| FilesError::io("rename", &from, e))?;
+    match tokio::fs::rename(&from, &to).await {
+        Ok(()) => {}
+        // Across file systems (e.g. the home directory's overlay and the /tmp tmpfs) a rename is a
+        // copy and a delete, which is what `mv` does (recursively, keeping modes and times).
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+            let out = tokio::process::Command::new("mv")
+                .arg("--")
+                .arg(&from)
+                .arg(&to)
+                .output()
+                .await
+                .map_err(|e| FilesError::io("rename", &from, e))?;
+            if !out.status.success() {
+                return Err(FilesError::io(
+                    "rename",
+                    &from,
+                    std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+                )
+                .into());
+            }
+        }
+        Err(e) => return Err(FilesError::io("rename", &from, e).into()),
+    }
     let meta = tokio::fs::symlink_metadata(&to)
         .await
         .map_err(|e| FilesError::io("stat", &to, e))?;

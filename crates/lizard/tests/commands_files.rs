@@ -694,3 +694,28 @@ async fn files_through_the_server() {
     drop(w);
     s.kill_all().await;
 }
+
+/// A rename between file systems (the overlay home and the /tmp tmpfs) moves the data.
+#[tokio::test]
+async fn rename_across_file_systems() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    s.sh(&id, "mkdir -p ~/d/sub && echo moved > ~/d/sub/f.txt")
+        .await;
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/files/rename"),
+            Some(json!({"from": "d", "to": "/tmp/d2"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let (out, _) = s
+        .sh(
+            &id,
+            "cat /tmp/d2/sub/f.txt; ls ~/d 2>&1 | grep -c 'No such'",
+        )
+        .await;
+    assert_eq!(out, "moved\n1\n");
+    s.kill_all().await;
+}
