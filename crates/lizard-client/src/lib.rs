@@ -126,16 +126,33 @@ impl Client {
         body: Option<Vec<u8>>,
         accept: &str,
     ) -> Result<hyper::Response<Incoming>, ClientError> {
+        let body = body.map(|b| (b, "application/json"));
+        self.send_typed(method, path, body, accept).await
+    }
+
+    /// One request with an optional body of the given content type; a non-2xx answer becomes
+    /// [`ClientError::Api`].
+    async fn send_typed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(Vec<u8>, &str)>,
+        accept: &str,
+    ) -> Result<hyper::Response<Incoming>, ClientError> {
         let mut b = Request::builder()
             .method(method)
             .uri(format!("{}{}", self.base, path))
             .header("authorization", format!("Bearer {}", self.key))
             .header("accept", accept);
-        if body.is_some() {
-            b = b.header("content-type", "application/json");
-        }
+        let body = match body {
+            Some((bytes, content_type)) => {
+                b = b.header("content-type", content_type);
+                bytes
+            }
+            None => Vec::new(),
+        };
         let req = b
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .body(Full::new(Bytes::from(body)))
             .map_err(|e| ClientError::Config(e.to_string()))?;
         let resp = self.http.request(req).await?;
         if resp.status().is_success() {
@@ -458,27 +475,19 @@ impl Client {
         path: &str,
         data: Vec<u8>,
     ) -> Result<EntryInfo, ClientError> {
-        let req = Request::builder()
-            .method(Method::PUT)
-            .uri(format!(
-                "{}/v1/sandboxes/{}/files?path={}",
-                self.base,
-                encode_component(sandbox),
-                encode_component(path)
-            ))
-            .header("authorization", format!("Bearer {}", self.key))
-            .header("content-type", "application/octet-stream")
-            .body(Full::new(Bytes::from(data)))
-            .map_err(|e| ClientError::Config(e.to_string()))?;
-        let resp = self.http.request(req).await?;
-        let status = resp.status().as_u16();
+        let resp = self
+            .send_typed(
+                Method::PUT,
+                &format!(
+                    "/v1/sandboxes/{}/files?path={}",
+                    encode_component(sandbox),
+                    encode_component(path)
+                ),
+                Some((data, "application/octet-stream")),
+                "application/json",
+            )
+            .await?;
         let bytes = resp.into_body().collect().await?.to_bytes();
-        if !(200..300).contains(&status) {
-            let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| {
-                ErrorBody::new(lizard_proto::ErrorCode::Internal, format!("HTTP {status}"))
-            });
-            return Err(ClientError::Api { status, body });
-        }
         Ok(serde_json::from_slice(&bytes)?)
     }
 

@@ -89,7 +89,6 @@ impl From<SandboxError> for ApiError {
             SandboxError::NotFound(_) => ApiError::not_found("sandbox"),
             SandboxError::UnknownTemplate(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
             SandboxError::Invalid(m) => ApiError::invalid(m.clone()),
-            SandboxError::WrongState { .. } => ApiError::new(ErrorCode::Conflict, e.to_string()),
             SandboxError::Launch(_) | SandboxError::NotReady(_) => {
                 tracing::error!(error = %chain(&e), "sandbox start failed");
                 ApiError::new(ErrorCode::Unavailable, e.to_string())

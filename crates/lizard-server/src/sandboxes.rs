@@ -31,8 +31,6 @@ pub enum SandboxError {
     UnknownTemplate(String),
     #[error("invalid request: {0}")]
     Invalid(String),
-    #[error("sandbox {id} is {state}")]
-    WrongState { id: String, state: &'static str },
     #[error("cannot launch the sandbox: {0}")]
     Launch(String),
     #[error("the sandbox's agent did not become ready within {0} ms")]
