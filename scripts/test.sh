@@ -26,3 +26,8 @@ target/sdk-venv/bin/python -m pytest sdk/python/tests -q -p no:cacheprovider
 
 echo "== TypeScript SDK"
 (cd sdk/typescript && npm ci --no-audit --no-fund --silent && npm test)
+
+echo "== E2B compatibility (E2B's own SDKs, pinned, unmodified)"
+if [ ! -x target/e2b-venv/bin/python ]; then python3 -m venv target/e2b-venv; fi
+target/e2b-venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/e2b/requirements.txt
+(cd tests/e2b && npm ci --no-audit --no-fund --silent && npm test)

@@ -821,7 +821,81 @@ def _make_shell():
     import warnings
 
     warnings.filterwarnings("ignore", message="To exit: use 'exit', 'quit', or Ctrl-D.")
+    _register_data_formatters(shell)
     return shell
+
+
+# --- Data behind tables and charts ---------------------------------------------------------------
+
+TABLE_MIME = "application/vnd.lizard.table+json"
+CHART_MIME = "application/vnd.lizard.chart+json"
+# Beyond this many cells a DataFrame's data is left out of its result (its text and HTML remain).
+TABLE_MAX_CELLS = 1_000_000
+
+
+def _table_data(df):
+    """A DataFrame as {column: [values...]} (E2B's `data`): JSON values, timestamps as ISO strings,
+    NaN as null."""
+    if df.shape[0] * max(df.shape[1], 1) > TABLE_MAX_CELLS:
+        return None
+    return {
+        _safe_str(col): json.loads(df[col].to_json(orient="values", date_format="iso"))
+        for col in df.columns
+    }
+
+
+def _chart_data(fig):
+    """A matplotlib figure as a chart object (type, title, axes, elements), when it is a chart the
+    `e2b_charts` package understands; nothing otherwise."""
+    try:
+        from e2b_charts import chart_figure_to_dict
+
+        chart = chart_figure_to_dict(fig)
+    except Exception:
+        return None
+    return chart or None
+
+
+def _register_data_formatters(shell):
+    """Two extra MIME types next to a value's text/HTML/PNG: the data of a pandas DataFrame and the
+    chart behind a matplotlib figure. The formatters look the types up in `sys.modules`, so neither
+    pandas nor matplotlib is imported until user code imports it (and matplotlib-inline, which drops
+    every Figure printer of every formatter when it loads, cannot unregister them)."""
+    from IPython.core.formatters import BaseFormatter
+    from traitlets import Unicode
+
+    def instance_of(obj, module, name):
+        mod = sys.modules.get(module)
+        cls = getattr(mod, name, None) if mod is not None else None
+        return cls is not None and isinstance(obj, cls)
+
+    class TableFormatter(BaseFormatter):
+        format_type = Unicode(TABLE_MIME)
+        _return_type = dict
+
+        def __call__(self, obj):
+            if not instance_of(obj, "pandas", "DataFrame"):
+                return None
+            try:
+                return _table_data(obj)
+            except Exception:
+                return None
+
+    class ChartFormatter(BaseFormatter):
+        format_type = Unicode(CHART_MIME)
+        _return_type = dict
+
+        def __call__(self, obj):
+            if not instance_of(obj, "matplotlib.figure", "Figure"):
+                return None
+            return _chart_data(obj)
+
+    display = shell.display_formatter
+    display.formatters[TABLE_MIME] = TableFormatter(parent=display)
+    display.formatters[CHART_MIME] = ChartFormatter(parent=display)
+    # `active_types` defaults to the formatters present when it is first read.
+    active = list(display.active_types)
+    display.active_types = active + [t for t in (TABLE_MIME, CHART_MIME) if t not in active]
 
 
 # --- The run loop --------------------------------------------------------------------------------

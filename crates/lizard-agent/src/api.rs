@@ -146,6 +146,11 @@ pub fn router(contexts: Arc<Contexts>) -> Router {
     let (home, bash) = (cfg.default_cwd.clone(), cfg.kernels.bash.clone());
     let procs = crate::procs::Processes::new(home.clone(), bash);
     Router::new()
+        .merge(crate::e2b::routes(
+            contexts.clone(),
+            procs.clone(),
+            home.clone(),
+        ))
         .route("/health", get(health))
         .route("/contexts", get(list_contexts).post(create_context))
         .route("/contexts/{id}", get(get_context).delete(delete_context))

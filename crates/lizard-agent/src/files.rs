@@ -212,16 +212,21 @@ fn is_root(p: &Path) -> bool {
 
 /// `GET /files?path=`: the file's bytes.
 async fn read(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<Response, ApiError> {
-    let path = resolve(&st.base, &q.path)?;
+    Ok(read_file(&st.base, &q.path).await?)
+}
+
+/// A regular file's bytes as a streamed `application/octet-stream` response.
+pub(crate) async fn read_file(base: &Path, path: &str) -> Result<Response, FilesError> {
+    let path = resolve(base, path)?;
     // Check before opening: opening a FIFO would wait for a writer.
     let meta = tokio::fs::metadata(&path)
         .await
         .map_err(|e| FilesError::io("read", &path, e))?;
     if meta.is_dir() {
-        return Err(FilesError::IsADirectory(path.display().to_string()).into());
+        return Err(FilesError::IsADirectory(path.display().to_string()));
     }
     if !meta.is_file() {
-        return Err(FilesError::NotAFile(path.display().to_string()).into());
+        return Err(FilesError::NotAFile(path.display().to_string()));
     }
     let file = tokio::fs::File::open(&path)
         .await
@@ -261,7 +266,17 @@ async fn write(
     ApiQuery(q): ApiQuery<PathQuery>,
     body: Body,
 ) -> Result<Json<EntryInfo>, ApiError> {
-    let path = resolve(&st.base, &q.path)?;
+    Ok(Json(
+        write_file(&st.base, &q.path, body.into_data_stream()).await?,
+    ))
+}
+
+/// Replace the file at `path` with the bytes of `body`, atomically (parents are created).
+pub(crate) async fn write_file<B>(base: &Path, path: &str, body: B) -> Result<EntryInfo, FilesError>
+where
+    B: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
+{
+    let path = resolve(base, path)?;
     // Through a symlink, the link's target is written (as `echo > link` would); a dangling link is
     // replaced.
     let path = match tokio::fs::symlink_metadata(&path).await {
@@ -269,12 +284,12 @@ async fn write(
         _ => path,
     };
     let Some(parent) = path.parent().map(Path::to_path_buf) else {
-        return Err(FilesError::Root("write").into());
+        return Err(FilesError::Root("write"));
     };
     create_dirs(&parent).await?;
     let existing = tokio::fs::metadata(&path).await.ok();
     if existing.as_ref().is_some_and(|m| m.is_dir()) {
-        return Err(FilesError::IsADirectory(path.display().to_string()).into());
+        return Err(FilesError::IsADirectory(path.display().to_string()));
     }
     let tmp = parent.join(format!("{UPLOAD_PREFIX}{}", crate::context::new_id()));
     let mut opts = tokio::fs::OpenOptions::new();
@@ -294,7 +309,7 @@ async fn write(
                 .map_err(|e| FilesError::io("write", &path, e))?;
             (f, true)
         }
-        Err(e) => return Err(FilesError::io("write", &path, e).into()),
+        Err(e) => return Err(FilesError::io("write", &path, e)),
     };
     let target = if in_place { &path } else { &tmp };
     let copied = copy_body(body, file, target, &path).await;
@@ -302,7 +317,7 @@ async fn write(
         if !in_place {
             let _ = tokio::fs::remove_file(&tmp).await;
         }
-        return Err(e.into());
+        return Err(e);
     }
     if !in_place {
         if let Some(m) = &existing {
@@ -311,23 +326,25 @@ async fn write(
         }
         if let Err(e) = tokio::fs::rename(&tmp, &path).await {
             let _ = tokio::fs::remove_file(&tmp).await;
-            return Err(FilesError::io("write", &path, e).into());
+            return Err(FilesError::io("write", &path, e));
         }
     }
     let names = Names::load().await;
     let meta = tokio::fs::symlink_metadata(&path)
         .await
         .map_err(|e| FilesError::io("stat", &path, e))?;
-    Ok(Json(entry(&path, &meta, &names)))
+    Ok(entry(&path, &meta, &names))
 }
 
-async fn copy_body(
-    body: Body,
+async fn copy_body<B>(
+    mut stream: B,
     mut file: tokio::fs::File,
     written: &Path,
     target: &Path,
-) -> Result<(), FilesError> {
-    let mut stream = body.into_data_stream();
+) -> Result<(), FilesError>
+where
+    B: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
+{
     let mut buf: Vec<u8> = Vec::with_capacity(WRITE_CHUNK);
     let io_err = |e| FilesError::io("write", written, e);
     while let Some(chunk) = stream.next().await {
@@ -353,9 +370,15 @@ async fn copy_body(
 
 /// `DELETE /files?path=`: a file, a symlink (not its target), or a directory with its contents.
 async fn remove(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<StatusCode, ApiError> {
-    let path = resolve(&st.base, &q.path)?;
+    remove_path(&st.base, &q.path).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Remove a file, a symlink (not its target), or a directory with its contents.
+pub(crate) async fn remove_path(base: &Path, path: &str) -> Result<(), FilesError> {
+    let path = resolve(base, path)?;
     if is_root(&path) {
-        return Err(FilesError::Root("remove").into());
+        return Err(FilesError::Root("remove"));
     }
     let meta = tokio::fs::symlink_metadata(&path)
         .await
@@ -365,8 +388,7 @@ async fn remove(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<Statu
     } else {
         tokio::fs::remove_file(&path).await
     };
-    r.map_err(|e| FilesError::io("remove", &path, e))?;
-    Ok(StatusCode::NO_CONTENT)
+    r.map_err(|e| FilesError::io("remove", &path, e))
 }
 
 /// `GET /files/stat?path=`.
@@ -374,12 +396,17 @@ async fn stat(
     State(st): St,
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> Result<Json<EntryInfo>, ApiError> {
-    let path = resolve(&st.base, &q.path)?;
+    Ok(Json(stat_path(&st.base, &q.path).await?))
+}
+
+/// The entry at `path` (a symlink itself, not its target).
+pub(crate) async fn stat_path(base: &Path, path: &str) -> Result<EntryInfo, FilesError> {
+    let path = resolve(base, path)?;
     let meta = tokio::fs::symlink_metadata(&path)
         .await
         .map_err(|e| FilesError::io("stat", &path, e))?;
     let names = Names::load().await;
-    Ok(Json(entry(&path, &meta, &names)))
+    Ok(entry(&path, &meta, &names))
 }
 
 /// `GET /files/list?path=&depth=`.
@@ -387,19 +414,30 @@ async fn list(
     State(st): St,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<EntryInfo>>, ApiError> {
-    let path = resolve(&st.base, &q.path)?;
-    let depth = q.depth.unwrap_or(1);
+    Ok(Json(
+        list_dir(&st.base, &q.path, q.depth.unwrap_or(1)).await?,
+    ))
+}
+
+/// Entries below the directory `path`, `depth` levels deep, sorted by path.
+pub(crate) async fn list_dir(
+    base: &Path,
+    path: &str,
+    depth: u32,
+) -> Result<Vec<EntryInfo>, FilesError> {
+    let shown = path.to_string();
+    let path = resolve(base, path)?;
     if depth == 0 {
-        return Err(FilesError::Depth.into());
+        return Err(FilesError::Depth);
     }
     let meta = tokio::fs::metadata(&path)
         .await
         .map_err(|e| FilesError::io("list", &path, e))?;
     if !meta.is_dir() {
-        return Err(FilesError::NotADirectory(path.display().to_string()).into());
+        return Err(FilesError::NotADirectory(path.display().to_string()));
     }
     let names = Names::load().await;
-    let entries = tokio::task::spawn_blocking(move || -> Result<Vec<EntryInfo>, FilesError> {
+    tokio::task::spawn_blocking(move || -> Result<Vec<EntryInfo>, FilesError> {
         let mut out = Vec::new();
         walk(&path, depth, &names, &mut out, true)?;
         out.sort_by(|a, b| a.path.cmp(&b.path));
@@ -408,10 +446,9 @@ async fn list(
     .await
     .map_err(|e| FilesError::Io {
         op: "list",
-        path: q.path.clone(),
+        path: shown,
         source: io::Error::other(e),
-    })??;
-    Ok(Json(entries))
+    })?
 }
 
 /// Entries of `dir` down to `depth` levels. Errors below the top level (e.g. an unreadable
@@ -446,16 +483,24 @@ async fn mkdir(
     State(st): St,
     ApiJson(req): ApiJson<MakeDirRequest>,
 ) -> Result<(StatusCode, Json<EntryInfo>), ApiError> {
-    let path = resolve(&st.base, &req.path)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(make_dir(&st.base, &req.path).await?),
+    ))
+}
+
+/// `mkdir -p path`; `AlreadyExists` when something is there.
+pub(crate) async fn make_dir(base: &Path, path: &str) -> Result<EntryInfo, FilesError> {
+    let path = resolve(base, path)?;
     if tokio::fs::symlink_metadata(&path).await.is_ok() {
-        return Err(FilesError::AlreadyExists(path.display().to_string()).into());
+        return Err(FilesError::AlreadyExists(path.display().to_string()));
     }
     create_dirs(&path).await?;
     let meta = tokio::fs::symlink_metadata(&path)
         .await
         .map_err(|e| FilesError::io("stat", &path, e))?;
     let names = Names::load().await;
-    Ok((StatusCode::CREATED, Json(entry(&path, &meta, &names))))
+    Ok(entry(&path, &meta, &names))
 }
 
 /// `POST /files/rename {from, to}`.
@@ -463,10 +508,19 @@ async fn rename(
     State(st): St,
     ApiJson(req): ApiJson<RenameRequest>,
 ) -> Result<Json<EntryInfo>, ApiError> {
-    let from = resolve(&st.base, &req.from)?;
-    let to = resolve(&st.base, &req.to)?;
+    Ok(Json(rename_path(&st.base, &req.from, &req.to).await?))
+}
+
+/// Move `from` to `to` (parents of `to` are created; across file systems it copies).
+pub(crate) async fn rename_path(
+    base: &Path,
+    from: &str,
+    to: &str,
+) -> Result<EntryInfo, FilesError> {
+    let from = resolve(base, from)?;
+    let to = resolve(base, to)?;
     if is_root(&from) || is_root(&to) {
-        return Err(FilesError::Root("rename").into());
+        return Err(FilesError::Root("rename"));
     }
     tokio::fs::symlink_metadata(&from)
         .await
@@ -491,17 +545,16 @@ async fn rename(
                     "rename",
                     &from,
                     std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_string()),
-                )
-                .into());
+                ));
             }
         }
-        Err(e) => return Err(FilesError::io("rename", &from, e).into()),
+        Err(e) => return Err(FilesError::io("rename", &from, e)),
     }
     let meta = tokio::fs::symlink_metadata(&to)
         .await
         .map_err(|e| FilesError::io("stat", &to, e))?;
     let names = Names::load().await;
-    Ok(Json(entry(&to, &meta, &names)))
+    Ok(entry(&to, &meta, &names))
 }
 
 /// User and group names from the sandbox's `/etc/passwd` and `/etc/group`.

@@ -13,6 +13,7 @@ pub mod api;
 pub mod cli;
 pub mod commands;
 pub mod context;
+pub mod e2b;
 pub mod files;
 pub mod kernel;
 pub mod ports;

@@ -421,6 +421,11 @@ impl Subscription {
         self.proc.pid
     }
 
+    /// Whether the process runs on a terminal (its output is one stream).
+    pub fn is_pty(&self) -> bool {
+        self.proc.is_pty()
+    }
+
     /// The next batch of raw output, then one `End`, then `None`.
     pub async fn next_items(&mut self) -> Option<Vec<Item>> {
         if self.state == SubState::Done {

@@ -61,6 +61,15 @@ pub struct ExecuteRequest {
 /// A MIME bundle: MIME type → value.
 pub type MimeBundle = BTreeMap<String, serde_json::Value>;
 
+/// MIME type of a table's data in a result: a pandas `DataFrame` as `{column: [values…]}`
+/// (`to_dict(orient="list")`, timestamps as ISO strings). Added by the Python kernel next to the
+/// DataFrame's `text/plain` and `text/html`.
+pub const TABLE_MIME: &str = "application/vnd.lizard.table+json";
+/// MIME type of a chart's data in a result: a matplotlib figure described as a chart object (type,
+/// title, axes, elements: E2B's chart schema, made by the `e2b-charts` package). Added by the
+/// Python kernel next to the figure's `image/png` when the figure is a supported chart.
+pub const CHART_MIME: &str = "application/vnd.lizard.chart+json";
+
 /// A rich result of a cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutionResult {

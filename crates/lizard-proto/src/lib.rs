@@ -9,6 +9,7 @@
 //! SSE and the E2B-compatible stream are serializations of this enum, never copies of it.
 
 pub mod command;
+pub mod e2b;
 pub mod error;
 pub mod execution;
 pub mod files;
@@ -23,7 +24,8 @@ pub use command::{
 pub use error::{ErrorBody, ErrorCode};
 pub use execution::{
     EventFrame, ExecuteRequest, Execution, ExecutionError, ExecutionEvent, ExecutionLog,
-    ExecutionRecord, ExecutionResult, ExecutionStatus, ExecutionUsage, MimeBundle,
+    ExecutionRecord, ExecutionResult, ExecutionStatus, ExecutionUsage, MimeBundle, CHART_MIME,
+    TABLE_MIME,
 };
 pub use files::{
     EntryInfo, FileType, FsEvent, FsEventType, ListQuery, MakeDirRequest, PathQuery, RenameRequest,

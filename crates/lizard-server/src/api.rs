@@ -29,6 +29,8 @@ pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 pub struct AppState {
     pub sandboxes: Arc<Sandboxes>,
+    /// E2B compatibility: sandbox tokens and debug mode.
+    pub e2b: crate::e2b::E2b,
 }
 
 type St = State<Arc<AppState>>;
@@ -53,7 +55,8 @@ impl ApiError {
     }
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+/// An error with its sources, `outer: inner: innermost`.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -160,6 +163,7 @@ impl FromRequestParts<Arc<AppState>> for Auth {
 /// The server's router.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
+        .merge(crate::e2b::routes())
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
@@ -212,6 +216,11 @@ pub fn router(state: Arc<AppState>) -> Router {
             r
         })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // E2B sandbox traffic is routed by header before any path matching.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::e2b::sandbox_traffic,
+        ))
         .with_state(state)
 }
 

@@ -14,6 +14,24 @@ use std::time::Duration;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// What the sandbox uses right now: memory bytes, and CPU as a percentage of its CPU limit over a
+/// 100 ms window (for E2B's `getMetrics`).
+pub async fn instant(sb: &Sandbox) -> (u64, f64) {
+    let cg = sb.runtime.cgroup.clone();
+    let cores = (sb.limits.cpu_millicores as f64 / 1000.0).max(0.001);
+    tokio::task::spawn_blocking(move || {
+        let t0 = std::time::Instant::now();
+        let a = cg.cpu_usage_ns().unwrap_or(0);
+        std::thread::sleep(Duration::from_millis(100));
+        let b = cg.cpu_usage_ns().unwrap_or(a);
+        let wall = t0.elapsed().as_nanos().max(1) as f64;
+        let pct = (b.saturating_sub(a) as f64 / wall / cores * 100.0).min(100.0);
+        (cg.memory_bytes().unwrap_or(0), pct)
+    })
+    .await
+    .unwrap_or((0, 0.0))
+}
+
 /// Take one sample of `sb` and store it.
 pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
     let store = &sandboxes.store;

@@ -79,15 +79,37 @@ pub async fn forward(
 pub async fn forward_port(
     State(st): State<Arc<AppState>>,
     Auth(who): Auth,
-    mut req: Request,
+    req: Request,
 ) -> Result<Response, ApiError> {
     let (sb, uri) = target(&st, &who, &req)?;
+    relay(&sb, req, uri, &[]).await
+}
+
+/// Send `req` to the sandbox's agent at `uri` with every end-to-end header except Lizard's
+/// credentials (a Bearer `Authorization`, `X-API-Key`) and the `strip`ped ones, splicing the connection through when the
+/// agent switches protocols (WebSocket).
+pub async fn relay(
+    sb: &crate::sandboxes::Sandbox,
+    mut req: Request,
+    uri: String,
+    strip: &[&str],
+) -> Result<Response, ApiError> {
     let upgrade = req.headers().get(header::UPGRADE).cloned();
     let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
     let mut headers = lizard_http::end_to_end_headers(&parts.headers, upgrade.as_ref());
-    headers.remove(header::AUTHORIZATION);
+    // Other schemes (e.g. envd's `Basic <user>:`) belong to the service inside.
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.len() >= 7 && v[..7].eq_ignore_ascii_case("bearer "));
+    if bearer {
+        headers.remove(header::AUTHORIZATION);
+    }
     headers.remove("x-api-key");
+    for h in strip {
+        headers.remove(*h);
+    }
     headers.insert(header::HOST, HeaderValue::from_static("agent"));
     let mut out = axum::http::Request::builder().method(parts.method).uri(uri);
     if let Some(h) = out.headers_mut() {
@@ -97,9 +119,11 @@ pub async fn forward_port(
         .body(body)
         .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
     let mut resp = sb.agent.send(out).await.map_err(|e| {
+        let msg = crate::api::chain(&e);
+        tracing::warn!(sandbox = %sb.id, error = %msg, "relaying to the agent");
         ApiError::new(
             ErrorCode::Unavailable,
-            format!("the sandbox's agent is not reachable: {e}"),
+            format!("the sandbox's agent is not reachable: {msg}"),
         )
     })?;
     if resp.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS {

@@ -35,6 +35,19 @@ pub struct ServeArgs {
     /// Seconds between usage samples of each sandbox.
     #[arg(long, default_value_t = 5)]
     sample_interval_s: u64,
+    /// Also serve E2B's debug mode (`E2B_DEBUG=true` in the SDKs): one default sandbox behind the
+    /// code-interpreter and envd addresses below, with no API key. Local use only.
+    #[arg(long, env = "LIZARD_E2B_DEBUG")]
+    e2b_debug: bool,
+    /// Project that owns the debug-mode sandbox.
+    #[arg(long, default_value = "default")]
+    e2b_debug_project: String,
+    /// Debug mode's code-interpreter address (E2B's SDKs use localhost:49999).
+    #[arg(long, default_value = "127.0.0.1:49999")]
+    e2b_debug_ci_listen: String,
+    /// Debug mode's envd address (E2B's SDKs use localhost:49983).
+    #[arg(long, default_value = "127.0.0.1:49983")]
+    e2b_debug_envd_listen: String,
 }
 
 pub fn open_store(data_dir: &Path) -> Result<Store> {
@@ -153,17 +166,52 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             sandboxes.clone(),
             Duration::from_secs(args.sample_interval_s.max(1)),
         ));
-        let app = router(Arc::new(AppState {
+        let e2b = lizard_server::e2b::E2b::open(
+            &data_dir,
+            args.e2b_debug.then(|| args.e2b_debug_project.clone()),
+        )
+        .context("opening the E2B token secret")?;
+        let state = Arc::new(AppState {
             sandboxes: sandboxes.clone(),
-        }));
+            e2b,
+        });
+        let app = router(state.clone());
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
         let addr = listener.local_addr()?;
+        let mut e2b_debug = serde_json::Value::Null;
+        if args.e2b_debug {
+            let mut addrs = serde_json::Map::new();
+            for (name, listen, port) in [
+                (
+                    "code_interpreter",
+                    &args.e2b_debug_ci_listen,
+                    lizard_proto::e2b::CODE_INTERPRETER_PORT,
+                ),
+                (
+                    "envd",
+                    &args.e2b_debug_envd_listen,
+                    lizard_proto::e2b::ENVD_PORT,
+                ),
+            ] {
+                let l = tokio::net::TcpListener::bind(listen)
+                    .await
+                    .with_context(|| format!("binding {listen} for E2B debug mode"))?;
+                addrs.insert(name.into(), l.local_addr()?.to_string().into());
+                let app = lizard_server::e2b::debug_router(state.clone(), port);
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(l, app).await {
+                        tracing::error!(error = %e, "E2B debug listener failed");
+                    }
+                });
+            }
+            e2b_debug = addrs.into();
+        }
         println!(
             "{}",
             serde_json::json!({"event": "listening", "addr": addr.to_string(),
-                "data_dir": data_dir.display().to_string()})
+                "data_dir": data_dir.display().to_string(), "e2b_debug": e2b_debug})
         );
         tracing::info!(%addr, data_dir = %data_dir.display(), "lizard serve listening");
         let shutdown = async {

@@ -1,0 +1,702 @@
+//! E2B's envd over the agent's processes and files: the Connect-protocol JSON services
+//! `process.Process` (`Start`, `Connect`, `List`, `SendSignal`, `SendInput`, `CloseStdin`,
+//! `Update`) and `filesystem.Filesystem` (`Stat`, `ListDir`, `MakeDir`, `Move`, `Remove`), and the
+//! HTTP routes `GET|POST /files`, `GET /health`, `GET /envs`.
+//!
+//! Streams (`Start`, `Connect`) answer `200 application/connect+json`: `start{pid}` first, output as
+//! base64 `data` events, exactly one `end`, keepalives while quiet, and the end-of-stream envelope.
+//! `Connect-Timeout-Ms` bounds the process's life (as envd does; the SDKs send 60 s by default, 0
+//! for none): a process stopped by it ends the stream with `deadline_exceeded` instead of `end`.
+//! A client that leaves only detaches; the process runs on (reattach with `Connect`).
+//! Unary errors are a Connect `{code, message}` with the code's HTTP status (`not_found`,
+//! `already_exists`, … which the SDKs branch on).
+//!
+//! Not here: `StreamInput` (client streaming), `WatchDir`/watchers, file metadata (xattrs), gzip
+//! bodies, signed download URLs, and users other than the sandbox's one user (`user`; `root` is
+//! refused with `permission_denied`, because nothing in a sandbox runs as root).
+
+use crate::commands::{Launch, SANDBOX_USER};
+use crate::files::{self, FilesError};
+use crate::procs::{CommandError, Item, Proc, Processes, Stream, Subscription};
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine as _;
+use futures_util::{StreamExt, TryStreamExt};
+use lizard_proto::e2b::envd::{self as wire, ConnectError, EndStream, ProcessEvent};
+use lizard_proto::{CommandEnd, ErrorCode};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Keepalive interval when the client does not ask for one (`Keepalive-Ping-Interval`, seconds).
+const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(50);
+/// Largest process lifetime accepted through `Connect-Timeout-Ms` (one day).
+const MAX_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
+
+struct Envd {
+    procs: Arc<Processes>,
+    home: PathBuf,
+}
+
+type St = State<Arc<Envd>>;
+
+pub fn routes<S: Clone + Send + Sync + 'static>(procs: Arc<Processes>, home: PathBuf) -> Router<S> {
+    Router::new()
+        .route("/health", get(|| async { StatusCode::NO_CONTENT }))
+        .route("/envs", get(envs))
+        .route(
+            "/files",
+            get(read_file)
+                .post(write_files)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route("/process.Process/Start", post(start))
+        .route("/process.Process/Connect", post(connect))
+        .route("/process.Process/List", post(list))
+        .route("/process.Process/SendSignal", post(send_signal))
+        .route("/process.Process/SendInput", post(send_input))
+        .route("/process.Process/CloseStdin", post(close_stdin))
+        .route("/process.Process/Update", post(update))
+        .route("/filesystem.Filesystem/Stat", post(stat))
+        .route("/filesystem.Filesystem/ListDir", post(list_dir))
+        .route("/filesystem.Filesystem/MakeDir", post(make_dir))
+        .route("/filesystem.Filesystem/Move", post(move_entry))
+        .route("/filesystem.Filesystem/Remove", post(remove))
+        .fallback(unimplemented)
+        .with_state(Arc::new(Envd { procs, home }))
+}
+
+// ---- errors ----
+
+/// A unary Connect failure.
+pub struct RpcError(ConnectError);
+
+impl IntoResponse for RpcError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.0.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(self.0)).into_response()
+    }
+}
+
+fn rpc(code: &str, message: impl Into<String>) -> RpcError {
+    RpcError(ConnectError::new(code, message))
+}
+
+fn connect_code(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::InvalidRequest | ErrorCode::UnsupportedMediaType => "invalid_argument",
+        ErrorCode::Unauthenticated => "unauthenticated",
+        ErrorCode::NotFound => "not_found",
+        ErrorCode::PermissionDenied => "permission_denied",
+        ErrorCode::Conflict => "already_exists",
+        ErrorCode::PayloadTooLarge | ErrorCode::RateLimited | ErrorCode::InsufficientStorage => {
+            "resource_exhausted"
+        }
+        ErrorCode::Unavailable => "unavailable",
+        ErrorCode::Internal => "internal",
+    }
+}
+
+impl From<crate::api::ApiError> for RpcError {
+    fn from(e: crate::api::ApiError) -> Self {
+        rpc(connect_code(e.0.code), e.0.message)
+    }
+}
+
+impl From<FilesError> for RpcError {
+    fn from(e: FilesError) -> Self {
+        let not_dir = matches!(e, FilesError::NotADirectory(_));
+        let mut r = RpcError::from(crate::api::ApiError::from(e));
+        if not_dir {
+            r.0.code = "invalid_argument".into();
+        }
+        r
+    }
+}
+
+impl From<CommandError> for RpcError {
+    fn from(e: CommandError) -> Self {
+        let exited = matches!(e, CommandError::Exited(_) | CommandError::StdinClosed(_));
+        let mut r = RpcError::from(crate::api::ApiError::from(e));
+        if exited {
+            r.0.code = "failed_precondition".into();
+        }
+        r
+    }
+}
+
+async fn unimplemented(req: Request) -> RpcError {
+    rpc(
+        "unimplemented",
+        format!("{} is not implemented by Lizard's envd", req.uri().path()),
+    )
+}
+
+/// A unary request's JSON message (Connect sends `application/json`; the type is not enforced).
+struct Msg<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Msg<T> {
+    type Rejection = RpcError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, RpcError> {
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| rpc("invalid_argument", e.body_text()))?;
+        let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &body
+        };
+        serde_json::from_slice(body)
+            .map(Msg)
+            .map_err(|e| rpc("invalid_argument", format!("invalid message: {e}")))
+    }
+}
+
+/// A streaming request's one message, from its envelope.
+struct StreamMsg<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StreamMsg<T> {
+    type Rejection = RpcError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, RpcError> {
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| rpc("invalid_argument", e.body_text()))?;
+        let envs = wire::envelopes(&body).map_err(|e| rpc("invalid_argument", e.to_string()))?;
+        let Some((_, msg)) = envs
+            .into_iter()
+            .find(|(f, _)| f & wire::FLAG_END_STREAM == 0)
+        else {
+            return Err(rpc("invalid_argument", "the request has no message"));
+        };
+        serde_json::from_slice(msg)
+            .map(StreamMsg)
+            .map_err(|e| rpc("invalid_argument", format!("invalid message: {e}")))
+    }
+}
+
+/// The user named by `Authorization: Basic base64("<user>:")`, which must be the sandbox's one user.
+fn check_user(headers: &HeaderMap) -> Result<(), RpcError> {
+    let Some(v) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(());
+    };
+    let Some(b64) = v.strip_prefix("Basic ") else {
+        return Ok(());
+    };
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|_| rpc("invalid_argument", "malformed Basic authorization"))?;
+    let text = String::from_utf8_lossy(&decoded);
+    let user = text.split(':').next().unwrap_or("");
+    check_user_name(user)
+}
+
+fn check_user_name(user: &str) -> Result<(), RpcError> {
+    if user.is_empty() || user == SANDBOX_USER {
+        return Ok(());
+    }
+    Err(rpc(
+        "permission_denied",
+        format!(
+            "cannot act as {user:?}: everything in a Lizard sandbox runs as its one unprivileged \
+             user {SANDBOX_USER:?} (there is no root); leave `user` out"
+        ),
+    ))
+}
+
+// ---- process ----
+
+fn timeout_ms(headers: &HeaderMap) -> Result<Option<u64>, RpcError> {
+    match headers
+        .get("connect-timeout-ms")
+        .and_then(|v| v.to_str().ok())
+    {
+        None => Ok(None),
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(0) => Ok(None),
+            Ok(t) => Ok(Some(t.min(MAX_TIMEOUT_MS))),
+            Err(_) => Err(rpc(
+                "invalid_argument",
+                "Connect-Timeout-Ms is not a number",
+            )),
+        },
+    }
+}
+
+fn keepalive(headers: &HeaderMap) -> Duration {
+    headers
+        .get("keepalive-ping-interval")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map(|s| Duration::from_secs(s.min(3600)))
+        .unwrap_or(DEFAULT_KEEPALIVE)
+}
+
+async fn start(
+    State(st): St,
+    headers: HeaderMap,
+    StreamMsg(req): StreamMsg<wire::StartRequest>,
+) -> Result<Response, RpcError> {
+    check_user(&headers)?;
+    let p = req.process;
+    if p.cmd.is_empty() {
+        return Err(rpc("invalid_argument", "process.cmd is empty"));
+    }
+    let mut argv = vec![p.cmd];
+    argv.extend(p.args);
+    let mut spec = Launch {
+        cmd: None,
+        argv: Some(argv),
+        cwd: p.cwd.filter(|c| !c.is_empty()),
+        env: p.envs,
+        timeout_ms: timeout_ms(&headers)?,
+        user: None,
+        tag: req.tag,
+    }
+    .into_spawn(&st.procs, None)?;
+    spec.stdin = req.stdin.unwrap_or(true);
+    if let Some(size) = req.pty.map(|p| p.size.unwrap_or_default()) {
+        let clamp = |v: u32, d: u16| if v == 0 { d } else { v.min(4096) as u16 };
+        spec.pty = Some(lizard_proto::PtySize {
+            cols: clamp(size.cols, 80),
+            rows: clamp(size.rows, 24),
+        });
+    }
+    let (_, sub) = st.procs.spawn(spec, true, true)?;
+    let sub = sub.ok_or_else(|| rpc("internal", "the process has no reader"))?;
+    Ok(stream_process(sub, keepalive(&headers)))
+}
+
+fn select(procs: &Processes, s: &wire::ProcessSelector) -> Result<Arc<Proc>, RpcError> {
+    if let Some(pid) = s.pid {
+        return Ok(procs.get(pid)?);
+    }
+    if let Some(tag) = &s.tag {
+        let info = procs
+            .list()
+            .into_iter()
+            .find(|p| p.tag.as_deref() == Some(tag.as_str()))
+            .ok_or_else(|| rpc("not_found", format!("no running process tagged {tag:?}")))?;
+        return Ok(procs.get(info.pid)?);
+    }
+    Err(rpc("invalid_argument", "select a process by pid or tag"))
+}
+
+async fn connect(
+    State(st): St,
+    headers: HeaderMap,
+    StreamMsg(req): StreamMsg<wire::SelectRequest>,
+) -> Result<Response, RpcError> {
+    let proc = select(&st.procs, &req.process)?;
+    if !proc.is_running() {
+        return Err(rpc("not_found", format!("process {} has exited", proc.pid)));
+    }
+    Ok(stream_process(proc.subscribe(true), keepalive(&headers)))
+}
+
+/// Go's `ProcessState.String()` wording, which E2B's `end.status` carries.
+fn end_event(end: &CommandEnd) -> wire::EndEvent {
+    let (exit_code, status) = match (&end.exit_code, &end.signal) {
+        (Some(c), _) => (*c, format!("exit status {c}")),
+        (None, Some(sig)) => {
+            let name = match sig.as_str() {
+                "SIGKILL" => "killed",
+                "SIGTERM" => "terminated",
+                "SIGINT" => "interrupt",
+                "SIGHUP" => "hangup",
+                other => other,
+            };
+            (-1, format!("signal: {name}"))
+        }
+        (None, None) => (-1, "unknown".to_string()),
+    };
+    wire::EndEvent {
+        exit_code,
+        exited: end.exit_code.is_some(),
+        status,
+        error: None,
+    }
+}
+
+/// A process's output as a Connect stream.
+fn stream_process(mut sub: Subscription, keepalive: Duration) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let pty = sub.is_pty();
+    tokio::spawn(async move {
+        let send = |b: Vec<u8>| tx.send(Bytes::from(b));
+        if send(ProcessEvent::Start { pid: sub.pid() }.envelope())
+            .await
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            let items = tokio::select! {
+                items = sub.next_items() => items,
+                _ = tokio::time::sleep(keepalive) => {
+                    if send(ProcessEvent::Keepalive {}.envelope()).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let Some(items) = items else {
+                let _ = send(EndStream::default().envelope()).await;
+                return;
+            };
+            for item in items {
+                let out = match item {
+                    Item::Output(stream, data) => {
+                        let b64 = base64::engine::general_purpose::STANDARD.encode(&data);
+                        let o = match (pty, stream) {
+                            (true, _) => wire::Output::Pty(b64),
+                            (false, Stream::Stdout) => wire::Output::Stdout(b64),
+                            (false, Stream::Stderr) => wire::Output::Stderr(b64),
+                        };
+                        ProcessEvent::Data(o).envelope()
+                    }
+                    Item::End(end) if end.timed_out => {
+                        let mut out = Vec::new();
+                        out.extend(
+                            EndStream {
+                                error: Some(ConnectError::new(
+                                    "deadline_exceeded",
+                                    "the process ran past its timeout and was killed",
+                                )),
+                            }
+                            .envelope(),
+                        );
+                        let _ = send(out).await;
+                        return;
+                    }
+                    Item::End(end) => {
+                        let mut out = ProcessEvent::End(end_event(&end)).envelope();
+                        out.extend(EndStream::default().envelope());
+                        let _ = send(out).await;
+                        return;
+                    }
+                };
+                if send(out).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let mut r = Response::new(Body::from_stream(
+        ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
+    ));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(wire::CONNECT_STREAM_JSON),
+    );
+    r
+}
+
+async fn list(State(st): St) -> Json<wire::ListResponse> {
+    let processes = st
+        .procs
+        .list()
+        .into_iter()
+        .map(|p| {
+            let mut argv = p.argv.into_iter();
+            wire::ListedProcess {
+                config: wire::ProcessConfig {
+                    cmd: argv.next().unwrap_or_default(),
+                    args: argv.collect(),
+                    envs: p.env,
+                    cwd: Some(p.cwd),
+                },
+                pid: p.pid,
+                tag: p.tag,
+            }
+        })
+        .collect();
+    Json(wire::ListResponse { processes })
+}
+
+async fn send_signal(
+    State(st): St,
+    Msg(req): Msg<wire::SendSignalRequest>,
+) -> Result<Json<serde_json::Value>, RpcError> {
+    let name = req.signal.signal_name().ok_or_else(|| {
+        rpc(
+            "invalid_argument",
+            "unknown signal: use SIGNAL_SIGTERM or SIGNAL_SIGKILL",
+        )
+    })?;
+    let sig = crate::commands::parse_signal(name)?;
+    select(&st.procs, &req.process)?.signal(sig)?;
+    Ok(Json(serde_json::json!({})))
+}
+
+fn decode_b64(s: &str) -> Result<Vec<u8>, RpcError> {
+    base64::engine::general_purpose::STANDARD
+        .decode(s.as_bytes())
+        .map_err(|e| {
+            rpc(
+                "invalid_argument",
+                format!("input is not valid base64: {e}"),
+            )
+        })
+}
+
+async fn send_input(
+    State(st): St,
+    Msg(req): Msg<wire::SendInputRequest>,
+) -> Result<Json<serde_json::Value>, RpcError> {
+    let data = match (&req.input.stdin, &req.input.pty) {
+        (Some(s), _) | (None, Some(s)) => decode_b64(s)?,
+        (None, None) => Vec::new(),
+    };
+    select(&st.procs, &req.process)?.write_input(&data).await?;
+    Ok(Json(serde_json::json!({})))
+}
+
+async fn close_stdin(
+    State(st): St,
+    Msg(req): Msg<wire::SelectRequest>,
+) -> Result<Json<serde_json::Value>, RpcError> {
+    select(&st.procs, &req.process)?.close_input().await?;
+    Ok(Json(serde_json::json!({})))
+}
+
+async fn update(
+    State(st): St,
+    Msg(req): Msg<wire::UpdateRequest>,
+) -> Result<Json<serde_json::Value>, RpcError> {
+    let proc = select(&st.procs, &req.process)?;
+    if let Some(size) = req.pty.and_then(|p| p.size) {
+        if size.cols == 0 || size.rows == 0 || size.cols > 4096 || size.rows > 4096 {
+            return Err(rpc("invalid_argument", "cols and rows must be 1..4096"));
+        }
+        proc.resize(lizard_proto::PtySize {
+            cols: size.cols as u16,
+            rows: size.rows as u16,
+        })?;
+    }
+    Ok(Json(serde_json::json!({})))
+}
+
+// ---- filesystem ----
+
+fn entry(e: &lizard_proto::EntryInfo) -> wire::EntryInfo {
+    e.into()
+}
+
+async fn stat(
+    State(st): St,
+    headers: HeaderMap,
+    Msg(req): Msg<wire::PathRequest>,
+) -> Result<Json<wire::EntryResponse>, RpcError> {
+    check_user(&headers)?;
+    let e = files::stat_path(&st.home, &req.path).await?;
+    Ok(Json(wire::EntryResponse { entry: entry(&e) }))
+}
+
+async fn list_dir(
+    State(st): St,
+    headers: HeaderMap,
+    Msg(req): Msg<wire::ListDirRequest>,
+) -> Result<Json<wire::ListDirResponse>, RpcError> {
+    check_user(&headers)?;
+    let depth = req.depth.unwrap_or(1).max(1);
+    let entries = files::list_dir(&st.home, &req.path, depth).await?;
+    Ok(Json(wire::ListDirResponse {
+        entries: entries.iter().map(entry).collect(),
+    }))
+}
+
+async fn make_dir(
+    State(st): St,
+    headers: HeaderMap,
+    Msg(req): Msg<wire::PathRequest>,
+) -> Result<Json<wire::EntryResponse>, RpcError> {
+    check_user(&headers)?;
+    let e = files::make_dir(&st.home, &req.path).await?;
+    Ok(Json(wire::EntryResponse { entry: entry(&e) }))
+}
+
+async fn move_entry(
+    State(st): St,
+    headers: HeaderMap,
+    Msg(req): Msg<wire::MoveRequest>,
+) -> Result<Json<wire::EntryResponse>, RpcError> {
+    check_user(&headers)?;
+    let e = files::rename_path(&st.home, &req.source, &req.destination).await?;
+    Ok(Json(wire::EntryResponse { entry: entry(&e) }))
+}
+
+async fn remove(
+    State(st): St,
+    headers: HeaderMap,
+    Msg(req): Msg<wire::PathRequest>,
+) -> Result<Json<serde_json::Value>, RpcError> {
+    check_user(&headers)?;
+    files::remove_path(&st.home, &req.path).await?;
+    Ok(Json(serde_json::json!({})))
+}
+
+// ---- HTTP ----
+
+/// envd's HTTP error body: `{"code": <status>, "message": …}`.
+struct HttpError(StatusCode, String);
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"code": self.0.as_u16(), "message": self.1});
+        (self.0, Json(body)).into_response()
+    }
+}
+
+impl From<FilesError> for HttpError {
+    fn from(e: FilesError) -> Self {
+        let api = crate::api::ApiError::from(e);
+        HttpError(
+            StatusCode::from_u16(api.0.code.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            api.0.message,
+        )
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct FilesQuery {
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+}
+
+fn check_query_user(q: &FilesQuery) -> Result<(), HttpError> {
+    match q.username.as_deref() {
+        None | Some("") => Ok(()),
+        Some(u) => check_user_name(u).map_err(|e| HttpError(StatusCode::BAD_REQUEST, e.0.message)),
+    }
+}
+
+async fn read_file(
+    State(st): St,
+    q: Result<Query<FilesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, HttpError> {
+    let Query(q) = q.map_err(|e| HttpError(StatusCode::BAD_REQUEST, e.body_text()))?;
+    check_query_user(&q)?;
+    let path = q
+        .path
+        .ok_or_else(|| HttpError(StatusCode::BAD_REQUEST, "missing ?path=".into()))?;
+    Ok(files::read_file(&st.home, &path).await?)
+}
+
+fn written(e: &lizard_proto::EntryInfo) -> wire::WrittenFile {
+    wire::WrittenFile {
+        path: e.path.clone(),
+        name: e.name.clone(),
+        file_type: "file".into(),
+    }
+}
+
+/// `POST /files`: multipart (part `file`, its filename the path when `?path=` is absent) or a raw
+/// `application/octet-stream` body for `?path=`.
+async fn write_files(
+    State(st): St,
+    q: Result<Query<FilesQuery>, axum::extract::rejection::QueryRejection>,
+    req: Request,
+) -> Result<Json<Vec<wire::WrittenFile>>, HttpError> {
+    let Query(q) = q.map_err(|e| HttpError(StatusCode::BAD_REQUEST, e.body_text()))?;
+    check_query_user(&q)?;
+    let is_multipart = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/"));
+    if !is_multipart {
+        let path = q.path.ok_or_else(|| {
+            HttpError(
+                StatusCode::BAD_REQUEST,
+                "missing ?path= for a raw upload".into(),
+            )
+        })?;
+        let e = files::write_file(&st.home, &path, req.into_body().into_data_stream()).await?;
+        return Ok(Json(vec![written(&e)]));
+    }
+    // The body is shared so that whatever the multipart parser leaves unread (the epilogue, the
+    // chunked terminator) is drained at the end: an HTTP/1 server that answers before reading its
+    // request to the end closes the connection, and the relaying server may then see a broken pipe
+    // instead of the answer.
+    let (parts, body) = req.into_parts();
+    let shared = Arc::new(std::sync::Mutex::new(body.into_data_stream()));
+    let reader = shared.clone();
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        reader
+            .lock()
+            .map(|mut s| s.poll_next_unpin(cx))
+            .unwrap_or(std::task::Poll::Ready(None))
+    });
+    let req = Request::from_parts(parts, Body::from_stream(stream));
+    let result = write_parts(&st, &q, req).await;
+    let rest = futures_util::stream::poll_fn(move |cx| {
+        shared
+            .lock()
+            .map(|mut s| s.poll_next_unpin(cx))
+            .unwrap_or(std::task::Poll::Ready(None))
+    });
+    let _ = tokio::time::timeout(Duration::from_secs(5), rest.for_each(|_| async {})).await;
+    result
+}
+
+async fn write_parts(
+    st: &Envd,
+    q: &FilesQuery,
+    req: Request,
+) -> Result<Json<Vec<wire::WrittenFile>>, HttpError> {
+    let mut mp = Multipart::from_request(req, &())
+        .await
+        .map_err(|e| HttpError(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let mut out = Vec::new();
+    loop {
+        let field = match mp.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => return Err(HttpError(StatusCode::BAD_REQUEST, e.body_text())),
+        };
+        let target = match (&q.path, field.file_name()) {
+            (Some(p), _) if out.is_empty() => p.clone(),
+            (_, Some(f)) if !f.is_empty() => f.to_string(),
+            _ => {
+                return Err(HttpError(
+                    StatusCode::BAD_REQUEST,
+                    "each file part needs a filename (its path) when ?path= is absent".into(),
+                ))
+            }
+        };
+        let body = field.map_err(axum::Error::new).into_stream();
+        let e = files::write_file(&st.home, &target, Box::pin(body)).await?;
+        out.push(written(&e));
+    }
+    if out.is_empty() {
+        return Err(HttpError(
+            StatusCode::BAD_REQUEST,
+            "the multipart body has no file part".into(),
+        ));
+    }
+    Ok(Json(out))
+}
+
+/// The sandbox's environment as processes inherit it (Lizard's own variables left out).
+async fn envs() -> Json<std::collections::BTreeMap<String, String>> {
+    Json(
+        std::env::vars()
+            .filter(|(k, _)| !k.starts_with("LIZARD_"))
+            .collect(),
+    )
+}

@@ -1,0 +1,143 @@
+//! E2B's control-plane bodies (`POST /v2/sandboxes`, `/connect`, `GET /sandboxes/{id}`, lists,
+//! timeouts) and its error body. Field names are E2B's (`templateID`, `sandboxID`, …). Request
+//! fields Lizard does not implement (`mcp`, `network`, `volumeMounts`, …) are accepted and ignored
+//! only where ignoring them is harmless; see `docs/E2B.md`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `POST /sandboxes` and `POST /v2/sandboxes`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewSandbox {
+    #[serde(rename = "templateID")]
+    pub template_id: String,
+    /// Seconds until the sandbox times out (E2B's default 15 s; the SDKs send 300).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Pause instead of kill on timeout.
+    #[serde(default, rename = "autoPause")]
+    pub auto_pause: Option<bool>,
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, String>>,
+    #[serde(default, rename = "envVars")]
+    pub env_vars: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub allow_internet_access: Option<bool>,
+}
+
+/// `POST /v2/sandboxes/{id}/connect` (and the older `/resume`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnectSandbox {
+    #[serde(default)]
+    pub timeout: Option<u64>,
+}
+
+/// `POST /sandboxes/{id}/timeout`: seconds from now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimeoutRequest {
+    pub timeout: u64,
+}
+
+/// `POST /sandboxes/{id}/refreshes`: extend by seconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RefreshRequest {
+    #[serde(default)]
+    pub duration: Option<u64>,
+}
+
+/// The answer to create and connect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sandbox {
+    #[serde(rename = "templateID")]
+    pub template_id: String,
+    #[serde(rename = "sandboxID")]
+    pub sandbox_id: String,
+    #[serde(rename = "clientID")]
+    pub client_id: String,
+    #[serde(rename = "envdVersion")]
+    pub envd_version: String,
+    /// Sent back as `X-Access-Token` on envd calls and `/execute`.
+    #[serde(rename = "envdAccessToken")]
+    pub envd_access_token: String,
+    /// Sent back as `E2B-Traffic-Access-Token` on every code-interpreter call.
+    #[serde(rename = "trafficAccessToken")]
+    pub traffic_access_token: String,
+}
+
+/// `running` or `paused` (a hibernated Lizard sandbox is `paused` to E2B).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Running,
+    Paused,
+}
+
+/// `GET /sandboxes/{id}` and the items of `GET /v2/sandboxes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SandboxDetail {
+    #[serde(rename = "templateID")]
+    pub template_id: String,
+    #[serde(rename = "sandboxID")]
+    pub sandbox_id: String,
+    #[serde(rename = "clientID")]
+    pub client_id: String,
+    /// RFC 3339.
+    #[serde(rename = "startedAt")]
+    pub started_at: String,
+    /// When the sandbox times out (RFC 3339).
+    #[serde(rename = "endAt")]
+    pub end_at: String,
+    #[serde(rename = "envdVersion")]
+    pub envd_version: String,
+    #[serde(rename = "cpuCount")]
+    pub cpu_count: u32,
+    #[serde(rename = "memoryMB")]
+    pub memory_mb: u64,
+    #[serde(rename = "diskSizeMB")]
+    pub disk_size_mb: u64,
+    pub state: State,
+    pub metadata: BTreeMap<String, String>,
+    #[serde(
+        default,
+        rename = "envdAccessToken",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub envd_access_token: Option<String>,
+    pub lifecycle: Lifecycle,
+}
+
+/// What happens at the timeout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lifecycle {
+    #[serde(rename = "autoResume")]
+    pub auto_resume: bool,
+    /// `kill` or `pause`.
+    #[serde(rename = "onTimeout")]
+    pub on_timeout: String,
+}
+
+/// E2B's error body. `code` is the HTTP status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Error {
+    pub code: u16,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sdk_create_bodies_parse() {
+        let js: NewSandbox =
+            serde_json::from_str(r#"{"templateID":"code-interpreter-v1","timeout":120}"#).unwrap();
+        assert_eq!(js.timeout, Some(120));
+        let py: NewSandbox = serde_json::from_str(
+            r#"{"templateID":"code-interpreter-v1","timeout":120,"metadata":{},"envVars":{},"secure":true,"mcp":null}"#,
+        )
+        .unwrap();
+        assert_eq!(py.env_vars, Some(BTreeMap::new()));
+        let c: ConnectSandbox = serde_json::from_str("{}").unwrap();
+        assert_eq!(c.timeout, None);
+    }
+}

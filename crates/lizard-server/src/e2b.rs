@@ -1,0 +1,565 @@
+//! E2B compatibility on the server: E2B's control-plane REST API (`/sandboxes`, `/v2/sandboxes`,
+//! connect, timeout, pause, info, list) mapped onto [`crate::sandboxes`], and E2B's sandbox traffic
+//! (any request carrying `E2b-Sandbox-Id` + `E2b-Sandbox-Port`) relayed to the sandbox's agent:
+//! port 49999 → the agent's E2B code interpreter, 49983 → its envd, any other port → that port's
+//! service inside the sandbox. With `--e2b-debug` the server also serves E2B's debug mode: one
+//! default sandbox behind `localhost:49999` and `localhost:49983`, no keys (E2B's SDKs then make no
+//! control-plane calls).
+//!
+//! Credentials: control-plane calls carry a Lizard API key in `X-API-KEY` (the SDKs' `E2B_API_KEY`);
+//! sandboxes belong to the key's project. Sandbox traffic carries the per-sandbox token the create
+//! and connect answers hand out (as both `envdAccessToken` and `trafficAccessToken`, so the SDKs
+//! send it on every call): an HMAC of the sandbox id under a server secret kept in
+//! `<data>/e2b-secret`, so it needs no storage and survives restarts. This module owns no sandbox
+//! logic: it translates and relays.
+
+use crate::api::{ApiError, AppState, Auth};
+use crate::sandboxes::{CreateSandbox, Sandbox, SandboxError};
+use crate::store::StoredState;
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use hmac::Mac;
+use lizard_proto::e2b::{api, rfc3339_ms, CODE_INTERPRETER_PORT, DEBUG_SANDBOX_ID, ENVD_PORT};
+use lizard_proto::{LimitsRequest, TimeoutAction};
+use sha2::Digest;
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path as FsPath;
+use std::sync::Arc;
+
+/// E2B's template names that mean "the default template" here: `base` (E2B's plain image) is a
+/// subset of what Lizard's default template has.
+const BASE_TEMPLATE: &str = "base";
+/// Metadata key marking the debug-mode sandbox (so a restarted server finds it again).
+const DEBUG_MARK: &str = "lizard.e2b.debug";
+/// `clientID` in E2B's answers (E2B names the cluster node; Lizard has one).
+const CLIENT_ID: &str = "lizard";
+
+/// E2B state of the server: the token secret and, in debug mode, the default sandbox's project.
+pub struct E2b {
+    secret: [u8; 32],
+    debug_project: Option<String>,
+    debug_lock: tokio::sync::Mutex<()>,
+}
+
+impl E2b {
+    /// Load (or create, 0600) the token secret in `data_dir`. `debug_project`: serve debug mode
+    /// with a default sandbox in that project.
+    pub fn open(data_dir: &FsPath, debug_project: Option<String>) -> std::io::Result<E2b> {
+        let path = data_dir.join("e2b-secret");
+        let secret = match std::fs::read(&path) {
+            Ok(b) if b.len() == 32 => b,
+            _ => {
+                let mut b = vec![0u8; 32];
+                getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&path)?;
+                f.write_all(&b)?;
+                b
+            }
+        };
+        let mut s = [0u8; 32];
+        s.copy_from_slice(&secret);
+        Ok(E2b {
+            secret: s,
+            debug_project,
+            debug_lock: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The access token of a sandbox.
+    pub fn token(&self, sandbox_id: &str) -> String {
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.secret)
+            .expect("HMAC takes keys of any length");
+        mac.update(b"lizard-e2b-token:");
+        mac.update(sandbox_id.as_bytes());
+        let tag = mac.finalize().into_bytes();
+        tag.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Whether `given` is the sandbox's token (compared as digests, so timing says nothing).
+    fn token_ok(&self, sandbox_id: &str, given: &str) -> bool {
+        sha2::Sha256::digest(self.token(sandbox_id).as_bytes())
+            == sha2::Sha256::digest(given.as_bytes())
+    }
+
+    pub fn debug(&self) -> bool {
+        self.debug_project.is_some()
+    }
+}
+
+// ---- errors ----
+
+/// E2B's error body `{code, message}` with `code` = the HTTP status.
+pub struct E2bError(pub StatusCode, pub String);
+
+impl IntoResponse for E2bError {
+    fn into_response(self) -> Response {
+        let body = api::Error {
+            code: self.0.as_u16(),
+            message: self.1,
+        };
+        (self.0, Json(body)).into_response()
+    }
+}
+
+impl From<ApiError> for E2bError {
+    fn from(e: ApiError) -> Self {
+        E2bError(
+            StatusCode::from_u16(e.0.code.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            e.0.message,
+        )
+    }
+}
+
+impl From<SandboxError> for E2bError {
+    fn from(e: SandboxError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+fn not_found(id: &str) -> E2bError {
+    E2bError(StatusCode::NOT_FOUND, format!("sandbox {id} not found"))
+}
+
+/// A JSON body whose failures are E2B errors (an empty body is `{}`).
+struct E2bJson<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for E2bJson<T> {
+    type Rejection = E2bError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, E2bError> {
+        let body = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| E2bError(StatusCode::BAD_REQUEST, e.body_text()))?;
+        let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &body
+        };
+        serde_json::from_slice(body).map(E2bJson).map_err(|e| {
+            E2bError(
+                StatusCode::BAD_REQUEST,
+                format!("invalid request body: {e}"),
+            )
+        })
+    }
+}
+
+type St = State<Arc<AppState>>;
+type Who = Result<Auth, ApiError>;
+
+fn who(w: Who) -> Result<crate::auth::Principal, E2bError> {
+    w.map(|Auth(p)| p).map_err(E2bError::from)
+}
+
+/// A sandbox the caller may see, else 404 (whether or not it exists).
+fn visible(
+    st: &AppState,
+    who: &crate::auth::Principal,
+    id: &str,
+) -> Result<Arc<Sandbox>, E2bError> {
+    crate::api::visible(st, who, id).map_err(|_| not_found(id))
+}
+
+// ---- control plane ----
+
+/// E2B's control-plane routes (merged into the server's router at the root).
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/sandboxes", get(list).post(create))
+        .route("/v2/sandboxes", get(list).post(create))
+        .route("/sandboxes/{id}", get(detail).delete(kill))
+        .route("/sandboxes/{id}/timeout", post(set_timeout))
+        .route("/sandboxes/{id}/refreshes", post(refresh))
+        .route("/sandboxes/{id}/pause", post(pause))
+        .route("/sandboxes/{id}/resume", post(connect))
+        .route("/sandboxes/{id}/connect", post(connect))
+        .route("/v2/sandboxes/{id}/connect", post(connect))
+        .route("/sandboxes/{id}/metrics", get(metrics))
+}
+
+fn sandbox_body(st: &AppState, sb: &Sandbox) -> api::Sandbox {
+    let token = st.e2b.token(&sb.id);
+    api::Sandbox {
+        template_id: sb.template.clone(),
+        sandbox_id: sb.id.clone(),
+        client_id: CLIENT_ID.into(),
+        envd_version: lizard_proto::e2b::ENVD_VERSION.into(),
+        envd_access_token: token.clone(),
+        traffic_access_token: token,
+    }
+}
+
+fn detail_body(st: &AppState, sb: &Sandbox) -> api::SandboxDetail {
+    api::SandboxDetail {
+        template_id: sb.template.clone(),
+        sandbox_id: sb.id.clone(),
+        client_id: CLIENT_ID.into(),
+        started_at: rfc3339_ms(sb.created_at_ms as i64),
+        end_at: rfc3339_ms(sb.timeout_at_ms() as i64),
+        envd_version: lizard_proto::e2b::ENVD_VERSION.into(),
+        cpu_count: (sb.limits.cpu_millicores / 1000).max(1) as u32,
+        memory_mb: sb.limits.memory_mb,
+        disk_size_mb: sb.limits.tmp_mb,
+        state: match sb.state() {
+            StoredState::Running => api::State::Running,
+            _ => api::State::Paused,
+        },
+        metadata: sb.metadata.clone(),
+        envd_access_token: Some(st.e2b.token(&sb.id)),
+        lifecycle: api::Lifecycle {
+            auto_resume: false,
+            on_timeout: match sb.on_timeout {
+                TimeoutAction::Kill => "kill".into(),
+                TimeoutAction::Pause => "pause".into(),
+            },
+        },
+    }
+}
+
+fn seconds_ms(s: u64) -> u64 {
+    s.saturating_mul(1000)
+}
+
+async fn create(
+    State(st): St,
+    w: Who,
+    E2bJson(req): E2bJson<api::NewSandbox>,
+) -> Result<(StatusCode, Json<api::Sandbox>), E2bError> {
+    let who = who(w)?;
+    let project = who
+        .project_for(None)
+        .ok_or_else(|| E2bError(StatusCode::FORBIDDEN, "this key has no project".into()))?;
+    let template = match req.template_id.as_str() {
+        "" | BASE_TEMPLATE => None,
+        t => Some(t.to_string()),
+    };
+    let sb = st
+        .sandboxes
+        .create(CreateSandbox {
+            project,
+            template,
+            timeout_ms: req.timeout.map(seconds_ms),
+            metadata: req.metadata.unwrap_or_default(),
+            envs: req.env_vars.unwrap_or_default(),
+            limits: LimitsRequest::default(),
+            on_timeout: if req.auto_pause == Some(true) {
+                TimeoutAction::Pause
+            } else {
+                TimeoutAction::Kill
+            },
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(sandbox_body(&st, &sb))))
+}
+
+/// `GET /sandboxes/{id}`.
+async fn detail(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+) -> Result<Json<api::SandboxDetail>, E2bError> {
+    let sb = visible(&st, &who(w)?, &id)?;
+    Ok(Json(detail_body(&st, &sb)))
+}
+
+/// `GET /sandboxes` and `GET /v2/sandboxes?state=running,paused&metadata=k%3Dv&…`: one page with
+/// everything (no `X-Next-Token`).
+async fn list(
+    State(st): St,
+    w: Who,
+    req: Request,
+) -> Result<Json<Vec<api::SandboxDetail>>, E2bError> {
+    let who = who(w)?;
+    let mut states: Vec<String> = Vec::new();
+    let mut want: BTreeMap<String, String> = BTreeMap::new();
+    let mut limit: Option<usize> = None;
+    for (k, v) in form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
+        match k.as_ref() {
+            "state" => states.extend(v.split(',').map(|s| s.trim().to_string())),
+            // `metadata` is itself a URL-encoded query (`k1=v1&k2=v2`).
+            "metadata" => want.extend(
+                form_urlencoded::parse(v.as_bytes()).map(|(a, b)| (a.into_owned(), b.into_owned())),
+            ),
+            "limit" => limit = v.parse().ok(),
+            _ => {}
+        }
+    }
+    let mut out: Vec<Arc<Sandbox>> = st
+        .sandboxes
+        .all()
+        .into_iter()
+        .filter(|sb| who.can_see(&sb.project))
+        .filter(|sb| {
+            let s = if sb.state() == StoredState::Running {
+                "running"
+            } else {
+                "paused"
+            };
+            states.is_empty() || states.iter().any(|w| w == s)
+        })
+        .filter(|sb| want.iter().all(|(k, v)| sb.metadata.get(k) == Some(v)))
+        .collect();
+    out.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
+    if let Some(l) = limit.filter(|l| *l > 0) {
+        out.truncate(l);
+    }
+    Ok(Json(out.iter().map(|sb| detail_body(&st, sb)).collect()))
+}
+
+async fn kill(State(st): St, w: Who, Path(id): Path<String>) -> Result<StatusCode, E2bError> {
+    visible(&st, &who(w)?, &id)?;
+    st.sandboxes.kill(&id).await.map_err(|e| match e {
+        SandboxError::NotFound(_) => not_found(&id),
+        e => e.into(),
+    })?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn set_timeout(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+    E2bJson(req): E2bJson<api::TimeoutRequest>,
+) -> Result<StatusCode, E2bError> {
+    visible(&st, &who(w)?, &id)?;
+    st.sandboxes.set_timeout(&id, seconds_ms(req.timeout))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn refresh(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+    E2bJson(req): E2bJson<api::RefreshRequest>,
+) -> Result<StatusCode, E2bError> {
+    let sb = visible(&st, &who(w)?, &id)?;
+    let extra = seconds_ms(req.duration.unwrap_or(0).min(3600));
+    let left = sb.timeout_at_ms().saturating_sub(crate::store::now_ms());
+    st.sandboxes.set_timeout(&id, (left + extra).max(1))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn pause(State(st): St, w: Who, Path(id): Path<String>) -> Result<StatusCode, E2bError> {
+    let sb = visible(&st, &who(w)?, &id)?;
+    if sb.state() != StoredState::Running {
+        return Err(E2bError(
+            StatusCode::CONFLICT,
+            format!("sandbox {id} is already paused"),
+        ));
+    }
+    st.sandboxes.pause(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `connect` (and the older `resume`): a paused sandbox is resumed (201), a running one is
+/// returned as it is (200); `timeout` (seconds) moves its timeout.
+async fn connect(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+    E2bJson(req): E2bJson<api::ConnectSandbox>,
+) -> Result<(StatusCode, Json<api::Sandbox>), E2bError> {
+    let sb = visible(&st, &who(w)?, &id)?;
+    let status = if sb.state() == StoredState::Running {
+        StatusCode::OK
+    } else {
+        st.sandboxes.resume(&id).await?;
+        StatusCode::CREATED
+    };
+    if let Some(t) = req.timeout.filter(|t| *t > 0) {
+        st.sandboxes.set_timeout(&id, seconds_ms(t))?;
+    }
+    Ok((status, Json(sandbox_body(&st, &sb))))
+}
+
+/// `GET /sandboxes/{id}/metrics`: one sample, now, from the sandbox's cgroup.
+async fn metrics(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<serde_json::Value>>, E2bError> {
+    let sb = visible(&st, &who(w)?, &id)?;
+    let now = crate::store::now_ms();
+    let (mem_used, cpu_pct) = crate::metering::instant(&sb).await;
+    let mem_total = sb.limits.memory_mb * 1024 * 1024;
+    Ok(Json(vec![serde_json::json!({
+        "timestamp": rfc3339_ms(now as i64),
+        "timestampUnix": now / 1000,
+        "cpuCount": (sb.limits.cpu_millicores / 1000).max(1),
+        "cpuUsedPct": cpu_pct,
+        "memUsed": mem_used,
+        "memTotal": mem_total,
+        "memCache": 0,
+        "diskUsed": 0,
+        "diskTotal": sb.limits.tmp_mb * 1024 * 1024,
+    })]))
+}
+
+// ---- sandbox traffic ----
+
+/// Middleware: a request with `E2b-Sandbox-Id` is sandbox traffic, whatever its path.
+pub async fn sandbox_traffic(State(st): St, req: Request, next: Next) -> Response {
+    let Some(id) = header(req.headers(), "e2b-sandbox-id") else {
+        return next.run(req).await;
+    };
+    let port = match header(req.headers(), "e2b-sandbox-port").map(|p| p.parse::<u16>()) {
+        Some(Ok(p)) => p,
+        _ => {
+            return E2bError(
+                StatusCode::BAD_REQUEST,
+                "E2b-Sandbox-Port must name the sandbox port (49999 or 49983)".into(),
+            )
+            .into_response()
+        }
+    };
+    relay(&st, &id, port, req)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+fn header(h: &HeaderMap, name: &str) -> Option<String> {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// The router of a debug-mode listener: everything goes to the debug sandbox, on the port of the
+/// `E2b-Sandbox-Port` header or else `port` (the listener's role).
+pub fn debug_router(st: Arc<AppState>, port: u16) -> Router {
+    Router::new()
+        .fallback(move |State(st): St, req: Request| async move {
+            let port = header(req.headers(), "e2b-sandbox-port")
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(port);
+            relay(&st, DEBUG_SANDBOX_ID, port, req)
+                .await
+                .unwrap_or_else(IntoResponse::into_response)
+        })
+        .with_state(st)
+}
+
+async fn relay(
+    st: &Arc<AppState>,
+    id: &str,
+    port: u16,
+    req: Request,
+) -> Result<Response, E2bError> {
+    let sb = if id == DEBUG_SANDBOX_ID && st.e2b.debug() {
+        debug_sandbox(st).await?
+    } else {
+        let sb = st.sandboxes.get(id).ok_or_else(|| {
+            E2bError(
+                StatusCode::BAD_GATEWAY,
+                format!("sandbox {id} is not running (it was killed or timed out)"),
+            )
+        })?;
+        let given = header(req.headers(), "x-access-token")
+            .or_else(|| header(req.headers(), "e2b-traffic-access-token"))
+            .unwrap_or_default();
+        if !st.e2b.token_ok(id, &given) {
+            return Err(E2bError(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong access token for this sandbox (X-Access-Token)".into(),
+            ));
+        }
+        sb
+    };
+    if sb.state() != StoredState::Running {
+        return Err(E2bError(
+            StatusCode::BAD_GATEWAY,
+            format!("sandbox {} is paused: connect() resumes it", sb.id),
+        ));
+    }
+    let path = req.uri().path();
+    let mut uri = match port {
+        CODE_INTERPRETER_PORT | ENVD_PORT => format!("/e2b/{port}{path}"),
+        p => format!("/ports/{p}{path}"),
+    };
+    if let Some(q) = req.uri().query() {
+        uri.push('?');
+        uri.push_str(q);
+    }
+    crate::proxy::relay(
+        &sb,
+        req,
+        uri,
+        &["x-access-token", "e2b-traffic-access-token"],
+    )
+    .await
+    .map_err(E2bError::from)
+}
+
+/// The debug-mode sandbox: found by its metadata mark, created when there is none, resumed when
+/// paused; its timeout is pushed to the maximum on each use (E2B's debug sandbox lives as long as
+/// its server).
+async fn debug_sandbox(st: &Arc<AppState>) -> Result<Arc<Sandbox>, E2bError> {
+    let _g = st.e2b.debug_lock.lock().await;
+    let project = st.e2b.debug_project.clone().unwrap_or_default();
+    let found = st
+        .sandboxes
+        .all()
+        .into_iter()
+        .find(|sb| sb.project == project && sb.metadata.contains_key(DEBUG_MARK));
+    let max = st.sandboxes.cfg.max_timeout_ms;
+    let sb = match found {
+        Some(sb) => {
+            if sb.state() != StoredState::Running {
+                st.sandboxes.resume(&sb.id).await?;
+            }
+            sb
+        }
+        None => {
+            st.sandboxes
+                .create(CreateSandbox {
+                    project,
+                    template: None,
+                    timeout_ms: Some(max),
+                    metadata: [(DEBUG_MARK.to_string(), "true".to_string())].into(),
+                    envs: BTreeMap::new(),
+                    limits: LimitsRequest::default(),
+                    on_timeout: TimeoutAction::Kill,
+                })
+                .await?
+        }
+    };
+    if sb.timeout_at_ms().saturating_sub(crate::store::now_ms()) < max / 2 {
+        st.sandboxes.set_timeout(&sb.id, max)?;
+    }
+    Ok(sb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_stable_per_sandbox_and_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = E2b::open(dir.path(), None).unwrap();
+        let b = E2b::open(dir.path(), None).unwrap();
+        assert_eq!(a.token("sbx1"), b.token("sbx1"), "the secret persists");
+        assert_ne!(a.token("sbx1"), a.token("sbx2"));
+        assert!(a.token_ok("sbx1", &a.token("sbx1")));
+        assert!(!a.token_ok("sbx1", &a.token("sbx2")));
+        assert!(!a.token_ok("sbx1", ""));
+        let other = tempfile::tempdir().unwrap();
+        let c = E2b::open(other.path(), None).unwrap();
+        assert_ne!(
+            a.token("sbx1"),
+            c.token("sbx1"),
+            "another server, another token"
+        );
+    }
+}

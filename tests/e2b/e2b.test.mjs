@@ -1,0 +1,143 @@
+// E2B compatibility: the real, pinned E2B SDKs (JavaScript: package.json; Python:
+// requirements.txt) run unmodified scenario scripts (scenario.mjs, scenario.py) against a real
+// `lizard serve`, in E2B's two self-hosting modes:
+//  - self-hosted: E2B_API_KEY (a Lizard project key), E2B_API_URL and E2B_SANDBOX_URL (both the
+//    server) — the SDKs use the control plane and route sandbox traffic by header;
+//  - debug: E2B_DEBUG=true against `lizard serve --e2b-debug` — no control plane, one default
+//    sandbox behind the debug listeners (E2B's fixed localhost:49999/49983 when they are free,
+//    else E2B_SANDBOX_URL pointing at a debug listener on a free port).
+// Both SDKs must print the same steps in the same order. Nothing is mocked.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, test } from 'node:test';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const REPO = resolve(HERE, '../..');
+const PYTHON = process.env.LIZARD_E2B_PYTHON || join(REPO, 'target/e2b-venv/bin/python');
+const STEPS = ['create', 'state', 'streaming', 'error', 'contexts', 'languages', 'env', 'matplotlib',
+  'dataframe', 'timeout', 'commands', 'files'];
+
+let server;
+
+async function portFree(port) {
+  return new Promise((res) => {
+    const s = net.createServer();
+    s.once('error', () => res(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => res(true)));
+  });
+}
+
+async function startServer() {
+  const bin = process.env.LIZARD_BIN || join(REPO, 'target/debug/lizard');
+  const templatesFrom = process.env.LIZARD_TEMPLATES_FROM || join(REPO, 'target/lizard-data');
+  const dataDir = await mkdtemp(join(tmpdir(), 'lizard-e2b-'));
+  const fixed = (await portFree(49999)) && (await portFree(49983));
+  const args = ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--templates-from', templatesFrom,
+    '--pool-size', '1', '--e2b-debug'];
+  if (!fixed) args.push('--e2b-debug-ci-listen', '127.0.0.1:0', '--e2b-debug-envd-listen', '127.0.0.1:0');
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LIZARD_LOG: 'warn' } });
+  let log = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (d) => { log = (log + d).slice(-64 * 1024); });
+  process.once('exit', () => child.kill('SIGKILL'));
+  const ready = await new Promise((ok, fail) => {
+    const rl = createInterface({ input: child.stdout });
+    rl.once('line', (l) => { try { ok(JSON.parse(l)); } catch { fail(new Error(`not a ready line: ${l}\n${log}`)); } rl.on('line', () => {}); });
+    child.once('exit', (c) => fail(new Error(`lizard serve exited (${c}):\n${log}`)));
+  });
+  const url = `http://${ready.addr}`;
+  const admin = (await readFile(join(dataDir, 'admin-key'), 'utf8')).trim();
+  // A project and its key: the key E2B's SDKs get as E2B_API_KEY.
+  const res = await fetch(`${url}/v1/projects`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'e2b-compat' }),
+  });
+  assert.equal(res.status, 201, await res.clone().text());
+  const { api_key: projectKey } = await res.json();
+  return { child, url, admin, projectKey, fixed, debug: ready.e2b_debug, log: () => log };
+}
+
+before(async () => { server = await startServer(); });
+
+after(async () => {
+  if (!server) return;
+  const auth = { authorization: `Bearer ${server.admin}` };
+  const list = await (await fetch(`${server.url}/v1/sandboxes`, { headers: auth })).json();
+  for (const sb of list) await fetch(`${server.url}/v1/sandboxes/${sb.sandbox_id}`, { method: 'DELETE', headers: auth });
+  server.child.kill('SIGTERM');
+});
+
+function envFor(mode) {
+  const env = { ...process.env };
+  for (const k of ['E2B_API_KEY', 'E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_DEBUG', 'E2B_DOMAIN']) delete env[k];
+  if (mode === 'self-hosted') {
+    Object.assign(env, { E2B_API_KEY: server.projectKey, E2B_API_URL: server.url, E2B_SANDBOX_URL: server.url });
+  } else {
+    env.E2B_DEBUG = 'true';
+    if (!server.fixed) env.E2B_SANDBOX_URL = `http://${server.debug.envd}`;
+  }
+  return env;
+}
+
+function run(cmd, args, env) {
+  return new Promise((ok) => {
+    const p = spawn(cmd, args, { cwd: HERE, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => { stdout += d; });
+    p.stderr.on('data', (d) => { stderr += d; });
+    p.on('exit', (code) => ok({ code, stdout, stderr }));
+  });
+}
+
+async function scenario(lang, mode) {
+  const [cmd, args] = lang === 'js' ? [process.execPath, ['scenario.mjs']] : [PYTHON, ['scenario.py']];
+  const r = await run(cmd, args, envFor(mode));
+  const detail = `${lang} ${mode} exited ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- server log\n${server.log()}`;
+  assert.equal(r.code, 0, detail);
+  const want = [...STEPS, ...(mode === 'self-hosted' ? ['lifecycle'] : [])].map((s) => `ok ${s}`);
+  assert.deepEqual(r.stdout.trim().split('\n'), [...want, 'done'], detail);
+}
+
+for (const mode of ['self-hosted', 'debug']) {
+  test(`@e2b/code-interpreter (JavaScript) unmodified, ${mode} mode`, { timeout: 300_000 }, () => scenario('js', mode));
+  test(`e2b-code-interpreter (Python) unmodified, ${mode} mode`, { timeout: 300_000 }, () => scenario('py', mode));
+}
+
+test('sandbox traffic needs the sandbox token; the control plane needs a key', async () => {
+  const ci = (headers, path = '/contexts') => fetch(`${server.url}${path}`, { headers });
+  const anon = await fetch(`${server.url}/v2/sandboxes`);
+  assert.equal(anon.status, 401);
+  assert.equal((await anon.json()).code, 401);
+  const res = await fetch(`${server.url}/v2/sandboxes`, {
+    method: 'POST',
+    headers: { 'x-api-key': server.projectKey, 'content-type': 'application/json' },
+    body: JSON.stringify({ templateID: 'code-interpreter-v1', timeout: 60 }),
+  });
+  assert.equal(res.status, 201);
+  const sb = await res.json();
+  assert.equal(sb.envdVersion, '0.5.7');
+  const route = { 'e2b-sandbox-id': sb.sandboxID, 'e2b-sandbox-port': '49999' };
+  assert.equal((await ci(route)).status, 401, 'no token');
+  assert.equal((await ci({ ...route, 'x-access-token': 'wrong' })).status, 401, 'wrong token');
+  assert.equal((await ci({ ...route, 'x-api-key': server.projectKey })).status, 401, 'an API key is not a sandbox token');
+  assert.equal((await ci({ ...route, 'e2b-traffic-access-token': sb.trafficAccessToken })).status, 200);
+  // Another project's key sees nothing of it.
+  const other = await (await fetch(`${server.url}/v1/projects`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${server.admin}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'e2b-other' }),
+  })).json();
+  const peek = await fetch(`${server.url}/sandboxes/${sb.sandboxID}`, { headers: { 'x-api-key': other.api_key } });
+  assert.equal(peek.status, 404);
+  const kill = await fetch(`${server.url}/sandboxes/${sb.sandboxID}`, { method: 'DELETE', headers: { 'x-api-key': server.projectKey } });
+  assert.equal(kill.status, 204);
+  assert.equal((await ci({ ...route, 'x-access-token': sb.envdAccessToken })).status, 502, 'a killed sandbox is gone');
+});

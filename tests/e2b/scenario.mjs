@@ -1,0 +1,167 @@
+// An ordinary E2B user script (JavaScript SDK @e2b/code-interpreter, pinned in package.json). It
+// knows nothing about Lizard: which server it talks to is decided only by E2B's environment
+// variables (E2B_API_KEY + E2B_API_URL + E2B_SANDBOX_URL, or E2B_DEBUG=true). It checks every
+// answer with assert and prints one line per step; e2b.test.mjs runs it against a real
+// `lizard serve` in both modes and compares the printed lines.
+import assert from 'node:assert/strict';
+import { NotFoundError, Sandbox } from '@e2b/code-interpreter';
+
+const debug = (process.env.E2B_DEBUG || '').toLowerCase() === 'true';
+const step = (name) => console.log(`ok ${name}`);
+
+const sbx = await Sandbox.create({ timeoutMs: 120_000 });
+assert.ok(sbx.sandboxId);
+step('create');
+
+// Stateful Python in the default context.
+await sbx.runCode('x = 41');
+let ex = await sbx.runCode('x + 1');
+assert.equal(ex.text, '42');
+assert.ok(ex.executionCount >= 2, `executionCount ${ex.executionCount}`);
+ex = await sbx.runCode("'quoted'");
+assert.equal(ex.text, 'quoted');
+step('state');
+
+// Streaming callbacks.
+const out = [];
+const errs = [];
+const results = [];
+ex = await sbx.runCode(
+  'import sys\nfor i in range(3): print(i)\nprint("warn", file=sys.stderr)\ndisplay(7)\n"done"',
+  {
+    onStdout: (m) => out.push(m.line),
+    onStderr: (m) => errs.push(m.line),
+    onResult: (r) => results.push(r),
+  },
+);
+assert.equal(out.join(''), '0\n1\n2\n');
+assert.equal(errs.join(''), 'warn\n');
+assert.deepEqual(results.map((r) => [r.text, r.isMainResult]), [['7', false], ['done', true]]);
+assert.deepEqual(ex.logs.stdout, out);
+step('streaming');
+
+// Errors are returned, not thrown.
+let errorSeen;
+ex = await sbx.runCode('def f():\n    return 1 / 0\nf()', { onError: (e) => (errorSeen = e) });
+assert.equal(ex.error.name, 'ZeroDivisionError');
+assert.equal(ex.error.value, 'division by zero');
+assert.match(ex.error.traceback, /ZeroDivisionError/);
+assert.equal(errorSeen.name, 'ZeroDivisionError');
+step('error');
+
+// Contexts.
+const ctx = await sbx.createCodeContext({ language: 'python', cwd: '/tmp' });
+assert.equal(ctx.language, 'python');
+assert.equal(ctx.cwd, '/tmp');
+await sbx.runCode('y = 5', { context: ctx });
+assert.equal((await sbx.runCode('y * 2', { context: ctx })).text, '10');
+assert.equal((await sbx.runCode('import os; os.getcwd()', { context: ctx })).text, '/tmp');
+assert.equal((await sbx.runCode('y')).error.name, 'NameError');
+const langs = (await sbx.listCodeContexts()).map((c) => c.language);
+assert.ok(langs.includes('python') && langs.includes('javascript'), langs.join());
+await sbx.restartCodeContext(ctx);
+assert.equal((await sbx.runCode('y', { context: ctx })).error.name, 'NameError');
+await sbx.removeCodeContext(ctx);
+assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id));
+step('contexts');
+
+// JavaScript and Bash.
+await sbx.runCode('const a = 20', { language: 'js' });
+assert.equal((await sbx.runCode('a * 2 + 2', { language: 'javascript' })).text, '42');
+ex = await sbx.runCode('echo "from bash $((6 * 7))"', { language: 'bash' });
+assert.equal(ex.logs.stdout.join(''), 'from bash 42\n');
+step('languages');
+
+// Per-run environment variables.
+assert.equal((await sbx.runCode("import os; os.environ.get('FOO')", { envs: { FOO: 'bar' } })).text, 'bar');
+assert.equal((await sbx.runCode("import os; str(os.environ.get('FOO'))")).text, 'None');
+step('env');
+
+// matplotlib: a PNG, and the chart behind it.
+ex = await sbx.runCode(
+  "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [4, 5, 6], label='l')\nplt.title('growth')\nplt.show()",
+);
+const fig = ex.results.find((r) => r.png);
+assert.ok(fig, 'a PNG result');
+assert.ok(Buffer.from(fig.png, 'base64').subarray(1, 4).toString() === 'PNG');
+assert.equal(fig.chart?.type, 'line');
+assert.equal(fig.chart?.title, 'growth');
+step('matplotlib');
+
+// pandas: text, HTML and the data.
+ex = await sbx.runCode("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})");
+assert.deepEqual(ex.results[0].data, { a: [1, 2], b: ['x', 'y'] });
+assert.match(ex.results[0].html, /<table/);
+step('dataframe');
+
+// A client-side timeout interrupts the cell; the next run works.
+await assert.rejects(
+  sbx.runCode('import time\ntime.sleep(300)', { timeoutMs: 3000 }),
+  (e) => e.name === 'TimeoutError',
+);
+const t0 = Date.now();
+ex = await sbx.runCode('1 + 1', { timeoutMs: 30_000 });
+assert.equal(ex.text, '2');
+assert.ok(Date.now() - t0 < 20_000, `next run took ${Date.now() - t0} ms`);
+step('timeout');
+
+// Commands.
+let r = await sbx.commands.run('echo hi && echo oops >&2');
+assert.equal(r.exitCode, 0);
+assert.equal(r.stdout, 'hi\n');
+assert.equal(r.stderr, 'oops\n');
+await assert.rejects(sbx.commands.run('echo failing; exit 3'), (e) => e.exitCode === 3 && e.stdout === 'failing\n');
+const lines = [];
+await sbx.commands.run('for i in 1 2 3; do echo $i; done', { onStdout: (d) => lines.push(d) });
+assert.equal(lines.join(''), '1\n2\n3\n');
+r = await sbx.commands.run('echo $GREETING from $(pwd)', { envs: { GREETING: 'hello' }, cwd: '/tmp' });
+assert.equal(r.stdout, 'hello from /tmp\n');
+const bg = await sbx.commands.run('sleep 100', { background: true });
+assert.ok((await sbx.commands.list()).some((p) => p.pid === bg.pid));
+assert.equal(await bg.kill(), true);
+assert.equal(await sbx.commands.kill(999999), false);
+step('commands');
+
+// Files: text and binary round trips, list, exists, makeDir, rename, remove.
+await sbx.files.write('/home/user/e2b/hello.txt', 'hello, lizard');
+assert.equal(await sbx.files.read('/home/user/e2b/hello.txt'), 'hello, lizard');
+const bytes = new Uint8Array([0, 1, 2, 250, 255]);
+await sbx.files.write('/home/user/e2b/blob.bin', bytes.buffer);
+assert.deepEqual(new Uint8Array(await sbx.files.read('/home/user/e2b/blob.bin', { format: 'bytes' })), bytes);
+const entries = await sbx.files.list('/home/user/e2b');
+assert.deepEqual(entries.map((e) => [e.name, e.type]).sort(), [['blob.bin', 'file'], ['hello.txt', 'file']]);
+const hello = entries.find((e) => e.name === 'hello.txt');
+assert.equal(hello.path, '/home/user/e2b/hello.txt');
+assert.equal(hello.size, 13);
+assert.equal(hello.owner, 'user');
+assert.ok(hello.modifiedTime instanceof Date);
+assert.equal(await sbx.files.exists('/home/user/e2b/hello.txt'), true);
+assert.equal(await sbx.files.exists('/home/user/e2b/nope.txt'), false);
+assert.equal(await sbx.files.makeDir('/home/user/e2b/sub'), true);
+assert.equal(await sbx.files.makeDir('/home/user/e2b/sub'), false);
+await sbx.files.rename('/home/user/e2b/hello.txt', '/home/user/e2b/sub/moved.txt');
+assert.equal(await sbx.files.read('/home/user/e2b/sub/moved.txt'), 'hello, lizard');
+assert.equal((await sbx.runCode("open('/home/user/e2b/sub/moved.txt').read()")).text, 'hello, lizard');
+await sbx.files.remove('/home/user/e2b');
+assert.equal(await sbx.files.exists('/home/user/e2b'), false);
+await assert.rejects(sbx.files.read('/home/user/e2b/missing.txt'), (e) => e instanceof NotFoundError);
+step('files');
+
+assert.equal(await sbx.isRunning(), true);
+if (!debug) {
+  // The control plane: info, timeout, list, pause + connect (kernel state kept), kill.
+  const info = await sbx.getInfo();
+  assert.equal(info.sandboxId, sbx.sandboxId);
+  assert.equal(info.state, 'running');
+  await sbx.setTimeout(90_000);
+  const page = await Sandbox.list().nextItems();
+  assert.ok(page.some((s) => s.sandboxId === sbx.sandboxId));
+  await sbx.pause();
+  assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused');
+  const again = await Sandbox.connect(sbx.sandboxId);
+  assert.equal((await again.runCode('x')).text, '41');
+  assert.equal(await again.kill(), true);
+  await assert.rejects(Sandbox.connect(sbx.sandboxId), (e) => e instanceof NotFoundError);
+  step('lifecycle');
+}
+console.log('done');

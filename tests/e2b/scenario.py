@@ -1,0 +1,176 @@
+"""An ordinary E2B user script (Python SDK e2b-code-interpreter, pinned in requirements.txt).
+
+It knows nothing about Lizard: the server is chosen only by E2B's environment variables
+(E2B_API_KEY + E2B_API_URL + E2B_SANDBOX_URL, or E2B_DEBUG=true). Every answer is checked with
+assert; one line is printed per step. e2b.test.mjs runs it against a real `lizard serve` in both
+modes and expects the same lines as from scenario.mjs.
+"""
+
+import base64
+import os
+import time
+
+from e2b import CommandExitException, NotFoundException, TimeoutException
+from e2b_code_interpreter import Sandbox
+
+debug = os.environ.get("E2B_DEBUG", "").lower() == "true"
+
+
+def step(name):
+    print(f"ok {name}", flush=True)
+
+
+sbx = Sandbox.create(timeout=120)
+assert sbx.sandbox_id
+step("create")
+
+# Stateful Python in the default context.
+sbx.run_code("x = 41")
+ex = sbx.run_code("x + 1")
+assert ex.text == "42", ex
+assert ex.execution_count >= 2, ex.execution_count
+assert sbx.run_code("'quoted'").text == "quoted"
+step("state")
+
+# Streaming callbacks (the SDK passes the server's timestamp through).
+out, errs, results = [], [], []
+ex = sbx.run_code(
+    'import sys\nfor i in range(3): print(i)\nprint("warn", file=sys.stderr)\ndisplay(7)\n"done"',
+    on_stdout=lambda m: out.append(m.line),
+    on_stderr=lambda m: errs.append(m.line),
+    on_result=results.append,
+)
+assert "".join(out) == "0\n1\n2\n", out
+assert "".join(errs) == "warn\n", errs
+assert [(r.text, r.is_main_result) for r in results] == [("7", False), ("done", True)], results
+assert ex.logs.stdout == out
+step("streaming")
+
+# Errors are returned, not raised.
+seen = []
+ex = sbx.run_code("def f():\n    return 1 / 0\nf()", on_error=seen.append)
+assert ex.error.name == "ZeroDivisionError", ex.error
+assert ex.error.value == "division by zero"
+assert "ZeroDivisionError" in ex.error.traceback
+assert seen and seen[0].name == "ZeroDivisionError"
+step("error")
+
+# Contexts.
+ctx = sbx.create_code_context(language="python", cwd="/tmp")
+assert ctx.language == "python" and ctx.cwd == "/tmp", ctx
+sbx.run_code("y = 5", context=ctx)
+assert sbx.run_code("y * 2", context=ctx).text == "10"
+assert sbx.run_code("import os; os.getcwd()", context=ctx).text == "/tmp"
+assert sbx.run_code("y").error.name == "NameError"
+langs = [c.language for c in sbx.list_code_contexts()]
+assert "python" in langs and "javascript" in langs, langs
+sbx.restart_code_context(ctx)
+assert sbx.run_code("y", context=ctx).error.name == "NameError"
+sbx.remove_code_context(ctx)
+assert all(c.id != ctx.id for c in sbx.list_code_contexts())
+step("contexts")
+
+# JavaScript and Bash.
+sbx.run_code("const a = 20", language="js")
+assert sbx.run_code("a * 2 + 2", language="javascript").text == "42"
+ex = sbx.run_code('echo "from bash $((6 * 7))"', language="bash")
+assert "".join(ex.logs.stdout) == "from bash 42\n", ex.logs
+step("languages")
+
+# Per-run environment variables.
+assert sbx.run_code("import os; os.environ.get('FOO')", envs={"FOO": "bar"}).text == "bar"
+assert sbx.run_code("import os; str(os.environ.get('FOO'))").text == "None"
+step("env")
+
+# matplotlib: a PNG, and the chart behind it.
+ex = sbx.run_code(
+    "import matplotlib.pyplot as plt\n"
+    "plt.plot([1, 2, 3], [4, 5, 6], label='l')\nplt.title('growth')\nplt.show()"
+)
+fig = next(r for r in ex.results if r.png)
+assert base64.b64decode(fig.png)[1:4] == b"PNG"
+assert fig.chart is not None and fig.chart.type.value == "line", fig.chart
+assert fig.chart.title == "growth"
+step("matplotlib")
+
+# pandas: text, HTML and the data.
+ex = sbx.run_code("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+assert ex.results[0].data == {"a": [1, 2], "b": ["x", "y"]}, ex.results[0].data
+assert "<table" in ex.results[0].html
+step("dataframe")
+
+# A client-side timeout interrupts the cell; the next run works.
+try:
+    sbx.run_code("import time\ntime.sleep(300)", timeout=3)
+    raise AssertionError("expected a timeout")
+except TimeoutException:
+    pass
+t0 = time.monotonic()
+assert sbx.run_code("1 + 1", timeout=30).text == "2"
+assert time.monotonic() - t0 < 20, time.monotonic() - t0
+step("timeout")
+
+# Commands.
+r = sbx.commands.run("echo hi && echo oops >&2")
+assert (r.exit_code, r.stdout, r.stderr) == (0, "hi\n", "oops\n"), r
+try:
+    sbx.commands.run("echo failing; exit 3")
+    raise AssertionError("expected CommandExitException")
+except CommandExitException as e:
+    assert e.exit_code == 3 and e.stdout == "failing\n", e
+lines = []
+sbx.commands.run("for i in 1 2 3; do echo $i; done", on_stdout=lines.append)
+assert "".join(lines) == "1\n2\n3\n", lines
+r = sbx.commands.run("echo $GREETING from $(pwd)", envs={"GREETING": "hello"}, cwd="/tmp")
+assert r.stdout == "hello from /tmp\n", r
+bg = sbx.commands.run("sleep 100", background=True)
+assert any(p.pid == bg.pid for p in sbx.commands.list())
+assert bg.kill() is True
+assert sbx.commands.kill(999999) is False
+step("commands")
+
+# Files: text and binary round trips, list, exists, make_dir, rename, remove.
+sbx.files.write("/home/user/e2b/hello.txt", "hello, lizard")
+assert sbx.files.read("/home/user/e2b/hello.txt") == "hello, lizard"
+blob = bytes([0, 1, 2, 250, 255])
+sbx.files.write("/home/user/e2b/blob.bin", blob)
+assert bytes(sbx.files.read("/home/user/e2b/blob.bin", format="bytes")) == blob
+entries = sbx.files.list("/home/user/e2b")
+assert sorted((e.name, e.type.value) for e in entries) == [("blob.bin", "file"), ("hello.txt", "file")]
+hello = next(e for e in entries if e.name == "hello.txt")
+assert hello.path == "/home/user/e2b/hello.txt" and hello.size == 13 and hello.owner == "user"
+assert sbx.files.exists("/home/user/e2b/hello.txt") is True
+assert sbx.files.exists("/home/user/e2b/nope.txt") is False
+assert sbx.files.make_dir("/home/user/e2b/sub") is True
+assert sbx.files.make_dir("/home/user/e2b/sub") is False
+sbx.files.rename("/home/user/e2b/hello.txt", "/home/user/e2b/sub/moved.txt")
+assert sbx.files.read("/home/user/e2b/sub/moved.txt") == "hello, lizard"
+assert sbx.run_code("open('/home/user/e2b/sub/moved.txt').read()").text == "hello, lizard"
+sbx.files.remove("/home/user/e2b")
+assert sbx.files.exists("/home/user/e2b") is False
+try:
+    sbx.files.read("/home/user/e2b/missing.txt")
+    raise AssertionError("expected NotFoundException")
+except NotFoundException:
+    pass
+step("files")
+
+assert sbx.is_running() is True
+if not debug:
+    # The control plane: info, timeout, list, pause + connect (kernel state kept), kill.
+    info = sbx.get_info()
+    assert info.sandbox_id == sbx.sandbox_id and info.state.value == "running", info
+    sbx.set_timeout(90)
+    assert any(s.sandbox_id == sbx.sandbox_id for s in Sandbox.list().next_items())
+    sbx.pause()
+    assert Sandbox.get_info(sbx.sandbox_id).state.value == "paused"
+    again = Sandbox.connect(sbx.sandbox_id)
+    assert again.run_code("x").text == "41"
+    assert again.kill() is True
+    try:
+        Sandbox.connect(sbx.sandbox_id)
+        raise AssertionError("expected NotFoundException")
+    except NotFoundException:
+        pass
+    step("lifecycle")
+print("done")
