@@ -15,9 +15,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use lizard_proto::{
     CommandEvent, Context, CreateContextRequest, CreateProjectRequest, CreateSandboxRequest,
-    EntryInfo, ErrorBody, EventFrame, ExecuteRequest, Execution, ProcessInputRequest,
-    ProjectCreated, ProjectUsage, SandboxInfo, SetTimeoutRequest, StartCommandRequest,
-    StartPtyRequest, NDJSON,
+    CreateVolumeRequest, EntryInfo, ErrorBody, EventFrame, ExecuteRequest, Execution,
+    ProcessInputRequest, ProjectCreated, ProjectUsage, SandboxInfo, SetTimeoutRequest,
+    StartCommandRequest, StartPtyRequest, VolumeInfo, NDJSON,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -517,6 +517,64 @@ impl Client {
                 encode_component(sandbox),
                 encode_component(path)
             ),
+            None,
+        )
+        .await
+    }
+
+    // --- volumes --------------------------------------------------------------------------------
+
+    pub async fn create_volume(
+        &self,
+        req: &CreateVolumeRequest,
+    ) -> Result<VolumeInfo, ClientError> {
+        self.call(Method::POST, "/v1/volumes", Some(req)).await
+    }
+
+    /// Volumes of `project` (the key's own; every project for an admin key when `None`).
+    pub async fn list_volumes(
+        &self,
+        project: Option<&str>,
+    ) -> Result<Vec<VolumeInfo>, ClientError> {
+        let query = project
+            .map(|p| format!("?project={}", encode_component(p)))
+            .unwrap_or_default();
+        self.call::<(), _>(Method::GET, &format!("/v1/volumes{query}"), None)
+            .await
+    }
+
+    /// A volume by id (`vol_…`) or by name (in `project`, or the key's own).
+    pub async fn get_volume(
+        &self,
+        volume: &str,
+        project: Option<&str>,
+    ) -> Result<VolumeInfo, ClientError> {
+        let query = project
+            .map(|p| format!("?project={}", encode_component(p)))
+            .unwrap_or_default();
+        self.call::<(), _>(
+            Method::GET,
+            &format!("/v1/volumes/{}{query}", encode_component(volume)),
+            None,
+        )
+        .await
+    }
+
+    /// Delete a volume; `force` kills the sandboxes that mount it first (otherwise a mounted
+    /// volume is refused with `volume_in_use`).
+    pub async fn delete_volume(
+        &self,
+        volume: &str,
+        project: Option<&str>,
+        force: bool,
+    ) -> Result<(), ClientError> {
+        let mut q = vec![format!("force={force}")];
+        if let Some(p) = project {
+            q.push(format!("project={}", encode_component(p)));
+        }
+        self.call::<(), ()>(
+            Method::DELETE,
+            &format!("/v1/volumes/{}?{}", encode_component(volume), q.join("&")),
             None,
         )
         .await

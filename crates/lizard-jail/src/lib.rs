@@ -9,6 +9,7 @@
 //! - [`seccomp`]: the sandbox's seccomp profile (`seccomp.toml`), compiled to BPF.
 //! - [`pty`]: pseudo-terminals (open, window size, controlling terminal of a child).
 //! - [`inotify`]: filesystem change notification.
+//! - [`volume`]: persistent volumes on the host (sparse ext4 images, loop mounts).
 //!
 //! **Architecture Invariant:** this is the only crate with `unsafe` code and raw syscalls; every
 //! `unsafe` block carries a `// SAFETY:` comment. It knows nothing about HTTP, kernels' protocols,
@@ -22,5 +23,6 @@ pub mod pty;
 pub mod sandbox;
 pub mod seccomp;
 mod sys;
+pub mod volume;
 
 pub use process::{cloexec_pipe, map_fds, signal_group, Signal};

@@ -478,6 +478,53 @@ fn planted_symlinks_cannot_redirect_mounts_to_the_host() {
     assert_eq!(fs::read_to_string(t.path().join("run/x")).unwrap(), "hi\n");
 }
 
+/// Volume binds (`no_symlinks`) follow no symlink at all, not even one that stays inside the root;
+/// a plain path is created and bound, read-only when asked.
+#[test]
+fn no_symlink_binds_refuse_any_link() {
+    let t = TestDir::new();
+    let vol = t.path().join("volume");
+    fs::create_dir(&vol).unwrap();
+    fs::create_dir_all(t.upper().join("home/user")).unwrap();
+    symlink("/tmp", t.upper().join("home/user/data")).unwrap();
+    let mut spec = t.spec(&unique_id("nosym"), "true");
+    spec.binds.push(lizard_jail::sandbox::Bind {
+        source: vol.clone(),
+        target: "/home/user/data/x".into(),
+        readonly: false,
+        no_symlinks: true,
+    });
+    let err = launch(&spec)
+        .err()
+        .expect("a symlink on the way is refused");
+    assert!(err.to_string().contains("mount target"), "{err}");
+
+    let t = TestDir::new();
+    let vol = t.path().join("volume");
+    fs::create_dir(&vol).unwrap();
+    fs::write(vol.join("f"), "v\n").unwrap();
+    let mut spec = t.spec(
+        &unique_id("nosym2"),
+        "cat /data/vol/f && if echo x > /data/vol/g 2>/dev/null; then echo rw=yes; else echo rw=no; fi",
+    );
+    spec.binds.push(lizard_jail::sandbox::Bind {
+        source: vol.clone(),
+        target: "/data/vol".into(),
+        readonly: true,
+        no_symlinks: true,
+    });
+    let mut sb = launch(&spec).unwrap();
+    assert_eq!(
+        sb.wait(Duration::from_secs(5)),
+        Exit::Code(0),
+        "{}",
+        t.log()
+    );
+    let log = t.log();
+    assert!(log.starts_with("v\n") && log.contains("rw=no"), "{log}");
+    assert!(!vol.join("g").exists());
+}
+
 /// The v2 code paths (freeze via cgroup.freeze, kill via cgroup.kill, cpu.stat) on this machine's
 /// controller-less cgroup2 mount, with a plain host process (no limits: no controllers there).
 #[test]

@@ -18,6 +18,9 @@ pub enum ErrorCode {
     PermissionDenied,
     /// The request conflicts with the object's current state (e.g. it already exists).
     Conflict,
+    /// The volume is mounted by a running or paused sandbox (delete with `force=true` to kill those
+    /// sandboxes first).
+    VolumeInUse,
     /// The request body is larger than the API accepts.
     PayloadTooLarge,
     /// The request body is not `application/json`.
@@ -40,7 +43,7 @@ impl ErrorCode {
             ErrorCode::Unauthenticated => 401,
             ErrorCode::PermissionDenied => 403,
             ErrorCode::NotFound => 404,
-            ErrorCode::Conflict => 409,
+            ErrorCode::Conflict | ErrorCode::VolumeInUse => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::RateLimited => 429,

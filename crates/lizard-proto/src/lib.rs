@@ -16,6 +16,7 @@ pub mod files;
 pub mod ids;
 pub mod language;
 pub mod sandbox;
+pub mod volume;
 
 pub use command::{
     CommandEnd, CommandEvent, CommandResult, ProcessInfo, ProcessInputRequest, PtySize,
@@ -37,6 +38,10 @@ pub use sandbox::{
     CreateProjectRequest, CreateSandboxRequest, ExecutionRow, LimitsRequest, ProjectCreated,
     ProjectUsage, SandboxInfo, SandboxLimits, SandboxState, SandboxUsage, SetTimeoutRequest,
     TimeoutAction, UsageTotals,
+};
+pub use volume::{
+    check_mount_path, mount_paths_overlap, valid_volume_name, CreateVolumeRequest, SandboxVolume,
+    VolumeInfo, VolumeMountRequest, VolumeUsage,
 };
 
 use serde::{Deserialize, Serialize};

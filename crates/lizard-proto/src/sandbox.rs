@@ -28,6 +28,9 @@ pub struct CreateSandboxRequest {
     /// What happens when the timeout passes: `kill` (default) or `pause`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_timeout: Option<TimeoutAction>,
+    /// Volumes of the project to mount (fixed for the sandbox's life).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<crate::VolumeMountRequest>,
 }
 
 /// What the server does with a sandbox whose timeout passed.
@@ -101,6 +104,9 @@ pub struct SandboxInfo {
     pub metadata: BTreeMap<String, String>,
     pub limits: SandboxLimits,
     pub on_timeout: TimeoutAction,
+    /// Mounted volumes.
+    #[serde(default)]
+    pub volumes: Vec<crate::SandboxVolume>,
 }
 
 /// `POST /v1/sandboxes/{id}/timeout`.
@@ -136,6 +142,10 @@ pub struct UsageTotals {
     pub executions: u64,
     pub execution_wall_seconds: f64,
     pub execution_cpu_seconds: f64,
+    /// Volume storage (host disk use of the project's volumes, sampled), GiB-hours; a project's
+    /// total since its volumes were created, not limited to the report's time range.
+    #[serde(default)]
+    pub volume_gib_hours: f64,
 }
 
 /// One sandbox's usage.
@@ -160,6 +170,9 @@ pub struct ProjectUsage {
     pub to_ms: u64,
     pub totals: UsageTotals,
     pub sandboxes: Vec<SandboxUsage>,
+    /// Every volume the project has had (deleted ones included).
+    #[serde(default)]
+    pub volumes: Vec<crate::VolumeUsage>,
 }
 
 /// One finished run as the server stores it, for `GET /v1/projects/{project}/executions`.

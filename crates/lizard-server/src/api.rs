@@ -1,5 +1,5 @@
-//! The server's HTTP API (`/v1/...`): authentication, projects, sandboxes, usage, metrics, and the
-//! agent routes forwarded into each sandbox.
+//! The server's HTTP API (`/v1/...`): authentication, projects, sandboxes, volumes, usage, metrics,
+//! and the agent routes forwarded into each sandbox.
 //!
 //! Handlers are thin: authenticate, parse, call `crate::sandboxes` / the store, map the error to the
 //! one `{code, message}` body. A key never learns about another project's objects: they are 404s.
@@ -7,7 +7,8 @@
 use crate::auth::{self, Principal};
 use crate::metering;
 use crate::sandboxes::{CreateSandbox, Sandbox, SandboxError, Sandboxes};
-use crate::store::{now_ms, StoreError, StoredState};
+use crate::store::{now_ms, StoreError, StoredState, VolumeRow};
+use crate::volumes::VolumeError;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
@@ -16,8 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use lizard_proto::{
-    CreateProjectRequest, CreateSandboxRequest, ErrorBody, ErrorCode, ProjectCreated, ProjectUsage,
-    SandboxInfo, SandboxState, SetTimeoutRequest,
+    CreateProjectRequest, CreateSandboxRequest, CreateVolumeRequest, ErrorBody, ErrorCode,
+    ProjectCreated, ProjectUsage, SandboxInfo, SandboxState, SetTimeoutRequest, VolumeInfo,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -81,6 +82,7 @@ impl From<StoreError> for ApiError {
             StoreError::ProjectExists(p) => {
                 ApiError::new(ErrorCode::Conflict, format!("project {p:?} already exists"))
             }
+            StoreError::VolumeExists(_) => VolumeError::from(e).into(),
             other => ApiError::internal(&other),
         }
     }
@@ -88,6 +90,10 @@ impl From<StoreError> for ApiError {
 
 impl From<SandboxError> for ApiError {
     fn from(e: SandboxError) -> Self {
+        let e = match e {
+            SandboxError::Volume(v) => return v.into(),
+            e => e,
+        };
         match &e {
             SandboxError::NotFound(_) => ApiError::not_found("sandbox"),
             SandboxError::UnknownTemplate(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
@@ -97,6 +103,21 @@ impl From<SandboxError> for ApiError {
                 ApiError::new(ErrorCode::Unavailable, e.to_string())
             }
             SandboxError::Io { .. } | SandboxError::Store(_) => ApiError::internal(&e),
+            SandboxError::Volume(_) => unreachable!("returned above"),
+        }
+    }
+}
+
+impl From<VolumeError> for ApiError {
+    fn from(e: VolumeError) -> Self {
+        match &e {
+            VolumeError::NotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
+            VolumeError::Exists(_) => ApiError::new(ErrorCode::Conflict, e.to_string()),
+            VolumeError::InUse { .. } => ApiError::new(ErrorCode::VolumeInUse, e.to_string()),
+            VolumeError::Invalid(m) => ApiError::invalid(m.clone()),
+            VolumeError::Host(_) | VolumeError::Task(_) | VolumeError::Store(_) => {
+                ApiError::internal(&e)
+            }
         }
     }
 }
@@ -170,6 +191,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/projects", get(list_projects).post(create_project))
         .route("/v1/projects/{project}/usage", get(project_usage))
         .route("/v1/projects/{project}/executions", get(project_executions))
+        .route("/v1/volumes", get(list_volumes).post(create_volume))
+        .route(
+            "/v1/volumes/{volume}",
+            get(get_volume).delete(delete_volume),
+        )
         .route("/v1/sandboxes", get(list_sandboxes).post(create_sandbox))
         .route("/v1/sandboxes/{id}", get(get_sandbox).delete(kill_sandbox))
         .route("/v1/sandboxes/{id}/timeout", post(set_timeout))
@@ -255,6 +281,7 @@ pub fn info(sb: &Sandbox) -> SandboxInfo {
         metadata: sb.metadata.clone(),
         limits: sb.limits,
         on_timeout: sb.on_timeout,
+        volumes: sb.volumes.clone(),
     }
 }
 
@@ -294,9 +321,116 @@ async fn create_sandbox(
             envs: req.env,
             limits: req.limits.unwrap_or_default(),
             on_timeout: req.on_timeout.unwrap_or_default(),
+            volumes: req.volumes,
         })
         .await?;
     Ok((StatusCode::CREATED, Json(info(&sb))))
+}
+
+/// The project a request names (or the key's own), checked; 404 for another project's.
+fn project_of(who: &Principal, named: Option<&str>) -> Result<String, ApiError> {
+    if let Some(p) = named {
+        if !auth::valid_project_name(p) {
+            return Err(ApiError::invalid(
+                "project names are 1-63 characters of letters, digits, '.', '_' and '-'",
+            ));
+        }
+    }
+    who.project_for(named).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            "project not found (this API key belongs to another project)",
+        )
+    })
+}
+
+async fn create_volume(
+    State(st): St,
+    Auth(who): Auth,
+    ApiJson(req): ApiJson<CreateVolumeRequest>,
+) -> Result<(StatusCode, Json<VolumeInfo>), ApiError> {
+    let project = project_of(&who, req.project.as_deref())?;
+    let v = &st.sandboxes.volumes;
+    let row = v.create(&project, &req.name, req.size_limit_bytes).await?;
+    Ok((StatusCode::CREATED, Json(v.info(&row, Vec::new()))))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VolumeQuery {
+    #[serde(default)]
+    project: Option<String>,
+    /// Delete only: kill the sandboxes that mount the volume first.
+    #[serde(default)]
+    force: Option<bool>,
+}
+
+fn volume_info(st: &AppState, row: &VolumeRow) -> VolumeInfo {
+    st.sandboxes
+        .volumes
+        .info(row, st.sandboxes.volume_users(&row.id))
+}
+
+async fn list_volumes(
+    State(st): St,
+    Auth(who): Auth,
+    q: Result<Query<VolumeQuery>, QueryRejection>,
+) -> Result<Json<Vec<VolumeInfo>>, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let project = match (&who, q.project.as_deref()) {
+        // An admin lists every project's volumes unless it names one.
+        (Principal::Admin, None) => None,
+        (_, named) => Some(project_of(&who, named)?),
+    };
+    let rows = st.sandboxes.store.list_volumes(project.as_deref(), false)?;
+    Ok(Json(rows.iter().map(|r| volume_info(&st, r)).collect()))
+}
+
+/// A live volume the caller may see, by id (`vol_…`) or by name in the named (or the key's)
+/// project; 404 otherwise.
+fn find_volume(
+    st: &AppState,
+    who: &Principal,
+    key: &str,
+    project: Option<&str>,
+) -> Result<VolumeRow, ApiError> {
+    let not_found = || ApiError::new(ErrorCode::NotFound, format!("volume {key:?} not found"));
+    if key.starts_with("vol_") && project.is_none() {
+        return match st.sandboxes.store.get_volume(key)? {
+            Some(r) if who.can_see(&r.project) => Ok(r),
+            _ => Err(not_found()),
+        };
+    }
+    let project = project_of(who, project)?;
+    st.sandboxes
+        .store
+        .find_volume(&project, key)?
+        .ok_or_else(not_found)
+}
+
+async fn get_volume(
+    State(st): St,
+    Auth(who): Auth,
+    Path(key): Path<String>,
+    q: Result<Query<VolumeQuery>, QueryRejection>,
+) -> Result<Json<VolumeInfo>, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let row = find_volume(&st, &who, &key, q.project.as_deref())?;
+    Ok(Json(volume_info(&st, &row)))
+}
+
+async fn delete_volume(
+    State(st): St,
+    Auth(who): Auth,
+    Path(key): Path<String>,
+    q: Result<Query<VolumeQuery>, QueryRejection>,
+) -> Result<StatusCode, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let row = find_volume(&st, &who, &key, q.project.as_deref())?;
+    st.sandboxes
+        .delete_volume(&row, q.force.unwrap_or(false))
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[derive(Debug, Deserialize)]
@@ -467,12 +601,19 @@ async fn project_usage(
     let from = q.from.unwrap_or(0);
     let to = q.to.unwrap_or_else(|| now_ms() + 1);
     let rows = store.usage_rows(Some(&project), from, to)?;
+    let s = st.sandboxes.clone();
+    let p = project.clone();
+    let _ = tokio::task::spawn_blocking(move || s.volumes.sample(Some(&p))).await;
+    let volumes = store.list_volumes(Some(&project), true)?;
+    let mut totals = metering::totals(&rows);
+    totals.volume_gib_hours = volumes.iter().fold(0.0, |t, v| t + v.gib_hours);
     Ok(Json(ProjectUsage {
         project,
         from_ms: from,
         to_ms: to,
-        totals: metering::totals(&rows),
+        totals,
         sandboxes: rows.iter().map(Into::into).collect(),
+        volumes: volumes.iter().map(Into::into).collect(),
     }))
 }
 
@@ -531,7 +672,7 @@ async fn metrics(State(st): St, Auth(who): Auth) -> Result<Response, ApiError> {
         .collect();
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        metering::prometheus(&rows, &live),
+        metering::prometheus(&rows, &live, &store.list_volumes(project, true)?),
     )
         .into_response())
 }

@@ -258,6 +258,7 @@ async fn create(
             } else {
                 TimeoutAction::Kill
             },
+            volumes: Vec::new(),
         })
         .await?;
     Ok((StatusCode::CREATED, Json(sandbox_body(&st, &sb))))
@@ -530,6 +531,7 @@ async fn debug_sandbox(st: &Arc<AppState>) -> Result<Arc<Sandbox>, E2bError> {
                     envs: BTreeMap::new(),
                     limits: LimitsRequest::default(),
                     on_timeout: TimeoutAction::Kill,
+                    volumes: Vec::new(),
                 })
                 .await?
         }

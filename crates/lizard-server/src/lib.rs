@@ -16,6 +16,7 @@ pub mod metering;
 pub mod proxy;
 pub mod sandboxes;
 pub mod store;
+pub mod volumes;
 
 /// The OpenAPI document served at `/v1/openapi.json`.
 pub const OPENAPI_JSON: &str = include_str!("../openapi.json");

@@ -1,12 +1,14 @@
 //! Usage metering: running time, CPU time (from the sandbox's cgroup), memory GiB-seconds (sampled)
-//! and executions (from the agent's execution log), stored per sandbox and rolled up per project.
+//! and executions (from the agent's execution log), stored per sandbox and rolled up per project;
+//! volume storage in GiB-hours (host disk use of each volume's image, sampled with the sandboxes,
+//! see `crate::volumes`), stored per volume.
 //!
 //! Samples are taken periodically and at every lifecycle transition, and written to the store each
 //! time, so a server restart loses at most one interval of memory integration. Not here: billing
 //! prices or quotas.
 
 use crate::sandboxes::{Sandbox, Sandboxes};
-use crate::store::{now_ms, StoredState, UsageRow};
+use crate::store::{now_ms, StoredState, UsageRow, VolumeRow};
 use lizard_proto::{SandboxUsage, UsageTotals};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -105,6 +107,8 @@ pub async fn run_sampler(sandboxes: Arc<Sandboxes>, interval: Duration) {
         for sb in sandboxes.all() {
             sample(&sandboxes, &sb).await;
         }
+        let s = sandboxes.clone();
+        let _ = tokio::task::spawn_blocking(move || s.volumes.sample(None)).await;
     }
 }
 
@@ -139,8 +143,13 @@ pub fn totals(rows: &[UsageRow]) -> UsageTotals {
     t
 }
 
-/// Prometheus text exposition of per-project counters and the number of live sandboxes.
-pub fn prometheus(rows: &[UsageRow], live: &[(String, StoredState)]) -> String {
+/// Prometheus text exposition of per-project counters, the number of live sandboxes and volume
+/// storage (`volumes`: every volume row, deleted ones included).
+pub fn prometheus(
+    rows: &[UsageRow],
+    live: &[(String, StoredState)],
+    volumes: &[VolumeRow],
+) -> String {
     use std::collections::BTreeMap;
     let mut per: BTreeMap<&str, Vec<UsageRow>> = BTreeMap::new();
     for r in rows {
@@ -213,6 +222,46 @@ pub fn prometheus(rows: &[UsageRow], live: &[(String, StoredState)]) -> String {
             escape(project)
         );
     }
+    // (GiB-hours, live volumes, bytes used by live volumes) per project.
+    let mut vols: BTreeMap<&str, (f64, u64, u64)> = BTreeMap::new();
+    for v in volumes {
+        let e = vols.entry(v.project.as_str()).or_default();
+        e.0 += v.gib_hours;
+        if v.deleted_at_ms.is_none() {
+            e.1 += 1;
+            e.2 += v.used_bytes;
+        }
+    }
+    type VolMetric = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&(f64, u64, u64)) -> f64,
+    );
+    let vol_metrics: [VolMetric; 3] = [
+        (
+            "lizard_volume_gib_hours_total",
+            "counter",
+            "Volume storage (host disk use) integrated over time, GiB-hours.",
+            |t| t.0,
+        ),
+        ("lizard_volumes", "gauge", "Volumes that exist.", |t| {
+            t.1 as f64
+        }),
+        (
+            "lizard_volume_used_bytes",
+            "gauge",
+            "Host disk used by existing volumes at the last sample.",
+            |t| t.2 as f64,
+        ),
+    ];
+    for (name, kind, help, get) in vol_metrics {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (project, t) in &vols {
+            let _ = writeln!(out, "{name}{{project=\"{}\"}} {}", escape(project), get(t));
+        }
+    }
     out
 }
 
@@ -235,7 +284,25 @@ mod tests {
             executions: 3,
             ..Default::default()
         }];
-        let text = prometheus(&rows, &[("p\"q".into(), StoredState::Running)]);
+        let vols = vec![
+            VolumeRow {
+                project: "p\"q".into(),
+                gib_hours: 2.5,
+                used_bytes: 100,
+                ..Default::default()
+            },
+            VolumeRow {
+                project: "p\"q".into(),
+                gib_hours: 0.5,
+                used_bytes: 7,
+                deleted_at_ms: Some(1),
+                ..Default::default()
+            },
+        ];
+        let text = prometheus(&rows, &[("p\"q".into(), StoredState::Running)], &vols);
+        assert!(text.contains("lizard_volume_gib_hours_total{project=\"p\\\"q\"} 3"));
+        assert!(text.contains("lizard_volumes{project=\"p\\\"q\"} 1"));
+        assert!(text.contains("lizard_volume_used_bytes{project=\"p\\\"q\"} 100"));
         assert!(text.contains("lizard_sandbox_cpu_seconds_total{project=\"p\\\"q\"} 1.5"));
         assert!(text.contains("lizard_executions_total{project=\"p\\\"q\"} 3"));
         assert!(text.contains("lizard_sandboxes_live{project=\"p\\\"q\",state=\"running\"} 1"));

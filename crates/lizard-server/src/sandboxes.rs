@@ -9,10 +9,13 @@
 //! (see `crate::metering`).
 
 use crate::agent_client::AgentClient;
-use crate::store::{now_ms, SandboxRow, Store, StoreError, StoredState};
+use crate::store::{now_ms, SandboxRow, Store, StoreError, StoredState, VolumeRow};
+use crate::volumes::{VolumeError, Volumes};
 use lizard_jail::cgroup::Cgroup;
 use lizard_jail::sandbox::{Bind, IdMap, Limits, RootfsSpec, SandboxSpec, UserSpec};
-use lizard_proto::{LimitsRequest, SandboxLimits, TimeoutAction};
+use lizard_proto::{
+    LimitsRequest, SandboxLimits, SandboxVolume, TimeoutAction, VolumeMountRequest,
+};
 use lizard_template::Template;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -43,6 +46,8 @@ pub enum SandboxError {
     },
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Volume(#[from] VolumeError),
 }
 
 /// Server-wide settings for sandboxes.
@@ -62,6 +67,8 @@ pub struct SandboxConfig {
     pub ready_timeout: Duration,
     /// Ready sandboxes (default template, Python kernel started) kept for fast creates; 0 = none.
     pub pool_size: usize,
+    /// Host uid and gid of the sandbox user: owner of a new volume's root directory.
+    pub volume_owner: (u32, u32),
 }
 
 /// What the server remembers about a running sandbox's processes (stored as JSON).
@@ -84,6 +91,8 @@ pub struct Sandbox {
     pub limits: SandboxLimits,
     pub on_timeout: TimeoutAction,
     pub runtime: Runtime,
+    /// Volumes mounted in the sandbox (fixed at create).
+    pub volumes: Vec<SandboxVolume>,
     timeout_at_ms: AtomicU64,
     /// The sandbox's lifetime, as last set (create or set_timeout).
     timeout_ms: AtomicU64,
@@ -128,11 +137,13 @@ pub struct CreateSandbox {
     pub envs: BTreeMap<String, String>,
     pub limits: LimitsRequest,
     pub on_timeout: TimeoutAction,
+    pub volumes: Vec<VolumeMountRequest>,
 }
 
 pub struct Sandboxes {
     pub cfg: SandboxConfig,
     pub store: Arc<Store>,
+    pub volumes: Volumes,
     live: RwLock<HashMap<String, Arc<Sandbox>>>,
     timeouts_changed: Notify,
     pool: Mutex<Vec<LaunchedSandbox>>,
@@ -166,6 +177,7 @@ pub fn new_sandbox_id() -> String {
 impl Sandboxes {
     pub fn new(cfg: SandboxConfig, store: Arc<Store>) -> Arc<Sandboxes> {
         Arc::new(Sandboxes {
+            volumes: Volumes::new(&cfg.data_dir, cfg.volume_owner, store.clone()),
             cfg,
             store,
             live: RwLock::new(HashMap::new()),
@@ -260,15 +272,21 @@ impl Sandboxes {
             }
         }
         let limits = self.resolve_limits(&req.limits)?;
+        let wanted = check_volume_requests(&req.volumes)?;
+        let (volumes, _claim) = self.claim_volumes(&req.project, wanted).await?;
         let pooled = if self.pool_eligible(&template_name, &req) {
             self.take_pooled()
         } else {
             None
         };
         let launched = match pooled {
-            Some(l) => l,
-            None => self.launch_new(&template_name, &req.envs, limits).await?,
+            Some(l) => Ok(l),
+            None => {
+                self.launch_new(&template_name, &req.envs, limits, &volumes)
+                    .await
+            }
         };
+        let launched = launched?;
         self.refill_pool();
         let now = now_ms();
         let LaunchedSandbox { id, runtime, agent } = launched;
@@ -282,6 +300,7 @@ impl Sandboxes {
             limits,
             on_timeout: req.on_timeout,
             runtime,
+            volumes: volumes.clone(),
             timeout_at_ms: AtomicU64::new(now + timeout_ms),
             timeout_ms: AtomicU64::new(timeout_ms),
             paused_remaining_ms: AtomicU64::new(0),
@@ -305,6 +324,7 @@ impl Sandboxes {
                 paused_remaining_ms: 0,
                 on_timeout: req.on_timeout,
                 timeout_ms,
+                volumes: volumes.clone(),
             })
         });
         if let Err(e) = stored {
@@ -314,6 +334,7 @@ impl Sandboxes {
         if let Ok(mut m) = self.live.write() {
             m.insert(id, sb.clone());
         }
+        // Live now: `_claim` (dropped on return) hands the count over to `volume_users`.
         self.timeouts_changed.notify_one();
         Ok(sb)
     }
@@ -325,6 +346,92 @@ impl Sandboxes {
             && template == self.cfg.default_template
             && req.envs.is_empty()
             && req.limits == LimitsRequest::default()
+            && req.volumes.is_empty()
+    }
+
+    /// Resolve the requested volumes in `project`, mount them on the host and count this launch
+    /// as a user of each until the returned claim is dropped.
+    async fn claim_volumes(
+        &self,
+        project: &str,
+        wanted: Vec<(String, String, bool)>,
+    ) -> Result<(Vec<SandboxVolume>, crate::volumes::Claim<'_>), SandboxError> {
+        if wanted.is_empty() {
+            return Ok((Vec::new(), self.volumes.claim(Vec::new())));
+        }
+        let _lock = self.volumes.lock.lock().await;
+        let mut out: Vec<SandboxVolume> = Vec::new();
+        for (key, mount_path, read_only) in wanted {
+            let row = self
+                .store
+                .find_volume(project, &key)?
+                .ok_or_else(|| VolumeError::NotFound(key.clone()))?;
+            if out.iter().any(|v| v.volume_id == row.id) {
+                return Err(SandboxError::Invalid(format!(
+                    "volume {:?} is listed twice",
+                    row.name
+                )));
+            }
+            self.volumes.ensure_mounted(&row.id).await?;
+            out.push(SandboxVolume {
+                volume_id: row.id,
+                name: row.name,
+                mount_path,
+                read_only,
+            });
+        }
+        let claim = self
+            .volumes
+            .claim(out.iter().map(|v| v.volume_id.clone()).collect());
+        Ok((out, claim))
+    }
+
+    /// Live (running or paused) sandboxes that mount volume `id`.
+    pub fn volume_users(&self, id: &str) -> Vec<String> {
+        let mut users: Vec<String> = self
+            .all()
+            .into_iter()
+            .filter(|sb| sb.volumes.iter().any(|v| v.volume_id == id))
+            .map(|sb| sb.id.clone())
+            .collect();
+        users.sort();
+        users
+    }
+
+    /// Delete a volume: refused with `VolumeError::InUse` while a live sandbox mounts it, unless
+    /// `force`, which kills those sandboxes first. A sandbox still being launched with it always
+    /// makes the delete fail.
+    pub async fn delete_volume(&self, row: &VolumeRow, force: bool) -> Result<(), SandboxError> {
+        let lock = self.volumes.lock.lock().await;
+        let users = self.volume_users(&row.id);
+        let launching = self.volumes.is_pending(&row.id);
+        if launching || (!users.is_empty() && !force) {
+            let mut sandboxes = users;
+            if launching {
+                sandboxes.push("(one being created)".into());
+            }
+            return Err(VolumeError::InUse {
+                name: row.name.clone(),
+                sandboxes,
+            }
+            .into());
+        }
+        for id in users {
+            match self.kill(&id).await {
+                Ok(()) | Err(SandboxError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.volumes.destroy(row).await?;
+        drop(lock);
+        Ok(())
+    }
+
+    /// At shutdown: unmount the volumes no live sandbox uses.
+    pub async fn unmount_unused_volumes(&self) {
+        self.volumes
+            .unmount_unused(|id| !self.volume_users(id).is_empty())
+            .await;
     }
 
     fn take_pooled(&self) -> Option<LaunchedSandbox> {
@@ -352,7 +459,10 @@ impl Sandboxes {
                 }
                 let template = self.cfg.default_template.clone();
                 let limits = self.cfg.default_limits;
-                match self.launch_new(&template, &BTreeMap::new(), limits).await {
+                match self
+                    .launch_new(&template, &BTreeMap::new(), limits, &[])
+                    .await
+                {
                     Ok(l) => {
                         // Pooled sandboxes are handed out with their Python kernel running.
                         if let Err(e) = l
@@ -401,6 +511,7 @@ impl Sandboxes {
         template_name: &str,
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
+        volumes: &[SandboxVolume],
     ) -> Result<LaunchedSandbox, SandboxError> {
         let dir = &self.cfg.templates_data_dir;
         let template = match lizard_template::find(dir, template_name) {
@@ -436,7 +547,14 @@ impl Sandboxes {
         let host_gid = self.cfg.id_shift + meta.user.gid;
         std::os::unix::fs::chown(&run, Some(host_uid), Some(host_gid)).map_err(io_err(&run))?;
 
-        let spec = self.spec(&id, &template, (&python, &node), &dir, envs, limits);
+        let mut spec = self.spec(&id, &template, (&python, &node), &dir, envs, limits);
+        // Volumes: their host mount directories, bound at their mount paths (no symlink followed).
+        spec.binds.extend(volumes.iter().map(|v| Bind {
+            source: self.volumes.mount_dir(&v.volume_id),
+            target: PathBuf::from(&v.mount_path),
+            readonly: v.read_only,
+            no_symlinks: true,
+        }));
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
             Ok(l) => l,
             Err(e) => {
@@ -519,11 +637,13 @@ impl Sandboxes {
                     source: self.cfg.lizard_bin.clone(),
                     target: PathBuf::from("/opt/lizard/bin/lizard"),
                     readonly: true,
+                    ..Default::default()
                 },
                 Bind {
                     source: dir.join("run"),
                     target: PathBuf::from("/run/lizard"),
                     readonly: false,
+                    ..Default::default()
                 },
             ],
             id_map: IdMap {
@@ -729,6 +849,7 @@ impl Sandboxes {
                         limits,
                         on_timeout: row.on_timeout,
                         runtime: rt,
+                        volumes: row.volumes,
                         timeout_at_ms: AtomicU64::new(row.timeout_at_ms),
                         timeout_ms: AtomicU64::new(row.timeout_ms),
                         paused_remaining_ms: AtomicU64::new(row.paused_remaining_ms),
@@ -772,6 +893,48 @@ impl Sandboxes {
         self.timeouts_changed.notify_one();
         Ok((adopted, lost))
     }
+}
+
+/// Validate the `volumes` of a create request: names, mount paths (default
+/// `/home/user/<name>`), no two on one path or nested. Returns (name or id, mount path, read-only).
+fn check_volume_requests(
+    reqs: &[VolumeMountRequest],
+) -> Result<Vec<(String, String, bool)>, SandboxError> {
+    use lizard_proto::volume::MAX_VOLUMES_PER_SANDBOX;
+    if reqs.len() > MAX_VOLUMES_PER_SANDBOX {
+        return Err(SandboxError::Invalid(format!(
+            "at most {MAX_VOLUMES_PER_SANDBOX} volumes per sandbox"
+        )));
+    }
+    let mut out: Vec<(String, String, bool)> = Vec::new();
+    for r in reqs {
+        let is_id = r.name.starts_with("vol_")
+            && r.name.len() == 24
+            && r.name[4..]
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        if !is_id && !lizard_proto::valid_volume_name(&r.name) {
+            return Err(SandboxError::Invalid(format!(
+                "invalid volume name {:?}",
+                r.name
+            )));
+        }
+        let path = r
+            .mount_path
+            .clone()
+            .unwrap_or_else(|| format!("/home/user/{}", r.name));
+        lizard_proto::check_mount_path(&path).map_err(SandboxError::Invalid)?;
+        if let Some((_, other, _)) = out
+            .iter()
+            .find(|(_, p, _)| lizard_proto::mount_paths_overlap(p, &path))
+        {
+            return Err(SandboxError::Invalid(format!(
+                "volume mount paths {other:?} and {path:?} overlap"
+            )));
+        }
+        out.push((r.name.clone(), path, r.read_only));
+    }
+    Ok(out)
 }
 
 /// What `lizard sandbox-init` prints.
@@ -856,5 +1019,29 @@ mod tests {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
         assert_ne!(a, new_sandbox_id());
+    }
+
+    #[test]
+    fn volume_requests_are_checked() {
+        let m = |name: &str, path: Option<&str>| VolumeMountRequest {
+            name: name.into(),
+            mount_path: path.map(String::from),
+            read_only: false,
+        };
+        let ok = check_volume_requests(&[m("data", None), m("b", Some("/mnt/b"))]).unwrap();
+        assert_eq!(ok[0].1, "/home/user/data");
+        for bad in [
+            vec![m("data", Some("/etc"))],
+            vec![m("Bad", None)],
+            vec![m("a", Some("/data")), m("b", Some("/data/x"))],
+            vec![m("a", Some("/data")), m("b", Some("/data"))],
+            vec![m("a", Some("/home/user/../../proc"))],
+            (0..17).map(|i| m(&format!("v{i}"), None)).collect(),
+        ] {
+            assert!(matches!(
+                check_volume_requests(&bad),
+                Err(SandboxError::Invalid(_))
+            ));
+        }
     }
 }

@@ -25,6 +25,8 @@ pub enum StoreError {
     Json(#[from] serde_json::Error),
     #[error("project {0:?} already exists")]
     ProjectExists(String),
+    #[error("volume {0:?} already exists in this project")]
+    VolumeExists(String),
 }
 
 /// A sandbox's lifecycle state as stored.
@@ -73,6 +75,25 @@ pub struct SandboxRow {
     pub on_timeout: lizard_proto::TimeoutAction,
     /// The sandbox's lifetime, as last set.
     pub timeout_ms: u64,
+    /// Volumes mounted in the sandbox.
+    pub volumes: Vec<lizard_proto::SandboxVolume>,
+}
+
+/// One volume row (deleted volumes keep theirs, for usage).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VolumeRow {
+    pub id: String,
+    pub project: String,
+    pub name: String,
+    pub size_limit_bytes: u64,
+    pub created_at_ms: u64,
+    pub deleted_at_ms: Option<u64>,
+    /// Host disk use integrated over time.
+    pub gib_hours: f64,
+    /// Host disk use at the last sample.
+    pub used_bytes: u64,
+    /// When `gib_hours` was last brought up to date.
+    pub updated_at_ms: u64,
 }
 
 /// Usage totals of one sandbox.
@@ -122,7 +143,8 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     limits TEXT NOT NULL,
     paused_remaining_ms INTEGER,
     on_timeout TEXT NOT NULL DEFAULT 'kill',
-    timeout_ms INTEGER NOT NULL DEFAULT 300000
+    timeout_ms INTEGER NOT NULL DEFAULT 300000,
+    volumes TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS sandboxes_project ON sandboxes(project, state);
 CREATE TABLE IF NOT EXISTS usage (
@@ -154,13 +176,27 @@ CREATE TABLE IF NOT EXISTS executions (
     PRIMARY KEY (sandbox_id, seq)
 );
 CREATE INDEX IF NOT EXISTS executions_project ON executions(project, finished_at_ms);
+CREATE TABLE IF NOT EXISTS volumes (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    size_limit_bytes INTEGER NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    deleted_at_ms INTEGER,
+    gib_hours REAL NOT NULL DEFAULT 0,
+    used_bytes INTEGER NOT NULL DEFAULT 0,
+    updated_at_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX IF NOT EXISTS volumes_live_name ON volumes(project, name)
+    WHERE deleted_at_ms IS NULL;
 ";
 
 /// Columns added after the first release of a table: added to older databases on open.
-const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 4] = [
     ("sandboxes", "paused_remaining_ms", "INTEGER"),
     ("sandboxes", "on_timeout", "TEXT NOT NULL DEFAULT 'kill'"),
     ("sandboxes", "timeout_ms", "INTEGER NOT NULL DEFAULT 300000"),
+    ("sandboxes", "volumes", "TEXT NOT NULL DEFAULT '[]'"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -289,8 +325,8 @@ impl Store {
         let conn = self.conn();
         conn.execute(
             "INSERT INTO sandboxes (id, project, template, state, created_at_ms, timeout_at_ms,
-                 ended_at_ms, metadata, envs, runtime, limits, on_timeout, timeout_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 ended_at_ms, metadata, envs, runtime, limits, on_timeout, timeout_ms, volumes)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 s.id,
                 s.project,
@@ -308,6 +344,7 @@ impl Store {
                     lizard_proto::TimeoutAction::Pause => "pause",
                 },
                 s.timeout_ms as i64,
+                serde_json::to_string(&s.volumes)?,
             ],
         )?;
         conn.execute(
@@ -395,11 +432,13 @@ impl Store {
                 _ => lizard_proto::TimeoutAction::Kill,
             },
             timeout_ms: r.get::<_, i64>(13)? as u64,
+            volumes: serde_json::from_str(&r.get::<_, String>(14)?).unwrap_or_default(),
         })
     }
 
     const COLUMNS: &'static str = "id, project, template, state, created_at_ms, timeout_at_ms, \
-         ended_at_ms, metadata, envs, runtime, limits, paused_remaining_ms, on_timeout, timeout_ms";
+         ended_at_ms, metadata, envs, runtime, limits, paused_remaining_ms, on_timeout, timeout_ms, \
+         volumes";
 
     pub fn get_sandbox(&self, id: &str) -> Result<Option<SandboxRow>, StoreError> {
         let conn = self.conn();
@@ -422,6 +461,122 @@ impl Store {
         );
         let mut st = conn.prepare(&sql)?;
         let rows = st.query_map(params![project, include_killed], Self::row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    // --- volumes --------------------------------------------------------------------------------
+
+    /// Insert a new volume; `VolumeExists` when the project already has a live one of that name.
+    pub fn insert_volume(&self, v: &VolumeRow) -> Result<(), StoreError> {
+        let r = self.conn().execute(
+            "INSERT INTO volumes (id, project, name, size_limit_bytes, created_at_ms, updated_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+            params![
+                v.id,
+                v.project,
+                v.name,
+                v.size_limit_bytes as i64,
+                v.created_at_ms as i64
+            ],
+        );
+        match r {
+            Ok(_) => Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Err(StoreError::VolumeExists(v.name.clone()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Forget a volume whose creation failed.
+    pub fn remove_volume_row(&self, id: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute("DELETE FROM volumes WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
+    pub fn mark_volume_deleted(&self, id: &str, at_ms: u64) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE volumes SET deleted_at_ms = ?2 WHERE id = ?1",
+            params![id, at_ms as i64],
+        )?;
+        Ok(())
+    }
+
+    pub fn put_volume_usage(
+        &self,
+        id: &str,
+        gib_hours: f64,
+        used_bytes: u64,
+        updated_at_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE volumes SET gib_hours = ?2, used_bytes = ?3, updated_at_ms = ?4 WHERE id = ?1",
+            params![id, gib_hours, used_bytes as i64, updated_at_ms as i64],
+        )?;
+        Ok(())
+    }
+
+    const VOLUME_COLUMNS: &'static str = "id, project, name, size_limit_bytes, created_at_ms, \
+         deleted_at_ms, gib_hours, used_bytes, updated_at_ms";
+
+    fn volume_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<VolumeRow> {
+        Ok(VolumeRow {
+            id: r.get(0)?,
+            project: r.get(1)?,
+            name: r.get(2)?,
+            size_limit_bytes: r.get::<_, i64>(3)? as u64,
+            created_at_ms: r.get::<_, i64>(4)? as u64,
+            deleted_at_ms: r.get::<_, Option<i64>>(5)?.map(|v| v as u64),
+            gib_hours: r.get(6)?,
+            used_bytes: r.get::<_, i64>(7)? as u64,
+            updated_at_ms: r.get::<_, i64>(8)? as u64,
+        })
+    }
+
+    /// A live (not deleted) volume of `project` by name, or by id when `key` starts with `vol_`.
+    pub fn find_volume(&self, project: &str, key: &str) -> Result<Option<VolumeRow>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM volumes WHERE project = ?1 AND (name = ?2 OR id = ?2)
+             AND deleted_at_ms IS NULL",
+            Self::VOLUME_COLUMNS
+        );
+        Ok(self
+            .conn()
+            .query_row(&sql, params![project, key], Self::volume_row)
+            .optional()?)
+    }
+
+    /// A live volume by id, whatever its project.
+    pub fn get_volume(&self, id: &str) -> Result<Option<VolumeRow>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM volumes WHERE id = ?1 AND deleted_at_ms IS NULL",
+            Self::VOLUME_COLUMNS
+        );
+        Ok(self
+            .conn()
+            .query_row(&sql, [id], Self::volume_row)
+            .optional()?)
+    }
+
+    /// Volumes of `project` (every project when `None`), by name; deleted ones only when
+    /// `include_deleted`.
+    pub fn list_volumes(
+        &self,
+        project: Option<&str>,
+        include_deleted: bool,
+    ) -> Result<Vec<VolumeRow>, StoreError> {
+        let conn = self.conn();
+        let sql = format!(
+            "SELECT {} FROM volumes WHERE (?1 IS NULL OR project = ?1)
+               AND (?2 OR deleted_at_ms IS NULL)
+             ORDER BY project, name, created_at_ms",
+            Self::VOLUME_COLUMNS
+        );
+        let mut st = conn.prepare(&sql)?;
+        let rows = st.query_map(params![project, include_deleted], Self::volume_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -620,6 +775,36 @@ mod tests {
         let row = s.get_sandbox("old").unwrap().unwrap();
         assert_eq!(row.timeout_ms, 300000);
         assert_eq!(row.on_timeout, lizard_proto::TimeoutAction::Kill);
+        assert!(row.volumes.is_empty());
+    }
+
+    #[test]
+    fn volume_names_are_unique_per_project_until_deleted() {
+        let (_d, s) = store();
+        let v = |id: &str, project: &str| VolumeRow {
+            id: id.into(),
+            project: project.into(),
+            name: "data".into(),
+            size_limit_bytes: 1 << 30,
+            created_at_ms: 1,
+            ..Default::default()
+        };
+        s.insert_volume(&v("vol_a", "p")).unwrap();
+        assert!(matches!(
+            s.insert_volume(&v("vol_b", "p")),
+            Err(StoreError::VolumeExists(_))
+        ));
+        s.insert_volume(&v("vol_c", "q")).unwrap();
+        assert_eq!(s.find_volume("p", "data").unwrap().unwrap().id, "vol_a");
+        assert_eq!(s.find_volume("p", "vol_a").unwrap().unwrap().id, "vol_a");
+        assert!(s.find_volume("p", "vol_c").unwrap().is_none());
+        s.mark_volume_deleted("vol_a", 5).unwrap();
+        assert!(s.find_volume("p", "data").unwrap().is_none());
+        s.insert_volume(&v("vol_b", "p")).unwrap();
+        s.put_volume_usage("vol_b", 1.5, 10, 9).unwrap();
+        let all = s.list_volumes(Some("p"), true).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(s.list_volumes(Some("p"), false).unwrap()[0].gib_hours, 1.5);
     }
 
     #[test]
@@ -660,6 +845,12 @@ mod tests {
                 paused_remaining_ms: 0,
                 on_timeout: lizard_proto::TimeoutAction::Kill,
                 timeout_ms: 10,
+                volumes: vec![lizard_proto::SandboxVolume {
+                    volume_id: "vol_x".into(),
+                    name: "x".into(),
+                    mount_path: "/data".into(),
+                    read_only: true,
+                }],
             })
             .unwrap();
             let mut u = s.get_usage("sb1").unwrap().unwrap();
@@ -670,6 +861,7 @@ mod tests {
         let row = s.get_sandbox("sb1").unwrap().unwrap();
         assert_eq!(row.metadata["k"], "v");
         assert_eq!(row.runtime["pid"], 5);
+        assert_eq!(row.volumes[0].volume_id, "vol_x");
         assert_eq!(s.get_usage("sb1").unwrap().unwrap().cpu_ms, 42);
         assert_eq!(s.usage_rows(Some("p"), 0, 100).unwrap().len(), 1);
         assert_eq!(s.usage_rows(Some("p"), 0, 5).unwrap().len(), 0);

@@ -71,6 +71,10 @@ pub enum SandboxCommand {
         /// Pause instead of kill when the timeout passes.
         #[arg(long)]
         pause_on_timeout: bool,
+        /// Mount a volume of the project: NAME, NAME:/PATH or NAME:/PATH:ro (repeatable; the
+        /// default path is /home/user/NAME).
+        #[arg(long = "volume", value_name = "NAME[:/PATH[:ro]]")]
+        volumes: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -278,6 +282,7 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                 memory_mb,
                 cpu_millicores,
                 pause_on_timeout,
+                volumes,
                 json,
             } => {
                 let limits =
@@ -295,6 +300,10 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                         env: pairs(&env, "env")?,
                         limits,
                         on_timeout: pause_on_timeout.then_some(lizard_proto::TimeoutAction::Pause),
+                        volumes: volumes
+                            .iter()
+                            .map(|v| parse_volume_arg(v))
+                            .collect::<Result<_>>()?,
                     })
                     .await?;
                 if json {
@@ -362,6 +371,15 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                 for (k, v) in &s.metadata {
                     println!("metadata  {k}={v}");
                 }
+                for v in &s.volumes {
+                    println!(
+                        "volume    {} ({}) at {}{}",
+                        v.name,
+                        v.volume_id,
+                        v.mount_path,
+                        if v.read_only { " read-only" } else { "" }
+                    );
+                }
                 Ok(())
             }
             SandboxCommand::Pause { id } => {
@@ -386,6 +404,183 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                     "{}/v1/sandboxes/{id}/ports/{port}",
                     conn.api_url.trim_end_matches('/')
                 );
+                Ok(())
+            }
+        }
+    })
+}
+
+/// `NAME`, `NAME:/PATH` or `NAME:/PATH:ro` (or `:rw`).
+fn parse_volume_arg(s: &str) -> Result<lizard_proto::VolumeMountRequest> {
+    let mut parts = s.splitn(3, ':');
+    let name = parts.next().unwrap_or_default().to_string();
+    let mount_path = parts.next().filter(|p| !p.is_empty()).map(String::from);
+    let read_only = match parts.next() {
+        None | Some("rw") => false,
+        Some("ro") => true,
+        Some(other) => {
+            anyhow::bail!("--volume {s:?}: expected :ro or :rw at the end, got {other:?}")
+        }
+    };
+    if name.is_empty() {
+        anyhow::bail!("--volume {s:?}: expected NAME[:/PATH[:ro]]");
+    }
+    Ok(lizard_proto::VolumeMountRequest {
+        name,
+        mount_path,
+        read_only,
+    })
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum VolumeCommand {
+    /// Create a volume and print its id.
+    Create {
+        name: String,
+        #[arg(long)]
+        project: Option<String>,
+        /// Capacity, e.g. 1073741824, 512M or 10G (default 10G).
+        #[arg(long, value_name = "BYTES")]
+        size: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List volumes.
+    List {
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one volume (by name or id).
+    Info {
+        volume: String,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a volume (refused while a sandbox mounts it unless --force, which kills those
+    /// sandboxes first).
+    Delete {
+        volume: String,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// `123`, `512K`, `512M`, `10G`, `1T` (powers of 1024).
+fn parse_size(s: &str) -> Result<u64> {
+    let s = s.trim();
+    let (num, mul) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let mul: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => anyhow::bail!("size {s:?}: unknown unit {c:?} (K, M, G or T)"),
+            };
+            (&s[..i], mul)
+        }
+        _ => (s, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("size {s:?} is not a number"))?;
+    n.checked_mul(mul)
+        .with_context(|| format!("size {s:?} is too large"))
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+pub fn volume(conn: &Conn, cmd: VolumeCommand) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        match cmd {
+            VolumeCommand::Create {
+                name,
+                project,
+                size,
+                json,
+            } => {
+                let size_limit_bytes = size.as_deref().map(parse_size).transpose()?;
+                let v = c
+                    .create_volume(&lizard_proto::CreateVolumeRequest {
+                        project,
+                        name,
+                        size_limit_bytes,
+                    })
+                    .await?;
+                if json {
+                    return print_json(&v);
+                }
+                println!("{}", v.volume_id);
+                Ok(())
+            }
+            VolumeCommand::List { project, json } => {
+                let list = c.list_volumes(project.as_deref()).await?;
+                if json {
+                    return print_json(&list);
+                }
+                println!(
+                    "{:<26} {:<16} {:<24} {:>10} {:>10} MOUNTED BY",
+                    "VOLUME", "PROJECT", "NAME", "SIZE", "USED"
+                );
+                for v in list {
+                    println!(
+                        "{:<26} {:<16} {:<24} {:>10} {:>10} {}",
+                        v.volume_id,
+                        v.project,
+                        v.name,
+                        human_bytes(v.size_limit_bytes),
+                        human_bytes(v.used_bytes),
+                        v.mounted_by.join(",")
+                    );
+                }
+                Ok(())
+            }
+            VolumeCommand::Info {
+                volume,
+                project,
+                json,
+            } => {
+                let v = c.get_volume(&volume, project.as_deref()).await?;
+                if json {
+                    return print_json(&v);
+                }
+                println!("volume    {}", v.volume_id);
+                println!("name      {}", v.name);
+                println!("project   {}", v.project);
+                println!("size      {}", human_bytes(v.size_limit_bytes));
+                println!("used      {}", human_bytes(v.used_bytes));
+                println!("created   {}", ms_to_age(v.created_at_ms));
+                for sb in &v.mounted_by {
+                    println!("mounted   {sb}");
+                }
+                Ok(())
+            }
+            VolumeCommand::Delete {
+                volume,
+                project,
+                force,
+            } => {
+                c.delete_volume(&volume, project.as_deref(), force).await?;
                 Ok(())
             }
         }
@@ -586,6 +781,27 @@ pub fn usage(conn: &Conn, args: UsageArgs) -> Result<()> {
             t.memory_gib_seconds,
             t.executions
         );
+        if !u.volumes.is_empty() {
+            println!();
+            println!(
+                "{:<26} {:<24} {:>10} {:>12}",
+                "VOLUME", "NAME", "USED", "GiB·h"
+            );
+            for v in &u.volumes {
+                println!(
+                    "{:<26} {:<24} {:>10} {:>12.6}{}",
+                    v.volume_id,
+                    v.name,
+                    human_bytes(v.used_bytes),
+                    v.gib_hours,
+                    if v.deleted { " (deleted)" } else { "" }
+                );
+            }
+            println!(
+                "{:<26} {:<24} {:>10} {:>12.6}",
+                "total", "", "", t.volume_gib_hours
+            );
+        }
         Ok(())
     })
 }

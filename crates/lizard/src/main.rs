@@ -48,6 +48,13 @@ enum Command {
         #[command(subcommand)]
         command: cli::SandboxCommand,
     },
+    /// Create, list, inspect and delete persistent volumes (mounted with `sandbox create --volume`).
+    Volume {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(subcommand)]
+        command: cli::VolumeCommand,
+    },
     /// Run code in a sandbox (a new one, killed afterwards, unless --sandbox), streaming output.
     Run {
         #[command(flatten)]
@@ -176,6 +183,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
     let ok = |r: Result<()>| r.map(|()| 0);
     match cli.command {
         Command::Sandbox { conn, command } => ok(cli::sandbox(&conn, command)),
+        Command::Volume { conn, command } => ok(cli::volume(&conn, command)),
         Command::Run { conn, args } => cli::run(&conn, args),
         Command::Exec { conn, args } => cli::exec(&conn, args),
         Command::Shell { conn, args } => cli::shell(&conn, args),

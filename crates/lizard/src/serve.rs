@@ -135,6 +135,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     };
     let template = build_template(&templates_data_dir, &args.template, false)?;
     let id_shift = template.meta.id_shift;
+    let volume_owner = (
+        id_shift + template.meta.user.uid,
+        id_shift + template.meta.user.gid,
+    );
     let lizard_bin = std::env::current_exe().context("locating the lizard binary")?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -153,6 +157,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 id_shift,
                 ready_timeout: Duration::from_secs(30),
                 pool_size: args.pool_size,
+                volume_owner,
             },
             store,
         );
@@ -235,6 +240,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             .context("serving");
         // Claimed sandboxes stay (a restarted server adopts them); unclaimed pooled ones go.
         sandboxes.drain_pool().await;
+        // Volumes of sandboxes that outlive the server stay mounted (the next server adopts them).
+        sandboxes.unmount_unused_volumes().await;
         served
     })
 }

@@ -235,3 +235,75 @@ async fn shell_and_host_commands() {
     );
     s.kill_all().await;
 }
+
+/// `lizard volume create|list|info|delete` and `lizard sandbox create --volume NAME:/PATH[:ro]`.
+#[tokio::test]
+async fn volume_commands() {
+    let s = Server::start();
+    let (code, vid, err) = lizard(&s, &["volume", "create", "cli-vol", "--size", "16M"], None);
+    assert_eq!(code, 0, "{err}");
+    let vid = vid.trim().to_string();
+    assert!(vid.starts_with("vol_"), "{vid}");
+    let (code, _, err) = lizard(&s, &["volume", "create", "cli-vol"], None);
+    assert_ne!(code, 0);
+    assert!(err.contains("already exists"), "{err}");
+    let (_, list, _) = lizard(&s, &["volume", "list"], None);
+    assert!(
+        list.contains("cli-vol") && list.contains("16.0 MiB"),
+        "{list}"
+    );
+
+    let (code, id, err) = lizard(
+        &s,
+        &["sandbox", "create", "--volume", "cli-vol:/data/v"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let id = id.trim().to_string();
+    let (code, _, err) = lizard(&s, &["exec", "--sandbox", &id, "echo hi > /data/v/f"], None);
+    assert_eq!(code, 0, "{err}");
+    let (_, info, _) = lizard(&s, &["sandbox", "info", &id], None);
+    assert!(
+        info.contains("cli-vol") && info.contains("/data/v"),
+        "{info}"
+    );
+    let (_, info, _) = lizard(&s, &["volume", "info", "cli-vol", "--json"], None);
+    let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(v["mounted_by"][0], id.as_str());
+
+    let (code, ro, err) = lizard(
+        &s,
+        &[
+            "sandbox",
+            "create",
+            "--volume",
+            &format!("{vid}:/mnt/ro:ro"),
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let ro: serde_json::Value = serde_json::from_str(&ro).unwrap();
+    assert_eq!(ro["volumes"][0]["read_only"], true);
+    let (code, _, _) = lizard(
+        &s,
+        &["sandbox", "create", "--volume", "cli-vol:/mnt/x:rx"],
+        None,
+    );
+    assert_ne!(code, 0);
+
+    let (code, _, err) = lizard(&s, &["volume", "delete", "cli-vol"], None);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("volume_in_use") || err.contains("mounted"),
+        "{err}"
+    );
+    let (code, usage, err) = lizard(&s, &["usage", "--project", "default"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(usage.contains(&vid) && usage.contains("GiB·h"), "{usage}");
+    let (code, _, err) = lizard(&s, &["volume", "delete", "cli-vol", "--force"], None);
+    assert_eq!(code, 0, "{err}");
+    let (_, list, _) = lizard(&s, &["volume", "list", "--json"], None);
+    assert_eq!(list.trim(), "[]");
+    s.kill_all().await;
+}

@@ -7,8 +7,8 @@ with a temporary data dir and the templates of ``LIZARD_TEMPLATES_FROM`` (defaul
 session exports ``LIZARD_API_URL`` and ``LIZARD_API_KEY`` (the admin key from ``<data dir>/admin-key``),
 so tests use the SDK exactly as a user would, configured by the environment.
 
-At the end it kills every sandbox the server knows (sandboxes outlive the server by design) and
-stops the server. Nothing here is mocked, except in the tests that prove no request is sent.
+At the end it kills every sandbox the server knows (sandboxes outlive the server by design), deletes
+its volumes and stops the server. Nothing here is mocked, except in the tests that prove no request is sent.
 Sandboxes need root (namespaces, cgroups, mounts).
 """
 
@@ -147,6 +147,11 @@ def lizard_server() -> Iterator[Server]:
                 r = server.api("DELETE", f"/v1/sandboxes/{sb['sandbox_id']}")
                 if r.status_code not in (204, 404):
                     leftovers.append((sb["sandbox_id"], r.status_code, r.text))
+            # Volumes are host mounts: delete them (their sandboxes are gone by now).
+            for v in server.api("GET", "/v1/volumes").json():
+                r = server.api("DELETE", f"/v1/volumes/{v['volume_id']}?force=true")
+                if r.status_code not in (204, 404):
+                    leftovers.append((v["volume_id"], r.status_code, r.text))
         except httpx.HTTPError as e:
             leftovers.append(("?", 0, str(e)))
         proc.send_signal(signal.SIGTERM)

@@ -50,6 +50,14 @@ export class ConflictError extends LizardError {
   }
 }
 
+/** The volume is mounted by a running or paused sandbox (`volume_in_use`, 409); delete it with
+ * `force: true` to kill those sandboxes first. A `ConflictError`. */
+export class VolumeInUseError extends ConflictError {
+  constructor(message, opts = {}) {
+    super(message, { code: 'volume_in_use', ...opts });
+  }
+}
+
 /** Too many requests (`rate_limited`, 429). */
 export class RateLimitError extends LizardError {
   constructor(message, opts = {}) {
@@ -107,6 +115,7 @@ const BY_CODE = {
   unauthenticated: AuthenticationError,
   not_found: NotFoundError,
   conflict: ConflictError,
+  volume_in_use: VolumeInUseError,
   rate_limited: RateLimitError,
   unavailable: SandboxError,
   internal: SandboxError,

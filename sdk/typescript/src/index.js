@@ -15,5 +15,7 @@ export {
   RateLimitError,
   SandboxError,
   TimeoutError,
+  VolumeInUseError,
 } from './errors.js';
+export { Volumes } from './volumes.js';
 export { DEFAULT_API_URL } from './http.js';

@@ -10,6 +10,7 @@ import { Execution } from './execution.js';
 import { Files } from './files.js';
 import { Pty } from './pty.js';
 import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
+import { volumeMountsBody } from './volumes.js';
 import {
   ConnectionError,
   InvalidArgumentError,
@@ -86,6 +87,12 @@ function toInfo(w) {
           tmpMb: w.limits.tmp_mb,
         }
       : undefined,
+    volumes: (w.volumes ?? []).map((v) => ({
+      volumeId: v.volume_id,
+      name: v.name,
+      mountPath: v.mount_path,
+      readOnly: Boolean(v.read_only),
+    })),
   };
 }
 
@@ -152,6 +159,7 @@ export class CodeSandbox {
       metadata: stringMap(opts.metadata, 'metadata'),
       env: stringMap(opts.envs, 'envs'),
       limits: limitsBody(opts.limits),
+      volumes: volumeMountsBody(opts.volumes),
     };
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
     const http = new HttpClient(resolveConfig(opts));

@@ -76,6 +76,8 @@ test('the package exports exactly the declared API', async () => {
     'Result',
     'SandboxError',
     'TimeoutError',
+    'VolumeInUseError',
+    'Volumes',
   ]);
 });
 

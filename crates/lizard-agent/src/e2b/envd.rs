@@ -97,6 +97,7 @@ fn connect_code(code: ErrorCode) -> &'static str {
         ErrorCode::NotFound => "not_found",
         ErrorCode::PermissionDenied => "permission_denied",
         ErrorCode::Conflict => "already_exists",
+        ErrorCode::VolumeInUse => "failed_precondition",
         ErrorCode::PayloadTooLarge | ErrorCode::RateLimited | ErrorCode::InsufficientStorage => {
             "resource_exhausted"
         }

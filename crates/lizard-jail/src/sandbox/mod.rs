@@ -331,6 +331,7 @@ fn prepare(
                 .to_path_buf(),
             readonly: b.readonly,
             source_is_dir: meta.is_dir(),
+            no_symlinks: b.no_symlinks,
         });
     }
     // uids and gids share one map, so the sandbox's root user and group have the same host id.

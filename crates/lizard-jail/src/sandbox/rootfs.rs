@@ -41,6 +41,8 @@ pub(crate) struct BindPlan {
     pub target: PathBuf,
     pub readonly: bool,
     pub source_is_dir: bool,
+    /// Resolve the target with `RESOLVE_NO_SYMLINKS` (fail rather than follow any symlink).
+    pub no_symlinks: bool,
 }
 
 /// Files of `/proc` that show host-wide information or kernel internals: /dev/null is bound over
@@ -85,9 +87,14 @@ fn fd_path(fd: BorrowedFd<'_>) -> String {
 /// Open `rel` (relative to the new root) as an `O_PATH` fd, resolving symlinks as if the new root
 /// were `/`.
 fn open_in_root(root: BorrowedFd<'_>, rel: &Path) -> nix::Result<OwnedFd> {
+    open_in_root_with(root, rel, ResolveFlag::empty())
+}
+
+/// [`open_in_root`] with extra resolve flags (e.g. `RESOLVE_NO_SYMLINKS`).
+fn open_in_root_with(root: BorrowedFd<'_>, rel: &Path, extra: ResolveFlag) -> nix::Result<OwnedFd> {
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS | extra);
     let rel = if rel.as_os_str().is_empty() {
         Path::new(".")
     } else {
@@ -123,6 +130,18 @@ fn ensure(
     file: bool,
     owner: Option<(u32, u32)>,
 ) -> Result<OwnedFd, SetupError> {
+    ensure_with(root, rel, file, owner, ResolveFlag::empty())
+}
+
+/// [`ensure`] with extra resolve flags for every lookup.
+fn ensure_with(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    file: bool,
+    owner: Option<(u32, u32)>,
+    extra: ResolveFlag,
+) -> Result<OwnedFd, SetupError> {
+    let open_in_root = |root: BorrowedFd<'_>, rel: &Path| open_in_root_with(root, rel, extra);
     match open_in_root(root, rel) {
         Ok(fd) => return Ok(fd),
         Err(nix::Error::ENOENT) => {}
@@ -242,13 +261,20 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
 
     for b in &plan.binds {
         let what = format!("{} on /{}", b.source.display(), b.target.display());
-        let target = ensure(root, &b.target, !b.source_is_dir, plan.root_owner)?;
+        // Volume targets follow no symlink at all: a mount point is a plain directory path.
+        let extra = if b.no_symlinks {
+            ResolveFlag::RESOLVE_NO_SYMLINKS
+        } else {
+            ResolveFlag::empty()
+        };
+        let target = ensure_with(root, &b.target, !b.source_is_dir, plan.root_owner, extra)?;
         bind_mount(&b.source.to_string_lossy(), target.as_fd(), &what)?;
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         if b.readonly {
             flags |= MsFlags::MS_RDONLY;
         }
-        let top = open_in_root(root, &b.target).step("open mount target", b.target.display())?;
+        let top = open_in_root_with(root, &b.target, extra)
+            .step("open mount target", b.target.display())?;
         remount(top.as_fd(), flags, &what)?;
     }
 

@@ -60,13 +60,17 @@ pub struct RootfsSpec {
 /// A bind mount of the host path `source` onto `target` inside the sandbox (always `nosuid,nodev`,
 /// and read-only when `readonly`). A missing target is created (a directory, or an empty file when
 /// `source` is a file) in the writable layer, owned by the sandbox's root.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bind {
     pub source: PathBuf,
     pub target: PathBuf,
     #[serde(default)]
     pub readonly: bool,
+    /// Fail instead of following any symlink on the way to `target` (volumes: a mount point is
+    /// a plain path, never redirected, not even inside the root).
+    #[serde(default)]
+    pub no_symlinks: bool,
 }
 
 /// ids `inside..inside+count` of the sandbox are ids `outside..outside+count` of the host (the

@@ -83,11 +83,13 @@ impl TestDir {
                     source: PathBuf::from("/usr/bin/true"),
                     target: PathBuf::from("/opt/lizard/bin/lizard"),
                     readonly: true,
+                    ..Default::default()
                 },
                 Bind {
                     source: self.path().join("run"),
                     target: PathBuf::from("/run/lizard"),
                     readonly: false,
+                    ..Default::default()
                 },
             ],
             id_map: IdMap {

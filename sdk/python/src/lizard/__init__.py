@@ -7,7 +7,8 @@ stateful kernels, with live streamed output, rich results and typed errors.
         sandbox.run_code("x = 42")
         print(sandbox.run_code("print(x * 2)").stdout)   # "84\\n"
 
-``CodeSandbox`` is the synchronous client, ``AsyncCodeSandbox`` its asyncio twin; both read
+``CodeSandbox`` is the synchronous client, ``AsyncCodeSandbox`` its asyncio twin (``Volumes`` and
+``AsyncVolumes`` manage persistent volumes); all read
 ``LIZARD_API_URL`` and ``LIZARD_API_KEY`` when not given ``api_url``/``api_key``. This package only
 talks to a Lizard server over HTTP; it does not start servers, sandboxes or kernels itself.
 """
@@ -24,6 +25,7 @@ from .errors import (
     RateLimitError,
     SandboxError,
     TimeoutError,
+    VolumeInUseError,
 )
 from .models import (
     CommandResult,
@@ -37,9 +39,12 @@ from .models import (
     Result,
     SandboxInfo,
     SandboxLimits,
+    SandboxVolume,
+    VolumeInfo,
 )
 from .sandbox import CodeSandbox, CommandHandle, PtyHandle, WatchHandle
 from .async_sandbox import AsyncCommandHandle, AsyncPtyHandle, AsyncWatchHandle
+from .volumes import AsyncVolumes, Volumes
 
 __all__ = [
     "__version__",
@@ -58,6 +63,10 @@ __all__ = [
     "Context",
     "SandboxInfo",
     "SandboxLimits",
+    "SandboxVolume",
+    "Volumes",
+    "AsyncVolumes",
+    "VolumeInfo",
     "CommandResult",
     "ProcessInfo",
     "EntryInfo",
@@ -68,6 +77,7 @@ __all__ = [
     "NotFoundError",
     "InvalidArgumentError",
     "ConflictError",
+    "VolumeInUseError",
     "RateLimitError",
     "TimeoutError",
     "SandboxError",

@@ -151,6 +151,7 @@ def create_request(
     metadata: Optional[Mapping[str, str]],
     envs: Optional[Mapping[str, str]],
     limits: Optional[Mapping[str, int]],
+    volumes: Optional[Any] = None,
 ) -> Req:
     body: Dict[str, Any] = {}
     if project is not None:
@@ -168,7 +169,73 @@ def create_request(
         body["env"] = env
     if limits:
         body["limits"] = {str(k): int(v) for k, v in limits.items()}
+    mounts = volume_mounts(volumes)
+    if mounts:
+        body["volumes"] = mounts
     return Req("POST", "/v1/sandboxes", json=body)
+
+
+# ---- volumes -------------------------------------------------------------------------------------
+
+
+def volume_mounts(volumes: Optional[Any]) -> List[Dict[str, Any]]:
+    """``create``'s ``volumes``: names, or mappings ``{name, mount_path?, read_only?}``."""
+    if volumes is None:
+        return []
+    if isinstance(volumes, (str, bytes)) or not isinstance(volumes, (list, tuple)):
+        raise InvalidArgumentError(
+            "volumes must be a list of names or of {'name', 'mount_path', 'read_only'}",
+            code="invalid_argument",
+        )
+    out: List[Dict[str, Any]] = []
+    for v in volumes:
+        if isinstance(v, str) and v:
+            out.append({"name": v})
+            continue
+        if not isinstance(v, Mapping) or not isinstance(v.get("name"), str) or not v.get("name"):
+            raise InvalidArgumentError(
+                f"each volume must be a name or a mapping with a 'name', not {v!r}", code="invalid_argument"
+            )
+        unknown = set(v) - {"name", "mount_path", "read_only"}
+        if unknown:
+            raise InvalidArgumentError(f"unknown volume keys {sorted(unknown)}", code="invalid_argument")
+        m: Dict[str, Any] = {"name": v["name"]}
+        if v.get("mount_path") is not None:
+            m["mount_path"] = str(v["mount_path"])
+        if v.get("read_only") is not None:
+            m["read_only"] = bool(v["read_only"])
+        out.append(m)
+    return out
+
+
+def _volume(name_or_id: str) -> str:
+    if not isinstance(name_or_id, str) or not name_or_id:
+        raise InvalidArgumentError("a volume name or id is required", code="invalid_argument")
+    return f"/v1/volumes/{_seg(name_or_id)}"
+
+
+def volume_create_request(name: str, size_limit_bytes: Optional[int], project: Optional[str]) -> Req:
+    body: Dict[str, Any] = {"name": name}
+    if size_limit_bytes is not None:
+        body["size_limit_bytes"] = int(size_limit_bytes)
+    if project is not None:
+        body["project"] = project
+    return Req("POST", "/v1/volumes", json=body)
+
+
+def volume_list_request(project: Optional[str]) -> Req:
+    return Req("GET", "/v1/volumes", params={"project": project} if project is not None else None)
+
+
+def volume_get_request(name_or_id: str, project: Optional[str]) -> Req:
+    return Req("GET", _volume(name_or_id), params={"project": project} if project is not None else None)
+
+
+def volume_delete_request(name_or_id: str, project: Optional[str], force: bool) -> Req:
+    params = {"force": "true" if force else "false"}
+    if project is not None:
+        params["project"] = project
+    return Req("DELETE", _volume(name_or_id), params=params)
 
 
 def list_request(

@@ -72,6 +72,11 @@ class ConflictError(LizardError):
     (``conflict``, HTTP 409)."""
 
 
+class VolumeInUseError(ConflictError):
+    """The volume is mounted by a running or paused sandbox (``volume_in_use``, HTTP 409); delete
+    it with ``force=True`` to kill those sandboxes first."""
+
+
 class RateLimitError(LizardError):
     """Too many requests (``rate_limited``, HTTP 429)."""
 
@@ -119,6 +124,7 @@ _BY_CODE: Dict[str, Type[LizardError]] = {
     "unauthenticated": AuthenticationError,
     "not_found": NotFoundError,
     "conflict": ConflictError,
+    "volume_in_use": VolumeInUseError,
     "rate_limited": RateLimitError,
     "unavailable": SandboxError,
     "internal": SandboxError,

@@ -23,6 +23,8 @@ __all__ = [
     "Context",
     "SandboxLimits",
     "SandboxInfo",
+    "SandboxVolume",
+    "VolumeInfo",
     "CommandResult",
     "ProcessInfo",
     "EntryInfo",
@@ -359,11 +361,14 @@ class SandboxInfo:
     timeout_at_ms: int
     metadata: Dict[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    #: Volumes mounted in the sandbox.
+    volumes: List["SandboxVolume"] = field(default_factory=list)
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> "SandboxInfo":
         meta = obj.get("metadata") or {}
         limits = obj.get("limits") or {}
+        volumes = obj.get("volumes") or []
         return cls(
             sandbox_id=str(obj["sandbox_id"]),
             project=str(obj.get("project", "")),
@@ -373,6 +378,52 @@ class SandboxInfo:
             timeout_at_ms=int(obj.get("timeout_at_ms", 0)),
             metadata={str(k): str(v) for k, v in dict(meta).items()},
             limits=SandboxLimits.from_wire(limits),
+            volumes=[SandboxVolume.from_wire(v) for v in volumes],
+        )
+
+
+@dataclass(frozen=True)
+class SandboxVolume:
+    """A volume mounted in a sandbox: where, and whether read-only."""
+
+    volume_id: str
+    name: str
+    mount_path: str
+    read_only: bool = False
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "SandboxVolume":
+        return cls(
+            volume_id=str(obj.get("volume_id", "")),
+            name=str(obj.get("name", "")),
+            mount_path=str(obj.get("mount_path", "")),
+            read_only=bool(obj.get("read_only", False)),
+        )
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    """A persistent volume as the API reports it. ``used_bytes`` is what its file system has in
+    use; ``mounted_by`` the running or paused sandboxes that mount it."""
+
+    volume_id: str
+    project: str
+    name: str
+    size_limit_bytes: int
+    used_bytes: int
+    created_at_ms: int
+    mounted_by: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "VolumeInfo":
+        return cls(
+            volume_id=str(obj["volume_id"]),
+            project=str(obj.get("project", "")),
+            name=str(obj.get("name", "")),
+            size_limit_bytes=int(obj.get("size_limit_bytes", 0)),
+            used_bytes=int(obj.get("used_bytes", 0)),
+            created_at_ms=int(obj.get("created_at_ms", 0)),
+            mounted_by=[str(x) for x in obj.get("mounted_by") or []],
         )
 
 

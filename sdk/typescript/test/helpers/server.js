@@ -1,7 +1,8 @@
 // Test harness: starts a real `lizard serve` (binary LIZARD_BIN or target/debug/lizard) on a free
 // port with a temporary data dir and the shared template build (LIZARD_TEMPLATES_FROM or
 // target/lizard-data), points LIZARD_API_URL / LIZARD_API_KEY at it, and at the end kills every
-// sandbox on that server (sandboxes outlive the server by design) and stops it. It mocks nothing.
+// sandbox on that server (sandboxes outlive the server by design), deletes its volumes and stops it.
+// It mocks nothing.
 
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -83,6 +84,12 @@ export async function startServer() {
           const r = await fetch(`${url}/v1/sandboxes/${sb.sandbox_id}`, { method: 'DELETE', headers: auth });
           if (r.status === 204 || r.status === 404) killed.push(sb.sandbox_id);
           else allGone = false;
+        }
+        // Volumes are host mounts: delete them (their sandboxes are gone by now).
+        const vols = await (await fetch(`${url}/v1/volumes`, { headers: auth })).json();
+        for (const v of vols) {
+          const r = await fetch(`${url}/v1/volumes/${v.volume_id}?force=true`, { method: 'DELETE', headers: auth });
+          if (r.status !== 204 && r.status !== 404) allGone = false;
         }
       } catch (e) {
         allGone = false;

@@ -1,0 +1,768 @@
+//! Persistent volumes end to end: data outlives sandboxes, pause/resume and server restarts;
+//! concurrent and read-only mounts; the size limit; project scoping; symlink escapes; delete while
+//! mounted. Real server, real sandboxes, real ext4 images.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::Path;
+
+async fn create_volume(s: &Server, key: &str, body: Value) -> Value {
+    let r = s.req(Some(key), "POST", "/v1/volumes", Some(body)).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body
+}
+
+/// Whether anything is mounted at `path` in the test's (the host's) mount namespace.
+fn host_mounted(path: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let p = path.to_string_lossy();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(&p))
+}
+
+/// Kills the server's sandboxes and deletes its volumes when dropped, also when a test fails
+/// (sandboxes outlive the server by design, and volume mounts are host state).
+struct Cleanup<'a>(&'a Server);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        let s = self.0;
+        // Inside the test's runtime: run the requests on a runtime of their own.
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async {
+                    s.kill_all().await;
+                    let r = s.admin("GET", "/v1/volumes", None).await;
+                    for v in r.body.as_array().cloned().unwrap_or_default() {
+                        let id = v["volume_id"].as_str().unwrap_or_default();
+                        s.admin("DELETE", &format!("/v1/volumes/{id}?force=true"), None)
+                            .await;
+                    }
+                });
+            });
+        });
+    }
+}
+
+/// Delete every volume (tests clean up after themselves: mounts are host state).
+async fn delete_all_volumes(s: &Server) {
+    let r = s.admin("GET", "/v1/volumes", None).await;
+    for v in r.body.as_array().cloned().unwrap_or_default() {
+        let id = v["volume_id"].as_str().unwrap();
+        let d = s
+            .admin("DELETE", &format!("/v1/volumes/{id}?force=true"), None)
+            .await;
+        assert_eq!(d.status, 204, "{}", d.text);
+    }
+}
+
+/// Write in sandbox A, kill A, read in a new sandbox B (at another path). Ownership is the sandbox
+/// user's; pause/resume keeps the mount; info and list show the volumes.
+#[tokio::test]
+async fn data_outlives_the_sandbox_that_wrote_it() {
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    let v = create_volume(
+        &s,
+        &key,
+        json!({"name": "data", "size_limit_bytes": 64 << 20}),
+    )
+    .await;
+    assert!(v["volume_id"].as_str().unwrap().starts_with("vol_"));
+    assert_eq!(v["size_limit_bytes"], 64 << 20);
+    assert_eq!(v["mounted_by"], json!([]));
+
+    let r = s
+        .req(
+            Some(&key),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"volumes": [{"name": "data"}]})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let a = r.body["sandbox_id"].as_str().unwrap().to_string();
+    assert_eq!(r.body["volumes"][0]["name"], "data");
+    assert_eq!(r.body["volumes"][0]["mount_path"], "/home/user/data");
+    assert_eq!(r.body["volumes"][0]["read_only"], false);
+
+    let (out, ex) = s
+        .sh(
+            &a,
+            "cd /home/user/data && stat -c '%u:%g %a' . && ls -A | wc -l && \
+             echo hello > note.txt && mkdir -p sub && head -c 3000000 /dev/urandom > sub/blob && \
+             sha256sum sub/blob | cut -c1-64 && stat -c '%u:%g' note.txt",
+        )
+        .await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{ex}");
+    assert_eq!(lines[0], "1000:1000 755", "root of a volume is the user's");
+    assert_eq!(lines[1], "0", "a new volume is empty (no lost+found)");
+    let digest = lines[2].to_string();
+    assert_eq!(lines[3], "1000:1000");
+
+    // Python sees it as an ordinary directory too.
+    let ex = s
+        .run(
+            &a,
+            json!({"code": "print(open('/home/user/data/note.txt').read().strip())"}),
+        )
+        .await;
+    assert_eq!(stdout(&ex), "hello\n");
+
+    // Pause/resume keeps the mount and the data.
+    assert_eq!(
+        s.admin("POST", &format!("/v1/sandboxes/{a}/pause"), None)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        s.admin("POST", &format!("/v1/sandboxes/{a}/resume"), None)
+            .await
+            .status,
+        200
+    );
+    let (out, _) = s.sh(&a, "cat /home/user/data/note.txt").await;
+    assert_eq!(out, "hello\n");
+
+    let info = s.admin("GET", &format!("/v1/sandboxes/{a}"), None).await;
+    assert_eq!(info.body["volumes"][0]["volume_id"], v["volume_id"]);
+    let vi = s.admin("GET", "/v1/volumes/data", None).await;
+    assert_eq!(vi.status, 200, "{}", vi.text);
+    assert_eq!(vi.body["mounted_by"], json!([a.clone()]));
+    assert!(
+        vi.body["used_bytes"].as_u64().unwrap() >= 3_000_000,
+        "{}",
+        vi.text
+    );
+
+    assert_eq!(
+        s.admin("DELETE", &format!("/v1/sandboxes/{a}"), None)
+            .await
+            .status,
+        204
+    );
+    let vi = s.admin("GET", "/v1/volumes/data", None).await;
+    assert_eq!(vi.body["mounted_by"], json!([]));
+
+    let b = s
+        .create(
+            &key,
+            json!({"volumes": [{"name": "data", "mount_path": "/workspace"}]}),
+        )
+        .await;
+    let (out, _) = s
+        .sh(
+            &b,
+            "cat /workspace/note.txt; sha256sum /workspace/sub/blob | cut -c1-64",
+        )
+        .await;
+    assert_eq!(out, format!("hello\n{digest}\n"));
+
+    // Usage: volume storage is metered per project (GiB-hours) and exported to Prometheus.
+    let u = s.admin("GET", "/v1/projects/default/usage", None).await;
+    assert_eq!(u.status, 200, "{}", u.text);
+    assert!(
+        u.body["totals"]["volume_gib_hours"].as_f64().unwrap() > 0.0,
+        "{}",
+        u.text
+    );
+    assert_eq!(u.body["volumes"][0]["name"], "data");
+    assert!(u.body["volumes"][0]["used_bytes"].as_u64().unwrap() >= 3_000_000);
+    let m = s.admin("GET", "/metrics", None).await;
+    assert!(
+        m.text
+            .contains("lizard_volume_gib_hours_total{project=\"default\"}"),
+        "{}",
+        m.text
+    );
+    assert!(
+        m.text.contains("lizard_volumes{project=\"default\"} 1"),
+        "{}",
+        m.text
+    );
+
+    s.kill_all().await;
+    delete_all_volumes(&s).await;
+}
+
+/// Two sandboxes mounting one volume read-write see each other's writes (one file system, shared
+/// page cache: a write is visible to the other as soon as the writer's write() returns).
+#[tokio::test]
+async fn concurrent_mounts_see_each_others_writes() {
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    create_volume(
+        &s,
+        &key,
+        json!({"name": "shared", "size_limit_bytes": 32 << 20}),
+    )
+    .await;
+    let body = json!({"volumes": [{"name": "shared", "mount_path": "/mnt/shared"}]});
+    let a = s.create(&key, body.clone()).await;
+    let b = s.create(&key, body).await;
+    s.sh(&a, "echo from-a > /mnt/shared/a").await;
+    let (out, _) = s
+        .sh(&b, "cat /mnt/shared/a; echo from-b >> /mnt/shared/a")
+        .await;
+    assert_eq!(out, "from-a\n");
+    let (out, _) = s.sh(&a, "cat /mnt/shared/a").await;
+    assert_eq!(out, "from-a\nfrom-b\n");
+    let vi = s.admin("GET", "/v1/volumes/shared", None).await;
+    let mut users: Vec<String> = serde_json::from_value(vi.body["mounted_by"].clone()).unwrap();
+    users.sort();
+    let mut want = vec![a.clone(), b.clone()];
+    want.sort();
+    assert_eq!(users, want);
+    s.kill_all().await;
+    delete_all_volumes(&s).await;
+}
+
+/// A read-only mount refuses writes (shell, Python, the files API); a read-write one of the same
+/// volume at the same time still writes.
+#[tokio::test]
+async fn read_only_mount_refuses_writes() {
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    create_volume(
+        &s,
+        &key,
+        json!({"name": "models", "size_limit_bytes": 32 << 20}),
+    )
+    .await;
+    let rw = s
+        .create(&key, json!({"volumes": [{"name": "models"}]}))
+        .await;
+    s.sh(&rw, "echo weights > /home/user/models/w.bin").await;
+    let ro = s
+        .create(
+            &key,
+            json!({"volumes": [{"name": "models", "mount_path": "/data/models", "read_only": true}]}),
+        )
+        .await;
+    let info = s.admin("GET", &format!("/v1/sandboxes/{ro}"), None).await;
+    assert_eq!(info.body["volumes"][0]["read_only"], true);
+    let (out, ex) = s
+        .sh(
+            &ro,
+            "cat /data/models/w.bin; touch /data/models/x 2>&1; { echo more >> /data/models/w.bin; } 2>&1; \
+             rm -f /data/models/w.bin 2>&1; ls /data/models",
+        )
+        .await;
+    assert!(out.starts_with("weights\n"), "{ex}");
+    assert_eq!(out.matches("Read-only file system").count(), 3, "{out}");
+    assert!(out.ends_with("w.bin\n"), "{out}");
+    let ex = s
+        .run(
+            &ro,
+            json!({"code": "try:\n    open('/data/models/y', 'w')\nexcept OSError as e:\n    print(e.errno)"}),
+        )
+        .await;
+    assert_eq!(stdout(&ex), "30\n", "EROFS");
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{ro}/files/mkdir"),
+            Some(json!({"path": "/data/models/newdir"})),
+        )
+        .await;
+    assert!(r.status >= 400 && r.status < 500, "{} {}", r.status, r.text);
+    // The read-write mount is unaffected.
+    let (out, _) = s
+        .sh(
+            &rw,
+            "echo ok > /home/user/models/z && cat /home/user/models/z",
+        )
+        .await;
+    assert_eq!(out, "ok\n");
+    s.kill_all().await;
+    delete_all_volumes(&s).await;
+}
+
+/// A write past the size limit fails with ENOSPC inside the sandbox; the sandbox, its other
+/// storage and the volume keep working, and deleting files frees the space again.
+#[tokio::test]
+async fn size_limit_is_enforced() {
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    create_volume(
+        &s,
+        &key,
+        json!({"name": "small", "size_limit_bytes": 16 << 20}),
+    )
+    .await;
+    let id = s
+        .create(&key, json!({"volumes": [{"name": "small"}]}))
+        .await;
+    let (out, ex) = s
+        .sh(
+            &id,
+            "dd if=/dev/zero of=/home/user/small/big bs=1M count=64 2>&1 | grep -o 'No space left on device' | head -1; \
+             echo still-here > /home/user/elsewhere && cat /home/user/elsewhere",
+        )
+        .await;
+    assert_eq!(out, "No space left on device\nstill-here\n", "{ex}");
+    let ex = s
+        .run(
+            &id,
+            json!({"code": "import errno\ntry:\n    open('/home/user/small/more', 'wb').write(b'x' * (8 << 20))\nexcept OSError as e:\n    print(e.errno == errno.ENOSPC)"}),
+        )
+        .await;
+    assert_eq!(stdout(&ex), "True\n");
+    let (out, _) = s
+        .sh(
+            &id,
+            "rm -f /home/user/small/big /home/user/small/more && \
+             head -c 4000000 /dev/zero > /home/user/small/again && stat -c %s /home/user/small/again",
+        )
+        .await;
+    assert_eq!(out, "4000000\n");
+    // Bad sizes are refused up front.
+    for size in [json!(1024), json!(1u64 << 50), json!(-1), json!("big")] {
+        let r = s
+            .admin(
+                "POST",
+                "/v1/volumes",
+                Some(json!({"name": "x", "size_limit_bytes": size})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (400, Some("invalid_request")),
+            "{}",
+            r.text
+        );
+    }
+    s.kill_all().await;
+    delete_all_volumes(&s).await;
+}
+
+/// A project key never sees, mounts or deletes another project's volume (404s, as for
+/// sandboxes); names are per project.
+#[tokio::test]
+async fn cross_project_access_is_refused() {
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let k1 = s.project_key("p1").await;
+    let k2 = s.project_key("p2").await;
+    let v = create_volume(
+        &s,
+        &k1,
+        json!({"name": "secret", "size_limit_bytes": 16 << 20}),
+    )
+    .await;
+    let vid = v["volume_id"].as_str().unwrap().to_string();
+    assert_eq!(v["project"], "p1");
+    let a = s
+        .create(&k1, json!({"volumes": [{"name": "secret"}]}))
+        .await;
+    s.sh(&a, "echo p1-data > /home/user/secret/f").await;
+
+    for path in [
+        "/v1/volumes/secret".to_string(),
+        format!("/v1/volumes/{vid}"),
+        "/v1/volumes/secret?project=p1".to_string(),
+    ] {
+        let r = s.req(Some(&k2), "GET", &path, None).await;
+        assert_eq!(r.status, 404, "{path}: {}", r.text);
+        assert!(!r.text.contains("p1-data"));
+        let r = s
+            .req(
+                Some(&k2),
+                "DELETE",
+                &format!(
+                    "{path}{}force=true",
+                    if path.contains('?') { "&" } else { "?" }
+                ),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, 404, "{path}: {}", r.text);
+    }
+    let l = s.req(Some(&k2), "GET", "/v1/volumes", None).await;
+    assert_eq!(l.body, json!([]));
+    let l = s
+        .req(Some(&k2), "GET", "/v1/volumes?project=p1", None)
+        .await;
+    assert_eq!(l.status, 404);
+    for vol in ["secret", vid.as_str()] {
+        let r = s
+            .req(
+                Some(&k2),
+                "POST",
+                "/v1/sandboxes",
+                Some(json!({"volumes": [{"name": vol}]})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (404, Some("not_found")),
+            "{}",
+            r.text
+        );
+        let r = s
+            .req(
+                Some(&k2),
+                "POST",
+                "/v1/sandboxes",
+                Some(json!({"project": "p1", "volumes": [{"name": vol}]})),
+            )
+            .await;
+        assert_eq!(r.status, 404, "{}", r.text);
+    }
+    // p2 may have its own "secret": a different file system.
+    create_volume(
+        &s,
+        &k2,
+        json!({"name": "secret", "size_limit_bytes": 16 << 20}),
+    )
+    .await;
+    let b = s
+        .create(&k2, json!({"volumes": [{"name": "secret"}]}))
+        .await;
+    let (out, _) = s.sh(&b, "ls -A /home/user/secret | wc -l").await;
+    assert_eq!(out, "0\n");
+    // p1's list shows only its own.
+    let l = s.req(Some(&k1), "GET", "/v1/volumes", None).await;
+    assert_eq!(l.body.as_array().unwrap().len(), 1);
+    assert_eq!(l.body[0]["volume_id"], vid.as_str());
+    s.kill_all().await;
+    delete_all_volumes(&s).await;
+}
+
+/// Symlinks planted in a volume resolve inside whichever sandbox follows them, never on the host;
+/// the server never follows them; the sandbox's mount table does not show the host path.
+#[tokio::test]
+async fn symlinks_in_a_volume_do_not_escape() {
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    let v = create_volume(
+        &s,
+        &key,
+        json!({"name": "links", "size_limit_bytes": 16 << 20}),
+    )
+    .await;
+    let vid = v["volume_id"].as_str().unwrap().to_string();
+    let a = s
+        .create(&key, json!({"volumes": [{"name": "links"}]}))
+        .await;
+    let (out, ex) = s
+        .sh(
+            &a,
+            "cd /home/user/links && ln -s / root && ln -s /etc/shadow shadow && \
+             ln -s /proc/sys/kernel/hostname hn && ln -s ../../../../../../.. up && \
+             ln -s /proc/1/root pid1root && ls -l | wc -l",
+        )
+        .await;
+    assert_eq!(out, "6\n", "{ex}");
+    s.admin("DELETE", &format!("/v1/sandboxes/{a}"), None).await;
+
+    let b = s
+        .create(
+            &key,
+            json!({"volumes": [{"name": "links", "mount_path": "/data"}]}),
+        )
+        .await;
+    let base = format!("/v1/sandboxes/{b}/files");
+    // The hostname link reads B's own hostname (its id), through the files API and from code.
+    let r = s.admin("GET", &format!("{base}?path=/data/hn"), None).await;
+    assert_eq!((r.status, r.text.trim()), (200, b.as_str()));
+    // `/` through the link is the sandbox's root: no host directories.
+    let r = s
+        .admin("GET", &format!("{base}/list?path=/data/root"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let names: Vec<String> = r
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(names.iter().any(|n| n == "opt"), "{names:?}");
+    for host_only in ["work", "root-of-host"] {
+        assert!(!names.iter().any(|n| n == host_only), "{names:?}");
+    }
+    let r = s
+        .admin("GET", &format!("{base}/list?path=/data/up"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(!r.text.contains("\"work\""), "{}", r.text);
+    // /etc/shadow is the template's, unreadable by the sandbox user: the link gives no more.
+    let direct = s
+        .admin("GET", &format!("{base}?path=/etc/shadow"), None)
+        .await;
+    let via = s
+        .admin("GET", &format!("{base}?path=/data/shadow"), None)
+        .await;
+    assert_eq!(via.status, direct.status, "{}", via.text);
+    assert_ne!(via.status, 200);
+    let (out, _) = s
+        .sh(&b, "cat /data/hn; ls /data/root/ | grep -cx work; ls /data/pid1root/ 2>&1 | grep -c 'Permission denied\\|No such' || true")
+        .await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], b);
+    assert_eq!(lines[1], "0");
+    // The sandbox's mount table names neither the data dir nor the volume's host path.
+    let data_dir = s.data_dir.path().to_string_lossy().to_string();
+    let (out, _) = s.sh(&b, "grep ' /data ' /proc/self/mountinfo").await;
+    assert!(out.contains(" /data "), "{out}");
+    assert!(out.contains("nosuid") && out.contains("nodev"), "{out}");
+    assert!(!out.contains(&data_dir) && !out.contains(&vid), "{out}");
+    // On the host, the links are still just links inside the volume's mount.
+    let host_dir = s.data_dir.path().join("volumes").join(&vid);
+    assert!(std::fs::symlink_metadata(host_dir.join("root"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    s.kill_all().await;
+    delete_all_volumes(&s).await;
+    assert!(!host_dir.exists());
+    assert!(Path::new("/etc/shadow").exists() && Path::new("/work").exists());
+}
+
+/// Deleting a mounted volume is refused with `volume_in_use` (409) naming the sandboxes;
+/// `force=true` kills them, then unmounts and removes the volume.
+#[tokio::test]
+async fn delete_while_mounted() {
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    let v = create_volume(
+        &s,
+        &key,
+        json!({"name": "busy", "size_limit_bytes": 16 << 20}),
+    )
+    .await;
+    let vid = v["volume_id"].as_str().unwrap().to_string();
+    let host_dir = s.data_dir.path().join("volumes").join(&vid);
+    let image = s.data_dir.path().join("volumes").join(format!("{vid}.img"));
+    assert!(host_mounted(&host_dir) && image.exists());
+    let a = s.create(&key, json!({"volumes": [{"name": "busy"}]})).await;
+    s.sh(&a, "echo x > /home/user/busy/f").await;
+
+    let r = s.admin("DELETE", "/v1/volumes/busy", None).await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (409, Some("volume_in_use")),
+        "{}",
+        r.text
+    );
+    assert!(
+        r.body["message"].as_str().unwrap().contains(&a),
+        "{}",
+        r.text
+    );
+    // Still usable.
+    let (out, _) = s.sh(&a, "cat /home/user/busy/f").await;
+    assert_eq!(out, "x\n");
+
+    let r = s.admin("DELETE", "/v1/volumes/busy?force=true", None).await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    assert_eq!(
+        s.admin("GET", &format!("/v1/sandboxes/{a}"), None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(s.admin("GET", "/v1/volumes/busy", None).await.status, 404);
+    assert_eq!(
+        s.admin("GET", &format!("/v1/volumes/{vid}"), None)
+            .await
+            .status,
+        404
+    );
+    assert!(!host_mounted(&host_dir) && !host_dir.exists() && !image.exists());
+    // A volume nobody mounts deletes without force; the name is free again.
+    create_volume(
+        &s,
+        &key,
+        json!({"name": "busy", "size_limit_bytes": 16 << 20}),
+    )
+    .await;
+    assert_eq!(
+        s.admin("DELETE", "/v1/volumes/busy", None).await.status,
+        204
+    );
+    assert_eq!(
+        s.admin("DELETE", "/v1/volumes/busy", None).await.status,
+        404
+    );
+    s.kill_all().await;
+}
+
+/// Volumes survive a server restart: the adopted sandbox keeps its mount, the volume still counts
+/// as in use, and a new sandbox sees the data.
+#[tokio::test]
+async fn volumes_survive_a_server_restart() {
+    let s = Server::start();
+    let cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    create_volume(
+        &s,
+        &key,
+        json!({"name": "keep", "size_limit_bytes": 16 << 20}),
+    )
+    .await;
+    create_volume(
+        &s,
+        &key,
+        json!({"name": "idle", "size_limit_bytes": 16 << 20}),
+    )
+    .await;
+    let a = s.create(&key, json!({"volumes": [{"name": "keep"}]})).await;
+    s.sh(&a, "echo before > /home/user/keep/f").await;
+    std::mem::forget(cleanup);
+    let dir = s.stop("-TERM");
+    let s = Server::start_in(dir, &[]);
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    let info = s.admin("GET", &format!("/v1/sandboxes/{a}"), None).await;
+    assert_eq!(info.status, 200, "{}", info.text);
+    assert_eq!(info.body["volumes"][0]["name"], "keep");
+    let (out, _) = s
+        .sh(&a, "cat /home/user/keep/f; echo after >> /home/user/keep/f")
+        .await;
+    assert_eq!(out, "before\n");
+    let r = s.admin("DELETE", "/v1/volumes/keep", None).await;
+    assert_eq!(r.status, 409, "{}", r.text);
+    let b = s
+        .create(
+            &key,
+            json!({"volumes": [{"name": "keep"}, {"name": "idle"}]}),
+        )
+        .await;
+    let (out, _) = s
+        .sh(&b, "cat /home/user/keep/f; ls -A /home/user/idle | wc -l")
+        .await;
+    assert_eq!(out, "before\nafter\n0\n");
+    s.kill_all().await;
+    delete_all_volumes(&s).await;
+}
+
+/// Bad volume requests get typed 4xx errors: names, mount paths that would shadow system
+/// directories or leave the allowed roots, overlaps, unknown volumes, duplicates.
+#[tokio::test]
+async fn bad_volume_requests_get_typed_errors() {
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    for name in ["", "Data", "../x", "a/b", "vol_x", "-a", &"a".repeat(64)] {
+        let r = s
+            .admin("POST", "/v1/volumes", Some(json!({"name": name})))
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (400, Some("invalid_request")),
+            "{name}: {}",
+            r.text
+        );
+    }
+    let r = s
+        .admin(
+            "POST",
+            "/v1/volumes",
+            Some(json!({"name": "v", "bogus": 1})),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    create_volume(&s, &key, json!({"name": "v", "size_limit_bytes": 16 << 20})).await;
+    let r = s
+        .admin("POST", "/v1/volumes", Some(json!({"name": "v"})))
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (409, Some("conflict")),
+        "{}",
+        r.text
+    );
+
+    for path in [
+        "/",
+        "/etc",
+        "/etc/x",
+        "/proc",
+        "/sys",
+        "/dev/x",
+        "/usr/lib/x",
+        "/bin",
+        "/lib",
+        "/tmp/x",
+        "/opt/lizard/bin",
+        "/run/lizard",
+        "/home/user",
+        "/home/user/",
+        "/home/user/../../etc",
+        "/home/user/./x",
+        "relative",
+        "/mnt",
+    ] {
+        let r = s
+            .admin(
+                "POST",
+                "/v1/sandboxes",
+                Some(json!({"volumes": [{"name": "v", "mount_path": path}]})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (400, Some("invalid_request")),
+            "{path}: {}",
+            r.text
+        );
+    }
+    let r = s
+        .admin(
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"volumes": [{"name": "v", "mount_path": "/data"}, {"name": "v", "mount_path": "/data/in"}]})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let r = s
+        .admin(
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"volumes": [{"name": "v", "mount_path": "/data"}, {"name": "v", "mount_path": "/mnt/v"}]})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "listed twice: {}", r.text);
+    let r = s
+        .admin(
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"volumes": [{"name": "nope"}]})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (404, Some("not_found")),
+        "{}",
+        r.text
+    );
+    let r = s
+        .admin(
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"volumes": [{"name": "v", "size": 1}]})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    let r = s.admin("GET", "/v1/volumes?force=maybe", None).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    // Nothing was left running by the refused creates.
+    let l = s.admin("GET", "/v1/sandboxes", None).await;
+    assert_eq!(l.body, json!([]));
+    delete_all_volumes(&s).await;
+}
