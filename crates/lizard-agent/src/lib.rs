@@ -14,6 +14,7 @@ pub mod cli;
 pub mod commands;
 pub mod context;
 pub mod files;
+pub mod hibernate;
 pub mod kernel;
 pub mod ports;
 pub mod procs;

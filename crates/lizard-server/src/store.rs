@@ -33,6 +33,8 @@ pub enum StoreError {
 pub enum StoredState {
     Running,
     Paused,
+    /// Saved to disk, no processes: its directory (writable layer, saved state) is kept.
+    Hibernated,
     Killed,
 }
 
@@ -41,6 +43,7 @@ impl StoredState {
         match self {
             StoredState::Running => "running",
             StoredState::Paused => "paused",
+            StoredState::Hibernated => "hibernated",
             StoredState::Killed => "killed",
         }
     }
@@ -48,6 +51,7 @@ impl StoredState {
         match s {
             "running" => StoredState::Running,
             "paused" => StoredState::Paused,
+            "hibernated" => StoredState::Hibernated,
             _ => StoredState::Killed,
         }
     }
@@ -82,6 +86,7 @@ pub struct UsageRow {
     pub project: String,
     pub running_ms: u64,
     pub paused_ms: u64,
+    pub hibernated_ms: u64,
     pub cpu_ms: u64,
     pub memory_gib_seconds: f64,
     pub executions: u64,
@@ -130,6 +135,7 @@ CREATE TABLE IF NOT EXISTS usage (
     project TEXT NOT NULL,
     running_ms INTEGER NOT NULL DEFAULT 0,
     paused_ms INTEGER NOT NULL DEFAULT 0,
+    hibernated_ms INTEGER NOT NULL DEFAULT 0,
     cpu_ms INTEGER NOT NULL DEFAULT 0,
     memory_gib_seconds REAL NOT NULL DEFAULT 0,
     executions INTEGER NOT NULL DEFAULT 0,
@@ -157,10 +163,11 @@ CREATE INDEX IF NOT EXISTS executions_project ON executions(project, finished_at
 ";
 
 /// Columns added after the first release of a table: added to older databases on open.
-const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 4] = [
     ("sandboxes", "paused_remaining_ms", "INTEGER"),
     ("sandboxes", "on_timeout", "TEXT NOT NULL DEFAULT 'kill'"),
     ("sandboxes", "timeout_ms", "INTEGER NOT NULL DEFAULT 300000"),
+    ("usage", "hibernated_ms", "INTEGER NOT NULL DEFAULT 0"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -352,6 +359,15 @@ impl Store {
         Ok(())
     }
 
+    /// Mark hibernated, with the timeout left when it was hibernated.
+    pub fn set_hibernated(&self, id: &str, remaining_ms: u64) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE sandboxes SET state = 'hibernated', paused_remaining_ms = ?2 WHERE id = ?1",
+            params![id, remaining_ms as i64],
+        )?;
+        Ok(())
+    }
+
     pub fn set_timeout_ms(&self, id: &str, timeout_ms: u64) -> Result<(), StoreError> {
         self.conn().execute(
             "UPDATE sandboxes SET timeout_ms = ?2 WHERE id = ?1",
@@ -433,7 +449,7 @@ impl Store {
             .query_row(
                 "SELECT sandbox_id, project, running_ms, paused_ms, cpu_ms, memory_gib_seconds,
                         executions, execution_wall_ms, execution_cpu_ms,
-                        max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms
+                        max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms, hibernated_ms
                  FROM usage WHERE sandbox_id = ?1",
                 [sandbox_id],
                 usage_row,
@@ -445,15 +461,16 @@ impl Store {
         self.conn().execute(
             "INSERT INTO usage (sandbox_id, project, running_ms, paused_ms, cpu_ms,
                  memory_gib_seconds, executions, execution_wall_ms, execution_cpu_ms,
-                 max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms, hibernated_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
              ON CONFLICT(sandbox_id) DO UPDATE SET
                  running_ms = excluded.running_ms, paused_ms = excluded.paused_ms,
                  cpu_ms = excluded.cpu_ms, memory_gib_seconds = excluded.memory_gib_seconds,
                  executions = excluded.executions, execution_wall_ms = excluded.execution_wall_ms,
                  execution_cpu_ms = excluded.execution_cpu_ms,
                  max_execution_peak_rss_bytes = excluded.max_execution_peak_rss_bytes,
-                 agent_log_seq = excluded.agent_log_seq, updated_at_ms = excluded.updated_at_ms",
+                 agent_log_seq = excluded.agent_log_seq, updated_at_ms = excluded.updated_at_ms,
+                 hibernated_ms = excluded.hibernated_ms",
             params![
                 u.sandbox_id,
                 u.project,
@@ -467,6 +484,7 @@ impl Store {
                 u.max_execution_peak_rss_bytes as i64,
                 u.agent_log_seq as i64,
                 u.updated_at_ms as i64,
+                u.hibernated_ms as i64,
             ],
         )?;
         Ok(())
@@ -563,7 +581,8 @@ impl Store {
         let mut st = conn.prepare(
             "SELECT u.sandbox_id, u.project, u.running_ms, u.paused_ms, u.cpu_ms,
                     u.memory_gib_seconds, u.executions, u.execution_wall_ms, u.execution_cpu_ms,
-                    u.max_execution_peak_rss_bytes, u.agent_log_seq, u.updated_at_ms
+                    u.max_execution_peak_rss_bytes, u.agent_log_seq, u.updated_at_ms,
+                    u.hibernated_ms
              FROM usage u JOIN sandboxes s ON s.id = u.sandbox_id
              WHERE (?1 IS NULL OR u.project = ?1)
                AND s.created_at_ms < ?3 AND COALESCE(s.ended_at_ms, ?3) >= ?2
@@ -588,6 +607,7 @@ fn usage_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageRow> {
         max_execution_peak_rss_bytes: r.get::<_, i64>(9)? as u64,
         agent_log_seq: r.get::<_, i64>(10)? as u64,
         updated_at_ms: r.get::<_, i64>(11)? as u64,
+        hibernated_ms: r.get::<_, i64>(12)? as u64,
     })
 }
 

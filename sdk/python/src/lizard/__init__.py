@@ -33,10 +33,14 @@ from .models import (
     ExecutionError,
     ExecutionUsage,
     FilesystemEvent,
+    ContextReport,
+    HibernationReport,
+    LostItem,
     ProcessInfo,
     Result,
     SandboxInfo,
     SandboxLimits,
+    StateItem,
 )
 from .sandbox import CodeSandbox, CommandHandle, PtyHandle, WatchHandle
 from .async_sandbox import AsyncCommandHandle, AsyncPtyHandle, AsyncWatchHandle
@@ -58,6 +62,10 @@ __all__ = [
     "Context",
     "SandboxInfo",
     "SandboxLimits",
+    "HibernationReport",
+    "ContextReport",
+    "StateItem",
+    "LostItem",
     "CommandResult",
     "ProcessInfo",
     "EntryInfo",
