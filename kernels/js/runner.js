@@ -830,7 +830,11 @@ function pump() {
   if (pumping) return;
   pumping = true;
   try {
-    while (!current && queue.length) startRun(queue.shift());
+    while (!current && queue.length) {
+      const msg = queue.shift();
+      if (msg.op === 'exec') startRun(msg);
+      else hibernateOp(msg);
+    }
   } finally {
     pumping = false;
   }
@@ -845,12 +849,135 @@ function handleLine(line) {
     process.stderr.write(`lizard js runner: ignoring malformed control line: ${e.message}\n`);
     return;
   }
-  if (msg && msg.op === 'exec') {
+  if (msg && (msg.op === 'exec' || msg.op === 'snapshot' || msg.op === 'restore')) {
     queue.push(msg);
     pump();
   } else {
     process.stderr.write(`lizard js runner: ignoring unknown control message ${JSON.stringify(msg && msg.op)}\n`);
   }
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Hibernation (`snapshot` / `restore` control messages, see ../PROTOCOL.md)
+//
+// User state is every own property of globalThis that was not there when the runner started (cells'
+// let/const/class/function declarations are globals, see the rewriting above). Functions and classes
+// are saved as source text and re-evaluated at global scope (closures over non-global variables lose
+// those variables); other values go through v8.serialize (structured clone), each in its own file; an
+// object whose constructor is a saved class gets that class's prototype back. What cannot be saved
+// (native functions, bound functions, symbols, sockets, streams, timers, promises...) is reported lost.
+
+let BASELINE = null;
+
+function hibernateSnapshot(dir) {
+  const v8 = require('v8');
+  fs.mkdirSync(path.join(dir, 'values'), { recursive: true });
+  const items = [];
+  const lost = [];
+  const entries = [];
+  const classes = new Map();
+  const names = Object.getOwnPropertyNames(globalThis).filter((n) => !BASELINE.has(n));
+  for (const name of names) {
+    let value;
+    try { value = globalThis[name]; } catch (e) { lost.push({ name, reason: `unreadable: ${safeString(e && e.message, 'error')}` }); continue; }
+    if (typeof value === 'function') {
+      let src = '';
+      try { src = Function.prototype.toString.call(value); } catch { /* below */ }
+      if (!src || /\{\s*\[native code\]\s*\}$/.test(src)) {
+        lost.push({ name, reason: 'native or bound function: no source to restore from' });
+        continue;
+      }
+      const kind = /^class\b/.test(src) ? 'class' : 'function';
+      if (kind === 'class') classes.set(value, name);
+      entries.push({ name, kind, source: src });
+      items.push({ name, kind });
+    }
+  }
+  let i = 0;
+  for (const name of names) {
+    let value;
+    try { value = globalThis[name]; } catch { continue; }
+    if (typeof value === 'function') continue;
+    if (typeof value === 'symbol') { lost.push({ name, reason: 'symbol: not serializable' }); continue; }
+    let proto = null;
+    if (value !== null && typeof value === 'object') {
+      if (value instanceof Promise) { lost.push({ name, reason: 'promise: pending work does not survive' }); continue; }
+      if (value instanceof require('events').EventEmitter) {
+        lost.push({ name, reason: 'stream, socket or event emitter: a live resource, not restorable' });
+        continue;
+      }
+      const ctor = Object.getPrototypeOf(value) && Object.getPrototypeOf(value).constructor;
+      if (ctor && classes.has(ctor)) proto = classes.get(ctor);
+    }
+    let buf;
+    try {
+      buf = v8.serialize(value);
+    } catch (e) {
+      lost.push({ name, reason: `not serializable: ${safeString(e && e.message, 'error')}` });
+      continue;
+    }
+    const file = `${i++}.bin`;
+    fs.writeFileSync(path.join(dir, 'values', file), buf);
+    entries.push({ name, kind: 'variable', file, proto });
+    items.push({ name, kind: 'variable' });
+  }
+  const cwd = process.cwd();
+  items.push({ name: cwd, kind: 'cwd' });
+  fs.writeFileSync(path.join(dir, 'state.json'), JSON.stringify({ entries, cwd, env: { ...process.env } }));
+  return { items, lost };
+}
+
+function hibernateRestore(dir) {
+  const v8 = require('v8');
+  const items = [];
+  const lost = [];
+  const state = JSON.parse(fs.readFileSync(path.join(dir, 'state.json'), 'utf8'));
+  for (const e of state.entries) {
+    if (e.kind === 'variable') continue;
+    try {
+      globalThis[e.name] = new vm.Script(`(${e.source}\n)`, { filename: `<restored ${e.name}>` }).runInThisContext();
+      items.push({ name: e.name, kind: e.kind });
+    } catch (err) {
+      lost.push({ name: e.name, reason: `source did not evaluate: ${safeString(err && err.message, 'error')}` });
+    }
+  }
+  for (const e of state.entries) {
+    if (e.kind !== 'variable') continue;
+    try {
+      const value = v8.deserialize(fs.readFileSync(path.join(dir, 'values', e.file)));
+      if (e.proto && typeof globalThis[e.proto] === 'function' && value !== null && typeof value === 'object') {
+        Object.setPrototypeOf(value, globalThis[e.proto].prototype);
+      }
+      globalThis[e.name] = value;
+      items.push({ name: e.name, kind: 'variable' });
+    } catch (err) {
+      lost.push({ name: e.name, reason: `could not be loaded: ${safeString(err && err.message, 'error')}` });
+    }
+  }
+  for (const [k, v] of Object.entries(state.env || {})) {
+    if (process.env[k] !== v) process.env[k] = v;
+  }
+  if (state.cwd) {
+    try { process.chdir(state.cwd); items.push({ name: state.cwd, kind: 'cwd' }); }
+    catch (err) { lost.push({ name: state.cwd, reason: `cwd: ${safeString(err && err.message, 'error')}` }); }
+  }
+  return { items, lost };
+}
+
+function hibernateOp(msg) {
+  const id = msg.id === undefined ? null : msg.id;
+  let status = 'ok';
+  let report = { items: [], lost: [] };
+  try {
+    if (typeof msg.dir !== 'string' || !msg.dir) throw new Error(`${msg.op} needs a string 'dir'`);
+    report = msg.op === 'snapshot' ? hibernateSnapshot(msg.dir) : hibernateRestore(msg.dir);
+  } catch (e) {
+    status = 'error';
+    report.lost.push({ name: '*', reason: safeString(e && e.message, 'error') });
+  }
+  sendEvent({ ev: 'report', id, items: report.items, lost: report.lost });
+  sendEvent({ ev: 'done', id, status });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -906,6 +1033,7 @@ function readControl() {
   });
 }
 
+BASELINE = new Set(Object.getOwnPropertyNames(globalThis));
 readControl();
 sendEvent({ ev: 'ready' });
 

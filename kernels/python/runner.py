@@ -1015,6 +1015,253 @@ def _execute(shell, msg):
     _S.async_cancelled = False
 
 
+
+# --- Hibernation: save and restore the user namespace (see kernels/PROTOCOL.md) ----------------
+
+# IPython's own names in the user namespace: never saved (a fresh shell makes its own).
+_HIBERNATE_SKIP = {
+    "In", "Out", "_", "__", "___", "_oh", "_dh", "_ih", "_ii", "_iii", "exit", "quit",
+    "get_ipython", "_exit_code", "__builtin__", "__builtins__", "__name__", "__doc__",
+    "__spec__", "__loader__", "__package__",
+}
+_HIBERNATE_STATE = "state.pkl"
+_HIBERNATE_BUFFERS = "buffers.bin"
+_HIBERNATE_META = "meta.json"
+# Buffers (numpy arrays, pandas columns...) at least this big go out-of-band into buffers.bin and
+# come back memory-mapped copy-on-write: a resume does not read them before they are used.
+_OUT_OF_BAND_MIN = 1 << 20
+
+
+def _hibernate_skipped(shell, name):
+    if name in _HIBERNATE_SKIP or name.startswith("__"):
+        return True
+    if len(name) > 1 and name[0] == "_" and (name[1:].isdigit() or name[1:2] == "i"):
+        # _1, _2 (outputs), _i, _i1, _ii... (inputs)
+        rest = name[1:].lstrip("i")
+        if rest == "" or rest.isdigit():
+            return True
+    hidden = getattr(shell, "user_ns_hidden", {})
+    return name in hidden and hidden[name] is shell.user_ns.get(name)
+
+
+def _never_survives(value):
+    """Objects that hold a live OS or interpreter resource: they never survive a new process,
+    whatever a pickling library claims. Returns the reason, or None."""
+    import types
+
+    if isinstance(value, (types.GeneratorType, types.AsyncGeneratorType)):
+        return "generator: its suspended frame cannot be saved"
+    if isinstance(value, types.CoroutineType):
+        return "coroutine: its suspended frame cannot be saved"
+    checks = (
+        ("socket", "socket", "open socket: the connection ends with the process"),
+        ("threading", "Thread", "thread: threads do not survive the process"),
+        ("subprocess", "Popen", "subprocess: child processes are stopped at hibernation"),
+        ("sqlite3", "Connection", "database connection: reconnect after resume"),
+        ("sqlite3", "Cursor", "database cursor: reconnect after resume"),
+        ("io", "IOBase", "open file: reopen it after resume (the file itself is kept)"),
+        ("asyncio", "AbstractEventLoop", "event loop: not restorable"),
+        ("asyncio", "Task", "asyncio task: not restorable"),
+    )
+    for mod, attr, reason in checks:
+        m = sys.modules.get(mod)
+        t = getattr(m, attr, None) if m is not None else None
+        if isinstance(t, type) and isinstance(value, t):
+            return reason
+    return None
+
+
+class _CountingSink:
+    """A write-only file that only counts: lets a pickler test a value without copying it."""
+
+    def __init__(self):
+        self.n = 0
+
+    def write(self, b):
+        n = memoryview(b).nbytes
+        self.n += n
+        return n
+
+
+def _pickler_class():
+    try:
+        import cloudpickle  # functions and classes defined in cells are pickled by value
+
+        return cloudpickle.Pickler, "cloudpickle"
+    except Exception:
+        import pickle
+
+        return pickle.Pickler, "pickle"
+
+
+def _item_kind(value):
+    import types
+
+    if isinstance(value, type):
+        return "class"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return "function"
+    return "variable"
+
+
+def _snapshot(shell, d):
+    """Save the user namespace into directory `d`: modules as imports, everything else pickled
+    (protocol 5) into one file so objects keep their identities (an instance keeps its class).
+    Values are tried one by one first; what fails is reported with the reason and skipped."""
+    import json
+    import types
+
+    os.makedirs(d, exist_ok=True)
+    Pickler, lib = _pickler_class()
+    saved, lost, imports, good = [], [], [], {}
+    for name, value in list(shell.user_ns.items()):
+        if not isinstance(name, str) or _hibernate_skipped(shell, name):
+            continue
+        if isinstance(value, types.ModuleType):
+            modname = getattr(value, "__name__", None)
+            if modname and modname in sys.modules and modname != "__main__":
+                imports.append([name, modname])
+                saved.append({"name": name, "kind": "module"})
+            else:
+                lost.append({"name": name, "reason": "module that cannot be imported again"})
+            continue
+        reason = _never_survives(value)
+        if reason is None:
+            try:
+                Pickler(_CountingSink(), protocol=5).dump(value)
+            except BaseException as e:  # noqa: BLE001 - any failure means "not saved"
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                reason = "cannot be saved (%s: %s)" % (type(e).__name__, _safe_str(e)[:200])
+        if reason is not None:
+            lost.append({"name": name, "reason": reason})
+            continue
+        good[name] = value
+        saved.append({"name": name, "kind": _item_kind(value)})
+    big = []
+
+    def out_of_band(buf):
+        try:
+            if buf.raw().nbytes >= _OUT_OF_BAND_MIN:
+                big.append(buf)
+                return False
+        except BufferError:  # not contiguous: in-band
+            pass
+        return True
+
+    with open(os.path.join(d, _HIBERNATE_STATE), "wb", buffering=1 << 20) as f:
+        try:
+            Pickler(f, protocol=5, buffer_callback=out_of_band).dump(good)
+        except Exception as e:
+            big.clear()
+            # Each value pickled on its own; together they did not (should not happen): say so.
+            for item in saved:
+                if item["name"] in good:
+                    lost.append({"name": item["name"], "reason": "cannot be saved (%s)" % _safe_str(e)[:200]})
+            saved = [i for i in saved if i["name"] not in good]
+            f.seek(0)
+            f.truncate()
+            Pickler(f, protocol=5).dump({})
+    buffers = []
+    with open(os.path.join(d, _HIBERNATE_BUFFERS), "wb", buffering=0) as f:
+        pos = 0
+        for buf in big:
+            raw = buf.raw()
+            f.write(raw)
+            buffers.append([pos, raw.nbytes])
+            pad = -raw.nbytes % 64  # keeps every buffer 64-byte aligned for numpy
+            if pad:
+                f.write(bytes(pad))
+            pos += raw.nbytes + pad
+    cwd = os.getcwd()
+    saved.append({"name": cwd, "kind": "cwd"})
+    env = dict(os.environ)
+    meta = {
+        "imports": imports,
+        "cwd": cwd,
+        "env": env,
+        "execution_count": getattr(shell, "execution_count", 1),
+        "buffers": buffers,
+        "pickler": lib,
+    }
+    with open(os.path.join(d, _HIBERNATE_META), "w") as f:
+        json.dump(meta, f)
+    return saved, lost
+
+
+def _restore(shell, d):
+    import importlib
+    import json
+    import pickle
+
+    restored, lost = [], []
+    with open(os.path.join(d, _HIBERNATE_META)) as f:
+        meta = json.load(f)
+    for name, modname in meta.get("imports", []):
+        try:
+            shell.user_ns[name] = importlib.import_module(modname)
+            restored.append({"name": name, "kind": "module"})
+        except Exception as e:
+            lost.append({"name": name, "reason": "import %s failed: %s" % (modname, _safe_str(e)[:200])})
+    try:
+        buffers = []
+        spans = meta.get("buffers") or []
+        if spans:
+            import mmap
+
+            with open(os.path.join(d, _HIBERNATE_BUFFERS), "rb") as f:
+                # Private and writable: changes stay in this process, the file is never written.
+                view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY))
+            buffers = [view[off:off + n] for off, n in spans]
+        with open(os.path.join(d, _HIBERNATE_STATE), "rb", buffering=1 << 20) as f:
+            values = pickle.load(f, buffers=buffers)
+        for name, value in values.items():
+            shell.user_ns[name] = value
+            restored.append({"name": name, "kind": _item_kind(value)})
+    except Exception as e:
+        lost.append({"name": "*", "reason": "saved values could not be loaded: %s" % _safe_str(e)[:200]})
+    for key, value in (meta.get("env") or {}).items():
+        if key.startswith("LIZARD_") and key.endswith("_FD"):
+            continue
+        if os.environ.get(key) != value:
+            try:
+                os.environ[key] = value
+            except Exception:
+                pass
+    cwd = meta.get("cwd")
+    if cwd:
+        try:
+            os.chdir(cwd)
+            restored.append({"name": cwd, "kind": "cwd"})
+        except OSError as e:
+            lost.append({"name": cwd, "reason": "cwd: %s" % _safe_str(e)})
+    count = meta.get("execution_count")
+    if isinstance(count, int) and count > 0:
+        shell.execution_count = count
+    return restored, lost
+
+
+def _hibernate_op(shell, msg):
+    """`snapshot` / `restore` control messages: answered with one `report` event and `done`."""
+    run_id = msg.get("id")
+    d = msg.get("dir")
+    status = "ok"
+    items, lost = [], []
+    try:
+        if not isinstance(d, str) or not d:
+            raise ValueError("%s needs a string 'dir'" % msg.get("op"))
+        if msg.get("op") == "snapshot":
+            items, lost = _snapshot(shell, d)
+        else:
+            items, lost = _restore(shell, d)
+    except BaseException as e:  # noqa: BLE001 - the agent must get an answer
+        status = "error"
+        lost.append({"name": "*", "reason": "%s: %s" % (type(e).__name__, _safe_str(e)[:300])})
+    _S.pending = False
+    _emit({"ev": "report", "id": run_id, "items": items, "lost": lost}, interruptible=False)
+    _emit({"ev": "done", "id": run_id, "status": status}, interruptible=False)
+
+
 def _exit_watchdog(seconds):
     """After the control fd closed: if interpreter shutdown hangs (a non-daemon thread started by
     user code), end the process anyway."""
@@ -1057,6 +1304,8 @@ def main():
         op = msg.get("op")
         if op == "exec":
             _execute(shell, msg)
+        elif op in ("snapshot", "restore"):
+            _hibernate_op(shell, msg)
         else:
             _emit({"ev": "protocol_error", "message": "unknown op: %s" % _safe_str(op)})
     _flush_stdio()

@@ -158,6 +158,8 @@ pub fn router(contexts: Arc<Contexts>) -> Router {
         .route("/contexts/{id}/interrupt", post(interrupt_context))
         .route("/execute", post(execute))
         .route("/executions", get(executions))
+        .route("/hibernate/snapshot", post(hibernate_snapshot))
+        .route("/hibernate/restore", post(hibernate_restore))
         .merge(crate::commands::routes(procs.clone()))
         .merge(crate::pty::routes(procs))
         .merge(crate::files::routes(home))
@@ -205,6 +207,38 @@ async fn executions(
         q.after,
         q.limit.unwrap_or(1000).min(10_000),
     )))
+}
+
+impl From<crate::hibernate::HibernateError> for ApiError {
+    fn from(e: crate::hibernate::HibernateError) -> Self {
+        use crate::hibernate::HibernateError as H;
+        match &e {
+            H::BadDir => ApiError::invalid(e.to_string()),
+            H::Manifest { .. } => ApiError::new(ErrorCode::NotFound, error_chain(&e)),
+            H::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                ApiError::new(ErrorCode::NotFound, error_chain(&e))
+            }
+            H::Io { .. } => ApiError::new(ErrorCode::Internal, error_chain(&e)),
+        }
+    }
+}
+
+/// Save every context's state into `dir` (server-internal: the server does not forward this route).
+async fn hibernate_snapshot(
+    State(c): State<AppState>,
+    ApiJson(req): ApiJson<lizard_proto::HibernateDirRequest>,
+) -> Result<Json<lizard_proto::HibernationReport>, ApiError> {
+    let dir = std::path::PathBuf::from(req.dir);
+    Ok(Json(crate::hibernate::snapshot(&c, &dir).await?))
+}
+
+/// Recreate the contexts saved in `dir` with their state (server-internal).
+async fn hibernate_restore(
+    State(c): State<AppState>,
+    ApiJson(req): ApiJson<lizard_proto::HibernateDirRequest>,
+) -> Result<Json<lizard_proto::HibernationReport>, ApiError> {
+    let dir = std::path::PathBuf::from(req.dir);
+    Ok(Json(crate::hibernate::restore(&c, &dir).await?))
 }
 
 async fn list_contexts(State(c): State<AppState>) -> Json<Vec<Context>> {

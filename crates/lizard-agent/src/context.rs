@@ -113,6 +113,22 @@ impl ContextHandle {
         }
     }
 
+    /// The kernel, once no cell runs (waiting at most `wait`); `None` if a cell is still running.
+    pub(crate) async fn idle_kernel(
+        &self,
+        wait: Duration,
+    ) -> Option<tokio::sync::MutexGuard<'_, Option<Kernel>>> {
+        tokio::time::timeout(wait, self.kernel.lock()).await.ok()
+    }
+
+    pub(crate) fn execution_count(&self) -> u64 {
+        self.execution_count.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn set_execution_count(&self, n: u64) {
+        self.execution_count.store(n, Ordering::SeqCst);
+    }
+
     fn kill_current(&self) {
         let pid = self.pid.load(Ordering::SeqCst);
         if pid > 0 {
@@ -260,6 +276,18 @@ impl Contexts {
         cwd: Option<String>,
         is_default: bool,
     ) -> Result<Arc<ContextHandle>, ContextError> {
+        self.create_with_id(ContextId(new_id()), language, cwd, is_default)
+            .await
+    }
+
+    /// Create a context with a given id (hibernation restores contexts under their old ids).
+    pub(crate) async fn create_with_id(
+        &self,
+        id: ContextId,
+        language: Language,
+        cwd: Option<String>,
+        is_default: bool,
+    ) -> Result<Arc<ContextHandle>, ContextError> {
         let cwd = match cwd {
             Some(c) => {
                 let p = PathBuf::from(&c);
@@ -275,7 +303,6 @@ impl Contexts {
             }
             None => self.cfg.default_cwd.clone(),
         };
-        let id = ContextId(new_id());
         let scratch = format!("ctx-{}", id.0);
         let kernel = Kernel::start(&self.cfg.kernels, language, &cwd, &scratch).await?;
         let handle = Arc::new(ContextHandle {
@@ -313,6 +340,30 @@ impl Contexts {
         let h = self.create_inner(language, None, true).await?;
         defaults.insert(language, h.id.clone());
         Ok(h)
+    }
+
+    /// Make `h` the default context of its language (replacing any other default, which is
+    /// deleted), e.g. after hibernation restored it.
+    pub(crate) async fn set_default(&self, h: &ContextHandle) {
+        let old = {
+            let mut defaults = self.defaults.lock().await;
+            defaults.insert(h.language, h.id.clone())
+        };
+        if let Some(old) = old.filter(|o| *o != h.id) {
+            // `delete` forgets defaults pointing at `old` only; the new entry stays.
+            let _ = self.delete(&old).await;
+        }
+    }
+
+    /// Every context, in id order.
+    pub(crate) fn handles(&self) -> Vec<Arc<ContextHandle>> {
+        let mut v: Vec<Arc<ContextHandle>> = self
+            .map
+            .read()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.id.cmp(&b.id));
+        v
     }
 
     /// Replace the context's kernel with a fresh one (same id, state cleared). A running cell ends
@@ -525,6 +576,7 @@ impl Contexts {
                     }
                     Some(KernelMsg::Event(
                         RunnerEvent::Ready
+                        | RunnerEvent::Report { .. }
                         | RunnerEvent::Unknown
                         | RunnerEvent::Stdout { .. }
                         | RunnerEvent::Stderr { .. },

@@ -15,6 +15,7 @@ pub mod commands;
 pub mod context;
 pub mod e2b;
 pub mod files;
+pub mod hibernate;
 pub mod kernel;
 pub mod ports;
 pub mod procs;

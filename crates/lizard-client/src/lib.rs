@@ -251,6 +251,19 @@ impl Client {
         .await
     }
 
+    /// Hibernate: contexts saved to disk, processes stopped. `hibernation` in the answer lists what
+    /// each context saved and what it could not.
+    pub async fn hibernate(&self, id: &str) -> Result<SandboxInfo, ClientError> {
+        self.call::<(), _>(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/hibernate", encode_component(id)),
+            None,
+        )
+        .await
+    }
+
+    /// Resume a paused or hibernated sandbox; after hibernation `restore` in the answer says what
+    /// each context got back and what was lost.
     pub async fn resume(&self, id: &str) -> Result<SandboxInfo, ClientError> {
         self.call::<(), _>(
             Method::POST,

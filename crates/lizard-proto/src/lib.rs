@@ -13,6 +13,7 @@ pub mod e2b;
 pub mod error;
 pub mod execution;
 pub mod files;
+pub mod hibernate;
 pub mod ids;
 pub mod language;
 pub mod sandbox;
@@ -31,6 +32,9 @@ pub use execution::{
 pub use files::{
     EntryInfo, FileType, FsEvent, FsEventType, ListQuery, MakeDirRequest, PathQuery, RenameRequest,
     WatchQuery,
+};
+pub use hibernate::{
+    ContextReport, HibernateDirRequest, HibernationMethod, HibernationReport, LostItem, StateItem,
 };
 pub use ids::ContextId;
 pub use language::{Language, UnknownLanguage};

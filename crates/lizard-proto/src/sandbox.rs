@@ -88,6 +88,8 @@ impl Default for SandboxLimits {
 pub enum SandboxState {
     Running,
     Paused,
+    /// Saved to disk: no processes, no memory; resume relaunches it and restores its contexts.
+    Hibernated,
     Killed,
 }
 
@@ -107,6 +109,12 @@ pub struct SandboxInfo {
     /// Mounted volumes.
     #[serde(default)]
     pub volumes: Vec<crate::SandboxVolume>,
+    /// In the answer of `POST /hibernate`: what each context saved and what it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hibernation: Option<crate::HibernationReport>,
+    /// In the answer of a resume from hibernation: what each context got back and what was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<crate::HibernationReport>,
 }
 
 /// `POST /v1/sandboxes/{id}/timeout`.
@@ -137,6 +145,9 @@ pub struct UsageTotals {
     pub sandboxes: u64,
     pub running_seconds: f64,
     pub paused_seconds: f64,
+    /// Time spent hibernated (on disk, no processes), metered apart from paused time.
+    #[serde(default)]
+    pub hibernated_seconds: f64,
     pub cpu_seconds: f64,
     pub memory_gib_seconds: f64,
     pub executions: u64,
@@ -154,6 +165,9 @@ pub struct SandboxUsage {
     pub sandbox_id: String,
     pub running_seconds: f64,
     pub paused_seconds: f64,
+    /// Time spent hibernated (on disk, no processes), metered apart from paused time.
+    #[serde(default)]
+    pub hibernated_seconds: f64,
     pub cpu_seconds: f64,
     pub memory_gib_seconds: f64,
     pub executions: u64,

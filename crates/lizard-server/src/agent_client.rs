@@ -1,5 +1,5 @@
 //! HTTP to one sandbox's agent over its Unix socket: forwarding requests (streamed both ways) and
-//! the few calls the server makes itself (health, the execution log).
+//! the few calls the server makes itself (health, the execution log, hibernation).
 //!
 //! Not here: which requests may be forwarded (see `crate::proxy`).
 
@@ -73,6 +73,46 @@ impl AgentClient {
             });
         }
         Ok(serde_json::from_slice(&bytes)?)
+    }
+
+    async fn post_json<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, AgentError> {
+        let req = Request::post(path)
+            .header("host", "agent")
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(body)?))
+            .expect("static request");
+        let resp = self.send(req).await?;
+        let status = resp.status().as_u16();
+        let bytes: Bytes = resp.into_body().collect().await?.to_bytes();
+        if status != 200 {
+            return Err(AgentError::Status {
+                status,
+                body: String::from_utf8_lossy(&bytes).into_owned(),
+            });
+        }
+        Ok(serde_json::from_slice(&bytes)?)
+    }
+
+    /// Hibernation: every context saves its state into `dir` (a path inside the sandbox).
+    pub async fn hibernate_snapshot(
+        &self,
+        dir: &str,
+    ) -> Result<lizard_proto::HibernationReport, AgentError> {
+        let req = lizard_proto::HibernateDirRequest { dir: dir.into() };
+        self.post_json("/hibernate/snapshot", &req).await
+    }
+
+    /// Resume from hibernation: recreate the contexts saved in `dir` with their state.
+    pub async fn hibernate_restore(
+        &self,
+        dir: &str,
+    ) -> Result<lizard_proto::HibernationReport, AgentError> {
+        let req = lizard_proto::HibernateDirRequest { dir: dir.into() };
+        self.post_json("/hibernate/restore", &req).await
     }
 
     pub async fn health(&self) -> Result<Health, AgentError> {

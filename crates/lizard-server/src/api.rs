@@ -201,6 +201,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sandboxes/{id}/timeout", post(set_timeout))
         .route("/v1/sandboxes/{id}/pause", post(pause_sandbox))
         .route("/v1/sandboxes/{id}/resume", post(resume_sandbox))
+        .route("/v1/sandboxes/{id}/hibernate", post(hibernate_sandbox))
         .route("/v1/sandboxes/{id}/execute", any(crate::proxy::forward))
         .route("/v1/sandboxes/{id}/contexts", any(crate::proxy::forward))
         .route(
@@ -282,6 +283,8 @@ pub fn info(sb: &Sandbox) -> SandboxInfo {
         limits: sb.limits,
         on_timeout: sb.on_timeout,
         volumes: sb.volumes.clone(),
+        hibernation: None,
+        restore: None,
     }
 }
 
@@ -289,6 +292,7 @@ fn to_api_state(s: StoredState) -> SandboxState {
     match s {
         StoredState::Running => SandboxState::Running,
         StoredState::Paused => SandboxState::Paused,
+        StoredState::Hibernated => SandboxState::Hibernated,
         StoredState::Killed => SandboxState::Killed,
     }
 }
@@ -463,9 +467,10 @@ async fn list_sandboxes(
         None => None,
         Some("running") => Some(StoredState::Running),
         Some("paused") => Some(StoredState::Paused),
+        Some("hibernated") => Some(StoredState::Hibernated),
         Some(other) => {
             return Err(ApiError::invalid(format!(
-                "unknown state {other:?}: expected running or paused"
+                "unknown state {other:?}: expected running, paused or hibernated"
             )))
         }
     };
@@ -522,8 +527,24 @@ async fn resume_sandbox(
     Path(id): Path<String>,
 ) -> Result<Json<SandboxInfo>, ApiError> {
     visible(&st, &who, &id)?;
-    let sb = st.sandboxes.resume(&id).await?;
-    Ok(Json(info(&sb)))
+    let (sb, restore) = st.sandboxes.resume(&id).await?;
+    Ok(Json(SandboxInfo {
+        restore,
+        ..info(&sb)
+    }))
+}
+
+async fn hibernate_sandbox(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    visible(&st, &who, &id)?;
+    let (sb, hibernation) = st.sandboxes.hibernate(&id).await?;
+    Ok(Json(SandboxInfo {
+        hibernation,
+        ..info(&sb)
+    }))
 }
 
 async fn set_timeout(

@@ -1,7 +1,7 @@
-//! Usage metering: running time, CPU time (from the sandbox's cgroup), memory GiB-seconds (sampled)
-//! and executions (from the agent's execution log), stored per sandbox and rolled up per project;
-//! volume storage in GiB-hours (host disk use of each volume's image, sampled with the sandboxes,
-//! see `crate::volumes`), stored per volume.
+//! Usage metering: running, paused and hibernated time, CPU time (from the sandbox's cgroup), memory
+//! GiB-seconds (sampled) and executions (from the agent's execution log), stored per sandbox and
+//! rolled up per project; volume storage in GiB-hours (host disk use of each volume's image, sampled
+//! with the sandboxes, see `crate::volumes`), stored per volume.
 //!
 //! Samples are taken periodically and at every lifecycle transition, and written to the store each
 //! time, so a server restart loses at most one interval of memory integration. Not here: billing
@@ -60,18 +60,24 @@ pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
     match sb.state() {
         StoredState::Running => u.running_ms += dt_ms,
         StoredState::Paused => u.paused_ms += dt_ms,
+        StoredState::Hibernated => u.hibernated_ms += dt_ms,
         StoredState::Killed => {}
     }
-    let cg = sb.runtime.cgroup.clone();
-    let (cpu_ns, mem) = tokio::task::spawn_blocking(move || (cg.cpu_usage_ns(), cg.memory_bytes()))
-        .await
-        .unwrap_or((Ok(0), Ok(0)));
-    if let Ok(ns) = cpu_ns {
-        // The cgroup counter is cumulative for the sandbox's life; never let it go backwards.
-        u.cpu_ms = u.cpu_ms.max(ns / 1_000_000);
-    }
-    if let Ok(bytes) = mem {
-        u.memory_gib_seconds += bytes as f64 / GIB * (dt_ms as f64 / 1000.0);
+    // A hibernated sandbox has no cgroup and holds no memory.
+    if sb.state() != StoredState::Hibernated {
+        let cg = sb.runtime.cgroup.clone();
+        let (cpu_ns, mem) =
+            tokio::task::spawn_blocking(move || (cg.cpu_usage_ns(), cg.memory_bytes()))
+                .await
+                .unwrap_or((Ok(0), Ok(0)));
+        if let Ok(ns) = cpu_ns {
+            // The cgroup counter is cumulative for the cgroup's life (a sandbox resumed from
+            // hibernation has a new one, counted from `cpu_base_ms`); never let it go backwards.
+            u.cpu_ms = u.cpu_ms.max(sb.runtime.cpu_base_ms + ns / 1_000_000);
+        }
+        if let Ok(bytes) = mem {
+            u.memory_gib_seconds += bytes as f64 / GIB * (dt_ms as f64 / 1000.0);
+        }
     }
     if sb.state() == StoredState::Running {
         match sb.agent.executions(u.agent_log_seq).await {
@@ -98,6 +104,18 @@ pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
     }
 }
 
+/// Forget the agent's execution-log position: a sandbox relaunched from hibernation has a new
+/// agent whose log starts again at 1.
+pub fn reset_agent_log(sandboxes: &Sandboxes, id: &str) {
+    let store = &sandboxes.store;
+    if let Ok(Some(mut u)) = store.get_usage(id) {
+        u.agent_log_seq = 0;
+        if let Err(e) = store.put_usage(&u) {
+            tracing::warn!(sandbox = %id, error = %e, "writing usage");
+        }
+    }
+}
+
 /// Sample every live sandbox every `interval`, forever.
 pub async fn run_sampler(sandboxes: Arc<Sandboxes>, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
@@ -118,6 +136,7 @@ impl From<&UsageRow> for SandboxUsage {
             sandbox_id: u.sandbox_id.clone(),
             running_seconds: u.running_ms as f64 / 1000.0,
             paused_seconds: u.paused_ms as f64 / 1000.0,
+            hibernated_seconds: u.hibernated_ms as f64 / 1000.0,
             cpu_seconds: u.cpu_ms as f64 / 1000.0,
             memory_gib_seconds: u.memory_gib_seconds,
             executions: u.executions,
@@ -134,6 +153,7 @@ pub fn totals(rows: &[UsageRow]) -> UsageTotals {
         t.sandboxes += 1;
         t.running_seconds += u.running_ms as f64 / 1000.0;
         t.paused_seconds += u.paused_ms as f64 / 1000.0;
+        t.hibernated_seconds += u.hibernated_ms as f64 / 1000.0;
         t.cpu_seconds += u.cpu_ms as f64 / 1000.0;
         t.memory_gib_seconds += u.memory_gib_seconds;
         t.executions += u.executions;
@@ -157,7 +177,7 @@ pub fn prometheus(
     }
     let mut out = String::new();
     type Metric = (&'static str, &'static str, fn(&UsageTotals) -> f64);
-    let metrics: [Metric; 6] = [
+    let metrics: [Metric; 7] = [
         (
             "lizard_sandbox_running_seconds_total",
             "Seconds sandboxes spent running.",
@@ -167,6 +187,11 @@ pub fn prometheus(
             "lizard_sandbox_paused_seconds_total",
             "Seconds sandboxes spent paused.",
             |t| t.paused_seconds,
+        ),
+        (
+            "lizard_sandbox_hibernated_seconds_total",
+            "Seconds sandboxes spent hibernated (on disk, no processes).",
+            |t| t.hibernated_seconds,
         ),
         (
             "lizard_sandbox_cpu_seconds_total",
@@ -203,7 +228,7 @@ pub fn prometheus(
     }
     let _ = writeln!(
         out,
-        "# HELP lizard_sandboxes_live Sandboxes currently running or paused."
+        "# HELP lizard_sandboxes_live Sandboxes currently running, paused or hibernated."
     );
     let _ = writeln!(out, "# TYPE lizard_sandboxes_live gauge");
     let mut counts: BTreeMap<(&str, &str), u64> = BTreeMap::new();
@@ -211,6 +236,7 @@ pub fn prometheus(
         let s = match state {
             StoredState::Running => "running",
             StoredState::Paused => "paused",
+            StoredState::Hibernated => "hibernated",
             StoredState::Killed => continue,
         };
         *counts.entry((project.as_str(), s)).or_default() += 1;

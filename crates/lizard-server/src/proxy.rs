@@ -29,11 +29,26 @@ fn target(
     let rest = path.strip_prefix("/v1/sandboxes/").unwrap_or("");
     let (id, agent_path) = rest.split_once('/').unwrap_or((rest, ""));
     let sb = visible(st, who, id)?;
-    if sb.state() != crate::store::StoredState::Running {
+    if sb.is_hibernating() {
         return Err(ApiError::new(
             ErrorCode::Conflict,
-            format!("sandbox {id} is paused: resume it first"),
+            format!("sandbox {id} is being hibernated: resume it when that is done"),
         ));
+    }
+    match sb.state() {
+        crate::store::StoredState::Running => {}
+        crate::store::StoredState::Hibernated => {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("sandbox {id} is hibernated: resume it first"),
+            ))
+        }
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("sandbox {id} is paused: resume it first"),
+            ))
+        }
     }
     let mut uri = format!("/{agent_path}");
     if let Some(q) = req.uri().query() {

@@ -1,9 +1,16 @@
-//! Sandbox lifecycle: create, find, list, extend, kill; timeouts; re-adoption after a restart.
+//! Sandbox lifecycle: create, find, list, extend, kill; pause, resume and hibernation to disk;
+//! timeouts; re-adoption after a restart.
 //!
 //! A sandbox is launched by running `lizard sandbox-init` (a single-threaded helper that sets up the
 //! namespaces, rootfs, cgroup and seccomp through `lizard-jail`, then execs the agent as the sandbox's
 //! PID 1) and is ready when its agent answers on its Unix socket. Nothing about a running sandbox
 //! lives only in memory: the store row has its pid, cgroup and paths.
+//!
+//! Hibernation: the agent saves every context's state into `/run/lizard/hibernate` (the host's
+//! `<sandbox dir>/run/hibernate`), then the sandbox's processes are killed and its cgroup removed;
+//! its directory (writable layer, saved state) stays and the store row says `hibernated`. A resume
+//! relaunches the sandbox with the same id and writable layer and has the agent restore the
+//! contexts (see `lizard_agent::hibernate`).
 //!
 //! Not here: HTTP (see `crate::api`), forwarding to the agent (see `crate::proxy`), usage numbers
 //! (see `crate::metering`).
@@ -14,7 +21,8 @@ use crate::volumes::{VolumeError, Volumes};
 use lizard_jail::cgroup::Cgroup;
 use lizard_jail::sandbox::{Bind, IdMap, Limits, RootfsSpec, SandboxSpec, UserSpec};
 use lizard_proto::{
-    LimitsRequest, SandboxLimits, SandboxVolume, TimeoutAction, VolumeMountRequest,
+    HibernationReport, LimitsRequest, SandboxLimits, SandboxVolume, TimeoutAction,
+    VolumeMountRequest,
 };
 use lizard_template::Template;
 use serde::{Deserialize, Serialize};
@@ -69,6 +77,11 @@ pub struct SandboxConfig {
     pub pool_size: usize,
     /// Host uid and gid of the sandbox user: owner of a new volume's root directory.
     pub volume_owner: (u32, u32),
+    /// Hibernate sandboxes that stayed paused this long; `None` = never.
+    pub hibernate_after: Option<Duration>,
+    /// Under memory pressure (the host's MemAvailable below this many MiB) hibernate paused
+    /// sandboxes, longest-paused first, one per second; `None` = never.
+    pub hibernate_below_mb: Option<u64>,
 }
 
 /// What the server remembers about a running sandbox's processes (stored as JSON).
@@ -78,6 +91,10 @@ pub struct Runtime {
     pub cgroup: Cgroup,
     pub dir: PathBuf,
     pub socket: PathBuf,
+    /// CPU time (ms) the sandbox used in earlier lives (before hibernations): its cgroup's counter
+    /// starts again at zero when it is relaunched.
+    #[serde(default)]
+    pub cpu_base_ms: u64,
 }
 
 /// A sandbox the server manages.
@@ -99,8 +116,13 @@ pub struct Sandbox {
     /// While paused: how much of the timeout was left when the sandbox was paused.
     paused_remaining_ms: AtomicU64,
     state: Mutex<StoredState>,
-    /// Serializes pause, resume and kill of this sandbox.
-    lifecycle: tokio::sync::Mutex<()>,
+    /// While paused: when it was paused (for `hibernate_after`; reset by a server restart).
+    paused_at_ms: AtomicU64,
+    /// Set while its contexts are being saved: new agent requests are refused (409).
+    hibernating: std::sync::atomic::AtomicBool,
+    /// Serializes pause, resume, hibernate and kill of this sandbox; shared with the `Sandbox` that
+    /// replaces this one when it is relaunched from hibernation.
+    lifecycle: Arc<tokio::sync::Mutex<()>>,
     pub agent: AgentClient,
 }
 
@@ -110,6 +132,33 @@ impl Sandbox {
     }
     pub fn timeout_at_ms(&self) -> u64 {
         self.timeout_at_ms.load(Ordering::SeqCst)
+    }
+    /// Whether its contexts are being saved for hibernation right now.
+    pub fn is_hibernating(&self) -> bool {
+        self.hibernating.load(Ordering::SeqCst)
+    }
+    /// The same sandbox with a new runtime (after a relaunch from hibernation).
+    fn relaunched(&self, runtime: Runtime, state: StoredState, timeout_at_ms: u64) -> Sandbox {
+        Sandbox {
+            id: self.id.clone(),
+            project: self.project.clone(),
+            template: self.template.clone(),
+            created_at_ms: self.created_at_ms,
+            metadata: self.metadata.clone(),
+            envs: self.envs.clone(),
+            limits: self.limits,
+            on_timeout: self.on_timeout,
+            volumes: self.volumes.clone(),
+            agent: AgentClient::new(runtime.socket.clone()),
+            runtime,
+            timeout_at_ms: AtomicU64::new(timeout_at_ms),
+            timeout_ms: AtomicU64::new(self.timeout_ms.load(Ordering::SeqCst)),
+            paused_remaining_ms: AtomicU64::new(0),
+            state: Mutex::new(state),
+            paused_at_ms: AtomicU64::new(0),
+            hibernating: Default::default(),
+            lifecycle: self.lifecycle.clone(),
+        }
     }
     fn set_state(&self, s: StoredState) {
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = s;
@@ -305,7 +354,9 @@ impl Sandboxes {
             timeout_ms: AtomicU64::new(timeout_ms),
             paused_remaining_ms: AtomicU64::new(0),
             state: Mutex::new(StoredState::Running),
-            lifecycle: tokio::sync::Mutex::new(()),
+            paused_at_ms: AtomicU64::new(0),
+            hibernating: Default::default(),
+            lifecycle: Arc::new(tokio::sync::Mutex::new(())),
             agent,
         });
         let stored = self.store.ensure_project(&req.project).and_then(|()| {
@@ -513,6 +564,13 @@ impl Sandboxes {
         limits: SandboxLimits,
         volumes: &[SandboxVolume],
     ) -> Result<LaunchedSandbox, SandboxError> {
+        let id = new_sandbox_id();
+        let dir = self.sandboxes_dir().join(&id);
+        self.launch_in(id, &dir, template_name, envs, limits, volumes, true, 0)
+            .await
+    }
+
+    fn find_template(&self, template_name: &str) -> Result<Template, SandboxError> {
         let dir = &self.cfg.templates_data_dir;
         let template = match lizard_template::find(dir, template_name) {
             Ok(Some(t)) => t,
@@ -524,21 +582,47 @@ impl Sandboxes {
             }
             Err(e) => return Err(SandboxError::Launch(format!("looking up template: {e}"))),
         };
+        Ok(template)
+    }
+
+    /// Launch sandbox `id` in `dir` (a new directory, or the kept one of a hibernated sandbox:
+    /// its writable layer is reused) and wait until its agent answers. On failure a new
+    /// sandbox's directory is removed, a hibernated one's kept.
+    #[allow(clippy::too_many_arguments)]
+    async fn launch_in(
+        &self,
+        id: String,
+        dir: &Path,
+        template_name: &str,
+        envs: &BTreeMap<String, String>,
+        limits: SandboxLimits,
+        volumes: &[SandboxVolume],
+        fresh: bool,
+        cpu_base_ms: u64,
+    ) -> Result<LaunchedSandbox, SandboxError> {
+        let template = self.find_template(template_name)?;
         let meta = template.meta.clone();
         let (Some(python), Some(node)) = (meta.python.clone(), meta.node.clone()) else {
             return Err(SandboxError::Launch(format!(
                 "template {template_name} has no Python or no Node: it cannot run the code interpreter"
             )));
         };
-
-        let id = new_sandbox_id();
-        let dir = self.sandboxes_dir().join(&id);
+        let cleanup = |dir: &Path| {
+            if fresh {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        };
+        let dir = dir.to_path_buf();
         let (upper, work, mountpoint, run) = (
             dir.join("upper"),
             dir.join("work"),
             dir.join("rootfs"),
             dir.join("run"),
         );
+        if !fresh {
+            // overlayfs wants an empty work dir; the old one may hold the last mount's leftovers.
+            let _ = std::fs::remove_dir_all(&work);
+        }
         for d in [&upper, &work, &mountpoint, &run] {
             std::fs::create_dir_all(d).map_err(io_err(d))?;
         }
@@ -547,7 +631,7 @@ impl Sandboxes {
         let host_gid = self.cfg.id_shift + meta.user.gid;
         std::os::unix::fs::chown(&run, Some(host_uid), Some(host_gid)).map_err(io_err(&run))?;
 
-        let mut spec = self.spec(&id, &template, (&python, &node), &dir, envs, limits);
+        let mut spec = self.spec(&id, &template, (&python, &node), &dir, envs, limits, fresh);
         // Volumes: their host mount directories, bound at their mount paths (no symlink followed).
         spec.binds.extend(volumes.iter().map(|v| Bind {
             source: self.volumes.mount_dir(&v.volume_id),
@@ -558,7 +642,7 @@ impl Sandboxes {
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
             Ok(l) => l,
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
+                cleanup(&dir);
                 return Err(e);
             }
         };
@@ -567,19 +651,20 @@ impl Sandboxes {
             cgroup: launched.cgroup,
             dir: dir.clone(),
             socket: run.join("agent.sock"),
+            cpu_base_ms,
         };
         // Written before anything can fail, so a server that dies now still finds and removes
         // this sandbox at its next start (see `adopt`).
         let rt_file = dir.join(RUNTIME_FILE);
         if let Err(e) = std::fs::write(&rt_file, serde_json::to_vec(&runtime).unwrap_or_default()) {
-            destroy(&runtime);
+            destroy_or_stop(&runtime, fresh);
             return Err(io_err(&rt_file)(e));
         }
         let agent = AgentClient::new(runtime.socket.clone());
         if let Err(e) = agent.wait_ready(self.cfg.ready_timeout).await {
             tracing::warn!(sandbox = %id, error = %e, log = %dir.join("agent.log").display(),
                 "agent not ready; killing the sandbox");
-            destroy(&runtime);
+            destroy_or_stop(&runtime, fresh);
             return Err(SandboxError::NotReady(
                 self.cfg.ready_timeout.as_millis() as u64
             ));
@@ -587,6 +672,7 @@ impl Sandboxes {
         Ok(LaunchedSandbox { id, runtime, agent })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn spec(
         &self,
         id: &str,
@@ -595,6 +681,7 @@ impl Sandboxes {
         dir: &Path,
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
+        prestart: bool,
     ) -> SandboxSpec {
         let (lower, meta) = (&template.rootfs, &template.meta);
         let mut env: BTreeMap<String, String> = meta.env.clone();
@@ -615,10 +702,13 @@ impl Sandboxes {
             meta.user.home.clone(),
             "--run-dir".into(),
             "/tmp/.lizard-agent".into(),
-            // Most first runs are Python: start that kernel while the client is still talking.
-            "--prestart".into(),
-            "python".into(),
         ];
+        if prestart {
+            // Most first runs are Python: start that kernel while the client is still talking.
+            // (Not after hibernation: the restore recreates the saved contexts instead.)
+            args.push("--prestart".into());
+            args.push("python".into());
+        }
         if let Some(p) = &meta.node_path {
             args.push("--node-path".into());
             args.push(p.clone());
@@ -672,11 +762,24 @@ impl Sandboxes {
 
     /// Kill a sandbox: every process, its cgroup, its mounts and its writable layer are gone.
     pub async fn kill(&self, id: &str) -> Result<(), SandboxError> {
-        if let Some(sb) = self.get(id) {
-            let _guard = sb.lifecycle.lock().await;
-            return self.kill_locked(id).await;
-        }
-        Err(SandboxError::NotFound(id.to_string()))
+        let (_sb, _guard) = self.locked(id).await?;
+        self.kill_locked(id).await
+    }
+
+    /// The sandbox `id` with its lifecycle lock held: the current `Sandbox` (a relaunch from
+    /// hibernation replaces it while the lock is held, so it is looked up again after locking).
+    async fn locked(
+        &self,
+        id: &str,
+    ) -> Result<(Arc<Sandbox>, tokio::sync::OwnedMutexGuard<()>), SandboxError> {
+        let sb = self
+            .get(id)
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
+        let guard = sb.lifecycle.clone().lock_owned().await;
+        let sb = self
+            .get(id)
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
+        Ok((sb, guard))
     }
 
     async fn kill_locked(&self, id: &str) -> Result<(), SandboxError> {
@@ -708,12 +811,9 @@ impl Sandboxes {
     /// `timed_out`: the pause is the timeout's action, so a resume starts a whole new lifetime
     /// instead of the (zero) rest of this one.
     async fn pause_inner(&self, id: &str, timed_out: bool) -> Result<Arc<Sandbox>, SandboxError> {
-        let sb = self
-            .get(id)
-            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
-        let lifecycle = sb.clone();
-        let _guard = lifecycle.lifecycle.lock().await;
-        if sb.state() == StoredState::Paused {
+        let (sb, _guard) = self.locked(id).await?;
+        // A hibernated sandbox is already stopped, more than paused.
+        if matches!(sb.state(), StoredState::Paused | StoredState::Hibernated) {
             return Ok(sb);
         }
         crate::metering::sample(self, &sb).await;
@@ -729,21 +829,28 @@ impl Sandboxes {
         }
         .max(1);
         sb.paused_remaining_ms.store(remaining, Ordering::SeqCst);
+        sb.paused_at_ms.store(now_ms(), Ordering::SeqCst);
         sb.set_state(StoredState::Paused);
         self.store.set_paused(id, Some(remaining))?;
+        self.timeouts_changed.notify_one();
         Ok(sb)
     }
 
     /// Resume a paused sandbox: processes continue where they stopped; the timeout counts again
-    /// from what was left. Idempotent.
-    pub async fn resume(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
-        let sb = self
-            .get(id)
-            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
-        let lifecycle = sb.clone();
-        let _guard = lifecycle.lifecycle.lock().await;
-        if sb.state() == StoredState::Running {
-            return Ok(sb);
+    /// from what was left. A hibernated sandbox is relaunched and its contexts restored (the
+    /// report says what came back and what was lost); its timeout starts again. Idempotent.
+    pub async fn resume(
+        &self,
+        id: &str,
+    ) -> Result<(Arc<Sandbox>, Option<HibernationReport>), SandboxError> {
+        let (sb, _guard) = self.locked(id).await?;
+        match sb.state() {
+            StoredState::Running | StoredState::Killed => return Ok((sb, None)),
+            StoredState::Hibernated => {
+                let (sb, report) = self.wake(&sb).await?;
+                return Ok((sb, Some(report)));
+            }
+            StoredState::Paused => {}
         }
         crate::metering::sample(self, &sb).await;
         let cg = sb.runtime.cgroup.clone();
@@ -757,7 +864,141 @@ impl Sandboxes {
         self.store.set_paused(id, None)?;
         self.store.set_timeout(id, at)?;
         self.timeouts_changed.notify_one();
-        Ok(sb)
+        Ok((sb, None))
+    }
+
+    /// Hibernate: every context saves its state to disk, then the sandbox's processes are killed
+    /// and its cgroup removed, so it holds no memory; its directory (writable layer, saved state)
+    /// and store row stay, so a resume, even after a server restart or a reboot, relaunches it.
+    /// From running or paused; idempotent (`None` when it was already hibernated).
+    pub async fn hibernate(
+        &self,
+        id: &str,
+    ) -> Result<(Arc<Sandbox>, Option<HibernationReport>), SandboxError> {
+        let (sb, _guard) = self.locked(id).await?;
+        match sb.state() {
+            StoredState::Hibernated | StoredState::Killed => return Ok((sb, None)),
+            StoredState::Running | StoredState::Paused => {}
+        }
+        let was_paused = sb.state() == StoredState::Paused;
+        let remaining = if was_paused {
+            sb.paused_remaining_ms.load(Ordering::SeqCst)
+        } else {
+            sb.timeout_at_ms().saturating_sub(now_ms())
+        }
+        .max(1);
+        let cg = sb.runtime.cgroup.clone();
+        if was_paused {
+            // The kernels must run to save their state.
+            let cg = cg.clone();
+            tokio::task::spawn_blocking(move || cg.thaw())
+                .await
+                .map_err(|e| SandboxError::Launch(e.to_string()))?
+                .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
+            // Metered as paused up to now.
+            crate::metering::sample(self, &sb).await;
+            sb.set_state(StoredState::Running);
+        }
+        sb.hibernating.store(true, Ordering::SeqCst);
+        let snapshot = sb.agent.hibernate_snapshot(HIBERNATE_DIR).await;
+        let mut report = match snapshot {
+            Ok(r) => r,
+            Err(e) => {
+                sb.hibernating.store(false, Ordering::SeqCst);
+                if was_paused {
+                    let cg = cg.clone();
+                    let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
+                    sb.set_state(StoredState::Paused);
+                }
+                return Err(SandboxError::Launch(format!(
+                    "saving the sandbox's contexts: {e}"
+                )));
+            }
+        };
+        report.method_reason = checkpoint_tool_reason();
+        // Executions up to now are recorded before the agent (and its log) goes away.
+        crate::metering::sample(self, &sb).await;
+        crate::metering::reset_agent_log(self, id);
+        tokio::task::spawn_blocking(move || {
+            cg.kill_all()?;
+            cg.remove()
+        })
+        .await
+        .map_err(|e| SandboxError::Launch(e.to_string()))
+        .and_then(|r| r.map_err(|e| SandboxError::Launch(format!("stopping the sandbox: {e}"))))
+        .inspect_err(|_| sb.hibernating.store(false, Ordering::SeqCst))?;
+        sb.paused_remaining_ms.store(remaining, Ordering::SeqCst);
+        sb.set_state(StoredState::Hibernated);
+        sb.hibernating.store(false, Ordering::SeqCst);
+        self.store.set_hibernated(id, remaining)?;
+        Ok((sb, Some(report)))
+    }
+
+    /// Relaunch a hibernated sandbox (lifecycle lock held) and restore its contexts.
+    async fn wake(
+        &self,
+        sb: &Arc<Sandbox>,
+    ) -> Result<(Arc<Sandbox>, HibernationReport), SandboxError> {
+        crate::metering::sample(self, sb).await;
+        let cpu_base_ms = self
+            .store
+            .get_usage(&sb.id)?
+            .map(|u| u.cpu_ms)
+            .unwrap_or(sb.runtime.cpu_base_ms);
+        {
+            // Its volumes stay mounted while it is hibernated, unless a server restart came between.
+            let _lock = self.volumes.lock.lock().await;
+            for v in &sb.volumes {
+                self.volumes.ensure_mounted(&v.volume_id).await?;
+            }
+        }
+        let launched = self
+            .launch_in(
+                sb.id.clone(),
+                &sb.runtime.dir,
+                &sb.template,
+                &sb.envs,
+                sb.limits,
+                &sb.volumes,
+                false,
+                cpu_base_ms,
+            )
+            .await?;
+        let report = match launched.agent.hibernate_restore(HIBERNATE_DIR).await {
+            Ok(mut r) => {
+                r.method_reason = checkpoint_tool_reason();
+                // The state is in the kernels again; the saved copy would only take disk space.
+                let saved = launched.runtime.dir.join("run").join("hibernate");
+                let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(saved)).await;
+                r
+            }
+            Err(e) => {
+                tracing::warn!(sandbox = %sb.id, error = %e, "restoring the contexts");
+                HibernationReport {
+                    method: lizard_proto::HibernationMethod::PerLanguage,
+                    method_reason: format!(
+                        "the saved state could not be restored ({e}); the sandbox runs with fresh \
+                         contexts"
+                    ),
+                    contexts: Vec::new(),
+                }
+            }
+        };
+        let at = now_ms() + sb.timeout_ms.load(Ordering::SeqCst).max(1);
+        let new = Arc::new(sb.relaunched(launched.runtime, StoredState::Running, at));
+        self.store.set_runtime(
+            &sb.id,
+            &serde_json::to_value(&new.runtime).unwrap_or_default(),
+        )?;
+        self.store.set_paused(&sb.id, None)?;
+        self.store.set_timeout(&sb.id, at)?;
+        if let Ok(mut m) = self.live.write() {
+            m.insert(sb.id.clone(), new.clone());
+        }
+        // Anyone still holding the old object sees it as running (it is, under a new runtime).
+        sb.set_state(StoredState::Running);
+        self.timeouts_changed.notify_one();
+        Ok((new, report))
     }
 
     /// Move the sandbox's timeout to `timeout_ms` from now.
@@ -780,11 +1021,52 @@ impl Sandboxes {
         Ok(at)
     }
 
-    /// Kill sandboxes whose timeout has passed; runs until the process ends.
+    /// Kill (or pause) sandboxes whose timeout has passed, and hibernate those paused longer than
+    /// `hibernate_after`; runs until the process ends.
     pub async fn run_timeouts(self: Arc<Self>) {
         loop {
             let now = now_ms();
             let mut next = now + 60_000;
+            if let Some(min_mb) = self.cfg.hibernate_below_mb {
+                // Checked every second while enabled.
+                next = next.min(now + 1000);
+                let available = mem_available_mb();
+                if available.is_some_and(|a| a < min_mb) {
+                    let mut paused: Vec<Arc<Sandbox>> = self
+                        .all()
+                        .into_iter()
+                        .filter(|s| s.state() == StoredState::Paused)
+                        .collect();
+                    paused.sort_by_key(|s| s.paused_at_ms.load(Ordering::SeqCst));
+                    if let Some(sb) = paused.first() {
+                        tracing::info!(sandbox = %sb.id, available_mb = ?available,
+                            "memory pressure; hibernating the longest-paused sandbox");
+                        if let Err(e) = self.hibernate(&sb.id).await {
+                            tracing::warn!(sandbox = %sb.id, error = %e, "hibernation failed");
+                        }
+                    }
+                }
+            }
+            if let Some(after) = self.cfg.hibernate_after {
+                let after = after.as_millis() as u64;
+                for sb in self
+                    .all()
+                    .into_iter()
+                    .filter(|s| s.state() == StoredState::Paused)
+                {
+                    let at = sb.paused_at_ms.load(Ordering::SeqCst) + after;
+                    if at <= now {
+                        tracing::info!(sandbox = %sb.id, "paused for {after} ms; hibernating");
+                        if let Err(e) = self.hibernate(&sb.id).await {
+                            tracing::warn!(sandbox = %sb.id, error = %e, "hibernation failed");
+                            // Not again at once: after another full period.
+                            sb.paused_at_ms.store(now_ms(), Ordering::SeqCst);
+                        }
+                    } else {
+                        next = next.min(at);
+                    }
+                }
+            }
             for sb in self
                 .all()
                 .into_iter()
@@ -824,6 +1106,8 @@ impl Sandboxes {
         for row in self.store.list_sandboxes(None, false)? {
             let runtime: Option<Runtime> = serde_json::from_value(row.runtime.clone()).ok();
             let alive = match &runtime {
+                // A hibernated sandbox has no processes: it lives as long as its directory.
+                Some(rt) if row.state == StoredState::Hibernated => rt.dir.join("upper").is_dir(),
                 // A frozen agent cannot answer: a paused sandbox is alive while its cgroup has
                 // processes.
                 Some(rt) if row.state == StoredState::Paused => {
@@ -854,7 +1138,10 @@ impl Sandboxes {
                         timeout_ms: AtomicU64::new(row.timeout_ms),
                         paused_remaining_ms: AtomicU64::new(row.paused_remaining_ms),
                         state: Mutex::new(row.state),
-                        lifecycle: tokio::sync::Mutex::new(()),
+                        // The pause time is not stored: idle hibernation counts from now.
+                        paused_at_ms: AtomicU64::new(now_ms()),
+                        hibernating: Default::default(),
+                        lifecycle: Arc::new(tokio::sync::Mutex::new(())),
                     });
                     if let Ok(mut m) = self.live.write() {
                         m.insert(row.id, sb);
@@ -991,6 +1278,73 @@ async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, Sandb
     }
 }
 
+/// Where the agent saves the contexts' state at hibernation (inside the sandbox; the host side is
+/// `<sandbox dir>/run/hibernate`, kept with the writable layer).
+const HIBERNATE_DIR: &str = "/run/lizard/hibernate";
+
+/// Why hibernation saves kernel state per language rather than checkpointing the processes: the
+/// answer names what was found on the host. Checked once per server process.
+pub fn checkpoint_tool_reason() -> String {
+    static REASON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    REASON
+        .get_or_init(|| {
+            let out = std::process::Command::new("criu").arg("--version").output();
+            criu_reason(
+                out.ok()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned()),
+            )
+        })
+        .clone()
+}
+
+fn criu_reason(version_output: Option<String>) -> String {
+    let version = version_output.as_deref().and_then(|o| {
+        o.lines()
+            .find_map(|l| l.trim().strip_prefix("Version:"))
+            .map(|v| v.trim().to_string())
+    });
+    let parse = |v: &str| -> Option<(u32, u32)> {
+        let mut it = v.split('.');
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    };
+    match version {
+        None => "per-language: no checkpoint tool (CRIU >= 4.1) on the host; each kernel saved \
+                 and restored its own state"
+            .into(),
+        Some(v) if parse(&v).is_some_and(|x| x >= (4, 1)) => format!(
+            "per-language: CRIU {v} is present, but checkpointing with it is not implemented; \
+             each kernel saved and restored its own state"
+        ),
+        Some(v) => format!(
+            "per-language: CRIU {v} is older than 4.1 (it cannot checkpoint on this kernel); each \
+             kernel saved and restored its own state"
+        ),
+    }
+}
+
+/// The host's MemAvailable in MiB (`None` if /proc/meminfo cannot be read).
+fn mem_available_mb() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_mem_available_mb(&text)
+}
+
+fn parse_mem_available_mb(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
+/// After a failed launch: a new sandbox is destroyed; a hibernated one only loses its processes
+/// and cgroup (its directory holds the user's files and saved state).
+fn destroy_or_stop(rt: &Runtime, fresh: bool) {
+    if fresh {
+        destroy(rt);
+    } else {
+        let _ = rt.cgroup.kill_all();
+        let _ = rt.cgroup.remove();
+    }
+}
+
 /// Kill every process of the sandbox and remove its cgroup and files (blocking).
 fn destroy(rt: &Runtime) {
     if let Err(e) = rt.cgroup.kill_all() {
@@ -1009,6 +1363,24 @@ fn destroy(rt: &Runtime) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mem_available_is_read_in_mib() {
+        let m = "MemTotal:       24000000 kB\nMemFree: 1 kB\nMemAvailable:    2097152 kB\n";
+        assert_eq!(parse_mem_available_mb(m), Some(2048));
+        assert_eq!(parse_mem_available_mb("MemTotal: 1 kB\n"), None);
+        assert!(mem_available_mb().is_some());
+    }
+
+    #[test]
+    fn criu_detection_names_what_it_found() {
+        assert!(criu_reason(None).contains("no checkpoint tool"));
+        let old = criu_reason(Some("Version: 3.17.1\n".into()));
+        assert!(old.contains("3.17.1 is older than 4.1"), "{old}");
+        let new = criu_reason(Some("Version: 4.1\nGitID: v4.1\n".into()));
+        assert!(new.contains("not implemented"), "{new}");
+        assert!(criu_reason(Some("garbage".into())).contains("no checkpoint tool"));
+    }
 
     #[test]
     fn sandbox_ids_are_hostnames_and_unique() {

@@ -35,6 +35,8 @@ pub enum StoreError {
 pub enum StoredState {
     Running,
     Paused,
+    /// Saved to disk, no processes: its directory (writable layer, saved state) is kept.
+    Hibernated,
     Killed,
 }
 
@@ -43,6 +45,7 @@ impl StoredState {
         match self {
             StoredState::Running => "running",
             StoredState::Paused => "paused",
+            StoredState::Hibernated => "hibernated",
             StoredState::Killed => "killed",
         }
     }
@@ -50,6 +53,7 @@ impl StoredState {
         match s {
             "running" => StoredState::Running,
             "paused" => StoredState::Paused,
+            "hibernated" => StoredState::Hibernated,
             _ => StoredState::Killed,
         }
     }
@@ -103,6 +107,7 @@ pub struct UsageRow {
     pub project: String,
     pub running_ms: u64,
     pub paused_ms: u64,
+    pub hibernated_ms: u64,
     pub cpu_ms: u64,
     pub memory_gib_seconds: f64,
     pub executions: u64,
@@ -152,6 +157,7 @@ CREATE TABLE IF NOT EXISTS usage (
     project TEXT NOT NULL,
     running_ms INTEGER NOT NULL DEFAULT 0,
     paused_ms INTEGER NOT NULL DEFAULT 0,
+    hibernated_ms INTEGER NOT NULL DEFAULT 0,
     cpu_ms INTEGER NOT NULL DEFAULT 0,
     memory_gib_seconds REAL NOT NULL DEFAULT 0,
     executions INTEGER NOT NULL DEFAULT 0,
@@ -192,11 +198,12 @@ CREATE UNIQUE INDEX IF NOT EXISTS volumes_live_name ON volumes(project, name)
 ";
 
 /// Columns added after the first release of a table: added to older databases on open.
-const ADDED_COLUMNS: [(&str, &str, &str); 4] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
     ("sandboxes", "paused_remaining_ms", "INTEGER"),
     ("sandboxes", "on_timeout", "TEXT NOT NULL DEFAULT 'kill'"),
     ("sandboxes", "timeout_ms", "INTEGER NOT NULL DEFAULT 300000"),
     ("sandboxes", "volumes", "TEXT NOT NULL DEFAULT '[]'"),
+    ("usage", "hibernated_ms", "INTEGER NOT NULL DEFAULT 0"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -385,6 +392,15 @@ impl Store {
         self.conn().execute(
             "UPDATE sandboxes SET state = ?2, paused_remaining_ms = ?3 WHERE id = ?1",
             params![id, state.as_str(), remaining_ms.map(|v| v as i64)],
+        )?;
+        Ok(())
+    }
+
+    /// Mark hibernated, with the timeout left when it was hibernated.
+    pub fn set_hibernated(&self, id: &str, remaining_ms: u64) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE sandboxes SET state = 'hibernated', paused_remaining_ms = ?2 WHERE id = ?1",
+            params![id, remaining_ms as i64],
         )?;
         Ok(())
     }
@@ -588,7 +604,7 @@ impl Store {
             .query_row(
                 "SELECT sandbox_id, project, running_ms, paused_ms, cpu_ms, memory_gib_seconds,
                         executions, execution_wall_ms, execution_cpu_ms,
-                        max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms
+                        max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms, hibernated_ms
                  FROM usage WHERE sandbox_id = ?1",
                 [sandbox_id],
                 usage_row,
@@ -600,15 +616,16 @@ impl Store {
         self.conn().execute(
             "INSERT INTO usage (sandbox_id, project, running_ms, paused_ms, cpu_ms,
                  memory_gib_seconds, executions, execution_wall_ms, execution_cpu_ms,
-                 max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms, hibernated_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
              ON CONFLICT(sandbox_id) DO UPDATE SET
                  running_ms = excluded.running_ms, paused_ms = excluded.paused_ms,
                  cpu_ms = excluded.cpu_ms, memory_gib_seconds = excluded.memory_gib_seconds,
                  executions = excluded.executions, execution_wall_ms = excluded.execution_wall_ms,
                  execution_cpu_ms = excluded.execution_cpu_ms,
                  max_execution_peak_rss_bytes = excluded.max_execution_peak_rss_bytes,
-                 agent_log_seq = excluded.agent_log_seq, updated_at_ms = excluded.updated_at_ms",
+                 agent_log_seq = excluded.agent_log_seq, updated_at_ms = excluded.updated_at_ms,
+                 hibernated_ms = excluded.hibernated_ms",
             params![
                 u.sandbox_id,
                 u.project,
@@ -622,6 +639,7 @@ impl Store {
                 u.max_execution_peak_rss_bytes as i64,
                 u.agent_log_seq as i64,
                 u.updated_at_ms as i64,
+                u.hibernated_ms as i64,
             ],
         )?;
         Ok(())
@@ -718,7 +736,8 @@ impl Store {
         let mut st = conn.prepare(
             "SELECT u.sandbox_id, u.project, u.running_ms, u.paused_ms, u.cpu_ms,
                     u.memory_gib_seconds, u.executions, u.execution_wall_ms, u.execution_cpu_ms,
-                    u.max_execution_peak_rss_bytes, u.agent_log_seq, u.updated_at_ms
+                    u.max_execution_peak_rss_bytes, u.agent_log_seq, u.updated_at_ms,
+                    u.hibernated_ms
              FROM usage u JOIN sandboxes s ON s.id = u.sandbox_id
              WHERE (?1 IS NULL OR u.project = ?1)
                AND s.created_at_ms < ?3 AND COALESCE(s.ended_at_ms, ?3) >= ?2
@@ -743,6 +762,7 @@ fn usage_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageRow> {
         max_execution_peak_rss_bytes: r.get::<_, i64>(9)? as u64,
         agent_log_seq: r.get::<_, i64>(10)? as u64,
         updated_at_ms: r.get::<_, i64>(11)? as u64,
+        hibernated_ms: r.get::<_, i64>(12)? as u64,
     })
 }
 

@@ -42,6 +42,10 @@ pub struct BenchArgs {
     /// Skip the Jupyter baseline.
     #[arg(long)]
     no_jupyter: bool,
+    /// Measure only pause/resume in memory and hibernate/resume from disk (a minute instead of
+    /// several).
+    #[arg(long)]
+    only_hibernation: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -301,25 +305,8 @@ async fn lizard_figures(
         Some("≤ 5 ms"),
     ));
 
-    // 5. pause → resume → first result (in memory).
-    let mut resume = Vec::new();
-    let mut pause = Vec::new();
-    for _ in 0..n {
-        let t = Instant::now();
-        c.pause(&id).await?;
-        pause.push(ms(t.elapsed()));
-        let t = Instant::now();
-        c.resume(&id).await?;
-        c.run(&id, &exec("1+1")).await?;
-        resume.push(ms(t.elapsed()));
-    }
-    out.push(stats("pause (freeze)", "ms", pause, None));
-    out.push(stats(
-        "resume → first result (memory)",
-        "ms",
-        resume,
-        Some("≤ 10 ms"),
-    ));
+    // 5. pause → resume (in memory) and hibernate → resume (from disk).
+    out.extend(hibernation_figures(args, c).await?);
 
     // 6. throughput over several contexts and sandboxes, all cores.
     let sb2 = c.create_sandbox(&CreateSandboxRequest::default()).await?;
@@ -416,6 +403,83 @@ console.log(JSON.stringify(times));
 "#;
 
 /// create → first result through the TypeScript SDK, as a user's Node program would see it.
+/// Pause → resume → first result in memory, and hibernate → resume → first result from disk, of a
+/// sandbox holding 200 MB of numpy state in its Python context.
+async fn hibernation_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>> {
+    let n = args.samples;
+    let mut out = Vec::new();
+    let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+    let id = sb.sandbox_id;
+    let ex = c
+        .run(
+            &id,
+            &exec("import numpy as np\nstate = np.ones(25_000_000)  # 200 MB\nstate.nbytes"),
+        )
+        .await?;
+    if ex.error.is_some() {
+        bail!("setting up 200 MB of state failed: {:?}", ex.error);
+    }
+    let mut resume = Vec::new();
+    let mut pause = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        c.pause(&id).await?;
+        pause.push(ms(t.elapsed()));
+        let t = Instant::now();
+        c.resume(&id).await?;
+        c.run(&id, &exec("1+1")).await?;
+        resume.push(ms(t.elapsed()));
+    }
+    out.push(stats("pause (freeze), 200 MB state", "ms", pause, None));
+    out.push(stats(
+        "resume → first result (memory), 200 MB state",
+        "ms",
+        resume,
+        Some("≤ 10 ms"),
+    ));
+
+    let mut hibernate = Vec::new();
+    let mut wake = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let h = c.hibernate(&id).await?;
+        hibernate.push(ms(t.elapsed()));
+        if h.state != lizard_proto::SandboxState::Hibernated {
+            bail!("hibernate answered state {:?}", h.state);
+        }
+        let t = Instant::now();
+        let r = c.resume(&id).await?;
+        let ex = c.run(&id, &exec("int(state.sum())")).await?;
+        wake.push(ms(t.elapsed()));
+        let lost: usize = r
+            .restore
+            .iter()
+            .flat_map(|r| &r.contexts)
+            .map(|c| c.lost.len())
+            .sum();
+        if ex.main_result().is_none() || lost > 0 {
+            bail!(
+                "the state did not survive hibernation: {ex:?} {:?}",
+                r.restore
+            );
+        }
+    }
+    out.push(stats(
+        "hibernate (save to disk, stop), 200 MB state",
+        "ms",
+        hibernate,
+        None,
+    ));
+    out.push(stats(
+        "resume → first result (disk), 200 MB state",
+        "ms",
+        wake,
+        Some("≤ 500 ms"),
+    ));
+    c.kill_sandbox(&id).await?;
+    Ok(out)
+}
+
 fn ts_figure(args: &BenchArgs, server: &BenchServer) -> Result<Figure> {
     let module = std::path::absolute(&args.ts_sdk)?;
     if !module.exists() {
@@ -506,6 +570,18 @@ fn jupyter_figures(args: &BenchArgs) -> Result<(Vec<f64>, Vec<f64>)> {
 
 pub fn bench(args: BenchArgs) -> Result<()> {
     let templates_from = crate::data_dir(args.templates_from.clone())?;
+    if args.only_hibernation {
+        let server = start_server(&templates_from, 2)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        eprintln!(
+            "measuring pause and hibernation ({} samples per figure)…",
+            args.samples
+        );
+        let figures = rt.block_on(hibernation_figures(&args, &server.client))?;
+        return report(&args, &figures);
+    }
     let server = start_server(&templates_from, 2)?;
     let cold = start_server(&templates_from, 0)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -538,11 +614,16 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         }
     }
 
+    report(&args, &figures)
+}
+
+/// Print the table and write the JSON file.
+fn report(args: &BenchArgs, figures: &[Figure]) -> Result<()> {
     println!(
         "{:<60} {:>10} {:>10} {:>9} {:>12} {:>8}  target",
         "figure", "median", "p95", "unit", "jupyter", "ratio"
     );
-    for f in &figures {
+    for f in figures {
         let (j, r) = match f.jupyter_median {
             Some(j) => (format!("{j:.2}"), format!("{:.2}×", f.median / j)),
             None => (String::from("-"), String::from("-")),

@@ -82,7 +82,7 @@ pub enum SandboxCommand {
     List {
         #[arg(long)]
         project: Option<String>,
-        /// running or paused
+        /// running, paused or hibernated
         #[arg(long)]
         state: Option<String>,
         #[arg(long = "metadata", value_name = "KEY=VALUE")]
@@ -98,8 +98,19 @@ pub enum SandboxCommand {
     },
     /// Pause a sandbox (its processes are frozen, its state kept).
     Pause { id: String },
-    /// Resume a paused sandbox.
-    Resume { id: String },
+    /// Resume a paused or hibernated sandbox (a hibernated one prints what was restored and lost).
+    Resume {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hibernate a sandbox: its contexts' state is saved to disk and its processes stopped, so it
+    /// holds no memory and survives a server restart; `resume` brings it back.
+    Hibernate {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Kill a sandbox.
     Kill { id: String },
     /// Set a sandbox's timeout to MS milliseconds from now.
@@ -386,8 +397,25 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                 c.pause(&id).await?;
                 Ok(())
             }
-            SandboxCommand::Resume { id } => {
-                c.resume(&id).await?;
+            SandboxCommand::Resume { id, json } => {
+                let info = c.resume(&id).await?;
+                if json {
+                    return print_json(&info);
+                }
+                if let Some(r) = &info.restore {
+                    print_report(r, "restored");
+                }
+                Ok(())
+            }
+            SandboxCommand::Hibernate { id, json } => {
+                let info = c.hibernate(&id).await?;
+                if json {
+                    return print_json(&info);
+                }
+                match &info.hibernation {
+                    Some(r) => print_report(r, "saved"),
+                    None => println!("{id} was already hibernated"),
+                }
                 Ok(())
             }
             SandboxCommand::Kill { id } => {
@@ -757,15 +785,16 @@ pub fn usage(conn: &Conn, args: UsageArgs) -> Result<()> {
             return print_json(&u);
         }
         println!(
-            "{:<22} {:>10} {:>9} {:>9} {:>10} {:>10}",
-            "SANDBOX", "RUNNING s", "PAUSED s", "CPU s", "MEM GiB·s", "EXECUTIONS"
+            "{:<22} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10}",
+            "SANDBOX", "RUNNING s", "PAUSED s", "HIBER. s", "CPU s", "MEM GiB·s", "EXECUTIONS"
         );
         for r in &u.sandboxes {
             println!(
-                "{:<22} {:>10.1} {:>9.1} {:>9.2} {:>10.3} {:>10}",
+                "{:<22} {:>10.1} {:>9.1} {:>9.1} {:>9.2} {:>10.3} {:>10}",
                 r.sandbox_id,
                 r.running_seconds,
                 r.paused_seconds,
+                r.hibernated_seconds,
                 r.cpu_seconds,
                 r.memory_gib_seconds,
                 r.executions
@@ -773,10 +802,11 @@ pub fn usage(conn: &Conn, args: UsageArgs) -> Result<()> {
         }
         let t = &u.totals;
         println!(
-            "{:<22} {:>10.1} {:>9.1} {:>9.2} {:>10.3} {:>10}",
+            "{:<22} {:>10.1} {:>9.1} {:>9.1} {:>9.2} {:>10.3} {:>10}",
             format!("total ({} sandboxes)", t.sandboxes),
             t.running_seconds,
             t.paused_seconds,
+            t.hibernated_seconds,
             t.cpu_seconds,
             t.memory_gib_seconds,
             t.executions
@@ -804,6 +834,36 @@ pub fn usage(conn: &Conn, args: UsageArgs) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// A hibernation report, one context per line and one line per lost item.
+fn print_report(r: &lizard_proto::HibernationReport, verb: &str) {
+    println!("method    {}", r.method_reason);
+    for c in &r.contexts {
+        let names: Vec<&str> = c
+            .restored
+            .iter()
+            .filter(|i| {
+                i.kind != "variable"
+                    || !i
+                        .name
+                        .chars()
+                        .all(|ch| ch.is_ascii_uppercase() || ch == '_')
+            })
+            .map(|i| i.name.as_str())
+            .collect();
+        println!(
+            "context   {} ({}): {} {} item(s): {}",
+            c.id,
+            c.language,
+            verb,
+            c.restored.len(),
+            names.join(", ")
+        );
+        for l in &c.lost {
+            println!("  lost    {}: {}", l.name, l.reason);
+        }
+    }
 }
 
 /// `lizard exec`: one shell command; output streams; exits with the command's status.

@@ -32,6 +32,14 @@ pub struct ServeArgs {
     /// Ready sandboxes (default template, Python kernel started) kept so that creates are instant.
     #[arg(long, env = "LIZARD_POOL_SIZE", default_value_t = 2)]
     pool_size: usize,
+    /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
+    /// seconds); `0` = never.
+    #[arg(long, env = "LIZARD_HIBERNATE_AFTER", default_value = "10m", value_parser = parse_duration)]
+    hibernate_after: Duration,
+    /// Under memory pressure (MemAvailable below this many MiB) hibernate paused sandboxes,
+    /// longest-paused first; `0` = never.
+    #[arg(long, env = "LIZARD_HIBERNATE_BELOW_MB", default_value_t = 0)]
+    hibernate_below_mb: u64,
     /// Seconds between usage samples of each sandbox.
     #[arg(long, default_value_t = 5)]
     sample_interval_s: u64,
@@ -48,6 +56,29 @@ pub struct ServeArgs {
     /// Debug mode's envd address (E2B's SDKs use localhost:49983).
     #[arg(long, default_value = "127.0.0.1:49983")]
     e2b_debug_envd_listen: String,
+}
+
+/// `10m`, `90s`, `500ms`, `1h`, or a number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 10m, 90s, 500ms)"))?;
+    let ms = match unit.trim() {
+        "" | "s" => n.checked_mul(1000),
+        "ms" => Some(n),
+        "m" | "min" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    ms.map(Duration::from_millis)
+        .ok_or_else(|| format!("{s:?} is too long"))
 }
 
 pub fn open_store(data_dir: &Path) -> Result<Store> {
@@ -158,6 +189,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 ready_timeout: Duration::from_secs(30),
                 pool_size: args.pool_size,
                 volume_owner,
+                hibernate_after: (!args.hibernate_after.is_zero()).then_some(args.hibernate_after),
+                hibernate_below_mb: (args.hibernate_below_mb > 0)
+                    .then_some(args.hibernate_below_mb),
             },
             store,
         );
@@ -244,4 +278,20 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         sandboxes.unmount_unused_volumes().await;
         served
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5y").is_err());
+    }
 }

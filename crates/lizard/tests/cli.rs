@@ -305,5 +305,32 @@ async fn volume_commands() {
     assert_eq!(code, 0, "{err}");
     let (_, list, _) = lizard(&s, &["volume", "list", "--json"], None);
     assert_eq!(list.trim(), "[]");
+}
+
+#[tokio::test]
+async fn sandbox_hibernate_and_resume_print_the_reports() {
+    let s = Server::start();
+    let (code, id, err) = lizard(&s, &["sandbox", "create"], None);
+    assert_eq!(code, 0, "{err}");
+    let id = id.trim().to_string();
+    let (code, _, err) = lizard(
+        &s,
+        &["run", "--sandbox", &id, "kept = 1\ngen = (i for i in [1])"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = lizard(&s, &["sandbox", "hibernate", &id], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("per-language"), "{out}");
+    assert!(out.contains("lost    gen: generator"), "{out}");
+    let (_, out, _) = lizard(&s, &["sandbox", "hibernate", &id], None);
+    assert!(out.contains("already hibernated"), "{out}");
+    let (code, json, err) = lizard(&s, &["sandbox", "resume", &id, "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["state"], "running");
+    assert_eq!(v["restore"]["contexts"][0]["lost"][0]["name"], "gen");
+    let (code, out, _) = lizard(&s, &["run", "--sandbox", &id, "print(kept)"], None);
+    assert_eq!((code, out.as_str()), (0, "1\n"));
     s.kill_all().await;
 }

@@ -1,4 +1,4 @@
-//! The create/kill leak test, alone in its own test binary so that no concurrent test changes the
+//! The create/kill (and hibernate/resume/kill) leak test, alone in its own test binary so that no concurrent test changes the
 //! host's process, mount and cgroup counts while it measures them.
 
 mod common;
@@ -42,7 +42,7 @@ fn walk_dirs(p: &Path) -> usize {
 }
 
 #[tokio::test]
-async fn no_leaks_after_100_create_kill_cycles() {
+async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
     // No warm pool here: its background refills would blur the counts.
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     // Warm up once (first-use caches), then count.
@@ -52,6 +52,22 @@ async fn no_leaks_after_100_create_kill_cycles() {
     let (p0, m0, c0) = host_counts();
     for _ in 0..100 {
         let id = s.create(&s.admin_key.clone(), json!({})).await;
+        let r = s
+            .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+            .await;
+        assert_eq!(r.status, 204);
+    }
+    // Hibernation stops a sandbox's processes and relaunches them on resume: 20 such lives must
+    // leave nothing behind either.
+    for _ in 0..20 {
+        let id = s.create(&s.admin_key.clone(), json!({})).await;
+        s.run(&id, json!({"code": "x = 1"})).await;
+        for op in ["hibernate", "resume", "hibernate"] {
+            let r = s
+                .admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
+                .await;
+            assert_eq!(r.status, 200, "{op}: {}", r.text);
+        }
         let r = s
             .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
             .await;

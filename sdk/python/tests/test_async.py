@@ -96,6 +96,18 @@ async def test_exec_pause_connect_and_errors() -> None:
         await AsyncCodeSandbox.connect(sb.sandbox_id)
 
 
+async def test_hibernate_and_resume() -> None:
+    sb = await AsyncCodeSandbox.create(project=PROJECT)
+    await sb.run_code("kept = 'disk'")
+    saved = await sb.hibernate()
+    assert saved is not None and (await sb.get_info()).state == "hibernated"
+    report = await sb.resume()
+    assert report is not None and sb.restore_report is report
+    assert "kept" in {i.name for c in report.contexts for i in c.restored}
+    assert (await sb.run_code("print(kept)")).stdout == "disk\n"
+    await sb.kill()
+
+
 async def test_async_with_kills_on_exit(lizard_server: Server) -> None:
     async with await AsyncCodeSandbox.create(project=PROJECT) as sb:
         sid = sb.sandbox_id

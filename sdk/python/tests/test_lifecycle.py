@@ -86,6 +86,31 @@ def test_pause_connect_keeps_state(lizard_server: Server) -> None:
         again.get_info()
 
 
+def test_hibernate_connect_restores_state_and_reports_losses(lizard_server: Server) -> None:
+    sb = CodeSandbox.create(project=PROJECT)
+    sb.run_code("import numpy as np\nx = np.arange(5)\ngen = (i for i in range(3))")
+    sb.run_code("y=7", language="bash")
+    saved = sb.hibernate()
+    assert saved is not None and saved.method == "per-language"
+    assert sb.get_info().state == "hibernated"
+    py = next(c for c in saved.contexts if c.language == "python")
+    assert {"np", "x"} <= {i.name for i in py.restored}
+    assert [l.name for l in py.lost] == ["gen"]
+    assert sb.hibernate() is None  # idempotent
+    sb.close()
+
+    again = CodeSandbox.connect(sb.sandbox_id)
+    report = again.restore_report
+    assert report is not None
+    restored = next(c for c in report.contexts if c.id == py.id)
+    assert "x" in {i.name for i in restored.restored}
+    assert "generator" in next(l.reason for l in restored.lost if l.name == "gen")
+    assert again.run_code("print(int(x.sum()))").stdout == "10\n"
+    assert again.run_code("echo $y", language="bash").stdout == "7\n"
+    assert again.resume() is None  # running: nothing to restore
+    assert again.kill() is True
+
+
 def test_timeout_ms_of_a_cell_keeps_the_kernel(sandbox: CodeSandbox) -> None:
     sandbox.run_code("kept = 'yes'")
     ex = sandbox.run_code("import time; time.sleep(10)", timeout_ms=300)

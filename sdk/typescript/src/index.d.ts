@@ -67,13 +67,40 @@ export interface SandboxVolume {
 /** Options of {@link CodeSandbox.list}. */
 export interface ListOptions extends ConnectionOptions {
   project?: string;
-  state?: 'running' | 'paused';
+  state?: 'running' | 'paused' | 'hibernated';
   /** Only sandboxes whose metadata has all these pairs. */
   metadata?: Record<string, string>;
 }
 
 /** Lifecycle state of a sandbox. */
-export type SandboxState = 'running' | 'paused' | 'killed';
+export type SandboxState = 'running' | 'paused' | 'hibernated' | 'killed';
+
+/** One item of a context's state that was saved or restored. */
+export interface StateItem {
+  /** Variable, function, class, module alias or alias name; the path for `cwd`. */
+  name: string;
+  /** `variable`, `function`, `class`, `module`, `alias` or `cwd`. */
+  kind: string;
+}
+
+/** What happened to one context's state at hibernation or at the resume after it. */
+export interface ContextReport {
+  id: string;
+  language: Language;
+  /** Saved (in `hibernation`) or restored (in `restore`). */
+  restored: StateItem[];
+  /** What did not survive, with the reason (generators, sockets, threads, ...). */
+  lost: { name: string; reason: string }[];
+}
+
+/** How kernel state was carried across hibernation, per context. */
+export interface HibernationReport {
+  /** `per-language`: each kernel saved and reloaded its own state. */
+  method: 'per-language';
+  /** Why this method (e.g. no CRIU >= 4.1 on the host). */
+  methodReason: string;
+  contexts: ContextReport[];
+}
 
 /** A sandbox as the server reports it. */
 export interface SandboxInfo {
@@ -88,6 +115,10 @@ export interface SandboxInfo {
   limits?: SandboxLimits;
   /** Mounted volumes. */
   volumes: SandboxVolume[];
+  /** In the answer of `hibernate()`: what each context saved and what it could not. */
+  hibernation?: HibernationReport;
+  /** In the answer of a resume from hibernation: what each context got back and what was lost. */
+  restore?: HibernationReport;
 }
 
 // ---- volumes -------------------------------------------------------------------------------------
@@ -657,7 +688,10 @@ export declare class CodeSandbox {
 
   /** Create a sandbox from a template (`code-interpreter-v1` by default). */
   static create(opts?: CreateOptions): Promise<CodeSandbox>;
-  /** Connect to an existing sandbox by id; a paused sandbox is resumed with its kernels' state intact. */
+  /**
+   * Connect to an existing sandbox by id; a paused sandbox is resumed with its kernels' state intact,
+   * a hibernated one relaunched with its contexts restored (see {@link CodeSandbox.restoreReport}).
+   */
   static connect(sandboxId: string, opts?: ConnectionOptions): Promise<CodeSandbox>;
   /** The sandboxes this key can see, newest first. */
   static list(opts?: ListOptions): Promise<SandboxInfo[]>;
@@ -715,8 +749,19 @@ export declare class CodeSandbox {
   isRunning(): Promise<boolean>;
   /** Freeze the sandbox; kernels keep their state. Resume with `resume()` or `CodeSandbox.connect(id)`. */
   pause(): Promise<SandboxInfo>;
-  /** Continue a paused sandbox. Idempotent. */
+  /**
+   * Continue a paused sandbox, or relaunch a hibernated one and restore its contexts (`restore` in
+   * the answer lists per context what was restored and what was lost). Idempotent.
+   */
   resume(): Promise<SandboxInfo>;
+  /**
+   * Save every context's state to disk and stop the sandbox's processes: it holds no memory and
+   * survives a server restart. `hibernation` in the answer lists what each context saved and what
+   * it could not. Idempotent.
+   */
+  hibernate(): Promise<SandboxInfo>;
+  /** After a resume from hibernation (`resume()` or `connect`): what each context got back. */
+  readonly restoreReport: HibernationReport | undefined;
   /** Set the sandbox's lifetime to `timeoutMs` from now. */
   setTimeout(timeoutMs: number): Promise<SandboxInfo>;
   /** Kill the sandbox: `true` if it was killed, `false` if it was already gone. */

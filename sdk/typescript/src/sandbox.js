@@ -79,6 +79,8 @@ function toInfo(w) {
     createdAt: new Date(w.created_at_ms),
     timeoutAt: new Date(w.timeout_at_ms),
     metadata: w.metadata ?? {},
+    ...(w.hibernation ? { hibernation: toReport(w.hibernation) } : {}),
+    ...(w.restore ? { restore: toReport(w.restore) } : {}),
     limits: w.limits
       ? {
           memoryMb: w.limits.memory_mb,
@@ -92,6 +94,20 @@ function toInfo(w) {
       name: v.name,
       mountPath: v.mount_path,
       readOnly: Boolean(v.read_only),
+    })),
+  };
+}
+
+/** A hibernation report in camelCase: per context, what was saved/restored and what was lost. */
+function toReport(r) {
+  return {
+    method: r.method,
+    methodReason: r.method_reason,
+    contexts: (r.contexts ?? []).map((c) => ({
+      id: c.id,
+      language: c.language,
+      restored: c.restored ?? [],
+      lost: c.lost ?? [],
     })),
   };
 }
@@ -168,7 +184,8 @@ export class CodeSandbox {
   }
 
   /**
-   * Connect to an existing sandbox by id, resuming it if it is paused.
+   * Connect to an existing sandbox by id, resuming it if it is paused or hibernated (then
+   * `sandbox.restoreReport` says what each context got back and what was lost).
    * @param {string} sandboxId
    * @param {import('./index.js').ConnectionOptions} [opts]
    * @returns {Promise<CodeSandbox>}
@@ -182,7 +199,7 @@ export class CodeSandbox {
     if (info.state === 'killed') {
       throw new NotFoundError(`sandbox ${sandboxId} was killed`, { code: 'not_found', status: 404 });
     }
-    if (info.state === 'paused') {
+    if (info.state === 'paused' || info.state === 'hibernated') {
       info = await http.json('POST', `/v1/sandboxes/${enc(sandboxId)}/resume`);
     }
     return new CodeSandbox(sandboxId, http, info);
@@ -249,6 +266,11 @@ export class CodeSandbox {
     return `${this._http.config.apiUrl}${this._base}/ports/${port}`;
   }
 
+  /** After a resume from hibernation (`resume()` or `connect`): what each context got back. */
+  get restoreReport() {
+    return this._info?.restore;
+  }
+
   async getInfo() {
     this._info = toInfo(await this._http.json('GET', this._base));
     return this._info;
@@ -288,9 +310,24 @@ export class CodeSandbox {
     return this._info;
   }
 
-  /** Continue a paused sandbox where it stopped. Idempotent. */
+  /**
+   * Continue a paused sandbox where it stopped, or relaunch a hibernated one and restore its
+   * contexts (`info.restore` then lists, per context, what was restored and what was lost, with
+   * the reason). Idempotent.
+   */
   async resume() {
     this._info = toInfo(await this._http.json('POST', `${this._base}/resume`));
+    return this._info;
+  }
+
+  /**
+   * Hibernate: every context saves its state to disk and the sandbox's processes stop, so it holds
+   * no memory and survives a server restart. `info.hibernation` lists, per context, what was saved
+   * and what cannot be (generators, sockets, threads...). `resume()` or `CodeSandbox.connect(id)`
+   * brings it back. Idempotent.
+   */
+  async hibernate() {
+    this._info = toInfo(await this._http.json('POST', `${this._base}/hibernate`));
     return this._info;
   }
 

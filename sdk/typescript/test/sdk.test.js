@@ -694,6 +694,30 @@ describe('sandbox info', () => {
       await sb.kill();
     }
   });
+
+  test('hibernate() saves the contexts to disk; connect() restores them and reports what was lost', async () => {
+    const sb = await CodeSandbox.create({ project: 'sdk-tests' });
+    try {
+      await sb.runCode('kept = 41 + 1\ngen = (i for i in range(3))');
+      const h = await sb.hibernate();
+      assert.equal(h.state, 'hibernated');
+      assert.equal(h.hibernation.method, 'per-language');
+      const saved = h.hibernation.contexts[0];
+      assert.ok(saved.restored.some((i) => i.name === 'kept' && i.kind === 'variable'), JSON.stringify(saved));
+      assert.ok(saved.lost.some((l) => l.name === 'gen'), JSON.stringify(saved));
+      await assert.rejects(sb.runCode('1'), (e) => e instanceof ConflictError && e.status === 409);
+      assert.equal((await sb.hibernate()).state, 'hibernated'); // idempotent
+
+      const again = await CodeSandbox.connect(sb.sandboxId);
+      const report = again.restoreReport;
+      assert.equal(report.contexts[0].id, saved.id);
+      assert.ok(report.contexts[0].restored.some((i) => i.name === 'kept'), JSON.stringify(report));
+      assert.ok(report.contexts[0].lost.some((l) => l.name === 'gen' && l.reason.includes('generator')));
+      assert.equal((await again.runCode('print(kept)')).stdout, '42\n');
+    } finally {
+      await sb.kill();
+    }
+  });
 });
 
 describe('ports', () => {

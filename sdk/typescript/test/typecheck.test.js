@@ -148,8 +148,11 @@ await watch.stop();
 const bad3: CommandHandle = await sandbox.commands.run('ls');
 await sandbox.pause();
 await sandbox.resume();
+const hib = await sandbox.hibernate();
+const lostNames: string[] = (hib.hibernation?.contexts ?? []).flatMap((c) => c.lost.map((l) => l.name));
+const restoredKinds: string[] | undefined = sandbox.restoreReport?.contexts[0]?.restored.map((i) => i.kind);
 await sandbox.setTimeout(60_000);
-const state: 'running' | 'paused' | 'killed' = (await sandbox.getInfo()).state;
+const state: 'running' | 'paused' | 'hibernated' | 'killed' = (await sandbox.getInfo()).state;
 const killed: boolean = await sandbox.kill();
 const e: LizardError = new NotFoundError('x');
 const codeStr: string = e.code;
@@ -164,6 +167,7 @@ await CodeSandbox.create({ project: 'p', nope: 1 });
 // @ts-expect-error exec resolves to an ExecResult, not an Execution
 const bad2: Execution = await sandbox.exec('ls');
 void [declared, names, out, n, ok, data, fmts, png, err, all, cfId, cfLang, code, state, killed, codeStr, bad1, bad2, bad3];
+void [lostNames, restoredKinds];
 void [ptyCode, ptyKilled, cr, procs, killedPid, text, stream, written, many, entries, flags, moved, mtime];
 `;
 

@@ -30,6 +30,56 @@ __lz_done() {
   if [ "$__lz_int" = 1 ]; then st=interrupted; elif [ "$2" != 0 ]; then st=error; fi
   printf '{"ev":"done","id":%s,"status":"%s","exit_code":%s}\n' "$1" "$st" "$2" >&62
 }
+__lz_json() { local __lz_s=${1//\\/\\\\}; __lz_s=${__lz_s//\"/\\\"}; __lz_s=${__lz_s//$'\n'/\\n}; __lz_s=${__lz_s//$'\t'/\\t}; printf '"%s"' "$__lz_s"; }
+__lz_report() {
+  local __lz_k __lz_v __lz_sep= __lz_out='{"ev":"report","id":'$1',"items":['
+  while IFS=' ' read -r __lz_k __lz_v; do
+    __lz_out+="$__lz_sep{\"kind\":$(__lz_json "$__lz_k"),\"name\":$(__lz_json "$__lz_v")}"; __lz_sep=,
+  done < "$2"
+  __lz_out+='],"lost":['; __lz_sep=
+  while IFS=$'\t' read -r __lz_k __lz_v; do
+    __lz_out+="$__lz_sep{\"name\":$(__lz_json "$__lz_k"),\"reason\":$(__lz_json "$__lz_v")}"; __lz_sep=,
+  done < "$3"
+  printf '%s]}\n' "$__lz_out" >&62
+}
+__lz_special='^(BASH.*|BASHOPTS|SHELLOPTS|EUID|UID|PPID|GROUPS|FUNCNAME|RANDOM|SRANDOM|SECONDS|LINENO|HISTCMD|PIPESTATUS|DIRSTACK|EPOCHREALTIME|EPOCHSECONDS|COMP_.*|PWD|OLDPWD|SHLVL|_|__lz_.*|PS[0-4]|IFS|OPTIND|OPTARG|HOSTNAME|HOSTTYPE|MACHTYPE|OSTYPE|COLUMNS|LINES)$'
+__lz_snapshot() {
+  local __lz_id=$1 __lz_d=$2 __lz_n __lz_f
+  if ! { mkdir -p "$__lz_d" && : > "$__lz_d/vars.sh" && : > "$__lz_d/funcs.sh" && : > "$__lz_d/items" && : > "$__lz_d/lost"; }; then
+    __lz_done "$__lz_id" 1; return
+  fi
+  for __lz_n in $(compgen -v); do
+    [[ $__lz_n =~ $__lz_special ]] && continue
+    __lz_f=$(declare -p "$__lz_n" 2>/dev/null) || continue
+    [[ ${__lz_f#declare -} =~ ^[a-zA-Z-]*r ]] && continue
+    printf '%s\n' "declare -g ${__lz_f#declare }" >> "$__lz_d/vars.sh"
+    printf 'variable %s\n' "$__lz_n" >> "$__lz_d/items"
+  done
+  for __lz_n in $(compgen -A function); do
+    [[ $__lz_n == __lz_* ]] && continue
+    declare -f "$__lz_n" >> "$__lz_d/funcs.sh"
+    printf 'function %s\n' "$__lz_n" >> "$__lz_d/items"
+  done
+  alias -p > "$__lz_d/aliases.sh"
+  for __lz_n in $(compgen -a); do printf 'alias %s\n' "$__lz_n" >> "$__lz_d/items"; done
+  printf '%s' "$PWD" > "$__lz_d/cwd"
+  printf 'cwd %s\n' "$PWD" >> "$__lz_d/items"
+  __lz_n=$(jobs -p | wc -l)
+  [ "$__lz_n" != 0 ] && printf 'jobs\t%s background job(s): processes do not survive hibernation\n' "$__lz_n" >> "$__lz_d/lost"
+  cp "$__lz_d/items" "$__lz_d/saved-items"
+  __lz_report "$__lz_id" "$__lz_d/items" "$__lz_d/lost"
+  __lz_done "$__lz_id" 0
+}
+__lz_restore_state() {
+  local __lz_id=$1 __lz_d=$2
+  : > "$__lz_d/restore-lost"
+  source "$__lz_d/funcs.sh" || printf 'functions\tsome function definitions failed to load\n' >> "$__lz_d/restore-lost"
+  source "$__lz_d/vars.sh" || printf 'variables\tsome variables failed to load\n' >> "$__lz_d/restore-lost"
+  source "$__lz_d/aliases.sh" || printf 'aliases\tsome aliases failed to load\n' >> "$__lz_d/restore-lost"
+  cd -- "$(cat "$__lz_d/cwd")" || printf 'cwd\tthe saved working directory is gone\n' >> "$__lz_d/restore-lost"
+  __lz_report "$__lz_id" "$__lz_d/saved-items" "$__lz_d/restore-lost"
+  __lz_done "$__lz_id" 0
+}
 __lz_trap_int
 printf '{"ev":"ready"}\n' >&62
 "#;
@@ -49,6 +99,20 @@ pub fn exec_line(id: u64, cell_file: &Path, env: &BTreeMap<String, String>) -> S
     line
 }
 
+/// The command line that saves (`snapshot`) or loads (`restore`) the shell's state in `dir`; answered
+/// with one `report` event and `done` like a cell.
+pub fn hibernate_line(op: &str, id: u64, dir: &Path) -> String {
+    let f = if op == "snapshot" {
+        "__lz_snapshot"
+    } else {
+        "__lz_restore_state"
+    };
+    format!(
+        "__lz_int=0; {f} {id} {} </dev/null\n",
+        single_quote(&dir.display().to_string())
+    )
+}
+
 /// Quote `s` for bash: inside single quotes everything is literal except `'` itself.
 fn single_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -61,6 +125,16 @@ mod tests {
     #[test]
     fn quoting_survives_quotes_and_newlines() {
         assert_eq!(single_quote("it's\n$x"), "'it'\\''s\n$x'");
+    }
+
+    #[test]
+    fn hibernate_lines_call_the_prelude_functions_with_a_quoted_dir() {
+        let l = hibernate_line("snapshot", 0, Path::new("/run/lizard/hib it's"));
+        assert_eq!(
+            l,
+            "__lz_int=0; __lz_snapshot 0 '/run/lizard/hib it'\\''s' </dev/null\n"
+        );
+        assert!(hibernate_line("restore", 0, Path::new("/d")).contains("__lz_restore_state 0 '/d'"));
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub enum KernelError {
     },
     #[error("the {language} kernel did not become ready within {timeout_ms} ms")]
     StartTimeout { language: Language, timeout_ms: u64 },
+    #[error("the {language} kernel exited while saving or restoring its state ({exit})")]
+    DiedInHibernateOp { language: Language, exit: ExitInfo },
+    #[error("the {language} kernel did not save or restore its state within {timeout_ms} ms")]
+    HibernateOpTimeout { language: Language, timeout_ms: u64 },
     #[error("cannot send the cell to the kernel")]
     Send(#[source] io::Error),
 }
@@ -170,6 +174,14 @@ pub enum RunnerEvent {
     ProtocolError {
         message: String,
     },
+    /// The answer to a `snapshot` / `restore` control message: what was saved or restored, and
+    /// what was not (with the reason).
+    Report {
+        #[serde(default)]
+        items: Vec<lizard_proto::StateItem>,
+        #[serde(default)]
+        lost: Vec<lizard_proto::LostItem>,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -195,6 +207,22 @@ pub enum KernelMsg {
     Event(RunnerEvent),
     /// The process ended; nothing follows.
     Exited(ExitInfo),
+}
+
+/// Hibernation control messages (`kernels/PROTOCOL.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HibernateOp {
+    Snapshot,
+    Restore,
+}
+
+/// A kernel's answer to a [`HibernateOp`].
+#[derive(Debug, Default)]
+pub struct HibernateAnswer {
+    /// `done` said `ok`.
+    pub ok: bool,
+    pub items: Vec<lizard_proto::StateItem>,
+    pub lost: Vec<lizard_proto::LostItem>,
 }
 
 /// How a control message reaches the kernel.
@@ -402,6 +430,74 @@ impl Kernel {
                     .await
                     .map_err(KernelError::Send)
             }
+        }
+    }
+
+    /// Save (`snapshot`) or load (`restore`) the kernel's state in `dir` (a path the kernel can
+    /// reach) and wait for its `report` and `done`, at most `timeout`. Output written meanwhile is
+    /// dropped.
+    pub async fn hibernate_op(
+        &mut self,
+        op: HibernateOp,
+        id: u64,
+        dir: &Path,
+        timeout: Duration,
+    ) -> Result<HibernateAnswer, KernelError> {
+        let op_name = match op {
+            HibernateOp::Snapshot => "snapshot",
+            HibernateOp::Restore => "restore",
+        };
+        match &mut self.control {
+            Control::Json(w) => {
+                let mut line = serde_json::to_vec(&serde_json::json!({
+                    "op": op_name, "id": id, "dir": dir.display().to_string(),
+                }))
+                .map_err(|e| KernelError::Send(io::Error::other(e)))?;
+                line.push(b'\n');
+                w.write_all(&line).await.map_err(KernelError::Send)?;
+            }
+            Control::Bash { stdin, .. } => {
+                let line = bash::hibernate_line(op_name, id, dir);
+                stdin
+                    .write_all(line.as_bytes())
+                    .await
+                    .map_err(KernelError::Send)?;
+            }
+        }
+        let language = self.language;
+        let mut answer = HibernateAnswer::default();
+        let waiting = async {
+            loop {
+                match self.msgs.recv().await {
+                    Some(KernelMsg::Event(RunnerEvent::Report { items, lost })) => {
+                        answer.items = items;
+                        answer.lost = lost;
+                    }
+                    Some(KernelMsg::Event(RunnerEvent::Done {
+                        id: done, status, ..
+                    })) if done == id => {
+                        answer.ok = status == RunnerStatus::Ok;
+                        return Ok(());
+                    }
+                    Some(KernelMsg::Exited(exit)) => {
+                        return Err(KernelError::DiedInHibernateOp { language, exit })
+                    }
+                    None => {
+                        return Err(KernelError::DiedInHibernateOp {
+                            language,
+                            exit: ExitInfo::Unknown,
+                        })
+                    }
+                    Some(_) => {}
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, waiting).await {
+            Ok(r) => r.map(|()| answer),
+            Err(_) => Err(KernelError::HibernateOpTimeout {
+                language,
+                timeout_ms: timeout.as_millis() as u64,
+            }),
         }
     }
 

@@ -35,12 +35,16 @@ from .models import (
     ExecutionError,
     ExecutionUsage,
     FilesystemEvent,
+    ContextReport,
+    HibernationReport,
+    LostItem,
     ProcessInfo,
     Result,
     SandboxInfo,
     SandboxLimits,
     SandboxVolume,
     VolumeInfo,
+    StateItem,
 )
 from .sandbox import CodeSandbox, CommandHandle, PtyHandle, WatchHandle
 from .async_sandbox import AsyncCommandHandle, AsyncPtyHandle, AsyncWatchHandle
@@ -67,6 +71,10 @@ __all__ = [
     "Volumes",
     "AsyncVolumes",
     "VolumeInfo",
+    "HibernationReport",
+    "ContextReport",
+    "StateItem",
+    "LostItem",
     "CommandResult",
     "ProcessInfo",
     "EntryInfo",

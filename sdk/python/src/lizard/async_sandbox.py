@@ -37,6 +37,7 @@ from .models import (
     Execution,
     ExecutionError,
     FilesystemEvent,
+    HibernationReport,
     ProcessInfo,
     Result,
     SandboxInfo,
@@ -98,6 +99,8 @@ class AsyncCodeSandbox:
         self._id = sandbox_id
         self._cfg = cfg
         self._client = client
+        #: After a resume from hibernation: what each context got back and what was lost.
+        self.restore_report: Optional[HibernationReport] = None
         self.commands = AsyncCommands(self)
         self.files = AsyncFiles(self)
         self.pty = AsyncPty(self)
@@ -150,12 +153,13 @@ class AsyncCodeSandbox:
         *,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "AsyncCodeSandbox":
-        """Attach to an existing sandbox, resuming it when paused; see ``CodeSandbox.connect``."""
+        """Attach to an existing sandbox, resuming it when paused or hibernated; see
+        ``CodeSandbox.connect``."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
         sb = cls._bind(sandbox_id, cfg, None)
         try:
             info = await sb.get_info()
-            if info.state == "paused":
+            if info.state in ("paused", "hibernated"):
                 await sb.resume()
             elif info.state == "killed":
                 raise NotFoundError(f"sandbox {sandbox_id} was killed", code="not_found", status=404)
@@ -371,9 +375,18 @@ class AsyncCodeSandbox:
         """Freeze the sandbox, keeping its state; see ``CodeSandbox.pause``."""
         await self._call(Req("POST", _core.sandbox_path(self._id, "/pause")))
 
-    async def resume(self) -> None:
-        """Thaw a paused sandbox (a no-op when it runs)."""
-        await self._call(Req("POST", _core.sandbox_path(self._id, "/resume")))
+    async def resume(self) -> Optional[HibernationReport]:
+        """Thaw a paused sandbox, or relaunch a hibernated one; see ``CodeSandbox.resume``."""
+        wire = await self._call(Req("POST", _core.sandbox_path(self._id, "/resume")))
+        info = SandboxInfo.from_wire(wire)
+        if info.restore is not None:
+            self.restore_report = info.restore
+        return info.restore
+
+    async def hibernate(self) -> Optional[HibernationReport]:
+        """Save the contexts to disk and stop the sandbox; see ``CodeSandbox.hibernate``."""
+        wire = await self._call(Req("POST", _core.sandbox_path(self._id, "/hibernate")))
+        return SandboxInfo.from_wire(wire).hibernation
 
     async def kill(self) -> bool:
         """Kill the sandbox and close the connections. ``True`` if it was killed now, ``False`` if

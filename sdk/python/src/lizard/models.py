@@ -348,8 +348,70 @@ class SandboxLimits:
 
 
 @dataclass(frozen=True)
+class StateItem:
+    """One item of a context's state saved or restored across hibernation. ``kind`` is
+    ``variable``, ``function``, ``class``, ``module``, ``alias`` or ``cwd`` (``name`` is then the
+    path)."""
+
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class LostItem:
+    """One item that did not survive hibernation, and why."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ContextReport:
+    """What happened to one context's state: ``restored`` (saved, in a hibernate answer) and
+    ``lost``."""
+
+    id: str
+    language: str
+    restored: List[StateItem] = field(default_factory=list)
+    lost: List[LostItem] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HibernationReport:
+    """How kernel state crossed a hibernation (``method`` is ``per-language``: each kernel saved
+    and reloaded its own state; ``method_reason`` says why), per context."""
+
+    method: str
+    method_reason: str
+    contexts: List[ContextReport] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "HibernationReport":
+        return cls(
+            method=str(obj.get("method", "")),
+            method_reason=str(obj.get("method_reason", "")),
+            contexts=[
+                ContextReport(
+                    id=str(c.get("id", "")),
+                    language=str(c.get("language", "")),
+                    restored=[
+                        StateItem(name=str(i.get("name", "")), kind=str(i.get("kind", "")))
+                        for i in c.get("restored") or []
+                    ],
+                    lost=[
+                        LostItem(name=str(i.get("name", "")), reason=str(i.get("reason", "")))
+                        for i in c.get("lost") or []
+                    ],
+                )
+                for c in obj.get("contexts") or []
+            ],
+        )
+
+
+@dataclass(frozen=True)
 class SandboxInfo:
-    """A sandbox as the API reports it. ``state`` is ``running``, ``paused`` or ``killed``; times are
+    """A sandbox as the API reports it. ``state`` is ``running``, ``paused``, ``hibernated`` or
+    ``killed``; times are
     milliseconds since the Unix epoch; ``timeout_at_ms`` is when the server kills it unless the
     timeout is extended (``set_timeout``)."""
 
@@ -363,6 +425,10 @@ class SandboxInfo:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     #: Volumes mounted in the sandbox.
     volumes: List["SandboxVolume"] = field(default_factory=list)
+    #: In the answer of ``hibernate()``: what each context saved and what it could not.
+    hibernation: Optional[HibernationReport] = None
+    #: In the answer of a resume from hibernation: what each context got back and what was lost.
+    restore: Optional[HibernationReport] = None
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> "SandboxInfo":
@@ -379,6 +445,8 @@ class SandboxInfo:
             metadata={str(k): str(v) for k, v in dict(meta).items()},
             limits=SandboxLimits.from_wire(limits),
             volumes=[SandboxVolume.from_wire(v) for v in volumes],
+            hibernation=HibernationReport.from_wire(obj["hibernation"]) if obj.get("hibernation") else None,
+            restore=HibernationReport.from_wire(obj["restore"]) if obj.get("restore") else None,
         )
 
 

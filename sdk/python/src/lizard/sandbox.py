@@ -40,6 +40,7 @@ from .models import (
     Execution,
     ExecutionError,
     FilesystemEvent,
+    HibernationReport,
     ProcessInfo,
     Result,
     SandboxInfo,
@@ -96,6 +97,9 @@ class CodeSandbox:
         self._cfg = cfg
         self._client = client
         self._client_lock = threading.Lock()
+        #: After a resume from hibernation (``resume()`` or ``connect``): what each context got
+        #: back and what was lost.
+        self.restore_report: Optional[HibernationReport] = None
         self.commands = Commands(self)
         self.files = Files(self)
         self.pty = Pty(self)
@@ -152,13 +156,15 @@ class CodeSandbox:
         *,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "CodeSandbox":
-        """Attach to an existing sandbox; a paused one is resumed (its kernels keep their state).
-        ``NotFoundError`` when it does not exist (or belongs to another project)."""
+        """Attach to an existing sandbox; a paused one is resumed (its kernels keep their state), a
+        hibernated one relaunched with its contexts restored (``restore_report`` says what came
+        back and what was lost). ``NotFoundError`` when it does not exist (or belongs to another
+        project)."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
         sb = cls._bind(sandbox_id, cfg, None)
         try:
             info = sb.get_info()
-            if info.state == "paused":
+            if info.state in ("paused", "hibernated"):
                 sb.resume()
             elif info.state == "killed":
                 raise NotFoundError(f"sandbox {sandbox_id} was killed", code="not_found", status=404)
@@ -388,9 +394,22 @@ class CodeSandbox:
         timeout stops counting. ``run_code`` raises ``ConflictError`` until ``resume``/``connect``."""
         self._call(Req("POST", _core.sandbox_path(self._id, "/pause")))
 
-    def resume(self) -> None:
-        """Thaw a paused sandbox (a no-op when it runs)."""
-        self._call(Req("POST", _core.sandbox_path(self._id, "/resume")))
+    def resume(self) -> Optional[HibernationReport]:
+        """Thaw a paused sandbox (a no-op when it runs), or relaunch a hibernated one and restore
+        its contexts: then returns (and keeps in ``restore_report``) what each context got back
+        and what was lost, with the reason."""
+        info = SandboxInfo.from_wire(self._call(Req("POST", _core.sandbox_path(self._id, "/resume"))))
+        if info.restore is not None:
+            self.restore_report = info.restore
+        return info.restore
+
+    def hibernate(self) -> Optional[HibernationReport]:
+        """Save every context's state to disk and stop the sandbox's processes: it holds no memory
+        and survives a server restart; ``resume``/``connect`` brings it back. Returns what each
+        context saved and what it could not (generators, sockets, threads...); ``None`` when it
+        was already hibernated."""
+        info = SandboxInfo.from_wire(self._call(Req("POST", _core.sandbox_path(self._id, "/hibernate"))))
+        return info.hibernation
 
     def kill(self) -> bool:
         """Kill the sandbox and close the connections. ``True`` if it was killed now, ``False`` if
