@@ -32,9 +32,9 @@ pub use files::{
 pub use ids::ContextId;
 pub use language::{Language, UnknownLanguage};
 pub use sandbox::{
-    CreateProjectRequest, CreateSandboxRequest, ExecutionRow, LimitsRequest, ProjectCreated,
-    ProjectUsage, SandboxInfo, SandboxLimits, SandboxState, SandboxUsage, SetTimeoutRequest,
-    TimeoutAction, UsageTotals,
+    CreateProjectRequest, CreateSandboxRequest, Egress, ExecutionRow, LimitsRequest,
+    NetworkRequest, ProjectCreated, ProjectUsage, SandboxInfo, SandboxLimits, SandboxState,
+    SandboxUsage, SetTimeoutRequest, TimeoutAction, UsageTotals,
 };
 
 use serde::{Deserialize, Serialize};

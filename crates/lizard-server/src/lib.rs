@@ -11,6 +11,7 @@
 pub mod agent_client;
 pub mod api;
 pub mod auth;
+pub mod egress;
 pub mod metering;
 pub mod proxy;
 pub mod sandboxes;

@@ -73,6 +73,8 @@ pub struct SandboxRow {
     pub on_timeout: lizard_proto::TimeoutAction,
     /// The sandbox's lifetime, as last set.
     pub timeout_ms: u64,
+    /// The `network` of the create request, as JSON (`{}` for loopback only).
+    pub network: serde_json::Value,
 }
 
 /// Usage totals of one sandbox.
@@ -100,7 +102,8 @@ pub struct Store {
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS projects (
     name TEXT PRIMARY KEY,
-    created_at_ms INTEGER NOT NULL
+    created_at_ms INTEGER NOT NULL,
+    allow_egress INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS api_keys (
     hash TEXT PRIMARY KEY,
@@ -122,7 +125,8 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     limits TEXT NOT NULL,
     paused_remaining_ms INTEGER,
     on_timeout TEXT NOT NULL DEFAULT 'kill',
-    timeout_ms INTEGER NOT NULL DEFAULT 300000
+    timeout_ms INTEGER NOT NULL DEFAULT 300000,
+    network TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS sandboxes_project ON sandboxes(project, state);
 CREATE TABLE IF NOT EXISTS usage (
@@ -157,10 +161,12 @@ CREATE INDEX IF NOT EXISTS executions_project ON executions(project, finished_at
 ";
 
 /// Columns added after the first release of a table: added to older databases on open.
-const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
     ("sandboxes", "paused_remaining_ms", "INTEGER"),
     ("sandboxes", "on_timeout", "TEXT NOT NULL DEFAULT 'kill'"),
     ("sandboxes", "timeout_ms", "INTEGER NOT NULL DEFAULT 300000"),
+    ("sandboxes", "network", "TEXT NOT NULL DEFAULT '{}'"),
+    ("projects", "allow_egress", "INTEGER NOT NULL DEFAULT 0"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -212,10 +218,11 @@ impl Store {
 
     // --- projects and keys ----------------------------------------------------------------------
 
-    pub fn create_project(&self, name: &str) -> Result<(), StoreError> {
+    /// A new project; `allow_egress`: its sandboxes may be given internet egress.
+    pub fn create_project(&self, name: &str, allow_egress: bool) -> Result<(), StoreError> {
         let n = self.conn().execute(
-            "INSERT OR IGNORE INTO projects (name, created_at_ms) VALUES (?1, ?2)",
-            params![name, now_ms() as i64],
+            "INSERT OR IGNORE INTO projects (name, created_at_ms, allow_egress) VALUES (?1, ?2, ?3)",
+            params![name, now_ms() as i64, allow_egress],
         )?;
         if n == 0 {
             return Err(StoreError::ProjectExists(name.to_string()));
@@ -237,6 +244,19 @@ impl Store {
             .query_row("SELECT 1 FROM projects WHERE name = ?1", [name], |_| Ok(()))
             .optional()?
             .is_some())
+    }
+
+    /// Whether the project's sandboxes may have internet egress (false for unknown projects).
+    pub fn project_allows_egress(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT allow_egress FROM projects WHERE name = ?1",
+                [name],
+                |r| r.get::<_, bool>(0),
+            )
+            .optional()?
+            .unwrap_or(false))
     }
 
     pub fn list_projects(&self) -> Result<Vec<String>, StoreError> {
@@ -289,8 +309,8 @@ impl Store {
         let conn = self.conn();
         conn.execute(
             "INSERT INTO sandboxes (id, project, template, state, created_at_ms, timeout_at_ms,
-                 ended_at_ms, metadata, envs, runtime, limits, on_timeout, timeout_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 ended_at_ms, metadata, envs, runtime, limits, on_timeout, timeout_ms, network)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 s.id,
                 s.project,
@@ -308,6 +328,7 @@ impl Store {
                     lizard_proto::TimeoutAction::Pause => "pause",
                 },
                 s.timeout_ms as i64,
+                s.network.to_string(),
             ],
         )?;
         conn.execute(
@@ -395,11 +416,13 @@ impl Store {
                 _ => lizard_proto::TimeoutAction::Kill,
             },
             timeout_ms: r.get::<_, i64>(13)? as u64,
+            network: json(14)?,
         })
     }
 
     const COLUMNS: &'static str = "id, project, template, state, created_at_ms, timeout_at_ms, \
-         ended_at_ms, metadata, envs, runtime, limits, paused_remaining_ms, on_timeout, timeout_ms";
+         ended_at_ms, metadata, envs, runtime, limits, paused_remaining_ms, on_timeout, timeout_ms, \
+         network";
 
     pub fn get_sandbox(&self, id: &str) -> Result<Option<SandboxRow>, StoreError> {
         let conn = self.conn();
@@ -625,9 +648,13 @@ mod tests {
     #[test]
     fn projects_and_keys() {
         let (_d, s) = store();
-        s.create_project("a").unwrap();
+        s.create_project("a", false).unwrap();
+        s.create_project("b", true).unwrap();
+        assert!(!s.project_allows_egress("a").unwrap());
+        assert!(s.project_allows_egress("b").unwrap());
+        assert!(!s.project_allows_egress("nope").unwrap());
         assert!(matches!(
-            s.create_project("a"),
+            s.create_project("a", true),
             Err(StoreError::ProjectExists(_))
         ));
         let h = KeyHash("h1".into());
@@ -660,6 +687,7 @@ mod tests {
                 paused_remaining_ms: 0,
                 on_timeout: lizard_proto::TimeoutAction::Kill,
                 timeout_ms: 10,
+                network: serde_json::json!({"egress": "all"}),
             })
             .unwrap();
             let mut u = s.get_usage("sb1").unwrap().unwrap();
@@ -670,6 +698,7 @@ mod tests {
         let row = s.get_sandbox("sb1").unwrap().unwrap();
         assert_eq!(row.metadata["k"], "v");
         assert_eq!(row.runtime["pid"], 5);
+        assert_eq!(row.network["egress"], "all");
         assert_eq!(s.get_usage("sb1").unwrap().unwrap().cpu_ms, 42);
         assert_eq!(s.usage_rows(Some("p"), 0, 100).unwrap().len(), 1);
         assert_eq!(s.usage_rows(Some("p"), 0, 5).unwrap().len(), 0);

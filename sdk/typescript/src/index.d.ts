@@ -24,6 +24,8 @@ export interface SandboxLimits {
   pids: number;
   /** Size of the `/tmp` tmpfs, in MiB. Server default 256. */
   tmpMb: number;
+  /** Size of the writable layer (its own sparse disk), in MiB. Server default 10240. */
+  diskMb: number;
 }
 
 /** Options of {@link CodeSandbox.create}. */
@@ -41,6 +43,10 @@ export interface CreateOptions extends ConnectionOptions {
   envs?: Record<string, string>;
   /** Resource limits; server defaults for what is absent. */
   limits?: Partial<SandboxLimits>;
+  /** Internet egress: `'all'`, or the destinations the sandbox may reach (host names, IPv4
+   * addresses, `ip:port`, CIDRs; host names are resolved once, at create). Loopback only when
+   * absent. Needs an admin key or a project created with `allow_egress`. */
+  egress?: 'none' | 'all' | string[];
 }
 
 /** Options of {@link CodeSandbox.list}. */

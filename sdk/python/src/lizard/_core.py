@@ -151,6 +151,7 @@ def create_request(
     metadata: Optional[Mapping[str, str]],
     envs: Optional[Mapping[str, str]],
     limits: Optional[Mapping[str, int]],
+    egress: Any = None,
 ) -> Req:
     body: Dict[str, Any] = {}
     if project is not None:
@@ -168,7 +169,22 @@ def create_request(
         body["env"] = env
     if limits:
         body["limits"] = {str(k): int(v) for k, v in limits.items()}
+    if egress is not None:
+        body["network"] = {"egress": egress_body(egress)}
     return Req("POST", "/v1/sandboxes", json=body)
+
+
+def egress_body(egress: Any) -> Any:
+    """``"none"``, ``"all"`` or a list of destinations (host, IPv4, IPv4:port, CIDR) → the wire
+    form of ``network.egress``."""
+    if egress in ("none", "all"):
+        return egress
+    if isinstance(egress, (list, tuple)) and all(isinstance(d, str) for d in egress):
+        return {"allow": list(egress)}
+    raise InvalidArgumentError(
+        f"egress must be 'none', 'all' or a list of destinations, not {egress!r}",
+        code="invalid_argument",
+    )
 
 
 def list_request(
