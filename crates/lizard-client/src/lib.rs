@@ -601,6 +601,7 @@ impl Client {
             "/v1/projects",
             Some(&CreateProjectRequest {
                 name: name.to_string(),
+                allow_egress: false,
             }),
         )
         .await

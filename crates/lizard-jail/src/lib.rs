@@ -10,13 +10,17 @@
 //! - [`pty`]: pseudo-terminals (open, window size, controlling terminal of a child).
 //! - [`inotify`]: filesystem change notification.
 //! - [`volume`]: persistent volumes on the host (sparse ext4 images, loop mounts).
+//! - [`disk`]: per-sandbox disk quota (a sparse ext4 image, loop-mounted).
+//! - [`network`]: internet egress (nftables inside the sandbox's netns + slirp4netns).
 //!
 //! **Architecture Invariant:** this is the only crate with `unsafe` code and raw syscalls; every
 //! `unsafe` block carries a `// SAFETY:` comment. It knows nothing about HTTP, kernels' protocols,
 //! projects or billing: it starts programs and hands back handles (pids, fds, paths).
 
 pub mod cgroup;
+pub mod disk;
 pub mod inotify;
+pub mod network;
 pub mod process;
 pub mod procfs;
 pub mod pty;

@@ -39,9 +39,9 @@ pub use hibernate::{
 pub use ids::ContextId;
 pub use language::{Language, UnknownLanguage};
 pub use sandbox::{
-    CreateProjectRequest, CreateSandboxRequest, ExecutionRow, LimitsRequest, ProjectCreated,
-    ProjectUsage, SandboxInfo, SandboxLimits, SandboxState, SandboxUsage, SetTimeoutRequest,
-    TimeoutAction, UsageTotals,
+    CreateProjectRequest, CreateSandboxRequest, Egress, ExecutionRow, LimitsRequest,
+    NetworkRequest, ProjectCreated, ProjectUsage, SandboxInfo, SandboxLimits, SandboxState,
+    SandboxUsage, SetTimeoutRequest, TimeoutAction, UsageTotals,
 };
 pub use volume::{
     check_mount_path, mount_paths_overlap, valid_volume_name, CreateVolumeRequest, SandboxVolume,

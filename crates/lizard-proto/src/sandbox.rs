@@ -31,6 +31,40 @@ pub struct CreateSandboxRequest {
     /// Volumes of the project to mount (fixed for the sandbox's life).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<crate::VolumeMountRequest>,
+    /// Network access; loopback only when absent. Egress needs a project with `allow_egress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkRequest>,
+}
+
+/// The network of a sandbox: `{"egress": "none" | "all" | {"allow": ["host", "ip", "ip:port",
+/// "cidr", ...]}}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkRequest {
+    #[serde(default)]
+    pub egress: Egress,
+}
+
+/// Outbound (internet) access of a sandbox. Inside, a sandbox always has its own loopback; it
+/// never reaches the host's loopback or the link-local metadata range (169.254.0.0/16).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Egress {
+    /// Loopback only (the default).
+    #[default]
+    None,
+    /// Any IPv4 destination (except the host's loopback and 169.254.0.0/16), DNS through the
+    /// sandbox's resolver.
+    All,
+    /// Only these destinations: `1.2.3.4`, `1.2.3.4:443`, `10.1.2.0/24`, `example.com` or
+    /// `example.com:443` (host names are resolved once, when the sandbox is created). At most 64.
+    Allow(Vec<String>),
+}
+
+impl Egress {
+    pub fn is_none(&self) -> bool {
+        matches!(self, Egress::None)
+    }
 }
 
 /// What the server does with a sandbox whose timeout passed.
@@ -56,6 +90,8 @@ pub struct LimitsRequest {
     pub pids: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_mb: Option<u64>,
 }
 
 /// Resource limits of one sandbox.
@@ -69,6 +105,14 @@ pub struct SandboxLimits {
     pub pids: u64,
     /// Size of the `/tmp` tmpfs, in MiB.
     pub tmp_mb: u64,
+    /// Size of the writable layer (everything written outside `/tmp` and `/dev/shm`), in MiB.
+    /// Sparse: only what is written uses host disk.
+    #[serde(default = "default_disk_mb")]
+    pub disk_mb: u64,
+}
+
+fn default_disk_mb() -> u64 {
+    10 * 1024
 }
 
 impl Default for SandboxLimits {
@@ -78,6 +122,7 @@ impl Default for SandboxLimits {
             cpu_millicores: 1000,
             pids: 512,
             tmp_mb: 256,
+            disk_mb: default_disk_mb(),
         }
     }
 }
@@ -115,6 +160,9 @@ pub struct SandboxInfo {
     /// In the answer of a resume from hibernation: what each context got back and what was lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<crate::HibernationReport>,
+    /// The network the sandbox was created with.
+    #[serde(default)]
+    pub network: NetworkRequest,
 }
 
 /// `POST /v1/sandboxes/{id}/timeout`.
@@ -130,6 +178,9 @@ pub struct SetTimeoutRequest {
 #[serde(deny_unknown_fields)]
 pub struct CreateProjectRequest {
     pub name: String,
+    /// Whether the project's sandboxes may be created with internet egress (default false).
+    #[serde(default)]
+    pub allow_egress: bool,
 }
 
 /// A new project and its first key (shown once).
@@ -204,4 +255,31 @@ pub struct ExecutionRow {
     /// Peak resident memory of the kernel during the run.
     pub peak_rss_bytes: u64,
     pub finished_at_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn egress_shapes() {
+        let n: NetworkRequest = serde_json::from_str(r#"{"egress":"all"}"#).unwrap();
+        assert_eq!(n.egress, Egress::All);
+        let n: NetworkRequest = serde_json::from_str(r#"{"egress":"none"}"#).unwrap();
+        assert!(n.egress.is_none());
+        let n: NetworkRequest =
+            serde_json::from_str(r#"{"egress":{"allow":["example.com","10.0.0.0/8"]}}"#).unwrap();
+        assert_eq!(
+            n.egress,
+            Egress::Allow(vec!["example.com".into(), "10.0.0.0/8".into()])
+        );
+        assert_eq!(
+            serde_json::to_string(&n).unwrap(),
+            r#"{"egress":{"allow":["example.com","10.0.0.0/8"]}}"#
+        );
+        assert!(serde_json::from_str::<NetworkRequest>(r#"{"egress":"some"}"#).is_err());
+        assert!(serde_json::from_str::<NetworkRequest>(r#"{"egres":"all"}"#).is_err());
+        let n: NetworkRequest = serde_json::from_str("{}").unwrap();
+        assert!(n.egress.is_none());
+    }
 }

@@ -285,6 +285,7 @@ pub fn info(sb: &Sandbox) -> SandboxInfo {
         volumes: sb.volumes.clone(),
         hibernation: None,
         restore: None,
+        network: sb.network.clone(),
     }
 }
 
@@ -315,6 +316,18 @@ async fn create_sandbox(
             "project not found (this API key belongs to another project)",
         )
     })?;
+    let wants_egress = req.network.as_ref().is_some_and(|n| !n.egress.is_none());
+    // Admin keys may grant egress to any project; a project key only to a project created with
+    // `allow_egress`.
+    if wants_egress
+        && who != Principal::Admin
+        && !st.sandboxes.store.project_allows_egress(&project)?
+    {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            format!("project {project:?} may not grant internet egress (an admin can create a project with allow_egress)"),
+        ));
+    }
     let sb = st
         .sandboxes
         .create(CreateSandbox {
@@ -326,6 +339,7 @@ async fn create_sandbox(
             limits: req.limits.unwrap_or_default(),
             on_timeout: req.on_timeout.unwrap_or_default(),
             volumes: req.volumes,
+            network: req.network.unwrap_or_default(),
         })
         .await?;
     Ok((StatusCode::CREATED, Json(info(&sb))))
@@ -580,7 +594,7 @@ async fn create_project(
         ));
     }
     let store = &st.sandboxes.store;
-    store.create_project(&req.name)?;
+    store.create_project(&req.name, req.allow_egress)?;
     let api_key = auth::issue_key(store, Some(&req.name))?;
     Ok((
         StatusCode::CREATED,

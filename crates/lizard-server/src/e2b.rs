@@ -240,6 +240,19 @@ async fn create(
     let project = who
         .project_for(None)
         .ok_or_else(|| E2bError(StatusCode::FORBIDDEN, "this key has no project".into()))?;
+    // E2B sandboxes reach the internet unless `allow_internet_access: false`; here only a project
+    // created with `allow_egress` grants it, and otherwise the sandbox gets loopback only.
+    let egress = if req.allow_internet_access != Some(false)
+        && st
+            .sandboxes
+            .store
+            .project_allows_egress(&project)
+            .map_err(ApiError::from)?
+    {
+        lizard_proto::Egress::All
+    } else {
+        lizard_proto::Egress::None
+    };
     let template = match req.template_id.as_str() {
         "" | BASE_TEMPLATE => None,
         t => Some(t.to_string()),
@@ -259,6 +272,7 @@ async fn create(
                 TimeoutAction::Kill
             },
             volumes: Vec::new(),
+            network: lizard_proto::NetworkRequest { egress },
         })
         .await?;
     Ok((StatusCode::CREATED, Json(sandbox_body(&st, &sb))))
@@ -532,6 +546,7 @@ async fn debug_sandbox(st: &Arc<AppState>) -> Result<Arc<Sandbox>, E2bError> {
                     limits: LimitsRequest::default(),
                     on_timeout: TimeoutAction::Kill,
                     volumes: Vec::new(),
+                    network: Default::default(),
                 })
                 .await?
         }

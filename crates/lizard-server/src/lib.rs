@@ -12,6 +12,7 @@ pub mod agent_client;
 pub mod api;
 pub mod auth;
 pub mod e2b;
+pub mod egress;
 pub mod metering;
 pub mod proxy;
 pub mod sandboxes;

@@ -21,7 +21,7 @@ use crate::volumes::{VolumeError, Volumes};
 use lizard_jail::cgroup::Cgroup;
 use lizard_jail::sandbox::{Bind, IdMap, Limits, RootfsSpec, SandboxSpec, UserSpec};
 use lizard_proto::{
-    HibernationReport, LimitsRequest, SandboxLimits, SandboxVolume, TimeoutAction,
+    HibernationReport, LimitsRequest, NetworkRequest, SandboxLimits, SandboxVolume, TimeoutAction,
     VolumeMountRequest,
 };
 use lizard_template::Template;
@@ -95,6 +95,9 @@ pub struct Runtime {
     /// starts again at zero when it is relaunched.
     #[serde(default)]
     pub cpu_base_ms: u64,
+    /// Where the writable layer's disk image is mounted (unmounted when the sandbox goes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<PathBuf>,
 }
 
 /// A sandbox the server manages.
@@ -107,6 +110,7 @@ pub struct Sandbox {
     pub envs: BTreeMap<String, String>,
     pub limits: SandboxLimits,
     pub on_timeout: TimeoutAction,
+    pub network: NetworkRequest,
     pub runtime: Runtime,
     /// Volumes mounted in the sandbox (fixed at create).
     pub volumes: Vec<SandboxVolume>,
@@ -149,6 +153,7 @@ impl Sandbox {
             limits: self.limits,
             on_timeout: self.on_timeout,
             volumes: self.volumes.clone(),
+            network: self.network.clone(),
             agent: AgentClient::new(runtime.socket.clone()),
             runtime,
             timeout_at_ms: AtomicU64::new(timeout_at_ms),
@@ -187,6 +192,7 @@ pub struct CreateSandbox {
     pub limits: LimitsRequest,
     pub on_timeout: TimeoutAction,
     pub volumes: Vec<VolumeMountRequest>,
+    pub network: NetworkRequest,
 }
 
 pub struct Sandboxes {
@@ -261,6 +267,7 @@ impl Sandboxes {
             cpu_millicores: r.cpu_millicores.unwrap_or(d.cpu_millicores),
             pids: r.pids.unwrap_or(d.pids),
             tmp_mb: r.tmp_mb.unwrap_or(d.tmp_mb),
+            disk_mb: r.disk_mb.unwrap_or(d.disk_mb),
         };
         if !(64..=1024 * 1024).contains(&l.memory_mb) {
             return Err(SandboxError::Invalid(
@@ -280,6 +287,11 @@ impl Sandboxes {
         if !(1..=1024 * 1024).contains(&l.tmp_mb) {
             return Err(SandboxError::Invalid(
                 "limits.tmp_mb must be between 1 and 1048576".into(),
+            ));
+        }
+        if !(64..=16 * 1024 * 1024).contains(&l.disk_mb) {
+            return Err(SandboxError::Invalid(
+                "limits.disk_mb must be between 64 and 16777216".into(),
             ));
         }
         Ok(l)
@@ -323,6 +335,7 @@ impl Sandboxes {
         let limits = self.resolve_limits(&req.limits)?;
         let wanted = check_volume_requests(&req.volumes)?;
         let (volumes, _claim) = self.claim_volumes(&req.project, wanted).await?;
+        let egress = crate::egress::resolve(&req.network.egress).await?;
         let pooled = if self.pool_eligible(&template_name, &req) {
             self.take_pooled()
         } else {
@@ -331,7 +344,7 @@ impl Sandboxes {
         let launched = match pooled {
             Some(l) => Ok(l),
             None => {
-                self.launch_new(&template_name, &req.envs, limits, &volumes)
+                self.launch_new(&template_name, &req.envs, limits, &volumes, egress.as_ref())
                     .await
             }
         };
@@ -348,6 +361,7 @@ impl Sandboxes {
             envs: req.envs.clone(),
             limits,
             on_timeout: req.on_timeout,
+            network: req.network.clone(),
             runtime,
             volumes: volumes.clone(),
             timeout_at_ms: AtomicU64::new(now + timeout_ms),
@@ -376,6 +390,7 @@ impl Sandboxes {
                 on_timeout: req.on_timeout,
                 timeout_ms,
                 volumes: volumes.clone(),
+                network: serde_json::to_value(&req.network).unwrap_or_default(),
             })
         });
         if let Err(e) = stored {
@@ -391,13 +406,14 @@ impl Sandboxes {
     }
 
     /// Whether a create request can be served by a pooled sandbox: the default template, with
-    /// nothing that is fixed at launch (environment, limits) asked for.
+    /// nothing that is fixed at launch (environment, limits, network) asked for.
     fn pool_eligible(&self, template: &str, req: &CreateSandbox) -> bool {
         self.cfg.pool_size > 0
             && template == self.cfg.default_template
             && req.envs.is_empty()
             && req.limits == LimitsRequest::default()
             && req.volumes.is_empty()
+            && req.network.egress.is_none()
     }
 
     /// Resolve the requested volumes in `project`, mount them on the host and count this launch
@@ -511,7 +527,7 @@ impl Sandboxes {
                 let template = self.cfg.default_template.clone();
                 let limits = self.cfg.default_limits;
                 match self
-                    .launch_new(&template, &BTreeMap::new(), limits, &[])
+                    .launch_new(&template, &BTreeMap::new(), limits, &[], None)
                     .await
                 {
                     Ok(l) => {
@@ -563,11 +579,22 @@ impl Sandboxes {
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
         volumes: &[SandboxVolume],
+        egress: Option<&crate::egress::Resolved>,
     ) -> Result<LaunchedSandbox, SandboxError> {
         let id = new_sandbox_id();
         let dir = self.sandboxes_dir().join(&id);
-        self.launch_in(id, &dir, template_name, envs, limits, volumes, true, 0)
-            .await
+        self.launch_in(
+            id,
+            &dir,
+            template_name,
+            envs,
+            limits,
+            volumes,
+            egress,
+            true,
+            0,
+        )
+        .await
     }
 
     fn find_template(&self, template_name: &str) -> Result<Template, SandboxError> {
@@ -597,6 +624,7 @@ impl Sandboxes {
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
         volumes: &[SandboxVolume],
+        egress: Option<&crate::egress::Resolved>,
         fresh: bool,
         cpu_base_ms: u64,
     ) -> Result<LaunchedSandbox, SandboxError> {
@@ -607,29 +635,40 @@ impl Sandboxes {
                 "template {template_name} has no Python or no Node: it cannot run the code interpreter"
             )));
         };
+        let dir = dir.to_path_buf();
+        let disk = dir.join("disk");
         let cleanup = |dir: &Path| {
             if fresh {
-                let _ = std::fs::remove_dir_all(dir);
+                remove_files(dir, Some(&dir.join("disk")));
             }
         };
-        let dir = dir.to_path_buf();
-        let (upper, work, mountpoint, run) = (
-            dir.join("upper"),
-            dir.join("work"),
-            dir.join("rootfs"),
-            dir.join("run"),
-        );
-        if !fresh {
-            // overlayfs wants an empty work dir; the old one may hold the last mount's leftovers.
-            let _ = std::fs::remove_dir_all(&work);
+        let prepared = {
+            let (dir, disk, root) = (dir.clone(), disk.clone(), template.rootfs.clone());
+            let bytes = limits.disk_mb * 1024 * 1024;
+            let egress = egress.cloned();
+            tokio::task::spawn_blocking(move || {
+                if fresh {
+                    prepare_dirs(&dir, &disk, bytes, &root, egress)
+                } else {
+                    reopen_dirs(&dir, &disk)
+                }
+            })
+            .await
+            .map_err(|e| SandboxError::Launch(e.to_string()))
+            .and_then(|r| r)
+        };
+        if let Err(e) = prepared {
+            cleanup(&dir);
+            return Err(e);
         }
-        for d in [&upper, &work, &mountpoint, &run] {
-            std::fs::create_dir_all(d).map_err(io_err(d))?;
-        }
+        let run = dir.join("run");
         // The agent (uid 1000 inside) creates its socket in the run dir.
         let host_uid = self.cfg.id_shift + meta.user.uid;
         let host_gid = self.cfg.id_shift + meta.user.gid;
-        std::os::unix::fs::chown(&run, Some(host_uid), Some(host_gid)).map_err(io_err(&run))?;
+        if let Err(e) = std::os::unix::fs::chown(&run, Some(host_uid), Some(host_gid)) {
+            cleanup(&dir);
+            return Err(io_err(&run)(e));
+        }
 
         let mut spec = self.spec(&id, &template, (&python, &node), &dir, envs, limits, fresh);
         // Volumes: their host mount directories, bound at their mount paths (no symlink followed).
@@ -652,6 +691,7 @@ impl Sandboxes {
             dir: dir.clone(),
             socket: run.join("agent.sock"),
             cpu_base_ms,
+            disk: Some(disk),
         };
         // Written before anything can fail, so a server that dies now still finds and removes
         // this sandbox at its next start (see `adopt`).
@@ -659,6 +699,12 @@ impl Sandboxes {
         if let Err(e) = std::fs::write(&rt_file, serde_json::to_vec(&runtime).unwrap_or_default()) {
             destroy_or_stop(&runtime, fresh);
             return Err(io_err(&rt_file)(e));
+        }
+        if let Some(egress) = egress {
+            if let Err(e) = attach_network(&runtime, &egress.policy, &dir).await {
+                destroy_or_stop(&runtime, fresh);
+                return Err(e);
+            }
         }
         let agent = AgentClient::new(runtime.socket.clone());
         if let Err(e) = agent.wait_ready(self.cfg.ready_timeout).await {
@@ -718,8 +764,8 @@ impl Sandboxes {
             hostname: id.to_string(),
             rootfs: RootfsSpec {
                 lower: lower.to_path_buf(),
-                upper: dir.join("upper"),
-                work: dir.join("work"),
+                upper: dir.join("disk/upper"),
+                work: dir.join("disk/work"),
                 mountpoint: dir.join("rootfs"),
             },
             binds: vec![
@@ -952,6 +998,8 @@ impl Sandboxes {
                 self.volumes.ensure_mounted(&v.volume_id).await?;
             }
         }
+        // Allow-listed names are resolved again: a relaunch may be days later.
+        let egress = crate::egress::resolve(&sb.network.egress).await?;
         let launched = self
             .launch_in(
                 sb.id.clone(),
@@ -960,6 +1008,7 @@ impl Sandboxes {
                 &sb.envs,
                 sb.limits,
                 &sb.volumes,
+                egress.as_ref(),
                 false,
                 cpu_base_ms,
             )
@@ -1132,6 +1181,7 @@ impl Sandboxes {
                         envs: row.envs,
                         limits,
                         on_timeout: row.on_timeout,
+                        network: serde_json::from_value(row.network.clone()).unwrap_or_default(),
                         runtime: rt,
                         volumes: row.volumes,
                         timeout_at_ms: AtomicU64::new(row.timeout_at_ms),
@@ -1170,9 +1220,7 @@ impl Sandboxes {
                     .and_then(|b| serde_json::from_slice::<Runtime>(&b).ok())
                 {
                     Some(rt) => destroy(&rt),
-                    None => {
-                        let _ = std::fs::remove_dir_all(e.path());
-                    }
+                    None => remove_files(&e.path(), Some(&e.path().join("disk"))),
                 }
                 lost += 1;
             }
@@ -1346,6 +1394,115 @@ fn destroy_or_stop(rt: &Runtime, fresh: bool) {
 }
 
 /// Kill every process of the sandbox and remove its cgroup and files (blocking).
+/// Reopen a hibernated sandbox's directories for its relaunch: its disk image mounted again
+/// (unless it still is) and an empty overlay work dir (the last mount's leftovers go). Blocking.
+fn reopen_dirs(dir: &Path, disk: &Path) -> Result<(), SandboxError> {
+    for d in [dir.join("rootfs"), dir.join("run")] {
+        std::fs::create_dir_all(&d).map_err(io_err(&d))?;
+    }
+    lizard_jail::disk::ensure_mounted(&dir.join("disk.img"), disk)
+        .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+    let work = disk.join("work");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir(&work).map_err(io_err(&work))
+}
+
+/// Make a new sandbox's directories: `run/`, `rootfs/` and the writable layer (`disk/upper`,
+/// `disk/work`) on its own disk image of `disk_bytes`, mounted on `disk`; with egress, the
+/// layer's `/etc/resolv.conf` (slirp's resolver) and `/etc/hosts` (the allow-list's names).
+/// Blocking.
+fn prepare_dirs(
+    dir: &Path,
+    disk: &Path,
+    disk_bytes: u64,
+    template_root: &Path,
+    egress: Option<crate::egress::Resolved>,
+) -> Result<(), SandboxError> {
+    for d in [dir.join("rootfs"), dir.join("run")] {
+        std::fs::create_dir_all(&d).map_err(io_err(&d))?;
+    }
+    lizard_jail::disk::create(&dir.join("disk.img"), disk, disk_bytes)
+        .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+    let upper = disk.join("upper");
+    for d in [upper.clone(), disk.join("work")] {
+        std::fs::create_dir(&d).map_err(io_err(&d))?;
+    }
+    let Some(egress) = egress else {
+        return Ok(());
+    };
+    // Files of the template's owner (its shifted root) and mode, like the ones they hide.
+    let lower_etc = template_root.join("etc");
+    let meta = std::fs::metadata(&lower_etc).map_err(io_err(&lower_etc))?;
+    let (uid, gid) = (
+        std::os::unix::fs::MetadataExt::uid(&meta),
+        std::os::unix::fs::MetadataExt::gid(&meta),
+    );
+    let etc = upper.join("etc");
+    std::fs::create_dir(&etc).map_err(io_err(&etc))?;
+    std::fs::set_permissions(&etc, meta.permissions()).map_err(io_err(&etc))?;
+    std::os::unix::fs::chown(&etc, Some(uid), Some(gid)).map_err(io_err(&etc))?;
+    let mut hosts = std::fs::read_to_string(lower_etc.join("hosts")).unwrap_or_default();
+    for (name, addr) in &egress.hosts {
+        hosts.push_str(&format!("{addr}\t{name}\n"));
+    }
+    let resolv = format!(
+        "# Written by Lizard: slirp4netns's DNS forwarder.\nnameserver {}\n",
+        lizard_jail::network::RESOLVER
+    );
+    for (name, text) in [("resolv.conf", resolv), ("hosts", hosts)] {
+        let path = etc.join(name);
+        std::fs::write(&path, text).map_err(io_err(&path))?;
+        std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(io_err(&path))?;
+    }
+    Ok(())
+}
+
+/// Install the egress policy in the sandbox's network namespace and attach slirp4netns, inside
+/// the sandbox's cgroup (so the cgroup's kill ends it, and its CPU counts as the sandbox's). A
+/// thread reaps it when it exits. After a server restart it keeps running, re-parented to init.
+async fn attach_network(
+    rt: &Runtime,
+    policy: &lizard_jail::network::Policy,
+    dir: &Path,
+) -> Result<(), SandboxError> {
+    let (pid, policy, log, cgroup) = (
+        rt.pid,
+        policy.clone(),
+        dir.join("slirp4netns.log"),
+        rt.cgroup.clone(),
+    );
+    tokio::task::spawn_blocking(move || {
+        let slirp = lizard_jail::network::attach(pid, &policy, &log)
+            .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+        let joined = cgroup.add_pid(slirp.pid());
+        std::thread::spawn(move || slirp.wait());
+        joined.map_err(|e| {
+            SandboxError::Launch(format!(
+                "moving slirp4netns into the sandbox's cgroup: {}",
+                lizard_jail::sandbox::error_chain(&e)
+            ))
+        })
+    })
+    .await
+    .map_err(|e| SandboxError::Launch(e.to_string()))?
+}
+
+/// Unmount the disk image (if any) and remove the sandbox's directory.
+fn remove_files(dir: &Path, disk: Option<&Path>) {
+    if let Some(disk) = disk {
+        if let Err(e) = lizard_jail::disk::unmount(disk) {
+            tracing::warn!(error = %e, "unmounting the sandbox's disk");
+        }
+    }
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(dir = %dir.display(), error = %e, "removing the sandbox's files");
+        }
+    }
+}
+
+/// Kill every process of the sandbox (slirp4netns included) and remove its cgroup, its disk and
+/// its files (blocking).
 fn destroy(rt: &Runtime) {
     if let Err(e) = rt.cgroup.kill_all() {
         tracing::warn!(error = %e, "killing the sandbox's cgroup");
@@ -1353,11 +1510,7 @@ fn destroy(rt: &Runtime) {
     if let Err(e) = rt.cgroup.remove() {
         tracing::warn!(error = %e, "removing the sandbox's cgroup");
     }
-    if let Err(e) = std::fs::remove_dir_all(&rt.dir) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(dir = %rt.dir.display(), error = %e, "removing the sandbox's files");
-        }
-    }
+    remove_files(&rt.dir, rt.disk.as_deref());
 }
 
 #[cfg(test)]

@@ -81,6 +81,8 @@ pub struct SandboxRow {
     pub timeout_ms: u64,
     /// Volumes mounted in the sandbox.
     pub volumes: Vec<lizard_proto::SandboxVolume>,
+    /// The `network` of the create request, as JSON (`{}` for loopback only).
+    pub network: serde_json::Value,
 }
 
 /// One volume row (deleted volumes keep theirs, for usage).
@@ -126,7 +128,8 @@ pub struct Store {
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS projects (
     name TEXT PRIMARY KEY,
-    created_at_ms INTEGER NOT NULL
+    created_at_ms INTEGER NOT NULL,
+    allow_egress INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS api_keys (
     hash TEXT PRIMARY KEY,
@@ -149,7 +152,8 @@ CREATE TABLE IF NOT EXISTS sandboxes (
     paused_remaining_ms INTEGER,
     on_timeout TEXT NOT NULL DEFAULT 'kill',
     timeout_ms INTEGER NOT NULL DEFAULT 300000,
-    volumes TEXT NOT NULL DEFAULT '[]'
+    volumes TEXT NOT NULL DEFAULT '[]',
+    network TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS sandboxes_project ON sandboxes(project, state);
 CREATE TABLE IF NOT EXISTS usage (
@@ -198,12 +202,14 @@ CREATE UNIQUE INDEX IF NOT EXISTS volumes_live_name ON volumes(project, name)
 ";
 
 /// Columns added after the first release of a table: added to older databases on open.
-const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 7] = [
     ("sandboxes", "paused_remaining_ms", "INTEGER"),
     ("sandboxes", "on_timeout", "TEXT NOT NULL DEFAULT 'kill'"),
     ("sandboxes", "timeout_ms", "INTEGER NOT NULL DEFAULT 300000"),
     ("sandboxes", "volumes", "TEXT NOT NULL DEFAULT '[]'"),
     ("usage", "hibernated_ms", "INTEGER NOT NULL DEFAULT 0"),
+    ("sandboxes", "network", "TEXT NOT NULL DEFAULT '{}'"),
+    ("projects", "allow_egress", "INTEGER NOT NULL DEFAULT 0"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -255,10 +261,11 @@ impl Store {
 
     // --- projects and keys ----------------------------------------------------------------------
 
-    pub fn create_project(&self, name: &str) -> Result<(), StoreError> {
+    /// A new project; `allow_egress`: its sandboxes may be given internet egress.
+    pub fn create_project(&self, name: &str, allow_egress: bool) -> Result<(), StoreError> {
         let n = self.conn().execute(
-            "INSERT OR IGNORE INTO projects (name, created_at_ms) VALUES (?1, ?2)",
-            params![name, now_ms() as i64],
+            "INSERT OR IGNORE INTO projects (name, created_at_ms, allow_egress) VALUES (?1, ?2, ?3)",
+            params![name, now_ms() as i64, allow_egress],
         )?;
         if n == 0 {
             return Err(StoreError::ProjectExists(name.to_string()));
@@ -280,6 +287,19 @@ impl Store {
             .query_row("SELECT 1 FROM projects WHERE name = ?1", [name], |_| Ok(()))
             .optional()?
             .is_some())
+    }
+
+    /// Whether the project's sandboxes may have internet egress (false for unknown projects).
+    pub fn project_allows_egress(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT allow_egress FROM projects WHERE name = ?1",
+                [name],
+                |r| r.get::<_, bool>(0),
+            )
+            .optional()?
+            .unwrap_or(false))
     }
 
     pub fn list_projects(&self) -> Result<Vec<String>, StoreError> {
@@ -332,8 +352,9 @@ impl Store {
         let conn = self.conn();
         conn.execute(
             "INSERT INTO sandboxes (id, project, template, state, created_at_ms, timeout_at_ms,
-                 ended_at_ms, metadata, envs, runtime, limits, on_timeout, timeout_ms, volumes)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 ended_at_ms, metadata, envs, runtime, limits, on_timeout, timeout_ms, volumes,
+                 network)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             params![
                 s.id,
                 s.project,
@@ -352,6 +373,7 @@ impl Store {
                 },
                 s.timeout_ms as i64,
                 serde_json::to_string(&s.volumes)?,
+                s.network.to_string(),
             ],
         )?;
         conn.execute(
@@ -449,12 +471,13 @@ impl Store {
             },
             timeout_ms: r.get::<_, i64>(13)? as u64,
             volumes: serde_json::from_str(&r.get::<_, String>(14)?).unwrap_or_default(),
+            network: json(15)?,
         })
     }
 
     const COLUMNS: &'static str = "id, project, template, state, created_at_ms, timeout_at_ms, \
          ended_at_ms, metadata, envs, runtime, limits, paused_remaining_ms, on_timeout, timeout_ms, \
-         volumes";
+         volumes, network";
 
     pub fn get_sandbox(&self, id: &str) -> Result<Option<SandboxRow>, StoreError> {
         let conn = self.conn();
@@ -830,9 +853,13 @@ mod tests {
     #[test]
     fn projects_and_keys() {
         let (_d, s) = store();
-        s.create_project("a").unwrap();
+        s.create_project("a", false).unwrap();
+        s.create_project("b", true).unwrap();
+        assert!(!s.project_allows_egress("a").unwrap());
+        assert!(s.project_allows_egress("b").unwrap());
+        assert!(!s.project_allows_egress("nope").unwrap());
         assert!(matches!(
-            s.create_project("a"),
+            s.create_project("a", true),
             Err(StoreError::ProjectExists(_))
         ));
         let h = KeyHash("h1".into());
@@ -871,6 +898,7 @@ mod tests {
                     mount_path: "/data".into(),
                     read_only: true,
                 }],
+                network: serde_json::json!({"egress": "all"}),
             })
             .unwrap();
             let mut u = s.get_usage("sb1").unwrap().unwrap();
@@ -882,6 +910,7 @@ mod tests {
         assert_eq!(row.metadata["k"], "v");
         assert_eq!(row.runtime["pid"], 5);
         assert_eq!(row.volumes[0].volume_id, "vol_x");
+        assert_eq!(row.network["egress"], "all");
         assert_eq!(s.get_usage("sb1").unwrap().unwrap().cpu_ms, 42);
         assert_eq!(s.usage_rows(Some("p"), 0, 100).unwrap().len(), 1);
         assert_eq!(s.usage_rows(Some("p"), 0, 5).unwrap().len(), 0);

@@ -68,6 +68,15 @@ pub enum SandboxCommand {
         memory_mb: Option<u64>,
         #[arg(long)]
         cpu_millicores: Option<u64>,
+        /// Size of the writable layer in MiB.
+        #[arg(long)]
+        disk_mb: Option<u64>,
+        /// Internet egress for every destination (the project needs `--allow-egress`).
+        #[arg(long, conflicts_with = "allow")]
+        egress_all: bool,
+        /// Internet egress to this destination only (host, IPv4, IPv4:port or CIDR; repeatable).
+        #[arg(long, value_name = "DEST")]
+        allow: Vec<String>,
         /// Pause instead of kill when the timeout passes.
         #[arg(long)]
         pause_on_timeout: bool,
@@ -292,16 +301,28 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                 env,
                 memory_mb,
                 cpu_millicores,
+                disk_mb,
+                egress_all,
+                allow,
                 pause_on_timeout,
                 volumes,
                 json,
             } => {
-                let limits =
-                    (memory_mb.is_some() || cpu_millicores.is_some()).then(|| LimitsRequest {
+                let limits = (memory_mb.is_some() || cpu_millicores.is_some() || disk_mb.is_some())
+                    .then(|| LimitsRequest {
                         memory_mb,
                         cpu_millicores,
+                        disk_mb,
                         ..Default::default()
                     });
+                let network = if egress_all {
+                    Some(lizard_proto::Egress::All)
+                } else if !allow.is_empty() {
+                    Some(lizard_proto::Egress::Allow(allow))
+                } else {
+                    None
+                }
+                .map(|egress| lizard_proto::NetworkRequest { egress });
                 let info = c
                     .create_sandbox(&CreateSandboxRequest {
                         project,
@@ -315,6 +336,7 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                             .iter()
                             .map(|v| parse_volume_arg(v))
                             .collect::<Result<_>>()?,
+                        network,
                     })
                     .await?;
                 if json {

@@ -124,6 +124,9 @@ enum ProjectCommand {
     /// Create a project and print an API key scoped to it.
     Create {
         name: String,
+        /// Let the project's sandboxes be created with internet egress (`network.egress`).
+        #[arg(long)]
+        allow_egress: bool,
         /// Print `{"project": …, "api_key": …}`.
         #[arg(long)]
         json: bool,
@@ -229,6 +232,7 @@ fn project(command: ProjectCommand) -> Result<()> {
     match command {
         ProjectCommand::Create {
             name,
+            allow_egress,
             json,
             data_dir: d,
         } => {
@@ -238,7 +242,7 @@ fn project(command: ProjectCommand) -> Result<()> {
                 "invalid project name {name:?}: use 1-63 letters, digits, '.', '_' or '-'"
             );
             store
-                .create_project(&name)
+                .create_project(&name, allow_egress)
                 .with_context(|| format!("creating project {name}"))?;
             let key = lizard_server::auth::issue_key(&store, Some(&name))?;
             if json {

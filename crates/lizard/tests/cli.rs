@@ -48,6 +48,34 @@ async fn sandbox_run_and_context_commands() {
     );
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v[0]["sandbox_id"], id.as_str());
+    // Network and disk options reach the create request.
+    let (code, json, err) = lizard(
+        &s,
+        &[
+            "sandbox",
+            "create",
+            "--json",
+            "--allow",
+            "10.9.8.0/24",
+            "--allow",
+            "10.9.7.6:443",
+            "--disk-mb",
+            "512",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        v["network"]["egress"]["allow"],
+        serde_json::json!(["10.9.8.0/24", "10.9.7.6:443"])
+    );
+    assert_eq!(v["limits"]["disk_mb"], 512);
+    let net_id = v["sandbox_id"].as_str().unwrap();
+    let r = s
+        .admin("DELETE", &format!("/v1/sandboxes/{net_id}"), None)
+        .await;
+    assert_eq!(r.status, 204);
 
     assert_eq!(lizard(&s, &["run", "--sandbox", &id, "x = 42"], None).0, 0);
     let (code, out, _) = lizard(&s, &["run", "--sandbox", &id, "print(x * 2)\nx"], None);

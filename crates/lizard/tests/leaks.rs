@@ -29,6 +29,36 @@ fn host_counts() -> (usize, usize, usize) {
 
 use std::path::Path;
 
+/// Host pids of the slirp4netns attached to the network namespace of host pid `pid`.
+fn slirp_for(pid: i64) -> Vec<i32> {
+    let needle = format!("/proc/{pid}/ns/net");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| {
+                    let c = String::from_utf8_lossy(&c);
+                    c.starts_with("slirp4netns") && c.contains(&needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(true)
+}
+
 fn walk_dirs(p: &Path) -> usize {
     let mut n = 0;
     if let Ok(rd) = std::fs::read_dir(p) {
@@ -73,6 +103,36 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
             .await;
         assert_eq!(r.status, 204);
     }
+    // With egress: slirp4netns runs in the sandbox's cgroup and goes with it.
+    let mut slirps = Vec::new();
+    for _ in 0..10 {
+        let id = s
+            .create(&s.admin_key.clone(), json!({"network": {"egress": "all"}}))
+            .await;
+        let rt: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(
+                s.data_dir
+                    .path()
+                    .join(format!("sandboxes/{id}/runtime.json")),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let found = slirp_for(rt["pid"].as_i64().unwrap());
+        assert_eq!(found.len(), 1, "one slirp4netns per sandbox with egress");
+        slirps.extend(found);
+        let r = s
+            .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+            .await;
+        assert_eq!(r.status, 204);
+    }
+    let slirps_gone = eventually(Duration::from_secs(10), || async {
+        slirps
+            .iter()
+            .all(|p| !Path::new(&format!("/proc/{p}/cmdline")).exists() || is_zombie(*p))
+    })
+    .await;
+    assert!(slirps_gone, "slirp4netns outlived its sandbox");
     let settled = eventually(Duration::from_secs(20), || async {
         let (p1, m1, c1) = host_counts();
         // Other tests run concurrently on this machine: allow a little process noise, none for

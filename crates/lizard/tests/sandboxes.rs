@@ -245,6 +245,45 @@ async fn project_create_cli_works_on_the_data_dir() {
         .req(Some(&key), "GET", &format!("/v1/sandboxes/{id}"), None)
         .await;
     assert_eq!(r.body["project"], "cli-proj");
+    // Without --allow-egress the project's key may not grant egress; with it, it may.
+    let r = s
+        .req(
+            Some(&key),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"network": {"egress": "all"}})),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
+        .args([
+            "project",
+            "create",
+            "cli-net",
+            "--allow-egress",
+            "--json",
+            "--data-dir",
+        ])
+        .arg(s.data_dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let net_key = v["api_key"].as_str().unwrap().to_string();
+    let id = s
+        .create(&net_key, json!({"network": {"egress": "all"}}))
+        .await;
+    let (out, _) = s
+        .sh(
+            &id,
+            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort",
+        )
+        .await;
+    assert_eq!(out, "lo\ntap0\n");
     s.kill_all().await;
 }
 

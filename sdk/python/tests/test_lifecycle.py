@@ -3,6 +3,8 @@ kill, and context managers that kill on exit. Output and results are tested else
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 
 import pytest
@@ -40,6 +42,30 @@ def test_create_options_and_info(lizard_server: Server) -> None:
         before = time.time() * 1000
         sb.set_timeout(600_000)
         assert sb.get_info().timeout_at_ms >= before + 599_000
+
+
+def _host_ipv4() -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.200", 9))
+        return s.getsockname()[0]
+
+
+def test_egress_allow_list(lizard_server: Server) -> None:
+    """``egress=[ip:port]`` reaches that server only; without it, nothing outside."""
+    ip = _host_ipv4()
+    listener = socket.create_server((ip, 0))
+    port = listener.getsockname()[1]
+    threading.Thread(target=lambda: [listener.accept()[0].close() for _ in range(100)], daemon=True).start()
+    probe = f"import socket\ntry:\n    socket.create_connection(('{ip}', {port}), timeout=3); print('ok')\nexcept OSError: print('no')"
+    with CodeSandbox.create(project=PROJECT, egress=[f"{ip}:{port}"], limits={"disk_mb": 1024}) as sb:
+        assert sb.get_info().limits.disk_mb == 1024
+        assert sb.run_code(probe).stdout == "ok\n"
+        assert sb.run_code(probe.replace(str(port), str(port + 1) if port < 65535 else "1")).stdout == "no\n"
+    with CodeSandbox.create(project=PROJECT) as sb:
+        assert sb.run_code(probe).stdout == "no\n"
+    with pytest.raises(InvalidArgumentError):
+        CodeSandbox.create(project=PROJECT, egress=42)  # type: ignore[arg-type]
+    listener.close()
 
 
 def test_context_manager_kills_on_exit(lizard_server: Server) -> None:

@@ -24,6 +24,8 @@ export interface SandboxLimits {
   pids: number;
   /** Size of the `/tmp` tmpfs, in MiB. Server default 256. */
   tmpMb: number;
+  /** Size of the writable layer (its own sparse disk), in MiB. Server default 10240. */
+  diskMb: number;
 }
 
 /** Options of {@link CodeSandbox.create}. */
@@ -43,6 +45,10 @@ export interface CreateOptions extends ConnectionOptions {
   limits?: Partial<SandboxLimits>;
   /** Volumes of the project to mount (a name mounts at `/home/user/<name>`). */
   volumes?: Array<string | VolumeMount>;
+  /** Internet egress: `'all'`, or the destinations the sandbox may reach (host names, IPv4
+   * addresses, `ip:port`, CIDRs; host names are resolved once, at create). Loopback only when
+   * absent. Needs an admin key or a project created with `allow_egress`. */
+  egress?: 'none' | 'all' | string[];
 }
 
 /** A volume to mount at sandbox create. */

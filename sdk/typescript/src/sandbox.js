@@ -87,6 +87,7 @@ function toInfo(w) {
           cpuMillicores: w.limits.cpu_millicores,
           pids: w.limits.pids,
           tmpMb: w.limits.tmp_mb,
+          diskMb: w.limits.disk_mb,
         }
       : undefined,
     volumes: (w.volumes ?? []).map((v) => ({
@@ -120,9 +121,18 @@ function limitsBody(limits) {
     cpu_millicores: limits.cpuMillicores,
     pids: limits.pids,
     tmp_mb: limits.tmpMb,
+    disk_mb: limits.diskMb,
   };
   for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
   return body;
+}
+
+/** `'none'`, `'all'` or a list of destinations → the request's `network`. */
+function networkBody(egress) {
+  if (egress === undefined || egress === null) return undefined;
+  if (egress === 'none' || egress === 'all') return { egress };
+  if (Array.isArray(egress) && egress.every((d) => typeof d === 'string')) return { egress: { allow: egress } };
+  throw new InvalidArgumentError("egress must be 'none', 'all' or an array of destinations");
 }
 
 /** Call a user callback; await it when it returns a promise, so callbacks run in frame order. */
@@ -176,6 +186,7 @@ export class CodeSandbox {
       env: stringMap(opts.envs, 'envs'),
       limits: limitsBody(opts.limits),
       volumes: volumeMountsBody(opts.volumes),
+      network: networkBody(opts.egress),
     };
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
     const http = new HttpClient(resolveConfig(opts));

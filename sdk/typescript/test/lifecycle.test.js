@@ -1,11 +1,23 @@
 // Sandbox lifecycle through the SDK against a real `lizard serve`: pause + `CodeSandbox.connect`
 // keeps kernel state, the seed's checkpoint flow with its pip install (which fails visibly: the
-// sandboxes have no network), and kill / connect after kill. The two flows run concurrently.
+// sandboxes have no network by default), kill / connect after kill, and an egress allow-list. The
+// flows run concurrently.
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import dgram from 'node:dgram';
+import net from 'node:net';
 import { startServer } from './helpers/server.js';
-import { CodeSandbox, ConflictError, NotFoundError } from '../src/index.js';
+import { CodeSandbox, ConflictError, InvalidArgumentError, NotFoundError } from '../src/index.js';
+
+/** A non-loopback IPv4 address of this host (the source address of a route outside). */
+async function hostIpv4() {
+  const sock = dgram.createSocket('udp4');
+  await new Promise((resolve, reject) => sock.connect(9, '192.0.2.200', (e) => (e ? reject(e) : resolve())));
+  const { address } = sock.address();
+  sock.close();
+  return address;
+}
 
 let server;
 
@@ -18,6 +30,28 @@ after(async () => {
 });
 
 describe('lifecycle', { concurrency: true }, () => {
+  test('egress: an allow-list reaches its server only; the default is loopback only', async () => {
+    const ip = await hostIpv4();
+    const srv = net.createServer((c) => c.end());
+    await new Promise((resolve) => srv.listen(0, ip, resolve));
+    const { port } = srv.address();
+    const probe = (p) =>
+      `import socket\ntry:\n    socket.create_connection(('${ip}', ${p}), timeout=3); print('ok')\nexcept OSError: print('no')`;
+    const open = await CodeSandbox.create({ project: 'my-project', egress: [`${ip}:${port}`], limits: { diskMb: 2048 } });
+    const closed = await CodeSandbox.create({ project: 'my-project' });
+    try {
+      assert.equal((await open.getInfo()).limits.diskMb, 2048);
+      assert.equal((await open.runCode(probe(port))).stdout, 'ok\n');
+      assert.equal((await open.runCode(probe(port === 65535 ? 1 : port + 1))).stdout, 'no\n');
+      assert.equal((await closed.runCode(probe(port))).stdout, 'no\n');
+      await assert.rejects(CodeSandbox.create({ project: 'my-project', egress: 7 }), InvalidArgumentError);
+    } finally {
+      await open.kill();
+      await closed.kill();
+      srv.close();
+    }
+  });
+
   test('pause + connect keeps x (Python and JavaScript state)', async () => {
     const sandbox = await CodeSandbox.create({ project: 'my-project' });
     try {

@@ -191,8 +191,44 @@ impl Server {
     }
 }
 
+impl Server {
+    /// One blocking request with a raw HTTP/1.1 client (for `Drop`, which cannot await).
+    fn blocking_req(&self, method: &str, path: &str) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(&self.addr).ok()?;
+        c.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+        write!(
+            c,
+            "{method} {path} HTTP/1.1\r\nHost: lizard\r\nAuthorization: Bearer {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.admin_key
+        )
+        .ok()?;
+        let mut out = String::new();
+        c.read_to_string(&mut out).ok()?;
+        Some(out)
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
+        // A test that panicked did not reach its own `kill_all`: its sandboxes (which outlive the
+        // server by design) would keep running, bombs included.
+        if std::thread::panicking() && self.child.is_some() {
+            let list = self
+                .blocking_req("GET", "/v1/sandboxes")
+                .unwrap_or_default();
+            let json = list.find("\r\n\r\n").map(|i| &list[i + 4..]).unwrap_or("");
+            let ids: Vec<String> = serde_json::from_str::<Value>(json)
+                .ok()
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|sb| sb["sandbox_id"].as_str().map(str::to_string))
+                .collect();
+            for id in ids {
+                self.blocking_req("DELETE", &format!("/v1/sandboxes/{id}"));
+            }
+        }
         if let Some(mut c) = self.child.take() {
             let _ = Command::new("kill").arg(c.id().to_string()).status();
             let _ = c.wait();

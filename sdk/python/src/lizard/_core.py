@@ -152,6 +152,7 @@ def create_request(
     envs: Optional[Mapping[str, str]],
     limits: Optional[Mapping[str, int]],
     volumes: Optional[Any] = None,
+    egress: Any = None,
 ) -> Req:
     body: Dict[str, Any] = {}
     if project is not None:
@@ -172,7 +173,22 @@ def create_request(
     mounts = volume_mounts(volumes)
     if mounts:
         body["volumes"] = mounts
+    if egress is not None:
+        body["network"] = {"egress": egress_body(egress)}
     return Req("POST", "/v1/sandboxes", json=body)
+
+
+def egress_body(egress: Any) -> Any:
+    """``"none"``, ``"all"`` or a list of destinations (host, IPv4, IPv4:port, CIDR) → the wire
+    form of ``network.egress``."""
+    if egress in ("none", "all"):
+        return egress
+    if isinstance(egress, (list, tuple)) and all(isinstance(d, str) for d in egress):
+        return {"allow": list(egress)}
+    raise InvalidArgumentError(
+        f"egress must be 'none', 'all' or a list of destinations, not {egress!r}",
+        code="invalid_argument",
+    )
 
 
 # ---- volumes -------------------------------------------------------------------------------------

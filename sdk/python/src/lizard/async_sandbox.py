@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from types import TracebackType
-from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Type, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Type, Union
 
 import httpx
 
@@ -128,13 +128,14 @@ class AsyncCodeSandbox:
         *,
         limits: Optional[Mapping[str, int]] = None,
         volumes: Optional[List[Any]] = None,
+        egress: Optional[Union[str, Sequence[str]]] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "AsyncCodeSandbox":
         """Create a sandbox; see ``CodeSandbox.create``."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
         req = _core.create_request(
             project=project, template=template, timeout_ms=timeout_ms,
-            metadata=metadata, envs=envs, limits=limits, volumes=volumes,
+            metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
         )
         client = _new_client(cfg)
         try:

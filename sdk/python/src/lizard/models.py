@@ -336,6 +336,7 @@ class SandboxLimits:
     cpu_millicores: int = 0
     pids: int = 0
     tmp_mb: int = 0
+    disk_mb: int = 0
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> "SandboxLimits":
@@ -344,6 +345,7 @@ class SandboxLimits:
             cpu_millicores=int(obj.get("cpu_millicores", 0)),
             pids=int(obj.get("pids", 0)),
             tmp_mb=int(obj.get("tmp_mb", 0)),
+            disk_mb=int(obj.get("disk_mb", 0)),
         )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import socket
 import threading
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Type, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Type, Union
 
 import httpx
 
@@ -125,19 +125,22 @@ class CodeSandbox:
         *,
         limits: Optional[Mapping[str, int]] = None,
         volumes: Optional[List[Any]] = None,
+        egress: Optional[Union[str, Sequence[str]]] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "CodeSandbox":
         """Create a sandbox in ``project`` (an admin key creates the project on first use; a
         project key may leave it out) from ``template``. ``timeout_ms`` is its lifetime (server
         default 300000: the server kills it then unless extended with ``set_timeout``);
         ``metadata`` labels it; ``envs`` is the environment of every process in it; ``limits``
-        overrides ``memory_mb``, ``cpu_millicores``, ``pids``, ``tmp_mb``; ``volumes`` mounts
-        volumes of the project: names (at ``/home/user/<name>``) or mappings
-        ``{"name": ..., "mount_path": ..., "read_only": ...}``."""
+        overrides ``memory_mb``, ``cpu_millicores``, ``pids``, ``tmp_mb``, ``disk_mb``; ``volumes``
+        mounts volumes of the project: names (at ``/home/user/<name>``) or mappings
+        ``{"name": ..., "mount_path": ..., "read_only": ...}``; ``egress`` is ``"all"`` or a list of
+        destinations (host names, IPv4 addresses, ``ip:port``, CIDRs) the sandbox may reach
+        (loopback only by default; the project needs ``allow_egress``)."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
         req = _core.create_request(
             project=project, template=template, timeout_ms=timeout_ms,
-            metadata=metadata, envs=envs, limits=limits, volumes=volumes,
+            metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
         )
         client = _new_client(cfg)
         try:

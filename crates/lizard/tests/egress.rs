@@ -1,0 +1,301 @@
+//! Egress policy: two TCP servers on a non-loopback address of the host; sandboxes with no
+//! network option, an allow-list of one of them, or `all`, try to reach them, the host's
+//! loopback (where the API listens), slirp's host alias and the metadata address.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, TcpListener, UdpSocket};
+
+/// A non-loopback IPv4 address of this host (the source address of a route to the outside,
+/// else the first global address `ip` lists).
+fn host_ipv4() -> Ipv4Addr {
+    let udp = UdpSocket::bind("0.0.0.0:0").unwrap();
+    if udp.connect("192.0.2.200:9").is_ok() || udp.connect("8.8.8.8:53").is_ok() {
+        if let Ok(a) = udp.local_addr() {
+            if let IpAddr::V4(v4) = a.ip() {
+                if !v4.is_loopback() && !v4.is_unspecified() {
+                    return v4;
+                }
+            }
+        }
+    }
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .and_then(|cidr| cidr.split('/').next()?.parse().ok())
+        .expect("this host has a non-loopback IPv4 address")
+}
+
+/// A TCP server on `ip`, port 0, that greets every connection; returns its port.
+fn greeter(ip: Ipv4Addr) -> u16 {
+    let l = TcpListener::bind((ip, 0)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let _ = c.write_all(b"hello\n");
+        }
+    });
+    port
+}
+
+/// Python that tries each `host:port` (2 s timeout each) and prints `host:port ok|fail`.
+fn probe(targets: &[String]) -> Value {
+    let code = format!(
+        r#"import socket
+for t in {targets:?}:
+    h, p = t.rsplit(':', 1)
+    try:
+        s = socket.create_connection((h, int(p)), timeout=2)
+        print(t, 'ok', flush=True)
+        s.close()
+    except OSError as e:
+        print(t, 'fail', e.errno, flush=True)
+"#
+    );
+    json!({"code": code, "language": "python", "timeout_ms": 60000})
+}
+
+fn reached(out: &str, target: &str) -> bool {
+    out.lines()
+        .find(|l| l.split_whitespace().next() == Some(target))
+        .unwrap_or_else(|| panic!("{target} not probed: {out}"))
+        .contains(" ok")
+}
+
+struct Fixture {
+    s: Server,
+    key: String,
+    allowed: String,
+    other: String,
+    api: String,
+}
+
+async fn fixture() -> Fixture {
+    let s = Server::start();
+    let r = s
+        .admin(
+            "POST",
+            "/v1/projects",
+            Some(json!({"name": "net", "allow_egress": true})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let key = r.body["api_key"].as_str().unwrap().to_string();
+    let ip = host_ipv4();
+    let (a, b) = (greeter(ip), greeter(ip));
+    let api = s.addr.rsplit(':').next().unwrap().to_string();
+    Fixture {
+        s,
+        key,
+        allowed: format!("{ip}:{a}"),
+        other: format!("{ip}:{b}"),
+        api,
+    }
+}
+
+/// Without a network option a sandbox has loopback only: neither host server is reachable.
+#[tokio::test]
+async fn default_is_loopback_only() {
+    let f = fixture().await;
+    let id = f.s.create(&f.key, json!({})).await;
+    let ex =
+        f.s.run(&id, probe(&[f.allowed.clone(), f.other.clone()]))
+            .await;
+    let out = stdout(&ex);
+    assert!(
+        !reached(&out, &f.allowed) && !reached(&out, &f.other),
+        "{out}"
+    );
+    f.s.kill_all().await;
+}
+
+/// An allow-list reaches its destination and nothing else: not the other server, not the
+/// host's loopback (the API port, through slirp's alias 10.0.2.2), not the metadata address.
+/// DNS points at slirp's resolver.
+#[tokio::test]
+async fn allow_list_reaches_only_its_destinations() {
+    let f = fixture().await;
+    let id =
+        f.s.create(
+            &f.key,
+            json!({"network": {"egress": {"allow": [f.allowed.clone()]}}}),
+        )
+        .await;
+    let info = f.s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(
+        info.body["network"]["egress"]["allow"][0],
+        f.allowed.as_str()
+    );
+    let api_alias = format!("10.0.2.2:{}", f.api);
+    let api_lo = format!("127.0.0.1:{}", f.api);
+    let ex =
+        f.s.run(
+            &id,
+            probe(&[
+                f.allowed.clone(),
+                f.other.clone(),
+                api_alias.clone(),
+                api_lo.clone(),
+                "169.254.169.254:80".into(),
+            ]),
+        )
+        .await;
+    let out = stdout(&ex);
+    assert!(reached(&out, &f.allowed), "{out}\n{ex}");
+    for t in [&f.other, &api_alias, &api_lo, "169.254.169.254:80"] {
+        assert!(!reached(&out, t), "{t} reachable: {out}");
+    }
+    let (resolv, _) = f.s.sh(&id, "grep nameserver /etc/resolv.conf").await;
+    assert_eq!(resolv, "nameserver 10.0.2.3\n");
+    f.s.kill_all().await;
+}
+
+/// `all` reaches both servers, but still not the host's loopback or the metadata address.
+#[tokio::test]
+async fn egress_all_still_blocks_host_loopback_and_metadata() {
+    let f = fixture().await;
+    let id =
+        f.s.create(&f.key, json!({"network": {"egress": "all"}}))
+            .await;
+    let api_alias = format!("10.0.2.2:{}", f.api);
+    let api_lo = format!("127.0.0.1:{}", f.api);
+    let ex =
+        f.s.run(
+            &id,
+            probe(&[
+                f.allowed.clone(),
+                f.other.clone(),
+                api_alias.clone(),
+                api_lo.clone(),
+                "169.254.169.254:80".into(),
+                "127.0.0.1:8080".into(),
+            ]),
+        )
+        .await;
+    let out = stdout(&ex);
+    assert!(
+        reached(&out, &f.allowed) && reached(&out, &f.other),
+        "{out}\n{ex}"
+    );
+    for t in [&api_alias, &api_lo, "169.254.169.254:80"] {
+        assert!(!reached(&out, t), "{t} reachable: {out}");
+    }
+    // The sandbox's own loopback still works (the agent's port).
+    assert!(reached(&out, "127.0.0.1:8080"), "{out}");
+    f.s.kill_all().await;
+}
+
+/// The sandbox cannot change its network: no CAP_NET_ADMIN over its namespace (interface down,
+/// route delete fail), no nftables netlink socket; egress stays as configured afterwards.
+#[tokio::test]
+async fn network_rules_cannot_be_changed_from_inside() {
+    let f = fixture().await;
+    let id =
+        f.s.create(
+            &f.key,
+            json!({"network": {"egress": {"allow": [f.allowed.clone()]}}}),
+        )
+        .await;
+    let code = r#"
+import fcntl, socket, struct
+def attempt(name, fn):
+    try:
+        fn()
+        print(name, 'ALLOWED', flush=True)
+    except OSError as e:
+        print(name, 'failed', e.errno, flush=True)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+attempt('link-down', lambda: fcntl.ioctl(s, 0x8914, struct.pack('16sH22x', b'tap0', 0)))
+attempt('route-delete', lambda: fcntl.ioctl(s, 0x890C, bytes(120)))
+attempt('nft-netlink', lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12))
+attempt('mtu', lambda: fcntl.ioctl(s, 0x8922, struct.pack('16si20x', b'tap0', 1280)))
+"#;
+    let ex = f.s.run(&id, json!({"code": code})).await;
+    let out = stdout(&ex);
+    assert_eq!(out.lines().count(), 4, "{out}\n{ex}");
+    assert!(!out.contains("ALLOWED"), "{out}");
+    let ex =
+        f.s.run(&id, probe(&[f.allowed.clone(), f.other.clone()]))
+            .await;
+    let out = stdout(&ex);
+    assert!(
+        reached(&out, &f.allowed) && !reached(&out, &f.other),
+        "{out}"
+    );
+    f.s.kill_all().await;
+}
+
+/// Egress is for projects the admin allowed: a project key of another project gets a typed 403;
+/// bad allow-list entries are a typed 400.
+#[tokio::test]
+async fn egress_needs_the_projects_permission() {
+    let f = fixture().await;
+    let plain = f.s.project_key("plain").await;
+    let r =
+        f.s.req(
+            Some(&plain),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"network": {"egress": "all"}})),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    assert_eq!(r.body["code"], "permission_denied");
+    // Asking for no egress is fine.
+    let r =
+        f.s.req(
+            Some(&plain),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"network": {"egress": "none"}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    for bad in [
+        json!({"network": {"egress": {"allow": ["::1"]}}}),
+        json!({"network": {"egress": {"allow": ["1.2.3.4/40"]}}}),
+        json!({"network": {"egress": {"allow": []}}}),
+        json!({"network": {"egress": {"allow": ["no-such-host.invalid"]}}}),
+        json!({"network": {"egress": "sometimes"}}),
+    ] {
+        let r =
+            f.s.req(Some(&f.key), "POST", "/v1/sandboxes", Some(bad.clone()))
+                .await;
+        assert_eq!(r.status, 400, "{bad}: {}", r.text);
+        assert_eq!(r.body["code"], "invalid_request");
+    }
+    f.s.kill_all().await;
+}
+
+/// slirp4netns is not tied to the server process: after a server restart the adopted sandbox
+/// still has its egress (and still only its allow-list).
+#[tokio::test]
+async fn egress_survives_a_server_restart() {
+    let f = fixture().await;
+    let id =
+        f.s.create(
+            &f.key,
+            json!({"network": {"egress": {"allow": [f.allowed.clone()]}}}),
+        )
+        .await;
+    let (key, allowed, other) = (f.key.clone(), f.allowed.clone(), f.other.clone());
+    let dir = f.s.stop("-TERM");
+    let s = Server::start_in(dir, &[]);
+    let info = s
+        .req(Some(&key), "GET", &format!("/v1/sandboxes/{id}"), None)
+        .await;
+    assert_eq!(info.status, 200, "{}", info.text);
+    assert_eq!(info.body["network"]["egress"]["allow"][0], allowed.as_str());
+    let ex = s.run(&id, probe(&[allowed.clone(), other.clone()])).await;
+    let out = stdout(&ex);
+    assert!(reached(&out, &allowed) && !reached(&out, &other), "{out}");
+    s.kill_all().await;
+}
