@@ -146,6 +146,16 @@ assert sbx.files.make_dir("/home/user/e2b/sub") is False
 sbx.files.rename("/home/user/e2b/hello.txt", "/home/user/e2b/sub/moved.txt")
 assert sbx.files.read("/home/user/e2b/sub/moved.txt") == "hello, lizard"
 assert sbx.run_code("open('/home/user/e2b/sub/moved.txt').read()").text == "hello, lizard"
+watch = sbx.files.watch_dir("/home/user/e2b/sub")
+sbx.files.write("/home/user/e2b/sub/watched.txt", "w")
+seen = []
+for _ in range(100):
+    seen += [e.name for e in watch.get_new_events()]
+    if "watched.txt" in seen:
+        break
+    time.sleep(0.1)
+assert "watched.txt" in seen, seen
+watch.stop()
 sbx.files.remove("/home/user/e2b")
 assert sbx.files.exists("/home/user/e2b") is False
 try:

@@ -673,11 +673,30 @@ fn permissions(mode: u32) -> String {
 /// `GET /files/watch?path=&recursive=`: NDJSON [`FsEvent`]s until the client leaves (or the watched
 /// path itself is removed).
 async fn watch(State(st): St, ApiQuery(q): ApiQuery<WatchQuery>) -> Result<Response, ApiError> {
-    let root = resolve(&st.base, &q.path)?;
+    let (start, w) = open_watch(&st.base, &q.path, q.recursive).await?;
+    let first = futures_util::stream::once(async move { ndjson(&[start]) });
+    let rest = futures_util::stream::unfold(w, |mut w| async move {
+        let events = w.next().await?;
+        Some((ndjson(&events), w))
+    });
+    Ok(stream_response(
+        NDJSON,
+        Body::from_stream(first.chain(rest)),
+    ))
+}
+
+/// Start watching `path` (and, with `recursive`, every directory below it): the `start` event and
+/// the watcher whose [`Watcher::next`] yields the following events.
+pub(crate) async fn open_watch(
+    base: &Path,
+    path: &str,
+    recursive: bool,
+) -> Result<(FsEvent, Watcher), FilesError> {
+    let root = resolve(base, path)?;
     let meta = tokio::fs::metadata(&root)
         .await
         .map_err(|e| FilesError::io("watch", &root, e))?;
-    let recursive = q.recursive && meta.is_dir();
+    let recursive = recursive && meta.is_dir();
     let watch_err = |e| FilesError::io("watch", &root, e);
     let ino = Inotify::new().map_err(watch_err)?;
     // Events are read through the reactor from a dup of the (non-blocking) inotify fd.
@@ -703,15 +722,7 @@ async fn watch(State(st): St, ApiQuery(q): ApiQuery<WatchQuery>) -> Result<Respo
         name: String::new(),
         is_dir: meta.is_dir(),
     };
-    let first = futures_util::stream::once(async move { ndjson(&[start]) });
-    let rest = futures_util::stream::unfold(w, |mut w| async move {
-        let events = w.next().await?;
-        Some((ndjson(&events), w))
-    });
-    Ok(stream_response(
-        NDJSON,
-        Body::from_stream(first.chain(rest)),
-    ))
+    Ok((start, w))
 }
 
 fn ndjson(events: &[FsEvent]) -> Result<Bytes, Infallible> {
@@ -724,7 +735,7 @@ fn ndjson(events: &[FsEvent]) -> Result<Bytes, Infallible> {
 }
 
 /// One watch stream: an inotify instance and the directory each of its watches stands for.
-struct Watcher {
+pub(crate) struct Watcher {
     ino: Inotify,
     events: pipe::Receiver,
     buf: Vec<u8>,
@@ -755,7 +766,7 @@ impl Watcher {
     }
 
     /// The next non-empty batch of events; `None` when the stream is over.
-    async fn next(&mut self) -> Option<Vec<FsEvent>> {
+    pub(crate) async fn next(&mut self) -> Option<Vec<FsEvent>> {
         loop {
             if self.done {
                 return None;

@@ -11,8 +11,12 @@
 //! Unary errors are a Connect `{code, message}` with the code's HTTP status (`not_found`,
 //! `already_exists`, … which the SDKs branch on).
 //!
-//! Not here: `StreamInput` (client streaming), `WatchDir`/watchers, file metadata (xattrs), gzip
-//! bodies, signed download URLs, and users other than the sandbox's one user (`user`; `root` is
+//! Watching: `WatchDir` streams events (after a `start`); `CreateWatcher` keeps a watcher whose events
+//! collect (at most [`MAX_POLLED_EVENTS`], oldest dropped) until `GetWatcherEvents` takes them, and
+//! `RemoveWatcher` ends it; both ride on `crate::files`'s inotify watcher.
+//!
+//! Not here: `StreamInput` (client streaming), file metadata (xattrs), gzip bodies, signed
+//! download URLs, and users other than the sandbox's one user (`user`; `root` is
 //! refused with `permission_denied`, because nothing in a sandbox runs as root).
 
 use crate::commands::{Launch, SANDBOX_USER};
@@ -40,9 +44,27 @@ const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(50);
 /// Largest process lifetime accepted through `Connect-Timeout-Ms` (one day).
 const MAX_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
 
+/// Events a polled watcher keeps for `GetWatcherEvents`.
+const MAX_POLLED_EVENTS: usize = 10_000;
+/// Polled watchers per agent.
+const MAX_WATCHERS: usize = 256;
+
 struct Envd {
     procs: Arc<Processes>,
     home: PathBuf,
+    watchers: std::sync::Mutex<std::collections::HashMap<String, PolledWatcher>>,
+}
+
+/// A `CreateWatcher` watcher: a task collecting events until removed.
+struct PolledWatcher {
+    events: Arc<std::sync::Mutex<std::collections::VecDeque<wire::FilesystemEvent>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PolledWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 type St = State<Arc<Envd>>;
@@ -69,8 +91,19 @@ pub fn routes<S: Clone + Send + Sync + 'static>(procs: Arc<Processes>, home: Pat
         .route("/filesystem.Filesystem/MakeDir", post(make_dir))
         .route("/filesystem.Filesystem/Move", post(move_entry))
         .route("/filesystem.Filesystem/Remove", post(remove))
+        .route("/filesystem.Filesystem/WatchDir", post(watch_dir))
+        .route("/filesystem.Filesystem/CreateWatcher", post(create_watcher))
+        .route(
+            "/filesystem.Filesystem/GetWatcherEvents",
+            post(get_watcher_events),
+        )
+        .route("/filesystem.Filesystem/RemoveWatcher", post(remove_watcher))
         .fallback(unimplemented)
-        .with_state(Arc::new(Envd { procs, home }))
+        .with_state(Arc::new(Envd {
+            procs,
+            home,
+            watchers: Default::default(),
+        }))
 }
 
 // ---- errors ----
@@ -546,6 +579,142 @@ async fn remove(
     check_user(&headers)?;
     files::remove_path(&st.home, &req.path).await?;
     Ok(Json(serde_json::json!({})))
+}
+
+fn fs_events(events: Vec<lizard_proto::FsEvent>) -> Vec<wire::FilesystemEvent> {
+    events
+        .into_iter()
+        .filter_map(|e| {
+            Some(wire::FilesystemEvent {
+                event_type: wire::EventType::from_lizard(e.event_type)?,
+                name: e.name,
+            })
+        })
+        .collect()
+}
+
+/// `WatchDir`: `start`, then events as they happen (keepalives while quiet) until the client leaves.
+async fn watch_dir(
+    State(st): St,
+    headers: HeaderMap,
+    StreamMsg(req): StreamMsg<wire::WatchDirRequest>,
+) -> Result<Response, RpcError> {
+    check_user(&headers)?;
+    let (_, mut w) = files::open_watch(&st.home, &req.path, req.recursive).await?;
+    let keepalive = keepalive(&headers);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let msg = |m: wire::WatchDirResponse| {
+        Bytes::from(wire::envelope(
+            0,
+            &serde_json::to_vec(&m).unwrap_or_default(),
+        ))
+    };
+    tokio::spawn(async move {
+        if tx
+            .send(msg(wire::WatchDirResponse::Start {}))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            let batch = tokio::select! {
+                b = w.next() => b,
+                _ = tokio::time::sleep(keepalive) => {
+                    if tx.send(msg(wire::WatchDirResponse::Keepalive {})).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let Some(batch) = batch else {
+                let _ = tx.send(Bytes::from(EndStream::default().envelope())).await;
+                return;
+            };
+            for e in fs_events(batch) {
+                if tx
+                    .send(msg(wire::WatchDirResponse::Filesystem(e)))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    });
+    let mut r = Response::new(Body::from_stream(
+        ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
+    ));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(wire::CONNECT_STREAM_JSON),
+    );
+    Ok(r)
+}
+
+async fn create_watcher(
+    State(st): St,
+    headers: HeaderMap,
+    Msg(req): Msg<wire::WatchDirRequest>,
+) -> Result<Json<wire::CreateWatcherResponse>, RpcError> {
+    check_user(&headers)?;
+    if st.watchers.lock().map(|m| m.len()).unwrap_or(0) >= MAX_WATCHERS {
+        return Err(rpc(
+            "resource_exhausted",
+            format!("at most {MAX_WATCHERS} watchers: remove some first"),
+        ));
+    }
+    let (_, mut w) = files::open_watch(&st.home, &req.path, req.recursive).await?;
+    let events: Arc<std::sync::Mutex<std::collections::VecDeque<wire::FilesystemEvent>>> =
+        Default::default();
+    let sink = events.clone();
+    let task = tokio::spawn(async move {
+        while let Some(batch) = w.next().await {
+            let Ok(mut q) = sink.lock() else { return };
+            for e in fs_events(batch) {
+                if q.len() == MAX_POLLED_EVENTS {
+                    q.pop_front();
+                }
+                q.push_back(e);
+            }
+        }
+    });
+    let id = crate::context::new_id();
+    if let Ok(mut m) = st.watchers.lock() {
+        m.insert(id.clone(), PolledWatcher { events, task });
+    }
+    Ok(Json(wire::CreateWatcherResponse { watcher_id: id }))
+}
+
+async fn get_watcher_events(
+    State(st): St,
+    Msg(req): Msg<wire::WatcherRequest>,
+) -> Result<Json<wire::GetWatcherEventsResponse>, RpcError> {
+    let events = st
+        .watchers
+        .lock()
+        .ok()
+        .and_then(|m| {
+            m.get(&req.watcher_id)
+                .and_then(|w| w.events.lock().ok().map(|mut q| q.drain(..).collect()))
+        })
+        .ok_or_else(|| rpc("not_found", format!("no watcher {}", req.watcher_id)))?;
+    Ok(Json(wire::GetWatcherEventsResponse { events }))
+}
+
+async fn remove_watcher(
+    State(st): St,
+    Msg(req): Msg<wire::WatcherRequest>,
+) -> Result<Json<serde_json::Value>, RpcError> {
+    let removed = st
+        .watchers
+        .lock()
+        .ok()
+        .and_then(|mut m| m.remove(&req.watcher_id));
+    match removed {
+        Some(_) => Ok(Json(serde_json::json!({}))),
+        None => Err(rpc("not_found", format!("no watcher {}", req.watcher_id))),
+    }
 }
 
 // ---- HTTP ----
