@@ -266,9 +266,33 @@ async fn write(
     ApiQuery(q): ApiQuery<PathQuery>,
     body: Body,
 ) -> Result<Json<EntryInfo>, ApiError> {
-    Ok(Json(
-        write_file(&st.base, &q.path, body.into_data_stream()).await?,
-    ))
+    let mut body = body.into_data_stream();
+    let written = write_file(&st.base, &q.path, &mut body).await;
+    if written.is_err() {
+        drain(&mut body).await;
+    }
+    Ok(Json(written?))
+}
+
+/// Read what is left of a request body and drop it (bounded in time and bytes). An HTTP/1 server
+/// that answers before reading its request to the end closes the connection, and a proxy in front
+/// (the Lizard server) may then see a broken pipe instead of the answer: an error found before the
+/// upload was read (a directory in the way, no permission) is answered after this.
+pub(crate) async fn drain<B>(body: &mut B)
+where
+    B: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
+{
+    const LIMIT: usize = 64 * 1024 * 1024;
+    let mut seen = 0usize;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while let Some(Ok(chunk)) = body.next().await {
+            seen += chunk.len();
+            if seen > LIMIT {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// Replace the file at `path` with the bytes of `body`, atomically (parents are created).

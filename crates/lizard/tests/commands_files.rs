@@ -499,6 +499,15 @@ async fn files_through_the_server() {
         .await;
     assert_eq!(out, "hello\n300000\n", "visible to code in the sandbox");
 
+    // An upload refused before it is read (a directory in the way) gets its typed error, not a
+    // broken connection: the agent drains the body before answering (20 rounds of 8 MiB).
+    let big = vec![7u8; 8 * 1024 * 1024];
+    for _ in 0..20 {
+        let (st, e) = put("docs", big.clone()).await;
+        assert_eq!(st, 400, "{e}");
+        assert_eq!(e["code"], "invalid_request", "{e}");
+    }
+
     // stat, list, mkdir, rename, remove, exists.
     let r = s
         .admin("GET", &format!("{base}/files/stat?path=docs"), None)

@@ -796,7 +796,12 @@ async fn write_files(
                 "missing ?path= for a raw upload".into(),
             )
         })?;
-        let e = files::write_file(&st.home, &path, req.into_body().into_data_stream()).await?;
+        let mut body = req.into_body().into_data_stream();
+        let result = files::write_file(&st.home, &path, &mut body).await;
+        if result.is_err() {
+            files::drain(&mut body).await;
+        }
+        let e = result?;
         return Ok(Json(vec![written(&e)]));
     }
     // The body is shared so that whatever the multipart parser leaves unread (the epilogue, the
