@@ -1155,8 +1155,11 @@ impl Sandboxes {
         for row in self.store.list_sandboxes(None, false)? {
             let runtime: Option<Runtime> = serde_json::from_value(row.runtime.clone()).ok();
             let alive = match &runtime {
-                // A hibernated sandbox has no processes: it lives as long as its directory.
-                Some(rt) if row.state == StoredState::Hibernated => rt.dir.join("upper").is_dir(),
+                // A hibernated sandbox has no processes: it lives as long as its writable layer's
+                // disk image (mounted or not: after a host reboot it is not).
+                Some(rt) if row.state == StoredState::Hibernated => {
+                    rt.dir.join("disk.img").is_file()
+                }
                 // A frozen agent cannot answer: a paused sandbox is alive while its cgroup has
                 // processes.
                 Some(rt) if row.state == StoredState::Paused => {

@@ -297,7 +297,7 @@ async fn hibernated_sandbox_survives_a_server_kill_9_and_kill_removes_it() {
         .await;
     assert_eq!(h.status, 200, "{}", h.text);
     let sandbox_dir = s.data_dir.path().join("sandboxes").join(&id);
-    assert!(sandbox_dir.join("upper").is_dir());
+    assert!(sandbox_dir.join("disk/upper").is_dir());
     let k = s
         .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
         .await;
@@ -417,5 +417,51 @@ async fn memory_pressure_hibernates_paused_sandboxes_only() {
         stdout(&s.run(&paused, json!({"code": "print(v)"})).await),
         "pressure\n"
     );
+    s.kill_all().await;
+}
+
+/// A hibernated sandbox comes back with its volumes mounted where they were (the relaunch binds
+/// them again) and the volume's data and the writable layer's files both there.
+#[tokio::test]
+async fn hibernation_keeps_volumes_mounted() {
+    let s = Server::start();
+    let r = s
+        .admin(
+            "POST",
+            "/v1/volumes",
+            Some(json!({"name": "hib-vol", "size_limit_bytes": 64 * 1024 * 1024})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let id = s
+        .create(
+            &s.admin_key.clone(),
+            json!({"volumes": [{"name": "hib-vol", "mount_path": "/data/v"}]}),
+        )
+        .await;
+    let (out, ex) = s
+        .sh(
+            &id,
+            "echo kept > /data/v/a && echo layer > /home/user/b && echo ok",
+        )
+        .await;
+    assert_eq!(out, "ok\n", "{ex}");
+    for op in ["hibernate", "resume"] {
+        let r = s
+            .admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
+            .await;
+        assert_eq!(r.status, 200, "{op}: {}", r.text);
+    }
+    let (out, ex) = s
+        .sh(
+            &id,
+            "cat /data/v/a /home/user/b; echo more >> /data/v/a && echo ok",
+        )
+        .await;
+    assert_eq!(out, "kept\nlayer\nok\n", "{ex}");
+    let r = s
+        .admin("DELETE", "/v1/volumes/hib-vol?force=true", None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
     s.kill_all().await;
 }
