@@ -21,6 +21,8 @@ def test_matplotlib_figure_is_a_png(sandbox: CodeSandbox) -> None:
     [fig] = ex.results
     assert not fig.is_main_result
     assert fig.formats() == ["text", "png"]
+    assert fig.chart is not None and fig.chart["type"] == "line" and fig.chart["title"] == "t"
+    assert fig.chart["elements"][0]["points"] == [[1, 1], [2, 4], [3, 9]]
     assert fig.png is not None
     assert base64.b64decode(fig.png).startswith(PNG_SIGNATURE)
     assert fig["image/png"] == fig["png"] == fig.png
@@ -36,6 +38,8 @@ def test_dataframe_is_html(sandbox: CodeSandbox) -> None:
     assert df.html is not None and "<table" in df.html and "dataframe" in df.html
     assert df.text is not None and "a  b" in df.text
     assert df.data == df.text
+    assert df.table == {"a": [1, 2], "b": ["x", "y"]}
+    assert df.formats() == ["text", "html"]
     assert ex.main_result is df and ex.text == df.text
     assert ex.outputs.html == df.html
 

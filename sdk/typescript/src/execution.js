@@ -21,7 +21,16 @@ export const FORMAT_MIME = /** @type {const} */ ([
   ['json', 'application/json'],
   ['javascript', 'application/javascript'],
 ]);
-const KNOWN_MIME = new Set(FORMAT_MIME.map(([, mime]) => mime));
+/**
+ * The data behind a result, next to its display formats (not listed in `formats`): a pandas
+ * DataFrame's columns (`table`) and a matplotlib figure's chart (`chart`: type, title, axes,
+ * elements).
+ */
+export const DATA_MIME = /** @type {const} */ ([
+  ['table', 'application/vnd.lizard.table+json'],
+  ['chart', 'application/vnd.lizard.chart+json'],
+]);
+const KNOWN_MIME = new Set([...FORMAT_MIME, ...DATA_MIME].map(([, mime]) => mime));
 const FORMAT_ORDER = FORMAT_MIME.map(([name]) => name);
 
 /** Formats whose value can stand for the result as text when there is no `text/plain`, best first. */
@@ -53,7 +62,7 @@ export class Result {
     const bundle = wire?.data && typeof wire.data === 'object' ? wire.data : {};
     /** True for the value of the cell's last expression, false for `display()` output. */
     this.isMainResult = Boolean(wire?.is_main_result);
-    for (const [name, mime] of FORMAT_MIME) {
+    for (const [name, mime] of [...FORMAT_MIME, ...DATA_MIME]) {
       if (mime in bundle) this[name] = bundle[mime];
     }
     /** Named formats present, in a fixed order (`text`, `html`, `markdown`, `svg`, `png`, …), then any other MIME type as is. */

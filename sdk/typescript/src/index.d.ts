@@ -259,6 +259,12 @@ export declare class Result {
   readonly json?: unknown;
   /** `application/javascript`. */
   readonly javascript?: string;
+  /** A pandas DataFrame's data, `{column: [values…]}` (not listed in `formats`). */
+  readonly table?: Record<string, unknown[]>;
+  /** The chart a matplotlib figure draws: `type` (`line`, `scatter`, `bar`, `pie`,
+   * `box_and_whisker`, `superchart`), `title`, axis labels/ticks and `elements` (not listed in
+   * `formats`). */
+  readonly chart?: Record<string, unknown>;
   /** Named formats present, in the order above (`['text', 'png']`), then other MIME types as they are. */
   readonly formats: Array<ResultFormat | (string & {})>;
   /** MIME types without a named accessor. */

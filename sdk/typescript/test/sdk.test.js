@@ -161,6 +161,9 @@ describe('runCode', () => {
     const [fig] = ex.results;
     assert.equal(fig.isMainResult, false);
     assert.deepEqual(fig.formats, ['text', 'png']);
+    assert.equal(fig.chart.type, 'line', 'the chart behind the figure');
+    assert.equal(fig.chart.title, 'Simple Chart');
+    assert.deepEqual(fig.chart.elements[0].points, [[1, 1], [2, 4], [3, 9]]);
     assert.match(fig.data, /^<Figure size \d+x\d+ with 1 Axes>$/);
     const png = Buffer.from(fig.png, 'base64');
     assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
@@ -175,6 +178,7 @@ describe('runCode', () => {
     const [df] = ex.results;
     assert.equal(df.isMainResult, true);
     assert.deepEqual(df.formats, ['text', 'html']);
+    assert.deepEqual(df.table, { a: [1, 2], b: ['x', 'y'] }, 'the data behind the table');
     assert.match(df.html, /<table[^>]*class="dataframe"/);
     assert.match(df.data, /a\s+b\n0\s+1\s+x\n1\s+2\s+y/);
     assert.equal(ex.outputs.html, df.html);

@@ -45,7 +45,12 @@ MIME_TYPES: Dict[str, str] = {
     "json": "application/json",
     "javascript": "application/javascript",
 }
+#: The data behind a result, next to its display formats (not listed by ``formats()``): a pandas
+#: DataFrame's columns and a matplotlib figure's chart (type, title, axes, elements).
+TABLE_MIME = "application/vnd.lizard.table+json"
+CHART_MIME = "application/vnd.lizard.chart+json"
 _FORMAT_OF: Dict[str, str] = {mime: name for name, mime in MIME_TYPES.items()}
+_FORMAT_OF.update({TABLE_MIME: "table", CHART_MIME: "chart"})
 # Formats that can stand in for text/plain as a result's primary textual value, best first.
 _TEXTUAL = ("text", "markdown", "latex", "html", "svg", "json", "javascript")
 
@@ -137,8 +142,19 @@ class Result:
         return self._str("javascript")
 
     @property
+    def table(self) -> Optional[Dict[str, Any]]:
+        """A DataFrame's data as ``{column: [values...]}`` (timestamps as ISO strings), or ``None``."""
+        return self.raw.get(TABLE_MIME)
+
+    @property
+    def chart(self) -> Optional[Dict[str, Any]]:
+        """The chart a matplotlib figure draws (``type``: line, scatter, bar, pie, box_and_whisker,
+        superchart; ``title``, axis labels and ticks, ``elements``), or ``None``."""
+        return self.raw.get(CHART_MIME)
+
+    @property
     def extra(self) -> Dict[str, Any]:
-        """MIME types of the bundle that have no format name above."""
+        """MIME types of the bundle that have no name here."""
         return {k: v for k, v in self.raw.items() if k not in _FORMAT_OF}
 
     @property
