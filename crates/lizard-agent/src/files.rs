@@ -936,4 +936,37 @@ mod tests {
         assert_eq!(permissions(0o104755), "-rwsr-xr-x");
         assert_eq!(permissions(0o120777), "lrwxrwxrwx");
     }
+
+    proptest::proptest! {
+        /// `resolve` on any input: an error for empty or NUL-carrying paths, else an absolute,
+        /// lexically normal path (no `.`, `..` or empty components) that never leaves `/` — and
+        /// resolving it again changes nothing.
+        #[test]
+        fn resolve_is_absolute_normal_and_idempotent(
+            base in "(/[a-z][a-z.]{0,3}){0,3}",
+            path in proptest::prop_oneof![
+                ".{0,40}",
+                "(\\.\\.|\\.|~|[a-z]{1,3}|)(/(\\.\\.|\\.|~|[a-z]{1,3}|)){0,8}",
+            ],
+        ) {
+            let base = if base.is_empty() { "/".to_string() } else { base };
+            match resolve(Path::new(&base), &path) {
+                Err(_) => proptest::prop_assert!(path.is_empty() || path.contains('\0')),
+                Ok(p) => {
+                    let text = p.to_str().unwrap();
+                    proptest::prop_assert!(text.starts_with('/'), "{text}");
+                    proptest::prop_assert!(text == "/" || !text.ends_with('/'), "{text}");
+                    proptest::prop_assert!(
+                        text == "/" || text.split('/').skip(1).all(|c| !c.is_empty() && c != "." && c != ".."),
+                        "{path:?} from {base:?} → {text:?}"
+                    );
+                    proptest::prop_assert_eq!(resolve(Path::new("/elsewhere"), text).unwrap(), p.clone());
+                    // A path without `..` stays under the base when relative.
+                    if !path.starts_with('/') && !path.split('/').any(|c| c == "..") && !path.starts_with('~') {
+                        proptest::prop_assert!(p.starts_with(&base), "{path:?} from {base:?} → {text:?}");
+                    }
+                }
+            }
+        }
+    }
 }

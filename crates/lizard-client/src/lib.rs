@@ -636,6 +636,33 @@ impl Client {
         )
         .await
     }
+
+    /// `GET /v1/audit`: audit events, newest first (an admin key sees all, a project key its own
+    /// project's).
+    pub async fn audit(
+        &self,
+        from_ms: Option<u64>,
+        to_ms: Option<u64>,
+        limit: Option<usize>,
+    ) -> Result<Vec<lizard_proto::AuditEvent>, ClientError> {
+        let mut q = Vec::new();
+        if let Some(f) = from_ms {
+            q.push(format!("from={f}"));
+        }
+        if let Some(t) = to_ms {
+            q.push(format!("to={t}"));
+        }
+        if let Some(l) = limit {
+            q.push(format!("limit={l}"));
+        }
+        let query = if q.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", q.join("&"))
+        };
+        self.call::<(), _>(Method::GET, &format!("/v1/audit{query}"), None)
+            .await
+    }
 }
 
 /// Split a streamed body into NDJSON values.

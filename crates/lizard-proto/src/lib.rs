@@ -8,6 +8,7 @@
 //! **Architecture Invariant:** the execution event ([`ExecutionEvent`]) is defined here once. NDJSON,
 //! SSE and the E2B-compatible stream are serializations of this enum, never copies of it.
 
+pub mod audit;
 pub mod command;
 pub mod e2b;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod language;
 pub mod sandbox;
 pub mod volume;
 
+pub use audit::{AuditEvent, AuditQuery};
 pub use command::{
     CommandEnd, CommandEvent, CommandResult, ProcessInfo, ProcessInputRequest, PtySize,
     ResizePtyRequest, SignalRequest, StartCommandRequest, StartPtyRequest, StreamQuery,

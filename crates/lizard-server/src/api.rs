@@ -32,6 +32,8 @@ pub struct AppState {
     pub sandboxes: Arc<Sandboxes>,
     /// E2B compatibility: sandbox tokens and debug mode.
     pub e2b: crate::e2b::E2b,
+    /// Requests per principal (`None`: no limit); applied by [`crate::gate`].
+    pub limiter: Option<crate::ratelimit::RateLimiter>,
 }
 
 type St = State<Arc<AppState>>;
@@ -149,32 +151,40 @@ fn json_rejection(rej: JsonRejection) -> ApiError {
     }
 }
 
-/// The caller, from `Authorization: Bearer <key>`.
+/// The caller, from `Authorization: Bearer <key>` (or E2B's `X-API-Key`).
 pub struct Auth(pub Principal);
+
+/// The credential a request carries: `Authorization: Bearer <key>`, or E2B's `X-API-Key`.
+pub(crate) fn bearer_token(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .or_else(|| {
+            // E2B's SDKs send the key in X-API-Key.
+            headers.get("x-api-key").and_then(|v| v.to_str().ok())
+        })
+        .map(str::trim)
+}
 
 impl FromRequestParts<Arc<AppState>> for Auth {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, st: &Arc<AppState>) -> Result<Self, ApiError> {
+        // The gate (crate::gate) has usually looked the key up already.
+        if let Some(c) = parts.extensions.get::<auth::Caller>() {
+            return Ok(Auth(c.principal.clone()));
+        }
         let unauth = || {
             ApiError::new(
                 ErrorCode::Unauthenticated,
                 "missing or unknown API key: send `Authorization: Bearer <key>` (LIZARD_API_KEY)",
             )
         };
-        let token = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .or_else(|| {
-                // E2B's SDKs send the key in X-API-Key.
-                parts.headers.get("x-api-key").and_then(|v| v.to_str().ok())
-            })
-            .ok_or_else(unauth)?;
-        match auth::principal(&st.sandboxes.store, token.trim())? {
+        let token = bearer_token(&parts.headers).ok_or_else(unauth)?;
+        match auth::principal(&st.sandboxes.store, token)? {
             Some(p) => Ok(Auth(p)),
             None => Err(unauth()),
         }
@@ -191,6 +201,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/projects", get(list_projects).post(create_project))
         .route("/v1/projects/{project}/usage", get(project_usage))
         .route("/v1/projects/{project}/executions", get(project_executions))
+        .route("/v1/audit", get(crate::audit::list))
         .route("/v1/volumes", get(list_volumes).post(create_volume))
         .route(
             "/v1/volumes/{volume}",
@@ -247,6 +258,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::e2b::sandbox_traffic,
+        ))
+        // Outermost: who is calling, rate limits, the audit log (crate::gate).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::gate::gate,
         ))
         .with_state(state)
 }
@@ -710,4 +726,47 @@ async fn metrics(State(st): St, Auth(who): Auth) -> Result<Response, ApiError> {
         metering::prometheus(&rows, &live, &store.list_volumes(project, true)?),
     )
         .into_response())
+}
+
+#[cfg(test)]
+mod query_tests {
+    //! The query strings of Lizard's own routes, parsed the way the handlers parse them.
+    use super::*;
+    use axum::http::Uri;
+
+    fn parse<T: DeserializeOwned>(q: &str) -> Option<Result<T, QueryRejection>> {
+        let uri: Uri = format!("/x?{q}").parse().ok()?;
+        Some(Query::<T>::try_from_uri(&uri).map(|Query(t)| t))
+    }
+
+    proptest::proptest! {
+        /// Arbitrary (percent-encoded) query strings never panic a parser: each is a value or a
+        /// rejection (which the handlers turn into a typed 400).
+        #[test]
+        fn query_parsers_are_total(q in proptest::prop_oneof![
+            ".{0,100}",
+            "((from|to|limit|project|state|metadata|force|sandbox|x)=[-0-9a-z%,=&.]{0,12}&?){0,6}",
+        ]) {
+            let q: String = form_urlencoded::byte_serialize(q.as_bytes()).collect::<String>()
+                .replace("%3D", "=").replace("%26", "&");
+            let _ = parse::<VolumeQuery>(&q);
+            let _ = parse::<ListQuery>(&q);
+            let _ = parse::<UsageQuery>(&q);
+            let _ = parse::<ExecutionsQuery>(&q);
+            let _ = parse::<lizard_proto::AuditQuery>(&q);
+        }
+
+        /// Numbers parse as numbers (u64 bounds included), everything else is a rejection.
+        #[test]
+        fn usage_bounds_parse_exactly(from in proptest::option::of(proptest::prelude::any::<u64>()), junk in "[a-z]{1,5}") {
+            proptest::prop_assume!(junk != "from" && junk != "to");
+            let q = from.map(|f| format!("from={f}")).unwrap_or_default();
+            let u: UsageQuery = parse(&q).unwrap().unwrap();
+            proptest::prop_assert_eq!(u.from, from);
+            let bad_number = parse::<UsageQuery>(&format!("from={junk}")).unwrap();
+            proptest::prop_assert!(bad_number.is_err());
+            let unknown = parse::<UsageQuery>(&format!("{junk}=1")).unwrap();
+            proptest::prop_assert!(unknown.is_err(), "unknown fields are refused");
+        }
+    }
 }

@@ -75,6 +75,32 @@ pub fn principal(store: &Store, token: &str) -> Result<Option<Principal>, StoreE
     }))
 }
 
+/// An authenticated caller, as the gate found it (kept in the request's extensions so the key is
+/// looked up once per request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub principal: Principal,
+    /// The key's stored prefix (`lz_` + 5 hex), for the audit log; never the key.
+    pub key_prefix: String,
+    /// The key's hash (the rate limiter's bucket).
+    pub key_hash: KeyHash,
+}
+
+/// Resolve a bearer token to its caller (with the key's prefix and hash).
+pub fn caller(store: &Store, token: &str) -> Result<Option<Caller>, StoreError> {
+    let key_hash = KeyHash::of(token);
+    Ok(store
+        .key_lookup(&key_hash)?
+        .map(|(project, key_prefix)| Caller {
+            principal: match project {
+                None => Principal::Admin,
+                Some(p) => Principal::Project(p),
+            },
+            key_prefix,
+            key_hash,
+        }))
+}
+
 /// Project names: 1–63 characters of `[a-zA-Z0-9._-]`, starting with a letter or digit.
 pub fn valid_project_name(n: &str) -> bool {
     !n.is_empty()
@@ -112,5 +138,30 @@ mod tests {
         assert!(valid_project_name("my-project"));
         assert!(!valid_project_name("-x"));
         assert!(!valid_project_name("a b"));
+    }
+
+    proptest::proptest! {
+        /// Project names accepted are exactly 1–63 of `[a-zA-Z0-9._-]` starting alphanumeric: never
+        /// a path (`/`, `..` alone), never empty, never control characters; any string is judged
+        /// without panicking.
+        #[test]
+        fn project_names_are_judged_totally(n in proptest::prop_oneof![".{0,80}", "[a-zA-Z0-9._/-]{0,70}"]) {
+            if valid_project_name(&n) {
+                proptest::prop_assert!(!n.is_empty() && n.len() <= 63);
+                proptest::prop_assert!(!n.contains('/') && n != ".." && !n.starts_with('.'));
+                proptest::prop_assert!(n.bytes().all(|b| b.is_ascii_graphic()));
+            }
+        }
+
+        /// Any bearer token is looked up without panicking; only issued keys resolve.
+        #[test]
+        fn arbitrary_tokens_resolve_to_nobody(t in ".{0,100}") {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(&dir.path().join("db")).unwrap();
+            let key = issue_key(&store, Some("p")).unwrap();
+            proptest::prop_assume!(t != key);
+            proptest::prop_assert_eq!(principal(&store, &t).unwrap(), None);
+            proptest::prop_assert_eq!(caller(&store, &t).unwrap(), None);
+        }
     }
 }

@@ -87,7 +87,7 @@ impl E2b {
     }
 
     /// Whether `given` is the sandbox's token (compared as digests, so timing says nothing).
-    fn token_ok(&self, sandbox_id: &str, given: &str) -> bool {
+    pub(crate) fn token_ok(&self, sandbox_id: &str, given: &str) -> bool {
         sha2::Sha256::digest(self.token(sandbox_id).as_bytes())
             == sha2::Sha256::digest(given.as_bytes())
     }
@@ -288,6 +288,32 @@ async fn detail(
     Ok(Json(detail_body(&st, &sb)))
 }
 
+/// The filter of E2B's list query.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ListFilter {
+    states: Vec<String>,
+    metadata: BTreeMap<String, String>,
+    limit: Option<usize>,
+}
+
+/// Parse E2B's list query (`state=running,paused&metadata=k%3Dv&limit=N`); unknown parameters and
+/// unparsable limits are ignored, as E2B does.
+fn list_filter(query: &str) -> ListFilter {
+    let mut f = ListFilter::default();
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        match k.as_ref() {
+            "state" => f.states.extend(v.split(',').map(|s| s.trim().to_string())),
+            // `metadata` is itself a URL-encoded query (`k1=v1&k2=v2`).
+            "metadata" => f.metadata.extend(
+                form_urlencoded::parse(v.as_bytes()).map(|(a, b)| (a.into_owned(), b.into_owned())),
+            ),
+            "limit" => f.limit = v.parse().ok(),
+            _ => {}
+        }
+    }
+    f
+}
+
 /// `GET /sandboxes` and `GET /v2/sandboxes?state=running,paused&metadata=k%3Dv&…`: one page with
 /// everything (no `X-Next-Token`).
 async fn list(
@@ -296,20 +322,11 @@ async fn list(
     req: Request,
 ) -> Result<Json<Vec<api::SandboxDetail>>, E2bError> {
     let who = who(w)?;
-    let mut states: Vec<String> = Vec::new();
-    let mut want: BTreeMap<String, String> = BTreeMap::new();
-    let mut limit: Option<usize> = None;
-    for (k, v) in form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
-        match k.as_ref() {
-            "state" => states.extend(v.split(',').map(|s| s.trim().to_string())),
-            // `metadata` is itself a URL-encoded query (`k1=v1&k2=v2`).
-            "metadata" => want.extend(
-                form_urlencoded::parse(v.as_bytes()).map(|(a, b)| (a.into_owned(), b.into_owned())),
-            ),
-            "limit" => limit = v.parse().ok(),
-            _ => {}
-        }
-    }
+    let ListFilter {
+        states,
+        metadata: want,
+        limit,
+    } = list_filter(req.uri().query().unwrap_or(""));
     let mut out: Vec<Arc<Sandbox>> = st
         .sandboxes
         .all()
@@ -578,5 +595,34 @@ mod tests {
             c.token("sbx1"),
             "another server, another token"
         );
+    }
+
+    proptest::proptest! {
+        /// Any query string parses (never panics); a query built from a filter parses back to it.
+        #[test]
+        fn list_queries_parse_totally_and_round_trip(
+            junk in ".{0,200}",
+            states in proptest::collection::vec("[a-z]{1,8}", 0..4),
+            meta in proptest::collection::btree_map(".{1,10}", ".{0,10}", 0..4),
+            limit in proptest::option::of(0usize..10_000),
+        ) {
+            let _ = list_filter(&junk);
+            let inner: String = form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(meta.iter())
+                .finish();
+            let mut q = form_urlencoded::Serializer::new(String::new());
+            if !states.is_empty() {
+                q.append_pair("state", &states.join(","));
+            }
+            if !meta.is_empty() {
+                q.append_pair("metadata", &inner);
+            }
+            if let Some(l) = limit {
+                q.append_pair("limit", &l.to_string());
+            }
+            q.append_pair("unknown", "ignored");
+            let f = list_filter(&q.finish());
+            proptest::prop_assert_eq!(f, ListFilter { states, metadata: meta, limit });
+        }
     }
 }

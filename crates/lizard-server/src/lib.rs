@@ -10,11 +10,14 @@
 
 pub mod agent_client;
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod e2b;
 pub mod egress;
+pub mod gate;
 pub mod metering;
 pub mod proxy;
+pub mod ratelimit;
 pub mod sandboxes;
 pub mod store;
 pub mod volumes;

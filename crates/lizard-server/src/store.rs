@@ -199,6 +199,19 @@ CREATE TABLE IF NOT EXISTS volumes (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS volumes_live_name ON volumes(project, name)
     WHERE deleted_at_ms IS NULL;
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    project TEXT,
+    key_prefix TEXT,
+    action TEXT NOT NULL,
+    object TEXT,
+    status INTEGER NOT NULL,
+    client TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_at ON audit(at_ms);
+CREATE INDEX IF NOT EXISTS audit_project ON audit(project, at_ms);
 ";
 
 /// Columns added after the first release of a table: added to older databases on open.
@@ -332,6 +345,81 @@ impl Store {
                 |r| r.get::<_, Option<String>>(0),
             )
             .optional()?)
+    }
+
+    /// A key's project (`Some(None)` = admin) and its stored prefix, by hash.
+    pub fn key_lookup(
+        &self,
+        hash: &KeyHash,
+    ) -> Result<Option<(Option<String>, String)>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT project, prefix FROM api_keys WHERE hash = ?1",
+                params![hash.0],
+                |r| Ok((r.get::<_, Option<String>>(0)?, r.get::<_, String>(1)?)),
+            )
+            .optional()?)
+    }
+
+    /// Append one audit event (its `id` is assigned here); returns the id.
+    pub fn add_audit(&self, e: &lizard_proto::AuditEvent) -> Result<u64, StoreError> {
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO audit (at_ms, actor, project, key_prefix, action, object, status, client)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                e.at_ms as i64,
+                e.actor,
+                e.project,
+                e.key_prefix,
+                e.action,
+                e.object,
+                e.status,
+                e.client
+            ],
+        )?;
+        Ok(conn.last_insert_rowid() as u64)
+    }
+
+    /// Audit events in `[from_ms, to_ms)`, newest first, of one project (`None`: all, including
+    /// events of no project such as authentication failures).
+    pub fn audit(
+        &self,
+        project: Option<&str>,
+        from_ms: u64,
+        to_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<lizard_proto::AuditEvent>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare(
+            "SELECT id, at_ms, actor, project, key_prefix, action, object, status, client
+             FROM audit
+             WHERE (?1 IS NULL OR project = ?1) AND at_ms >= ?2 AND at_ms < ?3
+             ORDER BY id DESC LIMIT ?4",
+        )?;
+        let rows = st.query_map(
+            params![
+                project,
+                from_ms.min(i64::MAX as u64) as i64,
+                to_ms.min(i64::MAX as u64) as i64,
+                limit.min(i64::MAX as usize) as i64
+            ],
+            |r| {
+                Ok(lizard_proto::AuditEvent {
+                    id: r.get::<_, i64>(0)? as u64,
+                    at_ms: r.get::<_, i64>(1)? as u64,
+                    actor: r.get(2)?,
+                    project: r.get(3)?,
+                    key_prefix: r.get(4)?,
+                    action: r.get(5)?,
+                    object: r.get(6)?,
+                    status: r.get(7)?,
+                    client: r.get(8)?,
+                })
+            },
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     pub fn has_admin_key(&self) -> Result<bool, StoreError> {
@@ -819,6 +907,52 @@ mod tests {
         assert_eq!(row.timeout_ms, 300000);
         assert_eq!(row.on_timeout, lizard_proto::TimeoutAction::Kill);
         assert!(row.volumes.is_empty());
+        assert!(
+            s.audit(None, 0, u64::MAX, 10).unwrap().is_empty(),
+            "the audit table is added"
+        );
+    }
+
+    #[test]
+    fn audit_events_by_project_and_time() {
+        let (_d, s) = store();
+        let ev = |at_ms, project: Option<&str>, action: &str| lizard_proto::AuditEvent {
+            id: 0,
+            at_ms,
+            actor: "project".into(),
+            project: project.map(str::to_string),
+            key_prefix: Some("lz_12345".into()),
+            action: action.into(),
+            object: Some("sbx_1".into()),
+            status: 201,
+            client: "127.0.0.1:1".into(),
+        };
+        let a = s.add_audit(&ev(10, Some("a"), "sandbox.create")).unwrap();
+        let b = s.add_audit(&ev(20, Some("b"), "sandbox.kill")).unwrap();
+        let c = s.add_audit(&ev(30, None, "auth.failed")).unwrap();
+        assert!(a < b && b < c);
+        let all = s.audit(None, 0, u64::MAX, 100).unwrap();
+        assert_eq!(all.iter().map(|e| e.id).collect::<Vec<_>>(), vec![c, b, a]);
+        assert_eq!(
+            all[2],
+            lizard_proto::AuditEvent {
+                id: a,
+                ..ev(10, Some("a"), "sandbox.create")
+            }
+        );
+        let only_a = s.audit(Some("a"), 0, u64::MAX, 100).unwrap();
+        assert_eq!(only_a.len(), 1);
+        assert_eq!(only_a[0].action, "sandbox.create");
+        assert_eq!(
+            s.audit(None, 15, 30, 100).unwrap().len(),
+            1,
+            "from inclusive, to exclusive"
+        );
+        assert_eq!(
+            s.audit(None, 0, u64::MAX, 1).unwrap()[0].id,
+            c,
+            "newest first"
+        );
     }
 
     #[test]

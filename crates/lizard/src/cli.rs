@@ -258,6 +258,50 @@ pub struct UsageArgs {
     json: bool,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// From, in milliseconds since the epoch.
+    #[arg(long)]
+    from: Option<u64>,
+    /// To, in milliseconds since the epoch.
+    #[arg(long)]
+    to: Option<u64>,
+    /// At most this many events (server default 1000, at most 10000).
+    #[arg(long)]
+    limit: Option<usize>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn audit(conn: &Conn, args: AuditArgs) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        let events = c.audit(args.from, args.to, args.limit).await?;
+        if args.json {
+            return print_json(&events);
+        }
+        println!(
+            "{:<8} {:<13} {:<8} {:<10} {:<16} {:<20} {:<26} {:>6} CLIENT",
+            "ID", "AT ms", "ACTOR", "KEY", "PROJECT", "ACTION", "OBJECT", "STATUS"
+        );
+        for e in &events {
+            println!(
+                "{:<8} {:<13} {:<8} {:<10} {:<16} {:<20} {:<26} {:>6} {}",
+                e.id,
+                e.at_ms,
+                e.actor,
+                e.key_prefix.as_deref().unwrap_or("-"),
+                e.project.as_deref().unwrap_or("-"),
+                e.action,
+                e.object.as_deref().unwrap_or("-"),
+                e.status,
+                e.client
+            );
+        }
+        Ok(())
+    })
+}
+
 fn pairs(items: &[String], what: &str) -> Result<BTreeMap<String, String>> {
     items
         .iter()

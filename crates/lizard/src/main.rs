@@ -97,6 +97,13 @@ enum Command {
         #[command(flatten)]
         args: cli::UsageArgs,
     },
+    /// Show the audit log (lifecycle calls and authentication failures), newest first.
+    Audit {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(flatten)]
+        args: cli::AuditArgs,
+    },
     /// Measure Lizard on this machine next to a Jupyter baseline (medians, p95, ratios; JSON too).
     Bench(bench::BenchArgs),
     /// Internal: launch one sandbox from a JSON spec on stdin (used by the server).
@@ -193,6 +200,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Files { conn, command } => ok(cli::files(&conn, command)),
         Command::Context { conn, command } => ok(cli::context(&conn, command)),
         Command::Usage { conn, args } => ok(cli::usage(&conn, args)),
+        Command::Audit { conn, args } => ok(cli::audit(&conn, args)),
         Command::Bench(args) => {
             init_tracing("warn");
             ok(bench::bench(args))

@@ -56,6 +56,99 @@ pub struct ServeArgs {
     /// Debug mode's envd address (E2B's SDKs use localhost:49983).
     #[arg(long, default_value = "127.0.0.1:49983")]
     e2b_debug_envd_listen: String,
+    /// Requests a second per principal (API key, E2B sandbox token, or client IP address for
+    /// requests without valid credentials), on average; `0` = no limit. Over it: 429 +
+    /// `Retry-After`. A streamed execution or file transfer counts as one request.
+    #[arg(long, env = "LIZARD_RATE_LIMIT_RPS", default_value_t = 200.0)]
+    rate_limit_rps: f64,
+    /// Requests a principal may send at once above the average rate.
+    #[arg(long, env = "LIZARD_RATE_LIMIT_BURST", default_value_t = 400)]
+    rate_limit_burst: u32,
+    /// Largest request head (request line + headers) in bytes; larger → 431.
+    #[arg(long, default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(1024..=16 * 1024 * 1024))]
+    max_header_bytes: u64,
+    /// Most request headers; more → 431.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(8..=10_000))]
+    max_headers: u64,
+}
+
+/// Limits of the HTTP/1 listeners.
+#[derive(Debug, Clone, Copy)]
+struct HttpLimits {
+    max_header_bytes: usize,
+    max_headers: usize,
+}
+
+/// Serve `app` on `listener` with hyper's HTTP/1 server: `TCP_NODELAY` on every connection, the
+/// request head capped (431 above `limits`), 30 s to send it, the peer address in the request's
+/// extensions (`ConnectInfo<SocketAddr>`, for rate limits and the audit log), upgrades
+/// (WebSockets) allowed. When `shutdown` completes: stop accepting, let every connection finish
+/// its request in flight, then return.
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: HttpLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use axum::extract::ConnectInfo;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower_service::Service as _;
+    let (close_tx, close_rx) = tokio::sync::watch::channel(());
+    let mut conns = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            _ = &mut shutdown => break,
+        };
+        // Small writes (one NDJSON frame) must leave at once, not wait for Nagle + delayed ACK.
+        let _ = tcp.set_nodelay(true);
+        let app = app.clone();
+        let svc =
+            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                let mut app = app.clone();
+                async move { app.call(req).await }
+            });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(30))
+            .max_header_size(limits.max_header_bytes);
+        if limits.max_headers != 100 {
+            // (hyper's default; another number moves the header array to the heap)
+            builder.max_headers(limits.max_headers);
+        }
+        let mut closing = close_rx.clone();
+        conns.spawn(async move {
+            let conn = builder
+                .serve_connection(TokioIo::new(tcp), svc)
+                .with_upgrades();
+            tokio::pin!(conn);
+            let r = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = closing.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = r {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    let _ = close_tx.send(());
+    while conns.join_next().await.is_some() {}
 }
 
 /// `10m`, `90s`, `500ms`, `1h`, or a number of seconds.
@@ -213,7 +306,15 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         let state = Arc::new(AppState {
             sandboxes: sandboxes.clone(),
             e2b,
+            limiter: lizard_server::ratelimit::RateLimiter::new(
+                args.rate_limit_rps,
+                args.rate_limit_burst,
+            ),
         });
+        let limits = HttpLimits {
+            max_header_bytes: args.max_header_bytes as usize,
+            max_headers: args.max_headers as usize,
+        };
         let app = router(state.clone());
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
@@ -239,11 +340,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                     .with_context(|| format!("binding {listen} for E2B debug mode"))?;
                 addrs.insert(name.into(), l.local_addr()?.to_string().into());
                 let app = lizard_server::e2b::debug_router(state.clone(), port);
-                tokio::spawn(async move {
-                    if let Err(e) = axum::serve(l, app).await {
-                        tracing::error!(error = %e, "E2B debug listener failed");
-                    }
-                });
+                tokio::spawn(serve_http(l, app, limits, std::future::pending()));
             }
             e2b_debug = addrs.into();
         }
@@ -262,21 +359,13 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 _ = tokio::signal::ctrl_c() => {}
             }
         };
-        // Small writes (one NDJSON frame) must leave at once, not wait for Nagle + delayed ACK.
-        use axum::serve::ListenerExt;
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
         // Sandboxes outlive the server on purpose: a restarted server adopts them.
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("serving");
+        serve_http(listener, app, limits, shutdown).await;
         // Claimed sandboxes stay (a restarted server adopts them); unclaimed pooled ones go.
         sandboxes.drain_pool().await;
         // Volumes of sandboxes that outlive the server stay mounted (the next server adopts them).
         sandboxes.unmount_unused_volumes().await;
-        served
+        Ok(())
     })
 }
 

@@ -1,0 +1,206 @@
+//! The audit log: which lifecycle calls (create, kill, pause, resume, hibernate, set-timeout of
+//! sandboxes; project create; volume create and delete; E2B's create, kill, connect, pause and
+//! timeout) and which authentication failures happened, by whom, on what, when, with what result
+//! and from which address. Events go to the store's `audit` table and, as they are written, to a
+//! `tracing` event with target `audit`; `GET /v1/audit` reads them back (an admin key sees all, a
+//! project key its own project's).
+//!
+//! This module decides *what* a request is ([`classify`], a pure function of method and path) and
+//! writes and reads events. It does not see requests go by: [`crate::gate`] calls it around every
+//! request. It never records a key, only its stored prefix, and never a request or response body.
+
+use crate::api::{ApiError, AppState, Auth};
+use crate::auth::Principal;
+use crate::store::now_ms;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::Method;
+use axum::Json;
+use lizard_proto::{AuditEvent, AuditQuery};
+use std::sync::Arc;
+
+/// Objects longer than this (a path segment, a name) are cut in the log.
+const MAX_OBJECT_CHARS: usize = 200;
+
+/// What an audited request does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action {
+    /// `sandbox.create`, `e2b.kill`, … (see [`AuditEvent::action`]).
+    pub name: &'static str,
+    /// The object named by the path (sandbox id, volume id or name), if any.
+    pub object: Option<String>,
+    /// For creates: the field of the (JSON) answer that names the new object.
+    pub created_field: Option<&'static str>,
+    /// Whether `object` is a sandbox id (so its project can be looked up).
+    pub sandbox: bool,
+}
+
+/// Whether `method path` is an audited lifecycle call (E2B sandbox traffic — requests carrying
+/// `E2b-Sandbox-Id` — never is; the gate does not ask for those).
+pub fn classify(method: &Method, path: &str) -> Option<Action> {
+    let segs: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+    let act = |name, object: Option<&str>, sandbox| Action {
+        name,
+        object: object.map(cut),
+        created_field: None,
+        sandbox,
+    };
+    let create = |name, field| Action {
+        name,
+        object: None,
+        created_field: Some(field),
+        sandbox: false,
+    };
+    let m = method.as_str();
+    Some(match (m, segs.as_slice()) {
+        ("POST", ["v1", "sandboxes"]) => create("sandbox.create", "sandbox_id"),
+        ("DELETE", ["v1", "sandboxes", id]) => act("sandbox.kill", Some(id), true),
+        ("POST", ["v1", "sandboxes", id, op]) => {
+            let name = match *op {
+                "pause" => "sandbox.pause",
+                "resume" => "sandbox.resume",
+                "hibernate" => "sandbox.hibernate",
+                "timeout" => "sandbox.set_timeout",
+                _ => return None,
+            };
+            act(name, Some(id), true)
+        }
+        ("POST", ["v1", "projects"]) => create("project.create", "project"),
+        ("POST", ["v1", "volumes"]) => create("volume.create", "volume_id"),
+        ("DELETE", ["v1", "volumes", v]) => act("volume.delete", Some(v), false),
+        ("POST", ["sandboxes"] | ["v2", "sandboxes"]) => create("e2b.create", "sandboxID"),
+        ("DELETE", ["sandboxes", id]) => act("e2b.kill", Some(id), true),
+        ("POST", ["sandboxes", id, "connect" | "resume"] | ["v2", "sandboxes", id, "connect"]) => {
+            act("e2b.connect", Some(id), true)
+        }
+        ("POST", ["sandboxes", id, "pause"]) => act("e2b.pause", Some(id), true),
+        ("POST", ["sandboxes", id, "timeout" | "refreshes"]) => {
+            act("e2b.set_timeout", Some(id), true)
+        }
+        _ => return None,
+    })
+}
+
+/// At most [`MAX_OBJECT_CHARS`] characters of `s`.
+pub fn cut(s: &str) -> String {
+    s.chars().take(MAX_OBJECT_CHARS).collect()
+}
+
+/// Store `e` (assigning its id) and emit it as a `tracing` event with target `audit`. A store
+/// failure is logged, never turned into a failure of the audited call (which already happened).
+pub fn record(st: &AppState, mut e: AuditEvent) {
+    e.at_ms = now_ms();
+    match st.sandboxes.store.add_audit(&e) {
+        Ok(id) => e.id = id,
+        Err(err) => {
+            tracing::error!(error = %crate::api::chain(&err), "writing an audit event failed")
+        }
+    }
+    tracing::info!(
+        target: "audit",
+        id = e.id,
+        actor = %e.actor,
+        project = e.project.as_deref().unwrap_or("-"),
+        key = e.key_prefix.as_deref().unwrap_or("-"),
+        action = %e.action,
+        object = e.object.as_deref().unwrap_or("-"),
+        status = e.status,
+        client = %e.client,
+        "audit"
+    );
+}
+
+/// `GET /v1/audit?from=&to=&limit=`: newest first; an admin sees every event, a project key its
+/// own project's.
+pub async fn list(
+    State(st): State<Arc<AppState>>,
+    Auth(who): Auth,
+    q: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<Vec<AuditEvent>>, ApiError> {
+    let q = q
+        .map_err(|e| ApiError::new(lizard_proto::ErrorCode::InvalidRequest, e.body_text()))?
+        .0;
+    let project = match &who {
+        Principal::Admin => None,
+        Principal::Project(p) => Some(p.as_str()),
+    };
+    Ok(Json(st.sandboxes.store.audit(
+        project,
+        q.from.unwrap_or(0),
+        q.to.unwrap_or_else(|| now_ms() + 1),
+        q.limit.unwrap_or(1000).min(10_000),
+    )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(m: Method, p: &str) -> Option<&'static str> {
+        classify(&m, p).map(|a| a.name)
+    }
+
+    #[test]
+    fn lifecycle_calls_are_classified() {
+        assert_eq!(name(Method::POST, "/v1/sandboxes"), Some("sandbox.create"));
+        let kill = classify(&Method::DELETE, "/v1/sandboxes/sbx_1").unwrap();
+        assert_eq!(kill.name, "sandbox.kill");
+        assert_eq!(kill.object.as_deref(), Some("sbx_1"));
+        assert!(kill.sandbox);
+        for (op, n) in [
+            ("pause", "sandbox.pause"),
+            ("resume", "sandbox.resume"),
+            ("hibernate", "sandbox.hibernate"),
+            ("timeout", "sandbox.set_timeout"),
+        ] {
+            assert_eq!(
+                name(Method::POST, &format!("/v1/sandboxes/x/{op}")),
+                Some(n)
+            );
+        }
+        assert_eq!(name(Method::POST, "/v1/projects"), Some("project.create"));
+        assert_eq!(name(Method::POST, "/v1/volumes"), Some("volume.create"));
+        assert_eq!(name(Method::DELETE, "/v1/volumes/v"), Some("volume.delete"));
+        assert_eq!(name(Method::POST, "/sandboxes"), Some("e2b.create"));
+        assert_eq!(name(Method::POST, "/v2/sandboxes"), Some("e2b.create"));
+        assert_eq!(name(Method::DELETE, "/sandboxes/i"), Some("e2b.kill"));
+        assert_eq!(
+            name(Method::POST, "/v2/sandboxes/i/connect"),
+            Some("e2b.connect")
+        );
+        assert_eq!(
+            name(Method::POST, "/sandboxes/i/resume"),
+            Some("e2b.connect")
+        );
+        assert_eq!(name(Method::POST, "/sandboxes/i/pause"), Some("e2b.pause"));
+        assert_eq!(
+            name(Method::POST, "/sandboxes/i/refreshes"),
+            Some("e2b.set_timeout")
+        );
+    }
+
+    #[test]
+    fn other_calls_are_not() {
+        for (m, p) in [
+            (Method::GET, "/v1/sandboxes"),
+            (Method::GET, "/v1/sandboxes/x"),
+            (Method::POST, "/v1/sandboxes/x/execute"),
+            (Method::POST, "/v1/sandboxes/x/files"),
+            (Method::DELETE, "/v1/sandboxes/x/contexts/c"),
+            (Method::GET, "/v1/audit"),
+            (Method::GET, "/health"),
+            (Method::POST, ""),
+            (Method::POST, "v1/sandboxes"),
+            (Method::POST, "/v1/sandboxes/"),
+        ] {
+            assert_eq!(name(m.clone(), p), None, "{m} {p}");
+        }
+    }
+
+    #[test]
+    fn long_objects_are_cut() {
+        let long = "x".repeat(10_000);
+        let a = classify(&Method::DELETE, &format!("/v1/volumes/{long}")).unwrap();
+        assert_eq!(a.object.unwrap().len(), MAX_OBJECT_CHARS);
+    }
+}
