@@ -59,7 +59,16 @@ impl From<ContextError> for ApiError {
     fn from(e: ContextError) -> Self {
         match &e {
             ContextError::NotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
-            ContextError::BadCwd(_) => ApiError::invalid(e.to_string()),
+            ContextError::BadCwd(_) | ContextError::InvalidLimits(_) => {
+                ApiError::invalid(e.to_string())
+            }
+            ContextError::LimitsUnsupported(_) => {
+                ApiError::new(ErrorCode::Unsupported, e.to_string())
+            }
+            ContextError::Cgroup(c) => {
+                tracing::error!(error = ?c, "context cgroup");
+                ApiError::new(ErrorCode::Unavailable, format!("{e}: {}", error_chain(c)))
+            }
             ContextError::Kernel(k) => {
                 tracing::error!(error = ?k, "kernel start failed");
                 ApiError::new(ErrorCode::Unavailable, error_chain(k))
@@ -257,7 +266,11 @@ async fn create_context(
             .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?
     };
     let h = c
-        .create(req.language.unwrap_or(Language::Python), req.cwd)
+        .create_limited(
+            req.language.unwrap_or(Language::Python),
+            req.cwd,
+            req.limits,
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(h.info())))
 }

@@ -55,6 +55,12 @@ pub struct AgentArgs {
     /// Output bytes (stdout + stderr) one run may send before the rest is dropped with a notice.
     #[arg(long, env = "LIZARD_MAX_OUTPUT_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_output_bytes: u64,
+    /// Directory holding the cgroup sub-tree delegated to this agent (`memory/`, `cpu/`,
+    /// `cpuacct/`; the server passes `/sys/fs/cgroup` to agents in sandboxes). Each context gets a
+    /// cgroup of its own there, with optional limits. Without it (or if it is not usable) contexts
+    /// share the agent's cgroup and per-context limits are refused.
+    #[arg(long, env = "LIZARD_CONTEXT_CGROUPS")]
+    pub context_cgroups: Option<PathBuf>,
     /// Milliseconds a kernel may take to start.
     #[arg(long, env = "LIZARD_KERNEL_START_TIMEOUT_MS", default_value_t = 60000)]
     pub kernel_start_timeout_ms: u64,
@@ -134,11 +140,22 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
             d
         }
     };
+    let cgroups = args.context_cgroups.as_deref().and_then(|root| {
+        match lizard_jail::delegation::Delegation::open(root) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::warn!(dir = %root.display(), error = %e,
+                    "no delegated cgroup: contexts share the agent's cgroup, limits are refused");
+                None
+            }
+        }
+    });
     let contexts = Arc::new(Contexts::new(ContextConfig {
         kernels,
         default_cwd,
         interrupt_grace: Duration::from_millis(args.interrupt_grace_ms),
         max_output_bytes: args.max_output_bytes,
+        cgroups,
     }));
     let app = api::router(contexts.clone());
     for lang in args.prestart.clone() {

@@ -9,11 +9,13 @@
 use crate::kernel::{
     ExitInfo, Kernel, KernelConfig, KernelError, KernelMsg, RunnerEvent, RunnerStatus,
 };
+use lizard_jail::cgroup::CgroupError;
+use lizard_jail::delegation::{ContextCgroup, Delegation};
 use lizard_jail::procfs;
 use lizard_jail::Signal;
 use lizard_proto::{
-    Context, ContextId, ContextState, EventFrame, ExecutionError, ExecutionEvent, ExecutionLog,
-    ExecutionRecord, ExecutionResult, ExecutionStatus, ExecutionUsage, Language,
+    Context, ContextId, ContextLimits, ContextState, EventFrame, ExecutionError, ExecutionEvent,
+    ExecutionLog, ExecutionRecord, ExecutionResult, ExecutionStatus, ExecutionUsage, Language,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -32,6 +34,12 @@ pub enum ContextError {
     BadCwd(String),
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    #[error("{0}")]
+    InvalidLimits(String),
+    #[error("per-context limits are not available here: {0}")]
+    LimitsUnsupported(String),
+    #[error("cannot make the context's cgroup")]
+    Cgroup(#[source] CgroupError),
 }
 
 /// Agent-wide settings for contexts.
@@ -45,6 +53,9 @@ pub struct ContextConfig {
     /// Output (stdout + stderr) one run may send; beyond it the rest is dropped and the client
     /// gets one truncation notice on stderr. The cell keeps running.
     pub max_output_bytes: u64,
+    /// The delegated cgroup sub-tree (inside a sandbox): each context gets a cgroup of its own
+    /// there. `None`: contexts share the agent's cgroup and limits are refused.
+    pub cgroups: Option<Delegation>,
 }
 
 /// One run's parameters, validated by the API layer.
@@ -86,6 +97,12 @@ pub struct ContextHandle {
     /// Set by restart/delete before they kill the kernel, so a run in flight reports it properly.
     replacing: Mutex<Option<Replace>>,
     scratch: String,
+    /// The limits the context was created with.
+    pub limits: Option<ContextLimits>,
+    /// The context's own cgroup (every kernel of the context joins it), when there is one.
+    cgroup: Option<ContextCgroup>,
+    /// OOM kills in the cgroup already reported.
+    oom_seen: AtomicU64,
 }
 
 impl ContextHandle {
@@ -103,7 +120,29 @@ impl ContextHandle {
             execution_count: self.execution_count.load(Ordering::SeqCst),
             kernel_restarts: self.kernel_restarts.load(Ordering::SeqCst),
             last_restart_reason: self.last_restart_reason.lock().ok().and_then(|r| r.clone()),
+            limits: self.limits,
+            memory_bytes: self.cgroup.as_ref().and_then(|c| c.memory_bytes().ok()),
         }
+    }
+
+    /// Start a kernel for this context (in its cgroup, if it has one).
+    async fn start_kernel(&self, cfg: &KernelConfig) -> Result<Kernel, KernelError> {
+        Kernel::start(
+            cfg,
+            self.language,
+            &self.cwd,
+            &self.scratch,
+            self.cgroup.as_ref(),
+        )
+        .await
+    }
+
+    /// Whether the OOM killer killed something in the context's cgroup since the last call.
+    fn new_oom_kill(&self) -> bool {
+        let Some(n) = self.cgroup.as_ref().and_then(|c| c.oom_kills().ok()) else {
+            return false;
+        };
+        self.oom_seen.swap(n, Ordering::SeqCst) < n
     }
 
     /// Interrupt the running cell, if any (SIGINT to the kernel's process group).
@@ -270,13 +309,70 @@ impl Contexts {
         self.create_inner(language, cwd, false).await
     }
 
+    /// [`Contexts::create`] with limits for the context's own cgroup (checked against the
+    /// sandbox's; refused where contexts get no cgroup).
+    pub async fn create_limited(
+        &self,
+        language: Language,
+        cwd: Option<String>,
+        limits: Option<ContextLimits>,
+    ) -> Result<Arc<ContextHandle>, ContextError> {
+        self.create_with_id(ContextId(new_id()), language, cwd, false, limits)
+            .await
+    }
+
+    /// The context's cgroup: with `limits`, checked and applied (an error if that is not
+    /// possible); without, a plain child for accounting when cgroups are delegated (a failure is
+    /// logged, the context then shares the agent's cgroup).
+    fn context_cgroup(
+        &self,
+        id: &ContextId,
+        limits: Option<&ContextLimits>,
+    ) -> Result<Option<ContextCgroup>, ContextError> {
+        let limits = limits.filter(|l| !l.is_empty());
+        let Some(d) = &self.cfg.cgroups else {
+            return match limits {
+                Some(_) => Err(ContextError::LimitsUnsupported(
+                    "this agent has no delegated cgroup (it runs outside a sandbox, or on a \
+                     cgroup v2 host)"
+                        .into(),
+                )),
+                None => Ok(None),
+            };
+        };
+        let name = format!("ctx-{}", id.0);
+        let Some(l) = limits else {
+            return match d.create(&name, &Default::default()) {
+                Ok(cg) => Ok(Some(cg)),
+                Err(e) => {
+                    tracing::warn!(context = %id, error = %e, "no cgroup for the context");
+                    Ok(None)
+                }
+            };
+        };
+        let ceiling = d.ceiling().map_err(ContextError::Cgroup)?;
+        let mb = |b: Option<u64>| b.map(|b| b / (1024 * 1024));
+        l.check(&ContextLimits {
+            memory_mb: mb(ceiling.memory_bytes),
+            cpu_millicores: ceiling.cpu_millicores,
+        })
+        .map_err(ContextError::InvalidLimits)?;
+        let want = lizard_jail::delegation::ContextLimits {
+            memory_bytes: l.memory_mb.map(|m| m * 1024 * 1024),
+            cpu_millicores: l.cpu_millicores,
+        };
+        d.create(&name, &want)
+            .map(Some)
+            .map_err(ContextError::Cgroup)
+    }
+
     async fn create_inner(
         &self,
         language: Language,
         cwd: Option<String>,
         is_default: bool,
     ) -> Result<Arc<ContextHandle>, ContextError> {
-        self.create_with_id(ContextId(new_id()), language, cwd, is_default)
+        self.create_with_id(ContextId(new_id()), language, cwd, is_default, None)
             .await
     }
 
@@ -287,6 +383,7 @@ impl Contexts {
         language: Language,
         cwd: Option<String>,
         is_default: bool,
+        limits: Option<ContextLimits>,
     ) -> Result<Arc<ContextHandle>, ContextError> {
         let cwd = match cwd {
             Some(c) => {
@@ -304,7 +401,19 @@ impl Contexts {
             None => self.cfg.default_cwd.clone(),
         };
         let scratch = format!("ctx-{}", id.0);
-        let kernel = Kernel::start(&self.cfg.kernels, language, &cwd, &scratch).await?;
+        let limits = limits.filter(|l| !l.is_empty());
+        let cgroup = self.context_cgroup(&id, limits.as_ref())?;
+        let kernel =
+            match Kernel::start(&self.cfg.kernels, language, &cwd, &scratch, cgroup.as_ref()).await
+            {
+                Ok(k) => k,
+                Err(e) => {
+                    if let Some(cg) = cgroup {
+                        remove_cgroup_later(cg);
+                    }
+                    return Err(e.into());
+                }
+            };
         let handle = Arc::new(ContextHandle {
             id: id.clone(),
             language,
@@ -319,6 +428,9 @@ impl Contexts {
             last_restart_reason: Mutex::new(None),
             replacing: Mutex::new(None),
             scratch,
+            limits,
+            cgroup,
+            oom_seen: AtomicU64::new(0),
         });
         if let Ok(mut m) = self.map.write() {
             m.insert(id, handle.clone());
@@ -376,7 +488,7 @@ impl Contexts {
         set_replacing(&h, None);
         *slot = None;
         h.pid.store(0, Ordering::SeqCst);
-        let k = Kernel::start(&self.cfg.kernels, h.language, &h.cwd, &h.scratch).await?;
+        let k = h.start_kernel(&self.cfg.kernels).await?;
         h.pid.store(k.pid(), Ordering::SeqCst);
         *slot = Some(k);
         h.note_restart("restarted on request".into());
@@ -403,6 +515,10 @@ impl Contexts {
         let mut slot = h.kernel.lock().await;
         *slot = None; // Drop kills the group; the pump reaps it.
         h.pid.store(0, Ordering::SeqCst);
+        drop(slot);
+        if let Some(cg) = h.cgroup.clone() {
+            remove_cgroup_later(cg);
+        }
         Ok(())
     }
 
@@ -448,7 +564,7 @@ impl Contexts {
         h.busy.store(true, Ordering::SeqCst);
 
         if slot.is_none() {
-            match Kernel::start(&self.cfg.kernels, h.language, &h.cwd, &h.scratch).await {
+            match h.start_kernel(&self.cfg.kernels).await {
                 Ok(k) => {
                     h.pid.store(k.pid(), Ordering::SeqCst);
                     *slot = Some(k);
@@ -655,6 +771,18 @@ impl Contexts {
                         grace.as_millis()
                     ),
                 ),
+                None if h.new_oom_kill() => (
+                    "KernelDied",
+                    format!(
+                        "the {} kernel was killed by the out-of-memory killer ({}); the context \
+                         was restarted and its state was lost",
+                        h.language,
+                        match h.limits.and_then(|l| l.memory_mb) {
+                            Some(mb) => format!("the context's memory limit is {mb} MiB"),
+                            None => "the sandbox's memory limit was reached".to_string(),
+                        }
+                    ),
+                ),
                 None => (
                     "KernelDied",
                     format!(
@@ -668,7 +796,7 @@ impl Contexts {
             status = ExecutionStatus::KernelDied;
             if replacing.is_none() {
                 // Start the replacement now, so the next run finds a ready kernel.
-                match Kernel::start(&self.cfg.kernels, h.language, &h.cwd, &h.scratch).await {
+                match h.start_kernel(&self.cfg.kernels).await {
                     Ok(k) => {
                         h.pid.store(k.pid(), Ordering::SeqCst);
                         *slot = Some(k);
@@ -685,6 +813,16 @@ impl Contexts {
         self.record(&h, status, started.elapsed().as_millis() as u64, usage);
         out.end(status, started, usage).await;
     }
+}
+
+/// Remove a context's cgroup once its processes are gone (in the background: the killed kernel's
+/// group may take a moment to exit). Whatever is left when the sandbox ends goes with its cgroup.
+fn remove_cgroup_later(cg: ContextCgroup) {
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = cg.remove_within(Duration::from_secs(10)) {
+            tracing::warn!(error = %e, "cannot remove a context's cgroup");
+        }
+    });
 }
 
 /// Caps the output of one run.

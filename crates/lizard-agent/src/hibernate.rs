@@ -59,6 +59,9 @@ struct SavedContext {
     /// The kernel's state was saved (false: only the context itself is recreated).
     saved: bool,
     lost: Vec<LostItem>,
+    /// The context's limits (its new cgroup gets them again).
+    #[serde(default)]
+    limits: Option<lizard_proto::ContextLimits>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HibernateError + '_ {
@@ -123,6 +126,7 @@ pub async fn snapshot(
             execution_count: h.execution_count(),
             saved: ok,
             lost: lost.clone(),
+            limits: h.limits,
         });
         reports.push(ContextReport {
             id: h.id.clone(),
@@ -157,7 +161,7 @@ pub async fn restore(contexts: &Contexts, dir: &Path) -> Result<HibernationRepor
         let mut lost = c.lost.clone();
         let cwd = c.cwd.is_dir().then(|| c.cwd.display().to_string());
         let h = match contexts
-            .create_with_id(c.id.clone(), c.language, cwd, c.is_default)
+            .create_with_id(c.id.clone(), c.language, cwd, c.is_default, c.limits)
             .await
         {
             Ok(h) => h,

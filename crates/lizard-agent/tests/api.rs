@@ -329,3 +329,43 @@ async fn execution_log_for_metering() {
     let (s, _) = a.call("GET", "/executions?after=x", None).await;
     assert_eq!(s, 400);
 }
+
+/// Outside a sandbox there is no delegated cgroup: per-context limits are refused with a typed
+/// `unsupported` error (also with a `--context-cgroups` directory that is not delegated), and
+/// contexts without limits work as usual, with no memory figure of their own.
+#[tokio::test]
+async fn context_limits_without_a_delegated_cgroup_are_refused() {
+    let empty = tempfile::tempdir().unwrap();
+    let dir = empty.path().display().to_string();
+    for agent in [
+        Agent::start(),
+        Agent::start_with(&["--context-cgroups", &dir]),
+    ] {
+        let (s, v) = agent
+            .call(
+                "POST",
+                "/contexts",
+                Some(json!({"language": "python", "limits": {"memory_mb": 64}})),
+            )
+            .await;
+        assert_eq!(s, 501, "{v}");
+        assert_eq!(v["code"], "unsupported", "{v}");
+        assert!(v["message"].as_str().unwrap().contains("limits"), "{v}");
+        let (s, v) = agent
+            .call("POST", "/contexts", Some(json!({"language": "bash"})))
+            .await;
+        assert_eq!(s, 201, "{v}");
+        assert!(
+            v.get("memory_bytes").is_none() && v.get("limits").is_none(),
+            "{v}"
+        );
+        let (s, v) = agent
+            .call(
+                "POST",
+                "/contexts",
+                Some(json!({"language": "bash", "limits": {}})),
+            )
+            .await;
+        assert_eq!(s, 201, "empty limits are no limits: {v}");
+    }
+}

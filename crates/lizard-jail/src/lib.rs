@@ -6,6 +6,7 @@
 //! - [`sandbox`]: launch a program as PID 1 of a fresh sandbox (namespaces, overlay root, minimal
 //!   `/dev`, fresh `/proc`, cgroup, no capabilities, `no_new_privs`, seccomp).
 //! - [`cgroup`]: sandbox cgroups (v2, else v1): limits, freeze/thaw, kill, accounting, removal.
+//! - [`delegation`]: per-context cgroups (the sub-tree of a sandbox's cgroup delegated to it).
 //! - [`seccomp`]: the sandbox's seccomp profile (`seccomp.toml`), compiled to BPF.
 //! - [`pty`]: pseudo-terminals (open, window size, controlling terminal of a child).
 //! - [`inotify`]: filesystem change notification.
@@ -18,6 +19,7 @@
 //! projects or billing: it starts programs and hands back handles (pids, fds, paths).
 
 pub mod cgroup;
+pub mod delegation;
 pub mod disk;
 pub mod inotify;
 pub mod network;

@@ -61,6 +61,29 @@ pub fn map_fds(cmd: &mut std::process::Command, fds: Vec<(OwnedFd, RawFd)>) {
     }
 }
 
+/// Move the child into cgroups before it executes: for each file (an open `cgroup.procs` of the
+/// target cgroup, e.g. from [`crate::delegation::ContextCgroup::procs_files`]) the child writes
+/// `0` ("myself"), so everything the program allocates is charged there from its first
+/// instruction. A failed write fails the spawn. The parent's copies are closed when `cmd` is
+/// dropped.
+pub fn join_cgroups_on_exec(cmd: &mut std::process::Command, files: Vec<std::fs::File>) {
+    let raw: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
+    // SAFETY: the closure runs in the forked child before exec and only calls write(2), which is
+    // async-signal-safe; it allocates nothing (`raw` was built before the fork) and takes no
+    // locks. The fds stay open until `cmd`, which owns `files`, is dropped after the spawn.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _keep_alive = &files;
+            for fd in &raw {
+                if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A pipe whose both ends are close-on-exec: `(read end, write end)`. Hand an end to a child with
 /// [`map_fds`] or `Stdio::from`.
 pub fn cloexec_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {

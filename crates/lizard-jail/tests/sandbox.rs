@@ -578,3 +578,54 @@ fn cgroup_v2_core_freeze_and_kill() {
     // is using it).
     let _ = fs::remove_dir(root.join("lizard"));
 }
+
+/// `context_cgroups`: the sandbox sees its delegated `ctx/` directories at
+/// `/sys/fs/cgroup/{memory,cpu,cpuacct}` with the sandbox's limits as their ceiling, can make a
+/// child there, limit it and move its own process in (a bomb in the child is OOM-killed inside
+/// it), but cannot write `ctx/`'s limits. On the host `ctx/` belongs to the sandbox user and goes
+/// with the sandbox's cgroup.
+#[test]
+fn delegated_context_cgroups() {
+    let t = TestDir::new();
+    let mut spec = t.spec(
+        &unique_id("deleg"),
+        r#"
+        C=/sys/fs/cgroup
+        echo "ctrls=$(ls $C | tr '\n' ' ')"
+        echo "ceiling=$(cat $C/memory/memory.limit_in_bytes)"
+        echo "quota=$(cat $C/cpu/cpu.cfs_quota_us)"
+        echo 999999999999 > $C/memory/memory.limit_in_bytes 2>/dev/null || echo own_limit=denied
+        mkdir $C/memory/c1 && echo 33554432 > $C/memory/c1/memory.limit_in_bytes && echo made=yes
+        ( echo $BASHPID > $C/memory/c1/cgroup.procs && exec perl -e '$x = "a" x (128 * 1024 * 1024); print "survived\n"' )
+        echo "bomb_status=$?"
+        while read -r k v; do [ "$k" = oom_kill ] && echo "c1_oom=$v"; done < $C/memory/c1/memory.oom_control
+        sleep 100 & echo started=yes; wait
+        "#,
+    );
+    spec.limits.memory_bytes = Some(256 << 20);
+    spec.limits.cpu_millicores = Some(500);
+    spec.context_cgroups = true;
+    let sb = launch(&spec).unwrap();
+    poll(Duration::from_secs(20), "the script to finish", || {
+        t.log().contains("started=yes").then_some(())
+    });
+    let f = facts(&t.log());
+    assert_eq!(f["ctrls"], "cpu cpuacct memory", "{}", t.log());
+    assert_eq!(f["ceiling"], (256u64 << 20).to_string());
+    assert_eq!(f["quota"], "50000");
+    assert_eq!(f["own_limit"], "denied");
+    assert_eq!(f["made"], "yes");
+    assert_eq!(f["bomb_status"], "137", "{}", t.log());
+    assert_eq!(f["c1_oom"], "1", "{}", t.log());
+    assert!(!t.log().lines().any(|l| l == "survived"));
+    let CgroupPaths::V1 { memory, .. } = sb.cgroup().paths().clone() else {
+        return; // v2: nothing is delegated (see `delegation`)
+    };
+    let ctx = memory.join("ctx");
+    let owner = fs::metadata(&ctx).unwrap();
+    assert_eq!((owner.uid(), owner.gid()), (SHIFT + USER, SHIFT + USER));
+    let limit = fs::metadata(ctx.join("memory.limit_in_bytes")).unwrap();
+    assert_eq!(limit.uid(), 0, "ctx/'s own limits stay root's");
+    drop(sb);
+    assert!(!memory.exists(), "{} left behind", memory.display());
+}

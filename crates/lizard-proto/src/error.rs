@@ -31,6 +31,9 @@ pub enum ErrorCode {
     Unavailable,
     /// The disk (the sandbox's writable layer) is full.
     InsufficientStorage,
+    /// The feature is not available where the request ran (e.g. per-context limits in an agent
+    /// without a delegated cgroup).
+    Unsupported,
     /// Something failed inside Lizard; the details are in its log, not in the response.
     Internal,
 }
@@ -49,6 +52,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => 429,
             ErrorCode::Unavailable => 503,
             ErrorCode::InsufficientStorage => 507,
+            ErrorCode::Unsupported => 501,
             ErrorCode::Internal => 500,
         }
     }

@@ -67,6 +67,72 @@ pub struct CreateContextRequest {
     /// Working directory of the kernel; the agent's default (`/home/user` in a sandbox) when absent.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Limits of this context's own cgroup (its kernel and the kernel's children), at most the
+    /// sandbox's own. Absent: only the sandbox's limits apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ContextLimits>,
+}
+
+/// Per-context resource limits (`CreateContextRequest::limits`, `Context::limits`). A context over
+/// its memory limit has its kernel killed (the run ends with `KernelDied`, the context gets a fresh
+/// kernel under the same limits); a CPU limit caps the kernel's CPU time per 100 ms period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextLimits {
+    /// Memory of the kernel and its children, in MiB (at least [`ContextLimits::MIN_MEMORY_MB`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    /// CPU in thousandths of a CPU (1000 = one CPU; at least [`ContextLimits::MIN_CPU_MILLICORES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_millicores: Option<u64>,
+}
+
+impl ContextLimits {
+    /// Below this a kernel cannot even start.
+    pub const MIN_MEMORY_MB: u64 = 16;
+    /// The smallest CFS quota (1 ms per 100 ms period).
+    pub const MIN_CPU_MILLICORES: u64 = 10;
+
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.memory_mb.is_none() && self.cpu_millicores.is_none()
+    }
+
+    /// Check the limits against the minimums and against `ceiling` (the sandbox's own limits;
+    /// `None` fields are unlimited). The error says which value is wrong.
+    pub fn check(&self, ceiling: &ContextLimits) -> Result<(), String> {
+        if let Some(m) = self.memory_mb {
+            if m < Self::MIN_MEMORY_MB {
+                return Err(format!(
+                    "limits.memory_mb must be at least {} (got {m})",
+                    Self::MIN_MEMORY_MB
+                ));
+            }
+            if let Some(max) = ceiling.memory_mb {
+                if m > max {
+                    return Err(format!(
+                        "limits.memory_mb {m} exceeds the sandbox's memory limit of {max} MiB"
+                    ));
+                }
+            }
+        }
+        if let Some(c) = self.cpu_millicores {
+            if c < Self::MIN_CPU_MILLICORES {
+                return Err(format!(
+                    "limits.cpu_millicores must be at least {} (got {c})",
+                    Self::MIN_CPU_MILLICORES
+                ));
+            }
+            if let Some(max) = ceiling.cpu_millicores {
+                if c > max {
+                    return Err(format!(
+                        "limits.cpu_millicores {c} exceeds the sandbox's CPU limit of {max} millicores"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Lifecycle state of a context's kernel.
@@ -96,6 +162,14 @@ pub struct Context {
     /// Why the kernel was last replaced, when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restart_reason: Option<String>,
+    /// The context's limits, when it was created with some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ContextLimits>,
+    /// Memory charged to the context's own cgroup (its kernel and the kernel's children) right
+    /// now, in bytes; absent where contexts have no cgroup of their own (an agent outside a
+    /// sandbox, cgroup v2 hosts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
 }
 
 /// `GET /health`.
@@ -117,6 +191,48 @@ pub fn valid_env_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_limits_are_checked() {
+        let ceiling = ContextLimits {
+            memory_mb: Some(1024),
+            cpu_millicores: Some(1000),
+        };
+        let ok = ContextLimits {
+            memory_mb: Some(256),
+            cpu_millicores: Some(500),
+        };
+        ok.check(&ceiling).unwrap();
+        ContextLimits::default().check(&ceiling).unwrap();
+        ok.check(&ContextLimits::default()).unwrap();
+        for bad in [
+            ContextLimits {
+                memory_mb: Some(2048),
+                cpu_millicores: None,
+            },
+            ContextLimits {
+                memory_mb: None,
+                cpu_millicores: Some(1001),
+            },
+            ContextLimits {
+                memory_mb: Some(1),
+                cpu_millicores: None,
+            },
+            ContextLimits {
+                memory_mb: None,
+                cpu_millicores: Some(5),
+            },
+        ] {
+            let e = bad.check(&ceiling).unwrap_err();
+            assert!(e.contains("limits."), "{e}");
+        }
+        let r: CreateContextRequest =
+            serde_json::from_str(r#"{"language":"python","limits":{"memory_mb":64}}"#).unwrap();
+        assert_eq!(r.limits.unwrap().memory_mb, Some(64));
+        assert!(
+            serde_json::from_str::<CreateContextRequest>(r#"{"limits":{"memory":1}}"#).is_err()
+        );
+    }
 
     #[test]
     fn env_names() {

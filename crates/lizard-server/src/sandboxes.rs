@@ -748,6 +748,8 @@ impl Sandboxes {
             meta.user.home.clone(),
             "--run-dir".into(),
             "/tmp/.lizard-agent".into(),
+            "--context-cgroups".into(),
+            lizard_jail::delegation::MOUNT_DIR.into(),
         ];
         if prestart {
             // Most first runs are Python: start that kernel while the client is still talking.
@@ -802,6 +804,7 @@ impl Sandboxes {
                 tmp_bytes: Some(limits.tmp_mb * 1024 * 1024),
                 nofile: Some(4096),
             },
+            context_cgroups: true,
             log_path: dir.join("agent.log"),
         }
     }

@@ -266,6 +266,7 @@ async fn lizard_figures(
                     &CreateContextRequest {
                         language: Some(lang),
                         cwd: None,
+                        limits: None,
                     },
                 )
                 .await?;

@@ -7,8 +7,8 @@ use anyhow::{bail, Context as _, Result};
 use futures_util::StreamExt;
 use lizard_client::{Client, ListSandboxes};
 use lizard_proto::{
-    CreateContextRequest, CreateSandboxRequest, ExecuteRequest, ExecutionEvent, ExecutionStatus,
-    Language, LimitsRequest,
+    ContextLimits, CreateContextRequest, CreateSandboxRequest, ExecuteRequest, ExecutionEvent,
+    ExecutionStatus, Language, LimitsRequest,
 };
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -139,6 +139,12 @@ pub enum ContextCommand {
         language: Language,
         #[arg(long)]
         cwd: Option<String>,
+        /// Memory limit of the context (its kernel and the kernel's children), MiB.
+        #[arg(long)]
+        memory_mb: Option<u64>,
+        /// CPU limit of the context, thousandths of a CPU.
+        #[arg(long)]
+        cpu_millicores: Option<u64>,
         #[arg(long)]
         json: bool,
     },
@@ -689,14 +695,21 @@ pub fn context(conn: &Conn, cmd: ContextCommand) -> Result<()> {
                 sandbox,
                 language,
                 cwd,
+                memory_mb,
+                cpu_millicores,
                 json,
             } => {
+                let limits = ContextLimits {
+                    memory_mb,
+                    cpu_millicores,
+                };
                 let ctx = c
                     .create_context(
                         &sandbox,
                         &CreateContextRequest {
                             language: Some(language),
                             cwd,
+                            limits: (!limits.is_empty()).then_some(limits),
                         },
                     )
                     .await?;

@@ -76,7 +76,8 @@ async fn loopback_only_network() {
 }
 
 /// Host files with secrets are not visible: no /work, /root contents, host home dirs, the server's
-/// data dir, or the host's /etc/shadow.
+/// data dir, or the host's /etc/shadow. Of `/sys` only the sandbox's own delegated cgroup
+/// directories exist (no devices, no host or other-sandbox cgroups).
 #[tokio::test]
 async fn host_files_are_not_visible() {
     let s = Server::start();
@@ -84,11 +85,13 @@ async fn host_files_are_not_visible() {
     let data_dir = s.data_dir.path().display().to_string();
     let (out, _) = s
         .sh(&id, &format!(
-            "for p in /work /root/.cargo /root/.pyenv {data_dir} /sys/fs/cgroup /dev/kvm /dev/mem /dev/vda; do [ -e $p ] && echo \"visible $p\"; done; \
+            "for p in /work /root/.cargo /root/.pyenv {data_dir} /sys/class /sys/devices /sys/kernel /sys/fs/cgroup/pids /sys/fs/cgroup/freezer /sys/fs/cgroup/memory/lizard /dev/kvm /dev/mem /dev/vda; do [ -e $p ] && echo \"visible $p\"; done; \
+             echo sys: $(ls /sys) $(ls /sys/fs) $(ls /sys/fs/cgroup); find /sys/fs/cgroup -mindepth 2 -type d | grep -v '/ctx-' | sed 's/^/visible /'; \
              cat /etc/shadow 2>&1 | head -c 60; echo; ls /home; ls {data_dir} 2>&1 | head -1; true"
         ))
         .await;
     assert!(!out.contains("visible"), "{out}");
+    assert!(out.contains("sys: fs cgroup cpu cpuacct memory\n"), "{out}");
     assert!(
         out.contains("Permission denied") || !out.contains("root:"),
         "{out}"
@@ -223,5 +226,104 @@ async fn sandboxes_cannot_see_each_other() {
         .await;
     assert!(out.starts_with("0\n") || out.starts_with("1\n"), "{out}");
     assert!(!out.contains(&a));
+    s.kill_all().await;
+}
+
+/// The host directory named `id` under a `lizard` directory of the v1 hierarchy at `root`.
+fn host_cgroup(root: &str, id: &str) -> Option<std::path::PathBuf> {
+    fn find(dir: &std::path::Path, name: &str, depth: usize) -> Option<std::path::PathBuf> {
+        if depth == 0 {
+            return None;
+        }
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            if !e.file_type().ok()?.is_dir() {
+                continue;
+            }
+            if e.file_name() == name && dir.file_name().is_some_and(|n| n == "lizard") {
+                return Some(e.path());
+            }
+            if let Some(p) = find(&e.path(), name, depth - 1) {
+                return Some(p);
+            }
+        }
+        None
+    }
+    find(std::path::Path::new(root), id, 6)
+}
+
+/// The cgroup sub-tree delegated for per-context limits (`/sys/fs/cgroup/{memory,cpu,cpuacct}`
+/// inside) cannot raise the sandbox's limits: its own limit files are root-owned, no parent is
+/// reachable, nothing can be made outside it, a child set above the sandbox is still capped by
+/// it, cgroupfs cannot be mounted, and a process of another sandbox cannot be moved in.
+#[tokio::test]
+async fn delegated_cgroups_cannot_raise_the_sandboxs_limits() {
+    let s = Server::start();
+    let a = sandbox(&s).await;
+    let b = sandbox(&s).await;
+    s.sh(&b, "sleep 300 &").await;
+    let b_freezer = host_cgroup("/sys/fs/cgroup/freezer", &b).expect("b's freezer cgroup");
+    let mut b_pids = Vec::new();
+    fn collect(dir: &std::path::Path, out: &mut Vec<String>) {
+        if let Ok(t) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            out.extend(t.lines().map(str::to_string));
+        }
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                collect(&e.path(), out);
+            }
+        }
+    }
+    collect(&b_freezer, &mut b_pids);
+    assert!(!b_pids.is_empty());
+    let script = format!(
+        r#"M=/sys/fs/cgroup/memory; C=/sys/fs/cgroup/cpu
+try() {{ if ( eval "$2" ) 2>/dev/null; then echo "ALLOWED $1"; else echo "denied $1"; fi; }}
+try own-memory-limit "echo 99999999999 > $M/memory.limit_in_bytes"
+try own-memsw-limit "echo 99999999999 > $M/memory.memsw.limit_in_bytes"
+try own-cpu-quota "echo -1 > $C/cpu.cfs_quota_us"
+try parent-procs "echo $$ > $M/../cgroup.procs"
+try parent-tasks "echo $$ > $M/../tasks"
+try mkdir-outside "mkdir /sys/fs/cgroup/pids"
+try mkdir-above "mkdir $M/../../probe"
+try mount-cgroupfs "mkdir -p /tmp/cg && mount -t cgroup -o memory none /tmp/cg"
+for p in {pids}; do try other-sandbox-pid "echo $p > $M/cgroup.procs"; done
+mkdir $M/probe && echo 99999999999 > $M/probe/memory.limit_in_bytes && echo made-child
+grep '^hierarchical_memory_limit ' $M/probe/memory.stat
+echo $$ > $M/probe/cgroup.procs && grep ':memory:' /proc/self/cgroup
+"#,
+        pids = b_pids.join(" ")
+    );
+    let (out, ex) = s.sh(&a, &script).await;
+    assert!(!out.contains("ALLOWED"), "{out}\n{ex}");
+    for probe in [
+        "own-memory-limit",
+        "own-cpu-quota",
+        "parent-procs",
+        "parent-tasks",
+        "mkdir-outside",
+        "mkdir-above",
+        "mount-cgroupfs",
+        "other-sandbox-pid",
+    ] {
+        assert!(out.contains(&format!("denied {probe}")), "{probe}: {out}");
+    }
+    // What is delegated works, and a child asking for more than the sandbox is still capped.
+    assert!(out.contains("made-child"), "{out}");
+    assert!(
+        out.contains(&format!("hierarchical_memory_limit {}", 1024u64 << 20)),
+        "{out}"
+    );
+    assert!(out.contains(":memory:/ctx/probe"), "{out}");
+    // Seen from the host: a's limit is unchanged, b's processes are still b's.
+    let a_mem = host_cgroup("/sys/fs/cgroup/memory", &a).unwrap();
+    let limit = std::fs::read_to_string(a_mem.join("memory.limit_in_bytes")).unwrap();
+    assert_eq!(limit.trim(), (1024u64 << 20).to_string());
+    let mut still = Vec::new();
+    collect(&b_freezer, &mut still);
+    for p in &b_pids {
+        if std::path::Path::new(&format!("/proc/{p}")).exists() {
+            assert!(still.contains(p), "{p} left b's cgroup");
+        }
+    }
     s.kill_all().await;
 }

@@ -118,6 +118,7 @@ const BY_CODE = {
   volume_in_use: VolumeInUseError,
   rate_limited: RateLimitError,
   unavailable: SandboxError,
+  unsupported: SandboxError,
   internal: SandboxError,
 };
 

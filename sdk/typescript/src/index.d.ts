@@ -197,6 +197,22 @@ export interface Context {
   kernelRestarts: number;
   /** Why the kernel was last replaced, when it was. */
   lastRestartReason?: string;
+  /** The limits the context was created with, if any. */
+  limits?: ContextLimits;
+  /** Memory charged to the context's own cgroup (kernel and its children) now, in bytes. */
+  memoryBytes?: number;
+}
+
+/**
+ * Limits of one context's own cgroup (its kernel and the kernel's children), at most the
+ * sandbox's. A context over its memory limit loses its kernel alone (the run ends with a
+ * `KernelDied` error, the context gets a fresh kernel, other contexts keep their state).
+ */
+export interface ContextLimits {
+  /** Memory in MiB (at least 16). */
+  memoryMb?: number;
+  /** CPU in thousandths of a CPU (1000 = one CPU; at least 10). */
+  cpuMillicores?: number;
 }
 
 /** A context or its id. */
@@ -208,6 +224,8 @@ export interface CreateContextOptions {
   language?: Language;
   /** Working directory of the kernel. Default `/home/user`. */
   cwd?: string;
+  /** Limits of the context's own cgroup; above the sandbox's limits → `InvalidArgumentError`. */
+  limits?: ContextLimits;
 }
 
 // ---- results -------------------------------------------------------------------------------------

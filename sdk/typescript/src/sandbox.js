@@ -66,6 +66,15 @@ function toContext(w) {
     executionCount: w.execution_count ?? 0,
     kernelRestarts: w.kernel_restarts ?? 0,
     ...(w.last_restart_reason ? { lastRestartReason: w.last_restart_reason } : {}),
+    ...(w.limits
+      ? {
+          limits: {
+            ...(w.limits.memory_mb !== undefined ? { memoryMb: w.limits.memory_mb } : {}),
+            ...(w.limits.cpu_millicores !== undefined ? { cpuMillicores: w.limits.cpu_millicores } : {}),
+          },
+        }
+      : {}),
+    ...(w.memory_bytes !== undefined ? { memoryBytes: w.memory_bytes } : {}),
   };
 }
 
@@ -363,6 +372,12 @@ export class CodeSandbox {
     const body = {};
     if (opts.language !== undefined) body.language = opts.language;
     if (opts.cwd !== undefined) body.cwd = opts.cwd;
+    if (opts.limits !== undefined) {
+      const l = opts.limits;
+      body.limits = {};
+      if (l.memoryMb !== undefined) body.limits.memory_mb = l.memoryMb;
+      if (l.cpuMillicores !== undefined) body.limits.cpu_millicores = l.cpuMillicores;
+    }
     return toContext(await this._http.json('POST', `${this._base}/contexts`, body));
   }
 

@@ -296,6 +296,25 @@ describe('contexts', () => {
     await sandbox.deleteContext(a.id);
   });
 
+  test('per-context limits: a memory bomb kills only its own kernel', async () => {
+    const limited = await sandbox.createContext({ language: 'python', limits: { memoryMb: 96, cpuMillicores: 500 } });
+    assert.deepEqual(limited.limits, { memoryMb: 96, cpuMillicores: 500 });
+    assert.ok(limited.memoryBytes > 0);
+    const other = await sandbox.createContext({ language: 'python' });
+    assert.equal(other.limits, undefined);
+    await sandbox.runCode('kept = 7', { context: other });
+    const bomb = await sandbox.runCode("b = b'x' * (300 << 20)", { context: limited });
+    assert.equal(bomb.error?.name, 'KernelDied');
+    assert.match(bomb.error?.value, /out-of-memory/);
+    assert.equal((await sandbox.runCode('print(kept)', { context: other })).stdout, '7\n');
+    await assert.rejects(
+      sandbox.createContext({ language: 'python', limits: { memoryMb: 1 << 20 } }),
+      (e) => e instanceof InvalidArgumentError && /exceeds/.test(e.message),
+    );
+    await sandbox.deleteContext(limited);
+    await sandbox.deleteContext(other);
+  });
+
   test('Cloudflare-style aliases and a JavaScript context', async () => {
     const ctx = await sandbox.createCodeContext({ language: 'javascript' });
     assert.equal(ctx.language, 'javascript');

@@ -100,6 +100,8 @@ const fmts: string[] = ex.formats;
 const png: string | undefined = ex.outputs.png;
 const err: string | undefined = ex.error?.name ?? ex.error?.message ?? ex.error?.traceback;
 const ctx: Context = await sandbox.createContext({ language: 'python', cwd: '/tmp' });
+const limited: Context = await sandbox.createContext({ limits: { memoryMb: 64, cpuMillicores: 250 } });
+const mem: number | undefined = limited.memoryBytes ?? limited.limits?.memoryMb;
 await sandbox.runCode('x', { context: ctx });
 await sandbox.runCode('x', { context: ctx.id, stream: true, onOutput: (t, s) => console.log(t, s) });
 const all: Context[] = await sandbox.listContexts();

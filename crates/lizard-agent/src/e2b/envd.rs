@@ -135,6 +135,7 @@ fn connect_code(code: ErrorCode) -> &'static str {
             "resource_exhausted"
         }
         ErrorCode::Unavailable => "unavailable",
+        ErrorCode::Unsupported => "unimplemented",
         ErrorCode::Internal => "internal",
     }
 }

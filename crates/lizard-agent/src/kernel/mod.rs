@@ -8,6 +8,8 @@
 mod bash;
 mod pump;
 
+use lizard_jail::delegation::ContextCgroup;
+use lizard_jail::process::join_cgroups_on_exec;
 use lizard_jail::{cloexec_pipe, map_fds, signal_group, Signal};
 use lizard_proto::{Language, MimeBundle};
 use serde::Deserialize;
@@ -247,12 +249,14 @@ pub struct Kernel {
 
 impl Kernel {
     /// Start a kernel for `language` in `cwd` and wait until it is ready. `scratch` names files the
-    /// kernel may need (the Bash cell file) and must be unique per context.
+    /// kernel may need (the Bash cell file) and must be unique per context. With `cgroup` the
+    /// process joins that cgroup before it executes (its context's own, see `crate::context`).
     pub async fn start(
         cfg: &KernelConfig,
         language: Language,
         cwd: &Path,
         scratch: &str,
+        cgroup: Option<&ContextCgroup>,
     ) -> Result<Kernel, KernelError> {
         let pipe_err = |what| move |source| KernelError::Pipe { what, source };
         let (out_r, out_w) = cloexec_pipe().map_err(pipe_err("stdout"))?;
@@ -296,6 +300,14 @@ impl Kernel {
             Some(ctl_w)
         };
         map_fds(cmd.as_std_mut(), fds);
+        if let Some(cg) = cgroup {
+            let files = cg.procs_files().map_err(|e| KernelError::Spawn {
+                language,
+                program: program.display().to_string(),
+                source: io::Error::other(format!("opening the context's cgroup: {e}")),
+            })?;
+            join_cgroups_on_exec(cmd.as_std_mut(), files);
+        }
 
         let spawned = cmd.spawn();
         // Dropping the command closes the parent's copies of the child's pipe ends, so the pump sees

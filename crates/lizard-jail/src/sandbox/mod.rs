@@ -12,7 +12,9 @@
 //!
 //! The sequence (parent = the launcher, child = the future PID 1):
 //! 1. parent: validate the spec, compile the seccomp filter, open the log and `/dev/null`, give the
-//!    writable layer the template root's owner, create the cgroup with its limits;
+//!    writable layer the template root's owner, create the cgroup with its limits and (with
+//!    `context_cgroups`) its delegated sub-tree, bound at `/sys/fs/cgroup/<controller>` inside
+//!    (see [`crate::delegation`]);
 //! 2. parent: `clone(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)`; moves the child into the cgroup while
 //!    the child builds its mount table;
 //! 3. child: see `child` (mounts as host root, then waits for the cgroup move, then a user
@@ -220,8 +222,17 @@ pub fn launch(spec: &SandboxSpec) -> Result<Launched, JailError> {
     let filter = Filter::sandbox().map_err(JailError::Seccomp)?;
     let (go_read, go_write) = pipe()?;
     let (report_read, report_write) = pipe()?;
-    let plan = prepare(spec, filter, go_read, report_write)?;
+    let mut plan = prepare(spec, filter, go_read, report_write)?;
     let cgroup = Cgroup::create(&spec.id, &spec.limits.cgroup()).map_err(JailError::Cgroup)?;
+    if spec.context_cgroups {
+        match delegate_contexts(spec, &cgroup) {
+            Ok(binds) => plan.rootfs.binds.extend(binds),
+            Err(e) => {
+                let _ = cgroup.remove();
+                return Err(JailError::Cgroup(e));
+            }
+        }
+    }
     match start(spec, plan, go_write, report_read, &cgroup) {
         Ok(pid) => Ok(Launched { pid, cgroup }),
         Err(e) => {
@@ -230,6 +241,28 @@ pub fn launch(spec: &SandboxSpec) -> Result<Launched, JailError> {
             Err(e)
         }
     }
+}
+
+/// The delegated cgroup sub-tree (see [`crate::delegation`]) and the binds that show it inside at
+/// `/sys/fs/cgroup/<controller>`.
+fn delegate_contexts(
+    spec: &SandboxSpec,
+    cgroup: &Cgroup,
+) -> Result<Vec<rootfs::BindPlan>, CgroupError> {
+    let uid = spec.id_map.to_outside(spec.user.uid).unwrap_or(u32::MAX);
+    let gid = spec.id_map.to_outside(spec.user.gid).unwrap_or(u32::MAX);
+    let dirs = crate::delegation::delegate(cgroup, &spec.limits.cgroup(), uid, gid)?;
+    let mount_dir = crate::delegation::MOUNT_DIR.trim_start_matches('/');
+    Ok(dirs
+        .into_iter()
+        .map(|d| rootfs::BindPlan {
+            source: d.host_path,
+            target: Path::new(mount_dir).join(d.controller),
+            readonly: false,
+            source_is_dir: true,
+            no_symlinks: true,
+        })
+        .collect())
 }
 
 fn thread_count() -> Result<usize, JailError> {

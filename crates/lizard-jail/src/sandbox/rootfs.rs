@@ -1,7 +1,9 @@
 //! The sandbox's mount table, built by the launcher's child as host root inside its fresh mount
 //! namespace: overlay root, bind mounts, a fresh `/proc` with sensitive files masked, a minimal
 //! `/dev` (tmpfs + device nodes + devpts + `/dev/shm`), a tmpfs `/tmp`, then `pivot_root` into it and
-//! detach the old root. There is no `/sys` (it would show the host's devices and cgroups).
+//! detach the old root. There is no `/sys` (it would show the host's devices and cgroups); with
+//! `context_cgroups` the launcher adds binds of the sandbox's own delegated cgroup directories at
+//! `/sys/fs/cgroup/<controller>` (see `crate::delegation`).
 //!
 //! Every path inside the new root is resolved with `openat2(RESOLVE_IN_ROOT)` and mounted on through
 //! `/proc/self/fd/N`: the writable layer is the sandbox's own (and outlives it across pause/resume),

@@ -39,6 +39,11 @@ pub struct SandboxSpec {
     /// Resource limits.
     #[serde(default)]
     pub limits: Limits,
+    /// Delegate a sub-tree of the sandbox's cgroup to `user` and bind it at
+    /// `/sys/fs/cgroup/<controller>` inside, for per-context cgroups (see `crate::delegation`;
+    /// cgroup v1 only, nothing is delegated on v2).
+    #[serde(default)]
+    pub context_cgroups: bool,
     /// Host file that receives the program's stdout and stderr (appended; created mode 0640).
     /// The program's stdin is `/dev/null`.
     pub log_path: PathBuf,

@@ -106,6 +106,7 @@ impl TestDir {
             args: vec!["-c".to_string(), script.to_string()],
             env,
             limits: Limits::default(),
+            context_cgroups: false,
             log_path: self.log_path(),
         }
     }

@@ -30,6 +30,7 @@ from .errors import (
 from .models import (
     CommandResult,
     Context,
+    ContextLimits,
     EntryInfo,
     Execution,
     ExecutionError,
@@ -65,6 +66,7 @@ __all__ = [
     "ExecutionUsage",
     "Result",
     "Context",
+    "ContextLimits",
     "SandboxInfo",
     "SandboxLimits",
     "SandboxVolume",

@@ -32,6 +32,7 @@ from .errors import (
     TimeoutError,
 )
 from .models import (
+    ContextLimits,
     CommandResult,
     Context,
     EntryInfo,
@@ -50,6 +51,8 @@ NDJSON = "application/x-ndjson"
 
 #: A context given to ``run_code`` & co.: the ``Context`` object or its id.
 ContextLike = Union[Context, str]
+#: Per-context limits: a :class:`ContextLimits` or a mapping with ``memory_mb`` / ``cpu_millicores``.
+ContextLimitsLike = Union[ContextLimits, Mapping[str, int]]
 
 
 @dataclass(frozen=True)
@@ -299,12 +302,20 @@ def execute_request(
     return Req("POST", sandbox_path(sandbox_id, "/execute"), json=body)
 
 
-def create_context_request(sandbox_id: str, language: Optional[str], cwd: Optional[str]) -> Req:
+def create_context_request(
+    sandbox_id: str,
+    language: Optional[str],
+    cwd: Optional[str],
+    limits: Optional[ContextLimitsLike] = None,
+) -> Req:
     body: Dict[str, Any] = {}
     if language is not None:
         body["language"] = language
     if cwd is not None:
         body["cwd"] = cwd
+    if limits is not None:
+        # A mapping goes as given (the server rejects unknown keys with a typed error).
+        body["limits"] = limits.to_wire() if isinstance(limits, ContextLimits) else dict(limits)
     return Req("POST", sandbox_path(sandbox_id, "/contexts"), json=body)
 
 

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, 
 import httpx
 
 from . import _core
-from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, Req
+from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, ContextLimitsLike, Req
 from .errors import (
     ConflictError,
     InvalidArgumentError,
@@ -324,9 +324,18 @@ class AsyncCodeSandbox:
 
     # ---- contexts -----------------------------------------------------------------------------
 
-    async def create_context(self, language: Optional[str] = None, cwd: Optional[str] = None) -> Context:
-        """A new context for ``language`` (Python by default) working in ``cwd``."""
-        return Context.from_wire(await self._call(_core.create_context_request(self._id, language, cwd)))
+    async def create_context(
+        self,
+        language: Optional[str] = None,
+        cwd: Optional[str] = None,
+        limits: Optional[ContextLimitsLike] = None,
+    ) -> Context:
+        """A new context for ``language`` (Python by default) working in ``cwd``, optionally with
+        ``limits`` (``{"memory_mb": ..., "cpu_millicores": ...}`` or a :class:`ContextLimits`) for
+        its own cgroup."""
+        return Context.from_wire(
+            await self._call(_core.create_context_request(self._id, language, cwd, limits))
+        )
 
     async def list_contexts(self) -> List[Context]:
         rows = await self._call(Req("GET", _core.sandbox_path(self._id, "/contexts"))) or []
@@ -344,9 +353,12 @@ class AsyncCodeSandbox:
 
     # Cloudflare-shaped names for the same calls.
     async def create_code_context(
-        self, language: Optional[str] = None, cwd: Optional[str] = None
+        self,
+        language: Optional[str] = None,
+        cwd: Optional[str] = None,
+        limits: Optional[ContextLimitsLike] = None,
     ) -> Context:
-        return await self.create_context(language=language, cwd=cwd)
+        return await self.create_context(language=language, cwd=cwd, limits=limits)
 
     async def list_code_contexts(self) -> List[Context]:
         return await self.list_contexts()

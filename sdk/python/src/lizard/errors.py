@@ -127,6 +127,7 @@ _BY_CODE: Dict[str, Type[LizardError]] = {
     "volume_in_use": VolumeInUseError,
     "rate_limited": RateLimitError,
     "unavailable": SandboxError,
+    "unsupported": SandboxError,
     "internal": SandboxError,
 }
 

@@ -326,6 +326,10 @@ class Context:
     execution_count: int = 0
     kernel_restarts: int = 0
     last_restart_reason: Optional[str] = None
+    #: The limits the context was created with, if any.
+    limits: Optional["ContextLimits"] = None
+    #: Memory charged to the context's own cgroup now, in bytes (absent outside a sandbox).
+    memory_bytes: Optional[int] = None
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> "Context":
@@ -338,10 +342,39 @@ class Context:
             execution_count=int(obj.get("execution_count", 0)),
             kernel_restarts=int(obj.get("kernel_restarts", 0)),
             last_restart_reason=obj.get("last_restart_reason"),
+            limits=ContextLimits.from_wire(obj["limits"]) if obj.get("limits") else None,
+            memory_bytes=int(obj["memory_bytes"]) if obj.get("memory_bytes") is not None else None,
         )
 
     def __str__(self) -> str:
         return self.id
+
+
+@dataclass(frozen=True)
+class ContextLimits:
+    """Limits of one context's own cgroup (its kernel and the kernel's children), at most the
+    sandbox's. A context over its memory limit loses its kernel alone: the run ends with a
+    ``KernelDied`` error, the context gets a fresh kernel, other contexts keep their state.
+    ``None`` = only the sandbox's limit applies."""
+
+    memory_mb: Optional[int] = None
+    cpu_millicores: Optional[int] = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "ContextLimits":
+        m, c = obj.get("memory_mb"), obj.get("cpu_millicores")
+        return cls(
+            memory_mb=int(m) if m is not None else None,
+            cpu_millicores=int(c) if c is not None else None,
+        )
+
+    def to_wire(self) -> Dict[str, int]:
+        out: Dict[str, int] = {}
+        if self.memory_mb is not None:
+            out["memory_mb"] = self.memory_mb
+        if self.cpu_millicores is not None:
+            out["cpu_millicores"] = self.cpu_millicores
+        return out
 
 
 @dataclass(frozen=True)

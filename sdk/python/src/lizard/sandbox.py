@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import httpx
 
 from . import _core
-from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, Req
+from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, ContextLimitsLike, Req
 from .errors import (
     ConflictError,
     InvalidArgumentError,
@@ -347,10 +347,19 @@ class CodeSandbox:
 
     # ---- contexts -----------------------------------------------------------------------------
 
-    def create_context(self, language: Optional[str] = None, cwd: Optional[str] = None) -> Context:
+    def create_context(
+        self,
+        language: Optional[str] = None,
+        cwd: Optional[str] = None,
+        limits: Optional[ContextLimitsLike] = None,
+    ) -> Context:
         """A new context (its own kernel and state) for ``language`` (Python by default), working
-        in ``cwd`` (``/home/user`` by default)."""
-        return Context.from_wire(self._call(_core.create_context_request(self._id, language, cwd)))
+        in ``cwd`` (``/home/user`` by default). ``limits`` (``{"memory_mb": ...,
+        "cpu_millicores": ...}`` or a :class:`ContextLimits`, at most the sandbox's) bound the
+        context's own cgroup: a context over its memory limit loses only its own kernel."""
+        return Context.from_wire(
+            self._call(_core.create_context_request(self._id, language, cwd, limits))
+        )
 
     def list_contexts(self) -> List[Context]:
         rows = self._call(Req("GET", _core.sandbox_path(self._id, "/contexts"))) or []
@@ -365,8 +374,13 @@ class CodeSandbox:
         self._call(_core.context_request(self._id, "DELETE", context))
 
     # Cloudflare-shaped names for the same calls.
-    def create_code_context(self, language: Optional[str] = None, cwd: Optional[str] = None) -> Context:
-        return self.create_context(language=language, cwd=cwd)
+    def create_code_context(
+        self,
+        language: Optional[str] = None,
+        cwd: Optional[str] = None,
+        limits: Optional[ContextLimitsLike] = None,
+    ) -> Context:
+        return self.create_context(language=language, cwd=cwd, limits=limits)
 
     def list_code_contexts(self) -> List[Context]:
         return self.list_contexts()

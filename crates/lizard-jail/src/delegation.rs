@@ -1,0 +1,375 @@
+//! Per-context cgroups: a sub-tree of a sandbox's cgroup delegated to the sandbox's own user, and
+//! the sandbox's side of it (one child cgroup per context, with optional memory and CPU limits).
+//!
+//! **Launcher side** ([`delegate`], host root): in each of the sandbox cgroup's v1 `memory`, `cpu`
+//! and `cpuacct` directories, a child `ctx/` whose limits equal the sandbox's (so the sandbox can
+//! read its ceiling) and whose directory, `cgroup.procs` and `tasks` (nothing else) belong to the
+//! sandbox user's host ids. The launcher bind-mounts each `ctx/` at
+//! `/sys/fs/cgroup/<controller>` inside ([`MOUNT_DIR`]). The sandbox can create children there
+//! (their files are owned by their creator, so it can set their limits) and move its own
+//! processes into them; it cannot write the limit files of `ctx/` or of the sandbox cgroup
+//! (root-owned), cannot reach a parent (the bind mount's root is `ctx/`), and v1 limits are
+//! hierarchical (`memory.use_hierarchy` is always 1 since Linux 6.x; checked), so no child can use
+//! more than the sandbox.
+//!
+//! **Sandbox side** ([`Delegation`], the agent, unprivileged): [`Delegation::open`] finds the
+//! delegated directories, [`Delegation::ceiling`] reads the sandbox's limits from them,
+//! [`Delegation::create`] makes one context's cgroup, and [`ContextCgroup`] opens its
+//! `cgroup.procs` files (for [`crate::process::join_cgroups_on_exec`]), reads its memory use and
+//! removes it.
+//!
+//! Not here: cgroup v2. On v2 the sandbox's PID 1 would have to live in a leaf of the delegated
+//! sub-tree (the "no internal processes" rule and the common-ancestor rule for moves), which the
+//! launcher does not arrange yet: [`delegate`] delegates nothing on v2, and the agent then refuses
+//! per-context limits with a typed error. Not here either: which context gets which limits.
+
+use crate::cgroup::{Cgroup, CgroupError, CgroupLimits, CgroupPaths};
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Where the delegated directories are mounted inside a sandbox: `MOUNT_DIR/<controller>`.
+pub const MOUNT_DIR: &str = "/sys/fs/cgroup";
+
+/// Name of the delegated child of the sandbox cgroup in each hierarchy.
+pub const DELEGATED_DIR: &str = "ctx";
+
+/// CFS period of context CPU limits (v1 `cpu.cfs_period_us`).
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// One delegated directory: the host path of `ctx/` and the controller it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelegatedDir {
+    pub controller: &'static str,
+    pub host_path: PathBuf,
+}
+
+/// Make the delegated sub-tree of the sandbox cgroup `cg` for the host ids `uid`/`gid`, with
+/// `limits` (the sandbox's own) copied onto it. Returns nothing on cgroup v2 (see the module docs).
+pub fn delegate(
+    cg: &Cgroup,
+    limits: &CgroupLimits,
+    uid: u32,
+    gid: u32,
+) -> Result<Vec<DelegatedDir>, CgroupError> {
+    let CgroupPaths::V1 {
+        memory,
+        cpu,
+        cpuacct,
+        ..
+    } = cg.paths()
+    else {
+        return Ok(Vec::new());
+    };
+    let hier = memory.join("memory.use_hierarchy");
+    if read(&hier)?.trim() != "1" {
+        write(&hier, "1")?;
+    }
+    let mut out = Vec::new();
+    for (controller, parent) in [("memory", memory), ("cpu", cpu), ("cpuacct", cpuacct)] {
+        let dir = parent.join(DELEGATED_DIR);
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            // Co-mounted controllers (`cpu,cpuacct`) share one directory; a relaunch re-uses it.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(source) => return Err(CgroupError::Create { path: dir, source }),
+        }
+        for p in [dir.clone(), dir.join("cgroup.procs"), dir.join("tasks")] {
+            std::os::unix::fs::chown(&p, Some(uid), Some(gid)).map_err(|source| {
+                CgroupError::Write {
+                    path: p.clone(),
+                    value: format!("owner {uid}:{gid}"),
+                    source,
+                }
+            })?;
+        }
+        out.push(DelegatedDir {
+            controller,
+            host_path: dir,
+        });
+    }
+    // The ceiling the sandbox reads: the sandbox's own limits, on the delegated directories.
+    let ctx = ContextCgroup {
+        memory: memory.join(DELEGATED_DIR),
+        cpu: cpu.join(DELEGATED_DIR),
+        cpuacct: cpuacct.join(DELEGATED_DIR),
+    };
+    ctx.set_limits(&ContextLimits {
+        memory_bytes: limits.memory_bytes,
+        cpu_millicores: limits.cpu_millicores,
+    })?;
+    Ok(out)
+}
+
+/// Limits of one context's cgroup; `None` = only the sandbox's limit applies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContextLimits {
+    pub memory_bytes: Option<u64>,
+    /// Thousandths of a CPU; at least 10.
+    pub cpu_millicores: Option<u64>,
+}
+
+/// The delegated sub-tree as the sandbox sees it (directories under [`MOUNT_DIR`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delegation {
+    memory: PathBuf,
+    cpu: PathBuf,
+    cpuacct: PathBuf,
+}
+
+impl Delegation {
+    /// Find the delegated directories under `root` (normally [`MOUNT_DIR`]): `memory`, `cpu` and
+    /// `cpuacct`, each a cgroup directory whose `cgroup.procs` belongs to the calling user.
+    pub fn open(root: &Path) -> Result<Delegation, CgroupError> {
+        let me = nix::unistd::geteuid().as_raw();
+        let dir = |c: &str| -> Result<PathBuf, CgroupError> {
+            let d = root.join(c);
+            let procs = d.join("cgroup.procs");
+            let meta = fs::metadata(&procs).map_err(|source| CgroupError::Read {
+                path: procs.clone(),
+                source,
+            })?;
+            if meta.uid() != me {
+                return Err(CgroupError::NoHierarchy(format!(
+                    "{} is not delegated to uid {me}",
+                    d.display()
+                )));
+            }
+            Ok(d)
+        };
+        Ok(Delegation {
+            memory: dir("memory")?,
+            cpu: dir("cpu")?,
+            cpuacct: dir("cpuacct")?,
+        })
+    }
+
+    /// The limits of the delegated directories: the sandbox's own, which no context may exceed.
+    pub fn ceiling(&self) -> Result<ContextLimits, CgroupError> {
+        let memory = parse_i64(&self.memory.join("memory.limit_in_bytes"))?;
+        let quota = parse_i64(&self.cpu.join("cpu.cfs_quota_us"))?;
+        let period = parse_i64(&self.cpu.join("cpu.cfs_period_us"))?;
+        // v1 reports "no limit" as a huge page-aligned number (memory) or -1 (quota).
+        Ok(ContextLimits {
+            memory_bytes: (memory > 0 && memory < i64::MAX / 2).then_some(memory as u64),
+            cpu_millicores: (quota > 0 && period > 0).then(|| (quota * 1000 / period) as u64),
+        })
+    }
+
+    /// Create (or re-use) the cgroup `name` for one context, with `limits`.
+    pub fn create(&self, name: &str, limits: &ContextLimits) -> Result<ContextCgroup, CgroupError> {
+        check_name(name)?;
+        let cg = ContextCgroup {
+            memory: self.memory.join(name),
+            cpu: self.cpu.join(name),
+            cpuacct: self.cpuacct.join(name),
+        };
+        for d in cg.dirs() {
+            match fs::create_dir(&d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(source) => {
+                    let _ = cg.remove();
+                    return Err(CgroupError::Create { path: d, source });
+                }
+            }
+        }
+        if let Err(e) = cg.set_limits(limits) {
+            let _ = cg.remove();
+            return Err(e);
+        }
+        Ok(cg)
+    }
+}
+
+/// One context's cgroup (v1: its directories in the memory, cpu and cpuacct hierarchies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextCgroup {
+    memory: PathBuf,
+    cpu: PathBuf,
+    cpuacct: PathBuf,
+}
+
+impl ContextCgroup {
+    /// Distinct directories (co-mounted hierarchies share one).
+    fn dirs(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        let mut seen: Vec<(u64, u64)> = Vec::new();
+        for p in [&self.memory, &self.cpu, &self.cpuacct] {
+            // Two bind mounts of one directory are one directory: compare by inode.
+            let key = fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+            if let Some(k) = key {
+                if seen.contains(&k) {
+                    continue;
+                }
+                seen.push(k);
+            }
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    /// Set (or lift, with `None`) the memory and CPU limits.
+    pub fn set_limits(&self, limits: &ContextLimits) -> Result<(), CgroupError> {
+        if let Some(m) = limits.cpu_millicores {
+            if m < 10 {
+                return Err(CgroupError::Unsupported(format!(
+                    "cpu_millicores {m} is below the minimum of 10"
+                )));
+            }
+        }
+        let mem = limits
+            .memory_bytes
+            .map_or_else(|| "-1".to_string(), |b| b.to_string());
+        write(&self.memory.join("memory.limit_in_bytes"), &mem)?;
+        // memory+swap (when the kernel accounts swap) is left to the sandbox's limit, which has
+        // swap limited to zero on top: a context cannot swap more than the sandbox.
+        write(
+            &self.cpu.join("cpu.cfs_period_us"),
+            &CPU_PERIOD_US.to_string(),
+        )?;
+        let quota = limits.cpu_millicores.map_or_else(
+            || "-1".to_string(),
+            |m| (m * CPU_PERIOD_US / 1000).to_string(),
+        );
+        write(&self.cpu.join("cpu.cfs_quota_us"), &quota)
+    }
+
+    /// Open every `cgroup.procs` of this cgroup for writing, for
+    /// [`crate::process::join_cgroups_on_exec`].
+    pub fn procs_files(&self) -> Result<Vec<fs::File>, CgroupError> {
+        self.dirs()
+            .into_iter()
+            .map(|d| {
+                let p = d.join("cgroup.procs");
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .map_err(|source| CgroupError::Write {
+                        path: p,
+                        value: "(open)".into(),
+                        source,
+                    })
+            })
+            .collect()
+    }
+
+    /// Memory currently charged to the context's processes, in bytes.
+    pub fn memory_bytes(&self) -> Result<u64, CgroupError> {
+        parse_i64(&self.memory.join("memory.usage_in_bytes")).map(|v| v.max(0) as u64)
+    }
+
+    /// CPU time used by the context's processes since the cgroup was made, in ns.
+    pub fn cpu_usage_ns(&self) -> Result<u64, CgroupError> {
+        parse_i64(&self.cpuacct.join("cpuacct.usage")).map(|v| v.max(0) as u64)
+    }
+
+    /// How many processes of the context the OOM killer has killed.
+    pub fn oom_kills(&self) -> Result<u64, CgroupError> {
+        let path = self.memory.join("memory.oom_control");
+        let text = read(&path)?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse().ok())
+            .ok_or(CgroupError::Parse {
+                path,
+                content: text,
+            })
+    }
+
+    /// Remove the cgroup. Its processes must be gone or going: removal is retried for up to
+    /// `wait` while the kernel still counts them. A cgroup that does not exist is not an error.
+    pub fn remove_within(&self, wait: Duration) -> Result<(), CgroupError> {
+        let deadline = Instant::now() + wait;
+        for d in self.dirs() {
+            let mut pause = Duration::from_millis(1);
+            loop {
+                match fs::remove_dir(&d) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(50));
+                    }
+                    Err(source) => return Err(CgroupError::Remove { path: d, source }),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`ContextCgroup::remove_within`] without waiting.
+    pub fn remove(&self) -> Result<(), CgroupError> {
+        self.remove_within(Duration::ZERO)
+    }
+}
+
+fn check_name(name: &str) -> Result<(), CgroupError> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(CgroupError::InvalidName(name.to_string()))
+    }
+}
+
+fn read(path: &Path) -> Result<String, CgroupError> {
+    fs::read_to_string(path).map_err(|source| CgroupError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
+    fs::write(path, value).map_err(|source| CgroupError::Write {
+        path: path.to_path_buf(),
+        value: value.to_string(),
+        source,
+    })
+}
+
+fn parse_i64(path: &Path) -> Result<i64, CgroupError> {
+    let text = read(path)?;
+    text.trim().parse().map_err(|_| CgroupError::Parse {
+        path: path.to_path_buf(),
+        content: text,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        let d = Delegation {
+            memory: "/nonexistent/m".into(),
+            cpu: "/nonexistent/c".into(),
+            cpuacct: "/nonexistent/a".into(),
+        };
+        for bad in ["", "..", "a/b"] {
+            assert!(matches!(
+                d.create(bad, &ContextLimits::default()),
+                Err(CgroupError::InvalidName(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn open_without_delegation_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("lizard-deleg-{}", std::process::id()));
+        let err = Delegation::open(&dir).unwrap_err();
+        assert!(matches!(err, CgroupError::Read { .. }), "{err}");
+    }
+}
