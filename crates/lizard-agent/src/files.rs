@@ -274,23 +274,16 @@ async fn write(
     Ok(Json(written?))
 }
 
-/// Read what is left of a request body and drop it (bounded in time and bytes). An HTTP/1 server
-/// that answers before reading its request to the end closes the connection, and a proxy in front
-/// (the Lizard server) may then see a broken pipe instead of the answer: an error found before the
-/// upload was read (a directory in the way, no permission) is answered after this.
+/// Read what is left of a request body and drop it (for at most 10 s). An HTTP/1 server that
+/// answers before reading its request to the end closes the connection, and a proxy in front (the
+/// Lizard server) may then see a broken pipe instead of the answer: an error found before or during
+/// an upload (a directory in the way, no permission, the disk full) is answered after this.
 pub(crate) async fn drain<B>(body: &mut B)
 where
     B: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
 {
-    const LIMIT: usize = 64 * 1024 * 1024;
-    let mut seen = 0usize;
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-        while let Some(Ok(chunk)) = body.next().await {
-            seen += chunk.len();
-            if seen > LIMIT {
-                break;
-            }
-        }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(Ok(_)) = body.next().await {}
     })
     .await;
 }

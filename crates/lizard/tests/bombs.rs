@@ -122,7 +122,9 @@ async fn put_zeros(s: &Server, id: &str, path: &str, len: usize) -> (u16, Value)
             wr.write_all(&chunk[..n]).await?;
             left -= n;
         }
-        std::io::Result::Ok(())
+        // Returned, not dropped: dropping the write half would half-close the connection, which
+        // an HTTP/1 server takes as the client going away.
+        std::io::Result::Ok(wr)
     });
     // The head, then exactly Content-Length bytes: no waiting for the connection to close.
     let mut resp = Vec::new();
