@@ -7,7 +7,7 @@
 //! Not here: HTTP (see `crate::api`), how kernels are spoken to (see `crate::kernel`).
 
 use crate::kernel::{
-    ExitInfo, Kernel, KernelConfig, KernelError, KernelMsg, RunnerEvent, RunnerStatus,
+    ExitInfo, Kernel, KernelConfig, KernelError, KernelMsg, Launcher, RunnerEvent, RunnerStatus,
 };
 use lizard_jail::procfs;
 use lizard_jail::Signal;
@@ -45,6 +45,10 @@ pub struct ContextConfig {
     /// Output (stdout + stderr) one run may send; beyond it the rest is dropped and the client
     /// gets one truncation notice on stderr. The cell keeps running.
     pub max_output_bytes: u64,
+    /// Fork Python kernels from a zygote (`crate::kernel::Launcher`) instead of spawning them.
+    pub python_zygote: bool,
+    /// Keep a spare JavaScript kernel once JavaScript has been used (`crate::kernel::Launcher`).
+    pub javascript_spare: bool,
 }
 
 /// One run's parameters, validated by the API layer.
@@ -148,6 +152,7 @@ impl ContextHandle {
 /// All contexts of this agent.
 pub struct Contexts {
     cfg: ContextConfig,
+    launcher: Arc<Launcher>,
     map: RwLock<HashMap<ContextId, Arc<ContextHandle>>>,
     /// Default context per language; the async lock makes concurrent first runs create only one.
     defaults: tokio::sync::Mutex<HashMap<Language, ContextId>>,
@@ -167,6 +172,7 @@ const RUN_LOG_CAPACITY: usize = 10_000;
 impl Contexts {
     pub fn new(cfg: ContextConfig) -> Contexts {
         Contexts {
+            launcher: Launcher::new(cfg.kernels.clone(), cfg.python_zygote, cfg.javascript_spare),
             cfg,
             map: RwLock::new(HashMap::new()),
             defaults: tokio::sync::Mutex::new(HashMap::new()),
@@ -304,7 +310,7 @@ impl Contexts {
             None => self.cfg.default_cwd.clone(),
         };
         let scratch = format!("ctx-{}", id.0);
-        let kernel = Kernel::start(&self.cfg.kernels, language, &cwd, &scratch).await?;
+        let kernel = self.launcher.start(language, &cwd, &scratch).await?;
         let handle = Arc::new(ContextHandle {
             id: id.clone(),
             language,
@@ -376,7 +382,7 @@ impl Contexts {
         set_replacing(&h, None);
         *slot = None;
         h.pid.store(0, Ordering::SeqCst);
-        let k = Kernel::start(&self.cfg.kernels, h.language, &h.cwd, &h.scratch).await?;
+        let k = self.launcher.start(h.language, &h.cwd, &h.scratch).await?;
         h.pid.store(k.pid(), Ordering::SeqCst);
         *slot = Some(k);
         h.note_restart("restarted on request".into());
@@ -448,7 +454,7 @@ impl Contexts {
         h.busy.store(true, Ordering::SeqCst);
 
         if slot.is_none() {
-            match Kernel::start(&self.cfg.kernels, h.language, &h.cwd, &h.scratch).await {
+            match self.launcher.start(h.language, &h.cwd, &h.scratch).await {
                 Ok(k) => {
                     h.pid.store(k.pid(), Ordering::SeqCst);
                     *slot = Some(k);
@@ -668,7 +674,7 @@ impl Contexts {
             status = ExecutionStatus::KernelDied;
             if replacing.is_none() {
                 // Start the replacement now, so the next run finds a ready kernel.
-                match Kernel::start(&self.cfg.kernels, h.language, &h.cwd, &h.scratch).await {
+                match self.launcher.start(h.language, &h.cwd, &h.scratch).await {
                     Ok(k) => {
                         h.pid.store(k.pid(), Ordering::SeqCst);
                         *slot = Some(k);
