@@ -385,9 +385,21 @@ display.bundle = (data, metadata) => {
 // ---------------------------------------------------------------------------------------------
 // Globals for user code
 
-const CWD = process.cwd();
-const REPL_FILE = path.join(CWD, '<repl>');
-const userRequire = createRequire(REPL_FILE);
+// Cells resolve `require` and relative imports from the kernel's working directory. A spare kernel
+// (started ahead, see ../PROTOCOL.md "setup") gets its context's directory later: enterCwd again.
+let CWD = process.cwd();
+let REPL_FILE = path.join(CWD, '<repl>');
+let userRequire = createRequire(REPL_FILE);
+
+function enterCwd(dir) {
+  process.chdir(dir);
+  CWD = process.cwd();
+  REPL_FILE = path.join(CWD, '<repl>');
+  userRequire = createRequire(REPL_FILE);
+  defineGlobal('require', userRequire);
+  defineGlobal('__filename', REPL_FILE);
+  defineGlobal('__dirname', CWD);
+}
 
 function isBareSpecifier(spec) {
   return !/^[./]/.test(spec) && !/^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(spec);
@@ -833,6 +845,7 @@ function pump() {
     while (!current && queue.length) {
       const msg = queue.shift();
       if (msg.op === 'exec') startRun(msg);
+      else if (msg.op === 'setup') setupOp(msg);
       else hibernateOp(msg);
     }
   } finally {
@@ -849,7 +862,7 @@ function handleLine(line) {
     process.stderr.write(`lizard js runner: ignoring malformed control line: ${e.message}\n`);
     return;
   }
-  if (msg && (msg.op === 'exec' || msg.op === 'snapshot' || msg.op === 'restore')) {
+  if (msg && ['exec', 'snapshot', 'restore', 'setup'].includes(msg.op)) {
     queue.push(msg);
     pump();
   } else {
@@ -978,6 +991,19 @@ function hibernateOp(msg) {
   }
   sendEvent({ ev: 'report', id, items: report.items, lost: report.lost });
   sendEvent({ ev: 'done', id, status });
+}
+
+// `setup`: a spare kernel becomes a context's kernel (its working directory); answered with `done`.
+function setupOp(msg) {
+  const id = msg.id === undefined ? null : msg.id;
+  try {
+    if (typeof msg.cwd !== 'string' || !msg.cwd) throw new Error("setup needs a string 'cwd'");
+    enterCwd(msg.cwd);
+    sendEvent({ ev: 'done', id, status: 'ok' });
+  } catch (e) {
+    sendEvent({ ev: 'error', id, name: 'SetupError', value: safeString(e && e.message, 'error'), traceback: [] });
+    sendEvent({ ev: 'done', id, status: 'error' });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

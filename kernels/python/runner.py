@@ -130,8 +130,28 @@ def _take_fd(var, default):
     return fd
 
 
-_EVENT_FD = _take_fd("LIZARD_EVENT_FD", 3)
-_CONTROL_FD = _take_fd("LIZARD_CONTROL_FD", 4)
+# A zygote (kernels/PROTOCOL.md, "The Python zygote") is started with only its fork socket; the
+# kernels it forks get their event and control fds at 3 and 4. Until then /dev/null holds those
+# numbers, so nothing the imports open can land there and be clobbered in a child.
+_ZYGOTE_FD = os.environ.pop("LIZARD_ZYGOTE_FD", None)
+if _ZYGOTE_FD is not None:
+    _ZYGOTE_FD = int(_ZYGOTE_FD)
+    if _ZYGOTE_FD in (3, 4):
+        import fcntl
+
+        _fd = fcntl.fcntl(_ZYGOTE_FD, fcntl.F_DUPFD_CLOEXEC, 10)
+        os.close(_ZYGOTE_FD)
+        _ZYGOTE_FD = _fd
+    os.set_inheritable(_ZYGOTE_FD, False)
+    for _n in (3, 4):
+        _fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        if _fd != _n:
+            os.dup2(_fd, _n, inheritable=False)
+            os.close(_fd)
+    _EVENT_FD, _CONTROL_FD = 3, 4
+else:
+    _EVENT_FD = _take_fd("LIZARD_EVENT_FD", 3)
+    _CONTROL_FD = _take_fd("LIZARD_CONTROL_FD", 4)
 
 
 def _write_all(fd, data):
@@ -1274,6 +1294,175 @@ def _exit_watchdog(seconds):
     threading.Thread(target=kill, name="lizard-exit", daemon=True).start()
 
 
+# --- The zygote ----------------------------------------------------------------------------------
+
+
+def _zygote_serve(zfd):
+    """Serve fork requests on the SOCK_SEQPACKET socket `zfd` until the agent closes it. Returns
+    only in a forked kernel, which then continues as a freshly started runner would.
+
+    Request: `{"op":"fork","cwd":PATH}` with four fds (stdout, stderr, event, control pipe ends).
+    The zygote forks an intermediate that forks the kernel, sends `{"pid":N}` with the kernel's
+    pidfd, and exits; the kernel is thereby re-parented to the agent (PID 1 or a subreaper), which
+    reaps it like a spawned kernel. Failures answer `{"error":TEXT}`."""
+    import socket
+
+    global _SITE_AT_START
+    _SITE_AT_START = _site_dirs()
+    sock = socket.socket(fileno=zfd)
+    sock.setblocking(True)
+    sock.send(b'{"ev":"ready"}')
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(sock, 65536, 8)
+        except InterruptedError:
+            continue
+        except OSError:
+            os._exit(0)
+        if not data:
+            os._exit(0)  # the agent is gone
+        try:
+            req = json.loads(data)
+            cwd = req["cwd"]
+            if req.get("op") != "fork" or not isinstance(cwd, str) or len(fds) != 4:
+                raise ValueError("expected {op: fork, cwd} with 4 fds")
+        except Exception as e:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"error": "bad fork request: %s" % _safe_str(e)}).encode())
+            continue
+        try:
+            mid = os.fork()
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"error": "fork: %s" % e}).encode())
+            continue
+        if mid == 0:
+            try:
+                kid = os.fork()
+            except OSError as e:
+                sock.send(json.dumps({"error": "fork: %s" % e}).encode())
+                os._exit(1)
+            if kid == 0:
+                sock.close()
+                _become_kernel(fds, cwd)
+                return
+            # Both sides set the group (classic race fix): the agent may signal it right away.
+            try:
+                os.setpgid(kid, kid)
+            except OSError:
+                pass
+            try:
+                pidfd = os.pidfd_open(kid)
+                socket.send_fds(sock, [json.dumps({"pid": kid}).encode()], [pidfd])
+            except OSError as e:
+                try:
+                    sock.send(json.dumps({"error": "pidfd: %s" % e}).encode())
+                except OSError:
+                    pass
+            os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        while True:
+            try:
+                os.waitpid(mid, 0)
+                break
+            except ChildProcessError:
+                break
+
+
+def _site_dirs():
+    """The site-packages directories a fresh interpreter would consider, user site first, with the
+    .pth files each holds (None: the directory does not exist)."""
+    import site
+
+    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    if site.ENABLE_USER_SITE:
+        dirs.insert(0, site.getusersitepackages())
+    found = {}
+    for d in dirs:
+        try:
+            found[d] = {n for n in os.listdir(d) if n.endswith(".pth")}
+        except OSError:
+            found[d] = None
+    return found
+
+
+_SITE_AT_START = None  # the zygote's _site_dirs(), taken before it serves forks
+
+
+def _refresh_site():
+    import importlib
+    import site
+
+    known = {os.path.normcase(os.path.abspath(p)) for p in sys.path if p}
+    globals_ = [d for d in (getattr(site, "getsitepackages", lambda: [])()) if d in sys.path]
+    for d, pths in _site_dirs().items():
+        if pths is None:
+            continue
+        before = (_SITE_AT_START or {}).get(d)
+        if before is None:
+            site.addsitedir(d, known)
+            # The user site goes before the global site-packages, as at interpreter start.
+            if globals_ and d in sys.path and d not in globals_:
+                sys.path.remove(d)
+                sys.path.insert(sys.path.index(globals_[0]), d)
+        else:
+            for name in sorted(pths - before):
+                site.addpackage(d, name, known)
+    importlib.invalidate_caches()
+
+
+def _become_kernel(fds, cwd):
+    """In a forked child: put the protocol fds in place and reset per-process state, so that what
+    follows is indistinguishable from a freshly spawned runner."""
+    import fcntl
+
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    out, err, evt, ctl = high
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.dup2(evt, _EVENT_FD, inheritable=False)
+    os.dup2(ctl, _CONTROL_FD, inheritable=False)
+    for fd in high:
+        os.close(fd)
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    try:
+        os.chdir(cwd)
+    except OSError as e:
+        os.write(2, ("lizard: cannot enter the working directory %r: %s\n" % (cwd, e)).encode())
+        os._exit(1)
+    # What the file system says now, not when the zygote started: site dirs and .pth files that
+    # appeared since (`pip install --user` makes ~/.local/.../site-packages), fresh finder caches.
+    try:
+        _refresh_site()
+    except Exception as e:
+        os.write(2, ("lizard: refreshing site-packages: %s\n" % _safe_str(e)).encode())
+    # Fresh random state (the stdlib also reseeds `random` at fork; numpy does not).
+    import random
+
+    random.seed()
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        try:
+            np_random.seed()
+        except Exception:
+            pass
+    # No event loop may be shared with the zygote or a sibling (its epoll fd would be).
+    try:
+        from IPython.core import async_helpers
+
+        async_helpers._asyncio_event_loop = None
+    except Exception:
+        pass
+
+
 def main():
     shell = _make_shell()
     # Warm the paths every first cell takes (cell compilation, AST transforms, the formatters),
@@ -1283,6 +1472,8 @@ def main():
         shell.display_formatter.format(2)
     except Exception:
         pass
+    if _ZYGOTE_FD is not None:
+        _zygote_serve(_ZYGOTE_FD)  # returns in each forked kernel only
     control = open(_CONTROL_FD, "rb", buffering=65536, closefd=True)
     _emit({"ev": "ready"})
     while True:

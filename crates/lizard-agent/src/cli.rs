@@ -61,6 +61,12 @@ pub struct AgentArgs {
     /// share the agent's cgroup and per-context limits are refused.
     #[arg(long, env = "LIZARD_CONTEXT_CGROUPS")]
     pub context_cgroups: Option<PathBuf>,
+    /// Fork Python kernels from a pre-imported zygote process (false: spawn each one).
+    #[arg(long, env = "LIZARD_PYTHON_ZYGOTE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub python_zygote: bool,
+    /// Keep one spare JavaScript kernel, started ahead, once the sandbox has used JavaScript.
+    #[arg(long, env = "LIZARD_JAVASCRIPT_SPARE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub javascript_spare: bool,
     /// Milliseconds a kernel may take to start.
     #[arg(long, env = "LIZARD_KERNEL_START_TIMEOUT_MS", default_value_t = 60000)]
     pub kernel_start_timeout_ms: u64,
@@ -156,6 +162,8 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         interrupt_grace: Duration::from_millis(args.interrupt_grace_ms),
         max_output_bytes: args.max_output_bytes,
         cgroups,
+        python_zygote: args.python_zygote,
+        javascript_spare: args.javascript_spare,
     }));
     let app = api::router(contexts.clone());
     for lang in args.prestart.clone() {
@@ -166,10 +174,22 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
             }
         });
     }
-    if std::process::id() == 1 {
-        // PID 1 of a sandbox: adopted orphans (e.g. `nohup cmd &` from a kernel that exited) must be
-        // reaped, and code running as the same user must not read the agent's memory.
+    // Kernels forked by the zygote are re-parented to the agent, which reaps them (their pumps
+    // wait on pidfds): PID 1 of a sandbox gets them anyway, elsewhere the agent is a subreaper.
+    // Orphans adopted either way (e.g. `nohup cmd &` from a kernel that exited) must be reaped.
+    let subreaper = std::process::id() == 1
+        || match lizard_jail::process::set_child_subreaper() {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot become a subreaper; forked kernels' exit statuses will be unknown");
+                false
+            }
+        };
+    if subreaper {
         tokio::spawn(reap_orphans(contexts.clone()));
+    }
+    if std::process::id() == 1 {
+        // PID 1 of a sandbox: code running as the same user must not read the agent's memory.
         if let Err(e) = lizard_jail::process::set_dumpable(false) {
             tracing::warn!(error = %e, "cannot make the agent non-dumpable");
         }
@@ -242,8 +262,8 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// Reap zombie children that are not kernels, commands or terminals (those are reaped by their
-/// pumps), on every SIGCHLD.
+/// Reap zombie children that are not kernels (spawned or forked), commands or terminals (those are
+/// reaped by their pumps), on every SIGCHLD.
 async fn reap_orphans(contexts: Arc<Contexts>) {
     let Ok(mut sigchld) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
     else {
@@ -254,11 +274,14 @@ async fn reap_orphans(contexts: Arc<Contexts>) {
     while sigchld.recv().await.is_some() {
         let kernels = contexts.kernel_pids();
         crate::procs::with_owned_pids(|commands| {
-            for pid in lizard_jail::procfs::zombie_children(me) {
-                if !kernels.contains(&pid) && !commands.contains(&pid) {
-                    let _ = lizard_jail::process::try_reap(pid);
+            crate::kernel::with_forked_pids(|forked| {
+                for pid in lizard_jail::procfs::zombie_children(me) {
+                    if !kernels.contains(&pid) && !commands.contains(&pid) && !forked.contains(&pid)
+                    {
+                        let _ = lizard_jail::process::try_reap(pid);
+                    }
                 }
-            }
+            })
         });
     }
 }

@@ -7,7 +7,7 @@
 //! Not here: HTTP (see `crate::api`), how kernels are spoken to (see `crate::kernel`).
 
 use crate::kernel::{
-    ExitInfo, Kernel, KernelConfig, KernelError, KernelMsg, RunnerEvent, RunnerStatus,
+    ExitInfo, Kernel, KernelConfig, KernelError, KernelMsg, Launcher, RunnerEvent, RunnerStatus,
 };
 use lizard_jail::cgroup::CgroupError;
 use lizard_jail::delegation::{ContextCgroup, Delegation};
@@ -56,6 +56,10 @@ pub struct ContextConfig {
     /// The delegated cgroup sub-tree (inside a sandbox): each context gets a cgroup of its own
     /// there. `None`: contexts share the agent's cgroup and limits are refused.
     pub cgroups: Option<Delegation>,
+    /// Fork Python kernels from a zygote (`crate::kernel::Launcher`) instead of spawning them.
+    pub python_zygote: bool,
+    /// Keep a spare JavaScript kernel once JavaScript has been used (`crate::kernel::Launcher`).
+    pub javascript_spare: bool,
 }
 
 /// One run's parameters, validated by the API layer.
@@ -125,18 +129,6 @@ impl ContextHandle {
         }
     }
 
-    /// Start a kernel for this context (in its cgroup, if it has one).
-    async fn start_kernel(&self, cfg: &KernelConfig) -> Result<Kernel, KernelError> {
-        Kernel::start(
-            cfg,
-            self.language,
-            &self.cwd,
-            &self.scratch,
-            self.cgroup.as_ref(),
-        )
-        .await
-    }
-
     /// Whether the OOM killer killed something in the context's cgroup since the last call.
     fn new_oom_kill(&self) -> bool {
         let Some(n) = self.cgroup.as_ref().and_then(|c| c.oom_kills().ok()) else {
@@ -187,6 +179,7 @@ impl ContextHandle {
 /// All contexts of this agent.
 pub struct Contexts {
     cfg: ContextConfig,
+    launcher: Arc<Launcher>,
     map: RwLock<HashMap<ContextId, Arc<ContextHandle>>>,
     /// Default context per language; the async lock makes concurrent first runs create only one.
     defaults: tokio::sync::Mutex<HashMap<Language, ContextId>>,
@@ -206,6 +199,7 @@ const RUN_LOG_CAPACITY: usize = 10_000;
 impl Contexts {
     pub fn new(cfg: ContextConfig) -> Contexts {
         Contexts {
+            launcher: Launcher::new(cfg.kernels.clone(), cfg.python_zygote, cfg.javascript_spare),
             cfg,
             map: RwLock::new(HashMap::new()),
             defaults: tokio::sync::Mutex::new(HashMap::new()),
@@ -403,17 +397,19 @@ impl Contexts {
         let scratch = format!("ctx-{}", id.0);
         let limits = limits.filter(|l| !l.is_empty());
         let cgroup = self.context_cgroup(&id, limits.as_ref())?;
-        let kernel =
-            match Kernel::start(&self.cfg.kernels, language, &cwd, &scratch, cgroup.as_ref()).await
-            {
-                Ok(k) => k,
-                Err(e) => {
-                    if let Some(cg) = cgroup {
-                        remove_cgroup_later(cg);
-                    }
-                    return Err(e.into());
+        let kernel = match self
+            .launcher
+            .start(language, &cwd, &scratch, cgroup.as_ref())
+            .await
+        {
+            Ok(k) => k,
+            Err(e) => {
+                if let Some(cg) = cgroup {
+                    remove_cgroup_later(cg);
                 }
-            };
+                return Err(e.into());
+            }
+        };
         let handle = Arc::new(ContextHandle {
             id: id.clone(),
             language,
@@ -488,7 +484,10 @@ impl Contexts {
         set_replacing(&h, None);
         *slot = None;
         h.pid.store(0, Ordering::SeqCst);
-        let k = h.start_kernel(&self.cfg.kernels).await?;
+        let k = self
+            .launcher
+            .start(h.language, &h.cwd, &h.scratch, h.cgroup.as_ref())
+            .await?;
         h.pid.store(k.pid(), Ordering::SeqCst);
         *slot = Some(k);
         h.note_restart("restarted on request".into());
@@ -564,7 +563,11 @@ impl Contexts {
         h.busy.store(true, Ordering::SeqCst);
 
         if slot.is_none() {
-            match h.start_kernel(&self.cfg.kernels).await {
+            match self
+                .launcher
+                .start(h.language, &h.cwd, &h.scratch, h.cgroup.as_ref())
+                .await
+            {
                 Ok(k) => {
                     h.pid.store(k.pid(), Ordering::SeqCst);
                     *slot = Some(k);
@@ -796,7 +799,11 @@ impl Contexts {
             status = ExecutionStatus::KernelDied;
             if replacing.is_none() {
                 // Start the replacement now, so the next run finds a ready kernel.
-                match h.start_kernel(&self.cfg.kernels).await {
+                match self
+                    .launcher
+                    .start(h.language, &h.cwd, &h.scratch, h.cgroup.as_ref())
+                    .await
+                {
                     Ok(k) => {
                         h.pid.store(k.pid(), Ordering::SeqCst);
                         *slot = Some(k);

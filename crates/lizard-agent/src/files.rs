@@ -550,13 +550,14 @@ pub(crate) async fn rename_path(
         // Across file systems (e.g. the home directory's overlay and the /tmp tmpfs) a rename is a
         // copy and a delete, which is what `mv` does (recursively, keeping modes and times).
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-            let out = tokio::process::Command::new("mv")
-                .arg("--")
-                .arg(&from)
-                .arg(&to)
-                .output()
-                .await
-                .map_err(|e| FilesError::io("rename", &from, e))?;
+            let out = crate::procs::output_owned(
+                tokio::process::Command::new("mv")
+                    .arg("--")
+                    .arg(&from)
+                    .arg(&to),
+            )
+            .await
+            .map_err(|e| FilesError::io("rename", &from, e))?;
             if !out.status.success() {
                 return Err(FilesError::io(
                     "rename",

@@ -180,6 +180,28 @@ pub fn with_owned_pids<R>(f: impl FnOnce(&BTreeSet<i32>) -> R) -> R {
     f(&lock(&REGISTRY).waiting)
 }
 
+/// Run a helper program (e.g. `mv`) to its end and collect its output. It is registered as owned
+/// while it runs, so the orphan reaper leaves its exit status to us.
+pub async fn output_owned(cmd: &mut tokio::process::Command) -> io::Result<std::process::Output> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = {
+        let mut reg = lock(&REGISTRY);
+        let child = cmd.spawn()?;
+        if let Some(pid) = child.id() {
+            reg.waiting.insert(pid as i32);
+        }
+        child
+    };
+    let pid = child.id();
+    let out = child.wait_with_output().await;
+    if let Some(pid) = pid {
+        lock(&REGISTRY).waiting.remove(&(pid as i32));
+    }
+    out
+}
+
 /// SIGKILL every process group this agent started that is still in its table (agent shutdown).
 pub fn kill_all() {
     let groups: Vec<i32> = lock(&REGISTRY).groups.iter().copied().collect();

@@ -258,6 +258,14 @@ impl ContextCgroup {
             .collect()
     }
 
+    /// Move process `pid` (and, in v1, only that thread group) into this cgroup.
+    pub fn add_pid(&self, pid: i32) -> Result<(), CgroupError> {
+        for d in self.dirs() {
+            write(&d.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+
     /// Memory currently charged to the context's processes, in bytes.
     pub fn memory_bytes(&self) -> Result<u64, CgroupError> {
         parse_i64(&self.memory.join("memory.usage_in_bytes")).map(|v| v.max(0) as u64)

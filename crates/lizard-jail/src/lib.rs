@@ -2,6 +2,7 @@
 //!
 //! - [`process`]: spawn kernel processes with extra fds mapped to fixed numbers and in their own
 //!   process group, signal process groups, subreaping.
+//! - [`fdpass`]: fds sent over a Unix socket pair (`SCM_RIGHTS`), waiting on a pidfd.
 //! - [`procfs`]: per-process accounting from `/proc`.
 //! - [`sandbox`]: launch a program as PID 1 of a fresh sandbox (namespaces, overlay root, minimal
 //!   `/dev`, fresh `/proc`, cgroup, no capabilities, `no_new_privs`, seccomp).
@@ -21,6 +22,7 @@
 pub mod cgroup;
 pub mod delegation;
 pub mod disk;
+pub mod fdpass;
 pub mod inotify;
 pub mod network;
 pub mod process;

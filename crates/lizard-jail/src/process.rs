@@ -137,6 +137,21 @@ pub fn try_reap(pid: i32) -> std::io::Result<Option<Exit>> {
     }
 }
 
+/// Open a pidfd for `pid` (close-on-exec): a handle that keeps naming that very process even
+/// after its pid is reused, becomes readable when it exits, and can be waited for with
+/// [`crate::fdpass::reap_pidfd`] if it is a child of the caller.
+pub fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open(2) takes a pid and flags by value and touches no memory of ours; it
+    // returns a new fd (which we own from here on) or -1 with errno.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by pidfd_open and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,15 @@ pub struct BenchArgs {
     /// several).
     #[arg(long)]
     only_hibernation: bool,
+    /// Measure only create → first result (warm pool), createContext per language and memory per
+    /// idle sandbox (a minute or two).
+    #[arg(long)]
+    only_contexts: bool,
+    /// With --only-contexts: environment (`KEY=VALUE`, repeatable) of the sandboxes measured for
+    /// createContext and memory, e.g. `LIZARD_PYTHON_ZYGOTE=false` to measure without the zygote
+    /// (such sandboxes bypass the warm pool, which does not matter for those figures).
+    #[arg(long, value_name = "KEY=VALUE")]
+    agent_env: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -256,30 +265,7 @@ async fn lizard_figures(
     ));
 
     // 3. createContext per language.
-    for lang in Language::ALL {
-        let mut v = Vec::new();
-        for _ in 0..n.min(20) {
-            let t = Instant::now();
-            let ctx = c
-                .create_context(
-                    &id,
-                    &CreateContextRequest {
-                        language: Some(lang),
-                        cwd: None,
-                        limits: None,
-                    },
-                )
-                .await?;
-            v.push(ms(t.elapsed()));
-            c.delete_context(&id, ctx.id.as_str()).await?;
-        }
-        out.push(stats(
-            &format!("createContext({lang})"),
-            "ms",
-            v,
-            Some("≤ 20 ms"),
-        ));
-    }
+    out.extend(create_context_figures(c, &id, n).await?);
 
     // 4. print inside a running cell → chunk at the client.
     let mut p2c = Vec::new();
@@ -354,10 +340,77 @@ async fn lizard_figures(
     c.kill_sandbox(&sb2.sandbox_id).await?;
     c.kill_sandbox(&id).await?;
 
-    // 7. memory per idle sandbox with a live Python context (PSS: shared pages counted once).
+    // 7. memory per idle sandbox with a live Python context.
+    out.extend(memory_figures(args, c, &CreateSandboxRequest::default()).await?);
+    Ok(out)
+}
+
+/// createContext per language in the sandbox `id` (each context deleted again).
+async fn create_context_figures(c: &Client, id: &str, n: usize) -> Result<Vec<Figure>> {
+    let mut out = Vec::new();
+    for lang in Language::ALL {
+        let mut v = Vec::new();
+        for _ in 0..n.min(20) {
+            let t = Instant::now();
+            let ctx = c
+                .create_context(
+                    id,
+                    &CreateContextRequest {
+                        language: Some(lang),
+                        cwd: None,
+                        limits: None,
+                    },
+                )
+                .await?;
+            v.push(ms(t.elapsed()));
+            c.delete_context(id, ctx.id.as_str()).await?;
+        }
+        out.push(stats(
+            &format!("createContext({lang})"),
+            "ms",
+            v,
+            Some("≤ 20 ms"),
+        ));
+    }
+    // JavaScript creates that leave the agent time to start its spare kernel in between (the
+    // back-to-back figure above mostly waits for a spare still starting).
+    let mut v = Vec::new();
+    for _ in 0..n.min(20) {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t = Instant::now();
+        let ctx = c
+            .create_context(
+                id,
+                &CreateContextRequest {
+                    language: Some(Language::Javascript),
+                    cwd: None,
+                    limits: None,
+                },
+            )
+            .await?;
+        v.push(ms(t.elapsed()));
+        c.delete_context(id, ctx.id.as_str()).await?;
+    }
+    out.push(stats(
+        "createContext(javascript), 300 ms apart",
+        "ms",
+        v,
+        Some("≤ 20 ms"),
+    ));
+    Ok(out)
+}
+
+/// Memory per idle sandbox with a live Python context (PSS: shared pages counted once), and how
+/// many such sandboxes fit.
+async fn memory_figures(
+    args: &BenchArgs,
+    c: &Client,
+    req: &CreateSandboxRequest,
+) -> Result<Vec<Figure>> {
+    let mut out = Vec::new();
     let mut ids = Vec::new();
     for _ in 0..args.idle_sandboxes {
-        let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+        let sb = c.create_sandbox(req).await?;
         c.run(&sb.sandbox_id, &exec("x = 1")).await?;
         ids.push(sb.sandbox_id);
     }
@@ -384,6 +437,43 @@ async fn lizard_figures(
     );
     f.p95 = fit;
     out.push(f);
+    Ok(out)
+}
+
+/// `--only-contexts`: create → first result (warm pool), createContext per language and memory per
+/// idle sandbox: the figures the Python zygote changes.
+async fn context_only_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>> {
+    let mut out = Vec::new();
+    let mut create_first = Vec::new();
+    for _ in 0..args.samples {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let t = Instant::now();
+        let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+        let ex = c.run(&sb.sandbox_id, &exec("1+1")).await?;
+        create_first.push(ms(t.elapsed()));
+        if ex.main_result().is_none() {
+            bail!("1+1 gave no result: {ex:?}");
+        }
+        c.kill_sandbox(&sb.sandbox_id).await?;
+    }
+    out.push(stats(
+        "create → first runCode('1+1') (Rust client, warm pool)",
+        "ms",
+        create_first,
+        Some("≤ 50 ms"),
+    ));
+    let mut req = CreateSandboxRequest::default();
+    for kv in &args.agent_env {
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("--agent-env takes KEY=VALUE, not {kv:?}");
+        };
+        req.env.insert(k.to_string(), v.to_string());
+    }
+    let sb = c.create_sandbox(&req).await?;
+    c.run(&sb.sandbox_id, &exec("1+1")).await?;
+    out.extend(create_context_figures(c, &sb.sandbox_id, args.samples).await?);
+    c.kill_sandbox(&sb.sandbox_id).await?;
+    out.extend(memory_figures(args, c, &req).await?);
     Ok(out)
 }
 
@@ -581,6 +671,18 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             args.samples
         );
         let figures = rt.block_on(hibernation_figures(&args, &server.client))?;
+        return report(&args, &figures);
+    }
+    if args.only_contexts {
+        let server = start_server(&templates_from, 2)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        eprintln!(
+            "measuring contexts and memory ({} samples per figure)…",
+            args.samples
+        );
+        let figures = rt.block_on(context_only_figures(&args, &server.client))?;
         return report(&args, &figures);
     }
     let server = start_server(&templates_from, 2)?;

@@ -469,3 +469,50 @@ async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
         .unwrap_or(0);
     assert_eq!(left, 0, "pooled sandboxes left behind after shutdown");
 }
+
+/// Inside a real sandbox (agent = PID 1, seccomp on), Python contexts are forked from the zygote:
+/// the default one and created ones, each a child of PID 1 in its own process group, and a crash
+/// is reaped with its exit status (pidfd + `waitid` under the sandbox's seccomp profile).
+#[tokio::test]
+async fn python_contexts_are_forked_from_the_zygote_in_a_sandbox() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let probe = "import os\nprint(b'LIZARD_ZYGOTE_FD=' in open('/proc/self/environ','rb').read(), os.getppid(), os.getpgid(0) == os.getpid())";
+    let ex = s.run(&id, json!({ "code": probe })).await;
+    assert_eq!(stdout(&ex), "True 1 True\n", "default context: {ex}");
+    let c = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts"),
+            Some(json!({"language": "python", "cwd": "/tmp"})),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{}", c.text);
+    let ctx = c.body["id"].as_str().unwrap();
+    let ex = s
+        .run(
+            &id,
+            json!({ "code": format!("{probe}\nprint(os.getcwd())"), "context": ctx }),
+        )
+        .await;
+    assert_eq!(stdout(&ex), "True 1 True\n/tmp\n", "{ex}");
+    let ex = s
+        .run(
+            &id,
+            json!({ "code": "import os; os._exit(9)", "context": ctx }),
+        )
+        .await;
+    assert_eq!(ex["status"], "kernel_died", "{ex}");
+    assert!(
+        ex["error"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("exit code 9"),
+        "{ex}"
+    );
+    let ex = s
+        .run(&id, json!({ "code": "print('back')", "context": ctx }))
+        .await;
+    assert_eq!(stdout(&ex), "back\n", "{ex}");
+    s.kill_all().await;
+}

@@ -6,7 +6,12 @@
 //! counts or timeouts: the context layer (`crate::context`) drives it.
 
 mod bash;
+mod launch;
 mod pump;
+mod zygote;
+
+pub use launch::Launcher;
+pub use zygote::{Zygote, ZygoteError};
 
 use lizard_jail::delegation::ContextCgroup;
 use lizard_jail::process::join_cgroups_on_exec;
@@ -90,6 +95,8 @@ pub enum KernelError {
     HibernateOpTimeout { language: Language, timeout_ms: u64 },
     #[error("cannot send the cell to the kernel")]
     Send(#[source] io::Error),
+    #[error("the spare {language} kernel could not take its working directory: {message}")]
+    Setup { language: Language, message: String },
 }
 
 fn stderr_hint(stderr: &str) -> String {
@@ -209,6 +216,45 @@ pub enum KernelMsg {
     Event(RunnerEvent),
     /// The process ended; nothing follows.
     Exited(ExitInfo),
+}
+
+/// Why [`Kernel::fork`] failed: the zygote itself (fall back to spawning), or the kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum ForkError {
+    #[error(transparent)]
+    Zygote(ZygoteError),
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+}
+
+/// Register `fd` with tokio's reactor. tokio deprecated its safe constructors in favour of an
+/// `unsafe` one whose condition (the fd stays open and the same for the `AsyncFd`'s life) an
+/// `OwnedFd` moved into it meets by construction; the crate forbids `unsafe`, so the deprecated
+/// safe call is used for that one type.
+fn async_fd(
+    fd: OwnedFd,
+    interest: tokio::io::Interest,
+) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    #[allow(deprecated)]
+    tokio::io::unix::AsyncFd::with_interest(fd, interest)
+}
+
+/// pids of forked kernels not yet reaped by their pumps (the agent's orphan reaper leaves them).
+static FORKED: std::sync::Mutex<std::collections::BTreeSet<i32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+fn forget_pid(pid: i32) {
+    FORKED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&pid);
+}
+
+/// Run `f` with the pids of forked kernels that their pumps will reap, holding the set's lock (so
+/// a pump cannot reap one meanwhile and its pid be reused).
+pub fn with_forked_pids<R>(f: impl FnOnce(&std::collections::BTreeSet<i32>) -> R) -> R {
+    let g = FORKED.lock().unwrap_or_else(|e| e.into_inner());
+    f(&g)
 }
 
 /// Hibernation control messages (`kernels/PROTOCOL.md`).
@@ -339,12 +385,83 @@ impl Kernel {
             }
         };
 
+        Kernel::attach(
+            cfg,
+            language,
+            pid,
+            pump::Proc::Spawned(child),
+            control,
+            [out_r, err_r, evt_r],
+        )
+        .await
+    }
+
+    /// Fork a Python kernel from `zygote` in `cwd` and wait until it is ready. The kernel is then
+    /// exactly like a spawned one (own process group, protocol fds, re-parented to the agent).
+    /// Fails with [`ForkError::Zygote`] when the zygote cannot be used (the caller spawns instead).
+    pub async fn fork(
+        cfg: &KernelConfig,
+        zygote: &Zygote,
+        cwd: &Path,
+    ) -> Result<Kernel, ForkError> {
+        let pipe_err = |what| move |source| KernelError::Pipe { what, source };
+        let (out_r, out_w) = cloexec_pipe().map_err(pipe_err("stdout"))?;
+        let (err_r, err_w) = cloexec_pipe().map_err(pipe_err("stderr"))?;
+        let (evt_r, evt_w) = cloexec_pipe().map_err(pipe_err("event"))?;
+        let (ctl_r, ctl_w) = cloexec_pipe().map_err(pipe_err("control"))?;
+        let (pid, pidfd) = zygote
+            .fork(cwd, [&out_w, &err_w, &evt_w, &ctl_r])
+            .await
+            .map_err(ForkError::Zygote)?;
+        // The kernel has its copies; ours must go so the pump sees end-of-file when it is gone.
+        drop((out_w, err_w, evt_w, ctl_r));
+        FORKED.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
+        let _ = lizard_jail::procfs::set_oom_score_adj(pid, KERNEL_OOM_SCORE_ADJ);
+        let proc_ = match async_fd(pidfd, tokio::io::Interest::READABLE) {
+            Ok(pidfd) => pump::Proc::Forked { pid, pidfd },
+            Err(source) => {
+                let _ = signal_group(pid, Signal::SIGKILL);
+                forget_pid(pid);
+                return Err(pipe_err("pidfd")(source).into());
+            }
+        };
+        let control =
+            Control::Json(pipe::Sender::from_owned_fd(ctl_w).map_err(pipe_err("control"))?);
+        Ok(Kernel::attach(
+            cfg,
+            Language::Python,
+            pid,
+            proc_,
+            control,
+            [out_r, err_r, evt_r],
+        )
+        .await?)
+    }
+
+    /// Start the pump for a started process and wait for its `ready`.
+    async fn attach(
+        cfg: &KernelConfig,
+        language: Language,
+        pid: i32,
+        proc_: pump::Proc,
+        control: Control,
+        [out_r, err_r, evt_r]: [OwnedFd; 3],
+    ) -> Result<Kernel, KernelError> {
+        let pipe_err = |what| move |source| KernelError::Pipe { what, source };
         let forward = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel(256);
-        let pump = pump::Pump::new(out_r, err_r, evt_r).map_err(pipe_err("pump"))?;
+        let pump = match pump::Pump::new(out_r, err_r, evt_r) {
+            Ok(p) => p,
+            Err(e) => {
+                if pid > 0 {
+                    let _ = signal_group(pid, Signal::SIGKILL);
+                }
+                return Err(pipe_err("pump")(e));
+            }
+        };
         // During start-up stderr is forwarded too, so a failing start can say why.
         forward.store(true, Ordering::SeqCst);
-        tokio::spawn(pump.run(child, tx, forward.clone()));
+        tokio::spawn(pump.run(proc_, tx, forward.clone()));
 
         let mut kernel = Kernel {
             language,
@@ -511,6 +628,50 @@ impl Kernel {
                 timeout_ms: timeout.as_millis() as u64,
             }),
         }
+    }
+
+    /// Make a spare kernel (started ahead in another directory) a context's kernel: the runner's
+    /// `setup` message moves it into `cwd` (JavaScript only; `kernels/PROTOCOL.md`).
+    pub async fn setup(&mut self, cwd: &Path, timeout: Duration) -> Result<(), KernelError> {
+        let language = self.language;
+        let failed = |message: String| KernelError::Setup { language, message };
+        let Control::Json(w) = &mut self.control else {
+            return Err(failed("not supported by this kernel".into()));
+        };
+        let mut line = serde_json::to_vec(&serde_json::json!({
+            "op": "setup", "id": 0, "cwd": cwd.display().to_string(),
+        }))
+        .map_err(|e| KernelError::Send(io::Error::other(e)))?;
+        line.push(b'\n');
+        w.write_all(&line).await.map_err(KernelError::Send)?;
+        let waiting = async {
+            let mut why = String::from("no answer");
+            loop {
+                match self.msgs.recv().await {
+                    Some(KernelMsg::Event(RunnerEvent::Error { value, .. })) => why = value,
+                    Some(KernelMsg::Event(RunnerEvent::Done { id: 0, status, .. })) => {
+                        return if status == RunnerStatus::Ok {
+                            Ok(())
+                        } else {
+                            Err(failed(why))
+                        };
+                    }
+                    Some(KernelMsg::Exited(exit)) => {
+                        return Err(failed(format!("it exited ({exit})")))
+                    }
+                    None => return Err(failed("it exited".into())),
+                    Some(_) => {}
+                }
+            }
+        };
+        tokio::time::timeout(timeout, waiting)
+            .await
+            .unwrap_or_else(|_| {
+                Err(failed(format!(
+                    "no answer within {} ms",
+                    timeout.as_millis()
+                )))
+            })
     }
 
     /// The next message from the kernel; `None` once the pump has ended.

@@ -5,12 +5,14 @@
 
 use super::{ExitInfo, KernelMsg, RunnerEvent};
 use crate::utf8::Utf8Stream;
+use lizard_jail::process::Exit;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
@@ -87,7 +89,7 @@ impl Pump {
 
     pub async fn run(
         mut self,
-        mut child: tokio::process::Child,
+        mut child: Proc,
         tx: mpsc::Sender<KernelMsg>,
         forward: Arc<AtomicBool>,
     ) {
@@ -149,21 +151,12 @@ impl Pump {
                     let msgs = read_result(&mut self.err, r, &ebuf);
                     if !send_output(msgs).await { break None; }
                 }
-                status = child.wait() => {
-                    break Some(match status {
-                        Ok(s) => match (s.code(), s.signal()) {
-                            (Some(c), _) => ExitInfo::Code(c),
-                            (None, Some(sig)) => ExitInfo::Signal(sig),
-                            _ => ExitInfo::Unknown,
-                        },
-                        Err(_) => ExitInfo::Unknown,
-                    });
-                }
+                exit = child.wait() => break Some(exit),
             }
         };
         let Some(exit) = exit else {
             // Nobody listens any more: the kernel is being dropped. Make sure it is gone and reaped.
-            let _ = child.start_kill();
+            child.kill();
             let _ = child.wait().await;
             return;
         };
@@ -214,6 +207,58 @@ impl Pump {
         );
         send_output(pending).await;
         let _ = tx.send(KernelMsg::Exited(exit)).await;
+    }
+}
+
+/// The kernel process whose exit the pump waits for.
+pub enum Proc {
+    /// Spawned by the agent (tokio reaps it).
+    Spawned(tokio::process::Child),
+    /// Forked by the zygote and re-parented to the agent: its pidfd says when it ended, and
+    /// `waitid(P_PIDFD)` reaps it (see `super::zygote`).
+    Forked { pid: i32, pidfd: AsyncFd<OwnedFd> },
+}
+
+impl Proc {
+    /// Wait until the process has ended and reap it (once; later calls return at once).
+    async fn wait(&mut self) -> ExitInfo {
+        match self {
+            Proc::Spawned(child) => match child.wait().await {
+                Ok(s) => match (s.code(), s.signal()) {
+                    (Some(c), _) => ExitInfo::Code(c),
+                    (None, Some(sig)) => ExitInfo::Signal(sig),
+                    _ => ExitInfo::Unknown,
+                },
+                Err(_) => ExitInfo::Unknown,
+            },
+            Proc::Forked { pid, pidfd } => {
+                let exit = loop {
+                    let Ok(mut guard) = pidfd.readable().await else {
+                        break ExitInfo::Unknown;
+                    };
+                    match lizard_jail::fdpass::reap_pidfd(pidfd.get_ref()) {
+                        Ok(Some(Exit::Code(c))) => break ExitInfo::Code(c),
+                        Ok(Some(Exit::Signal(s))) => break ExitInfo::Signal(s),
+                        Ok(None) => guard.clear_ready(),
+                        // Readable means it ended; not (or no longer) our child: no status.
+                        Err(_) => break ExitInfo::Unknown,
+                    }
+                };
+                super::forget_pid(*pid);
+                exit
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        match self {
+            Proc::Spawned(child) => {
+                let _ = child.start_kill();
+            }
+            Proc::Forked { pid, .. } => {
+                let _ = lizard_jail::signal_group(*pid, lizard_jail::Signal::SIGKILL);
+            }
+        }
     }
 }
 

@@ -75,6 +75,11 @@ impl Agent {
         }
     }
 
+    /// pid of the agent process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     async fn send(&self, req: Request<Full<Bytes>>) -> Response<Incoming> {
         let stream = tokio::net::UnixStream::connect(&self.socket).await.unwrap();
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))

@@ -1,0 +1,209 @@
+//! Starting kernels fast: the Python zygote with fallback to spawning, and a spare JavaScript
+//! kernel.
+//!
+//! [`Launcher::start`] is how the context layer gets a kernel. Python kernels are forked from the
+//! agent's zygote ([`super::Zygote`], started on the first Python kernel: with `--prestart python`
+//! that is the default context's, so the default kernel is itself a fork and shares the zygote's
+//! pages). If the zygote cannot start or stops answering, or a forked kernel dies before it is
+//! ready, the kernel is spawned instead and a new zygote is started in the background (after a failed start, spawning is used for
+//! [`RETRY_AFTER`] before the next attempt).
+//!
+//! Node cannot fork, so once a sandbox has started one JavaScript kernel the launcher keeps one
+//! spare, started ahead in a neutral directory; a JavaScript create takes it (the runner's `setup`
+//! message moves it into the context's directory) and a new spare is started in the background. A
+//! create that arrives while the spare is still starting waits for it (it is further along than a
+//! fresh spawn). Bash kernels are always spawned (≈ 2 ms).
+//!
+//! Not here: what a kernel is or how it is driven (`super::Kernel`), contexts (`crate::context`).
+
+use super::{ForkError, Kernel, KernelConfig, KernelError, Zygote};
+use lizard_jail::delegation::ContextCgroup;
+use lizard_proto::Language;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// After a zygote failed to start, kernels are spawned for this long before it is tried again.
+pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+struct ZygoteSlot {
+    zygote: Option<Arc<Zygote>>,
+    failed_at: Option<Instant>,
+}
+
+/// Starts kernels: forks Python ones from the zygote, spawns the rest.
+pub struct Launcher {
+    cfg: KernelConfig,
+    use_zygote: bool,
+    zygote_cwd: PathBuf,
+    /// The async lock makes concurrent first creates start only one zygote.
+    slot: tokio::sync::Mutex<ZygoteSlot>,
+    use_js_spare: bool,
+    /// The spare JavaScript kernel; held locked while a refill starts one.
+    js_spare: tokio::sync::Mutex<Option<Kernel>>,
+}
+
+impl Launcher {
+    /// `use_zygote`: fork Python kernels (false: always spawn, as before the zygote).
+    /// `use_js_spare`: keep a spare JavaScript kernel once JavaScript has been used.
+    pub fn new(cfg: KernelConfig, use_zygote: bool, use_js_spare: bool) -> Arc<Launcher> {
+        let zygote_cwd = cfg.run_dir.join("zygote");
+        Arc::new(Launcher {
+            cfg,
+            use_zygote,
+            zygote_cwd,
+            slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
+            use_js_spare,
+            js_spare: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    pub fn config(&self) -> &KernelConfig {
+        &self.cfg
+    }
+
+    /// Start a kernel for `language` in `cwd` and wait until it is ready (see [`Kernel::start`]),
+    /// in `cgroup` when given: a spawned kernel joins it before it executes; a forked or spare one
+    /// is moved there once ready (pages it shares with the zygote stay charged where they were).
+    pub async fn start(
+        self: &Arc<Self>,
+        language: Language,
+        cwd: &Path,
+        scratch: &str,
+        cgroup: Option<&ContextCgroup>,
+    ) -> Result<Kernel, KernelError> {
+        if language == Language::Python && self.use_zygote {
+            if let Some(z) = self.zygote().await {
+                match Kernel::fork(&self.cfg, &z, cwd).await {
+                    Ok(k) => {
+                        if let Some(k) = into_cgroup(k, cgroup) {
+                            return Ok(k);
+                        }
+                    }
+                    // A fork that dies before `ready` may be the zygote's fault (its state):
+                    // replace it and spawn, which also reports a cause that is not the zygote's.
+                    Err(ForkError::Kernel(e @ KernelError::DiedAtStart { .. })) => {
+                        tracing::warn!(error = %e, "forked kernel died at start; spawning instead");
+                        self.replace_zygote(&z);
+                    }
+                    Err(ForkError::Kernel(e)) => return Err(e),
+                    Err(ForkError::Zygote(e)) => {
+                        tracing::warn!(error = %e, "zygote failed; spawning the kernel instead");
+                        self.replace_zygote(&z);
+                    }
+                }
+            }
+        }
+        if language == Language::Javascript && self.use_js_spare {
+            // Waits for a refill in progress (the lock is held while the spare starts).
+            let spare = self.js_spare.lock().await.take();
+            self.refill_js_spare();
+            if let Some(mut k) = spare {
+                match k.setup(cwd, self.cfg.start_timeout).await {
+                    Ok(()) => {
+                        if let Some(k) = into_cgroup(k, cgroup) {
+                            return Ok(k);
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "spare JavaScript kernel unusable"),
+                }
+            }
+        }
+        Kernel::start(&self.cfg, language, cwd, scratch, cgroup).await
+    }
+
+    /// Start a spare JavaScript kernel in the background unless there is one (or one starting).
+    fn refill_js_spare(self: &Arc<Self>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut slot = this.js_spare.lock().await;
+            if slot.is_some() {
+                return;
+            }
+            let started = match std::fs::create_dir_all(&this.zygote_cwd) {
+                Ok(()) => {
+                    Kernel::start(
+                        &this.cfg,
+                        Language::Javascript,
+                        &this.zygote_cwd,
+                        "js-spare",
+                        None,
+                    )
+                    .await
+                }
+                Err(source) => Err(KernelError::Pipe {
+                    what: "spare directory",
+                    source,
+                }),
+            };
+            match started {
+                Ok(k) => *slot = Some(k),
+                Err(e) => tracing::warn!(error = %e, "cannot start a spare JavaScript kernel"),
+            }
+        });
+    }
+
+    /// The running zygote, started if there is none (unless a start failed recently).
+    async fn zygote(&self) -> Option<Arc<Zygote>> {
+        let mut slot = self.slot.lock().await;
+        if let Some(z) = &slot.zygote {
+            return Some(z.clone());
+        }
+        if slot.failed_at.is_some_and(|t| t.elapsed() < RETRY_AFTER) {
+            return None;
+        }
+        let started = match std::fs::create_dir_all(&self.zygote_cwd) {
+            Ok(()) => Zygote::start(&self.cfg, &self.zygote_cwd).await,
+            Err(source) => Err(KernelError::Pipe {
+                what: "zygote directory",
+                source,
+            }),
+        };
+        match started {
+            Ok(z) => {
+                let z = Arc::new(z);
+                slot.zygote = Some(z.clone());
+                slot.failed_at = None;
+                Some(z)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the Python zygote; spawning kernels");
+                slot.failed_at = Some(Instant::now());
+                None
+            }
+        }
+    }
+
+    /// Forget the failed zygote `old` (dropping the last reference kills it) and start a new one
+    /// in the background.
+    fn replace_zygote(self: &Arc<Self>, old: &Arc<Zygote>) {
+        let this = self.clone();
+        let old_pid = old.pid();
+        tokio::spawn(async move {
+            {
+                let mut slot = this.slot.lock().await;
+                if slot.zygote.as_ref().is_some_and(|z| z.pid() == old_pid) {
+                    slot.zygote = None;
+                }
+            }
+            let _ = this.zygote().await;
+        });
+    }
+}
+
+/// Move a ready kernel into its context's cgroup; `None` (the kernel killed) if that fails, so the
+/// caller spawns one in the cgroup instead of running one outside its limits.
+fn into_cgroup(k: Kernel, cgroup: Option<&ContextCgroup>) -> Option<Kernel> {
+    let Some(cg) = cgroup else {
+        return Some(k);
+    };
+    match cg.add_pid(k.pid()) {
+        Ok(()) => Some(k),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot move the kernel into its context's cgroup; spawning");
+            k.signal(lizard_jail::Signal::SIGKILL);
+            None
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The Python zygote: one pre-imported runner per agent that forks kernels on request.
+//!
+//! The zygote is `runner.py` started with `LIZARD_ZYGOTE_FD` (a `SOCK_SEQPACKET` socket) instead of
+//! the protocol fds. It imports IPython, builds and warms the shell exactly as a kernel does, says
+//! `{"ev":"ready"}` and then serves fork requests (`kernels/PROTOCOL.md`, "The Python zygote"): the
+//! agent sends `{"op":"fork","cwd":…}` with the four pipe ends a spawned kernel would get; a double
+//! fork re-parents the new kernel to the agent, and the answer `{"pid":N}` carries its pidfd. The
+//! kernel shares the zygote's pages copy-on-write and needs no imports: a create costs a fork.
+//!
+//! This module only talks to the zygote; `super::Launcher` decides when to use it and falls back
+//! to spawning. Not here: reaping (the pump waits on the pidfd) or the kernel protocol itself.
+
+use super::{ExitInfo, KernelConfig, KernelError};
+use lizard_jail::fdpass;
+use lizard_proto::Language;
+use serde::Deserialize;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+/// fd number of the fork socket in the zygote.
+const ZYGOTE_FD: i32 = 5;
+
+/// How long one fork request may take (the zygote forks twice and answers; milliseconds normally).
+const FORK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Failures of the zygote; the launcher answers them by spawning instead.
+#[derive(Debug, thiserror::Error)]
+pub enum ZygoteError {
+    #[error("cannot talk to the zygote")]
+    Io(#[from] io::Error),
+    #[error("the zygote closed its socket (it exited)")]
+    Gone,
+    #[error("the zygote did not answer within {0} ms")]
+    Timeout(u64),
+    #[error("the zygote could not fork: {0}")]
+    Refused(String),
+    #[error("unexpected answer from the zygote: {0}")]
+    BadAnswer(String),
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    #[serde(default)]
+    ev: Option<String>,
+    #[serde(default)]
+    pid: Option<i32>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// A running zygote. Dropping it kills it (the kernels it forked live on).
+pub struct Zygote {
+    sock: AsyncFd<OwnedFd>,
+    /// One fork request in flight at a time (the answers are not tagged).
+    busy: tokio::sync::Mutex<()>,
+    /// A request failed half-way (timeout, bad answer): a late answer could be taken for the next
+    /// request's, so this zygote is not asked again.
+    broken: std::sync::atomic::AtomicBool,
+    child: tokio::process::Child,
+    pid: i32,
+}
+
+impl Zygote {
+    /// Start the zygote in `cwd` and wait until it is ready (at most the kernel start timeout).
+    pub async fn start(cfg: &KernelConfig, cwd: &Path) -> Result<Zygote, KernelError> {
+        let (ours, theirs) = fdpass::seqpacket_pair().map_err(|source| KernelError::Pipe {
+            what: "zygote socket",
+            source,
+        })?;
+        let mut cmd = tokio::process::Command::new(&cfg.python);
+        cmd.arg(cfg.run_dir.join("runner.py"))
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .env("LIZARD_ZYGOTE_FD", ZYGOTE_FD.to_string())
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PAGER", "cat")
+            .env("TERM", "dumb")
+            .process_group(0)
+            .kill_on_drop(true);
+        lizard_jail::map_fds(cmd.as_std_mut(), vec![(theirs, ZYGOTE_FD)]);
+        let spawned = cmd.spawn();
+        drop(cmd);
+        let child = spawned.map_err(|source| KernelError::Spawn {
+            language: Language::Python,
+            program: cfg.python.display().to_string(),
+            source,
+        })?;
+        let pid = child.id().map(|p| p as i32).unwrap_or(-1);
+        if pid > 0 {
+            // Like a kernel: under memory pressure it goes before the agent.
+            let _ = lizard_jail::procfs::set_oom_score_adj(pid, super::KERNEL_OOM_SCORE_ADJ);
+        }
+        let sock =
+            super::async_fd(ours, Interest::READABLE | Interest::WRITABLE).map_err(|source| {
+                KernelError::Pipe {
+                    what: "zygote socket",
+                    source,
+                }
+            })?;
+        let z = Zygote {
+            sock,
+            busy: tokio::sync::Mutex::new(()),
+            broken: std::sync::atomic::AtomicBool::new(false),
+            child,
+            pid,
+        };
+        // If the zygote dies, its end of the socket closes and `recv` says so.
+        let ready = tokio::time::timeout(cfg.start_timeout, z.recv()).await;
+        match ready {
+            Ok(Ok((a, _))) if a.ev.as_deref() == Some("ready") => Ok(z),
+            Ok(Ok((a, _))) => Err(KernelError::DiedAtStart {
+                language: Language::Python,
+                exit: ExitInfo::Unknown,
+                stderr: format!("zygote: unexpected first message {:?}", a.error),
+            }),
+            Ok(Err(e)) => {
+                let mut z = z;
+                let exit = match tokio::time::timeout(Duration::from_secs(2), z.child.wait()).await
+                {
+                    Ok(Ok(s)) => exit_info(s),
+                    _ => ExitInfo::Unknown,
+                };
+                Err(KernelError::DiedAtStart {
+                    language: Language::Python,
+                    exit,
+                    stderr: format!("zygote: {e}"),
+                })
+            }
+            Err(_) => Err(KernelError::StartTimeout {
+                language: Language::Python,
+                timeout_ms: cfg.start_timeout.as_millis() as u64,
+            }),
+        }
+    }
+
+    /// pid of the zygote process.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Fork a kernel in `cwd` whose fds 1, 2, 3, 4 are `fds` (stdout, stderr, event, control).
+    /// Returns its pid and pidfd. Concurrent calls are served one after the other.
+    pub async fn fork(
+        &self,
+        cwd: &Path,
+        fds: [&OwnedFd; 4],
+    ) -> Result<(i32, OwnedFd), ZygoteError> {
+        use std::sync::atomic::Ordering;
+        let _one_at_a_time = self.busy.lock().await;
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(ZygoteError::Gone);
+        }
+        let r = self.exchange(cwd, fds).await;
+        if r.is_err() {
+            self.broken.store(true, Ordering::SeqCst);
+        }
+        r
+    }
+
+    async fn exchange(
+        &self,
+        cwd: &Path,
+        fds: [&OwnedFd; 4],
+    ) -> Result<(i32, OwnedFd), ZygoteError> {
+        let req = serde_json::to_vec(&serde_json::json!({
+            "op": "fork", "cwd": cwd.display().to_string(),
+        }))
+        .map_err(|e| ZygoteError::BadAnswer(e.to_string()))?;
+        let raw = fds.map(|f| f.as_raw_fd());
+        let exchange = async {
+            self.sock
+                .async_io(Interest::WRITABLE, |s| fdpass::send_with_fds(s, &req, &raw))
+                .await
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::EPIPE) | Some(libc::ECONNRESET) => ZygoteError::Gone,
+                    _ => ZygoteError::Io(e),
+                })?;
+            self.recv().await
+        };
+        let (answer, mut got) = tokio::time::timeout(FORK_TIMEOUT, exchange)
+            .await
+            .map_err(|_| ZygoteError::Timeout(FORK_TIMEOUT.as_millis() as u64))??;
+        match (answer.pid, answer.error, got.pop()) {
+            (Some(pid), None, Some(pidfd)) if pid > 0 && got.is_empty() => Ok((pid, pidfd)),
+            (_, Some(e), _) => Err(ZygoteError::Refused(e)),
+            (pid, _, fd) => Err(ZygoteError::BadAnswer(format!(
+                "pid {pid:?} with {} fds",
+                got.len() + fd.is_some() as usize
+            ))),
+        }
+    }
+
+    /// The next message from the zygote and the fds that came with it.
+    async fn recv(&self) -> Result<(Answer, Vec<OwnedFd>), ZygoteError> {
+        let mut buf = [0u8; 4096];
+        let (n, fds) = self
+            .sock
+            .async_io(Interest::READABLE, |s| fdpass::recv_with_fds(s, &mut buf))
+            .await?;
+        if n == 0 {
+            return Err(ZygoteError::Gone);
+        }
+        let answer = serde_json::from_slice(&buf[..n]).map_err(|e| {
+            ZygoteError::BadAnswer(format!("{e}: {}", String::from_utf8_lossy(&buf[..n])))
+        })?;
+        Ok((answer, fds))
+    }
+}
+
+fn exit_info(s: std::process::ExitStatus) -> ExitInfo {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => ExitInfo::Code(c),
+        (None, Some(sig)) => ExitInfo::Signal(sig),
+        _ => ExitInfo::Unknown,
+    }
+}

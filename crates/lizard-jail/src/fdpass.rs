@@ -1,0 +1,168 @@
+//! Passing file descriptors between processes: a `SOCK_SEQPACKET` Unix socket pair and messages
+//! that carry fds as `SCM_RIGHTS`, plus waiting on a process through its pidfd.
+//!
+//! The agent uses these to talk to the Python zygote (`kernels/PROTOCOL.md`): it sends a kernel's
+//! protocol pipes with each fork request and gets back the new kernel's pidfd. Not here: what the
+//! messages mean, or any async plumbing (callers wrap the non-blocking end in their runtime).
+
+use nix::sys::socket::{
+    recvmsg, sendmsg, socketpair, AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags,
+    SockFlag, SockType,
+};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// At most this many fds travel with one message.
+pub const MAX_FDS: usize = 8;
+
+/// A connected `SOCK_SEQPACKET` pair, both ends close-on-exec: `(ours, theirs)`. `ours` is
+/// non-blocking (for an async runtime); `theirs` is blocking (hand it to a child with
+/// [`crate::map_fds`]).
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (a, b) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(io::Error::from)?;
+    let flags = nix::fcntl::fcntl(&a, nix::fcntl::FcntlArg::F_GETFL).map_err(io::Error::from)?;
+    let flags = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&a, nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(io::Error::from)?;
+    Ok((a, b))
+}
+
+/// Send one message with `fds` attached (without blocking: `WouldBlock` when the socket is full).
+/// The fds stay open here; the receiver gets its own copies.
+pub fn send_with_fds(sock: impl AsFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    if fds.len() > MAX_FDS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many fds for one message",
+        ));
+    }
+    let iov = [IoSlice::new(data)];
+    let cmsgs = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &cmsgs };
+    let n = sendmsg::<()>(
+        sock.as_fd().as_raw_fd(),
+        &iov,
+        cmsgs,
+        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(io::Error::from)?;
+    if n != data.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "message sent in part",
+        ));
+    }
+    Ok(())
+}
+
+/// Receive one message (at most `buf.len()` bytes) and the fds that came with it (close-on-exec,
+/// owned by the caller), without blocking. `Ok((0, []))` means the peer closed its end.
+pub fn recv_with_fds(sock: impl AsFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut iov = [IoSliceMut::new(buf)];
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+    let msg = recvmsg::<()>(
+        sock.as_fd().as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(io::Error::from)?;
+    let mut fds = Vec::new();
+    let truncated =
+        msg.flags.contains(MsgFlags::MSG_CTRUNC) || msg.flags.contains(MsgFlags::MSG_TRUNC);
+    for c in msg.cmsgs().map_err(io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(raw) = c {
+            for fd in raw {
+                // SAFETY: the kernel just installed `fd` in this process for this message
+                // (SCM_RIGHTS); nothing else refers to it, so taking ownership is sound.
+                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+    }
+    let n = msg.bytes;
+    if truncated {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "message or its fds truncated",
+        ));
+    }
+    Ok((n, fds))
+}
+
+/// How a process waited for through its pidfd ended.
+pub use crate::process::Exit;
+
+/// Reap the process behind `pidfd` if it has exited (non-blocking): `Ok(None)` while it runs.
+/// Fails with `ECHILD` when it is not a child of the calling process (then only the pidfd's
+/// readability tells that it ended). A pidfd becomes readable when its process exits.
+pub fn reap_pidfd(pidfd: impl AsFd) -> io::Result<Option<Exit>> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    match waitid(
+        Id::PIDFd(pidfd.as_fd()),
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG,
+    ) {
+        Ok(WaitStatus::Exited(_, code)) => Ok(Some(Exit::Code(code))),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Ok(Some(Exit::Signal(sig as i32))),
+        Ok(_) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn fds_travel_with_a_message() {
+        let (a, b) = seqpacket_pair().unwrap();
+        let (r, w) = crate::cloexec_pipe().unwrap();
+        send_with_fds(&b, b"hello", &[w.as_raw_fd()]).unwrap();
+        drop(w);
+        let mut buf = [0u8; 64];
+        let (n, fds) = recv_with_fds(&a, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(fds.len(), 1);
+        let mut f = std::fs::File::from(fds.into_iter().next().unwrap());
+        f.write_all(b"via the passed fd").unwrap();
+        drop(f);
+        let mut s = String::new();
+        std::fs::File::from(r).read_to_string(&mut s).unwrap();
+        assert_eq!(s, "via the passed fd");
+        // Empty socket: WouldBlock, not a hang; closed peer: zero bytes.
+        let e = recv_with_fds(&a, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        drop(b);
+        assert_eq!(recv_with_fds(&a, &mut buf).unwrap().0, 0);
+    }
+
+    #[test]
+    fn pidfd_reaps_a_child_with_its_status() {
+        // Reaped through the pidfd below, not through `Child::wait`.
+        #[allow(clippy::zombie_processes)]
+        let child = std::process::Command::new("sh")
+            .args(["-c", "exit 7"])
+            .spawn()
+            .unwrap();
+        let pidfd = crate::process::pidfd_open(child.id() as i32).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            match reap_pidfd(&pidfd).unwrap() {
+                Some(exit) => {
+                    assert_eq!(exit, Exit::Code(7));
+                    break;
+                }
+                None => {
+                    assert!(std::time::Instant::now() < deadline, "child never exited");
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+}
