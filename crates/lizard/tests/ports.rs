@@ -37,15 +37,19 @@ def _handle(c):
     except EOFError:
         pass
     c.close()
+_listening = threading.Event()
 def _serve():
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind(("127.0.0.1", 8765))
     s.listen()
+    _listening.set()
     while True:
         c, _ = s.accept()
         threading.Thread(target=_handle, args=(c,), daemon=True).start()
 threading.Thread(target=_serve, daemon=True).start()
+# The cell ends once the service listens (the test connects right after it).
+assert _listening.wait(10)
 "#;
 
 #[tokio::test]

@@ -13,7 +13,7 @@ from lizard import AsyncCodeSandbox, CodeSandbox, ContextLimits, InvalidArgument
 def test_memory_bomb_kills_only_its_own_kernel(sandbox: CodeSandbox) -> None:
     limited = sandbox.create_context(language="python", limits={"memory_mb": 96, "cpu_millicores": 500})
     assert limited.limits == ContextLimits(memory_mb=96, cpu_millicores=500)
-    assert limited.memory_bytes is not None and limited.memory_bytes > 0
+    assert limited.memory_bytes is not None  # a forked kernel starts with ~0 of its own
     other = sandbox.create_context(language="python")
     assert other.limits is None
     sandbox.run_code("kept = 7", context=other)
