@@ -118,6 +118,9 @@ fn start_server(templates_from: &std::path::Path, pool_size: usize) -> Result<Be
             "127.0.0.1:0",
             "--pool-size",
             &pool_size.to_string(),
+            // The throughput figure is thousands of requests a second from one key on purpose.
+            "--rate-limit-rps",
+            "0",
             "--data-dir",
         ])
         .arg(dir.path())
