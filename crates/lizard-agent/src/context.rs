@@ -199,7 +199,12 @@ const RUN_LOG_CAPACITY: usize = 10_000;
 impl Contexts {
     pub fn new(cfg: ContextConfig) -> Contexts {
         Contexts {
-            launcher: Launcher::new(cfg.kernels.clone(), cfg.python_zygote, cfg.javascript_spare),
+            launcher: Launcher::new(
+                cfg.kernels.clone(),
+                cfg.python_zygote,
+                cfg.javascript_spare,
+                cfg.cgroups.clone(),
+            ),
             cfg,
             map: RwLock::new(HashMap::new()),
             defaults: tokio::sync::Mutex::new(HashMap::new()),

@@ -258,6 +258,40 @@ impl ContextCgroup {
             .collect()
     }
 
+    /// Make `spare`'s directories this cgroup's: this (new, empty) cgroup's limits are read, its
+    /// directories removed, and `spare`'s renamed to their names, with the limits written again.
+    /// Processes in `spare` end up in this cgroup without moving (renaming a cgroup does not
+    /// migrate tasks; migrating a big process between v1 memory cgroups is slow).
+    pub fn take_over(&self, spare: &ContextCgroup) -> Result<(), CgroupError> {
+        let memory = read(&self.memory.join("memory.limit_in_bytes"))?;
+        let quota = read(&self.cpu.join("cpu.cfs_quota_us"))?;
+        let period = read(&self.cpu.join("cpu.cfs_period_us"))?;
+        let pairs = [
+            (&self.memory, &spare.memory),
+            (&self.cpu, &spare.cpu),
+            (&self.cpuacct, &spare.cpuacct),
+        ];
+        let mut done: Vec<&PathBuf> = Vec::new();
+        for (mine, theirs) in pairs {
+            // Co-mounted hierarchies (cpu,cpuacct) are one directory under two names.
+            if done.iter().any(|d| same_dir(d, mine)) {
+                continue;
+            }
+            fs::remove_dir(mine).map_err(|source| CgroupError::Remove {
+                path: mine.clone(),
+                source,
+            })?;
+            fs::rename(theirs, mine).map_err(|source| CgroupError::Create {
+                path: mine.clone(),
+                source,
+            })?;
+            done.push(mine);
+        }
+        write(&self.memory.join("memory.limit_in_bytes"), memory.trim())?;
+        write(&self.cpu.join("cpu.cfs_period_us"), period.trim())?;
+        write(&self.cpu.join("cpu.cfs_quota_us"), quota.trim())
+    }
+
     /// Move process `pid` (and, in v1, only that thread group) into this cgroup.
     pub fn add_pid(&self, pid: i32) -> Result<(), CgroupError> {
         for d in self.dirs() {
@@ -314,6 +348,14 @@ impl ContextCgroup {
     /// [`ContextCgroup::remove_within`] without waiting.
     pub fn remove(&self) -> Result<(), CgroupError> {
         self.remove_within(Duration::ZERO)
+    }
+}
+
+/// Whether two paths name one directory (bind mounts of one cgroup directory do).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (fs::metadata(a), fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => a == b,
     }
 }
 

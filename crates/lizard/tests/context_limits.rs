@@ -306,3 +306,37 @@ async fn limits_survive_hibernation() {
     assert_eq!(stdout(&ex), format!("5\n{}\n", 200u64 << 20), "{ex}");
     s.kill_all().await;
 }
+
+/// JavaScript contexts (the first spawned, later ones taken from the spare kernel, whose own cgroup
+/// is renamed to the context's) each run in their context's cgroup with the context's limits.
+#[tokio::test]
+async fn javascript_contexts_get_their_cgroup_and_limits() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    for mb in [64u64, 96, 128] {
+        let c = context(
+            &s,
+            &id,
+            json!({"language": "javascript", "limits": {"memory_mb": mb}}),
+        )
+        .await;
+        let cid = c["id"].as_str().unwrap().to_string();
+        let code = format!(
+            "const fs = require('fs');\n\
+             console.log(fs.readFileSync('/proc/self/cgroup', 'utf8').split('\\n')\
+             .find((l) => l.includes(':memory:')));\n\
+             console.log(fs.readFileSync('/sys/fs/cgroup/memory/ctx-{cid}/memory.limit_in_bytes', 'utf8').trim());"
+        );
+        let ex = s.run(&id, json!({"code": code, "context": cid})).await;
+        let out = stdout(&ex);
+        let mut lines = out.lines();
+        assert!(
+            lines
+                .next()
+                .is_some_and(|l| l.ends_with(&format!(":memory:/ctx/ctx-{cid}"))),
+            "{ex}"
+        );
+        assert_eq!(lines.next(), Some((mb << 20).to_string().as_str()), "{ex}");
+    }
+    s.kill_all().await;
+}
