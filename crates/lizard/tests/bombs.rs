@@ -434,3 +434,41 @@ async fn busy_loops_in_every_context() {
     }
     s.kill_all().await;
 }
+
+/// An output flood (100 MB on stdout) reaches the client cut at the agent's cap with a truncation
+/// notice; the server relays it without holding it (its peak memory grows by far less than the
+/// flood), and the context keeps working.
+#[tokio::test]
+async fn output_flood_is_truncated_and_the_server_stays_small() {
+    let _one = ONE_BOMB.lock().await;
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let pid = server_pid(s.data_dir.path());
+    let before = vm_hwm(pid);
+    let ex = s
+        .run(
+            &id,
+            json!({"code": "import sys\nline = 'x' * 1023 + '\\n'\nfor _ in range(100 * 1024): sys.stdout.write(line)"}),
+        )
+        .await;
+    let out: usize = ex["stdout"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap_or("").len())
+        .sum();
+    assert!(
+        out <= 65 << 20,
+        "{out} bytes of stdout passed the 64 MiB cap"
+    );
+    assert!(out >= 32 << 20, "only {out} bytes arrived");
+    assert!(stderr(&ex).contains("output truncated"), "{}", stderr(&ex));
+    let grown = vm_hwm(pid).saturating_sub(before);
+    assert!(
+        grown < 32 << 20,
+        "the server's peak memory grew by {grown} bytes"
+    );
+    let ex = s.run(&id, json!({"code": "print('still here')"})).await;
+    assert_eq!(stdout(&ex), "still here\n", "{ex}");
+    s.kill_all().await;
+}

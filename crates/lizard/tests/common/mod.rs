@@ -266,3 +266,35 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Peak resident memory (VmHWM) of a process, in bytes.
+pub fn vm_hwm(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+/// The pid of the `lizard serve` using `data_dir`.
+pub fn server_pid(data_dir: &std::path::Path) -> u32 {
+    let needle = data_dir.to_string_lossy().into_owned();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmd
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.iter().any(|a| a == "serve") && args.contains(&needle) {
+            return pid;
+        }
+    }
+    panic!("no lizard serve for {needle}");
+}
