@@ -7,7 +7,7 @@
 //! lives only in memory: the store row has its pid, cgroup and paths.
 //!
 //! Hibernation: the agent saves every context's state into `/run/lizard/hibernate` (the host's
-//! `<sandbox dir>/run/hibernate`), then the sandbox's processes are killed and its cgroup removed;
+//! `<sandbox dir>/disk/run/hibernate`, on its disk image), then the sandbox's processes are killed and its cgroup removed;
 //! its directory (writable layer, saved state) stays and the store row says `hibernated`. A resume
 //! relaunches the sandbox with the same id and writable layer and has the agent restore the
 //! contexts (see `lizard_agent::hibernate`).
@@ -661,7 +661,9 @@ impl Sandboxes {
             cleanup(&dir);
             return Err(e);
         }
-        let run = dir.join("run");
+        // The run dir (the agent's socket, hibernation's saved state) lives on the sandbox's own
+        // disk image: a bind from there shows `/run` in the sandbox's mountinfo, not a host path.
+        let run = dir.join("disk").join("run");
         // The agent (uid 1000 inside) creates its socket in the run dir.
         let host_uid = self.cfg.id_shift + meta.user.uid;
         let host_gid = self.cfg.id_shift + meta.user.gid;
@@ -778,7 +780,7 @@ impl Sandboxes {
                     ..Default::default()
                 },
                 Bind {
-                    source: dir.join("run"),
+                    source: dir.join("disk").join("run"),
                     target: PathBuf::from("/run/lizard"),
                     readonly: false,
                     ..Default::default()
@@ -1020,7 +1022,12 @@ impl Sandboxes {
             Ok(mut r) => {
                 r.method_reason = checkpoint_tool_reason();
                 // The state is in the kernels again; the saved copy would only take disk space.
-                let saved = launched.runtime.dir.join("run").join("hibernate");
+                let saved = launched
+                    .runtime
+                    .dir
+                    .join("disk")
+                    .join("run")
+                    .join("hibernate");
                 let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(saved)).await;
                 r
             }
@@ -1333,7 +1340,7 @@ async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, Sandb
 }
 
 /// Where the agent saves the contexts' state at hibernation (inside the sandbox; the host side is
-/// `<sandbox dir>/run/hibernate`, kept with the writable layer).
+/// `<sandbox dir>/disk/run/hibernate`, on the disk image with the writable layer).
 const HIBERNATE_DIR: &str = "/run/lizard/hibernate";
 
 /// Why hibernation saves kernel state per language rather than checkpointing the processes: the
@@ -1399,22 +1406,22 @@ fn destroy_or_stop(rt: &Runtime, fresh: bool) {
     }
 }
 
-/// Kill every process of the sandbox and remove its cgroup and files (blocking).
 /// Reopen a hibernated sandbox's directories for its relaunch: its disk image mounted again
 /// (unless it still is) and an empty overlay work dir (the last mount's leftovers go). Blocking.
 fn reopen_dirs(dir: &Path, disk: &Path) -> Result<(), SandboxError> {
-    for d in [dir.join("rootfs"), dir.join("run")] {
-        std::fs::create_dir_all(&d).map_err(io_err(&d))?;
-    }
+    let rootfs = dir.join("rootfs");
+    std::fs::create_dir_all(&rootfs).map_err(io_err(&rootfs))?;
     lizard_jail::disk::ensure_mounted(&dir.join("disk.img"), disk)
         .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+    let run = disk.join("run");
+    std::fs::create_dir_all(&run).map_err(io_err(&run))?;
     let work = disk.join("work");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir(&work).map_err(io_err(&work))
 }
 
-/// Make a new sandbox's directories: `run/`, `rootfs/` and the writable layer (`disk/upper`,
-/// `disk/work`) on its own disk image of `disk_bytes`, mounted on `disk`; with egress, the
+/// Make a new sandbox's directories: `rootfs/`, and on its own disk image of `disk_bytes` mounted on
+/// `disk` the writable layer (`disk/upper`, `disk/work`) and the run dir (`disk/run`); with egress, the
 /// layer's `/etc/resolv.conf` (slirp's resolver) and `/etc/hosts` (the allow-list's names).
 /// Blocking.
 fn prepare_dirs(
@@ -1424,13 +1431,12 @@ fn prepare_dirs(
     template_root: &Path,
     egress: Option<crate::egress::Resolved>,
 ) -> Result<(), SandboxError> {
-    for d in [dir.join("rootfs"), dir.join("run")] {
-        std::fs::create_dir_all(&d).map_err(io_err(&d))?;
-    }
+    let rootfs = dir.join("rootfs");
+    std::fs::create_dir_all(&rootfs).map_err(io_err(&rootfs))?;
     lizard_jail::disk::create(&dir.join("disk.img"), disk, disk_bytes)
         .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
     let upper = disk.join("upper");
-    for d in [upper.clone(), disk.join("work")] {
+    for d in [upper.clone(), disk.join("work"), disk.join("run")] {
         std::fs::create_dir(&d).map_err(io_err(&d))?;
     }
     let Some(egress) = egress else {

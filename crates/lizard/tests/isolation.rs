@@ -327,3 +327,18 @@ echo $$ > $M/probe/cgroup.procs && grep ':memory:' /proc/self/cgroup
     }
     s.kill_all().await;
 }
+
+/// The sandbox's mountinfo does not disclose the server's data dir (nor the sandbox's own path in
+/// it): the agent's socket dir is bound from the sandbox's own disk image, whose paths are
+/// relative to that image.
+#[tokio::test]
+async fn mountinfo_does_not_reveal_the_data_dir() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (out, ex) = s.sh(&id, "cat /proc/self/mountinfo").await;
+    assert!(out.contains(" /run/lizard "), "{ex}");
+    let data_dir = s.data_dir.path().display().to_string();
+    assert!(!out.contains(&data_dir), "{out}");
+    assert!(!out.contains(&id), "{out}");
+    s.kill_all().await;
+}
