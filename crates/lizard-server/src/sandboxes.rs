@@ -98,6 +98,10 @@ pub struct Runtime {
     /// Where the writable layer's disk image is mounted (unmounted when the sandbox goes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<PathBuf>,
+    /// The template build that is the sandbox's lower layer (pinned there, so a newer build of
+    /// the template does not remove it while the sandbox lives; a hibernated sandbox wakes on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_dir: Option<PathBuf>,
 }
 
 /// A sandbox the server manages.
@@ -597,6 +601,15 @@ impl Sandboxes {
         .await
     }
 
+    /// The template build a sandbox directory's last launch used (from its `runtime.json`).
+    fn previous_build(&self, dir: &Path, template_name: &str) -> Option<Template> {
+        let rt: Runtime =
+            serde_json::from_slice(&std::fs::read(dir.join(RUNTIME_FILE)).ok()?).ok()?;
+        let build = rt.template_dir?;
+        let key = build.file_name()?.to_str()?;
+        lizard_template::store::read_build(&self.cfg.templates_data_dir, template_name, key)
+    }
+
     fn find_template(&self, template_name: &str) -> Result<Template, SandboxError> {
         let dir = &self.cfg.templates_data_dir;
         let template = match lizard_template::find(dir, template_name) {
@@ -628,7 +641,14 @@ impl Sandboxes {
         fresh: bool,
         cpu_base_ms: u64,
     ) -> Result<LaunchedSandbox, SandboxError> {
-        let template = self.find_template(template_name)?;
+        // A relaunch keeps the lower layer its writable layer was made on, when it is still there.
+        let template = match (!fresh)
+            .then(|| self.previous_build(dir, template_name))
+            .flatten()
+        {
+            Some(t) => t,
+            None => self.find_template(template_name)?,
+        };
         let meta = template.meta.clone();
         let (Some(python), Some(node)) = (meta.python.clone(), meta.node.clone()) else {
             return Err(SandboxError::Launch(format!(
@@ -694,7 +714,11 @@ impl Sandboxes {
             socket: run.join("agent.sock"),
             cpu_base_ms,
             disk: Some(disk),
+            template_dir: Some(template.dir.clone()),
         };
+        if let Err(e) = lizard_template::store::pin(&template.dir, &id) {
+            tracing::warn!(sandbox = %id, error = %e, "cannot pin the template build");
+        }
         // Written before anything can fail, so a server that dies now still finds and removes
         // this sandbox at its next start (see `adopt`).
         let rt_file = dir.join(RUNTIME_FILE);
@@ -1523,6 +1547,9 @@ fn destroy(rt: &Runtime) {
         tracing::warn!(error = %e, "removing the sandbox's cgroup");
     }
     remove_files(&rt.dir, rt.disk.as_deref());
+    if let (Some(build), Some(id)) = (&rt.template_dir, rt.dir.file_name()) {
+        lizard_template::store::unpin(build, &id.to_string_lossy());
+    }
 }
 
 #[cfg(test)]

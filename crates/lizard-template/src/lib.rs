@@ -145,7 +145,8 @@ pub fn build(
 
 /// Builds a loaded spec (see [`build()`]). Only one build of a template runs at a time (a lock
 /// file); a second caller waits and then gets the first one's result. On success, older builds of
-/// the same template are removed; on failure, the partial build is.
+/// the same template are removed unless a sandbox still uses them (see [`store::pin`]); on failure,
+/// the partial build is.
 pub fn build_spec(
     spec: &LoadedSpec,
     opts: &BuildOptions,

@@ -149,10 +149,37 @@ pub(crate) fn remove_other_keys(
         if name.starts_with('.') || name == keep || !entry.path().is_dir() {
             continue;
         }
+        // Sandboxes (running, paused or hibernated) still use it as their lower layer.
+        if in_use(&entry.path()) {
+            continue;
+        }
         remove_tree(step, &entry.path())?;
         removed.push(entry.path());
     }
     Ok(removed)
+}
+
+/// The directory of a build's users: one empty file per sandbox that uses the build as its lower
+/// layer, so that a newer build of the template does not remove it from under them.
+const USERS: &str = ".users";
+
+/// Record that sandbox `user` uses the build in `build_dir` (see [`unpin`]).
+pub fn pin(build_dir: &Path, user: &str) -> std::io::Result<()> {
+    let users = build_dir.join(USERS);
+    fs::create_dir_all(&users)?;
+    fs::File::create(users.join(user)).map(|_| ())
+}
+
+/// Sandbox `user` no longer uses the build in `build_dir`. Never fails: a missing record is fine.
+pub fn unpin(build_dir: &Path, user: &str) {
+    let _ = fs::remove_file(build_dir.join(USERS).join(user));
+}
+
+/// Whether some sandbox still uses the build in `build_dir`.
+pub fn in_use(build_dir: &Path) -> bool {
+    fs::read_dir(build_dir.join(USERS))
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false)
 }
 
 /// Mount points at or under `path`, deepest first, from `/proc/self/mountinfo`.
@@ -326,6 +353,25 @@ mod tests {
         fs::write(dir.join(MARKER), "aaaa\n").unwrap();
         fs::write(dir.join(META_FILE), "{").unwrap();
         assert!(read_build(d, "t", "aaaa").is_none(), "broken metadata");
+    }
+
+    #[test]
+    fn builds_in_use_are_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tdir = tmp.path();
+        for k in ["old", "used", "new"] {
+            fs::create_dir(tdir.join(k)).unwrap();
+        }
+        pin(&tdir.join("used"), "sbx1").unwrap();
+        let removed = remove_other_keys("test", tdir, "new").unwrap();
+        assert_eq!(removed, vec![tdir.join("old")]);
+        assert!(tdir.join("used").is_dir() && in_use(&tdir.join("used")));
+        unpin(&tdir.join("used"), "sbx1");
+        assert!(!in_use(&tdir.join("used")));
+        assert_eq!(
+            remove_other_keys("test", tdir, "new").unwrap(),
+            vec![tdir.join("used")]
+        );
     }
 
     #[test]

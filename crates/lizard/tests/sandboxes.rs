@@ -516,3 +516,39 @@ async fn python_contexts_are_forked_from_the_zygote_in_a_sandbox() {
     assert_eq!(stdout(&ex), "back\n", "{ex}");
     s.kill_all().await;
 }
+
+/// A sandbox pins the template build it runs on (so a newer build does not remove its lower
+/// layer), through hibernation too, and unpins it when killed.
+#[tokio::test]
+async fn sandboxes_pin_their_template_build() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let pins = |id: &str| -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        let root = templates_from().join("templates");
+        for t in std::fs::read_dir(&root).unwrap().flatten() {
+            for b in std::fs::read_dir(t.path()).into_iter().flatten().flatten() {
+                let pin = b.path().join(".users").join(id);
+                if pin.exists() {
+                    found.push(pin);
+                }
+            }
+        }
+        found
+    };
+    assert_eq!(pins(&id).len(), 1, "one pinned build");
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(pins(&id).len(), 1, "kept while hibernated");
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = s
+        .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    assert!(pins(&id).is_empty(), "unpinned by kill");
+}
