@@ -17,9 +17,9 @@ from lizard import (
     Result,
     SandboxError,
 )
-from lizard._core import ExecutionFold, command_result, execute_request, resolve_config
+from lizard._core import ExecutionFold, execute_request, resolve_config
 from lizard.errors import error_from_response
-from lizard.models import Execution, ExecutionError
+from lizard.models import ExecutionError
 
 FRAMES = [
     {"seq": 0, "type": "start", "execution_count": 3, "context_id": "c1"},
@@ -108,24 +108,6 @@ def test_execute_request_validation() -> None:
     req = execute_request("s/x", "1", language="js", context=None, envs={"A": 1}, timeout_ms=5)
     assert req.path == "/v1/sandboxes/s%2Fx/execute"
     assert req.json == {"code": "1", "language": "js", "env": {"A": "1"}, "timeout_ms": 5}
-
-
-def ex_with(error: "ExecutionError | None", status: str = "error") -> Execution:
-    return Execution(stdout="o", stderr="e", error=error, status=status)
-
-
-def test_command_result_exit_codes() -> None:
-    assert command_result(ex_with(None, "ok")) == ("o", "e", 0)
-    assert command_result(ex_with(ExecutionError("ExitCode", "7"))).exit_code == 7
-    died = "the bash kernel exited (exit code 3); the context was restarted and its state was lost"
-    assert command_result(ex_with(ExecutionError("KernelDied", died), "kernel_died")).exit_code == 3
-    killed = "the bash kernel exited (killed by SIGKILL, e.g. out of memory); the context was restarted"
-    assert command_result(ex_with(ExecutionError("KernelDied", killed), "kernel_died")).exit_code == 137
-    assert command_result(ex_with(ExecutionError("KeyboardInterrupt", "interrupted"), "interrupted")).exit_code == 130
-    with pytest.raises(lizard.TimeoutError):
-        command_result(ex_with(ExecutionError("KeyboardInterrupt", "interrupted"), "timeout"))
-    with pytest.raises(SandboxError):
-        command_result(ex_with(ExecutionError("KernelUnavailable", "no bash")))
 
 
 def test_config_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import signal
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
@@ -427,45 +426,6 @@ class ExecutionFold:
         )
 
 
-_EXIT_CODE = re.compile(r"exit code (\d+)")
-_SIGNAL = re.compile(r"killed by (SIG[A-Z0-9]+)")
-
-
-def command_result(ex: Execution) -> CommandResult:
-    """A Bash run as ``exec``'s result. The status is 0 without an error; ``ExitCode`` carries it
-    in its value; a command that ran ``exit N`` ends the shell (``KernelDied``, "exit code N": the
-    context gets a fresh shell); a shell killed by a signal is 128 + its number, an interrupt 130,
-    as a terminal would say. A run that passed its ``timeout_ms`` raises ``TimeoutError``; any other
-    failure raises ``SandboxError``."""
-    err = ex.error
-    if ex.status == "timeout":
-        raise TimeoutError(
-            "the command did not finish within timeout_ms and was interrupted", code="timeout"
-        )
-    if err is None:
-        return CommandResult(ex.stdout, ex.stderr, 0)
-    code: Optional[int] = None
-    if err.name == "ExitCode":
-        try:
-            code = int(err.value.strip())
-        except ValueError:
-            code = None
-    elif err.name == "KernelDied":
-        m = _EXIT_CODE.search(err.value)
-        if m:
-            code = int(m.group(1))
-        else:
-            s = _SIGNAL.search(err.value)
-            if s:
-                try:
-                    code = 128 + int(signal.Signals[s.group(1)])
-                except KeyError:
-                    code = None
-    elif err.name in ("KeyboardInterrupt", "Timeout"):
-        code = 130
-    if code is None:
-        raise SandboxError(f"the command failed: {err}", code=err.name or "error")
-    return CommandResult(ex.stdout, ex.stderr, code)
 
 
 # ---- commands -------------------------------------------------------------------------------
