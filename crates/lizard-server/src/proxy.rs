@@ -77,15 +77,23 @@ pub async fn forward(
     let out = out
         .body(body)
         .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
-    let resp = sb.agent.send(out).await.map_err(|e| {
-        tracing::warn!(sandbox = %sb.id, error = %e, "forwarding to the agent");
-        ApiError::new(
-            ErrorCode::Unavailable,
-            format!("the sandbox's agent is not reachable: {e}"),
-        )
-    })?;
+    let resp = sb
+        .agent
+        .send(out)
+        .await
+        .map_err(|e| unreachable(sb.as_ref(), &e))?;
     let (parts, body) = resp.into_parts();
     Ok(Response::from_parts(parts, Body::new(body)).into_response())
+}
+
+/// The answer when the agent could not be reached (or the exchange broke), with its cause.
+fn unreachable(sb: &crate::sandboxes::Sandbox, e: &crate::agent_client::AgentError) -> ApiError {
+    let msg = crate::api::chain(e);
+    tracing::warn!(sandbox = %sb.id, error = %msg, "forwarding to the agent");
+    ApiError::new(
+        ErrorCode::Unavailable,
+        format!("the sandbox's agent is not reachable: {msg}"),
+    )
 }
 
 /// `/v1/sandboxes/{id}/ports/{port}/…` → the agent's `/ports/{port}/…`: a sandbox's service on
@@ -133,14 +141,7 @@ pub async fn relay(
     let out = out
         .body(body)
         .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
-    let mut resp = sb.agent.send(out).await.map_err(|e| {
-        let msg = crate::api::chain(&e);
-        tracing::warn!(sandbox = %sb.id, error = %msg, "relaying to the agent");
-        ApiError::new(
-            ErrorCode::Unavailable,
-            format!("the sandbox's agent is not reachable: {msg}"),
-        )
-    })?;
+    let mut resp = sb.agent.send(out).await.map_err(|e| unreachable(sb, &e))?;
     if resp.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS {
         if let Some(client) = client_upgrade {
             lizard_http::splice(client, hyper::upgrade::on(&mut resp));

@@ -811,22 +811,16 @@ async fn write_files(
     // instead of the answer.
     let (parts, body) = req.into_parts();
     let shared = Arc::new(std::sync::Mutex::new(body.into_data_stream()));
-    let reader = shared.clone();
-    let stream = futures_util::stream::poll_fn(move |cx| {
-        reader
-            .lock()
-            .map(|mut s| s.poll_next_unpin(cx))
-            .unwrap_or(std::task::Poll::Ready(None))
-    });
-    let req = Request::from_parts(parts, Body::from_stream(stream));
+    let share = |s: Arc<std::sync::Mutex<axum::body::BodyDataStream>>| {
+        futures_util::stream::poll_fn(move |cx| {
+            s.lock()
+                .map(|mut s| s.poll_next_unpin(cx))
+                .unwrap_or(std::task::Poll::Ready(None))
+        })
+    };
+    let req = Request::from_parts(parts, Body::from_stream(share(shared.clone())));
     let result = write_parts(&st, &q, req).await;
-    let rest = futures_util::stream::poll_fn(move |cx| {
-        shared
-            .lock()
-            .map(|mut s| s.poll_next_unpin(cx))
-            .unwrap_or(std::task::Poll::Ready(None))
-    });
-    let _ = tokio::time::timeout(Duration::from_secs(5), rest.for_each(|_| async {})).await;
+    files::drain(&mut Box::pin(share(shared))).await;
     result
 }
 

@@ -336,6 +336,21 @@ def transport_error(exc: httpx.HTTPError, cfg: ClientConfig) -> LizardError:
 StreamEvent = Tuple[str, Any]
 
 
+def _parse_frame(line: Union[str, bytes], stream: str) -> Optional[Dict[str, Any]]:
+    """One NDJSON line of a stream as a JSON object: ``None`` for a blank line or a non-object
+    (clients ignore what they do not know), ``SandboxError`` for malformed JSON."""
+    if isinstance(line, bytes):
+        line = line.decode("utf-8", "replace")
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        frame = json.loads(line)
+    except ValueError as e:
+        raise SandboxError(f"malformed frame in the {stream} stream: {line[:200]!r}", code="protocol") from e
+    return frame if isinstance(frame, dict) else None
+
+
 class ExecutionFold:
     """Folds the NDJSON frames of one run into an ``Execution``.
 
@@ -364,16 +379,8 @@ class ExecutionFold:
         return self._ended
 
     def feed_line(self, line: Union[str, bytes]) -> Optional[StreamEvent]:
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "replace")
-        line = line.strip()
-        if not line:
-            return None
-        try:
-            frame = json.loads(line)
-        except ValueError as e:
-            raise SandboxError(f"malformed frame in the execution stream: {line[:200]!r}", code="protocol") from e
-        if not isinstance(frame, dict):
+        frame = _parse_frame(line, "execution")
+        if frame is None:
             return None
         return self.feed(frame)
 
@@ -511,16 +518,8 @@ class CommandFold:
         return self._end is not None
 
     def feed_line(self, line: Union[str, bytes]) -> Optional[StreamEvent]:
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "replace")
-        line = line.strip()
-        if not line:
-            return None
-        try:
-            frame = json.loads(line)
-        except ValueError as e:
-            raise SandboxError(f"malformed frame in the command stream: {line[:200]!r}", code="protocol") from e
-        if not isinstance(frame, dict):
+        frame = _parse_frame(line, "command")
+        if frame is None:
             return None
         kind = frame.get("type")
         if kind == "stdout" or kind == "stderr":
@@ -631,16 +630,8 @@ class PtyFold:
         return self._end is not None
 
     def feed_line(self, line: Union[str, bytes]) -> Optional[bytes]:
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "replace")
-        line = line.strip()
-        if not line:
-            return None
-        try:
-            frame = json.loads(line)
-        except ValueError as e:
-            raise SandboxError(f"malformed frame in the terminal stream: {line[:200]!r}", code="protocol") from e
-        if not isinstance(frame, dict):
+        frame = _parse_frame(line, "terminal")
+        if frame is None:
             return None
         kind = frame.get("type")
         if kind == "stdout" or kind == "stderr":
