@@ -13,6 +13,7 @@
 //! - [`inotify`]: filesystem change notification.
 //! - [`volume`]: persistent volumes on the host (sparse ext4 images, loop mounts).
 //! - [`disk`]: per-sandbox disk quota (a sparse ext4 image, loop-mounted).
+//! - [`exe`]: a sealed in-memory copy of a program, executed in a sandbox without a mount.
 //! - [`network`]: internet egress (nftables inside the sandbox's netns + slirp4netns).
 //!
 //! **Architecture Invariant:** this is the only crate with `unsafe` code and raw syscalls; every
@@ -22,6 +23,7 @@
 pub mod cgroup;
 pub mod delegation;
 pub mod disk;
+pub mod exe;
 pub mod fdpass;
 pub mod inotify;
 pub mod network;

@@ -343,6 +343,40 @@ fn limits_apply_and_kill_all_leaves_nothing() {
     );
 }
 
+/// A program executed from a sealed in-memory copy needs no mount: nothing in the sandbox's
+/// mount table or its `/proc/<pid>/exe` names the host file it came from, and the copy cannot be
+/// written.
+#[test]
+fn a_program_run_by_descriptor_leaves_no_host_path_inside() {
+    let t = TestDir::new();
+    let exe =
+        lizard_jail::exe::SealedExe::copy_of(Path::new("/bin/bash"), "sandbox-agent").unwrap();
+    let mut spec = t.spec(
+        &unique_id("memfd"),
+        r#"echo "exe=$(readlink /proc/$$/exe)"
+echo "argv0=$0"
+echo "mountinfo=$(cut -d' ' -f4,5 /proc/self/mountinfo | tr '\n' ';')"
+(echo x > /proc/$$/exe) 2>/dev/null && echo "write_exe=ok" || echo "write_exe=denied"
+"#,
+    );
+    spec.binds
+        .retain(|b| b.target != Path::new("/opt/lizard/bin/lizard"));
+    spec.program = "/opt/lizard/bin/agent".into(); // argv[0] only: no such file inside
+    spec.program_source = Some(exe.proc_path());
+    let mut sb = launch(&spec).unwrap();
+    assert_eq!(
+        sb.wait(Duration::from_secs(10)),
+        Exit::Code(0),
+        "{}",
+        t.log()
+    );
+    let f = facts(&t.log());
+    assert_eq!(f["exe"], "/memfd:sandbox-agent (deleted)", "{}", t.log());
+    assert!(!f["mountinfo"].contains("bash"), "{}", t.log());
+    assert!(!f["mountinfo"].contains("/opt/lizard"), "{}", t.log());
+    assert_eq!(f["write_exe"], "denied", "{}", t.log());
+}
+
 #[test]
 fn memory_bomb_is_oom_killed_and_counted() {
     let t = TestDir::new();

@@ -64,8 +64,11 @@ pub struct SandboxConfig {
     pub data_dir: PathBuf,
     /// The data dir whose `templates/` holds the built templates (usually `data_dir`).
     pub templates_data_dir: PathBuf,
-    /// The `lizard` binary: runs `sandbox-init`, and is bind-mounted into sandboxes as the agent.
+    /// The `lizard` binary: runs `sandbox-init`.
     pub lizard_bin: PathBuf,
+    /// The sealed in-memory copy of `lizard_bin` that sandboxes run as their agent (executed by
+    /// descriptor: no mount inside shows where the server is installed).
+    pub agent_exe: Arc<lizard_jail::exe::SealedExe>,
     pub default_template: String,
     pub default_timeout_ms: u64,
     pub max_timeout_ms: u64,
@@ -796,20 +799,12 @@ impl Sandboxes {
                 work: dir.join("disk/work"),
                 mountpoint: dir.join("rootfs"),
             },
-            binds: vec![
-                Bind {
-                    source: self.cfg.lizard_bin.clone(),
-                    target: PathBuf::from("/opt/lizard/bin/lizard"),
-                    readonly: true,
-                    ..Default::default()
-                },
-                Bind {
-                    source: dir.join("disk").join("run"),
-                    target: PathBuf::from("/run/lizard"),
-                    readonly: false,
-                    ..Default::default()
-                },
-            ],
+            binds: vec![Bind {
+                source: dir.join("disk").join("run"),
+                target: PathBuf::from("/run/lizard"),
+                readonly: false,
+                ..Default::default()
+            }],
             id_map: IdMap {
                 inside: 0,
                 outside: self.cfg.id_shift,
@@ -820,7 +815,9 @@ impl Sandboxes {
                 gid: meta.user.gid,
             },
             cwd: PathBuf::from(&meta.user.home),
-            program: PathBuf::from("/opt/lizard/bin/lizard"),
+            // argv[0] only (the template's placeholder path): the agent runs from the sealed copy.
+            program: PathBuf::from(&meta.lizard_bin),
+            program_source: Some(self.cfg.agent_exe.proc_path()),
             args,
             env,
             limits: Limits {

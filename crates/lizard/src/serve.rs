@@ -264,6 +264,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         id_shift + template.meta.user.gid,
     );
     let lizard_bin = std::env::current_exe().context("locating the lizard binary")?;
+    let agent_exe = std::sync::Arc::new(
+        lizard_jail::exe::SealedExe::copy_of(&lizard_bin, "lizard-agent")
+            .context("copying the lizard binary for the sandboxes' agents")?,
+    );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -274,6 +278,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 data_dir: data_dir.clone(),
                 templates_data_dir,
                 lizard_bin,
+                agent_exe,
                 default_template: args.template.clone(),
                 default_timeout_ms: args.default_timeout_ms,
                 max_timeout_ms: 24 * 3600 * 1000,

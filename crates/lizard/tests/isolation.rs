@@ -329,10 +329,11 @@ echo $$ > $M/probe/cgroup.procs && grep ':memory:' /proc/self/cgroup
 }
 
 /// The sandbox's mountinfo does not disclose the server's data dir (nor the sandbox's own path in
-/// it): the agent's socket dir is bound from the sandbox's own disk image, whose paths are
-/// relative to that image.
+/// it) or where the server is installed: the agent's socket dir is bound from the sandbox's own
+/// disk image, whose paths are relative to that image, and the agent runs from a sealed in-memory
+/// copy of the server's binary (no mount; `lizard-jail`'s sandbox tests check what `exe` shows).
 #[tokio::test]
-async fn mountinfo_does_not_reveal_the_data_dir() {
+async fn mountinfo_does_not_reveal_host_paths() {
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let (out, ex) = s.sh(&id, "cat /proc/self/mountinfo").await;
@@ -340,5 +341,9 @@ async fn mountinfo_does_not_reveal_the_data_dir() {
     let data_dir = s.data_dir.path().display().to_string();
     assert!(!out.contains(&data_dir), "{out}");
     assert!(!out.contains(&id), "{out}");
+    let bin = std::fs::canonicalize(env!("CARGO_BIN_EXE_lizard")).unwrap();
+    let bin_dir = bin.parent().unwrap().display().to_string();
+    assert!(!out.contains(&bin_dir), "{out}");
+    assert!(!out.contains("/opt/lizard/bin"), "{out}");
     s.kill_all().await;
 }

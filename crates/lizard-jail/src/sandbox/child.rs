@@ -11,7 +11,8 @@
 //!    uts namespaces stay owned by the host's user namespace, so even the sandbox's root has no
 //!    power over them (cannot mount, configure the network, set the host name).
 //! 4. No supplementary groups, securebits locked, bounding and ambient sets emptied, the user's
-//!    gid/uid, capability sets emptied, `no_new_privs`, `chdir(cwd)`, seccomp, `execve`.
+//!    gid/uid, capability sets emptied, `no_new_privs`, `chdir(cwd)`, seccomp, `execve` (or
+//!    `execveat` of the program's file opened before the clone).
 //!
 //! A failing step is reported to the parent on the report pipe (step, detail, errno) and the child
 //! exits with 127; a successful `execve` closes the (close-on-exec) pipe, which the parent reads as
@@ -49,6 +50,9 @@ pub(crate) struct ChildPlan {
     pub gid: u32,
     pub cwd: CString,
     pub program: CString,
+    /// The program's file, opened before the clone (`SandboxSpec::program_source`); executed by
+    /// descriptor instead of `program`'s path. Close-on-exec.
+    pub program_fd: Option<OwnedFd>,
     pub argv: Vec<CString>,
     pub envp: Vec<CString>,
     pub filter: Filter,
@@ -209,7 +213,18 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
     p.filter
         .install()
         .map_err(|e| SetupError::new("seccomp", &e, io::Error::from_raw_os_error(libc::EINVAL)))?;
-    nix::unistd::execve(&p.program, &p.argv, &p.envp).step("execve", p.program.to_string_lossy())
+    match &p.program_fd {
+        Some(fd) => nix::unistd::execveat(
+            fd,
+            c"",
+            &p.argv,
+            &p.envp,
+            nix::fcntl::AtFlags::AT_EMPTY_PATH,
+        )
+        .step("execveat", p.program.to_string_lossy()),
+        None => nix::unistd::execve(&p.program, &p.argv, &p.envp)
+            .step("execve", p.program.to_string_lossy()),
+    }
 }
 
 #[cfg(test)]

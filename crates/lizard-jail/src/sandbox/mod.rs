@@ -395,6 +395,18 @@ fn prepare(
     };
 
     let program = cstring("program", spec.program.as_os_str().as_bytes())?;
+    let program_fd = match &spec.program_source {
+        Some(src) => {
+            let fd = nix::fcntl::open(
+                src.as_path(),
+                OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| io_err("opening the program", src)(e.into()))?;
+            Some(above_stdio(fd, "opening the program", src)?)
+        }
+        None => None,
+    };
     let mut argv = vec![program.clone()];
     for a in &spec.args {
         argv.push(cstring("args", a.as_bytes())?);
@@ -415,6 +427,7 @@ fn prepare(
         gid: spec.user.gid,
         cwd: cstring("cwd", spec.cwd.as_os_str().as_bytes())?,
         program,
+        program_fd,
         argv,
         envp,
         filter,

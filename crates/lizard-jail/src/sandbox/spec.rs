@@ -28,8 +28,15 @@ pub struct SandboxSpec {
     pub user: UserSpec,
     /// Working directory of the program (inside).
     pub cwd: PathBuf,
-    /// The program to execute (absolute path inside); `argv[0]` is this path.
+    /// The program to execute (absolute path inside); `argv[0]` is this path. With
+    /// `program_source` it is only `argv[0]` and need not exist inside.
     pub program: PathBuf,
+    /// Host path of the program's file, opened by the launcher (as host root, before it enters
+    /// any namespace) and executed by descriptor (`execveat(AT_EMPTY_PATH)`): the sandbox's mount
+    /// table then holds nothing of the program. Typically `/proc/<server pid>/fd/<n>` of a
+    /// [`crate::exe::SealedExe`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_source: Option<PathBuf>,
     /// `argv[1..]`.
     #[serde(default)]
     pub args: Vec<String>,
@@ -174,6 +181,9 @@ impl SandboxSpec {
         }
         inside_path("cwd", &self.cwd)?;
         inside_path("program", &self.program)?;
+        if let Some(p) = &self.program_source {
+            absolute("program_source", p)?;
+        }
         if self.id_map.count == 0
             || self.id_map.inside.checked_add(self.id_map.count).is_none()
             || self.id_map.outside.checked_add(self.id_map.count).is_none()
@@ -285,6 +295,10 @@ mod tests {
             ),
             ("user.uid", Box::new(|s| s.user.uid = 70000)),
             ("program", Box::new(|s| s.program = "sh".into())),
+            (
+                "program_source",
+                Box::new(|s| s.program_source = Some("fd/3".into())),
+            ),
             (
                 "env",
                 Box::new(|s| {

@@ -103,6 +103,7 @@ impl TestDir {
             },
             cwd: PathBuf::from("/home/user"),
             program: PathBuf::from("/bin/bash"),
+            program_source: None,
             args: vec!["-c".to_string(), script.to_string()],
             env,
             limits: Limits::default(),
