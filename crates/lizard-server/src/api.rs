@@ -34,6 +34,8 @@ pub struct AppState {
     pub e2b: crate::e2b::E2b,
     /// Requests per principal (`None`: no limit); applied by [`crate::gate`].
     pub limiter: Option<crate::ratelimit::RateLimiter>,
+    /// How long and how many audit events are kept ([`crate::audit::run_retention`]).
+    pub audit_retention: crate::audit::Retention,
 }
 
 type St = State<Arc<AppState>>;

@@ -5,6 +5,10 @@
 //! `tracing` event with target `audit`; `GET /v1/audit` reads them back (an admin key sees all, a
 //! project key its own project's).
 //!
+//! Retention ([`Retention`]): events older than `--audit-retention` (default 90 days) are deleted
+//! at start-up and hourly, and beyond `--audit-max-events` (default one million) the oldest go as
+//! new ones are written, so the log cannot grow without bound.
+//!
 //! This module decides *what* a request is ([`classify`], a pure function of method and path) and
 //! writes and reads events. It does not see requests go by: [`crate::gate`] calls it around every
 //! request. It never records a key, only its stored prefix, and never a request or response body.
@@ -86,6 +90,41 @@ pub fn cut(s: &str) -> String {
     s.chars().take(MAX_OBJECT_CHARS).collect()
 }
 
+/// How long and how many audit events are kept; `None` = no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub max_age: Option<std::time::Duration>,
+    pub max_events: Option<u64>,
+}
+
+/// Delete what [`Retention`] no longer keeps, now and then every hour. Runs forever.
+pub async fn run_retention(st: Arc<AppState>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
+    loop {
+        tick.tick().await;
+        prune(&st, true);
+    }
+}
+
+/// Apply the retention: the count limit always, the age limit when `by_age`.
+fn prune(st: &AppState, by_age: bool) {
+    let r = st.audit_retention;
+    let before = match r.max_age {
+        Some(age) if by_age => now_ms().saturating_sub(age.as_millis() as u64),
+        _ => 0,
+    };
+    if before == 0 && r.max_events.is_none() {
+        return;
+    }
+    match st.sandboxes.store.prune_audit(before, r.max_events) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(deleted = n, "audit events past their retention deleted"),
+        Err(err) => {
+            tracing::error!(error = %crate::api::chain(&err), "pruning the audit log failed")
+        }
+    }
+}
+
 /// Store `e` (assigning its id) and emit it as a `tracing` event with target `audit`. A store
 /// failure is logged, never turned into a failure of the audited call (which already happened).
 pub fn record(st: &AppState, mut e: AuditEvent) {
@@ -95,6 +134,9 @@ pub fn record(st: &AppState, mut e: AuditEvent) {
         Err(err) => {
             tracing::error!(error = %crate::api::chain(&err), "writing an audit event failed")
         }
+    }
+    if st.audit_retention.max_events.is_some() {
+        prune(st, false);
     }
     tracing::info!(
         target: "audit",

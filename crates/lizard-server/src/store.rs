@@ -382,6 +382,27 @@ impl Store {
         Ok(conn.last_insert_rowid() as u64)
     }
 
+    /// Delete audit events older than `before_ms`, then the oldest beyond the newest
+    /// `keep_at_most` (`None`: no count limit). Returns how many were deleted.
+    pub fn prune_audit(
+        &self,
+        before_ms: u64,
+        keep_at_most: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let conn = self.conn();
+        let mut n = conn.execute(
+            "DELETE FROM audit WHERE at_ms < ?1",
+            params![before_ms.min(i64::MAX as u64) as i64],
+        )? as u64;
+        if let Some(keep) = keep_at_most {
+            n += conn.execute(
+                "DELETE FROM audit WHERE id <= (SELECT id FROM audit ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+                params![keep.min(i64::MAX as u64) as i64],
+            )? as u64;
+        }
+        Ok(n)
+    }
+
     /// Audit events in `[from_ms, to_ms)`, newest first, of one project (`None`: all, including
     /// events of no project such as authentication failures).
     pub fn audit(
@@ -913,10 +934,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn audit_events_by_project_and_time() {
-        let (_d, s) = store();
-        let ev = |at_ms, project: Option<&str>, action: &str| lizard_proto::AuditEvent {
+    fn ev(at_ms: u64, project: Option<&str>, action: &str) -> lizard_proto::AuditEvent {
+        lizard_proto::AuditEvent {
             id: 0,
             at_ms,
             actor: "project".into(),
@@ -926,7 +945,34 @@ mod tests {
             object: Some("sbx_1".into()),
             status: 201,
             client: "127.0.0.1:1".into(),
+        }
+    }
+
+    #[test]
+    fn audit_retention_by_age_and_count() {
+        let (_d, s) = store();
+        for at in [10, 20, 30, 40, 50] {
+            s.add_audit(&ev(at, Some("a"), "sandbox.create")).unwrap();
+        }
+        let ages = |s: &Store| -> Vec<u64> {
+            s.audit(None, 0, u64::MAX, 100)
+                .unwrap()
+                .iter()
+                .map(|e| e.at_ms)
+                .collect()
         };
+        assert_eq!(s.prune_audit(25, None).unwrap(), 2);
+        assert_eq!(ages(&s), vec![50, 40, 30]);
+        assert_eq!(s.prune_audit(0, Some(2)).unwrap(), 1);
+        assert_eq!(ages(&s), vec![50, 40], "the newest are kept");
+        assert_eq!(s.prune_audit(0, Some(5)).unwrap(), 0);
+        assert_eq!(s.prune_audit(0, Some(0)).unwrap(), 2);
+        assert!(ages(&s).is_empty());
+    }
+
+    #[test]
+    fn audit_events_by_project_and_time() {
+        let (_d, s) = store();
         let a = s.add_audit(&ev(10, Some("a"), "sandbox.create")).unwrap();
         let b = s.add_audit(&ev(20, Some("b"), "sandbox.kill")).unwrap();
         let c = s.add_audit(&ev(30, None, "auth.failed")).unwrap();

@@ -70,6 +70,13 @@ pub struct ServeArgs {
     /// Most request headers; more → 431.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(8..=10_000))]
     max_headers: u64,
+    /// Keep audit events this long (e.g. `90d`, `12h`); older ones are deleted at start-up and
+    /// hourly; `0` = forever.
+    #[arg(long, env = "LIZARD_AUDIT_RETENTION", default_value = "90d", value_parser = parse_duration)]
+    audit_retention: Duration,
+    /// Keep at most this many audit events (the newest); `0` = no limit.
+    #[arg(long, env = "LIZARD_AUDIT_MAX_EVENTS", default_value_t = 1_000_000)]
+    audit_max_events: u64,
 }
 
 /// Limits of the HTTP/1 listeners.
@@ -164,9 +171,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "ms" => Some(n),
         "m" | "min" => n.checked_mul(60_000),
         "h" => n.checked_mul(3_600_000),
+        "d" => n.checked_mul(86_400_000),
         other => {
             return Err(format!(
-                "unknown duration unit {other:?} (use ms, s, m or h)"
+                "unknown duration unit {other:?} (use ms, s, m, h or d)"
             ))
         }
     };
@@ -315,7 +323,12 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 args.rate_limit_rps,
                 args.rate_limit_burst,
             ),
+            audit_retention: lizard_server::audit::Retention {
+                max_age: (!args.audit_retention.is_zero()).then_some(args.audit_retention),
+                max_events: (args.audit_max_events > 0).then_some(args.audit_max_events),
+            },
         });
+        tokio::spawn(lizard_server::audit::run_retention(state.clone()));
         let limits = HttpLimits {
             max_header_bytes: args.max_header_bytes as usize,
             max_headers: args.max_headers as usize,

@@ -525,6 +525,46 @@ async fn audit_log_records_lifecycle_calls_and_auth_failures() {
     s.kill_all().await;
 }
 
+/// The audit log is bounded: beyond `--audit-max-events` the oldest events go as new ones are
+/// written, and events older than `--audit-retention` are deleted when the server starts.
+#[tokio::test]
+async fn audit_log_is_bounded_by_count_and_age() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--pool-size", "0", "--audit-max-events", "3"],
+    );
+    let admin = s.admin_key.clone();
+    for i in 0..6 {
+        let r = get(&s.addr, &format!("lz_wrong{i}"), "/v1/sandboxes").await;
+        assert_eq!(r.status, 401, "{}", r.text);
+    }
+    let kept = events(&get(&s.addr, &admin, "/v1/audit").await);
+    assert_eq!(kept.len(), 3, "{kept:#?}");
+    let ids: Vec<u64> = kept.iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+    let newest = ids[0];
+    assert_eq!(ids[2], newest - 2, "the newest three are kept: {ids:?}");
+
+    let dir = s.stop("-TERM");
+    let s = Server::start_in(dir, &["--pool-size", "0", "--audit-retention", "1ms"]);
+    let left = events(&get(&s.addr, &s.admin_key.clone(), "/v1/audit").await);
+    assert!(
+        left.iter().all(|e| e["id"].as_u64().unwrap() > newest),
+        "events from before the restart are past a 1 ms retention: {left:#?}"
+    );
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
+        .args(["serve", "--audit-retention", "soon"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("not a duration"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    s.kill_all().await;
+}
+
 /// A small deterministic generator (the seed is printed, so a failure can be replayed).
 struct Rng(u64);
 
