@@ -77,7 +77,9 @@ impl From<ContextError> for ApiError {
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// `e`'s message followed by each of its `source()`s, joined by `": "` (`"writing x: disk full"`):
+/// the one way the agent turns an error into an API message.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -447,5 +449,20 @@ mod tests {
             HeaderValue::from_static("text/event-stream"),
         );
         assert_eq!(framing(&h), Framing::Sse);
+    }
+
+    #[test]
+    fn error_chain_follows_every_source() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("saving context {0}")]
+        struct Outer(u32, #[source] std::io::Error);
+        let inner = std::io::Error::other("disk full");
+        assert_eq!(
+            error_chain(&inner),
+            "disk full",
+            "no source: the message alone"
+        );
+        let e = Outer(3, inner);
+        assert_eq!(error_chain(&e), "saving context 3: disk full");
     }
 }

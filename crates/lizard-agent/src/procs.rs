@@ -17,7 +17,7 @@
 //!
 //! Not here: HTTP routes and request validation (see `crate::commands`, `crate::pty`).
 
-use crate::api::{stream_response, ApiError, Framing};
+use crate::api::{error_chain, stream_response, ApiError, Framing};
 use crate::utf8::Utf8Stream;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
@@ -126,33 +126,15 @@ impl From<CommandError> for ApiError {
             CommandError::Spawn { .. } | CommandError::Pty(_) => ErrorCode::Unavailable,
             CommandError::Input { .. } | CommandError::Signal(..) => ErrorCode::Internal,
         };
-        let message = match e.source_chain() {
-            Some(chain) => format!("{e}: {chain}"),
-            None => e.to_string(),
+        let message = match &e {
+            // The source is already in the message.
+            CommandError::Program { .. } => e.to_string(),
+            _ => error_chain(&e),
         };
         if code == ErrorCode::Internal || code == ErrorCode::Unavailable {
             tracing::warn!(error = %message, "process operation failed");
         }
         ApiError::new(code, message)
-    }
-}
-
-impl CommandError {
-    fn source_chain(&self) -> Option<String> {
-        match self {
-            // The source is already in the message.
-            CommandError::Program { .. } => None,
-            _ => {
-                let mut cur = std::error::Error::source(self)?;
-                let mut s = cur.to_string();
-                while let Some(c) = cur.source() {
-                    s.push_str(": ");
-                    s.push_str(&c.to_string());
-                    cur = c;
-                }
-                Some(s)
-            }
-        }
     }
 }
 
@@ -995,5 +977,27 @@ mod tests {
         log.readers.clear();
         log.trim();
         assert_eq!(log.streams[0].len(), 1, "the last MiB is retained");
+    }
+
+    #[test]
+    fn command_errors_carry_their_cause_once() {
+        let msg = |e: CommandError| ApiError::from(e).0.message;
+        let gone = || io::Error::from(io::ErrorKind::NotFound);
+        assert_eq!(
+            msg(CommandError::Spawn {
+                program: "bash".into(),
+                source: io::Error::other("out of pids"),
+            }),
+            "cannot start \"bash\": out of pids"
+        );
+        let program = msg(CommandError::Program {
+            program: "nope".into(),
+            source: gone(),
+        });
+        assert_eq!(program, format!("cannot run \"nope\": {}", gone()));
+        assert_eq!(
+            msg(CommandError::NotPty(7)),
+            CommandError::NotPty(7).to_string()
+        );
     }
 }

@@ -228,15 +228,15 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route(
             "/v1/sandboxes/{id}/ports/{port}",
-            any(crate::proxy::forward_port),
+            any(crate::proxy::forward),
         )
         .route(
             "/v1/sandboxes/{id}/ports/{port}/",
-            any(crate::proxy::forward_port),
+            any(crate::proxy::forward),
         )
         .route(
             "/v1/sandboxes/{id}/ports/{port}/{*rest}",
-            any(crate::proxy::forward_port).layer(DefaultBodyLimit::disable()),
+            any(crate::proxy::forward).layer(DefaultBodyLimit::disable()),
         )
         .route("/v1/sandboxes/{id}/pty", any(crate::proxy::forward))
         .route("/v1/sandboxes/{id}/pty/{*rest}", any(crate::proxy::forward))

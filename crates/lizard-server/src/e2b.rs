@@ -523,14 +523,10 @@ async fn relay(
         uri.push('?');
         uri.push_str(q);
     }
-    crate::proxy::relay(
-        &sb,
-        req,
-        uri,
-        &["x-access-token", "e2b-traffic-access-token"],
-    )
-    .await
-    .map_err(E2bError::from)
+    // The tokens and routing headers read above stay here (`crate::proxy::upstream_headers`).
+    crate::proxy::send(&sb, req, &uri)
+        .await
+        .map_err(E2bError::from)
 }
 
 /// The debug-mode sandbox: found by its metadata mark, created when there is none, resumed when

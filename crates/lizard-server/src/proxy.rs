@@ -1,22 +1,47 @@
-//! Forwarding agent routes into a sandbox: `/v1/sandboxes/{id}/{contexts…,execute,commands…,pty…,
-//! files…}` → the agent's `/{…}` over the sandbox's Unix socket, and `/v1/sandboxes/{id}/ports/…` to
-//! services inside the sandbox (see [`forward_port`]).
+//! The one way a request enters a sandbox: [`send`] builds the upstream request for the sandbox's
+//! agent (its URI, the filtered headers of [`upstream_headers`], `Host: agent`), sends it over the
+//! sandbox's Unix socket and hands the answer back, splicing the two connections together when
+//! the agent switches protocols (WebSocket). Every caller goes through it: [`forward`] for
+//! `/v1/sandboxes/{id}/{contexts…,execute,commands…,pty…,files…,ports…}` (→ the agent's `/{…}`;
+//! `ports/{port}/…` reaches a service inside the sandbox through the agent), and E2B's sandbox
+//! traffic (`crate::e2b`, → the agent's `/e2b/{port}/…` or `/ports/{port}/…`).
+//!
+//! Headers: every end-to-end header crosses; hop-by-hop ones (RFC 9110 §7.6.1, and whatever the
+//! request's `Connection` names) and what the server itself reads as credentials or routing (a
+//! Bearer `Authorization`, `X-API-Key`, E2B's sandbox tokens and `E2b-Sandbox-*`) never do. Other
+//! `Authorization` schemes (envd's `Basic <user>:`) and cookies belong to what runs inside.
 //!
 //! Bodies stream through in both directions without buffering or re-encoding (an execution's NDJSON
 //! or SSE frames reach the client as the agent writes them). A client that disconnects drops the
 //! agent connection, which interrupts the cell. The server never parses what passes through.
+//!
+//! Not here: which sandbox a request may reach and which agent path it maps to (the callers:
+//! `target` here for the `/v1` routes, `crate::e2b` for E2B's), or response headers (the agent's
+//! answer is passed back as it is).
 
 use crate::api::{visible, ApiError, AppState, Auth};
+use crate::sandboxes::Sandbox;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue};
+use axum::http::header::{self, HeaderName};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use lizard_proto::ErrorCode;
 use std::sync::Arc;
 
-/// Headers passed to the agent; everything else (notably `Authorization`) stays at the server.
-const FORWARDED_REQUEST_HEADERS: [header::HeaderName; 3] =
-    [header::CONTENT_TYPE, header::ACCEPT, header::CONTENT_LENGTH];
+/// Headers that never cross into a sandbox besides `lizard_http`'s hop-by-hop ones:
+/// `Proxy-Connection` (hop-by-hop by RFC 9110 §7.6.1) and what the server reads itself — Lizard's
+/// key as E2B's SDKs send it, E2B's per-sandbox tokens (`crate::gate`, `crate::e2b`) and E2B's
+/// routing headers (`crate::e2b::sandbox_traffic`). A Bearer `Authorization` is dropped as well
+/// (see [`is_bearer`]).
+const SERVER_ONLY: [&str; 6] = [
+    "proxy-connection",
+    "x-api-key",
+    "x-access-token",
+    "e2b-traffic-access-token",
+    "e2b-sandbox-id",
+    "e2b-sandbox-port",
+];
 
 /// The running sandbox a `/v1/sandboxes/{id}/…` request addresses (visible to the caller) and the
 /// agent URI it maps to (the rest of the path, with the query).
@@ -24,7 +49,7 @@ fn target(
     st: &AppState,
     who: &crate::auth::Principal,
     req: &Request,
-) -> Result<(Arc<crate::sandboxes::Sandbox>, String), ApiError> {
+) -> Result<(Arc<Sandbox>, String), ApiError> {
     let path = req.uri().path();
     let rest = path.strip_prefix("/v1/sandboxes/").unwrap_or("");
     let (id, agent_path) = rest.split_once('/').unwrap_or((rest, ""));
@@ -58,36 +83,97 @@ fn target(
     Ok((sb, uri))
 }
 
+/// The handler of every `/v1/sandboxes/{id}/…` route that the agent serves (contexts, execute,
+/// commands, pty, files, and `ports/{port}/…` — HTTP or WebSocket — for a service inside).
 pub async fn forward(
     State(st): State<Arc<AppState>>,
     Auth(who): Auth,
     req: Request,
 ) -> Result<Response, ApiError> {
     let (sb, uri) = target(&st, &who, &req)?;
-    let (parts, body) = req.into_parts();
-    let mut out = axum::http::Request::builder()
-        .method(parts.method)
-        .uri(uri)
-        .header(header::HOST, HeaderValue::from_static("agent"));
-    for h in FORWARDED_REQUEST_HEADERS {
-        if let Some(v) = parts.headers.get(&h) {
-            out = out.header(&h, v);
+    send(&sb, req, &uri).await
+}
+
+/// Send `req` to the sandbox's agent at `uri` (a path with its query) and return the agent's
+/// answer, streamed; when the agent switches protocols (WebSocket), the client's connection and the
+/// agent's are spliced together.
+pub async fn send(sb: &Sandbox, mut req: Request, uri: &str) -> Result<Response, ApiError> {
+    let client_upgrade = req
+        .headers()
+        .contains_key(header::UPGRADE)
+        .then(|| hyper::upgrade::on(&mut req));
+    let out = upstream_request(req, uri)?;
+    let mut resp = sb.agent.send(out).await.map_err(|e| unreachable(sb, &e))?;
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        if let Some(client) = client_upgrade {
+            lizard_http::splice(client, hyper::upgrade::on(&mut resp));
         }
     }
-    let out = out
-        .body(body)
-        .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
-    let resp = sb
-        .agent
-        .send(out)
-        .await
-        .map_err(|e| unreachable(sb.as_ref(), &e))?;
     let (parts, body) = resp.into_parts();
     Ok(Response::from_parts(parts, Body::new(body)).into_response())
 }
 
+/// The request the agent gets for `req`: same method and body (not read here), `uri`, the
+/// [`upstream_headers`].
+fn upstream_request(req: Request, uri: &str) -> Result<Request, ApiError> {
+    let uri: Uri = uri
+        .parse()
+        .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, format!("path {uri:?}: {e}")))?;
+    let (parts, body) = req.into_parts();
+    let mut out = Request::new(body);
+    *out.method_mut() = parts.method;
+    *out.uri_mut() = uri;
+    *out.headers_mut() = upstream_headers(&parts.headers);
+    Ok(out)
+}
+
+/// The headers of a request as they go to the agent: its end-to-end headers (an upgrade stays an
+/// upgrade) without those named by its `Connection` header, the [`SERVER_ONLY`] ones and a Bearer
+/// `Authorization`; `Host: agent`.
+fn upstream_headers(from: &HeaderMap) -> HeaderMap {
+    let mut out = lizard_http::end_to_end_headers(from, from.get(header::UPGRADE));
+    // RFC 9110 §7.6.1: the options `Connection` lists are hop-by-hop too. `Connection` and
+    // `Upgrade` themselves were settled above.
+    let options = from
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|o| HeaderName::from_bytes(o.trim().as_bytes()).ok())
+        .filter(|n| *n != header::CONNECTION && *n != header::UPGRADE);
+    for name in options {
+        out.remove(name);
+    }
+    for name in SERVER_ONLY {
+        out.remove(name);
+    }
+    let kept: Vec<HeaderValue> = out
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .filter(|v| !is_bearer(v))
+        .cloned()
+        .collect();
+    out.remove(header::AUTHORIZATION);
+    for v in kept {
+        out.append(header::AUTHORIZATION, v);
+    }
+    out.insert(header::HOST, HeaderValue::from_static("agent"));
+    out
+}
+
+/// Whether an `Authorization` value is a Bearer credential: a Lizard API key, or one meant to be
+/// (the scheme is case-insensitive, RFC 9110 §11.1).
+fn is_bearer(v: &HeaderValue) -> bool {
+    let scheme = v
+        .as_bytes()
+        .split(|b| b.is_ascii_whitespace())
+        .find(|s| !s.is_empty())
+        .unwrap_or_default();
+    scheme.eq_ignore_ascii_case(b"bearer")
+}
+
 /// The answer when the agent could not be reached (or the exchange broke), with its cause.
-fn unreachable(sb: &crate::sandboxes::Sandbox, e: &crate::agent_client::AgentError) -> ApiError {
+fn unreachable(sb: &Sandbox, e: &crate::agent_client::AgentError) -> ApiError {
     let msg = crate::api::chain(e);
     tracing::warn!(sandbox = %sb.id, error = %msg, "forwarding to the agent");
     ApiError::new(
@@ -96,57 +182,187 @@ fn unreachable(sb: &crate::sandboxes::Sandbox, e: &crate::agent_client::AgentErr
     )
 }
 
-/// `/v1/sandboxes/{id}/ports/{port}/…` → the agent's `/ports/{port}/…`: a sandbox's service on
-/// `port`, HTTP or WebSocket. Unlike the agent routes, every end-to-end header goes through (cookies,
-/// `Sec-WebSocket-*`, …) except the caller's `Authorization`, which stays at the server.
-pub async fn forward_port(
-    State(st): State<Arc<AppState>>,
-    Auth(who): Auth,
-    req: Request,
-) -> Result<Response, ApiError> {
-    let (sb, uri) = target(&st, &who, &req)?;
-    relay(&sb, req, uri, &[]).await
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Method;
 
-/// Send `req` to the sandbox's agent at `uri` with every end-to-end header except Lizard's
-/// credentials (a Bearer `Authorization`, `X-API-Key`) and the `strip`ped ones, splicing the connection through when the
-/// agent switches protocols (WebSocket).
-pub async fn relay(
-    sb: &crate::sandboxes::Sandbox,
-    mut req: Request,
-    uri: String,
-    strip: &[&str],
-) -> Result<Response, ApiError> {
-    let upgrade = req.headers().get(header::UPGRADE).cloned();
-    let client_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
-    let (parts, body) = req.into_parts();
-    let mut headers = lizard_http::end_to_end_headers(&parts.headers, upgrade.as_ref());
-    // Other schemes (e.g. envd's `Basic <user>:`) belong to the service inside.
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.len() >= 7 && v[..7].eq_ignore_ascii_case("bearer "));
-    if bearer {
-        headers.remove(header::AUTHORIZATION);
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
     }
-    headers.remove("x-api-key");
-    for h in strip {
-        headers.remove(*h);
+
+    /// The values of `name` in `h`, in order.
+    fn values(h: &HeaderMap, name: &str) -> Vec<String> {
+        h.get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect()
     }
-    headers.insert(header::HOST, HeaderValue::from_static("agent"));
-    let mut out = axum::http::Request::builder().method(parts.method).uri(uri);
-    if let Some(h) = out.headers_mut() {
-        *h = headers;
+
+    #[test]
+    fn end_to_end_headers_pass_and_server_credentials_stay() {
+        let from = headers(&[
+            ("host", "lizard.example:8000"),
+            ("content-type", "application/json"),
+            ("content-length", "12"),
+            ("accept", "application/x-ndjson"),
+            ("accept-encoding", "gzip"),
+            ("cookie", "session=abc"),
+            ("x-custom", "1"),
+            ("x-custom", "2"),
+            ("connect-timeout-ms", "500"),
+            ("authorization", "Bearer lz_secret"),
+            ("x-api-key", "lz_secret"),
+            ("x-access-token", "tok"),
+            ("e2b-traffic-access-token", "tok"),
+            ("e2b-sandbox-id", "sbx"),
+            ("e2b-sandbox-port", "49983"),
+            ("connection", "keep-alive, X-Hop"),
+            ("keep-alive", "timeout=5"),
+            ("x-hop", "only for the next hop"),
+            ("proxy-connection", "keep-alive"),
+            ("proxy-authorization", "Basic cHJveHk6cHc="),
+            ("te", "trailers"),
+            ("trailer", "x-checksum"),
+            ("transfer-encoding", "chunked"),
+        ]);
+        let out = upstream_headers(&from);
+        for (name, want) in [
+            ("host", vec!["agent"]),
+            ("content-type", vec!["application/json"]),
+            ("content-length", vec!["12"]),
+            ("accept", vec!["application/x-ndjson"]),
+            ("accept-encoding", vec!["gzip"]),
+            ("cookie", vec!["session=abc"]),
+            ("x-custom", vec!["1", "2"]),
+            ("connect-timeout-ms", vec!["500"]),
+        ] {
+            assert_eq!(values(&out, name), want, "{name} passes");
+        }
+        for name in [
+            "authorization",
+            "x-api-key",
+            "x-access-token",
+            "e2b-traffic-access-token",
+            "e2b-sandbox-id",
+            "e2b-sandbox-port",
+            "connection",
+            "keep-alive",
+            "x-hop",
+            "proxy-connection",
+            "proxy-authorization",
+            "te",
+            "trailer",
+            "transfer-encoding",
+            "upgrade",
+        ] {
+            assert!(out.get(name).is_none(), "{name} is dropped: {out:?}");
+        }
+        assert_eq!(out.len(), 9, "nothing else: {out:?}");
     }
-    let out = out
-        .body(body)
-        .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
-    let mut resp = sb.agent.send(out).await.map_err(|e| unreachable(sb, &e))?;
-    if resp.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS {
-        if let Some(client) = client_upgrade {
-            lizard_http::splice(client, hyper::upgrade::on(&mut resp));
+
+    #[test]
+    fn only_bearer_authorization_is_the_servers() {
+        // envd's user (`Basic <user>:`) and a service's own schemes go to the sandbox.
+        let from = headers(&[
+            ("authorization", "bearer lz_lowercase"),
+            ("authorization", "Basic dXNlcjo="),
+            ("authorization", "BEARER\tlz_tab"),
+            ("authorization", "Digest username=\"u\""),
+            ("authorization", "Bearer"),
+            ("authorization", "Bearerish x"),
+        ]);
+        assert_eq!(
+            values(&upstream_headers(&from), "authorization"),
+            ["Basic dXNlcjo=", "Digest username=\"u\"", "Bearerish x"]
+        );
+    }
+
+    #[test]
+    fn upgrades_stay_upgrades_without_their_hop_options() {
+        let from = headers(&[
+            ("connection", "Upgrade"),
+            ("connection", "x-hop, not a header name, "),
+            ("upgrade", "websocket"),
+            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+            ("sec-websocket-version", "13"),
+            ("x-hop", "1"),
+        ]);
+        let out = upstream_headers(&from);
+        assert_eq!(values(&out, "upgrade"), ["websocket"]);
+        assert_eq!(values(&out, "connection"), ["upgrade"]);
+        assert_eq!(
+            values(&out, "sec-websocket-key"),
+            ["dGhlIHNhbXBsZSBub25jZQ=="]
+        );
+        assert_eq!(values(&out, "sec-websocket-version"), ["13"]);
+        assert!(out.get("x-hop").is_none());
+    }
+
+    #[tokio::test]
+    async fn upstream_request_keeps_method_path_query_and_body() {
+        let mut req = Request::new(Body::from("print(1)"));
+        *req.method_mut() = Method::PUT;
+        *req.uri_mut() = "/v1/sandboxes/sbx/files?path=/a%20b".parse().unwrap();
+        *req.headers_mut() = headers(&[("authorization", "Bearer k"), ("x-a", "b")]);
+        let out = upstream_request(req, "/files?path=/a%20b").unwrap();
+        assert_eq!(out.method(), Method::PUT);
+        assert_eq!(out.uri(), "/files?path=/a%20b");
+        assert_eq!(values(out.headers(), "host"), ["agent"]);
+        assert_eq!(values(out.headers(), "x-a"), ["b"]);
+        assert!(out.headers().get("authorization").is_none());
+        let body = axum::body::to_bytes(out.into_body(), 100).await.unwrap();
+        assert_eq!(body, "print(1)");
+        let bad = upstream_request(Request::new(Body::empty()), "/a b").unwrap_err();
+        assert_eq!(bad.0.code, ErrorCode::InvalidRequest);
+    }
+
+    proptest::proptest! {
+        /// Whatever a request carries, no server credential, routing or hop-by-hop header reaches
+        /// the agent, `Host` is the agent's, and every other header passes with all its values.
+        #[test]
+        fn no_server_header_crosses(
+            pairs in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "authorization", "x-api-key", "X-Access-Token", "e2b-sandbox-id",
+                        "E2b-Sandbox-Port", "e2b-traffic-access-token", "connection", "te",
+                        "transfer-encoding", "keep-alive", "proxy-connection", "host", "cookie",
+                        "x-a", "x-b", "accept", "content-type",
+                    ]),
+                    proptest::prop_oneof!["[ -~]{0,20}", "(x-a|x-b|cookie|accept|Content-Type)(, ?x-b)?"],
+                ),
+                0..12,
+            ),
+        ) {
+            let mut from = HeaderMap::new();
+            for (k, v) in &pairs {
+                from.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+            }
+            let out = upstream_headers(&from);
+            proptest::prop_assert_eq!(values(&out, "host"), ["agent"]);
+            for name in SERVER_ONLY.iter().chain(&["connection", "te", "transfer-encoding", "keep-alive"]) {
+                proptest::prop_assert!(out.get(*name).is_none(), "{} crossed", name);
+            }
+            proptest::prop_assert!(out.get_all("authorization").iter().all(|v| !is_bearer(v)));
+            let named: Vec<String> = values(&from, "connection")
+                .iter()
+                .flat_map(|c| c.split(',').map(|o| o.trim().to_ascii_lowercase()).collect::<Vec<_>>())
+                .collect();
+            for name in ["x-a", "x-b", "accept", "content-type", "cookie"] {
+                if named.iter().any(|n| n == name) {
+                    proptest::prop_assert!(out.get(name).is_none(), "{} was named in Connection", name);
+                } else {
+                    proptest::prop_assert_eq!(values(&out, name), values(&from, name));
+                }
+            }
         }
     }
-    let (parts, body) = resp.into_parts();
-    Ok(Response::from_parts(parts, Body::new(body)).into_response())
 }

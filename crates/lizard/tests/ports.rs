@@ -1,5 +1,6 @@
 //! Ports: a service listening inside a sandbox is reachable through the server (HTTP and
-//! WebSocket), only with the project's key; nothing listens on the host for it.
+//! WebSocket), only with the project's key; nothing listens on the host for it; it gets the
+//! caller's end-to-end headers but never the server's credentials, routing or hop-by-hop headers.
 
 mod common;
 
@@ -161,5 +162,139 @@ async fn websocket_service_in_the_sandbox_is_reachable_through_the_server() {
         "{head}"
     );
     assert_eq!(reply, "hello");
+    s.kill_all().await;
+}
+
+/// A service on 8766 that answers every GET with the request's headers as `[[name, value], …]`.
+const ECHO_HEADERS: &str = r#"
+import http.server, json, threading
+class _Echo(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps([[k.lower(), v] for k, v in self.headers.items()]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+_srv = http.server.ThreadingHTTPServer(("127.0.0.1", 8766), _Echo)
+threading.Thread(target=_srv.serve_forever, daemon=True).start()
+"#;
+
+/// One raw HTTP/1.1 exchange with the headers exactly as given (they must include
+/// `Connection: close`: the answer is read to the end); the answer's status and JSON body.
+async fn raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, serde_json::Value) {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: lizard\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status: {answer}"));
+    (status, serde_json::from_str(body).unwrap_or_default())
+}
+
+/// The values of `name` among the echoed headers.
+fn seen(echo: &serde_json::Value, name: &str) -> Vec<String> {
+    echo.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p[0] == name)
+        .map(|p| p[1].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn services_get_end_to_end_headers_but_not_the_servers() {
+    let s = Server::start();
+    let key = s.project_key("headers").await;
+    // Created through E2B's control plane, so the same sandbox is reachable both ways.
+    let (status, created) = raw(
+        &s.addr,
+        "POST",
+        "/sandboxes",
+        &[
+            ("X-API-Key", &key),
+            ("Content-Type", "application/json"),
+            ("Connection", "close"),
+        ],
+        r#"{"templateID":"base"}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["sandboxID"].as_str().unwrap().to_string();
+    let token = created["envdAccessToken"].as_str().unwrap().to_string();
+    let ex = s.run(&id, json!({"code": ECHO_HEADERS})).await;
+    assert_eq!(ex["status"], "ok", "{ex}");
+
+    // Lizard's route: the key, the hop options and E2B's token stay at the server.
+    let bearer = format!("Bearer {key}");
+    let (status, echo) = raw(
+        &s.addr,
+        "GET",
+        &format!("/v1/sandboxes/{id}/ports/8766/h?q=1"),
+        &[
+            ("Authorization", &bearer),
+            ("Cookie", "session=abc"),
+            ("X-Custom", "yes"),
+            ("X-Hop", "for the next hop only"),
+            ("X-Access-Token", &token),
+            ("Connection", "close, X-Hop"),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{echo}");
+    assert_eq!(seen(&echo, "cookie"), ["session=abc"], "{echo}");
+    assert_eq!(seen(&echo, "x-custom"), ["yes"], "{echo}");
+    for name in ["authorization", "x-hop", "x-access-token", "x-api-key"] {
+        assert!(
+            seen(&echo, name).is_empty(),
+            "{name} reached the service: {echo}"
+        );
+    }
+
+    // E2B's traffic: the sandbox token and the routing headers stay; another scheme's
+    // `Authorization` is the service's.
+    let (status, echo) = raw(
+        &s.addr,
+        "GET",
+        "/h",
+        &[
+            ("E2b-Sandbox-Id", &id),
+            ("E2b-Sandbox-Port", "8766"),
+            ("X-Access-Token", &token),
+            ("Authorization", "Basic dXNlcjo="),
+            ("Cookie", "c=d"),
+            ("Connection", "close"),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{echo}");
+    assert_eq!(seen(&echo, "authorization"), ["Basic dXNlcjo="], "{echo}");
+    assert_eq!(seen(&echo, "cookie"), ["c=d"], "{echo}");
+    for name in ["e2b-sandbox-id", "e2b-sandbox-port", "x-access-token"] {
+        assert!(
+            seen(&echo, name).is_empty(),
+            "{name} reached the service: {echo}"
+        );
+    }
     s.kill_all().await;
 }
