@@ -10,16 +10,31 @@
 //! namespace, so nothing inside the sandbox has `CAP_NET_ADMIN` over it and the rules cannot be
 //! changed from inside.
 //!
-//! slirp4netns runs with `--enable-sandbox` (its own mount namespace on an empty root, all
-//! capabilities dropped once the tap is open) and `--enable-seccomp`. The caller puts it into the
-//! sandbox's cgroup ([`Egress::pid`]), so the cgroup's kill takes it down with the sandbox and its
-//! CPU counts as the sandbox's.
+//! slirp4netns never runs as root: it is executed as a dedicated unprivileged host user
+//! ([`SlirpUser`]: real, effective and saved uid and gid, no supplementary groups,
+//! `no_new_privs`) holding only the capabilities it needs to set up ([`slirp_capabilities`]), as
+//! *ambient* capabilities. It gets the namespace as an inherited fd (`/proc/self/fd/3`), because
+//! as another uid it may not open `/proc/<pid>/ns/net` of the (non-dumpable) agent. Its
+//! `--enable-sandbox` (its own mount namespace on an empty root with `/etc` and `/run` read-only)
+//! then drops every capability but `CAP_NET_BIND_SERVICE` from all sets once the tap is open,
+//! before it handles a single packet, and `--enable-seccomp` limits its system calls. Run as
+//! non-root, slirp4netns 1.x first calls `setegid(0)`/`seteuid(0)` (it expects to be inside a
+//! rootless user namespace); a seccomp filter ([`no_switch_to_root_filter`]) turns exactly those
+//! two calls into no-ops, which without `CAP_SETUID`/`CAP_SETGID` would only have failed. The
+//! caller puts it into the sandbox's cgroup ([`Egress::pid`]), so the cgroup's kill takes it
+//! down with the sandbox and its CPU counts as the sandbox's; its log is opened here, by root,
+//! and handed over as stdout/stderr.
 //!
 //! Not here: which destinations a sandbox may reach (the server resolves and checks that), DNS
-//! configuration inside the sandbox's root file system.
+//! configuration inside the sandbox's root file system, choosing the slirp user's ids (the
+//! server's configuration).
 
+use crate::sys::{self, cap};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::net::Ipv4Addr;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -55,6 +70,103 @@ pub enum NetworkError {
     Tool { step: &'static str, detail: String },
     #[error("slirp4netns did not configure the sandbox's network within {0:?}")]
     NotReady(Duration),
+}
+
+/// The unprivileged host user slirp4netns runs as. It should be used by nothing else: not root,
+/// not `nobody`, not a uid or gid of the sandboxes' mapped range (see the server's
+/// configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlirpUser {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The capabilities slirp4netns is started with (bit n = capability n), as ambient capabilities
+/// of `user`: `CAP_SYS_ADMIN` (join the sandbox's network namespace, which the host's user
+/// namespace owns; `--enable-sandbox`'s unshare, mounts and pivot_root), `CAP_NET_ADMIN` (create
+/// and configure the tap), `CAP_SETPCAP` (`--enable-sandbox` drops the bounding set),
+/// `CAP_NET_BIND_SERVICE` (`--enable-sandbox` keeps it, and may only keep what it has), and
+/// `CAP_DAC_OVERRIDE` only if `/dev/net/tun` is not readable and writable by `user` (it is
+/// `0666` on most hosts, `0600` on some).
+pub fn slirp_capabilities(user: SlirpUser) -> u64 {
+    let mut caps = [
+        cap::SYS_ADMIN,
+        cap::NET_ADMIN,
+        cap::SETPCAP,
+        cap::NET_BIND_SERVICE,
+    ]
+    .iter()
+    .fold(0u64, |m, c| m | 1 << c);
+    if !tun_accessible(user) {
+        caps |= 1 << cap::DAC_OVERRIDE;
+    }
+    caps
+}
+
+/// Whether `/dev/net/tun`'s mode bits let `user` open it read-write.
+fn tun_accessible(user: SlirpUser) -> bool {
+    let Ok(m) = std::fs::metadata("/dev/net/tun") else {
+        // slirp4netns will say what is wrong with it.
+        return true;
+    };
+    let mode = m.mode();
+    let rw = |shift: u32| (mode >> shift) & 0o6 == 0o6;
+    rw(0) || (m.gid() == user.gid && rw(3)) || (m.uid() == user.uid && rw(6))
+}
+
+/// A seccomp filter (BPF) that makes `setresuid(-1, 0, -1)` and `setresgid(-1, 0, -1)` — glibc's
+/// `seteuid(0)` and `setegid(0)` — return success without doing anything, and allows every other
+/// call. slirp4netns 1.x, started as non-root with `--enable-sandbox`, calls those two after
+/// receiving the tap (meant for a rootless user namespace, where it would be root) and gives up
+/// if they fail; without `CAP_SETUID`/`CAP_SETGID` they can only fail, so the filter changes
+/// nothing but their return value.
+pub fn no_switch_to_root_filter() -> Result<Vec<seccompiler::sock_filter>, NetworkError> {
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    let fail = |e: String| NetworkError::Tool {
+        step: "compiling slirp4netns's seccomp filter",
+        detail: e,
+    };
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| fail(e.to_string()))?;
+    let unchanged = u64::from(u32::MAX);
+    let rule = || -> Result<SeccompRule, seccompiler::BackendError> {
+        let eq = |arg, value| {
+            SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+        };
+        SeccompRule::new(vec![eq(0, unchanged)?, eq(1, 0)?, eq(2, unchanged)?])
+    };
+    let rules = BTreeMap::from([
+        (
+            libc::SYS_setresuid,
+            vec![rule().map_err(|e| fail(e.to_string()))?],
+        ),
+        (
+            libc::SYS_setresgid,
+            vec![rule().map_err(|e| fail(e.to_string()))?],
+        ),
+    ]);
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(0), arch)
+        .map_err(|e| fail(e.to_string()))?;
+    let program: seccompiler::BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| fail(e.to_string()))?;
+    Ok(program)
+}
+
+/// Make `cmd`'s program run as `user` with exactly `caps` (bit n = capability n) as ambient
+/// capabilities and `filter` installed (see `sys::become_user_with_ambient_caps`). Must be
+/// spawned by root.
+fn run_as(cmd: &mut Command, user: SlirpUser, caps: u64, filter: Vec<seccompiler::sock_filter>) {
+    let SlirpUser { uid, gid } = user;
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // `become_user_with_ambient_caps`, which makes system calls and nothing else (async-signal-
+    // safe, no allocation, no locks); `filter` was built before the fork and is moved into the
+    // closure, so it lives as long as the hook.
+    unsafe {
+        cmd.pre_exec(move || sys::become_user_with_ambient_caps(uid, gid, caps, &filter));
+    }
 }
 
 /// slirp's DNS forwarder inside the sandbox.
@@ -112,10 +224,15 @@ impl Egress {
     }
 }
 
-/// Install `policy` in the network namespace of host pid `pid` and attach slirp4netns to it;
-/// returns once the namespace has its default route. slirp4netns's output goes to `log`.
-/// Blocking. On failure slirp4netns is killed.
-pub fn attach(pid: i32, policy: &Policy, log: &Path) -> Result<Egress, NetworkError> {
+/// Install `policy` in the network namespace of host pid `pid` and attach slirp4netns to it, run
+/// as `user` (see the module doc); returns once the namespace has its default route.
+/// slirp4netns's output goes to `log`. Blocking. On failure slirp4netns is killed.
+pub fn attach(
+    pid: i32,
+    policy: &Policy,
+    log: &Path,
+    user: SlirpUser,
+) -> Result<Egress, NetworkError> {
     let netns = format!("--net=/proc/{pid}/ns/net");
     let mut nft = Command::new("nsenter")
         .args([netns.as_str(), "nft", "-f", "-"])
@@ -154,29 +271,42 @@ pub fn attach(pid: i32, policy: &Policy, log: &Path) -> Result<Egress, NetworkEr
         step: "opening the slirp4netns log",
         source,
     })?;
-    let mut child = Command::new("slirp4netns")
-        .args([
-            "--configure",
-            "--mtu=65520",
-            "--disable-host-loopback",
-            "--enable-sandbox",
-            "--enable-seccomp",
-            // By path, not by pid: given a pid, slirp4netns also joins the process's user
-            // namespace, which has no power over this (host-owned) network namespace.
-            "--netns-type=path",
-        ])
-        .arg(format!("/proc/{pid}/ns/net"))
-        .arg("tap0")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2)
-        // Not in the server's process group: a ^C to the server does not take the network down.
-        .process_group(0)
-        .spawn()
+    let netns: OwnedFd = std::fs::File::open(format!("/proc/{pid}/ns/net"))
         .map_err(|source| NetworkError::Spawn {
-            step: "running slirp4netns (install slirp4netns)",
+            step: "opening the sandbox's network namespace",
             source,
-        })?;
+        })?
+        .into();
+    let caps = slirp_capabilities(user);
+    let filter = no_switch_to_root_filter()?;
+    let mut cmd = Command::new("slirp4netns");
+    cmd.args([
+        "--configure",
+        "--mtu=65520",
+        "--disable-host-loopback",
+        "--enable-sandbox",
+        "--enable-seccomp",
+        // By path, not by pid: given a pid, slirp4netns also joins the process's user namespace,
+        // which has no power over this (host-owned) network namespace. The path is an fd we
+        // opened, so slirp4netns need not be allowed to open the agent's /proc entries.
+        "--netns-type=path",
+        "/proc/self/fd/3",
+        "tap0",
+    ])
+    .stdin(Stdio::null())
+    .stdout(log)
+    .stderr(log2)
+    // Not in the server's process group: a ^C to the server does not take the network down.
+    .process_group(0);
+    crate::process::map_fds(&mut cmd, vec![(netns, 3)]);
+    run_as(&mut cmd, user, caps, filter);
+    let spawned = cmd.spawn();
+    // The parent's copy of the namespace fd closes with `cmd`.
+    drop(cmd);
+    let mut child = spawned.map_err(|source| NetworkError::Spawn {
+        step: "starting slirp4netns as the egress user (install slirp4netns; the server must be root)",
+        source,
+    })?;
     let limit = Duration::from_secs(5);
     let start = Instant::now();
     let route = format!("/proc/{pid}/net/route");
@@ -244,6 +374,54 @@ mod tests {
         // The last rules reject the rest, after every accept.
         assert!(r.contains("    reject\n  }"), "{r}");
         assert!(r.rfind("reject").unwrap() > r.rfind("accept").unwrap());
+    }
+
+    /// The credentials slirp4netns gets, on a program that reports them: all ids switched, no
+    /// groups, exactly the given ambient capabilities, `no_new_privs`; `seteuid(0)`/`setegid(0)`
+    /// "succeed" without changing anything, any other switch to root still fails. Needs root.
+    #[test]
+    fn run_as_switches_user_keeps_only_the_given_caps_and_fakes_only_seteuid_0() {
+        let user = SlirpUser {
+            uid: 99_990,
+            gid: 99_991,
+        };
+        let caps = 1 << cap::NET_ADMIN;
+        let mut cmd = Command::new("python3");
+        cmd.args([
+            "-c",
+            "import os\n\
+             os.setegid(0); os.seteuid(0)\n\
+             print(os.getresuid(), os.getresgid(), os.getgroups())\n\
+             for f in (lambda: os.setresuid(0, 0, 0), lambda: os.setuid(0), lambda: os.setresgid(0, 0, 0), lambda: os.setresuid(-1, 1, -1)):\n\
+             \x20   try: f(); print('switched')\n\
+             \x20   except PermissionError: print('denied')\n\
+             print(open('/proc/self/status').read())",
+        ])
+        .stdout(Stdio::piped());
+        run_as(&mut cmd, user, caps, no_switch_to_root_filter().unwrap());
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some("(99990, 99990, 99990) (99991, 99991, 99991) []"),
+            "{text}"
+        );
+        for _ in 0..4 {
+            assert_eq!(lines.next(), Some("denied"), "{text}");
+        }
+        let field = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(str::trim)
+                .unwrap_or_else(|| panic!("no {k}: {text}"))
+        };
+        for set in ["CapEff:", "CapPrm:", "CapInh:", "CapAmb:", "CapBnd:"] {
+            assert_eq!(field(set), format!("{caps:016x}"), "{set} {text}");
+        }
+        assert_eq!(field("NoNewPrivs:"), "1");
+        assert_eq!(field("Seccomp:"), "2");
     }
 
     #[test]

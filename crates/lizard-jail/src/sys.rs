@@ -1,8 +1,12 @@
 //! Thin wrappers over the raw system calls the sandbox launcher needs and `nix` does not offer:
 //! `clone` with namespace flags, `close_range`, capability sets and securebits, signal dispositions,
-//! bringing up loopback, `_exit`. Each wrapper is one `unsafe` block with its justification.
+//! bringing up loopback, `_exit`, and switching to an unprivileged user that keeps a few ambient
+//! capabilities ([`become_user_with_ambient_caps`]). Each wrapper is one `unsafe` block with its
+//! justification.
 //!
-//! Not here: the order in which they are used, or any policy (that is `sandbox`'s job). Everything
+//! Not here: the order in which they are used, or any policy (that is `sandbox`'s job; the one
+//! fixed sequence here, [`become_user_with_ambient_caps`], exists because it must run as a whole
+//! inside a `pre_exec` hook, and its ids and capabilities are `network`'s choice). Everything
 //! returns `std::io::Error` from `errno`.
 
 use std::io;
@@ -81,8 +85,9 @@ pub(crate) fn reset_signals() -> io::Result<()> {
 }
 
 fn prctl(option: libc::c_int, arg2: libc::c_ulong, arg3: libc::c_ulong) -> io::Result<()> {
-    // SAFETY: the prctl options used here (PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_SET_SECUREBITS)
-    // take integer arguments only and affect only the calling thread's credentials.
+    // SAFETY: the prctl options used here (PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_SET_SECUREBITS,
+    // PR_SET_NO_NEW_PRIVS) take integer arguments only and affect only the calling thread's
+    // credentials.
     let ret = unsafe { libc::prctl(option, arg2, arg3, 0 as libc::c_ulong, 0 as libc::c_ulong) };
     check(ret as libc::c_long).map(drop)
 }
@@ -116,6 +121,12 @@ pub(crate) fn set_securebits(bits: libc::c_ulong) -> io::Result<()> {
 
 /// Empty the effective, permitted and inheritable capability sets of the calling thread.
 pub(crate) fn clear_capabilities() -> io::Result<()> {
+    set_capabilities(0)
+}
+
+/// Set the effective, permitted and inheritable capability sets of the calling thread to `caps`
+/// (bit n = capability n). Async-signal-safe (one system call, no allocation).
+fn set_capabilities(caps: u64) -> io::Result<()> {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -133,16 +144,120 @@ pub(crate) fn clear_capabilities() -> io::Result<()> {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
     };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
+    let word = |w: u32| Data {
+        effective: w,
+        permitted: w,
+        inheritable: w,
+    };
+    let data = [word(caps as u32), word((caps >> 32) as u32)];
     // SAFETY: capset(2) with a version-3 header (pid 0 = the calling thread) reads exactly two
     // `__user_cap_data_struct`s, which `data` provides with the kernel's layout; both live on the
-    // stack for the duration of the call. Lowering capabilities is always permitted.
+    // stack for the duration of the call. The kernel refuses (EPERM) anything but a subset of the
+    // sets the thread already has.
     let ret = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
     check(ret).map(drop)
+}
+
+/// Capability numbers (`linux/capability.h`) used by this crate.
+pub(crate) mod cap {
+    pub const DAC_OVERRIDE: u32 = 1;
+    pub const SETPCAP: u32 = 8;
+    pub const NET_BIND_SERVICE: u32 = 10;
+    pub const NET_ADMIN: u32 = 12;
+    pub const SYS_ADMIN: u32 = 21;
+}
+
+/// `SECBIT_KEEP_CAPS` (`linux/securebits.h`): the permitted set survives a change of all uids
+/// away from 0. Cleared by `execve`.
+const SECBIT_KEEP_CAPS: libc::c_ulong = 1 << 4;
+
+/// A classic BPF instruction, as `struct sock_filter` (`linux/filter.h`); seccompiler's type has
+/// the same layout.
+pub(crate) type SockFilter = seccompiler::sock_filter;
+
+/// Turn the calling process (host root, in a `pre_exec` hook) into `uid`/`gid` with no
+/// supplementary groups that keeps exactly the capabilities in `caps` (bit n = capability n) as
+/// *ambient* capabilities, so that the program it then executes starts with them in its
+/// effective and permitted sets; every other capability also leaves the bounding set. Then
+/// `no_new_privs`, then `filter` (if not empty) as a seccomp filter.
+///
+/// The sequence: drop the rest of the bounding set (needs CAP_SETPCAP, still held as root) →
+/// `SECBIT_KEEP_CAPS` → `setgroups(0)` → `setresgid` → `setresuid` (permitted kept, effective
+/// emptied) → effective = permitted = inheritable = `caps` → raise each of `caps` into the
+/// ambient set → `PR_SET_NO_NEW_PRIVS` → seccomp. Real, effective and saved ids all change, so
+/// nothing can switch back.
+///
+/// Async-signal-safe: only system calls, no allocation, no locks; `filter` was built before the
+/// fork.
+pub(crate) fn become_user_with_ambient_caps(
+    uid: u32,
+    gid: u32,
+    caps: u64,
+    filter: &[SockFilter],
+) -> io::Result<()> {
+    for c in 0..=63u32 {
+        if caps & (1 << c) != 0 {
+            continue;
+        }
+        match prctl(libc::PR_CAPBSET_DROP, c as libc::c_ulong, 0) {
+            Ok(()) => {}
+            // Past the kernel's last capability.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && c > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    set_securebits(SECBIT_KEEP_CAPS)?;
+    // Raw system calls rather than glibc's wrappers, which would broadcast the change to every
+    // thread (a forked child has one) through a signal handler.
+    // SAFETY: setgroups(2) with size 0 reads no memory (the null list is never dereferenced).
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_setgroups,
+            0 as libc::c_ulong,
+            std::ptr::null::<libc::gid_t>(),
+        )
+    })?;
+    // SAFETY: setresgid(2) takes integers only and changes the calling thread's credentials.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
+    // SAFETY: as above, for setresuid(2).
+    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    set_capabilities(caps)?;
+    for c in 0..64u32 {
+        if caps & (1 << c) != 0 {
+            prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                c as libc::c_ulong,
+            )?;
+        }
+    }
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0)?;
+    if !filter.is_empty() {
+        #[repr(C)]
+        struct SockFprog {
+            len: libc::c_ushort,
+            filter: *const SockFilter,
+        }
+        let len = libc::c_ushort::try_from(filter.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let prog = SockFprog {
+            len,
+            filter: filter.as_ptr(),
+        };
+        // SAFETY: seccomp(SECCOMP_SET_MODE_FILTER) reads `prog` and the `len` instructions it
+        // points to; both outlive the call (`filter` is borrowed from the caller). The kernel
+        // validates the program and copies it; `no_new_privs` is set just above, as it requires.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0 as libc::c_ulong,
+                &prog as *const SockFprog,
+            )
+        };
+        check(ret)?;
+    }
+    Ok(())
 }
 
 /// Bring the loopback interface up (`SIOCSIFFLAGS` on "lo" with IFF_UP) in the calling process's

@@ -80,6 +80,9 @@ pub struct SandboxConfig {
     pub pool_size: usize,
     /// Host uid and gid of the sandbox user: owner of a new volume's root directory.
     pub volume_owner: (u32, u32),
+    /// The unprivileged host user slirp4netns (egress) runs as: used by nothing else, outside
+    /// `id_shift .. id_shift + 65536`, not root, not nobody (`lizard serve --egress-uid/--egress-gid`).
+    pub egress_user: lizard_jail::network::SlirpUser,
     /// Hibernate sandboxes that stayed paused this long; `None` = never.
     pub hibernate_after: Option<Duration>,
     /// Under memory pressure (the host's MemAvailable below this many MiB) hibernate paused
@@ -730,7 +733,9 @@ impl Sandboxes {
             return Err(io_err(&rt_file)(e));
         }
         if let Some(egress) = egress {
-            if let Err(e) = attach_network(&runtime, &egress.policy, &dir).await {
+            if let Err(e) =
+                attach_network(&runtime, &egress.policy, &dir, self.cfg.egress_user).await
+            {
                 destroy_or_stop(&runtime, fresh);
                 return Err(e);
             }
@@ -1490,13 +1495,14 @@ fn prepare_dirs(
     Ok(())
 }
 
-/// Install the egress policy in the sandbox's network namespace and attach slirp4netns, inside
-/// the sandbox's cgroup (so the cgroup's kill ends it, and its CPU counts as the sandbox's). A
+/// Install the egress policy in the sandbox's network namespace and attach slirp4netns (run as
+/// the unprivileged `user`), inside the sandbox's cgroup (so the cgroup's kill ends it, and its CPU counts as the sandbox's). A
 /// thread reaps it when it exits. After a server restart it keeps running, re-parented to init.
 async fn attach_network(
     rt: &Runtime,
     policy: &lizard_jail::network::Policy,
     dir: &Path,
+    user: lizard_jail::network::SlirpUser,
 ) -> Result<(), SandboxError> {
     let (pid, policy, log, cgroup) = (
         rt.pid,
@@ -1505,7 +1511,7 @@ async fn attach_network(
         rt.cgroup.clone(),
     );
     tokio::task::spawn_blocking(move || {
-        let slirp = lizard_jail::network::attach(pid, &policy, &log)
+        let slirp = lizard_jail::network::attach(pid, &policy, &log, user)
             .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
         let joined = cgroup.add_pid(slirp.pid());
         std::thread::spawn(move || slirp.wait());

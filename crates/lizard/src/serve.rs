@@ -77,6 +77,14 @@ pub struct ServeArgs {
     /// Keep at most this many audit events (the newest); `0` = no limit.
     #[arg(long, env = "LIZARD_AUDIT_MAX_EVENTS", default_value_t = 1_000_000)]
     audit_max_events: u64,
+    /// Host uid that slirp4netns (sandbox egress) runs as: an unprivileged uid used by nothing
+    /// else (not 0, not 65534, not in the sandboxes' range id_shift..id_shift+65536). Default:
+    /// the template's id shift − 1 (99999).
+    #[arg(long, env = "LIZARD_EGRESS_UID")]
+    egress_uid: Option<u32>,
+    /// Host gid that slirp4netns runs as (same rules). Default: the id shift − 1 (99999).
+    #[arg(long, env = "LIZARD_EGRESS_GID")]
+    egress_gid: Option<u32>,
 }
 
 /// Limits of the HTTP/1 listeners.
@@ -182,6 +190,53 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{s:?} is too long"))
 }
 
+/// The host user slirp4netns runs as: `uid`/`gid` or, by default, `id_shift - 1` for both;
+/// refused if root, nobody/nogroup (65534) or inside the sandboxes' mapped range
+/// `id_shift .. id_shift + 65536` (a sandbox's processes would then own slirp4netns).
+fn egress_user(
+    id_shift: u32,
+    uid: Option<u32>,
+    gid: Option<u32>,
+) -> Result<lizard_jail::network::SlirpUser> {
+    let pick = |id: Option<u32>, what: &str| -> Result<u32> {
+        let id = match id {
+            Some(id) => id,
+            None => id_shift.checked_sub(1).with_context(|| {
+                format!("the id shift is 0: choose the egress {what} with --egress-{what}")
+            })?,
+        };
+        let in_range = id >= id_shift && u64::from(id) < u64::from(id_shift) + 65536;
+        if id == 0 || id == 65534 || in_range {
+            anyhow::bail!(
+                "--egress-{what} {id}: slirp4netns needs an unprivileged {what} of its own (not 0, \
+                 not 65534, not in the sandboxes' range {id_shift}..{})",
+                u64::from(id_shift) + 65536
+            );
+        }
+        Ok(id)
+    };
+    Ok(lizard_jail::network::SlirpUser {
+        uid: pick(uid, "uid")?,
+        gid: pick(gid, "gid")?,
+    })
+}
+
+/// Warn if `/etc/passwd` or `/etc/group` names the egress user's ids: then something else may own
+/// files or processes as them.
+fn warn_if_ids_are_named(user: lizard_jail::network::SlirpUser) {
+    for (file, id) in [("/etc/passwd", user.uid), ("/etc/group", user.gid)] {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if let Some(name) = text.lines().find_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            (f.nth(1)?.parse::<u32>().ok()? == id).then_some(name)
+        }) {
+            tracing::warn!(id, name, file,
+                "the egress (slirp4netns) id is in use; prefer an id nothing else uses (--egress-uid/--egress-gid)");
+        }
+    }
+}
+
 pub fn open_store(data_dir: &Path) -> Result<Store> {
     Store::open(&data_dir.join("lizard.db"))
         .with_context(|| format!("opening the store in {}", data_dir.display()))
@@ -271,6 +326,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         id_shift + template.meta.user.uid,
         id_shift + template.meta.user.gid,
     );
+    let egress_user = egress_user(id_shift, args.egress_uid, args.egress_gid)?;
+    warn_if_ids_are_named(egress_user);
     let lizard_bin = std::env::current_exe().context("locating the lizard binary")?;
     let agent_exe = std::sync::Arc::new(
         lizard_jail::exe::SealedExe::copy_of(&lizard_bin, "lizard-agent")
@@ -295,6 +352,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 ready_timeout: Duration::from_secs(30),
                 pool_size: args.pool_size,
                 volume_owner,
+                egress_user,
                 hibernate_after: (!args.hibernate_after.is_zero()).then_some(args.hibernate_after),
                 hibernate_below_mb: (args.hibernate_below_mb > 0)
                     .then_some(args.hibernate_below_mb),
@@ -389,8 +447,43 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{egress_user, parse_duration};
+    use lizard_jail::network::SlirpUser;
     use std::time::Duration;
+
+    #[test]
+    fn egress_ids_default_below_the_shift_and_stay_out_of_the_sandboxes_range() {
+        let u = egress_user(100_000, None, None).unwrap();
+        assert_eq!(
+            u,
+            SlirpUser {
+                uid: 99_999,
+                gid: 99_999
+            }
+        );
+        assert_eq!(
+            egress_user(100_000, Some(200_000), Some(300_000)).unwrap(),
+            SlirpUser {
+                uid: 200_000,
+                gid: 300_000
+            }
+        );
+        for (uid, gid) in [
+            (Some(0), None),
+            (None, Some(0)),
+            (Some(65534), None),
+            (None, Some(65534)),
+            (Some(100_000), None),
+            (Some(165_535), None),
+            (None, Some(101_000)),
+        ] {
+            assert!(egress_user(100_000, uid, gid).is_err(), "{uid:?} {gid:?}");
+        }
+        assert!(egress_user(165_536, Some(165_536 + 65_536), None).is_ok());
+        // A shift of 0 has no default; 1 would default to root.
+        assert!(egress_user(0, None, None).is_err());
+        assert!(egress_user(1, None, None).is_err());
+    }
 
     #[test]
     fn durations_parse_with_units() {

@@ -1,6 +1,7 @@
 //! Egress policy: two TCP servers on a non-loopback address of the host; sandboxes with no
 //! network option, an allow-list of one of them, or `all`, try to reach them, the host's
-//! loopback (where the API listens), slirp's host alias and the metadata address.
+//! loopback (where the API listens), slirp's host alias and the metadata address. slirp4netns
+//! itself runs as an unprivileged host user with no capability left that matters.
 
 mod common;
 
@@ -8,6 +9,105 @@ use common::*;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, TcpListener, UdpSocket};
+use std::time::Duration;
+
+/// `CAP_NET_BIND_SERVICE`, the one capability slirp4netns's `--enable-sandbox` keeps on purpose.
+const NET_BIND_SERVICE: u64 = 1 << 10;
+
+/// The slirp4netns of sandbox `id`: the process of that name in the sandbox's cgroup (found
+/// through the cgroup paths in its `runtime.json`).
+fn slirp_pid(s: &Server, id: &str) -> u32 {
+    let rt: Value = serde_json::from_slice(
+        &std::fs::read(
+            s.data_dir
+                .path()
+                .join("sandboxes")
+                .join(id)
+                .join("runtime.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(p) if p.starts_with("/sys/fs/cgroup") => out.push(p.clone()),
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(m) => m.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut dirs = Vec::new();
+    walk(&rt["cgroup"], &mut dirs);
+    let mut pids: Vec<u32> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_to_string(format!("{d}/cgroup.procs")).ok())
+        .flat_map(|t| {
+            t.lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "slirp4netns")
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), 1, "one slirp4netns in {dirs:?}: {pids:?}");
+    pids[0]
+}
+
+/// A line of `/proc/<pid>/status`, e.g. `Uid` → `"0\t0\t0\t0"`.
+fn status_field(pid: u32, key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!("{key}:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+}
+
+fn cap_set(pid: u32, key: &str) -> u64 {
+    u64::from_str_radix(&status_field(pid, key), 16).unwrap()
+}
+
+/// slirp4netns of sandbox `id` runs with real, effective, saved (and file-system) uid `uid` and
+/// gid `gid`, no supplementary groups, and once its `--enable-sandbox` has run (a moment after
+/// the network is up) no capability but CAP_NET_BIND_SERVICE in any set and none ambient.
+/// Returns its pid.
+async fn assert_slirp_unprivileged(s: &Server, id: &str, uid: u32, gid: u32) -> u32 {
+    let pid = slirp_pid(s, id);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            cap_set(pid, "CapEff") & !NET_BIND_SERVICE == 0
+        })
+        .await,
+        "slirp4netns keeps capabilities: CapEff {:x}",
+        cap_set(pid, "CapEff")
+    );
+    assert_eq!(
+        status_field(pid, "Uid"),
+        format!("{uid}\t{uid}\t{uid}\t{uid}")
+    );
+    assert_eq!(
+        status_field(pid, "Gid"),
+        format!("{gid}\t{gid}\t{gid}\t{gid}")
+    );
+    assert_eq!(status_field(pid, "Groups"), "");
+    for set in ["CapEff", "CapPrm", "CapInh", "CapBnd"] {
+        assert_eq!(
+            cap_set(pid, set) & !NET_BIND_SERVICE,
+            0,
+            "{set} of slirp4netns: {:x}",
+            cap_set(pid, set)
+        );
+    }
+    assert_eq!(cap_set(pid, "CapAmb"), 0);
+    assert_eq!(status_field(pid, "NoNewPrivs"), "1");
+    pid
+}
 
 /// A non-loopback IPv4 address of this host (the source address of a route to the outside,
 /// else the first global address `ip` lists).
@@ -155,7 +255,46 @@ async fn allow_list_reaches_only_its_destinations() {
     }
     let (resolv, _) = f.s.sh(&id, "grep nameserver /etc/resolv.conf").await;
     assert_eq!(resolv, "nameserver 10.0.2.3\n");
+    // By default slirp4netns runs as the id shift − 1 (the template's shift is 100000).
+    assert_slirp_unprivileged(&f.s, &id, 99_999, 99_999).await;
     f.s.kill_all().await;
+}
+
+/// slirp4netns runs as the configured unprivileged host user (`--egress-uid/--egress-gid`), not
+/// root: real/effective/saved uid and gid are those ids, no supplementary groups, no capability
+/// left but CAP_NET_BIND_SERVICE, none ambient. Egress still works through it, and the
+/// sandbox's kill (its cgroup's) still takes it down.
+#[tokio::test]
+async fn slirp4netns_runs_as_an_unprivileged_user() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--egress-uid", "99990", "--egress-gid", "99991"],
+    );
+    let ip = host_ipv4();
+    let allowed = format!("{ip}:{}", greeter(ip));
+    let id = s
+        .create(
+            &s.admin_key,
+            json!({"network": {"egress": {"allow": [allowed.clone()]}}}),
+        )
+        .await;
+    let pid = assert_slirp_unprivileged(&s, &id, 99_990, 99_991).await;
+    let ex = s.run(&id, probe(std::slice::from_ref(&allowed))).await;
+    let out = stdout(&ex);
+    assert!(reached(&out, &allowed), "{out}\n{ex}");
+    let r = s
+        .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map_or(true, |c| c.trim() != "slirp4netns")
+        })
+        .await,
+        "slirp4netns {pid} outlived its sandbox"
+    );
+    s.kill_all().await;
 }
 
 /// `all` reaches both servers, but still not the host's loopback or the metadata address.

@@ -29,20 +29,18 @@ fn host_counts() -> (usize, usize, usize) {
 
 use std::path::Path;
 
-/// Host pids of the slirp4netns attached to the network namespace of host pid `pid`.
+/// Host pids of the slirp4netns attached to the network namespace of host pid `pid` (it holds
+/// that namespace open as its fd 3, `--netns-type=path /proc/self/fd/3`).
 fn slirp_for(pid: i64) -> Vec<i32> {
-    let needle = format!("/proc/{pid}/ns/net");
+    let netns = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .map(|c| {
-                    let c = String::from_utf8_lossy(&c);
-                    c.starts_with("slirp4netns") && c.contains(&needle)
-                })
-                .unwrap_or(false)
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .is_ok_and(|c| c.trim() == "slirp4netns")
+                && std::fs::read_link(format!("/proc/{p}/fd/3")).is_ok_and(|l| l == netns)
         })
         .collect()
 }
