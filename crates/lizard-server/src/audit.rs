@@ -97,9 +97,11 @@ pub struct Retention {
     pub max_events: Option<u64>,
 }
 
-/// Delete what [`Retention`] no longer keeps, now and then every hour. Runs forever.
+/// Delete what [`Retention`] no longer keeps every hour (the server prunes once with [`prune`]
+/// before it serves). Runs forever.
 pub async fn run_retention(st: Arc<AppState>) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
+    let hour = std::time::Duration::from_secs(3600);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + hour, hour);
     loop {
         tick.tick().await;
         prune(&st, true);
@@ -107,7 +109,7 @@ pub async fn run_retention(st: Arc<AppState>) {
 }
 
 /// Apply the retention: the count limit always, the age limit when `by_age`.
-fn prune(st: &AppState, by_age: bool) {
+pub fn prune(st: &AppState, by_age: bool) {
     let r = st.audit_retention;
     let before = match r.max_age {
         Some(age) if by_age => now_ms().saturating_sub(age.as_millis() as u64),

@@ -386,6 +386,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 max_events: (args.audit_max_events > 0).then_some(args.audit_max_events),
             },
         });
+        lizard_server::audit::prune(&state, true);
         tokio::spawn(lizard_server::audit::run_retention(state.clone()));
         let limits = HttpLimits {
             max_header_bytes: args.max_header_bytes as usize,
