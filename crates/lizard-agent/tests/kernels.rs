@@ -195,6 +195,52 @@ async fn javascript_state_results_and_errors() {
     );
 }
 
+/// Waits (up to a generous deadline) until `cond` holds; false if it never did.
+async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond()
+}
+
+/// JavaScript kernels share a V8 code cache of their parser (acorn), written by the first kernel
+/// after its warm-up; a corrupt cache is rejected by V8 and written anew, and never breaks a kernel.
+#[tokio::test]
+async fn javascript_parser_code_cache_is_shared_and_survives_corruption() {
+    let a = Agent::start();
+    let cache = a.run_dir().join("acorn.v8cache");
+    let id = a.context("javascript").await;
+    assert_eq!(
+        main_text(&a.run_in(&id, "let {p, q} = {p: 2, q: 3}; p * q").await).as_deref(),
+        Some("6")
+    );
+    let size = || std::fs::metadata(&cache).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        eventually(|| size() > 10_000).await,
+        "no code cache written"
+    );
+
+    std::fs::write(&cache, b"not a code cache").unwrap();
+    // The next two creates: the second one's kernel starts after the cache was spoiled.
+    let _second = a.context("javascript").await;
+    let third = a.context("javascript").await;
+    let r = a
+        .run_in(
+            &third,
+            "class K { m() { return 7 } }\nconst k = new K(); k.m()",
+        )
+        .await;
+    assert_eq!(main_text(&r).as_deref(), Some("7"), "{r:?}");
+    assert!(
+        eventually(|| size() > 10_000).await,
+        "the spoiled cache was not replaced"
+    );
+}
+
 #[tokio::test]
 async fn bash_state_and_exit_codes() {
     let a = Agent::start();

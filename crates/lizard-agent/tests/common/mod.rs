@@ -75,6 +75,11 @@ impl Agent {
         }
     }
 
+    /// The agent's run dir (runner scripts, scratch files, caches).
+    pub fn run_dir(&self) -> PathBuf {
+        self._dir.path().join("run")
+    }
+
     /// pid of the agent process.
     pub fn pid(&self) -> u32 {
         self.child.id()
