@@ -193,6 +193,8 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         if let Err(e) = lizard_jail::process::set_dumpable(false) {
             tracing::warn!(error = %e, "cannot make the agent non-dumpable");
         }
+        // It runs from a memfd (`memfd:lizard-agent` otherwise): the name `ps` and `top` show.
+        let _ = lizard_jail::process::set_name(c"lizard-agent");
     }
 
     let tcp = tokio::net::TcpListener::bind(&args.listen)

@@ -118,6 +118,13 @@ pub fn set_dumpable(dumpable: bool) -> std::io::Result<()> {
     nix::sys::prctl::set_dumpable(dumpable).map_err(std::io::Error::from)
 }
 
+/// Set the calling thread's name (for the main thread: the process's `comm`, what `ps -o comm`
+/// and `top` show; at most 15 bytes). A program executed from a memfd is otherwise called
+/// `memfd:<name>`.
+pub fn set_name(name: &std::ffi::CStr) -> std::io::Result<()> {
+    nix::sys::prctl::set_name(name).map_err(std::io::Error::from)
+}
+
 /// How a reaped process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {

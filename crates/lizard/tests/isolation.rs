@@ -345,5 +345,8 @@ async fn mountinfo_does_not_reveal_host_paths() {
     let bin_dir = bin.parent().unwrap().display().to_string();
     assert!(!out.contains(&bin_dir), "{out}");
     assert!(!out.contains("/opt/lizard/bin"), "{out}");
+    // What `ps` and `top` call the agent.
+    let (comm, ex) = s.sh(&id, "cat /proc/1/comm").await;
+    assert_eq!(comm.trim(), "lizard-agent", "{ex}");
     s.kill_all().await;
 }
