@@ -5,28 +5,37 @@
 //! Not here: routing, authentication, or anything about sandboxes.
 
 use http::header::{CONNECTION, UPGRADE};
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use hyper_util::rt::TokioIo;
 
-/// Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded as they are. `Upgrade`/`Connection` are
-/// re-added for an upgrade.
-const HOP_BY_HOP: [&str; 8] = [
+/// Hop-by-hop headers (RFC 9110 §7.6.1, plus the non-standard `Proxy-Connection`): never
+/// forwarded as they are. `Upgrade`/`Connection` are re-added for an upgrade.
+const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "keep-alive",
     "proxy-authenticate",
     "proxy-authorization",
+    "proxy-connection",
     "te",
     "trailer",
     "transfer-encoding",
     "upgrade",
 ];
 
-/// The end-to-end headers of `from`; with `upgrade`, the message stays an upgrade request or
-/// response (`Upgrade: <upgrade>`, `Connection: upgrade`).
+/// The end-to-end headers of `from`: without the hop-by-hop ones and without those its
+/// `Connection` header names (they are hop-by-hop too, RFC 9110 §7.6.1); with `upgrade`, the
+/// message stays an upgrade request or response (`Upgrade: <upgrade>`, `Connection: upgrade`).
 pub fn end_to_end_headers(from: &HeaderMap, upgrade: Option<&HeaderValue>) -> HeaderMap {
+    let named: Vec<HeaderName> = from
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|o| HeaderName::from_bytes(o.trim().as_bytes()).ok())
+        .collect();
     let mut out = HeaderMap::new();
     for (k, v) in from {
-        if !HOP_BY_HOP.contains(&k.as_str()) {
+        if !HOP_BY_HOP.contains(&k.as_str()) && !named.contains(k) {
             out.append(k.clone(), v.clone());
         }
     }
@@ -72,5 +81,20 @@ mod tests {
         assert_eq!(up[UPGRADE], "websocket");
         assert_eq!(up[CONNECTION], "upgrade");
         assert_eq!(up["sec-websocket-key"], "k");
+    }
+
+    #[test]
+    fn headers_named_by_connection_are_dropped() {
+        let mut h = HeaderMap::new();
+        h.append(CONNECTION, HeaderValue::from_static("X-Hop, close"));
+        h.append(CONNECTION, HeaderValue::from_static(" x-other "));
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        h.insert("x-other", HeaderValue::from_static("2"));
+        h.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        h.insert("x-kept", HeaderValue::from_static("3"));
+        let out = end_to_end_headers(&h, None);
+        assert!(out.get("x-hop").is_none() && out.get("x-other").is_none());
+        assert!(out.get("proxy-connection").is_none());
+        assert_eq!(out["x-kept"], "3");
     }
 }

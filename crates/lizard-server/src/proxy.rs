@@ -23,7 +23,7 @@ use crate::api::{visible, ApiError, AppState, Auth};
 use crate::sandboxes::Sandbox;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::header::{self, HeaderName};
+use axum::http::header;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use lizard_proto::ErrorCode;
@@ -132,18 +132,6 @@ fn upstream_request(req: Request, uri: &str) -> Result<Request, ApiError> {
 /// `Authorization`; `Host: agent`.
 fn upstream_headers(from: &HeaderMap) -> HeaderMap {
     let mut out = lizard_http::end_to_end_headers(from, from.get(header::UPGRADE));
-    // RFC 9110 §7.6.1: the options `Connection` lists are hop-by-hop too. `Connection` and
-    // `Upgrade` themselves were settled above.
-    let options = from
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|o| HeaderName::from_bytes(o.trim().as_bytes()).ok())
-        .filter(|n| *n != header::CONNECTION && *n != header::UPGRADE);
-    for name in options {
-        out.remove(name);
-    }
     for name in SERVER_ONLY {
         out.remove(name);
     }
@@ -185,6 +173,7 @@ fn unreachable(sb: &Sandbox, e: &crate::agent_client::AgentError) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::header::HeaderName;
     use axum::http::Method;
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
