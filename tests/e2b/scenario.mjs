@@ -160,6 +160,13 @@ if (!debug) {
   assert.equal(info.sandboxId, sbx.sandboxId);
   assert.equal(info.state, 'running');
   await sbx.setTimeout(90_000);
+  const metrics = await sbx.getMetrics();
+  assert.ok(metrics.length >= 1, 'getMetrics');
+  for (const m of metrics) {
+    assert.ok(m.timestamp instanceof Date && !isNaN(m.timestamp), 'metric timestamp');
+    assert.ok(m.memUsed > 0 && m.memTotal >= m.memUsed && m.diskTotal > 0, JSON.stringify(m));
+    assert.ok(m.cpuUsedPct >= 0 && m.cpuUsedPct <= 100 && m.cpuCount >= 1, JSON.stringify(m));
+  }
   const page = await Sandbox.list().nextItems();
   assert.ok(page.some((s) => s.sandboxId === sbx.sandboxId));
   await sbx.pause();

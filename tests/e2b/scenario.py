@@ -171,6 +171,11 @@ if not debug:
     info = sbx.get_info()
     assert info.sandbox_id == sbx.sandbox_id and info.state.value == "running", info
     sbx.set_timeout(90)
+    metrics = sbx.get_metrics()
+    assert len(metrics) >= 1, metrics
+    for m in metrics:
+        assert 0 < m.mem_used <= m.mem_total and m.disk_total > 0, m
+        assert 0 <= m.cpu_used_pct <= 100 and m.cpu_count >= 1, m
     assert any(s.sandbox_id == sbx.sandbox_id for s in Sandbox.list().next_items())
     sbx.pause()
     assert Sandbox.get_info(sbx.sandbox_id).state.value == "paused"

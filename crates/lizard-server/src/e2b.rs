@@ -16,7 +16,8 @@
 use crate::api::{ApiError, AppState, Auth};
 use crate::sandboxes::{CreateSandbox, Sandbox, SandboxError};
 use crate::store::StoredState;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -415,27 +416,53 @@ async fn connect(
     Ok((status, Json(sandbox_body(&st, &sb))))
 }
 
-/// `GET /sandboxes/{id}/metrics`: one sample, now, from the sandbox's cgroup.
+/// `GET /sandboxes/{id}/metrics?start=&end=`: the usage sampler's samples of the sandbox (every
+/// `--sample-interval-s`, the last hour; CPU is what was used since the sample before), oldest
+/// first. Without `start`/`end` and before the sampler has two samples, one sample taken now.
 async fn metrics(
     State(st): St,
     w: Who,
     Path(id): Path<String>,
-) -> Result<Json<Vec<serde_json::Value>>, E2bError> {
+    q: Result<Query<api::MetricsQuery>, QueryRejection>,
+) -> Result<Json<Vec<api::SandboxMetric>>, E2bError> {
+    let q = q
+        .map_err(|e| E2bError(StatusCode::BAD_REQUEST, e.body_text()))?
+        .0;
     let sb = visible(&st, &who(w)?, &id)?;
-    let now = crate::store::now_ms();
-    let (mem_used, cpu_pct) = crate::metering::instant(&sb).await;
+    let cores = (sb.limits.cpu_millicores as f64 / 1000.0).max(0.001);
+    let from_ms = q.start.map_or(0, |s| s.saturating_mul(1000));
+    let to_ms = q
+        .end
+        .map_or(u64::MAX, |s| s.saturating_mul(1000).saturating_add(999));
+    let mut points = sb.metrics.window(from_ms, to_ms, cores);
+    if points.is_empty() && q.start.is_none() && q.end.is_none() {
+        let (memory_bytes, pct) = crate::metering::instant(&sb).await;
+        let point = crate::metering::Point {
+            at_ms: crate::store::now_ms(),
+            cpu_ns: 0,
+            memory_bytes,
+            disk_used_bytes: crate::metering::disk_used_bytes(&sb),
+        };
+        points.push((point, pct));
+    }
     let mem_total = sb.limits.memory_mb * 1024 * 1024;
-    Ok(Json(vec![serde_json::json!({
-        "timestamp": rfc3339_ms(now as i64),
-        "timestampUnix": now / 1000,
-        "cpuCount": (sb.limits.cpu_millicores / 1000).max(1),
-        "cpuUsedPct": cpu_pct,
-        "memUsed": mem_used,
-        "memTotal": mem_total,
-        "memCache": 0,
-        "diskUsed": 0,
-        "diskTotal": sb.limits.tmp_mb * 1024 * 1024,
-    })]))
+    let disk_total = sb.limits.disk_mb * 1024 * 1024;
+    Ok(Json(
+        points
+            .into_iter()
+            .map(|(p, cpu_pct)| api::SandboxMetric {
+                timestamp: rfc3339_ms(p.at_ms as i64),
+                timestamp_unix: p.at_ms / 1000,
+                cpu_count: (sb.limits.cpu_millicores / 1000).max(1),
+                cpu_used_pct: cpu_pct,
+                mem_used: p.memory_bytes,
+                mem_total,
+                mem_cache: 0,
+                disk_used: p.disk_used_bytes.unwrap_or(0),
+                disk_total,
+            })
+            .collect(),
+    ))
 }
 
 // ---- sandbox traffic ----

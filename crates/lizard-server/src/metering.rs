@@ -16,6 +16,61 @@ use std::time::Duration;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// How many samples a sandbox's [`Series`] keeps (an hour at the default 5 s interval).
+pub const SERIES_LEN: usize = 720;
+
+/// One sample of a sandbox's cgroup and disk, as the usage sampler took it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub at_ms: u64,
+    /// The cgroup's cumulative CPU time.
+    pub cpu_ns: u64,
+    pub memory_bytes: u64,
+    /// Bytes in use on the sandbox's disk image (its writable layer), if it has one.
+    pub disk_used_bytes: Option<u64>,
+}
+
+/// A sandbox's recent samples, oldest first, at most [`SERIES_LEN`]; in memory only (a server
+/// restart or a relaunch from hibernation starts a new series).
+#[derive(Debug, Default)]
+pub struct Series(std::sync::Mutex<std::collections::VecDeque<Point>>);
+
+impl Series {
+    pub fn push(&self, p: Point) {
+        let mut q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() == SERIES_LEN {
+            q.pop_front();
+        }
+        q.push_back(p);
+    }
+
+    /// The samples taken in `[from_ms, to_ms]`, each but the first of the whole series with the
+    /// CPU it used since the one before, as a percentage of `cores` (0–100).
+    pub fn window(&self, from_ms: u64, to_ms: u64, cores: f64) -> Vec<(Point, f64)> {
+        let q = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        q.iter()
+            .zip(q.iter().skip(1))
+            .filter(|(_, p)| p.at_ms >= from_ms && p.at_ms <= to_ms)
+            .map(|(prev, p)| (*p, cpu_pct(prev, p, cores)))
+            .collect()
+    }
+}
+
+/// CPU used between two samples as a percentage of `cores`, 0–100.
+fn cpu_pct(a: &Point, b: &Point, cores: f64) -> f64 {
+    let wall_ns = b.at_ms.saturating_sub(a.at_ms) as f64 * 1e6;
+    if wall_ns <= 0.0 || cores <= 0.0 {
+        return 0.0;
+    }
+    (b.cpu_ns.saturating_sub(a.cpu_ns) as f64 / wall_ns / cores * 100.0).clamp(0.0, 100.0)
+}
+
+/// Bytes in use on `sb`'s disk image (its writable layer), if it has one and it is mounted.
+pub fn disk_used_bytes(sb: &Sandbox) -> Option<u64> {
+    let mountpoint = sb.runtime.disk.as_ref()?;
+    lizard_jail::volume::used_bytes(&sb.runtime.dir.join("disk.img"), mountpoint).ok()
+}
+
 /// What the sandbox uses right now: memory bytes, and CPU as a percentage of its CPU limit over a
 /// 100 ms window (for E2B's `getMetrics`).
 pub async fn instant(sb: &Sandbox) -> (u64, f64) {
@@ -70,6 +125,14 @@ pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
             tokio::task::spawn_blocking(move || (cg.cpu_usage_ns(), cg.memory_bytes()))
                 .await
                 .unwrap_or((Ok(0), Ok(0)));
+        if let (Ok(cpu_ns), Ok(memory_bytes)) = (&cpu_ns, &mem) {
+            sb.metrics.push(Point {
+                at_ms: now,
+                cpu_ns: *cpu_ns,
+                memory_bytes: *memory_bytes,
+                disk_used_bytes: disk_used_bytes(sb),
+            });
+        }
         if let Ok(ns) = cpu_ns {
             // The cgroup counter is cumulative for the cgroup's life (a sandbox resumed from
             // hibernation has a new one, counted from `cpu_base_ms`); never let it go backwards.
@@ -300,6 +363,41 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn series_keeps_the_newest_and_computes_cpu_between_samples() {
+        let s = Series::default();
+        let p = |i: u64, cpu_ms: u64| Point {
+            at_ms: i * 1000,
+            cpu_ns: cpu_ms * 1_000_000,
+            memory_bytes: i,
+            disk_used_bytes: None,
+        };
+        for i in 0..(SERIES_LEN as u64 + 5) {
+            // Half a core busy every second, then a full core in the last second.
+            s.push(p(i, i * 500));
+        }
+        s.push(p(
+            SERIES_LEN as u64 + 5,
+            (SERIES_LEN as u64 + 4) * 500 + 1000,
+        ));
+        let all = s.window(0, u64::MAX, 1.0);
+        assert_eq!(
+            all.len(),
+            SERIES_LEN - 1,
+            "the first kept sample has no predecessor"
+        );
+        assert_eq!(all[0].0.memory_bytes, 7, "the oldest were dropped");
+        assert!((all[0].1 - 50.0).abs() < 1e-9, "{}", all[0].1);
+        assert!((all.last().unwrap().1 - 100.0).abs() < 1e-9);
+        let half_of_two_cores = s.window(0, u64::MAX, 2.0);
+        assert!((half_of_two_cores[0].1 - 25.0).abs() < 1e-9);
+        let some = s.window(100_000, 102_000, 1.0);
+        assert_eq!(
+            some.iter().map(|(p, _)| p.at_ms).collect::<Vec<_>>(),
+            vec![100_000, 101_000, 102_000]
+        );
+    }
 
     #[test]
     fn prometheus_text_shape() {

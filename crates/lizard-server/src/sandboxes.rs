@@ -138,6 +138,8 @@ pub struct Sandbox {
     /// replaces this one when it is relaunched from hibernation.
     lifecycle: Arc<tokio::sync::Mutex<()>>,
     pub agent: AgentClient,
+    /// The usage sampler's recent samples (for E2B's `getMetrics`), oldest first.
+    pub metrics: crate::metering::Series,
 }
 
 impl Sandbox {
@@ -173,6 +175,8 @@ impl Sandbox {
             paused_at_ms: AtomicU64::new(0),
             hibernating: Default::default(),
             lifecycle: self.lifecycle.clone(),
+            // A relaunched sandbox has a new cgroup, whose CPU counter starts again at zero.
+            metrics: Default::default(),
         }
     }
     fn set_state(&self, s: StoredState) {
@@ -382,6 +386,7 @@ impl Sandboxes {
             hibernating: Default::default(),
             lifecycle: Arc::new(tokio::sync::Mutex::new(())),
             agent,
+            metrics: Default::default(),
         });
         let stored = self.store.ensure_project(&req.project).and_then(|()| {
             self.store.insert_sandbox(&SandboxRow {
@@ -1231,6 +1236,7 @@ impl Sandboxes {
                         paused_at_ms: AtomicU64::new(now_ms()),
                         hibernating: Default::default(),
                         lifecycle: Arc::new(tokio::sync::Mutex::new(())),
+                        metrics: Default::default(),
                     });
                     if let Ok(mut m) = self.live.write() {
                         m.insert(row.id, sb);

@@ -182,34 +182,6 @@ _srv = http.server.ThreadingHTTPServer(("127.0.0.1", 8766), _Echo)
 threading.Thread(target=_srv.serve_forever, daemon=True).start()
 "#;
 
-/// One raw HTTP/1.1 exchange with the headers exactly as given (they must include
-/// `Connection: close`: the answer is read to the end); the answer's status and JSON body.
-async fn raw(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, serde_json::Value) {
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: lizard\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    tcp.write_all(req.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    tcp.read_to_end(&mut answer).await.unwrap();
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status: {answer}"));
-    (status, serde_json::from_str(body).unwrap_or_default())
-}
-
 /// The values of `name` among the echoed headers.
 fn seen(echo: &serde_json::Value, name: &str) -> Vec<String> {
     echo.as_array()
@@ -225,21 +197,7 @@ async fn services_get_end_to_end_headers_but_not_the_servers() {
     let s = Server::start();
     let key = s.project_key("headers").await;
     // Created through E2B's control plane, so the same sandbox is reachable both ways.
-    let (status, created) = raw(
-        &s.addr,
-        "POST",
-        "/sandboxes",
-        &[
-            ("X-API-Key", &key),
-            ("Content-Type", "application/json"),
-            ("Connection", "close"),
-        ],
-        r#"{"templateID":"base"}"#,
-    )
-    .await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["sandboxID"].as_str().unwrap().to_string();
-    let token = created["envdAccessToken"].as_str().unwrap().to_string();
+    let (id, token) = e2b_create(&s, &key).await;
     let ex = s.run(&id, json!({"code": ECHO_HEADERS})).await;
     assert_eq!(ex["status"], "ok", "{ex}");
 

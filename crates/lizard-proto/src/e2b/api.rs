@@ -116,6 +116,33 @@ pub struct Lifecycle {
     pub on_timeout: String,
 }
 
+/// The query of `GET /sandboxes/{id}/metrics`: Unix seconds, both ends inclusive.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsQuery {
+    #[serde(default)]
+    pub start: Option<u64>,
+    #[serde(default)]
+    pub end: Option<u64>,
+}
+
+/// One sample of `GET /sandboxes/{id}/metrics`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxMetric {
+    /// RFC 3339.
+    pub timestamp: String,
+    pub timestamp_unix: u64,
+    pub cpu_count: u64,
+    /// CPU used since the previous sample, as a percentage of `cpu_count` cores.
+    pub cpu_used_pct: f64,
+    pub mem_used: u64,
+    pub mem_total: u64,
+    pub mem_cache: u64,
+    pub disk_used: u64,
+    pub disk_total: u64,
+}
+
 /// E2B's error body. `code` is the HTTP status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Error {

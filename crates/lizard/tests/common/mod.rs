@@ -298,3 +298,54 @@ pub fn server_pid(data_dir: &std::path::Path) -> u32 {
     }
     panic!("no lizard serve for {needle}");
 }
+
+/// One raw HTTP/1.1 exchange with the headers exactly as given (they must include
+/// `Connection: close`: the answer is read to the end); the answer's status and JSON body.
+pub async fn raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: lizard\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status: {answer}"));
+    (status, serde_json::from_str(body).unwrap_or_default())
+}
+
+/// Create a sandbox of the default template through E2B's control plane with `key`; its id and
+/// envd access token.
+pub async fn e2b_create(s: &Server, key: &str) -> (String, String) {
+    let (status, created) = raw(
+        &s.addr,
+        "POST",
+        "/sandboxes",
+        &[
+            ("X-API-Key", key),
+            ("Content-Type", "application/json"),
+            ("Connection", "close"),
+        ],
+        r#"{"templateID":"base"}"#,
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    (
+        created["sandboxID"].as_str().unwrap().to_string(),
+        created["envdAccessToken"].as_str().unwrap().to_string(),
+    )
+}

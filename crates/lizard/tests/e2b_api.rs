@@ -1,0 +1,95 @@
+//! E2B's control plane where E2B's own SDKs (the `tests/e2b` suite) cannot look closely: the
+//! metrics series behind `getMetrics`.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+async fn metrics(s: &Server, key: &str, id: &str, query: &str) -> (u16, Value) {
+    raw(
+        &s.addr,
+        "GET",
+        &format!("/sandboxes/{id}/metrics{query}"),
+        &[("X-API-Key", key), ("Connection", "close")],
+        "",
+    )
+    .await
+}
+
+/// `GET /sandboxes/{id}/metrics` is the usage sampler's series: a sample per interval with the CPU
+/// used since the one before (a busy loop shows), memory against the sandbox's limit and its disk
+/// image in use against `disk_mb`; `start`/`end` select a window; a bad query is a 400.
+#[tokio::test]
+async fn e2b_metrics_are_a_series_of_samples() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--pool-size", "0", "--sample-interval-s", "1"],
+    );
+    let key = s.project_key("metrics").await;
+    let (id, _token) = e2b_create(&s, &key).await;
+    let busy = s
+        .run(
+            &id,
+            json!({"code": "import time\nt = time.time()\nwhile time.time() - t < 3: pass"}),
+        )
+        .await;
+    assert_eq!(busy["status"], "ok", "{busy}");
+
+    // The sampler adds a sample a second: poll (with a generous deadline) until there are a few.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut series = Vec::new();
+    let mut enough = false;
+    while !enough && std::time::Instant::now() < deadline {
+        let (status, m) = metrics(&s, &key, &id, "").await;
+        assert_eq!(status, 200, "{m}");
+        series = m.as_array().cloned().unwrap_or_default();
+        enough = series.len() >= 4;
+        if !enough {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    assert!(enough, "the series did not grow: {series:#?}");
+    let unix: Vec<u64> = series
+        .iter()
+        .map(|m| m["timestampUnix"].as_u64().unwrap())
+        .collect();
+    assert!(unix.windows(2).all(|w| w[0] <= w[1]), "{unix:?}");
+    for m in &series {
+        assert_eq!(m["memTotal"], 1024 * 1024 * 1024u64, "{m}");
+        assert_eq!(m["diskTotal"], 10240 * 1024 * 1024u64, "{m}");
+        assert!(m["memUsed"].as_u64().unwrap() > 0, "{m}");
+        assert!(m["diskUsed"].as_u64().unwrap() > 0, "{m}");
+        let pct = m["cpuUsedPct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&pct), "{m}");
+        assert!(m["timestamp"].as_str().unwrap().ends_with('Z'), "{m}");
+    }
+    assert!(
+        series
+            .iter()
+            .any(|m| m["cpuUsedPct"].as_f64().unwrap() > 20.0),
+        "the busy loop does not show: {series:#?}"
+    );
+
+    // A window: from the newest sample's second on; and one before any sample.
+    let last = *unix.last().unwrap();
+    let (status, from_last) = metrics(&s, &key, &id, &format!("?start={last}")).await;
+    assert_eq!(status, 200, "{from_last}");
+    let from_last = from_last.as_array().unwrap();
+    assert!(!from_last.is_empty());
+    assert!(from_last
+        .iter()
+        .all(|m| m["timestampUnix"].as_u64().unwrap() >= last));
+    let (status, none) = metrics(&s, &key, &id, "?end=1").await;
+    assert_eq!((status, none), (200, json!([])));
+
+    for bad in ["?start=soon", "?nope=1"] {
+        let (status, body) = metrics(&s, &key, &id, bad).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let other = s.project_key("someone-else").await;
+    let (status, _) = metrics(&s, &other, &id, "").await;
+    assert_eq!(status, 404, "another project's sandbox is not found");
+    s.kill_all().await;
+}
