@@ -1,5 +1,6 @@
 //! Thin wrappers over the raw system calls the sandbox launcher needs and `nix` does not offer:
-//! `clone` with namespace flags, `close_range`, capability sets and securebits, signal dispositions,
+//! `clone` with namespace flags, `close_range`, the new mount API's `open_tree`, `mount_setattr`
+//! and `move_mount` (idmapped mounts), capability sets and securebits, signal dispositions,
 //! bringing up loopback, `_exit`, and switching to an unprivileged user that keeps a few ambient
 //! capabilities ([`become_user_with_ambient_caps`]). Each wrapper is one `unsafe` block with its
 //! justification.
@@ -9,7 +10,9 @@
 //! inside a `pre_exec` hook, and its ids and capabilities are `network`'s choice). Everything
 //! returns `std::io::Error` from `errno`.
 
+use std::ffi::CStr;
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret < 0 {
@@ -295,4 +298,72 @@ pub(crate) fn loopback_up() -> io::Result<()> {
 pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: _exit(2) never returns and has no preconditions.
     unsafe { libc::_exit(code) }
+}
+
+/// `open_tree(dirfd, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)`: a detached copy of the mount
+/// at `path` (a bind mount not attached anywhere yet), whose attributes (an id map) can still be
+/// set before it is used or attached. `dirfd` `None` = the current directory.
+pub(crate) fn open_tree_clone(dirfd: Option<BorrowedFd<'_>>, path: &CStr) -> io::Result<OwnedFd> {
+    let dirfd = dirfd.map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
+    // SAFETY: `path` is a NUL-terminated string that outlives the call; the flags ask for a new
+    // close-on-exec fd, which is returned to the caller's ownership below and nowhere else.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            dirfd,
+            path.as_ptr(),
+            libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC,
+        )
+    };
+    let fd = check(ret)?;
+    // SAFETY: open_tree returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `mount_setattr(tree, "", AT_EMPTY_PATH, {attr_set, userns_fd})` on a detached mount: with
+/// `MOUNT_ATTR_IDMAP` in `attr_set`, `userns` is the user namespace whose id map the mount shows
+/// its files' owners through.
+pub(crate) fn mount_setattr(
+    tree: BorrowedFd<'_>,
+    attr_set: u64,
+    userns: Option<BorrowedFd<'_>>,
+) -> io::Result<()> {
+    let attr = libc::mount_attr {
+        attr_set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.map_or(0, |fd| fd.as_raw_fd() as u64),
+    };
+    // SAFETY: `attr` is a fully initialised `struct mount_attr` that outlives the call and whose
+    // size is passed; the empty path with AT_EMPTY_PATH makes the call act on `tree` itself. It
+    // changes mount attributes only, no memory of this process.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// `move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH)`: attach
+/// the detached mount `tree` on the directory (or file) `target` (an `O_PATH` fd is fine).
+pub(crate) fn move_mount_onto(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: both paths are empty NUL-terminated static strings; with the *_EMPTY_PATH flags the
+    // call acts on the two fds, which are valid for its duration. No memory is written.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    check(ret).map(drop)
 }

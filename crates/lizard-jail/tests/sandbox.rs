@@ -8,8 +8,9 @@ mod common;
 use common::*;
 use lizard_jail::cgroup::{CgroupPaths, Hierarchy};
 use lizard_jail::process::Exit;
+use lizard_jail::sandbox::Bind;
 use std::fs;
-use std::os::unix::fs::{symlink, MetadataExt};
+use std::os::unix::fs::{lchown, symlink, MetadataExt};
 use std::path::Path;
 use std::time::Duration;
 
@@ -527,6 +528,7 @@ fn no_symlink_binds_refuse_any_link() {
         target: "/home/user/data/x".into(),
         readonly: false,
         no_symlinks: true,
+        ..Default::default()
     });
     let err = launch(&spec)
         .err()
@@ -546,6 +548,7 @@ fn no_symlink_binds_refuse_any_link() {
         target: "/data/vol".into(),
         readonly: true,
         no_symlinks: true,
+        ..Default::default()
     });
     let mut sb = launch(&spec).unwrap();
     assert_eq!(
@@ -557,6 +560,86 @@ fn no_symlink_binds_refuse_any_link() {
     let log = t.log();
     assert!(log.starts_with("v\n") && log.contains("rw=no"), "{log}");
     assert!(!vol.join("g").exists());
+}
+
+/// A sandbox with a host id range of its own: the template layer (owned on disk by the shared
+/// range SHIFT..) and an `idmapped` bind look unchanged inside, the sandbox's processes and the
+/// files it creates in its writable layer are its own range on the host, and what it writes to
+/// the idmapped bind stays in the shared range on disk (so sandboxes of other ranges share it).
+#[test]
+fn an_own_id_range_keeps_the_template_and_shared_binds_unchanged() {
+    let own = SHIFT + 65536 * 7;
+    let t = TestDir::new();
+    lchown(t.path().join("run"), Some(own + USER), Some(own + USER)).unwrap();
+    let vol = t.path().join("volume");
+    fs::create_dir(&vol).unwrap();
+    fs::write(vol.join("f"), "shared\n").unwrap();
+    for p in [vol.clone(), vol.join("f")] {
+        lchown(&p, Some(SHIFT + USER), Some(SHIFT + USER)).unwrap();
+    }
+    let ro = t.path().join("readonly");
+    fs::create_dir(&ro).unwrap();
+    lchown(&ro, Some(SHIFT + USER), Some(SHIFT + USER)).unwrap();
+    let script = r#"
+echo "root=$(stat -c %u:%g /)"
+echo "passwd=$(stat -c %u:%g /etc/passwd)"
+echo "home=$(stat -c %u:%g /home/user)"
+echo "id=$(id -u):$(id -g)"
+echo "vol=$(stat -c %u:%g /data/vol/f)"
+echo "read=$(cat /data/vol/f)"
+echo mine > /data/vol/g && echo "vol_written=$(stat -c %u /data/vol/g)"
+touch /home/user/new && echo "layer_written=$(stat -c %u /home/user/new)"
+if touch /data/ro/x 2>/dev/null; then echo ro=writable; else echo ro=refused; fi
+echo done=yes
+exec sleep 60
+"#;
+    let mut spec = t.spec(&unique_id("ownrange"), script);
+    spec.id_map.outside = own;
+    spec.layer_id_base = Some(SHIFT);
+    spec.binds.push(Bind {
+        source: vol.clone(),
+        target: "/data/vol".into(),
+        no_symlinks: true,
+        idmapped: true,
+        ..Default::default()
+    });
+    spec.binds.push(Bind {
+        source: ro.clone(),
+        target: "/data/ro".into(),
+        readonly: true,
+        no_symlinks: true,
+        idmapped: true,
+    });
+    let sb = launch(&spec).unwrap();
+    poll(Duration::from_secs(20), "the probe's output", || {
+        t.log().contains("done=yes").then_some(())
+    });
+    let log = t.log();
+    let f = facts(&log);
+    let fact = |k: &str| f.get(k).map(String::as_str).unwrap_or("(missing)");
+    // Inside: the template as always.
+    assert_eq!(fact("root"), "0:0", "{log}");
+    assert_eq!(fact("passwd"), "0:0", "{log}");
+    assert_eq!(fact("home"), "1000:1000", "{log}");
+    assert_eq!(fact("id"), "1000:1000", "{log}");
+    assert_eq!(fact("vol"), "1000:1000", "{log}");
+    assert_eq!(fact("read"), "shared", "{log}");
+    assert_eq!(fact("vol_written"), "1000", "{log}");
+    assert_eq!(fact("layer_written"), "1000", "{log}");
+    assert_eq!(fact("ro"), "refused", "{log}");
+    // On the host: the process is the sandbox's own range, not the shared one.
+    let status = fs::read_to_string(format!("/proc/{}/status", sb.pid())).unwrap();
+    let uids = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    let want = (own + USER).to_string();
+    assert!(uids.split_whitespace().skip(1).all(|u| u == want), "{uids}");
+    // The writable layer's new file is the own range; the shared bind's stays in SHIFT.. on disk.
+    let layer = fs::metadata(t.upper().join("home/user/new")).unwrap();
+    assert_eq!((layer.uid(), layer.gid()), (own + USER, own + USER));
+    let shared = fs::metadata(vol.join("g")).unwrap();
+    assert_eq!((shared.uid(), shared.gid()), (SHIFT + USER, SHIFT + USER));
+    let root = fs::metadata(t.upper()).unwrap();
+    assert_eq!((root.uid(), root.gid()), (own, own), "the layer's root");
+    assert!(!ro.join("x").exists());
 }
 
 /// The v2 code paths (freeze via cgroup.freeze, kill via cgroup.kill, cpu.stat) on this machine's

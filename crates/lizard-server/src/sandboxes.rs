@@ -108,6 +108,12 @@ pub struct Runtime {
     /// the template does not remove it while the sandbox lives; a hibernated sandbox wakes on it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_dir: Option<PathBuf>,
+    /// First host uid/gid of the sandbox's own id range (`crate::id_ranges`): its ids 0..65535
+    /// are these on the host, and its writable layer's files are owned by them, so a relaunch
+    /// (wake) and an adoption keep it. `None`: a sandbox from before per-sandbox ranges, which
+    /// keeps the shared range `id_shift..` (no idmapped mounts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_base: Option<u32>,
 }
 
 /// A sandbox the server manages.
@@ -213,6 +219,8 @@ pub struct Sandboxes {
     pub cfg: SandboxConfig,
     pub store: Arc<Store>,
     pub volumes: Volumes,
+    /// Which sandbox holds which host id range.
+    pub id_ranges: crate::id_ranges::IdRanges,
     live: RwLock<HashMap<String, Arc<Sandbox>>>,
     timeouts_changed: Notify,
     pool: Mutex<Vec<LaunchedSandbox>>,
@@ -247,6 +255,7 @@ impl Sandboxes {
     pub fn new(cfg: SandboxConfig, store: Arc<Store>) -> Arc<Sandboxes> {
         Arc::new(Sandboxes {
             volumes: Volumes::new(&cfg.data_dir, cfg.volume_owner, store.clone()),
+            id_ranges: crate::id_ranges::IdRanges::new(cfg.id_shift),
             cfg,
             store,
             live: RwLock::new(HashMap::new()),
@@ -410,6 +419,7 @@ impl Sandboxes {
         });
         if let Err(e) = stored {
             destroy(&sb.runtime);
+            self.id_ranges.release(&id);
             return Err(e.into());
         }
         if let Ok(mut m) = self.live.write() {
@@ -557,6 +567,7 @@ impl Sandboxes {
                         {
                             tracing::warn!(sandbox = %l.id, error = %e, "warming a pooled sandbox");
                             destroy(&l.runtime);
+                            self.id_ranges.release(&l.id);
                             break;
                         }
                         if let Ok(mut p) = self.pool.lock() {
@@ -584,6 +595,7 @@ impl Sandboxes {
             .unwrap_or_default();
         for l in pooled {
             destroy(&l.runtime);
+            self.id_ranges.release(&l.id);
         }
     }
 
@@ -598,18 +610,29 @@ impl Sandboxes {
     ) -> Result<LaunchedSandbox, SandboxError> {
         let id = new_sandbox_id();
         let dir = self.sandboxes_dir().join(&id);
-        self.launch_in(
-            id,
-            &dir,
-            template_name,
-            envs,
-            limits,
-            volumes,
-            egress,
-            true,
-            0,
-        )
-        .await
+        let id_base = self.id_ranges.take(&id).ok_or_else(|| {
+            SandboxError::Launch(format!(
+                "every host id range is in use ({} sandboxes)",
+                self.id_ranges.held()
+            ))
+        })?;
+        let launched = self
+            .launch_in(
+                id.clone(),
+                &dir,
+                template_name,
+                envs,
+                limits,
+                volumes,
+                egress,
+                (true, Some(id_base)),
+                0,
+            )
+            .await;
+        if launched.is_err() {
+            self.id_ranges.release(&id);
+        }
+        launched
     }
 
     /// The template build a sandbox directory's last launch used (from its `runtime.json`).
@@ -638,7 +661,9 @@ impl Sandboxes {
 
     /// Launch sandbox `id` in `dir` (a new directory, or the kept one of a hibernated sandbox:
     /// its writable layer is reused) and wait until its agent answers. On failure a new
-    /// sandbox's directory is removed, a hibernated one's kept.
+    /// sandbox's directory is removed, a hibernated one's kept. `(fresh, id_base)`: whether it
+    /// is a new sandbox, and the first host id of its own range (`None`: the shared range of
+    /// sandboxes from before per-sandbox ranges).
     #[allow(clippy::too_many_arguments)]
     async fn launch_in(
         &self,
@@ -649,7 +674,7 @@ impl Sandboxes {
         limits: SandboxLimits,
         volumes: &[SandboxVolume],
         egress: Option<&crate::egress::Resolved>,
-        fresh: bool,
+        (fresh, id_base): (bool, Option<u32>),
         cpu_base_ms: u64,
     ) -> Result<LaunchedSandbox, SandboxError> {
         // A relaunch keeps the lower layer its writable layer was made on, when it is still there.
@@ -673,13 +698,23 @@ impl Sandboxes {
                 remove_files(dir, Some(&dir.join("disk")));
             }
         };
+        // The sandbox's host ids; the template's files are `meta.id_shift + id` on disk.
+        let host_base = id_base.unwrap_or(meta.id_shift);
+        let layer_map = IdMap {
+            inside: 0,
+            outside: host_base,
+            count: 65536,
+        };
         let prepared = {
             let (dir, disk, root) = (dir.clone(), disk.clone(), template.rootfs.clone());
+            let layer_base = meta.id_shift;
             let bytes = limits.disk_mb * 1024 * 1024;
             let egress = egress.cloned();
             tokio::task::spawn_blocking(move || {
                 if fresh {
-                    prepare_dirs(&dir, &disk, bytes, &root, egress)
+                    prepare_dirs(&dir, &disk, bytes, &root, egress, |id| {
+                        layer_map.layer_to_outside(layer_base, id)
+                    })
                 } else {
                     reopen_dirs(&dir, &disk)
                 }
@@ -696,20 +731,26 @@ impl Sandboxes {
         // disk image: a bind from there shows `/run` in the sandbox's mountinfo, not a host path.
         let run = dir.join("disk").join("run");
         // The agent (uid 1000 inside) creates its socket in the run dir.
-        let host_uid = self.cfg.id_shift + meta.user.uid;
-        let host_gid = self.cfg.id_shift + meta.user.gid;
+        let host_uid = host_base + meta.user.uid;
+        let host_gid = host_base + meta.user.gid;
         if let Err(e) = std::os::unix::fs::chown(&run, Some(host_uid), Some(host_gid)) {
             cleanup(&dir);
             return Err(io_err(&run)(e));
         }
 
         let mut spec = self.spec(&id, &template, (&python, &node), &dir, envs, limits, fresh);
-        // Volumes: their host mount directories, bound at their mount paths (no symlink followed).
+        spec.id_map = layer_map;
+        // The template layer (and the volumes) are shown through the sandbox's own range.
+        spec.layer_id_base = id_base.map(|_| meta.id_shift);
+        // Volumes: their host mount directories, bound at their mount paths (no symlink followed),
+        // through the id map: their files stay in the template's range on disk, shared by
+        // sandboxes of every range.
         spec.binds.extend(volumes.iter().map(|v| Bind {
             source: self.volumes.mount_dir(&v.volume_id),
             target: PathBuf::from(&v.mount_path),
             readonly: v.read_only,
             no_symlinks: true,
+            idmapped: true,
         }));
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
             Ok(l) => l,
@@ -726,6 +767,7 @@ impl Sandboxes {
             cpu_base_ms,
             disk: Some(disk),
             template_dir: Some(template.dir.clone()),
+            id_base,
         };
         if let Err(e) = lizard_template::store::pin(&template.dir, &id) {
             tracing::warn!(sandbox = %id, error = %e, "cannot pin the template build");
@@ -820,6 +862,7 @@ impl Sandboxes {
                 outside: self.cfg.id_shift,
                 count: 65536,
             },
+            layer_id_base: None,
             user: UserSpec {
                 uid: meta.user.uid,
                 gid: meta.user.gid,
@@ -879,6 +922,7 @@ impl Sandboxes {
         tokio::task::spawn_blocking(move || destroy(&runtime))
             .await
             .map_err(|e| SandboxError::Launch(e.to_string()))?;
+        self.id_ranges.release(id);
         self.store
             .set_state(id, StoredState::Killed, Some(now_ms()))?;
         Ok(())
@@ -1045,7 +1089,7 @@ impl Sandboxes {
                 sb.limits,
                 &sb.volumes,
                 egress.as_ref(),
-                false,
+                (false, sb.runtime.id_base),
                 cpu_base_ms,
             )
             .await?;
@@ -1214,6 +1258,12 @@ impl Sandboxes {
             };
             match (alive, runtime) {
                 (true, Some(rt)) => {
+                    if let Some(base) = rt.id_base {
+                        if !self.id_ranges.register(&row.id, base) {
+                            tracing::warn!(sandbox = %row.id, base,
+                                "the sandbox's host id range is not a valid free range");
+                        }
+                    }
                     let limits = serde_json::from_value(row.limits.clone()).unwrap_or_default();
                     let sb = Arc::new(Sandbox {
                         agent: AgentClient::new(rt.socket.clone()),
@@ -1454,7 +1504,8 @@ fn reopen_dirs(dir: &Path, disk: &Path) -> Result<(), SandboxError> {
 
 /// Make a new sandbox's directories: `rootfs/`, and on its own disk image of `disk_bytes` mounted on
 /// `disk` the writable layer (`disk/upper`, `disk/work`) and the run dir (`disk/run`); with egress, the
-/// layer's `/etc/resolv.conf` (slirp's resolver) and `/etc/hosts` (the allow-list's names).
+/// layer's `/etc/resolv.conf` (slirp's resolver) and `/etc/hosts` (the allow-list's names), owned
+/// by `shown_as(the template's owner on disk)`.
 /// Blocking.
 fn prepare_dirs(
     dir: &Path,
@@ -1462,6 +1513,7 @@ fn prepare_dirs(
     disk_bytes: u64,
     template_root: &Path,
     egress: Option<crate::egress::Resolved>,
+    shown_as: impl Fn(u32) -> u32,
 ) -> Result<(), SandboxError> {
     let rootfs = dir.join("rootfs");
     std::fs::create_dir_all(&rootfs).map_err(io_err(&rootfs))?;
@@ -1474,12 +1526,13 @@ fn prepare_dirs(
     let Some(egress) = egress else {
         return Ok(());
     };
-    // Files of the template's owner (its shifted root) and mode, like the ones they hide.
+    // Files of the template's owner (its shifted root, as the sandbox's range shows it: the
+    // upper layer is not idmapped) and mode, like the ones they hide.
     let lower_etc = template_root.join("etc");
     let meta = std::fs::metadata(&lower_etc).map_err(io_err(&lower_etc))?;
     let (uid, gid) = (
-        std::os::unix::fs::MetadataExt::uid(&meta),
-        std::os::unix::fs::MetadataExt::gid(&meta),
+        shown_as(std::os::unix::fs::MetadataExt::uid(&meta)),
+        shown_as(std::os::unix::fs::MetadataExt::gid(&meta)),
     );
     let etc = upper.join("etc");
     std::fs::create_dir(&etc).map_err(io_err(&etc))?;

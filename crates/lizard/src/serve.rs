@@ -78,8 +78,9 @@ pub struct ServeArgs {
     #[arg(long, env = "LIZARD_AUDIT_MAX_EVENTS", default_value_t = 1_000_000)]
     audit_max_events: u64,
     /// Host uid that slirp4netns (sandbox egress) runs as: an unprivileged uid used by nothing
-    /// else (not 0, not 65534, not in the sandboxes' range id_shift..id_shift+65536). Default:
-    /// the template's id shift − 1 (99999).
+    /// else (not 0, not 65534, not in the sandboxes' ids: the template's range and every
+    /// sandbox's own range, id_shift..id_shift+65536*16385). Default: the template's id shift − 1
+    /// (99999).
     #[arg(long, env = "LIZARD_EGRESS_UID")]
     egress_uid: Option<u32>,
     /// Host gid that slirp4netns runs as (same rules). Default: the id shift − 1 (99999).
@@ -191,8 +192,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// The host user slirp4netns runs as: `uid`/`gid` or, by default, `id_shift - 1` for both;
-/// refused if root, nobody/nogroup (65534) or inside the sandboxes' mapped range
-/// `id_shift .. id_shift + 65536` (a sandbox's processes would then own slirp4netns).
+/// refused if root, nobody/nogroup (65534) or inside the ids sandboxes use (the template's range
+/// and every per-sandbox range, `lizard_server::id_ranges::span`): a sandbox's processes would
+/// then own slirp4netns.
 fn egress_user(
     id_shift: u32,
     uid: Option<u32>,
@@ -205,12 +207,12 @@ fn egress_user(
                 format!("the id shift is 0: choose the egress {what} with --egress-{what}")
             })?,
         };
-        let in_range = id >= id_shift && u64::from(id) < u64::from(id_shift) + 65536;
+        let (start, end) = lizard_server::id_ranges::span(id_shift);
+        let in_range = u64::from(id) >= start && u64::from(id) < end;
         if id == 0 || id == 65534 || in_range {
             anyhow::bail!(
                 "--egress-{what} {id}: slirp4netns needs an unprivileged {what} of its own (not 0, \
-                 not 65534, not in the sandboxes' range {id_shift}..{})",
-                u64::from(id_shift) + 65536
+                 not 65534, not in the sandboxes' ids {start}..{end})"
             );
         }
         Ok(id)
@@ -463,10 +465,10 @@ mod tests {
             }
         );
         assert_eq!(
-            egress_user(100_000, Some(200_000), Some(300_000)).unwrap(),
+            egress_user(100_000, Some(90_000), Some(1_100_000_000)).unwrap(),
             SlirpUser {
-                uid: 200_000,
-                gid: 300_000
+                uid: 90_000,
+                gid: 1_100_000_000
             }
         );
         for (uid, gid) in [
@@ -477,10 +479,15 @@ mod tests {
             (Some(100_000), None),
             (Some(165_535), None),
             (None, Some(101_000)),
+            // Every sandbox's own range is out too.
+            (Some(165_536), None),
+            (Some(200_000), None),
+            (None, Some(100_000 + 65_536 * 16_385 - 1)),
         ] {
             assert!(egress_user(100_000, uid, gid).is_err(), "{uid:?} {gid:?}");
         }
-        assert!(egress_user(165_536, Some(165_536 + 65_536), None).is_ok());
+        assert!(egress_user(100_000, Some(100_000 + 65_536 * 16_385), None).is_ok());
+        assert!(egress_user(165_536, Some(165_534), None).is_ok());
         // A shift of 0 has no default; 1 would default to root.
         assert!(egress_user(0, None, None).is_err());
         assert!(egress_user(1, None, None).is_err());

@@ -17,43 +17,11 @@ const NET_BIND_SERVICE: u64 = 1 << 10;
 /// The slirp4netns of sandbox `id`: the process of that name in the sandbox's cgroup (found
 /// through the cgroup paths in its `runtime.json`).
 fn slirp_pid(s: &Server, id: &str) -> u32 {
-    let rt: Value = serde_json::from_slice(
-        &std::fs::read(
-            s.data_dir
-                .path()
-                .join("sandboxes")
-                .join(id)
-                .join("runtime.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    fn walk(v: &Value, out: &mut Vec<String>) {
-        match v {
-            Value::String(p) if p.starts_with("/sys/fs/cgroup") => out.push(p.clone()),
-            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-            Value::Object(m) => m.values().for_each(|x| walk(x, out)),
-            _ => {}
-        }
-    }
-    let mut dirs = Vec::new();
-    walk(&rt["cgroup"], &mut dirs);
-    let mut pids: Vec<u32> = dirs
-        .iter()
-        .filter_map(|d| std::fs::read_to_string(format!("{d}/cgroup.procs")).ok())
-        .flat_map(|t| {
-            t.lines()
-                .filter_map(|l| l.trim().parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == "slirp4netns")
-        })
+    let pids: Vec<u32> = sandbox_pids(s, id)
+        .into_iter()
+        .filter(|pid| comm(*pid) == "slirp4netns")
         .collect();
-    pids.sort_unstable();
-    pids.dedup();
-    assert_eq!(pids.len(), 1, "one slirp4netns in {dirs:?}: {pids:?}");
+    assert_eq!(pids.len(), 1, "one slirp4netns in {id}'s cgroup: {pids:?}");
     pids[0]
 }
 

@@ -350,3 +350,120 @@ async fn mountinfo_does_not_reveal_host_paths() {
     assert_eq!(comm.trim(), "lizard-agent", "{ex}");
     s.kill_all().await;
 }
+
+/// The template's shared on-disk range (`lizard template build` shifts by 100000): no sandbox's
+/// process runs in it any more.
+const TEMPLATE_RANGE: std::ops::Range<u32> = 100_000..165_536;
+
+/// The host uids and gids of every process in sandbox `id` (agent, kernels, commands), with
+/// their names; asserts there is at least one process besides the agent.
+fn host_ids_of(s: &Server, id: &str) -> Procs {
+    let agent = runtime_json(s, id)["pid"].as_u64().unwrap() as u32;
+    let procs: Vec<_> = sandbox_pids(s, id)
+        .into_iter()
+        .map(|pid| (pid, comm(pid), host_ids(pid, "Uid"), host_ids(pid, "Gid")))
+        .filter(|(_, _, u, g)| !u.is_empty() && !g.is_empty())
+        .collect();
+    assert!(procs.len() >= 3, "agent and kernels of {id}: {procs:?}");
+    assert!(
+        procs.iter().any(|p| p.0 == agent),
+        "agent {agent} of {id}: {procs:?}"
+    );
+    Procs { agent, procs }
+}
+
+/// The processes of a sandbox: host pid, name, uids, gids; and which one is the agent.
+#[derive(Debug)]
+struct Procs {
+    agent: u32,
+    procs: Vec<(u32, String, Vec<u32>, Vec<u32>)>,
+}
+
+/// The first host id of the 65536-id range that holds every id of `procs` (the agent is uid
+/// 1000 inside, so its range starts 1000 below); asserts they all lie in one range outside the
+/// template's.
+fn own_range(p: &Procs) -> std::ops::Range<u32> {
+    let agent_uid = host_ids(p.agent, "Uid")[0];
+    let base = agent_uid - 1000;
+    let range = base..base + 65536;
+    let procs = &p.procs;
+    for (_, c, u, g) in procs {
+        for id in u.iter().chain(g) {
+            assert!(range.contains(id), "{c}: {id} outside {range:?}: {procs:?}");
+            assert!(
+                !TEMPLATE_RANGE.contains(id),
+                "{c} runs as {id}, in the shared range"
+            );
+        }
+    }
+    range
+}
+
+/// Every sandbox has a host uid/gid range of its own: two sandboxes' agents and kernels run as
+/// different host ids, neither in the other's range nor in the template's shared one, while
+/// inside the template looks as always (root-owned system files, a home owned by 1000, code
+/// running as 1000, new files owned by 1000). A server restart and a hibernation keep a
+/// sandbox's range; a sandbox created after the restart gets another one.
+#[tokio::test]
+async fn each_sandbox_has_its_own_host_id_range() {
+    let s = Server::start();
+    let a = sandbox(&s).await;
+    let b = sandbox(&s).await;
+    let inside = "stat -c %u:%g /etc/passwd /usr/bin/python3 /home/user; id -u; id -g; \
+                  touch ~/new; stat -c %u:%g ~/new";
+    for id in [&a, &b] {
+        // A JavaScript kernel too, so that every kind of process is in the sandbox.
+        let ex = s
+            .run(id, json!({"code": "1 + 1", "language": "javascript"}))
+            .await;
+        assert_eq!(ex["status"], "ok", "{ex}");
+        let (out, _) = s.sh(id, inside).await;
+        assert_eq!(out, "0:0\n0:0\n1000:1000\n1000\n1000\n1000:1000\n", "{id}");
+    }
+    let ra = own_range(&host_ids_of(&s, &a));
+    let rb = own_range(&host_ids_of(&s, &b));
+    assert!(
+        ra.end <= rb.start || rb.end <= ra.start,
+        "overlapping ranges {ra:?} {rb:?}"
+    );
+    // On the host, the writable layer's new file belongs to the sandbox's own range.
+    use std::os::unix::fs::MetadataExt;
+    let new = s
+        .data_dir
+        .path()
+        .join("sandboxes")
+        .join(&a)
+        .join("disk/upper/home/user/new");
+    assert_eq!(std::fs::metadata(&new).unwrap().uid(), ra.start + 1000);
+
+    // A restart adopts both with their ranges; a new sandbox does not get either.
+    let dir = s.stop("-KILL");
+    let s = Server::start_in(dir, &[]);
+    let c = sandbox(&s).await;
+    s.run(&c, json!({"code": "1 + 1", "language": "javascript"}))
+        .await;
+    let rc = own_range(&host_ids_of(&s, &c));
+    assert!(rc != ra && rc != rb, "{rc:?} reused ({ra:?} {rb:?})");
+    assert_eq!(own_range(&host_ids_of(&s, &a)), ra);
+
+    // Hibernation and wake: the same range, the writable layer's files still the user's.
+    let h = s
+        .admin("POST", &format!("/v1/sandboxes/{a}/hibernate"), None)
+        .await;
+    assert_eq!(h.status, 200, "{}", h.text);
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{a}/resume"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let (out, _) = s
+        .sh(
+            &a,
+            "stat -c %u:%g ~/new /etc/passwd; echo more >> ~/new && echo ok",
+        )
+        .await;
+    assert_eq!(out, "1000:1000\n0:0\nok\n");
+    s.run(&a, json!({"code": "1 + 1", "language": "javascript"}))
+        .await;
+    assert_eq!(own_range(&host_ids_of(&s, &a)), ra);
+    s.kill_all().await;
+}

@@ -766,3 +766,55 @@ async fn bad_volume_requests_get_typed_errors() {
     assert_eq!(l.body, json!([]));
     delete_all_volumes(&s).await;
 }
+
+/// Sandboxes have host id ranges of their own, but a volume's files stay in the template's
+/// shared range on disk (`id_shift + uid`): what one sandbox writes, another (of another range)
+/// reads and writes, and inside both it is owned by the user (1000).
+#[tokio::test]
+async fn volumes_are_shared_across_id_ranges() {
+    use std::os::unix::fs::MetadataExt;
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    let v = create_volume(
+        &s,
+        &key,
+        json!({"name": "across", "size_limit_bytes": 32 << 20}),
+    )
+    .await;
+    let body = json!({"volumes": [{"name": "across", "mount_path": "/mnt/v"}]});
+    let a = s.create(&key, body.clone()).await;
+    let b = s.create(&key, body).await;
+    // The two agents run as different host uids (else this test shows nothing).
+    let agent_uid = |id: &str| {
+        let pid = runtime_json(&s, id)["pid"].as_u64().unwrap() as u32;
+        host_ids(pid, "Uid")[0]
+    };
+    assert_ne!(agent_uid(&a), agent_uid(&b));
+    let (out, _) = s
+        .sh(
+            &a,
+            "mkdir /mnt/v/dir && echo from-a > /mnt/v/dir/f && stat -c %u:%g /mnt/v /mnt/v/dir/f",
+        )
+        .await;
+    assert_eq!(out, "1000:1000\n1000:1000\n");
+    let (out, _) = s
+        .sh(&b, "cat /mnt/v/dir/f; echo from-b >> /mnt/v/dir/f && touch /mnt/v/dir/g && stat -c %u:%g /mnt/v/dir/f /mnt/v/dir/g")
+        .await;
+    assert_eq!(out, "from-a\n1000:1000\n1000:1000\n");
+    let (out, _) = s
+        .sh(&a, "cat /mnt/v/dir/f; rm /mnt/v/dir/g && echo rm-ok")
+        .await;
+    assert_eq!(out, "from-a\nfrom-b\nrm-ok\n");
+    // On the host, in the volume's mount: the shared range (id shift 100000 + 1000).
+    let host = s
+        .data_dir
+        .path()
+        .join("volumes")
+        .join(v["volume_id"].as_str().unwrap())
+        .join("dir/f");
+    let m = std::fs::metadata(&host).unwrap();
+    assert_eq!((m.uid(), m.gid()), (101_000, 101_000));
+    s.kill_all().await;
+    delete_all_volumes(&s).await;
+}

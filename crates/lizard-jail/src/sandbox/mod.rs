@@ -11,10 +11,11 @@
 //! JSON line on stdout and exits. [`launch_with_helper`] is the caller's side of that exchange.
 //!
 //! The sequence (parent = the launcher, child = the future PID 1):
-//! 1. parent: validate the spec, compile the seccomp filter, open the log and `/dev/null`, give the
-//!    writable layer the template root's owner, create the cgroup with its limits and (with
-//!    `context_cgroups`) its delegated sub-tree, bound at `/sys/fs/cgroup/<controller>` inside
-//!    (see [`crate::delegation`]);
+//! 1. parent: validate the spec, compile the seccomp filter, open the log and `/dev/null`, with
+//!    `layer_id_base` make the user namespace of the idmapped mounts (`idmap`), give the writable
+//!    layer the template root's owner (through that id map), create the cgroup with its limits
+//!    and (with `context_cgroups`) its delegated sub-tree, bound at `/sys/fs/cgroup/<controller>`
+//!    inside (see [`crate::delegation`]);
 //! 2. parent: `clone(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)`; moves the child into the cgroup while
 //!    the child builds its mount table;
 //! 3. child: see `child` (mounts as host root, then waits for the cgroup move, then a user
@@ -29,6 +30,7 @@
 //! [`crate::process::set_child_subreaper`], else to the host's init), which must reap it.
 
 mod child;
+mod idmap;
 mod rootfs;
 mod spec;
 
@@ -261,6 +263,7 @@ fn delegate_contexts(
             readonly: false,
             source_is_dir: true,
             no_symlinks: true,
+            idmapped: false,
         })
         .collect())
 }
@@ -334,14 +337,34 @@ fn prepare(
         .map_err(|e| io_err("opening /dev/null", devnull)(e.into()))?;
     let stdin = above_stdio(stdin, "opening /dev/null", devnull)?;
 
+    // The template layer and `idmapped` binds are shown through an id map when their on-disk
+    // range is not the sandbox's own.
+    let layer_base = spec
+        .layer_id_base
+        .filter(|b| b.checked_add(spec.id_map.inside) != Some(spec.id_map.outside));
+    let idmap_userns = match layer_base {
+        Some(base) => Some(idmap::userns(
+            base + spec.id_map.inside,
+            spec.id_map.outside,
+            spec.id_map.count,
+        )?),
+        None => None,
+    };
     // `/` inside is the overlay's root, whose owner and mode come from the upper layer's root:
-    // make them the template's.
+    // make them the template's (as the sandbox sees it, through the id map).
     let lower = std::fs::metadata(&spec.rootfs.lower)
         .map_err(io_err("reading the template root", &spec.rootfs.lower))?;
     let upper = std::fs::metadata(&spec.rootfs.upper)
         .map_err(io_err("reading the writable layer", &spec.rootfs.upper))?;
-    if (upper.uid(), upper.gid()) != (lower.uid(), lower.gid()) {
-        std::os::unix::fs::chown(&spec.rootfs.upper, Some(lower.uid()), Some(lower.gid()))
+    let lower_owner = match layer_base {
+        Some(base) => (
+            spec.id_map.layer_to_outside(base, lower.uid()),
+            spec.id_map.layer_to_outside(base, lower.gid()),
+        ),
+        None => (lower.uid(), lower.gid()),
+    };
+    if (upper.uid(), upper.gid()) != lower_owner {
+        std::os::unix::fs::chown(&spec.rootfs.upper, Some(lower_owner.0), Some(lower_owner.1))
             .map_err(io_err("chown of the writable layer", &spec.rootfs.upper))?;
     }
     if upper.mode() & 0o7777 != lower.mode() & 0o7777 {
@@ -365,6 +388,7 @@ fn prepare(
             readonly: b.readonly,
             source_is_dir: meta.is_dir(),
             no_symlinks: b.no_symlinks,
+            idmapped: b.idmapped && idmap_userns.is_some(),
         });
     }
     // uids and gids share one map, so the sandbox's root user and group have the same host id.
@@ -387,6 +411,7 @@ fn prepare(
             spec.rootfs.work.clone(),
         ],
         binds,
+        idmap_userns,
         root_owner,
         dev_options: format!("mode=755,size=65536,nr_inodes=64{owner_opts}"),
         devpts_options: format!("newinstance,ptmxmode=0666,mode=0620{tty_gid}"),

@@ -10,6 +10,11 @@
 //! so a symlink planted there (say `/run/lizard -> /etc` or `/proc -> /host/path`) must not make the
 //! launcher, still host root, mount onto or create files at a host path.
 //!
+//! With an id map (`Plan::idmap_userns`, see `sandbox::idmap`) the lower layer and `idmapped`
+//! binds (volumes) are detached copies of their mounts (`open_tree`) with `MOUNT_ATTR_IDMAP` set,
+//! the layer given to overlayfs as `/proc/self/fd/N` like the others, a bind attached with
+//! `move_mount` onto its `openat2`-resolved target.
+//!
 //! Not here: namespaces, credentials, the network (see `sandbox::child`); the host-side directories,
 //! which the caller creates.
 
@@ -28,6 +33,9 @@ pub(crate) struct Plan {
     /// Host paths of the overlay's lower, upper and work directories.
     pub layers: [PathBuf; 3],
     pub binds: Vec<BindPlan>,
+    /// The user namespace whose id map the lower layer and `idmapped` binds are shown through
+    /// (`sandbox::idmap`); `None`: they are mounted as they are on disk.
+    pub idmap_userns: Option<OwnedFd>,
     /// Host ids of the sandbox's root user and group (owner of what the launcher creates).
     pub root_owner: Option<(u32, u32)>,
     pub dev_options: String,
@@ -45,6 +53,8 @@ pub(crate) struct BindPlan {
     pub source_is_dir: bool,
     /// Resolve the target with `RESOLVE_NO_SYMLINKS` (fail rather than follow any symlink).
     pub no_symlinks: bool,
+    /// Mount through `Plan::idmap_userns` (only set when there is one).
+    pub idmapped: bool,
 }
 
 /// Files of `/proc` that show host-wide information or kernel internals: /dev/null is bound over
@@ -212,6 +222,22 @@ fn remount(top: BorrowedFd<'_>, flags: MsFlags, what: &str) -> Result<(), SetupE
     .step("remount", what)
 }
 
+/// A detached copy of the mount at the host path `source` (not recursive), shown through the id
+/// map of `userns`, with the extra `MOUNT_ATTR_*` flags `attrs`.
+fn idmapped_tree(source: &Path, attrs: u64, userns: BorrowedFd<'_>) -> Result<OwnedFd, SetupError> {
+    let path = std::ffi::CString::new(source.as_os_str().as_encoded_bytes()).map_err(|_| {
+        SetupError::new(
+            "open_tree",
+            &source.display(),
+            std::io::Error::from_raw_os_error(libc::EINVAL),
+        )
+    })?;
+    let tree = crate::sys::open_tree_clone(None, &path).step("open_tree", source.display())?;
+    crate::sys::mount_setattr(tree.as_fd(), libc::MOUNT_ATTR_IDMAP | attrs, Some(userns))
+        .step("idmap mount", source.display())?;
+    Ok(tree)
+}
+
 /// Build the mount table and pivot into it. On return the calling process's root and cwd are the
 /// sandbox's `/`.
 pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
@@ -229,13 +255,18 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
         plan.layers[2].display()
     );
     let mut fds = Vec::new();
-    for layer in &plan.layers {
-        let fd = nix::fcntl::open(
-            layer,
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .step("open overlay layer", layer.display())?;
+    for (i, layer) in plan.layers.iter().enumerate() {
+        let fd = match (&plan.idmap_userns, i) {
+            // The lower layer through the id map: a detached idmapped copy of its mount, which
+            // overlayfs takes as a layer like any other path.
+            (Some(userns), 0) => idmapped_tree(layer, 0, userns.as_fd())?,
+            _ => nix::fcntl::open(
+                layer,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .step("open overlay layer", layer.display())?,
+        };
         fds.push(fd);
     }
     let options = format!(
@@ -270,6 +301,17 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
             ResolveFlag::empty()
         };
         let target = ensure_with(root, &b.target, !b.source_is_dir, plan.root_owner, extra)?;
+        if let (true, Some(userns)) = (b.idmapped, &plan.idmap_userns) {
+            // A detached idmapped copy, its flags set before it is attached: no remount needed.
+            let mut attrs = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+            if b.readonly {
+                attrs |= libc::MOUNT_ATTR_RDONLY;
+            }
+            let tree = idmapped_tree(&b.source, attrs, userns.as_fd())?;
+            crate::sys::move_mount_onto(tree.as_fd(), target.as_fd())
+                .step("attach idmapped mount", &what)?;
+            continue;
+        }
         bind_mount(&b.source.to_string_lossy(), target.as_fd(), &what)?;
         let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         if b.readonly {

@@ -24,6 +24,14 @@ pub struct SandboxSpec {
     pub binds: Vec<Bind>,
     /// uid and gid mapping of the sandbox's user namespace.
     pub id_map: IdMap,
+    /// The host id that the template layer's files (and those of `idmapped` binds) use on disk
+    /// for the sandbox's id 0 (`lizard template build` shifts them by the template's id shift).
+    /// When set and different from `id_map.outside`, the lower layer and the `idmapped` binds are
+    /// mounted idmapped (`layer_id_base + id_map.inside + k` on disk ↔ `id_map.outside + k` on
+    /// the host), so a sandbox can have a host id range of its own while sharing the template and
+    /// volumes with sandboxes of other ranges. `None`: the layers are used as they are on disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_id_base: Option<u32>,
     /// Who the program runs as (ids inside the sandbox).
     pub user: UserSpec,
     /// Working directory of the program (inside).
@@ -83,6 +91,11 @@ pub struct Bind {
     /// a plain path, never redirected, not even inside the root).
     #[serde(default)]
     pub no_symlinks: bool,
+    /// Shared data owned on disk by the template's range (volumes): mounted through the same id
+    /// map as the template layer (see [`SandboxSpec::layer_id_base`]), so its files stay
+    /// `layer_id_base + id` on disk whichever sandbox writes them. A plain bind without an id map.
+    #[serde(default)]
+    pub idmapped: bool,
 }
 
 /// ids `inside..inside+count` of the sandbox are ids `outside..outside+count` of the host (the
@@ -96,6 +109,14 @@ pub struct IdMap {
 }
 
 impl IdMap {
+    /// The host id shown for the on-disk id `id` of a layer whose sandbox id 0 is `layer_base`
+    /// on disk (see [`SandboxSpec::layer_id_base`]); ids outside the layer's range are unchanged.
+    pub fn layer_to_outside(&self, layer_base: u32, id: u32) -> u32 {
+        id.checked_sub(layer_base)
+            .and_then(|inside| self.to_outside(inside))
+            .unwrap_or(id)
+    }
+
     /// The host id of the sandbox id `id`, if mapped.
     pub fn to_outside(&self, id: u32) -> Option<u32> {
         let off = id.checked_sub(self.inside)?;
@@ -192,6 +213,18 @@ impl SandboxSpec {
                 "id_map",
                 "count must be > 0 and the ranges must fit in u32".into(),
             );
+        }
+        if let Some(base) = self.layer_id_base {
+            let fits = base
+                .checked_add(self.id_map.inside)
+                .and_then(|b| b.checked_add(self.id_map.count))
+                .is_some();
+            if !fits {
+                return bad(
+                    "layer_id_base",
+                    "layer_id_base + id_map.inside + id_map.count must fit in u32".into(),
+                );
+            }
         }
         if self.id_map.to_outside(self.user.uid).is_none() {
             return bad("user.uid", "not mapped by id_map".into());
@@ -294,6 +327,10 @@ mod tests {
                 Box::new(|s| s.binds[0].target = "/run/../..".into()),
             ),
             ("user.uid", Box::new(|s| s.user.uid = 70000)),
+            (
+                "layer_id_base",
+                Box::new(|s| s.layer_id_base = Some(u32::MAX - 100)),
+            ),
             ("program", Box::new(|s| s.program = "sh".into())),
             (
                 "program_source",
@@ -323,5 +360,13 @@ mod tests {
         assert_eq!(m.to_outside(0), Some(100000));
         assert_eq!(m.to_outside(1000), Some(101000));
         assert_eq!(m.to_outside(65536), None);
+        let own = IdMap {
+            outside: 165536,
+            ..m
+        };
+        assert_eq!(own.layer_to_outside(100000, 100000), 165536);
+        assert_eq!(own.layer_to_outside(100000, 101000), 166536);
+        assert_eq!(own.layer_to_outside(100000, 0), 0);
+        assert_eq!(own.layer_to_outside(100000, 165536), 165536);
     }
 }

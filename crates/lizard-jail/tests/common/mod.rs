@@ -97,6 +97,7 @@ impl TestDir {
                 outside: SHIFT,
                 count: 65536,
             },
+            layer_id_base: None,
             user: UserSpec {
                 uid: USER,
                 gid: USER,

@@ -349,3 +349,77 @@ pub async fn e2b_create(s: &Server, key: &str) -> (String, String) {
         created["envdAccessToken"].as_str().unwrap().to_string(),
     )
 }
+
+/// The `runtime.json` the server keeps in sandbox `id`'s directory.
+pub fn runtime_json(s: &Server, id: &str) -> Value {
+    let path = s
+        .data_dir
+        .path()
+        .join("sandboxes")
+        .join(id)
+        .join("runtime.json");
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// The host pids in sandbox `id`'s cgroup (every hierarchy named in its `runtime.json`),
+/// sorted, without duplicates.
+pub fn sandbox_pids(s: &Server, id: &str) -> Vec<u32> {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(p) if p.starts_with("/sys/fs/cgroup") => out.push(p.clone()),
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(m) => m.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut dirs = Vec::new();
+    walk(&runtime_json(s, id)["cgroup"], &mut dirs);
+    let mut pids: Vec<u32> = dirs
+        .iter()
+        .flat_map(|d| {
+            // The sandbox's cgroup and the delegated `ctx/…` children below it.
+            let mut found = Vec::new();
+            let mut stack = vec![PathBuf::from(d)];
+            while let Some(dir) = stack.pop() {
+                if let Ok(t) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+                    found.extend(t.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+                }
+                if let Ok(entries) = std::fs::read_dir(&dir) {
+                    stack.extend(
+                        entries
+                            .flatten()
+                            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                            .map(|e| e.path()),
+                    );
+                }
+            }
+            found
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// The four ids (real, effective, saved, fs) of `Uid` or `Gid` in `/proc/<pid>/status`; empty if
+/// the process is gone.
+pub fn host_ids(pid: u32, key: &str) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .map(|v| {
+            v.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The `comm` of a host process.
+pub fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
