@@ -80,9 +80,10 @@ pub struct SandboxConfig {
     pub pool_size: usize,
     /// Host uid and gid of the sandbox user: owner of a new volume's root directory.
     pub volume_owner: (u32, u32),
-    /// The unprivileged host user slirp4netns (egress) runs as: used by nothing else, outside
-    /// `id_shift .. id_shift + 65536`, not root, not nobody (`lizard serve --egress-uid/--egress-gid`).
-    pub egress_user: lizard_jail::network::SlirpUser,
+    /// A fixed unprivileged host user every slirp4netns (egress) runs as (`lizard serve
+    /// --egress-uid/--egress-gid`: used by nothing else, outside every sandbox's ids, not root,
+    /// not nobody). `None` (the default): each sandbox's own, see [`slirp_user`].
+    pub egress_user: Option<lizard_jail::network::SlirpUser>,
     /// Hibernate sandboxes that stayed paused this long; `None` = never.
     pub hibernate_after: Option<Duration>,
     /// Under memory pressure (the host's MemAvailable below this many MiB) hibernate paused
@@ -780,8 +781,13 @@ impl Sandboxes {
             return Err(io_err(&rt_file)(e));
         }
         if let Some(egress) = egress {
-            if let Err(e) =
-                attach_network(&runtime, &egress.policy, &dir, self.cfg.egress_user).await
+            if let Err(e) = attach_network(
+                &runtime,
+                &egress.policy,
+                &dir,
+                slirp_user(self.cfg.egress_user, &runtime, self.cfg.id_shift),
+            )
+            .await
             {
                 destroy_or_stop(&runtime, fresh);
                 return Err(e);
@@ -1557,6 +1563,23 @@ fn prepare_dirs(
 /// Install the egress policy in the sandbox's network namespace and attach slirp4netns (run as
 /// the unprivileged `user`), inside the sandbox's cgroup (so the cgroup's kill ends it, and its CPU counts as the sandbox's). A
 /// thread reaps it when it exits. After a server restart it keeps running, re-parented to init.
+/// The host user a sandbox's slirp4netns runs as: the operator's fixed one, else the last id of
+/// the sandbox's own range (inside id 65535: no process of the sandbox runs as it, none can become
+/// it, and no other sandbox's slirp4netns shares it), else — a sandbox from before per-sandbox
+/// ranges — `id_shift - 1`.
+pub fn slirp_user(
+    fixed: Option<lizard_jail::network::SlirpUser>,
+    rt: &Runtime,
+    id_shift: u32,
+) -> lizard_jail::network::SlirpUser {
+    let id = match (fixed, rt.id_base) {
+        (Some(u), _) => return u,
+        (None, Some(base)) => base.saturating_add(65_535),
+        (None, None) => id_shift.saturating_sub(1),
+    };
+    lizard_jail::network::SlirpUser { uid: id, gid: id }
+}
+
 async fn attach_network(
     rt: &Runtime,
     policy: &lizard_jail::network::Policy,
@@ -1624,6 +1647,34 @@ mod tests {
         assert_eq!(parse_mem_available_mb(m), Some(2048));
         assert_eq!(parse_mem_available_mb("MemTotal: 1 kB\n"), None);
         assert!(mem_available_mb().is_some());
+    }
+
+    #[test]
+    fn slirp4netns_runs_as_the_last_id_of_the_sandboxs_own_range() {
+        // Any existing directory: the cgroup is only carried along here.
+        let cgroup =
+            Cgroup::open(lizard_jail::cgroup::CgroupPaths::V2 { path: "/".into() }).unwrap();
+        let mut rt = Runtime {
+            pid: 1,
+            cgroup,
+            dir: "/d".into(),
+            socket: "/s".into(),
+            cpu_base_ms: 0,
+            disk: None,
+            template_dir: None,
+            id_base: Some(165_536),
+        };
+        let own = slirp_user(None, &rt, 100_000);
+        assert_eq!((own.uid, own.gid), (231_071, 231_071));
+        let fixed = lizard_jail::network::SlirpUser { uid: 5, gid: 6 };
+        assert_eq!(slirp_user(Some(fixed), &rt, 100_000), fixed);
+        rt.id_base = None;
+        let old = slirp_user(None, &rt, 100_000);
+        assert_eq!(
+            (old.uid, old.gid),
+            (99_999, 99_999),
+            "a sandbox from before id ranges"
+        );
     }
 
     #[test]

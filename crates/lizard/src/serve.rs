@@ -77,13 +77,14 @@ pub struct ServeArgs {
     /// Keep at most this many audit events (the newest); `0` = no limit.
     #[arg(long, env = "LIZARD_AUDIT_MAX_EVENTS", default_value_t = 1_000_000)]
     audit_max_events: u64,
-    /// Host uid that slirp4netns (sandbox egress) runs as: an unprivileged uid used by nothing
-    /// else (not 0, not 65534, not in the sandboxes' ids: the template's range and every
-    /// sandbox's own range, id_shift..id_shift+65536*16385). Default: the template's id shift − 1
-    /// (99999).
+    /// Run every sandbox's slirp4netns (egress) as this host uid: an unprivileged uid used by
+    /// nothing else (not 0, not 65534, not in the sandboxes' ids: the template's range and every
+    /// sandbox's own range, id_shift..id_shift+65536*16385). Default: each sandbox's own — the
+    /// last id of its host id range, which none of its processes runs as.
     #[arg(long, env = "LIZARD_EGRESS_UID")]
     egress_uid: Option<u32>,
-    /// Host gid that slirp4netns runs as (same rules). Default: the id shift − 1 (99999).
+    /// Host gid for every slirp4netns (same rules; with only one of the two given, the other is
+    /// the id shift − 1, 99999).
     #[arg(long, env = "LIZARD_EGRESS_GID")]
     egress_gid: Option<u32>,
 }
@@ -191,15 +192,19 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{s:?} is too long"))
 }
 
-/// The host user slirp4netns runs as: `uid`/`gid` or, by default, `id_shift - 1` for both;
-/// refused if root, nobody/nogroup (65534) or inside the ids sandboxes use (the template's range
-/// and every per-sandbox range, `lizard_server::id_ranges::span`): a sandbox's processes would
-/// then own slirp4netns.
+/// The fixed host user every slirp4netns runs as, if `--egress-uid`/`--egress-gid` ask for one
+/// (`None`: each sandbox's own, `lizard_server::sandboxes::slirp_user`): `uid`/`gid`, the
+/// missing one `id_shift - 1`; refused if root, nobody/nogroup (65534) or inside the ids
+/// sandboxes use (the template's range and every per-sandbox range,
+/// `lizard_server::id_ranges::span`): a sandbox's processes would then own slirp4netns.
 fn egress_user(
     id_shift: u32,
     uid: Option<u32>,
     gid: Option<u32>,
-) -> Result<lizard_jail::network::SlirpUser> {
+) -> Result<Option<lizard_jail::network::SlirpUser>> {
+    if uid.is_none() && gid.is_none() {
+        return Ok(None);
+    }
     let pick = |id: Option<u32>, what: &str| -> Result<u32> {
         let id = match id {
             Some(id) => id,
@@ -217,10 +222,10 @@ fn egress_user(
         }
         Ok(id)
     };
-    Ok(lizard_jail::network::SlirpUser {
+    Ok(Some(lizard_jail::network::SlirpUser {
         uid: pick(uid, "uid")?,
         gid: pick(gid, "gid")?,
-    })
+    }))
 }
 
 /// Warn if `/etc/passwd` or `/etc/group` names the egress user's ids: then something else may own
@@ -329,7 +334,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         id_shift + template.meta.user.gid,
     );
     let egress_user = egress_user(id_shift, args.egress_uid, args.egress_gid)?;
-    warn_if_ids_are_named(egress_user);
+    if let Some(u) = egress_user {
+        warn_if_ids_are_named(u);
+    }
     let lizard_bin = std::env::current_exe().context("locating the lizard binary")?;
     let agent_exe = std::sync::Arc::new(
         lizard_jail::exe::SealedExe::copy_of(&lizard_bin, "lizard-agent")
@@ -455,21 +462,25 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn egress_ids_default_below_the_shift_and_stay_out_of_the_sandboxes_range() {
-        let u = egress_user(100_000, None, None).unwrap();
+    fn fixed_egress_ids_stay_out_of_the_sandboxes_range() {
         assert_eq!(
-            u,
-            SlirpUser {
-                uid: 99_999,
+            egress_user(100_000, None, None).unwrap(),
+            None,
+            "per sandbox"
+        );
+        assert_eq!(
+            egress_user(100_000, Some(90_000), None).unwrap(),
+            Some(SlirpUser {
+                uid: 90_000,
                 gid: 99_999
-            }
+            })
         );
         assert_eq!(
             egress_user(100_000, Some(90_000), Some(1_100_000_000)).unwrap(),
-            SlirpUser {
+            Some(SlirpUser {
                 uid: 90_000,
                 gid: 1_100_000_000
-            }
+            })
         );
         for (uid, gid) in [
             (Some(0), None),
@@ -488,9 +499,9 @@ mod tests {
         }
         assert!(egress_user(100_000, Some(100_000 + 65_536 * 16_385), None).is_ok());
         assert!(egress_user(165_536, Some(165_534), None).is_ok());
-        // A shift of 0 has no default; 1 would default to root.
-        assert!(egress_user(0, None, None).is_err());
-        assert!(egress_user(1, None, None).is_err());
+        // A shift of 0 has no default for the missing one; 1 would default to root.
+        assert!(egress_user(0, Some(5000), None).is_err());
+        assert!(egress_user(1, None, Some(5000)).is_err());
     }
 
     #[test]

@@ -223,8 +223,33 @@ async fn allow_list_reaches_only_its_destinations() {
     }
     let (resolv, _) = f.s.sh(&id, "grep nameserver /etc/resolv.conf").await;
     assert_eq!(resolv, "nameserver 10.0.2.3\n");
-    // By default slirp4netns runs as the id shift − 1 (the template's shift is 100000).
-    assert_slirp_unprivileged(&f.s, &id, 99_999, 99_999).await;
+    // By default slirp4netns runs as the last id of the sandbox's own host range (inside 65535,
+    // which none of its processes runs as), so no two sandboxes' slirp4netns share a uid.
+    let own = |id: &str| {
+        let base = runtime_json(&f.s, id)["id_base"].as_u64().unwrap() as u32;
+        base + 65_535
+    };
+    let first = own(&id);
+    let slirp = assert_slirp_unprivileged(&f.s, &id, first, first).await;
+    let other =
+        f.s.create(&f.key, json!({"network": {"egress": "all"}}))
+            .await;
+    let second = own(&other);
+    assert_ne!(first, second);
+    assert_slirp_unprivileged(&f.s, &other, second, second).await;
+    let uids: Vec<u32> = sandbox_pids(&f.s, &id)
+        .into_iter()
+        .filter(|p| *p != slirp)
+        .filter_map(|p| {
+            let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
+            let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+            line.split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    assert!(
+        !uids.is_empty() && !uids.contains(&first),
+        "a process of the sandbox runs as its slirp4netns's uid: {uids:?}"
+    );
     f.s.kill_all().await;
 }
 
