@@ -328,6 +328,45 @@ echo $$ > $M/probe/cgroup.procs && grep ':memory:' /proc/self/cgroup
     s.kill_all().await;
 }
 
+/// No process of a sandbox that its code can inspect (every one but the non-dumpable agent) holds
+/// a descriptor of a host file: the agent's log lives on the host, and a kernel, the Python
+/// zygote, the spare JavaScript kernel or a command holding it would show its host path in
+/// `/proc/<pid>/fd` (and could write to it past the sandbox's disk quota).
+#[tokio::test]
+async fn sandbox_processes_hold_no_host_files() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    // The default Python context (forked from the zygote), a JavaScript one (and its spare), a
+    // Bash one: every kind of process the agent starts.
+    for (language, code) in [
+        ("python", "1 + 1"),
+        ("javascript", "1 + 1"),
+        ("bash", "echo $((1 + 1))"),
+    ] {
+        let ex = s
+            .run(&id, json!({"code": code, "language": language}))
+            .await;
+        assert!(ex["error"].is_null(), "{language}: {ex}");
+    }
+    let (out, ex) = s
+        .sh(
+            &id,
+            "for f in /proc/[0-9]*/fd/*; do t=$(readlink \"$f\" 2>/dev/null) && echo \"$f $t\"; done",
+        )
+        .await;
+    let data_dir = s.data_dir.path().display().to_string();
+    let pids: std::collections::BTreeSet<&str> =
+        out.lines().filter_map(|l| l.split('/').nth(2)).collect();
+    assert!(pids.len() >= 4, "too few processes inspected: {out}\n{ex}");
+    for line in out.lines() {
+        assert!(
+            !line.contains(&data_dir) && !line.contains("agent.log"),
+            "a sandbox process holds a host file: {line}"
+        );
+    }
+    s.kill_all().await;
+}
+
 /// The sandbox's mountinfo does not disclose the server's data dir (nor the sandbox's own path in
 /// it) or where the server is installed: the agent's socket dir is bound from the sandbox's own
 /// disk image, whose paths are relative to that image, and the agent runs from a sealed in-memory

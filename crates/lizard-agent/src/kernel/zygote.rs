@@ -22,6 +22,27 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+/// The most of the zygote's stderr that reaches the agent's log (the rest is read and dropped).
+const STDERR_LOG_LIMIT: usize = 64 * 1024;
+
+/// Copy the zygote's stderr into the agent's log, line by line, up to [`STDERR_LOG_LIMIT`] bytes;
+/// keep reading (and dropping) after that so the zygote never blocks on a full pipe.
+async fn forward_stderr(stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(stderr).split(b'\n');
+    let mut logged = 0usize;
+    while let Ok(Some(line)) = lines.next_segment().await {
+        if logged < STDERR_LOG_LIMIT {
+            let text = String::from_utf8_lossy(&line[..line.len().min(STDERR_LOG_LIMIT - logged)]);
+            logged += line.len();
+            tracing::warn!(target: "zygote", "{text}");
+            if logged >= STDERR_LOG_LIMIT {
+                tracing::warn!(target: "zygote", "more zygote stderr is dropped");
+            }
+        }
+    }
+}
+
 /// fd number of the fork socket in the zygote.
 const ZYGOTE_FD: i32 = 5;
 
@@ -77,7 +98,10 @@ impl Zygote {
             .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            // A pipe, not the agent's own stderr: that is the sandbox's log file on the host, and
+            // no process of the sandbox but the (non-dumpable) agent may hold it — its path shows
+            // in /proc/<pid>/fd and writes to it would bypass the sandbox's disk quota.
+            .stderr(Stdio::piped())
             .env("LIZARD_ZYGOTE_FD", ZYGOTE_FD.to_string())
             .env("PYTHONUNBUFFERED", "1")
             .env("PAGER", "cat")
@@ -87,11 +111,14 @@ impl Zygote {
         lizard_jail::map_fds(cmd.as_std_mut(), vec![(theirs, ZYGOTE_FD)]);
         let spawned = cmd.spawn();
         drop(cmd);
-        let child = spawned.map_err(|source| KernelError::Spawn {
+        let mut child = spawned.map_err(|source| KernelError::Spawn {
             language: Language::Python,
             program: cfg.python.display().to_string(),
             source,
         })?;
+        if let Some(stderr) = child.stderr.take() {
+            tokio::spawn(forward_stderr(stderr));
+        }
         let pid = child.id().map(|p| p as i32).unwrap_or(-1);
         if pid > 0 {
             // Like a kernel: under memory pressure it goes before the agent.
