@@ -15,6 +15,7 @@ pub mod auth;
 pub mod e2b;
 pub mod egress;
 pub mod gate;
+pub mod host_logs;
 pub mod id_ranges;
 pub mod metering;
 pub mod proxy;

@@ -187,6 +187,16 @@ pub async fn run_sampler(sandboxes: Arc<Sandboxes>, interval: Duration) {
         tick.tick().await;
         for sb in sandboxes.all() {
             sample(&sandboxes, &sb).await;
+            // The sandbox's host-side logs are outside its disk quota: keep them bounded.
+            let dir = sb.runtime.dir.clone();
+            match tokio::task::spawn_blocking(move || crate::host_logs::cap(&dir)).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(n)) => tracing::info!(sandbox = %sb.id, logs = n, "host-side logs cut"),
+                Ok(Err(e)) => {
+                    tracing::warn!(sandbox = %sb.id, error = %e, "cutting host-side logs")
+                }
+                Err(_) => {}
+            }
         }
         let s = sandboxes.clone();
         let _ = tokio::task::spawn_blocking(move || s.volumes.sample(None)).await;

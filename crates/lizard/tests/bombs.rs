@@ -472,3 +472,47 @@ async fn output_flood_is_truncated_and_the_server_stays_small() {
     assert_eq!(stdout(&ex), "still here\n", "{ex}");
     s.kill_all().await;
 }
+
+/// A sandbox's host-side logs (the agent's `agent.log`, `slirp4netns.log`: on the host, outside
+/// its disk quota) cannot fill the host: the usage sampler cuts a log over 8 MiB, keeping its last
+/// MiB in `<name>.1`, and the agent goes on logging into the cut file.
+#[tokio::test]
+async fn host_side_logs_stay_bounded() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--pool-size", "0", "--sample-interval-s", "1"],
+    );
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let log = s
+        .data_dir
+        .path()
+        .join("sandboxes")
+        .join(&id)
+        .join("agent.log");
+    // As if the agent had logged 9 MiB (what a tenant's flood of failing requests would do, more
+    // slowly).
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..9 {
+            f.write_all(&chunk).unwrap();
+        }
+        f.write_all(b"\nbefore the cut\n").unwrap();
+    }
+    let cut = eventually(Duration::from_secs(30), || async {
+        std::fs::metadata(&log).is_ok_and(|m| m.len() < 1 << 20)
+    })
+    .await;
+    assert!(cut, "agent.log was not cut: {:?}", std::fs::metadata(&log));
+    let kept = std::fs::read(log.with_file_name("agent.log.1")).unwrap();
+    assert_eq!(kept.len(), 1 << 20);
+    assert!(kept.ends_with(b"before the cut\n"));
+    // The sandbox works on, and the agent's log goes on in the cut file.
+    let ex = s.run(&id, json!({"code": "40 + 2"})).await;
+    assert_eq!(ex["results"][0]["data"]["text/plain"], "42", "{ex}");
+    assert!(std::fs::read_to_string(&log)
+        .unwrap()
+        .starts_with("[lizard: this log reached"));
+    s.kill_all().await;
+}
