@@ -172,11 +172,40 @@ fn run_as(cmd: &mut Command, user: SlirpUser, caps: u64, filter: Vec<seccompiler
 /// slirp's DNS forwarder inside the sandbox.
 pub const RESOLVER: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 3);
 
-/// The nftables ruleset (input of `nft -f -`) for `policy`.
-pub fn ruleset(policy: &Policy) -> String {
+/// The host's own IPv4 addresses (every interface's, loopback excluded): slirp4netns re-originates
+/// connections as a host process, so without a rule a sandbox with `all` egress would reach every
+/// service listening on them (`0.0.0.0` binds included).
+pub fn host_addresses() -> Vec<Ipv4Addr> {
+    let mut out: Vec<Ipv4Addr> = nix::ifaddrs::getifaddrs()
+        .map(|addrs| {
+            addrs
+                .filter_map(|a| a.address?.as_sockaddr_in().map(|s| s.ip()))
+                .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The nftables ruleset (input of `nft -f -`) for `policy`; under [`Policy::All`] the addresses
+/// in `host` (the host's own, [`host_addresses`]) are refused too — an allow-list reaches one only
+/// if it names it.
+pub fn ruleset(policy: &Policy, host: &[Ipv4Addr]) -> String {
     let mut s = String::from(
         "table ip lizard {\n  chain output {\n    type filter hook output priority 0; policy accept;\n    oifname \"lo\" accept\n    ip daddr 169.254.0.0/16 reject\n    ip daddr 10.0.2.2 reject\n",
     );
+    if matches!(policy, Policy::All) && !host.is_empty() {
+        let set = host
+            .iter()
+            .map(Ipv4Addr::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        s.push_str(&format!(
+            "    ip daddr {{ {set} }} ip protocol tcp reject with tcp reset\n    ip daddr {{ {set} }} reject\n"
+        ));
+    }
     if let Policy::Allow(dests) = policy {
         s.push_str(&format!("    ip daddr {RESOLVER} udp dport 53 accept\n"));
         s.push_str(&format!("    ip daddr {RESOLVER} tcp dport 53 accept\n"));
@@ -245,7 +274,7 @@ pub fn attach(
             source,
         })?;
     if let Some(mut stdin) = nft.stdin.take() {
-        let _ = stdin.write_all(ruleset(policy).as_bytes());
+        let _ = stdin.write_all(ruleset(policy, &host_addresses()).as_bytes());
     }
     let out = nft
         .wait_with_output()
@@ -344,27 +373,62 @@ mod tests {
     #[test]
     fn rules_block_metadata_and_host_alias_always() {
         for p in [Policy::All, Policy::Allow(vec![])] {
-            let r = ruleset(&p);
+            let r = ruleset(&p, &[]);
             assert!(r.contains("ip daddr 169.254.0.0/16 reject"), "{r}");
             assert!(r.contains("ip daddr 10.0.2.2 reject"), "{r}");
         }
-        assert!(!ruleset(&Policy::All).contains("accept\n    ip protocol"));
+        assert!(!ruleset(&Policy::All, &[]).contains("accept\n    ip protocol"));
+    }
+
+    #[test]
+    fn all_refuses_the_hosts_own_addresses() {
+        let host = [Ipv4Addr::new(10, 0, 0, 5), Ipv4Addr::new(192, 168, 1, 2)];
+        let r = ruleset(&Policy::All, &host);
+        assert!(
+            r.contains("ip daddr { 10.0.0.5, 192.168.1.2 } ip protocol tcp reject with tcp reset"),
+            "{r}"
+        );
+        assert!(
+            r.contains("ip daddr { 10.0.0.5, 192.168.1.2 } reject\n"),
+            "{r}"
+        );
+        // An allow-list refuses everything it does not name anyway.
+        let a = ruleset(&Policy::Allow(vec![]), &host);
+        assert!(!a.contains("10.0.0.5"), "{a}");
+    }
+
+    #[test]
+    fn host_addresses_are_this_hosts_non_loopback_ones() {
+        let addrs = host_addresses();
+        assert!(addrs
+            .iter()
+            .all(|a| !a.is_loopback() && !a.is_unspecified()));
+        // The address a route to the outside would use is one of them.
+        let udp = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        if udp.connect("192.0.2.200:9").is_ok() {
+            if let Ok(std::net::SocketAddr::V4(me)) = udp.local_addr() {
+                assert!(addrs.contains(me.ip()), "{me} not in {addrs:?}");
+            }
+        }
     }
 
     #[test]
     fn allow_lists_accept_only_their_destinations() {
-        let r = ruleset(&Policy::Allow(vec![
-            Destination {
-                addr: Ipv4Addr::new(10, 1, 2, 3),
-                prefix: 24,
-                port: None,
-            },
-            Destination {
-                addr: Ipv4Addr::new(1, 2, 3, 4),
-                prefix: 32,
-                port: Some(443),
-            },
-        ]));
+        let r = ruleset(
+            &Policy::Allow(vec![
+                Destination {
+                    addr: Ipv4Addr::new(10, 1, 2, 3),
+                    prefix: 24,
+                    port: None,
+                },
+                Destination {
+                    addr: Ipv4Addr::new(1, 2, 3, 4),
+                    prefix: 32,
+                    port: Some(443),
+                },
+            ]),
+            &[Ipv4Addr::new(10, 1, 2, 3)],
+        );
         assert!(r.contains("ip daddr 10.1.2.0/24 accept"), "{r}");
         assert!(
             r.contains("ip daddr 1.2.3.4/32 tcp dport 443 accept"),

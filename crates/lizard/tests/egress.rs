@@ -1,7 +1,9 @@
-//! Egress policy: two TCP servers on a non-loopback address of the host; sandboxes with no
-//! network option, an allow-list of one of them, or `all`, try to reach them, the host's
-//! loopback (where the API listens), slirp's host alias and the metadata address. slirp4netns
-//! itself runs as an unprivileged host user with no capability left that matters.
+//! Egress policy: two TCP servers on a non-loopback address of the host, and one "outside" (in a
+//! network namespace of its own behind a veth pair: an address that is not the host's, standing
+//! in for the internet, which no test may depend on); sandboxes with no network option, an
+//! allow-list of one of them, or `all`, try to reach them, the host's loopback (where the API
+//! listens), slirp's host alias and the metadata address. slirp4netns itself runs as an
+//! unprivileged host user with no capability left that matters.
 
 mod common;
 
@@ -9,6 +11,8 @@ use common::*;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, TcpListener, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// `CAP_NET_BIND_SERVICE`, the one capability slirp4netns's `--enable-sandbox` keeps on purpose.
@@ -290,10 +294,84 @@ async fn slirp4netns_runs_as_an_unprivileged_user() {
     s.kill_all().await;
 }
 
-/// `all` reaches both servers, but still not the host's loopback or the metadata address.
+/// A TCP greeter in a network namespace of its own, reached from the host through a veth pair
+/// on 198.18.<n>.0/30 (the benchmarking range): a destination that is not one of the host's
+/// addresses. Removed (namespace, link, server) when dropped.
+struct Outside {
+    netns: String,
+    link: String,
+    server: Child,
+    addr: String,
+}
+
+impl Outside {
+    fn start() -> Outside {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = (std::process::id() % 200) as u8 + N.fetch_add(1, Ordering::SeqCst) as u8;
+        let netns = format!("lz-egress-{}-{n}", std::process::id());
+        let link = format!("lzh{}{n}", std::process::id() % 10_000);
+        let peer = format!("lzo{}{n}", std::process::id() % 10_000);
+        let (host_ip, ns_ip) = (format!("198.18.{n}.1/30"), format!("198.18.{n}.2"));
+        let ip = |args: &[&str]| {
+            let out = Command::new("ip").args(args).output().unwrap();
+            assert!(
+                out.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        ip(&["netns", "add", &netns]);
+        ip(&["link", "add", &link, "type", "veth", "peer", "name", &peer]);
+        ip(&["link", "set", &peer, "netns", &netns]);
+        ip(&["addr", "add", &host_ip, "dev", &link]);
+        ip(&["link", "set", &link, "up"]);
+        let ns_cidr = format!("{ns_ip}/30");
+        ip(&["-n", &netns, "addr", "add", &ns_cidr, "dev", &peer]);
+        ip(&["-n", &netns, "link", "set", &peer, "up"]);
+        ip(&["-n", &netns, "link", "set", "lo", "up"]);
+        let code = format!(
+            "import socket\ns = socket.create_server(('{ns_ip}', 0))\nprint(s.getsockname()[1], flush=True)\nwhile True:\n    c, _ = s.accept()\n    c.sendall(b'hello\\n')\n    c.close()\n"
+        );
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", &netns, "python3", "-c", &code])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut port = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+            &mut port,
+        )
+        .unwrap();
+        Outside {
+            netns,
+            link,
+            server,
+            addr: format!("{ns_ip}:{}", port.trim()),
+        }
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.link])
+            .status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .status();
+    }
+}
+
+/// `all` reaches a destination outside the host, but not the host's own addresses (a service
+/// listening there was not given to the sandbox), the host's loopback or the metadata address;
+/// an allow-list that names a host address does reach it (above).
 #[tokio::test]
-async fn egress_all_still_blocks_host_loopback_and_metadata() {
+async fn egress_all_reaches_outside_but_not_the_host() {
     let f = fixture().await;
+    let outside = Outside::start();
     let id =
         f.s.create(&f.key, json!({"network": {"egress": "all"}}))
             .await;
@@ -303,6 +381,7 @@ async fn egress_all_still_blocks_host_loopback_and_metadata() {
         f.s.run(
             &id,
             probe(&[
+                outside.addr.clone(),
                 f.allowed.clone(),
                 f.other.clone(),
                 api_alias.clone(),
@@ -313,11 +392,14 @@ async fn egress_all_still_blocks_host_loopback_and_metadata() {
         )
         .await;
     let out = stdout(&ex);
-    assert!(
-        reached(&out, &f.allowed) && reached(&out, &f.other),
-        "{out}\n{ex}"
-    );
-    for t in [&api_alias, &api_lo, "169.254.169.254:80"] {
+    assert!(reached(&out, &outside.addr), "{out}\n{ex}");
+    for t in [
+        &f.allowed,
+        &f.other,
+        &api_alias,
+        &api_lo,
+        "169.254.169.254:80",
+    ] {
         assert!(!reached(&out, t), "{t} reachable: {out}");
     }
     // The sandbox's own loopback still works (the agent's port).
