@@ -1560,9 +1560,6 @@ fn prepare_dirs(
     Ok(())
 }
 
-/// Install the egress policy in the sandbox's network namespace and attach slirp4netns (run as
-/// the unprivileged `user`), inside the sandbox's cgroup (so the cgroup's kill ends it, and its CPU counts as the sandbox's). A
-/// thread reaps it when it exits. After a server restart it keeps running, re-parented to init.
 /// The host user a sandbox's slirp4netns runs as: the operator's fixed one, else the last id of
 /// the sandbox's own range (inside id 65535: no process of the sandbox runs as it, none can become
 /// it, and no other sandbox's slirp4netns shares it), else — a sandbox from before per-sandbox
@@ -1580,6 +1577,9 @@ pub fn slirp_user(
     lizard_jail::network::SlirpUser { uid: id, gid: id }
 }
 
+/// Install the egress policy in the sandbox's network namespace and attach slirp4netns (run as
+/// the unprivileged `user`), inside the sandbox's cgroup (so the cgroup's kill ends it, and its CPU counts as the sandbox's). A
+/// thread reaps it when it exits. After a server restart it keeps running, re-parented to init.
 async fn attach_network(
     rt: &Runtime,
     policy: &lizard_jail::network::Policy,
