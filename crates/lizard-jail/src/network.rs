@@ -169,6 +169,17 @@ fn run_as(cmd: &mut Command, user: SlirpUser, caps: u64, filter: Vec<seccompiler
     }
 }
 
+/// What `all` does not include: "this network" (RFC 791), the private networks (RFC 1918) and
+/// the shared address space of carrier-grade NAT (RFC 6598) — the host's LAN and whatever is
+/// behind it are not the internet. An allow-list may name addresses there.
+pub const NOT_INTERNET: [&str; 5] = [
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+];
+
 /// slirp's DNS forwarder inside the sandbox.
 pub const RESOLVER: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 3);
 
@@ -190,16 +201,21 @@ pub fn host_addresses() -> Vec<Ipv4Addr> {
 }
 
 /// The nftables ruleset (input of `nft -f -`) for `policy`; under [`Policy::All`] the addresses
-/// in `host` (the host's own, [`host_addresses`]) are refused too — an allow-list reaches one only
-/// if it names it.
+/// in `host` (the host's own, [`host_addresses`]) and [`NOT_INTERNET`] are refused too — an
+/// allow-list reaches one only if it names it.
 pub fn ruleset(policy: &Policy, host: &[Ipv4Addr]) -> String {
     let mut s = String::from(
         "table ip lizard {\n  chain output {\n    type filter hook output priority 0; policy accept;\n    oifname \"lo\" accept\n    ip daddr 169.254.0.0/16 reject\n    ip daddr 10.0.2.2 reject\n",
     );
-    if matches!(policy, Policy::All) && !host.is_empty() {
+    if matches!(policy, Policy::All) {
+        // DNS to slirp's resolver (in 10.0.0.0/8, refused next), then the host's own addresses
+        // and the networks that are not the internet.
+        s.push_str(&format!("    ip daddr {RESOLVER} udp dport 53 accept\n"));
+        s.push_str(&format!("    ip daddr {RESOLVER} tcp dport 53 accept\n"));
         let set = host
             .iter()
             .map(Ipv4Addr::to_string)
+            .chain(NOT_INTERNET.iter().map(|n| n.to_string()))
             .collect::<Vec<_>>()
             .join(", ");
         s.push_str(&format!(
@@ -381,17 +397,20 @@ mod tests {
     }
 
     #[test]
-    fn all_refuses_the_hosts_own_addresses() {
+    fn all_refuses_the_hosts_own_addresses_and_private_networks() {
         let host = [Ipv4Addr::new(10, 0, 0, 5), Ipv4Addr::new(192, 168, 1, 2)];
         let r = ruleset(&Policy::All, &host);
+        let set = "{ 10.0.0.5, 192.168.1.2, 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12, 192.168.0.0/16 }";
         assert!(
-            r.contains("ip daddr { 10.0.0.5, 192.168.1.2 } ip protocol tcp reject with tcp reset"),
+            r.contains(&format!(
+                "ip daddr {set} ip protocol tcp reject with tcp reset"
+            )),
             "{r}"
         );
-        assert!(
-            r.contains("ip daddr { 10.0.0.5, 192.168.1.2 } reject\n"),
-            "{r}"
-        );
+        assert!(r.contains(&format!("ip daddr {set} reject\n")), "{r}");
+        // DNS to slirp's resolver (in 10.0.0.0/8) is accepted before.
+        let dns = r.find("ip daddr 10.0.2.3 udp dport 53 accept").unwrap();
+        assert!(dns < r.find(set).unwrap(), "{r}");
         // An allow-list refuses everything it does not name anyway.
         let a = ruleset(&Policy::Allow(vec![]), &host);
         assert!(!a.contains("10.0.0.5"), "{a}");

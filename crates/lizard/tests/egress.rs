@@ -295,8 +295,9 @@ async fn slirp4netns_runs_as_an_unprivileged_user() {
 }
 
 /// A TCP greeter in a network namespace of its own, reached from the host through a veth pair
-/// on 198.18.<n>.0/30 (the benchmarking range): a destination that is not one of the host's
-/// addresses. Removed (namespace, link, server) when dropped.
+/// on `<net>.<n>.0/30` (e.g. 198.18, the benchmarking range; 10.254, a private network): a
+/// destination that is not one of the host's addresses. Removed (namespace, link, server) when
+/// dropped.
 struct Outside {
     netns: String,
     link: String,
@@ -305,13 +306,13 @@ struct Outside {
 }
 
 impl Outside {
-    fn start() -> Outside {
+    fn start(net: &str) -> Outside {
         static N: AtomicU32 = AtomicU32::new(0);
         let n = (std::process::id() % 200) as u8 + N.fetch_add(1, Ordering::SeqCst) as u8;
         let netns = format!("lz-egress-{}-{n}", std::process::id());
         let link = format!("lzh{}{n}", std::process::id() % 10_000);
         let peer = format!("lzo{}{n}", std::process::id() % 10_000);
-        let (host_ip, ns_ip) = (format!("198.18.{n}.1/30"), format!("198.18.{n}.2"));
+        let (host_ip, ns_ip) = (format!("{net}.{n}.1/30"), format!("{net}.{n}.2"));
         let ip = |args: &[&str]| {
             let out = Command::new("ip").args(args).output().unwrap();
             assert!(
@@ -366,12 +367,14 @@ impl Drop for Outside {
 }
 
 /// `all` reaches a destination outside the host, but not the host's own addresses (a service
-/// listening there was not given to the sandbox), the host's loopback or the metadata address;
-/// an allow-list that names a host address does reach it (above).
+/// listening there was not given to the sandbox), a private network (the host's LAN is not the
+/// internet), the host's loopback or the metadata address; an allow-list that names a private
+/// address (or a host address, above) does reach it.
 #[tokio::test]
 async fn egress_all_reaches_outside_but_not_the_host() {
     let f = fixture().await;
-    let outside = Outside::start();
+    let outside = Outside::start("198.18");
+    let private = Outside::start("10.254");
     let id =
         f.s.create(&f.key, json!({"network": {"egress": "all"}}))
             .await;
@@ -382,6 +385,7 @@ async fn egress_all_reaches_outside_but_not_the_host() {
             &id,
             probe(&[
                 outside.addr.clone(),
+                private.addr.clone(),
                 f.allowed.clone(),
                 f.other.clone(),
                 api_alias.clone(),
@@ -394,6 +398,7 @@ async fn egress_all_reaches_outside_but_not_the_host() {
     let out = stdout(&ex);
     assert!(reached(&out, &outside.addr), "{out}\n{ex}");
     for t in [
+        &private.addr,
         &f.allowed,
         &f.other,
         &api_alias,
@@ -402,8 +407,28 @@ async fn egress_all_reaches_outside_but_not_the_host() {
     ] {
         assert!(!reached(&out, t), "{t} reachable: {out}");
     }
-    // The sandbox's own loopback still works (the agent's port).
+    // The sandbox's own loopback still works (the agent's port), and so does DNS to slirp's
+    // resolver (in 10.0.0.0/8): the answer may be an error, but it is an answer.
     assert!(reached(&out, "127.0.0.1:8080"), "{out}");
+    let dns = f
+        .s
+        .run(
+            &id,
+            json!({"code": "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(10)\ns.sendto(bytes.fromhex('abcd01000001000000000000096c6f63616c686f73740000010001'), ('10.0.2.3', 53))\nprint('dns answered', len(s.recv(512)) > 12)"}),
+        )
+        .await;
+    assert_eq!(stdout(&dns), "dns answered True\n", "{dns}");
+    // An allow-list may name the private destination.
+    let named =
+        f.s.create(
+            &f.key,
+            json!({"network": {"egress": {"allow": [private.addr.clone()]}}}),
+        )
+        .await;
+    let ex =
+        f.s.run(&named, probe(std::slice::from_ref(&private.addr)))
+            .await;
+    assert!(reached(&stdout(&ex), &private.addr), "{ex}");
     f.s.kill_all().await;
 }
 
