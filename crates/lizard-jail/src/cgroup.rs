@@ -701,7 +701,8 @@ fn poll(
     }
 }
 
-fn read(path: impl AsRef<Path>) -> Result<String, CgroupError> {
+/// Read a cgroup file (shared with `crate::delegation`).
+pub(crate) fn read(path: impl AsRef<Path>) -> Result<String, CgroupError> {
     let path = path.as_ref();
     fs::read_to_string(path).map_err(|source| CgroupError::Read {
         path: path.to_path_buf(),
@@ -709,7 +710,8 @@ fn read(path: impl AsRef<Path>) -> Result<String, CgroupError> {
     })
 }
 
-fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
+/// Write a cgroup file (shared with `crate::delegation`).
+pub(crate) fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
     fs::write(path, value).map_err(|source| CgroupError::Write {
         path: path.to_path_buf(),
         value: value.to_string(),
@@ -718,6 +720,11 @@ fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
 }
 
 fn parse_u64(path: &Path) -> Result<u64, CgroupError> {
+    parse(path)
+}
+
+/// A cgroup file holding one number (shared with `crate::delegation`).
+pub(crate) fn parse<T: std::str::FromStr>(path: &Path) -> Result<T, CgroupError> {
     let text = read(path)?;
     text.trim().parse().map_err(|_| CgroupError::Parse {
         path: path.to_path_buf(),

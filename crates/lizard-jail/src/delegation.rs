@@ -23,7 +23,7 @@
 //! launcher does not arrange yet: [`delegate`] delegates nothing on v2, and the agent then refuses
 //! per-context limits with a typed error. Not here either: which context gets which limits.
 
-use crate::cgroup::{Cgroup, CgroupError, CgroupLimits, CgroupPaths};
+use crate::cgroup::{parse, read, write, Cgroup, CgroupError, CgroupLimits, CgroupPaths};
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -148,9 +148,9 @@ impl Delegation {
 
     /// The limits of the delegated directories: the sandbox's own, which no context may exceed.
     pub fn ceiling(&self) -> Result<ContextLimits, CgroupError> {
-        let memory = parse_i64(&self.memory.join("memory.limit_in_bytes"))?;
-        let quota = parse_i64(&self.cpu.join("cpu.cfs_quota_us"))?;
-        let period = parse_i64(&self.cpu.join("cpu.cfs_period_us"))?;
+        let memory = parse::<i64>(&self.memory.join("memory.limit_in_bytes"))?;
+        let quota = parse::<i64>(&self.cpu.join("cpu.cfs_quota_us"))?;
+        let period = parse::<i64>(&self.cpu.join("cpu.cfs_period_us"))?;
         // v1 reports "no limit" as a huge page-aligned number (memory) or -1 (quota).
         Ok(ContextLimits {
             memory_bytes: (memory > 0 && memory < i64::MAX / 2).then_some(memory as u64),
@@ -263,9 +263,9 @@ impl ContextCgroup {
     /// Processes in `spare` end up in this cgroup without moving (renaming a cgroup does not
     /// migrate tasks; migrating a big process between v1 memory cgroups is slow).
     pub fn take_over(&self, spare: &ContextCgroup) -> Result<(), CgroupError> {
-        let memory = read(&self.memory.join("memory.limit_in_bytes"))?;
-        let quota = read(&self.cpu.join("cpu.cfs_quota_us"))?;
-        let period = read(&self.cpu.join("cpu.cfs_period_us"))?;
+        let memory = read(self.memory.join("memory.limit_in_bytes"))?;
+        let quota = read(self.cpu.join("cpu.cfs_quota_us"))?;
+        let period = read(self.cpu.join("cpu.cfs_period_us"))?;
         let pairs = [
             (&self.memory, &spare.memory),
             (&self.cpu, &spare.cpu),
@@ -302,12 +302,12 @@ impl ContextCgroup {
 
     /// Memory currently charged to the context's processes, in bytes.
     pub fn memory_bytes(&self) -> Result<u64, CgroupError> {
-        parse_i64(&self.memory.join("memory.usage_in_bytes")).map(|v| v.max(0) as u64)
+        parse::<i64>(&self.memory.join("memory.usage_in_bytes")).map(|v| v.max(0) as u64)
     }
 
     /// CPU time used by the context's processes since the cgroup was made, in ns.
     pub fn cpu_usage_ns(&self) -> Result<u64, CgroupError> {
-        parse_i64(&self.cpuacct.join("cpuacct.usage")).map(|v| v.max(0) as u64)
+        parse::<i64>(&self.cpuacct.join("cpuacct.usage")).map(|v| v.max(0) as u64)
     }
 
     /// How many processes of the context the OOM killer has killed.
@@ -372,29 +372,6 @@ fn check_name(name: &str) -> Result<(), CgroupError> {
     } else {
         Err(CgroupError::InvalidName(name.to_string()))
     }
-}
-
-fn read(path: &Path) -> Result<String, CgroupError> {
-    fs::read_to_string(path).map_err(|source| CgroupError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
-    fs::write(path, value).map_err(|source| CgroupError::Write {
-        path: path.to_path_buf(),
-        value: value.to_string(),
-        source,
-    })
-}
-
-fn parse_i64(path: &Path) -> Result<i64, CgroupError> {
-    let text = read(path)?;
-    text.trim().parse().map_err(|_| CgroupError::Parse {
-        path: path.to_path_buf(),
-        content: text,
-    })
 }
 
 #[cfg(test)]
