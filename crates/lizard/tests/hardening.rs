@@ -6,61 +6,12 @@
 
 mod common;
 
-use bytes::Bytes;
-use common::Server;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use common::{send, Server};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::time::Duration;
 
-/// An answer with its headers.
-struct Answer {
-    status: u16,
-    headers: hyper::HeaderMap,
-    body: Value,
-    text: String,
-}
-
-/// One request with arbitrary method, headers and body bytes on a fresh connection.
-async fn send(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, String)],
-    body: Vec<u8>,
-) -> Answer {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut b = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "lizard");
-    for (k, v) in headers {
-        b = b.header(*k, v.as_str());
-    }
-    let resp = tx
-        .send_request(b.body(Full::new(Bytes::from(body))).unwrap())
-        .await
-        .unwrap_or_else(|e| panic!("{method} {path}: no answer ({e})"));
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{method} {path}: body cut ({e})"))
-        .to_bytes();
-    Answer {
-        status,
-        headers,
-        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        text: String::from_utf8_lossy(&bytes).into_owned(),
-    }
-}
+type Answer = common::Resp;
 
 fn bearer(key: &str) -> Vec<(&'static str, String)> {
     vec![("authorization", format!("Bearer {key}"))]

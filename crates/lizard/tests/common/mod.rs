@@ -34,8 +34,50 @@ pub fn templates_from() -> PathBuf {
 
 pub struct Resp {
     pub status: u16,
+    pub headers: hyper::HeaderMap,
     pub body: Value,
     pub text: String,
+}
+
+/// One request with arbitrary method, headers and body bytes on a fresh connection; the answer
+/// with its headers, its body as JSON (Null if it is not) and as text.
+pub async fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+) -> Resp {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut b = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "lizard");
+    for (k, v) in headers {
+        b = b.header(*k, v.as_str());
+    }
+    let resp = tx
+        .send_request(b.body(Full::new(Bytes::from(body))).unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: no answer ({e})"));
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: body cut ({e})"))
+        .to_bytes();
+    Resp {
+        status,
+        headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+    }
 }
 
 impl Server {
@@ -107,37 +149,18 @@ impl Server {
         path: &str,
         body: Option<Value>,
     ) -> Resp {
-        let stream = tokio::net::TcpStream::connect(&self.addr).await.unwrap();
-        let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        let mut b = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "lizard");
+        let mut headers = Vec::new();
         if let Some(k) = key {
-            b = b.header("authorization", format!("Bearer {k}"));
+            headers.push(("authorization", format!("Bearer {k}")));
         }
         let body = match body {
             Some(v) => {
-                b = b.header("content-type", "application/json");
-                Bytes::from(v.to_string())
+                headers.push(("content-type", "application/json".to_string()));
+                v.to_string().into_bytes()
             }
-            None => Bytes::new(),
+            None => Vec::new(),
         };
-        let resp = tx
-            .send_request(b.body(Full::new(body)).unwrap())
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        Resp {
-            status,
-            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            text,
-        }
+        send(&self.addr, method, path, &headers, body).await
     }
 
     /// As admin.
