@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 async fn context(s: &Server, id: &str, body: Value) -> Value {
@@ -23,24 +23,7 @@ async fn py(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
 
 /// The host directory of a sandbox's cgroup in the v1 memory hierarchy (the test runs as root).
 fn host_memory_cgroup(id: &str) -> Option<PathBuf> {
-    fn find(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
-        if depth == 0 {
-            return None;
-        }
-        for e in std::fs::read_dir(dir).ok()?.flatten() {
-            if !e.file_type().ok()?.is_dir() {
-                continue;
-            }
-            if e.file_name() == name && dir.file_name().is_some_and(|n| n == "lizard") {
-                return Some(e.path());
-            }
-            if let Some(p) = find(&e.path(), name, depth - 1) {
-                return Some(p);
-            }
-        }
-        None
-    }
-    find(Path::new("/sys/fs/cgroup/memory"), id, 6)
+    host_cgroup("/sys/fs/cgroup/memory", id)
 }
 
 /// A context over its memory limit loses its kernel alone: the run ends with `KernelDied`, the

@@ -229,28 +229,6 @@ async fn sandboxes_cannot_see_each_other() {
     s.kill_all().await;
 }
 
-/// The host directory named `id` under a `lizard` directory of the v1 hierarchy at `root`.
-fn host_cgroup(root: &str, id: &str) -> Option<std::path::PathBuf> {
-    fn find(dir: &std::path::Path, name: &str, depth: usize) -> Option<std::path::PathBuf> {
-        if depth == 0 {
-            return None;
-        }
-        for e in std::fs::read_dir(dir).ok()?.flatten() {
-            if !e.file_type().ok()?.is_dir() {
-                continue;
-            }
-            if e.file_name() == name && dir.file_name().is_some_and(|n| n == "lizard") {
-                return Some(e.path());
-            }
-            if let Some(p) = find(&e.path(), name, depth - 1) {
-                return Some(p);
-            }
-        }
-        None
-    }
-    find(std::path::Path::new(root), id, 6)
-}
-
 /// The cgroup sub-tree delegated for per-context limits (`/sys/fs/cgroup/{memory,cpu,cpuacct}`
 /// inside) cannot raise the sandbox's limits: its own limit files are root-owned, no parent is
 /// reachable, nothing can be made outside it, a child set above the sandbox is still capped by

@@ -446,3 +446,25 @@ pub fn comm(pid: u32) -> String {
         .trim()
         .to_string()
 }
+
+/// The host directory named `id` under a `lizard` directory of the v1 hierarchy at `root`.
+pub fn host_cgroup(root: &str, id: &str) -> Option<std::path::PathBuf> {
+    fn find(dir: &std::path::Path, name: &str, depth: usize) -> Option<std::path::PathBuf> {
+        if depth == 0 {
+            return None;
+        }
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            if !e.file_type().ok()?.is_dir() {
+                continue;
+            }
+            if e.file_name() == name && dir.file_name().is_some_and(|n| n == "lizard") {
+                return Some(e.path());
+            }
+            if let Some(p) = find(&e.path(), name, depth - 1) {
+                return Some(p);
+            }
+        }
+        None
+    }
+    find(std::path::Path::new(root), id, 6)
+}
