@@ -395,8 +395,11 @@ impl Store {
             params![before_ms.min(i64::MAX as u64) as i64],
         )? as u64;
         if let Some(keep) = keep_at_most {
+            // Ids grow by one per event and only the oldest are ever deleted, so the newest
+            // `keep` are those above `MAX(id) - keep`: a rowid lookup, not a scan of `keep` rows
+            // (this runs after every audited call).
             n += conn.execute(
-                "DELETE FROM audit WHERE id <= (SELECT id FROM audit ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+                "DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?1",
                 params![keep.min(i64::MAX as u64) as i64],
             )? as u64;
         }
