@@ -41,7 +41,6 @@ pub enum ExeError {
 pub struct SealedExe {
     file: File,
     len: u64,
-    source: PathBuf,
 }
 
 impl SealedExe {
@@ -82,11 +81,7 @@ impl SealedExe {
         file.set_permissions(std::fs::Permissions::from_mode(0o555))
             .map_err(err("making executable the copy of"))?;
         seal(&file).map_err(err("sealing the copy of"))?;
-        Ok(SealedExe {
-            file,
-            len,
-            source: path.to_path_buf(),
-        })
+        Ok(SealedExe { file, len })
     }
 
     /// A path by which another process on this host with access to ours (the launcher, as root)
@@ -107,11 +102,6 @@ impl SealedExe {
     /// Whether nothing was copied (an empty source).
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// The host path it was copied from.
-    pub fn source(&self) -> &Path {
-        &self.source
     }
 }
 
