@@ -662,13 +662,17 @@ fn jupyter_figures(args: &BenchArgs) -> Result<(Vec<f64>, Vec<f64>)> {
     Ok((get("start_first"), get("round_trip")))
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
 pub fn bench(args: BenchArgs) -> Result<()> {
     let templates_from = crate::data_dir(args.templates_from.clone())?;
     if args.only_hibernation {
         let server = start_server(&templates_from, 2)?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
+        let rt = runtime()?;
         eprintln!(
             "measuring pause and hibernation ({} samples per figure)…",
             args.samples
@@ -678,9 +682,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     if args.only_contexts {
         let server = start_server(&templates_from, 2)?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
+        let rt = runtime()?;
         eprintln!(
             "measuring contexts and memory ({} samples per figure)…",
             args.samples
@@ -690,9 +692,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     let server = start_server(&templates_from, 2)?;
     let cold = start_server(&templates_from, 0)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     eprintln!("measuring Lizard ({} samples per figure)…", args.samples);
     let mut figures = rt.block_on(lizard_figures(&args, &server.client, Some(&cold.client)))?;
     match ts_figure(&args, &server) {
