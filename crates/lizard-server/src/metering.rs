@@ -4,7 +4,8 @@
 //! with the sandboxes, see `crate::volumes`), stored per volume.
 //!
 //! Samples are taken periodically and at every lifecycle transition, and written to the store each
-//! time, so a server restart loses at most one interval of memory integration. Not here: billing
+//! time, so a server restart loses at most one interval of memory integration; each sandbox's
+//! recent samples also stay in memory ([`Series`], for E2B's `getMetrics`). Not here: billing
 //! prices or quotas.
 
 use crate::sandboxes::{Sandbox, Sandboxes};
