@@ -72,17 +72,14 @@ function privateFd(fd, flags) {
   }
 }
 
-const EVENT_FD = privateFd(fdFromEnv('LIZARD_EVENT_FD', 3), fs.constants.O_WRONLY);
-const CONTROL_FD = privateFd(fdFromEnv('LIZARD_CONTROL_FD', 4), fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
-
-// Node writes to a pipe synchronously only until the pipe is full, then it queues in memory. Blocking
-// fds make every write complete before the next statement (and keep the ordering rule of the protocol);
-// they are also what subprocesses inheriting fds 1/2 expect.
-for (const stream of [process.stdout, process.stderr]) {
-  try {
-    if (stream._handle && typeof stream._handle.setBlocking === 'function') stream._handle.setBlocking(true);
-  } catch { /* not a pipe/tty handle: file writes are synchronous anyway */ }
-}
+// A zygote (../PROTOCOL.md, "The zygotes"; ./zygote.js) is started with only its fork socket: the
+// kernels it forks get their protocol fds (and stdout/stderr) from the fork request, so nothing below
+// touches fds 1-4 or process.stdout/stderr until `attachStdio` runs in the kernel.
+const ZYGOTE_FD = fdFromEnv('LIZARD_ZYGOTE_FD', null);
+let EVENT_FD = ZYGOTE_FD === null ? privateFd(fdFromEnv('LIZARD_EVENT_FD', 3), fs.constants.O_WRONLY) : -1;
+let CONTROL_FD = ZYGOTE_FD === null
+  ? privateFd(fdFromEnv('LIZARD_CONTROL_FD', 4), fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
+  : -1;
 
 // ---------------------------------------------------------------------------------------------
 // Events (fd 3)
@@ -123,25 +120,36 @@ function sendEvent(obj) {
   writeAll(EVENT_FD, Buffer.from(line, 'utf8'));
 }
 
-// process.stdout/stderr writes (console.log, console.error, ...) become `stdout`/`stderr` events, so
-// they are ordered exactly with results and errors (PROTOCOL.md, "Ordering rule"). Subprocesses that
-// inherit fds 1/2 still write to the real pipes.
 const { StringDecoder } = require('string_decoder');
-for (const [stream, kind] of [[process.stdout, 'stdout'], [process.stderr, 'stderr']]) {
-  const decoder = new StringDecoder('utf8');
-  stream.write = function write(chunk, encoding, callback) {
-    if (typeof encoding === 'function') { callback = encoding; encoding = undefined; }
-    let text;
-    if (typeof chunk === 'string') text = chunk;
-    else if (chunk instanceof Uint8Array) text = decoder.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-    else text = String(chunk);
-    if (typeof chunk === 'string' && encoding && encoding !== 'utf8' && encoding !== 'utf-8') {
-      text = decoder.write(Buffer.from(chunk, encoding));
-    }
-    if (text) sendEvent({ ev: kind, text });
-    if (typeof callback === 'function') process.nextTick(callback);
-    return true;
-  };
+
+function attachStdio() {
+  // Node writes to a pipe synchronously only until the pipe is full, then it queues in memory.
+  // Blocking fds make every write complete before the next statement (and keep the ordering rule of
+  // the protocol); they are also what subprocesses inheriting fds 1/2 expect.
+  for (const stream of [process.stdout, process.stderr]) {
+    try {
+      if (stream._handle && typeof stream._handle.setBlocking === 'function') stream._handle.setBlocking(true);
+    } catch { /* not a pipe/tty handle: file writes are synchronous anyway */ }
+  }
+  // process.stdout/stderr writes (console.log, console.error, ...) become `stdout`/`stderr` events, so
+  // they are ordered exactly with results and errors (PROTOCOL.md, "Ordering rule"). Subprocesses that
+  // inherit fds 1/2 still write to the real pipes.
+  for (const [stream, kind] of [[process.stdout, 'stdout'], [process.stderr, 'stderr']]) {
+    const decoder = new StringDecoder('utf8');
+    stream.write = function write(chunk, encoding, callback) {
+      if (typeof encoding === 'function') { callback = encoding; encoding = undefined; }
+      let text;
+      if (typeof chunk === 'string') text = chunk;
+      else if (chunk instanceof Uint8Array) text = decoder.write(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+      else text = String(chunk);
+      if (typeof chunk === 'string' && encoding && encoding !== 'utf8' && encoding !== 'utf-8') {
+        text = decoder.write(Buffer.from(chunk, encoding));
+      }
+      if (text) sendEvent({ ev: kind, text });
+      if (typeof callback === 'function') process.nextTick(callback);
+      return true;
+    };
+  }
 }
 
 function flushPending() {
@@ -1096,17 +1104,25 @@ function readControl() {
   });
 }
 
-BASELINE = new Set(Object.getOwnPropertyNames(globalThis));
-readControl();
-sendEvent({ ev: 'ready' });
-
-// Warm the lazy parts (acorn and its code cache, the compiler paths, util.inspect) while waiting for
-// the first cell.
-setImmediate(() => {
+// Warm the lazy parts (acorn and its code cache, the compiler paths, util.inspect).
+function warmUp() {
   try {
     compileCell('let warm = 1; (async () => { for await (const x of []) warm += x; })(); warm', '<warm-up>');
     compileCell('void 0', '<warm-up>').script.runInThisContext(RUN_OPTIONS);
     inspect({ a: [1, 'b'] });
     saveAcornCache();
   } catch { /* a broken acorn install shows up as the first cell's error instead */ }
-});
+}
+
+if (ZYGOTE_FD !== null) {
+  // A zygote warms up before it forks, so every kernel starts warm; `serve` returns in kernels only.
+  warmUp();
+  ({ eventFd: EVENT_FD, controlFd: CONTROL_FD } = require('./zygote.js').serve(ZYGOTE_FD));
+  enterCwd(process.cwd()); // require, __filename and __dirname follow the kernel's directory
+}
+attachStdio();
+BASELINE = new Set(Object.getOwnPropertyNames(globalThis));
+readControl();
+sendEvent({ ev: 'ready' });
+// A spawned kernel warms up while waiting for the first cell.
+if (ZYGOTE_FD === null) setImmediate(warmUp);

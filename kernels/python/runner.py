@@ -130,7 +130,7 @@ def _take_fd(var, default):
     return fd
 
 
-# A zygote (kernels/PROTOCOL.md, "The Python zygote") is started with only its fork socket; the
+# A zygote (kernels/PROTOCOL.md, "The zygotes") is started with only its fork socket; the
 # kernels it forks get their event and control fds at 3 and 4. Until then /dev/null holds those
 # numbers, so nothing the imports open can land there and be clobbered in a child.
 _ZYGOTE_FD = os.environ.pop("LIZARD_ZYGOTE_FD", None)

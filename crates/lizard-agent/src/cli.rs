@@ -10,7 +10,7 @@ use crate::context::{ContextConfig, Contexts};
 use crate::kernel::KernelConfig;
 use anyhow::{bail, Context as _, Result};
 use std::future::IntoFuture;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,15 +24,15 @@ pub struct AgentArgs {
     #[arg(long, env = "LIZARD_AGENT_SOCKET")]
     pub socket: Option<PathBuf>,
     /// The kernel environment made by `scripts/kernel-env.sh` (holds `venv/` and `node_modules/`).
-    /// Sets the defaults of --python and --node-path.
+    /// Sets the defaults of --python, --node (its `node/bin/node`, when there) and --node-path.
     #[arg(long, env = "LIZARD_KERNEL_ENV")]
     pub kernel_env: Option<PathBuf>,
     /// Python interpreter with IPython installed.
     #[arg(long, env = "LIZARD_PYTHON")]
     pub python: Option<PathBuf>,
-    /// Node.js binary.
-    #[arg(long, env = "LIZARD_NODE", default_value = "node")]
-    pub node: PathBuf,
+    /// Node.js binary (default: the kernel environment's, else `node` in PATH).
+    #[arg(long, env = "LIZARD_NODE")]
+    pub node: Option<PathBuf>,
     /// NODE_PATH for JavaScript kernels (where `acorn` is installed).
     #[arg(long, env = "LIZARD_NODE_PATH")]
     pub node_path: Option<PathBuf>,
@@ -64,7 +64,12 @@ pub struct AgentArgs {
     /// Fork Python kernels from a pre-imported zygote process (false: spawn each one).
     #[arg(long, env = "LIZARD_PYTHON_ZYGOTE", default_value_t = true, action = clap::ArgAction::Set)]
     pub python_zygote: bool,
-    /// Keep one spare JavaScript kernel, started ahead, once the sandbox has used JavaScript.
+    /// Fork JavaScript kernels from a pre-warmed Node zygote (false: spawn each one, or take the
+    /// spare).
+    #[arg(long, env = "LIZARD_JAVASCRIPT_ZYGOTE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub javascript_zygote: bool,
+    /// Keep one spare JavaScript kernel, started ahead, once the sandbox has used JavaScript
+    /// (only when JavaScript kernels are not forked from the zygote).
     #[arg(long, env = "LIZARD_JAVASCRIPT_SPARE", default_value_t = true, action = clap::ArgAction::Set)]
     pub javascript_spare: bool,
     /// Milliseconds a kernel may take to start.
@@ -129,7 +134,11 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
     };
     let kernels = KernelConfig {
         python,
-        node: find_in_path(&args.node).context("locating node")?,
+        node: match (&args.node, &args.kernel_env) {
+            (Some(n), _) => find_in_path(n).context("locating node")?,
+            (None, Some(env)) if env.join("node/bin/node").exists() => env.join("node/bin/node"),
+            (None, _) => find_in_path(Path::new("node")).context("locating node")?,
+        },
         node_path,
         bash: find_in_path(&args.bash).context("locating bash")?,
         run_dir: run_dir.clone(),
@@ -163,6 +172,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         max_output_bytes: args.max_output_bytes,
         cgroups,
         python_zygote: args.python_zygote,
+        javascript_zygote: args.javascript_zygote,
         javascript_spare: args.javascript_spare,
     }));
     let app = api::router(contexts.clone());

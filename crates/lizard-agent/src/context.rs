@@ -58,6 +58,8 @@ pub struct ContextConfig {
     pub cgroups: Option<Delegation>,
     /// Fork Python kernels from a zygote (`crate::kernel::Launcher`) instead of spawning them.
     pub python_zygote: bool,
+    /// Fork JavaScript kernels from a zygote (`crate::kernel::Launcher`).
+    pub javascript_zygote: bool,
     /// Keep a spare JavaScript kernel once JavaScript has been used (`crate::kernel::Launcher`).
     pub javascript_spare: bool,
 }
@@ -202,6 +204,7 @@ impl Contexts {
             launcher: Launcher::new(
                 cfg.kernels.clone(),
                 cfg.python_zygote,
+                cfg.javascript_zygote,
                 cfg.javascript_spare,
                 cfg.cgroups.clone(),
             ),

@@ -207,11 +207,12 @@ async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
-/// JavaScript kernels share a V8 code cache of their parser (acorn), written by the first kernel
-/// after its warm-up; a corrupt cache is rejected by V8 and written anew, and never breaks a kernel.
+/// Spawned JavaScript kernels (and zygotes) share a V8 code cache of their parser (acorn), written
+/// by the first one after its warm-up; a corrupt cache is rejected by V8 and written anew, and never
+/// breaks a kernel. (Kernels forked from the zygote inherit acorn compiled.)
 #[tokio::test]
 async fn javascript_parser_code_cache_is_shared_and_survives_corruption() {
-    let a = Agent::start();
+    let a = Agent::start_with(&["--javascript-zygote", "false"]);
     let cache = a.run_dir().join("acorn.v8cache");
     let id = a.context("javascript").await;
     assert_eq!(

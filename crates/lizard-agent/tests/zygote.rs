@@ -1,7 +1,8 @@
-//! End-to-end tests of the Python zygote (`crates/lizard-agent/src/kernel/zygote.rs`): contexts
-//! forked from it are isolated from each other and behave like spawned kernels (interrupt,
-//! timeout, crash, delete), the zygote survives a crashing child, and a killed zygote falls back
-//! to spawning and is replaced.
+//! End-to-end tests of the zygotes (`crates/lizard-agent/src/kernel/zygote.rs`,
+//! `kernels/js/zygote.js`): Python and JavaScript contexts forked from them are isolated from each
+//! other and behave like spawned kernels (interrupt, timeout, crash, delete), the zygote survives
+//! a crashing child, and a killed zygote falls back to spawning and is replaced. Also the spare
+//! JavaScript kernel used without the JavaScript zygote.
 //!
 //! A forked kernel is recognised by its `/proc/self/environ`: that is the environment the process
 //! image was exec'ed with, which a fork keeps, so it names `LIZARD_ZYGOTE_FD` (the zygote's)
@@ -28,15 +29,24 @@ async fn pid_of(a: &Agent, ctx: &str) -> i64 {
     ex.stdout_text().trim().parse().unwrap()
 }
 
-/// The zygote: the agent's child whose working directory is the run dir's `zygote`.
+/// The Python zygote: the agent's child whose working directory is the run dir's `zygote`.
 fn zygote_pid(agent: u32) -> Option<i64> {
+    zygote_in(agent, "run/zygote")
+}
+
+/// The JavaScript zygote: the agent's child whose working directory is the run dir's `zygote-js`.
+fn js_zygote_pid(agent: u32) -> Option<i64> {
+    zygote_in(agent, "run/zygote-js")
+}
+
+fn zygote_in(agent: u32, dir: &str) -> Option<i64> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: i64 = e.file_name().to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         let rest = &stat[stat.rfind(')')? + 1..];
         let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
-        (ppid == agent && cwd.ends_with("run/zygote") && alive(pid)).then_some(pid)
+        (ppid == agent && cwd.ends_with(dir) && alive(pid)).then_some(pid)
     })
 }
 
@@ -125,57 +135,115 @@ async fn forked_contexts_are_isolated_and_fresh() {
     );
 }
 
-#[tokio::test]
-async fn forked_kernels_interrupt_time_out_crash_and_die_alone() {
+/// What the generic tests below run in one language.
+struct Lang {
+    language: &'static str,
+    zygote: fn(u32) -> Option<i64>,
+    /// Prints `forked` or `spawned`.
+    how: &'static str,
+    /// Prints the kernel's pid.
+    pid: &'static str,
+    /// Sets `keep` to 'still here' / `y` to 5; prints `keep` / `y`.
+    set_keep: &'static str,
+    print_keep: &'static str,
+    set_y: &'static str,
+    print_y: &'static str,
+    /// Prints whether `y` exists (`False`/`false` in a fresh kernel).
+    has_y: &'static str,
+    absent: &'static str,
+    /// Runs until interrupted; exits with status 7 / 3; kills itself with SIGKILL.
+    forever: &'static str,
+    exit7: &'static str,
+    exit3: &'static str,
+    sigkill: &'static str,
+}
+
+const PY: Lang = Lang {
+    language: "python",
+    zygote: zygote_pid,
+    how: HOW,
+    pid: "import os; print(os.getpid())",
+    set_keep: "keep = 'still here'",
+    print_keep: "print(keep)",
+    set_y: "y = 5",
+    print_y: "print(y)",
+    has_y: "print('y' in globals())",
+    absent: "False\n",
+    forever: "import time\nwhile True: time.sleep(0.01)",
+    exit7: "import os; os._exit(7)",
+    exit3: "import os; os._exit(3)",
+    sigkill: "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+};
+
+const JS: Lang = Lang {
+    language: "javascript",
+    zygote: js_zygote_pid,
+    how: JS_HOW,
+    pid: "console.log(process.pid)",
+    set_keep: "var keep = 'still here'",
+    print_keep: "console.log(keep)",
+    set_y: "var y = 5",
+    print_y: "console.log(y)",
+    has_y: "console.log(typeof y !== 'undefined')",
+    absent: "false\n",
+    forever: "while (true) {}",
+    // process.exit goes through the runner's exit path (_exit in a fork, not Node's teardown).
+    exit7: "process.exit(7)",
+    exit3: "process.exit(3)",
+    sigkill: "process.kill(process.pid, 'SIGKILL')",
+};
+
+async fn out(a: &Agent, ctx: &str, code: &str) -> String {
+    a.run_in(ctx, code).await.stdout_text()
+}
+
+/// Forked kernels time out, crash and are deleted alone: the sibling and the zygote live on, the
+/// replacement is forked too, and a deleted kernel is reaped.
+async fn forked_kernels_die_alone(l: &Lang) {
     let a = Agent::start();
-    let one = a.context("python").await;
-    let two = a.context("python").await;
-    assert_eq!(how(&a, &one).await, "forked");
-    a.run_in(&two, "keep = 'still here'").await;
-    let zygote = zygote_pid(a.pid()).expect("a zygote");
+    let one = a.context(l.language).await;
+    let two = a.context(l.language).await;
+    assert_eq!(out(&a, &one, l.how).await, "forked\n");
+    a.run_in(&two, l.set_keep).await;
+    let zygote = (l.zygote)(a.pid()).expect("a zygote");
 
     // Timeout (SIGINT to the process group) stops the cell and keeps the state.
-    a.run_in(&one, "y = 5").await;
+    a.run_in(&one, l.set_y).await;
     let ex = a
-        .exec(json!({"code": "import time\nwhile True: time.sleep(0.01)", "context": one, "timeout_ms": 300}))
+        .exec(json!({"code": l.forever, "context": one, "timeout_ms": 300}))
         .await;
     assert_eq!(ex.status, Some(ExecutionStatus::Timeout), "{ex:?}");
-    assert_eq!(a.run_in(&one, "print(y)").await.stdout_text(), "5\n");
+    assert_eq!(out(&a, &one, l.print_y).await, "5\n");
 
-    // A crash reports the real exit status (reaped through the pidfd) ...
-    let ex = a.run_in(&one, "import os; os._exit(7)").await;
+    // A crash reports the real exit status (reaped through the pidfd), and nothing else ...
+    let ex = a.run_in(&one, l.exit7).await;
     assert_eq!(ex.status, Some(ExecutionStatus::KernelDied), "{ex:?}");
-    assert!(ex.error.unwrap().value.contains("exit code 7"));
-    let ex = a
-        .run_in(
-            &one,
-            "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
-        )
-        .await;
+    assert!(
+        ex.error.as_ref().unwrap().value.contains("exit code 7"),
+        "{ex:?}"
+    );
+    assert!(!ex.stderr_text().contains("Assertion"), "{ex:?}");
+    let ex = a.run_in(&one, l.sigkill).await;
     assert!(ex.error.unwrap().value.contains("SIGKILL"));
     // ... and touches neither the sibling nor the zygote; the replacement is forked too.
-    assert_eq!(
-        a.run_in(&two, "print(keep)").await.stdout_text(),
-        "still here\n"
-    );
-    assert_eq!(zygote_pid(a.pid()), Some(zygote));
-    assert_eq!(how(&a, &one).await, "forked");
-    assert_eq!(
-        a.run_in(&one, "print('y' in globals())")
-            .await
-            .stdout_text(),
-        "False\n"
-    );
+    assert_eq!(out(&a, &two, l.print_keep).await, "still here\n");
+    assert_eq!((l.zygote)(a.pid()), Some(zygote));
+    assert_eq!(out(&a, &one, l.how).await, "forked\n");
+    assert_eq!(out(&a, &one, l.has_y).await, l.absent);
 
     // Restart forks a fresh kernel; delete kills it (and it is reaped, not left a zombie).
-    let old = pid_of(&a, &one).await;
+    let pid_of = |ctx: String| {
+        let a = &a;
+        async move { out(a, &ctx, l.pid).await.trim().parse::<i64>().unwrap() }
+    };
+    let old = pid_of(one.clone()).await;
     let (s, _) = a
         .call("POST", &format!("/contexts/{one}/restart"), None)
         .await;
     assert_eq!(s, 200);
     assert!(eventually(Duration::from_secs(10), || !alive(old)).await);
-    assert_eq!(how(&a, &one).await, "forked");
-    let pid = pid_of(&a, &one).await;
+    assert_eq!(out(&a, &one, l.how).await, "forked\n");
+    let pid = pid_of(one.clone()).await;
     let (s, _) = a.call("DELETE", &format!("/contexts/{one}"), None).await;
     assert_eq!(s, 204);
     assert!(
@@ -188,12 +256,14 @@ async fn forked_kernels_interrupt_time_out_crash_and_die_alone() {
     );
 }
 
-#[tokio::test]
-async fn a_killed_zygote_falls_back_and_is_replaced() {
+/// A killed zygote: existing contexts live on, new ones still start (spawned, or forked from a
+/// new zygote once it is up), a new zygote appears, and a kernel of the old one still reports its
+/// exit status.
+async fn a_killed_zygote_is_replaced(l: &Lang) {
     let a = Agent::start();
-    let one = a.context("python").await;
-    a.run_in(&one, "kept = 1").await;
-    let zygote = zygote_pid(a.pid()).expect("a zygote");
+    let one = a.context(l.language).await;
+    a.run_in(&one, l.set_keep).await;
+    let zygote = (l.zygote)(a.pid()).expect("a zygote");
     let killed = std::process::Command::new("kill")
         .args(["-9", &zygote.to_string()])
         .status()
@@ -201,25 +271,42 @@ async fn a_killed_zygote_falls_back_and_is_replaced() {
     assert!(killed.success());
     assert!(eventually(Duration::from_secs(10), || !alive(zygote)).await);
 
-    // Existing contexts are unaffected; new ones still start (spawned, or forked from a new
-    // zygote once it is up), and a new zygote appears.
-    assert_eq!(a.run_in(&one, "print(kept)").await.stdout_text(), "1\n");
-    let two = a.context("python").await;
-    assert_eq!(a.run_in(&two, "print(2)").await.stdout_text(), "2\n");
+    assert_eq!(out(&a, &one, l.print_keep).await, "still here\n");
+    let two = a.context(l.language).await;
+    assert_eq!(out(&a, &two, l.has_y).await, l.absent);
     assert!(
-        eventually(Duration::from_secs(30), || zygote_pid(a.pid())
+        eventually(Duration::from_secs(30), || (l.zygote)(a.pid())
             .is_some_and(|z| z != zygote))
         .await,
         "no new zygote"
     );
-    let three = a.context("python").await;
-    assert_eq!(how(&a, &three).await, "forked");
-    // A crash of a kernel forked by the old zygote is still reported with its status.
-    let ex = a.run_in(&one, "import os; os._exit(3)").await;
+    let three = a.context(l.language).await;
+    assert_eq!(out(&a, &three, l.how).await, "forked\n");
+    let ex = a.run_in(&one, l.exit3).await;
     assert!(
         ex.error.unwrap().value.contains("exit code 3"),
         "status lost"
     );
+}
+
+#[tokio::test]
+async fn forked_kernels_interrupt_time_out_crash_and_die_alone() {
+    forked_kernels_die_alone(&PY).await;
+}
+
+#[tokio::test]
+async fn forked_javascript_kernels_interrupt_time_out_crash_and_die_alone() {
+    forked_kernels_die_alone(&JS).await;
+}
+
+#[tokio::test]
+async fn a_killed_zygote_falls_back_and_is_replaced() {
+    a_killed_zygote_is_replaced(&PY).await;
+}
+
+#[tokio::test]
+async fn a_killed_javascript_zygote_falls_back_and_is_replaced() {
+    a_killed_zygote_is_replaced(&JS).await;
 }
 
 #[tokio::test]
@@ -275,21 +362,8 @@ fn js_spares(agent: u32) -> Vec<i64> {
         .collect()
 }
 
-#[tokio::test]
-async fn javascript_creates_take_a_prestarted_spare() {
-    let a = Agent::start();
-    assert!(
-        js_spares(a.pid()).is_empty(),
-        "no spare before JavaScript is used"
-    );
-    let one = a.context("javascript").await;
-    a.run_in(&one, "var mine = 1").await;
-    assert!(
-        eventually(Duration::from_secs(30), || js_spares(a.pid()).len() == 1).await,
-        "no spare after the first JavaScript context"
-    );
-    let spare = js_spares(a.pid())[0];
-
+/// A JavaScript context in a fresh directory holding `helper.js` (`module.exports = 'from helper'`).
+async fn js_context_with_helper(a: &Agent) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("helper.js"),
@@ -304,7 +378,25 @@ async fn javascript_creates_take_a_prestarted_spare() {
         )
         .await;
     assert_eq!(s, 201, "{v}");
-    let two = v["id"].as_str().unwrap().to_string();
+    (dir, v["id"].as_str().unwrap().to_string())
+}
+
+#[tokio::test]
+async fn javascript_creates_take_a_prestarted_spare() {
+    let a = Agent::start_with(&["--javascript-zygote", "false"]);
+    assert!(
+        js_spares(a.pid()).is_empty(),
+        "no spare before JavaScript is used"
+    );
+    let one = a.context("javascript").await;
+    a.run_in(&one, "var mine = 1").await;
+    assert!(
+        eventually(Duration::from_secs(30), || js_spares(a.pid()).len() == 1).await,
+        "no spare after the first JavaScript context"
+    );
+    let spare = js_spares(a.pid())[0];
+
+    let (dir, two) = js_context_with_helper(&a).await;
     let real = std::fs::canonicalize(dir.path()).unwrap();
     let ex = a
         .run_in(
@@ -336,4 +428,120 @@ async fn javascript_creates_take_a_prestarted_spare() {
         a.run_in(&two, "console.log(1+1)").await.stdout_text(),
         "2\n"
     );
+}
+
+/// Cell code printing `forked` or `spawned` in a JavaScript context.
+const JS_HOW: &str = "console.log(require('fs').readFileSync('/proc/self/environ', 'latin1').includes('LIZARD_ZYGOTE_FD=') ? 'forked' : 'spawned')";
+
+async fn js_how(a: &Agent, ctx: &str) -> String {
+    let ex = a.run_in(ctx, JS_HOW).await;
+    assert_eq!(ex.status, Some(ExecutionStatus::Ok), "{ex:?}");
+    ex.stdout_text().trim().to_string()
+}
+
+#[tokio::test]
+async fn javascript_contexts_are_forked_isolated_and_fresh() {
+    let a = Agent::start();
+    assert_eq!(
+        js_zygote_pid(a.pid()),
+        None,
+        "no zygote before JavaScript is used"
+    );
+    let (dir, one) = js_context_with_helper(&a).await;
+    let two = a.context("javascript").await;
+    assert_eq!(js_how(&a, &one).await, "forked");
+    assert_eq!(js_how(&a, &two).await, "forked");
+    assert!(js_zygote_pid(a.pid()).is_some());
+    assert!(js_spares(a.pid()).is_empty(), "no spare next to the zygote");
+
+    // Execution counts start at 1 (the zygote's warm-up is not counted), nothing of it is left.
+    let (_, info) = a.call("GET", &format!("/contexts/{two}"), None).await;
+    assert_eq!(info["execution_count"], 1, "{info}");
+    let ex = a.run_in(&two, "console.log(typeof warm)").await;
+    assert_eq!(ex.execution_count, 2);
+    assert_eq!(ex.stdout_text(), "undefined\n", "{ex:?}");
+
+    // The process knows who it is: its own pid and group, a child of the agent.
+    let agent = a.pid();
+    let who = "const fs = require('fs'); console.log(process.pid === Number(fs.readlinkSync('/proc/self')), process.ppid, fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ')[2] === String(process.pid))";
+    assert_eq!(
+        a.run_in(&one, who).await.stdout_text(),
+        format!("true {agent} true\n")
+    );
+    let pid = |ctx: String| {
+        let a = &a;
+        async move {
+            a.run_in(&ctx, "console.log(process.pid)")
+                .await
+                .stdout_text()
+        }
+    };
+    assert_ne!(pid(one.clone()).await, pid(two.clone()).await);
+
+    // Working directory, module resolution, globals, process.env are per context.
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    assert_eq!(
+        a.run_in(
+            &one,
+            "console.log(process.cwd(), __dirname, require('./helper.js'))"
+        )
+        .await
+        .stdout_text(),
+        format!("{0} {0} from helper\n", real.display())
+    );
+    a.run_in(
+        &one,
+        "var mine = 1; process.env.LIZARD_ONE = '1'; Array.prototype.evil = 1",
+    )
+    .await;
+    assert_eq!(
+        a.run_in(
+            &two,
+            "console.log(typeof mine, 'LIZARD_ONE' in process.env, [].evil)"
+        )
+        .await
+        .stdout_text(),
+        "undefined false undefined\n"
+    );
+
+    // Random state differs between two children: Math.random, crypto, workers.
+    let draw = "console.log(Math.random(), require('crypto').randomUUID())";
+    let (r1, r2) = (a.run_in(&one, draw).await, a.run_in(&two, draw).await);
+    assert_eq!(r1.status, Some(ExecutionStatus::Ok), "{r1:?}");
+    assert_ne!(r1.stdout_text(), r2.stdout_text());
+    let worker = "const { Worker } = require('worker_threads');\nawait new Promise((ok) => new Worker('require(\"worker_threads\").parentPort.postMessage(Math.random())', { eval: true }).on('message', (m) => { console.log(m); ok(); }))";
+    let (w1, w2) = (a.run_in(&one, worker).await, a.run_in(&two, worker).await);
+    assert_eq!(w1.status, Some(ExecutionStatus::Ok), "{w1:?}");
+    assert_ne!(w1.stdout_text(), w2.stdout_text());
+
+    // The event loop, the thread pool, subprocesses, sockets and the GC work in a fork.
+    let busy = r#"const fs = require('fs'), net = require('net'), cp = require('child_process'), zlib = require('zlib');
+await new Promise((ok) => setTimeout(ok, 5));
+const text = await fs.promises.readFile('/proc/self/stat', 'utf8');
+const zipped = await new Promise((ok, no) => zlib.gzip(Buffer.alloc(1 << 20), (e, b) => (e ? no(e) : ok(b))));
+const echoed = cp.execFileSync('/bin/echo', ['sub']).toString().trim();
+const spawned = await new Promise((ok) => cp.execFile('/bin/echo', ['async'], (e, out) => ok(out.trim())));
+const reply = await new Promise((ok) => { const srv = net.createServer((s) => s.end('hi')).listen(0, '127.0.0.1', () => net.connect(srv.address().port, '127.0.0.1').on('data', (d) => { srv.close(); ok(String(d)); })); });
+let keep = []; for (let i = 0; i < 2e6; i++) { keep.push({ i }); if (keep.length > 1e5) keep = []; }
+const m = await import('node:path');
+console.log(text.length > 0, zipped.length < 5000, echoed, spawned, reply, typeof m.join)"#;
+    let ex = a.run_in(&two, busy).await;
+    assert_eq!(
+        ex.stdout_text(),
+        "true true sub async hi function\n",
+        "{ex:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_the_javascript_zygote_kernels_are_spawned() {
+    let a = Agent::start_with(&[
+        "--javascript-zygote",
+        "false",
+        "--javascript-spare",
+        "false",
+    ]);
+    let one = a.context("javascript").await;
+    assert_eq!(js_how(&a, &one).await, "spawned");
+    assert_eq!(js_zygote_pid(a.pid()), None);
 }

@@ -375,8 +375,9 @@ async fn create_context_figures(c: &Client, id: &str, n: usize) -> Result<Vec<Fi
             Some("≤ 20 ms"),
         ));
     }
-    // JavaScript creates that leave the agent time to start its spare kernel in between (the
-    // back-to-back figure above mostly waits for a spare still starting).
+    // JavaScript creates spaced apart: with the zygote (default) both figures are a fork; with
+    // `--agent-env LIZARD_JAVASCRIPT_ZYGOTE=false` (the spare kernel) this one leaves the agent
+    // time to start its spare in between, while the back-to-back one waits for a spare starting.
     let mut v = Vec::new();
     for _ in 0..n.min(20) {
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -517,6 +517,49 @@ async fn python_contexts_are_forked_from_the_zygote_in_a_sandbox() {
     s.kill_all().await;
 }
 
+/// JavaScript contexts are forked from the sandbox's JavaScript zygote (Node 26's `node:ffi` and the
+/// sandbox's seccomp filter allow it), with their own pid, group, random state and directory.
+#[tokio::test]
+async fn javascript_contexts_are_forked_from_the_zygote_in_a_sandbox() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let probe = "const fs = require('fs');\nconsole.log(fs.readFileSync('/proc/self/environ', 'latin1').includes('LIZARD_ZYGOTE_FD='), process.ppid, process.pid === Number(fs.readlinkSync('/proc/self')), process.cwd())";
+    let mut randoms = Vec::new();
+    for cwd in ["/tmp", "/home/user"] {
+        let c = s
+            .admin(
+                "POST",
+                &format!("/v1/sandboxes/{id}/contexts"),
+                Some(json!({"language": "javascript", "cwd": cwd})),
+            )
+            .await;
+        assert_eq!(c.status, 201, "{}", c.text);
+        let ctx = c.body["id"].as_str().unwrap().to_string();
+        let ex = s.run(&id, json!({ "code": probe, "context": ctx })).await;
+        assert_eq!(stdout(&ex), format!("true 1 true {cwd}\n"), "{ex}");
+        let ex = s
+            .run(
+                &id,
+                json!({ "code": "console.log(Math.random())", "context": ctx }),
+            )
+            .await;
+        randoms.push(stdout(&ex));
+        let ex = s
+            .run(&id, json!({ "code": "process.exit(9)", "context": ctx }))
+            .await;
+        assert_eq!(ex["status"], "kernel_died", "{ex}");
+        let ex = s
+            .run(
+                &id,
+                json!({ "code": "console.log('back')", "context": ctx }),
+            )
+            .await;
+        assert_eq!(stdout(&ex), "back\n", "{ex}");
+    }
+    assert_ne!(randoms[0], randoms[1]);
+    s.kill_all().await;
+}
+
 /// A sandbox pins the template build it runs on (so a newer build does not remove its lower
 /// layer), through hibernation too, and unpins it when killed.
 #[tokio::test]

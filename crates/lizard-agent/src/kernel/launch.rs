@@ -1,18 +1,19 @@
-//! Starting kernels fast: the Python zygote with fallback to spawning, and a spare JavaScript
-//! kernel.
+//! Starting kernels fast: the zygotes with fallback to spawning, and a spare JavaScript kernel.
 //!
-//! [`Launcher::start`] is how the context layer gets a kernel. Python kernels are forked from the
-//! agent's zygote ([`super::Zygote`], started on the first Python kernel: with `--prestart python`
-//! that is the default context's, so the default kernel is itself a fork and shares the zygote's
-//! pages). If the zygote cannot start or stops answering, or a forked kernel dies before it is
-//! ready, the kernel is spawned instead and a new zygote is started in the background (after a failed start, spawning is used for
-//! [`RETRY_AFTER`] before the next attempt).
+//! [`Launcher::start`] is how the context layer gets a kernel. Python and JavaScript kernels are
+//! forked from the agent's zygote for that language ([`super::Zygote`], started on the first kernel
+//! of the language: with `--prestart python` that is the default context's, so the default kernel
+//! is itself a fork and shares the zygote's pages). If a zygote cannot start or stops answering,
+//! or a forked kernel dies before it is ready, the kernel is spawned instead and a new zygote is
+//! started in the background (after a failed start, spawning is used for [`RETRY_AFTER`] before
+//! the next attempt).
 //!
-//! Node cannot fork, so once a sandbox has started one JavaScript kernel the launcher keeps one
-//! spare, started ahead in a neutral directory; a JavaScript create takes it (the runner's `setup`
-//! message moves it into the context's directory) and a new spare is started in the background. A
-//! create that arrives while the spare is still starting waits for it (it is further along than a
-//! fresh spawn). Bash kernels are always spawned (≈ 2 ms).
+//! Without the JavaScript zygote (`--javascript-zygote false`, or while it is unavailable), once a
+//! sandbox has started one JavaScript kernel the launcher keeps one spare, started ahead in a
+//! neutral directory; a JavaScript create takes it (the runner's `setup` message moves it into the
+//! context's directory) and a new spare is started in the background. A create that arrives while
+//! the spare is still starting waits for it (it is further along than a fresh spawn). Bash kernels
+//! are always spawned (≈ 2 ms).
 //!
 //! Not here: what a kernel is or how it is driven (`super::Kernel`), contexts (`crate::context`).
 
@@ -32,13 +33,16 @@ struct ZygoteSlot {
     failed_at: Option<Instant>,
 }
 
-/// Starts kernels: forks Python ones from the zygote, spawns the rest.
+/// Starts kernels: forks Python and JavaScript ones from their zygotes, spawns the rest.
 pub struct Launcher {
     cfg: KernelConfig,
     use_zygote: bool,
+    use_js_zygote: bool,
     zygote_cwd: PathBuf,
-    /// The async lock makes concurrent first creates start only one zygote.
+    js_zygote_cwd: PathBuf,
+    /// The async locks make concurrent first creates start only one zygote.
     slot: tokio::sync::Mutex<ZygoteSlot>,
+    js_slot: tokio::sync::Mutex<ZygoteSlot>,
     use_js_spare: bool,
     /// The spare JavaScript kernel, in a cgroup of its own when there is a delegated sub-tree;
     /// held locked while a refill starts one.
@@ -49,22 +53,29 @@ pub struct Launcher {
 
 impl Launcher {
     /// `use_zygote`: fork Python kernels (false: always spawn, as before the zygote).
-    /// `use_js_spare`: keep a spare JavaScript kernel once JavaScript has been used.
+    /// `use_js_zygote`: fork JavaScript kernels.
+    /// `use_js_spare`: keep a spare JavaScript kernel once JavaScript has been used, when
+    /// JavaScript kernels are not forked.
     /// `cgroups`: the delegated sub-tree (the spare is started in a cgroup of its own there, which
     /// becomes its context's: moving a running Node process between v1 memory cgroups costs
     /// ≈ 12 ms, renaming a cgroup nothing).
     pub fn new(
         cfg: KernelConfig,
         use_zygote: bool,
+        use_js_zygote: bool,
         use_js_spare: bool,
         cgroups: Option<Delegation>,
     ) -> Arc<Launcher> {
         let zygote_cwd = cfg.run_dir.join("zygote");
+        let js_zygote_cwd = cfg.run_dir.join("zygote-js");
         Arc::new(Launcher {
             cfg,
             use_zygote,
+            use_js_zygote,
             zygote_cwd,
+            js_zygote_cwd,
             slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
+            js_slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
             use_js_spare,
             js_spare: tokio::sync::Mutex::new(None),
             cgroups,
@@ -85,8 +96,13 @@ impl Launcher {
         scratch: &str,
         cgroup: Option<&ContextCgroup>,
     ) -> Result<Kernel, KernelError> {
-        if language == Language::Python && self.use_zygote {
-            if let Some(z) = self.zygote().await {
+        let forks = match language {
+            Language::Python => self.use_zygote,
+            Language::Javascript => self.use_js_zygote,
+            Language::Bash => false,
+        };
+        if forks {
+            if let Some(z) = self.zygote(language).await {
                 match Kernel::fork(&self.cfg, &z, cwd).await {
                     Ok(k) => {
                         if let Some(k) = into_cgroup(k, cgroup) {
@@ -107,7 +123,7 @@ impl Launcher {
                 }
             }
         }
-        if language == Language::Javascript && self.use_js_spare {
+        if language == Language::Javascript && self.use_js_spare && !self.js_zygote_ready().await {
             // Waits for a refill in progress (the lock is held while the spare starts).
             let spare = self.js_spare.lock().await.take();
             // The refill starts after this create is served: a Node start-up next to the setup
@@ -187,17 +203,35 @@ impl Launcher {
         });
     }
 
-    /// The running zygote, started if there is none (unless a start failed recently).
-    async fn zygote(&self) -> Option<Arc<Zygote>> {
-        let mut slot = self.slot.lock().await;
+    fn slot(&self, language: Language) -> (&tokio::sync::Mutex<ZygoteSlot>, &Path) {
+        match language {
+            Language::Javascript => (&self.js_slot, &self.js_zygote_cwd),
+            _ => (&self.slot, &self.zygote_cwd),
+        }
+    }
+
+    /// Whether JavaScript kernels are being forked (a zygote runs, or will be tried again soon):
+    /// then no spare is kept.
+    async fn js_zygote_ready(&self) -> bool {
+        self.use_js_zygote && {
+            let slot = self.js_slot.lock().await;
+            slot.zygote.is_some() || slot.failed_at.is_none()
+        }
+    }
+
+    /// The running zygote for `language`, started if there is none (unless a start failed
+    /// recently).
+    async fn zygote(&self, language: Language) -> Option<Arc<Zygote>> {
+        let (slot, cwd) = self.slot(language);
+        let mut slot = slot.lock().await;
         if let Some(z) = &slot.zygote {
             return Some(z.clone());
         }
         if slot.failed_at.is_some_and(|t| t.elapsed() < RETRY_AFTER) {
             return None;
         }
-        let started = match std::fs::create_dir_all(&self.zygote_cwd) {
-            Ok(()) => Zygote::start(&self.cfg, &self.zygote_cwd).await,
+        let started = match std::fs::create_dir_all(cwd) {
+            Ok(()) => Zygote::start(&self.cfg, language, cwd).await,
             Err(source) => Err(KernelError::Pipe {
                 what: "zygote directory",
                 source,
@@ -211,7 +245,7 @@ impl Launcher {
                 Some(z)
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot start the Python zygote; spawning kernels");
+                tracing::warn!(error = %e, %language, "cannot start the zygote; spawning kernels");
                 slot.failed_at = Some(Instant::now());
                 None
             }
@@ -223,14 +257,15 @@ impl Launcher {
     fn replace_zygote(self: &Arc<Self>, old: &Arc<Zygote>) {
         let this = self.clone();
         let old_pid = old.pid();
+        let language = old.language();
         tokio::spawn(async move {
             {
-                let mut slot = this.slot.lock().await;
+                let mut slot = this.slot(language).0.lock().await;
                 if slot.zygote.as_ref().is_some_and(|z| z.pid() == old_pid) {
                     slot.zygote = None;
                 }
             }
-            let _ = this.zygote().await;
+            let _ = this.zygote(language).await;
         });
     }
 }

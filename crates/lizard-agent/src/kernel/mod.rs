@@ -33,6 +33,7 @@ use tokio::sync::mpsc;
 /// The runner sources, embedded so the agent is one self-contained binary.
 pub const PYTHON_RUNNER: &str = include_str!("../../../../kernels/python/runner.py");
 pub const JS_RUNNER: &str = include_str!("../../../../kernels/js/runner.js");
+pub const JS_ZYGOTE: &str = include_str!("../../../../kernels/js/zygote.js");
 
 /// OOM score adjustment of kernel processes (the agent keeps the default 0).
 const KERNEL_OOM_SCORE_ADJ: i32 = 500;
@@ -49,18 +50,32 @@ pub struct KernelConfig {
     /// `NODE_PATH` for the JavaScript kernel (the kernel environment's `node_modules`).
     pub node_path: Option<PathBuf>,
     pub bash: PathBuf,
-    /// Directory holding `runner.py`, `runner.js` and per-context scratch files.
+    /// Directory holding `runner.py`, `runner.js`, `zygote.js` and per-context scratch files.
     pub run_dir: PathBuf,
     /// How long a kernel may take from spawn to `ready`.
     pub start_timeout: Duration,
 }
 
 impl KernelConfig {
+    /// The program and arguments that run a `language` kernel (`flags` go to the interpreter,
+    /// before the runner file).
+    pub fn command(&self, language: Language, flags: &[&str]) -> (&Path, Vec<String>) {
+        let (program, runner) = match language {
+            Language::Python => (&self.python, "runner.py"),
+            Language::Javascript => (&self.node, "runner.js"),
+            Language::Bash => return (&self.bash, vec!["--noprofile".into(), "--norc".into()]),
+        };
+        let runner = self.run_dir.join(runner).display().to_string();
+        let args = flags.iter().map(|f| f.to_string()).chain([runner]);
+        (program, args.collect())
+    }
+
     /// Write the embedded runner sources into `run_dir`.
     pub fn install_runners(&self) -> io::Result<()> {
         std::fs::create_dir_all(&self.run_dir)?;
         std::fs::write(self.run_dir.join("runner.py"), PYTHON_RUNNER)?;
         std::fs::write(self.run_dir.join("runner.js"), JS_RUNNER)?;
+        std::fs::write(self.run_dir.join("zygote.js"), JS_ZYGOTE)?;
         Ok(())
     }
 }
@@ -309,17 +324,7 @@ impl Kernel {
         let (err_r, err_w) = cloexec_pipe().map_err(pipe_err("stderr"))?;
         let (evt_r, evt_w) = cloexec_pipe().map_err(pipe_err("event"))?;
 
-        let (program, args): (&Path, Vec<String>) = match language {
-            Language::Python => (
-                &cfg.python,
-                vec![cfg.run_dir.join("runner.py").display().to_string()],
-            ),
-            Language::Javascript => (
-                &cfg.node,
-                vec![cfg.run_dir.join("runner.js").display().to_string()],
-            ),
-            Language::Bash => (&cfg.bash, vec!["--noprofile".into(), "--norc".into()]),
-        };
+        let (program, args) = cfg.command(language, &[]);
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(&args)
             .current_dir(cwd)
@@ -396,7 +401,7 @@ impl Kernel {
         .await
     }
 
-    /// Fork a Python kernel from `zygote` in `cwd` and wait until it is ready. The kernel is then
+    /// Fork a kernel from `zygote` in `cwd` and wait until it is ready. The kernel is then
     /// exactly like a spawned one (own process group, protocol fds, re-parented to the agent).
     /// Fails with [`ForkError::Zygote`] when the zygote cannot be used (the caller spawns instead).
     pub async fn fork(
@@ -429,7 +434,7 @@ impl Kernel {
             Control::Json(pipe::Sender::from_owned_fd(ctl_w).map_err(pipe_err("control"))?);
         Ok(Kernel::attach(
             cfg,
-            Language::Python,
+            zygote.language(),
             pid,
             proc_,
             control,

@@ -1,11 +1,15 @@
-//! The Python zygote: one pre-imported runner per agent that forks kernels on request.
+//! The zygotes: one pre-warmed runner per agent and language that forks kernels on request.
 //!
-//! The zygote is `runner.py` started with `LIZARD_ZYGOTE_FD` (a `SOCK_SEQPACKET` socket) instead of
-//! the protocol fds. It imports IPython, builds and warms the shell exactly as a kernel does, says
-//! `{"ev":"ready"}` and then serves fork requests (`kernels/PROTOCOL.md`, "The Python zygote"): the
-//! agent sends `{"op":"fork","cwd":…}` with the four pipe ends a spawned kernel would get; a double
-//! fork re-parents the new kernel to the agent, and the answer `{"pid":N}` carries its pidfd. The
-//! kernel shares the zygote's pages copy-on-write and needs no imports: a create costs a fork.
+//! A zygote is `runner.py` or `runner.js` started with `LIZARD_ZYGOTE_FD` (a `SOCK_SEQPACKET`
+//! socket) instead of the protocol fds. It warms up exactly as a kernel does (Python: IPython
+//! imported, the shell built; JavaScript: acorn and the cell compiler), says `{"ev":"ready"}` and
+//! then serves fork requests (`kernels/PROTOCOL.md`, "The zygotes"): the agent sends
+//! `{"op":"fork","cwd":…}` with the four pipe ends a spawned kernel would get; a double fork
+//! re-parents the new kernel to the agent, and the answer `{"pid":N}` carries its pidfd. The kernel
+//! shares the zygote's pages copy-on-write and needs no start-up: a create costs a fork.
+//!
+//! Node is started with the flags that make forking it safe ([`NODE_ZYGOTE_FLAGS`]; the rest is
+//! `kernels/js/zygote.js`'s job).
 //!
 //! This module only talks to the zygote; `super::Launcher` decides when to use it and falls back
 //! to spawning. Not here: reaping (the pump waits on the pidfd) or the kernel protocol itself.
@@ -46,6 +50,13 @@ async fn forward_stderr(stderr: tokio::process::ChildStderr) {
 /// fd number of the fork socket in the zygote.
 const ZYGOTE_FD: i32 = 5;
 
+/// Node flags of the JavaScript zygote (and so of every kernel it forks): a fork keeps only the
+/// calling thread, so V8 must not depend on background threads (`--single-threaded`: no
+/// concurrent marking, sweeping or compilation; one idle platform worker; no SIGUSR1 inspector
+/// thread). Costs ≈ 3–5 % on CPU-bound JavaScript (compilation and marking on the main thread).
+pub const NODE_ZYGOTE_FLAGS: [&str; 3] =
+    ["--single-threaded", "--v8-pool-size=1", "--disable-sigusr1"];
+
 /// How long one fork request may take (the zygote forks twice and answers; milliseconds normally).
 const FORK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -84,17 +95,34 @@ pub struct Zygote {
     broken: std::sync::atomic::AtomicBool,
     child: tokio::process::Child,
     pid: i32,
+    language: Language,
 }
 
 impl Zygote {
-    /// Start the zygote in `cwd` and wait until it is ready (at most the kernel start timeout).
-    pub async fn start(cfg: &KernelConfig, cwd: &Path) -> Result<Zygote, KernelError> {
+    /// Start the `language` zygote in `cwd` and wait until it is ready (at most the kernel start
+    /// timeout). Bash has none (it is spawned in ≈ 2 ms).
+    pub async fn start(
+        cfg: &KernelConfig,
+        language: Language,
+        cwd: &Path,
+    ) -> Result<Zygote, KernelError> {
         let (ours, theirs) = fdpass::seqpacket_pair().map_err(|source| KernelError::Pipe {
             what: "zygote socket",
             source,
         })?;
-        let mut cmd = tokio::process::Command::new(&cfg.python);
-        cmd.arg(cfg.run_dir.join("runner.py"))
+        let (program, args) = match language {
+            Language::Python => cfg.command(language, &[]),
+            Language::Javascript => cfg.command(language, &NODE_ZYGOTE_FLAGS),
+            Language::Bash => {
+                return Err(KernelError::Spawn {
+                    language,
+                    program: cfg.bash.display().to_string(),
+                    source: io::Error::other("bash kernels have no zygote"),
+                })
+            }
+        };
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&args)
             .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -108,12 +136,15 @@ impl Zygote {
             .env("TERM", "dumb")
             .process_group(0)
             .kill_on_drop(true);
+        if let (Language::Javascript, Some(p)) = (language, &cfg.node_path) {
+            cmd.env("NODE_PATH", p);
+        }
         lizard_jail::map_fds(cmd.as_std_mut(), vec![(theirs, ZYGOTE_FD)]);
         let spawned = cmd.spawn();
         drop(cmd);
         let mut child = spawned.map_err(|source| KernelError::Spawn {
-            language: Language::Python,
-            program: cfg.python.display().to_string(),
+            language,
+            program: program.display().to_string(),
             source,
         })?;
         if let Some(stderr) = child.stderr.take() {
@@ -137,13 +168,14 @@ impl Zygote {
             broken: std::sync::atomic::AtomicBool::new(false),
             child,
             pid,
+            language,
         };
         // If the zygote dies, its end of the socket closes and `recv` says so.
         let ready = tokio::time::timeout(cfg.start_timeout, z.recv()).await;
         match ready {
             Ok(Ok((a, _))) if a.ev.as_deref() == Some("ready") => Ok(z),
             Ok(Ok((a, _))) => Err(KernelError::DiedAtStart {
-                language: Language::Python,
+                language,
                 exit: ExitInfo::Unknown,
                 stderr: format!("zygote: unexpected first message {:?}", a.error),
             }),
@@ -155,13 +187,13 @@ impl Zygote {
                     _ => ExitInfo::Unknown,
                 };
                 Err(KernelError::DiedAtStart {
-                    language: Language::Python,
+                    language,
                     exit,
                     stderr: format!("zygote: {e}"),
                 })
             }
             Err(_) => Err(KernelError::StartTimeout {
-                language: Language::Python,
+                language,
                 timeout_ms: cfg.start_timeout.as_millis() as u64,
             }),
         }
@@ -170,6 +202,11 @@ impl Zygote {
     /// pid of the zygote process.
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// The language of the kernels it forks.
+    pub fn language(&self) -> Language {
+        self.language
     }
 
     /// Fork a kernel in `cwd` whose fds 1, 2, 3, 4 are `fds` (stdout, stderr, event, control).

@@ -1,0 +1,265 @@
+'use strict';
+/*
+ * Lizard JavaScript zygote: the fork server of ../PROTOCOL.md, "The zygotes", for runner.js.
+ *
+ * What it does: runner.js, started with LIZARD_ZYGOTE_FD, warms up exactly as a kernel does and then
+ * calls `serve(fd)`, which answers fork requests on that SOCK_SEQPACKET socket and returns only in a
+ * forked kernel, with the kernel's event and control fds; runner.js then goes on as a freshly
+ * started kernel would. A create thereby costs a fork (≈ 1–2 ms) instead of a Node start-up
+ * (≈ 20 ms of CPU), and a context shares the zygote's pages copy-on-write.
+ *
+ * Node cannot fork by itself; this uses `node:ffi` (Node ≥ 26) to call libc's fork() and friends.
+ * Forking a V8 process is safe here only because of what the agent starts the zygote with and what
+ * this file does around each fork:
+ *  - `--single-threaded` (no concurrent marking, sweeping or compilation) and `--v8-pool-size=1`:
+ *    a fork keeps only the calling thread, so V8 must never wait for a background task that a
+ *    worker thread of the zygote would have run. `--disable-sigusr1`: no inspector signal thread.
+ *  - V8 marks its code range and every heap page MADV_DONTFORK (absent in a child): the whole
+ *    address space is advised MADV_DOFORK right before each fork (no JavaScript allocation between).
+ *  - The zygote never enters the event loop: it blocks in recvmsg(), so there are no timers, handles
+ *    or pending callbacks to inherit; the kernel calls uv_loop_fork() (new epoll fd, signal pipe).
+ *  - In the kernel: `process.pid`/`process.ppid` (cached by Node at start-up) are made right,
+ *    Math.random gets a fresh seed (V8 seeds a context's generator at its first use from the
+ *    isolate's, which every fork shares), and `process.reallyExit` becomes _exit(): Node's own
+ *    teardown would wait for the zygote's platform threads, which do not exist in a fork.
+ *
+ * What it does not do: run on anything but 64-bit Linux (struct layouts below are LP64), or fix
+ * what a kernel shares with its siblings by design (the string hash seed, the address-space layout,
+ * `performance.timeOrigin` / `process.uptime()` counted from the zygote's start, and the random
+ * state of `vm` contexts created later: see PROTOCOL.md).
+ */
+
+const fs = require('fs');
+
+// node:ffi says "ExperimentalWarning" once per process; forked kernels would all print it.
+let ffi;
+{
+  const emitWarning = process.emitWarning;
+  process.emitWarning = () => {};
+  try { ffi = require('node:ffi'); } finally { process.emitWarning = emitWarning; }
+}
+
+const I32 = 'i32';
+const c = ffi.dlopen(null, {
+  fork: { arguments: [], return: I32 },
+  _exit: { arguments: [I32], return: 'void' },
+  getpid: { arguments: [], return: I32 },
+  getppid: { arguments: [], return: I32 },
+  setpgid: { arguments: [I32, I32], return: I32 },
+  waitpid: { arguments: [I32, 'pointer', I32], return: I32 },
+  close: { arguments: [I32], return: I32 },
+  dup3: { arguments: [I32, I32, I32], return: I32 },
+  fcntl: { arguments: [I32, I32, I32], return: I32 },
+  madvise: { arguments: ['u64', 'u64', I32], return: I32 },
+  recvmsg: { arguments: [I32, 'pointer', I32], return: 'i64' },
+  sendmsg: { arguments: [I32, 'pointer', I32], return: 'i64' },
+  pidfd_open: { arguments: [I32, 'u32'], return: I32 },
+  __errno_location: { arguments: [], return: 'pointer' },
+  uv_default_loop: { arguments: [], return: 'pointer' },
+  uv_loop_fork: { arguments: ['pointer'], return: I32 },
+}).functions;
+
+const EINTR = 4;
+const F_DUPFD_CLOEXEC = 1030;
+const O_CLOEXEC = 0o2000000;
+const MADV_DOFORK = 11;
+const SOL_SOCKET = 1;
+const SCM_RIGHTS = 1;
+const MSG_CMSG_CLOEXEC = 0x40000000;
+const MAX_MSG = 65536;
+const MAX_FDS = 8;
+
+function errno() {
+  return ffi.toBuffer(c.__errno_location(), 4, true).readInt32LE(0);
+}
+
+function ptr(buf) {
+  return ffi.getRawPointer(buf);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MADV_DOFORK over the whole address space
+
+// madvise() applies to every mapping in a range and reports holes with ENOMEM (which is expected
+// here); it stops at a mapping it refuses (VM_IO/VM_PFNMAP: the vDSO's data pages), so the ranges
+// leave out the kernel's special mappings, which do not move.
+const USER_TOP = 0x7ffffffff000n;
+const DOFORK_RANGES = (() => {
+  const special = [];
+  for (const line of fs.readFileSync('/proc/self/maps', 'utf8').split('\n')) {
+    if (!/\[(vvar[^\]]*|vdso|vsyscall|uprobes)\]\s*$/.test(line)) continue;
+    const [start, end] = line.split(' ')[0].split('-').map((x) => BigInt(`0x${x}`));
+    if (start < USER_TOP) special.push([start, end < USER_TOP ? end : USER_TOP]);
+  }
+  special.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const ranges = [];
+  let at = 0n;
+  for (const [start, end] of special) {
+    if (start > at) ranges.push(at, start - at);
+    if (end > at) at = end;
+  }
+  if (at < USER_TOP) ranges.push(at, USER_TOP - at);
+  return ranges; // flat [start, length, start, length, ...]: no allocation while applying it
+})();
+
+// Called right before fork(): V8 allocates pages MADV_DONTFORK, so this must not allocate.
+function adviseDoFork() {
+  for (let i = 0; i < DOFORK_RANGES.length; i += 2) c.madvise(DOFORK_RANGES[i], DOFORK_RANGES[i + 1], MADV_DOFORK);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SOCK_SEQPACKET messages with fds (SCM_RIGHTS), x86_64/aarch64 layouts
+
+// struct msghdr { void *name; u32 namelen; [4]; iovec *iov; u64 iovlen; void *control; u64 controllen; i32 flags; [4] }
+// struct iovec { void *base; u64 len }    struct cmsghdr { u64 len; i32 level; i32 type; data }
+const data = Buffer.alloc(MAX_MSG);
+const iov = Buffer.alloc(16);
+const control = Buffer.alloc(16 + 4 * MAX_FDS);
+const msg = Buffer.alloc(56);
+
+function prepare(len, controlLen) {
+  iov.writeBigUInt64LE(ptr(data), 0);
+  iov.writeBigUInt64LE(BigInt(len), 8);
+  msg.fill(0);
+  msg.writeBigUInt64LE(ptr(iov), 16);
+  msg.writeBigUInt64LE(1n, 24);
+  if (controlLen > 0) {
+    msg.writeBigUInt64LE(ptr(control), 32);
+    msg.writeBigUInt64LE(BigInt(controlLen), 40);
+  }
+}
+
+// One message: {text, fds}; null when the agent closed its end (or the socket failed).
+function receive(fd) {
+  for (;;) {
+    prepare(MAX_MSG, control.length);
+    control.fill(0);
+    const n = Number(c.recvmsg(fd, ptr(msg), MSG_CMSG_CLOEXEC));
+    if (n < 0 && errno() === EINTR) continue;
+    if (n <= 0) return null;
+    const fds = [];
+    const controlLen = Number(msg.readBigUInt64LE(40));
+    for (let off = 0; off + 16 <= controlLen;) {
+      const len = Number(control.readBigUInt64LE(off));
+      if (len < 16) break;
+      if (control.readInt32LE(off + 8) === SOL_SOCKET && control.readInt32LE(off + 12) === SCM_RIGHTS) {
+        for (let p = off + 16; p + 4 <= off + len; p += 4) fds.push(control.readInt32LE(p));
+      }
+      off += (len + 7) & ~7;
+    }
+    return { text: data.toString('utf8', 0, n), fds };
+  }
+}
+
+// Send one JSON message with at most one fd; false when the socket is gone.
+function send(fd, obj, passFd) {
+  const bytes = Buffer.from(JSON.stringify(obj), 'utf8');
+  bytes.copy(data);
+  let controlLen = 0;
+  if (passFd !== undefined) {
+    control.fill(0);
+    control.writeBigUInt64LE(20n, 0); // CMSG_LEN(4)
+    control.writeInt32LE(SOL_SOCKET, 8);
+    control.writeInt32LE(SCM_RIGHTS, 12);
+    control.writeInt32LE(passFd, 16);
+    controlLen = 24; // CMSG_SPACE(4)
+  }
+  for (;;) {
+    prepare(bytes.length, controlLen);
+    const n = Number(c.sendmsg(fd, ptr(msg), 0x4000 /* MSG_NOSIGNAL */));
+    if (n < 0 && errno() === EINTR) continue;
+    return n >= 0;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fork server
+
+/**
+ * Serve fork requests on `zfd` until the agent closes it (the zygote then exits). Returns only in a
+ * forked kernel: `{eventFd, controlFd}`, with stdout/stderr already on fds 1 and 2, the process
+ * leading its own group in the requested working directory.
+ */
+function serve(zfd) {
+  if (!send(zfd, { ev: 'ready' })) c._exit(0);
+  const status = Buffer.alloc(4);
+  for (;;) {
+    const req = receive(zfd);
+    if (req === null) c._exit(0); // the agent is gone
+    let cwd;
+    try {
+      const parsed = JSON.parse(req.text);
+      cwd = parsed && parsed.cwd;
+      if (!parsed || parsed.op !== 'fork' || typeof cwd !== 'string' || req.fds.length !== 4) {
+        throw new Error('expected {op: fork, cwd} with 4 fds');
+      }
+    } catch (e) {
+      for (const fd of req.fds) c.close(fd);
+      send(zfd, { error: `bad fork request: ${e.message}` });
+      continue;
+    }
+    adviseDoFork();
+    const mid = c.fork();
+    if (mid < 0) {
+      const e = errno();
+      for (const fd of req.fds) c.close(fd);
+      send(zfd, { error: `fork: errno ${e}` });
+      continue;
+    }
+    if (mid === 0) {
+      // The intermediate: fork the kernel, answer with its pid and pidfd, exit. The kernel is thereby
+      // re-parented to the agent (PID 1 of the sandbox or a subreaper), like a spawned kernel.
+      adviseDoFork();
+      const kid = c.fork();
+      if (kid === 0) {
+        c.close(zfd);
+        return becomeKernel(req.fds, cwd);
+      }
+      if (kid < 0) {
+        send(zfd, { error: `fork: errno ${errno()}` });
+        c._exit(1);
+      }
+      c.setpgid(kid, kid); // both sides set the group: the agent may signal it right away
+      const pidfd = c.pidfd_open(kid, 0);
+      if (pidfd < 0) send(zfd, { error: `pidfd_open: errno ${errno()}` });
+      else send(zfd, { pid: kid }, pidfd);
+      c._exit(0);
+    }
+    for (const fd of req.fds) c.close(fd);
+    while (c.waitpid(mid, ptr(status), 0) < 0 && errno() === EINTR);
+  }
+}
+
+// In the forked kernel: a loop and protocol fds of its own, per-process state reset.
+function becomeKernel(fds, cwd) {
+  c.uv_loop_fork(c.uv_default_loop());
+  const high = fds.map((fd) => c.fcntl(fd, F_DUPFD_CLOEXEC, 10));
+  for (const fd of fds) c.close(fd);
+  if (high.some((fd) => fd < 0)) c._exit(70);
+  const [out, err, eventFd, controlFd] = high;
+  c.dup3(out, 1, 0);
+  c.dup3(err, 2, 0);
+  c.close(out);
+  c.close(err);
+  c.setpgid(0, 0);
+  process.reallyExit = (code) => c._exit(Number(code) | 0);
+  const pid = c.getpid();
+  Object.defineProperty(process, 'pid', { value: pid, enumerable: true, configurable: true, writable: false });
+  Object.defineProperty(process, 'ppid', { get: () => c.getppid(), enumerable: true, configurable: true });
+  // V8 seeds a context's Math.random from --random-seed when set, else from the isolate's generator
+  // (a copy of the zygote's): seed the main context once, then go back to fresh seeds (workers).
+  const v8 = require('v8');
+  const seed = require('crypto').randomBytes(4).readInt32LE(0) || 1;
+  v8.setFlagsFromString(`--random-seed=${seed}`);
+  Math.random();
+  v8.setFlagsFromString('--random-seed=0');
+  try {
+    process.chdir(cwd);
+  } catch (e) {
+    fs.writeSync(2, `lizard: cannot enter the working directory ${JSON.stringify(cwd)}: ${e.message}\n`);
+    c._exit(1);
+  }
+  return { eventFd, controlFd };
+}
+
+module.exports = { serve };
