@@ -339,3 +339,65 @@ async fn javascript_contexts_get_their_cgroup_and_limits() {
     }
     s.kill_all().await;
 }
+
+/// Kernels forked from a zygote start in the zygote's current "nursery" cgroup, which becomes
+/// their context's by renaming (limits written): afterwards each context's cgroup holds its
+/// kernel alone (the zygote has moved on to a fresh nursery), with its limits, and old nurseries
+/// do not pile up.
+#[tokio::test]
+async fn forked_kernels_start_in_their_contexts_cgroup() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let ctx_dir = host_memory_cgroup(&id).unwrap().join("ctx");
+    let nurseries = || {
+        std::fs::read_dir(&ctx_dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("ctx-nursery-"))
+            .count()
+    };
+    for (language, code) in [
+        ("python", "import os; print(os.getpid())"),
+        ("javascript", "console.log(process.pid)"),
+    ] {
+        for _ in 0..3 {
+            let c = context(
+                &s,
+                &id,
+                json!({"language": language, "limits": {"memory_mb": 200}}),
+            )
+            .await;
+            let cid = c["id"].as_str().unwrap().to_string();
+            let ex = py(&s, &id, &cid, code).await;
+            assert_eq!(ex["status"], "ok", "{ex}");
+            let dir = ctx_dir.join(format!("ctx-{cid}"));
+            let limit = std::fs::read_to_string(dir.join("memory.limit_in_bytes")).unwrap();
+            assert_eq!(limit.trim(), (200u64 << 20).to_string(), "{language}");
+            let alone = || {
+                std::fs::read_to_string(dir.join("cgroup.procs"))
+                    .map(|p| p.lines().count() == 1)
+                    .unwrap_or(false)
+            };
+            assert!(
+                eventually(Duration::from_secs(15), || async { alone() }).await,
+                "{language}: {:?}",
+                std::fs::read_to_string(dir.join("cgroup.procs"))
+            );
+            let r = s
+                .admin(
+                    "DELETE",
+                    &format!("/v1/sandboxes/{id}/contexts/{cid}"),
+                    None,
+                )
+                .await;
+            assert_eq!(r.status, 204, "{}", r.text);
+        }
+    }
+    // One nursery per zygote (Python, JavaScript) once the moves are done.
+    assert!(
+        eventually(Duration::from_secs(30), || async { nurseries() == 2 }).await,
+        "{} nurseries",
+        nurseries()
+    );
+    s.kill_all().await;
+}

@@ -33,6 +33,16 @@ struct ZygoteSlot {
     failed_at: Option<Instant>,
 }
 
+/// A cgroup of its own that a zygote waits in, so that the kernel it forks next starts there and
+/// the cgroup becomes the context's by renaming ([`ContextCgroup::take_over`]) instead of a
+/// migration: moving a process into a v1 cgroup waits for an RCU grace period (7–16 ms when no
+/// move happened recently). The zygote moves on to a fresh nursery after each fork, in the
+/// background; the next fork waits for that move if it is still going on.
+struct Nursery {
+    zygote_pid: i32,
+    cgroup: ContextCgroup,
+}
+
 /// Starts kernels: forks Python and JavaScript ones from their zygotes, spawns the rest.
 pub struct Launcher {
     cfg: KernelConfig,
@@ -43,6 +53,9 @@ pub struct Launcher {
     /// The async locks make concurrent first creates start only one zygote.
     slot: tokio::sync::Mutex<ZygoteSlot>,
     js_slot: tokio::sync::Mutex<ZygoteSlot>,
+    /// Each zygote's nursery (only with a delegated cgroup sub-tree); locked while one is made.
+    nursery: tokio::sync::Mutex<Option<Nursery>>,
+    js_nursery: tokio::sync::Mutex<Option<Nursery>>,
     use_js_spare: bool,
     /// The spare JavaScript kernel, in a cgroup of its own when there is a delegated sub-tree;
     /// held locked while a refill starts one.
@@ -76,6 +89,8 @@ impl Launcher {
             js_zygote_cwd,
             slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
             js_slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
+            nursery: tokio::sync::Mutex::new(None),
+            js_nursery: tokio::sync::Mutex::new(None),
             use_js_spare,
             js_spare: tokio::sync::Mutex::new(None),
             cgroups,
@@ -103,12 +118,27 @@ impl Launcher {
         };
         if forks {
             if let Some(z) = self.zygote(language).await {
-                match Kernel::fork(&self.cfg, &z, cwd).await {
-                    Ok(k) => {
-                        if let Some(k) = into_cgroup(k, cgroup) {
-                            return Ok(k);
+                let nursery = self
+                    .nursery_slot(language)
+                    .lock()
+                    .await
+                    .take()
+                    .filter(|n| n.zygote_pid == z.pid());
+                let forked = Kernel::fork(&self.cfg, &z, cwd).await;
+                let placed = match forked {
+                    Ok(k) => Ok(place(k, cgroup, nursery)),
+                    Err(e) => {
+                        if let Some(n) = nursery {
+                            retire(n);
                         }
+                        Err(e)
                     }
+                };
+                // The zygote (if it lives on) moves to a fresh nursery for the next fork.
+                self.refill_nursery(&z);
+                match placed {
+                    Ok(Some(k)) => return Ok(k),
+                    Ok(None) => {}
                     // A fork that dies before `ready` may be the zygote's fault (its state):
                     // replace it and spawn, which also reports a cause that is not the zygote's.
                     Err(ForkError::Kernel(e @ KernelError::DiedAtStart { .. })) => {
@@ -219,9 +249,59 @@ impl Launcher {
         }
     }
 
+    fn nursery_slot(&self, language: Language) -> &tokio::sync::Mutex<Option<Nursery>> {
+        match language {
+            Language::Javascript => &self.js_nursery,
+            _ => &self.nursery,
+        }
+    }
+
+    /// Move zygote `z` into a fresh nursery in the background (unless it has one, or there is no
+    /// delegated cgroup sub-tree). Holds the nursery slot while moving, so the next fork waits
+    /// for it; an old nursery (of a replaced zygote) is removed once empty.
+    fn refill_nursery(self: &Arc<Self>, z: &Arc<Zygote>) {
+        let Some(cgroups) = self.cgroups.clone() else {
+            return;
+        };
+        let (this, pid, language) = (self.clone(), z.pid(), z.language());
+        tokio::spawn(async move {
+            let mut slot = this.nursery_slot(language).lock().await;
+            match slot.take() {
+                Some(n) if n.zygote_pid == pid => {
+                    *slot = Some(n);
+                    return;
+                }
+                Some(old) => retire(old),
+                None => {}
+            }
+            let made = tokio::task::spawn_blocking(move || {
+                let name = format!("ctx-nursery-{}", crate::context::new_id());
+                let cg = cgroups.create(&name, &Default::default())?;
+                match cg.add_pid(pid) {
+                    Ok(()) => Ok(cg),
+                    Err(e) => {
+                        let _ = cg.remove();
+                        Err(e)
+                    }
+                }
+            })
+            .await;
+            match made {
+                Ok(Ok(cgroup)) => {
+                    *slot = Some(Nursery {
+                        zygote_pid: pid,
+                        cgroup,
+                    })
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, %language, "no nursery for the zygote"),
+                Err(e) => tracing::warn!(error = %e, "nursery task failed"),
+            }
+        });
+    }
+
     /// The running zygote for `language`, started if there is none (unless a start failed
     /// recently).
-    async fn zygote(&self, language: Language) -> Option<Arc<Zygote>> {
+    async fn zygote(self: &Arc<Self>, language: Language) -> Option<Arc<Zygote>> {
         let (slot, cwd) = self.slot(language);
         let mut slot = slot.lock().await;
         if let Some(z) = &slot.zygote {
@@ -242,6 +322,7 @@ impl Launcher {
                 let z = Arc::new(z);
                 slot.zygote = Some(z.clone());
                 slot.failed_at = None;
+                self.refill_nursery(&z);
                 Some(z)
             }
             Err(e) => {
@@ -268,6 +349,37 @@ impl Launcher {
             let _ = this.zygote(language).await;
         });
     }
+}
+
+/// Put kernel `k`, forked while its zygote sat in `nursery`, into its context's `cgroup`: the
+/// nursery becomes that cgroup (renamed, limits written); without one the kernel is moved.
+fn place(k: Kernel, cgroup: Option<&ContextCgroup>, nursery: Option<Nursery>) -> Option<Kernel> {
+    match (cgroup, nursery) {
+        (Some(target), Some(n)) => match target.take_over(&n.cgroup) {
+            Ok(()) => Some(k),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot hand the nursery over");
+                retire(n);
+                into_cgroup(k, cgroup)
+            }
+        },
+        (_, n) => {
+            if let Some(n) = n {
+                retire(n);
+            }
+            into_cgroup(k, cgroup)
+        }
+    }
+}
+
+/// Remove a nursery that is no longer used, in the background, once its processes have left
+/// (its zygote is being moved to a new one, or was killed).
+fn retire(n: Nursery) {
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = n.cgroup.remove_within(Duration::from_secs(30)) {
+            tracing::warn!(error = %e, "cannot remove an old nursery cgroup");
+        }
+    });
 }
 
 /// Move a ready kernel into its context's cgroup; `None` (the kernel killed) if that fails, so the
