@@ -21,6 +21,17 @@ async fn py(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
     s.run(id, json!({"code": code, "context": ctx})).await
 }
 
+async fn delete_context(s: &Server, id: &str, cid: &str) {
+    let r = s
+        .admin(
+            "DELETE",
+            &format!("/v1/sandboxes/{id}/contexts/{cid}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+}
+
 /// The host directory of a sandbox's cgroup in the v1 memory hierarchy (the test runs as root).
 fn host_memory_cgroup(id: &str) -> Option<PathBuf> {
     host_cgroup("/sys/fs/cgroup/memory", id)
@@ -244,14 +255,7 @@ async fn unlimited_contexts_are_accounted_and_cleaned_up() {
     let host = host_memory_cgroup(&id).unwrap();
     let dir = host.join(format!("ctx/ctx-{cid}"));
     assert!(dir.is_dir());
-    let r = s
-        .admin(
-            "DELETE",
-            &format!("/v1/sandboxes/{id}/contexts/{cid}"),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, 204, "{}", r.text);
+    delete_context(&s, &id, &cid).await;
     assert!(
         eventually(Duration::from_secs(15), || {
             let d = dir.clone();
@@ -383,14 +387,7 @@ async fn forked_kernels_start_in_their_contexts_cgroup() {
                 "{language}: {:?}",
                 std::fs::read_to_string(dir.join("cgroup.procs"))
             );
-            let r = s
-                .admin(
-                    "DELETE",
-                    &format!("/v1/sandboxes/{id}/contexts/{cid}"),
-                    None,
-                )
-                .await;
-            assert_eq!(r.status, 204, "{}", r.text);
+            delete_context(&s, &id, &cid).await;
         }
     }
     // One nursery per zygote (Python, JavaScript) once the moves are done.
