@@ -262,10 +262,26 @@ function becomeKernel(fds, cwd) {
   try {
     process.chdir(cwd);
   } catch (e) {
-    fs.writeSync(2, `lizard: cannot enter the working directory ${JSON.stringify(cwd)}: ${e.message}\n`);
+    say(`cannot enter the working directory ${JSON.stringify(cwd)}: ${e.message}`);
     c._exit(1);
   }
   return { eventFd, controlFd };
 }
 
-module.exports = { serve };
+// A last word on stderr, if anyone still reads it (never throws: an unwritable stderr must not
+// turn into an uncaught-exception loop in a process that cannot report it anyway).
+function say(text) {
+  try { fs.writeSync(2, `lizard: ${text}\n`); } catch { /* the agent is gone */ }
+}
+
+/** Serve, or end the process (a zygote, or a fork on its way to become a kernel) on any error. */
+function serveOrExit(zfd) {
+  try {
+    return serve(zfd);
+  } catch (e) {
+    say(`zygote: ${e && e.stack ? e.stack : e}`);
+    return c._exit(70);
+  }
+}
+
+module.exports = { serve: serveOrExit };

@@ -68,8 +68,8 @@ pub struct AgentArgs {
     /// spare).
     #[arg(long, env = "LIZARD_JAVASCRIPT_ZYGOTE", default_value_t = true, action = clap::ArgAction::Set)]
     pub javascript_zygote: bool,
-    /// Keep one spare JavaScript kernel, started ahead, once the sandbox has used JavaScript
-    /// (only when JavaScript kernels are not forked from the zygote).
+    /// Keep one spare JavaScript kernel, made ahead (forked from the zygote, or spawned without
+    /// it), once the sandbox has used JavaScript.
     #[arg(long, env = "LIZARD_JAVASCRIPT_SPARE", default_value_t = true, action = clap::ArgAction::Set)]
     pub javascript_spare: bool,
     /// Milliseconds a kernel may take to start.

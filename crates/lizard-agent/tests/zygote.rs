@@ -340,7 +340,7 @@ async fn without_the_zygote_kernels_are_spawned() {
     assert_eq!(zygote_pid(a.pid()), None);
 }
 
-/// The agent's children running in the run dir's `zygote` directory whose command is node.
+/// The agent's children running in the run dir's `spare-js` directory whose command is node.
 fn js_spares(agent: u32) -> Vec<i64> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -354,7 +354,7 @@ fn js_spares(agent: u32) -> Vec<i64> {
             let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
             (ppid == agent
-                && cwd.ends_with("run/zygote")
+                && cwd.ends_with("run/spare-js")
                 && String::from_utf8_lossy(&cmd).contains("runner.js")
                 && alive(pid))
             .then_some(pid)
@@ -452,7 +452,23 @@ async fn javascript_contexts_are_forked_isolated_and_fresh() {
     assert_eq!(js_how(&a, &one).await, "forked");
     assert_eq!(js_how(&a, &two).await, "forked");
     assert!(js_zygote_pid(a.pid()).is_some());
-    assert!(js_spares(a.pid()).is_empty(), "no spare next to the zygote");
+    // The spare is forked from the zygote too, and the next create takes it.
+    assert!(
+        eventually(Duration::from_secs(30), || js_spares(a.pid()).len() == 1).await,
+        "no spare"
+    );
+    let spare = js_spares(a.pid())[0];
+    let three = a.context("javascript").await;
+    assert_eq!(js_how(&a, &three).await, "forked");
+    assert_eq!(
+        a.run_in(
+            &three,
+            "console.log(process.pid, process.cwd().endsWith('spare-js'))"
+        )
+        .await
+        .stdout_text(),
+        format!("{spare} false\n")
+    );
 
     // Execution counts start at 1 (the zygote's warm-up is not counted), nothing of it is left.
     let (_, info) = a.call("GET", &format!("/contexts/{two}"), None).await;

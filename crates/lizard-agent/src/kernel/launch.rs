@@ -8,12 +8,13 @@
 //! started in the background (after a failed start, spawning is used for [`RETRY_AFTER`] before
 //! the next attempt).
 //!
-//! Without the JavaScript zygote (`--javascript-zygote false`, or while it is unavailable), once a
-//! sandbox has started one JavaScript kernel the launcher keeps one spare, started ahead in a
-//! neutral directory; a JavaScript create takes it (the runner's `setup` message moves it into the
-//! context's directory) and a new spare is started in the background. A create that arrives while
-//! the spare is still starting waits for it (it is further along than a fresh spawn). Bash kernels
-//! are always spawned (≈ 2 ms).
+//! JavaScript creates are served first by a spare kernel, once the sandbox has started one
+//! JavaScript kernel: the launcher keeps one ready in a neutral directory (forked from the
+//! zygote in its nursery, or spawned without the zygote); a create takes it (the runner's `setup`
+//! message moves it into the context's directory, its cgroup becomes the context's) and a new
+//! spare is made in the background. A create that arrives while the spare is still being made
+//! waits for it (it is further along than a fresh fork or spawn). Bash kernels are always
+//! spawned (≈ 2 ms).
 //!
 //! Not here: what a kernel is or how it is driven (`super::Kernel`), contexts (`crate::context`).
 
@@ -50,6 +51,8 @@ pub struct Launcher {
     use_js_zygote: bool,
     zygote_cwd: PathBuf,
     js_zygote_cwd: PathBuf,
+    /// Where the spare JavaScript kernel waits until a context takes it.
+    spare_cwd: PathBuf,
     /// The async locks make concurrent first creates start only one zygote.
     slot: tokio::sync::Mutex<ZygoteSlot>,
     js_slot: tokio::sync::Mutex<ZygoteSlot>,
@@ -67,8 +70,8 @@ pub struct Launcher {
 impl Launcher {
     /// `use_zygote`: fork Python kernels (false: always spawn, as before the zygote).
     /// `use_js_zygote`: fork JavaScript kernels.
-    /// `use_js_spare`: keep a spare JavaScript kernel once JavaScript has been used, when
-    /// JavaScript kernels are not forked.
+    /// `use_js_spare`: keep a spare JavaScript kernel once JavaScript has been used (forked when
+    /// `use_js_zygote`).
     /// `cgroups`: the delegated sub-tree (the spare is started in a cgroup of its own there, which
     /// becomes its context's: moving a running Node process between v1 memory cgroups costs
     /// ≈ 12 ms, renaming a cgroup nothing).
@@ -81,12 +84,14 @@ impl Launcher {
     ) -> Arc<Launcher> {
         let zygote_cwd = cfg.run_dir.join("zygote");
         let js_zygote_cwd = cfg.run_dir.join("zygote-js");
+        let spare_cwd = cfg.run_dir.join("spare-js");
         Arc::new(Launcher {
             cfg,
             use_zygote,
             use_js_zygote,
             zygote_cwd,
             js_zygote_cwd,
+            spare_cwd,
             slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
             js_slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
             nursery: tokio::sync::Mutex::new(None),
@@ -103,7 +108,8 @@ impl Launcher {
 
     /// Start a kernel for `language` in `cwd` and wait until it is ready (see [`Kernel::start`]),
     /// in `cgroup` when given: a spawned kernel joins it before it executes; a forked or spare one
-    /// is moved there once ready (pages it shares with the zygote stay charged where they were).
+    /// started in a cgroup of its own, which becomes `cgroup` (or, failing that, is moved there
+    /// once ready; pages it shares with the zygote stay charged where they were).
     pub async fn start(
         self: &Arc<Self>,
         language: Language,
@@ -111,49 +117,7 @@ impl Launcher {
         scratch: &str,
         cgroup: Option<&ContextCgroup>,
     ) -> Result<Kernel, KernelError> {
-        let forks = match language {
-            Language::Python => self.use_zygote,
-            Language::Javascript => self.use_js_zygote,
-            Language::Bash => false,
-        };
-        if forks {
-            if let Some(z) = self.zygote(language).await {
-                let nursery = self
-                    .nursery_slot(language)
-                    .lock()
-                    .await
-                    .take()
-                    .filter(|n| n.zygote_pid == z.pid());
-                let forked = Kernel::fork(&self.cfg, &z, cwd).await;
-                let placed = match forked {
-                    Ok(k) => Ok(place(k, cgroup, nursery)),
-                    Err(e) => {
-                        if let Some(n) = nursery {
-                            retire(n);
-                        }
-                        Err(e)
-                    }
-                };
-                // The zygote (if it lives on) moves to a fresh nursery for the next fork.
-                self.refill_nursery(&z);
-                match placed {
-                    Ok(Some(k)) => return Ok(k),
-                    Ok(None) => {}
-                    // A fork that dies before `ready` may be the zygote's fault (its state):
-                    // replace it and spawn, which also reports a cause that is not the zygote's.
-                    Err(ForkError::Kernel(e @ KernelError::DiedAtStart { .. })) => {
-                        tracing::warn!(error = %e, "forked kernel died at start; spawning instead");
-                        self.replace_zygote(&z);
-                    }
-                    Err(ForkError::Kernel(e)) => return Err(e),
-                    Err(ForkError::Zygote(e)) => {
-                        tracing::warn!(error = %e, "zygote failed; spawning the kernel instead");
-                        self.replace_zygote(&z);
-                    }
-                }
-            }
-        }
-        if language == Language::Javascript && self.use_js_spare && !self.js_zygote_ready().await {
+        if language == Language::Javascript && self.use_js_spare {
             // Waits for a refill in progress (the lock is held while the spare starts).
             let spare = self.js_spare.lock().await.take();
             // The refill starts after this create is served: a Node start-up next to the setup
@@ -163,17 +127,7 @@ impl Launcher {
                 match k.setup(cwd, self.cfg.start_timeout).await {
                     Ok(()) => {
                         // The spare's own cgroup becomes the context's (renamed, limits copied).
-                        let taken = match (cgroup, &spare_cg) {
-                            (Some(target), Some(own)) => match target.take_over(own) {
-                                Ok(()) => Some(k),
-                                Err(e) => {
-                                    tracing::warn!(error = %e, "cannot hand the spare's cgroup over");
-                                    into_cgroup(k, cgroup)
-                                }
-                            },
-                            _ => into_cgroup(k, cgroup),
-                        };
-                        if let Some(k) = taken {
+                        if let Some(k) = hand_over(k, cgroup, spare_cg) {
                             return Ok(k);
                         }
                     }
@@ -186,16 +140,111 @@ impl Launcher {
                 }
             }
         }
+        if let Some(z) = self.forking_zygote(language).await {
+            let (forked, nursery) = self.fork_in_nursery(&z, cwd).await;
+            match forked {
+                Ok(k) => {
+                    if let Some(k) = hand_over(k, cgroup, nursery.map(|n| n.cgroup)) {
+                        return Ok(k);
+                    }
+                }
+                Err(e) => {
+                    if let Some(n) = nursery {
+                        retire(n.cgroup);
+                    }
+                    self.forget_on(e, &z)?;
+                }
+            }
+        }
         Kernel::start(&self.cfg, language, cwd, scratch, cgroup).await
     }
 
-    /// Start a spare JavaScript kernel in the background unless there is one (or one starting).
+    /// The zygote to fork a `language` kernel from, if kernels of that language are forked and
+    /// one runs (or can be started).
+    async fn forking_zygote(self: &Arc<Self>, language: Language) -> Option<Arc<Zygote>> {
+        let forks = match language {
+            Language::Python => self.use_zygote,
+            Language::Javascript => self.use_js_zygote,
+            Language::Bash => false,
+        };
+        if forks {
+            self.zygote(language).await
+        } else {
+            None
+        }
+    }
+
+    /// Fork a kernel from `z` in `cwd`. The kernel is born in the zygote's nursery (returned, if
+    /// there was one: it is now the kernel's cgroup); the zygote moves on to a fresh one.
+    async fn fork_in_nursery(
+        self: &Arc<Self>,
+        z: &Arc<Zygote>,
+        cwd: &Path,
+    ) -> (Result<Kernel, ForkError>, Option<Nursery>) {
+        let nursery = self
+            .nursery_slot(z.language())
+            .lock()
+            .await
+            .take()
+            .filter(|n| n.zygote_pid == z.pid());
+        let forked = Kernel::fork(&self.cfg, z, cwd).await;
+        self.refill_nursery(z);
+        (forked, nursery)
+    }
+
+    /// After a failed fork: a kernel that died before `ready` may be the zygote's fault (its
+    /// state), and a zygote that failed is unusable: replace it (the caller spawns, which also
+    /// reports a cause that is not the zygote's). Other kernel errors are the caller's.
+    fn forget_on(self: &Arc<Self>, e: ForkError, z: &Arc<Zygote>) -> Result<(), KernelError> {
+        match e {
+            ForkError::Kernel(e @ KernelError::DiedAtStart { .. }) => {
+                tracing::warn!(error = %e, "forked kernel died at start; spawning instead");
+                self.replace_zygote(z);
+                Ok(())
+            }
+            ForkError::Kernel(e) => Err(e),
+            ForkError::Zygote(e) => {
+                tracing::warn!(error = %e, "zygote failed; spawning the kernel instead");
+                self.replace_zygote(z);
+                Ok(())
+            }
+        }
+    }
+
+    /// Make a spare JavaScript kernel in the background unless there is one (or one starting):
+    /// forked from the zygote (in its nursery, which becomes the spare's cgroup) when JavaScript
+    /// kernels are forked, else spawned in a cgroup of its own.
     fn refill_js_spare(self: &Arc<Self>) {
         let this = self.clone();
         tokio::spawn(async move {
             let mut slot = this.js_spare.lock().await;
             if slot.is_some() {
                 return;
+            }
+            if let Err(source) = std::fs::create_dir_all(&this.spare_cwd) {
+                tracing::warn!(error = %source, "cannot make the spare kernel's directory");
+                return;
+            }
+            if let Some(z) = this.forking_zygote(Language::Javascript).await {
+                let (forked, nursery) = this.fork_in_nursery(&z, &this.spare_cwd).await;
+                let own = nursery.map(|n| n.cgroup);
+                match forked {
+                    Ok(k) => {
+                        *slot = Some((k, own));
+                        return;
+                    }
+                    Err(e) => {
+                        // No spare this time: the next create forks from the replacement zygote
+                        // (or spawns while there is none).
+                        if let Some(own) = own {
+                            retire(own);
+                        }
+                        if let Err(e) = this.forget_on(e, &z) {
+                            tracing::warn!(error = %e, "cannot fork a spare JavaScript kernel");
+                        }
+                        return;
+                    }
+                }
             }
             let own = this.cgroups.as_ref().and_then(|d| {
                 d.create(
@@ -205,22 +254,14 @@ impl Launcher {
                 .map_err(|e| tracing::warn!(error = %e, "no cgroup for the spare kernel"))
                 .ok()
             });
-            let started = match std::fs::create_dir_all(&this.zygote_cwd) {
-                Ok(()) => {
-                    Kernel::start(
-                        &this.cfg,
-                        Language::Javascript,
-                        &this.zygote_cwd,
-                        "js-spare",
-                        own.as_ref(),
-                    )
-                    .await
-                }
-                Err(source) => Err(KernelError::Pipe {
-                    what: "spare directory",
-                    source,
-                }),
-            };
+            let started = Kernel::start(
+                &this.cfg,
+                Language::Javascript,
+                &this.spare_cwd,
+                "js-spare",
+                own.as_ref(),
+            )
+            .await;
             match started {
                 Ok(k) => *slot = Some((k, own)),
                 Err(e) => {
@@ -237,15 +278,6 @@ impl Launcher {
         match language {
             Language::Javascript => (&self.js_slot, &self.js_zygote_cwd),
             _ => (&self.slot, &self.zygote_cwd),
-        }
-    }
-
-    /// Whether JavaScript kernels are being forked (a zygote runs, or will be tried again soon):
-    /// then no spare is kept.
-    async fn js_zygote_ready(&self) -> bool {
-        self.use_js_zygote && {
-            let slot = self.js_slot.lock().await;
-            slot.zygote.is_some() || slot.failed_at.is_none()
         }
     }
 
@@ -271,7 +303,7 @@ impl Launcher {
                     *slot = Some(n);
                     return;
                 }
-                Some(old) => retire(old),
+                Some(old) => retire(old.cgroup),
                 None => {}
             }
             let made = tokio::task::spawn_blocking(move || {
@@ -351,32 +383,39 @@ impl Launcher {
     }
 }
 
-/// Put kernel `k`, forked while its zygote sat in `nursery`, into its context's `cgroup`: the
-/// nursery becomes that cgroup (renamed, limits written); without one the kernel is moved.
-fn place(k: Kernel, cgroup: Option<&ContextCgroup>, nursery: Option<Nursery>) -> Option<Kernel> {
-    match (cgroup, nursery) {
-        (Some(target), Some(n)) => match target.take_over(&n.cgroup) {
+/// Put kernel `k`, started in a cgroup of its own (`own`: a zygote's nursery, or a spare's), into
+/// its context's `cgroup`: `own` becomes that cgroup (renamed, limits written); failing that, or
+/// without one, the kernel is moved.
+fn hand_over(
+    k: Kernel,
+    cgroup: Option<&ContextCgroup>,
+    own: Option<ContextCgroup>,
+) -> Option<Kernel> {
+    match (cgroup, own) {
+        (Some(target), Some(own)) => match target.take_over(&own) {
             Ok(()) => Some(k),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot hand the nursery over");
-                retire(n);
-                into_cgroup(k, cgroup)
+                tracing::warn!(error = %e, "cannot hand the kernel's own cgroup over");
+                let k = into_cgroup(k, cgroup);
+                retire(own);
+                k
             }
         },
-        (_, n) => {
-            if let Some(n) = n {
-                retire(n);
+        (_, own) => {
+            let k = into_cgroup(k, cgroup);
+            if let Some(own) = own {
+                retire(own);
             }
-            into_cgroup(k, cgroup)
+            k
         }
     }
 }
 
-/// Remove a nursery that is no longer used, in the background, once its processes have left
-/// (its zygote is being moved to a new one, or was killed).
-fn retire(n: Nursery) {
+/// Remove a cgroup of a zygote or kernel that is no longer used, in the background, once its
+/// processes have left (a zygote moving to a new nursery, or killed; a kernel moved out).
+fn retire(cgroup: ContextCgroup) {
     tokio::task::spawn_blocking(move || {
-        if let Err(e) = n.cgroup.remove_within(Duration::from_secs(30)) {
+        if let Err(e) = cgroup.remove_within(Duration::from_secs(30)) {
             tracing::warn!(error = %e, "cannot remove an old nursery cgroup");
         }
     });
