@@ -44,6 +44,9 @@ struct Nursery {
     cgroup: ContextCgroup,
 }
 
+/// A zygote's nursery, if it has one; locked from a fork until the zygote sits in a fresh one.
+type NurserySlot = Arc<tokio::sync::Mutex<Option<Nursery>>>;
+
 /// Starts kernels: forks Python and JavaScript ones from their zygotes, spawns the rest.
 pub struct Launcher {
     cfg: KernelConfig,
@@ -57,8 +60,8 @@ pub struct Launcher {
     slot: tokio::sync::Mutex<ZygoteSlot>,
     js_slot: tokio::sync::Mutex<ZygoteSlot>,
     /// Each zygote's nursery (only with a delegated cgroup sub-tree); locked while one is made.
-    nursery: tokio::sync::Mutex<Option<Nursery>>,
-    js_nursery: tokio::sync::Mutex<Option<Nursery>>,
+    nursery: NurserySlot,
+    js_nursery: NurserySlot,
     use_js_spare: bool,
     /// The spare JavaScript kernel, in a cgroup of its own when there is a delegated sub-tree;
     /// held locked while a refill starts one.
@@ -94,8 +97,8 @@ impl Launcher {
             spare_cwd,
             slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
             js_slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
-            nursery: tokio::sync::Mutex::new(None),
-            js_nursery: tokio::sync::Mutex::new(None),
+            nursery: NurserySlot::default(),
+            js_nursery: NurserySlot::default(),
             use_js_spare,
             js_spare: tokio::sync::Mutex::new(None),
             cgroups,
@@ -181,14 +184,17 @@ impl Launcher {
         z: &Arc<Zygote>,
         cwd: &Path,
     ) -> (Result<Kernel, ForkError>, Option<Nursery>) {
-        let nursery = self
-            .nursery_slot(z.language())
-            .lock()
-            .await
-            .take()
-            .filter(|n| n.zygote_pid == z.pid());
-        let forked = Kernel::fork(&self.cfg, z, cwd).await;
-        self.refill_nursery(z);
+        // Held until the zygote has left the nursery that becomes this kernel's cgroup: a fork
+        // must never start in a context's cgroup (nor two kernels in one nursery).
+        let mut slot = self.nursery_slot(z.language()).clone().lock_owned().await;
+        let nursery = slot.take().filter(|n| n.zygote_pid == z.pid());
+        // Once the kernel exists, the zygote moves on (the kernel stays in `nursery`).
+        let mut locked = Some(slot);
+        let forked =
+            Kernel::fork(&self.cfg, z, cwd, || self.refill_nursery(z, locked.take())).await;
+        if locked.is_some() {
+            self.refill_nursery(z, locked);
+        }
         (forked, nursery)
     }
 
@@ -281,7 +287,7 @@ impl Launcher {
         }
     }
 
-    fn nursery_slot(&self, language: Language) -> &tokio::sync::Mutex<Option<Nursery>> {
+    fn nursery_slot(&self, language: Language) -> &NurserySlot {
         match language {
             Language::Javascript => &self.js_nursery,
             _ => &self.nursery,
@@ -289,15 +295,23 @@ impl Launcher {
     }
 
     /// Move zygote `z` into a fresh nursery in the background (unless it has one, or there is no
-    /// delegated cgroup sub-tree). Holds the nursery slot while moving, so the next fork waits
-    /// for it; an old nursery (of a replaced zygote) is removed once empty.
-    fn refill_nursery(self: &Arc<Self>, z: &Arc<Zygote>) {
+    /// delegated cgroup sub-tree). Holds the nursery slot while moving (`locked`: the caller's
+    /// guard, handed over), so the next fork waits for it; an old nursery (of a replaced zygote)
+    /// is removed once empty.
+    fn refill_nursery(
+        self: &Arc<Self>,
+        z: &Arc<Zygote>,
+        locked: Option<tokio::sync::OwnedMutexGuard<Option<Nursery>>>,
+    ) {
         let Some(cgroups) = self.cgroups.clone() else {
             return;
         };
         let (this, pid, language) = (self.clone(), z.pid(), z.language());
         tokio::spawn(async move {
-            let mut slot = this.nursery_slot(language).lock().await;
+            let mut slot = match locked {
+                Some(guard) => guard,
+                None => this.nursery_slot(language).clone().lock_owned().await,
+            };
             match slot.take() {
                 Some(n) if n.zygote_pid == pid => {
                     *slot = Some(n);
@@ -354,7 +368,7 @@ impl Launcher {
                 let z = Arc::new(z);
                 slot.zygote = Some(z.clone());
                 slot.failed_at = None;
-                self.refill_nursery(&z);
+                self.refill_nursery(&z, None);
                 Some(z)
             }
             Err(e) => {

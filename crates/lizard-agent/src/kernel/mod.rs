@@ -403,11 +403,13 @@ impl Kernel {
 
     /// Fork a kernel from `zygote` in `cwd` and wait until it is ready. The kernel is then
     /// exactly like a spawned one (own process group, protocol fds, re-parented to the agent).
+    /// `forked` runs once the zygote has answered (the kernel exists, it is not ready yet).
     /// Fails with [`ForkError::Zygote`] when the zygote cannot be used (the caller spawns instead).
     pub async fn fork(
         cfg: &KernelConfig,
         zygote: &Zygote,
         cwd: &Path,
+        forked: impl FnOnce(),
     ) -> Result<Kernel, ForkError> {
         let pipe_err = |what| move |source| KernelError::Pipe { what, source };
         let (out_r, out_w) = cloexec_pipe().map_err(pipe_err("stdout"))?;
@@ -418,6 +420,7 @@ impl Kernel {
             .fork(cwd, [&out_w, &err_w, &evt_w, &ctl_r])
             .await
             .map_err(ForkError::Zygote)?;
+        forked();
         // The kernel has its copies; ours must go so the pump sees end-of-file when it is gone.
         drop((out_w, err_w, evt_w, ctl_r));
         FORKED.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
