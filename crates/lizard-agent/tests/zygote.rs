@@ -561,3 +561,29 @@ async fn without_the_javascript_zygote_kernels_are_spawned() {
     assert_eq!(js_how(&a, &one).await, "spawned");
     assert_eq!(js_zygote_pid(a.pid()), None);
 }
+
+/// A Node without `node:ffi` (the machine's Node 20): the zygote cannot start, JavaScript kernels
+/// are spawned (and a spare kept) instead, and they work.
+#[tokio::test]
+async fn a_node_that_cannot_fork_falls_back_to_spawning() {
+    let old_node = std::path::Path::new("/usr/bin/node");
+    assert!(
+        old_node.exists(),
+        "this test needs the machine's own Node (Debian's nodejs package)"
+    );
+    let a = Agent::start_with(&["--node", "/usr/bin/node"]);
+    let one = a.context("javascript").await;
+    assert_eq!(js_how(&a, &one).await, "spawned");
+    assert_eq!(
+        a.run_in(
+            &one,
+            "let [p, q] = [6, 7]; console.log(p * q, process.versions.node.split('.')[0] < 26)"
+        )
+        .await
+        .stdout_text(),
+        "42 true\n"
+    );
+    let two = a.context("javascript").await;
+    assert_eq!(js_how(&a, &two).await, "spawned");
+    assert_eq!(js_zygote_pid(a.pid()), None);
+}
