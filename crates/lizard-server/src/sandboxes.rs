@@ -58,6 +58,9 @@ pub enum SandboxError {
     Volume(#[from] VolumeError),
 }
 
+/// Environment variable names a sandbox's creator may not set: the agent's settings.
+pub const RESERVED_ENV_PREFIX: &str = "LIZARD_";
+
 /// Server-wide settings for sandboxes.
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
@@ -86,6 +89,10 @@ pub struct SandboxConfig {
     pub egress_user: Option<lizard_jail::network::SlirpUser>,
     /// Hibernate sandboxes that stayed paused this long; `None` = never.
     pub hibernate_after: Option<Duration>,
+    /// Environment the operator gives every sandbox's agent (and so its kernels), after the
+    /// user's: e.g. `LIZARD_JAVASCRIPT_ZYGOTE=false` (`lizard serve --agent-env`, `lizard
+    /// bench --agent-env`). Users cannot set `LIZARD_*` names themselves.
+    pub agent_env: BTreeMap<String, String>,
     /// Under memory pressure (the host's MemAvailable below this many MiB) hibernate paused
     /// sandboxes, longest-paused first, one per second; `None` = never.
     pub hibernate_below_mb: Option<u64>,
@@ -353,6 +360,14 @@ impl Sandboxes {
             if !lizard_proto::valid_env_name(k) {
                 return Err(SandboxError::Invalid(format!(
                     "invalid environment variable name {k:?}"
+                )));
+            }
+            // The agent reads its settings from LIZARD_* variables: a sandbox's environment
+            // must not reconfigure it (only the operator's --agent-env does).
+            if k.starts_with(RESERVED_ENV_PREFIX) {
+                return Err(SandboxError::Invalid(format!(
+                    "environment variable names starting with {RESERVED_ENV_PREFIX} are reserved \
+                     ({k:?})"
                 )));
             }
         }
@@ -819,6 +834,7 @@ impl Sandboxes {
         let (lower, meta) = (&template.rootfs, &template.meta);
         let mut env: BTreeMap<String, String> = meta.env.clone();
         env.extend(envs.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(self.cfg.agent_env.clone());
         env.insert("LIZARD_SANDBOX_ID".into(), id.to_string());
         env.insert("HOSTNAME".into(), id.to_string());
         let mut args: Vec<String> = vec![

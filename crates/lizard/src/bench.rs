@@ -50,11 +50,10 @@ pub struct BenchArgs {
     /// idle sandbox (a minute or two).
     #[arg(long)]
     only_contexts: bool,
-    /// With --only-contexts: environment (`KEY=VALUE`, repeatable) of the sandboxes measured for
-    /// createContext and memory, e.g. `LIZARD_PYTHON_ZYGOTE=false` to measure without the zygote
-    /// (such sandboxes bypass the warm pool, which does not matter for those figures).
-    #[arg(long, value_name = "KEY=VALUE")]
-    agent_env: Vec<String>,
+    /// Agent settings (`KEY=VALUE`, repeatable) of every sandbox of the bench's servers (`lizard
+    /// serve --agent-env`), e.g. `LIZARD_PYTHON_ZYGOTE=false` to measure without the zygote.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = crate::serve::parse_env_pair)]
+    agent_env: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -109,7 +108,11 @@ impl Drop for BenchServer {
     }
 }
 
-fn start_server(templates_from: &std::path::Path, pool_size: usize) -> Result<BenchServer> {
+fn start_server(
+    templates_from: &std::path::Path,
+    pool_size: usize,
+    agent_env: &[(String, String)],
+) -> Result<BenchServer> {
     let dir = tempfile::tempdir()?;
     let mut child = Command::new(std::env::current_exe()?)
         .args([
@@ -126,6 +129,11 @@ fn start_server(templates_from: &std::path::Path, pool_size: usize) -> Result<Be
         .arg(dir.path())
         .arg("--templates-from")
         .arg(templates_from)
+        .args(
+            agent_env
+                .iter()
+                .flat_map(|(k, v)| ["--agent-env".to_string(), format!("{k}={v}")]),
+        )
         .env("LIZARD_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -466,13 +474,7 @@ async fn context_only_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure
         create_first,
         Some("≤ 50 ms"),
     ));
-    let mut req = CreateSandboxRequest::default();
-    for kv in &args.agent_env {
-        let Some((k, v)) = kv.split_once('=') else {
-            bail!("--agent-env takes KEY=VALUE, not {kv:?}");
-        };
-        req.env.insert(k.to_string(), v.to_string());
-    }
+    let req = CreateSandboxRequest::default();
     let sb = c.create_sandbox(&req).await?;
     c.run(&sb.sandbox_id, &exec("1+1")).await?;
     out.extend(create_context_figures(c, &sb.sandbox_id, args.samples).await?);
@@ -672,7 +674,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 pub fn bench(args: BenchArgs) -> Result<()> {
     let templates_from = crate::data_dir(args.templates_from.clone())?;
     if args.only_hibernation {
-        let server = start_server(&templates_from, 2)?;
+        let server = start_server(&templates_from, 2, &args.agent_env)?;
         let rt = runtime()?;
         eprintln!(
             "measuring pause and hibernation ({} samples per figure)…",
@@ -682,7 +684,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         return report(&args, &figures);
     }
     if args.only_contexts {
-        let server = start_server(&templates_from, 2)?;
+        let server = start_server(&templates_from, 2, &args.agent_env)?;
         let rt = runtime()?;
         eprintln!(
             "measuring contexts and memory ({} samples per figure)…",
@@ -691,8 +693,8 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         let figures = rt.block_on(context_only_figures(&args, &server.client))?;
         return report(&args, &figures);
     }
-    let server = start_server(&templates_from, 2)?;
-    let cold = start_server(&templates_from, 0)?;
+    let server = start_server(&templates_from, 2, &args.agent_env)?;
+    let cold = start_server(&templates_from, 0, &args.agent_env)?;
     let rt = runtime()?;
     eprintln!("measuring Lizard ({} samples per figure)…", args.samples);
     let mut figures = rt.block_on(lizard_figures(&args, &server.client, Some(&cold.client)))?;

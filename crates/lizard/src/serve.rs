@@ -32,6 +32,11 @@ pub struct ServeArgs {
     /// Ready sandboxes (default template, Python kernel started) kept so that creates are instant.
     #[arg(long, env = "LIZARD_POOL_SIZE", default_value_t = 2)]
     pool_size: usize,
+    /// Environment of every sandbox's agent, `KEY=VALUE` (repeatable): agent settings such as
+    /// `LIZARD_JAVASCRIPT_ZYGOTE=false` (see `lizard agent --help`). A create's own `env` may not
+    /// use `LIZARD_` names.
+    #[arg(long = "agent-env", value_name = "KEY=VALUE", value_parser = parse_env_pair)]
+    agent_env: Vec<(String, String)>,
     /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
     /// seconds); `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_AFTER", default_value = "10m", value_parser = parse_duration)]
@@ -169,6 +174,16 @@ async fn serve_http(
 }
 
 /// `10m`, `90s`, `500ms`, `1h`, or a number of seconds.
+/// `KEY=VALUE` with a valid environment variable name.
+pub fn parse_env_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if lizard_proto::valid_env_name(k) => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!(
+            "expected KEY=VALUE with a valid variable name, not {s:?}"
+        )),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -363,6 +378,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 volume_owner,
                 egress_user,
                 hibernate_after: (!args.hibernate_after.is_zero()).then_some(args.hibernate_after),
+                agent_env: args.agent_env.iter().cloned().collect(),
                 hibernate_below_mb: (args.hibernate_below_mb > 0)
                     .then_some(args.hibernate_below_mb),
             },

@@ -120,6 +120,11 @@ async fn bad_requests_get_typed_errors() {
         (json!({"template": "../x"}), "invalid_request"),
         (json!({"limits": {"memory_mb": 1}}), "invalid_request"),
         (json!({"env": {"A B": "x"}}), "invalid_request"),
+        // The agent's settings are not the sandbox creator's to change.
+        (
+            json!({"env": {"LIZARD_JAVASCRIPT_ZYGOTE": "false"}}),
+            "invalid_request",
+        ),
         (json!({"project": "bad name"}), "invalid_request"),
     ] {
         let r = s.admin("POST", "/v1/sandboxes", Some(body.clone())).await;
@@ -557,6 +562,30 @@ async fn javascript_contexts_are_forked_from_the_zygote_in_a_sandbox() {
         assert_eq!(stdout(&ex), "back\n", "{ex}");
     }
     assert_ne!(randoms[0], randoms[1]);
+    s.kill_all().await;
+}
+
+/// `lizard serve --agent-env` reaches every sandbox's agent (here: JavaScript kernels spawned
+/// instead of forked), after the creator's own environment.
+#[tokio::test]
+async fn agent_env_configures_every_sandboxs_agent() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &[
+            "--agent-env",
+            "LIZARD_JAVASCRIPT_ZYGOTE=false",
+            "--agent-env",
+            "LIZARD_JAVASCRIPT_SPARE=false",
+        ],
+    );
+    let id = s
+        .create(&s.admin_key.clone(), json!({"env": {"MINE": "1"}}))
+        .await;
+    let probe = "console.log(require('fs').readFileSync('/proc/self/environ', 'latin1').includes('LIZARD_ZYGOTE_FD='), process.env.MINE, process.env.LIZARD_JAVASCRIPT_ZYGOTE)";
+    let ex = s
+        .run(&id, json!({ "code": probe, "language": "javascript" }))
+        .await;
+    assert_eq!(stdout(&ex), "false 1 false\n", "{ex}");
     s.kill_all().await;
 }
 
