@@ -31,7 +31,11 @@
  * it. Bundles always carry a `text/plain` fallback. display() from background code (timers) lands in
  * whichever cell is running then, or as plain text on stdout when idle.
  *
- * What it does not do: no TypeScript/JSX, no `export`, no live ESM bindings (imports are snapshots,
+ * TypeScript: a cell that does not parse as JavaScript but is TypeScript runs with its types stripped
+ * (Node's `module.stripTypeScriptTypes`, strip-only: no enums or namespaces); valid JavaScript is
+ * never changed.
+ *
+ * What it does not do: no JSX, no TypeScript type checking, no `export`, no live ESM bindings (imports are snapshots,
  * not hoisted), `const` is not enforced across cells, no completion/inspection requests, no stdin.
  * Code that busy-loops after an `await` or in a timer / microtask cannot be interrupted by SIGINT (the
  * agent's SIGKILL fallback covers it). Errors from timers or unhandled rejections are printed to
@@ -552,6 +556,24 @@ function countNewlines(s) {
   return n;
 }
 
+// `src` with its TypeScript types stripped by Node's own stripper (`module.stripTypeScriptTypes`,
+// strip-only: enums, namespaces and parameter properties are refused, as Node refuses them in .ts
+// files); null when `src` is not TypeScript either (or this Node has no stripper).
+function stripTypeScript(src) {
+  const { stripTypeScriptTypes } = require('module');
+  if (typeof stripTypeScriptTypes !== 'function') return null;
+  let js;
+  try {
+    js = stripTypeScriptTypes(src, { mode: 'strip' });
+  } catch (e) {
+    if (e && e.code === 'ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX') {
+      throw new SyntaxError(String(e.message).split('\n')[0]);
+    }
+    return null;
+  }
+  return js === src ? null : js;
+}
+
 function cellSyntaxError(src, pos, message) {
   if (!acorn) acorn = loadAcorn();
   const loc = acorn.getLineInfo(src, pos);
@@ -681,7 +703,18 @@ function compileCell(code, filename) {
       }
     } catch { /* not an expression */ }
   }
-  if (!ast) ast = parse(src);
+  if (!ast) {
+    try {
+      ast = parse(src);
+    } catch (e) {
+      // Not JavaScript: TypeScript? Then its types are stripped (blanked, so lines and columns
+      // stay) and the rest runs as JavaScript. Valid JavaScript is never touched.
+      const js = stripTypeScript(src);
+      if (js === null) throw e;
+      src = js;
+      ast = parse(src);
+    }
+  }
 
   const body = ast.body;
   let isAsync = false;

@@ -68,6 +68,8 @@ step('contexts');
 // JavaScript and Bash.
 await sbx.runCode('const a = 20', { language: 'js' });
 assert.equal((await sbx.runCode('a * 2 + 2', { language: 'javascript' })).text, '42');
+// TypeScript runs in the JavaScript kernel (types stripped), sharing its state.
+assert.equal((await sbx.runCode('const b: number = a + 1; b * 2', { language: 'ts' })).text, '42');
 ex = await sbx.runCode('echo "from bash $((6 * 7))"', { language: 'bash' });
 assert.equal(ex.logs.stdout.join(''), 'from bash 42\n');
 step('languages');

@@ -73,6 +73,8 @@ step("contexts")
 # JavaScript and Bash.
 sbx.run_code("const a = 20", language="js")
 assert sbx.run_code("a * 2 + 2", language="javascript").text == "42"
+# TypeScript runs in the JavaScript kernel (types stripped), sharing its state.
+assert sbx.run_code("const b: number = a + 1; b * 2", language="typescript").text == "42"
 ex = sbx.run_code('echo "from bash $((6 * 7))"', language="bash")
 assert "".join(ex.logs.stdout) == "from bash 42\n", ex.logs
 step("languages")

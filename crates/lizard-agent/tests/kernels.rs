@@ -195,6 +195,58 @@ async fn javascript_state_results_and_errors() {
     );
 }
 
+/// TypeScript in a JavaScript context: a cell that is not JavaScript but is TypeScript runs with
+/// its types stripped (lines and columns kept); JavaScript is never changed; what strip-only
+/// TypeScript refuses (enums) and what is neither is a SyntaxError; `typescript`/`ts` name the
+/// JavaScript kernel.
+#[tokio::test]
+async fn typescript_cells_run_in_javascript_contexts() {
+    let a = Agent::start();
+    let (s, v) = a
+        .call("POST", "/contexts", Some(json!({"language": "ts"})))
+        .await;
+    assert_eq!(s, 201, "{v}");
+    assert_eq!(v["language"], "javascript");
+    let id = v["id"].as_str().unwrap().to_string();
+    let ex = a
+        .run_in(
+            &id,
+            "interface Point { x: number; y: number }\nconst p: Point = { x: 3, y: 4 };\nfunction norm<T extends Point>(q: T): number { return Math.hypot(q.x, q.y) }\nlet r = norm(p) as number;\nr",
+        )
+        .await;
+    assert_eq!(main_text(&ex).as_deref(), Some("5"), "{ex:?}");
+    assert_eq!(ex.stderr_text(), "", "no warning about the stripper");
+    // State persists like any cell's, typed or not.
+    let ex = a
+        .run_in(&id, "const twice = (n: number): number => n * 2; twice(r)")
+        .await;
+    assert_eq!(main_text(&ex).as_deref(), Some("10"), "{ex:?}");
+    let ex = a.run_in(&id, "twice(p.y)").await;
+    assert_eq!(main_text(&ex).as_deref(), Some("8"), "{ex:?}");
+    // Errors keep their line numbers (types are blanked, not removed).
+    let ex = a
+        .run_in(
+            &id,
+            "type T = string;\nconst s: T = 'x';\nthrow new Error('line ' + s)",
+        )
+        .await;
+    let err = ex.error.expect("an error");
+    assert_eq!(err.name, "Error");
+    assert!(err.traceback.contains(":3"), "{}", err.traceback);
+    // Refused TypeScript, and what is neither, are syntax errors.
+    let ex = a.run_in(&id, "enum Color { Red }").await;
+    let err = ex.error.expect("an error");
+    assert_eq!(err.name, "SyntaxError");
+    assert!(err.value.contains("enum"), "{}", err.value);
+    let ex = a.run_in(&id, "let = = 1").await;
+    assert_eq!(ex.error.expect("an error").name, "SyntaxError");
+    // JavaScript that a TypeScript stripper would read differently stays JavaScript.
+    let ex = a
+        .run_in(&id, "const a = 1, b = 2, c = 3; (a < b) > c")
+        .await;
+    assert_eq!(main_text(&ex).as_deref(), Some("false"), "{ex:?}");
+}
+
 /// Waits (up to a generous deadline) until `cond` holds; false if it never did.
 async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(30);

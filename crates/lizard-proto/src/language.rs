@@ -5,7 +5,8 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A kernel language. Serialized as `python`, `javascript` or `bash`; parsed from those and the
-/// aliases `py`, `python3`, `js`, `node`, `sh`, `shell` (case-insensitive).
+/// aliases `py`, `python3`, `js`, `node`, `typescript`, `ts` (the JavaScript kernel runs
+/// TypeScript with its types stripped), `sh`, `shell` (case-insensitive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
@@ -40,7 +41,7 @@ impl fmt::Display for UnknownLanguage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown language {:?}: expected python, javascript (js) or bash (sh)",
+            "unknown language {:?}: expected python, javascript (js, typescript) or bash (sh)",
             self.0
         )
     }
@@ -54,7 +55,10 @@ impl FromStr for Language {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "python" | "python3" | "py" => Ok(Language::Python),
-            "javascript" | "js" | "node" | "nodejs" => Ok(Language::Javascript),
+            // TypeScript runs in the JavaScript kernel (types stripped, see kernels/js/runner.js).
+            "javascript" | "js" | "node" | "nodejs" | "typescript" | "ts" => {
+                Ok(Language::Javascript)
+            }
             "bash" | "sh" | "shell" => Ok(Language::Bash),
             _ => Err(UnknownLanguage(s.to_owned())),
         }
@@ -79,6 +83,8 @@ mod tests {
             ("Python3", Language::Python),
             ("js", Language::Javascript),
             ("JavaScript", Language::Javascript),
+            ("ts", Language::Javascript),
+            ("TypeScript", Language::Javascript),
             ("sh", Language::Bash),
             ("bash", Language::Bash),
         ] {

@@ -39,16 +39,17 @@ pub struct Context {
     pub cwd: String,
 }
 
-/// E2B's language names → Lizard's: trimmed and lower-cased, `js` → javascript, empty → python.
-/// R, Java and TypeScript kernels are not in Lizard's template: those are errors naming what is.
+/// E2B's language names → Lizard's: trimmed and lower-cased, `js` → javascript, `ts` /
+/// `typescript` → javascript (its kernel strips TypeScript types), empty → python. R and Java
+/// kernels are not in Lizard's template: those are errors naming what is.
 pub fn normalize_language(name: Option<&str>) -> Result<Language, String> {
     let n = name.unwrap_or("").trim().to_ascii_lowercase();
     match n.as_str() {
         "" | "python" | "python3" => Ok(Language::Python),
-        "js" | "javascript" | "node" => Ok(Language::Javascript),
+        "js" | "javascript" | "node" | "ts" | "typescript" => Ok(Language::Javascript),
         "bash" | "sh" | "shell" => Ok(Language::Bash),
         other => Err(format!(
-            "language {other:?} is not available in this sandbox: use python, javascript (js) or bash"
+            "language {other:?} is not available in this sandbox: use python, javascript (js, ts) or bash"
         )),
     }
 }
@@ -274,6 +275,11 @@ mod tests {
         assert_eq!(normalize_language(None), Ok(Language::Python));
         assert_eq!(normalize_language(Some(" JS ")), Ok(Language::Javascript));
         assert_eq!(normalize_language(Some("bash")), Ok(Language::Bash));
+        assert_eq!(normalize_language(Some("ts")), Ok(Language::Javascript));
+        assert_eq!(
+            normalize_language(Some("TypeScript")),
+            Ok(Language::Javascript)
+        );
         assert!(normalize_language(Some("r")).is_err());
     }
 
