@@ -245,6 +245,12 @@ async fn typescript_cells_run_in_javascript_contexts() {
         .run_in(&id, "const a = 1, b = 2, c = 3; (a < b) > c")
         .await;
     assert_eq!(main_text(&ex).as_deref(), Some("false"), "{ex:?}");
+    // Node's "experimental feature" warning about the stripper never reaches the user, not even
+    // after the cell that loaded it.
+    let ex = a
+        .run_in(&id, "await new Promise((r) => setTimeout(r, 50)); 1")
+        .await;
+    assert_eq!(ex.stderr_text(), "", "{ex:?}");
 }
 
 /// Waits (up to a generous deadline) until `cond` holds; false if it never did.
