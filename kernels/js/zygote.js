@@ -61,6 +61,7 @@ const c = ffi.dlopen(null, {
   recvmsg: { arguments: [I32, 'pointer', I32], return: 'i64' },
   sendmsg: { arguments: [I32, 'pointer', I32], return: 'i64' },
   pidfd_open: { arguments: [I32, 'u32'], return: I32 },
+  poll: { arguments: ['pointer', 'u64', I32], return: I32 },
   __errno_location: { arguments: [], return: 'pointer' },
   uv_default_loop: { arguments: [], return: 'pointer' },
   uv_loop_fork: { arguments: ['pointer'], return: I32 },
@@ -216,11 +217,12 @@ function serve(zfd) {
     if (mid === 0) {
       // The intermediate: fork the kernel, answer with its pid and pidfd, exit. The kernel is thereby
       // re-parented to the agent (PID 1 of the sandbox or a subreaper), like a spawned kernel.
+      const intermediate = c.getpid();
       adviseDoFork();
       const kid = c.fork();
       if (kid === 0) {
         c.close(zfd);
-        return becomeKernel(req.fds, cwd);
+        return becomeKernel(req.fds, cwd, intermediate);
       }
       if (kid < 0) {
         send(zfd, { error: `fork: errno ${errno()}` });
@@ -237,8 +239,23 @@ function serve(zfd) {
   }
 }
 
+// Return once the intermediate process that forked this kernel has exited: its exit re-parents
+// the kernel to the agent (a pidfd polls readable only after that), so that process.ppid is the
+// agent from the first cell on. Bounded (5 s), in case something holds the intermediate.
+function waitForReparent(intermediate) {
+  if (c.getppid() !== intermediate) return;
+  const fd = c.pidfd_open(intermediate, 0);
+  if (fd < 0) return; // already gone
+  const pfd = Buffer.alloc(8); // struct pollfd { int fd; short events; short revents; }
+  pfd.writeInt32LE(fd, 0);
+  pfd.writeInt16LE(1 /* POLLIN */, 4);
+  while (c.poll(ptr(pfd), 1n, 5000) < 0 && errno() === EINTR);
+  c.close(fd);
+}
+
 // In the forked kernel: a loop and protocol fds of its own, per-process state reset.
-function becomeKernel(fds, cwd) {
+function becomeKernel(fds, cwd, intermediate) {
+  waitForReparent(intermediate);
   c.uv_loop_fork(c.uv_default_loop());
   const high = fds.map((fd) => c.fcntl(fd, F_DUPFD_CLOEXEC, 10));
   for (const fd of fds) c.close(fd);

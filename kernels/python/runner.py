@@ -1339,6 +1339,7 @@ def _zygote_serve(zfd):
             sock.send(json.dumps({"error": "fork: %s" % e}).encode())
             continue
         if mid == 0:
+            intermediate = os.getpid()
             try:
                 kid = os.fork()
             except OSError as e:
@@ -1346,7 +1347,7 @@ def _zygote_serve(zfd):
                 os._exit(1)
             if kid == 0:
                 sock.close()
-                _become_kernel(fds, cwd)
+                _become_kernel(fds, cwd, intermediate)
                 return
             # Both sides set the group (classic race fix): the agent may signal it right away.
             try:
@@ -1414,10 +1415,30 @@ def _refresh_site():
     importlib.invalidate_caches()
 
 
-def _become_kernel(fds, cwd):
+def _wait_for_reparent(intermediate):
+    """Return once the intermediate process that forked this kernel has exited: its exit
+    re-parents the kernel to the agent (a pidfd polls readable only after that), so that
+    os.getppid() is the agent from the first cell on. Bounded, in case something holds it."""
+    if os.getppid() != intermediate:
+        return
+    try:
+        fd = os.pidfd_open(intermediate)
+    except OSError:
+        return  # already gone
+    try:
+        import select
+
+        select.select([fd], [], [], 5.0)
+    finally:
+        os.close(fd)
+
+
+def _become_kernel(fds, cwd, intermediate):
     """In a forked child: put the protocol fds in place and reset per-process state, so that what
     follows is indistinguishable from a freshly spawned runner."""
     import fcntl
+
+    _wait_for_reparent(intermediate)
 
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds]
     for fd in fds:
