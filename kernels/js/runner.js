@@ -939,8 +939,15 @@ function pump() {
   }
 }
 
+let settleFork = null; // a forked kernel's last step (zygote.js), run at its first control message
+
 function handleLine(line) {
   if (!line.trim()) return;
+  if (settleFork) {
+    const settle = settleFork;
+    settleFork = null;
+    settle();
+  }
   let msg;
   try {
     msg = JSON.parse(line);
@@ -1158,7 +1165,7 @@ function warmUp() {
 if (ZYGOTE_FD !== null) {
   // A zygote warms up before it forks, so every kernel starts warm; `serve` returns in kernels only.
   warmUp();
-  ({ eventFd: EVENT_FD, controlFd: CONTROL_FD } = require('./zygote.js').serve(ZYGOTE_FD));
+  ({ eventFd: EVENT_FD, controlFd: CONTROL_FD, settle: settleFork } = require('./zygote.js').serve(ZYGOTE_FD));
   enterCwd(process.cwd()); // require, __filename and __dirname follow the kernel's directory
 }
 attachStdio();

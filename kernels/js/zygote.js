@@ -4,7 +4,8 @@
  *
  * What it does: runner.js, started with LIZARD_ZYGOTE_FD, warms up exactly as a kernel does and then
  * calls `serve(fd)`, which answers fork requests on that SOCK_SEQPACKET socket and returns only in a
- * forked kernel, with the kernel's event and control fds; runner.js then goes on as a freshly
+ * forked kernel, with the kernel's event and control fds (and `settle`, to call before the first
+ * control message is handled); runner.js then goes on as a freshly
  * started kernel would. A create thereby costs a fork (≈ 1–2 ms) instead of a Node start-up
  * (≈ 20 ms of CPU), and a context shares the zygote's pages copy-on-write.
  *
@@ -241,7 +242,9 @@ function serve(zfd) {
 
 // Return once the intermediate process that forked this kernel has exited: its exit re-parents
 // the kernel to the agent (a pidfd polls readable only after that), so that process.ppid is the
-// agent from the first cell on. Bounded (5 s), in case something holds the intermediate.
+// agent from the first cell on. runner.js calls it at the first control message, not at start-up:
+// the intermediate's exit (unmapping its copy of the zygote, a few ms) then overlaps the create's
+// answer instead of delaying `ready`. Bounded (5 s), in case something holds the intermediate.
 function waitForReparent(intermediate) {
   if (c.getppid() !== intermediate) return;
   const fd = c.pidfd_open(intermediate, 0);
@@ -255,7 +258,6 @@ function waitForReparent(intermediate) {
 
 // In the forked kernel: a loop and protocol fds of its own, per-process state reset.
 function becomeKernel(fds, cwd, intermediate) {
-  waitForReparent(intermediate);
   c.uv_loop_fork(c.uv_default_loop());
   const high = fds.map((fd) => c.fcntl(fd, F_DUPFD_CLOEXEC, 10));
   for (const fd of fds) c.close(fd);
@@ -282,7 +284,7 @@ function becomeKernel(fds, cwd, intermediate) {
     say(`cannot enter the working directory ${JSON.stringify(cwd)}: ${e.message}`);
     c._exit(1);
   }
-  return { eventFd, controlFd };
+  return { eventFd, controlFd, settle: () => waitForReparent(intermediate) };
 }
 
 // A last word on stderr, if anyone still reads it (never throws: an unwritable stderr must not

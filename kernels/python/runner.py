@@ -1415,10 +1415,16 @@ def _refresh_site():
     importlib.invalidate_caches()
 
 
+_PENDING_REPARENT = None  # in a forked kernel until its first message: the intermediate's pid
+
+
 def _wait_for_reparent(intermediate):
     """Return once the intermediate process that forked this kernel has exited: its exit
     re-parents the kernel to the agent (a pidfd polls readable only after that), so that
-    os.getppid() is the agent from the first cell on. Bounded, in case something holds it."""
+    os.getppid() is the agent from the first cell on. Called at the first control message, not
+    at start-up: the intermediate's exit (unmapping its copy of the zygote, a few ms) then
+    overlaps the create's answer instead of delaying `ready`. Bounded, in case something holds
+    it."""
     if os.getppid() != intermediate:
         return
     try:
@@ -1438,7 +1444,8 @@ def _become_kernel(fds, cwd, intermediate):
     follows is indistinguishable from a freshly spawned runner."""
     import fcntl
 
-    _wait_for_reparent(intermediate)
+    global _PENDING_REPARENT
+    _PENDING_REPARENT = intermediate
 
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds]
     for fd in fds:
@@ -1485,6 +1492,7 @@ def _become_kernel(fds, cwd, intermediate):
 
 
 def main():
+    global _PENDING_REPARENT
     shell = _make_shell()
     # Warm the paths every first cell takes (cell compilation, AST transforms, the formatters),
     # invisibly: no history, no execution count, no `_`, no events (no run is active).
@@ -1506,6 +1514,9 @@ def main():
             break
         if not line.strip():
             continue
+        if _PENDING_REPARENT is not None:
+            _wait_for_reparent(_PENDING_REPARENT)
+            _PENDING_REPARENT = None
         try:
             msg = json.loads(line)
             if not isinstance(msg, dict):
