@@ -101,6 +101,17 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        // A body announced too large is read (and dropped) before the 413: a server that answers
+        // before reading the request to the end closes the connection, and the client, still
+        // writing, may then see a broken pipe instead of the answer.
+        let announced = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+            crate::files::drain(&mut req.into_body().into_data_stream()).await;
+            return Err(too_large());
+        }
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(ApiJson(v)),
             Err(rej) => Err(json_rejection(rej)),
@@ -129,6 +140,13 @@ where
     }
 }
 
+fn too_large() -> ApiError {
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("request body larger than {MAX_BODY_BYTES} bytes"),
+    )
+}
+
 fn json_rejection(rej: JsonRejection) -> ApiError {
     let code = match rej.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
@@ -141,9 +159,7 @@ fn json_rejection(rej: JsonRejection) -> ApiError {
         JsonRejection::MissingJsonContentType(_) => {
             "expected a request body with Content-Type: application/json".to_string()
         }
-        _ if code == ErrorCode::PayloadTooLarge => {
-            format!("request body larger than {MAX_BODY_BYTES} bytes")
-        }
+        _ if code == ErrorCode::PayloadTooLarge => return too_large(),
         other => other.body_text(),
     };
     ApiError::new(code, message)
