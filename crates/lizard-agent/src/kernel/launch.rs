@@ -47,21 +47,35 @@ struct Nursery {
 /// A zygote's nursery, if it has one; locked from a fork until the zygote sits in a fresh one.
 type NurserySlot = Arc<tokio::sync::Mutex<Option<Nursery>>>;
 
+/// One language's zygote: whether kernels are forked, where the zygote runs, the zygote itself
+/// and its nursery.
+struct Lane {
+    enabled: bool,
+    cwd: PathBuf,
+    /// The async lock makes concurrent first creates start only one zygote.
+    slot: tokio::sync::Mutex<ZygoteSlot>,
+    /// Only with a delegated cgroup sub-tree; locked while one is made.
+    nursery: NurserySlot,
+}
+
+impl Lane {
+    fn new(enabled: bool, cwd: PathBuf) -> Lane {
+        Lane {
+            enabled,
+            cwd,
+            slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
+            nursery: NurserySlot::default(),
+        }
+    }
+}
+
 /// Starts kernels: forks Python and JavaScript ones from their zygotes, spawns the rest.
 pub struct Launcher {
     cfg: KernelConfig,
-    use_zygote: bool,
-    use_js_zygote: bool,
-    zygote_cwd: PathBuf,
-    js_zygote_cwd: PathBuf,
+    python: Lane,
+    javascript: Lane,
     /// Where the spare JavaScript kernel waits until a context takes it.
     spare_cwd: PathBuf,
-    /// The async locks make concurrent first creates start only one zygote.
-    slot: tokio::sync::Mutex<ZygoteSlot>,
-    js_slot: tokio::sync::Mutex<ZygoteSlot>,
-    /// Each zygote's nursery (only with a delegated cgroup sub-tree); locked while one is made.
-    nursery: NurserySlot,
-    js_nursery: NurserySlot,
     use_js_spare: bool,
     /// The spare JavaScript kernel, in a cgroup of its own when there is a delegated sub-tree;
     /// held locked while a refill starts one.
@@ -85,20 +99,11 @@ impl Launcher {
         use_js_spare: bool,
         cgroups: Option<Delegation>,
     ) -> Arc<Launcher> {
-        let zygote_cwd = cfg.run_dir.join("zygote");
-        let js_zygote_cwd = cfg.run_dir.join("zygote-js");
-        let spare_cwd = cfg.run_dir.join("spare-js");
         Arc::new(Launcher {
+            python: Lane::new(use_zygote, cfg.run_dir.join("zygote")),
+            javascript: Lane::new(use_js_zygote, cfg.run_dir.join("zygote-js")),
+            spare_cwd: cfg.run_dir.join("spare-js"),
             cfg,
-            use_zygote,
-            use_js_zygote,
-            zygote_cwd,
-            js_zygote_cwd,
-            spare_cwd,
-            slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
-            js_slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
-            nursery: NurserySlot::default(),
-            js_nursery: NurserySlot::default(),
             use_js_spare,
             js_spare: tokio::sync::Mutex::new(None),
             cgroups,
@@ -165,12 +170,7 @@ impl Launcher {
     /// The zygote to fork a `language` kernel from, if kernels of that language are forked and
     /// one runs (or can be started).
     async fn forking_zygote(self: &Arc<Self>, language: Language) -> Option<Arc<Zygote>> {
-        let forks = match language {
-            Language::Python => self.use_zygote,
-            Language::Javascript => self.use_js_zygote,
-            Language::Bash => false,
-        };
-        if forks {
+        if self.lane(language)?.enabled {
             self.zygote(language).await
         } else {
             None
@@ -186,7 +186,7 @@ impl Launcher {
     ) -> (Result<Kernel, ForkError>, Option<Nursery>) {
         // Held until the zygote has left the nursery that becomes this kernel's cgroup: a fork
         // must never start in a context's cgroup (nor two kernels in one nursery).
-        let mut slot = self.nursery_slot(z.language()).clone().lock_owned().await;
+        let mut slot = self.zygote_lane(z).nursery.clone().lock_owned().await;
         let nursery = slot.take().filter(|n| n.zygote_pid == z.pid());
         // Once the kernel exists, the zygote moves on (the kernel stays in `nursery`).
         let mut locked = Some(slot);
@@ -280,18 +280,18 @@ impl Launcher {
         });
     }
 
-    fn slot(&self, language: Language) -> (&tokio::sync::Mutex<ZygoteSlot>, &Path) {
+    /// The zygote lane of `language` (Bash has none).
+    fn lane(&self, language: Language) -> Option<&Lane> {
         match language {
-            Language::Javascript => (&self.js_slot, &self.js_zygote_cwd),
-            _ => (&self.slot, &self.zygote_cwd),
+            Language::Python => Some(&self.python),
+            Language::Javascript => Some(&self.javascript),
+            Language::Bash => None,
         }
     }
 
-    fn nursery_slot(&self, language: Language) -> &NurserySlot {
-        match language {
-            Language::Javascript => &self.js_nursery,
-            _ => &self.nursery,
-        }
+    /// The lane zygote `z` belongs to.
+    fn zygote_lane(&self, z: &Zygote) -> &Lane {
+        self.lane(z.language()).unwrap_or(&self.python)
     }
 
     /// Move zygote `z` into a fresh nursery in the background (unless it has one, or there is no
@@ -306,11 +306,12 @@ impl Launcher {
         let Some(cgroups) = self.cgroups.clone() else {
             return;
         };
-        let (this, pid, language) = (self.clone(), z.pid(), z.language());
+        let (pid, language) = (z.pid(), z.language());
+        let nursery = self.zygote_lane(z).nursery.clone();
         tokio::spawn(async move {
             let mut slot = match locked {
                 Some(guard) => guard,
-                None => this.nursery_slot(language).clone().lock_owned().await,
+                None => nursery.lock_owned().await,
             };
             match slot.take() {
                 Some(n) if n.zygote_pid == pid => {
@@ -348,8 +349,9 @@ impl Launcher {
     /// The running zygote for `language`, started if there is none (unless a start failed
     /// recently).
     async fn zygote(self: &Arc<Self>, language: Language) -> Option<Arc<Zygote>> {
-        let (slot, cwd) = self.slot(language);
-        let mut slot = slot.lock().await;
+        let lane = self.lane(language)?;
+        let cwd = &lane.cwd;
+        let mut slot = lane.slot.lock().await;
         if let Some(z) = &slot.zygote {
             return Some(z.clone());
         }
@@ -383,11 +385,10 @@ impl Launcher {
     /// in the background.
     fn replace_zygote(self: &Arc<Self>, old: &Arc<Zygote>) {
         let this = self.clone();
-        let old_pid = old.pid();
-        let language = old.language();
+        let (old_pid, language) = (old.pid(), old.language());
         tokio::spawn(async move {
-            {
-                let mut slot = this.slot(language).0.lock().await;
+            if let Some(lane) = this.lane(language) {
+                let mut slot = lane.slot.lock().await;
                 if slot.zygote.as_ref().is_some_and(|z| z.pid() == old_pid) {
                     slot.zygote = None;
                 }

@@ -57,17 +57,26 @@ pub struct KernelConfig {
 }
 
 impl KernelConfig {
-    /// The program and arguments that run a `language` kernel (`flags` go to the interpreter,
-    /// before the runner file).
-    pub fn command(&self, language: Language, flags: &[&str]) -> (&Path, Vec<String>) {
-        let (program, runner) = match language {
-            Language::Python => (&self.python, "runner.py"),
-            Language::Javascript => (&self.node, "runner.js"),
-            Language::Bash => return (&self.bash, vec!["--noprofile".into(), "--norc".into()]),
+    /// The command that runs a `language` kernel or zygote (`flags` go to the interpreter, before
+    /// the runner file), with the environment every kernel needs.
+    pub fn command(&self, language: Language, flags: &[&str]) -> tokio::process::Command {
+        let mut cmd = match language {
+            Language::Python => tokio::process::Command::new(&self.python),
+            Language::Javascript => tokio::process::Command::new(&self.node),
+            Language::Bash => tokio::process::Command::new(&self.bash),
         };
-        let runner = self.run_dir.join(runner).display().to_string();
-        let args = flags.iter().map(|f| f.to_string()).chain([runner]);
-        (program, args.collect())
+        match language {
+            Language::Python => cmd.args(flags).arg(self.run_dir.join("runner.py")),
+            Language::Javascript => cmd.args(flags).arg(self.run_dir.join("runner.js")),
+            Language::Bash => cmd.args(flags).args(["--noprofile", "--norc"]),
+        };
+        if let (Language::Javascript, Some(p)) = (language, &self.node_path) {
+            cmd.env("NODE_PATH", p);
+        }
+        cmd.env("PYTHONUNBUFFERED", "1")
+            .env("PAGER", "cat")
+            .env("TERM", "dumb");
+        cmd
     }
 
     /// Write the embedded runner sources into `run_dir`.
@@ -324,22 +333,15 @@ impl Kernel {
         let (err_r, err_w) = cloexec_pipe().map_err(pipe_err("stderr"))?;
         let (evt_r, evt_w) = cloexec_pipe().map_err(pipe_err("event"))?;
 
-        let (program, args) = cfg.command(language, &[]);
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(&args)
-            .current_dir(cwd)
+        let mut cmd = cfg.command(language, &[]);
+        let program = PathBuf::from(cmd.as_std().get_program());
+        cmd.current_dir(cwd)
             .stdout(Stdio::from(out_w))
             .stderr(Stdio::from(err_w))
             .env("LIZARD_EVENT_FD", EVENT_FD.to_string())
             .env("LIZARD_CONTROL_FD", CONTROL_FD.to_string())
-            .env("PYTHONUNBUFFERED", "1")
-            .env("PAGER", "cat")
-            .env("TERM", "dumb")
             .process_group(0)
             .kill_on_drop(false);
-        if let (Language::Javascript, Some(p)) = (language, &cfg.node_path) {
-            cmd.env("NODE_PATH", p);
-        }
         let mut fds: Vec<(OwnedFd, i32)> = vec![(evt_w, EVENT_FD)];
         let ctl_sender = if language == Language::Bash {
             cmd.stdin(Stdio::piped());

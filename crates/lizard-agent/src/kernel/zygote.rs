@@ -110,7 +110,7 @@ impl Zygote {
             what: "zygote socket",
             source,
         })?;
-        let (program, args) = match language {
+        let mut cmd = match language {
             Language::Python => cfg.command(language, &[]),
             Language::Javascript => cfg.command(language, &NODE_ZYGOTE_FLAGS),
             Language::Bash => {
@@ -121,9 +121,8 @@ impl Zygote {
                 })
             }
         };
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(&args)
-            .current_dir(cwd)
+        let program = std::path::PathBuf::from(cmd.as_std().get_program());
+        cmd.current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             // A pipe, not the agent's own stderr: that is the sandbox's log file on the host, and
@@ -131,14 +130,8 @@ impl Zygote {
             // in /proc/<pid>/fd and writes to it would bypass the sandbox's disk quota.
             .stderr(Stdio::piped())
             .env("LIZARD_ZYGOTE_FD", ZYGOTE_FD.to_string())
-            .env("PYTHONUNBUFFERED", "1")
-            .env("PAGER", "cat")
-            .env("TERM", "dumb")
             .process_group(0)
             .kill_on_drop(true);
-        if let (Language::Javascript, Some(p)) = (language, &cfg.node_path) {
-            cmd.env("NODE_PATH", p);
-        }
         lizard_jail::map_fds(cmd.as_std_mut(), vec![(theirs, ZYGOTE_FD)]);
         let spawned = cmd.spawn();
         drop(cmd);
