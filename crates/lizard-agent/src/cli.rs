@@ -1,7 +1,8 @@
 //! The agent's command line and main loop, shared by the `lizard-agent` binary and `lizard agent`.
 //!
 //! Parses the configuration (flags or `LIZARD_*` environment variables), writes the embedded kernel
-//! runners into the run directory, and serves the API on TCP and, optionally, a Unix socket. Prints
+//! runners into the run directory, and serves the API on TCP and, optionally, a Unix socket (one it
+//! binds by path, or one inherited already bound as an fd: how the server reaches it). Prints
 //! one JSON line `{"event":"listening",...}` on stdout once both listeners are bound. Uses `anyhow`:
 //! this is binary code that happens to live in the library so both binaries share it.
 
@@ -20,9 +21,15 @@ pub struct AgentArgs {
     /// TCP address to serve on (port 0 picks a free port).
     #[arg(long, env = "LIZARD_AGENT_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Also serve on this Unix socket path.
-    #[arg(long, env = "LIZARD_AGENT_SOCKET")]
+    /// Also serve on this Unix socket path (an agent run outside a sandbox; the socket is created
+    /// here, an old file removed first).
+    #[arg(long, env = "LIZARD_AGENT_SOCKET", conflicts_with = "socket_fd")]
     pub socket: Option<PathBuf>,
+    /// Also serve on the inherited, bound but not yet listening Unix stream socket at this fd
+    /// number (an agent in a sandbox: the launcher made the socket in a host directory the
+    /// sandbox cannot see, see `lizard_jail::sandbox::InheritFd::UnixListener`).
+    #[arg(long, env = "LIZARD_AGENT_SOCKET_FD")]
+    pub socket_fd: Option<i32>,
     /// The kernel environment made by `scripts/kernel-env.sh` (holds `venv/` and `node_modules/`).
     /// Sets the defaults of --python, --node (its `node/bin/node`, when there) and --node-path.
     #[arg(long, env = "LIZARD_KERNEL_ENV")]
@@ -91,7 +98,7 @@ fn find_in_path(name: &std::path::Path) -> Result<PathBuf> {
     bail!("{} not found in PATH", name.display())
 }
 
-/// Run the agent until SIGTERM or Ctrl-C.
+/// Run the agent until SIGTERM or Ctrl-C (outside a sandbox; as a sandbox's PID 1, until killed).
 pub async fn run(mut args: AgentArgs) -> Result<()> {
     // Kernels run in other working directories: make every configured path absolute.
     for p in [
@@ -211,15 +218,21 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let tcp_addr = tcp.local_addr()?;
-    let unix = match &args.socket {
-        Some(p) => {
+    let unix = match (&args.socket, args.socket_fd) {
+        (Some(p), _) => {
             let _ = std::fs::remove_file(p);
             Some(
                 tokio::net::UnixListener::bind(p)
                     .with_context(|| format!("binding {}", p.display()))?,
             )
         }
-        None => None,
+        (None, Some(fd)) => {
+            let l = lizard_jail::hostpath::take_unix_listener(fd)
+                .with_context(|| format!("taking the inherited socket at fd {fd}"))?;
+            l.set_nonblocking(true)?;
+            Some(tokio::net::UnixListener::from_std(l).context("registering the socket")?)
+        }
+        (None, None) => None,
     };
     println!(
         "{}",
@@ -227,11 +240,20 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
             "event": "listening",
             "tcp": tcp_addr.to_string(),
             "socket": args.socket.as_ref().map(|p| p.display().to_string()),
+            "socket_fd": args.socket_fd,
         })
     );
-    tracing::info!(%tcp_addr, socket = ?args.socket, "lizard-agent listening");
+    tracing::info!(%tcp_addr, socket = ?args.socket, socket_fd = ?args.socket_fd,
+        "lizard-agent listening");
 
+    // As PID 1 of a sandbox the agent installs no handler for SIGTERM or SIGINT: the kernel then
+    // drops those signals (and SIGKILL) sent from inside the sandbox's pid namespace, so user code's
+    // `kill -TERM 1` cannot stop it. The server never signals it (it kills through the cgroup).
+    let pid1 = std::process::id() == 1;
     let shutdown = async {
+        if pid1 {
+            return std::future::pending::<()>().await;
+        }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("installing SIGTERM handler");
         tokio::select! {

@@ -143,8 +143,10 @@ pub async fn snapshot(
     Ok(report(reports))
 }
 
-/// Recreate the contexts saved in `dir` and load their state. A context that cannot be recreated
-/// is reported with everything lost; the others are restored regardless.
+/// Recreate the contexts saved in `dir` and load their state, then delete `dir` (the state is in
+/// the kernels again; the host never walks this directory, which the sandbox could have written).
+/// A context that cannot be recreated is reported with everything lost; the others are restored
+/// regardless.
 pub async fn restore(contexts: &Contexts, dir: &Path) -> Result<HibernationReport, HibernateError> {
     if !dir.is_absolute() {
         return Err(HibernateError::BadDir);
@@ -208,6 +210,9 @@ pub async fn restore(contexts: &Contexts, dir: &Path) -> Result<HibernationRepor
             restored,
             lost,
         });
+    }
+    if let Err(e) = tokio::fs::remove_dir_all(dir).await {
+        tracing::warn!(dir = %dir.display(), error = %e, "removing the restored hibernation state");
     }
     Ok(report(reports))
 }

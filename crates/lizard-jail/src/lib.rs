@@ -25,6 +25,7 @@ pub mod delegation;
 pub mod disk;
 pub mod exe;
 pub mod fdpass;
+pub mod hostpath;
 pub mod inotify;
 pub mod network;
 pub mod process;

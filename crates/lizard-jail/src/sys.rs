@@ -63,6 +63,16 @@ pub(crate) fn cloexec_from(first: u32) -> io::Result<()> {
     check(ret).map(drop)
 }
 
+/// `dup2(from, to)`: `to` becomes a copy of `from` without close-on-exec (whatever `to` was is
+/// closed). For fds the caller keeps no ownership of at `to` (the launcher's child, right before
+/// exec).
+pub(crate) fn dup2_raw(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 takes two fd numbers by value and touches no memory; the caller owns nothing at
+    // `to` that it would still use (it execs right after).
+    let ret = unsafe { libc::dup2(from, to) };
+    check(ret as libc::c_long).map(drop)
+}
+
 /// Reset every signal's disposition to the default and unblock all signals, so the program does
 /// not inherit the launcher's (Rust binaries ignore SIGPIPE, for one).
 pub(crate) fn reset_signals() -> io::Result<()> {

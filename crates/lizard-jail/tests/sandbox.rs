@@ -379,6 +379,70 @@ echo "mountinfo=$(cut -d' ' -f4,5 /proc/self/mountinfo | tr '\n' ';')"
 }
 
 #[test]
+fn inherited_descriptors_arrive_at_3_and_up_and_nothing_else() {
+    use lizard_jail::sandbox::InheritFd;
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let t = TestDir::new();
+    let chan = t.path().join("chan");
+    fs::create_dir(&chan).unwrap();
+    fs::set_permissions(&chan, fs::Permissions::from_mode(0o700)).unwrap();
+    let sock = chan.join("agent.sock");
+    fs::write(&sock, "an old file").unwrap();
+    let file = t.path().join("sealed");
+    fs::write(&file, "read-only content").unwrap();
+    let mut spec = t.spec(
+        &unique_id("inherit"),
+        r#"l=$(readlink /proc/self/fd/3); echo "fd3=${l%%:*}"
+echo "fd4=$(cat <&4)"
+(echo x >&4) 2>/dev/null && echo "write4=ok" || echo "write4=denied"
+[ -e /proc/self/fd/5 ] && echo "fd5=open" || echo "fd5=closed"
+found=no; for f in /run/lizard/* /tmp/*; do [ -S "$f" ] && found=$f; done; echo "socket_inside=$found"
+echo "chan_inside=$(grep -c chan /proc/self/mountinfo)"
+"#,
+    );
+    spec.inherit_fds = vec![
+        InheritFd::UnixListener { path: sock.clone() },
+        InheritFd::ReadOnlyFile { path: file },
+    ];
+    let mut sb = launch(&spec).unwrap();
+    assert_eq!(sb.wait(Duration::from_secs(10)), Exit::Code(0), "{}", t.log());
+    let f = facts(&t.log());
+    assert_eq!(f["fd3"], "socket", "{}", t.log());
+    assert_eq!(f["fd4"], "read-only content", "{}", t.log());
+    assert_eq!(f["write4"], "denied", "{}", t.log());
+    assert_eq!(f["fd5"], "closed", "{}", t.log());
+    assert_eq!(f["socket_inside"], "no", "{}", t.log());
+    assert_eq!(f["chan_inside"], "0", "{}", t.log());
+    // The old file made way for a private socket, bound on the host.
+    let meta = fs::symlink_metadata(&sock).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.mode() & 0o777, 0o600);
+
+    // A directory the sandbox's user (or anyone but root) could write is refused.
+    let theirs = t.path().join("theirs");
+    fs::create_dir(&theirs).unwrap();
+    lchown(&theirs, Some(SHIFT + USER), None).unwrap();
+    let mut spec = t.spec(&unique_id("inherit-bad"), "");
+    spec.inherit_fds = vec![InheritFd::UnixListener {
+        path: theirs.join("agent.sock"),
+    }];
+    let msg = launch(&spec).err().expect("refused").to_string();
+    assert!(msg.contains("binding the inherited socket"), "{msg}");
+    assert!(msg.contains("not root"), "{msg}");
+    for d in cgroup_would_be(&spec.id) {
+        assert!(!d.exists(), "{} left behind", d.display());
+    }
+    // And so is a symlink on the way.
+    let link = t.path().join("link");
+    symlink(&chan, &link).unwrap();
+    let mut spec = t.spec(&unique_id("inherit-link"), "");
+    spec.inherit_fds = vec![InheritFd::UnixListener {
+        path: link.join("agent.sock"),
+    }];
+    assert!(launch(&spec).is_err());
+}
+
+#[test]
 fn memory_bomb_is_oom_killed_and_counted() {
     let t = TestDir::new();
     let mut spec = t.spec(

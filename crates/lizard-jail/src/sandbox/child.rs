@@ -11,7 +11,8 @@
 //!    uts namespaces stay owned by the host's user namespace, so even the sandbox's root has no
 //!    power over them (cannot mount, configure the network, set the host name).
 //! 4. No supplementary groups, securebits locked, bounding and ambient sets emptied, the user's
-//!    gid/uid, capability sets emptied, `no_new_privs`, `chdir(cwd)`, seccomp, `execve` (or
+//!    gid/uid, capability sets emptied, `no_new_privs`, `chdir(cwd)`, the inherited fds
+//!    (`SandboxSpec::inherit_fds`) put at 3, 4, … without close-on-exec, seccomp, `execve` (or
 //!    `execveat` of the program's file opened before the clone).
 //!
 //! A failing step is reported to the parent on the report pipe (step, detail, errno) and the child
@@ -32,7 +33,7 @@ use std::convert::Infallible;
 use std::ffi::CString;
 use std::fmt::Display;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Everything the child needs, prepared by the parent before the clone.
 #[derive(Debug)]
@@ -53,6 +54,9 @@ pub(crate) struct ChildPlan {
     /// The program's file, opened before the clone (`SandboxSpec::program_source`); executed by
     /// descriptor instead of `program`'s path. Close-on-exec.
     pub program_fd: Option<OwnedFd>,
+    /// `SandboxSpec::inherit_fds`, opened (close-on-exec, numbered above `3 + inherit.len()`,
+    /// like every other fd here): dup2'd onto 3, 4, … right before the exec.
+    pub inherit: Vec<OwnedFd>,
     pub argv: Vec<CString>,
     pub envp: Vec<CString>,
     pub filter: Filter,
@@ -210,6 +214,12 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
     nix::sys::prctl::set_no_new_privs().step("prctl", "PR_SET_NO_NEW_PRIVS")?;
     nix::unistd::chdir(p.cwd.as_c_str()).step("chdir", p.cwd.to_string_lossy())?;
     umask(Mode::from_bits_truncate(0o022));
+    // The handed-over fds at 3, 4, …: dup2 clears close-on-exec on the copy. Every fd the child
+    // still uses (report pipe, program) is numbered above these (see `sandbox::above`).
+    for (i, fd) in p.inherit.iter().enumerate() {
+        let target = 3 + i as i32;
+        sys::dup2_raw(fd.as_raw_fd(), target).step("dup2", format!("inherited fd {target}"))?;
+    }
     p.filter
         .install()
         .map_err(|e| SetupError::new("seccomp", &e, io::Error::from_raw_os_error(libc::EINVAL)))?;

@@ -11,7 +11,9 @@
 //! JSON line on stdout and exits. [`launch_with_helper`] is the caller's side of that exchange.
 //!
 //! The sequence (parent = the launcher, child = the future PID 1):
-//! 1. parent: validate the spec, compile the seccomp filter, open the log and `/dev/null`, with
+//! 1. parent: validate the spec, compile the seccomp filter, open the log, `/dev/null` and the
+//!    descriptors to hand over (`inherit_fds`: e.g. the agent's socket, bound in a root-only host
+//!    directory; every fd the child needs is numbered above the range 3.. they will take), with
 //!    `layer_id_base` make the user namespace of the idmapped mounts (`idmap`), give the writable
 //!    layer the template root's owner (through that id map), create the cgroup with its limits
 //!    and (with `context_cgroups`) its delegated sub-tree, bound at `/sys/fs/cgroup/<controller>`
@@ -34,7 +36,10 @@ mod idmap;
 mod rootfs;
 mod spec;
 
-pub use spec::{Bind, IdMap, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec};
+pub use spec::{
+    Bind, IdMap, InheritFd, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec,
+    MAX_INHERIT_FDS,
+};
 
 use crate::cgroup::{Cgroup, CgroupError};
 use crate::seccomp::{Filter, SeccompError};
@@ -222,9 +227,13 @@ pub fn launch(spec: &SandboxSpec) -> Result<Launched, JailError> {
         return Err(JailError::NotSingleThreaded { threads });
     }
     let filter = Filter::sandbox().map_err(JailError::Seccomp)?;
+    // The inherited fds become 3..3+n in the child; everything the child uses sits above.
+    let min = 3 + spec.inherit_fds.len() as i32;
     let (go_read, go_write) = pipe()?;
     let (report_read, report_write) = pipe()?;
-    let mut plan = prepare(spec, filter, go_read, report_write)?;
+    let go_read = above(go_read, min, "creating a sync pipe", Path::new("pipe"))?;
+    let report_write = above(report_write, min, "creating a sync pipe", Path::new("pipe"))?;
+    let mut plan = prepare(spec, filter, go_read, report_write, min)?;
     let cgroup = Cgroup::create(&spec.id, &spec.limits.cgroup()).map_err(JailError::Cgroup)?;
     if spec.context_cgroups {
         match delegate_contexts(spec, &cgroup) {
@@ -289,20 +298,53 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
     })
 }
 
-/// Move an fd to number >= 3 (so that dup2 onto 0/1/2 in the child never hits itself).
-fn above_stdio(fd: OwnedFd, what: &'static str, path: &Path) -> Result<OwnedFd, JailError> {
+/// Move an fd to a number >= `min` (close-on-exec): >= 3 so that dup2 onto 0/1/2 in the child
+/// never hits itself, and above the numbers the inherited fds take (3..3+n), so that their dup2s
+/// in the child clobber nothing the child still uses.
+fn above(fd: OwnedFd, min: i32, what: &'static str, path: &Path) -> Result<OwnedFd, JailError> {
     use std::os::fd::{AsRawFd, FromRawFd};
-    if fd.as_raw_fd() > 2 {
+    if fd.as_raw_fd() >= min {
         return Ok(fd);
     }
     let raw =
-        nix::fcntl::fcntl(fd.as_fd(), FcntlArg::F_DUPFD_CLOEXEC(3)).map_err(|e| JailError::Io {
+        nix::fcntl::fcntl(fd.as_fd(), FcntlArg::F_DUPFD_CLOEXEC(min)).map_err(|e| JailError::Io {
             step: what,
             path: path.into(),
             source: e.into(),
         })?;
     // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Open the descriptors of `spec.inherit_fds`, in order (close-on-exec until the child hands
+/// them over).
+fn open_inherited(spec: &SandboxSpec, min: i32) -> Result<Vec<OwnedFd>, JailError> {
+    let mut out = Vec::new();
+    for fd in &spec.inherit_fds {
+        let (what, path, opened) = match fd {
+            InheritFd::UnixListener { path } => (
+                "binding the inherited socket",
+                path,
+                crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
+                    step: "binding the inherited socket",
+                    path: path.clone(),
+                    source: io::Error::other(error_chain(&e)),
+                }),
+            ),
+            InheritFd::ReadOnlyFile { path } => (
+                "opening the inherited file",
+                path,
+                nix::fcntl::open(path.as_path(), OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+                    .map_err(|e| JailError::Io {
+                        step: "opening the inherited file",
+                        path: path.clone(),
+                        source: e.into(),
+                    }),
+            ),
+        };
+        out.push(above(opened?, min, what, path)?);
+    }
+    Ok(out)
 }
 
 fn cstring(field: &str, s: &[u8]) -> Result<CString, JailError> {
@@ -320,6 +362,7 @@ fn prepare(
     filter: Filter,
     go: OwnedFd,
     report: OwnedFd,
+    min: i32,
 ) -> Result<ChildPlan, JailError> {
     let io_err = |step: &'static str, path: &Path| {
         let path = path.to_path_buf();
@@ -331,11 +374,12 @@ fn prepare(
         .mode(0o640)
         .open(&spec.log_path)
         .map_err(io_err("opening the log file", &spec.log_path))?;
-    let log = above_stdio(log.into(), "opening the log file", &spec.log_path)?;
+    let log = above(log.into(), min, "opening the log file", &spec.log_path)?;
     let devnull = Path::new("/dev/null");
     let stdin = nix::fcntl::open(devnull, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
         .map_err(|e| io_err("opening /dev/null", devnull)(e.into()))?;
-    let stdin = above_stdio(stdin, "opening /dev/null", devnull)?;
+    let stdin = above(stdin, min, "opening /dev/null", devnull)?;
+    let inherit = open_inherited(spec, min)?;
 
     // The template layer and `idmapped` binds are shown through an id map when their on-disk
     // range is not the sandbox's own.
@@ -428,7 +472,7 @@ fn prepare(
                 Mode::empty(),
             )
             .map_err(|e| io_err("opening the program", src)(e.into()))?;
-            Some(above_stdio(fd, "opening the program", src)?)
+            Some(above(fd, min, "opening the program", src)?)
         }
         None => None,
     };
@@ -453,6 +497,7 @@ fn prepare(
         cwd: cstring("cwd", spec.cwd.as_os_str().as_bytes())?,
         program,
         program_fd,
+        inherit,
         argv,
         envp,
         filter,

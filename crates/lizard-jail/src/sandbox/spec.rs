@@ -62,6 +62,33 @@ pub struct SandboxSpec {
     /// Host file that receives the program's stdout and stderr (appended; created mode 0640).
     /// The program's stdin is `/dev/null`.
     pub log_path: PathBuf,
+    /// Descriptors the launcher opens as host root before the clone (outside the sandbox's
+    /// reach: nothing inside can name or replace what they refer to) and hands to the program at
+    /// fds 3, 4, 5, … in this order. Only these are inherited (not close-on-exec); every other
+    /// descriptor of the launcher is closed at exec. At most [`MAX_INHERIT_FDS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_fds: Vec<InheritFd>,
+}
+
+/// At most this many [`SandboxSpec::inherit_fds`].
+pub const MAX_INHERIT_FDS: usize = 16;
+
+/// One descriptor handed to the sandbox's program (see [`SandboxSpec::inherit_fds`]). Paths are
+/// host paths, resolved by the launcher as host root: they must be the host's own, never a path a
+/// sandbox can write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum InheritFd {
+    /// An `AF_UNIX SOCK_STREAM` socket bound at `path` (mode 0600; an old entry there is removed
+    /// first) but **not listening**: the program calls `listen(2)`, so a client's `SO_PEERCRED`
+    /// names the program. `path`'s directory must be root's and writable by root only, and so
+    /// must every directory above it (or be sticky, like `/tmp`), reached without following a
+    /// symlink (see `crate::hostpath`); the launcher refuses otherwise. The sandbox never sees
+    /// the path: only the descriptor.
+    UnixListener { path: PathBuf },
+    /// A file opened read-only (symlinks followed: e.g. `/proc/<pid>/fd/<n>` of a sealed
+    /// executable).
+    ReadOnlyFile { path: PathBuf },
 }
 
 /// The overlay root: `lower` is the template's root (read-only, shared), `upper`/`work` the
@@ -205,6 +232,34 @@ impl SandboxSpec {
         if let Some(p) = &self.program_source {
             absolute("program_source", p)?;
         }
+        if self.inherit_fds.len() > MAX_INHERIT_FDS {
+            return bad(
+                "inherit_fds",
+                format!("at most {MAX_INHERIT_FDS} descriptors"),
+            );
+        }
+        for (i, fd) in self.inherit_fds.iter().enumerate() {
+            let field = format!("inherit_fds[{i}].path");
+            match fd {
+                InheritFd::UnixListener { path } => {
+                    inside_path(&field, path)?;
+                    let name_ok = path
+                        .file_name()
+                        .is_some_and(|n| n.len() <= crate::hostpath::MAX_SOCKET_NAME)
+                        && path.parent().is_some_and(|p| p != Path::new("/"));
+                    if !name_ok {
+                        return bad(
+                            &field,
+                            format!(
+                                "a file name of at most {} bytes in a directory other than /",
+                                crate::hostpath::MAX_SOCKET_NAME
+                            ),
+                        );
+                    }
+                }
+                InheritFd::ReadOnlyFile { path } => absolute(&field, path)?,
+            }
+        }
         if self.id_map.count == 0
             || self.id_map.inside.checked_add(self.id_map.count).is_none()
             || self.id_map.outside.checked_add(self.id_map.count).is_none()
@@ -298,7 +353,9 @@ mod tests {
             "cwd": "/home/user", "program": "/bin/sh", "args": ["-c", "true"],
             "env": {"PATH": "/bin"},
             "limits": {"memory_bytes": 1000000, "pids_max": 10},
-            "log_path": "/s/log"
+            "log_path": "/s/log",
+            "inherit_fds": [{"kind": "unix_listener", "path": "/s/agent.sock"},
+                            {"kind": "read_only_file", "path": "/proc/1/fd/3"}]
         }"#,
         )
         .unwrap()
@@ -342,12 +399,75 @@ mod tests {
                     s.env.insert("A=B".into(), "x".into());
                 }),
             ),
+            (
+                "inherit_fds[0].path",
+                Box::new(|s| {
+                    s.inherit_fds[0] = InheritFd::UnixListener {
+                        path: "run/agent.sock".into(),
+                    }
+                }),
+            ),
+            (
+                "inherit_fds[0].path",
+                Box::new(|s| {
+                    s.inherit_fds[0] = InheritFd::UnixListener {
+                        path: "/s/../etc/agent.sock".into(),
+                    }
+                }),
+            ),
+            (
+                "inherit_fds[0].path",
+                Box::new(|s| {
+                    s.inherit_fds[0] = InheritFd::UnixListener {
+                        path: format!("/s/{}", "x".repeat(100)).into(),
+                    }
+                }),
+            ),
+            (
+                "inherit_fds[0].path",
+                Box::new(|s| {
+                    s.inherit_fds[0] = InheritFd::UnixListener {
+                        path: "/agent.sock".into(),
+                    }
+                }),
+            ),
+            (
+                "inherit_fds[1].path",
+                Box::new(|s| {
+                    s.inherit_fds[1] = InheritFd::ReadOnlyFile {
+                        path: "exe".into(),
+                    }
+                }),
+            ),
+            (
+                "inherit_fds",
+                Box::new(|s| {
+                    s.inherit_fds = vec![
+                        InheritFd::ReadOnlyFile {
+                            path: "/proc/1/exe".into()
+                        };
+                        MAX_INHERIT_FDS + 1
+                    ]
+                }),
+            ),
         ];
         for (field, change) in cases {
             let mut s = example();
             change(&mut s);
             assert_eq!(s.validate().unwrap_err().field, field);
         }
+    }
+
+    #[test]
+    fn inherited_fds_are_tagged_by_kind() {
+        let v = serde_json::to_value(&example().inherit_fds).unwrap();
+        assert_eq!(v[0]["kind"], "unix_listener");
+        assert_eq!(v[1]["kind"], "read_only_file");
+        let mut v: serde_json::Value = serde_json::to_value(example()).unwrap();
+        v["inherit_fds"][0]["mode"] = 0o666.into();
+        assert!(serde_json::from_value::<SandboxSpec>(v.clone()).is_err());
+        v["inherit_fds"][0] = serde_json::json!({"kind": "tcp_listener", "path": "/s/x"});
+        assert!(serde_json::from_value::<SandboxSpec>(v).is_err());
     }
 
     #[test]

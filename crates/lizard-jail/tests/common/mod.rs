@@ -110,6 +110,7 @@ impl TestDir {
             limits: Limits::default(),
             context_cgroups: false,
             log_path: self.log_path(),
+            inherit_fds: Vec::new(),
         }
     }
 }
