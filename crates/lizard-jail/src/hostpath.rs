@@ -97,7 +97,8 @@ impl TrustedDir {
             return Err(untrusted(path, "not an absolute path"));
         }
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let mut fd = nix::fcntl::open("/", flags, Mode::empty()).map_err(io_err("opening", path))?;
+        let mut fd =
+            nix::fcntl::open("/", flags, Mode::empty()).map_err(io_err("opening", path))?;
         let names: Vec<&OsStr> = path
             .components()
             .filter_map(|c| match c {
@@ -147,6 +148,37 @@ impl TrustedDir {
             Ok(()) | Err(nix::Error::ENOENT) => Ok(()),
             Err(e) => Err(io_err("removing", &self.path.join(name))(e)),
         }
+    }
+
+    /// Make sure the entry `name` is a directory (created when missing) owned by `uid:gid` with
+    /// `mode`, changed through a descriptor opened without following a symlink: a symlink or
+    /// anything else but a directory at `name` is refused, never followed.
+    pub fn own_subdir(
+        &self,
+        name: &OsStr,
+        uid: u32,
+        gid: u32,
+        mode: u32,
+    ) -> Result<(), HostPathError> {
+        let path = self.path.join(name);
+        match nix::sys::stat::mkdirat(&self.fd, name, Mode::from_bits_truncate(0o700)) {
+            Ok(()) | Err(nix::Error::EEXIST) => {}
+            Err(e) => return Err(io_err("creating", &path)(e)),
+        }
+        let fd = nix::fcntl::openat(
+            &self.fd,
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io_err("opening", &path))?;
+        nix::unistd::fchown(
+            &fd,
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+        )
+        .map_err(io_err("chown", &path))?;
+        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(mode)).map_err(io_err("chmod", &path))
     }
 
     pub fn as_fd(&self) -> BorrowedFd<'_> {
@@ -213,7 +245,8 @@ pub fn unix_socket_entry(path: &Path) -> Result<(TrustedDir, PathBuf), HostPathE
 /// `SandboxSpec::inherit_fds`), check that it is an `AF_UNIX` stream socket, mark it
 /// close-on-exec and `listen` on it. Call once per fd: the returned listener owns it.
 pub fn take_unix_listener(fd: RawFd) -> io::Result<std::os::unix::net::UnixListener> {
-    let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("fd {fd}: {why}"));
+    let invalid =
+        |why: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("fd {fd}: {why}"));
     if fd < 3 {
         return Err(invalid("not an inherited descriptor (must be >= 3)"));
     }
@@ -316,6 +349,35 @@ mod tests {
         let link = t.path().join("link.sock");
         std::os::unix::fs::symlink(&path, &link).unwrap();
         assert!(unix_socket_entry(&link).is_err());
+    }
+
+    #[test]
+    fn owned_subdirs_never_follow_a_symlink() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let t = root_dir();
+        let dir = TrustedDir::open(t.path()).unwrap();
+        dir.own_subdir(OsStr::new("run"), 1000, 1001, 0o755)
+            .unwrap();
+        let meta = std::fs::metadata(t.path().join("run")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+            (1000, 1001, 0o755)
+        );
+        // Again (it exists): fine.
+        dir.own_subdir(OsStr::new("run"), 1000, 1000, 0o755)
+            .unwrap();
+        let target = t.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let before = std::fs::metadata(&target).unwrap().mode();
+        std::os::unix::fs::symlink(&target, t.path().join("link")).unwrap();
+        assert!(dir
+            .own_subdir(OsStr::new("link"), 1000, 1000, 0o777)
+            .is_err());
+        let meta = std::fs::metadata(&target).unwrap();
+        assert_eq!((meta.uid(), meta.mode()), (0, before));
     }
 
     #[test]

@@ -144,6 +144,25 @@ pub fn try_reap(pid: i32) -> std::io::Result<Option<Exit>> {
     }
 }
 
+/// Reap the child `pid`, waiting up to `limit` for it to exit (e.g. after its cgroup was killed):
+/// `Ok(None)` if it still runs then. Fails with `ECHILD` when it is not a child of the caller (or
+/// was reaped already).
+pub fn reap_within(pid: i32, limit: std::time::Duration) -> std::io::Result<Option<Exit>> {
+    let deadline = std::time::Instant::now() + limit;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        if let Some(exit) = try_reap(pid)? {
+            return Ok(Some(exit));
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Open a pidfd for `pid` (close-on-exec): a handle that keeps naming that very process even
 /// after its pid is reused, becomes readable when it exits, and can be waited for with
 /// [`crate::fdpass::reap_pidfd`] if it is a child of the caller.
@@ -177,6 +196,27 @@ mod tests {
         std::fs::File::from(r).read_to_string(&mut out).unwrap();
         assert_eq!(out, "mapped\n");
         assert!(child.wait().unwrap().success());
+    }
+
+    #[test]
+    fn reap_within_waits_for_the_exit_and_no_longer() {
+        let child = Command::new("sleep").arg("0.2").spawn().unwrap();
+        let pid = child.id() as i32;
+        // Reaped below, by pid.
+        std::mem::forget(child);
+        assert_eq!(
+            reap_within(pid, std::time::Duration::from_secs(30)).unwrap(),
+            Some(Exit::Code(0))
+        );
+        assert!(reap_within(pid, std::time::Duration::from_secs(1)).is_err());
+        let mut long = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = long.id() as i32;
+        assert_eq!(
+            reap_within(pid, std::time::Duration::from_millis(50)).unwrap(),
+            None
+        );
+        long.kill().unwrap();
+        long.wait().unwrap();
     }
 
     #[test]

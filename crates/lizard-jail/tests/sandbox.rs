@@ -405,7 +405,12 @@ echo "chan_inside=$(grep -c chan /proc/self/mountinfo)"
         InheritFd::ReadOnlyFile { path: file },
     ];
     let mut sb = launch(&spec).unwrap();
-    assert_eq!(sb.wait(Duration::from_secs(10)), Exit::Code(0), "{}", t.log());
+    assert_eq!(
+        sb.wait(Duration::from_secs(10)),
+        Exit::Code(0),
+        "{}",
+        t.log()
+    );
     let f = facts(&t.log());
     assert_eq!(f["fd3"], "socket", "{}", t.log());
     assert_eq!(f["fd4"], "read-only content", "{}", t.log());

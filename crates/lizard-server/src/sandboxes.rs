@@ -6,8 +6,21 @@
 //! PID 1) and is ready when its agent answers on its Unix socket. Nothing about a running sandbox
 //! lives only in memory: the store row has its pid, cgroup and paths.
 //!
-//! Hibernation: the agent saves every context's state into `/run/lizard/hibernate` (the host's
-//! `<sandbox dir>/disk/run/hibernate`, on its disk image), then the sandbox's processes are killed and its cgroup removed;
+//! **The host never resolves a path the sandbox can write.** The agent's socket is made by the
+//! launcher in the sandbox's root-only directory (`<sandbox dir>/agent.sock`, the directory 0700,
+//! never visible inside) and handed to the agent as fd 3 (`--socket-fd 3`); the server connects
+//! through checked, root-owned directories and accepts only the sandbox's PID 1 as the peer (see
+//! `crate::agent_client`). What lives on the sandbox's disk image (`disk/upper`, `disk/run`) is
+//! touched by the host only on a fresh file system or through descriptors opened without
+//! following links; the agent removes its own saved hibernation state. See docs/SECURITY.md, "The
+//! host never follows a path the sandbox can write".
+//!
+//! PID 1 is watched (a pidfd): when it exits (the agent crashed, or was killed somehow) the
+//! sandbox is cleaned up like a kill and marked `killed`. `lizard serve` is a child subreaper, so
+//! the PID 1s it launched are its children, reaped here.
+//!
+//! Hibernation: the agent saves every context's state into `/run/lizard/hibernate` (on its disk
+//! image; the host never opens it), then the sandbox's processes are killed and its cgroup removed;
 //! its directory (writable layer, saved state) stays and the store row says `hibernated`. A resume
 //! relaunches the sandbox with the same id and writable layer and has the agent restore the
 //! contexts (see `lizard_agent::hibernate`).
@@ -19,7 +32,7 @@ use crate::agent_client::AgentClient;
 use crate::store::{now_ms, SandboxRow, Store, StoreError, StoredState, VolumeRow};
 use crate::volumes::{VolumeError, Volumes};
 use lizard_jail::cgroup::Cgroup;
-use lizard_jail::sandbox::{Bind, IdMap, Limits, RootfsSpec, SandboxSpec, UserSpec};
+use lizard_jail::sandbox::{Bind, IdMap, InheritFd, Limits, RootfsSpec, SandboxSpec, UserSpec};
 use lizard_proto::{
     HibernationReport, LimitsRequest, NetworkRequest, SandboxLimits, SandboxVolume, TimeoutAction,
     VolumeMountRequest,
@@ -28,7 +41,7 @@ use lizard_template::Template;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -180,7 +193,7 @@ impl Sandbox {
             on_timeout: self.on_timeout,
             volumes: self.volumes.clone(),
             network: self.network.clone(),
-            agent: AgentClient::new(runtime.socket.clone()),
+            agent: AgentClient::new(runtime.socket.clone(), runtime.pid),
             runtime,
             timeout_at_ms: AtomicU64::new(timeout_at_ms),
             timeout_ms: AtomicU64::new(self.timeout_ms.load(Ordering::SeqCst)),
@@ -203,11 +216,23 @@ struct LaunchedSandbox {
     id: String,
     runtime: Runtime,
     agent: AgentClient,
+    /// Once pooled: set by its PID 1 watch when it fired (see `Sandboxes::watch`).
+    exited: Option<Arc<AtomicBool>>,
 }
 
 /// Name of the file in a sandbox's directory that records its [`Runtime`] from the moment it is
 /// launched (so sandboxes that never reached the store can be cleaned up after a crash).
 const RUNTIME_FILE: &str = "runtime.json";
+
+/// Name of the agent's socket in a sandbox's (root-only) directory.
+const AGENT_SOCKET: &str = "agent.sock";
+
+/// Whether `rt`'s agent socket is the one this server makes (`<dir>/agent.sock`, outside the
+/// sandbox's reach). Sandboxes launched by older servers had it on their own disk
+/// (`disk/run/agent.sock`, writable from inside): those are never connected to.
+fn socket_is_trusted_layout(rt: &Runtime) -> bool {
+    rt.socket == rt.dir.join(AGENT_SOCKET)
+}
 
 /// A create request, validated by the API layer (project resolved).
 #[derive(Debug, Clone, Default)]
@@ -235,6 +260,8 @@ pub struct Sandboxes {
     pool_wanted: Notify,
     /// Held by the pool filler while it launches one sandbox; taken by `drain_pool` to close.
     pool_filling: tokio::sync::Mutex<bool>,
+    /// Itself, for the PID 1 watches (which outlive the calls that start them).
+    me: std::sync::Weak<Sandboxes>,
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
@@ -261,7 +288,8 @@ pub fn new_sandbox_id() -> String {
 
 impl Sandboxes {
     pub fn new(cfg: SandboxConfig, store: Arc<Store>) -> Arc<Sandboxes> {
-        Arc::new(Sandboxes {
+        Arc::new_cyclic(|me| Sandboxes {
+            me: me.clone(),
             volumes: Volumes::new(&cfg.data_dir, cfg.volume_owner, store.clone()),
             id_ranges: crate::id_ranges::IdRanges::new(cfg.id_shift),
             cfg,
@@ -390,7 +418,12 @@ impl Sandboxes {
         let launched = launched?;
         self.refill_pool();
         let now = now_ms();
-        let LaunchedSandbox { id, runtime, agent } = launched;
+        let LaunchedSandbox {
+            id,
+            runtime,
+            agent,
+            exited,
+        } = launched;
         let sb = Arc::new(Sandbox {
             id: id.clone(),
             project: req.project.clone(),
@@ -434,12 +467,25 @@ impl Sandboxes {
             })
         });
         if let Err(e) = stored {
-            destroy(&sb.runtime);
+            destroy_unwatched(&sb.runtime, true);
             self.id_ranges.release(&id);
             return Err(e.into());
         }
         if let Ok(mut m) = self.live.write() {
-            m.insert(id, sb.clone());
+            m.insert(id.clone(), sb.clone());
+        }
+        match exited {
+            // A pooled sandbox: its watch runs since it was pooled. If PID 1 exited while it was
+            // neither pooled nor live (just now), the watch found nothing: clean up here.
+            Some(flag) => {
+                if flag.load(Ordering::SeqCst) {
+                    self.pid1_exited(&id, sb.runtime.pid).await;
+                    return Err(SandboxError::Launch(
+                        "the pooled sandbox's agent exited".into(),
+                    ));
+                }
+            }
+            None => self.watch(&id, sb.runtime.pid, None),
         }
         // Live now: `_claim` (dropped on return) hands the count over to `volume_users`.
         self.timeouts_changed.notify_one();
@@ -582,13 +628,19 @@ impl Sandboxes {
                             .await
                         {
                             tracing::warn!(sandbox = %l.id, error = %e, "warming a pooled sandbox");
-                            destroy(&l.runtime);
+                            destroy_unwatched(&l.runtime, true);
                             self.id_ranges.release(&l.id);
                             break;
                         }
+                        let flag = Arc::new(AtomicBool::new(false));
+                        let (id, pid) = (l.id.clone(), l.runtime.pid);
                         if let Ok(mut p) = self.pool.lock() {
-                            p.push(l);
+                            p.push(LaunchedSandbox {
+                                exited: Some(flag.clone()),
+                                ..l
+                            });
                         }
+                        self.watch(&id, pid, Some(flag));
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "filling the sandbox pool");
@@ -743,15 +795,31 @@ impl Sandboxes {
             cleanup(&dir);
             return Err(e);
         }
-        // The run dir (the agent's socket, hibernation's saved state) lives on the sandbox's own
-        // disk image: a bind from there shows `/run` in the sandbox's mountinfo, not a host path.
-        let run = dir.join("disk").join("run");
-        // The agent (uid 1000 inside) creates its socket in the run dir.
-        let host_uid = host_base + meta.user.uid;
-        let host_gid = host_base + meta.user.gid;
-        if let Err(e) = std::os::unix::fs::chown(&run, Some(host_uid), Some(host_gid)) {
+        // The run dir (hibernation's saved state) lives on the sandbox's own disk image: a bind
+        // from there shows `/run` in the sandbox's mountinfo, not a host path. The agent (the
+        // sandbox's user) writes there; the host changes only the directory itself, through a
+        // descriptor opened without following links (the disk's root is not the sandbox's).
+        let owned_run = {
+            let disk = disk.clone();
+            let owner = (host_base + meta.user.uid, host_base + meta.user.gid);
+            tokio::task::spawn_blocking(move || {
+                lizard_jail::hostpath::TrustedDir::open(&disk)
+                    .and_then(|d| d.own_subdir("run".as_ref(), owner.0, owner.1, 0o755))
+            })
+            .await
+            .map_err(|e| SandboxError::Launch(e.to_string()))
+            .and_then(|r| {
+                r.map_err(|e| {
+                    SandboxError::Launch(format!(
+                        "the sandbox's run dir: {}",
+                        lizard_jail::sandbox::error_chain(&e)
+                    ))
+                })
+            })
+        };
+        if let Err(e) = owned_run {
             cleanup(&dir);
-            return Err(io_err(&run)(e));
+            return Err(e);
         }
 
         let mut spec = self.spec(&id, &template, (&python, &node), &dir, envs, limits, fresh);
@@ -779,7 +847,7 @@ impl Sandboxes {
             pid: launched.pid,
             cgroup: launched.cgroup,
             dir: dir.clone(),
-            socket: run.join("agent.sock"),
+            socket: dir.join(AGENT_SOCKET),
             cpu_base_ms,
             disk: Some(disk),
             template_dir: Some(template.dir.clone()),
@@ -792,7 +860,7 @@ impl Sandboxes {
         // this sandbox at its next start (see `adopt`).
         let rt_file = dir.join(RUNTIME_FILE);
         if let Err(e) = std::fs::write(&rt_file, serde_json::to_vec(&runtime).unwrap_or_default()) {
-            destroy_or_stop(&runtime, fresh);
+            destroy_unwatched(&runtime, fresh);
             return Err(io_err(&rt_file)(e));
         }
         if let Some(egress) = egress {
@@ -804,20 +872,25 @@ impl Sandboxes {
             )
             .await
             {
-                destroy_or_stop(&runtime, fresh);
+                destroy_unwatched(&runtime, fresh);
                 return Err(e);
             }
         }
-        let agent = AgentClient::new(runtime.socket.clone());
+        let agent = AgentClient::new(runtime.socket.clone(), runtime.pid);
         if let Err(e) = agent.wait_ready(self.cfg.ready_timeout).await {
             tracing::warn!(sandbox = %id, error = %e, log = %dir.join("agent.log").display(),
                 "agent not ready; killing the sandbox");
-            destroy_or_stop(&runtime, fresh);
+            destroy_unwatched(&runtime, fresh);
             return Err(SandboxError::NotReady(
                 self.cfg.ready_timeout.as_millis() as u64
             ));
         }
-        Ok(LaunchedSandbox { id, runtime, agent })
+        Ok(LaunchedSandbox {
+            id,
+            runtime,
+            agent,
+            exited: None,
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -841,8 +914,9 @@ impl Sandboxes {
             "agent".into(),
             "--listen".into(),
             "127.0.0.1:8080".into(),
-            "--socket".into(),
-            "/run/lizard/agent.sock".into(),
+            // The socket the launcher bound at `<dir>/agent.sock` (see `inherit_fds` below).
+            "--socket-fd".into(),
+            "3".into(),
             "--python".into(),
             python.to_string(),
             "--node".into(),
@@ -904,6 +978,10 @@ impl Sandboxes {
             },
             context_cgroups: true,
             log_path: dir.join("agent.log"),
+            // fd 3: the agent's socket, in the sandbox's root-only directory on the host.
+            inherit_fds: vec![InheritFd::UnixListener {
+                path: dir.join(AGENT_SOCKET),
+            }],
         }
     }
 
@@ -1117,15 +1195,8 @@ impl Sandboxes {
             .await?;
         let report = match launched.agent.hibernate_restore(HIBERNATE_DIR).await {
             Ok(mut r) => {
+                // The agent has deleted the saved copy (the host never walks that tree).
                 r.method_reason = checkpoint_tool_reason();
-                // The state is in the kernels again; the saved copy would only take disk space.
-                let saved = launched
-                    .runtime
-                    .dir
-                    .join("disk")
-                    .join("run")
-                    .join("hibernate");
-                let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(saved)).await;
                 r
             }
             Err(e) => {
@@ -1151,6 +1222,7 @@ impl Sandboxes {
         if let Ok(mut m) = self.live.write() {
             m.insert(sb.id.clone(), new.clone());
         }
+        self.watch(&sb.id, new.runtime.pid, None);
         // Anyone still holding the old object sees it as running (it is, under a new runtime).
         sb.set_state(StoredState::Running);
         self.timeouts_changed.notify_one();
@@ -1255,13 +1327,120 @@ impl Sandboxes {
         }
     }
 
+    /// Watch the PID 1 (host pid `pid`) of sandbox `id`: when it exits, reap it (it is this
+    /// server's child when this server launched it: `lizard serve` is a subreaper) and clean the
+    /// sandbox up like a kill (see [`Sandboxes::pid1_exited`]). `flag` is set first. Only for a
+    /// `pid` that cannot have been reused: an unreaped child of ours, or one just checked.
+    fn watch(&self, id: &str, pid: i32, flag: Option<Arc<AtomicBool>>) {
+        match lizard_jail::process::pidfd_open(pid) {
+            Ok(fd) => self.watch_pidfd(id, pid, fd, flag),
+            Err(e) => {
+                // Gone and reaped already (not our child): it exited.
+                tracing::warn!(sandbox = %id, pid, error = %e, "cannot watch the sandbox's PID 1");
+                if let Some(f) = &flag {
+                    f.store(true, Ordering::SeqCst);
+                }
+                if let Some(me) = self.me.upgrade() {
+                    let id = id.to_string();
+                    tokio::spawn(async move { me.pid1_exited(&id, pid).await });
+                }
+            }
+        }
+    }
+
+    fn watch_pidfd(
+        &self,
+        id: &str,
+        pid: i32,
+        pidfd: std::os::fd::OwnedFd,
+        flag: Option<Arc<AtomicBool>>,
+    ) {
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        let id = id.to_string();
+        tokio::spawn(async move {
+            use tokio::io::{unix::AsyncFd, Interest};
+            // tokio deprecated its safe constructor for an `unsafe` one whose condition (the fd
+            // stays open and the same for the AsyncFd's life) an `OwnedFd` moved into it meets by
+            // construction; `unsafe` belongs in lizard-jail only (as in the agent's kernels).
+            #[allow(deprecated)]
+            let registered = AsyncFd::with_interest(pidfd, Interest::READABLE);
+            let afd = match registered {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(sandbox = %id, pid, error = %e, "cannot watch the sandbox's PID 1");
+                    return;
+                }
+            };
+            // A pidfd becomes readable (for good) when its process exits.
+            if let Err(e) = afd.readable().await {
+                tracing::warn!(sandbox = %id, pid, error = %e, "watching the sandbox's PID 1");
+                return;
+            }
+            let pidfd = afd.into_inner();
+            // Ours to reap when we launched it (ECHILD for an adopted one: init reaps those).
+            let status = lizard_jail::fdpass::reap_pidfd(&pidfd).ok().flatten();
+            tracing::debug!(sandbox = %id, pid, ?status, "the sandbox's PID 1 exited");
+            if let Some(f) = &flag {
+                f.store(true, Ordering::SeqCst);
+            }
+            me.pid1_exited(&id, pid).await;
+        });
+    }
+
+    /// The PID 1 (host pid `pid`) of sandbox `id` exited. Unless that is the expected end (a kill
+    /// or hibernation, which hold the lifecycle lock meanwhile and leave the sandbox not running,
+    /// or a relaunch that gave it another PID 1), clean it up exactly like a kill and mark it
+    /// `killed`.
+    async fn pid1_exited(&self, id: &str, pid: i32) {
+        let pooled = self.pool.lock().ok().and_then(|mut p| {
+            let i = p.iter().position(|l| l.id == id && l.runtime.pid == pid)?;
+            Some(p.remove(i))
+        });
+        if let Some(l) = pooled {
+            tracing::warn!(sandbox = %id, pid, "a pooled sandbox's PID 1 exited; removing it");
+            let rt = l.runtime;
+            let _ = tokio::task::spawn_blocking(move || destroy(&rt)).await;
+            self.id_ranges.release(id);
+            self.refill_pool();
+            return;
+        }
+        let Ok((sb, _guard)) = self.locked(id).await else {
+            return;
+        };
+        let running = matches!(sb.state(), StoredState::Running | StoredState::Paused);
+        if sb.runtime.pid != pid || !running || sb.is_hibernating() {
+            return;
+        }
+        tracing::warn!(sandbox = %id, pid,
+            "the sandbox's PID 1 (its agent) exited on its own; cleaning the sandbox up like a kill");
+        if let Err(e) = self.kill_locked(id).await {
+            tracing::warn!(sandbox = %id, error = %e, "cleaning up after the sandbox's PID 1 exited");
+        }
+    }
+
     /// After a server start: take back every sandbox the store says is running whose agent still
     /// answers; clean up the rest.
     pub async fn adopt(self: &Arc<Self>) -> Result<(usize, usize), SandboxError> {
         let (mut adopted, mut lost) = (0, 0);
         for row in self.store.list_sandboxes(None, false)? {
             let runtime: Option<Runtime> = serde_json::from_value(row.runtime.clone()).ok();
+            // A live sandbox's PID 1, held by a pidfd opened before checking that it is in the
+            // sandbox's cgroup (so a reused pid is not mistaken for it).
+            let mut pidfd = None;
             let alive = match &runtime {
+                // Launched by an older server: its agent's socket is on its own disk, where code in
+                // the sandbox can replace it. Never connected to (a hibernated one gets the new
+                // layout when it wakes).
+                Some(rt)
+                    if row.state != StoredState::Hibernated && !socket_is_trusted_layout(rt) =>
+                {
+                    tracing::warn!(sandbox = %row.id, socket = %rt.socket.display(),
+                        "sandbox from an older server with its agent socket inside the sandbox: \
+                         not adoptable, killing it");
+                    false
+                }
                 // A hibernated sandbox has no processes: it lives as long as its writable layer's
                 // disk image (mounted or not: after a host reboot it is not).
                 Some(rt) if row.state == StoredState::Hibernated => {
@@ -1269,12 +1448,16 @@ impl Sandboxes {
                 }
                 // A frozen agent cannot answer: a paused sandbox is alive while its cgroup has
                 // processes.
-                Some(rt) if row.state == StoredState::Paused => {
-                    rt.cgroup.pids().map(|p| !p.is_empty()).unwrap_or(false)
-                }
                 Some(rt) => {
-                    let agent = AgentClient::new(rt.socket.clone());
-                    agent.health().await.is_ok()
+                    pidfd = lizard_jail::process::pidfd_open(rt.pid).ok();
+                    let in_cgroup =
+                        pidfd.is_some() && rt.cgroup.pids().is_ok_and(|p| p.contains(&rt.pid));
+                    in_cgroup
+                        && (row.state == StoredState::Paused
+                            || AgentClient::new(rt.socket.clone(), rt.pid)
+                                .health()
+                                .await
+                                .is_ok())
                 }
                 None => false,
             };
@@ -1287,8 +1470,9 @@ impl Sandboxes {
                         }
                     }
                     let limits = serde_json::from_value(row.limits.clone()).unwrap_or_default();
+                    let pid = rt.pid;
                     let sb = Arc::new(Sandbox {
-                        agent: AgentClient::new(rt.socket.clone()),
+                        agent: AgentClient::new(rt.socket.clone(), rt.pid),
                         id: row.id.clone(),
                         project: row.project,
                         template: row.template,
@@ -1311,7 +1495,10 @@ impl Sandboxes {
                         metrics: Default::default(),
                     });
                     if let Ok(mut m) = self.live.write() {
-                        m.insert(row.id, sb);
+                        m.insert(row.id.clone(), sb);
+                    }
+                    if let Some(fd) = pidfd {
+                        self.watch_pidfd(&row.id, pid, fd, None);
                     }
                     adopted += 1;
                 }
@@ -1510,15 +1697,32 @@ fn destroy_or_stop(rt: &Runtime, fresh: bool) {
     }
 }
 
+/// [`destroy_or_stop`] of a sandbox whose PID 1 is not watched yet (a launch that failed half-way):
+/// also reap PID 1, an unreaped child of this server (a subreaper) — no watch will.
+fn destroy_unwatched(rt: &Runtime, fresh: bool) {
+    destroy_or_stop(rt, fresh);
+    if let Err(e) = lizard_jail::process::reap_within(rt.pid, Duration::from_secs(5)) {
+        tracing::debug!(pid = rt.pid, error = %e, "reaping the sandbox's PID 1");
+    }
+}
+
+/// The sandbox's directory is root's alone (0700): it holds the agent's socket, which the launcher
+/// refuses to make in a directory anyone else can write, and nothing in it is anyone else's.
+fn private_dir(dir: &Path) -> Result<(), SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io_err(dir))
+}
+
 /// Reopen a hibernated sandbox's directories for its relaunch: its disk image mounted again
 /// (unless it still is) and an empty overlay work dir (the last mount's leftovers go). Blocking.
 fn reopen_dirs(dir: &Path, disk: &Path) -> Result<(), SandboxError> {
     let rootfs = dir.join("rootfs");
     std::fs::create_dir_all(&rootfs).map_err(io_err(&rootfs))?;
+    private_dir(dir)?;
     lizard_jail::disk::ensure_mounted(&dir.join("disk.img"), disk)
         .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
-    let run = disk.join("run");
-    std::fs::create_dir_all(&run).map_err(io_err(&run))?;
+    // `disk/run` (owned by the sandbox's user) is made sure of by `launch_in`, without following
+    // links. `disk/work` is the overlay's own (never visible inside).
     let work = disk.join("work");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir(&work).map_err(io_err(&work))
@@ -1539,9 +1743,11 @@ fn prepare_dirs(
 ) -> Result<(), SandboxError> {
     let rootfs = dir.join("rootfs");
     std::fs::create_dir_all(&rootfs).map_err(io_err(&rootfs))?;
+    private_dir(dir)?;
     lizard_jail::disk::create(&dir.join("disk.img"), disk, disk_bytes)
         .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
     let upper = disk.join("upper");
+    // A fresh file system: nothing of the sandbox's yet (`run` gets its owner in `launch_in`).
     for d in [upper.clone(), disk.join("work"), disk.join("run")] {
         std::fs::create_dir(&d).map_err(io_err(&d))?;
     }
@@ -1570,7 +1776,16 @@ fn prepare_dirs(
     );
     for (name, text) in [("resolv.conf", resolv), ("hosts", hosts)] {
         let path = etc.join(name);
-        std::fs::write(&path, text).map_err(io_err(&path))?;
+        // New files in the fresh layer (`create_new`: never through an existing entry).
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(io_err(&path))?;
         std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(io_err(&path))?;
     }
     Ok(())
@@ -1628,7 +1843,10 @@ async fn attach_network(
 fn remove_files(dir: &Path, disk: Option<&Path>) {
     if let Some(disk) = disk {
         if let Err(e) = lizard_jail::disk::unmount(disk) {
-            tracing::warn!(error = %e, "unmounting the sandbox's disk");
+            // Its files are the sandbox's: the host does not walk them (nor remove them).
+            tracing::warn!(error = %e, dir = %dir.display(),
+                "unmounting the sandbox's disk; its directory stays");
+            return;
         }
     }
     if let Err(e) = std::fs::remove_dir_all(dir) {

@@ -335,6 +335,9 @@ pub fn build_template(
 }
 
 pub fn serve(args: ServeArgs) -> Result<()> {
+    // Sandboxes' PID 1s (launched through `sandbox-init`, which exits right away) become our
+    // children: their watches reap them (see `lizard_server::sandboxes`), not the host's init.
+    lizard_jail::process::set_child_subreaper().context("becoming a child subreaper")?;
     let data_dir = crate::data_dir(args.data_dir.clone())?;
     let store = Arc::new(open_store(&data_dir)?);
     ensure_admin_key(&store, &data_dir)?;

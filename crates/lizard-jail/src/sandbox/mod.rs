@@ -37,8 +37,7 @@ mod rootfs;
 mod spec;
 
 pub use spec::{
-    Bind, IdMap, InheritFd, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec,
-    MAX_INHERIT_FDS,
+    Bind, IdMap, InheritFd, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec, MAX_INHERIT_FDS,
 };
 
 use crate::cgroup::{Cgroup, CgroupError};
@@ -306,12 +305,13 @@ fn above(fd: OwnedFd, min: i32, what: &'static str, path: &Path) -> Result<Owned
     if fd.as_raw_fd() >= min {
         return Ok(fd);
     }
-    let raw =
-        nix::fcntl::fcntl(fd.as_fd(), FcntlArg::F_DUPFD_CLOEXEC(min)).map_err(|e| JailError::Io {
+    let raw = nix::fcntl::fcntl(fd.as_fd(), FcntlArg::F_DUPFD_CLOEXEC(min)).map_err(|e| {
+        JailError::Io {
             step: what,
             path: path.into(),
             source: e.into(),
-        })?;
+        }
+    })?;
     // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
@@ -334,12 +334,16 @@ fn open_inherited(spec: &SandboxSpec, min: i32) -> Result<Vec<OwnedFd>, JailErro
             InheritFd::ReadOnlyFile { path } => (
                 "opening the inherited file",
                 path,
-                nix::fcntl::open(path.as_path(), OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
-                    .map_err(|e| JailError::Io {
-                        step: "opening the inherited file",
-                        path: path.clone(),
-                        source: e.into(),
-                    }),
+                nix::fcntl::open(
+                    path.as_path(),
+                    OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| JailError::Io {
+                    step: "opening the inherited file",
+                    path: path.clone(),
+                    source: e.into(),
+                }),
             ),
         };
         out.push(above(opened?, min, what, path)?);

@@ -433,11 +433,7 @@ mod tests {
             ),
             (
                 "inherit_fds[1].path",
-                Box::new(|s| {
-                    s.inherit_fds[1] = InheritFd::ReadOnlyFile {
-                        path: "exe".into(),
-                    }
-                }),
+                Box::new(|s| s.inherit_fds[1] = InheritFd::ReadOnlyFile { path: "exe".into() }),
             ),
             (
                 "inherit_fds",

@@ -1,0 +1,256 @@
+//! The server's channel to each sandbox's agent, attacked from inside: the socket cannot be
+//! redirected (to another sandbox's agent, to a host socket, to a fake listener), is not visible
+//! inside, and the agent as PID 1 cannot be stopped from inside; if PID 1 dies anyway, the server
+//! notices and cleans the sandbox up like a kill.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A root-only (0600, in a 0700 directory) host socket that counts the connections it gets and
+/// drops each at once.
+struct HostSocket {
+    path: PathBuf,
+    hits: Arc<AtomicUsize>,
+    _dir: tempfile::TempDir,
+}
+
+impl HostSocket {
+    fn start() -> HostSocket {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host-root.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                counted.fetch_add(1, Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        HostSocket {
+            path,
+            hits,
+            _dir: dir,
+        }
+    }
+}
+
+async fn python(s: &Server, id: &str, code: &str) -> String {
+    stdout(&s.run(id, json!({"code": code})).await)
+}
+
+/// Code in sandbox A replaces `/run/lizard/agent.sock` (where the agent's socket used to be, on
+/// A's own disk) with a symlink to sandbox B's socket, then to a root-only host socket, then with a
+/// fake listener of its own: A's API calls keep reaching A's agent, B never gets one, the host
+/// socket is never connected to. (On the old layout the server followed the symlink: A's calls
+/// ran in B.)
+#[tokio::test]
+async fn the_sandbox_cannot_redirect_the_servers_channel_to_its_agent() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let (key_a, key_b) = (s.project_key("alpha").await, s.project_key("beta").await);
+    let a = s.create(&key_a, json!({})).await;
+    let b = s.create(&key_b, json!({})).await;
+    python(&s, &a, "who = 'A'").await;
+    python(&s, &b, "who = 'B'").await;
+    let host = HostSocket::start();
+    let b_socket = runtime_json(&s, &b)["socket"].as_str().unwrap().to_string();
+
+    let plant = |target: &str| {
+        format!(
+            "cd /run/lizard && {{ [ -e agent.sock ] && mv agent.sock agent.sock.orig; true; }} && \
+             rm -f agent.sock && ln -s {target} agent.sock && readlink agent.sock"
+        )
+    };
+    // 1. A symlink to the other project's sandbox's agent.
+    let (out, _) = s.sh(&a, &plant(&b_socket)).await;
+    assert_eq!(out.trim(), b_socket);
+    for _ in 0..3 {
+        assert_eq!(python(&s, &a, "print(who); from_a = 1").await.trim(), "A");
+    }
+    // 2. A symlink to a root-only host socket.
+    let (out, _) = s.sh(&a, &plant(host.path.to_str().unwrap())).await;
+    assert_eq!(out.trim(), host.path.to_str().unwrap());
+    for _ in 0..3 {
+        assert_eq!(python(&s, &a, "print(who)").await.trim(), "A");
+    }
+    // 3. A fake agent of its own at the old path (it answers every request with "fake").
+    let fake = r#"rm -f /run/lizard/agent.sock
+nohup python3 -c '
+import socket
+s = socket.socket(socket.AF_UNIX)
+s.bind("/run/lizard/agent.sock")
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    c.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 6\r\n\r\n\"fake\"")
+    c.close()
+' >/dev/null 2>&1 &
+for i in $(seq 100); do [ -S /run/lizard/agent.sock ] && break; sleep 0.1; done
+[ -S /run/lizard/agent.sock ] && echo listening"#;
+    let (out, _) = s.sh(&a, fake).await;
+    assert_eq!(out.trim(), "listening");
+    for _ in 0..3 {
+        assert_eq!(python(&s, &a, "print(who)").await.trim(), "A");
+    }
+    let r = s
+        .admin("GET", &format!("/v1/sandboxes/{a}/contexts"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.body.is_array(), "A's own agent answered: {}", r.text);
+
+    // B is untouched: none of A's runs reached it.
+    assert_eq!(
+        python(&s, &b, "print(who, 'from_a' in globals())")
+            .await
+            .trim(),
+        "B False"
+    );
+    assert_eq!(
+        host.hits.load(Ordering::SeqCst),
+        0,
+        "the host socket got a connection"
+    );
+    s.kill_all().await;
+}
+
+/// The agent's socket is nowhere inside: not in the mount table, not under `/run/lizard`, not in
+/// the sandbox's `/proc/net/unix`, and PID 1's descriptors (where it is fd 3) cannot be read.
+#[tokio::test]
+async fn the_agents_socket_is_invisible_inside() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let host_socket = runtime_json(&s, &id)["socket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        Path::new(&host_socket),
+        s.data_dir
+            .path()
+            .join("sandboxes")
+            .join(&id)
+            .join("agent.sock"),
+        "the socket is in the sandbox's root-only host directory"
+    );
+    let meta = std::fs::metadata(s.data_dir.path().join("sandboxes").join(&id)).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    let (out, _) = s
+        .sh(
+            &id,
+            r#"echo "mountinfo=$(grep -c -e agent.sock -e sandboxes /proc/self/mountinfo)"
+echo "sockets_in_run=$(find /run/lizard -type s 2>/dev/null | wc -l)"
+echo "net_unix=$(grep -c agent.sock /proc/net/unix)"
+echo "fd3=$(readlink /proc/1/fd/3 2>&1 || echo refused)"
+echo "fds=$(ls /proc/1/fd 2>&1 | head -c 200)"
+"#,
+        )
+        .await;
+    let f: std::collections::BTreeMap<&str, &str> =
+        out.lines().filter_map(|l| l.split_once('=')).collect();
+    assert_eq!(f["mountinfo"], "0", "{out}");
+    assert_eq!(f["sockets_in_run"], "0", "{out}");
+    assert_eq!(f["net_unix"], "0", "{out}");
+    // PID 1 is not dumpable: its fd table is not readable by the sandbox's user.
+    assert_eq!(f["fd3"], "refused", "{out}");
+    assert!(f["fds"].contains("Permission denied"), "{out}");
+    assert!(!out.contains(s.data_dir.path().to_str().unwrap()), "{out}");
+    s.kill_all().await;
+}
+
+fn loop_devices_backing(image: &Path) -> Vec<String> {
+    let want = image.to_string_lossy().into_owned();
+    std::fs::read_dir("/sys/block")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("loop/backing_file"))
+                .is_ok_and(|b| b.trim().trim_end_matches(" (deleted)") == want)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn stored_state(s: &Server, id: &str) -> Option<lizard_server::store::StoredState> {
+    let store = lizard_server::store::Store::open(&s.data_dir.path().join("lizard.db")).ok()?;
+    store.get_sandbox(id).ok().flatten().map(|r| r.state)
+}
+
+/// `kill -TERM 1` (and -INT, -KILL) from user code do not stop the agent; when PID 1 dies anyway
+/// (here: SIGKILL from the host), the server notices, says `killed` and leaves nothing behind.
+#[tokio::test]
+async fn pid_1_ignores_signals_from_inside_and_its_death_is_cleaned_up() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    python(&s, &id, "kept = 42").await;
+    let (out, _) = s
+        .sh(
+            &id,
+            "kill -TERM 1; echo term=$?; kill -INT 1; echo int=$?; kill -KILL 1; echo kill=$?; \
+             sleep 1",
+        )
+        .await;
+    assert!(out.contains("term=0"), "{out}");
+    for _ in 0..3 {
+        assert_eq!(python(&s, &id, "print(kept)").await.trim(), "42");
+    }
+    let r = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(r.body["state"], "running", "{}", r.text);
+
+    // Now PID 1 dies for real.
+    let rt = runtime_json(&s, &id);
+    let pid = rt["pid"].as_i64().unwrap() as i32;
+    let dir = s.data_dir.path().join("sandboxes").join(&id);
+    let image = dir.join("disk.img");
+    assert_eq!(loop_devices_backing(&image).len(), 1);
+    assert!(host_cgroup("/sys/fs/cgroup/memory", &id).is_some());
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let gone = eventually(Duration::from_secs(60), || async {
+        s.admin("GET", &format!("/v1/sandboxes/{id}"), None)
+            .await
+            .status
+            == 404
+    })
+    .await;
+    assert!(gone, "the API still shows the sandbox whose PID 1 died");
+    assert_eq!(
+        stored_state(&s, &id),
+        Some(lizard_server::store::StoredState::Killed)
+    );
+    let clean = eventually(Duration::from_secs(30), || async {
+        !dir.exists()
+            && loop_devices_backing(&image).is_empty()
+            && host_cgroup("/sys/fs/cgroup/memory", &id).is_none()
+            && host_cgroup("/sys/fs/cgroup/pids", &id).is_none()
+            && !std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .contains(&*id)
+            // Reaped (by the server, its subreaper), not left a zombie.
+            && !Path::new(&format!("/proc/{pid}")).exists()
+    })
+    .await;
+    assert!(
+        clean,
+        "left behind: dir {}, loops {:?}, cgroup {:?}, pid {}",
+        dir.exists(),
+        loop_devices_backing(&image),
+        host_cgroup("/sys/fs/cgroup/memory", &id),
+        Path::new(&format!("/proc/{pid}")).exists()
+    );
+    // Other sandboxes work as before.
+    let other = s.create(&s.admin_key.clone(), json!({})).await;
+    assert_eq!(python(&s, &other, "print(1 + 1)").await.trim(), "2");
+    s.kill_all().await;
+}
