@@ -225,10 +225,12 @@ async fn pid_1_ignores_signals_from_inside_and_its_death_is_cleaned_up() {
     })
     .await;
     assert!(gone, "the API still shows the sandbox whose PID 1 died");
-    assert_eq!(
-        stored_state(&s, &id),
-        Some(lizard_server::store::StoredState::Killed)
-    );
+    // Recorded as killed once the cleanup is done (the API forgets it first).
+    let recorded = eventually(Duration::from_secs(30), || async {
+        stored_state(&s, &id) == Some(lizard_server::store::StoredState::Killed)
+    })
+    .await;
+    assert!(recorded, "store says {:?}", stored_state(&s, &id));
     let clean = eventually(Duration::from_secs(30), || async {
         !dir.exists()
             && loop_devices_backing(&image).is_empty()
