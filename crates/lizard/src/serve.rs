@@ -339,6 +339,11 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     // children: their watches reap them (see `lizard_server::sandboxes`), not the host's init.
     lizard_jail::process::set_child_subreaper().context("becoming a child subreaper")?;
     let data_dir = crate::data_dir(args.data_dir.clone())?;
+    // The agents' sockets live under it (`<data>/sandboxes/<id>/agent.sock`), and the launcher
+    // makes them only if every directory on the way is root's alone (or sticky).
+    if let Err(e) = lizard_jail::hostpath::TrustedDir::open(&data_dir) {
+        tracing::warn!(error = %e, "the data dir is not root's alone: sandboxes cannot be launched");
+    }
     let store = Arc::new(open_store(&data_dir)?);
     ensure_admin_key(&store, &data_dir)?;
     let templates_data_dir = match &args.templates_from {
