@@ -1912,6 +1912,28 @@ mod tests {
     }
 
     #[test]
+    fn only_the_host_side_socket_layout_is_trusted() {
+        let cgroup =
+            Cgroup::open(lizard_jail::cgroup::CgroupPaths::V2 { path: "/".into() }).unwrap();
+        let mut rt = Runtime {
+            pid: 1,
+            cgroup,
+            dir: "/data/sandboxes/abc".into(),
+            socket: "/data/sandboxes/abc/agent.sock".into(),
+            cpu_base_ms: 0,
+            disk: None,
+            template_dir: None,
+            id_base: None,
+        };
+        assert!(socket_is_trusted_layout(&rt));
+        // What servers before the host-side socket stored: a path on the sandbox's own disk.
+        rt.socket = "/data/sandboxes/abc/disk/run/agent.sock".into();
+        assert!(!socket_is_trusted_layout(&rt));
+        rt.socket = "/data/sandboxes/other/agent.sock".into();
+        assert!(!socket_is_trusted_layout(&rt));
+    }
+
+    #[test]
     fn criu_detection_names_what_it_found() {
         assert!(criu_reason(None).contains("no checkpoint tool"));
         let old = criu_reason(Some("Version: 3.17.1\n".into()));

@@ -256,3 +256,67 @@ async fn pid_1_ignores_signals_from_inside_and_its_death_is_cleaned_up() {
     assert_eq!(python(&s, &other, "print(1 + 1)").await.trim(), "2");
     s.kill_all().await;
 }
+
+/// A sandbox whose stored socket is inside its own disk (what servers before the host-side socket
+/// stored) is not adopted after a restart: killed and cleaned up. Sandboxes with the new layout are
+/// adopted as before, and their PID 1 is watched again.
+#[tokio::test]
+async fn a_sandbox_with_its_socket_inside_is_not_adopted() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let old = s.create(&s.admin_key.clone(), json!({})).await;
+    let keep = s.create(&s.admin_key.clone(), json!({})).await;
+    python(&s, &keep, "v = 7").await;
+    let old_dir = s.data_dir.path().join("sandboxes").join(&old);
+    // A listener where the old layout's socket was, as code in the sandbox could plant.
+    let (out, _) = s
+        .sh(
+            &old,
+            r#"nohup python3 -c '
+import socket
+s = socket.socket(socket.AF_UNIX)
+s.bind("/run/lizard/agent.sock")
+s.listen(16)
+while True:
+    s.accept()[0].close()
+' >/dev/null 2>&1 &
+for i in $(seq 100); do [ -S /run/lizard/agent.sock ] && break; sleep 0.1; done
+[ -S /run/lizard/agent.sock ] && echo listening"#,
+        )
+        .await;
+    assert_eq!(out.trim(), "listening");
+    let data = s.stop("-TERM");
+    {
+        let store = lizard_server::store::Store::open(&data.path().join("lizard.db")).unwrap();
+        let mut rt = store.get_sandbox(&old).unwrap().unwrap().runtime;
+        let inside = old_dir.join("disk/run/agent.sock");
+        rt["socket"] = inside.to_string_lossy().into_owned().into();
+        store.set_runtime(&old, &rt).unwrap();
+        std::fs::write(old_dir.join("runtime.json"), rt.to_string()).unwrap();
+    }
+    let s = Server::start_in(data, &["--pool-size", "0"]);
+    let r = s.admin("GET", &format!("/v1/sandboxes/{old}"), None).await;
+    assert_eq!(r.status, 404, "{}", r.text);
+    assert_eq!(
+        stored_state(&s, &old),
+        Some(lizard_server::store::StoredState::Killed)
+    );
+    let clean = eventually(Duration::from_secs(30), || async {
+        !old_dir.exists() && host_cgroup("/sys/fs/cgroup/memory", &old).is_none()
+    })
+    .await;
+    assert!(clean, "the old-layout sandbox was left behind");
+    assert_eq!(python(&s, &keep, "print(v)").await.trim(), "7");
+    // The adopted one's PID 1 is watched too.
+    let pid = runtime_json(&s, &keep)["pid"].as_i64().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let noticed = eventually(Duration::from_secs(60), || async {
+        stored_state(&s, &keep) == Some(lizard_server::store::StoredState::Killed)
+    })
+    .await;
+    assert!(noticed, "the adopted sandbox's PID 1 death went unnoticed");
+    s.kill_all().await;
+}
