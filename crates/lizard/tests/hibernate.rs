@@ -246,6 +246,15 @@ async fn hibernate_resume_restores_the_survival_list() {
         u.text
     );
     assert!(u.body["totals"]["hibernated_seconds"].as_f64().unwrap() > 0.0);
+    // The agent deleted its saved state once restored (the host never walks that tree).
+    let ex = run_in(
+        &s,
+        &id,
+        &sh,
+        "[ -e /run/lizard/hibernate ] && echo kept || echo gone",
+    )
+    .await;
+    assert_eq!(stdout(&ex).trim(), "gone", "{ex}");
     s.kill_all().await;
 }
 
