@@ -369,3 +369,64 @@ async fn context_limits_without_a_delegated_cgroup_are_refused() {
         assert_eq!(s, 201, "empty limits are no limits: {v}");
     }
 }
+
+/// `--socket-fd`: the agent serves on a socket handed over already bound (as the launcher does for
+/// sandboxes) and listens on it itself, so a client's `SO_PEERCRED` names the agent; an fd that is
+/// not a Unix stream socket is refused at start.
+#[test]
+fn an_inherited_socket_is_served_and_anything_else_refused() {
+    use std::io::{Read, Write};
+    if !std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    {
+        return; // the trusted-directory checks need root's directories, as in production
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.sock");
+    let sock = lizard_jail::hostpath::bind_unix_listener(&path).unwrap();
+    let agent = |fd: std::os::fd::OwnedFd| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lizard-agent"));
+        cmd.args([
+            "--listen",
+            "127.0.0.1:0",
+            "--socket-fd",
+            "3",
+            "--kernel-env",
+        ])
+        .arg(kernel_env())
+        .arg("--run-dir")
+        .arg(dir.path().join("run"))
+        .env("LIZARD_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+        lizard_jail::map_fds(&mut cmd, vec![(fd, 3)]);
+        let child = cmd.spawn().unwrap();
+        drop(cmd);
+        child
+    };
+    let mut child = agent(sock);
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&line).expect("listening line");
+    assert_eq!(ready["socket_fd"], 3, "{line}");
+    let mut conn = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    conn.write_all(b"GET /health HTTP/1.1\r\nhost: agent\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let (r, _w) = lizard_jail::cloexec_pipe().unwrap();
+    let out = agent(r).wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a socket"), "{err}");
+}
