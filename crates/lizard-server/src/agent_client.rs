@@ -20,6 +20,8 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use lizard_proto::{ExecutionLog, Health};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Failures talking to an agent.
@@ -98,6 +100,10 @@ const MAX_ERROR_TEXT: usize = 1024;
 pub struct AgentClient {
     socket: PathBuf,
     limits: AgentLimits,
+    /// Requests forwarded to the agent and not yet matched by an execution record it reported
+    /// (shared by clones): a run is always started by a forwarded request, so an agent can never
+    /// truthfully report more runs than this (see `crate::metering::validate`).
+    unmatched: Arc<AtomicU64>,
 }
 
 impl AgentClient {
@@ -107,7 +113,31 @@ impl AgentClient {
     }
 
     pub fn with_limits(socket: PathBuf, limits: AgentLimits) -> AgentClient {
-        AgentClient { socket, limits }
+        AgentClient {
+            socket,
+            limits,
+            unmatched: Default::default(),
+        }
+    }
+
+    /// How many runs the agent may still report (forwarded requests not yet matched by records).
+    pub fn unmatched_requests(&self) -> u64 {
+        self.unmatched.load(Ordering::SeqCst)
+    }
+
+    /// `n` reported runs are matched against forwarded requests.
+    pub fn match_runs(&self, n: u64) {
+        let _ = self
+            .unmatched
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| {
+                Some(u.saturating_sub(n))
+            });
+    }
+
+    /// Allow `n` more reported runs without requests seen by this client (a sandbox adopted
+    /// after a restart may have finished runs the previous server forwarded).
+    pub fn allow_runs(&self, n: u64) {
+        self.unmatched.fetch_add(n, Ordering::SeqCst);
     }
 
     pub fn limits(&self) -> &AgentLimits {
@@ -126,6 +156,7 @@ impl AgentClient {
     /// Send one request on a fresh connection; the response body streams from the agent (for
     /// forwarded client traffic: no deadline, nothing buffered here).
     pub async fn send(&self, req: Request<Body>) -> Result<Response<Incoming>, AgentError> {
+        self.unmatched.fetch_add(1, Ordering::SeqCst);
         let stream = self.connect().await?;
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
@@ -365,8 +396,6 @@ pub(crate) mod tests {
     //! an attacker would (never, endlessly, hugely, byte by byte).
 
     use super::*;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// How the fake agent answers every request.

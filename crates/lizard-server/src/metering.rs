@@ -160,7 +160,13 @@ pub async fn sample_within(sandboxes: &Sandboxes, sb: &Sandbox, log_deadline: Du
             .executions_within(u.agent_log_seq, log_deadline)
             .await
         {
-            Ok(log) => record_executions(store, sb, &mut u, log, &bounds),
+            Ok(log) => {
+                let any = !log.records.is_empty();
+                record_executions(store, sb, &mut u, log, &bounds);
+                if any && sandboxes.cfg.executions_retention.max_events.is_some() {
+                    crate::audit::prune_executions(sandboxes, false);
+                }
+            }
             Err(e) => tracing::debug!(sandbox = %sb.id, error = %e, "reading the execution log"),
         }
     }
@@ -182,6 +188,9 @@ pub struct Bounds {
     pub memory_bytes: u64,
     /// The sandbox's CPU limit in cores: a run's CPU time is at most this times its wall time.
     pub cores: f64,
+    /// Requests the server forwarded to the agent not yet matched by a reported run: every run
+    /// starts with one, so no page may report more (records and `dropped` together).
+    pub unmatched_requests: u64,
 }
 
 impl Bounds {
@@ -191,6 +200,7 @@ impl Bounds {
             now_ms,
             memory_bytes: sb.limits.memory_mb.saturating_mul(1024 * 1024),
             cores: (sb.limits.cpu_millicores as f64 / 1000.0).max(0.001),
+            unmatched_requests: sb.agent.unmatched_requests(),
         }
     }
 }
@@ -200,11 +210,12 @@ const SLACK_MS: u64 = 2_000;
 /// Longest context id kept (the agent's are 20-odd characters).
 const MAX_CONTEXT_ID: usize = 64;
 
-/// A page of the execution log made believable: at most [`MAX_EXECUTIONS_PER_PAGE`] records,
-/// their `seq` strictly increasing after `after` and not past `next` (the others are dropped),
-/// `next` never behind `after` (else the whole page is refused), context ids short and plain,
-/// times, CPU and memory clamped into [`Bounds`], `dropped` at most what `next` leaves room for
-/// (and at most one page). Returns the page and how many records were dropped or clamped.
+/// A page of the execution log made believable: at most [`MAX_EXECUTIONS_PER_PAGE`] records and
+/// no more than [`Bounds::unmatched_requests`] (records and `dropped` together), their `seq`
+/// strictly increasing after `after` and not past `next` (the others are dropped), `next` never
+/// behind `after` (else the whole page is refused), context ids short and plain, times, CPU and
+/// memory clamped into [`Bounds`], `dropped` at most what `next` leaves room for (and at most one
+/// page). Returns the page and how many records were dropped or clamped.
 pub fn validate(log: ExecutionLog, after: u64, b: &Bounds) -> (ExecutionLog, usize) {
     if log.next < after {
         let n = log.records.len().max(1);
@@ -217,10 +228,11 @@ pub fn validate(log: ExecutionLog, after: u64, b: &Bounds) -> (ExecutionLog, usi
             n,
         );
     }
-    let mut fixed = log.records.len().saturating_sub(MAX_EXECUTIONS_PER_PAGE);
+    let most = (MAX_EXECUTIONS_PER_PAGE as u64).min(b.unmatched_requests) as usize;
+    let mut fixed = log.records.len().saturating_sub(most);
     let mut last = after;
     let mut records = Vec::with_capacity(log.records.len().min(MAX_EXECUTIONS_PER_PAGE));
-    for mut r in log.records.into_iter().take(MAX_EXECUTIONS_PER_PAGE) {
+    for mut r in log.records.into_iter().take(most) {
         let id_ok = !r.context_id.0.is_empty()
             && r.context_id.0.len() <= MAX_CONTEXT_ID
             && r.context_id
@@ -251,7 +263,11 @@ pub fn validate(log: ExecutionLog, after: u64, b: &Bounds) -> (ExecutionLog, usi
         .next
         .saturating_sub(after)
         .saturating_sub(records.len() as u64);
-    let dropped = log.dropped.min(room).min(MAX_EXECUTIONS_PER_PAGE as u64);
+    let dropped = log
+        .dropped
+        .min(room)
+        .min(MAX_EXECUTIONS_PER_PAGE as u64)
+        .min(b.unmatched_requests.saturating_sub(records.len() as u64));
     if dropped != log.dropped {
         fixed += 1;
     }
@@ -273,9 +289,11 @@ pub fn record_executions(
     log: ExecutionLog,
     b: &Bounds,
 ) {
-    record_page(store, &sb.id, &sb.project, u, log, b)
+    let runs = record_page(store, &sb.id, &sb.project, u, log, b);
+    sb.agent.match_runs(runs);
 }
 
+/// Validate and store one page; returns how many runs it counted (records and dropped ones).
 fn record_page(
     store: &crate::store::Store,
     id: &str,
@@ -283,7 +301,7 @@ fn record_page(
     u: &mut UsageRow,
     log: ExecutionLog,
     b: &Bounds,
-) {
+) -> u64 {
     let (log, fixed) = validate(log, u.agent_log_seq, b);
     if fixed > 0 {
         tracing::warn!(sandbox = %id, records = fixed,
@@ -300,6 +318,7 @@ fn record_page(
     }
     u.executions = u.executions.saturating_add(log.dropped);
     u.agent_log_seq = log.next;
+    log.records.len() as u64 + log.dropped
 }
 
 /// Forget the agent's execution-log position: a sandbox relaunched from hibernation has a new
@@ -595,6 +614,7 @@ mod tests {
         now_ms: 1_060_000,
         memory_bytes: 512 << 20,
         cores: 1.0,
+        unmatched_requests: 1_000_000,
     };
 
     #[test]
@@ -692,7 +712,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let store = crate::store::Store::open(&d.path().join("db")).unwrap();
         let mut u = UsageRow::default();
-        record_page(&store, "sbx", "p", &mut u, page, &B);
+        assert_eq!(
+            record_page(&store, "sbx", "p", &mut u, page, &B),
+            2 * MAX_EXECUTIONS_PER_PAGE as u64
+        );
         let rows = store
             .executions("p", None, 0, i64::MAX as u64, 100_000)
             .unwrap();
@@ -708,8 +731,31 @@ mod tests {
             records: vec![rec(u64::MAX, 1_050_000)],
             dropped: 5,
         };
-        record_page(&store, "sbx", "p", &mut u, more, &B);
+        assert_eq!(record_page(&store, "sbx", "p", &mut u, more, &B), 0);
         assert_eq!(u.executions, 2 * MAX_EXECUTIONS_PER_PAGE as u64);
+    }
+
+    #[test]
+    fn no_more_runs_than_requests_were_forwarded() {
+        let few = Bounds {
+            unmatched_requests: 3,
+            ..B
+        };
+        let log = ExecutionLog {
+            next: 1_000,
+            records: (1..=5).map(|i| rec(i, 1_050_000)).collect(),
+            dropped: 900,
+        };
+        let (v, fixed) = validate(log, 0, &few);
+        assert_eq!(v.records.len(), 3);
+        assert_eq!(v.dropped, 0);
+        assert_eq!(fixed, 3, "two records and `dropped`");
+        let log = ExecutionLog {
+            next: 1_000,
+            records: vec![rec(999, 1_050_000)],
+            dropped: 900,
+        };
+        assert_eq!(validate(log, 0, &few).0.dropped, 2);
     }
 
     #[test]
