@@ -50,7 +50,10 @@ async fn send_from(
         .await
         .map_err(|e| e.to_string())?
         .to_bytes();
-    Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
 }
 
 /// Open descriptors of a process.
@@ -102,10 +105,17 @@ async fn half_sent_heads_from_one_client_do_not_take_the_api_down() {
             std::thread::spawn(move || {
                 use std::io::Write;
                 let mut held = Vec::new();
+                let addr: std::net::SocketAddr = addr.parse().unwrap();
                 for _ in 0..300 {
-                    if let Ok(mut c) = std::net::TcpStream::connect(&addr) {
-                        let _ = c.write_all(b"GET /health HTTP/1.1\r\nHost: lizard\r\nX-Slow: ");
-                        held.push(c);
+                    // (A server out of descriptors stops accepting: then its backlog fills and
+                    // connects time out; the attack holds what it got.)
+                    match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+                        Ok(mut c) => {
+                            let _ =
+                                c.write_all(b"GET /health HTTP/1.1\r\nHost: lizard\r\nX-Slow: ");
+                            held.push(c);
+                        }
+                        Err(_) => break,
                     }
                 }
                 held
@@ -116,7 +126,7 @@ async fn half_sent_heads_from_one_client_do_not_take_the_api_down() {
         .into_iter()
         .flat_map(|t| t.join().unwrap())
         .collect();
-    assert!(held.len() >= 1_100, "opened {}", held.len());
+    assert!(held.len() >= 1_000, "opened {}", held.len());
 
     // Another client (127.0.0.2) is served at once: /health, and the API with a sandbox.
     let t0 = Instant::now();
@@ -130,7 +140,10 @@ async fn half_sent_heads_from_one_client_do_not_take_the_api_down() {
     assert_eq!(status, 200);
     let fds = open_fds(pid);
     // The per-address cap (512 by default) bounds what one client holds.
-    assert!(fds <= before + 512 + 100, "{fds} fds open ({before} before)");
+    assert!(
+        fds <= before + 512 + 100,
+        "{fds} fds open ({before} before)"
+    );
     let key = s.admin_key.clone();
     let (status, created) = send_from(
         "127.0.0.2",
