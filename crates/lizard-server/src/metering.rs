@@ -5,8 +5,13 @@
 //!
 //! Samples are taken periodically and at every lifecycle transition, and written to the store each
 //! time, so a server restart loses at most one interval of memory integration; each sandbox's
-//! recent samples also stay in memory ([`Series`], for E2B's `getMetrics`). Not here: billing
-//! prices or quotas.
+//! recent samples also stay in memory ([`Series`], for E2B's `getMetrics`).
+//!
+//! The agent is untrusted: CPU and memory come from the cgroup (host-side); the execution log it
+//! reports is read under a deadline and a cap (`crate::agent_client`) and checked against what
+//! the host knows ([`validate`]) before anything is stored. Each sandbox is sampled in a task of
+//! its own ([`run_sampler`]), so one agent can delay only its own sandbox's metering. Not here:
+//! billing prices or quotas.
 
 use crate::agent_client::MAX_EXECUTIONS_PER_PAGE;
 use crate::sandboxes::{Sandbox, Sandboxes};

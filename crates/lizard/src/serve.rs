@@ -1,5 +1,7 @@
-//! `lizard serve`: open the data dir, make sure the admin key and the default template exist, adopt
-//! sandboxes that survived a previous server, and serve the API.
+//! `lizard serve`: open the data dir, make sure the admin key and the default template exist, raise
+//! the open-file limit, bind the listener, adopt sandboxes that survived a previous server
+//! (host-side checks only), and serve the API with connection caps (per client address and in
+//! all) and a short deadline for request heads.
 
 use anyhow::{Context as _, Result};
 use lizard_server::api::{router, AppState};
