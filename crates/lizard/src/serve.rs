@@ -88,6 +88,16 @@ pub struct ServeArgs {
     /// connections, store, logs and launches), at most 65536.
     #[arg(long, env = "LIZARD_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
+    /// Deadline of the server's own small calls to an agent (health, contexts, the execution
+    /// log): connect, head and body. For tests of hostile agents; the default suits production.
+    #[arg(long, default_value = "3s", value_parser = parse_duration, hide = true)]
+    agent_call_timeout: Duration,
+    /// Deadline of a hibernation snapshot or restore call to an agent.
+    #[arg(long, default_value = "300s", value_parser = parse_duration, hide = true)]
+    agent_hibernate_timeout: Duration,
+    /// How long the last look at an agent's execution log before a kill or pause may take.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, hide = true)]
+    agent_final_sample_timeout: Duration,
     /// Most request headers; more → 431.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(8..=10_000))]
     max_headers: u64,
@@ -272,7 +282,17 @@ async fn serve_http(
     while conns.join_next().await.is_some() {}
 }
 
-/// `10m`, `90s`, `500ms`, `1h`, or a number of seconds.
+/// The server's own calls to agents: production caps, the deadlines of `args`.
+fn agent_limits(args: &ServeArgs) -> lizard_server::agent_client::AgentLimits {
+    let mut l = lizard_server::agent_client::AgentLimits::default();
+    let small = args.agent_call_timeout.max(Duration::from_millis(10));
+    l.health.deadline = small;
+    l.contexts.deadline = small;
+    l.executions.deadline = small;
+    l.hibernate.deadline = args.agent_hibernate_timeout.max(Duration::from_millis(10));
+    l
+}
+
 /// `KEY=VALUE` with a valid environment variable name.
 pub fn parse_env_pair(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -283,6 +303,7 @@ pub fn parse_env_pair(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `10m`, `90s`, `500ms`, `1h`, or a number of seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -501,8 +522,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 agent_env: args.agent_env.iter().cloned().collect(),
                 hibernate_below_mb: (args.hibernate_below_mb > 0)
                     .then_some(args.hibernate_below_mb),
-                agent_limits: Default::default(),
-                final_sample_deadline: lizard_server::sandboxes::FINAL_SAMPLE_DEADLINE,
+                agent_limits: agent_limits(&args),
+                final_sample_deadline: args
+                    .agent_final_sample_timeout
+                    .max(Duration::from_millis(10)),
                 executions_retention: lizard_server::store::Retention {
                     max_age: (!args.executions_retention.is_zero())
                         .then_some(args.executions_retention),
