@@ -1203,15 +1203,16 @@ impl Sandboxes {
     /// `hibernate_after`; runs until the process ends. Each action is a task of its own (at most
     /// one per sandbox at a time), so a sandbox whose agent is slow delays nobody else's timeout.
     pub async fn run_timeouts(self: Arc<Self>) {
-        let busy: Arc<Mutex<std::collections::HashSet<String>>> = Default::default();
+        // The actions running, by sandbox.
+        let busy: Arc<Mutex<HashMap<String, TimedAction>>> = Default::default();
         // Start `action` on `sb` unless one is still running for it; `false` if one is.
         let start = |sb: &Arc<Sandbox>, action: TimedAction| -> bool {
-            if !busy
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(sb.id.clone())
             {
-                return false;
+                let mut b = busy.lock().unwrap_or_else(|e| e.into_inner());
+                if b.contains_key(&sb.id) {
+                    return false;
+                }
+                b.insert(sb.id.clone(), action);
             }
             let (me, busy, id) = (self.clone(), busy.clone(), sb.id.clone());
             tokio::spawn(async move {
@@ -1220,6 +1221,7 @@ impl Sandboxes {
                     TimedAction::Pause => me.pause_inner(&id, true).await.map(|_| ()),
                     TimedAction::Hibernate => me.hibernate(&id).await.map(|_| ()),
                 };
+                let ok = r.is_ok();
                 if let Err(e) = r {
                     tracing::warn!(sandbox = %id, error = %e, ?action, "timed action failed");
                     if action == TimedAction::Hibernate {
@@ -1230,7 +1232,10 @@ impl Sandboxes {
                     }
                 }
                 busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                me.timeouts_changed.notify_one();
+                if ok {
+                    // (A failure is retried at the loop's next round, not at once.)
+                    me.timeouts_changed.notify_one();
+                }
             });
             true
         };
@@ -1241,7 +1246,13 @@ impl Sandboxes {
                 // Checked every second while enabled.
                 next = next.min(now + 1000);
                 let available = mem_available_mb();
-                if available.is_some_and(|a| a < min_mb) {
+                // One at a time: a hibernation thaws its sandbox first, which costs memory.
+                let hibernating = busy
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .values()
+                    .any(|a| *a == TimedAction::Hibernate);
+                if !hibernating && available.is_some_and(|a| a < min_mb) {
                     let mut paused: Vec<Arc<Sandbox>> = self
                         .all()
                         .into_iter()
