@@ -178,6 +178,37 @@ pub fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// This process's `RLIMIT_NOFILE`: (soft, hard).
+pub fn nofile_limit() -> std::io::Result<(u64, u64)> {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_err(std::io::Error::from)
+}
+
+/// Set this process's soft `RLIMIT_NOFILE` to `soft` (at most the hard limit), keeping the hard
+/// one. Children started afterwards inherit it.
+pub fn set_nofile_soft(soft: u64) -> std::io::Result<()> {
+    let (_, hard) = nofile_limit()?;
+    nix::sys::resource::setrlimit(
+        nix::sys::resource::Resource::RLIMIT_NOFILE,
+        soft.min(hard),
+        hard,
+    )
+    .map_err(std::io::Error::from)
+}
+
+/// Raise this process's soft `RLIMIT_NOFILE` to its hard limit (a server should not live with
+/// the inherited 1024); returns the new soft limit.
+pub fn raise_nofile_to_hard() -> std::io::Result<u64> {
+    let (_, hard) = nofile_limit()?;
+    // An unlimited hard limit still stops at the kernel's per-process maximum.
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(1 << 20);
+    set_nofile_soft(hard.min(nr_open))?;
+    Ok(nofile_limit()?.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

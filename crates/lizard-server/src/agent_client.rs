@@ -1,5 +1,13 @@
 //! HTTP to one sandbox's agent over its Unix socket: forwarding requests (streamed both ways) and
-//! the few calls the server makes itself (health, the execution log, hibernation).
+//! the few calls the server makes itself (health, contexts, the execution log, hibernation).
+//!
+//! The agent is untrusted (it is the sandbox's PID 1; user code can replace it). Every call the
+//! server makes on its own behalf therefore runs under a deadline that covers the connect, the
+//! response head and the whole body, and reads the body through a hard byte cap
+//! ([`AgentLimits`]): a slower answer is [`AgentError::TimedOut`], a bigger one
+//! [`AgentError::TooLarge`], and neither is ever buffered whole (at most the cap plus hyper's read
+//! buffer is in memory). Forwarded client traffic ([`AgentClient::send`]) is streamed both ways
+//! with backpressure and has no deadline here: it concerns only that sandbox's own client.
 //!
 //! The socket is a host path in a directory only root can write (`<data>/sandboxes/<id>/agent.sock`,
 //! made by the launcher and handed to the agent as an fd; the sandbox never sees it). Each connect
@@ -7,16 +15,19 @@
 //! the peer (`SO_PEERCRED`: whoever called `listen`) is the sandbox's PID 1: anything else is
 //! refused before a byte of the request is sent.
 //!
-//! Not here: which requests may be forwarded (see `crate::proxy`).
+//! Not here: which requests may be forwarded (see `crate::proxy`); validating what the agent
+//! reports (see `crate::metering`).
 
 use axum::body::Body;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use lizard_proto::{ExecutionLog, Health};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Failures talking to an agent.
@@ -42,20 +53,113 @@ pub enum AgentError {
     Status { status: u16, body: String },
     #[error("unexpected answer from the sandbox's agent")]
     Decode(#[from] serde_json::Error),
+    /// The whole exchange (connect, head, body) did not finish within the call's deadline.
+    #[error("the sandbox's agent did not answer {call} within {ms} ms")]
+    TimedOut { call: &'static str, ms: u64 },
+    /// The answer's body is larger than the call's cap (it was not read further).
+    #[error("the sandbox's agent answered {call} with more than {limit} bytes")]
+    TooLarge { call: &'static str, limit: usize },
 }
+
+/// The deadline and body cap of one kind of call the server makes to an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimit {
+    /// Connect + request + response head + whole body.
+    pub deadline: Duration,
+    /// Largest response body read; a larger one is [`AgentError::TooLarge`].
+    pub max_body_bytes: usize,
+}
+
+const MIB: usize = 1024 * 1024;
+
+/// Deadlines and body caps of the calls the server makes to an agent on its own behalf.
+///
+/// Defaults: health and contexts 3 s / 1 MiB; the execution log 3 s / 4 MiB (10,000 records are
+/// about 2 MiB of JSON); hibernation snapshot and restore 300 s / 1 MiB (the agent itself waits
+/// up to 5 s for a busy context and gives each kernel up to 180 s to save or load its state;
+/// a hibernation that takes longer fails, for that sandbox only, and leaves it as it was).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentLimits {
+    pub health: CallLimit,
+    pub contexts: CallLimit,
+    pub executions: CallLimit,
+    pub hibernate: CallLimit,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        let small = CallLimit {
+            deadline: Duration::from_secs(3),
+            max_body_bytes: MIB,
+        };
+        AgentLimits {
+            health: small,
+            contexts: small,
+            executions: CallLimit {
+                deadline: Duration::from_secs(3),
+                max_body_bytes: 4 * MIB,
+            },
+            hibernate: CallLimit {
+                deadline: Duration::from_secs(300),
+                max_body_bytes: MIB,
+            },
+        }
+    }
+}
+
+/// How much of an error answer's body is kept in [`AgentError::Status`].
+const MAX_ERROR_TEXT: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub struct AgentClient {
     socket: PathBuf,
     /// Host pid of the sandbox's PID 1: the only peer accepted.
     peer_pid: i32,
+    limits: AgentLimits,
+    /// Requests forwarded to the agent and not yet matched by an execution record it reported
+    /// (shared by clones): a run is always started by a forwarded request, so an agent can never
+    /// truthfully report more runs than this (see `crate::metering::validate`).
+    unmatched: Arc<AtomicU64>,
 }
 
 impl AgentClient {
     /// The agent listening on `socket` (a host path, every directory on the way root's) as the
-    /// process `peer_pid` (host pid).
+    /// process `peer_pid` (host pid), with the production [`AgentLimits`].
     pub fn new(socket: PathBuf, peer_pid: i32) -> AgentClient {
-        AgentClient { socket, peer_pid }
+        AgentClient::with_limits(socket, peer_pid, AgentLimits::default())
+    }
+
+    pub fn with_limits(socket: PathBuf, peer_pid: i32, limits: AgentLimits) -> AgentClient {
+        AgentClient {
+            socket,
+            peer_pid,
+            limits,
+            unmatched: Default::default(),
+        }
+    }
+
+    /// How many runs the agent may still report (forwarded requests not yet matched by records).
+    pub fn unmatched_requests(&self) -> u64 {
+        self.unmatched.load(Ordering::SeqCst)
+    }
+
+    /// `n` reported runs are matched against forwarded requests.
+    pub fn match_runs(&self, n: u64) {
+        let _ = self
+            .unmatched
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| {
+                Some(u.saturating_sub(n))
+            });
+    }
+
+    /// Allow `n` more reported runs without requests seen by this client (a sandbox adopted
+    /// after a restart may have finished runs the previous server forwarded).
+    pub fn allow_runs(&self, n: u64) {
+        self.unmatched.fetch_add(n, Ordering::SeqCst);
+    }
+
+    pub fn limits(&self) -> &AgentLimits {
+        &self.limits
     }
 
     /// Connect, checking the path and the peer (see the module docs).
@@ -87,8 +191,10 @@ impl AgentClient {
         Ok(stream)
     }
 
-    /// Send one request on a fresh connection; the response body streams from the agent.
+    /// Send one request on a fresh connection; the response body streams from the agent (for
+    /// forwarded client traffic: no deadline, nothing buffered here).
     pub async fn send(&self, req: Request<Body>) -> Result<Response<Incoming>, AgentError> {
+        self.unmatched.fetch_add(1, Ordering::SeqCst);
         let stream = self.connect().await?;
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
@@ -100,43 +206,84 @@ impl AgentClient {
         Ok(sender.send_request(req).await?)
     }
 
-    async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, AgentError> {
-        let req = Request::get(path)
-            .header("host", "agent")
-            .body(Body::empty())
-            .expect("static request");
-        let resp = self.send(req).await?;
-        let status = resp.status().as_u16();
-        let bytes: Bytes = resp.into_body().collect().await?.to_bytes();
+    /// One call of the server's own: `req` on a fresh connection, the answer's status and body
+    /// (at most `limit.max_body_bytes`), everything within `deadline`. The connection is driven
+    /// here, not in a task of its own, so it is closed when this returns, whatever the agent does.
+    async fn call(
+        &self,
+        call: &'static str,
+        req: Request<Body>,
+        limit: CallLimit,
+        deadline: Duration,
+    ) -> Result<(u16, Bytes), AgentError> {
+        let exchange = async {
+            let stream = self.connect().await?;
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            let answer = async {
+                let resp = sender.send_request(req).await?;
+                let status = resp.status().as_u16();
+                let announced = resp
+                    .headers()
+                    .get(hyper::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
+                if announced.is_some_and(|n| n > limit.max_body_bytes as u64) {
+                    return Err(AgentError::TooLarge {
+                        call,
+                        limit: limit.max_body_bytes,
+                    });
+                }
+                let body = read_capped(resp.into_body(), limit.max_body_bytes, call).await?;
+                Ok((status, body))
+            };
+            tokio::pin!(answer, conn);
+            tokio::select! {
+                r = &mut answer => r,
+                // The connection ended (its last bytes are already handed to the body, or it
+                // failed and the body says so): the answer finishes promptly either way.
+                _ = &mut conn => answer.await,
+            }
+        };
+        tokio::time::timeout(deadline, exchange)
+            .await
+            .map_err(|_| AgentError::TimedOut {
+                call,
+                ms: deadline.as_millis() as u64,
+            })?
+    }
+
+    async fn call_json<T: serde::de::DeserializeOwned>(
+        &self,
+        call: &'static str,
+        req: Request<Body>,
+        limit: CallLimit,
+        deadline: Duration,
+    ) -> Result<T, AgentError> {
+        let (status, bytes) = self.call(call, req, limit, deadline).await?;
         if status != 200 {
+            let text = String::from_utf8_lossy(&bytes);
             return Err(AgentError::Status {
                 status,
-                body: String::from_utf8_lossy(&bytes).into_owned(),
+                body: text.chars().take(MAX_ERROR_TEXT).collect(),
             });
         }
         Ok(serde_json::from_slice(&bytes)?)
     }
 
-    async fn post_json<B: serde::Serialize, T: serde::de::DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &B,
-    ) -> Result<T, AgentError> {
-        let req = Request::post(path)
+    fn get(path: &str) -> Request<Body> {
+        Request::get(path)
+            .header("host", "agent")
+            .body(Body::empty())
+            .expect("static request")
+    }
+
+    fn post<B: serde::Serialize>(path: &str, body: &B) -> Result<Request<Body>, AgentError> {
+        Ok(Request::post(path)
             .header("host", "agent")
             .header("content-type", "application/json")
             .body(Body::from(serde_json::to_vec(body)?))
-            .expect("static request");
-        let resp = self.send(req).await?;
-        let status = resp.status().as_u16();
-        let bytes: Bytes = resp.into_body().collect().await?.to_bytes();
-        if status != 200 {
-            return Err(AgentError::Status {
-                status,
-                body: String::from_utf8_lossy(&bytes).into_owned(),
-            });
-        }
-        Ok(serde_json::from_slice(&bytes)?)
+            .expect("static request"))
     }
 
     /// Hibernation: every context saves its state into `dir` (a path inside the sandbox).
@@ -145,7 +292,14 @@ impl AgentClient {
         dir: &str,
     ) -> Result<lizard_proto::HibernationReport, AgentError> {
         let req = lizard_proto::HibernateDirRequest { dir: dir.into() };
-        self.post_json("/hibernate/snapshot", &req).await
+        let l = self.limits.hibernate;
+        self.call_json(
+            "hibernate/snapshot",
+            Self::post("/hibernate/snapshot", &req)?,
+            l,
+            l.deadline,
+        )
+        .await
     }
 
     /// Resume from hibernation: recreate the contexts saved in `dir` with their state.
@@ -154,16 +308,40 @@ impl AgentClient {
         dir: &str,
     ) -> Result<lizard_proto::HibernationReport, AgentError> {
         let req = lizard_proto::HibernateDirRequest { dir: dir.into() };
-        self.post_json("/hibernate/restore", &req).await
+        let l = self.limits.hibernate;
+        self.call_json(
+            "hibernate/restore",
+            Self::post("/hibernate/restore", &req)?,
+            l,
+            l.deadline,
+        )
+        .await
     }
 
     pub async fn health(&self) -> Result<Health, AgentError> {
-        self.get_json("/health").await
+        let l = self.limits.health;
+        self.call_json("health", Self::get("/health"), l, l.deadline)
+            .await
     }
 
-    /// Finished runs after `after` (for metering).
+    /// Finished runs after `after` (for metering), at most [`MAX_EXECUTIONS_PER_PAGE`].
     pub async fn executions(&self, after: u64) -> Result<ExecutionLog, AgentError> {
-        self.get_json(&format!("/executions?after={after}&limit=10000"))
+        self.executions_within(after, self.limits.executions.deadline)
+            .await
+    }
+
+    /// [`Self::executions`] under `deadline` (at most the configured one), e.g. the short last
+    /// look before a kill.
+    pub async fn executions_within(
+        &self,
+        after: u64,
+        deadline: Duration,
+    ) -> Result<ExecutionLog, AgentError> {
+        let l = self.limits.executions;
+        let req = Self::get(&format!(
+            "/executions?after={after}&limit={MAX_EXECUTIONS_PER_PAGE}"
+        ));
+        self.call_json("executions", req, l, deadline.min(l.deadline))
             .await
     }
 
@@ -177,7 +355,13 @@ impl AgentClient {
         let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_millis(2);
         loop {
-            let contexts: Vec<lizard_proto::Context> = self.get_json("/contexts").await?;
+            let l = self.limits.contexts;
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            let contexts: Vec<lizard_proto::Context> = self
+                .call_json("contexts", Self::get("/contexts"), l, l.deadline.min(left))
+                .await?;
             if contexts
                 .iter()
                 .any(|c| c.is_default && c.language == language)
@@ -203,12 +387,20 @@ impl AgentClient {
         &self.socket
     }
 
-    /// Poll `/health` until it answers or `timeout` passes.
+    /// Poll `/health` until it answers or `timeout` passes (each poll under the health deadline,
+    /// never past `timeout`).
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), AgentError> {
         let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_millis(2);
         loop {
-            match self.health().await {
+            let l = self.limits.health;
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            match self
+                .call_json::<Health>("health", Self::get("/health"), l, l.deadline.min(left))
+                .await
+            {
                 Ok(_) => return Ok(()),
                 Err(e) if Instant::now() >= deadline => return Err(e),
                 Err(_) => {
@@ -232,9 +424,275 @@ fn check_peer(stream: &tokio::net::UnixStream, expected: i32) -> Result<(), Opti
     }
 }
 
+/// Records asked for per page of the execution log (the agent's own log keeps 10,000).
+pub const MAX_EXECUTIONS_PER_PAGE: usize = 10_000;
+
+/// Read `body` into memory, refusing (without reading further) past `cap` bytes.
+async fn read_capped(
+    mut body: Incoming,
+    cap: usize,
+    call: &'static str,
+) -> Result<Bytes, AgentError> {
+    let mut buf = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            if buf.len() + data.len() > cap {
+                return Err(AgentError::TooLarge { call, limit: cap });
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    //! Against a real hostile agent: an HTTP server on a Unix socket in a temp dir that answers as
+    //! an attacker would (never, endlessly, hugely, byte by byte).
+
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// How the fake agent answers every request.
+    #[derive(Clone)]
+    pub(crate) enum Mode {
+        /// Accepts, reads the request, never answers.
+        Silent,
+        /// A valid head, then a chunked body that never ends.
+        Endless,
+        /// `Content-Length: n` and then n bytes (of `fill`).
+        Sized(u64),
+        /// A valid 200 with this body, one byte every `gap`.
+        Trickle(Vec<u8>, Duration),
+        /// A valid 200 with this JSON body.
+        Json(Vec<u8>),
+    }
+
+    pub(crate) struct FakeAgent {
+        pub dir: tempfile::TempDir,
+        /// Body bytes the agent managed to write, over all connections.
+        pub served: Arc<AtomicU64>,
+    }
+
+    impl FakeAgent {
+        pub fn socket(&self) -> PathBuf {
+            self.dir.path().join("agent.sock")
+        }
+    }
+
+    pub(crate) fn fake_agent(mode: Mode) -> FakeAgent {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = tokio::net::UnixListener::bind(dir.path().join("agent.sock")).unwrap();
+        let served = Arc::new(AtomicU64::new(0));
+        let count = served.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else {
+                    return;
+                };
+                let (mode, count) = (mode.clone(), count.clone());
+                tokio::spawn(async move {
+                    // The request head (the server's own calls have small bodies, read with it).
+                    let mut head = Vec::new();
+                    let mut b = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut b).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&b[..n]),
+                        }
+                    }
+                    let chunk = vec![b'x'; 64 * 1024];
+                    match mode {
+                        Mode::Silent => {
+                            let _ = s.read(&mut b).await;
+                            std::future::pending::<()>().await;
+                        }
+                        Mode::Endless => {
+                            let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+                            if s.write_all(head.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            let framed = [
+                                format!("{:x}\r\n", chunk.len()).into_bytes(),
+                                chunk.clone(),
+                                b"\r\n".to_vec(),
+                            ]
+                            .concat();
+                            while s.write_all(&framed).await.is_ok() {
+                                count.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                            }
+                        }
+                        Mode::Sized(n) => {
+                            let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {n}\r\n\r\n");
+                            if s.write_all(head.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            let mut left = n;
+                            while left > 0 {
+                                let k = left.min(chunk.len() as u64) as usize;
+                                if s.write_all(&chunk[..k]).await.is_err() {
+                                    return;
+                                }
+                                count.fetch_add(k as u64, Ordering::SeqCst);
+                                left -= k as u64;
+                            }
+                        }
+                        Mode::Trickle(body, gap) => {
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                                 content-length: {}\r\n\r\n",
+                                body.len()
+                            );
+                            if s.write_all(head.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            for byte in body {
+                                if s.write_all(&[byte]).await.is_err() {
+                                    return;
+                                }
+                                count.fetch_add(1, Ordering::SeqCst);
+                                tokio::time::sleep(gap).await;
+                            }
+                        }
+                        Mode::Json(body) => {
+                            let head = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                                 content-length: {}\r\n\r\n",
+                                body.len()
+                            );
+                            let _ = s.write_all(head.as_bytes()).await;
+                            if s.write_all(&body).await.is_ok() {
+                                count.fetch_add(body.len() as u64, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        FakeAgent { dir, served }
+    }
+
+    /// The fake agent listens in this process: its pid is the peer the client expects.
+    fn me() -> i32 {
+        std::process::id() as i32
+    }
+
+    fn quick() -> AgentLimits {
+        let l = CallLimit {
+            deadline: Duration::from_millis(500),
+            max_body_bytes: 64 * 1024,
+        };
+        AgentLimits {
+            health: l,
+            contexts: l,
+            executions: l,
+            hibernate: l,
+        }
+    }
+
+    /// Every call of the server's own, as (name, result).
+    async fn every_call(c: &AgentClient) -> Vec<(&'static str, Result<(), AgentError>)> {
+        vec![
+            ("health", c.health().await.map(|_| ())),
+            ("executions", c.executions(0).await.map(|_| ())),
+            ("snapshot", c.hibernate_snapshot("/run/x").await.map(|_| ())),
+            ("restore", c.hibernate_restore("/run/x").await.map(|_| ())),
+            (
+                "contexts",
+                c.wait_default_context(lizard_proto::Language::Python, Duration::from_secs(1))
+                    .await,
+            ),
+        ]
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_never_answers_times_out_every_call() {
+        let agent = fake_agent(Mode::Silent);
+        let c = AgentClient::with_limits(agent.socket(), me(), quick());
+        for (name, r) in every_call(&c).await {
+            assert!(
+                matches!(r, Err(AgentError::TimedOut { .. })),
+                "{name}: {r:?}"
+            );
+        }
+        // Each one within its deadline (+ generous slack on a loaded machine).
+        let t0 = Instant::now();
+        let r = c.health().await;
+        assert!(matches!(r, Err(AgentError::TimedOut { .. })), "{r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        let t0 = Instant::now();
+        assert!(c.wait_ready(Duration::from_secs(1)).await.is_err());
+        assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
+    }
+
+    #[tokio::test]
+    async fn an_endless_body_is_refused_at_the_cap_not_buffered() {
+        let agent = fake_agent(Mode::Endless);
+        let c = AgentClient::with_limits(agent.socket(), me(), quick());
+        for (name, r) in every_call(&c).await {
+            assert!(
+                matches!(r, Err(AgentError::TooLarge { limit, .. }) if limit == 64 * 1024),
+                "{name}: {r:?}"
+            );
+        }
+        // The connections are closed: the agent stops being able to write soon after.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = agent.served.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(agent.served.load(Ordering::SeqCst), after, "still reading");
+        // Five calls (one per kind): each read at most its cap plus what sits in socket and read
+        // buffers, nowhere near "endless".
+        assert!(after < 5 * (64 * 1024 + 4 * MIB as u64), "served {after}");
+    }
+
+    #[tokio::test]
+    async fn a_hundred_mib_answer_is_refused_from_its_length() {
+        let agent = fake_agent(Mode::Sized(100 * MIB as u64));
+        let c = AgentClient::new(agent.socket(), me());
+        let t0 = Instant::now();
+        let r = c.executions(0).await;
+        assert!(
+            matches!(r, Err(AgentError::TooLarge { limit, .. }) if limit == 4 * MIB),
+            "{r:?}"
+        );
+        let r = c.health().await;
+        assert!(matches!(r, Err(AgentError::TooLarge { .. })), "{r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let served = agent.served.load(Ordering::SeqCst);
+        assert!(served < 16 * MIB as u64, "served {served} of 200 MiB");
+    }
+
+    #[tokio::test]
+    async fn a_body_sent_byte_by_byte_times_out_at_the_deadline() {
+        let body = serde_json::to_vec(&ExecutionLog::default()).unwrap();
+        let agent = fake_agent(Mode::Trickle(body, Duration::from_millis(200)));
+        let c = AgentClient::with_limits(agent.socket(), me(), quick());
+        let t0 = Instant::now();
+        let r = c.executions(0).await;
+        assert!(matches!(r, Err(AgentError::TimedOut { .. })), "{r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        // A shorter deadline for one call (the last look before a kill) is honoured.
+        let t0 = Instant::now();
+        let r = c.executions_within(0, Duration::from_millis(100)).await;
+        assert!(
+            matches!(r, Err(AgentError::TimedOut { ms: 100, .. })),
+            "{r:?}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn an_honest_small_answer_still_works() {
+        let log = ExecutionLog {
+            next: 3,
+            records: Vec::new(),
+            dropped: 0,
+        };
+        let agent = fake_agent(Mode::Json(serde_json::to_vec(&log).unwrap()));
+        let c = AgentClient::with_limits(agent.socket(), me(), quick());
+        assert_eq!(c.executions(0).await.unwrap(), log);
+    }
 
     /// tempfile's directories are 0700 (root's, when the tests run as root, as the server does).
     fn private_dir() -> tempfile::TempDir {

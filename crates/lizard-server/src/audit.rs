@@ -90,27 +90,44 @@ pub fn cut(s: &str) -> String {
     s.chars().take(MAX_OBJECT_CHARS).collect()
 }
 
-/// How long and how many audit events are kept; `None` = no limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Retention {
-    pub max_age: Option<std::time::Duration>,
-    pub max_events: Option<u64>,
-}
+/// How long and how many audit events (or execution records) are kept; `None` = no limit.
+pub use crate::store::Retention;
 
-/// Delete what [`Retention`] no longer keeps every hour (the server prunes once with [`prune`]
-/// before it serves). Runs forever.
+/// Delete what the retentions (the audit log's and the execution records', see
+/// `SandboxConfig::executions_retention`) no longer keep every hour (the server prunes once with
+/// [`prune`] and [`prune_executions`] before it serves). Runs forever.
 pub async fn run_retention(st: Arc<AppState>) {
     let hour = std::time::Duration::from_secs(3600);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + hour, hour);
     loop {
         tick.tick().await;
         prune(&st, true);
+        prune_executions(&st.sandboxes, true);
     }
 }
 
-/// Apply the retention: the count limit always, the age limit when `by_age`.
+/// Apply the audit log's retention: the count limit always, the age limit when `by_age`.
 pub fn prune(st: &AppState, by_age: bool) {
-    let r = st.audit_retention;
+    prune_log(
+        &st.sandboxes.store,
+        crate::store::Log::Audit,
+        st.audit_retention,
+        by_age,
+    )
+}
+
+/// Apply the execution records' retention (the count limit always, the age limit when `by_age`).
+pub fn prune_executions(sandboxes: &crate::sandboxes::Sandboxes, by_age: bool) {
+    prune_log(
+        &sandboxes.store,
+        crate::store::Log::Executions,
+        sandboxes.cfg.executions_retention,
+        by_age,
+    )
+}
+
+/// Apply retention `r` to `log`: the count limit always, the age limit when `by_age`.
+pub fn prune_log(store: &crate::store::Store, log: crate::store::Log, r: Retention, by_age: bool) {
     let before = match r.max_age {
         Some(age) if by_age => now_ms().saturating_sub(age.as_millis() as u64),
         _ => 0,
@@ -118,11 +135,11 @@ pub fn prune(st: &AppState, by_age: bool) {
     if before == 0 && r.max_events.is_none() {
         return;
     }
-    match st.sandboxes.store.prune_audit(before, r.max_events) {
+    match store.prune_log(log, before, r.max_events) {
         Ok(0) => {}
-        Ok(n) => tracing::info!(deleted = n, "audit events past their retention deleted"),
+        Ok(n) => tracing::info!(deleted = n, ?log, "rows past their retention deleted"),
         Err(err) => {
-            tracing::error!(error = %crate::api::chain(&err), "pruning the audit log failed")
+            tracing::error!(error = %crate::api::chain(&err), ?log, "pruning failed")
         }
     }
 }

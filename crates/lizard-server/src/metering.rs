@@ -5,12 +5,19 @@
 //!
 //! Samples are taken periodically and at every lifecycle transition, and written to the store each
 //! time, so a server restart loses at most one interval of memory integration; each sandbox's
-//! recent samples also stay in memory ([`Series`], for E2B's `getMetrics`). Not here: billing
-//! prices or quotas.
+//! recent samples also stay in memory ([`Series`], for E2B's `getMetrics`).
+//!
+//! The agent is untrusted: CPU and memory come from the cgroup (host-side); the execution log it
+//! reports is read under a deadline and a cap (`crate::agent_client`) and checked against what
+//! the host knows ([`validate`]) before anything is stored. Each sandbox is sampled in a task of
+//! its own ([`run_sampler`]), so one agent can delay only its own sandbox's metering. Not here:
+//! billing prices or quotas.
 
+use crate::agent_client::MAX_EXECUTIONS_PER_PAGE;
 use crate::sandboxes::{Sandbox, Sandboxes};
 use crate::store::{now_ms, StoredState, UsageRow, VolumeRow};
-use lizard_proto::{SandboxUsage, UsageTotals};
+use lizard_proto::{ExecutionLog, SandboxUsage, UsageTotals};
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,8 +97,16 @@ pub async fn instant(sb: &Sandbox) -> (u64, f64) {
     .unwrap_or((0, 0.0))
 }
 
-/// Take one sample of `sb` and store it.
+/// Take one sample of `sb` and store it (the agent's execution log read under its usual
+/// deadline).
 pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
+    sample_within(sandboxes, sb, sb.agent.limits().executions.deadline).await
+}
+
+/// Take one sample of `sb` and store it: the cgroup's counters (host-side) always; the agent's
+/// execution log only if it answers within `log_deadline` (else that part is skipped: the records
+/// are read at the next sample, or lost with a killed sandbox).
+pub async fn sample_within(sandboxes: &Sandboxes, sb: &Sandbox, log_deadline: Duration) {
     let store = &sandboxes.store;
     let mut u = match store.get_usage(&sb.id) {
         Ok(Some(u)) => u,
@@ -144,20 +159,18 @@ pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
         }
     }
     if sb.state() == StoredState::Running {
-        match sb.agent.executions(u.agent_log_seq).await {
+        let bounds = Bounds::of(sb, now);
+        match sb
+            .agent
+            .executions_within(u.agent_log_seq, log_deadline)
+            .await
+        {
             Ok(log) => {
-                if let Err(e) = store.add_executions(&sb.id, &sb.project, &log.records) {
-                    tracing::warn!(sandbox = %sb.id, error = %e, "recording executions");
+                let any = !log.records.is_empty();
+                record_executions(store, sb, &mut u, log, &bounds);
+                if any && sandboxes.cfg.executions_retention.max_events.is_some() {
+                    crate::audit::prune_executions(sandboxes, false);
                 }
-                for r in &log.records {
-                    u.executions += 1;
-                    u.execution_wall_ms += r.wall_ms;
-                    u.execution_cpu_ms += r.cpu_ms;
-                    u.max_execution_peak_rss_bytes =
-                        u.max_execution_peak_rss_bytes.max(r.peak_rss_bytes);
-                }
-                u.executions += log.dropped;
-                u.agent_log_seq = log.next;
             }
             Err(e) => tracing::debug!(sandbox = %sb.id, error = %e, "reading the execution log"),
         }
@@ -166,6 +179,151 @@ pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
     if let Err(e) = store.put_usage(&u) {
         tracing::warn!(sandbox = %sb.id, error = %e, "writing usage");
     }
+}
+
+/// What a true execution record of a sandbox can say (the agent is untrusted: what it reports is
+/// checked against what the host knows).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    /// The sandbox was created then: no run finished before, none ran longer than since.
+    pub created_at_ms: u64,
+    /// Now: no run finished later.
+    pub now_ms: u64,
+    /// The sandbox's memory limit: no kernel's peak RSS is above it.
+    pub memory_bytes: u64,
+    /// The sandbox's CPU limit in cores: a run's CPU time is at most this times its wall time.
+    pub cores: f64,
+    /// Requests the server forwarded to the agent not yet matched by a reported run: every run
+    /// starts with one, so no page may report more (records and `dropped` together).
+    pub unmatched_requests: u64,
+}
+
+impl Bounds {
+    pub fn of(sb: &Sandbox, now_ms: u64) -> Bounds {
+        Bounds {
+            created_at_ms: sb.created_at_ms,
+            now_ms,
+            memory_bytes: sb.limits.memory_mb.saturating_mul(1024 * 1024),
+            cores: (sb.limits.cpu_millicores as f64 / 1000.0).max(0.001),
+            unmatched_requests: sb.agent.unmatched_requests(),
+        }
+    }
+}
+
+/// Slack on the time bounds (clocks read at slightly different moments, CPU accounting ticks).
+const SLACK_MS: u64 = 2_000;
+/// Longest context id kept (the agent's are 20-odd characters).
+const MAX_CONTEXT_ID: usize = 64;
+
+/// A page of the execution log made believable: at most [`MAX_EXECUTIONS_PER_PAGE`] records and
+/// no more than [`Bounds::unmatched_requests`] (records and `dropped` together), their `seq`
+/// strictly increasing after `after` and not past `next` (the others are dropped), `next` never
+/// behind `after` (else the whole page is refused), context ids short and plain, times, CPU and
+/// memory clamped into [`Bounds`], `dropped` at most what `next` leaves room for (and at most one
+/// page). Returns the page and how many records were dropped or clamped.
+pub fn validate(log: ExecutionLog, after: u64, b: &Bounds) -> (ExecutionLog, usize) {
+    if log.next < after {
+        let n = log.records.len().max(1);
+        return (
+            ExecutionLog {
+                next: after,
+                records: Vec::new(),
+                dropped: 0,
+            },
+            n,
+        );
+    }
+    let most = (MAX_EXECUTIONS_PER_PAGE as u64).min(b.unmatched_requests) as usize;
+    let mut fixed = log.records.len().saturating_sub(most);
+    let mut last = after;
+    let mut records = Vec::with_capacity(log.records.len().min(MAX_EXECUTIONS_PER_PAGE));
+    for mut r in log.records.into_iter().take(most) {
+        let id_ok = !r.context_id.0.is_empty()
+            && r.context_id.0.len() <= MAX_CONTEXT_ID
+            && r.context_id
+                .0
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
+        if r.seq <= last || r.seq > log.next || !id_ok {
+            fixed += 1;
+            continue;
+        }
+        last = r.seq;
+        let orig = (r.finished_at_ms, r.wall_ms, r.cpu_ms, r.peak_rss_bytes);
+        r.finished_at_ms = r
+            .finished_at_ms
+            .clamp(b.created_at_ms, b.now_ms.max(b.created_at_ms));
+        r.wall_ms = r
+            .wall_ms
+            .min(r.finished_at_ms.saturating_sub(b.created_at_ms) + SLACK_MS);
+        let max_cpu = (r.wall_ms as f64 * b.cores) as u64 + SLACK_MS;
+        r.cpu_ms = r.cpu_ms.min(max_cpu);
+        r.peak_rss_bytes = r.peak_rss_bytes.min(b.memory_bytes);
+        if orig != (r.finished_at_ms, r.wall_ms, r.cpu_ms, r.peak_rss_bytes) {
+            fixed += 1;
+        }
+        records.push(r);
+    }
+    let room = log
+        .next
+        .saturating_sub(after)
+        .saturating_sub(records.len() as u64);
+    let dropped = log
+        .dropped
+        .min(room)
+        .min(MAX_EXECUTIONS_PER_PAGE as u64)
+        .min(b.unmatched_requests.saturating_sub(records.len() as u64));
+    if dropped != log.dropped {
+        fixed += 1;
+    }
+    (
+        ExecutionLog {
+            next: log.next,
+            records,
+            dropped,
+        },
+        fixed,
+    )
+}
+
+/// Validate a page of `sb`'s execution log, store its records and add them to `u`.
+pub fn record_executions(
+    store: &crate::store::Store,
+    sb: &Sandbox,
+    u: &mut UsageRow,
+    log: ExecutionLog,
+    b: &Bounds,
+) {
+    let runs = record_page(store, &sb.id, &sb.project, u, log, b);
+    sb.agent.match_runs(runs);
+}
+
+/// Validate and store one page; returns how many runs it counted (records and dropped ones).
+fn record_page(
+    store: &crate::store::Store,
+    id: &str,
+    project: &str,
+    u: &mut UsageRow,
+    log: ExecutionLog,
+    b: &Bounds,
+) -> u64 {
+    let (log, fixed) = validate(log, u.agent_log_seq, b);
+    if fixed > 0 {
+        tracing::warn!(sandbox = %id, records = fixed,
+            "the agent reported impossible executions (dropped or clamped)");
+    }
+    if let Err(e) = store.add_executions(id, project, &log.records) {
+        tracing::warn!(sandbox = %id, error = %e, "recording executions");
+    }
+    for r in &log.records {
+        u.executions = u.executions.saturating_add(1);
+        u.execution_wall_ms = u.execution_wall_ms.saturating_add(r.wall_ms);
+        u.execution_cpu_ms = u.execution_cpu_ms.saturating_add(r.cpu_ms);
+        u.max_execution_peak_rss_bytes = u.max_execution_peak_rss_bytes.max(r.peak_rss_bytes);
+    }
+    u.executions = u.executions.saturating_add(log.dropped);
+    u.agent_log_seq = log.next;
+    log.records.len() as u64 + log.dropped
 }
 
 /// Forget the agent's execution-log position: a sandbox relaunched from hibernation has a new
@@ -180,28 +338,61 @@ pub fn reset_agent_log(sandboxes: &Sandboxes, id: &str) {
     }
 }
 
-/// Sample every live sandbox every `interval`, forever.
+/// How many sandboxes the sampler samples at once.
+pub const SAMPLER_CONCURRENCY: usize = 32;
+
+/// Sample every live sandbox every `interval`, forever. Each sandbox's sample is a task of its
+/// own (at most [`SAMPLER_CONCURRENCY`] at once, each bounded by the agent call's deadline; a
+/// sandbox whose last sample is still running is skipped this round), so an agent that is slow or
+/// hung delays only its own sandbox's metering. Host-side logs are capped and volumes sampled in
+/// the tick itself, never behind an agent.
 pub async fn run_sampler(sandboxes: Arc<Sandboxes>, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let permits = Arc::new(tokio::sync::Semaphore::new(SAMPLER_CONCURRENCY));
+    let in_flight: Arc<std::sync::Mutex<HashSet<String>>> = Default::default();
     loop {
         tick.tick().await;
-        for sb in sandboxes.all() {
-            sample(&sandboxes, &sb).await;
-            // The sandbox's host-side logs are outside its disk quota: keep them bounded.
-            let dir = sb.runtime.dir.clone();
-            match tokio::task::spawn_blocking(move || crate::host_logs::cap(&dir)).await {
-                Ok(Ok(0)) => {}
-                Ok(Ok(n)) => tracing::info!(sandbox = %sb.id, logs = n, "host-side logs cut"),
-                Ok(Err(e)) => {
-                    tracing::warn!(sandbox = %sb.id, error = %e, "cutting host-side logs")
-                }
-                Err(_) => {}
+        let all = sandboxes.all();
+        for sb in &all {
+            if !lock(&in_flight).insert(sb.id.clone()) {
+                continue;
             }
+            let (s, sb, permits, in_flight) = (
+                sandboxes.clone(),
+                sb.clone(),
+                permits.clone(),
+                in_flight.clone(),
+            );
+            tokio::spawn(async move {
+                if let Ok(_permit) = permits.acquire().await {
+                    sample(&s, &sb).await;
+                }
+                lock(&in_flight).remove(&sb.id);
+            });
         }
+        // The sandboxes' host-side logs are outside their disk quotas: keep them bounded.
+        let dirs: Vec<(String, std::path::PathBuf)> = all
+            .iter()
+            .map(|sb| (sb.id.clone(), sb.runtime.dir.clone()))
+            .collect();
+        let _ = tokio::task::spawn_blocking(move || {
+            for (id, dir) in dirs {
+                match crate::host_logs::cap(&dir) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(sandbox = %id, logs = n, "host-side logs cut"),
+                    Err(e) => tracing::warn!(sandbox = %id, error = %e, "cutting host-side logs"),
+                }
+            }
+        })
+        .await;
         let s = sandboxes.clone();
         let _ = tokio::task::spawn_blocking(move || s.volumes.sample(None)).await;
     }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl From<&UsageRow> for SandboxUsage {
@@ -408,6 +599,169 @@ mod tests {
             some.iter().map(|(p, _)| p.at_ms).collect::<Vec<_>>(),
             vec![100_000, 101_000, 102_000]
         );
+    }
+
+    fn rec(seq: u64, finished_at_ms: u64) -> lizard_proto::ExecutionRecord {
+        lizard_proto::ExecutionRecord {
+            seq,
+            context_id: lizard_proto::ContextId("ctx_abc".into()),
+            language: lizard_proto::Language::Python,
+            status: lizard_proto::ExecutionStatus::Ok,
+            wall_ms: 10,
+            cpu_ms: 5,
+            peak_rss_bytes: 1 << 20,
+            finished_at_ms,
+        }
+    }
+
+    const B: Bounds = Bounds {
+        created_at_ms: 1_000_000,
+        now_ms: 1_060_000,
+        memory_bytes: 512 << 20,
+        cores: 1.0,
+        unmatched_requests: 1_000_000,
+    };
+
+    #[test]
+    fn honest_pages_pass_unchanged() {
+        let log = ExecutionLog {
+            next: 12,
+            records: vec![rec(11, 1_050_000), rec(12, 1_059_000)],
+            dropped: 0,
+        };
+        assert_eq!(validate(log.clone(), 10, &B), (log, 0));
+        let log = ExecutionLog {
+            next: 30,
+            records: vec![rec(30, 1_059_000)],
+            dropped: 19,
+        };
+        assert_eq!(validate(log.clone(), 10, &B), (log, 0));
+    }
+
+    #[test]
+    fn impossible_records_are_dropped_or_clamped() {
+        let mut huge = rec(5, u64::MAX);
+        huge.wall_ms = u64::MAX;
+        huge.cpu_ms = u64::MAX;
+        huge.peak_rss_bytes = u64::MAX;
+        let mut bad_id = rec(6, 1_050_000);
+        bad_id.context_id = lizard_proto::ContextId("x".repeat(10_000));
+        let log = ExecutionLog {
+            next: 8,
+            records: vec![
+                rec(1, 1_050_000), // not after `after`
+                huge,
+                rec(5, 1_050_000), // seq again
+                bad_id,
+                rec(4, 1_050_000), // going back
+                rec(7, 0),
+                rec(99, 1_050_000), // past `next`
+            ],
+            dropped: u64::MAX,
+        };
+        let (v, fixed) = validate(log, 2, &B);
+        assert_eq!(v.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [5, 7]);
+        let h = &v.records[0];
+        assert_eq!(h.finished_at_ms, B.now_ms);
+        assert_eq!(h.wall_ms, 60_000 + SLACK_MS);
+        assert_eq!(h.cpu_ms, 60_000 + 2 * SLACK_MS);
+        assert_eq!(h.peak_rss_bytes, B.memory_bytes);
+        assert_eq!(v.records[1].finished_at_ms, B.created_at_ms);
+        assert_eq!(v.dropped, 4, "next - after - records");
+        assert_eq!(fixed, 8);
+        // A `next` that goes backwards: the page is refused, the position kept.
+        let back = ExecutionLog {
+            next: 3,
+            records: vec![rec(4, 1_050_000)],
+            dropped: 7,
+        };
+        assert_eq!(
+            validate(back, 10, &B).0,
+            ExecutionLog {
+                next: 10,
+                records: vec![],
+                dropped: 0
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn an_agent_inventing_records_stores_only_a_bounded_validated_page() {
+        use crate::agent_client::tests::{fake_agent, Mode};
+        use crate::agent_client::{AgentClient, AgentLimits, CallLimit};
+        let mut records: Vec<_> = (1..=25_000).map(|i| rec(i, u64::MAX)).collect();
+        for r in &mut records {
+            r.wall_ms = u64::MAX / 2;
+            r.peak_rss_bytes = u64::MAX;
+        }
+        records.push(rec(3, 1_050_000));
+        let log = ExecutionLog {
+            next: u64::MAX,
+            records,
+            dropped: u64::MAX,
+        };
+        let agent = fake_agent(Mode::Json(serde_json::to_vec(&log).unwrap()));
+        // A cap large enough for the whole lie: validation, not the cap, bounds what is stored.
+        let big = CallLimit {
+            deadline: Duration::from_secs(30),
+            max_body_bytes: 64 << 20,
+        };
+        let client = AgentClient::with_limits(
+            agent.socket(),
+            std::process::id() as i32,
+            AgentLimits {
+                executions: big,
+                ..Default::default()
+            },
+        );
+        let page = client.executions(0).await.unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(&d.path().join("db")).unwrap();
+        let mut u = UsageRow::default();
+        assert_eq!(
+            record_page(&store, "sbx", "p", &mut u, page, &B),
+            2 * MAX_EXECUTIONS_PER_PAGE as u64
+        );
+        let rows = store
+            .executions("p", None, 0, i64::MAX as u64, 100_000)
+            .unwrap();
+        assert_eq!(rows.len(), MAX_EXECUTIONS_PER_PAGE);
+        assert!(rows.iter().all(|r| r.finished_at_ms == B.now_ms
+            && r.wall_ms <= 60_000 + SLACK_MS
+            && r.peak_rss_bytes <= B.memory_bytes));
+        assert_eq!(u.executions, 2 * MAX_EXECUTIONS_PER_PAGE as u64);
+        assert_eq!(u.agent_log_seq, u64::MAX);
+        // The next page starts after `u64::MAX`: nothing more can be claimed.
+        let more = ExecutionLog {
+            next: u64::MAX,
+            records: vec![rec(u64::MAX, 1_050_000)],
+            dropped: 5,
+        };
+        assert_eq!(record_page(&store, "sbx", "p", &mut u, more, &B), 0);
+        assert_eq!(u.executions, 2 * MAX_EXECUTIONS_PER_PAGE as u64);
+    }
+
+    #[test]
+    fn no_more_runs_than_requests_were_forwarded() {
+        let few = Bounds {
+            unmatched_requests: 3,
+            ..B
+        };
+        let log = ExecutionLog {
+            next: 1_000,
+            records: (1..=5).map(|i| rec(i, 1_050_000)).collect(),
+            dropped: 900,
+        };
+        let (v, fixed) = validate(log, 0, &few);
+        assert_eq!(v.records.len(), 3);
+        assert_eq!(v.dropped, 0);
+        assert_eq!(fixed, 3, "two records and `dropped`");
+        let log = ExecutionLog {
+            next: 1_000,
+            records: vec![rec(999, 1_050_000)],
+            dropped: 900,
+        };
+        assert_eq!(validate(log, 0, &few).0.dropped, 2);
     }
 
     #[test]

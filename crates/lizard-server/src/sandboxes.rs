@@ -109,7 +109,20 @@ pub struct SandboxConfig {
     /// Under memory pressure (the host's MemAvailable below this many MiB) hibernate paused
     /// sandboxes, longest-paused first, one per second; `None` = never.
     pub hibernate_below_mb: Option<u64>,
+    /// Deadlines and body caps of the server's own calls to agents (production defaults:
+    /// `AgentLimits::default()`; tests of hostile agents shorten them).
+    pub agent_limits: crate::agent_client::AgentLimits,
+    /// How long the last look at the execution log before a kill or a pause may take (then it is
+    /// skipped: the kill goes on whatever the agent does).
+    pub final_sample_deadline: Duration,
+    /// How long and how many execution records (the `executions` table) are kept: pruned at
+    /// start-up and hourly by age, after every sample by count (`lizard serve
+    /// --executions-retention`, `--executions-max-rows`).
+    pub executions_retention: crate::store::Retention,
 }
+
+/// The default [`SandboxConfig::final_sample_deadline`].
+pub const FINAL_SAMPLE_DEADLINE: Duration = Duration::from_secs(1);
 
 /// What the server remembers about a running sandbox's processes (stored as JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -193,7 +206,11 @@ impl Sandbox {
             on_timeout: self.on_timeout,
             volumes: self.volumes.clone(),
             network: self.network.clone(),
-            agent: AgentClient::new(runtime.socket.clone(), runtime.pid),
+            agent: AgentClient::with_limits(
+                runtime.socket.clone(),
+                runtime.pid,
+                *self.agent.limits(),
+            ),
             runtime,
             timeout_at_ms: AtomicU64::new(timeout_at_ms),
             timeout_ms: AtomicU64::new(self.timeout_ms.load(Ordering::SeqCst)),
@@ -209,6 +226,14 @@ impl Sandbox {
     fn set_state(&self, s: StoredState) {
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
+}
+
+/// What the timeout loop does to a sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TimedAction {
+    Kill,
+    Pause,
+    Hibernate,
 }
 
 /// A launched sandbox whose agent answers, not (yet) owned by any project.
@@ -876,7 +901,8 @@ impl Sandboxes {
                 return Err(e);
             }
         }
-        let agent = AgentClient::new(runtime.socket.clone(), runtime.pid);
+        let agent =
+            AgentClient::with_limits(runtime.socket.clone(), runtime.pid, self.cfg.agent_limits);
         if let Err(e) = agent.wait_ready(self.cfg.ready_timeout).await {
             tracing::warn!(sandbox = %id, error = %e, log = %dir.join("agent.log").display(),
                 "agent not ready; killing the sandbox");
@@ -1016,16 +1042,17 @@ impl Sandboxes {
             m.remove(id)
                 .ok_or_else(|| SandboxError::NotFound(id.to_string()))?
         };
-        crate::metering::sample(self, &sb).await;
+        // The cgroup's counters are read host-side; the agent's execution log only if it answers
+        // at once: nothing the agent does can stop the kill.
+        crate::metering::sample_within(self, &sb, self.cfg.final_sample_deadline).await;
         sb.set_state(StoredState::Killed);
         let runtime = sb.runtime.clone();
-        tokio::task::spawn_blocking(move || destroy(&runtime))
-            .await
-            .map_err(|e| SandboxError::Launch(e.to_string()))?;
+        // Host-side and bounded (the cgroup's kill and removal have their own deadlines).
+        let destroyed = tokio::task::spawn_blocking(move || destroy(&runtime)).await;
         self.id_ranges.release(id);
         self.store
             .set_state(id, StoredState::Killed, Some(now_ms()))?;
-        Ok(())
+        destroyed.map_err(|e| SandboxError::Launch(e.to_string()))
     }
 
     /// Pause: every process of the sandbox is frozen (its memory, open files and kernel state kept
@@ -1042,7 +1069,7 @@ impl Sandboxes {
         if matches!(sb.state(), StoredState::Paused | StoredState::Hibernated) {
             return Ok(sb);
         }
-        crate::metering::sample(self, &sb).await;
+        crate::metering::sample_within(self, &sb, self.cfg.final_sample_deadline).await;
         let cg = sb.runtime.cgroup.clone();
         tokio::task::spawn_blocking(move || cg.freeze())
             .await
@@ -1250,8 +1277,45 @@ impl Sandboxes {
     }
 
     /// Kill (or pause) sandboxes whose timeout has passed, and hibernate those paused longer than
-    /// `hibernate_after`; runs until the process ends.
+    /// `hibernate_after`; runs until the process ends. Each action is a task of its own (at most
+    /// one per sandbox at a time), so a sandbox whose agent is slow delays nobody else's timeout.
     pub async fn run_timeouts(self: Arc<Self>) {
+        // The actions running, by sandbox.
+        let busy: Arc<Mutex<HashMap<String, TimedAction>>> = Default::default();
+        // Start `action` on `sb` unless one is still running for it; `false` if one is.
+        let start = |sb: &Arc<Sandbox>, action: TimedAction| -> bool {
+            {
+                let mut b = busy.lock().unwrap_or_else(|e| e.into_inner());
+                if b.contains_key(&sb.id) {
+                    return false;
+                }
+                b.insert(sb.id.clone(), action);
+            }
+            let (me, busy, id) = (self.clone(), busy.clone(), sb.id.clone());
+            tokio::spawn(async move {
+                let r = match action {
+                    TimedAction::Kill => me.kill(&id).await,
+                    TimedAction::Pause => me.pause_inner(&id, true).await.map(|_| ()),
+                    TimedAction::Hibernate => me.hibernate(&id).await.map(|_| ()),
+                };
+                let ok = r.is_ok();
+                if let Err(e) = r {
+                    tracing::warn!(sandbox = %id, error = %e, ?action, "timed action failed");
+                    if action == TimedAction::Hibernate {
+                        // Not again at once: after another full period.
+                        if let Some(sb) = me.get(&id) {
+                            sb.paused_at_ms.store(now_ms(), Ordering::SeqCst);
+                        }
+                    }
+                }
+                busy.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                if ok {
+                    // (A failure is retried at the loop's next round, not at once.)
+                    me.timeouts_changed.notify_one();
+                }
+            });
+            true
+        };
         loop {
             let now = now_ms();
             let mut next = now + 60_000;
@@ -1259,7 +1323,13 @@ impl Sandboxes {
                 // Checked every second while enabled.
                 next = next.min(now + 1000);
                 let available = mem_available_mb();
-                if available.is_some_and(|a| a < min_mb) {
+                // One at a time: a hibernation thaws its sandbox first, which costs memory.
+                let hibernating = busy
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .values()
+                    .any(|a| *a == TimedAction::Hibernate);
+                if !hibernating && available.is_some_and(|a| a < min_mb) {
                     let mut paused: Vec<Arc<Sandbox>> = self
                         .all()
                         .into_iter()
@@ -1269,9 +1339,7 @@ impl Sandboxes {
                     if let Some(sb) = paused.first() {
                         tracing::info!(sandbox = %sb.id, available_mb = ?available,
                             "memory pressure; hibernating the longest-paused sandbox");
-                        if let Err(e) = self.hibernate(&sb.id).await {
-                            tracing::warn!(sandbox = %sb.id, error = %e, "hibernation failed");
-                        }
+                        start(sb, TimedAction::Hibernate);
                     }
                 }
             }
@@ -1284,11 +1352,8 @@ impl Sandboxes {
                 {
                     let at = sb.paused_at_ms.load(Ordering::SeqCst) + after;
                     if at <= now {
-                        tracing::info!(sandbox = %sb.id, "paused for {after} ms; hibernating");
-                        if let Err(e) = self.hibernate(&sb.id).await {
-                            tracing::warn!(sandbox = %sb.id, error = %e, "hibernation failed");
-                            // Not again at once: after another full period.
-                            sb.paused_at_ms.store(now_ms(), Ordering::SeqCst);
+                        if start(&sb, TimedAction::Hibernate) {
+                            tracing::info!(sandbox = %sb.id, "paused for {after} ms; hibernating");
                         }
                     } else {
                         next = next.min(at);
@@ -1302,23 +1367,18 @@ impl Sandboxes {
             {
                 let at = sb.timeout_at_ms();
                 if at <= now {
-                    let r = match sb.on_timeout {
-                        TimeoutAction::Kill => {
-                            tracing::info!(sandbox = %sb.id, "timeout reached; killing");
-                            self.kill(&sb.id).await
-                        }
-                        TimeoutAction::Pause => {
-                            tracing::info!(sandbox = %sb.id, "timeout reached; pausing");
-                            self.pause_inner(&sb.id, true).await.map(|_| ())
-                        }
+                    let action = match sb.on_timeout {
+                        TimeoutAction::Kill => TimedAction::Kill,
+                        TimeoutAction::Pause => TimedAction::Pause,
                     };
-                    if let Err(e) = r {
-                        tracing::warn!(sandbox = %sb.id, error = %e, "timeout action failed");
+                    if start(&sb, action) {
+                        tracing::info!(sandbox = %sb.id, ?action, "timeout reached");
                     }
                 } else {
                     next = next.min(at);
                 }
             }
+            // (An action that ends wakes the loop: `timeouts_changed`.)
             let wait = Duration::from_millis(next.saturating_sub(now_ms()).max(10));
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
@@ -1420,47 +1480,67 @@ impl Sandboxes {
         }
     }
 
-    /// After a server start: take back every sandbox the store says is running whose agent still
-    /// answers; clean up the rest.
+    /// After a server start: take back every sandbox the store says is running, paused or
+    /// hibernated that is still there; clean up the rest. Whether a sandbox is alive is decided
+    /// host-side only — its PID 1 is still in its cgroup (running or paused), its disk image
+    /// exists (hibernated) — never by asking its agent: an agent that does not answer neither
+    /// delays the start nor makes the server lose a live sandbox (it is adopted, and its own calls
+    /// fail under their deadlines). So this returns in about the time of reading a few cgroup
+    /// files per sandbox; the lost ones are destroyed afterwards in the background (their host id
+    /// ranges stay held until they are gone). Call it after binding the listener and before
+    /// serving: no request ever sees a sandbox "not yet adopted".
     pub async fn adopt(self: &Arc<Self>) -> Result<(usize, usize), SandboxError> {
+        let rows = self.store.list_sandboxes(None, false)?;
+        let dir = self.sandboxes_dir();
+        // Host-side checks (file reads): off the async threads.
+        let (checked, strays) = tokio::task::spawn_blocking(move || {
+            let checked: Vec<Checked> = rows
+                .into_iter()
+                .map(|row| {
+                    let runtime: Option<Runtime> = serde_json::from_value(row.runtime.clone()).ok();
+                    let (alive, pidfd) = match &runtime {
+                        // Launched by an older server: its agent's socket is on its own disk,
+                        // where code in the sandbox can replace it. Never connected to (a
+                        // hibernated one gets the new layout when it wakes).
+                        Some(rt)
+                            if row.state != StoredState::Hibernated
+                                && !socket_is_trusted_layout(rt) =>
+                        {
+                            tracing::warn!(sandbox = %row.id, socket = %rt.socket.display(),
+                                "sandbox from an older server with its agent socket inside the \
+                                 sandbox: not adoptable, killing it");
+                            (false, None)
+                        }
+                        Some(rt) if row.state == StoredState::Hibernated => {
+                            (is_alive(rt, row.state), None)
+                        }
+                        // A live sandbox's PID 1, held by a pidfd opened before checking that it
+                        // is in the sandbox's cgroup (so a reused pid is not mistaken for it).
+                        Some(rt) => match lizard_jail::process::pidfd_open(rt.pid) {
+                            Ok(fd) if is_alive(rt, row.state) => (true, Some(fd)),
+                            _ => (false, None),
+                        },
+                        None => (false, None),
+                    };
+                    (row, runtime, alive, pidfd)
+                })
+                .collect();
+            let strays: Vec<(String, PathBuf)> = std::fs::read_dir(&dir)
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (checked, strays)
+        })
+        .await
+        .map_err(|e| SandboxError::Launch(e.to_string()))?;
         let (mut adopted, mut lost) = (0, 0);
-        for row in self.store.list_sandboxes(None, false)? {
-            let runtime: Option<Runtime> = serde_json::from_value(row.runtime.clone()).ok();
-            // A live sandbox's PID 1, held by a pidfd opened before checking that it is in the
-            // sandbox's cgroup (so a reused pid is not mistaken for it).
-            let mut pidfd = None;
-            let alive = match &runtime {
-                // Launched by an older server: its agent's socket is on its own disk, where code in
-                // the sandbox can replace it. Never connected to (a hibernated one gets the new
-                // layout when it wakes).
-                Some(rt)
-                    if row.state != StoredState::Hibernated && !socket_is_trusted_layout(rt) =>
-                {
-                    tracing::warn!(sandbox = %row.id, socket = %rt.socket.display(),
-                        "sandbox from an older server with its agent socket inside the sandbox: \
-                         not adoptable, killing it");
-                    false
-                }
-                // A hibernated sandbox has no processes: it lives as long as its writable layer's
-                // disk image (mounted or not: after a host reboot it is not).
-                Some(rt) if row.state == StoredState::Hibernated => {
-                    rt.dir.join("disk.img").is_file()
-                }
-                // A frozen agent cannot answer: a paused sandbox is alive while its cgroup has
-                // processes.
-                Some(rt) => {
-                    pidfd = lizard_jail::process::pidfd_open(rt.pid).ok();
-                    let in_cgroup =
-                        pidfd.is_some() && rt.cgroup.pids().is_ok_and(|p| p.contains(&rt.pid));
-                    in_cgroup
-                        && (row.state == StoredState::Paused
-                            || AgentClient::new(rt.socket.clone(), rt.pid)
-                                .health()
-                                .await
-                                .is_ok())
-                }
-                None => false,
-            };
+        // (sandbox id, its runtime if known, its directory)
+        let mut doomed: Vec<(String, Option<Runtime>, PathBuf)> = Vec::new();
+        for (row, runtime, alive, pidfd) in checked {
             match (alive, runtime) {
                 (true, Some(rt)) => {
                     if let Some(base) = rt.id_base {
@@ -1471,8 +1551,12 @@ impl Sandboxes {
                     }
                     let limits = serde_json::from_value(row.limits.clone()).unwrap_or_default();
                     let pid = rt.pid;
+                    let agent =
+                        AgentClient::with_limits(rt.socket.clone(), rt.pid, self.cfg.agent_limits);
+                    // Runs the previous server forwarded may not all be metered yet: one page.
+                    agent.allow_runs(crate::agent_client::MAX_EXECUTIONS_PER_PAGE as u64);
                     let sb = Arc::new(Sandbox {
-                        agent: AgentClient::new(rt.socket.clone(), rt.pid),
+                        agent,
                         id: row.id.clone(),
                         project: row.project,
                         template: row.template,
@@ -1503,34 +1587,71 @@ impl Sandboxes {
                     adopted += 1;
                 }
                 (_, rt) => {
-                    if let Some(rt) = rt {
-                        destroy(&rt);
-                    }
                     self.store
                         .set_state(&row.id, StoredState::Killed, Some(now_ms()))?;
+                    let dir = rt
+                        .as_ref()
+                        .map(|r| r.dir.clone())
+                        .unwrap_or_else(|| self.sandboxes_dir().join(&row.id));
+                    doomed.push((row.id, rt, dir));
                     lost += 1;
                 }
             }
         }
         // Sandboxes that never reached the store (a pool, or a create cut short by a crash).
-        if let Ok(entries) = std::fs::read_dir(self.sandboxes_dir()) {
-            for e in entries.flatten() {
-                let id = e.file_name().to_string_lossy().into_owned();
-                if self.get(&id).is_some() {
-                    continue;
-                }
-                match std::fs::read(e.path().join(RUNTIME_FILE))
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<Runtime>(&b).ok())
-                {
-                    Some(rt) => destroy(&rt),
-                    None => remove_files(&e.path(), Some(&e.path().join("disk"))),
-                }
-                lost += 1;
+        for (id, path) in strays {
+            if self.get(&id).is_some() || doomed.iter().any(|(d, _, _)| *d == id) {
+                continue;
+            }
+            let rt = std::fs::read(path.join(RUNTIME_FILE))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Runtime>(&b).ok());
+            doomed.push((id, rt, path));
+            lost += 1;
+        }
+        // Their processes may still run until destroyed: no new sandbox gets their ids meanwhile.
+        for (id, rt, _) in &doomed {
+            if let Some(base) = rt.as_ref().and_then(|r| r.id_base) {
+                self.id_ranges.register(id, base);
             }
         }
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            for (id, rt, dir) in doomed {
+                match rt {
+                    Some(rt) => destroy(&rt),
+                    None => remove_files(&dir, Some(&dir.join("disk"))),
+                }
+                me.id_ranges.release(&id);
+            }
+        });
         self.timeouts_changed.notify_one();
         Ok((adopted, lost))
+    }
+}
+
+/// A stored sandbox as adoption found it: its row, its runtime (if it parses), whether it is
+/// alive, and a pidfd of its PID 1 (running or paused ones).
+type Checked = (
+    SandboxRow,
+    Option<Runtime>,
+    bool,
+    Option<std::os::fd::OwnedFd>,
+);
+
+/// Whether a sandbox from the store is still there, by host-side facts only: a hibernated one has
+/// no processes and lives as long as its writable layer's disk image (mounted or not: after a
+/// host reboot it is not); a running or paused one while its PID 1 is in its cgroup (a frozen or
+/// hung agent cannot answer, and need not: the kernel says whether it lives). Blocking.
+fn is_alive(rt: &Runtime, state: StoredState) -> bool {
+    match state {
+        StoredState::Hibernated => rt.dir.join("disk.img").is_file(),
+        StoredState::Killed => false,
+        StoredState::Running | StoredState::Paused => rt
+            .cgroup
+            .pids()
+            .map(|p| p.contains(&rt.pid))
+            .unwrap_or(false),
     }
 }
 

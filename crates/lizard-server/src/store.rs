@@ -186,6 +186,7 @@ CREATE TABLE IF NOT EXISTS executions (
     PRIMARY KEY (sandbox_id, seq)
 );
 CREATE INDEX IF NOT EXISTS executions_project ON executions(project, finished_at_ms);
+CREATE INDEX IF NOT EXISTS executions_finished ON executions(finished_at_ms);
 CREATE TABLE IF NOT EXISTS volumes (
     id TEXT PRIMARY KEY,
     project TEXT NOT NULL,
@@ -245,6 +246,23 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// The append-only tables that have a retention ([`Retention`]): rows are only ever added, and
+/// deleted oldest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Log {
+    /// `audit`: aged by `at_ms`.
+    Audit,
+    /// `executions`: aged by `finished_at_ms` (clamped to the server's clock when recorded).
+    Executions,
+}
+
+/// How long and how many rows of a [`Log`] are kept; `None` = no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub max_age: Option<std::time::Duration>,
+    pub max_events: Option<u64>,
 }
 
 impl Store {
@@ -389,17 +407,34 @@ impl Store {
         before_ms: u64,
         keep_at_most: Option<u64>,
     ) -> Result<u64, StoreError> {
+        self.prune_log(Log::Audit, before_ms, keep_at_most)
+    }
+
+    /// Delete rows of `log` from before `before_ms`, then the oldest beyond the newest
+    /// `keep_at_most` (`None`: no count limit). Returns how many were deleted.
+    pub fn prune_log(
+        &self,
+        log: Log,
+        before_ms: u64,
+        keep_at_most: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let (table, at) = match log {
+            Log::Audit => ("audit", "at_ms"),
+            Log::Executions => ("executions", "finished_at_ms"),
+        };
         let conn = self.conn();
         let mut n = conn.execute(
-            "DELETE FROM audit WHERE at_ms < ?1",
+            &format!("DELETE FROM {table} WHERE {at} < ?1"),
             params![before_ms.min(i64::MAX as u64) as i64],
         )? as u64;
         if let Some(keep) = keep_at_most {
-            // Ids grow by one per event and only the oldest are ever deleted, so the newest
-            // `keep` are those above `MAX(id) - keep`: a rowid lookup, not a scan of `keep` rows
-            // (this runs after every audited call).
+            // Rowids grow by one per row and only the oldest are ever deleted, so the newest
+            // `keep` are those above `MAX(rowid) - keep`: a rowid lookup, not a scan of `keep`
+            // rows (this runs after every write).
             n += conn.execute(
-                "DELETE FROM audit WHERE id <= (SELECT MAX(id) FROM audit) - ?1",
+                &format!(
+                    "DELETE FROM {table} WHERE rowid <= (SELECT MAX(rowid) FROM {table}) - ?1"
+                ),
                 params![keep.min(i64::MAX as u64) as i64],
             )? as u64;
         }
@@ -971,6 +1006,46 @@ mod tests {
         assert_eq!(s.prune_audit(0, Some(5)).unwrap(), 0);
         assert_eq!(s.prune_audit(0, Some(0)).unwrap(), 2);
         assert!(ages(&s).is_empty());
+    }
+
+    #[test]
+    fn executions_retention_by_age_and_count() {
+        let (_d, s) = store();
+        let rec = |seq: u64, finished_at_ms: u64| lizard_proto::ExecutionRecord {
+            seq,
+            context_id: lizard_proto::ContextId("c".into()),
+            language: lizard_proto::Language::Python,
+            status: lizard_proto::ExecutionStatus::Ok,
+            wall_ms: 1,
+            cpu_ms: 1,
+            peak_rss_bytes: 1,
+            finished_at_ms,
+        };
+        s.add_executions("a", "p", &[rec(1, 10), rec(2, 20), rec(3, 30)])
+            .unwrap();
+        s.add_executions("b", "p", &[rec(1, 40), rec(2, 50)])
+            .unwrap();
+        let seen = |s: &Store| -> Vec<u64> {
+            s.executions("p", None, 0, i64::MAX as u64, 100)
+                .unwrap()
+                .iter()
+                .map(|r| r.finished_at_ms)
+                .collect()
+        };
+        assert_eq!(s.prune_log(Log::Executions, 25, None).unwrap(), 2);
+        assert_eq!(seen(&s), vec![30, 40, 50]);
+        assert_eq!(s.prune_log(Log::Executions, 0, Some(2)).unwrap(), 1);
+        assert_eq!(seen(&s), vec![40, 50], "the newest are kept");
+        // Written after a prune: still counted from the newest.
+        s.add_executions("b", "p", &[rec(3, 60)]).unwrap();
+        assert_eq!(s.prune_log(Log::Executions, 0, Some(2)).unwrap(), 1);
+        assert_eq!(seen(&s), vec![50, 60]);
+        assert_eq!(s.prune_log(Log::Executions, 0, Some(0)).unwrap(), 2);
+        assert!(seen(&s).is_empty());
+        // The audit log is untouched by the executions' retention.
+        s.add_audit(&ev(10, Some("a"), "sandbox.create")).unwrap();
+        s.prune_log(Log::Executions, u64::MAX, Some(0)).unwrap();
+        assert_eq!(s.audit(None, 0, u64::MAX, 10).unwrap().len(), 1);
     }
 
     #[test]

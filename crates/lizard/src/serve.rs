@@ -1,5 +1,7 @@
-//! `lizard serve`: open the data dir, make sure the admin key and the default template exist, adopt
-//! sandboxes that survived a previous server, and serve the API.
+//! `lizard serve`: open the data dir, make sure the admin key and the default template exist, raise
+//! the open-file limit, bind the listener, adopt sandboxes that survived a previous server
+//! (host-side checks only), and serve the API with connection caps (per client address and in
+//! all) and a short deadline for request heads.
 
 use anyhow::{Context as _, Result};
 use lizard_server::api::{router, AppState};
@@ -72,6 +74,30 @@ pub struct ServeArgs {
     /// Largest request head (request line + headers) in bytes; larger → 431.
     #[arg(long, default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(1024..=16 * 1024 * 1024))]
     max_header_bytes: u64,
+    /// Time a connection has to send a complete request head, counted from its accept (and, on a
+    /// kept-alive connection, from the end of the previous answer): slower (or idle) connections
+    /// are closed, so half-sent heads cannot pile up.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    header_read_timeout: Duration,
+    /// Open connections from one client IP address (idle kept-alive ones included); over it a new
+    /// connection is closed at once. `0` = no per-address limit.
+    #[arg(long, env = "LIZARD_MAX_CONNECTIONS_PER_IP", default_value_t = 512)]
+    max_connections_per_ip: usize,
+    /// Open client connections in all (every listener); over it a new connection is closed at
+    /// once. Default: a third of the open-file limit (the rest is for the server's own agent
+    /// connections, store, logs and launches), at most 65536.
+    #[arg(long, env = "LIZARD_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Deadline of the server's own small calls to an agent (health, contexts, the execution
+    /// log): connect, head and body. For tests of hostile agents; the default suits production.
+    #[arg(long, default_value = "3s", value_parser = parse_duration, hide = true)]
+    agent_call_timeout: Duration,
+    /// Deadline of a hibernation snapshot or restore call to an agent.
+    #[arg(long, default_value = "300s", value_parser = parse_duration, hide = true)]
+    agent_hibernate_timeout: Duration,
+    /// How long the last look at an agent's execution log before a kill or pause may take.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, hide = true)]
+    agent_final_sample_timeout: Duration,
     /// Most request headers; more → 431.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(8..=10_000))]
     max_headers: u64,
@@ -82,6 +108,14 @@ pub struct ServeArgs {
     /// Keep at most this many audit events (the newest); `0` = no limit.
     #[arg(long, env = "LIZARD_AUDIT_MAX_EVENTS", default_value_t = 1_000_000)]
     audit_max_events: u64,
+    /// Keep execution records (the per-run rows of `GET /v1/projects/{project}/executions`) this long;
+    /// older ones are deleted at start-up and hourly; `0` = forever. Per-sandbox usage totals are
+    /// kept regardless.
+    #[arg(long, env = "LIZARD_EXECUTIONS_RETENTION", default_value = "90d", value_parser = parse_duration)]
+    executions_retention: Duration,
+    /// Keep at most this many execution records (the newest); `0` = no limit.
+    #[arg(long, env = "LIZARD_EXECUTIONS_MAX_ROWS", default_value_t = 2_000_000)]
+    executions_max_rows: u64,
     /// Run every sandbox's slirp4netns (egress) as this host uid: an unprivileged uid used by
     /// nothing else (not 0, not 65534, not in the sandboxes' ids: the template's range and every
     /// sandbox's own range, id_shift..id_shift+65536*16385). Default: each sandbox's own — the
@@ -95,14 +129,83 @@ pub struct ServeArgs {
 }
 
 /// Limits of the HTTP/1 listeners.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct HttpLimits {
     max_header_bytes: usize,
     max_headers: usize,
+    header_read_timeout: Duration,
+    /// Open connections, shared by every listener.
+    conns: Arc<ConnCaps>,
 }
 
-/// Serve `app` on `listener` with hyper's HTTP/1 server: `TCP_NODELAY` on every connection, the
-/// request head capped (431 above `limits`), 30 s to send it, the peer address in the request's
+/// Caps on open client connections, per client address and in all; shared by every listener.
+#[derive(Debug)]
+struct ConnCaps {
+    /// `0`: no per-address cap.
+    per_ip: usize,
+    total: usize,
+    /// (open connections per address, open connections in all)
+    open: std::sync::Mutex<(std::collections::HashMap<std::net::IpAddr, usize>, usize)>,
+}
+
+/// One admitted connection; its count goes when this is dropped.
+struct ConnSlot {
+    caps: Arc<ConnCaps>,
+    ip: std::net::IpAddr,
+}
+
+impl ConnCaps {
+    fn new(per_ip: usize, total: usize) -> Arc<ConnCaps> {
+        Arc::new(ConnCaps {
+            per_ip,
+            total,
+            open: Default::default(),
+        })
+    }
+
+    /// Count a new connection from `ip`, unless that would pass a cap.
+    fn admit(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<ConnSlot> {
+        let ip = ip.to_canonical();
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let (per, all) = &mut *open;
+        let mine = per.get(&ip).copied().unwrap_or(0);
+        if *all >= self.total || (self.per_ip > 0 && mine >= self.per_ip) {
+            return None;
+        }
+        *all += 1;
+        per.insert(ip, mine + 1);
+        Some(ConnSlot {
+            caps: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        let mut open = self.caps.open.lock().unwrap_or_else(|e| e.into_inner());
+        let (per, all) = &mut *open;
+        *all = all.saturating_sub(1);
+        if let Some(n) = per.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// The default `--max-connections` for an open-file limit of `nofile`: a third of it (the rest
+/// is for the server's own agent connections — one per forwarded request —, store, logs and
+/// sandbox launches), at least 64 and at most 65536.
+fn default_max_connections(nofile: u64) -> usize {
+    (nofile / 3).clamp(64, 65_536) as usize
+}
+
+/// Serve `app` on `listener` with hyper's HTTP/1 server: connections over `limits.conns`' caps
+/// closed at accept (never waited for), `TCP_NODELAY` on every connection, the request head
+/// capped (431 above `limits`), `limits.header_read_timeout` to send it (from the accept, or
+/// from the previous answer on a kept-alive connection), the peer address in the request's
 /// extensions (`ConnectInfo<SocketAddr>`, for rate limits and the audit log), upgrades
 /// (WebSockets) allowed. When `shutdown` completes: stop accepting, let every connection finish
 /// its request in flight, then return.
@@ -132,6 +235,11 @@ async fn serve_http(
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
             _ = &mut shutdown => break,
         };
+        // Over a cap: closed at once (dropped), before any byte is read.
+        let Some(slot) = limits.conns.admit(peer.ip()) else {
+            tracing::debug!(%peer, "connection refused: too many open connections");
+            continue;
+        };
         // Small writes (one NDJSON frame) must leave at once, not wait for Nagle + delayed ACK.
         let _ = tcp.set_nodelay(true);
         let app = app.clone();
@@ -144,7 +252,7 @@ async fn serve_http(
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(TokioTimer::new())
-            .header_read_timeout(Duration::from_secs(30))
+            .header_read_timeout(limits.header_read_timeout)
             .max_header_size(limits.max_header_bytes);
         if limits.max_headers != 100 {
             // (hyper's default; another number moves the header array to the heap)
@@ -152,6 +260,7 @@ async fn serve_http(
         }
         let mut closing = close_rx.clone();
         conns.spawn(async move {
+            let _slot = slot;
             let conn = builder
                 .serve_connection(TokioIo::new(tcp), svc)
                 .with_upgrades();
@@ -173,7 +282,17 @@ async fn serve_http(
     while conns.join_next().await.is_some() {}
 }
 
-/// `10m`, `90s`, `500ms`, `1h`, or a number of seconds.
+/// The server's own calls to agents: production caps, the deadlines of `args`.
+fn agent_limits(args: &ServeArgs) -> lizard_server::agent_client::AgentLimits {
+    let mut l = lizard_server::agent_client::AgentLimits::default();
+    let small = args.agent_call_timeout.max(Duration::from_millis(10));
+    l.health.deadline = small;
+    l.contexts.deadline = small;
+    l.executions.deadline = small;
+    l.hibernate.deadline = args.agent_hibernate_timeout.max(Duration::from_millis(10));
+    l
+}
+
 /// `KEY=VALUE` with a valid environment variable name.
 pub fn parse_env_pair(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -184,6 +303,7 @@ pub fn parse_env_pair(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `10m`, `90s`, `500ms`, `1h`, or a number of seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -366,6 +486,27 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             .context("copying the lizard binary for the sandboxes' agents")?,
     );
 
+    // Client connections, agent connections and sandboxes all need descriptors: not the
+    // inherited soft limit (often 1024), the hard one.
+    let nofile = match lizard_jail::process::raise_nofile_to_hard() {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot raise RLIMIT_NOFILE");
+            lizard_jail::process::nofile_limit().map_or(1024, |l| l.0)
+        }
+    };
+    let conns = ConnCaps::new(
+        args.max_connections_per_ip,
+        args.max_connections
+            .unwrap_or_else(|| default_max_connections(nofile)),
+    );
+    tracing::info!(
+        nofile,
+        max_connections = conns.total,
+        max_connections_per_ip = conns.per_ip,
+        "connection limits"
+    );
+
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -389,9 +530,25 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 agent_env: args.agent_env.iter().cloned().collect(),
                 hibernate_below_mb: (args.hibernate_below_mb > 0)
                     .then_some(args.hibernate_below_mb),
+                agent_limits: agent_limits(&args),
+                final_sample_deadline: args
+                    .agent_final_sample_timeout
+                    .max(Duration::from_millis(10)),
+                executions_retention: lizard_server::store::Retention {
+                    max_age: (!args.executions_retention.is_zero())
+                        .then_some(args.executions_retention),
+                    max_events: (args.executions_max_rows > 0).then_some(args.executions_max_rows),
+                },
             },
             store,
         );
+        // The listener first: the port is ours (connections wait in its backlog) while the
+        // sandboxes of the previous run are taken back.
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("binding {}", args.listen))?;
+        // Host-side checks only (no agent is asked): quick whatever the agents do; the lost
+        // ones are destroyed in the background.
         let (adopted, lost) = sandboxes.adopt().await?;
         if adopted + lost > 0 {
             tracing::info!(adopted, lost, "sandboxes from the previous run");
@@ -420,15 +577,15 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             },
         });
         lizard_server::audit::prune(&state, true);
+        lizard_server::audit::prune_executions(&sandboxes, true);
         tokio::spawn(lizard_server::audit::run_retention(state.clone()));
         let limits = HttpLimits {
             max_header_bytes: args.max_header_bytes as usize,
             max_headers: args.max_headers as usize,
+            header_read_timeout: args.header_read_timeout.max(Duration::from_millis(100)),
+            conns,
         };
         let app = router(state.clone());
-        let listener = tokio::net::TcpListener::bind(&args.listen)
-            .await
-            .with_context(|| format!("binding {}", args.listen))?;
         let addr = listener.local_addr()?;
         let mut e2b_debug = serde_json::Value::Null;
         if args.e2b_debug {
@@ -450,7 +607,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                     .with_context(|| format!("binding {listen} for E2B debug mode"))?;
                 addrs.insert(name.into(), l.local_addr()?.to_string().into());
                 let app = lizard_server::e2b::debug_router(state.clone(), port);
-                tokio::spawn(serve_http(l, app, limits, std::future::pending()));
+                tokio::spawn(serve_http(l, app, limits.clone(), std::future::pending()));
             }
             e2b_debug = addrs.into();
         }
@@ -481,7 +638,33 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{egress_user, parse_duration};
+    use super::{default_max_connections, egress_user, parse_duration, ConnCaps};
+
+    #[test]
+    fn connections_are_capped_per_address_and_in_all() {
+        let caps = ConnCaps::new(2, 3);
+        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        let b: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        let a1 = caps.admit(a).unwrap();
+        let a2 = caps.admit(a).unwrap();
+        assert!(caps.admit(a).is_none(), "per address");
+        // The same address seen as IPv4-mapped IPv6 counts as the same client.
+        assert!(caps.admit("::ffff:10.0.0.1".parse().unwrap()).is_none());
+        let b1 = caps.admit(b).unwrap();
+        assert!(caps.admit(b).is_none(), "in all");
+        drop(a1);
+        let b2 = caps.admit(b).unwrap();
+        drop((a2, b1, b2));
+        assert_eq!(caps.open.lock().unwrap().1, 0);
+        assert!(caps.open.lock().unwrap().0.is_empty());
+        let unlimited = ConnCaps::new(0, 5);
+        let held: Vec<_> = (0..5).map(|_| unlimited.admit(a).unwrap()).collect();
+        assert!(unlimited.admit(b).is_none());
+        drop(held);
+        assert_eq!(default_max_connections(1024), 341);
+        assert_eq!(default_max_connections(1 << 20), 65_536);
+        assert_eq!(default_max_connections(10), 64);
+    }
     use lizard_jail::network::SlirpUser;
     use std::time::Duration;
 

@@ -724,7 +724,7 @@ async fn malformed_http_gets_a_status_and_the_server_survives() {
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let mut r = Rng(0x9e37_79b9_7f4a_7c15);
     let mut cases: Vec<Vec<u8>> = vec![
-        // (Empty lines alone are skipped by the parser, which then waits for a request: 30 s.)
+        // (Empty lines alone are skipped by the parser, which then waits for a request: 10 s.)
         b"\r\n\r\nGARBAGE\r\n\r\n".to_vec(),
         b"GET\r\n\r\n".to_vec(),
         b"GET / HTTP/9.9\r\n\r\n".to_vec(),
