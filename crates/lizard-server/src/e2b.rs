@@ -518,12 +518,9 @@ async fn relay(
     let sb = if id == DEBUG_SANDBOX_ID && st.e2b.debug() {
         debug_sandbox(st).await?
     } else {
-        let sb = st.sandboxes.get(id).ok_or_else(|| {
-            E2bError(
-                StatusCode::BAD_GATEWAY,
-                format!("sandbox {id} is not running (it was killed or timed out)"),
-            )
-        })?;
+        // The token first: it is an HMAC of the id, so it is checked without a lookup, and a
+        // caller without the right one learns nothing about whether the sandbox exists (the
+        // same 401 either way). Only a token holder hears that its sandbox is gone.
         let given = header(req.headers(), "x-access-token")
             .or_else(|| header(req.headers(), "e2b-traffic-access-token"))
             .unwrap_or_default();
@@ -533,7 +530,12 @@ async fn relay(
                 "missing or wrong access token for this sandbox (X-Access-Token)".into(),
             ));
         }
-        sb
+        st.sandboxes.get(id).ok_or_else(|| {
+            E2bError(
+                StatusCode::BAD_GATEWAY,
+                format!("sandbox {id} is not running (it was killed or timed out)"),
+            )
+        })?
     };
     if sb.state() != StoredState::Running {
         return Err(E2bError(

@@ -901,6 +901,7 @@ impl Sandboxes {
                 cpu_millicores: Some(limits.cpu_millicores),
                 tmp_bytes: Some(limits.tmp_mb * 1024 * 1024),
                 nofile: Some(4096),
+                ptys_max: Some(lizard_jail::sandbox::DEFAULT_PTYS_MAX),
             },
             context_cgroups: true,
             log_path: dir.join("agent.log"),
