@@ -175,7 +175,10 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         javascript_zygote: args.javascript_zygote,
         javascript_spare: args.javascript_spare,
     }));
+    // TCP (inside the sandbox, reachable by its code) serves the public API; the Unix socket
+    // (the server's) also the host-only routes.
     let app = api::router(contexts.clone());
+    let host_app = api::host_router(contexts.clone());
     for lang in args.prestart.clone() {
         let contexts = contexts.clone();
         tokio::spawn(async move {
@@ -211,6 +214,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let tcp_addr = tcp.local_addr()?;
+    crate::ports::refuse_port(tcp_addr.port());
     let unix = match &args.socket {
         Some(p) => {
             let _ = std::fs::remove_file(p);
@@ -246,7 +250,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
     let tcp_server = axum::serve(tcp, app.clone()).into_future();
     let result = match unix {
         Some(u) => {
-            let unix_server = axum::serve(u, app).into_future();
+            let unix_server = axum::serve(u, host_app).into_future();
             tokio::select! {
                 r = tcp_server => r.context("TCP server"),
                 r = unix_server => r.context("Unix socket server"),

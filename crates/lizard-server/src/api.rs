@@ -320,7 +320,7 @@ async fn create_sandbox(
     State(st): St,
     Auth(who): Auth,
     ApiJson(req): ApiJson<CreateSandboxRequest>,
-) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
+) -> Result<Response, ApiError> {
     if let Some(p) = &req.project {
         if !auth::valid_project_name(p) {
             return Err(ApiError::invalid(
@@ -360,7 +360,12 @@ async fn create_sandbox(
             network: req.network.unwrap_or_default(),
         })
         .await?;
-    Ok((StatusCode::CREATED, Json(info(&sb))))
+    let mut r = (StatusCode::CREATED, Json(info(&sb))).into_response();
+    r.extensions_mut().insert(crate::audit::Created {
+        id: sb.id.clone(),
+        project: Some(sb.project.clone()),
+    });
+    Ok(r)
 }
 
 /// The project a request names (or the key's own), checked; 404 for another project's.

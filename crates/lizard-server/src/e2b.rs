@@ -236,7 +236,7 @@ async fn create(
     State(st): St,
     w: Who,
     E2bJson(req): E2bJson<api::NewSandbox>,
-) -> Result<(StatusCode, Json<api::Sandbox>), E2bError> {
+) -> Result<Response, E2bError> {
     let who = who(w)?;
     let project = who
         .project_for(None)
@@ -276,7 +276,12 @@ async fn create(
             network: lizard_proto::NetworkRequest { egress },
         })
         .await?;
-    Ok((StatusCode::CREATED, Json(sandbox_body(&st, &sb))))
+    let mut r = (StatusCode::CREATED, Json(sandbox_body(&st, &sb))).into_response();
+    r.extensions_mut().insert(crate::audit::Created {
+        id: sb.id.clone(),
+        project: Some(sb.project.clone()),
+    });
+    Ok(r)
 }
 
 /// `GET /sandboxes/{id}`.
@@ -543,6 +548,7 @@ async fn relay(
             format!("sandbox {} is paused: connect() resumes it", sb.id),
         ));
     }
+    crate::proxy::refuse_agent_port(port)?;
     let path = req.uri().path();
     let mut uri = match port {
         CODE_INTERPRETER_PORT | ENVD_PORT => format!("/e2b/{port}{path}"),

@@ -624,3 +624,94 @@ async fn sandboxes_pin_their_template_build() {
     assert_eq!(r.status, 204, "{}", r.text);
     assert!(pins(&id).is_empty(), "unpinned by kill");
 }
+
+/// Metadata and environment are bounded and checked before anything is launched: an oversized
+/// create (1.5 MiB of metadata used to answer 500 with the sandbox running, metered and in no
+/// audit row) is a typed 400 on both APIs; no sandbox appears in the list or in the data dir;
+/// the audit log records each create with 400. Just inside the bounds still works.
+#[tokio::test]
+async fn oversized_metadata_and_env_are_refused_before_launch() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("bounded").await;
+    let big = |n: usize, k: usize, v: usize| -> serde_json::Map<String, serde_json::Value> {
+        (0..n)
+            .map(|i| (format!("{i:0>k$}"), json!("v".repeat(v))))
+            .collect()
+    };
+    let bodies = [
+        json!({ "metadata": big(1500, 8, 1024) }),
+        json!({ "metadata": big(65, 4, 1) }),
+        json!({ "metadata": big(1, 129, 1) }),
+        json!({ "metadata": big(1, 4, 1025) }),
+        json!({ "metadata": big(20, 100, 1000) }),
+        json!({ "env": big(1, 4, 8 * 1024 + 1).into_iter().map(|(k, v)| (format!("E{k}"), v)).collect::<serde_json::Map<_, _>>() }),
+        json!({ "env": big(65, 4, 1).into_iter().map(|(k, v)| (format!("E{k}"), v)).collect::<serde_json::Map<_, _>>() }),
+    ];
+    for body in &bodies {
+        let r = s
+            .req(Some(&key), "POST", "/v1/sandboxes", Some(body.clone()))
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (400, Some("invalid_request")),
+            "{}",
+            r.text.chars().take(300).collect::<String>()
+        );
+    }
+    // E2B's create goes through the same check.
+    let meta = serde_json::to_string(&big(65, 4, 1)).unwrap();
+    let (status, body) = raw(
+        &s.addr,
+        "POST",
+        "/sandboxes",
+        &[
+            ("X-API-Key", &key),
+            ("Content-Type", "application/json"),
+            ("Connection", "close"),
+        ],
+        &format!(r#"{{"templateID":"base","metadata":{meta}}}"#),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    // Nothing was launched.
+    let r = s.req(Some(&key), "GET", "/v1/sandboxes", None).await;
+    assert_eq!(r.body, json!([]), "{}", r.text);
+    let dirs: Vec<_> = std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(dirs.is_empty(), "sandbox directories: {dirs:?}");
+    let audit = s.req(Some(&key), "GET", "/v1/audit", None).await;
+    let creates: Vec<_> = audit
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "sandbox.create" || e["action"] == "e2b.create")
+        .map(|e| (e["status"].as_u64(), e["object"].clone()))
+        .collect();
+    assert_eq!(creates.len(), bodies.len() + 1, "{}", audit.text);
+    assert!(
+        creates
+            .iter()
+            .all(|(st, obj)| *st == Some(400) && obj.is_null()),
+        "{creates:?}"
+    );
+    // At the bounds a create works, and its audit row names it.
+    let id = s
+        .create(&key, json!({ "metadata": big(16, 128, 1024 - 128 - 1) }))
+        .await;
+    let audit = s.req(Some(&key), "GET", "/v1/audit", None).await;
+    assert!(
+        audit
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "sandbox.create"
+                && e["status"] == 201
+                && e["object"] == id.as_str()),
+        "{}",
+        audit.text
+    );
+    s.kill_all().await;
+}
