@@ -106,6 +106,9 @@ impl From<SandboxError> for ApiError {
                 tracing::error!(error = %chain(&e), "sandbox start failed");
                 ApiError::new(ErrorCode::Unavailable, e.to_string())
             }
+            SandboxError::NoSpace(_) => {
+                ApiError::new(ErrorCode::InsufficientStorage, e.to_string())
+            }
             SandboxError::Io { .. } | SandboxError::Store(_) => ApiError::internal(&e),
             SandboxError::Volume(_) => unreachable!("returned above"),
         }
@@ -119,6 +122,7 @@ impl From<VolumeError> for ApiError {
             VolumeError::Exists(_) => ApiError::new(ErrorCode::Conflict, e.to_string()),
             VolumeError::InUse { .. } => ApiError::new(ErrorCode::VolumeInUse, e.to_string()),
             VolumeError::Invalid(m) => ApiError::invalid(m.clone()),
+            VolumeError::NoSpace(_) => ApiError::new(ErrorCode::InsufficientStorage, e.to_string()),
             VolumeError::Host(_) | VolumeError::Task(_) | VolumeError::Store(_) => {
                 ApiError::internal(&e)
             }

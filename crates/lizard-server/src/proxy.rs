@@ -208,6 +208,14 @@ mod tests {
     use axum::http::header::HeaderName;
     use axum::http::Method;
 
+    #[test]
+    fn the_agents_port_is_refused() {
+        let e = refuse_agent_port(AGENT_PORT).unwrap_err();
+        assert_eq!(e.0.code, ErrorCode::PermissionDenied);
+        assert!(refuse_agent_port(8000).is_ok());
+        assert!(refuse_agent_port(49999).is_ok());
+    }
+
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {

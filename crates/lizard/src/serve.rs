@@ -45,6 +45,12 @@ pub struct ServeArgs {
     /// longest-paused first; `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_BELOW_MB", default_value_t = 0)]
     hibernate_below_mb: u64,
+    /// How many times the data dir's free disk (minus a reserve of 5 %, at most 1 GiB) the
+    /// sandboxes' disks (`limits.disk_mb`) and volumes may promise in all. 1.0 (the default) is
+    /// strict: a create that does not fit is a 507 and every sandbox can fill its disk. Above 1
+    /// that promise can break: when many fill their disks at once they meet the host's ENOSPC.
+    #[arg(long, env = "LIZARD_DISK_OVERCOMMIT", default_value_t = 1.0, value_parser = parse_overcommit)]
+    disk_overcommit: f64,
     /// Seconds between usage samples of each sandbox.
     #[arg(long, default_value_t = 5)]
     sample_interval_s: u64,
@@ -180,6 +186,15 @@ pub fn parse_env_pair(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if lizard_proto::valid_env_name(k) => Ok((k.to_string(), v.to_string())),
         _ => Err(format!(
             "expected KEY=VALUE with a valid variable name, not {s:?}"
+        )),
+    }
+}
+
+fn parse_overcommit(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && (0.01..=1000.0).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "{s:?}: a ratio between 0.01 and 1000, e.g. 1.0 or 2.5"
         )),
     }
 }
@@ -381,6 +396,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 agent_env: args.agent_env.iter().cloned().collect(),
                 hibernate_below_mb: (args.hibernate_below_mb > 0)
                     .then_some(args.hibernate_below_mb),
+                disk_overcommit: args.disk_overcommit,
             },
             store,
         );
@@ -473,7 +489,16 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{egress_user, parse_duration};
+    use super::{egress_user, parse_duration, parse_overcommit};
+
+    #[test]
+    fn overcommit_is_a_positive_finite_ratio() {
+        assert_eq!(parse_overcommit("1.0"), Ok(1.0));
+        assert_eq!(parse_overcommit("2.5"), Ok(2.5));
+        for bad in ["0", "-1", "NaN", "inf", "x", "1e9"] {
+            assert!(parse_overcommit(bad).is_err(), "{bad}");
+        }
+    }
     use lizard_jail::network::SlirpUser;
     use std::time::Duration;
 

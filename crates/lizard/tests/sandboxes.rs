@@ -715,3 +715,90 @@ async fn oversized_metadata_and_env_are_refused_before_launch() {
     );
     s.kill_all().await;
 }
+
+/// The data dir's disk backs every promise: a create whose `disk_mb` does not fit in the free
+/// space (minus a reserve and what is committed) is a typed 507 that names the numbers, and
+/// nothing is launched; a volume likewise. Within the space creates still work, and what a live
+/// sandbox's disk commits is counted against the next create.
+#[tokio::test]
+async fn disks_beyond_the_hosts_free_space_are_refused() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("disk").await;
+    let free_mib = {
+        let out = std::process::Command::new("df")
+            .args(["--output=avail", "-B1M"])
+            .arg(s.data_dir.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().nth(1).unwrap().trim().parse::<u64>().unwrap()
+    };
+    // Twice the free space: refused, whatever else writes to this disk meanwhile.
+    let r = s
+        .req(
+            Some(&key),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"limits": {"disk_mb": free_mib * 2}})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (507, Some("insufficient_storage")),
+        "{}",
+        r.text
+    );
+    assert!(
+        r.body["message"].as_str().unwrap().contains("MiB free"),
+        "{}",
+        r.text
+    );
+    let r = s
+        .req(
+            Some(&key),
+            "POST",
+            "/v1/volumes",
+            Some(json!({"name": "huge", "size_limit_bytes": free_mib * 2 * 1024 * 1024})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (507, Some("insufficient_storage")),
+        "{}",
+        r.text
+    );
+    // Nothing was made.
+    let r = s.req(Some(&key), "GET", "/v1/sandboxes", None).await;
+    assert_eq!(r.body, json!([]), "{}", r.text);
+    let r = s.req(Some(&key), "GET", "/v1/volumes", None).await;
+    assert_eq!(r.body, json!([]), "{}", r.text);
+    let dirs: Vec<_> = std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(dirs.is_empty(), "sandbox directories: {dirs:?}");
+    // Three fifths of the free space fits; while that sandbox lives, another three fifths does
+    // not (its disk is committed though it holds almost nothing yet).
+    let big = s
+        .create(&key, json!({"limits": {"disk_mb": free_mib * 3 / 5}}))
+        .await;
+    let r = s
+        .req(
+            Some(&key),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"limits": {"disk_mb": free_mib * 3 / 5}})),
+        )
+        .await;
+    assert_eq!(r.status, 507, "{}", r.text);
+    // Once it is killed, its disk is free to promise again.
+    let r = s
+        .req(Some(&key), "DELETE", &format!("/v1/sandboxes/{big}"), None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let again = s
+        .create(&key, json!({"limits": {"disk_mb": free_mib * 3 / 5}}))
+        .await;
+    let (out, _) = s.sh(&again, "echo ok").await;
+    assert_eq!(out, "ok\n");
+    s.kill_all().await;
+}
