@@ -352,7 +352,7 @@ async fn create_sandbox(
     }
     let sb = st
         .sandboxes
-        .create(CreateSandbox {
+        .create_detached(CreateSandbox {
             project,
             template: req.template,
             timeout_ms: req.timeout_ms,

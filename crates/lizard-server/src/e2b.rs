@@ -260,7 +260,7 @@ async fn create(
     };
     let sb = st
         .sandboxes
-        .create(CreateSandbox {
+        .create_detached(CreateSandbox {
             project,
             template,
             timeout_ms: req.timeout.map(seconds_ms),

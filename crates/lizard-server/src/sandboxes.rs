@@ -404,6 +404,20 @@ impl Sandboxes {
         Ok(l)
     }
 
+    /// [`Sandboxes::create`] in a task of its own: a caller that goes away (a client that hangs
+    /// up, so its handler is dropped) does not cancel a launch halfway, which would leave a
+    /// running sandbox that neither the API nor the store knows. The sandbox is then created as
+    /// asked (and ends by its timeout like any other).
+    pub async fn create_detached(
+        self: &Arc<Self>,
+        req: CreateSandbox,
+    ) -> Result<Arc<Sandbox>, SandboxError> {
+        let this = self.clone();
+        tokio::spawn(async move { this.create(req).await })
+            .await
+            .map_err(|e| SandboxError::Launch(format!("the create task failed: {e}")))?
+    }
+
     /// Create and start a sandbox; returns once its agent answers.
     pub async fn create(
         self: &Arc<Self>,

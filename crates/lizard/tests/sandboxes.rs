@@ -802,3 +802,44 @@ async fn disks_beyond_the_hosts_free_space_are_refused() {
     assert_eq!(out, "ok\n");
     s.kill_all().await;
 }
+
+/// A client that hangs up in the middle of a create does not leave a sandbox that nobody knows:
+/// the launch completes and the sandbox is listed (and ends by its timeout or a kill like any
+/// other), with no other sandbox directory beside it.
+#[tokio::test]
+async fn a_create_whose_client_hangs_up_is_not_orphaned() {
+    use tokio::io::AsyncWriteExt;
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("hangup").await;
+    let body = r#"{"timeout_ms": 120000}"#;
+    let mut tcp = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/sandboxes HTTP/1.1\r\nHost: lizard\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    // Hang up as soon as the server has the request (before the launch can be done).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(tcp);
+    let listed = eventually(Duration::from_secs(60), || async {
+        let r = s.req(Some(&key), "GET", "/v1/sandboxes", None).await;
+        r.body.as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    let dirs: Vec<_> = std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        listed,
+        "the sandbox was launched but is not listed: {dirs:?}"
+    );
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    s.kill_all().await;
+    let gone = eventually(Duration::from_secs(30), || async {
+        std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    })
+    .await;
+    assert!(gone, "kill left the sandbox's directory");
+}
