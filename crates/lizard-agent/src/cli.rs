@@ -214,7 +214,6 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let tcp_addr = tcp.local_addr()?;
-    crate::ports::refuse_port(tcp_addr.port());
     let unix = match &args.socket {
         Some(p) => {
             let _ = std::fs::remove_file(p);
@@ -248,6 +247,8 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         let _ = t.set_nodelay(true);
     });
     let tcp_server = axum::serve(tcp, app.clone()).into_future();
+    // Before anything is served: `/ports` refuses the agent's own port.
+    crate::ports::refuse_port(tcp_addr.port());
     let result = match unix {
         Some(u) => {
             let unix_server = axum::serve(u, host_app).into_future();
