@@ -168,11 +168,25 @@ fn json_rejection(rej: JsonRejection) -> ApiError {
 type AppState = Arc<Contexts>;
 
 /// The agent's router.
+/// The API of the agent's TCP listener inside the sandbox (`127.0.0.1:8080`), which every
+/// process of the sandbox can reach: everything but the host-only routes of [`host_router`].
 pub fn router(contexts: Arc<Contexts>) -> Router {
+    routes(contexts, false)
+}
+
+/// The API of the agent's Unix socket, which only the server uses: [`router`]'s routes and those
+/// only the server calls — `/executions` (metering) and `/hibernate/snapshot|restore` (which take
+/// any directory). Code in the sandbox cannot reach these through the TCP listener; the ports
+/// proxy refuses the agent's own port anyway.
+pub fn host_router(contexts: Arc<Contexts>) -> Router {
+    routes(contexts, true)
+}
+
+fn routes(contexts: Arc<Contexts>, host: bool) -> Router {
     let cfg = contexts.config();
     let (home, bash) = (cfg.default_cwd.clone(), cfg.kernels.bash.clone());
     let procs = crate::procs::Processes::new(home.clone(), bash);
-    Router::new()
+    let r = Router::new()
         .merge(crate::e2b::routes(
             contexts.clone(),
             procs.clone(),
@@ -184,14 +198,18 @@ pub fn router(contexts: Arc<Contexts>) -> Router {
         .route("/contexts/{id}/restart", post(restart_context))
         .route("/contexts/{id}/interrupt", post(interrupt_context))
         .route("/execute", post(execute))
-        .route("/executions", get(executions))
-        .route("/hibernate/snapshot", post(hibernate_snapshot))
-        .route("/hibernate/restore", post(hibernate_restore))
         .merge(crate::commands::routes(procs.clone()))
         .merge(crate::pty::routes(procs))
         .merge(crate::files::routes(home))
-        .merge(crate::ports::routes())
-        .fallback(not_found)
+        .merge(crate::ports::routes());
+    let r = if host {
+        r.route("/executions", get(executions))
+            .route("/hibernate/snapshot", post(hibernate_snapshot))
+            .route("/hibernate/restore", post(hibernate_restore))
+    } else {
+        r
+    };
+    r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(contexts)

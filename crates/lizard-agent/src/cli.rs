@@ -182,7 +182,10 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         javascript_zygote: args.javascript_zygote,
         javascript_spare: args.javascript_spare,
     }));
+    // TCP (inside the sandbox, reachable by its code) serves the public API; the Unix socket
+    // (the server's) also the host-only routes.
     let app = api::router(contexts.clone());
+    let host_app = api::host_router(contexts.clone());
     for lang in args.prestart.clone() {
         let contexts = contexts.clone();
         tokio::spawn(async move {
@@ -266,9 +269,11 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         let _ = t.set_nodelay(true);
     });
     let tcp_server = axum::serve(tcp, app.clone()).into_future();
+    // Before anything is served: `/ports` refuses the agent's own port.
+    crate::ports::refuse_port(tcp_addr.port());
     let result = match unix {
         Some(u) => {
-            let unix_server = axum::serve(u, app).into_future();
+            let unix_server = axum::serve(u, host_app).into_future();
             tokio::select! {
                 r = tcp_server => r.context("TCP server"),
                 r = unix_server => r.context("Unix socket server"),

@@ -17,7 +17,16 @@ use hyper_util::rt::TokioIo;
 use lizard_proto::ErrorCode;
 use std::collections::HashMap;
 
-/// The routes of this module (stateless).
+/// The agent's own TCP port, which `/ports/…` refuses (set once the listener is bound).
+static OWN_PORT: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+
+/// Refuse `port` (the agent's own) in `/ports/{port}/…`: forwarding to it would be a way around
+/// the server's view of the agent (the server refuses it too).
+pub fn refuse_port(port: u16) {
+    let _ = OWN_PORT.set(port);
+}
+
+/// The routes of this module.
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/ports/{port}", any(forward))
@@ -34,6 +43,12 @@ async fn forward(
         .and_then(|p| p.parse().ok())
         .filter(|p| *p != 0)
         .ok_or_else(|| ApiError::new(ErrorCode::InvalidRequest, "port must be 1-65535"))?;
+    if OWN_PORT.get() == Some(&port) {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            format!("port {port} is the sandbox agent's own API, not a service of the sandbox"),
+        ));
+    }
     let path = params.get("path").map(String::as_str).unwrap_or("");
     let mut uri = format!("/{path}");
     if let Some(q) = req.uri().query() {

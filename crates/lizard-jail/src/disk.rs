@@ -136,6 +136,20 @@ fn run(step: &'static str, cmd: &mut Command) -> Result<(), DiskError> {
     }
 }
 
+/// Free bytes (for an unprivileged user: without the blocks reserved for root) and total bytes of
+/// the file system that holds `path`.
+pub fn fs_space(path: &Path) -> io::Result<(u64, u64)> {
+    let st = nix::sys::statvfs::statvfs(path).map_err(io::Error::from)?;
+    // fsblkcnt_t / c_ulong are u64 here but not on every target.
+    #[allow(clippy::unnecessary_cast)]
+    let frsize = st.fragment_size() as u64;
+    #[allow(clippy::unnecessary_cast)]
+    Ok((
+        st.blocks_available() as u64 * frsize,
+        st.blocks() as u64 * frsize,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -169,29 +169,46 @@ fn run_as(cmd: &mut Command, user: SlirpUser, caps: u64, filter: Vec<seccompiler
     }
 }
 
-/// What `all` does not include: "this network" (RFC 791), the private networks (RFC 1918) and
-/// the shared address space of carrier-grade NAT (RFC 6598) — the host's LAN and whatever is
-/// behind it are not the internet. An allow-list may name addresses there.
-pub const NOT_INTERNET: [&str; 5] = [
+/// What `all` does not include: "this network" (RFC 791), the private networks (RFC 1918), the
+/// shared address space of carrier-grade NAT (RFC 6598) — the host's LAN and whatever is behind
+/// it are not the internet —, multicast (224.0.0.0/4: the host's LAN again, and routers'
+/// protocols) and the reserved 240.0.0.0/4, which holds the limited broadcast 255.255.255.255. An
+/// allow-list may name addresses there.
+pub const NOT_INTERNET: [&str; 7] = [
     "0.0.0.0/8",
     "10.0.0.0/8",
     "100.64.0.0/10",
     "172.16.0.0/12",
     "192.168.0.0/16",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
 ];
+
+/// A host interface's subnet shorter than this is refused as its address alone: a /0–/7 "subnet"
+/// is no LAN, and refusing it would refuse the internet.
+pub const SHORTEST_HOST_SUBNET: u8 = 8;
 
 /// slirp's DNS forwarder inside the sandbox.
 pub const RESOLVER: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 3);
 
-/// The host's own IPv4 addresses (every interface's, loopback excluded): slirp4netns re-originates
-/// connections as a host process, so without a rule a sandbox with `all` egress would reach every
-/// service listening on them (`0.0.0.0` binds included).
-pub fn host_addresses() -> Vec<Ipv4Addr> {
-    let mut out: Vec<Ipv4Addr> = nix::ifaddrs::getifaddrs()
+/// The host's own IPv4 addresses (every interface's, loopback excluded), each with its prefix
+/// length: slirp4netns re-originates connections as a host process, so without a rule a sandbox
+/// with `all` egress would reach every service listening on them (`0.0.0.0` binds included) and
+/// every neighbour on the host's networks (the host's subnet may be public address space, e.g. a
+/// /24 at a hosting provider, which [`NOT_INTERNET`] does not cover).
+pub fn host_addresses() -> Vec<(Ipv4Addr, u8)> {
+    let mut out: Vec<(Ipv4Addr, u8)> = nix::ifaddrs::getifaddrs()
         .map(|addrs| {
             addrs
-                .filter_map(|a| a.address?.as_sockaddr_in().map(|s| s.ip()))
-                .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+                .filter_map(|a| {
+                    let ip = a.address?.as_sockaddr_in()?.ip();
+                    let prefix = a
+                        .netmask
+                        .and_then(|m| m.as_sockaddr_in().map(|m| u32::from(m.ip()).leading_ones()))
+                        .unwrap_or(32) as u8;
+                    Some((ip, prefix))
+                })
+                .filter(|(ip, _)| !ip.is_loopback() && !ip.is_unspecified())
                 .collect()
         })
         .unwrap_or_default();
@@ -200,22 +217,59 @@ pub fn host_addresses() -> Vec<Ipv4Addr> {
     out
 }
 
+/// What `all` refuses besides the metadata range and slirp's host alias: each host address, its
+/// subnet (unless shorter than [`SHORTEST_HOST_SUBNET`]) and [`NOT_INTERNET`], as CIDRs with the
+/// ones inside another left out (nftables refuses overlapping intervals in a set; CIDRs either
+/// nest or are disjoint, so what is left is disjoint), in address order.
+fn refused_under_all(host: &[(Ipv4Addr, u8)]) -> Vec<(Ipv4Addr, u8)> {
+    let mut nets: Vec<(Ipv4Addr, u8)> = Vec::new();
+    for &(ip, prefix) in host {
+        nets.push((ip, 32));
+        if (SHORTEST_HOST_SUBNET..32).contains(&prefix) {
+            nets.push((masked(ip, prefix), prefix));
+        }
+    }
+    for n in NOT_INTERNET {
+        let (a, p) = n.split_once('/').expect("a CIDR");
+        nets.push((a.parse().expect("an address"), p.parse().expect("a prefix")));
+    }
+    let inside = |(a, p): (Ipv4Addr, u8), (b, q): (Ipv4Addr, u8)| q <= p && masked(a, q) == b;
+    let mut out: Vec<(Ipv4Addr, u8)> = Vec::new();
+    for (i, &n) in nets.iter().enumerate() {
+        // Inside another (the first of equal ones is kept).
+        let covered = nets
+            .iter()
+            .enumerate()
+            .any(|(j, &m)| j != i && inside(n, m) && (n != m || j < i));
+        if !covered {
+            out.push(n);
+        }
+    }
+    out.sort();
+    out
+}
+
 /// The nftables ruleset (input of `nft -f -`) for `policy`; under [`Policy::All`] the addresses
-/// in `host` (the host's own, [`host_addresses`]) and [`NOT_INTERNET`] are refused too — an
-/// allow-list reaches one only if it names it.
-pub fn ruleset(policy: &Policy, host: &[Ipv4Addr]) -> String {
+/// in `host` (the host's own with their prefixes, [`host_addresses`]: the address and its subnet)
+/// and [`NOT_INTERNET`] are refused too — an allow-list reaches one only if it names it.
+pub fn ruleset(policy: &Policy, host: &[(Ipv4Addr, u8)]) -> String {
     let mut s = String::from(
         "table ip lizard {\n  chain output {\n    type filter hook output priority 0; policy accept;\n    oifname \"lo\" accept\n    ip daddr 169.254.0.0/16 reject\n    ip daddr 10.0.2.2 reject\n",
     );
     if matches!(policy, Policy::All) {
         // DNS to slirp's resolver (in 10.0.0.0/8, refused next), then the host's own addresses
-        // and the networks that are not the internet.
+        // and networks, and the networks that are not the internet.
         s.push_str(&format!("    ip daddr {RESOLVER} udp dport 53 accept\n"));
         s.push_str(&format!("    ip daddr {RESOLVER} tcp dport 53 accept\n"));
-        let set = host
+        let set = refused_under_all(host)
             .iter()
-            .map(Ipv4Addr::to_string)
-            .chain(NOT_INTERNET.iter().map(|n| n.to_string()))
+            .map(|&(a, p)| {
+                if p == 32 {
+                    a.to_string()
+                } else {
+                    format!("{a}/{p}")
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ");
         s.push_str(&format!(
@@ -398,9 +452,13 @@ mod tests {
 
     #[test]
     fn all_refuses_the_hosts_own_addresses_and_private_networks() {
-        let host = [Ipv4Addr::new(10, 0, 0, 5), Ipv4Addr::new(192, 168, 1, 2)];
+        let host = [
+            (Ipv4Addr::new(10, 0, 0, 5), 24),
+            (Ipv4Addr::new(192, 168, 1, 2), 24),
+        ];
         let r = ruleset(&Policy::All, &host);
-        let set = "{ 10.0.0.5, 192.168.1.2, 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12, 192.168.0.0/16 }";
+        // The host's addresses and subnets here lie inside private networks: left out of the set.
+        let set = "{ 0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12, 192.168.0.0/16, 224.0.0.0/4, 240.0.0.0/4 }";
         assert!(
             r.contains(&format!(
                 "ip daddr {set} ip protocol tcp reject with tcp reset"
@@ -417,18 +475,82 @@ mod tests {
     }
 
     #[test]
+    fn all_refuses_the_hosts_public_subnets_multicast_and_broadcast() {
+        // A public /24 the host sits in, a point-to-point /32, a /30 inside another public
+        // network the host also has, and an absurd /4 (only its address is refused).
+        let host = [
+            (Ipv4Addr::new(203, 0, 113, 7), 24),
+            (Ipv4Addr::new(198, 51, 100, 9), 32),
+            (Ipv4Addr::new(203, 0, 113, 130), 30),
+            (Ipv4Addr::new(44, 1, 2, 3), 4),
+        ];
+        let got = refused_under_all(&host);
+        let want: Vec<(Ipv4Addr, u8)> = [
+            ("0.0.0.0", 8),
+            ("10.0.0.0", 8),
+            ("44.1.2.3", 32),
+            ("100.64.0.0", 10),
+            ("172.16.0.0", 12),
+            ("192.168.0.0", 16),
+            ("198.51.100.9", 32),
+            ("203.0.113.0", 24),
+            ("224.0.0.0", 4),
+            ("240.0.0.0", 4),
+        ]
+        .iter()
+        .map(|(a, p)| (a.parse().unwrap(), *p))
+        .collect();
+        assert_eq!(got, want);
+        let r = ruleset(&Policy::All, &host);
+        assert!(
+            r.contains("203.0.113.0/24, 224.0.0.0/4, 240.0.0.0/4 }"),
+            "{r}"
+        );
+        assert!(r.contains("44.1.2.3, "), "{r}");
+        // No two elements overlap (nftables would refuse the set).
+        for (i, &(a, p)) in got.iter().enumerate() {
+            for &(b, q) in &got[i + 1..] {
+                let m = p.min(q);
+                assert_ne!(masked(a, m), masked(b, m), "{a}/{p} overlaps {b}/{q}");
+            }
+        }
+        // 255.255.255.255 and multicast are in what is refused.
+        let covers = |ip: Ipv4Addr| got.iter().any(|&(n, p)| masked(ip, p) == n);
+        for ip in [
+            "255.255.255.255",
+            "224.0.0.1",
+            "239.255.255.250",
+            "203.0.113.200",
+        ] {
+            assert!(covers(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["1.1.1.1", "203.0.114.1", "198.51.100.10", "44.1.2.4"] {
+            assert!(!covers(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
     fn host_addresses_are_this_hosts_non_loopback_ones() {
         let addrs = host_addresses();
         assert!(addrs
             .iter()
-            .all(|a| !a.is_loopback() && !a.is_unspecified()));
+            .all(|(a, p)| !a.is_loopback() && !a.is_unspecified() && *p <= 32));
         // The address a route to the outside would use is one of them.
         let udp = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
         if udp.connect("192.0.2.200:9").is_ok() {
             if let Ok(std::net::SocketAddr::V4(me)) = udp.local_addr() {
-                assert!(addrs.contains(me.ip()), "{me} not in {addrs:?}");
+                assert!(
+                    addrs.iter().any(|(a, _)| a == me.ip()),
+                    "{me} not in {addrs:?}"
+                );
             }
         }
+        // This host's eth0 is 192.0.2.2/24 (a documentation range, so not in NOT_INTERNET):
+        // where an interface has a netmask, its prefix is read.
+        assert!(
+            addrs.iter().all(|(_, p)| *p > 0),
+            "a prefix of 0 would mean the netmask was not read: {addrs:?}"
+        );
     }
 
     #[test]
@@ -446,7 +568,7 @@ mod tests {
                     port: Some(443),
                 },
             ]),
-            &[Ipv4Addr::new(10, 1, 2, 3)],
+            &[(Ipv4Addr::new(10, 1, 2, 3), 24)],
         );
         assert!(r.contains("ip daddr 10.1.2.0/24 accept"), "{r}");
         assert!(

@@ -288,6 +288,7 @@ const SYSCALLS: &[(&str, libc::c_long)] = &[
     ("kexec_load", libc::SYS_kexec_load),
     ("keyctl", libc::SYS_keyctl),
     ("lookup_dcookie", libc::SYS_lookup_dcookie),
+    ("memfd_secret", libc::SYS_memfd_secret),
     ("modify_ldt", libc::SYS_modify_ldt),
     ("mount", libc::SYS_mount),
     ("mount_setattr", libc::SYS_mount_setattr),
@@ -482,6 +483,25 @@ mod tests {
             probe(|| raw(SYS_ioctl, [0, TIOCSTI as c_long, 0, 0, 0])),
             eperm
         );
+        assert_eq!(
+            probe(|| raw(SYS_memfd_secret, [0; 5])),
+            Outcome::Errno(ENOSYS)
+        );
+        // MPTCP and UDP-Lite over IPv4 and IPv6 are denied; TCP and UDP by number are not.
+        for family in [AF_INET, AF_INET6] {
+            for (ty, proto) in [(SOCK_STREAM, 262), (SOCK_DGRAM, IPPROTO_UDPLITE)] {
+                let args = [family as c_long, ty as c_long, proto as c_long, 0, 0];
+                assert_eq!(
+                    probe(move || raw(SYS_socket, args)),
+                    eperm,
+                    "{family} {proto}"
+                );
+            }
+            for (ty, proto) in [(SOCK_STREAM, IPPROTO_TCP), (SOCK_DGRAM, IPPROTO_UDP)] {
+                let args = [family as c_long, ty as c_long, proto as c_long, 0, 0];
+                assert_eq!(probe(move || raw(SYS_socket, args)), Outcome::Ok);
+            }
+        }
     }
 
     #[test]

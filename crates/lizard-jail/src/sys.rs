@@ -1,5 +1,6 @@
 //! Thin wrappers over the raw system calls the sandbox launcher needs and `nix` does not offer:
-//! `clone` with namespace flags, `close_range`, the new mount API's `open_tree`, `mount_setattr`
+//! `clone` with namespace flags, `close_range`, the new mount API's `open_tree`, `mount_setattr`,
+//! `fsopen`/`fsmount` (a detached tmpfs)
 //! and `move_mount` (idmapped mounts), capability sets and securebits, signal dispositions,
 //! bringing up loopback, `_exit`, and switching to an unprivileged user that keeps a few ambient
 //! capabilities ([`become_user_with_ambient_caps`]). Each wrapper is one `unsafe` block with its
@@ -376,4 +377,50 @@ pub(crate) fn move_mount_onto(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> i
         )
     };
     check(ret).map(drop)
+}
+
+/// A new tmpfs that is mounted nowhere: `fsopen("tmpfs")`, one `fsconfig(FSCONFIG_SET_STRING)`
+/// per option, `FSCONFIG_CMD_CREATE`, then `fsmount` with the `MOUNT_ATTR_*` flags `attrs`. The
+/// returned fd is the detached mount's root: files can be made in it with `openat`, and
+/// [`open_tree_clone`] of a file in it gives a bind of that file to attach anywhere.
+pub(crate) fn detached_tmpfs(options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
+    const FSOPEN_CLOEXEC: libc::c_uint = 1;
+    const FSCONFIG_SET_STRING: libc::c_uint = 1;
+    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+    const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+    // SAFETY: the name is a NUL-terminated static string; the call returns a new close-on-exec fd.
+    let ret = unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) };
+    // SAFETY: fsopen returned a new fd that nothing else owns.
+    let fs = unsafe { OwnedFd::from_raw_fd(check(ret)? as RawFd) };
+    for (key, value) in options {
+        // SAFETY: key and value are NUL-terminated strings that outlive the call; the kernel only
+        // reads them.
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            )
+        };
+        check(ret)?;
+    }
+    // SAFETY: FSCONFIG_CMD_CREATE takes no key or value (null pointers, as documented).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    };
+    check(ret)?;
+    // SAFETY: integers only; the call returns a new close-on-exec fd.
+    let ret = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
+    // SAFETY: fsmount returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(check(ret)? as RawFd) })
 }

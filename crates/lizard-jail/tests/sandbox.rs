@@ -204,6 +204,13 @@ fn isolation_seen_from_inside() {
         "/proc/acpi",
         "/proc/scsi",
         "/proc/asound",
+        // Per-sandbox contents (a detached tmpfs's files, bound read-only).
+        "/proc/diskstats",
+        "/proc/partitions",
+        "/proc/loadavg",
+        "/proc/sys/kernel/random/boot_id",
+        "/proc/sys/kernel/pty/nr",
+        "/proc/sys/fs/file-nr",
         "/dev",
         "/dev/pts",
         "/dev/shm",

@@ -111,8 +111,11 @@ pub struct SandboxLimits {
     pub disk_mb: u64,
 }
 
+/// 1 GiB: sparse, but every sandbox's disk is a promise the host's free space must back
+/// (`lizard serve --disk-overcommit`), so the default is what a code interpreter's scratch
+/// needs, not the most it could.
 fn default_disk_mb() -> u64 {
-    10 * 1024
+    1024
 }
 
 impl Default for SandboxLimits {

@@ -106,6 +106,9 @@ impl From<SandboxError> for ApiError {
                 tracing::error!(error = %chain(&e), "sandbox start failed");
                 ApiError::new(ErrorCode::Unavailable, e.to_string())
             }
+            SandboxError::NoSpace(_) => {
+                ApiError::new(ErrorCode::InsufficientStorage, e.to_string())
+            }
             SandboxError::Io { .. } | SandboxError::Store(_) => ApiError::internal(&e),
             SandboxError::Volume(_) => unreachable!("returned above"),
         }
@@ -119,6 +122,7 @@ impl From<VolumeError> for ApiError {
             VolumeError::Exists(_) => ApiError::new(ErrorCode::Conflict, e.to_string()),
             VolumeError::InUse { .. } => ApiError::new(ErrorCode::VolumeInUse, e.to_string()),
             VolumeError::Invalid(m) => ApiError::invalid(m.clone()),
+            VolumeError::NoSpace(_) => ApiError::new(ErrorCode::InsufficientStorage, e.to_string()),
             VolumeError::Host(_) | VolumeError::Task(_) | VolumeError::Store(_) => {
                 ApiError::internal(&e)
             }
@@ -320,7 +324,7 @@ async fn create_sandbox(
     State(st): St,
     Auth(who): Auth,
     ApiJson(req): ApiJson<CreateSandboxRequest>,
-) -> Result<(StatusCode, Json<SandboxInfo>), ApiError> {
+) -> Result<Response, ApiError> {
     if let Some(p) = &req.project {
         if !auth::valid_project_name(p) {
             return Err(ApiError::invalid(
@@ -348,7 +352,7 @@ async fn create_sandbox(
     }
     let sb = st
         .sandboxes
-        .create(CreateSandbox {
+        .create_detached(CreateSandbox {
             project,
             template: req.template,
             timeout_ms: req.timeout_ms,
@@ -360,7 +364,12 @@ async fn create_sandbox(
             network: req.network.unwrap_or_default(),
         })
         .await?;
-    Ok((StatusCode::CREATED, Json(info(&sb))))
+    let mut r = (StatusCode::CREATED, Json(info(&sb))).into_response();
+    r.extensions_mut().insert(crate::audit::Created {
+        id: sb.id.clone(),
+        project: Some(sb.project.clone()),
+    });
+    Ok(r)
 }
 
 /// The project a request names (or the key's own), checked; 404 for another project's.

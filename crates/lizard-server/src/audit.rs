@@ -39,6 +39,15 @@ pub struct Action {
     pub sandbox: bool,
 }
 
+/// The object a create made, put into its answer's extensions by the handler, so the audit log
+/// learns the id from the handler rather than by reading the answer back (which could fail
+/// after the object exists). Creates that do not set it are read back (small answers only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    pub id: String,
+    pub project: Option<String>,
+}
+
 /// Whether `method path` is an audited lifecycle call (E2B sandbox traffic — requests carrying
 /// `E2b-Sandbox-Id` — never is; the gate does not ask for those).
 pub fn classify(method: &Method, path: &str) -> Option<Action> {

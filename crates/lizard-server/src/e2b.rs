@@ -236,7 +236,7 @@ async fn create(
     State(st): St,
     w: Who,
     E2bJson(req): E2bJson<api::NewSandbox>,
-) -> Result<(StatusCode, Json<api::Sandbox>), E2bError> {
+) -> Result<Response, E2bError> {
     let who = who(w)?;
     let project = who
         .project_for(None)
@@ -260,7 +260,7 @@ async fn create(
     };
     let sb = st
         .sandboxes
-        .create(CreateSandbox {
+        .create_detached(CreateSandbox {
             project,
             template,
             timeout_ms: req.timeout.map(seconds_ms),
@@ -276,7 +276,12 @@ async fn create(
             network: lizard_proto::NetworkRequest { egress },
         })
         .await?;
-    Ok((StatusCode::CREATED, Json(sandbox_body(&st, &sb))))
+    let mut r = (StatusCode::CREATED, Json(sandbox_body(&st, &sb))).into_response();
+    r.extensions_mut().insert(crate::audit::Created {
+        id: sb.id.clone(),
+        project: Some(sb.project.clone()),
+    });
+    Ok(r)
 }
 
 /// `GET /sandboxes/{id}`.
@@ -518,12 +523,9 @@ async fn relay(
     let sb = if id == DEBUG_SANDBOX_ID && st.e2b.debug() {
         debug_sandbox(st).await?
     } else {
-        let sb = st.sandboxes.get(id).ok_or_else(|| {
-            E2bError(
-                StatusCode::BAD_GATEWAY,
-                format!("sandbox {id} is not running (it was killed or timed out)"),
-            )
-        })?;
+        // The token first: it is an HMAC of the id, so it is checked without a lookup, and a
+        // caller without the right one learns nothing about whether the sandbox exists (the
+        // same 401 either way). Only a token holder hears that its sandbox is gone.
         let given = header(req.headers(), "x-access-token")
             .or_else(|| header(req.headers(), "e2b-traffic-access-token"))
             .unwrap_or_default();
@@ -533,7 +535,12 @@ async fn relay(
                 "missing or wrong access token for this sandbox (X-Access-Token)".into(),
             ));
         }
-        sb
+        st.sandboxes.get(id).ok_or_else(|| {
+            E2bError(
+                StatusCode::BAD_GATEWAY,
+                format!("sandbox {id} is not running (it was killed or timed out)"),
+            )
+        })?
     };
     if sb.state() != StoredState::Running {
         return Err(E2bError(
@@ -541,6 +548,7 @@ async fn relay(
             format!("sandbox {} is paused: connect() resumes it", sb.id),
         ));
     }
+    crate::proxy::refuse_agent_port(port)?;
     let path = req.uri().path();
     let mut uri = match port {
         CODE_INTERPRETER_PORT | ENVD_PORT => format!("/e2b/{port}{path}"),

@@ -107,8 +107,14 @@ pub async fn gate(State(st): State<Arc<AppState>>, mut req: Request, next: Next)
         resp = typed_errors(resp, e2b).await;
     }
     let status = resp.status();
+    // A 401 of the sandbox's own (a service behind the ports proxy, the agent) is no
+    // authentication failure of the server's: it is the sandbox's answer, passed on.
+    let from_sandbox = resp
+        .extensions()
+        .get::<crate::proxy::FromSandbox>()
+        .is_some();
 
-    if status == StatusCode::UNAUTHORIZED {
+    if status == StatusCode::UNAUTHORIZED && !from_sandbox {
         if let Some(limiter) = &st.limiter {
             // The one taken on the way in counts too.
             limiter.charge(&bucket, AUTH_FAILURE_COST - 1.0, Instant::now());
@@ -193,6 +199,10 @@ async fn created_object(
     resp: Response,
     field: &str,
 ) -> (Response, Option<(String, Option<String>)>) {
+    if let Some(c) = resp.extensions().get::<audit::Created>() {
+        let created = (audit::cut(&c.id), c.project.as_deref().map(audit::cut));
+        return (resp, Some(created));
+    }
     let (parts, body) = resp.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_CREATE_ANSWER).await {
         Ok(b) => b,

@@ -21,6 +21,7 @@ pub mod metering;
 pub mod proxy;
 pub mod ratelimit;
 pub mod sandboxes;
+pub mod storage;
 pub mod store;
 pub mod volumes;
 

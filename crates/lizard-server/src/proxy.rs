@@ -43,6 +43,23 @@ const SERVER_ONLY: [&str; 6] = [
     "e2b-sandbox-port",
 ];
 
+/// The TCP port the agent listens on inside every sandbox (its `--listen 127.0.0.1:8080`, set
+/// where the server builds the agent's command line). The ports proxy refuses it: the agent's
+/// API is reached through the server's own routes (which check what a key may do), never as a
+/// "service" of the sandbox.
+pub const AGENT_PORT: u16 = 8080;
+
+/// A 403 for the agent's own port in a ports request (`/v1/…/ports/{port}`, E2B's traffic).
+pub fn refuse_agent_port(port: u16) -> Result<(), ApiError> {
+    if port == AGENT_PORT {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            format!("port {port} is the sandbox agent's own API, not a service of the sandbox"),
+        ));
+    }
+    Ok(())
+}
+
 /// The running sandbox a `/v1/sandboxes/{id}/…` request addresses (visible to the caller) and the
 /// agent URI it maps to (the rest of the path, with the query).
 fn target(
@@ -54,6 +71,11 @@ fn target(
     let rest = path.strip_prefix("/v1/sandboxes/").unwrap_or("");
     let (id, agent_path) = rest.split_once('/').unwrap_or((rest, ""));
     let sb = visible(st, who, id)?;
+    if let ["ports", port, ..] = agent_path.split('/').collect::<Vec<_>>().as_slice() {
+        if let Ok(port) = port.parse::<u16>() {
+            refuse_agent_port(port)?;
+        }
+    }
     if sb.is_hibernating() {
         return Err(ApiError::new(
             ErrorCode::Conflict,
@@ -110,8 +132,18 @@ pub async fn send(sb: &Sandbox, mut req: Request, uri: &str) -> Result<Response,
         }
     }
     let (parts, body) = resp.into_parts();
-    Ok(Response::from_parts(parts, Body::new(body)).into_response())
+    let mut resp = Response::from_parts(parts, Body::new(body)).into_response();
+    resp.extensions_mut().insert(FromSandbox);
+    Ok(resp)
 }
+
+/// Marks an answer that came from inside a sandbox (its agent, or a service behind the ports
+/// proxy): its status is the sandbox's, not the server's. `crate::gate` does not count a 401 so
+/// marked as an authentication failure of the caller's (no `auth.failed` event, no charge to the
+/// caller's bucket): code in a sandbox could otherwise forge audit events with the caller's
+/// address and throttle the caller's whole project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FromSandbox;
 
 /// The request the agent gets for `req`: same method and body (not read here), `uri`, the
 /// [`upstream_headers`].
@@ -175,6 +207,14 @@ mod tests {
     use super::*;
     use axum::http::header::HeaderName;
     use axum::http::Method;
+
+    #[test]
+    fn the_agents_port_is_refused() {
+        let e = refuse_agent_port(AGENT_PORT).unwrap_err();
+        assert_eq!(e.0.code, ErrorCode::PermissionDenied);
+        assert!(refuse_agent_port(8000).is_ok());
+        assert!(refuse_agent_port(49999).is_ok());
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -69,10 +69,78 @@ pub enum SandboxError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Volume(#[from] VolumeError),
+    #[error(transparent)]
+    NoSpace(#[from] crate::storage::Insufficient),
 }
 
 /// Environment variable names a sandbox's creator may not set: the agent's settings.
 pub const RESERVED_ENV_PREFIX: &str = "LIZARD_";
+
+/// Bounds of a create's string map (metadata or environment): at most `entries` keys of at most
+/// `key_bytes` (and at least one) each, values of at most `value_bytes`, `total_bytes` in all
+/// (keys and values). Checked before anything is launched (a 400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapBounds {
+    pub entries: usize,
+    pub key_bytes: usize,
+    pub value_bytes: usize,
+    pub total_bytes: usize,
+}
+
+/// Metadata: labels to find sandboxes by, stored and returned with every answer about one.
+pub const METADATA_BOUNDS: MapBounds = MapBounds {
+    entries: 64,
+    key_bytes: 128,
+    value_bytes: 1024,
+    total_bytes: 16 * 1024,
+};
+
+/// The environment of the sandbox's processes (values such as a certificate may be longer).
+pub const ENV_BOUNDS: MapBounds = MapBounds {
+    entries: 64,
+    key_bytes: 128,
+    value_bytes: 8 * 1024,
+    total_bytes: 32 * 1024,
+};
+
+/// Check `map` (called `what` in the message) against `b`.
+pub fn check_bounds(
+    what: &str,
+    map: &BTreeMap<String, String>,
+    b: MapBounds,
+) -> Result<(), SandboxError> {
+    let bad = |why: String| Err(SandboxError::Invalid(format!("{what}: {why}")));
+    if map.len() > b.entries {
+        return bad(format!("{} keys, at most {}", map.len(), b.entries));
+    }
+    let mut total = 0;
+    for (k, v) in map {
+        if k.is_empty() || k.len() > b.key_bytes {
+            return bad(format!(
+                "keys are 1 to {} bytes ({} bytes: {:?}…)",
+                b.key_bytes,
+                k.len(),
+                k.chars().take(32).collect::<String>()
+            ));
+        }
+        if v.len() > b.value_bytes {
+            return bad(format!(
+                "the value of {:?} is {} bytes, at most {}",
+                k.chars().take(32).collect::<String>(),
+                v.len(),
+                b.value_bytes
+            ));
+        }
+        total += k.len() + v.len();
+    }
+    if total > b.total_bytes {
+        return bad(format!(
+            "{total} bytes of keys and values, at most {}",
+            b.total_bytes
+        ));
+    }
+    Ok(())
+}
 
 /// Server-wide settings for sandboxes.
 #[derive(Debug, Clone)]
@@ -119,6 +187,9 @@ pub struct SandboxConfig {
     /// start-up and hourly by age, after every sample by count (`lizard serve
     /// --executions-retention`, `--executions-max-rows`).
     pub executions_retention: crate::store::Retention,
+    /// How many times the data dir's free space (minus a reserve) sandbox disks and volumes may
+    /// promise (`lizard serve --disk-overcommit`, default 1.0 = strict; see `crate::storage`).
+    pub disk_overcommit: f64,
 }
 
 /// The default [`SandboxConfig::final_sample_deadline`].
@@ -315,7 +386,12 @@ impl Sandboxes {
     pub fn new(cfg: SandboxConfig, store: Arc<Store>) -> Arc<Sandboxes> {
         Arc::new_cyclic(|me| Sandboxes {
             me: me.clone(),
-            volumes: Volumes::new(&cfg.data_dir, cfg.volume_owner, store.clone()),
+            volumes: Volumes::new(
+                &cfg.data_dir,
+                cfg.volume_owner,
+                store.clone(),
+                cfg.disk_overcommit,
+            ),
             id_ranges: crate::id_ranges::IdRanges::new(cfg.id_shift),
             cfg,
             store,
@@ -381,6 +457,20 @@ impl Sandboxes {
         Ok(l)
     }
 
+    /// [`Sandboxes::create`] in a task of its own: a caller that goes away (a client that hangs
+    /// up, so its handler is dropped) does not cancel a launch halfway, which would leave a
+    /// running sandbox that neither the API nor the store knows. The sandbox is then created as
+    /// asked (and ends by its timeout like any other).
+    pub async fn create_detached(
+        self: &Arc<Self>,
+        req: CreateSandbox,
+    ) -> Result<Arc<Sandbox>, SandboxError> {
+        let this = self.clone();
+        tokio::spawn(async move { this.create(req).await })
+            .await
+            .map_err(|e| SandboxError::Launch(format!("the create task failed: {e}")))?
+    }
+
     /// Create and start a sandbox; returns once its agent answers.
     pub async fn create(
         self: &Arc<Self>,
@@ -409,6 +499,8 @@ impl Sandboxes {
                 self.cfg.max_timeout_ms
             )));
         }
+        check_bounds("metadata", &req.metadata, METADATA_BOUNDS)?;
+        check_bounds("env", &req.envs, ENV_BOUNDS)?;
         for k in req.envs.keys() {
             if !lizard_proto::valid_env_name(k) {
                 return Err(SandboxError::Invalid(format!(
@@ -703,6 +795,13 @@ impl Sandboxes {
     ) -> Result<LaunchedSandbox, SandboxError> {
         let id = new_sandbox_id();
         let dir = self.sandboxes_dir().join(&id);
+        // Before anything is made: the disk image must fit the data dir's file system (counted
+        // as a create in progress until this returns).
+        let _reserved = self.volumes.storage.reserve(
+            &dir.join("disk.img"),
+            limits.disk_mb * 1024 * 1024,
+            "a sandbox disk",
+        )?;
         let id_base = self.id_ranges.take(&id).ok_or_else(|| {
             SandboxError::Launch(format!(
                 "every host id range is in use ({} sandboxes)",
@@ -1001,6 +1100,7 @@ impl Sandboxes {
                 cpu_millicores: Some(limits.cpu_millicores),
                 tmp_bytes: Some(limits.tmp_mb * 1024 * 1024),
                 nofile: Some(4096),
+                ptys_max: Some(lizard_jail::sandbox::DEFAULT_PTYS_MAX),
             },
             context_cgroups: true,
             log_path: dir.join("agent.log"),
@@ -1995,6 +2095,30 @@ fn destroy(rt: &Runtime) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metadata_and_env_are_bounded() {
+        let b = METADATA_BOUNDS;
+        let map = |n: usize, k: usize, v: usize| -> BTreeMap<String, String> {
+            (0..n)
+                .map(|i| (format!("{i:0>k$}"), "v".repeat(v)))
+                .collect()
+        };
+        assert!(
+            check_bounds("metadata", &map(64, 128, 1024 - 200), b).is_err(),
+            "total"
+        );
+        assert!(check_bounds("metadata", &map(12, 128, 1024), b).is_ok());
+        assert!(check_bounds("metadata", &map(65, 3, 1), b).is_err());
+        assert!(check_bounds("metadata", &map(1, 129, 1), b).is_err());
+        assert!(check_bounds("metadata", &map(1, 3, 1025), b).is_err());
+        assert!(check_bounds("metadata", &[(String::new(), "x".into())].into(), b).is_err());
+        assert!(check_bounds("metadata", &BTreeMap::new(), b).is_ok());
+        assert!(check_bounds("env", &map(3, 8, 8 * 1024), ENV_BOUNDS).is_ok());
+        assert!(check_bounds("env", &map(1, 8, 8 * 1024 + 1), ENV_BOUNDS).is_err());
+        let e = check_bounds("env", &map(5, 8, 8000), ENV_BOUNDS).unwrap_err();
+        assert!(e.to_string().contains("env: "), "{e}");
+    }
 
     #[test]
     fn mem_available_is_read_in_mib() {

@@ -38,6 +38,8 @@ pub enum VolumeError {
     Task(String),
     #[error(transparent)]
     Store(StoreError),
+    #[error(transparent)]
+    NoSpace(#[from] crate::storage::Insufficient),
 }
 
 impl From<StoreError> for VolumeError {
@@ -56,6 +58,8 @@ pub fn new_volume_id() -> String {
 
 /// The volumes of one server.
 pub struct Volumes {
+    /// The data dir's disk commitments (sandbox disks and volumes alike).
+    pub storage: crate::storage::Storage,
     dir: PathBuf,
     /// Host uid and gid of the sandbox user (owner of a new volume's root directory).
     owner: (u32, u32),
@@ -88,8 +92,15 @@ impl Drop for Claim<'_> {
 }
 
 impl Volumes {
-    pub fn new(data_dir: &Path, owner: (u32, u32), store: Arc<Store>) -> Volumes {
+    /// `disk_overcommit`: see [`crate::storage::Storage::new`].
+    pub fn new(
+        data_dir: &Path,
+        owner: (u32, u32),
+        store: Arc<Store>,
+        disk_overcommit: f64,
+    ) -> Volumes {
         Volumes {
+            storage: crate::storage::Storage::new(data_dir, disk_overcommit),
             dir: data_dir.join("volumes"),
             owner,
             store,
@@ -160,7 +171,6 @@ impl Volumes {
                 "size_limit_bytes must be between {MIN_VOLUME_SIZE_BYTES} and {MAX_VOLUME_SIZE_BYTES}"
             )));
         }
-        self.ensure_dir()?;
         let row = VolumeRow {
             id: new_volume_id(),
             project: project.to_string(),
@@ -170,6 +180,12 @@ impl Volumes {
             updated_at_ms: now_ms(),
             ..Default::default()
         };
+        // Before anything is made: the image's size must fit the data dir's file system.
+        let _reserved = self
+            .storage
+            .reserve(&self.image(&row.id), size, &format!("volume {name:?}"))
+            .map_err(VolumeError::NoSpace)?;
+        self.ensure_dir()?;
         let _guard = self.lock.lock().await;
         self.store.ensure_project(project)?;
         self.store.insert_volume(&row)?;
@@ -301,7 +317,7 @@ mod tests {
     fn a_claim_counts_until_dropped() {
         let d = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(&d.path().join("db")).unwrap());
-        let v = Volumes::new(d.path(), (1, 1), store);
+        let v = Volumes::new(d.path(), (1, 1), store, 1.0);
         let a = v.claim(vec!["vol_a".into()]);
         let b = v.claim(vec!["vol_a".into(), "vol_b".into()]);
         assert!(v.is_pending("vol_a") && v.is_pending("vol_b"));
@@ -315,7 +331,7 @@ mod tests {
     async fn bad_names_and_sizes_are_refused_before_any_disk_work() {
         let d = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(&d.path().join("db")).unwrap());
-        let v = Volumes::new(d.path(), (1, 1), store);
+        let v = Volumes::new(d.path(), (1, 1), store, 1.0);
         for (name, size) in [
             ("Bad", None),
             ("../x", None),

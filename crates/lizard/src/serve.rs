@@ -47,6 +47,12 @@ pub struct ServeArgs {
     /// longest-paused first; `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_BELOW_MB", default_value_t = 0)]
     hibernate_below_mb: u64,
+    /// How many times the data dir's free disk (minus a reserve of 5 %, at most 1 GiB) the
+    /// sandboxes' disks (`limits.disk_mb`) and volumes may promise in all. 1.0 (the default) is
+    /// strict: a create that does not fit is a 507 and every sandbox can fill its disk. Above 1
+    /// that promise can break: when many fill their disks at once they meet the host's ENOSPC.
+    #[arg(long, env = "LIZARD_DISK_OVERCOMMIT", default_value_t = 1.0, value_parser = parse_overcommit)]
+    disk_overcommit: f64,
     /// Seconds between usage samples of each sandbox.
     #[arg(long, default_value_t = 5)]
     sample_interval_s: u64,
@@ -303,6 +309,15 @@ pub fn parse_env_pair(s: &str) -> Result<(String, String), String> {
     }
 }
 
+fn parse_overcommit(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && (0.01..=1000.0).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "{s:?}: a ratio between 0.01 and 1000, e.g. 1.0 or 2.5"
+        )),
+    }
+}
+
 /// `10m`, `90s`, `500ms`, `1h`, or a number of seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -539,6 +554,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                         .then_some(args.executions_retention),
                     max_events: (args.executions_max_rows > 0).then_some(args.executions_max_rows),
                 },
+                disk_overcommit: args.disk_overcommit,
             },
             store,
         );
@@ -638,7 +654,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{default_max_connections, egress_user, parse_duration, ConnCaps};
+    use super::{default_max_connections, egress_user, parse_duration, parse_overcommit, ConnCaps};
 
     #[test]
     fn connections_are_capped_per_address_and_in_all() {
@@ -664,6 +680,15 @@ mod tests {
         assert_eq!(default_max_connections(1024), 341);
         assert_eq!(default_max_connections(1 << 20), 65_536);
         assert_eq!(default_max_connections(10), 64);
+    }
+
+    #[test]
+    fn overcommit_is_a_positive_finite_ratio() {
+        assert_eq!(parse_overcommit("1.0"), Ok(1.0));
+        assert_eq!(parse_overcommit("2.5"), Ok(2.5));
+        for bad in ["0", "-1", "NaN", "inf", "x", "1e9"] {
+            assert!(parse_overcommit(bad).is_err(), "{bad}");
+        }
     }
     use lizard_jail::network::SlirpUser;
     use std::time::Duration;

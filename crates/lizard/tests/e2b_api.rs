@@ -58,7 +58,7 @@ async fn e2b_metrics_are_a_series_of_samples() {
     assert!(unix.windows(2).all(|w| w[0] <= w[1]), "{unix:?}");
     for m in &series {
         assert_eq!(m["memTotal"], 1024 * 1024 * 1024u64, "{m}");
-        assert_eq!(m["diskTotal"], 10240 * 1024 * 1024u64, "{m}");
+        assert_eq!(m["diskTotal"], 1024 * 1024 * 1024u64, "{m}");
         assert!(m["memUsed"].as_u64().unwrap() > 0, "{m}");
         assert!(m["diskUsed"].as_u64().unwrap() > 0, "{m}");
         let pct = m["cpuUsedPct"].as_f64().unwrap();
@@ -91,5 +91,64 @@ async fn e2b_metrics_are_a_series_of_samples() {
     let other = s.project_key("someone-else").await;
     let (status, _) = metrics(&s, &other, &id, "").await;
     assert_eq!(status, 404, "another project's sandbox is not found");
+    s.kill_all().await;
+}
+
+/// E2B sandbox traffic is no existence oracle: without the sandbox's token (none, a wrong one, or
+/// another sandbox's), an existing, a killed and a never-created id all get the same 401 with the
+/// same body. With its token, a killed sandbox's traffic says it is gone (502).
+#[tokio::test]
+async fn sandbox_traffic_does_not_tell_which_ids_exist() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("oracle").await;
+    let (live, live_token) = e2b_create(&s, &key).await;
+    let (dead, dead_token) = e2b_create(&s, &key).await;
+    let (status, _) = raw(
+        &s.addr,
+        "DELETE",
+        &format!("/sandboxes/{dead}"),
+        &[("X-API-Key", &key), ("Connection", "close")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 204);
+    let traffic = |id: String, token: Option<String>| {
+        let addr = s.addr.clone();
+        async move {
+            let mut h = vec![
+                ("E2b-Sandbox-Id", id.as_str()),
+                ("E2b-Sandbox-Port", "49999"),
+                ("Connection", "close"),
+            ];
+            if let Some(t) = &token {
+                h.push(("X-Access-Token", t.as_str()));
+            }
+            raw(&addr, "GET", "/health", &h, "").await
+        }
+    };
+    let mut answers = Vec::new();
+    for id in [
+        live.clone(),
+        dead.clone(),
+        "i0000000000000000000".to_string(),
+    ] {
+        for token in [None, Some("wrong".to_string()), Some(live_token.clone())] {
+            if token.as_deref() == Some(live_token.as_str()) && id == live {
+                continue;
+            }
+            let (status, body) = traffic(id.clone(), token).await;
+            let message = body["message"].as_str().unwrap_or_default().to_string();
+            answers.push((id.clone(), status, message));
+        }
+    }
+    for (id, status, message) in &answers {
+        assert_eq!(*status, 401, "{id}: {answers:?}");
+        assert_eq!(message, &answers[0].2, "{id}: {answers:?}");
+    }
+    // The owner of a killed sandbox's token learns that it is gone; its live one answers.
+    let (status, _) = traffic(dead.clone(), Some(dead_token)).await;
+    assert_eq!(status, 502);
+    let (status, _) = traffic(live.clone(), Some(live_token)).await;
+    assert_eq!(status, 200);
     s.kill_all().await;
 }

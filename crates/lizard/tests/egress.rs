@@ -302,7 +302,10 @@ struct Outside {
     netns: String,
     link: String,
     server: Child,
+    /// A routed address (`<net>.<n>.6`, behind the veth peer): on no network of the host.
     addr: String,
+    /// The veth peer's own address (`<net>.<n>.2`): a neighbour on the host's `<net>.<n>.0/30`.
+    neighbour: String,
 }
 
 impl Outside {
@@ -330,11 +333,29 @@ impl Outside {
         ip(&["-n", &netns, "addr", "add", &ns_cidr, "dev", &peer]);
         ip(&["-n", &netns, "link", "set", &peer, "up"]);
         ip(&["-n", &netns, "link", "set", "lo", "up"]);
-        let code = format!(
-            "import socket\ns = socket.create_server(('{ns_ip}', 0))\nprint(s.getsockname()[1], flush=True)\nwhile True:\n    c, _ = s.accept()\n    c.sendall(b'hello\\n')\n    c.close()\n"
-        );
+        // A destination one hop away (as the internet is): on the peer's loopback, routed.
+        let far_ip = format!("{net}.{n}.6");
+        ip(&[
+            "-n",
+            &netns,
+            "addr",
+            "add",
+            &format!("{far_ip}/32"),
+            "dev",
+            "lo",
+        ]);
+        ip(&[
+            "route",
+            "add",
+            &format!("{far_ip}/32"),
+            "via",
+            &ns_ip,
+            "dev",
+            &link,
+        ]);
+        let code = "import socket\ns = socket.create_server(('0.0.0.0', 0))\nprint(s.getsockname()[1], flush=True)\nwhile True:\n    c, _ = s.accept()\n    c.sendall(b'hello\\n')\n    c.close()\n";
         let mut server = Command::new("ip")
-            .args(["netns", "exec", &netns, "python3", "-c", &code])
+            .args(["netns", "exec", &netns, "python3", "-c", code])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -348,7 +369,8 @@ impl Outside {
             netns,
             link,
             server,
-            addr: format!("{ns_ip}:{}", port.trim()),
+            addr: format!("{far_ip}:{}", port.trim()),
+            neighbour: format!("{ns_ip}:{}", port.trim()),
         }
     }
 }
@@ -367,7 +389,8 @@ impl Drop for Outside {
 }
 
 /// `all` reaches a destination outside the host, but not the host's own addresses (a service
-/// listening there was not given to the sandbox), a private network (the host's LAN is not the
+/// listening there was not given to the sandbox), a neighbour on one of the host's networks
+/// (even a public one: 198.18.n.0/30 here), a private network (the host's LAN is not the
 /// internet), the host's loopback or the metadata address; an allow-list that names a private
 /// address (or a host address, above) does reach it.
 #[tokio::test]
@@ -385,6 +408,7 @@ async fn egress_all_reaches_outside_but_not_the_host() {
             &id,
             probe(&[
                 outside.addr.clone(),
+                outside.neighbour.clone(),
                 private.addr.clone(),
                 f.allowed.clone(),
                 f.other.clone(),
@@ -398,6 +422,7 @@ async fn egress_all_reaches_outside_but_not_the_host() {
     let out = stdout(&ex);
     assert!(reached(&out, &outside.addr), "{out}\n{ex}");
     for t in [
+        &outside.neighbour,
         &private.addr,
         &f.allowed,
         &f.other,

@@ -124,8 +124,24 @@ attempt("mount", lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None))
 attempt("unshare-user", lambda: libc.unshare(0x10000000))
 attempt("unshare-net", lambda: libc.unshare(0x40000000))
 attempt("ptrace-1", lambda: libc.ptrace(16, 1, None, None))
-attempt("raw-socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
-attempt("packet-socket", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
+attempt("raw-socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close())
+attempt("packet-socket", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close())
+attempt("mptcp-4", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close())
+attempt("mptcp-6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM, 262).close())
+attempt("udplite-4", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, 136).close())
+attempt("udplite-6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM, 136).close())
+def secret():
+    fd = libc.syscall(447, 0)
+    if fd >= 0:
+        return 0
+    raise OSError(ctypes.get_errno(), "memfd_secret")
+attempt("memfd_secret", secret)
+# What must keep working: TCP and UDP by their numbers, and by default.
+for proto in (0, 6):
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto).close()
+    socket.socket(socket.AF_INET6, socket.SOCK_STREAM, proto).close()
+socket.socket(socket.AF_INET, socket.SOCK_DGRAM, 17).close()
+print("tcp-udp works", flush=True)
 attempt("sysrq", lambda: open("/proc/sysrq-trigger", "w").write("h"))
 attempt("kexec", lambda: libc.syscall(246, 0, 0, 0, 0))
 attempt("init_module", lambda: libc.syscall(175, 0, 0, b""))
@@ -138,7 +154,9 @@ attempt("sethostname", lambda: libc.sethostname(b"x", 1))
     let ex = s.run(&id, json!({"code": code})).await;
     let out = stdout(&ex);
     assert!(!out.contains("ALLOWED"), "{out}\n{ex}");
-    assert_eq!(out.lines().count(), 14, "{out}\n{ex}");
+    assert_eq!(out.lines().count(), 20, "{out}\n{ex}");
+    assert!(out.contains("memfd_secret failed 38"), "ENOSYS: {out}");
+    assert!(out.contains("tcp-udp works"), "{out}");
     s.kill_all().await;
 }
 
@@ -482,5 +500,125 @@ async fn each_sandbox_has_its_own_host_id_range() {
     s.run(&a, json!({"code": "1 + 1", "language": "javascript"}))
         .await;
     assert_eq!(own_range(&host_ids_of(&s, &a)), ra);
+    s.kill_all().await;
+}
+
+/// `/proc` tells a sandbox nothing about the others or the host's activity: no block devices
+/// (every sandbox's loop device and its I/O were in `diskstats`/`partitions`), a constant idle
+/// `loadavg` that still parses, a boot id of its own (two sandboxes and the host differ), no host
+/// PTY or open-file counts. The masks are read-only.
+#[tokio::test]
+async fn proc_does_not_reveal_other_sandboxes_or_the_host() {
+    let s = Server::start();
+    let a = sandbox(&s).await;
+    let b = sandbox(&s).await;
+    let code = r#"
+import os
+def read(p):
+    with open(p) as f:
+        return f.read()
+print("diskstats", repr(read("/proc/diskstats")))
+print("partitions", repr(read("/proc/partitions")))
+print("loop", any("loop" in read(p) for p in ("/proc/diskstats", "/proc/partitions")))
+print("loadavg", read("/proc/loadavg").strip())
+print("getloadavg", len(os.getloadavg()))
+print("boot_id", read("/proc/sys/kernel/random/boot_id").strip())
+print("pty_nr", read("/proc/sys/kernel/pty/nr").strip())
+print("file_nr", len(read("/proc/sys/fs/file-nr").split()), read("/proc/sys/fs/file-nr").split()[:2])
+for p in ("/proc/loadavg", "/proc/diskstats", "/proc/sys/kernel/random/boot_id"):
+    try:
+        open(p, "w").write("x")
+        print("WRITABLE", p)
+    except OSError:
+        pass
+"#;
+    let mut boot_ids = Vec::new();
+    for id in [&a, &b] {
+        let ex = s.run(id, json!({ "code": code })).await;
+        let out = stdout(&ex);
+        let line = |k: &str| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k} ")))
+                .unwrap_or_else(|| panic!("no {k} in {out}\n{ex}"))
+                .to_string()
+        };
+        assert_eq!(line("diskstats"), "''", "{out}");
+        assert_eq!(line("partitions"), "''", "{out}");
+        assert_eq!(line("loop"), "False", "{out}");
+        assert_eq!(line("loadavg"), "0.00 0.00 0.00 1/1 1", "{out}");
+        // glibc's getloadavg() asks sysinfo(2), which is the host's (SECURITY.md): it works.
+        assert_eq!(line("getloadavg"), "3", "{out}");
+        assert_eq!(line("pty_nr"), "0", "{out}");
+        assert_eq!(line("file_nr"), "3 ['0', '0']", "{out}");
+        assert!(!out.contains("WRITABLE"), "{out}");
+        let boot_id = line("boot_id");
+        assert_eq!(boot_id.len(), 36, "a uuid: {boot_id}");
+        boot_ids.push(boot_id);
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    assert_ne!(boot_ids[0], boot_ids[1], "two sandboxes share a boot id");
+    assert!(
+        !boot_ids.contains(&host.trim().to_string()),
+        "the host's boot id"
+    );
+    s.kill_all().await;
+}
+
+/// Each sandbox has a devpts instance of its own with at most 64 PTYs: opening more fails inside
+/// (ENOSPC) while the host's PTY count grows by no more than that; the PTY API still works.
+#[tokio::test]
+async fn ptys_are_bounded_per_sandbox() {
+    let s = Server::start();
+    let id = sandbox(&s).await;
+    let host_nr = || -> u64 {
+        std::fs::read_to_string("/proc/sys/kernel/pty/nr")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = host_nr();
+    // The PTYs stay open (a global of the context) while the host counts.
+    let code = r#"
+import os
+ptys, err = [], None
+while len(ptys) < 600:
+    try:
+        ptys.append(os.openpty())
+    except OSError as e:
+        err = e.errno
+        break
+print(len(ptys), err)
+"#;
+    let ex = s.run(&id, json!({ "code": code })).await;
+    let out = stdout(&ex);
+    let during = host_nr();
+    assert_eq!(out.trim(), "64 28", "64 PTYs, then ENOSPC: {out}\n{ex}");
+    // Other tests of this binary may hold a few PTYs meanwhile: generous slack, far below 600.
+    assert!(during <= before + 64 + 64, "host PTYs {before} → {during}");
+    let ex = s
+        .run(
+            &id,
+            json!({ "code": "for m, t in ptys:\n    os.close(m); os.close(t)\nptys = []" }),
+        )
+        .await;
+    assert_eq!(ex["status"], "ok", "{ex}");
+    let r = send(
+        &s.addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/pty"),
+        &[
+            ("authorization", format!("Bearer {}", s.admin_key)),
+            ("content-type", "application/json".into()),
+        ],
+        serde_json::to_vec(&json!({"cols": 80, "rows": 24, "cmd": "echo pty-ok"})).unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(
+        r.text.contains("pty-ok") || r.text.contains("cHR5LW9r"),
+        "{}",
+        r.text
+    );
     s.kill_all().await;
 }

@@ -256,3 +256,119 @@ async fn services_get_end_to_end_headers_but_not_the_servers() {
     }
     s.kill_all().await;
 }
+
+/// A service in the sandbox that answers 401 through the ports proxy is the sandbox's answer,
+/// not an authentication failure of the server's: it writes no `auth.failed` event and does not
+/// cost the caller's key 10 requests each (before, 50 such answers emptied a bucket of 200 and
+/// throttled the whole project). The server's own 401s still count.
+#[tokio::test]
+async fn a_services_401_is_not_the_servers() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--rate-limit-rps", "1", "--rate-limit-burst", "200"],
+    );
+    let key = s.project_key("p401").await;
+    let id = s.create(&key, json!({})).await;
+    let code = r#"
+import http.server, threading
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", "Basic realm=x")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 8401), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+"#;
+    let ex = s.run(&id, json!({ "code": code })).await;
+    assert_eq!(ex["status"], "ok", "{ex}");
+    let path = format!("/v1/sandboxes/{id}/ports/8401/secret");
+    let mut statuses = Vec::new();
+    for _ in 0..50 {
+        statuses.push(s.req(Some(&key), "GET", &path, None).await.status);
+    }
+    assert!(statuses.iter().all(|st| *st == 401), "{statuses:?}");
+    // The key still has most of its budget: another 100 ordinary requests pass.
+    for i in 0..100 {
+        let r = s.req(Some(&key), "GET", "/v1/sandboxes", None).await;
+        assert_eq!(r.status, 200, "request {i}: {}", r.text);
+    }
+    // A wrong key is the server's own 401: still audited.
+    let r = s.req(Some("lz_wrong"), "GET", &path, None).await;
+    assert_eq!(r.status, 401);
+    let audit = s.admin("GET", "/v1/audit", None).await;
+    let failed: Vec<_> = audit
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "auth.failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "only the wrong key's: {failed:?}");
+    s.kill_all().await;
+}
+
+/// The ports proxy does not reach the agent's own API on port 8080 (a typed 403, on Lizard's
+/// routes and E2B's traffic), and the agent's TCP listener inside the sandbox serves no
+/// host-only route (`/executions`, `/hibernate/*`: 404) — only its Unix socket, the server's,
+/// does. The public routes still answer on TCP.
+#[tokio::test]
+async fn the_agents_port_is_not_a_service() {
+    let s = Server::start();
+    let key = s.project_key("agentport").await;
+    let id = s.create(&key, json!({})).await;
+    for p in ["8080/executions", "8080/health", "08080/hibernate/snapshot"] {
+        let r = s
+            .req(
+                Some(&key),
+                "GET",
+                &format!("/v1/sandboxes/{id}/ports/{p}"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (403, Some("permission_denied")),
+            "{p}: {}",
+            r.text
+        );
+    }
+    let (e2b_id, token) = e2b_create(&s, &key).await;
+    let (status, body) = raw(
+        &s.addr,
+        "GET",
+        "/executions",
+        &[
+            ("E2b-Sandbox-Id", &e2b_id),
+            ("E2b-Sandbox-Port", "8080"),
+            ("X-Access-Token", &token),
+            ("Connection", "close"),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let code = r#"
+import urllib.request, urllib.error
+def status(method, path):
+    req = urllib.request.Request("http://127.0.0.1:8080" + path, method=method,
+                                 data=b"{}" if method == "POST" else None,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        return urllib.request.urlopen(req, timeout=10).status
+    except urllib.error.HTTPError as e:
+        return e.code
+for m, p in [("GET", "/executions?after=0"), ("POST", "/hibernate/snapshot"),
+             ("POST", "/hibernate/restore"), ("GET", "/health"), ("GET", "/contexts")]:
+    print(m, p, status(m, p))
+"#;
+    let ex = s.run(&id, json!({ "code": code })).await;
+    assert_eq!(
+        stdout(&ex),
+        "GET /executions?after=0 404\nPOST /hibernate/snapshot 404\nPOST /hibernate/restore 404\nGET /health 200\nGET /contexts 200\n",
+        "{ex}"
+    );
+    s.kill_all().await;
+}

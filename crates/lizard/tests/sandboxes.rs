@@ -624,3 +624,222 @@ async fn sandboxes_pin_their_template_build() {
     assert_eq!(r.status, 204, "{}", r.text);
     assert!(pins(&id).is_empty(), "unpinned by kill");
 }
+
+/// Metadata and environment are bounded and checked before anything is launched: an oversized
+/// create (1.5 MiB of metadata used to answer 500 with the sandbox running, metered and in no
+/// audit row) is a typed 400 on both APIs; no sandbox appears in the list or in the data dir;
+/// the audit log records each create with 400. Just inside the bounds still works.
+#[tokio::test]
+async fn oversized_metadata_and_env_are_refused_before_launch() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("bounded").await;
+    let big = |n: usize, k: usize, v: usize| -> serde_json::Map<String, serde_json::Value> {
+        (0..n)
+            .map(|i| (format!("{i:0>k$}"), json!("v".repeat(v))))
+            .collect()
+    };
+    let bodies = [
+        json!({ "metadata": big(1500, 8, 1024) }),
+        json!({ "metadata": big(65, 4, 1) }),
+        json!({ "metadata": big(1, 129, 1) }),
+        json!({ "metadata": big(1, 4, 1025) }),
+        json!({ "metadata": big(20, 100, 1000) }),
+        json!({ "env": big(1, 4, 8 * 1024 + 1).into_iter().map(|(k, v)| (format!("E{k}"), v)).collect::<serde_json::Map<_, _>>() }),
+        json!({ "env": big(65, 4, 1).into_iter().map(|(k, v)| (format!("E{k}"), v)).collect::<serde_json::Map<_, _>>() }),
+    ];
+    for body in &bodies {
+        let r = s
+            .req(Some(&key), "POST", "/v1/sandboxes", Some(body.clone()))
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (400, Some("invalid_request")),
+            "{}",
+            r.text.chars().take(300).collect::<String>()
+        );
+    }
+    // E2B's create goes through the same check.
+    let meta = serde_json::to_string(&big(65, 4, 1)).unwrap();
+    let (status, body) = raw(
+        &s.addr,
+        "POST",
+        "/sandboxes",
+        &[
+            ("X-API-Key", &key),
+            ("Content-Type", "application/json"),
+            ("Connection", "close"),
+        ],
+        &format!(r#"{{"templateID":"base","metadata":{meta}}}"#),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    // Nothing was launched.
+    let r = s.req(Some(&key), "GET", "/v1/sandboxes", None).await;
+    assert_eq!(r.body, json!([]), "{}", r.text);
+    let dirs: Vec<_> = std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(dirs.is_empty(), "sandbox directories: {dirs:?}");
+    let audit = s.req(Some(&key), "GET", "/v1/audit", None).await;
+    let creates: Vec<_> = audit
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "sandbox.create" || e["action"] == "e2b.create")
+        .map(|e| (e["status"].as_u64(), e["object"].clone()))
+        .collect();
+    assert_eq!(creates.len(), bodies.len() + 1, "{}", audit.text);
+    assert!(
+        creates
+            .iter()
+            .all(|(st, obj)| *st == Some(400) && obj.is_null()),
+        "{creates:?}"
+    );
+    // At the bounds a create works, and its audit row names it.
+    let id = s
+        .create(&key, json!({ "metadata": big(16, 128, 1024 - 128 - 1) }))
+        .await;
+    let audit = s.req(Some(&key), "GET", "/v1/audit", None).await;
+    assert!(
+        audit
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "sandbox.create"
+                && e["status"] == 201
+                && e["object"] == id.as_str()),
+        "{}",
+        audit.text
+    );
+    s.kill_all().await;
+}
+
+/// The data dir's disk backs every promise: a create whose `disk_mb` does not fit in the free
+/// space (minus a reserve and what is committed) is a typed 507 that names the numbers, and
+/// nothing is launched; a volume likewise. Within the space creates still work, and what a live
+/// sandbox's disk commits is counted against the next create.
+#[tokio::test]
+async fn disks_beyond_the_hosts_free_space_are_refused() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("disk").await;
+    let free_mib = {
+        let out = std::process::Command::new("df")
+            .args(["--output=avail", "-B1M"])
+            .arg(s.data_dir.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().nth(1).unwrap().trim().parse::<u64>().unwrap()
+    };
+    // Twice the free space: refused, whatever else writes to this disk meanwhile.
+    let r = s
+        .req(
+            Some(&key),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"limits": {"disk_mb": free_mib * 2}})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (507, Some("insufficient_storage")),
+        "{}",
+        r.text
+    );
+    assert!(
+        r.body["message"].as_str().unwrap().contains("MiB free"),
+        "{}",
+        r.text
+    );
+    let r = s
+        .req(
+            Some(&key),
+            "POST",
+            "/v1/volumes",
+            Some(json!({"name": "huge", "size_limit_bytes": free_mib * 2 * 1024 * 1024})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (507, Some("insufficient_storage")),
+        "{}",
+        r.text
+    );
+    // Nothing was made.
+    let r = s.req(Some(&key), "GET", "/v1/sandboxes", None).await;
+    assert_eq!(r.body, json!([]), "{}", r.text);
+    let r = s.req(Some(&key), "GET", "/v1/volumes", None).await;
+    assert_eq!(r.body, json!([]), "{}", r.text);
+    let dirs: Vec<_> = std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(dirs.is_empty(), "sandbox directories: {dirs:?}");
+    // Three fifths of the free space fits; while that sandbox lives, another three fifths does
+    // not (its disk is committed though it holds almost nothing yet).
+    let big = s
+        .create(&key, json!({"limits": {"disk_mb": free_mib * 3 / 5}}))
+        .await;
+    let r = s
+        .req(
+            Some(&key),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"limits": {"disk_mb": free_mib * 3 / 5}})),
+        )
+        .await;
+    assert_eq!(r.status, 507, "{}", r.text);
+    // Once it is killed, its disk is free to promise again.
+    let r = s
+        .req(Some(&key), "DELETE", &format!("/v1/sandboxes/{big}"), None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let again = s
+        .create(&key, json!({"limits": {"disk_mb": free_mib * 3 / 5}}))
+        .await;
+    let (out, _) = s.sh(&again, "echo ok").await;
+    assert_eq!(out, "ok\n");
+    s.kill_all().await;
+}
+
+/// A client that hangs up in the middle of a create does not leave a sandbox that nobody knows:
+/// the launch completes and the sandbox is listed (and ends by its timeout or a kill like any
+/// other), with no other sandbox directory beside it.
+#[tokio::test]
+async fn a_create_whose_client_hangs_up_is_not_orphaned() {
+    use tokio::io::AsyncWriteExt;
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("hangup").await;
+    let body = r#"{"timeout_ms": 120000}"#;
+    let mut tcp = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/sandboxes HTTP/1.1\r\nHost: lizard\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    // Hang up as soon as the server has the request (before the launch can be done).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(tcp);
+    let listed = eventually(Duration::from_secs(60), || async {
+        let r = s.req(Some(&key), "GET", "/v1/sandboxes", None).await;
+        r.body.as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    let dirs: Vec<_> = std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        listed,
+        "the sandbox was launched but is not listed: {dirs:?}"
+    );
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    s.kill_all().await;
+    let gone = eventually(Duration::from_secs(30), || async {
+        std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    })
+    .await;
+    assert!(gone, "kill left the sandbox's directory");
+}

@@ -24,7 +24,7 @@ export interface SandboxLimits {
   pids: number;
   /** Size of the `/tmp` tmpfs, in MiB. Server default 256. */
   tmpMb: number;
-  /** Size of the writable layer (its own sparse disk), in MiB. Server default 10240. */
+  /** Size of the writable layer (its own sparse disk), in MiB. Server default 1024. */
   diskMb: number;
 }
 

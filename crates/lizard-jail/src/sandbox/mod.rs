@@ -112,6 +112,45 @@ impl From<SetupError> for JailError {
     }
 }
 
+/// PTYs a sandbox may hold at once when its spec does not say (`Limits::ptys_max`).
+pub const DEFAULT_PTYS_MAX: u64 = 64;
+
+/// The contents of the `/proc` files every sandbox sees instead of the host's (see
+/// `rootfs::mount_proc`). `diskstats` and `partitions` would list every sandbox's loop device and
+/// its I/O: empty (their header-less empty form is what a machine without block devices shows).
+/// `loadavg` is the host's load (and its newest pid): a constant idle load, so
+/// `os.getloadavg()` and `uptime` still parse it. `sys/kernel/random/boot_id` is the host's: a
+/// random id per sandbox start, as if each were a machine of its own. `sys/kernel/pty/nr` and
+/// `sys/fs/file-nr` count every PTY and open file on the host (other sandboxes' activity): "0",
+/// and "0 0 <the host's file-max>" (the maximum is a constant of the host, which programs that
+/// parse the file use to size themselves).
+fn proc_files() -> Result<Vec<(&'static str, Vec<u8>)>, JailError> {
+    let read = |path: &'static str| {
+        std::fs::read_to_string(path).map_err(|source| JailError::Io {
+            step: "reading a /proc value",
+            path: PathBuf::from(path),
+            source,
+        })
+    };
+    // Each read of this file is a fresh random (version 4) uuid.
+    let boot_id = read("/proc/sys/kernel/random/uuid")?;
+    let file_max = read("/proc/sys/fs/file-max")?;
+    Ok(vec![
+        ("diskstats", Vec::new()),
+        ("partitions", Vec::new()),
+        ("loadavg", b"0.00 0.00 0.00 1/1 1\n".to_vec()),
+        (
+            "sys/kernel/random/boot_id",
+            format!("{}\n", boot_id.trim()).into_bytes(),
+        ),
+        ("sys/kernel/pty/nr", b"0\n".to_vec()),
+        (
+            "sys/fs/file-nr",
+            format!("0\t0\t{}\n", file_max.trim()).into_bytes(),
+        ),
+    ])
+}
+
 /// A running sandbox, as the launcher hands it back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -462,9 +501,15 @@ fn prepare(
         idmap_userns,
         root_owner,
         dev_options: format!("mode=755,size=65536,nr_inodes=64{owner_opts}"),
-        devpts_options: format!("newinstance,ptmxmode=0666,mode=0620{tty_gid}"),
+        // An instance of its own with at most `ptys_max` PTYs: the host's pool
+        // (`kernel.pty.max`) is shared by every devpts instance.
+        devpts_options: format!(
+            "newinstance,ptmxmode=0666,mode=0620,max={}{tty_gid}",
+            spec.limits.ptys_max.unwrap_or(DEFAULT_PTYS_MAX)
+        ),
         shm_options: format!("mode=1777{}{owner_opts}", size(spec.limits.tmp_bytes)),
         tmp_options: format!("mode=1777{}{owner_opts}", size(spec.limits.tmp_bytes)),
+        proc_files: proc_files()?,
     };
 
     let program = cstring("program", spec.program.as_os_str().as_bytes())?;

@@ -42,6 +42,9 @@ pub(crate) struct Plan {
     pub devpts_options: String,
     pub shm_options: String,
     pub tmp_options: String,
+    /// Files of `/proc` replaced by the given contents (path relative to `/proc`): see
+    /// [`mount_proc`].
+    pub proc_files: Vec<(&'static str, Vec<u8>)>,
 }
 
 #[derive(Debug)]
@@ -388,6 +391,46 @@ fn mount_proc(root: BorrowedFd<'_>, plan: &Plan) -> Result<(), SetupError> {
                     | MsFlags::MS_NOEXEC;
                 remount(top.as_fd(), flags, &what)?;
             }
+        }
+    }
+    // Files that tell one sandbox about the others or the host (the loop devices and I/O of every
+    // sandbox, the host's load, PTY and open-file counts, its boot id) get contents of the
+    // sandbox's own: read-only binds of files in a small tmpfs that is mounted nowhere (made with
+    // fsopen/fsmount, filled, made read-only, then each file cloned with open_tree and attached),
+    // so they come from no host path and not from the sandbox's writable layer. After the
+    // read-only binds above: binding `sys` onto itself would otherwise cover these.
+    if !plan.proc_files.is_empty() {
+        let attrs = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
+        let fs = crate::sys::detached_tmpfs(
+            &[
+                (c"size", c"65536"),
+                (c"nr_inodes", c"64"),
+                (c"mode", c"0555"),
+            ],
+            attrs,
+        )
+        .step("make tmpfs", "for /proc files")?;
+        for (i, (name, contents)) in plan.proc_files.iter().enumerate() {
+            let file = openat(
+                fs.as_fd(),
+                format!("{i}").as_str(),
+                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o444),
+            )
+            .step("create /proc file", name)?;
+            nix::unistd::write(&file, contents).step("write /proc file", name)?;
+        }
+        crate::sys::mount_setattr(fs.as_fd(), libc::MOUNT_ATTR_RDONLY, None)
+            .step("read-only tmpfs", "for /proc files")?;
+        for (i, (name, _)) in plan.proc_files.iter().enumerate() {
+            let Some(target) = open_entry(name)? else {
+                continue;
+            };
+            let index = std::ffi::CString::new(format!("{i}")).expect("no NUL in a number");
+            let tree = crate::sys::open_tree_clone(Some(fs.as_fd()), &index)
+                .step("open_tree", format!("/proc/{name}"))?;
+            crate::sys::move_mount_onto(tree.as_fd(), target.as_fd())
+                .step("mask /proc entry", name)?;
         }
     }
     for name in PROC_EMPTIED {

@@ -180,6 +180,10 @@ pub struct Limits {
     /// unless it has CAP_SYS_RESOURCE.
     #[serde(default)]
     pub nofile: Option<u64>,
+    /// PTYs the sandbox's own devpts instance holds at most (its `max=`); default
+    /// `DEFAULT_PTYS_MAX` (64). The host's pool (`kernel.pty.max`) is shared by every instance.
+    #[serde(default)]
+    pub ptys_max: Option<u64>,
 }
 
 impl Limits {
@@ -300,8 +304,14 @@ impl SandboxSpec {
                 return bad("limits.cpu_millicores", "at least 10".into());
             }
         }
-        if self.limits.tmp_bytes == Some(0) || self.limits.nofile == Some(0) {
-            return bad("limits", "tmp_bytes and nofile must not be 0".into());
+        if self.limits.tmp_bytes == Some(0)
+            || self.limits.nofile == Some(0)
+            || self.limits.ptys_max == Some(0)
+        {
+            return bad(
+                "limits",
+                "tmp_bytes, nofile and ptys_max must not be 0".into(),
+            );
         }
         Ok(())
     }
