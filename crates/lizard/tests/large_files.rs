@@ -56,7 +56,8 @@ fn frames(items: Vec<Bytes>) -> StreamBody<FrameStream> {
 async fn one_gib_round_trip_with_bounded_memory() {
     let s = Server::start();
     let key = s.admin_key.clone();
-    let id = s.create(&key, json!({})).await;
+    // 1 GiB of data needs more than the default 1 GiB writable layer.
+    let id = s.create(&key, json!({"limits": {"disk_mb": 3072}})).await;
     let pid = server_pid(s.data_dir.path());
     let before = vm_hwm(pid);
     let noise = noise();
