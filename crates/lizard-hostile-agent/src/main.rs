@@ -283,7 +283,7 @@ fn invented_execution_log(call: u64) -> Vec<u8> {
             })
         })
         .collect();
-    let next = if call % 2 == 0 { first + PAGE } else { 1 };
+    let next = if call.is_multiple_of(2) { first + PAGE } else { 1 };
     serde_json::json!({"next": next, "records": records, "dropped": u64::MAX / 4})
         .to_string()
         .into_bytes()
