@@ -18,7 +18,7 @@
 //! never would.
 
 use std::io::{Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,18 +77,13 @@ fn main() {
         },
         _ => become_the_real_agent(),
     };
-    let fd = match lizard_jail::process::take_inherited_fd(SOCKET_FD) {
-        Ok(fd) => fd,
+    let listener = match lizard_jail::hostpath::take_unix_listener(SOCKET_FD) {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("lizard-hostile-agent: no agent socket at fd {SOCKET_FD}: {e}");
             std::process::exit(2);
         }
     };
-    if let Err(e) = lizard_jail::process::listen_unix(&fd) {
-        eprintln!("lizard-hostile-agent: listen: {e}");
-        std::process::exit(2);
-    }
-    let listener = UnixListener::from(fd);
     let state = Arc::new(State {
         mode,
         armed: AtomicBool::new(false),
@@ -283,7 +278,11 @@ fn invented_execution_log(call: u64) -> Vec<u8> {
             })
         })
         .collect();
-    let next = if call.is_multiple_of(2) { first + PAGE } else { 1 };
+    let next = if call.is_multiple_of(2) {
+        first + PAGE
+    } else {
+        1
+    };
     serde_json::json!({"next": next, "records": records, "dropped": u64::MAX / 4})
         .to_string()
         .into_bytes()

@@ -258,32 +258,3 @@ mod tests {
         signal_group(pid, Signal::SIGTERM).unwrap();
     }
 }
-
-/// Take ownership of the descriptor `fd` that this process inherited at a fixed number (e.g. the
-/// agent's socket at fd 3, see `sandbox::Inherit`), after checking that it is open; marked
-/// close-on-exec so that it goes no further.
-pub fn take_inherited_fd(fd: RawFd) -> std::io::Result<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    nix::fcntl::fcntl(
-        // SAFETY: only borrowed for this one fcntl call, which fails with EBADF if `fd` is not
-        // open.
-        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-    )
-    .map_err(std::io::Error::from)?;
-    // SAFETY: `fd` is open (checked above), inherited at this number by contract, and nothing
-    // else in this process owns it: the caller takes it exactly once.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// `listen(2)` on a bound Unix stream socket (one the launcher bound, see `sandbox::Inherit`),
-/// after checking that it is one.
-pub fn listen_unix(fd: &OwnedFd) -> std::io::Result<()> {
-    use nix::sys::socket::{getsockname, getsockopt, listen, sockopt, Backlog, UnixAddr};
-    let ty = getsockopt(fd, sockopt::SockType).map_err(std::io::Error::from)?;
-    if ty != nix::sys::socket::SockType::Stream {
-        return Err(std::io::Error::other("not a stream socket"));
-    }
-    getsockname::<UnixAddr>(fd.as_raw_fd()).map_err(std::io::Error::from)?;
-    listen(fd, Backlog::new(1024).unwrap_or(Backlog::MAXCONN)).map_err(std::io::Error::from)
-}
