@@ -919,6 +919,16 @@ impl Sandboxes {
             cleanup(&dir);
             return Err(e);
         }
+        // The sandbox's host-side logs: it writes into pipes the server drains (capped at the
+        // writer, see `crate::host_logs`), never into a host file.
+        for name in crate::host_logs::FILES {
+            let log = dir.join(name);
+            if let Err(e) = crate::host_logs::make_pipe(&log) {
+                cleanup(&dir);
+                return Err(io_err(&log)(e));
+            }
+        }
+        crate::host_logs::ensure_drains(&dir);
         // The run dir (hibernation's saved state) lives on the sandbox's own disk image: a bind
         // from there shows `/run` in the sandbox's mountinfo, not a host path. The agent (the
         // sandbox's user) writes there; the host changes only the directory itself, through a
@@ -1103,7 +1113,7 @@ impl Sandboxes {
                 ptys_max: Some(lizard_jail::sandbox::DEFAULT_PTYS_MAX),
             },
             context_cgroups: true,
-            log_path: dir.join("agent.log"),
+            log_path: crate::host_logs::pipe_path(&dir.join("agent.log")),
             // fd 3: the agent's socket, in the sandbox's root-only directory on the host.
             inherit_fds: vec![InheritFd::UnixListener {
                 path: dir.join(AGENT_SOCKET),
@@ -1643,6 +1653,7 @@ impl Sandboxes {
         for (row, runtime, alive, pidfd) in checked {
             match (alive, runtime) {
                 (true, Some(rt)) => {
+                    crate::host_logs::ensure_drains(&rt.dir);
                     if let Some(base) = rt.id_base {
                         if !self.id_ranges.register(&row.id, base) {
                             tracing::warn!(sandbox = %row.id, base,
@@ -2041,7 +2052,7 @@ async fn attach_network(
     let (pid, policy, log, cgroup) = (
         rt.pid,
         policy.clone(),
-        dir.join("slirp4netns.log"),
+        crate::host_logs::pipe_path(&dir.join("slirp4netns.log")),
         rt.cgroup.clone(),
     );
     tokio::task::spawn_blocking(move || {
