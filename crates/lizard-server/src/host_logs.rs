@@ -261,10 +261,15 @@ mod tests {
         assert!(biggest <= 256 * 1024, "the log reached {biggest} bytes");
         assert!(refused > 0, "a writer faster than the drain is refused");
         // At most ~1 s of rate per second of flood (3 s, plus the pipe's 64 KiB) got through.
-        assert!(written <= 5 * 128 * 1024 + 64 * 1024, "{written} bytes taken");
+        assert!(
+            written <= 5 * 128 * 1024 + 64 * 1024,
+            "{written} bytes taken"
+        );
         assert!(dir.path().join("agent.log.1").is_file(), "rotated");
         let total = std::fs::metadata(&log).unwrap().len()
-            + std::fs::metadata(dir.path().join("agent.log.1")).unwrap().len();
+            + std::fs::metadata(dir.path().join("agent.log.1"))
+                .unwrap()
+                .len();
         assert!(total <= 2 * 256 * 1024);
         // The drain ends once the pipe is gone.
         std::fs::remove_file(&pipe).unwrap();
@@ -288,7 +293,10 @@ mod tests {
         writer(&pipe).write_all(b"second life\n").unwrap();
         let t = Instant::now();
         while std::fs::read_to_string(&log).unwrap_or_default() != "first life\nsecond life\n" {
-            assert!(t.elapsed() < Duration::from_secs(30), "lines did not arrive");
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "lines did not arrive"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(running().lock().unwrap().contains(&pipe));

@@ -153,6 +153,10 @@ pub struct SandboxConfig {
     /// The sealed in-memory copy of `lizard_bin` that sandboxes run as their agent (executed by
     /// descriptor: no mount inside shows where the server is installed).
     pub agent_exe: Arc<lizard_jail::exe::SealedExe>,
+    /// Tests of hostile agents only (`lizard serve --agent-wrapper`): a sealed copy of a program
+    /// that every sandbox runs as PID 1 instead of the agent, with the agent's command line and
+    /// descriptors and the agent's own sealed executable at fd 4 (see `lizard-hostile-agent`).
+    pub agent_wrapper: Option<Arc<lizard_jail::exe::SealedExe>>,
     pub default_template: String,
     pub default_timeout_ms: u64,
     pub max_timeout_ms: u64,
@@ -1101,7 +1105,13 @@ impl Sandboxes {
             cwd: PathBuf::from(&meta.user.home),
             // argv[0] only (the template's placeholder path): the agent runs from the sealed copy.
             program: PathBuf::from(&meta.lizard_bin),
-            program_source: Some(self.cfg.agent_exe.proc_path()),
+            program_source: Some(
+                self.cfg
+                    .agent_wrapper
+                    .as_ref()
+                    .unwrap_or(&self.cfg.agent_exe)
+                    .proc_path(),
+            ),
             args,
             env,
             limits: Limits {
@@ -1115,9 +1125,18 @@ impl Sandboxes {
             context_cgroups: true,
             log_path: crate::host_logs::pipe_path(&dir.join("agent.log")),
             // fd 3: the agent's socket, in the sandbox's root-only directory on the host.
-            inherit_fds: vec![InheritFd::UnixListener {
-                path: dir.join(AGENT_SOCKET),
-            }],
+            inherit_fds: {
+                let mut fds = vec![InheritFd::UnixListener {
+                    path: dir.join(AGENT_SOCKET),
+                }];
+                if self.cfg.agent_wrapper.is_some() {
+                    // fd 4: the real agent, for a wrapper to run (see `agent_wrapper`).
+                    fds.push(InheritFd::ReadOnlyFile {
+                        path: self.cfg.agent_exe.proc_path(),
+                    });
+                }
+                fds
+            },
         }
     }
 

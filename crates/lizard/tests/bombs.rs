@@ -521,7 +521,10 @@ async fn host_side_logs_stay_bounded() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let (taken, refused) = flood.await.unwrap();
-    assert!(refused > 0, "a writer faster than the drain is refused at the pipe");
+    assert!(
+        refused > 0,
+        "a writer faster than the drain is refused at the pipe"
+    );
     // 8 MiB per file, rotated to agent.log.1: at most 16 MiB on the host, at any moment.
     assert!(biggest <= 8 << 20, "agent.log reached {biggest} bytes");
     assert!(taken <= 20 << 20, "{taken} bytes taken in 12 s at 1 MiB/s");
@@ -535,5 +538,8 @@ async fn host_side_logs_stay_bounded() {
     assert_eq!(ex["results"][0]["data"]["text/plain"], "42", "{ex}");
     s.kill_all().await;
     let gone = eventually(Duration::from_secs(30), || async { !dir.exists() }).await;
-    assert!(gone, "the sandbox's directory (and its logs) stay after kill");
+    assert!(
+        gone,
+        "the sandbox's directory (and its logs) stay after kill"
+    );
 }
