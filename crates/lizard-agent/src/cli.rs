@@ -237,15 +237,19 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         }
         (None, None) => None,
     };
-    println!(
-        "{}",
-        serde_json::json!({
+    // Not `println!`, which panics when stdout fails: in a sandbox stdout is the host's
+    // non-blocking log pipe, which may be full.
+    {
+        use std::io::Write as _;
+        let line = serde_json::json!({
             "event": "listening",
             "tcp": tcp_addr.to_string(),
             "socket": args.socket.as_ref().map(|p| p.display().to_string()),
             "socket_fd": args.socket_fd,
-        })
-    );
+        });
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
     tracing::info!(%tcp_addr, socket = ?args.socket, socket_fd = ?args.socket_fd,
         "lizard-agent listening");
 

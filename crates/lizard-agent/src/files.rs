@@ -69,6 +69,11 @@ pub enum FilesError {
     Root(&'static str),
     #[error("depth must be at least 1")]
     Depth,
+    #[error(
+        "{0} is on a kernel file system (/proc, /sys): the files API serves the sandbox's files \
+         only (read such entries with a command)"
+    )]
+    KernelFs(String),
     #[error("the upload of {path} was interrupted")]
     Upload {
         path: String,
@@ -113,6 +118,7 @@ impl From<FilesError> for ApiError {
             | FilesError::Depth
             | FilesError::Upload { .. } => ErrorCode::InvalidRequest,
             FilesError::NotFound(_) => ErrorCode::NotFound,
+            FilesError::KernelFs(_) => ErrorCode::PermissionDenied,
             FilesError::AlreadyExists(_) => ErrorCode::Conflict,
             FilesError::Io { source, .. } => match source.raw_os_error() {
                 Some(libc::EACCES | libc::EPERM | libc::EROFS) => ErrorCode::PermissionDenied,
@@ -170,6 +176,93 @@ pub fn resolve(base: &Path, path: &str) -> Result<PathBuf, FilesError> {
     Ok(out)
 }
 
+/// Where the kernel's own file systems are mounted in a sandbox. The files API runs in the agent,
+/// so `/proc/self` there is the agent itself (its memory, descriptors, environment), not a file of
+/// the sandbox's: everything below these roots is refused, however the path gets there.
+const KERNEL_ROOTS: &[&str] = &["/proc", "/sys"];
+
+fn under_kernel_root(p: &Path) -> bool {
+    KERNEL_ROOTS.iter().any(|r| p.starts_with(r))
+}
+
+/// Refuse `path` (absolute and normal, see [`resolve`]) when it is below a kernel root or leads
+/// there through symlinks. Symlinks are followed by hand, component by component as the kernel
+/// would, and the walk stops before it reads anything below a kernel root (not even `/proc/self`
+/// is resolved). Opening is checked once more afterwards ([`refuse_kernel_file`]): a symlink
+/// swapped between this check and the open is caught there.
+fn refuse_kernel_fs(path: &Path) -> Result<(), FilesError> {
+    let refused = || FilesError::KernelFs(path.display().to_string());
+    if under_kernel_root(path) {
+        return Err(refused());
+    }
+    let mut todo: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            _ => None,
+        })
+        .collect();
+    let mut cur = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(name) = todo.pop() {
+        if name == ".." {
+            cur.pop();
+            continue;
+        }
+        if name == "." || name.is_empty() {
+            continue;
+        }
+        let next = cur.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => {
+                hops += 1;
+                // Past the kernel's own limit the operation itself fails with ELOOP.
+                if hops > 40 {
+                    return Ok(());
+                }
+                let Ok(target) = std::fs::read_link(&next) else {
+                    return Ok(());
+                };
+                if target.is_absolute() {
+                    cur = PathBuf::from("/");
+                }
+                let parts: Vec<std::ffi::OsString> = target
+                    .components()
+                    .filter_map(|c| match c {
+                        Component::Normal(n) => Some(n.to_os_string()),
+                        Component::ParentDir => Some("..".into()),
+                        _ => None,
+                    })
+                    .collect();
+                todo.extend(parts.into_iter().rev());
+            }
+            // Missing or not a link: the rest of the path cannot be redirected from here.
+            _ => cur = next,
+        }
+        if under_kernel_root(&cur) {
+            return Err(refused());
+        }
+    }
+    Ok(())
+}
+
+/// Refuse an opened file that is on a kernel file system (see [`refuse_kernel_fs`]).
+fn refuse_kernel_file(f: &std::fs::File, path: &Path) -> Result<(), FilesError> {
+    match lizard_jail::procfs::is_kernel_fs(f) {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(FilesError::KernelFs(path.display().to_string())),
+        Err(e) => Err(FilesError::io("stat", path, e)),
+    }
+}
+
+/// [`resolve`], then [`refuse_kernel_fs`].
+fn resolve_checked(base: &Path, path: &str) -> Result<PathBuf, FilesError> {
+    let path = resolve(base, path)?;
+    refuse_kernel_fs(&path)?;
+    Ok(path)
+}
+
 struct FilesState {
     base: PathBuf,
 }
@@ -217,7 +310,7 @@ async fn read(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<Respons
 
 /// A regular file's bytes as a streamed `application/octet-stream` response.
 pub(crate) async fn read_file(base: &Path, path: &str) -> Result<Response, FilesError> {
-    let path = resolve(base, path)?;
+    let path = resolve_checked(base, path)?;
     // Check before opening: opening a FIFO would wait for a writer.
     let meta = tokio::fs::metadata(&path)
         .await
@@ -231,6 +324,9 @@ pub(crate) async fn read_file(base: &Path, path: &str) -> Result<Response, Files
     let file = tokio::fs::File::open(&path)
         .await
         .map_err(|e| FilesError::io("open", &path, e))?;
+    let file = file.into_std().await;
+    refuse_kernel_file(&file, &path)?;
+    let file = tokio::fs::File::from_std(file);
     let len = file
         .metadata()
         .await
@@ -293,13 +389,14 @@ pub(crate) async fn write_file<B>(base: &Path, path: &str, body: B) -> Result<En
 where
     B: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
 {
-    let path = resolve(base, path)?;
+    let path = resolve_checked(base, path)?;
     // Through a symlink, the link's target is written (as `echo > link` would); a dangling link is
     // replaced.
     let path = match tokio::fs::symlink_metadata(&path).await {
         Ok(m) if m.file_type().is_symlink() => tokio::fs::canonicalize(&path).await.unwrap_or(path),
         _ => path,
     };
+    refuse_kernel_fs(&path)?;
     let Some(parent) = path.parent().map(Path::to_path_buf) else {
         return Err(FilesError::Root("write"));
     };
@@ -312,7 +409,14 @@ where
     let mut opts = tokio::fs::OpenOptions::new();
     opts.write(true).create_new(true);
     let (file, in_place) = match opts.open(&tmp).await {
-        Ok(f) => (f, false),
+        Ok(f) => {
+            let f = f.into_std().await;
+            if let Err(e) = refuse_kernel_file(&f, &path) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+            (tokio::fs::File::from_std(f), false)
+        }
         // A writable file in a directory the user cannot write to: write it in place.
         Err(e)
             if e.raw_os_error() == Some(libc::EACCES)
@@ -324,7 +428,9 @@ where
                 .open(&path)
                 .await
                 .map_err(|e| FilesError::io("write", &path, e))?;
-            (f, true)
+            let f = f.into_std().await;
+            refuse_kernel_file(&f, &path)?;
+            (tokio::fs::File::from_std(f), true)
         }
         Err(e) => return Err(FilesError::io("write", &path, e)),
     };
@@ -393,7 +499,7 @@ async fn remove(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<Statu
 
 /// Remove a file, a symlink (not its target), or a directory with its contents.
 pub(crate) async fn remove_path(base: &Path, path: &str) -> Result<(), FilesError> {
-    let path = resolve(base, path)?;
+    let path = resolve_checked(base, path)?;
     if is_root(&path) {
         return Err(FilesError::Root("remove"));
     }
@@ -418,7 +524,7 @@ async fn stat(
 
 /// The entry at `path` (a symlink itself, not its target).
 pub(crate) async fn stat_path(base: &Path, path: &str) -> Result<EntryInfo, FilesError> {
-    let path = resolve(base, path)?;
+    let path = resolve_checked(base, path)?;
     let meta = tokio::fs::symlink_metadata(&path)
         .await
         .map_err(|e| FilesError::io("stat", &path, e))?;
@@ -443,7 +549,7 @@ pub(crate) async fn list_dir(
     depth: u32,
 ) -> Result<Vec<EntryInfo>, FilesError> {
     let shown = path.to_string();
-    let path = resolve(base, path)?;
+    let path = resolve_checked(base, path)?;
     if depth == 0 {
         return Err(FilesError::Depth);
     }
@@ -488,7 +594,8 @@ fn walk(
             continue;
         };
         out.push(entry(&p, &meta, names));
-        if depth > 1 && meta.is_dir() {
+        // `/proc` and `/sys` are listed as entries, never walked (see `KERNEL_ROOTS`).
+        if depth > 1 && meta.is_dir() && !under_kernel_root(&p) {
             walk(&p, depth - 1, names, out, false)?;
         }
     }
@@ -508,7 +615,7 @@ async fn mkdir(
 
 /// `mkdir -p path`; `AlreadyExists` when something is there.
 pub(crate) async fn make_dir(base: &Path, path: &str) -> Result<EntryInfo, FilesError> {
-    let path = resolve(base, path)?;
+    let path = resolve_checked(base, path)?;
     if tokio::fs::symlink_metadata(&path).await.is_ok() {
         return Err(FilesError::AlreadyExists(path.display().to_string()));
     }
@@ -534,8 +641,8 @@ pub(crate) async fn rename_path(
     from: &str,
     to: &str,
 ) -> Result<EntryInfo, FilesError> {
-    let from = resolve(base, from)?;
-    let to = resolve(base, to)?;
+    let from = resolve_checked(base, from)?;
+    let to = resolve_checked(base, to)?;
     if is_root(&from) || is_root(&to) {
         return Err(FilesError::Root("rename"));
     }
@@ -710,7 +817,7 @@ pub(crate) async fn open_watch(
     path: &str,
     recursive: bool,
 ) -> Result<(FsEvent, Watcher), FilesError> {
-    let root = resolve(base, path)?;
+    let root = resolve_checked(base, path)?;
     let meta = tokio::fs::metadata(&root)
         .await
         .map_err(|e| FilesError::io("watch", &root, e))?;

@@ -472,3 +472,83 @@ async fn watch_reports_changes() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn kernel_file_systems_are_refused_however_the_path_gets_there() {
+    // The files API runs in the agent: /proc/self there is the agent's own memory, descriptors
+    // and environment (in a sandbox its descriptors name host files), not a file of the sandbox.
+    let a = Agent::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::os::unix::fs::symlink("/proc/self", d.join("me")).unwrap();
+    std::os::unix::fs::symlink("/proc/self/fd/1", d.join("stdout")).unwrap();
+    std::os::unix::fs::symlink("/sys", d.join("sys")).unwrap();
+    // A chain of relative links that ends in /proc.
+    std::fs::create_dir(d.join("hop")).unwrap();
+    std::os::unix::fs::symlink("../hop2", d.join("hop").join("next")).unwrap();
+    std::os::unix::fs::symlink("/proc/1", d.join("hop2")).unwrap();
+    let p = |rel: &str| d.join(rel).display().to_string();
+    let refused = |status: u16, body: &Value, what: &str| {
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (403, Some("permission_denied")),
+            "{what}: {body}"
+        );
+    };
+    for path in [
+        "/proc/self/status".to_string(),
+        "/proc/self/environ".to_string(),
+        "/proc/1/cmdline".to_string(),
+        "/sys/kernel/notes".to_string(),
+        p("me/maps"),
+        p("stdout"),
+        p("hop/next/status"),
+        format!("{}/../../../../../../proc/self/mem", d.display()),
+    ] {
+        let (status, body) = get(&a, &path).await;
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        refused(status, &body, &format!("read {path}"));
+        let (status, body) = stat(&a, &path).await;
+        refused(status, &body, &format!("stat {path}"));
+        let (status, body) = put(&a, &path, "x").await;
+        refused(status, &body, &format!("write {path}"));
+    }
+    let (status, body) = a
+        .call("GET", &format!("/files/list?path={}", enc(&p("sys"))), None)
+        .await;
+    refused(status, &body, "list a link to /sys");
+    let (status, body) = a
+        .call(
+            "POST",
+            "/files/rename",
+            Some(json!({"from": p("hop"), "to": "/proc/self/x"})),
+        )
+        .await;
+    refused(status, &body, "rename into /proc");
+    // A listing of `/` shows /proc and /sys as entries but never walks into them.
+    let (status, body) = a.call("GET", "/files/list?path=%2F&depth=2", None).await;
+    assert_eq!(status, 200, "{body}");
+    let paths: Vec<&str> = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["path"].as_str())
+        .collect();
+    assert!(paths.contains(&"/proc"), "{paths:?}");
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.starts_with("/proc/") || p.starts_with("/sys/")),
+        "listed inside a kernel file system: {:?}",
+        paths
+            .iter()
+            .filter(|p| p.starts_with("/proc/"))
+            .take(5)
+            .collect::<Vec<_>>()
+    );
+    // Ordinary files next to the links are still served.
+    let (status, _) = put(&a, &p("plain.txt"), "ok").await;
+    assert_eq!(status, 200);
+    let (status, bytes) = get(&a, &p("plain.txt")).await;
+    assert_eq!((status, &bytes[..]), (200, &b"ok"[..]));
+}

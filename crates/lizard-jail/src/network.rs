@@ -35,6 +35,7 @@ use std::io::{self, Write};
 use std::net::Ipv4Addr;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -358,9 +359,13 @@ pub fn attach(
             detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
     }
+    // Read-write and non-blocking, like the agent's log (`SandboxSpec::log_path`): `log` may be a
+    // FIFO the server drains; slirp4netns must neither block on it nor die of SIGPIPE.
     let log = std::fs::OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
+        .custom_flags(libc::O_NONBLOCK)
         .open(log)
         .map_err(|source| NetworkError::Spawn {
             step: "opening the slirp4netns log",

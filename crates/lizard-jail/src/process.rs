@@ -209,6 +209,19 @@ pub fn raise_nofile_to_hard() -> std::io::Result<u64> {
     Ok(nofile_limit()?.0)
 }
 
+/// Make a FIFO (named pipe) at `path` with `mode`, replacing whatever file was there. For a
+/// sandbox's host-side logs: the launcher hands the write end to the sandbox and the server drains
+/// the read end, so what the sandbox writes is bounded by the reader, not by the disk.
+pub fn make_fifo(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(mode))
+        .map_err(std::io::Error::from)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

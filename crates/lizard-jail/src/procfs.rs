@@ -83,6 +83,26 @@ pub fn zombie_children(parent: i32) -> Vec<i32> {
         .collect()
 }
 
+/// Whether the open file `f` lives on one of the kernel's own file systems — procfs, sysfs,
+/// cgroupfs (v1 or v2), debugfs, tracefs, securityfs, bpffs — whose entries describe processes
+/// and the kernel rather than hold data: `/proc/self/*` of a process is that process's memory,
+/// descriptors and environment.
+pub fn is_kernel_fs(f: &std::fs::File) -> io::Result<bool> {
+    use nix::sys::statfs::{fstatfs, FsType};
+    const KERNEL_FS: &[i64] = &[
+        0x9fa0,     // PROC_SUPER_MAGIC
+        0x62656572, // SYSFS_MAGIC
+        0x27e0eb,   // CGROUP_SUPER_MAGIC
+        0x63677270, // CGROUP2_SUPER_MAGIC
+        0x64626720, // DEBUGFS_MAGIC
+        0x74726163, // TRACEFS_MAGIC
+        0x73636673, // SECURITYFS_MAGIC
+        0xcafe4a11, // BPF_FS_MAGIC
+    ];
+    let t: FsType = fstatfs(f).map_err(io::Error::from)?.filesystem_type();
+    Ok(KERNEL_FS.iter().any(|m| FsType(*m as _) == t))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +136,13 @@ mod tests {
         cpu_time_ms(me).unwrap();
         assert!(peak_rss_bytes(me).unwrap() > 0);
         reset_peak_rss(me).unwrap();
+    }
+
+    #[test]
+    fn proc_is_a_kernel_fs_and_tmp_is_not() {
+        let proc = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(super::is_kernel_fs(&proc).unwrap());
+        let tmp = tempfile::tempfile().unwrap();
+        assert!(!super::is_kernel_fs(&tmp).unwrap());
     }
 }

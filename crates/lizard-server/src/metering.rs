@@ -353,8 +353,7 @@ pub async fn run_sampler(sandboxes: Arc<Sandboxes>, interval: Duration) {
     let in_flight: Arc<std::sync::Mutex<HashSet<String>>> = Default::default();
     loop {
         tick.tick().await;
-        let all = sandboxes.all();
-        for sb in &all {
+        for sb in &sandboxes.all() {
             if !lock(&in_flight).insert(sb.id.clone()) {
                 continue;
             }
@@ -371,21 +370,6 @@ pub async fn run_sampler(sandboxes: Arc<Sandboxes>, interval: Duration) {
                 lock(&in_flight).remove(&sb.id);
             });
         }
-        // The sandboxes' host-side logs are outside their disk quotas: keep them bounded.
-        let dirs: Vec<(String, std::path::PathBuf)> = all
-            .iter()
-            .map(|sb| (sb.id.clone(), sb.runtime.dir.clone()))
-            .collect();
-        let _ = tokio::task::spawn_blocking(move || {
-            for (id, dir) in dirs {
-                match crate::host_logs::cap(&dir) {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(sandbox = %id, logs = n, "host-side logs cut"),
-                    Err(e) => tracing::warn!(sandbox = %id, error = %e, "cutting host-side logs"),
-                }
-            }
-        })
-        .await;
         let s = sandboxes.clone();
         let _ = tokio::task::spawn_blocking(move || s.volumes.sample(None)).await;
     }

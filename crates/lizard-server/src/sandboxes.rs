@@ -153,6 +153,10 @@ pub struct SandboxConfig {
     /// The sealed in-memory copy of `lizard_bin` that sandboxes run as their agent (executed by
     /// descriptor: no mount inside shows where the server is installed).
     pub agent_exe: Arc<lizard_jail::exe::SealedExe>,
+    /// Tests of hostile agents only (`lizard serve --agent-wrapper`): a sealed copy of a program
+    /// that every sandbox runs as PID 1 instead of the agent, with the agent's command line and
+    /// descriptors and the agent's own sealed executable at fd 4 (see `lizard-hostile-agent`).
+    pub agent_wrapper: Option<Arc<lizard_jail::exe::SealedExe>>,
     pub default_template: String,
     pub default_timeout_ms: u64,
     pub max_timeout_ms: u64,
@@ -919,6 +923,16 @@ impl Sandboxes {
             cleanup(&dir);
             return Err(e);
         }
+        // The sandbox's host-side logs: it writes into pipes the server drains (capped at the
+        // writer, see `crate::host_logs`), never into a host file.
+        for name in crate::host_logs::FILES {
+            let log = dir.join(name);
+            if let Err(e) = crate::host_logs::make_pipe(&log) {
+                cleanup(&dir);
+                return Err(io_err(&log)(e));
+            }
+        }
+        crate::host_logs::ensure_drains(&dir);
         // The run dir (hibernation's saved state) lives on the sandbox's own disk image: a bind
         // from there shows `/run` in the sandbox's mountinfo, not a host path. The agent (the
         // sandbox's user) writes there; the host changes only the directory itself, through a
@@ -1091,7 +1105,13 @@ impl Sandboxes {
             cwd: PathBuf::from(&meta.user.home),
             // argv[0] only (the template's placeholder path): the agent runs from the sealed copy.
             program: PathBuf::from(&meta.lizard_bin),
-            program_source: Some(self.cfg.agent_exe.proc_path()),
+            program_source: Some(
+                self.cfg
+                    .agent_wrapper
+                    .as_ref()
+                    .unwrap_or(&self.cfg.agent_exe)
+                    .proc_path(),
+            ),
             args,
             env,
             limits: Limits {
@@ -1103,11 +1123,20 @@ impl Sandboxes {
                 ptys_max: Some(lizard_jail::sandbox::DEFAULT_PTYS_MAX),
             },
             context_cgroups: true,
-            log_path: dir.join("agent.log"),
+            log_path: crate::host_logs::pipe_path(&dir.join("agent.log")),
             // fd 3: the agent's socket, in the sandbox's root-only directory on the host.
-            inherit_fds: vec![InheritFd::UnixListener {
-                path: dir.join(AGENT_SOCKET),
-            }],
+            inherit_fds: {
+                let mut fds = vec![InheritFd::UnixListener {
+                    path: dir.join(AGENT_SOCKET),
+                }];
+                if self.cfg.agent_wrapper.is_some() {
+                    // fd 4: the real agent, for a wrapper to run (see `agent_wrapper`).
+                    fds.push(InheritFd::ReadOnlyFile {
+                        path: self.cfg.agent_exe.proc_path(),
+                    });
+                }
+                fds
+            },
         }
     }
 
@@ -1643,6 +1672,7 @@ impl Sandboxes {
         for (row, runtime, alive, pidfd) in checked {
             match (alive, runtime) {
                 (true, Some(rt)) => {
+                    crate::host_logs::ensure_drains(&rt.dir);
                     if let Some(base) = rt.id_base {
                         if !self.id_ranges.register(&row.id, base) {
                             tracing::warn!(sandbox = %row.id, base,
@@ -2041,7 +2071,7 @@ async fn attach_network(
     let (pid, policy, log, cgroup) = (
         rt.pid,
         policy.clone(),
-        dir.join("slirp4netns.log"),
+        crate::host_logs::pipe_path(&dir.join("slirp4netns.log")),
         rt.cgroup.clone(),
     );
     tokio::task::spawn_blocking(move || {

@@ -56,6 +56,11 @@ pub struct ServeArgs {
     /// Seconds between usage samples of each sandbox.
     #[arg(long, default_value_t = 5)]
     sample_interval_s: u64,
+    /// Tests only: run this program as every sandbox's PID 1 in place of the agent, with the
+    /// agent's command line and descriptors and the agent itself at fd 4 (the hostile agent
+    /// harness, `lizard-hostile-agent`). An operator's option: no API call reaches it.
+    #[arg(long, hide = true)]
+    agent_wrapper: Option<PathBuf>,
     /// Also serve E2B's debug mode (`E2B_DEBUG=true` in the SDKs): one default sandbox behind the
     /// code-interpreter and envd addresses below, with no API key. Local use only.
     #[arg(long, env = "LIZARD_E2B_DEBUG")]
@@ -500,6 +505,13 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         lizard_jail::exe::SealedExe::copy_of(&lizard_bin, "lizard-agent")
             .context("copying the lizard binary for the sandboxes' agents")?,
     );
+    let agent_wrapper = match &args.agent_wrapper {
+        Some(p) => Some(std::sync::Arc::new(
+            lizard_jail::exe::SealedExe::copy_of(p, "agent-wrapper")
+                .with_context(|| format!("copying the agent wrapper {}", p.display()))?,
+        )),
+        None => None,
+    };
 
     // Client connections, agent connections and sandboxes all need descriptors: not the
     // inherited soft limit (often 1024), the hard one.
@@ -532,6 +544,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 templates_data_dir,
                 lizard_bin,
                 agent_exe,
+                agent_wrapper,
                 default_template: args.template.clone(),
                 default_timeout_ms: args.default_timeout_ms,
                 max_timeout_ms: 24 * 3600 * 1000,

@@ -411,10 +411,15 @@ fn prepare(
         let path = path.to_path_buf();
         move |source: io::Error| JailError::Io { step, path, source }
     };
+    // Read-write and non-blocking: when `log_path` is a FIFO that the server drains (see
+    // `SandboxSpec::log_path`), the program never blocks on a full pipe (a line that does not fit
+    // is dropped) and never gets EPIPE while no reader is there (a server restart).
     let log = std::fs::OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .mode(0o640)
+        .custom_flags(libc::O_NONBLOCK)
         .open(&spec.log_path)
         .map_err(io_err("opening the log file", &spec.log_path))?;
     let log = above(log.into(), min, "opening the log file", &spec.log_path)?;

@@ -59,8 +59,10 @@ pub struct SandboxSpec {
     /// cgroup v1 only, nothing is delegated on v2).
     #[serde(default)]
     pub context_cgroups: bool,
-    /// Host file that receives the program's stdout and stderr (appended; created mode 0640).
-    /// The program's stdin is `/dev/null`.
+    /// Host file that receives the program's stdout and stderr (appended; created mode 0640),
+    /// opened read-write and non-blocking: typically a FIFO whose other end the caller drains
+    /// into a bounded log (the sandbox then cannot grow a host file), or a plain file. The
+    /// program's stdin is `/dev/null`.
     pub log_path: PathBuf,
     /// Descriptors the launcher opens as host root before the clone (outside the sandbox's
     /// reach: nothing inside can name or replace what they refer to) and hands to the program at
