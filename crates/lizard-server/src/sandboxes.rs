@@ -976,6 +976,7 @@ impl Sandboxes {
                 tmp_bytes: Some(limits.tmp_mb * 1024 * 1024),
                 nofile: Some(4096),
             },
+            keep_caps: Vec::new(),
             context_cgroups: true,
             log_path: dir.join("agent.log"),
             // fd 3: the agent's socket, in the sandbox's root-only directory on the host.
