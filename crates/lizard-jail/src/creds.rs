@@ -60,6 +60,18 @@ fn drop_to(uid: u32, gid: u32, umask: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// The calling process's effective uid.
+pub fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// Set the calling process's umask.
+pub fn set_umask(mask: u32) {
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(
+        mask as libc::mode_t,
+    ));
+}
+
 /// The calling thread acts on files as `uid`/`gid` while this lives (see the module docs); the
 /// previous fs ids come back when it is dropped. It must be dropped on the thread that made it
 /// (it is neither `Send` nor `Sync`): hold it across blocking file-system calls only, never

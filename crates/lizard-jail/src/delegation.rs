@@ -300,6 +300,22 @@ impl ContextCgroup {
         Ok(())
     }
 
+    /// SIGKILL every process in this cgroup (as its `cgroup.procs` lists them now). The caller
+    /// needs the right to signal them (the agent has CAP_KILL in the sandbox).
+    pub fn kill_all(&self) {
+        let Ok(text) = read(self.memory.join("cgroup.procs")) else {
+            return;
+        };
+        for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            if pid > 0 {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+
     /// Memory currently charged to the context's processes, in bytes.
     pub fn memory_bytes(&self) -> Result<u64, CgroupError> {
         parse::<i64>(&self.memory.join("memory.usage_in_bytes")).map(|v| v.max(0) as u64)
