@@ -1162,6 +1162,22 @@ function warmUp() {
   } catch { /* a broken acorn install shows up as the first cell's error instead */ }
 }
 
+// Not dumpable (no other process of the sandbox may read this kernel's memory or open its fds
+// through /proc): a zygote and its forks do it in zygote.js; a spawned kernel here, when Node has
+// node:ffi (without it, a spawned JavaScript kernel stays dumpable: see SECURITY.md).
+if (ZYGOTE_FD === null) {
+  try {
+    const emitWarning = process.emitWarning;
+    process.emitWarning = () => {};
+    let ffi;
+    try { ffi = require('node:ffi'); } finally { process.emitWarning = emitWarning; }
+    const { prctl } = ffi.dlopen(null, {
+      prctl: { arguments: ['i32', 'u64', 'u64', 'u64', 'u64'], return: 'i32' },
+    }).functions;
+    prctl(4 /* PR_SET_DUMPABLE */, 0n, 0n, 0n, 0n);
+  } catch { /* no node:ffi */ }
+}
+
 if (ZYGOTE_FD !== null) {
   // A zygote warms up before it forks, so every kernel starts warm; `serve` returns in kernels only.
   warmUp();

@@ -66,7 +66,10 @@ const c = ffi.dlopen(null, {
   __errno_location: { arguments: [], return: 'pointer' },
   uv_default_loop: { arguments: [], return: 'pointer' },
   uv_loop_fork: { arguments: ['pointer'], return: I32 },
+  prctl: { arguments: [I32, 'u64', 'u64', 'u64', 'u64'], return: I32 },
 }).functions;
+
+const PR_SET_DUMPABLE = 4;
 
 const EINTR = 4;
 const F_DUPFD_CLOEXEC = 1030;
@@ -196,8 +199,9 @@ function serve(zfd) {
     const req = receive(zfd);
     if (req === null) c._exit(0); // the agent is gone
     let cwd;
+    let parsed;
     try {
-      const parsed = JSON.parse(req.text);
+      parsed = JSON.parse(req.text);
       cwd = parsed && parsed.cwd;
       if (!parsed || parsed.op !== 'fork' || typeof cwd !== 'string' || req.fds.length !== 4) {
         throw new Error('expected {op: fork, cwd} with 4 fds');
@@ -223,7 +227,7 @@ function serve(zfd) {
       const kid = c.fork();
       if (kid === 0) {
         c.close(zfd);
-        return becomeKernel(req.fds, cwd, intermediate);
+        return becomeKernel(req.fds, cwd, intermediate, parsed);
       }
       if (kid < 0) {
         send(zfd, { error: `fork: errno ${errno()}` });
@@ -256,8 +260,32 @@ function waitForReparent(intermediate) {
   c.close(fd);
 }
 
+// In the forked kernel of the (root) zygote, before anything of the context's: become the context's
+// user as the fork request says — no supplementary groups, its gid, its uid (real, effective and
+// saved: nothing can switch back; the change away from uid 0 clears every capability), its umask,
+// HOME and user name — and not dumpable, so no other process of the sandbox can read this kernel's
+// memory or open its fds through /proc.
+function dropToUser(req) {
+  if (Number.isInteger(req.uid) && Number.isInteger(req.gid)) {
+    process.setgroups([]);
+    process.setgid(req.gid);
+    process.setuid(req.uid);
+    if (process.getuid() !== req.uid || process.geteuid() !== req.uid) {
+      say('the kernel could not drop to its user');
+      c._exit(1);
+    }
+    if (Number.isInteger(req.umask)) process.umask(req.umask);
+    if (typeof req.home === 'string' && req.home) process.env.HOME = req.home;
+    if (typeof req.user === 'string' && req.user) {
+      process.env.USER = req.user;
+      process.env.LOGNAME = req.user;
+    }
+  }
+  c.prctl(PR_SET_DUMPABLE, 0n, 0n, 0n, 0n);
+}
+
 // In the forked kernel: a loop and protocol fds of its own, per-process state reset.
-function becomeKernel(fds, cwd, intermediate) {
+function becomeKernel(fds, cwd, intermediate, req) {
   c.uv_loop_fork(c.uv_default_loop());
   const high = fds.map((fd) => c.fcntl(fd, F_DUPFD_CLOEXEC, 10));
   for (const fd of fds) c.close(fd);
@@ -268,6 +296,12 @@ function becomeKernel(fds, cwd, intermediate) {
   c.close(out);
   c.close(err);
   c.setpgid(0, 0);
+  try {
+    dropToUser(req || {});
+  } catch (e) {
+    say(`cannot become the context's user: ${e.message}`);
+    c._exit(1);
+  }
   process.reallyExit = (code) => c._exit(Number(code) | 0);
   const pid = c.getpid();
   Object.defineProperty(process, 'pid', { value: pid, enumerable: true, configurable: true, writable: false });

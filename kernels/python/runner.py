@@ -1347,7 +1347,7 @@ def _zygote_serve(zfd):
                 os._exit(1)
             if kid == 0:
                 sock.close()
-                _become_kernel(fds, cwd, intermediate)
+                _become_kernel(fds, cwd, intermediate, req)
                 return
             # Both sides set the group (classic race fix): the agent may signal it right away.
             try:
@@ -1439,7 +1439,50 @@ def _wait_for_reparent(intermediate):
         os.close(fd)
 
 
-def _become_kernel(fds, cwd, intermediate):
+def _set_not_dumpable():
+    """prctl(PR_SET_DUMPABLE, 0): no other process of the sandbox may read this kernel's memory
+    (/proc/<pid>/mem) or open its fds (/proc/<pid>/fd/...), whatever its uid."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except Exception as e:  # noqa: BLE001 - a kernel without ctypes still runs
+        os.write(2, ("lizard: cannot make the kernel non-dumpable: %s\n" % _safe_str(e)).encode())
+
+
+def _drop_to_user(req):
+    """In a forked child of the (root) zygote: become the context's user, as the fork request
+    says — no supplementary groups, its gid, its uid (all three of each: nothing can switch back;
+    the change away from uid 0 clears every capability), its umask, HOME and user name — and the
+    user site the zygote (started with -s) left out."""
+    uid, gid = req.get("uid"), req.get("gid")
+    if not isinstance(uid, int) or not isinstance(gid, int):
+        return
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        os.write(2, b"lizard: the kernel could not drop to its user\n")
+        os._exit(1)
+    umask = req.get("umask")
+    if isinstance(umask, int):
+        os.umask(umask)
+    home = req.get("home")
+    if isinstance(home, str) and home:
+        os.environ["HOME"] = home
+    user = req.get("user")
+    if isinstance(user, str) and user:
+        os.environ["USER"] = user
+        os.environ["LOGNAME"] = user
+    import site
+
+    # The user site of the user's HOME (the zygote computed its own, and did not use it).
+    site.USER_BASE = None
+    site.USER_SITE = None
+    site.ENABLE_USER_SITE = True
+
+
+def _become_kernel(fds, cwd, intermediate, req=None):
     """In a forked child: put the protocol fds in place and reset per-process state, so that what
     follows is indistinguishable from a freshly spawned runner."""
     import fcntl
@@ -1461,6 +1504,13 @@ def _become_kernel(fds, cwd, intermediate):
         os.setpgid(0, 0)
     except OSError:
         pass
+    # Before anything of the context's: its user (the zygote is the sandbox's root).
+    try:
+        _drop_to_user(req or {})
+    except Exception as e:  # noqa: BLE001 - never run the context as root
+        os.write(2, ("lizard: cannot become the context's user: %s\n" % _safe_str(e)).encode())
+        os._exit(1)
+    _set_not_dumpable()
     try:
         os.chdir(cwd)
     except OSError as e:
@@ -1493,6 +1543,9 @@ def _become_kernel(fds, cwd, intermediate):
 
 def main():
     global _PENDING_REPARENT
+    # A spawned kernel, or the zygote: not dumpable from the start (a forked kernel says so again
+    # after its uid change).
+    _set_not_dumpable()
     shell = _make_shell()
     # Warm the paths every first cell takes (cell compilation, AST transforms, the formatters),
     # invisibly: no history, no execution count, no `_`, no events (no run is active).

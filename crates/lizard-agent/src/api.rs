@@ -69,6 +69,9 @@ impl From<ContextError> for ApiError {
                 tracing::error!(error = ?c, "context cgroup");
                 ApiError::new(ErrorCode::Unavailable, format!("{e}: {}", error_chain(c)))
             }
+            ContextError::Kernel(crate::kernel::KernelError::NoFreeSlot(_)) => {
+                ApiError::new(ErrorCode::Conflict, e.to_string())
+            }
             ContextError::Kernel(k) => {
                 tracing::error!(error = ?k, "kernel start failed");
                 ApiError::new(ErrorCode::Unavailable, error_chain(k))

@@ -79,6 +79,14 @@ pub struct AgentArgs {
     /// it), once the sandbox has used JavaScript.
     #[arg(long, env = "LIZARD_JAVASCRIPT_SPARE", default_value_t = true, action = clap::ArgAction::Set)]
     pub javascript_spare: bool,
+    /// Run commands, terminals and the files API as this `UID:GID` (the sandbox user) instead of
+    /// as the agent (the sandbox's root), with no supplementary groups (see `crate::users`).
+    #[arg(long, env = "LIZARD_SANDBOX_USER")]
+    pub sandbox_user: Option<crate::users::Ids>,
+    /// Run each context's kernel as a uid of its own, `BASE + slot` for `slot < COUNT`
+    /// (`BASE:COUNT`; needs --sandbox-user, whose group they share). At most COUNT contexts.
+    #[arg(long, env = "LIZARD_CONTEXT_UIDS")]
+    pub context_uids: Option<crate::users::Ids>,
     /// Milliseconds a kernel may take to start.
     #[arg(long, env = "LIZARD_KERNEL_START_TIMEOUT_MS", default_value_t = 60000)]
     pub kernel_start_timeout_ms: u64,
@@ -132,6 +140,12 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         .clone()
         .or_else(|| args.kernel_env.as_ref().map(|e| e.join("node_modules")));
 
+    crate::users::init(args.sandbox_user, args.context_uids.map(|r| (r.uid, r.gid)));
+    if args.sandbox_user.is_some() {
+        // What user code and the files API make is the group's too (contexts share files
+        // through the sandbox user's group); the agent's own files stay its own (group 0).
+        lizard_jail::creds::set_umask(crate::users::USER_UMASK);
+    }
     let (run_dir, _tmp_guard) = match &args.run_dir {
         Some(d) => (d.clone(), None),
         None => {
@@ -148,12 +162,19 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         },
         node_path,
         bash: find_in_path(&args.bash).context("locating bash")?,
+        bash_kernel: None,
         run_dir: run_dir.clone(),
         start_timeout: Duration::from_millis(args.kernel_start_timeout_ms),
     };
+    let mut kernels = kernels;
     kernels
         .install_runners()
         .with_context(|| format!("writing kernel runners into {}", run_dir.display()))?;
+    if args.context_uids.is_some() && args.sandbox_user.is_some() {
+        kernels
+            .install_unreadable_bash()
+            .context("copying bash for the kernels")?;
+    }
     let default_cwd = match &args.default_cwd {
         Some(d) => d.clone(),
         None => {
@@ -268,10 +289,9 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
             _ = tokio::signal::ctrl_c() => {}
         }
     };
-    use axum::serve::ListenerExt;
-    let tcp = tcp.tap_io(|t| {
-        let _ = t.set_nodelay(true);
-    });
+    // Connections from a context's kernel (or from outside the sandbox's user namespace) are
+    // refused with a 403 before any request is read (`crate::peer`).
+    let tcp = crate::peer::CheckedListener(tcp);
     let tcp_server = axum::serve(tcp, app.clone()).into_future();
     // Before anything is served: `/ports` refuses the agent's own port.
     crate::ports::refuse_port(tcp_addr.port());

@@ -107,6 +107,9 @@ pub struct ContextHandle {
     pub limits: Option<ContextLimits>,
     /// The context's own cgroup (every kernel of the context joins it), when there is one.
     cgroup: Option<ContextCgroup>,
+    /// The context's own uid (every kernel of the context runs as it), with per-context uids;
+    /// given back once the context is gone and its cgroup empty.
+    uid_slot: Option<Arc<crate::users::UidSlot>>,
     /// OOM kills in the cgroup already reported.
     oom_seen: AtomicU64,
 }
@@ -129,6 +132,16 @@ impl ContextHandle {
             limits: self.limits,
             memory_bytes: self.cgroup.as_ref().and_then(|c| c.memory_bytes().ok()),
         }
+    }
+
+    /// The context's uid slot number (saved with a hibernated context).
+    pub fn uid_slot(&self) -> Option<u32> {
+        self.uid_slot.as_ref().map(|s| s.number())
+    }
+
+    /// The ids the context's kernels run as (`None`: the agent's own).
+    pub fn kernel_ids(&self) -> Option<crate::users::Ids> {
+        crate::users::kernel_ids(self.uid_slot.as_deref())
     }
 
     /// Whether the OOM killer killed something in the context's cgroup since the last call.
@@ -319,7 +332,7 @@ impl Contexts {
         cwd: Option<String>,
         limits: Option<ContextLimits>,
     ) -> Result<Arc<ContextHandle>, ContextError> {
-        self.create_with_id(ContextId(new_id()), language, cwd, false, limits)
+        self.create_with_id(ContextId(new_id()), language, cwd, false, limits, None)
             .await
     }
 
@@ -374,11 +387,12 @@ impl Contexts {
         cwd: Option<String>,
         is_default: bool,
     ) -> Result<Arc<ContextHandle>, ContextError> {
-        self.create_with_id(ContextId(new_id()), language, cwd, is_default, None)
+        self.create_with_id(ContextId(new_id()), language, cwd, is_default, None, None)
             .await
     }
 
-    /// Create a context with a given id (hibernation restores contexts under their old ids).
+    /// Create a context with a given id (hibernation restores contexts under their old ids, and
+    /// their old uid slots, `want_slot`, when free).
     pub(crate) async fn create_with_id(
         &self,
         id: ContextId,
@@ -386,6 +400,7 @@ impl Contexts {
         cwd: Option<String>,
         is_default: bool,
         limits: Option<ContextLimits>,
+        want_slot: Option<u32>,
     ) -> Result<Arc<ContextHandle>, ContextError> {
         let cwd = match cwd {
             Some(c) => {
@@ -404,16 +419,20 @@ impl Contexts {
         };
         let scratch = format!("ctx-{}", id.0);
         let limits = limits.filter(|l| !l.is_empty());
+        let mut uid_slot = match want_slot {
+            Some(n) => crate::users::take_slot(Some(n)).map_err(KernelError::from)?,
+            None => None,
+        };
         let cgroup = self.context_cgroup(&id, limits.as_ref())?;
         let kernel = match self
             .launcher
-            .start(language, &cwd, &scratch, cgroup.as_ref())
+            .start(language, &cwd, &scratch, cgroup.as_ref(), &mut uid_slot)
             .await
         {
             Ok(k) => k,
             Err(e) => {
                 if let Some(cg) = cgroup {
-                    remove_cgroup_later(cg);
+                    remove_cgroup_later(cg, uid_slot);
                 }
                 return Err(e.into());
             }
@@ -434,6 +453,7 @@ impl Contexts {
             scratch,
             limits,
             cgroup,
+            uid_slot,
             oom_seen: AtomicU64::new(0),
         });
         if let Ok(mut m) = self.map.write() {
@@ -494,7 +514,13 @@ impl Contexts {
         h.pid.store(0, Ordering::SeqCst);
         let k = self
             .launcher
-            .start(h.language, &h.cwd, &h.scratch, h.cgroup.as_ref())
+            .start(
+                h.language,
+                &h.cwd,
+                &h.scratch,
+                h.cgroup.as_ref(),
+                &mut h.uid_slot.clone(),
+            )
             .await?;
         h.pid.store(k.pid(), Ordering::SeqCst);
         *slot = Some(k);
@@ -523,8 +549,10 @@ impl Contexts {
         *slot = None; // Drop kills the group; the pump reaps it.
         h.pid.store(0, Ordering::SeqCst);
         drop(slot);
-        if let Some(cg) = h.cgroup.clone() {
-            remove_cgroup_later(cg);
+        match h.cgroup.clone() {
+            Some(cg) => remove_cgroup_later(cg, h.uid_slot.clone()),
+            // No cgroup to wait for: the uid goes back once the handle is gone.
+            None => drop(h),
         }
         Ok(())
     }
@@ -573,7 +601,13 @@ impl Contexts {
         if slot.is_none() {
             match self
                 .launcher
-                .start(h.language, &h.cwd, &h.scratch, h.cgroup.as_ref())
+                .start(
+                    h.language,
+                    &h.cwd,
+                    &h.scratch,
+                    h.cgroup.as_ref(),
+                    &mut h.uid_slot.clone(),
+                )
                 .await
             {
                 Ok(k) => {
@@ -809,7 +843,13 @@ impl Contexts {
                 // Start the replacement now, so the next run finds a ready kernel.
                 match self
                     .launcher
-                    .start(h.language, &h.cwd, &h.scratch, h.cgroup.as_ref())
+                    .start(
+                        h.language,
+                        &h.cwd,
+                        &h.scratch,
+                        h.cgroup.as_ref(),
+                        &mut h.uid_slot.clone(),
+                    )
                     .await
                 {
                     Ok(k) => {
@@ -831,11 +871,29 @@ impl Contexts {
 }
 
 /// Remove a context's cgroup once its processes are gone (in the background: the killed kernel's
-/// group may take a moment to exit). Whatever is left when the sandbox ends goes with its cgroup.
-fn remove_cgroup_later(cg: ContextCgroup) {
+/// group may take a moment to exit; whatever else of the context is still in it — a process that
+/// left the kernel's group — is killed). Then the context's uid (`slot`) is free again: never
+/// while a process of the context may still run as it. Whatever is left when the sandbox ends
+/// goes with its cgroup.
+fn remove_cgroup_later(cg: ContextCgroup, slot: Option<Arc<crate::users::UidSlot>>) {
     tokio::task::spawn_blocking(move || {
-        if let Err(e) = cg.remove_within(Duration::from_secs(10)) {
-            tracing::warn!(error = %e, "cannot remove a context's cgroup");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            cg.kill_all();
+            match cg.remove_within(Duration::from_millis(500)) {
+                Ok(()) => {
+                    drop(slot);
+                    return;
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    // The uid stays taken (`slot` is leaked): reusing it could hand a new
+                    // context a process of this one.
+                    tracing::warn!(error = %e, "cannot remove a context's cgroup; its uid stays taken");
+                    std::mem::forget(slot);
+                    return;
+                }
+                Err(_) => {}
+            }
         }
     });
 }

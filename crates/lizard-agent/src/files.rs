@@ -263,6 +263,61 @@ fn resolve_checked(base: &Path, path: &str) -> Result<PathBuf, FilesError> {
     Ok(path)
 }
 
+/// The file-system calls of this module, each on a blocking thread acting on files as the sandbox
+/// user (`crate::users::as_sandbox_user`): a path the user cannot reach is refused exactly as it
+/// would be to the user, and what is made is the user's. (Outside a sandbox: as the agent.)
+mod ufs {
+    use crate::users::as_sandbox_user as run;
+    use std::fs::{Metadata, Permissions};
+    use std::io;
+    use std::path::{Path, PathBuf};
+
+    pub async fn metadata(p: &Path) -> io::Result<Metadata> {
+        let p = p.to_path_buf();
+        run(move || std::fs::metadata(p)).await
+    }
+    pub async fn symlink_metadata(p: &Path) -> io::Result<Metadata> {
+        let p = p.to_path_buf();
+        run(move || std::fs::symlink_metadata(p)).await
+    }
+    pub async fn canonicalize(p: &Path) -> io::Result<PathBuf> {
+        let p = p.to_path_buf();
+        run(move || std::fs::canonicalize(p)).await
+    }
+    pub async fn create_dir_all(p: &Path) -> io::Result<()> {
+        let p = p.to_path_buf();
+        run(move || std::fs::create_dir_all(p)).await
+    }
+    pub async fn remove_file(p: &Path) -> io::Result<()> {
+        let p = p.to_path_buf();
+        run(move || std::fs::remove_file(p)).await
+    }
+    pub async fn remove_dir_all(p: &Path) -> io::Result<()> {
+        let p = p.to_path_buf();
+        run(move || std::fs::remove_dir_all(p)).await
+    }
+    pub async fn set_permissions(p: &Path, perm: Permissions) -> io::Result<()> {
+        let p = p.to_path_buf();
+        run(move || std::fs::set_permissions(p, perm)).await
+    }
+    pub async fn rename(from: &Path, to: &Path) -> io::Result<()> {
+        let (from, to) = (from.to_path_buf(), to.to_path_buf());
+        run(move || std::fs::rename(from, to)).await
+    }
+    /// Open with `opts`; the file's later reads and writes need no permission check.
+    pub async fn open(opts: std::fs::OpenOptions, p: &Path) -> io::Result<tokio::fs::File> {
+        let p = p.to_path_buf();
+        run(move || opts.open(p))
+            .await
+            .map(tokio::fs::File::from_std)
+    }
+    pub async fn open_read(p: &Path) -> io::Result<tokio::fs::File> {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.read(true);
+        open(opts, p).await
+    }
+}
+
 struct FilesState {
     base: PathBuf,
 }
@@ -290,7 +345,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(base: PathBuf) -> Router<S> {
 
 /// `mkdir -p dir`. A non-directory in the way is `NotADirectory` (not "already exists").
 async fn create_dirs(dir: &Path) -> Result<(), FilesError> {
-    match tokio::fs::create_dir_all(dir).await {
+    match ufs::create_dir_all(dir).await {
         Ok(()) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EEXIST | libc::ENOTDIR)) => {
             Err(FilesError::NotADirectory(dir.display().to_string()))
@@ -312,7 +367,7 @@ async fn read(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<Respons
 pub(crate) async fn read_file(base: &Path, path: &str) -> Result<Response, FilesError> {
     let path = resolve_checked(base, path)?;
     // Check before opening: opening a FIFO would wait for a writer.
-    let meta = tokio::fs::metadata(&path)
+    let meta = ufs::metadata(&path)
         .await
         .map_err(|e| FilesError::io("read", &path, e))?;
     if meta.is_dir() {
@@ -321,7 +376,7 @@ pub(crate) async fn read_file(base: &Path, path: &str) -> Result<Response, Files
     if !meta.is_file() {
         return Err(FilesError::NotAFile(path.display().to_string()));
     }
-    let file = tokio::fs::File::open(&path)
+    let file = ufs::open_read(&path)
         .await
         .map_err(|e| FilesError::io("open", &path, e))?;
     let file = file.into_std().await;
@@ -392,8 +447,8 @@ where
     let path = resolve_checked(base, path)?;
     // Through a symlink, the link's target is written (as `echo > link` would); a dangling link is
     // replaced.
-    let path = match tokio::fs::symlink_metadata(&path).await {
-        Ok(m) if m.file_type().is_symlink() => tokio::fs::canonicalize(&path).await.unwrap_or(path),
+    let path = match ufs::symlink_metadata(&path).await {
+        Ok(m) if m.file_type().is_symlink() => ufs::canonicalize(&path).await.unwrap_or(path),
         _ => path,
     };
     refuse_kernel_fs(&path)?;
@@ -401,14 +456,14 @@ where
         return Err(FilesError::Root("write"));
     };
     create_dirs(&parent).await?;
-    let existing = tokio::fs::metadata(&path).await.ok();
+    let existing = ufs::metadata(&path).await.ok();
     if existing.as_ref().is_some_and(|m| m.is_dir()) {
         return Err(FilesError::IsADirectory(path.display().to_string()));
     }
     let tmp = parent.join(format!("{UPLOAD_PREFIX}{}", crate::context::new_id()));
-    let mut opts = tokio::fs::OpenOptions::new();
+    let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
-    let (file, in_place) = match opts.open(&tmp).await {
+    let (file, in_place) = match ufs::open(opts, &tmp).await {
         Ok(f) => {
             let f = f.into_std().await;
             if let Err(e) = refuse_kernel_file(&f, &path) {
@@ -422,10 +477,9 @@ where
             if e.raw_os_error() == Some(libc::EACCES)
                 && existing.as_ref().is_some_and(|m| m.is_file()) =>
         {
-            let f = tokio::fs::OpenOptions::new()
-                .write(true)
-                .truncate(true)
-                .open(&path)
+            let mut opts = std::fs::OpenOptions::new();
+            opts.write(true).truncate(true);
+            let f = ufs::open(opts, &path)
                 .await
                 .map_err(|e| FilesError::io("write", &path, e))?;
             let f = f.into_std().await;
@@ -438,22 +492,22 @@ where
     let copied = copy_body(body, file, target, &path).await;
     if let Err(e) = copied {
         if !in_place {
-            let _ = tokio::fs::remove_file(&tmp).await;
+            let _ = ufs::remove_file(&tmp).await;
         }
         return Err(e);
     }
     if !in_place {
         if let Some(m) = &existing {
             let mode = m.permissions().mode() & 0o7777;
-            let _ = tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).await;
+            let _ = ufs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).await;
         }
-        if let Err(e) = tokio::fs::rename(&tmp, &path).await {
-            let _ = tokio::fs::remove_file(&tmp).await;
+        if let Err(e) = ufs::rename(&tmp, &path).await {
+            let _ = ufs::remove_file(&tmp).await;
             return Err(FilesError::io("write", &path, e));
         }
     }
     let names = Names::load().await;
-    let meta = tokio::fs::symlink_metadata(&path)
+    let meta = ufs::symlink_metadata(&path)
         .await
         .map_err(|e| FilesError::io("stat", &path, e))?;
     Ok(entry(&path, &meta, &names))
@@ -503,13 +557,13 @@ pub(crate) async fn remove_path(base: &Path, path: &str) -> Result<(), FilesErro
     if is_root(&path) {
         return Err(FilesError::Root("remove"));
     }
-    let meta = tokio::fs::symlink_metadata(&path)
+    let meta = ufs::symlink_metadata(&path)
         .await
         .map_err(|e| FilesError::io("remove", &path, e))?;
     let r = if meta.is_dir() {
-        tokio::fs::remove_dir_all(&path).await
+        ufs::remove_dir_all(&path).await
     } else {
-        tokio::fs::remove_file(&path).await
+        ufs::remove_file(&path).await
     };
     r.map_err(|e| FilesError::io("remove", &path, e))
 }
@@ -525,7 +579,7 @@ async fn stat(
 /// The entry at `path` (a symlink itself, not its target).
 pub(crate) async fn stat_path(base: &Path, path: &str) -> Result<EntryInfo, FilesError> {
     let path = resolve_checked(base, path)?;
-    let meta = tokio::fs::symlink_metadata(&path)
+    let meta = ufs::symlink_metadata(&path)
         .await
         .map_err(|e| FilesError::io("stat", &path, e))?;
     let names = Names::load().await;
@@ -553,7 +607,7 @@ pub(crate) async fn list_dir(
     if depth == 0 {
         return Err(FilesError::Depth);
     }
-    let meta = tokio::fs::metadata(&path)
+    let meta = ufs::metadata(&path)
         .await
         .map_err(|e| FilesError::io("list", &path, e))?;
     if !meta.is_dir() {
@@ -562,7 +616,9 @@ pub(crate) async fn list_dir(
     let names = Names::load().await;
     tokio::task::spawn_blocking(move || -> Result<Vec<EntryInfo>, FilesError> {
         let mut out = Vec::new();
-        walk(&path, depth, &names, &mut out, true)?;
+        let walked =
+            crate::users::with_sandbox_user(|| Ok(walk(&path, depth, &names, &mut out, true)));
+        walked.map_err(|e| FilesError::io("list", &path, e))??;
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
     })
@@ -616,11 +672,11 @@ async fn mkdir(
 /// `mkdir -p path`; `AlreadyExists` when something is there.
 pub(crate) async fn make_dir(base: &Path, path: &str) -> Result<EntryInfo, FilesError> {
     let path = resolve_checked(base, path)?;
-    if tokio::fs::symlink_metadata(&path).await.is_ok() {
+    if ufs::symlink_metadata(&path).await.is_ok() {
         return Err(FilesError::AlreadyExists(path.display().to_string()));
     }
     create_dirs(&path).await?;
-    let meta = tokio::fs::symlink_metadata(&path)
+    let meta = ufs::symlink_metadata(&path)
         .await
         .map_err(|e| FilesError::io("stat", &path, e))?;
     let names = Names::load().await;
@@ -646,25 +702,25 @@ pub(crate) async fn rename_path(
     if is_root(&from) || is_root(&to) {
         return Err(FilesError::Root("rename"));
     }
-    tokio::fs::symlink_metadata(&from)
+    ufs::symlink_metadata(&from)
         .await
         .map_err(|e| FilesError::io("rename", &from, e))?;
     if let Some(parent) = to.parent() {
         create_dirs(parent).await?;
     }
-    match tokio::fs::rename(&from, &to).await {
+    match ufs::rename(&from, &to).await {
         Ok(()) => {}
         // Across file systems (e.g. the home directory's overlay and the /tmp tmpfs) a rename is a
         // copy and a delete, which is what `mv` does (recursively, keeping modes and times).
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-            let out = crate::procs::output_owned(
-                tokio::process::Command::new("mv")
-                    .arg("--")
-                    .arg(&from)
-                    .arg(&to),
-            )
-            .await
-            .map_err(|e| FilesError::io("rename", &from, e))?;
+            let mut mv = tokio::process::Command::new("mv");
+            mv.arg("--").arg(&from).arg(&to);
+            if let Some(ids) = crate::users::sandbox_user() {
+                mv.uid(ids.uid).gid(ids.gid);
+            }
+            let out = crate::procs::output_owned(&mut mv)
+                .await
+                .map_err(|e| FilesError::io("rename", &from, e))?;
             if !out.status.success() {
                 return Err(FilesError::io(
                     "rename",
@@ -675,7 +731,7 @@ pub(crate) async fn rename_path(
         }
         Err(e) => return Err(FilesError::io("rename", &from, e)),
     }
-    let meta = tokio::fs::symlink_metadata(&to)
+    let meta = ufs::symlink_metadata(&to)
         .await
         .map_err(|e| FilesError::io("stat", &to, e))?;
     let names = Names::load().await;
@@ -818,7 +874,7 @@ pub(crate) async fn open_watch(
     recursive: bool,
 ) -> Result<(FsEvent, Watcher), FilesError> {
     let root = resolve_checked(base, path)?;
-    let meta = tokio::fs::metadata(&root)
+    let meta = ufs::metadata(&root)
         .await
         .map_err(|e| FilesError::io("watch", &root, e))?;
     let recursive = recursive && meta.is_dir();
@@ -827,7 +883,7 @@ pub(crate) async fn open_watch(
     // Events are read through the reactor from a dup of the (non-blocking) inotify fd.
     let events = ino.fd().try_clone().map_err(watch_err)?;
     let events = pipe::Receiver::from_owned_fd_unchecked(events).map_err(watch_err)?;
-    let root_watch = ino.watch(&root).map_err(watch_err)?;
+    let root_watch = crate::users::with_sandbox_user(|| ino.watch(&root)).map_err(watch_err)?;
     let mut w = Watcher {
         ino,
         events,
@@ -839,7 +895,7 @@ pub(crate) async fn open_watch(
         done: false,
     };
     if recursive {
-        w.watch_tree(&root, false);
+        w.watch_tree_as_user(&root, false);
     }
     let start = FsEvent {
         event_type: FsEventType::Start,
@@ -872,6 +928,14 @@ pub(crate) struct Watcher {
 }
 
 impl Watcher {
+    /// [`Watcher::watch_tree`] as the sandbox user (what it may not read is not watched).
+    fn watch_tree_as_user(&mut self, dir: &Path, skip_self: bool) {
+        let _ = crate::users::with_sandbox_user(|| {
+            self.watch_tree(dir, skip_self);
+            Ok(())
+        });
+    }
+
     /// Watch every directory below `dir` (and `dir` itself unless `skip_self`), without following
     /// symlinks.
     fn watch_tree(&mut self, dir: &Path, skip_self: bool) {
@@ -965,10 +1029,10 @@ impl Watcher {
                 } else if m.moved_to {
                     match moved_dirs.remove(&ev.cookie) {
                         Some(old) => self.rebase(&old, &path),
-                        None => self.watch_tree(&path, false),
+                        None => self.watch_tree_as_user(&path, false),
                     }
                 } else if m.create {
-                    self.watch_tree(&path, false);
+                    self.watch_tree_as_user(&path, false);
                 }
             }
         }

@@ -62,6 +62,35 @@ struct SavedContext {
     /// The context's limits (its new cgroup gets them again).
     #[serde(default)]
     limits: Option<lizard_proto::ContextLimits>,
+    /// The context's uid slot (`crate::users`): the restored context gets it back when free.
+    #[serde(default)]
+    uid_slot: Option<u32>,
+}
+
+/// Make `dir` the kernel's own (mode 0700, owner `ids`: no other context may read the state
+/// saved in it), and everything already in it (a restore by a kernel of another uid). Symlinks
+/// are never followed (`lchown`); the walk is bounded.
+fn give_to(dir: &Path, ids: Option<crate::users::Ids>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let Some(ids) = ids else { return Ok(()) };
+    let mut stack = vec![dir.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(p) = stack.pop() {
+        seen += 1;
+        if seen > 1_000_000 {
+            return Err(std::io::Error::other("too many saved files"));
+        }
+        std::os::unix::fs::lchown(&p, Some(ids.uid), Some(ids.gid))?;
+        let meta = std::fs::symlink_metadata(&p)?;
+        if meta.is_dir() {
+            for e in std::fs::read_dir(&p)? {
+                stack.push(e?.path());
+            }
+        }
+    }
+    Ok(())
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> HibernateError + '_ {
@@ -96,6 +125,9 @@ pub async fn snapshot(
     let mut reports = Vec::new();
     for h in contexts.handles() {
         let ctx_dir = dir.join(h.id.as_str());
+        if let Err(e) = give_to(&ctx_dir, h.kernel_ids()) {
+            tracing::warn!(context = %h.id, error = %e, "preparing the context's state directory");
+        }
         let (ok, items, lost) = match h.idle_kernel(BUSY_WAIT).await {
             None => (
                 false,
@@ -127,6 +159,7 @@ pub async fn snapshot(
             saved: ok,
             lost: lost.clone(),
             limits: h.limits,
+            uid_slot: h.uid_slot(),
         });
         reports.push(ContextReport {
             id: h.id.clone(),
@@ -163,7 +196,14 @@ pub async fn restore(contexts: &Contexts, dir: &Path) -> Result<HibernationRepor
         let mut lost = c.lost.clone();
         let cwd = c.cwd.is_dir().then(|| c.cwd.display().to_string());
         let h = match contexts
-            .create_with_id(c.id.clone(), c.language, cwd, c.is_default, c.limits)
+            .create_with_id(
+                c.id.clone(),
+                c.language,
+                cwd,
+                c.is_default,
+                c.limits,
+                c.uid_slot,
+            )
             .await
         {
             Ok(h) => h,
@@ -182,16 +222,15 @@ pub async fn restore(contexts: &Contexts, dir: &Path) -> Result<HibernationRepor
             contexts.set_default(&h).await;
         }
         let mut restored = Vec::new();
+        let ctx_dir = dir.join(c.id.as_str());
         if c.saved {
+            if let Err(e) = give_to(&ctx_dir, h.kernel_ids()) {
+                lost.extend(lost_all(format!("the saved state is unusable: {e}")));
+            }
             if let Some(mut slot) = h.idle_kernel(BUSY_WAIT).await {
                 if let Some(k) = slot.as_mut() {
                     match k
-                        .hibernate_op(
-                            HibernateOp::Restore,
-                            OP_ID,
-                            &dir.join(c.id.as_str()),
-                            KERNEL_OP_TIMEOUT,
-                        )
+                        .hibernate_op(HibernateOp::Restore, OP_ID, &ctx_dir, KERNEL_OP_TIMEOUT)
                         .await
                     {
                         Ok(a) => {

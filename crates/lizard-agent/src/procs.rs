@@ -674,11 +674,20 @@ impl Processes {
             .current_dir(&spec.cwd)
             .envs(&spec.env)
             .kill_on_drop(false);
+        // Inside a sandbox: the sandbox user, no supplementary groups (std drops them when the
+        // agent is root), no capabilities (the uid change clears them). Never the agent's root.
+        if let Some(ids) = crate::users::sandbox_user() {
+            cmd.uid(ids.uid).gid(ids.gid);
+        }
         let mut pty_master = None;
         match spec.pty {
             Some(size) => {
-                let pty =
-                    lizard_jail::pty::open(size.cols, size.rows).map_err(CommandError::Pty)?;
+                // Opened as the sandbox user: the terminal's slave (`/dev/pts/N`) is then the
+                // user's, as a login would make it (programs reopen it by name).
+                let pty = crate::users::with_sandbox_user(|| {
+                    lizard_jail::pty::open(size.cols, size.rows)
+                })
+                .map_err(CommandError::Pty)?;
                 let slave = |p: &lizard_jail::pty::Pty| {
                     p.slave
                         .try_clone()

@@ -534,6 +534,17 @@ impl Cgroup {
     }
 }
 
+impl Cgroup {
+    /// The directories of this cgroup that still exist (after [`Cgroup::remove`]: none). For a
+    /// caller that must know the host holds nothing of a sandbox any more.
+    pub fn remaining_dirs(&self) -> Vec<PathBuf> {
+        self.dirs()
+            .into_iter()
+            .filter(|d| fs::symlink_metadata(d).is_ok())
+            .collect()
+    }
+}
+
 fn check_name(name: &str) -> Result<(), CgroupError> {
     let ok = !name.is_empty()
         && name.len() <= 128
@@ -647,10 +658,71 @@ fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, CgroupError> {
     Ok(out)
 }
 
+/// At most this many cgroups are removed under one directory (each is one `rmdir`): more than a
+/// sandbox could ever hold (cgroup ids are a host-wide resource of ≈ 65k per controller), so a
+/// walk that gets this far is looping, not removing.
+pub const MAX_REMOVE_COUNT: usize = 1 << 20;
+/// At most this many levels below the removed directory: far deeper than `PATH_MAX` allows a path
+/// to go, which the walk below does not care about (it never builds a path).
+pub const MAX_REMOVE_DEPTH: usize = 1 << 16;
+
+/// Remove `dir` and every cgroup below it, bottom-up, by descriptor: the walk goes down with
+/// `openat(name)` and back up with `openat("..")`, removing each emptied child with
+/// `unlinkat(parent, name, AT_REMOVEDIR)`. It never builds a path, so a tree nested deeper than
+/// `PATH_MAX` (which a sandbox that could create cgroups might make) is removed like any other,
+/// and it holds two descriptors at a time whatever the depth. Symlinks are never followed
+/// (`O_NOFOLLOW`; cgroupfs has none). Bounded by [`MAX_REMOVE_DEPTH`] and [`MAX_REMOVE_COUNT`];
+/// a child still busy (its last process leaving) is retried until `deadline`.
 fn remove_tree(dir: &Path, deadline: Instant) -> Result<(), CgroupError> {
-    for sub in subdirs(dir)? {
-        remove_tree(&sub, deadline)?;
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::Mode;
+    use std::ffi::OsString;
+    use std::os::fd::OwnedFd;
+
+    let failed = |source: io::Error| CgroupError::Remove {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut cur: OwnedFd = match nix::fcntl::open(dir, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(nix::Error::ENOENT) => return Ok(()),
+        Err(e) => return Err(failed(e.into())),
+    };
+    // The names from `dir` down to `cur` (memory only: no descriptor per level).
+    let mut names: Vec<OsString> = Vec::new();
+    let mut removed = 0usize;
+    loop {
+        if let Some(child) = first_subdir(&cur).map_err(|e| failed(e.into()))? {
+            if names.len() >= MAX_REMOVE_DEPTH {
+                return Err(failed(io::Error::other(format!(
+                    "more than {MAX_REMOVE_DEPTH} levels of cgroups"
+                ))));
+            }
+            match openat(&cur, child.as_os_str(), flags, Mode::empty()) {
+                Ok(fd) => {
+                    cur = fd;
+                    names.push(child);
+                }
+                // Removed meanwhile: look again.
+                Err(nix::Error::ENOENT) => {}
+                Err(e) => return Err(failed(e.into())),
+            }
+            continue;
+        }
+        // `cur` has no children left: remove it from its parent, then go on with the parent.
+        let Some(name) = names.pop() else { break };
+        let parent = openat(&cur, "..", flags, Mode::empty()).map_err(|e| failed(e.into()))?;
+        cur = parent;
+        rmdir_at(&cur, &name, deadline).map_err(failed)?;
+        removed += 1;
+        if removed >= MAX_REMOVE_COUNT {
+            return Err(failed(io::Error::other(format!(
+                "more than {MAX_REMOVE_COUNT} cgroups"
+            ))));
+        }
     }
+    drop(cur);
     let mut pause = Duration::from_micros(200);
     loop {
         match fs::remove_dir(dir) {
@@ -660,12 +732,51 @@ fn remove_tree(dir: &Path, deadline: Instant) -> Result<(), CgroupError> {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
-            Err(source) => {
-                return Err(CgroupError::Remove {
-                    path: dir.to_path_buf(),
-                    source,
-                })
+            Err(source) => return Err(failed(source)),
+        }
+    }
+}
+
+/// The name of one subdirectory of the directory `fd` (not `.` or `..`), if it has any.
+fn first_subdir(fd: &std::os::fd::OwnedFd) -> nix::Result<Option<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStrExt;
+    // A fresh descriptor of the same directory: `Dir` takes ownership and reads from offset 0.
+    let dup = nix::fcntl::openat(
+        fd,
+        ".",
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let mut dir = nix::dir::Dir::from_fd(dup)?;
+    for entry in dir.iter() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        if entry.file_type() == Some(nix::dir::Type::Directory) {
+            return Ok(Some(std::ffi::OsStr::from_bytes(name).to_os_string()));
+        }
+    }
+    Ok(None)
+}
+
+/// `unlinkat(parent, name, AT_REMOVEDIR)`, retried while the cgroup is busy (until `deadline`); a
+/// cgroup already gone is removed.
+fn rmdir_at(
+    parent: &std::os::fd::OwnedFd,
+    name: &std::ffi::OsStr,
+    deadline: Instant,
+) -> io::Result<()> {
+    let mut pause = Duration::from_micros(200);
+    loop {
+        match nix::unistd::unlinkat(parent, name, nix::unistd::UnlinkatFlags::RemoveDir) {
+            Ok(()) | Err(nix::Error::ENOENT) => return Ok(()),
+            Err(nix::Error::EBUSY) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
             }
+            Err(e) => return Err(e.into()),
         }
     }
 }

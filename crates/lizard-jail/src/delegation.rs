@@ -1,18 +1,21 @@
-//! Per-context cgroups: a sub-tree of a sandbox's cgroup delegated to the sandbox's own user, and
-//! the sandbox's side of it (one child cgroup per context, with optional memory and CPU limits).
+//! Per-context cgroups: a sub-tree of a sandbox's cgroup delegated to the sandbox's PID 1 (in a
+//! Lizard sandbox the agent, the sandbox's root — never the uid user code runs as), and the
+//! sandbox's side of it (one child cgroup per context, with optional memory and CPU limits).
 //!
 //! **Launcher side** ([`delegate`], host root): in each of the sandbox cgroup's v1 `memory`, `cpu`
 //! and `cpuacct` directories, a child `ctx/` whose limits equal the sandbox's (so the sandbox can
-//! read its ceiling) and whose directory, `cgroup.procs` and `tasks` (nothing else) belong to the
-//! sandbox user's host ids. The launcher bind-mounts each `ctx/` at
-//! `/sys/fs/cgroup/<controller>` inside ([`MOUNT_DIR`]). The sandbox can create children there
-//! (their files are owned by their creator, so it can set their limits) and move its own
-//! processes into them; it cannot write the limit files of `ctx/` or of the sandbox cgroup
+//! read its ceiling) and whose directory, `cgroup.procs` and `tasks` (nothing else) belong to
+//! PID 1's host ids. The launcher bind-mounts each `ctx/` at
+//! `/sys/fs/cgroup/<controller>` inside ([`MOUNT_DIR`]). PID 1 can create children there
+//! (their files are owned by their creator, so it can set their limits) and move processes of its
+//! own uid into them (cgroup v1 refuses a writer that is not the host's root any other uid's
+//! process: a kernel joins while it is still root, then drops its ids); other uids can do none of
+//! this. PID 1 cannot write the limit files of `ctx/` or of the sandbox cgroup
 //! (root-owned), cannot reach a parent (the bind mount's root is `ctx/`), and v1 limits are
 //! hierarchical (`memory.use_hierarchy` is always 1 since Linux 6.x; checked), so no child can use
 //! more than the sandbox.
 //!
-//! **Sandbox side** ([`Delegation`], the agent, unprivileged): [`Delegation::open`] finds the
+//! **Sandbox side** ([`Delegation`], the agent, not the host's root): [`Delegation::open`] finds the
 //! delegated directories, [`Delegation::ceiling`] reads the sandbox's limits from them,
 //! [`Delegation::create`] makes one context's cgroup, and [`ContextCgroup`] opens its
 //! `cgroup.procs` files (for [`crate::process::join_cgroups_on_exec`]), reads its memory use and
@@ -298,6 +301,22 @@ impl ContextCgroup {
             write(&d.join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
+    }
+
+    /// SIGKILL every process in this cgroup (as its `cgroup.procs` lists them now). The caller
+    /// needs the right to signal them (the agent has CAP_KILL in the sandbox).
+    pub fn kill_all(&self) {
+        let Ok(text) = read(self.memory.join("cgroup.procs")) else {
+            return;
+        };
+        for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            if pid > 0 {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
     }
 
     /// Memory currently charged to the context's processes, in bytes.

@@ -21,6 +21,7 @@
 //! projects or billing: it starts programs and hands back handles (pids, fds, paths).
 
 pub mod cgroup;
+pub mod creds;
 pub mod delegation;
 pub mod disk;
 pub mod exe;

@@ -119,6 +119,30 @@ pub(crate) fn drop_bounding_set() -> io::Result<()> {
     Ok(())
 }
 
+/// Drop every capability not in `keep` (bit n = capability n) from the bounding set. Needs
+/// CAP_SETPCAP.
+pub(crate) fn drop_bounding_set_except(keep: u64) -> io::Result<()> {
+    for cap in 0..=63u32 {
+        if keep & (1 << cap) != 0 {
+            continue;
+        }
+        match prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0) {
+            Ok(()) => {}
+            // Past the kernel's last capability.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && cap > 0 => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// `linux/securebits.h`.
+pub(crate) const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+pub(crate) const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+pub(crate) const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
+pub(crate) const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+pub(crate) const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+
 /// Clear the ambient capability set.
 pub(crate) fn clear_ambient() -> io::Result<()> {
     prctl(
@@ -141,6 +165,16 @@ pub(crate) fn clear_capabilities() -> io::Result<()> {
 /// Set the effective, permitted and inheritable capability sets of the calling thread to `caps`
 /// (bit n = capability n). Async-signal-safe (one system call, no allocation).
 fn set_capabilities(caps: u64) -> io::Result<()> {
+    set_capability_sets(caps, caps, caps)
+}
+
+/// Set the calling thread's effective, permitted and inheritable capability sets (bit n =
+/// capability n). Async-signal-safe (one system call, no allocation).
+pub(crate) fn set_capability_sets(
+    effective: u64,
+    permitted: u64,
+    inheritable: u64,
+) -> io::Result<()> {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -158,12 +192,12 @@ fn set_capabilities(caps: u64) -> io::Result<()> {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
     };
-    let word = |w: u32| Data {
-        effective: w,
-        permitted: w,
-        inheritable: w,
+    let word = |shift: u32| Data {
+        effective: (effective >> shift) as u32,
+        permitted: (permitted >> shift) as u32,
+        inheritable: (inheritable >> shift) as u32,
     };
-    let data = [word(caps as u32), word((caps >> 32) as u32)];
+    let data = [word(0), word(32)];
     // SAFETY: capset(2) with a version-3 header (pid 0 = the calling thread) reads exactly two
     // `__user_cap_data_struct`s, which `data` provides with the kernel's layout; both live on the
     // stack for the duration of the call. The kernel refuses (EPERM) anything but a subset of the

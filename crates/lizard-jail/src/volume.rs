@@ -1,6 +1,6 @@
 //! Host side of persistent volumes: a volume is a sparse ext4 image file, loop-mounted by the
 //! server (host root) at a directory of its own. This module creates the image (`mkfs.ext4`, root
-//! directory owned by the sandbox user's host ids, mode 0755, no `lost+found`), mounts it
+//! directory owned by the sandbox user's host ids, mode 02775, no `lost+found`), mounts it
 //! (`mount -o loop,nosuid,nodev,discard`), tells whether it is mounted, unmounts it, and reports how
 //! many bytes are in use.
 //!
@@ -65,7 +65,7 @@ fn run(program: &'static str, cmd: &mut Command, path: &Path) -> Result<(), Volu
 }
 
 /// Create a sparse ext4 image of `size_bytes` at `image` (which must not exist) whose root
-/// directory is owned by `owner` (host uid, gid) with mode 0755, and mount it at `mountpoint`
+/// directory is owned by `owner` (host uid, gid) with mode 02775 (setgid, group-writable), and mount it at `mountpoint`
 /// (created). On error nothing is left behind.
 pub fn create_image(
     image: &Path,
@@ -106,7 +106,9 @@ pub fn create_image(
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("removing lost+found", &lf)(e)),
         }
-        std::fs::set_permissions(mountpoint, std::fs::Permissions::from_mode(0o755))
+        // Setgid and group-writable, like the sandbox user's home: contexts run as uids of their
+        // own in the user's group and share files through it.
+        std::fs::set_permissions(mountpoint, std::fs::Permissions::from_mode(0o2775))
             .map_err(io_err("chmod of the volume root", mountpoint))?;
         Ok(())
     })();
@@ -263,7 +265,7 @@ mod tests {
         create_image(&img, &mnt, MIN_SIZE_BYTES, (4242, 4243)).unwrap();
         assert!(is_mounted(&mnt));
         let m = std::fs::metadata(&mnt).unwrap();
-        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (4242, 4243, 0o755));
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (4242, 4243, 0o2775));
         assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0);
         // Idempotent mount.
         mount(&img, &mnt).unwrap();

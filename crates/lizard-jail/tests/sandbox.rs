@@ -822,3 +822,127 @@ fn delegated_context_cgroups() {
     drop(sb);
     assert!(!memory.exists(), "{} left behind", memory.display());
 }
+
+/// PID 1 as the sandbox's root with `keep_caps`: uid 0 inside, exactly the kept capabilities in
+/// its bounding, effective and permitted sets (and after an exec as root), no ambient ones,
+/// `no_new_privs`; a process that changes to another uid has none left and cannot signal PID 1
+/// (EPERM), nor make, enter or write anything in the delegated cgroups, which are root's; the
+/// capabilities give nothing over the sandbox's namespaces (no mount, no new user namespace).
+#[test]
+fn pid1_is_the_sandboxs_root_with_only_the_kept_capabilities() {
+    use lizard_jail::sandbox::{Capability, UserSpec};
+    let t = TestDir::new();
+    let mut spec = t.spec(
+        &unique_id("rootcaps"),
+        r#"
+        C=/sys/fs/cgroup
+        while read -r k v; do
+          case $k in Uid:|CapEff:|CapPrm:|CapInh:|CapBnd:|CapAmb:|NoNewPrivs:) echo "pid1_${k%:}=$v";; esac
+        done < /proc/self/status
+        echo "child_eff=$(bash -c 'grep CapEff /proc/self/status | tr -d "[:space:]"')"
+        mkdir $C/memory/c1 && echo "root_mkdir=yes"
+        echo "unshare_user=$(unshare -U true 2>&1 | head -c 60)"
+        echo "mount_syscall=$(perl -e 'syscall(165, 0, 0, 0, 0, 0) == -1 and print "$!"')"
+        perl -e '
+
+          $( = $) = "1000 1000"; $< = $> = 1000;
+          open(my $s, "<", "/proc/self/status"); while (<$s>) { print "user_$1=$2\n" if /^(CapEff|CapPrm|Uid):\s+(.*)$/ }
+          print "kill1=", (kill("TERM", 1) ? "sent" : "$!"), "\n";
+          print "mkdir=", (mkdir("/sys/fs/cgroup/memory/x") ? "made" : "$!"), "\n";
+          print "limit=", (open(my $l, ">", "/sys/fs/cgroup/memory/c1/memory.limit_in_bytes") ? "opened" : "$!"), "\n";
+          print "procs=", (open(my $p, ">", "/sys/fs/cgroup/memory/c1/cgroup.procs") ? "opened" : "$!"), "\n";
+        '
+        sleep 100 & echo started=yes; wait
+        "#,
+    );
+    spec.user = UserSpec { uid: 0, gid: 0 };
+    spec.keep_caps = vec![
+        Capability::Setuid,
+        Capability::Setgid,
+        Capability::Kill,
+        Capability::Chown,
+        Capability::Fowner,
+        Capability::DacOverride,
+    ];
+    spec.context_cgroups = true;
+    let sb = launch(&spec).unwrap();
+    poll(Duration::from_secs(20), "the script to finish", || {
+        t.log().contains("started=yes").then_some(())
+    });
+    let f = facts(&t.log());
+    let mask = format!("{:016x}", Capability::mask(&spec.keep_caps));
+    assert_eq!(mask, "00000000000000eb");
+    assert_eq!(
+        f["pid1_Uid"].split_whitespace().collect::<Vec<_>>(),
+        ["0"; 4],
+        "{}",
+        t.log()
+    );
+    for k in ["pid1_CapEff", "pid1_CapPrm", "pid1_CapBnd"] {
+        assert_eq!(f[k], mask, "{k}: {}", t.log());
+    }
+    assert_eq!(f["pid1_CapInh"], "0000000000000000");
+    assert_eq!(f["pid1_CapAmb"], "0000000000000000");
+    assert_eq!(f["pid1_NoNewPrivs"], "1");
+    assert_eq!(f["child_eff"], format!("CapEff:{mask}"), "{}", t.log());
+    assert_eq!(f["root_mkdir"], "yes", "{}", t.log());
+    assert!(!f["unshare_user"].is_empty(), "{}", t.log());
+    assert_eq!(f["mount_syscall"], "Operation not permitted");
+    assert_eq!(
+        f["user_Uid"].split_whitespace().collect::<Vec<_>>(),
+        ["1000"; 4],
+        "{}",
+        t.log()
+    );
+    assert_eq!(f["user_CapEff"], "0000000000000000");
+    assert_eq!(f["user_CapPrm"], "0000000000000000");
+    assert_eq!(f["kill1"], "Operation not permitted", "{}", t.log());
+    assert_eq!(f["mkdir"], "Permission denied", "{}", t.log());
+    assert_eq!(f["limit"], "Permission denied", "{}", t.log());
+    assert_eq!(f["procs"], "Permission denied", "{}", t.log());
+    let CgroupPaths::V1 { memory, .. } = sb.cgroup().paths().clone() else {
+        return;
+    };
+    let owner = fs::metadata(memory.join("ctx")).unwrap();
+    assert_eq!(
+        (owner.uid(), owner.gid()),
+        (SHIFT, SHIFT),
+        "ctx/ is the sandbox root's"
+    );
+    drop(sb);
+    assert!(!memory.exists(), "{} left behind", memory.display());
+}
+
+/// A cgroup tree nested deeper than `PATH_MAX` (made with `mkdirat`, as no path can name its
+/// bottom) is removed with its cgroup, bottom-up, by descriptor.
+#[test]
+fn a_cgroup_tree_deeper_than_path_max_is_removed() {
+    use lizard_jail::cgroup::{Cgroup, CgroupLimits};
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::Mode;
+    let cg = Cgroup::create(&unique_id("deep"), &CgroupLimits::default()).unwrap();
+    let top = match cg.paths().clone() {
+        CgroupPaths::V1 { memory, .. } => memory,
+        CgroupPaths::V2 { path } => path,
+    };
+    let name = "d".repeat(200);
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut fd = nix::fcntl::open(&top, flags, Mode::empty()).unwrap();
+    let levels = 30; // 30 × 201 bytes: past PATH_MAX (4096)
+    for _ in 0..levels {
+        nix::sys::stat::mkdirat(&fd, name.as_str(), Mode::from_bits_truncate(0o755)).unwrap();
+        fd = openat(&fd, name.as_str(), flags, Mode::empty()).unwrap();
+    }
+    // A few siblings on the way, so the walk goes up and down again.
+    nix::sys::stat::mkdirat(&fd, "leaf", Mode::from_bits_truncate(0o755)).unwrap();
+    drop(fd);
+    let deep = top.join(
+        std::iter::repeat_n(name.as_str(), levels)
+            .collect::<Vec<_>>()
+            .join("/"),
+    );
+    assert!(deep.as_os_str().len() > 4096);
+    cg.remove().unwrap();
+    assert!(cg.remaining_dirs().is_empty(), "{:?}", cg.remaining_dirs());
+    assert!(!top.exists());
+}

@@ -32,7 +32,9 @@ use crate::agent_client::AgentClient;
 use crate::store::{now_ms, SandboxRow, Store, StoreError, StoredState, VolumeRow};
 use crate::volumes::{VolumeError, Volumes};
 use lizard_jail::cgroup::Cgroup;
-use lizard_jail::sandbox::{Bind, IdMap, InheritFd, Limits, RootfsSpec, SandboxSpec, UserSpec};
+use lizard_jail::sandbox::{
+    Bind, Capability, IdMap, InheritFd, Limits, RootfsSpec, SandboxSpec, UserSpec,
+};
 use lizard_proto::{
     HibernationReport, LimitsRequest, NetworkRequest, SandboxLimits, SandboxVolume, TimeoutAction,
     VolumeMountRequest,
@@ -935,11 +937,12 @@ impl Sandboxes {
         crate::host_logs::ensure_drains(&dir);
         // The run dir (hibernation's saved state) lives on the sandbox's own disk image: a bind
         // from there shows `/run` in the sandbox's mountinfo, not a host path. The agent (the
-        // sandbox's user) writes there; the host changes only the directory itself, through a
+        // sandbox's root) writes there; the host changes only the directory itself, through a
         // descriptor opened without following links (the disk's root is not the sandbox's).
         let owned_run = {
             let disk = disk.clone();
-            let owner = (host_base + meta.user.uid, host_base + meta.user.gid);
+            // The agent's: it runs as the sandbox's root (user code cannot write there).
+            let owner = (host_base, host_base);
             tokio::task::spawn_blocking(move || {
                 lizard_jail::hostpath::TrustedDir::open(&disk)
                     .and_then(|d| d.own_subdir("run".as_ref(), owner.0, owner.1, 0o755))
@@ -1066,6 +1069,16 @@ impl Sandboxes {
             "/tmp/.lizard-agent".into(),
             "--context-cgroups".into(),
             lizard_jail::delegation::MOUNT_DIR.into(),
+            // The agent is the sandbox's root (`user` and `keep_caps` below); everything user code
+            // runs, it runs as the sandbox user, each context's kernel as a uid of its own.
+            "--sandbox-user".into(),
+            format!("{}:{}", meta.user.uid, meta.user.gid),
+            "--context-uids".into(),
+            format!(
+                "{}:{}",
+                lizard_template::meta::CONTEXT_UID_BASE,
+                lizard_template::meta::CONTEXT_UIDS
+            ),
         ];
         if prestart {
             // Most first runs are Python: start that kernel while the client is still talking.
@@ -1098,10 +1111,9 @@ impl Sandboxes {
                 count: 65536,
             },
             layer_id_base: None,
-            user: UserSpec {
-                uid: meta.user.uid,
-                gid: meta.user.gid,
-            },
+            // PID 1, the agent, is the sandbox's root with only the capabilities it needs to run
+            // user code as other users (see SECURITY.md, "The agent is the sandbox's root").
+            user: UserSpec { uid: 0, gid: 0 },
             cwd: PathBuf::from(&meta.user.home),
             // argv[0] only (the template's placeholder path): the agent runs from the sealed copy.
             program: PathBuf::from(&meta.lizard_bin),
@@ -1122,6 +1134,7 @@ impl Sandboxes {
                 nofile: Some(4096),
                 ptys_max: Some(lizard_jail::sandbox::DEFAULT_PTYS_MAX),
             },
+            keep_caps: AGENT_CAPS.to_vec(),
             context_cgroups: true,
             log_path: crate::host_logs::pipe_path(&dir.join("agent.log")),
             // fd 3: the agent's socket, in the sandbox's root-only directory on the host.
@@ -1937,6 +1950,19 @@ fn parse_mem_available_mb(meminfo: &str) -> Option<u64> {
     Some(kib / 1024)
 }
 
+/// The capabilities a sandbox's agent keeps (the sandbox's whole bounding set): changing ids to run
+/// user code as the sandbox user and the context uids (and `setfsuid` for the files API),
+/// signalling those processes, and giving saved state to, and reading it from, the context that
+/// owns it. Nothing that reaches a namespace, the kernel or the host.
+pub const AGENT_CAPS: [Capability; 6] = [
+    Capability::Setuid,
+    Capability::Setgid,
+    Capability::Kill,
+    Capability::Chown,
+    Capability::Fowner,
+    Capability::DacOverride,
+];
+
 /// After a failed launch: a new sandbox is destroyed; a hibernated one only loses its processes
 /// and cgroup (its directory holds the user's files and saved state).
 fn destroy_or_stop(rt: &Runtime, fresh: bool) {
@@ -2107,6 +2133,31 @@ fn remove_files(dir: &Path, disk: Option<&Path>) {
     }
 }
 
+/// After a kill: the sandbox's cgroup directories must be gone (host-wide cgroup ids are a shared
+/// resource). If any is left, say so loudly and keep trying in the background (killing what may
+/// still be in it), a bounded number of times.
+fn verify_cgroup_gone(cgroup: &Cgroup) {
+    let left = cgroup.remaining_dirs();
+    if left.is_empty() {
+        return;
+    }
+    tracing::error!(dirs = ?left, "a killed sandbox's cgroup is still there; retrying in the background");
+    let cgroup = cgroup.clone();
+    std::thread::spawn(move || {
+        for attempt in 1..=30u32 {
+            std::thread::sleep(Duration::from_secs(u64::from(attempt.min(10))));
+            let _ = cgroup.kill_all();
+            let _ = cgroup.remove();
+            let left = cgroup.remaining_dirs();
+            if left.is_empty() {
+                tracing::info!(attempt, "a killed sandbox's cgroup is gone at last");
+                return;
+            }
+            tracing::error!(attempt, dirs = ?left, "a killed sandbox's cgroup is still there");
+        }
+    });
+}
+
 /// Kill every process of the sandbox (slirp4netns included) and remove its cgroup, its disk and
 /// its files (blocking).
 fn destroy(rt: &Runtime) {
@@ -2116,6 +2167,7 @@ fn destroy(rt: &Runtime) {
     if let Err(e) = rt.cgroup.remove() {
         tracing::warn!(error = %e, "removing the sandbox's cgroup");
     }
+    verify_cgroup_gone(&rt.cgroup);
     remove_files(&rt.dir, rt.disk.as_deref());
     if let (Some(build), Some(id)) = (&rt.template_dir, rt.dir.file_name()) {
         lizard_template::store::unpin(build, &id.to_string_lossy());

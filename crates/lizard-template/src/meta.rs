@@ -12,10 +12,17 @@ use crate::spec::LoadedSpec;
 
 /// Where the sandbox launcher bind-mounts the real `lizard` binary (an empty file in the template).
 pub const LIZARD_BIN: &str = "/opt/lizard/bin/lizard";
-/// Where the launcher bind-mounts the agent's socket directory (an empty directory owned by the user).
+/// Where the launcher bind-mounts the agent's socket directory (an empty directory, the sandbox
+/// root's).
 pub const AGENT_DIR: &str = "/run/lizard";
 /// Where the Node binary is installed.
 pub const NODE_BIN: &str = "/usr/local/bin/node";
+/// The first of the uids the agent runs context kernels as (one per context: `CONTEXT_UID_BASE + slot`,
+/// slot `0..CONTEXT_UIDS`), each with the sandbox user's group as its primary group. The template
+/// lists them in `/etc/passwd` as `ctx<slot>` with the sandbox user's home.
+pub const CONTEXT_UID_BASE: u32 = 2000;
+/// How many context uids there are: at most this many contexts per sandbox.
+pub const CONTEXT_UIDS: u32 = 64;
 /// The hostname written into the template (a sandbox sets its own in its UTS namespace).
 pub const HOSTNAME: &str = "lizard";
 /// The default PATH after the venv's `bin` (Debian's usual order).

@@ -89,6 +89,23 @@ pub fn chown_tree(step: &'static str, root: &Path, uid: u32, gid: u32) -> Result
     })
 }
 
+/// Makes `root` and everything under it writable by its group (`g+w`, and `g+s` on directories,
+/// so that new files get the directory's group); symlinks are left alone.
+pub fn group_writable(step: &'static str, root: &Path) -> Result<()> {
+    walk(step, root, &mut |path, md| {
+        if md.file_type().is_symlink() {
+            return Ok(());
+        }
+        let extra = if md.is_dir() { 0o2070 } else { 0o060 };
+        let mode = (md.mode() & 0o7777) | extra;
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).at(
+            step,
+            "setting the mode of",
+            path,
+        )
+    })
+}
+
 /// Moves every owner in the tree up by `base` (see the module docs for setuid bits and devices).
 /// Fails if an owner is already outside `0..65536` (for example a tree shifted twice).
 pub fn shift_ownership(step: &'static str, root: &Path, base: u32) -> Result<ShiftReport> {

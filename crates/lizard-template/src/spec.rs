@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Result, TemplateError};
 
 /// Bump when the build steps change in a way that changes the result: every cache key changes with it.
-pub const BUILDER_VERSION: u32 = 1;
+pub const BUILDER_VERSION: u32 = 2;
 
 /// The built-in templates: (name, spec text). A binary run from anywhere can build these.
 const BUILTIN_SPECS: &[(&str, &str)] = &[(

@@ -63,41 +63,41 @@ async fn the_sandbox_cannot_redirect_the_servers_channel_to_its_agent() {
     let host = HostSocket::start();
     let b_socket = runtime_json(&s, &b)["socket"].as_str().unwrap().to_string();
 
+    // `/run/lizard` is the sandbox's root's (the agent's); user code cannot write it any more, but
+    // the agent is untrusted too: plant what the sandbox's root could, in the directory's host
+    // path (`disk/run`, the same directory).
+    let run_dir = s
+        .data_dir
+        .path()
+        .join("sandboxes")
+        .join(&a)
+        .join("disk/run");
+    let (out, _) = s.sh(&a, "touch /run/lizard/x 2>&1; echo rc=$?").await;
+    assert!(
+        out.contains("Permission denied"),
+        "user code writes /run/lizard: {out}"
+    );
     let plant = |target: &str| {
-        format!(
-            "cd /run/lizard && {{ [ -e agent.sock ] && mv agent.sock agent.sock.orig; true; }} && \
-             rm -f agent.sock && ln -s {target} agent.sock && readlink agent.sock"
-        )
+        let link = run_dir.join("agent.sock");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        std::fs::read_link(&link).unwrap().display().to_string()
     };
     // 1. A symlink to the other project's sandbox's agent.
-    let (out, _) = s.sh(&a, &plant(&b_socket)).await;
+    let out = plant(&b_socket);
     assert_eq!(out.trim(), b_socket);
     for _ in 0..3 {
         assert_eq!(python(&s, &a, "print(who); from_a = 1").await.trim(), "A");
     }
     // 2. A symlink to a root-only host socket.
-    let (out, _) = s.sh(&a, &plant(host.path.to_str().unwrap())).await;
+    let out = plant(host.path.to_str().unwrap());
     assert_eq!(out.trim(), host.path.to_str().unwrap());
     for _ in 0..3 {
         assert_eq!(python(&s, &a, "print(who)").await.trim(), "A");
     }
     // 3. A fake agent of its own at the old path (it answers every request with "fake").
-    let fake = r#"rm -f /run/lizard/agent.sock
-nohup python3 -c '
-import socket
-s = socket.socket(socket.AF_UNIX)
-s.bind("/run/lizard/agent.sock")
-s.listen(16)
-while True:
-    c, _ = s.accept()
-    c.recv(65536)
-    c.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 6\r\n\r\n\"fake\"")
-    c.close()
-' >/dev/null 2>&1 &
-for i in $(seq 100); do [ -S /run/lizard/agent.sock ] && break; sleep 0.1; done
-[ -S /run/lizard/agent.sock ] && echo listening"#;
-    let (out, _) = s.sh(&a, fake).await;
-    assert_eq!(out.trim(), "listening");
+    let _ = std::fs::remove_file(run_dir.join("agent.sock"));
+    fake_listener(&run_dir.join("agent.sock"), true);
     for _ in 0..3 {
         assert_eq!(python(&s, &a, "print(who)").await.trim(), "A");
     }
@@ -179,6 +179,26 @@ fn loop_devices_backing(image: &Path) -> Vec<String> {
         .collect()
 }
 
+/// A Unix listener at `path` served by a thread of the test (accepting and closing, or answering
+/// every request with "fake" when `answer`), as the sandbox's root could plant one at a path in
+/// its run directory.
+fn fake_listener(path: &std::path::Path, answer: bool) {
+    use std::io::{Read, Write};
+    let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            if answer {
+                let mut buf = [0u8; 65536];
+                let _ = c.read(&mut buf);
+                let _ = c.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 6\r\n\r\n\"fake\"",
+                );
+            }
+        }
+    });
+}
+
 fn stored_state(s: &Server, id: &str) -> Option<lizard_server::store::StoredState> {
     let store = lizard_server::store::Store::open(&s.data_dir.path().join("lizard.db")).ok()?;
     store.get_sandbox(id).ok().flatten().map(|r| r.state)
@@ -198,7 +218,11 @@ async fn pid_1_ignores_signals_from_inside_and_its_death_is_cleaned_up() {
              sleep 1",
         )
         .await;
-    assert!(out.contains("term=0"), "{out}");
+    // The agent is the sandbox's root, user code is not: the signals are refused outright.
+    assert!(
+        out.contains("term=1") && out.contains("int=1") && out.contains("kill=1"),
+        "{out}"
+    );
     for _ in 0..3 {
         assert_eq!(python(&s, &id, "print(kept)").await.trim(), "42");
     }
@@ -267,23 +291,9 @@ async fn a_sandbox_with_its_socket_inside_is_not_adopted() {
     let keep = s.create(&s.admin_key.clone(), json!({})).await;
     python(&s, &keep, "v = 7").await;
     let old_dir = s.data_dir.path().join("sandboxes").join(&old);
-    // A listener where the old layout's socket was, as code in the sandbox could plant.
-    let (out, _) = s
-        .sh(
-            &old,
-            r#"nohup python3 -c '
-import socket
-s = socket.socket(socket.AF_UNIX)
-s.bind("/run/lizard/agent.sock")
-s.listen(16)
-while True:
-    s.accept()[0].close()
-' >/dev/null 2>&1 &
-for i in $(seq 100); do [ -S /run/lizard/agent.sock ] && break; sleep 0.1; done
-[ -S /run/lizard/agent.sock ] && echo listening"#,
-        )
-        .await;
-    assert_eq!(out.trim(), "listening");
+    // A listener where the old layout's socket was, as the sandbox's root (a compromised agent)
+    // could plant: in the directory's host path.
+    fake_listener(&old_dir.join("disk/run/agent.sock"), false);
     let data = s.stop("-TERM");
     {
         let store = lizard_server::store::Store::open(&data.path().join("lizard.db")).unwrap();

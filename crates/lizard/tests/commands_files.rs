@@ -485,7 +485,8 @@ async fn files_through_the_server() {
     assert_eq!(e["path"], "/home/user/docs/readme.txt");
     assert_eq!(
         (e["owner"].as_str(), e["group"].as_str(), e["mode"].as_u64()),
-        (Some("user"), Some("user"), Some(0o644))
+        // umask 0002: the group's too (contexts share files through it).
+        (Some("user"), Some("user"), Some(0o664))
     );
     assert_eq!(get("docs/readme.txt").await, (200, Bytes::from("hello\n")));
     assert_eq!(get("/home/user/docs/readme.txt").await.1, "hello\n");
@@ -515,7 +516,7 @@ async fn files_through_the_server() {
         .await;
     assert_eq!(
         (r.body["type"].as_str(), r.body["permissions"].as_str()),
-        (Some("dir"), Some("drwxr-xr-x")),
+        (Some("dir"), Some("drwxrwsr-x")), // setgid home, umask 0002
         "{}",
         r.text
     );

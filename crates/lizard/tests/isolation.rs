@@ -11,25 +11,54 @@ async fn sandbox(s: &Server) -> String {
     s.create(&s.admin_key.clone(), json!({})).await
 }
 
-/// Code runs as the unprivileged `user` (uid 1000) with no capabilities, no_new_privs and seccomp.
+/// Context code runs as a uid of its own (2000 + a slot, group `user`), commands as the
+/// unprivileged `user` (uid 1000); neither has any capability, and both have no_new_privs and
+/// seccomp. The agent (PID 1) is the sandbox's root with only the kept capabilities.
 #[tokio::test]
 async fn runs_unprivileged_with_no_capabilities() {
     let s = Server::start();
     let id = sandbox(&s).await;
-    let (out, _) = s
-        .sh(&id, "id -u; id -g; echo $HOME; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status")
-        .await;
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(&lines[..3], ["1000", "1000", "/home/user"]);
-    for l in &lines[3..] {
-        let (k, v) = l.split_once(':').unwrap();
-        let v = v.trim();
-        match k {
-            "NoNewPrivs" => assert_eq!(v, "1"),
-            "Seccomp" => assert_eq!(v, "2"),
-            _ => assert_eq!(v, "0000000000000000", "{k}"),
+    let probe = "id -u; id -g; id -G; echo $HOME; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status";
+    let check = |out: &str, who: &str| {
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(&lines[1..4], ["1000", "1000", "/home/user"], "{who}: {out}");
+        for l in &lines[4..] {
+            let (k, v) = l.split_once(':').unwrap();
+            let v = v.trim();
+            match k {
+                "NoNewPrivs" => assert_eq!(v, "1"),
+                "Seccomp" => assert_eq!(v, "2"),
+                // The sandbox's bounding set: the agent's kept capabilities (none held here).
+                "CapBnd" => assert_eq!(v, "00000000000000eb", "{who}"),
+                _ => assert_eq!(v, "0000000000000000", "{who}: {k}"),
+            }
         }
-    }
+        lines[0].parse::<u32>().unwrap()
+    };
+    let (out, _) = s.sh(&id, probe).await;
+    let uid = check(&out, "context");
+    assert!((2000..2064).contains(&uid), "a context runs as {uid}");
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/commands"),
+            Some(json!({"cmd": probe})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let out = r.body["stdout"].as_str().unwrap_or_default().to_string();
+    assert_eq!(check(&out, "command"), 1000, "{out}");
+    // PID 1: root inside, exactly the kept set.
+    let (out, _) = s
+        .sh(
+            &id,
+            "grep -E '^(Uid|CapEff|CapBnd):' /proc/1/status | tr -s '\t' ' '",
+        )
+        .await;
+    assert_eq!(
+        out, "Uid: 0 0 0 0\nCapEff: 00000000000000eb\nCapBnd: 00000000000000eb\n",
+        "{out}"
+    );
     s.kill_all().await;
 }
 
@@ -248,15 +277,27 @@ async fn sandboxes_cannot_see_each_other() {
 }
 
 /// The cgroup sub-tree delegated for per-context limits (`/sys/fs/cgroup/{memory,cpu,cpuacct}`
-/// inside) cannot raise the sandbox's limits: its own limit files are root-owned, no parent is
-/// reachable, nothing can be made outside it, a child set above the sandbox is still capped by
-/// it, cgroupfs cannot be mounted, and a process of another sandbox cannot be moved in.
+/// inside) is the agent's alone: user code (a context, uid 2000+, or a command, uid 1000) can
+/// neither create a cgroup in it, nor write any limit (the sandbox's ceiling or a context's), nor
+/// move a process (itself out of its context, into another context, or another sandbox's in);
+/// no parent is reachable and cgroupfs cannot be mounted. (Before: the tree was the sandbox
+/// user's — 2,000 cgroups from one sandbox, nesting past PATH_MAX, raising any context's limit.)
 #[tokio::test]
 async fn delegated_cgroups_cannot_raise_the_sandboxs_limits() {
     let s = Server::start();
     let a = sandbox(&s).await;
     let b = sandbox(&s).await;
     s.sh(&b, "sleep 300 &").await;
+    // A second context in a, with a limit: its cgroup is a target.
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{a}/contexts"),
+            Some(json!({"language": "python", "limits": {"memory_mb": 256}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let other = r.body["id"].as_str().unwrap().to_string();
     let b_freezer = host_cgroup("/sys/fs/cgroup/freezer", &b).expect("b's freezer cgroup");
     let mut b_pids = Vec::new();
     fn collect(dir: &std::path::Path, out: &mut Vec<String>) {
@@ -272,7 +313,8 @@ async fn delegated_cgroups_cannot_raise_the_sandboxs_limits() {
     collect(&b_freezer, &mut b_pids);
     assert!(!b_pids.is_empty());
     let script = format!(
-        r#"M=/sys/fs/cgroup/memory; C=/sys/fs/cgroup/cpu
+        r#"M=/sys/fs/cgroup/memory; C=/sys/fs/cgroup/cpu; O=$M/ctx-{other}
+[ -d $O ] && echo other-exists
 try() {{ if ( eval "$2" ) 2>/dev/null; then echo "ALLOWED $1"; else echo "denied $1"; fi; }}
 try own-memory-limit "echo 99999999999 > $M/memory.limit_in_bytes"
 try own-memsw-limit "echo 99999999999 > $M/memory.memsw.limit_in_bytes"
@@ -281,15 +323,19 @@ try parent-procs "echo $$ > $M/../cgroup.procs"
 try parent-tasks "echo $$ > $M/../tasks"
 try mkdir-outside "mkdir /sys/fs/cgroup/pids"
 try mkdir-above "mkdir $M/../../probe"
+try mkdir-child "mkdir $M/probe"
+try mkdir-in-context "mkdir $O/probe"
+try other-context-limit "echo 99999999999 > $O/memory.limit_in_bytes"
+try other-context-join "echo $$ > $O/cgroup.procs"
+try leave-own-context "echo $$ > $M/cgroup.procs"
 try mount-cgroupfs "mkdir -p /tmp/cg && mount -t cgroup -o memory none /tmp/cg"
 for p in {pids}; do try other-sandbox-pid "echo $p > $M/cgroup.procs"; done
-mkdir $M/probe && echo 99999999999 > $M/probe/memory.limit_in_bytes && echo made-child
-grep '^hierarchical_memory_limit ' $M/probe/memory.stat
-echo $$ > $M/probe/cgroup.procs && grep ':memory:' /proc/self/cgroup
+grep ':memory:' /proc/self/cgroup
 "#,
         pids = b_pids.join(" ")
     );
     let (out, ex) = s.sh(&a, &script).await;
+    assert!(out.contains("other-exists"), "{out}\n{ex}");
     assert!(!out.contains("ALLOWED"), "{out}\n{ex}");
     for probe in [
         "own-memory-limit",
@@ -298,22 +344,40 @@ echo $$ > $M/probe/cgroup.procs && grep ':memory:' /proc/self/cgroup
         "parent-tasks",
         "mkdir-outside",
         "mkdir-above",
+        "mkdir-child",
+        "mkdir-in-context",
+        "other-context-limit",
+        "other-context-join",
+        "leave-own-context",
         "mount-cgroupfs",
         "other-sandbox-pid",
     ] {
         assert!(out.contains(&format!("denied {probe}")), "{probe}: {out}");
     }
-    // What is delegated works, and a child asking for more than the sandbox is still capped.
-    assert!(out.contains("made-child"), "{out}");
-    assert!(
-        out.contains(&format!("hierarchical_memory_limit {}", 1024u64 << 20)),
-        "{out}"
+    // The script ran in its own context's cgroup, and stayed there.
+    assert!(out.contains(":memory:/ctx/ctx-"), "{out}");
+    // The same from a command (the sandbox user).
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{a}/commands"),
+            Some(json!({"cmd": "mkdir /sys/fs/cgroup/memory/x 2>&1; echo $$ > /sys/fs/cgroup/memory/ctx-{other}/cgroup.procs 2>&1; echo end".replace("{other}", &other)})),
+        )
+        .await;
+    let text = format!(
+        "{}{}",
+        r.body["stdout"].as_str().unwrap_or_default(),
+        r.body["stderr"].as_str().unwrap_or_default()
     );
-    assert!(out.contains(":memory:/ctx/probe"), "{out}");
-    // Seen from the host: a's limit is unchanged, b's processes are still b's.
+    assert_eq!(text.matches("Permission denied").count(), 2, "{}", r.text);
+    // Seen from the host: a's limits are unchanged, b's processes are still b's.
     let a_mem = host_cgroup("/sys/fs/cgroup/memory", &a).unwrap();
     let limit = std::fs::read_to_string(a_mem.join("memory.limit_in_bytes")).unwrap();
     assert_eq!(limit.trim(), (1024u64 << 20).to_string());
+    let other_limit =
+        std::fs::read_to_string(a_mem.join(format!("ctx/ctx-{other}/memory.limit_in_bytes")))
+            .unwrap();
+    assert_eq!(other_limit.trim(), (256u64 << 20).to_string());
     let mut still = Vec::new();
     collect(&b_freezer, &mut still);
     for p in &b_pids {
@@ -344,16 +408,25 @@ async fn sandbox_processes_hold_no_host_files() {
             .await;
         assert!(ex["error"].is_null(), "{language}: {ex}");
     }
-    let (out, ex) = s
-        .sh(
-            &id,
-            "for f in /proc/[0-9]*/fd/*; do t=$(readlink \"$f\" 2>/dev/null) && echo \"$f $t\"; done",
-        )
-        .await;
+    // Read from the host: inside, no process can look into another's fds any more (contexts
+    // run as uids of their own and are not dumpable).
+    let agent = runtime_json(&s, &id)["pid"].as_u64().unwrap() as u32;
+    let mut out = String::new();
+    let mut pids = std::collections::BTreeSet::new();
+    for pid in sandbox_pids(&s, &id).into_iter().filter(|p| *p != agent) {
+        for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Ok(t) = std::fs::read_link(fd.path()) {
+                pids.insert(pid);
+                out.push_str(&format!("{} {}\n", fd.path().display(), t.display()));
+            }
+        }
+    }
     let data_dir = s.data_dir.path().display().to_string();
-    let pids: std::collections::BTreeSet<&str> =
-        out.lines().filter_map(|l| l.split('/').nth(2)).collect();
-    assert!(pids.len() >= 4, "too few processes inspected: {out}\n{ex}");
+    assert!(pids.len() >= 4, "too few processes inspected: {out}");
     for line in out.lines() {
         assert!(
             !line.contains(&data_dir) && !line.contains("agent.log"),
@@ -414,12 +487,12 @@ struct Procs {
     procs: Vec<(u32, String, Vec<u32>, Vec<u32>)>,
 }
 
-/// The first host id of the 65536-id range that holds every id of `procs` (the agent is uid
-/// 1000 inside, so its range starts 1000 below); asserts they all lie in one range outside the
-/// template's.
+/// The first host id of the 65536-id range that holds every id of `procs` (the agent is the
+/// sandbox's root, uid 0 inside, so its range starts at its host uid); asserts they all lie in
+/// one range outside the template's.
 fn own_range(p: &Procs) -> std::ops::Range<u32> {
     let agent_uid = host_ids(p.agent, "Uid")[0];
-    let base = agent_uid - 1000;
+    let base = agent_uid;
     let range = base..base + 65536;
     let procs = &p.procs;
     for (_, c, u, g) in procs {
@@ -437,7 +510,7 @@ fn own_range(p: &Procs) -> std::ops::Range<u32> {
 /// Every sandbox has a host uid/gid range of its own: two sandboxes' agents and kernels run as
 /// different host ids, neither in the other's range nor in the template's shared one, while
 /// inside the template looks as always (root-owned system files, a home owned by 1000, code
-/// running as 1000, new files owned by 1000). A server restart and a hibernation keep a
+/// context code running as a uid of its own in group 1000, new files its own). A server restart and a hibernation keep a
 /// sandbox's range; a sandbox created after the restart gets another one.
 #[tokio::test]
 async fn each_sandbox_has_its_own_host_id_range() {
@@ -446,6 +519,7 @@ async fn each_sandbox_has_its_own_host_id_range() {
     let b = sandbox(&s).await;
     let inside = "stat -c %u:%g /etc/passwd /usr/bin/python3 /home/user; id -u; id -g; \
                   touch ~/new; stat -c %u:%g ~/new";
+    let mut ctx_uids = Vec::new();
     for id in [&a, &b] {
         // A JavaScript kernel too, so that every kind of process is in the sandbox.
         let ex = s
@@ -453,8 +527,17 @@ async fn each_sandbox_has_its_own_host_id_range() {
             .await;
         assert_eq!(ex["status"], "ok", "{ex}");
         let (out, _) = s.sh(id, inside).await;
-        assert_eq!(out, "0:0\n0:0\n1000:1000\n1000\n1000\n1000:1000\n", "{id}");
+        // A context runs as a uid of its own in the user's group; what it makes is that uid's.
+        let uid = out.lines().nth(3).unwrap_or_default().to_string();
+        ctx_uids.push(uid.clone());
+        assert_eq!(
+            out,
+            format!("0:0\n0:0\n1000:1000\n{uid}\n1000\n{uid}:1000\n"),
+            "{id}"
+        );
+        assert!(uid.starts_with("20"), "{out}");
     }
+    let ctx_uid: u32 = ctx_uids[0].parse().unwrap();
     let ra = own_range(&host_ids_of(&s, &a));
     let rb = own_range(&host_ids_of(&s, &b));
     assert!(
@@ -469,7 +552,7 @@ async fn each_sandbox_has_its_own_host_id_range() {
         .join("sandboxes")
         .join(&a)
         .join("disk/upper/home/user/new");
-    assert_eq!(std::fs::metadata(&new).unwrap().uid(), ra.start + 1000);
+    assert_eq!(std::fs::metadata(&new).unwrap().uid(), ra.start + ctx_uid);
 
     // A restart adopts both with their ranges; a new sandbox does not get either.
     let dir = s.stop("-KILL");
@@ -496,7 +579,7 @@ async fn each_sandbox_has_its_own_host_id_range() {
             "stat -c %u:%g ~/new /etc/passwd; echo more >> ~/new && echo ok",
         )
         .await;
-    assert_eq!(out, "1000:1000\n0:0\nok\n");
+    assert_eq!(out, format!("{ctx_uid}:1000\n0:0\nok\n"));
     s.run(&a, json!({"code": "1 + 1", "language": "javascript"}))
         .await;
     assert_eq!(own_range(&host_ids_of(&s, &a)), ra);

@@ -102,10 +102,16 @@ async fn data_outlives_the_sandbox_that_wrote_it() {
         .await;
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 4, "{ex}");
-    assert_eq!(lines[0], "1000:1000 755", "root of a volume is the user's");
+    // The user's, setgid and group-writable: contexts (uids of their own in group 1000) share it.
+    assert_eq!(lines[0], "1000:1000 2775", "root of a volume is the user's");
     assert_eq!(lines[1], "0", "a new volume is empty (no lost+found)");
     let digest = lines[2].to_string();
-    assert_eq!(lines[3], "1000:1000");
+    // The writing context's own uid (2000 + slot), the user's group.
+    assert!(
+        lines[3].starts_with("20") && lines[3].ends_with(":1000"),
+        "{}",
+        lines[3]
+    );
 
     // Python sees it as an ordinary directory too.
     let ex = s
@@ -803,11 +809,18 @@ async fn volumes_are_shared_across_id_ranges() {
             "mkdir /mnt/v/dir && echo from-a > /mnt/v/dir/f && stat -c %u:%g /mnt/v /mnt/v/dir/f",
         )
         .await;
-    assert_eq!(out, "1000:1000\n1000:1000\n");
+    // A's context's uid (2000 + its slot), in the user's group.
+    let a_uid = out
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_suffix(":1000"))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string();
+    assert_eq!(out, format!("1000:1000\n{a_uid}:1000\n"));
     let (out, _) = s
-        .sh(&b, "cat /mnt/v/dir/f; echo from-b >> /mnt/v/dir/f && touch /mnt/v/dir/g && stat -c %u:%g /mnt/v/dir/f /mnt/v/dir/g")
+        .sh(&b, "cat /mnt/v/dir/f; echo from-b >> /mnt/v/dir/f && touch /mnt/v/dir/g && stat -c %u:%g /mnt/v/dir/f; stat -c %g /mnt/v/dir/g")
         .await;
-    assert_eq!(out, "from-a\n1000:1000\n1000:1000\n");
+    assert_eq!(out, format!("from-a\n{a_uid}:1000\n1000\n"));
     let (out, _) = s
         .sh(&a, "cat /mnt/v/dir/f; rm /mnt/v/dir/g && echo rm-ok")
         .await;
@@ -820,7 +833,8 @@ async fn volumes_are_shared_across_id_ranges() {
         .join(v["volume_id"].as_str().unwrap())
         .join("dir/f");
     let m = std::fs::metadata(&host).unwrap();
-    assert_eq!((m.uid(), m.gid()), (101_000, 101_000));
+    let a_uid: u32 = a_uid.parse().unwrap();
+    assert_eq!((m.uid(), m.gid()), (100_000 + a_uid, 101_000));
     s.kill_all().await;
     delete_all_volumes(&s).await;
 }

@@ -652,7 +652,7 @@ describe('files', () => {
     assert.equal(await sandbox.files.exists('ftest2/top.txt'), true);
     assert.equal(await sandbox.files.exists('ftest2/nope'), false);
     const info = await sandbox.files.getInfo('ftest2/top.txt');
-    assert.deepEqual([info.type, info.size, info.owner, info.permissions], ['file', 3, 'user', '-rw-r--r--']);
+    assert.deepEqual([info.type, info.size, info.owner, info.permissions], ['file', 3, 'user', '-rw-rw-r--']); // umask 0002: contexts share files through the group
     assert.equal((await sandbox.files.getInfo('ftest2/a')).type, 'dir');
     await assert.rejects(sandbox.files.getInfo('ftest2/nope'), NotFoundError);
     const moved = await sandbox.files.rename('ftest2/top.txt', 'ftest2/b/moved.txt');

@@ -19,6 +19,7 @@
 //! Not here: what a kernel is or how it is driven (`super::Kernel`), contexts (`crate::context`).
 
 use super::{ForkError, Kernel, KernelConfig, KernelError, Zygote};
+use crate::users::{Ids, UidSlot};
 use lizard_jail::delegation::{ContextCgroup, Delegation};
 use lizard_proto::Language;
 use std::path::{Path, PathBuf};
@@ -69,6 +70,10 @@ impl Lane {
     }
 }
 
+/// The spare JavaScript kernel: its own cgroup (with a delegated sub-tree) and the context uid it
+/// runs as (with per-context uids), which the context that takes it gets.
+type Spare = (Kernel, Option<ContextCgroup>, Option<Arc<UidSlot>>);
+
 /// Starts kernels: forks Python and JavaScript ones from their zygotes, spawns the rest.
 pub struct Launcher {
     cfg: KernelConfig,
@@ -79,7 +84,7 @@ pub struct Launcher {
     use_js_spare: bool,
     /// The spare JavaScript kernel, in a cgroup of its own when there is a delegated sub-tree;
     /// held locked while a refill starts one.
-    js_spare: tokio::sync::Mutex<Option<(Kernel, Option<ContextCgroup>)>>,
+    js_spare: tokio::sync::Mutex<Option<Spare>>,
     /// The delegated cgroup sub-tree, for the spare's own cgroup.
     cgroups: Option<Delegation>,
 }
@@ -118,24 +123,31 @@ impl Launcher {
     /// in `cgroup` when given: a spawned kernel joins it before it executes; a forked or spare one
     /// started in a cgroup of its own, which becomes `cgroup` (or, failing that, is moved there
     /// once ready; pages it shares with the zygote stay charged where they were).
+    ///
+    /// `slot` is the context's uid (`crate::users`): a kernel runs as it. A context that has none
+    /// yet (a create) gets the spare's, or a free one (`KernelError::NoFreeSlot` when every one
+    /// is taken); without per-context uids it stays `None`.
     pub async fn start(
         self: &Arc<Self>,
         language: Language,
         cwd: &Path,
         scratch: &str,
         cgroup: Option<&ContextCgroup>,
+        slot: &mut Option<Arc<UidSlot>>,
     ) -> Result<Kernel, KernelError> {
-        if language == Language::Javascript && self.use_js_spare {
+        // The spare runs as a uid of its own: only a context without one yet can take it.
+        if language == Language::Javascript && self.use_js_spare && slot.is_none() {
             // Waits for a refill in progress (the lock is held while the spare starts).
             let spare = self.js_spare.lock().await.take();
             // The refill starts after this create is served: a Node start-up next to the setup
             // would share the sandbox's CPU quota with it (≈ 15 ms more per create).
             let _refill = RefillOnDrop(self);
-            if let Some((mut k, spare_cg)) = spare {
+            if let Some((mut k, spare_cg, spare_slot)) = spare {
                 match k.setup(cwd, self.cfg.start_timeout).await {
                     Ok(()) => {
                         // The spare's own cgroup becomes the context's (renamed, limits copied).
                         if let Some(k) = hand_over(k, cgroup, spare_cg) {
+                            *slot = spare_slot;
                             return Ok(k);
                         }
                     }
@@ -148,8 +160,12 @@ impl Launcher {
                 }
             }
         }
+        if slot.is_none() {
+            *slot = crate::users::take_slot(None)?;
+        }
+        let user = crate::users::kernel_ids(slot.as_deref());
         if let Some(z) = self.forking_zygote(language).await {
-            let (forked, nursery) = self.fork_in_nursery(&z, cwd).await;
+            let (forked, nursery) = self.fork_in_nursery(&z, cwd, user).await;
             match forked {
                 Ok(k) => {
                     if let Some(k) = hand_over(k, cgroup, nursery.map(|n| n.cgroup)) {
@@ -164,7 +180,7 @@ impl Launcher {
                 }
             }
         }
-        Kernel::start(&self.cfg, language, cwd, scratch, cgroup).await
+        Kernel::start(&self.cfg, language, cwd, scratch, cgroup, user).await
     }
 
     /// The zygote to fork a `language` kernel from, if kernels of that language are forked and
@@ -183,6 +199,7 @@ impl Launcher {
         self: &Arc<Self>,
         z: &Arc<Zygote>,
         cwd: &Path,
+        user: Option<Ids>,
     ) -> (Result<Kernel, ForkError>, Option<Nursery>) {
         // Held until the zygote has left the nursery that becomes this kernel's cgroup: a fork
         // must never start in a context's cgroup (nor two kernels in one nursery).
@@ -190,8 +207,10 @@ impl Launcher {
         let nursery = slot.take().filter(|n| n.zygote_pid == z.pid());
         // Once the kernel exists, the zygote moves on (the kernel stays in `nursery`).
         let mut locked = Some(slot);
-        let forked =
-            Kernel::fork(&self.cfg, z, cwd, || self.refill_nursery(z, locked.take())).await;
+        let forked = Kernel::fork(&self.cfg, z, cwd, user, || {
+            self.refill_nursery(z, locked.take())
+        })
+        .await;
         if locked.is_some() {
             self.refill_nursery(z, locked);
         }
@@ -231,12 +250,21 @@ impl Launcher {
                 tracing::warn!(error = %source, "cannot make the spare kernel's directory");
                 return;
             }
+            // The spare's uid is reserved with it (given back if it cannot be made).
+            let spare_slot = match crate::users::take_slot(None) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(error = %e, "no uid for a spare JavaScript kernel");
+                    return;
+                }
+            };
+            let user = crate::users::kernel_ids(spare_slot.as_deref());
             if let Some(z) = this.forking_zygote(Language::Javascript).await {
-                let (forked, nursery) = this.fork_in_nursery(&z, &this.spare_cwd).await;
+                let (forked, nursery) = this.fork_in_nursery(&z, &this.spare_cwd, user).await;
                 let own = nursery.map(|n| n.cgroup);
                 match forked {
                     Ok(k) => {
-                        *slot = Some((k, own));
+                        *slot = Some((k, own, spare_slot));
                         return;
                     }
                     Err(e) => {
@@ -266,10 +294,11 @@ impl Launcher {
                 &this.spare_cwd,
                 "js-spare",
                 own.as_ref(),
+                user,
             )
             .await;
             match started {
-                Ok(k) => *slot = Some((k, own)),
+                Ok(k) => *slot = Some((k, own, spare_slot)),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot start a spare JavaScript kernel");
                     if let Some(own) = own {
@@ -370,7 +399,10 @@ impl Launcher {
                 let z = Arc::new(z);
                 slot.zygote = Some(z.clone());
                 slot.failed_at = None;
-                self.refill_nursery(&z, None);
+                // The first fork waits for the first nursery: a forked kernel (no longer root)
+                // cannot be moved into its context's cgroup afterwards (see `into_cgroup`).
+                let nursery = lane.nursery.clone().lock_owned().await;
+                self.refill_nursery(&z, Some(nursery));
                 Some(z)
             }
             Err(e) => {
@@ -437,7 +469,9 @@ fn retire(cgroup: ContextCgroup) {
 }
 
 /// Move a ready kernel into its context's cgroup; `None` (the kernel killed) if that fails, so the
-/// caller spawns one in the cgroup instead of running one outside its limits.
+/// caller spawns one in the cgroup instead of running one outside its limits. (A kernel that runs
+/// as a context's uid cannot be moved: cgroup v1 lets the agent, which is not the host's root,
+/// move only processes of its own uid; that kernel is spawned into the cgroup instead.)
 fn into_cgroup(k: Kernel, cgroup: Option<&ContextCgroup>) -> Option<Kernel> {
     let Some(cg) = cgroup else {
         return Some(k);

@@ -13,6 +13,7 @@ mod zygote;
 pub use launch::Launcher;
 pub use zygote::{Zygote, ZygoteError};
 
+use crate::users::Ids;
 use lizard_jail::delegation::ContextCgroup;
 use lizard_jail::process::join_cgroups_on_exec;
 use lizard_jail::{cloexec_pipe, map_fds, signal_group, Signal};
@@ -50,6 +51,9 @@ pub struct KernelConfig {
     /// `NODE_PATH` for the JavaScript kernel (the kernel environment's `node_modules`).
     pub node_path: Option<PathBuf>,
     pub bash: PathBuf,
+    /// What Bash kernels run instead of `bash`, when set: an unreadable copy of it
+    /// ([`KernelConfig::install_unreadable_bash`]).
+    pub bash_kernel: Option<PathBuf>,
     /// Directory holding `runner.py`, `runner.js`, `zygote.js` and per-context scratch files.
     pub run_dir: PathBuf,
     /// How long a kernel may take from spawn to `ready`.
@@ -63,7 +67,9 @@ impl KernelConfig {
         let mut cmd = match language {
             Language::Python => tokio::process::Command::new(&self.python),
             Language::Javascript => tokio::process::Command::new(&self.node),
-            Language::Bash => tokio::process::Command::new(&self.bash),
+            Language::Bash => {
+                tokio::process::Command::new(self.bash_kernel.as_ref().unwrap_or(&self.bash))
+            }
         };
         match language {
             Language::Python => cmd.args(flags).arg(self.run_dir.join("runner.py")),
@@ -79,12 +85,36 @@ impl KernelConfig {
         cmd
     }
 
-    /// Write the embedded runner sources into `run_dir`.
+    /// Write the embedded runner sources into `run_dir`. The directory must be the agent's own
+    /// and writable by it alone (it is made 0755): its root-run zygotes execute what is in it.
     pub fn install_runners(&self) -> io::Result<()> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         std::fs::create_dir_all(&self.run_dir)?;
+        let meta = std::fs::symlink_metadata(&self.run_dir)?;
+        if !meta.is_dir() || meta.uid() != lizard_jail::creds::euid() {
+            return Err(io::Error::other(format!(
+                "{} is not a directory of the agent's own",
+                self.run_dir.display()
+            )));
+        }
+        std::fs::set_permissions(&self.run_dir, std::fs::Permissions::from_mode(0o755))?;
         std::fs::write(self.run_dir.join("runner.py"), PYTHON_RUNNER)?;
         std::fs::write(self.run_dir.join("runner.js"), JS_RUNNER)?;
         std::fs::write(self.run_dir.join("zygote.js"), JS_ZYGOTE)?;
+        Ok(())
+    }
+
+    /// A copy of `bash` that its users may execute but not read (mode 0711): the kernel the
+    /// kernel's exec then makes is not dumpable (the kernel sets that for a program it may not
+    /// read), so a process of any other uid cannot read its memory through
+    /// `/proc/<pid>/mem`; Bash has no way to make itself non-dumpable. Used for Bash kernels
+    /// that run as a user other than the agent.
+    pub fn install_unreadable_bash(&mut self) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let copy = self.run_dir.join("bash-kernel");
+        std::fs::copy(&self.bash, &copy)?;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o711))?;
+        self.bash_kernel = Some(copy);
         Ok(())
     }
 }
@@ -119,6 +149,8 @@ pub enum KernelError {
     HibernateOpTimeout { language: Language, timeout_ms: u64 },
     #[error("cannot send the cell to the kernel")]
     Send(#[source] io::Error),
+    #[error(transparent)]
+    NoFreeSlot(#[from] crate::users::NoFreeSlot),
     #[error("the spare {language} kernel could not take its working directory: {message}")]
     Setup { language: Language, message: String },
 }
@@ -297,6 +329,28 @@ pub struct HibernateAnswer {
     pub lost: Vec<lizard_proto::LostItem>,
 }
 
+/// Write `data` into `path` (replacing it) readable and writable by `owner` alone (mode 0600; the
+/// agent's own file without an owner).
+async fn write_private(path: &Path, data: Vec<u8>, owner: Option<Ids>) -> io::Result<()> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)?;
+        if let Some(ids) = owner {
+            std::os::unix::fs::fchown(&f, Some(ids.uid), Some(ids.gid))?;
+        }
+        f.write_all(&data)
+    })
+    .await
+    .map_err(io::Error::other)?
+}
+
 /// How a control message reaches the kernel.
 enum Control {
     /// Python and JavaScript: JSON lines on fd 4.
@@ -305,6 +359,9 @@ enum Control {
     Bash {
         stdin: tokio::process::ChildStdin,
         cell_file: PathBuf,
+        /// The kernel's ids: the cell file is theirs alone (mode 0600), not another context's
+        /// to read.
+        owner: Option<Ids>,
     },
 }
 
@@ -321,12 +378,17 @@ impl Kernel {
     /// Start a kernel for `language` in `cwd` and wait until it is ready. `scratch` names files the
     /// kernel may need (the Bash cell file) and must be unique per context. With `cgroup` the
     /// process joins that cgroup before it executes (its context's own, see `crate::context`).
+    ///
+    /// With `user` the kernel runs as those ids (no supplementary groups, no capabilities, umask
+    /// 0002), dropped to after the cgroup join (which needs the agent's root, see
+    /// `lizard_jail::creds`).
     pub async fn start(
         cfg: &KernelConfig,
         language: Language,
         cwd: &Path,
         scratch: &str,
         cgroup: Option<&ContextCgroup>,
+        user: Option<Ids>,
     ) -> Result<Kernel, KernelError> {
         let pipe_err = |what| move |source| KernelError::Pipe { what, source };
         let (out_r, out_w) = cloexec_pipe().map_err(pipe_err("stdout"))?;
@@ -361,6 +423,18 @@ impl Kernel {
             })?;
             join_cgroups_on_exec(cmd.as_std_mut(), files);
         }
+        if let Some(ids) = user {
+            // After the join: registered later, so it runs later in the child.
+            lizard_jail::creds::become_user_on_exec(
+                cmd.as_std_mut(),
+                ids.uid,
+                ids.gid,
+                crate::users::USER_UMASK,
+            );
+            if let Some(name) = crate::users::context_user_name(ids.uid) {
+                cmd.env("USER", &name).env("LOGNAME", &name);
+            }
+        }
 
         let spawned = cmd.spawn();
         // Dropping the command closes the parent's copies of the child's pipe ends, so the pump sees
@@ -388,6 +462,7 @@ impl Kernel {
                 Control::Bash {
                     stdin,
                     cell_file: cfg.run_dir.join(format!("{scratch}.cell.sh")),
+                    owner: user,
                 }
             }
         };
@@ -407,10 +482,12 @@ impl Kernel {
     /// exactly like a spawned one (own process group, protocol fds, re-parented to the agent).
     /// `forked` runs once the zygote has answered (the kernel exists, it is not ready yet).
     /// Fails with [`ForkError::Zygote`] when the zygote cannot be used (the caller spawns instead).
+    /// With `user` the forked kernel drops to those ids before it says `ready`.
     pub async fn fork(
         cfg: &KernelConfig,
         zygote: &Zygote,
         cwd: &Path,
+        user: Option<Ids>,
         forked: impl FnOnce(),
     ) -> Result<Kernel, ForkError> {
         let pipe_err = |what| move |source| KernelError::Pipe { what, source };
@@ -419,7 +496,7 @@ impl Kernel {
         let (evt_r, evt_w) = cloexec_pipe().map_err(pipe_err("event"))?;
         let (ctl_r, ctl_w) = cloexec_pipe().map_err(pipe_err("control"))?;
         let (pid, pidfd) = zygote
-            .fork(cwd, [&out_w, &err_w, &evt_w, &ctl_r])
+            .fork(cwd, user, [&out_w, &err_w, &evt_w, &ctl_r])
             .await
             .map_err(ForkError::Zygote)?;
         forked();
@@ -559,8 +636,12 @@ impl Kernel {
                 line.push(b'\n');
                 w.write_all(&line).await.map_err(KernelError::Send)
             }
-            Control::Bash { stdin, cell_file } => {
-                tokio::fs::write(&cell_file, code)
+            Control::Bash {
+                stdin,
+                cell_file,
+                owner,
+            } => {
+                write_private(cell_file, code.as_bytes().to_vec(), *owner)
                     .await
                     .map_err(KernelError::Send)?;
                 let line = bash::exec_line(id, cell_file, env);

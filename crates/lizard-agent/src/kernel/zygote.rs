@@ -110,8 +110,12 @@ impl Zygote {
             what: "zygote socket",
             source,
         })?;
+        // The zygote runs as the agent (the sandbox's root) and forks kernels that drop to their
+        // context's uid: it must load nothing user code can write. No user site (`-s`: the
+        // kernel adds it after the drop), and a HOME of its own (the agent's, not the user's:
+        // IPython, Node's `~/.node_modules`).
         let mut cmd = match language {
-            Language::Python => cfg.command(language, &[]),
+            Language::Python => cfg.command(language, &["-s"]),
             Language::Javascript => cfg.command(language, &NODE_ZYGOTE_FLAGS),
             Language::Bash => {
                 return Err(KernelError::Spawn {
@@ -130,6 +134,7 @@ impl Zygote {
             // in /proc/<pid>/fd and writes to it would bypass the sandbox's disk quota.
             .stderr(Stdio::piped())
             .env("LIZARD_ZYGOTE_FD", ZYGOTE_FD.to_string())
+            .env("HOME", cwd)
             .process_group(0)
             .kill_on_drop(true);
         lizard_jail::map_fds(cmd.as_std_mut(), vec![(theirs, ZYGOTE_FD)]);
@@ -204,9 +209,12 @@ impl Zygote {
 
     /// Fork a kernel in `cwd` whose fds 1, 2, 3, 4 are `fds` (stdout, stderr, event, control).
     /// Returns its pid and pidfd. Concurrent calls are served one after the other.
+    /// With `user`, the kernel drops to those ids (no supplementary groups, umask 0002) and
+    /// makes itself non-dumpable before it says `ready`.
     pub async fn fork(
         &self,
         cwd: &Path,
+        user: Option<crate::users::Ids>,
         fds: [&OwnedFd; 4],
     ) -> Result<(i32, OwnedFd), ZygoteError> {
         use std::sync::atomic::Ordering;
@@ -214,7 +222,7 @@ impl Zygote {
         if self.broken.load(Ordering::SeqCst) {
             return Err(ZygoteError::Gone);
         }
-        let r = self.exchange(cwd, fds).await;
+        let r = self.exchange(cwd, user, fds).await;
         if r.is_err() {
             self.broken.store(true, Ordering::SeqCst);
         }
@@ -224,12 +232,26 @@ impl Zygote {
     async fn exchange(
         &self,
         cwd: &Path,
+        user: Option<crate::users::Ids>,
         fds: [&OwnedFd; 4],
     ) -> Result<(i32, OwnedFd), ZygoteError> {
-        let req = serde_json::to_vec(&serde_json::json!({
+        let mut req = serde_json::json!({
             "op": "fork", "cwd": cwd.display().to_string(),
-        }))
-        .map_err(|e| ZygoteError::BadAnswer(e.to_string()))?;
+        });
+        if let Some(ids) = user {
+            req["uid"] = ids.uid.into();
+            req["gid"] = ids.gid.into();
+            req["umask"] = crate::users::USER_UMASK.into();
+            // The zygote's HOME is its own directory (see `Zygote::start`); the kernel's is the
+            // sandbox user's.
+            if let Ok(home) = std::env::var("HOME") {
+                req["home"] = home.into();
+            }
+            if let Some(name) = crate::users::context_user_name(ids.uid) {
+                req["user"] = name.into();
+            }
+        }
+        let req = serde_json::to_vec(&req).map_err(|e| ZygoteError::BadAnswer(e.to_string()))?;
         let raw = fds.map(|f| f.as_raw_fd());
         let exchange = async {
             self.sock

@@ -11,7 +11,8 @@
 //!    uts namespaces stay owned by the host's user namespace, so even the sandbox's root has no
 //!    power over them (cannot mount, configure the network, set the host name).
 //! 4. No supplementary groups, securebits locked, bounding and ambient sets emptied, the user's
-//!    gid/uid, capability sets emptied, `no_new_privs`, `chdir(cwd)`, the inherited fds
+//!    gid/uid, capability sets emptied (or, for the sandbox's root with `keep_caps`: bounding set
+//!    = effective = permitted = `keep_caps`, surviving its exec), `no_new_privs`, `chdir(cwd)`, the inherited fds
 //!    (`SandboxSpec::inherit_fds`) put at 3, 4, … without close-on-exec, seccomp, `execve` (or
 //!    `execveat` of the program's file opened before the clone).
 //!
@@ -49,6 +50,8 @@ pub(crate) struct ChildPlan {
     pub nofile: Option<u64>,
     pub uid: u32,
     pub gid: u32,
+    /// `SandboxSpec::keep_caps` as a mask (0: none; only with uid 0, validated).
+    pub keep_caps: u64,
     pub cwd: CString,
     pub program: CString,
     /// The program's file, opened before the clone (`SandboxSpec::program_source`); executed by
@@ -201,16 +204,41 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
 
     // Full capabilities in the new user namespace from here on; use them to give everything up.
     nix::unistd::setgroups(&[]).step("setgroups", "[]")?;
-    // SECBIT_NOROOT | _LOCKED, SECBIT_KEEP_CAPS_LOCKED (off), SECBIT_NO_CAP_AMBIENT_RAISE | _LOCKED:
-    // uid 0 never regains capabilities through exec, and nothing can re-enable capability keeping.
-    sys::set_securebits(0x01 | 0x02 | 0x20 | 0x40 | 0x80).step("prctl", "PR_SET_SECUREBITS")?;
-    sys::drop_bounding_set().step("prctl", "PR_CAPBSET_DROP")?;
-    sys::clear_ambient().step("prctl", "PR_CAP_AMBIENT_CLEAR_ALL")?;
     let gid = Gid::from_raw(p.gid);
     let uid = Uid::from_raw(p.uid);
-    nix::unistd::setresgid(gid, gid, gid).step("setresgid", p.gid)?;
-    nix::unistd::setresuid(uid, uid, uid).step("setresuid", p.uid)?;
-    sys::clear_capabilities().step("capset", "all sets empty")?;
+    if p.keep_caps != 0 {
+        // The sandbox's root with `keep_caps` (validated: uid 0). SECBIT_NOROOT stays off (and is
+        // locked off) so that exec as root yields exactly the bounding set, which is `keep_caps`
+        // for every process of the sandbox from here on; SECBIT_NO_SETUID_FIXUP locked off, so
+        // a change away from uid 0 clears every capability; SECBIT_KEEP_CAPS locked off (nothing
+        // can keep capabilities across that change); SECBIT_NO_CAP_AMBIENT_RAISE | _LOCKED (no
+        // ambient capabilities, ever).
+        sys::set_securebits(
+            sys::SECBIT_NOROOT_LOCKED
+                | sys::SECBIT_NO_SETUID_FIXUP_LOCKED
+                | sys::SECBIT_KEEP_CAPS_LOCKED
+                | sys::SECBIT_NO_CAP_AMBIENT_RAISE
+                | sys::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+        )
+        .step("prctl", "PR_SET_SECUREBITS")?;
+        sys::drop_bounding_set_except(p.keep_caps).step("prctl", "PR_CAPBSET_DROP")?;
+        sys::clear_ambient().step("prctl", "PR_CAP_AMBIENT_CLEAR_ALL")?;
+        nix::unistd::setresgid(gid, gid, gid).step("setresgid", p.gid)?;
+        nix::unistd::setresuid(uid, uid, uid).step("setresuid", p.uid)?;
+        // Effective and permitted = the kept set, inheritable empty: exec as root gives
+        // permitted = bounding set = the kept set (no more, `no_new_privs` below forbids growth).
+        sys::set_capability_sets(p.keep_caps, p.keep_caps, 0).step("capset", "the kept set")?;
+    } else {
+        // SECBIT_NOROOT | _LOCKED, SECBIT_KEEP_CAPS_LOCKED (off), SECBIT_NO_CAP_AMBIENT_RAISE |
+        // _LOCKED: uid 0 never regains capabilities through exec, and nothing can re-enable
+        // capability keeping.
+        sys::set_securebits(0x01 | 0x02 | 0x20 | 0x40 | 0x80).step("prctl", "PR_SET_SECUREBITS")?;
+        sys::drop_bounding_set().step("prctl", "PR_CAPBSET_DROP")?;
+        sys::clear_ambient().step("prctl", "PR_CAP_AMBIENT_CLEAR_ALL")?;
+        nix::unistd::setresgid(gid, gid, gid).step("setresgid", p.gid)?;
+        nix::unistd::setresuid(uid, uid, uid).step("setresuid", p.uid)?;
+        sys::clear_capabilities().step("capset", "all sets empty")?;
+    }
     nix::sys::prctl::set_no_new_privs().step("prctl", "PR_SET_NO_NEW_PRIVS")?;
     nix::unistd::chdir(p.cwd.as_c_str()).step("chdir", p.cwd.to_string_lossy())?;
     umask(Mode::from_bits_truncate(0o022));

@@ -37,7 +37,8 @@ mod rootfs;
 mod spec;
 
 pub use spec::{
-    Bind, IdMap, InheritFd, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec, MAX_INHERIT_FDS,
+    Bind, Capability, IdMap, InheritFd, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec,
+    MAX_INHERIT_FDS,
 };
 
 use crate::cgroup::{Cgroup, CgroupError};
@@ -548,6 +549,7 @@ fn prepare(
         nofile: spec.limits.nofile,
         uid: spec.user.uid,
         gid: spec.user.gid,
+        keep_caps: Capability::mask(&spec.keep_caps),
         cwd: cstring("cwd", spec.cwd.as_os_str().as_bytes())?,
         program,
         program_fd,

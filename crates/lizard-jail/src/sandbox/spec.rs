@@ -34,6 +34,14 @@ pub struct SandboxSpec {
     pub layer_id_base: Option<u32>,
     /// Who the program runs as (ids inside the sandbox).
     pub user: UserSpec,
+    /// Capabilities the program keeps (only with `user.uid` 0, the sandbox's root): they are the
+    /// sandbox's whole bounding set, so no process in the sandbox can ever hold another one, and
+    /// they survive the program's `execve` (and the execs of its children that stay root). Empty
+    /// (the default): the program holds no capability at all, whoever it runs as. Capabilities
+    /// here are the sandbox user namespace's, which owns none of the sandbox's other namespaces
+    /// (see `sandbox::child`): they act on the sandbox's own processes and files only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep_caps: Vec<Capability>,
     /// Working directory of the program (inside).
     pub cwd: PathBuf,
     /// The program to execute (absolute path inside); `argv[0]` is this path. With
@@ -159,6 +167,45 @@ impl IdMap {
 pub struct UserSpec {
     pub uid: u32,
     pub gid: u32,
+}
+
+/// A capability PID 1 may keep ([`SandboxSpec::keep_caps`]): those an agent that manages user
+/// processes of other uids needs, nothing that reaches a namespace or the kernel (no
+/// `CAP_SYS_ADMIN`, `CAP_NET_ADMIN`, `CAP_SYS_PTRACE`, `CAP_SETPCAP`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Capability {
+    /// Change its own file-system ids (`setfsuid`) and give children other ids.
+    Setuid,
+    /// The same for groups (and `setgroups([])` in children).
+    Setgid,
+    /// Signal processes of other uids (kernels, commands).
+    Kill,
+    /// Give files to other uids (a context's saved state).
+    Chown,
+    /// Act on files of other uids as their owner (modes, removal in sticky directories).
+    Fowner,
+    /// Read and write files of other uids (saved state, `/proc/<pid>/oom_score_adj`).
+    DacOverride,
+}
+
+impl Capability {
+    /// The capability's number (`linux/capability.h`).
+    pub fn number(self) -> u32 {
+        match self {
+            Capability::Chown => 0,
+            Capability::DacOverride => 1,
+            Capability::Fowner => 3,
+            Capability::Kill => 5,
+            Capability::Setgid => 6,
+            Capability::Setuid => 7,
+        }
+    }
+
+    /// The set of `caps` as a mask (bit n = capability n).
+    pub fn mask(caps: &[Capability]) -> u64 {
+        caps.iter().fold(0, |m, c| m | 1u64 << c.number())
+    }
 }
 
 /// Resource limits of a sandbox; `None` is unlimited (tmpfs: the kernel's default size, half of
@@ -292,6 +339,13 @@ impl SandboxSpec {
         }
         if self.id_map.to_outside(self.user.gid).is_none() {
             return bad("user.gid", "not mapped by id_map".into());
+        }
+        if !self.keep_caps.is_empty() && self.user.uid != 0 {
+            return bad(
+                "keep_caps",
+                "only a program running as the sandbox's root (user.uid 0) keeps capabilities"
+                    .into(),
+            );
         }
         for (k, v) in &self.env {
             if k.is_empty() || k.contains(['=', '\0']) || v.contains('\0') {

@@ -108,6 +108,7 @@ impl TestDir {
             args: vec!["-c".to_string(), script.to_string()],
             env,
             limits: Limits::default(),
+            keep_caps: Vec::new(),
             context_cgroups: false,
             log_path: self.log_path(),
             inherit_fds: Vec::new(),

@@ -1,0 +1,184 @@
+//! Who user code runs as. Inside a sandbox the agent is the sandbox's root (PID 1 with the few
+//! capabilities the launcher let it keep) and never runs user code as itself:
+//!
+//! - commands, terminals and the E2B process API run as **the sandbox user** (`--sandbox-user`,
+//!   e.g. 1000:1000), with no supplementary groups; the files API acts as that user
+//!   ([`as_sandbox_user`]: `setfsuid`/`setfsgid` on the thread doing the path operation);
+//! - each context's kernel runs as **a uid of its own** (`--context-uids BASE:COUNT`: uid
+//!   `BASE + slot`, the sandbox user's group as its primary group, umask 0002), so one context
+//!   cannot read another's memory, write into its pipes or signal it. A slot is taken when a
+//!   context (or the spare JavaScript kernel) is made and given back only once the context is gone
+//!   and its cgroup is empty ([`UidSlot`]'s drop); at most COUNT contexts exist at a time.
+//!
+//! Without these flags (an agent outside a sandbox) everything runs as the agent itself.
+//!
+//! Not here: the system calls (`lizard_jail::creds`), which process runs what (`crate::kernel`,
+//! `crate::procs`).
+
+use std::collections::BTreeSet;
+use std::io;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A uid and its primary gid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ids {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl std::str::FromStr for Ids {
+    type Err = String;
+    /// `UID:GID`.
+    fn from_str(s: &str) -> Result<Ids, String> {
+        let (u, g) = s.split_once(':').ok_or("expected UID:GID")?;
+        Ok(Ids {
+            uid: u.parse().map_err(|_| format!("bad uid {u:?}"))?,
+            gid: g.parse().map_err(|_| format!("bad gid {g:?}"))?,
+        })
+    }
+}
+
+/// The umask of everything user code runs: files are the group's too (contexts share them).
+pub const USER_UMASK: u32 = 0o002;
+
+struct Users {
+    sandbox: Option<Ids>,
+    /// First context uid and how many there are.
+    contexts: Option<(u32, u32)>,
+    used: Mutex<BTreeSet<u32>>,
+}
+
+static USERS: OnceLock<Users> = OnceLock::new();
+
+fn users() -> Option<&'static Users> {
+    USERS.get()
+}
+
+/// Set who user code runs as (once, at start-up). Per-context uids need a sandbox user (their
+/// group is its group).
+pub fn init(sandbox: Option<Ids>, contexts: Option<(u32, u32)>) {
+    let contexts = contexts.filter(|(_, n)| *n > 0 && sandbox.is_some());
+    let _ = USERS.set(Users {
+        sandbox,
+        contexts,
+        used: Mutex::new(BTreeSet::new()),
+    });
+}
+
+/// The sandbox user, when the agent runs user code as one.
+pub fn sandbox_user() -> Option<Ids> {
+    users().and_then(|u| u.sandbox)
+}
+
+/// Too many contexts: every context uid is taken.
+#[derive(Debug, thiserror::Error)]
+#[error("at most {0} contexts can exist in a sandbox at a time (delete one first)")]
+pub struct NoFreeSlot(pub u32);
+
+/// One context uid, taken until dropped.
+#[derive(Debug)]
+pub struct UidSlot {
+    slot: u32,
+    ids: Ids,
+}
+
+impl UidSlot {
+    /// The slot number (`0..COUNT`), saved with a hibernated context.
+    pub fn number(&self) -> u32 {
+        self.slot
+    }
+
+    pub fn ids(&self) -> Ids {
+        self.ids
+    }
+
+    /// The user name of the slot in the template's `/etc/passwd`.
+    pub fn name(&self) -> String {
+        format!("ctx{}", self.slot)
+    }
+}
+
+impl Drop for UidSlot {
+    fn drop(&mut self) {
+        if let Some(u) = users() {
+            u.used
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&self.slot);
+        }
+    }
+}
+
+/// Take a context uid: `want` if it is free (a restored context gets its saved one back), else
+/// the lowest free one. `Ok(None)`: contexts do not get uids of their own here.
+pub fn take_slot(want: Option<u32>) -> Result<Option<Arc<UidSlot>>, NoFreeSlot> {
+    let Some(u) = users() else { return Ok(None) };
+    let (Some((base, count)), Some(sandbox)) = (u.contexts, u.sandbox) else {
+        return Ok(None);
+    };
+    let mut used = u.used.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = match want.filter(|w| *w < count && !used.contains(w)) {
+        Some(w) => w,
+        None => (0..count)
+            .find(|n| !used.contains(n))
+            .ok_or(NoFreeSlot(count))?,
+    };
+    used.insert(slot);
+    Ok(Some(Arc::new(UidSlot {
+        slot,
+        ids: Ids {
+            uid: base + slot,
+            gid: sandbox.gid,
+        },
+    })))
+}
+
+/// The `/etc/passwd` name of a context uid (`ctx<slot>`), `None` for any other uid.
+pub fn context_user_name(uid: u32) -> Option<String> {
+    let (base, count) = users()?.contexts?;
+    let slot = uid.checked_sub(base).filter(|s| *s < count)?;
+    Some(format!("ctx{slot}"))
+}
+
+/// Who a kernel runs as: its context's uid, else the sandbox user, else (outside a sandbox) the
+/// agent's own ids (`None`).
+pub fn kernel_ids(slot: Option<&UidSlot>) -> Option<Ids> {
+    slot.map(UidSlot::ids).or_else(sandbox_user)
+}
+
+/// Run `f` (blocking file-system work) on a blocking thread that acts on files as the sandbox
+/// user (see `lizard_jail::creds::FsUser`); as the agent itself when there is none.
+pub async fn as_sandbox_user<T: Send + 'static>(
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    tokio::task::spawn_blocking(move || with_sandbox_user(f))
+        .await
+        .map_err(io::Error::other)?
+}
+
+/// [`as_sandbox_user`] on the calling thread (which must be allowed to block).
+pub fn with_sandbox_user<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    let _guard = match sandbox_user() {
+        Some(ids) => Some(lizard_jail::creds::FsUser::enter(ids.uid, ids.gid)?),
+        None => None,
+    };
+    f()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_parse() {
+        assert_eq!(
+            "1000:1001".parse::<Ids>().unwrap(),
+            Ids {
+                uid: 1000,
+                gid: 1001
+            }
+        );
+        assert!("1000".parse::<Ids>().is_err());
+        assert!("a:1".parse::<Ids>().is_err());
+    }
+}

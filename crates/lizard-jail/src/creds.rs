@@ -1,0 +1,269 @@
+//! Credentials inside a sandbox: how the agent (the sandbox's root, with the few capabilities of
+//! `SandboxSpec::keep_caps`) runs everything else as users without any capability.
+//!
+//! - [`become_user_on_exec`]: a `pre_exec` step that turns the child into `uid`/`gid` with no
+//!   supplementary groups (all three ids of each, so nothing can switch back; the change away
+//!   from uid 0 clears every capability, the launcher having locked `SECBIT_KEEP_CAPS` and
+//!   `SECBIT_NO_SETUID_FIXUP` off) and sets its umask. Registered *after* any step that must
+//!   still run as root (joining a cgroup: cgroup v1 lets a writer that is not the host's root
+//!   move only processes of its own uid), unlike `Command::uid`, which std applies before every
+//!   `pre_exec` closure.
+//! - [`FsUser`]: the calling thread acts on files as another user (`setfsuid`/`setfsgid`) until
+//!   the guard is dropped. While the fs uid is not 0 the kernel drops the file-system
+//!   capabilities (`CAP_CHOWN`, `CAP_DAC_OVERRIDE`, `CAP_FOWNER`, …) from the thread's effective
+//!   set, so a path operation is checked exactly as that user's, and what it creates is that
+//!   user's.
+//! - [`Credentials::of_self`]: the calling process's ids, capability sets and securebits, as
+//!   `/proc/self/status` reports them (tests, diagnostics).
+//!
+//! Not here: which user runs what (the agent decides), or the sandbox's own set-up
+//! (`sandbox::child`).
+
+use std::io;
+use std::os::unix::process::CommandExt;
+
+/// Run the program of `cmd` as `uid`/`gid` with no supplementary groups and `umask`: see the
+/// module docs. Call it after every `pre_exec` step that needs root.
+pub fn become_user_on_exec(cmd: &mut std::process::Command, uid: u32, gid: u32, umask: u32) {
+    // SAFETY: the closure runs in the forked child before exec and makes only raw system calls
+    // (setgroups, setresgid, setresuid, umask), which are async-signal-safe; it allocates nothing
+    // and takes no locks. Raw calls rather than glibc's wrappers, which would broadcast the change
+    // to every thread through a signal handler (the child has one thread).
+    unsafe {
+        cmd.pre_exec(move || drop_to(uid, gid, umask));
+    }
+}
+
+/// The child's side of [`become_user_on_exec`]; also usable by a process about to exec.
+fn drop_to(uid: u32, gid: u32, umask: u32) -> io::Result<()> {
+    let check = |r: libc::c_long| {
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY: setgroups(2) with size 0 reads no memory (the null list is never dereferenced).
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_setgroups,
+            0 as libc::c_ulong,
+            std::ptr::null::<libc::gid_t>(),
+        )
+    })?;
+    // SAFETY: setresgid(2) takes integers only and changes the calling thread's credentials.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
+    // SAFETY: as above, for setresuid(2).
+    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    // SAFETY: umask(2) takes an integer and cannot fail.
+    unsafe { libc::umask(umask as libc::mode_t) };
+    Ok(())
+}
+
+/// The calling process's effective uid.
+pub fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// Set the calling process's umask.
+pub fn set_umask(mask: u32) {
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(
+        mask as libc::mode_t,
+    ));
+}
+
+/// The calling thread acts on files as `uid`/`gid` while this lives (see the module docs); the
+/// previous fs ids come back when it is dropped. It must be dropped on the thread that made it
+/// (it is neither `Send` nor `Sync`): hold it across blocking file-system calls only, never
+/// across an `.await`.
+#[derive(Debug)]
+pub struct FsUser {
+    old_uid: u32,
+    old_gid: u32,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl FsUser {
+    /// Switch the calling thread's fs ids to `uid`/`gid` (group first: once the fs uid is not 0,
+    /// changing the fs gid would need CAP_SETGID, which the thread then no longer has).
+    /// Fails (changing nothing) if the thread cannot take those ids.
+    pub fn enter(uid: u32, gid: u32) -> io::Result<FsUser> {
+        let old_gid = set_fsgid(gid);
+        if set_fsgid(u32::MAX) != gid {
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        let old_uid = set_fsuid(uid);
+        if set_fsuid(u32::MAX) != uid {
+            set_fsgid(old_gid);
+            return Err(io::Error::from_raw_os_error(libc::EPERM));
+        }
+        Ok(FsUser {
+            old_uid,
+            old_gid,
+            _not_send: std::marker::PhantomData,
+        })
+    }
+}
+
+impl Drop for FsUser {
+    fn drop(&mut self) {
+        // The fs uid first: back at 0 the thread has CAP_SETGID again for the fs gid.
+        set_fsuid(self.old_uid);
+        set_fsgid(self.old_gid);
+    }
+}
+
+/// `setfsuid(uid)`: returns the previous fs uid (`u32::MAX`, an invalid id, changes nothing:
+/// the query form).
+fn set_fsuid(uid: u32) -> u32 {
+    // SAFETY: setfsuid(2) takes an integer and changes only the calling thread's fs uid; it always
+    // returns the previous one.
+    unsafe { libc::syscall(libc::SYS_setfsuid, uid) as u32 }
+}
+
+/// `setfsgid(gid)`, as [`set_fsuid`].
+fn set_fsgid(gid: u32) -> u32 {
+    // SAFETY: as for setfsuid(2).
+    unsafe { libc::syscall(libc::SYS_setfsgid, gid) as u32 }
+}
+
+/// A process's credentials as `/proc/<pid>/status` shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// Real, effective, saved and fs uid.
+    pub uids: [u32; 4],
+    pub gids: [u32; 4],
+    pub groups: Vec<u32>,
+    pub effective: u64,
+    pub permitted: u64,
+    pub inheritable: u64,
+    pub bounding: u64,
+    pub ambient: u64,
+    pub no_new_privs: bool,
+}
+
+impl Credentials {
+    /// The calling process's credentials.
+    pub fn of_self() -> io::Result<Credentials> {
+        Credentials::parse(&std::fs::read_to_string("/proc/self/status")?)
+    }
+
+    /// Parse the text of a `/proc/<pid>/status` file.
+    pub fn parse(status: &str) -> io::Result<Credentials> {
+        let field = |name: &str| -> io::Result<&str> {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+                .ok_or_else(|| io::Error::other(format!("no {name} in the status")))
+        };
+        let ids = |name: &str| -> io::Result<[u32; 4]> {
+            let v: Vec<u32> = field(name)?
+                .split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            v.try_into()
+                .map_err(|_| io::Error::other(format!("bad {name}")))
+        };
+        let hex = |name: &str| -> io::Result<u64> {
+            u64::from_str_radix(field(name)?, 16)
+                .map_err(|_| io::Error::other(format!("bad {name}")))
+        };
+        Ok(Credentials {
+            uids: ids("Uid")?,
+            gids: ids("Gid")?,
+            groups: field("Groups")?
+                .split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect(),
+            effective: hex("CapEff")?,
+            permitted: hex("CapPrm")?,
+            inheritable: hex("CapInh")?,
+            bounding: hex("CapBnd")?,
+            ambient: hex("CapAmb")?,
+            no_new_privs: field("NoNewPrivs")? == "1",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_status() {
+        let text = "Name:\tx\nUid:\t0\t0\t0\t0\nGid:\t1\t2\t3\t4\nGroups:\t5 6 \nCapInh:\t0000000000000000\n\
+            CapPrm:\t00000000000000e3\nCapEff:\t00000000000000e3\nCapBnd:\t00000000000000e3\n\
+            CapAmb:\t0000000000000000\nNoNewPrivs:\t1\n";
+        let c = Credentials::parse(text).unwrap();
+        assert_eq!(c.uids, [0, 0, 0, 0]);
+        assert_eq!(c.gids, [1, 2, 3, 4]);
+        assert_eq!(c.groups, vec![5, 6]);
+        assert_eq!(c.bounding, 0xe3);
+        assert!(c.no_new_privs);
+    }
+
+    #[test]
+    fn a_command_becomes_the_user_and_files_are_made_as_the_fs_user() {
+        if !nix::unistd::geteuid().is_root() {
+            return; // needs CAP_SETUID (the tests run as root)
+        }
+        let out = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "id -u; id -g; id -G; umask; grep CapEff /proc/self/status",
+            ])
+            .output_with(|cmd| become_user_on_exec(cmd, 4321, 4322, 0o002))
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(&lines[..4], &["4321", "4322", "4322", "0002"], "{text}");
+        assert!(lines[4].ends_with("0000000000000000"), "{text}");
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let root_only = dir.path().join("root-only");
+        std::fs::write(&root_only, "x").unwrap();
+        std::fs::set_permissions(
+            &root_only,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+        let made = dir.path().join("made");
+        std::thread::spawn(move || {
+            let guard = FsUser::enter(4321, 4322).unwrap();
+            std::fs::write(&made, "y").unwrap();
+            // CAP_DAC_OVERRIDE is gone while the fs uid is not 0.
+            let denied = std::fs::read(&root_only).unwrap_err();
+            assert_eq!(denied.kind(), io::ErrorKind::PermissionDenied);
+            drop(guard);
+            std::fs::read(&root_only).unwrap();
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(&made).unwrap();
+            assert_eq!((m.uid(), m.gid()), (4321, 4322));
+        })
+        .join()
+        .unwrap();
+    }
+
+    trait OutputWith {
+        fn output_with(
+            &mut self,
+            f: impl FnOnce(&mut std::process::Command),
+        ) -> io::Result<std::process::Output>;
+    }
+
+    impl OutputWith for std::process::Command {
+        fn output_with(
+            &mut self,
+            f: impl FnOnce(&mut std::process::Command),
+        ) -> io::Result<std::process::Output> {
+            f(self);
+            self.output()
+        }
+    }
+}
