@@ -129,8 +129,9 @@ async fn sandbox_run_and_context_commands() {
     assert!(err.contains("not_found"), "{err}");
 
     // Without --sandbox, run uses a fresh sandbox and kills it.
+    // (The context's kernel runs as a uid of its own: the first context's is 2000.)
     let (code, out, _) = lizard(&s, &["run", "import os; print(os.getuid())"], None);
-    assert_eq!((code, out.as_str()), (0, "1000\n"));
+    assert_eq!((code, out.as_str()), (0, "2000\n"));
     let (_, list, _) = lizard(&s, &["sandbox", "list", "--json"], None);
     assert_eq!(list.trim(), "[]");
 }

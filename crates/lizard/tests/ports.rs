@@ -364,10 +364,26 @@ for m, p in [("GET", "/executions?after=0"), ("POST", "/hibernate/snapshot"),
              ("POST", "/hibernate/restore"), ("GET", "/health"), ("GET", "/contexts")]:
     print(m, p, status(m, p))
 "#;
+    // From a command (the sandbox user, whom the port serves): the public routes only.
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/commands"),
+            Some(json!({"argv": ["python3", "-c", code]})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        r.body["stdout"].as_str().unwrap_or(""),
+        "GET /executions?after=0 404\nPOST /hibernate/snapshot 404\nPOST /hibernate/restore 404\nGET /health 200\nGET /contexts 200\n",
+        "{}",
+        r.text
+    );
+    // From a context (a uid of its own): the port serves it nothing at all.
     let ex = s.run(&id, json!({ "code": code })).await;
     assert_eq!(
         stdout(&ex),
-        "GET /executions?after=0 404\nPOST /hibernate/snapshot 404\nPOST /hibernate/restore 404\nGET /health 200\nGET /contexts 200\n",
+        "GET /executions?after=0 403\nPOST /hibernate/snapshot 403\nPOST /hibernate/restore 403\nGET /health 403\nGET /contexts 403\n",
         "{ex}"
     );
     s.kill_all().await;
