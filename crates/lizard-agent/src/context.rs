@@ -212,6 +212,22 @@ struct RunLog {
 const RUN_LOG_CAPACITY: usize = 10_000;
 
 impl Contexts {
+    /// A new kernel for the existing context `h` (a restart, or a replacement after its kernel
+    /// died): same language, cwd, cgroup and uid.
+    async fn fresh_kernel(&self, h: &ContextHandle) -> Result<Kernel, KernelError> {
+        self.launcher
+            .start(
+                h.language,
+                &h.cwd,
+                &h.scratch,
+                h.cgroup.as_ref(),
+                // A context with a uid already: the launcher never swaps it (only a new
+                // context may take the spare's).
+                &mut h.uid_slot.clone(),
+            )
+            .await
+    }
+
     pub fn new(cfg: ContextConfig) -> Contexts {
         Contexts {
             launcher: Launcher::new(
@@ -512,16 +528,7 @@ impl Contexts {
         set_replacing(&h, None);
         *slot = None;
         h.pid.store(0, Ordering::SeqCst);
-        let k = self
-            .launcher
-            .start(
-                h.language,
-                &h.cwd,
-                &h.scratch,
-                h.cgroup.as_ref(),
-                &mut h.uid_slot.clone(),
-            )
-            .await?;
+        let k = self.fresh_kernel(&h).await?;
         h.pid.store(k.pid(), Ordering::SeqCst);
         *slot = Some(k);
         h.note_restart("restarted on request".into());
@@ -599,17 +606,7 @@ impl Contexts {
         h.busy.store(true, Ordering::SeqCst);
 
         if slot.is_none() {
-            match self
-                .launcher
-                .start(
-                    h.language,
-                    &h.cwd,
-                    &h.scratch,
-                    h.cgroup.as_ref(),
-                    &mut h.uid_slot.clone(),
-                )
-                .await
-            {
+            match self.fresh_kernel(&h).await {
                 Ok(k) => {
                     h.pid.store(k.pid(), Ordering::SeqCst);
                     *slot = Some(k);
@@ -841,17 +838,7 @@ impl Contexts {
             status = ExecutionStatus::KernelDied;
             if replacing.is_none() {
                 // Start the replacement now, so the next run finds a ready kernel.
-                match self
-                    .launcher
-                    .start(
-                        h.language,
-                        &h.cwd,
-                        &h.scratch,
-                        h.cgroup.as_ref(),
-                        &mut h.uid_slot.clone(),
-                    )
-                    .await
-                {
+                match self.fresh_kernel(&h).await {
                     Ok(k) => {
                         h.pid.store(k.pid(), Ordering::SeqCst);
                         *slot = Some(k);

@@ -18,9 +18,13 @@ use std::net::{IpAddr, SocketAddr};
 /// The uid that owns the TCP socket at `peer` connected to `local`, from the text of
 /// `/proc/net/tcp` and `/proc/net/tcp6`.
 pub fn tcp_peer_uid(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
-    let v4 = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    let v6 = std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
-    find_uid(&v4, peer, local).or_else(|| find_uid(&v6, peer, local))
+    // An IPv4 connection's row is in `tcp`, an IPv6 (or v4-mapped) one's in `tcp6`.
+    let table = if peer.is_ipv4() {
+        "/proc/net/tcp"
+    } else {
+        "/proc/net/tcp6"
+    };
+    find_uid(&std::fs::read_to_string(table).ok()?, peer, local)
 }
 
 /// The uid column of the row `peer` → `local` in a `/proc/net/tcp{,6}` text.

@@ -91,11 +91,6 @@ impl UidSlot {
     pub fn ids(&self) -> Ids {
         self.ids
     }
-
-    /// The user name of the slot in the template's `/etc/passwd`.
-    pub fn name(&self) -> String {
-        format!("ctx{}", self.slot)
-    }
 }
 
 impl Drop for UidSlot {

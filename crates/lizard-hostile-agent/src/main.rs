@@ -87,7 +87,6 @@ fn main() {
     let state = Arc::new(State {
         mode,
         armed: AtomicBool::new(false),
-        served: AtomicU64::new(0),
         lies: AtomicU64::new(0),
     });
     eprintln!("lizard-hostile-agent: serving in mode {mode:?}");
@@ -115,7 +114,6 @@ struct State {
     mode: Mode,
     /// Set once a health check has been answered: from then on the agent attacks.
     armed: AtomicBool,
-    served: AtomicU64,
     /// Execution-log pages invented so far.
     lies: AtomicU64,
 }
@@ -125,7 +123,6 @@ impl State {
         let Some(path) = read_request_head(&mut conn) else {
             return;
         };
-        self.served.fetch_add(1, Ordering::Relaxed);
         let armed = self.armed.load(Ordering::SeqCst);
         if !armed && path.starts_with("/health") {
             // The server polls health until it answers: be an agent until then.
@@ -195,7 +192,8 @@ impl State {
                 let body = br#"{"status":"ok","version":"log-flood","contexts":0}"#;
                 let _ = respond(&mut conn, "200 OK", "application/json", body);
             }
-            Mode::Die => std::process::exit(0),
+            // Its arming thread ends the process.
+            Mode::Die => {}
         }
     }
 

@@ -13,8 +13,6 @@
 //!   capabilities (`CAP_CHOWN`, `CAP_DAC_OVERRIDE`, `CAP_FOWNER`, …) from the thread's effective
 //!   set, so a path operation is checked exactly as that user's, and what it creates is that
 //!   user's.
-//! - [`Credentials::of_self`]: the calling process's ids, capability sets and securebits, as
-//!   `/proc/self/status` reports them (tests, diagnostics).
 //!
 //! Not here: which user runs what (the agent decides), or the sandbox's own set-up
 //! (`sandbox::child`).
@@ -34,27 +32,9 @@ pub fn become_user_on_exec(cmd: &mut std::process::Command, uid: u32, gid: u32, 
     }
 }
 
-/// The child's side of [`become_user_on_exec`]; also usable by a process about to exec.
+/// The child's side of [`become_user_on_exec`].
 fn drop_to(uid: u32, gid: u32, umask: u32) -> io::Result<()> {
-    let check = |r: libc::c_long| {
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
-    };
-    // SAFETY: setgroups(2) with size 0 reads no memory (the null list is never dereferenced).
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_setgroups,
-            0 as libc::c_ulong,
-            std::ptr::null::<libc::gid_t>(),
-        )
-    })?;
-    // SAFETY: setresgid(2) takes integers only and changes the calling thread's credentials.
-    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
-    // SAFETY: as above, for setresuid(2).
-    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    crate::sys::set_ids(uid, gid)?;
     // SAFETY: umask(2) takes an integer and cannot fail.
     unsafe { libc::umask(umask as libc::mode_t) };
     Ok(())
@@ -127,81 +107,9 @@ fn set_fsgid(gid: u32) -> u32 {
     unsafe { libc::syscall(libc::SYS_setfsgid, gid) as u32 }
 }
 
-/// A process's credentials as `/proc/<pid>/status` shows them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credentials {
-    /// Real, effective, saved and fs uid.
-    pub uids: [u32; 4],
-    pub gids: [u32; 4],
-    pub groups: Vec<u32>,
-    pub effective: u64,
-    pub permitted: u64,
-    pub inheritable: u64,
-    pub bounding: u64,
-    pub ambient: u64,
-    pub no_new_privs: bool,
-}
-
-impl Credentials {
-    /// The calling process's credentials.
-    pub fn of_self() -> io::Result<Credentials> {
-        Credentials::parse(&std::fs::read_to_string("/proc/self/status")?)
-    }
-
-    /// Parse the text of a `/proc/<pid>/status` file.
-    pub fn parse(status: &str) -> io::Result<Credentials> {
-        let field = |name: &str| -> io::Result<&str> {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-                .ok_or_else(|| io::Error::other(format!("no {name} in the status")))
-        };
-        let ids = |name: &str| -> io::Result<[u32; 4]> {
-            let v: Vec<u32> = field(name)?
-                .split_whitespace()
-                .filter_map(|n| n.parse().ok())
-                .collect();
-            v.try_into()
-                .map_err(|_| io::Error::other(format!("bad {name}")))
-        };
-        let hex = |name: &str| -> io::Result<u64> {
-            u64::from_str_radix(field(name)?, 16)
-                .map_err(|_| io::Error::other(format!("bad {name}")))
-        };
-        Ok(Credentials {
-            uids: ids("Uid")?,
-            gids: ids("Gid")?,
-            groups: field("Groups")?
-                .split_whitespace()
-                .filter_map(|n| n.parse().ok())
-                .collect(),
-            effective: hex("CapEff")?,
-            permitted: hex("CapPrm")?,
-            inheritable: hex("CapInh")?,
-            bounding: hex("CapBnd")?,
-            ambient: hex("CapAmb")?,
-            no_new_privs: field("NoNewPrivs")? == "1",
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_a_status() {
-        let text = "Name:\tx\nUid:\t0\t0\t0\t0\nGid:\t1\t2\t3\t4\nGroups:\t5 6 \nCapInh:\t0000000000000000\n\
-            CapPrm:\t00000000000000e3\nCapEff:\t00000000000000e3\nCapBnd:\t00000000000000e3\n\
-            CapAmb:\t0000000000000000\nNoNewPrivs:\t1\n";
-        let c = Credentials::parse(text).unwrap();
-        assert_eq!(c.uids, [0, 0, 0, 0]);
-        assert_eq!(c.gids, [1, 2, 3, 4]);
-        assert_eq!(c.groups, vec![5, 6]);
-        assert_eq!(c.bounding, 0xe3);
-        assert!(c.no_new_privs);
-    }
 
     #[test]
     fn a_command_becomes_the_user_and_files_are_made_as_the_fs_user() {

@@ -108,15 +108,7 @@ fn prctl(option: libc::c_int, arg2: libc::c_ulong, arg3: libc::c_ulong) -> io::R
 
 /// Drop every capability (0..=the kernel's last) from the bounding set. Needs CAP_SETPCAP.
 pub(crate) fn drop_bounding_set() -> io::Result<()> {
-    for cap in 0..=63 {
-        match prctl(libc::PR_CAPBSET_DROP, cap, 0) {
-            Ok(()) => {}
-            // Past the kernel's last capability.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && cap > 0 => return Ok(()),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    drop_bounding_set_except(0)
 }
 
 /// Drop every capability not in `keep` (bit n = capability n) from the bounding set. Needs
@@ -223,6 +215,26 @@ const SECBIT_KEEP_CAPS: libc::c_ulong = 1 << 4;
 /// the same layout.
 pub(crate) type SockFilter = seccompiler::sock_filter;
 
+/// `setgroups(0)`, `setresgid(gid ×3)`, `setresuid(uid ×3)`: the calling thread becomes
+/// `uid`/`gid` with no supplementary groups. Raw system calls rather than glibc's wrappers, which
+/// would broadcast the change to every thread through a signal handler (a forked child has one
+/// thread). Async-signal-safe: no allocation, no locks.
+pub(crate) fn set_ids(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: setgroups(2) with size 0 reads no memory (the null list is never dereferenced).
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_setgroups,
+            0 as libc::c_ulong,
+            std::ptr::null::<libc::gid_t>(),
+        )
+    })?;
+    // SAFETY: setresgid(2) takes integers only and changes the calling thread's credentials.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
+    // SAFETY: as above, for setresuid(2).
+    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    Ok(())
+}
+
 /// Turn the calling process (host root, in a `pre_exec` hook) into `uid`/`gid` with no
 /// supplementary groups that keeps exactly the capabilities in `caps` (bit n = capability n) as
 /// *ambient* capabilities, so that the program it then executes starts with them in its
@@ -243,32 +255,9 @@ pub(crate) fn become_user_with_ambient_caps(
     caps: u64,
     filter: &[SockFilter],
 ) -> io::Result<()> {
-    for c in 0..=63u32 {
-        if caps & (1 << c) != 0 {
-            continue;
-        }
-        match prctl(libc::PR_CAPBSET_DROP, c as libc::c_ulong, 0) {
-            Ok(()) => {}
-            // Past the kernel's last capability.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && c > 0 => break,
-            Err(e) => return Err(e),
-        }
-    }
+    drop_bounding_set_except(caps)?;
     set_securebits(SECBIT_KEEP_CAPS)?;
-    // Raw system calls rather than glibc's wrappers, which would broadcast the change to every
-    // thread (a forked child has one) through a signal handler.
-    // SAFETY: setgroups(2) with size 0 reads no memory (the null list is never dereferenced).
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_setgroups,
-            0 as libc::c_ulong,
-            std::ptr::null::<libc::gid_t>(),
-        )
-    })?;
-    // SAFETY: setresgid(2) takes integers only and changes the calling thread's credentials.
-    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
-    // SAFETY: as above, for setresuid(2).
-    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    set_ids(uid, gid)?;
     set_capabilities(caps)?;
     for c in 0..64u32 {
         if caps & (1 << c) != 0 {

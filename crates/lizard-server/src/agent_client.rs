@@ -382,11 +382,6 @@ impl AgentClient {
         }
     }
 
-    /// Whether this client talks to the agent at `socket` (the host path).
-    pub fn socket(&self) -> &std::path::Path {
-        &self.socket
-    }
-
     /// Poll `/health` until it answers or `timeout` passes (each poll under the health deadline,
     /// never past `timeout`).
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), AgentError> {

@@ -277,6 +277,9 @@ async fn typed_errors(resp: Response, e2b: bool) -> Response {
             r.headers_mut().entry(k).or_insert(v.clone());
         }
     }
+    // What the handler said about the answer (e.g. `proxy::FromSandbox`: an agent's plain-text
+    // 401 is still the sandbox's, not an authentication failure) stays with it.
+    r.extensions_mut().extend(parts.extensions);
     r
 }
 

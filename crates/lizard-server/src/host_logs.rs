@@ -310,6 +310,7 @@ mod tests {
         std::fs::write(&log, b"old\n").unwrap();
         // No pipe: nothing to drain (and no runtime needed to say so).
         ensure_drain(&log);
+        assert!(!running().lock().unwrap().contains(&pipe_path(&log)));
         assert_eq!(std::fs::read(&log).unwrap(), b"old\n");
     }
 }

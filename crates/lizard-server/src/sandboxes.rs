@@ -198,9 +198,6 @@ pub struct SandboxConfig {
     pub disk_overcommit: f64,
 }
 
-/// The default [`SandboxConfig::final_sample_deadline`].
-pub const FINAL_SAMPLE_DEADLINE: Duration = Duration::from_secs(1);
-
 /// What the server remembers about a running sandbox's processes (stored as JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Runtime {

@@ -102,18 +102,8 @@ async fn kill_completely(s: &Server, id: &str) {
 /// No process, cgroup, mount or directory of sandbox `id` (PID 1 at host pid `pid`) is left.
 async fn assert_nothing_left(s: &Server, id: &str, pid: i64) {
     let gone = eventually(Duration::from_secs(30), || async {
-        let proc_gone = pid <= 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() || {
-            // A zombie is gone as far as the sandbox is concerned once its parent reaps it.
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|st| {
-                    st.rsplit(')')
-                        .next()
-                        .unwrap_or("")
-                        .trim_start()
-                        .starts_with('Z')
-                })
-                .unwrap_or(true)
-        };
+        // A zombie is gone as far as the sandbox is concerned once its parent reaps it.
+        let proc_gone = pid <= 0 || gone_or_zombie(pid as u32);
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let dir = s.data_dir.path().join("sandboxes").join(id);
         proc_gone

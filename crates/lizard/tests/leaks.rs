@@ -45,18 +45,6 @@ fn slirp_for(pid: i64) -> Vec<i32> {
         .collect()
 }
 
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(true)
-}
-
 fn walk_dirs(p: &Path) -> usize {
     let mut n = 0;
     if let Ok(rd) = std::fs::read_dir(p) {
@@ -125,9 +113,9 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
         assert_eq!(r.status, 204);
     }
     let slirps_gone = eventually(Duration::from_secs(10), || async {
-        slirps
-            .iter()
-            .all(|p| !Path::new(&format!("/proc/{p}/cmdline")).exists() || is_zombie(*p))
+        slirps.iter().all(|p| {
+            !Path::new(&format!("/proc/{p}/cmdline")).exists() || gone_or_zombie(*p as u32)
+        })
     })
     .await;
     assert!(slirps_gone, "slirp4netns outlived its sandbox");

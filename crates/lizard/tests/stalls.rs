@@ -63,20 +63,6 @@ fn open_fds(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
-/// The process is gone, or a zombie (exited; its parent after a server restart may be an init
-/// that reaps late).
-fn gone_or_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(true)
-}
-
 fn signal(pid: u64, sig: &str) {
     let ok = std::process::Command::new("kill")
         .args([sig, &pid.to_string()])

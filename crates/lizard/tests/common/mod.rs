@@ -290,6 +290,19 @@ where
     }
 }
 
+/// Whether host process `pid` is gone or a zombie (it has exited; its parent may reap it late).
+pub fn gone_or_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(true)
+}
+
 /// Peak resident memory (VmHWM) of a process, in bytes.
 pub fn vm_hwm(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
