@@ -319,6 +319,11 @@ struct LaunchedSandbox {
     exited: Option<Arc<AtomicBool>>,
 }
 
+/// Under memory pressure, how long one sandbox's hibernation may hold the next one back (see
+/// `Sandboxes::run_timeouts`): longer than an honest snapshot of an idle sandbox takes, far
+/// shorter than the hibernate deadline a hostile agent can use up.
+const PRESSURE_STALL: Duration = Duration::from_secs(10);
+
 /// Name of the file in a sandbox's directory that records its [`Runtime`] from the moment it is
 /// launched (so sandboxes that never reached the store can be cleaned up after a crash).
 const RUNTIME_FILE: &str = "runtime.json";
@@ -1419,8 +1424,9 @@ impl Sandboxes {
     /// `hibernate_after`; runs until the process ends. Each action is a task of its own (at most
     /// one per sandbox at a time), so a sandbox whose agent is slow delays nobody else's timeout.
     pub async fn run_timeouts(self: Arc<Self>) {
-        // The actions running, by sandbox.
-        let busy: Arc<Mutex<HashMap<String, TimedAction>>> = Default::default();
+        // The actions running, by sandbox, and when each started.
+        let busy: Arc<Mutex<HashMap<String, (TimedAction, std::time::Instant)>>> =
+            Default::default();
         // Start `action` on `sb` unless one is still running for it; `false` if one is.
         let start = |sb: &Arc<Sandbox>, action: TimedAction| -> bool {
             {
@@ -1428,7 +1434,7 @@ impl Sandboxes {
                 if b.contains_key(&sb.id) {
                     return false;
                 }
-                b.insert(sb.id.clone(), action);
+                b.insert(sb.id.clone(), (action, std::time::Instant::now()));
             }
             let (me, busy, id) = (self.clone(), busy.clone(), sb.id.clone());
             tokio::spawn(async move {
@@ -1462,17 +1468,22 @@ impl Sandboxes {
                 // Checked every second while enabled.
                 next = next.min(now + 1000);
                 let available = mem_available_mb();
-                // One at a time: a hibernation thaws its sandbox first, which costs memory.
-                let hibernating = busy
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .values()
-                    .any(|a| *a == TimedAction::Hibernate);
+                // One at a time: a hibernation thaws its sandbox first, which costs memory. But
+                // one whose agent does not answer its snapshot (it may take up to the hibernate
+                // deadline) must not hold the others' relief: after PRESSURE_STALL the next
+                // sandbox goes too.
+                let (hibernating, taken): (bool, Vec<String>) = {
+                    let b = busy.lock().unwrap_or_else(|e| e.into_inner());
+                    let fresh = b.values().any(|(a, at)| {
+                        *a == TimedAction::Hibernate && at.elapsed() < PRESSURE_STALL
+                    });
+                    (fresh, b.keys().cloned().collect())
+                };
                 if !hibernating && available.is_some_and(|a| a < min_mb) {
                     let mut paused: Vec<Arc<Sandbox>> = self
                         .all()
                         .into_iter()
-                        .filter(|s| s.state() == StoredState::Paused)
+                        .filter(|s| s.state() == StoredState::Paused && !taken.contains(&s.id))
                         .collect();
                     paused.sort_by_key(|s| s.paused_at_ms.load(Ordering::SeqCst));
                     if let Some(sb) = paused.first() {

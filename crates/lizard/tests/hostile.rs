@@ -364,3 +364,42 @@ async fn redirects_and_garbage_from_an_agent_are_typed_errors() {
     kill_completely(&s, &hostile).await;
     s.kill_all().await;
 }
+
+#[tokio::test]
+async fn a_hanging_snapshot_does_not_hold_other_sandboxes_memory_relief() {
+    // Always under "memory pressure": every paused sandbox is to be hibernated, one at a time.
+    // The hostile snapshot may hang for 30 s (longer than the 10 s one hibernation may hold the
+    // next back; short enough that the hostile sandbox's kill, which waits for its hibernation
+    // to end, stays within the test's bounds).
+    let s = start(&[
+        "--hibernate-below-mb",
+        "100000000",
+        "--agent-hibernate-timeout",
+        "30s",
+    ]);
+    let hostile = create_hostile(&s, "hang").await;
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{hostile}/pause"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    // Paused after the hostile one: hibernated second, while the hostile snapshot still hangs.
+    let plain = create_plain(&s, json!({})).await;
+    s.run(&plain, json!({"code": "kept = 41"})).await;
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{plain}/pause"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let relieved = eventually(Duration::from_secs(28), || async {
+        s.admin("GET", &format!("/v1/sandboxes/{plain}"), None)
+            .await
+            .body["state"]
+            == "hibernated"
+    })
+    .await;
+    assert!(
+        relieved,
+        "a hostile agent's hanging snapshot held back another sandbox's hibernation"
+    );
+    kill_completely(&s, &hostile).await;
+    s.kill_all().await;
+}
