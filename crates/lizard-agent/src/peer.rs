@@ -113,11 +113,22 @@ impl axum::serve::Listener for CheckedListener {
             }
             tracing::info!(%peer, "refused a TCP connection that is neither root's nor the sandbox user's");
             tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt;
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
                 let mut stream = stream;
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
                     let _ = stream.write_all(&refusal()).await;
                     let _ = stream.shutdown().await;
+                    // Read what the client still sends (its request, at most 1 MiB) before
+                    // closing: closing with unread data resets the connection, and the client
+                    // may then lose the answer to a broken pipe.
+                    let mut sink = [0u8; 16 * 1024];
+                    let mut left = 1usize << 20;
+                    while left > 0 {
+                        match stream.read(&mut sink).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => left = left.saturating_sub(n),
+                        }
+                    }
                 })
                 .await;
             });
