@@ -155,7 +155,11 @@ export async function installSdk() {
 export function runNode(dir, file, { args = [], timeoutMs = 120_000 } = {}) {
   return new Promise((resolveRun, reject) => {
     const t0 = Date.now();
-    const child = spawn(process.execPath, [...args, file], { cwd: dir, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Output as a user's program writes it into a pipe: node's test runner sets FORCE_COLOR for
+    // its children when it runs in a terminal, which would colour console.log's values.
+    const env = { ...process.env, NO_COLOR: '1' };
+    delete env.FORCE_COLOR;
+    const child = spawn(process.execPath, [...args, file], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
