@@ -14,6 +14,8 @@
 //! - [`volume`]: persistent volumes on the host (sparse ext4 images, loop mounts).
 //! - [`disk`]: per-sandbox disk quota (a sparse ext4 image, loop-mounted).
 //! - [`exe`]: a sealed in-memory copy of a program, executed in a sandbox without a mount.
+//! - [`layer`]: import a stopped sandbox's writable layer as a template layer (no symlink
+//!   followed, bounded, only directories, files, symlinks and whiteouts kept).
 //! - [`network`]: internet egress (nftables inside the sandbox's netns + slirp4netns).
 //!
 //! **Architecture Invariant:** this is the only crate with `unsafe` code and raw syscalls; every
@@ -28,6 +30,7 @@ pub mod exe;
 pub mod fdpass;
 pub mod hostpath;
 pub mod inotify;
+pub mod layer;
 pub mod network;
 pub mod process;
 pub mod procfs;

@@ -447,3 +447,65 @@ pub(crate) fn detached_tmpfs(options: &[(&CStr, &CStr)], attrs: u64) -> io::Resu
     // SAFETY: fsmount returned a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(check(ret)? as RawFd) })
 }
+
+/// The names of the extended attributes of the open file `fd` (`flistxattr`), at most 64 KiB of
+/// them (the kernel's own limit for one list).
+pub(crate) fn list_xattrs(fd: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
+    let mut buf = vec![0u8; 65536];
+    // SAFETY: `buf` is a valid, writable buffer of `buf.len()` bytes for the call's duration; the
+    // kernel writes at most that many bytes and returns how many.
+    let ret = unsafe {
+        libc::flistxattr(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast::<libc::c_char>(),
+            buf.len(),
+        )
+    };
+    let n = check(ret as libc::c_long)? as usize;
+    buf.truncate(n);
+    Ok(buf
+        .split(|b| *b == 0)
+        .filter(|n| !n.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect())
+}
+
+/// The value of extended attribute `name` of the open file `fd` (`fgetxattr`), at most 4 KiB;
+/// `None` when it has none of that name.
+pub(crate) fn get_xattr(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `name` is a NUL-terminated string and `buf` a valid, writable buffer of
+    // `buf.len()` bytes, both live for the call's duration.
+    let ret = unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast::<libc::c_void>(),
+            buf.len(),
+        )
+    };
+    match check(ret as libc::c_long) {
+        Ok(n) => {
+            buf.truncate(n as usize);
+            Ok(Some(buf))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Set extended attribute `name` of the open file `fd` to `value` (`fsetxattr`).
+pub(crate) fn set_xattr(fd: BorrowedFd<'_>, name: &CStr, value: &[u8]) -> io::Result<()> {
+    // SAFETY: `name` is NUL-terminated and `value` a valid buffer of `value.len()` bytes, both
+    // live for the call's duration; the kernel only reads them.
+    let ret = unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast::<libc::c_void>(),
+            value.len(),
+            0,
+        )
+    };
+    check(ret as libc::c_long).map(|_| ())
+}

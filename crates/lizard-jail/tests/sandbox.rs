@@ -545,7 +545,7 @@ fn setup_failures_name_the_step_and_leave_nothing() {
     assert!(msg.contains("invalid sandbox spec: id"), "{msg}");
 
     let mut spec = t.spec(&unique_id("nolower"), "");
-    spec.rootfs.lower = t.path().join("missing");
+    spec.rootfs.lower = vec![t.path().join("missing")];
     let msg = launch(&spec).err().unwrap().to_string();
     assert!(msg.contains("reading the template root"), "{msg}");
 }
@@ -945,4 +945,84 @@ fn a_cgroup_tree_deeper_than_path_max_is_removed() {
     cg.remove().unwrap();
     assert!(cg.remaining_dirs().is_empty(), "{:?}", cg.remaining_dirs());
     assert!(!top.exists());
+}
+
+/// A template that is a layer over its base: two lower layers, top first, both through the same
+/// id map. The top layer adds a file, hides one of the base's (an overlay whiteout, char 0:0) and
+/// replaces a directory (the `trusted.overlay.opaque` xattr); what it does not touch is the base's.
+#[test]
+fn several_lower_layers_stack_top_first_through_one_id_map() {
+    let own = SHIFT + 65536 * 9;
+    let t = TestDir::new();
+    lchown(t.path().join("run"), Some(own + USER), Some(own + USER)).unwrap();
+    let base = t.template();
+    fs::write(base.join("etc/base-only"), "base\n").unwrap();
+    fs::write(base.join("etc/hidden"), "hidden\n").unwrap();
+    fs::create_dir_all(base.join("opt/replaced")).unwrap();
+    fs::write(base.join("opt/replaced/old"), "old\n").unwrap();
+    let layer = t.path().join("layer");
+    fs::create_dir_all(layer.join("etc")).unwrap();
+    fs::create_dir_all(layer.join("opt/replaced")).unwrap();
+    fs::write(layer.join("etc/layer-file"), "layer\n").unwrap();
+    fs::write(layer.join("opt/replaced/new"), "new\n").unwrap();
+    nix::sys::stat::mknod(
+        &layer.join("etc/hidden"),
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::empty(),
+        0,
+    )
+    .unwrap();
+    xattr_set(&layer.join("opt/replaced"), "trusted.overlay.opaque", b"y");
+    for p in [
+        "",
+        "etc",
+        "opt",
+        "opt/replaced",
+        "etc/layer-file",
+        "opt/replaced/new",
+    ] {
+        lchown(layer.join(p), Some(SHIFT), Some(SHIFT)).unwrap();
+    }
+    lchown(layer.join("etc/hidden"), Some(SHIFT), Some(SHIFT)).unwrap();
+    let script = r#"
+echo "base=$(cat /etc/base-only)"
+echo "layer=$(cat /etc/layer-file) $(stat -c %u:%g /etc/layer-file)"
+if [ -e /etc/hidden ]; then echo hidden=visible; else echo hidden=gone; fi
+echo "replaced=$(ls /opt/replaced | tr '\n' ' ')"
+echo "root=$(stat -c %u:%g /)"
+echo done=yes
+"#;
+    let mut spec = t.spec(&unique_id("layers"), script);
+    spec.rootfs.lower = vec![layer.clone(), base.clone()];
+    spec.id_map.outside = own;
+    spec.layer_id_base = Some(SHIFT);
+    let mut sb = launch(&spec).unwrap();
+    poll(Duration::from_secs(20), "the probe's output", || {
+        t.log().contains("done=yes").then_some(())
+    });
+    sb.wait(Duration::from_secs(20));
+    let log = t.log();
+    let f = facts(&log);
+    let fact = |k: &str| f.get(k).map(String::as_str).unwrap_or("(missing)");
+    assert_eq!(fact("base"), "base", "{log}");
+    assert_eq!(fact("layer"), "layer 0:0", "{log}");
+    assert_eq!(fact("hidden"), "gone", "{log}");
+    assert_eq!(fact("replaced"), "new", "{log}");
+    assert_eq!(fact("root"), "0:0", "{log}");
+    // The layers are untouched.
+    assert!(base.join("opt/replaced/old").exists());
+    assert!(!t.upper().join("etc/layer-file").exists());
+}
+
+fn xattr_set(path: &Path, name: &str, value: &[u8]) {
+    let ok = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import os, sys; os.setxattr(sys.argv[1], sys.argv[2], sys.argv[3].encode())")
+        .arg(path)
+        .arg(name)
+        .arg(String::from_utf8_lossy(value).as_ref())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "setxattr {name} on {}", path.display());
 }

@@ -1096,7 +1096,7 @@ impl Sandboxes {
             id: id.to_string(),
             hostname: id.to_string(),
             rootfs: RootfsSpec {
-                lower: lower.to_path_buf(),
+                lower: lower.clone(),
                 upper: dir.join("disk/upper"),
                 work: dir.join("disk/work"),
                 mountpoint: dir.join("rootfs"),

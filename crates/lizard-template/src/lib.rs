@@ -16,13 +16,17 @@
 //! - [`build()`] / [`build_spec`]: the build (debootstrap, user, Python venv, Node, cleanup, id
 //!   shift); blocking, needs root; callers in async code run it on a blocking thread.
 //! - [`find`] / [`find_spec`]: a complete, up-to-date build, if any; no root needed.
+//! - [`dockerfile`]: the Dockerfile front end of user templates (pure: parse to a plan).
+//! - [`layer`]: layered templates (a read-only layer over a base) and their chain of layers.
 //! - [`TemplateMeta`]: `template.json`, what a sandbox launcher needs to know about a build.
 //!
 //! It does not start sandboxes, mount the rootfs or know about the server: the launcher in
 //! `lizard-jail` / the server uses the [`Template`] it returns.
 
 mod build;
+pub mod dockerfile;
 mod error;
+pub mod layer;
 pub mod meta;
 pub mod mirror;
 mod run;

@@ -445,8 +445,8 @@ fn prepare(
     };
     // `/` inside is the overlay's root, whose owner and mode come from the upper layer's root:
     // make them the template's (as the sandbox sees it, through the id map).
-    let lower = std::fs::metadata(&spec.rootfs.lower)
-        .map_err(io_err("reading the template root", &spec.rootfs.lower))?;
+    let top = &spec.rootfs.lower[0];
+    let lower = std::fs::metadata(top).map_err(io_err("reading the template root", top))?;
     let upper = std::fs::metadata(&spec.rootfs.upper)
         .map_err(io_err("reading the writable layer", &spec.rootfs.upper))?;
     let lower_owner = match layer_base {
@@ -498,11 +498,9 @@ fn prepare(
         .unwrap_or_default();
     let plan = rootfs::Plan {
         mountpoint: spec.rootfs.mountpoint.clone(),
-        layers: [
-            spec.rootfs.lower.clone(),
-            spec.rootfs.upper.clone(),
-            spec.rootfs.work.clone(),
-        ],
+        lower: spec.rootfs.lower.clone(),
+        upper: spec.rootfs.upper.clone(),
+        work: spec.rootfs.work.clone(),
         binds,
         idmap_userns,
         root_owner,

@@ -30,8 +30,10 @@ use std::path::{Component, Path, PathBuf};
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub mountpoint: PathBuf,
-    /// Host paths of the overlay's lower, upper and work directories.
-    pub layers: [PathBuf; 3],
+    /// Host paths of the overlay's lower layers (top first), upper and work directories.
+    pub lower: Vec<PathBuf>,
+    pub upper: PathBuf,
+    pub work: PathBuf,
     pub binds: Vec<BindPlan>,
     /// The user namespace whose id map the lower layer and `idmapped` binds are shown through
     /// (`sandbox::idmap`); `None`: they are mounted as they are on disk.
@@ -241,6 +243,16 @@ fn idmapped_tree(source: &Path, attrs: u64, userns: BorrowedFd<'_>) -> Result<Ow
     Ok(tree)
 }
 
+/// An `O_PATH` descriptor of an overlay layer directory (a host path the caller made).
+fn open_layer(layer: &Path) -> Result<OwnedFd, SetupError> {
+    nix::fcntl::open(
+        layer,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .step("open overlay layer", layer.display())
+}
+
 /// Build the mount table and pivot into it. On return the calling process's root and cwd are the
 /// sandbox's `/`.
 pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
@@ -253,30 +265,36 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
     // new mount namespace: overlayfs refuses layers on mounts of another namespace.)
     let detail = format!(
         "lower {}, upper {}, work {}",
-        plan.layers[0].display(),
-        plan.layers[1].display(),
-        plan.layers[2].display()
+        plan.lower
+            .iter()
+            .map(|l| l.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":"),
+        plan.upper.display(),
+        plan.work.display()
     );
-    let mut fds = Vec::new();
-    for (i, layer) in plan.layers.iter().enumerate() {
-        let fd = match (&plan.idmap_userns, i) {
-            // The lower layer through the id map: a detached idmapped copy of its mount, which
-            // overlayfs takes as a layer like any other path.
-            (Some(userns), 0) => idmapped_tree(layer, 0, userns.as_fd())?,
-            _ => nix::fcntl::open(
-                layer,
-                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .step("open overlay layer", layer.display())?,
+    let mut lower_fds = Vec::new();
+    for layer in &plan.lower {
+        let fd = match &plan.idmap_userns {
+            // Every lower layer through the same id map: a detached idmapped copy of its mount,
+            // which overlayfs takes as a layer like any other path.
+            Some(userns) => idmapped_tree(layer, 0, userns.as_fd())?,
+            None => open_layer(layer)?,
         };
-        fds.push(fd);
+        lower_fds.push(fd);
     }
+    let upper = open_layer(&plan.upper)?;
+    let work = open_layer(&plan.work)?;
+    // `/proc/self/fd/N` holds no ':' (the separator of lower layers), ',' or '\\'.
     let options = format!(
         "lowerdir={},upperdir={},workdir={}",
-        fd_path(fds[0].as_fd()),
-        fd_path(fds[1].as_fd()),
-        fd_path(fds[2].as_fd())
+        lower_fds
+            .iter()
+            .map(|fd| fd_path(fd.as_fd()))
+            .collect::<Vec<_>>()
+            .join(":"),
+        fd_path(upper.as_fd()),
+        fd_path(work.as_fd())
     );
     mount(
         Some("overlay"),
@@ -286,7 +304,7 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
         Some(options.as_str()),
     )
     .step("mount overlay", &detail)?;
-    drop(fds);
+    drop((lower_fds, upper, work));
     let root = nix::fcntl::open(
         &plan.mountpoint,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,

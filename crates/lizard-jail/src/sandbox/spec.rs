@@ -80,6 +80,9 @@ pub struct SandboxSpec {
     pub inherit_fds: Vec<InheritFd>,
 }
 
+/// At most this many lower layers in [`RootfsSpec::lower`] (a template chain's depth).
+pub const MAX_LOWER_LAYERS: usize = 16;
+
 /// At most this many [`SandboxSpec::inherit_fds`].
 pub const MAX_INHERIT_FDS: usize = 16;
 
@@ -101,14 +104,18 @@ pub enum InheritFd {
     ReadOnlyFile { path: PathBuf },
 }
 
-/// The overlay root: `lower` is the template's root (read-only, shared), `upper`/`work` the
-/// sandbox's own writable layer, `mountpoint` where the overlay is assembled (inside the sandbox's
-/// mount namespace only). The caller creates the four directories; the launcher gives `upper` the
-/// owner and mode of `lower`'s root so that `/` inside looks like the template's.
+/// The overlay root: `lower` is the template's layers, top first (read-only, shared: a template
+/// built on another one is its own layer over its base's; a template from scratch is one layer),
+/// `upper`/`work` the sandbox's own writable layer, `mountpoint` where the overlay is assembled
+/// (inside the sandbox's mount namespace only). Every lower layer is shown through the same id map
+/// (see [`SandboxSpec::layer_id_base`]). The caller creates the directories; the launcher gives
+/// `upper` the owner and mode of the top lower layer's root so that `/` inside looks like the
+/// template's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RootfsSpec {
-    pub lower: PathBuf,
+    /// 1 to [`MAX_LOWER_LAYERS`] host directories, top first.
+    pub lower: Vec<PathBuf>,
     pub upper: PathBuf,
     pub work: PathBuf,
     pub mountpoint: PathBuf,
@@ -271,7 +278,30 @@ impl SandboxSpec {
         if self.hostname.is_empty() || self.hostname.len() > 64 || self.hostname.contains('\0') {
             return bad("hostname", "1-64 bytes without NUL".into());
         }
-        absolute("rootfs.lower", &self.rootfs.lower)?;
+        if self.rootfs.lower.is_empty() || self.rootfs.lower.len() > MAX_LOWER_LAYERS {
+            return bad("rootfs.lower", format!("1 to {MAX_LOWER_LAYERS} layers"));
+        }
+        for (i, l) in self.rootfs.lower.iter().enumerate() {
+            absolute(&format!("rootfs.lower[{i}]"), l)?;
+            // overlayfs separates lower layers with ':' (and takes '\\' and ',' as escapes and
+            // option separators): a layer path holds none of them.
+            if l.as_os_str()
+                .as_encoded_bytes()
+                .iter()
+                .any(|b| matches!(b, b':' | b',' | b'\\'))
+            {
+                return bad(
+                    &format!("rootfs.lower[{i}]"),
+                    "no ':', ',' or '\\' in a layer path".into(),
+                );
+            }
+            if self.rootfs.lower[..i].contains(l) {
+                return bad(
+                    &format!("rootfs.lower[{i}]"),
+                    "a layer is listed twice".into(),
+                );
+            }
+        }
         absolute("rootfs.upper", &self.rootfs.upper)?;
         absolute("rootfs.work", &self.rootfs.work)?;
         absolute("rootfs.mountpoint", &self.rootfs.mountpoint)?;
@@ -412,7 +442,7 @@ mod tests {
         serde_json::from_str(
             r#"{
             "id": "sbx1", "hostname": "sbx1",
-            "rootfs": {"lower": "/t/root", "upper": "/s/upper", "work": "/s/work", "mountpoint": "/s/root"},
+            "rootfs": {"lower": ["/t/root"], "upper": "/s/upper", "work": "/s/work", "mountpoint": "/s/root"},
             "binds": [{"source": "/s/run", "target": "/run/lizard", "readonly": false}],
             "id_map": {"inside": 0, "outside": 100000, "count": 65536},
             "user": {"uid": 1000, "gid": 1000},
@@ -445,6 +475,23 @@ mod tests {
         let cases: Vec<(&str, Change)> = vec![
             ("id", Box::new(|s| s.id = "a/b".into())),
             ("rootfs.upper", Box::new(|s| s.rootfs.upper = "a/b".into())),
+            ("rootfs.lower", Box::new(|s| s.rootfs.lower.clear())),
+            (
+                "rootfs.lower",
+                Box::new(|s| s.rootfs.lower = vec!["/l".into(); MAX_LOWER_LAYERS + 1]),
+            ),
+            (
+                "rootfs.lower[1]",
+                Box::new(|s| s.rootfs.lower.push("t/layer".into())),
+            ),
+            (
+                "rootfs.lower[1]",
+                Box::new(|s| s.rootfs.lower.push("/t/a:b".into())),
+            ),
+            (
+                "rootfs.lower[1]",
+                Box::new(|s| s.rootfs.lower.push("/t/root".into())),
+            ),
             (
                 "binds[0].target",
                 Box::new(|s| s.binds[0].target = "/run/../..".into()),

@@ -73,7 +73,7 @@ impl TestDir {
             id: id.to_string(),
             hostname: id.to_string(),
             rootfs: RootfsSpec {
-                lower: self.template(),
+                lower: vec![self.template()],
                 upper: self.upper(),
                 work: self.path().join("work"),
                 mountpoint: self.path().join("rootfs"),

@@ -1,0 +1,650 @@
+//! Importing a stopped sandbox's writable layer (an overlayfs upper directory, written by
+//! untrusted code) as a template layer: a copy made by host root that never follows a symlink,
+//! never opens anything but directories and regular files, is bounded in bytes, entries, depth and
+//! name length, and keeps only what a read-only template layer needs.
+//!
+//! Kept: directories (with `trusted.overlay.opaque`), regular files (contents, permission bits
+//! without setuid/setgid/sticky, times), symlinks (as symlinks: their targets are only ever
+//! resolved later inside a sandbox's root) and overlay whiteouts (character devices 0:0).
+//! Dropped, each named in [`ImportReport::dropped`]: other device nodes, fifos, sockets, setuid
+//! and setgid bits, and every extended attribute but the opaque marker (so file capabilities and
+//! ACLs go). Refused (the import fails): an owner outside the sandbox's id range, the overlay's
+//! redirect or metacopy attributes (the layer would point into another one), and any limit.
+//! Hard links are copied as independent files (each counts against the byte limit).
+//!
+//! Owners are moved from the sandbox's host range to the template's: `from.base + k` becomes
+//! `to_base + k` for `k < count`.
+//!
+//! The source must be quiescent (every process of the sandbox gone): the walk checks every entry
+//! on its open descriptor again, so a change under it is refused rather than followed, but it does
+//! not promise a consistent snapshot of a tree that still changes.
+
+use std::ffi::{CStr, OsStr, OsString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::fcntl::{openat, AtFlags, OFlag};
+use nix::sys::stat::{fstat, fstatat, mkdirat, mknodat, FileStat, Mode, SFlag};
+use nix::sys::time::TimeSpec;
+use nix::unistd::{fchownat, Gid, Uid};
+
+/// Bounds of one import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImportLimits {
+    /// Total bytes of regular files.
+    pub max_bytes: u64,
+    /// Entries of every kind.
+    pub max_entries: u64,
+    /// Directory nesting below the layer's root.
+    pub max_depth: usize,
+    /// Bytes of one name.
+    pub max_name_len: usize,
+}
+
+impl Default for ImportLimits {
+    fn default() -> Self {
+        ImportLimits {
+            max_bytes: 8 << 30,
+            max_entries: 500_000,
+            max_depth: 128,
+            max_name_len: 255,
+        }
+    }
+}
+
+/// The owner shift: host ids `from_base..from_base + count` become `to_base..`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdShift {
+    pub from_base: u32,
+    pub to_base: u32,
+    pub count: u32,
+}
+
+impl IdShift {
+    fn map(&self, id: u32) -> Option<u32> {
+        let k = id.checked_sub(self.from_base)?;
+        (k < self.count).then(|| self.to_base + k)
+    }
+}
+
+/// What an import copied and dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    pub entries: u64,
+    pub bytes: u64,
+    /// What was left out, e.g. `"/tmp/fifo: a fifo"` (at most [`MAX_DROPPED_NOTES`]).
+    pub dropped: Vec<String>,
+    /// How many things were dropped in all.
+    pub dropped_count: u64,
+}
+
+/// At most this many [`ImportReport::dropped`] notes are kept.
+pub const MAX_DROPPED_NOTES: usize = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("the layer is too big: {0}")]
+    Limit(String),
+    #[error("{path}: {reason}")]
+    Refused { path: String, reason: String },
+    #[error("{step} {path}: {source}")]
+    Io {
+        step: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+const OPAQUE: &CStr = c"trusted.overlay.opaque";
+
+struct Walk {
+    limits: ImportLimits,
+    ids: IdShift,
+    report: ImportReport,
+}
+
+fn show(path: &Path) -> String {
+    format!("/{}", path.display())
+}
+
+fn io<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(nix::Error) -> ImportError + 'a {
+    move |e| ImportError::Io {
+        step,
+        path: show(path),
+        source: e.into(),
+    }
+}
+
+fn ioe<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ImportError + 'a {
+    move |source| ImportError::Io {
+        step,
+        path: show(path),
+        source,
+    }
+}
+
+/// Copy the upper directory `src` (a host path the sandbox cannot redirect: its parents are the
+/// host's) into the new, empty directory `dst` (the host's), with the rules of the module docs.
+pub fn import_layer(
+    src: &Path,
+    dst: &Path,
+    ids: IdShift,
+    limits: ImportLimits,
+) -> Result<ImportReport, ImportError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let root = Path::new("");
+    let s = nix::fcntl::open(src, flags, Mode::empty()).map_err(io("opening", root))?;
+    let d = nix::fcntl::open(dst, flags, Mode::empty()).map_err(io("opening", root))?;
+    let mut w = Walk {
+        limits,
+        ids,
+        report: ImportReport::default(),
+    };
+    let st = fstat(&s).map_err(io("stat", root))?;
+    w.copy_dir(s.as_fd(), d.as_fd(), root, 0)?;
+    w.finish_dir(d.as_fd(), &st, root)?;
+    Ok(w.report)
+}
+
+fn kind(st: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(st.st_mode & libc::S_IFMT)
+}
+
+impl Walk {
+    fn drop_note(&mut self, path: &Path, what: &str) {
+        self.report.dropped_count += 1;
+        if self.report.dropped.len() < MAX_DROPPED_NOTES {
+            self.report.dropped.push(format!("{}: {what}", show(path)));
+        }
+    }
+
+    fn owner(&self, st: &FileStat, path: &Path) -> Result<(u32, u32), ImportError> {
+        match (self.ids.map(st.st_uid), self.ids.map(st.st_gid)) {
+            (Some(u), Some(g)) => Ok((u, g)),
+            _ => Err(ImportError::Refused {
+                path: show(path),
+                reason: format!(
+                    "owned by host ids {}:{}, outside the sandbox's range",
+                    st.st_uid, st.st_gid
+                ),
+            }),
+        }
+    }
+
+    fn count(&mut self, name: &OsStr, path: &Path) -> Result<(), ImportError> {
+        self.report.entries += 1;
+        if self.report.entries > self.limits.max_entries {
+            return Err(ImportError::Limit(format!(
+                "more than {} entries",
+                self.limits.max_entries
+            )));
+        }
+        if name.len() > self.limits.max_name_len {
+            return Err(ImportError::Limit(format!(
+                "{}: a name longer than {} bytes",
+                show(path),
+                self.limits.max_name_len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuse the overlay attributes that make an entry point elsewhere; note the others (dropped).
+    fn check_xattrs(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        path: &Path,
+        dir: bool,
+    ) -> Result<bool, ImportError> {
+        let names = crate::sys::list_xattrs(fd).map_err(ioe("listing xattrs of", path))?;
+        let mut opaque = false;
+        for n in names {
+            if n == OPAQUE.to_bytes() && dir {
+                opaque = crate::sys::get_xattr(fd, OPAQUE)
+                    .map_err(ioe("reading xattr of", path))?
+                    .is_some_and(|v| v == b"y");
+                continue;
+            }
+            if n.starts_with(b"trusted.overlay.") {
+                return Err(ImportError::Refused {
+                    path: show(path),
+                    reason: format!(
+                        "overlay attribute {} (the layer would refer to another one)",
+                        String::from_utf8_lossy(&n)
+                    ),
+                });
+            }
+            let what = format!("extended attribute {}", String::from_utf8_lossy(&n));
+            self.drop_note(path, &what);
+        }
+        Ok(opaque)
+    }
+
+    fn copy_dir(
+        &mut self,
+        src: BorrowedFd<'_>,
+        dst: BorrowedFd<'_>,
+        rel: &Path,
+        depth: usize,
+    ) -> Result<(), ImportError> {
+        if depth > self.limits.max_depth {
+            return Err(ImportError::Limit(format!(
+                "{}: deeper than {} directories",
+                show(rel),
+                self.limits.max_depth
+            )));
+        }
+        if self.check_xattrs(src, rel, true)? {
+            crate::sys::set_xattr(dst, OPAQUE, b"y").map_err(ioe("marking opaque", rel))?;
+        }
+        let dup = nix::unistd::dup(src).map_err(io("dup", rel))?;
+        let mut dir = nix::dir::Dir::from_fd(dup).map_err(io("listing", rel))?;
+        let mut names: Vec<OsString> = Vec::new();
+        for entry in dir.iter() {
+            let entry = entry.map_err(io("listing", rel))?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            names.push(name.to_owned());
+            if names.len() as u64 + self.report.entries > self.limits.max_entries {
+                return Err(ImportError::Limit(format!(
+                    "more than {} entries",
+                    self.limits.max_entries
+                )));
+            }
+        }
+        drop(dir);
+        for name in names {
+            let path = rel.join(&name);
+            self.count(&name, &path)?;
+            self.copy_entry(src, dst, &name, &path, depth)?;
+        }
+        Ok(())
+    }
+
+    fn copy_entry(
+        &mut self,
+        src: BorrowedFd<'_>,
+        dst: BorrowedFd<'_>,
+        name: &OsStr,
+        path: &Path,
+        depth: usize,
+    ) -> Result<(), ImportError> {
+        let st = fstatat(src, name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(io("stat", path))?;
+        match kind(&st) {
+            SFlag::S_IFDIR => {
+                let fd = openat(
+                    src,
+                    name,
+                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(io("opening", path))?;
+                same_inode(&fd, &st, path)?;
+                mkdirat(dst, name, Mode::from_bits_truncate(0o700)).map_err(io("mkdir", path))?;
+                let d = openat(
+                    dst,
+                    name,
+                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(io("opening copy of", path))?;
+                self.copy_dir(fd.as_fd(), d.as_fd(), path, depth + 1)?;
+                self.finish_dir(d.as_fd(), &st, path)
+            }
+            SFlag::S_IFREG => self.copy_file(src, dst, name, path, &st),
+            SFlag::S_IFLNK => {
+                let (uid, gid) = self.owner(&st, path)?;
+                // The kernel bounds a link's target (PATH_MAX).
+                let target = nix::fcntl::readlinkat(src, name).map_err(io("readlink", path))?;
+                nix::unistd::symlinkat(target.as_os_str(), dst, name)
+                    .map_err(io("symlink", path))?;
+                fchownat(
+                    dst,
+                    name,
+                    Some(Uid::from_raw(uid)),
+                    Some(Gid::from_raw(gid)),
+                    AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .map_err(io("chown", path))?;
+                let (a, m) = times(&st);
+                nix::sys::stat::utimensat(
+                    dst,
+                    name,
+                    &a,
+                    &m,
+                    nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+                )
+                .map_err(io("setting times of", path))
+            }
+            SFlag::S_IFCHR if st.st_rdev == 0 => {
+                // An overlay whiteout: the layer hides its base's entry of this name.
+                let (uid, gid) = self.owner(&st, path)?;
+                mknodat(dst, name, SFlag::S_IFCHR, Mode::empty(), 0).map_err(io("mknod", path))?;
+                fchownat(
+                    dst,
+                    name,
+                    Some(Uid::from_raw(uid)),
+                    Some(Gid::from_raw(gid)),
+                    AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .map_err(io("chown", path))
+            }
+            SFlag::S_IFCHR => {
+                self.drop_note(path, "a device node");
+                Ok(())
+            }
+            SFlag::S_IFBLK => {
+                self.drop_note(path, "a block device");
+                Ok(())
+            }
+            SFlag::S_IFIFO => {
+                self.drop_note(path, "a fifo");
+                Ok(())
+            }
+            SFlag::S_IFSOCK => {
+                self.drop_note(path, "a socket");
+                Ok(())
+            }
+            _ => {
+                self.drop_note(path, "an unknown file type");
+                Ok(())
+            }
+        }
+    }
+
+    fn copy_file(
+        &mut self,
+        src: BorrowedFd<'_>,
+        dst: BorrowedFd<'_>,
+        name: &OsStr,
+        path: &Path,
+        st: &FileStat,
+    ) -> Result<(), ImportError> {
+        // O_NONBLOCK: should the entry have become a fifo since the stat, opening it does not
+        // wait (and the inode check below refuses it).
+        let fd = openat(
+            src,
+            name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io("opening", path))?;
+        let st = same_inode(&fd, st, path)?;
+        let (uid, gid) = self.owner(&st, path)?;
+        self.check_xattrs(fd.as_fd(), path, false)?;
+        let left = self.limits.max_bytes.saturating_sub(self.report.bytes);
+        if st.st_size as u64 > left {
+            return Err(ImportError::Limit(format!(
+                "more than {} bytes of files (at {})",
+                self.limits.max_bytes,
+                show(path)
+            )));
+        }
+        if st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
+            self.drop_note(path, "its setuid/setgid bit");
+        }
+        let out = openat(
+            dst,
+            name,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(io("creating copy of", path))?;
+        let mut input = File::from(fd).take(left + 1);
+        let mut output = File::from(out);
+        let n = std::io::copy(&mut input, &mut output).map_err(ioe("copying", path))?;
+        if n > left {
+            return Err(ImportError::Limit(format!(
+                "more than {} bytes of files (at {})",
+                self.limits.max_bytes,
+                show(path)
+            )));
+        }
+        self.report.bytes += n;
+        output.flush().map_err(ioe("copying", path))?;
+        nix::unistd::fchown(
+            output.as_fd(),
+            Some(Uid::from_raw(uid)),
+            Some(Gid::from_raw(gid)),
+        )
+        .map_err(io("chown", path))?;
+        // After the chown (which would clear setuid bits anyway): permission bits only.
+        nix::sys::stat::fchmod(output.as_fd(), Mode::from_bits_truncate(st.st_mode & 0o777))
+            .map_err(io("chmod", path))?;
+        let (a, m) = times(&st);
+        nix::sys::stat::futimens(output.as_fd(), &a, &m).map_err(io("setting times of", path))
+    }
+
+    /// Owner, mode (no setuid/setgid: a directory's setgid would hand its group to files made
+    /// in it later; sticky is kept) and times of a copied directory, after its contents.
+    fn finish_dir(
+        &mut self,
+        d: BorrowedFd<'_>,
+        st: &FileStat,
+        path: &Path,
+    ) -> Result<(), ImportError> {
+        let (uid, gid) = self.owner(st, path)?;
+        nix::unistd::fchown(d, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
+            .map_err(io("chown", path))?;
+        if st.st_mode & libc::S_ISGID != 0 {
+            self.drop_note(path, "its setgid bit");
+        }
+        let mode = st.st_mode & (0o777 | libc::S_ISVTX);
+        // fchmod needs a real descriptor, which `d` is (O_RDONLY, not O_PATH).
+        nix::sys::stat::fchmod(d, Mode::from_bits_truncate(mode)).map_err(io("chmod", path))?;
+        let (a, m) = times(st);
+        nix::sys::stat::futimens(d, &a, &m).map_err(io("setting times of", path))
+    }
+}
+
+fn times(st: &FileStat) -> (TimeSpec, TimeSpec) {
+    (
+        TimeSpec::new(st.st_atime, st.st_atime_nsec),
+        TimeSpec::new(st.st_mtime, st.st_mtime_nsec),
+    )
+}
+
+/// The open descriptor is still the entry that was stat'ed (same inode, same type): else the tree
+/// changed under the walk, which is refused.
+fn same_inode(fd: &OwnedFd, before: &FileStat, path: &Path) -> Result<FileStat, ImportError> {
+    let now = fstat(fd).map_err(io("stat", path))?;
+    if now.st_ino != before.st_ino || now.st_dev != before.st_dev || kind(&now) != kind(before) {
+        return Err(ImportError::Refused {
+            path: show(path),
+            reason: "changed during the import".into(),
+        });
+    }
+    let _ = fd.as_raw_fd();
+    Ok(now)
+}
+
+/// Total bytes and entries under `dir` (not following symlinks): a layer's size.
+pub fn tree_size(dir: &Path) -> (u64, u64) {
+    fn walk(p: &Path, acc: &mut (u64, u64)) {
+        let Ok(rd) = std::fs::read_dir(p) else {
+            return;
+        };
+        for e in rd.flatten() {
+            acc.1 += 1;
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                walk(&e.path(), acc);
+            } else if m.is_file() {
+                acc.0 += m.len();
+            }
+        }
+    }
+    let mut acc = (0, 0);
+    walk(dir, &mut acc);
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+
+    const FROM: u32 = 300_000;
+    const TO: u32 = 100_000;
+
+    fn ids() -> IdShift {
+        IdShift {
+            from_base: FROM,
+            to_base: TO,
+            count: 65536,
+        }
+    }
+
+    fn own(p: &Path, id: u32) {
+        std::os::unix::fs::lchown(p, Some(id), Some(id)).unwrap();
+    }
+
+    #[test]
+    fn hostile_entries_are_copied_safely_or_dropped() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("upper");
+        let dst = t.path().join("layer");
+        std::fs::create_dir_all(src.join("etc")).unwrap();
+        std::fs::create_dir(&dst).unwrap();
+        std::fs::write(src.join("etc/file"), "hello").unwrap();
+        std::fs::write(src.join("suid"), "x").unwrap();
+        symlink("/etc/shadow", src.join("shadow")).unwrap();
+        std::fs::hard_link(src.join("etc/file"), src.join("hard")).unwrap();
+        nix::unistd::mkfifo(&src.join("fifo"), Mode::from_bits_truncate(0o644)).unwrap();
+        mknodat(
+            nix::fcntl::AT_FDCWD,
+            &src.join("whiteout"),
+            SFlag::S_IFCHR,
+            Mode::empty(),
+            0,
+        )
+        .unwrap();
+        mknodat(
+            nix::fcntl::AT_FDCWD,
+            &src.join("null"),
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(1, 3),
+        )
+        .unwrap();
+        for p in [
+            "", "etc", "etc/file", "suid", "shadow", "fifo", "whiteout", "null",
+        ] {
+            own(&src.join(p), FROM + 1000);
+        }
+        own(&src, FROM);
+        // After the chown, which clears it.
+        std::fs::set_permissions(src.join("suid"), std::fs::Permissions::from_mode(0o4755))
+            .unwrap();
+        let r = import_layer(&src, &dst, ids(), ImportLimits::default()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dst.join("etc/file")).unwrap(),
+            "hello"
+        );
+        assert_eq!(std::fs::read_to_string(dst.join("hard")).unwrap(), "hello");
+        let m = std::fs::symlink_metadata(dst.join("shadow")).unwrap();
+        assert!(m.file_type().is_symlink());
+        assert_eq!(
+            std::fs::read_link(dst.join("shadow")).unwrap(),
+            Path::new("/etc/shadow")
+        );
+        assert_eq!((m.uid(), m.gid()), (TO + 1000, TO + 1000));
+        let m = std::fs::metadata(dst.join("suid")).unwrap();
+        assert_eq!(m.mode() & 0o7777, 0o755, "setuid dropped");
+        assert!(!dst.join("fifo").exists() && !dst.join("null").exists());
+        let w = std::fs::symlink_metadata(dst.join("whiteout")).unwrap();
+        assert_eq!(w.rdev(), 0);
+        assert_eq!(std::fs::metadata(&dst).unwrap().uid(), TO);
+        assert!(r.dropped.iter().any(|d| d.contains("/fifo")), "{r:?}");
+        assert!(r.dropped.iter().any(|d| d.contains("/null")), "{r:?}");
+        assert!(r.dropped.iter().any(|d| d.contains("/suid")), "{r:?}");
+    }
+
+    #[test]
+    fn foreign_owners_and_limits_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("upper");
+        std::fs::create_dir(&src).unwrap();
+        own(&src, FROM);
+        std::fs::write(src.join("f"), "0123456789").unwrap();
+        own(&src.join("f"), 0);
+        let fresh = |n: &str| {
+            let d = t.path().join(n);
+            std::fs::create_dir(&d).unwrap();
+            d
+        };
+        let e = import_layer(&src, &fresh("a"), ids(), ImportLimits::default()).unwrap_err();
+        assert!(e.to_string().contains("outside the sandbox's range"), "{e}");
+        own(&src.join("f"), FROM);
+        let small = ImportLimits {
+            max_bytes: 5,
+            ..Default::default()
+        };
+        let e = import_layer(&src, &fresh("b"), ids(), small).unwrap_err();
+        assert!(matches!(e, ImportError::Limit(_)), "{e}");
+        let few = ImportLimits {
+            max_entries: 0,
+            ..Default::default()
+        };
+        assert!(matches!(
+            import_layer(&src, &fresh("c"), ids(), few),
+            Err(ImportError::Limit(_))
+        ));
+        let mut deep = src.clone();
+        for _ in 0..4 {
+            deep.push("d");
+            std::fs::create_dir(&deep).unwrap();
+            own(&deep, FROM);
+        }
+        let shallow = ImportLimits {
+            max_depth: 2,
+            ..Default::default()
+        };
+        assert!(matches!(
+            import_layer(&src, &fresh("d"), ids(), shallow),
+            Err(ImportError::Limit(_))
+        ));
+        let r = import_layer(&src, &fresh("e"), ids(), ImportLimits::default()).unwrap();
+        assert_eq!(r.bytes, 10);
+    }
+
+    #[test]
+    fn the_opaque_marker_is_kept_and_capabilities_dropped() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("upper");
+        let dst = t.path().join("layer");
+        std::fs::create_dir_all(src.join("opaque")).unwrap();
+        std::fs::create_dir(&dst).unwrap();
+        std::fs::write(src.join("capped"), "x").unwrap();
+        // Owners first: a chown clears file capabilities.
+        for p in ["", "opaque", "capped"] {
+            own(&src.join(p), FROM);
+        }
+        let d = nix::fcntl::open(&src.join("opaque"), OFlag::O_RDONLY, Mode::empty()).unwrap();
+        crate::sys::set_xattr(d.as_fd(), OPAQUE, b"y").unwrap();
+        let f = nix::fcntl::open(&src.join("capped"), OFlag::O_RDONLY, Mode::empty()).unwrap();
+        // A VFS_CAP_REVISION_2 capability set (cap_net_raw, effective).
+        let mut cap = vec![0u8; 20];
+        cap[0..4].copy_from_slice(&0x0200_0001u32.to_le_bytes());
+        cap[4..8].copy_from_slice(&(1u32 << 13).to_le_bytes());
+        crate::sys::set_xattr(f.as_fd(), c"security.capability", &cap).unwrap();
+        let r = import_layer(&src, &dst, ids(), ImportLimits::default()).unwrap();
+        let d = nix::fcntl::open(&dst.join("opaque"), OFlag::O_RDONLY, Mode::empty()).unwrap();
+        assert_eq!(
+            crate::sys::get_xattr(d.as_fd(), OPAQUE).unwrap().as_deref(),
+            Some(&b"y"[..])
+        );
+        let f = nix::fcntl::open(&dst.join("capped"), OFlag::O_RDONLY, Mode::empty()).unwrap();
+        assert!(crate::sys::list_xattrs(f.as_fd()).unwrap().is_empty());
+        assert!(
+            r.dropped.iter().any(|d| d.contains("security.capability")),
+            "{r:?}"
+        );
+    }
+}
