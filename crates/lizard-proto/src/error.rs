@@ -21,6 +21,13 @@ pub enum ErrorCode {
     /// The volume is mounted by a running or paused sandbox (delete with `force=true` to kill those
     /// sandboxes first).
     VolumeInUse,
+    /// The template is the base of another template (delete that one first), or a built-in.
+    TemplateInUse,
+    /// The Dockerfile is not valid or uses an instruction Lizard does not build; the message names
+    /// the line.
+    InvalidDockerfile,
+    /// A template build step failed (the message says which; the build log has its output).
+    BuildFailed,
     /// The request body is larger than the API accepts.
     PayloadTooLarge,
     /// The request body is not `application/json`.
@@ -42,11 +49,12 @@ impl ErrorCode {
     /// The HTTP status this code is sent with.
     pub fn http_status(self) -> u16 {
         match self {
-            ErrorCode::InvalidRequest => 400,
+            ErrorCode::InvalidRequest | ErrorCode::InvalidDockerfile => 400,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::PermissionDenied => 403,
             ErrorCode::NotFound => 404,
-            ErrorCode::Conflict | ErrorCode::VolumeInUse => 409,
+            ErrorCode::Conflict | ErrorCode::VolumeInUse | ErrorCode::TemplateInUse => 409,
+            ErrorCode::BuildFailed => 422,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::RateLimited => 429,

@@ -18,6 +18,7 @@ pub mod hibernate;
 pub mod ids;
 pub mod language;
 pub mod sandbox;
+pub mod template;
 pub mod volume;
 
 pub use audit::{AuditEvent, AuditQuery};
@@ -44,6 +45,10 @@ pub use sandbox::{
     CreateProjectRequest, CreateSandboxRequest, Egress, ExecutionRow, LimitsRequest,
     NetworkRequest, ProjectCreated, ProjectUsage, SandboxInfo, SandboxLimits, SandboxState,
     SandboxUsage, SetTimeoutRequest, TimeoutAction, UsageTotals,
+};
+pub use template::{
+    BuildTemplateRequest, LogStream, TemplateBuildEvent, TemplateInfo, TemplateList, TemplateState,
+    TemplateVersion,
 };
 pub use volume::{
     check_mount_path, mount_paths_overlap, valid_volume_name, CreateVolumeRequest, SandboxVolume,

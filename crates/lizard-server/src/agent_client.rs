@@ -286,6 +286,119 @@ impl AgentClient {
             .expect("static request"))
     }
 
+    /// Write `bytes` to the file `path` inside the sandbox (`PUT /files`), within `deadline`.
+    pub async fn put_file(
+        &self,
+        path: &str,
+        bytes: Bytes,
+        deadline: Duration,
+    ) -> Result<(), AgentError> {
+        let q: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("path", path)
+            .finish();
+        let req = Request::put(format!("/files?{q}"))
+            .header("host", "agent")
+            .header("content-type", "application/octet-stream")
+            .body(Body::from(bytes))
+            .expect("static request");
+        let limit = CallLimit {
+            deadline,
+            max_body_bytes: 64 * 1024,
+        };
+        let (status, body) = self.call("files upload", req, limit, deadline).await?;
+        if !(200..300).contains(&status) {
+            return Err(AgentError::Status {
+                status,
+                body: String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(MAX_ERROR_TEXT)
+                    .collect(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Run a command (`POST /commands`, NDJSON) and hand each output event to `on_event`, all
+    /// within `deadline`; no line longer than `max_line` bytes is read. Returns how the process
+    /// ended. The connection is driven here and closed on return, whatever the agent does.
+    pub async fn run_command(
+        &self,
+        req: &lizard_proto::StartCommandRequest,
+        deadline: Duration,
+        max_line: usize,
+        on_event: &mut (dyn FnMut(&lizard_proto::CommandEvent) + Send),
+    ) -> Result<lizard_proto::CommandEnd, AgentError> {
+        let call = "command";
+        let request = Request::post("/commands")
+            .header("host", "agent")
+            .header("content-type", "application/json")
+            .header("accept", lizard_proto::NDJSON)
+            .body(Body::from(serde_json::to_vec(req)?))
+            .expect("static request");
+        let exchange = async {
+            let stream = self.connect().await?;
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            let answer = async {
+                let resp = sender.send_request(request).await?;
+                let status = resp.status().as_u16();
+                let mut body = resp.into_body();
+                if status != 200 {
+                    let b = read_capped(body, MAX_ERROR_TEXT * 4, call)
+                        .await
+                        .unwrap_or_default();
+                    return Err(AgentError::Status {
+                        status,
+                        body: String::from_utf8_lossy(&b)
+                            .chars()
+                            .take(MAX_ERROR_TEXT)
+                            .collect(),
+                    });
+                }
+                let mut buf = BytesMut::new();
+                while let Some(frame) = body.frame().await {
+                    let Ok(data) = frame?.into_data() else {
+                        continue;
+                    };
+                    buf.extend_from_slice(&data);
+                    while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                        let line = buf.split_to(i + 1);
+                        let line = &line[..i];
+                        if line.is_empty() {
+                            continue;
+                        }
+                        let ev: lizard_proto::CommandEvent = serde_json::from_slice(line)?;
+                        if let lizard_proto::CommandEvent::End(end) = ev {
+                            return Ok(end);
+                        }
+                        on_event(&ev);
+                    }
+                    if buf.len() > max_line {
+                        return Err(AgentError::TooLarge {
+                            call,
+                            limit: max_line,
+                        });
+                    }
+                }
+                Err(AgentError::Status {
+                    status: 200,
+                    body: "the command's stream ended without an end event".into(),
+                })
+            };
+            tokio::pin!(answer, conn);
+            tokio::select! {
+                r = &mut answer => r,
+                _ = &mut conn => answer.await,
+            }
+        };
+        tokio::time::timeout(deadline, exchange)
+            .await
+            .map_err(|_| AgentError::TimedOut {
+                call,
+                ms: deadline.as_millis() as u64,
+            })?
+    }
+
     /// Hibernation: every context saves its state into `dir` (a path inside the sandbox).
     pub async fn hibernate_snapshot(
         &self,

@@ -36,6 +36,8 @@ pub struct AppState {
     pub limiter: Option<crate::ratelimit::RateLimiter>,
     /// How long and how many audit events are kept ([`crate::audit::run_retention`]).
     pub audit_retention: crate::audit::Retention,
+    /// User templates (`/v1/templates`).
+    pub templates: Arc<crate::templates::Templates>,
 }
 
 type St = State<Arc<AppState>>;
@@ -87,6 +89,10 @@ impl From<StoreError> for ApiError {
                 ApiError::new(ErrorCode::Conflict, format!("project {p:?} already exists"))
             }
             StoreError::VolumeExists(_) => VolumeError::from(e).into(),
+            StoreError::TemplateExists(n) => ApiError::new(
+                ErrorCode::Conflict,
+                format!("template {n:?} already exists"),
+            ),
             other => ApiError::internal(&other),
         }
     }
@@ -212,6 +218,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route(
             "/v1/volumes/{volume}",
             get(get_volume).delete(delete_volume),
+        )
+        .route(
+            "/v1/templates",
+            get(list_templates)
+                .post(build_template)
+                // A build context of up to 64 MiB, base64-encoded in the JSON body.
+                .layer(DefaultBodyLimit::max(TEMPLATE_BODY_BYTES)),
+        )
+        .route(
+            "/v1/templates/{name}",
+            get(get_template).delete(delete_template),
         )
         .route("/v1/sandboxes", get(list_sandboxes).post(create_sandbox))
         .route("/v1/sandboxes/{id}", get(get_sandbox).delete(kill_sandbox))
@@ -370,6 +387,189 @@ async fn create_sandbox(
         project: Some(sb.project.clone()),
     });
     Ok(r)
+}
+
+/// Largest `POST /v1/templates` body: the base64 of the largest context, and the rest.
+const TEMPLATE_BODY_BYTES: usize = lizard_proto::template::MAX_CONTEXT_BYTES / 3 * 4 + 1024 * 1024;
+
+impl From<crate::templates::TemplateError> for ApiError {
+    fn from(e: crate::templates::TemplateError) -> Self {
+        if let crate::templates::TemplateError::Store(s) = &e {
+            tracing::error!(error = %chain(s), "internal error");
+        }
+        ApiError(e.body())
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TemplateQuery {
+    #[serde(default)]
+    project: Option<String>,
+}
+
+/// `POST /v1/templates`: start a build (streamed with an NDJSON/SSE `Accept`, else 202).
+async fn build_template(
+    State(st): St,
+    Auth(who): Auth,
+    headers: axum::http::HeaderMap,
+    ApiJson(req): ApiJson<lizard_proto::BuildTemplateRequest>,
+) -> Result<Response, ApiError> {
+    use base64::Engine as _;
+    let project = project_of(&who, req.project.as_deref())?;
+    if req.public && who != Principal::Admin {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            "only an admin key may publish a template to every project",
+        ));
+    }
+    if req.from_sandbox.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::Unsupported,
+            "a template from a running sandbox (from_sandbox) is not supported yet",
+        ));
+    }
+    let Some(dockerfile) = req.dockerfile else {
+        return Err(ApiError::invalid("a template build needs a dockerfile"));
+    };
+    let context = match &req.context {
+        None => bytes::Bytes::new(),
+        Some(b64) => {
+            if b64.len() > lizard_proto::template::MAX_CONTEXT_BYTES / 3 * 4 + 4 {
+                return Err(ApiError::new(
+                    ErrorCode::PayloadTooLarge,
+                    "the build context is larger than 64 MiB",
+                ));
+            }
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(b64.as_bytes())
+                .map_err(|e| ApiError::invalid(format!("context: not base64: {e}")))?;
+            if raw.len() > lizard_proto::template::MAX_CONTEXT_BYTES {
+                return Err(ApiError::new(
+                    ErrorCode::PayloadTooLarge,
+                    "the build context is larger than 64 MiB",
+                ));
+            }
+            bytes::Bytes::from(raw)
+        }
+    };
+    crate::sandboxes::check_bounds("build_args", &req.build_args, crate::sandboxes::ENV_BOUNDS)?;
+    let framing = stream_framing(&headers);
+    let started = st
+        .templates
+        .start(crate::templates::BuildRequest {
+            project,
+            name: req.name,
+            dockerfile,
+            context,
+            build_args: req.build_args,
+            public: req.public,
+            cancel_on_disconnect: req.cancel_on_disconnect,
+        })
+        .await?;
+    let (info, rx) = match started {
+        crate::templates::Started::CacheHit(info) => {
+            let Some(ct) = framing else {
+                return Ok((StatusCode::OK, Json(info)).into_response());
+            };
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            let _ = tx
+                .send(lizard_proto::TemplateBuildEvent::Done {
+                    template: Box::new(info),
+                })
+                .await;
+            return Ok(event_stream(ct, rx));
+        }
+        crate::templates::Started::Building(info, rx) => (info, rx),
+    };
+    match framing {
+        Some(ct) => Ok(event_stream(ct, rx)),
+        // The build goes on without a listener.
+        None => Ok((StatusCode::ACCEPTED, Json(info)).into_response()),
+    }
+}
+
+/// The stream media type the client asked for, if any.
+fn stream_framing(headers: &axum::http::HeaderMap) -> Option<&'static str> {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if accept.contains(lizard_proto::NDJSON) {
+        Some(lizard_proto::NDJSON)
+    } else if accept.contains(lizard_proto::SSE) {
+        Some(lizard_proto::SSE)
+    } else {
+        None
+    }
+}
+
+/// Build events as NDJSON lines or SSE `event:`/`data:` pairs, until the last one.
+fn event_stream(
+    content_type: &'static str,
+    rx: tokio::sync::mpsc::Receiver<lizard_proto::TemplateBuildEvent>,
+) -> Response {
+    let stream = futures_util::stream::unfold(rx, move |mut rx| async move {
+        let ev = rx.recv().await?;
+        let json = serde_json::to_string(&ev).unwrap_or_default();
+        let chunk = if content_type == lizard_proto::SSE {
+            let kind = serde_json::to_value(&ev)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            format!("event: {kind}\ndata: {json}\n\n")
+        } else {
+            format!("{json}\n")
+        };
+        Some((
+            Ok::<_, std::convert::Infallible>(bytes::Bytes::from(chunk)),
+            rx,
+        ))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(axum::body::Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+async fn list_templates(
+    State(st): St,
+    Auth(who): Auth,
+    q: Result<Query<TemplateQuery>, QueryRejection>,
+) -> Result<Json<lizard_proto::TemplateList>, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let project = match (&who, q.project.as_deref()) {
+        // An admin lists every project's templates unless it names one.
+        (Principal::Admin, None) => None,
+        (_, named) => Some(project_of(&who, named)?),
+    };
+    let templates = st.templates.list(project.as_deref())?;
+    Ok(Json(lizard_proto::TemplateList { templates }))
+}
+
+async fn get_template(
+    State(st): St,
+    Auth(who): Auth,
+    Path(name): Path<String>,
+    q: Result<Query<TemplateQuery>, QueryRejection>,
+) -> Result<Json<lizard_proto::TemplateInfo>, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let project = project_of(&who, q.project.as_deref())?;
+    Ok(Json(st.templates.get(&project, &name)?))
+}
+
+async fn delete_template(
+    State(st): St,
+    Auth(who): Auth,
+    Path(name): Path<String>,
+    q: Result<Query<TemplateQuery>, QueryRejection>,
+) -> Result<StatusCode, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let project = project_of(&who, q.project.as_deref())?;
+    st.templates.delete(&project, &name)?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The project a request names (or the key's own), checked; 404 for another project's.

@@ -23,6 +23,7 @@ pub mod ratelimit;
 pub mod sandboxes;
 pub mod storage;
 pub mod store;
+pub mod templates;
 pub mod volumes;
 
 /// The OpenAPI document served at `/v1/openapi.json`.

@@ -39,6 +39,7 @@ use lizard_proto::{
     HibernationReport, LimitsRequest, NetworkRequest, SandboxLimits, SandboxVolume, TimeoutAction,
     VolumeMountRequest,
 };
+use lizard_template::layer::Chain;
 use lizard_template::Template;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -216,6 +217,10 @@ pub struct Runtime {
     /// the template does not remove it while the sandbox lives; a hibernated sandbox wakes on it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_dir: Option<PathBuf>,
+    /// The builds below `template_dir` when the template is a layer over others (each pinned
+    /// like `template_dir`), top first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub template_bases: Vec<PathBuf>,
     /// First host uid/gid of the sandbox's own id range (`crate::id_ranges`): its ids 0..65535
     /// are these on the host, and its writable layer's files are owned by them, so a relaunch
     /// (wake) and an adoption keep it. `None`: a sandbox from before per-sandbox ranges, which
@@ -536,8 +541,14 @@ impl Sandboxes {
         let launched = match pooled {
             Some(l) => Ok(l),
             None => {
-                self.launch_new(&template_name, &req.envs, limits, &volumes, egress.as_ref())
-                    .await
+                self.launch_new(
+                    (&req.project, &template_name),
+                    &req.envs,
+                    limits,
+                    &volumes,
+                    egress.as_ref(),
+                )
+                .await
             }
         };
         let launched = launched?;
@@ -739,7 +750,7 @@ impl Sandboxes {
                 let template = self.cfg.default_template.clone();
                 let limits = self.cfg.default_limits;
                 match self
-                    .launch_new(&template, &BTreeMap::new(), limits, &[], None)
+                    .launch_new(("", &template), &BTreeMap::new(), limits, &[], None)
                     .await
                 {
                     Ok(l) => {
@@ -795,7 +806,7 @@ impl Sandboxes {
     /// Launch a sandbox of `template_name` and wait until its agent answers.
     async fn launch_new(
         &self,
-        template_name: &str,
+        (project, template_name): (&str, &str),
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
         volumes: &[SandboxVolume],
@@ -820,7 +831,7 @@ impl Sandboxes {
             .launch_in(
                 id.clone(),
                 &dir,
-                template_name,
+                (project, template_name),
                 envs,
                 limits,
                 volumes,
@@ -835,16 +846,45 @@ impl Sandboxes {
         launched
     }
 
-    /// The template build a sandbox directory's last launch used (from its `runtime.json`).
-    fn previous_build(&self, dir: &Path, template_name: &str) -> Option<Template> {
+    /// The template build a sandbox directory's last launch used (from its `runtime.json`), with
+    /// its layers.
+    fn previous_build(&self, dir: &Path) -> Option<Chain> {
         let rt: Runtime =
             serde_json::from_slice(&std::fs::read(dir.join(RUNTIME_FILE)).ok()?).ok()?;
         let build = rt.template_dir?;
-        let key = build.file_name()?.to_str()?;
-        lizard_template::store::read_build(&self.cfg.templates_data_dir, template_name, key)
+        let data = &self.cfg.templates_data_dir;
+        let (top, _) = lizard_template::layer::read_build_dir(data, &build)?;
+        lizard_template::layer::resolve(data, &top).ok()
     }
 
-    fn find_template(&self, template_name: &str) -> Result<Template, SandboxError> {
+    /// The template `template_name` as `project` sees it, with its chain of layers: the
+    /// project's own user template, else a public one (see `crate::templates`), else a built-in
+    /// or a host-built one. Another project's private template is unknown (a 404, like any
+    /// unknown name).
+    pub(crate) fn find_template(
+        &self,
+        project: &str,
+        template_name: &str,
+    ) -> Result<Chain, SandboxError> {
+        let data = &self.cfg.templates_data_dir;
+        if !project.is_empty() {
+            if let Some(row) = self.store.find_template(project, template_name)? {
+                let unknown = || SandboxError::UnknownTemplate(template_name.to_string());
+                let key = row.key.as_deref().ok_or_else(unknown)?;
+                let dir = lizard_template::layer::user_dir(data, &row.id).join(key);
+                let (top, _) =
+                    lizard_template::layer::read_build_dir(data, &dir).ok_or_else(unknown)?;
+                return lizard_template::layer::resolve(data, &top)
+                    .map_err(|e| SandboxError::Launch(format!("template {template_name}: {e}")));
+            }
+        }
+        let top = self.find_builtin(template_name)?;
+        lizard_template::layer::resolve(data, &top)
+            .map_err(|e| SandboxError::Launch(format!("template {template_name}: {e}")))
+    }
+
+    /// A built-in or host-built template by name.
+    pub(crate) fn find_builtin(&self, template_name: &str) -> Result<Template, SandboxError> {
         let dir = &self.cfg.templates_data_dir;
         let template = match lizard_template::find(dir, template_name) {
             Ok(Some(t)) => t,
@@ -869,7 +909,7 @@ impl Sandboxes {
         &self,
         id: String,
         dir: &Path,
-        template_name: &str,
+        (project, template_name): (&str, &str),
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
         volumes: &[SandboxVolume],
@@ -878,13 +918,11 @@ impl Sandboxes {
         cpu_base_ms: u64,
     ) -> Result<LaunchedSandbox, SandboxError> {
         // A relaunch keeps the lower layer its writable layer was made on, when it is still there.
-        let template = match (!fresh)
-            .then(|| self.previous_build(dir, template_name))
-            .flatten()
-        {
-            Some(t) => t,
-            None => self.find_template(template_name)?,
+        let chain = match (!fresh).then(|| self.previous_build(dir)).flatten() {
+            Some(c) => c,
+            None => self.find_template(project, template_name)?,
         };
+        let template = chain.top.clone();
         let meta = template.meta.clone();
         let (Some(python), Some(node)) = (meta.python.clone(), meta.node.clone()) else {
             return Err(SandboxError::Launch(format!(
@@ -906,7 +944,15 @@ impl Sandboxes {
             count: 65536,
         };
         let prepared = {
-            let (dir, disk, root) = (dir.clone(), disk.clone(), template.rootfs.clone());
+            // The top layer that has an `/etc` (a layer may not: it holds only what its build
+            // changed).
+            let root = chain
+                .lower
+                .iter()
+                .find(|l| l.join("etc").is_dir())
+                .unwrap_or(&template.rootfs)
+                .clone();
+            let (dir, disk) = (dir.clone(), disk.clone());
             let layer_base = meta.id_shift;
             let bytes = limits.disk_mb * 1024 * 1024;
             let egress = egress.cloned();
@@ -965,7 +1011,7 @@ impl Sandboxes {
             return Err(e);
         }
 
-        let mut spec = self.spec(&id, &template, (&python, &node), &dir, envs, limits, fresh);
+        let mut spec = self.spec(&id, &chain, (&python, &node), &dir, envs, limits, fresh);
         spec.id_map = layer_map;
         // The template layer (and the volumes) are shown through the sandbox's own range.
         spec.layer_id_base = id_base.map(|_| meta.id_shift);
@@ -994,10 +1040,13 @@ impl Sandboxes {
             cpu_base_ms,
             disk: Some(disk),
             template_dir: Some(template.dir.clone()),
+            template_bases: chain.builds[1..].to_vec(),
             id_base,
         };
-        if let Err(e) = lizard_template::store::pin(&template.dir, &id) {
-            tracing::warn!(sandbox = %id, error = %e, "cannot pin the template build");
+        for build in &chain.builds {
+            if let Err(e) = lizard_template::store::pin(build, &id) {
+                tracing::warn!(sandbox = %id, error = %e, "cannot pin the template build");
+            }
         }
         // Written before anything can fail, so a server that dies now still finds and removes
         // this sandbox at its next start (see `adopt`).
@@ -1041,14 +1090,19 @@ impl Sandboxes {
     fn spec(
         &self,
         id: &str,
-        template: &Template,
+        chain: &Chain,
         (python, node): (&str, &str),
         dir: &Path,
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
         prestart: bool,
     ) -> SandboxSpec {
-        let (lower, meta) = (&template.rootfs, &template.meta);
+        let meta = &chain.top.meta;
+        // A layered template's WORKDIR is where code runs by default.
+        let cwd = chain
+            .workdir
+            .clone()
+            .unwrap_or_else(|| meta.user.home.clone());
         let mut env: BTreeMap<String, String> = meta.env.clone();
         env.extend(envs.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.extend(self.cfg.agent_env.clone());
@@ -1066,7 +1120,7 @@ impl Sandboxes {
             "--node".into(),
             node.to_string(),
             "--default-cwd".into(),
-            meta.user.home.clone(),
+            cwd.clone(),
             "--run-dir".into(),
             "/tmp/.lizard-agent".into(),
             "--context-cgroups".into(),
@@ -1096,7 +1150,7 @@ impl Sandboxes {
             id: id.to_string(),
             hostname: id.to_string(),
             rootfs: RootfsSpec {
-                lower: lower.clone(),
+                lower: chain.lower.clone(),
                 upper: dir.join("disk/upper"),
                 work: dir.join("disk/work"),
                 mountpoint: dir.join("rootfs"),
@@ -1116,7 +1170,7 @@ impl Sandboxes {
             // PID 1, the agent, is the sandbox's root with only the capabilities it needs to run
             // user code as other users (see SECURITY.md, "The agent is the sandbox's root").
             user: UserSpec { uid: 0, gid: 0 },
-            cwd: PathBuf::from(&meta.user.home),
+            cwd: PathBuf::from(&cwd),
             // argv[0] only (the template's placeholder path): the agent runs from the sealed copy.
             program: PathBuf::from(&meta.lizard_bin),
             program_source: Some(
@@ -1159,6 +1213,67 @@ impl Sandboxes {
     pub async fn kill(&self, id: &str) -> Result<(), SandboxError> {
         let (_sb, _guard) = self.locked(id).await?;
         self.kill_locked(id).await
+    }
+
+    /// Stop sandbox `id` for a template import (`crate::templates`): it leaves the API, every
+    /// process is killed and its cgroup removed — and verified gone, else this fails — while its
+    /// writable layer stays (its disk image still mounted on the host at `runtime.disk`). Call
+    /// [`Sandboxes::discard_stopped`] with the returned runtime when the layer is imported.
+    pub async fn stop_keep_layer(&self, id: &str) -> Result<Runtime, SandboxError> {
+        let (_sb, _guard) = self.locked(id).await?;
+        let sb = {
+            let mut m = self
+                .live
+                .write()
+                .map_err(|_| SandboxError::NotFound(id.to_string()))?;
+            m.remove(id)
+                .ok_or_else(|| SandboxError::NotFound(id.to_string()))?
+        };
+        sb.set_state(StoredState::Killed);
+        let rt = sb.runtime.clone();
+        let stopped = {
+            let rt = rt.clone();
+            tokio::task::spawn_blocking(move || {
+                let _ = rt.cgroup.kill_all();
+                let _ = rt.cgroup.remove();
+                // Bounded: the kill is final, an emptied cgroup goes in a few tries.
+                for _ in 0..50 {
+                    if rt.cgroup.remaining_dirs().is_empty() {
+                        return Ok(());
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                    let _ = rt.cgroup.kill_all();
+                    let _ = rt.cgroup.remove();
+                }
+                Err(rt.cgroup.remaining_dirs())
+            })
+            .await
+            .map_err(|e| SandboxError::Launch(e.to_string()))?
+        };
+        if let Err(left) = stopped {
+            let rt2 = rt.clone();
+            let _ = tokio::task::spawn_blocking(move || destroy(&rt2)).await;
+            self.id_ranges.release(id);
+            let _ = self
+                .store
+                .set_state(id, StoredState::Killed, Some(now_ms()));
+            return Err(SandboxError::Launch(format!(
+                "the build sandbox's cgroup is not empty: {left:?}"
+            )));
+        }
+        Ok(rt)
+    }
+
+    /// Remove a sandbox stopped by [`Sandboxes::stop_keep_layer`]: its files, its id range.
+    pub async fn discard_stopped(&self, id: &str, rt: Runtime) {
+        let _ = tokio::task::spawn_blocking(move || destroy(&rt)).await;
+        self.id_ranges.release(id);
+        if let Err(e) = self
+            .store
+            .set_state(id, StoredState::Killed, Some(now_ms()))
+        {
+            tracing::warn!(sandbox = %id, error = %e, "recording a build sandbox's end");
+        }
     }
 
     /// The sandbox `id` with its lifecycle lock held: the current `Sandbox` (a relaunch from
@@ -1355,7 +1470,7 @@ impl Sandboxes {
             .launch_in(
                 sb.id.clone(),
                 &sb.runtime.dir,
-                &sb.template,
+                (&sb.project, &sb.template),
                 &sb.envs,
                 sb.limits,
                 &sb.volumes,
@@ -2179,6 +2294,9 @@ fn destroy(rt: &Runtime) {
     remove_files(&rt.dir, rt.disk.as_deref());
     if let (Some(build), Some(id)) = (&rt.template_dir, rt.dir.file_name()) {
         lizard_template::store::unpin(build, &id.to_string_lossy());
+        for base in &rt.template_bases {
+            lizard_template::store::unpin(base, &id.to_string_lossy());
+        }
     }
 }
 
@@ -2231,6 +2349,7 @@ mod tests {
             cpu_base_ms: 0,
             disk: None,
             template_dir: None,
+            template_bases: vec![],
             id_base: Some(165_536),
         };
         let own = slirp_user(None, &rt, 100_000);
@@ -2258,6 +2377,7 @@ mod tests {
             cpu_base_ms: 0,
             disk: None,
             template_dir: None,
+            template_bases: vec![],
             id_base: None,
         };
         assert!(socket_is_trusted_layout(&rt));

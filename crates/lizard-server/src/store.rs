@@ -27,6 +27,36 @@ pub enum StoreError {
     ProjectExists(String),
     #[error("volume {0:?} already exists in this project")]
     VolumeExists(String),
+    #[error("template {0:?} already exists in this project")]
+    TemplateExists(String),
+}
+
+/// One user template (a project's; see `crate::templates`). Its builds live in
+/// `<data_dir>/templates/.user/<id>/<key>/` (see `lizard_template::layer`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateRow {
+    pub id: String,
+    pub project: String,
+    pub name: String,
+    pub public: bool,
+    pub state: lizard_proto::TemplateState,
+    /// The base template's name.
+    pub base: String,
+    /// The ready build's key, if any.
+    pub key: Option<String>,
+    /// The key being built, if a build runs.
+    #[serde(default)]
+    pub building_key: Option<String>,
+    pub size_bytes: u64,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+    #[serde(default)]
+    pub error: Option<lizard_proto::ErrorBody>,
+    #[serde(default)]
+    pub versions: Vec<lizard_proto::TemplateVersion>,
+    /// The end of the last build's log (bounded by the writer).
+    #[serde(default)]
+    pub build_log: String,
 }
 
 /// A sandbox's lifecycle state as stored.
@@ -211,6 +241,14 @@ CREATE TABLE IF NOT EXISTS audit (
     status INTEGER NOT NULL,
     client TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS templates (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    public INTEGER NOT NULL DEFAULT 0,
+    data TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS templates_name ON templates(project, name);
 CREATE INDEX IF NOT EXISTS audit_at ON audit(at_ms);
 CREATE INDEX IF NOT EXISTS audit_project ON audit(project, at_ms);
 ";
@@ -764,6 +802,78 @@ impl Store {
         let mut st = conn.prepare(&sql)?;
         let rows = st.query_map(params![project, include_deleted], Self::volume_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    // --- templates ------------------------------------------------------------------------------
+
+    /// Insert a new template; `TemplateExists` when the project has one of that name.
+    pub fn insert_template(&self, t: &TemplateRow) -> Result<(), StoreError> {
+        let r = self.conn().execute(
+            "INSERT INTO templates (id, project, name, public, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![t.id, t.project, t.name, t.public, serde_json::to_string(t)?],
+        );
+        match r {
+            Ok(_) => Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Err(StoreError::TemplateExists(t.name.clone()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Write a template's row (by id).
+    pub fn put_template(&self, t: &TemplateRow) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE templates SET public = ?2, data = ?3 WHERE id = ?1",
+            params![t.id, t.public, serde_json::to_string(t)?],
+        )?;
+        Ok(())
+    }
+
+    pub fn delete_template(&self, id: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute("DELETE FROM templates WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
+    fn template_rows(
+        &self,
+        sql: &str,
+        p: impl rusqlite::Params,
+    ) -> Result<Vec<TemplateRow>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare(sql)?;
+        let rows = st.query_map(p, |r| r.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for r in rows {
+            out.push(serde_json::from_str(&r?)?);
+        }
+        Ok(out)
+    }
+
+    /// The template `name` as `project` sees it: its own, else the oldest public one of that name.
+    pub fn find_template(
+        &self,
+        project: &str,
+        name: &str,
+    ) -> Result<Option<TemplateRow>, StoreError> {
+        let rows = self.template_rows(
+            "SELECT data FROM templates WHERE name = ?2 AND (project = ?1 OR public)
+             ORDER BY project = ?1 DESC, rowid",
+            params![project, name],
+        )?;
+        Ok(rows.into_iter().next())
+    }
+
+    /// Templates `project` sees (its own and the public ones); every template when `None`.
+    pub fn list_templates(&self, project: Option<&str>) -> Result<Vec<TemplateRow>, StoreError> {
+        self.template_rows(
+            "SELECT data FROM templates WHERE ?1 IS NULL OR project = ?1 OR public
+             ORDER BY name, project",
+            params![project],
+        )
     }
 
     // --- usage ----------------------------------------------------------------------------------

@@ -137,6 +137,27 @@ pub struct ServeArgs {
     /// the id shift − 1, 99999).
     #[arg(long, env = "LIZARD_EGRESS_GID")]
     egress_gid: Option<u32>,
+    /// Where template build sandboxes may connect (the package registries), comma-separated
+    /// host names or addresses (see the sandbox egress allow-list), or `none`. Default: the
+    /// registries of this host's pip, npm and apt configuration, else pypi.org,
+    /// files.pythonhosted.org, registry.npmjs.org and deb.debian.org.
+    #[arg(long, env = "LIZARD_TEMPLATE_BUILD_EGRESS", value_name = "HOST,…")]
+    template_build_egress: Option<String>,
+    /// Memory of a template build sandbox (MiB).
+    #[arg(long, default_value_t = 2048)]
+    template_build_memory_mb: u64,
+    /// Disk quota of a template build sandbox (MiB): the largest layer a build can make.
+    #[arg(long, default_value_t = 8192)]
+    template_build_disk_mb: u64,
+    /// CPU of a template build sandbox (millicores).
+    #[arg(long, default_value_t = 2000)]
+    template_build_cpu_millicores: u64,
+    /// Deadline of one template build step.
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    template_build_step_timeout: Duration,
+    /// Deadline of a whole template build.
+    #[arg(long, default_value = "60m", value_parser = parse_duration)]
+    template_build_timeout: Duration,
 }
 
 /// Limits of the HTTP/1 listeners.
@@ -593,7 +614,28 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             args.e2b_debug.then(|| args.e2b_debug_project.clone()),
         )
         .context("opening the E2B token secret")?;
+        let template_cfg = {
+            let mut c = lizard_server::templates::TemplateConfig::default();
+            if let Some(list) = &args.template_build_egress {
+                c.egress = if list.trim() == "none" {
+                    Vec::new()
+                } else {
+                    list.split(',')
+                        .map(|h| h.trim().to_string())
+                        .filter(|h| !h.is_empty())
+                        .collect()
+                };
+            }
+            c.limits.memory_mb = Some(args.template_build_memory_mb);
+            c.limits.disk_mb = Some(args.template_build_disk_mb);
+            c.limits.cpu_millicores = Some(args.template_build_cpu_millicores);
+            c.step_timeout = args.template_build_step_timeout;
+            c.build_timeout = args.template_build_timeout;
+            c
+        };
+        let templates = lizard_server::templates::Templates::new(sandboxes.clone(), template_cfg);
         let state = Arc::new(AppState {
+            templates,
             sandboxes: sandboxes.clone(),
             e2b,
             limiter: lizard_server::ratelimit::RateLimiter::new(

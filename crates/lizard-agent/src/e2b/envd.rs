@@ -125,12 +125,16 @@ fn rpc(code: &str, message: impl Into<String>) -> RpcError {
 
 fn connect_code(code: ErrorCode) -> &'static str {
     match code {
-        ErrorCode::InvalidRequest | ErrorCode::UnsupportedMediaType => "invalid_argument",
+        ErrorCode::InvalidRequest
+        | ErrorCode::UnsupportedMediaType
+        | ErrorCode::InvalidDockerfile => "invalid_argument",
         ErrorCode::Unauthenticated => "unauthenticated",
         ErrorCode::NotFound => "not_found",
         ErrorCode::PermissionDenied => "permission_denied",
         ErrorCode::Conflict => "already_exists",
-        ErrorCode::VolumeInUse => "failed_precondition",
+        ErrorCode::VolumeInUse | ErrorCode::TemplateInUse | ErrorCode::BuildFailed => {
+            "failed_precondition"
+        }
         ErrorCode::PayloadTooLarge | ErrorCode::RateLimited | ErrorCode::InsufficientStorage => {
             "resource_exhausted"
         }

@@ -1,0 +1,142 @@
+//! User templates: built from a Dockerfile inside a build sandbox, listed, inspected and deleted
+//! through `/v1/templates`.
+//!
+//! # Wire format
+//!
+//! `POST /v1/templates` takes a [`BuildTemplateRequest`]. With `Accept: application/x-ndjson`
+//! (one JSON object per line) or `text/event-stream` (one `data:` line per event, the `type` as
+//! the SSE `event:` name) it answers 200 with a stream of [`TemplateBuildEvent`]s that ends with
+//! exactly one `done` or `error` (unless the client leaves first; the build goes on unless it asked
+//! for `cancel_on_disconnect`). With any other `Accept` it answers 202 with the
+//! [`TemplateInfo`] (`state: "building"`; a cache hit: 200 and `ready`) and the build goes on.
+//! Input errors (a bad Dockerfile, an unknown base, a name taken) are a 4xx before any stream.
+//!
+//! `GET /v1/templates` → [`TemplateList`]; `GET /v1/templates/{name}` → [`TemplateInfo`];
+//! `DELETE /v1/templates/{name}` → 204. Clients must ignore fields and event types they do not know.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// At most this many bytes of decoded build context.
+pub const MAX_CONTEXT_BYTES: usize = 64 * 1024 * 1024;
+
+/// `POST /v1/templates`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildTemplateRequest {
+    /// The template's name: 1-64 of `[A-Za-z0-9._-]`, not starting with `.`; unique in its project;
+    /// the built-in templates' names are reserved.
+    pub name: String,
+    /// The Dockerfile (the subset in `templates/README.md`). Exactly one of `dockerfile` and
+    /// `from_sandbox`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dockerfile: Option<String>,
+    /// The build context: standard base64 of a tar or tar.gz archive (at most
+    /// [`MAX_CONTEXT_BYTES`] decoded), the files `COPY` and `ADD` take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Values of the Dockerfile's `ARG`s.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub build_args: BTreeMap<String, String>,
+    /// The project (admin keys; a project key's own project otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Every project may use it (admin keys only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public: bool,
+    /// Cancel the build when a streaming client goes away (default: it goes on).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_on_disconnect: bool,
+    /// Not yet supported: a template from a running sandbox's files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_sandbox: Option<String>,
+}
+
+/// A template's build state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TemplateState {
+    Building,
+    Ready,
+    Failed,
+}
+
+/// One build of a template.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateVersion {
+    /// The build's content key (hash of the base's key, the Dockerfile, the build args and the
+    /// context).
+    pub key: String,
+    pub state: TemplateState,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    pub size_bytes: u64,
+}
+
+/// `GET /v1/templates/{name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateInfo {
+    pub name: String,
+    /// The owning project; `None` for built-ins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// A built-in template (`code-interpreter-v1`): it cannot be deleted.
+    pub builtin: bool,
+    /// Every project may use it.
+    pub public: bool,
+    pub state: TemplateState,
+    /// The template it is a layer over (`None` for built-ins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// The ready build's key (the building one's while there is none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Bytes of its own layer (a built-in: of its whole root file system).
+    pub size_bytes: u64,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    pub updated_at: u64,
+    /// Why the last build failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::ErrorBody>,
+    /// Its builds, oldest first.
+    #[serde(default)]
+    pub versions: Vec<TemplateVersion>,
+    /// The last build's log (its end, at most 64 KiB; not in lists).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub build_log: String,
+}
+
+/// `GET /v1/templates`: the project's own templates, the public ones and the built-ins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateList {
+    pub templates: Vec<TemplateInfo>,
+}
+
+/// Which stream a build log line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogStream {
+    Stdout,
+    Stderr,
+}
+
+/// One event of a streamed build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TemplateBuildEvent {
+    /// A step starts: `index` from 1 to `total`; `name` is the instruction (e.g. `RUN pip install x`)
+    /// or one of the build's own steps (`start build sandbox`, `import layer`).
+    Step {
+        index: usize,
+        total: usize,
+        name: String,
+    },
+    /// Output of a step (a chunk, not a line).
+    Log { stream: LogStream, text: String },
+    /// The build finished: the template is ready.
+    Done { template: Box<TemplateInfo> },
+    /// The build failed (`code` `invalid_dockerfile` for a Dockerfile error found late, e.g. a
+    /// COPY source missing from the context; `build_failed` for a failed step).
+    Error { error: crate::ErrorBody },
+}
