@@ -209,7 +209,10 @@ impl Walk {
                     .is_some_and(|v| v == b"y");
                 continue;
             }
-            if n.starts_with(b"trusted.overlay.") {
+            // Redirects and metacopy make an entry point into another layer: refused. The
+            // overlay's other bookkeeping (origin, impure, uuid, nlink, …) means nothing in a
+            // copy: dropped without a note.
+            if n == b"trusted.overlay.redirect" || n == b"trusted.overlay.metacopy" {
                 return Err(ImportError::Refused {
                     path: show(path),
                     reason: format!(
@@ -217,6 +220,9 @@ impl Walk {
                         String::from_utf8_lossy(&n)
                     ),
                 });
+            }
+            if n.starts_with(b"trusted.overlay.") {
+                continue;
             }
             let what = format!("extended attribute {}", String::from_utf8_lossy(&n));
             self.drop_note(path, &what);

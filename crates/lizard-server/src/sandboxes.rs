@@ -852,9 +852,8 @@ impl Sandboxes {
         let rt: Runtime =
             serde_json::from_slice(&std::fs::read(dir.join(RUNTIME_FILE)).ok()?).ok()?;
         let build = rt.template_dir?;
-        let data = &self.cfg.templates_data_dir;
-        let (top, _) = lizard_template::layer::read_build_dir(data, &build)?;
-        lizard_template::layer::resolve(data, &top).ok()
+        let (top, _) = lizard_template::layer::read_build_dir(&build)?;
+        lizard_template::layer::resolve(&top).ok()
     }
 
     /// The template `template_name` as `project` sees it, with its chain of layers: the
@@ -866,20 +865,19 @@ impl Sandboxes {
         project: &str,
         template_name: &str,
     ) -> Result<Chain, SandboxError> {
-        let data = &self.cfg.templates_data_dir;
         if !project.is_empty() {
             if let Some(row) = self.store.find_template(project, template_name)? {
                 let unknown = || SandboxError::UnknownTemplate(template_name.to_string());
                 let key = row.key.as_deref().ok_or_else(unknown)?;
-                let dir = lizard_template::layer::user_dir(data, &row.id).join(key);
-                let (top, _) =
-                    lizard_template::layer::read_build_dir(data, &dir).ok_or_else(unknown)?;
-                return lizard_template::layer::resolve(data, &top)
+                // User templates live in the server's own data dir.
+                let dir = lizard_template::layer::user_dir(&self.cfg.data_dir, &row.id).join(key);
+                let (top, _) = lizard_template::layer::read_build_dir(&dir).ok_or_else(unknown)?;
+                return lizard_template::layer::resolve(&top)
                     .map_err(|e| SandboxError::Launch(format!("template {template_name}: {e}")));
             }
         }
         let top = self.find_builtin(template_name)?;
-        lizard_template::layer::resolve(data, &top)
+        lizard_template::layer::resolve(&top)
             .map_err(|e| SandboxError::Launch(format!("template {template_name}: {e}")))
     }
 

@@ -321,8 +321,9 @@ impl Templates {
         t
     }
 
+    /// User templates live in the server's own data dir (built-ins may come from another).
     fn data(&self) -> &Path {
-        &self.sandboxes.cfg.templates_data_dir
+        &self.sandboxes.cfg.data_dir
     }
 
     /// Whether `name` is a built-in's (or a host-built template's): reserved.
@@ -469,7 +470,7 @@ impl Templates {
                 if kept || lizard_template::store::in_use(&v.path()) {
                     continue;
                 }
-                remove_build(self.data(), &v.path());
+                remove_build(&v.path());
             }
             let _ = std::fs::remove_dir(d.path());
         }
@@ -1058,7 +1059,7 @@ impl Templates {
         let report = match report {
             Ok(r) => r,
             Err(e) => {
-                remove_build(&data, &build_dir);
+                remove_build(&build_dir);
                 return Err(failed(
                     ErrorCode::BuildFailed,
                     format!("importing the layer: {e}"),
@@ -1099,7 +1100,7 @@ impl Templates {
             base: BaseRef {
                 name: row.base.clone(),
                 key: base.top.key.clone(),
-                dir: layer::relative_dir(&data, &base.top.dir).unwrap_or_default(),
+                dir: base.top.dir.clone(),
             },
             workdir: plan.workdir.clone().or(base.workdir.clone()),
         };
@@ -1121,7 +1122,7 @@ impl Templates {
         .await
         .map_err(|e| failed(ErrorCode::Internal, e.to_string()))?;
         if let Err(e) = committed {
-            remove_build(&data, &build_dir);
+            remove_build(&build_dir);
             return Err(failed(
                 ErrorCode::Internal,
                 format!("committing the layer: {e}"),
@@ -1151,15 +1152,14 @@ fn base_users(template_dir: &Path) -> Vec<String> {
 }
 
 /// Remove one layered build (and its pin on its base). The tree is the host's own copy.
-fn remove_build(data: &Path, dir: &Path) {
-    if let Some((_, Some(lm))) = layer::read_build_dir(data, dir) {
+fn remove_build(dir: &Path) {
+    if let Some((_, Some(lm))) = layer::read_build_dir(dir) {
         let id = dir
             .parent()
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let base = data.join("templates").join(&lm.base.dir);
-        lizard_template::store::unpin(&base, &format!("layer-{id}-{}", lm.meta.key));
+        lizard_template::store::unpin(&lm.base.dir, &format!("layer-{id}-{}", lm.meta.key));
     }
     if let Err(e) = std::fs::remove_dir_all(dir) {
         if e.kind() != std::io::ErrorKind::NotFound {

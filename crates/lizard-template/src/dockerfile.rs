@@ -565,7 +565,7 @@ pub fn parse(text: &str, build_args: &BTreeMap<String, String>) -> Result<Plan, 
                     action: Action::Workdir(dir.clone()),
                     env: BTreeMap::new(),
                     workdir: None,
-                    user: None,
+                    user: user.clone(),
                 });
                 workdir = Some(dir);
             }

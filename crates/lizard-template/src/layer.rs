@@ -10,9 +10,10 @@
 //!
 //! `<id>` is the server's id of the template (its name is the project's, not a path); `.user`
 //! starts with a dot, so a name lookup of the built-in store ([`crate::find_built`]) never reaches
-//! it. A layer's base is named by its build directory relative to `<data_dir>/templates` (a
-//! built-in `code-interpreter-v1/<key>` or another layer `.user/<id>/<key>`): a base keeps its
-//! build while a layer or a sandbox uses it (pinned, see [`crate::store::pin`]).
+//! it. A layer's base is named by its build directory's absolute host path (a built-in's
+//! `<templates data dir>/templates/code-interpreter-v1/<key>` or another layer's
+//! `<data_dir>/templates/.user/<id>/<key>`; `template.json` is the host's, never the sandbox's):
+//! a base keeps its build while a layer or a sandbox uses it (pinned, see [`crate::store::pin`]).
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -46,8 +47,8 @@ pub fn valid_name(name: &str) -> bool {
 pub struct BaseRef {
     pub name: String,
     pub key: String,
-    /// The base's build directory relative to `<data_dir>/templates`.
-    pub dir: String,
+    /// The base's build directory (an absolute host path).
+    pub dir: PathBuf,
 }
 
 /// `template.json` of a layered build: the effective metadata of the whole chain (the base's,
@@ -79,21 +80,15 @@ pub fn user_dir(data_dir: &Path, id: &str) -> PathBuf {
     templates_root(data_dir).join(USER_DIR).join(id)
 }
 
-/// `dir` relative to `<data_dir>/templates` (for a [`BaseRef`]).
-pub fn relative_dir(data_dir: &Path, dir: &Path) -> Option<String> {
-    dir.strip_prefix(templates_root(data_dir))
-        .ok()
-        .map(|p| p.to_string_lossy().into_owned())
+fn plain_absolute(p: &Path) -> bool {
+    p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::RootDir))
 }
 
-fn plain_relative(rel: &str) -> bool {
-    let p = Path::new(rel);
-    !rel.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
-}
-
-/// The complete build in `dir` (a built-in's or a layer's), read without a name check: the
-/// caller found `dir` through its own records.
-pub fn read_build_dir(data_dir: &Path, dir: &Path) -> Option<(Template, Option<LayerMeta>)> {
+/// The complete build in `dir` (a built-in's `<data>/templates/<name>/<key>` or a layer's),
+/// read without a name check: the caller found `dir` through its own records.
+pub fn read_build_dir(dir: &Path) -> Option<(Template, Option<LayerMeta>)> {
     let key = dir.file_name()?.to_str()?.to_owned();
     let marker = std::fs::read_to_string(dir.join(MARKER)).ok()?;
     if marker.trim() != key {
@@ -117,14 +112,18 @@ pub fn read_build_dir(data_dir: &Path, dir: &Path) -> Option<(Template, Option<L
         return Some((t, Some(lm)));
     }
     let name = value.get("name")?.as_str()?.to_owned();
-    let _ = data_dir;
+    // `<data>/templates/<name>/<key>`.
+    let data_dir = dir.parent()?.parent()?.parent()?;
+    if dir.parent()?.file_name()? != name.as_str() {
+        return None;
+    }
     crate::store::read_build(data_dir, &name, &key).map(|t| (t, None))
 }
 
 /// The chain of `top`: its layers down to a full rootfs. Fails when a base is gone or the chain
 /// is longer than [`MAX_CHAIN`].
-pub fn resolve(data_dir: &Path, top: &Template) -> Result<Chain, String> {
-    let (first, lm) = read_build_dir(data_dir, &top.dir)
+pub fn resolve(top: &Template) -> Result<Chain, String> {
+    let (first, lm) = read_build_dir(&top.dir)
         .ok_or_else(|| format!("the build {} is not complete", top.dir.display()))?;
     let workdir = lm.as_ref().and_then(|l| l.workdir.clone());
     let mut lower = vec![first.rootfs.clone()];
@@ -134,11 +133,10 @@ pub fn resolve(data_dir: &Path, top: &Template) -> Result<Chain, String> {
         if lower.len() >= MAX_CHAIN {
             return Err(format!("more than {MAX_CHAIN} layers"));
         }
-        if !plain_relative(&base.dir) {
+        if !plain_absolute(&base.dir) {
             return Err(format!("bad base directory {:?}", base.dir));
         }
-        let dir = templates_root(data_dir).join(&base.dir);
-        let (t, lm) = read_build_dir(data_dir, &dir)
+        let (t, lm) = read_build_dir(&base.dir)
             .ok_or_else(|| format!("its base {} ({}) is gone", base.name, base.key))?;
         if t.key != base.key {
             return Err(format!("its base {} changed", base.name));
@@ -248,7 +246,7 @@ mod tests {
         let mut prev = BaseRef {
             name: "base".into(),
             key: "k0".into(),
-            dir: "base/k0".into(),
+            dir: base.clone(),
         };
         let mut tops = Vec::new();
         for (i, id) in ["a", "b"].iter().enumerate() {
@@ -264,12 +262,12 @@ mod tests {
             prev = BaseRef {
                 name: id.to_string(),
                 key: key.clone(),
-                dir: relative_dir(d, &fin).unwrap(),
+                dir: fin.clone(),
             };
             tops.push(fin);
         }
-        let (top, _) = read_build_dir(d, &tops[1]).unwrap();
-        let c = resolve(d, &top).unwrap();
+        let (top, _) = read_build_dir(&tops[1]).unwrap();
+        let c = resolve(&top).unwrap();
         assert_eq!(
             c.lower,
             vec![
@@ -281,7 +279,7 @@ mod tests {
         assert_eq!(c.workdir.as_deref(), Some("/w1"));
         assert_eq!(c.builds.len(), 3);
         std::fs::remove_file(tops[0].join(MARKER)).unwrap();
-        assert!(resolve(d, &top).unwrap_err().contains("gone"));
+        assert!(resolve(&top).unwrap_err().contains("gone"));
     }
 
     #[test]
@@ -295,6 +293,7 @@ mod tests {
         assert_ne!(k, build_key("base", "FROM y", &a, b"ctx"));
         assert_ne!(k, build_key("base", "FROM x", &b, b"ctx"));
         assert_ne!(k, build_key("base", "FROM x", &a, b"ctx2"));
-        assert!(!plain_relative("../x") && !plain_relative("/x") && plain_relative(".user/a/k"));
+        assert!(!plain_absolute(Path::new("/a/../x")) && !plain_absolute(Path::new("x")));
+        assert!(plain_absolute(Path::new("/d/templates/.user/a/k")));
     }
 }

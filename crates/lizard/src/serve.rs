@@ -158,6 +158,9 @@ pub struct ServeArgs {
     /// Deadline of a whole template build.
     #[arg(long, default_value = "60m", value_parser = parse_duration)]
     template_build_timeout: Duration,
+    /// Most entries (files, directories, links) a template build's layer may hold.
+    #[arg(long, default_value_t = 500_000)]
+    template_build_max_files: u64,
 }
 
 /// Limits of the HTTP/1 listeners.
@@ -631,6 +634,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             c.limits.cpu_millicores = Some(args.template_build_cpu_millicores);
             c.step_timeout = args.template_build_step_timeout;
             c.build_timeout = args.template_build_timeout;
+            c.import.max_entries = args.template_build_max_files;
+            // The layer can be no larger than the build sandbox's disk.
+            c.import.max_bytes = args.template_build_disk_mb * 1024 * 1024;
             c
         };
         let templates = lizard_server::templates::Templates::new(sandboxes.clone(), template_cfg);

@@ -1,0 +1,433 @@
+//! User templates end to end: a Dockerfile built through the API inside a build sandbox, a
+//! sandbox from it whose kernel sees the build's packages, files and environment; cache hits,
+//! project isolation, delete; build steps that try to reach the host; hostile entries planted by
+//! a build step, imported without following anything.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A build context (tar.gz) made by the host's Python: the files given, and a tiny pure-Python
+/// wheel `tinypkg-1.0-py3-none-any.whl` when `wheel`.
+fn context(files: &[(&str, &str)], wheel: bool) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let script = r#"
+import sys, os, zipfile, tarfile, hashlib, base64
+d = sys.argv[1]
+if sys.argv[2] == "1":
+    files = {
+        "tinypkg/__init__.py": "VALUE = 'tiny-42'\n",
+        "tinypkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+        "tinypkg-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for n, t in files.items():
+        h = base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{n},sha256={h},{len(t.encode())}")
+    record.append("tinypkg-1.0.dist-info/RECORD,,")
+    files["tinypkg-1.0.dist-info/RECORD"] = "\n".join(record) + "\n"
+    with zipfile.ZipFile(os.path.join(d, "tinypkg-1.0-py3-none-any.whl"), "w") as z:
+        for n, t in files.items():
+            z.writestr(n, t)
+out = os.path.join(d, "..", os.path.basename(d) + ".tgz")
+with tarfile.open(out, "w:gz") as t:
+    for n in sorted(os.listdir(d)):
+        t.add(os.path.join(d, n), arcname=n)
+sys.stdout.write(base64.b64encode(open(out, "rb").read()).decode())
+os.remove(out)
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(dir.path())
+        .arg(if wheel { "1" } else { "0" })
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// POST /v1/templates streamed as NDJSON: every event.
+async fn build(s: &Server, key: &str, body: Value) -> (u16, Vec<Value>, String) {
+    let headers = vec![
+        ("authorization", format!("Bearer {key}")),
+        ("content-type", "application/json".to_string()),
+        ("accept", "application/x-ndjson".to_string()),
+    ];
+    let r = send(
+        &s.addr,
+        "POST",
+        "/v1/templates",
+        &headers,
+        body.to_string().into_bytes(),
+    )
+    .await;
+    let events = r
+        .text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    (r.status, events, r.text)
+}
+
+fn last(events: &[Value]) -> &Value {
+    events.last().expect("at least one event")
+}
+
+fn python(s: &Server, id: &str, code: &str) -> impl std::future::Future<Output = Value> {
+    let (s, id, code) = (
+        Server::client_for(&s.addr, &s.admin_key),
+        id.to_string(),
+        code.to_string(),
+    );
+    async move { s.run(&id, json!({"code": code})).await }
+}
+
+const DOCKERFILE: &str = r#"# A user template over the default one.
+FROM code-interpreter-v1
+ARG GREETING_WORD=hello
+USER user
+WORKDIR /home/user/app
+COPY data.txt ./
+COPY tinypkg-1.0-py3-none-any.whl /home/user/wheels/
+RUN pip install --no-index --no-deps \
+      /home/user/wheels/tinypkg-1.0-py3-none-any.whl && \
+    echo "built as $(id -un)"
+ENV GREETING="${GREETING_WORD} template"
+"#;
+
+#[tokio::test]
+async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--template-build-egress", "none", "--pool-size", "0"],
+    );
+    let ka = s.project_key("alpha").await;
+    let kb = s.project_key("beta").await;
+    let body = json!({
+        "name": "mytpl",
+        "dockerfile": DOCKERFILE,
+        "context": context(&[("data.txt", "from the context\n")], true),
+    });
+
+    // Dockerfile errors are 400s that name the line, before anything is built.
+    let r = s
+        .req(
+            Some(&ka),
+            "POST",
+            "/v1/templates",
+            Some(json!({"name": "bad", "dockerfile": "FROM code-interpreter-v1\n\nEXPOSE 80\n"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (400, Some("invalid_dockerfile")),
+        "{}",
+        r.text
+    );
+    assert!(
+        r.body["message"].as_str().unwrap().contains("line 3"),
+        "{}",
+        r.text
+    );
+    let r = s
+        .req(
+            Some(&ka),
+            "POST",
+            "/v1/templates",
+            Some(json!({"name": "bad", "dockerfile": "FROM nope\n"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].as_str()),
+        (400, Some("invalid_dockerfile")),
+        "{}",
+        r.text
+    );
+    let r = s
+        .req(
+            Some(&ka),
+            "POST",
+            "/v1/templates",
+            Some(
+                json!({"name": "code-interpreter-v1", "dockerfile": "FROM code-interpreter-v1\n"}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 409, "built-in names are reserved: {}", r.text);
+
+    let (status, events, text) = build(&s, &ka, body.clone()).await;
+    assert_eq!(status, 200, "{text}");
+    let done = last(&events);
+    assert_eq!(done["type"], "done", "{text}");
+    assert_eq!(done["template"]["state"], "ready", "{text}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "step" && e["name"].as_str().unwrap().starts_with("RUN pip")),
+        "{text}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "log" && e["text"].as_str().unwrap().contains("built as user")),
+        "{text}"
+    );
+    let key = done["template"]["key"].as_str().unwrap().to_string();
+
+    // A sandbox from it: the kernel imports the package, reads the copied file, sees the ENV and
+    // starts in the WORKDIR.
+    let id = s.create(&ka, json!({"template": "mytpl"})).await;
+    let ex = python(
+        &s,
+        &id,
+        "import os, tinypkg\nprint(tinypkg.VALUE, open('data.txt').read().strip(), os.environ['GREETING'], os.getcwd())",
+    )
+    .await;
+    assert_eq!(
+        stdout(&ex).trim(),
+        "tiny-42 from the context hello template /home/user/app",
+        "{ex}"
+    );
+
+    // The same build again is a cache hit: at once, the same key.
+    let r = s
+        .req(Some(&ka), "POST", "/v1/templates", Some(body.clone()))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        (r.body["state"].as_str(), r.body["key"].as_str()),
+        (Some("ready"), Some(key.as_str()))
+    );
+
+    // Listed and shown to its project, with the built-ins.
+    let r = s.req(Some(&ka), "GET", "/v1/templates", None).await;
+    let names: Vec<&str> = r.body["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"mytpl") && names.contains(&"code-interpreter-v1"),
+        "{}",
+        r.text
+    );
+    let r = s.req(Some(&ka), "GET", "/v1/templates/mytpl", None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["base"], "code-interpreter-v1");
+    assert!(
+        r.body["build_log"]
+            .as_str()
+            .unwrap()
+            .contains("built as user"),
+        "{}",
+        r.text
+    );
+    assert_eq!(r.body["versions"].as_array().unwrap().len(), 1);
+
+    // Another project can neither list, see, use nor delete it: 404s, no existence oracle.
+    let r = s.req(Some(&kb), "GET", "/v1/templates", None).await;
+    assert!(!r.text.contains("mytpl"), "{}", r.text);
+    let r = s.req(Some(&kb), "GET", "/v1/templates/mytpl", None).await;
+    assert_eq!(r.status, 404, "{}", r.text);
+    let r = s
+        .req(
+            Some(&kb),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"template": "mytpl"})),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.text);
+    let r = s
+        .req(Some(&kb), "DELETE", "/v1/templates/mytpl", None)
+        .await;
+    assert_eq!(r.status, 404, "{}", r.text);
+    // Built-ins cannot be deleted.
+    let r = s
+        .req(
+            Some(&ka),
+            "DELETE",
+            "/v1/templates/code-interpreter-v1",
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+
+    // Delete: gone for new sandboxes; the running one keeps working on its layers.
+    let r = s
+        .req(Some(&ka), "DELETE", "/v1/templates/mytpl", None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let r = s
+        .req(
+            Some(&ka),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"template": "mytpl"})),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.text);
+    let ex = python(&s, &id, "import tinypkg; print(tinypkg.VALUE)").await;
+    assert_eq!(stdout(&ex).trim(), "tiny-42", "{ex}");
+    s.kill_all().await;
+    // Once no sandbox uses it, its files go (at the next sweep: a delete or a restart).
+    let r = s
+        .req(Some(&ka), "DELETE", "/v1/templates/mytpl", None)
+        .await;
+    assert_eq!(r.status, 404);
+}
+
+/// The template layers of a data dir (`templates/.user/<id>/<key>/layer`).
+fn layers(data: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(data.join("templates/.user"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for v in std::fs::read_dir(t.path()).into_iter().flatten().flatten() {
+            if v.path().join("layer").is_dir() {
+                out.push(v.path().join("layer"));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn build_steps_are_sandboxed_and_hostile_layers_import_safely() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &[
+            "--template-build-egress",
+            "none",
+            "--pool-size",
+            "0",
+            "--template-build-max-files",
+            "5000",
+        ],
+    );
+    let k = s.project_key("gamma").await;
+    let host_data = s.data_dir.path().display().to_string();
+    let port = s.addr.rsplit(':').next().unwrap().to_string();
+
+    // A step that reaches for the host fails like any sandbox code: the server's own port, the
+    // host through slirp's gateway, the metadata address.
+    let dockerfile = "FROM code-interpreter-v1\nUSER user\nCOPY probe.py /home/user/\nRUN python3 /home/user/probe.py\nRUN python3 -c \"import socket; socket.create_connection(('169.254.169.254', 80), timeout=3)\"\n";
+    let probe_py = format!(
+        "import socket\nfor host, port in [('127.0.0.1', {port}), ('10.0.2.2', {port}), ('169.254.169.254', 80)]:\n    try:\n        socket.create_connection((host, port), timeout=3).close()\n        print('REACHED', host)\n    except OSError as e:\n        print('blocked', host, e)\n"
+    );
+    let (status, events, text) = build(
+        &s,
+        &k,
+        json!({"name": "netprobe", "dockerfile": dockerfile, "context": context(&[("probe.py", &probe_py)], false)}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let end = last(&events);
+    assert_eq!(end["type"], "error", "{text}");
+    assert_eq!(end["error"]["code"], "build_failed", "{text}");
+    assert!(
+        end["error"]["message"].as_str().unwrap().contains("line 5"),
+        "{text}"
+    );
+    assert_eq!(text.matches("blocked").count(), 3, "{text}");
+    assert!(!text.contains("REACHED"), "{text}");
+    let r = s.req(Some(&k), "GET", "/v1/templates/netprobe", None).await;
+    assert_eq!(r.body["state"], "failed", "{}", r.text);
+
+    // Hostile entries planted by a build step.
+    let plant = format!(
+        "set -e; cd /home/user; ln -s /etc/shadow shadow; ln -s {host_data} hostdata; ln -s / root; \
+         mkfifo fifo; echo x > suid; chmod 4755 suid; echo data > a; ln a hard; \
+         mkdir many; i=0; while [ $i -lt 50 ]; do : > many/f$i; i=$((i+1)); done"
+    );
+    let dockerfile = format!("FROM code-interpreter-v1\nUSER user\nRUN {plant}\n");
+    let (status, events, text) =
+        build(&s, &k, json!({"name": "hostile", "dockerfile": dockerfile})).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(last(&events)["type"], "done", "{text}");
+    let r = s.req(Some(&k), "GET", "/v1/templates/hostile", None).await;
+    let log = r.body["build_log"].as_str().unwrap();
+    assert!(log.contains("/home/user/fifo: a fifo"), "{log}");
+    assert!(log.contains("/home/user/suid: its setuid"), "{log}");
+    // On the host: links stay links (never followed), no fifo, no setuid bit, owners in the
+    // template's range.
+    let ls = layers(s.data_dir.path());
+    assert_eq!(ls.len(), 1, "{ls:?}");
+    let home = ls[0].join("home/user");
+    for (link, to) in [
+        ("shadow", "/etc/shadow"),
+        ("hostdata", host_data.as_str()),
+        ("root", "/"),
+    ] {
+        let m = std::fs::symlink_metadata(home.join(link)).unwrap();
+        assert!(m.file_type().is_symlink(), "{link}");
+        assert_eq!(std::fs::read_link(home.join(link)).unwrap(), Path::new(to));
+    }
+    assert!(std::fs::symlink_metadata(home.join("fifo")).is_err());
+    let suid = std::fs::metadata(home.join("suid")).unwrap();
+    assert_eq!(suid.permissions().mode() & 0o7000, 0);
+    assert!((100_000..165_536).contains(&suid.uid()), "{}", suid.uid());
+    assert_eq!(
+        std::fs::read_to_string(home.join("hard")).unwrap(),
+        "data\n"
+    );
+    // Inside a sandbox of it: the links lead into the sandbox's own tree only.
+    let id = s.create(&k, json!({"template": "hostile"})).await;
+    let (out, _) = s
+        .sh(&id, "cat ~/shadow 2>&1 | head -c 200; echo; ls ~/hostdata 2>&1 | head -n 3; ls -A ~/root/ | head -n 40 | tr '\\n' ' '")
+        .await;
+    assert!(
+        out.contains("Permission denied") || out.contains("No such file"),
+        "{out}"
+    );
+    assert!(
+        out.contains("No such file"),
+        "the host's data dir is not there: {out}"
+    );
+    assert!(
+        !out.contains("admin-key") && !out.contains("lizard.db"),
+        "{out}"
+    );
+    s.kill_all().await;
+
+    // A layer over the import limits fails the build with a clear error (and leaves nothing).
+    let dockerfile = "FROM code-interpreter-v1\nUSER user\nRUN mkdir /home/user/lots && cd /home/user/lots && seq 1 6000 | xargs touch\n";
+    let (_, events, text) =
+        build(&s, &k, json!({"name": "toomany", "dockerfile": dockerfile})).await;
+    let end = last(&events);
+    assert_eq!(end["type"], "error", "{text}");
+    assert!(
+        end["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than 5000 entries"),
+        "{text}"
+    );
+    assert_eq!(
+        layers(s.data_dir.path()).len(),
+        1,
+        "only the hostile template's layer"
+    );
+    // No build sandbox is left running.
+    let r = s.admin("GET", "/v1/sandboxes", None).await;
+    assert_eq!(r.body.as_array().map(Vec::len), Some(0), "{}", r.text);
+    for name in ["hostile", "netprobe", "toomany"] {
+        s.req(Some(&k), "DELETE", &format!("/v1/templates/{name}"), None)
+            .await;
+    }
+}
