@@ -389,7 +389,7 @@ async fn build_steps_are_sandboxed_and_hostile_layers_import_safely() {
     // Inside a sandbox of it: the links lead into the sandbox's own tree only.
     let id = s.create(&k, json!({"template": "hostile"})).await;
     let (out, _) = s
-        .sh(&id, "cat ~/shadow 2>&1 | head -c 200; echo; ls ~/hostdata 2>&1 | head -n 3; ls -A ~/root/ | head -n 40 | tr '\\n' ' '")
+        .sh(&id, "cat ~/shadow 2>&1 | head -c 200; echo; ls ~/hostdata/ 2>&1 | head -n 3; ls -A ~/root/ | head -n 40 | tr '\\n' ' '")
         .await;
     assert!(
         out.contains("Permission denied") || out.contains("No such file"),
