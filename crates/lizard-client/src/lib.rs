@@ -593,6 +593,73 @@ impl Client {
         .await
     }
 
+    // --- templates ------------------------------------------------------------------------------
+
+    /// Build a template (`POST /v1/templates`); its events arrive as the server streams them
+    /// (the last is `done` or `error`). Dropping the stream does not cancel the build unless the
+    /// request asked for `cancel_on_disconnect`. A cache hit is one `done` event.
+    pub async fn build_template(
+        &self,
+        req: &lizard_proto::BuildTemplateRequest,
+    ) -> Result<
+        impl Stream<Item = Result<lizard_proto::TemplateBuildEvent, ClientError>>
+            + Send
+            + Unpin
+            + 'static,
+        ClientError,
+    > {
+        let body = serde_json::to_vec(req)?;
+        let resp = self
+            .send(Method::POST, "/v1/templates", Some(body), NDJSON)
+            .await?;
+        Ok(Box::pin(ndjson_frames(resp.into_body())))
+    }
+
+    /// Templates the key sees: its project's, the public ones and the built-ins (an admin key:
+    /// every project's, unless it names one).
+    pub async fn list_templates(
+        &self,
+        project: Option<&str>,
+    ) -> Result<lizard_proto::TemplateList, ClientError> {
+        let query = project
+            .map(|p| format!("?project={}", encode_component(p)))
+            .unwrap_or_default();
+        self.call::<(), _>(Method::GET, &format!("/v1/templates{query}"), None)
+            .await
+    }
+
+    pub async fn get_template(
+        &self,
+        name: &str,
+        project: Option<&str>,
+    ) -> Result<lizard_proto::TemplateInfo, ClientError> {
+        let query = project
+            .map(|p| format!("?project={}", encode_component(p)))
+            .unwrap_or_default();
+        self.call::<(), _>(
+            Method::GET,
+            &format!("/v1/templates/{}{query}", encode_component(name)),
+            None,
+        )
+        .await
+    }
+
+    pub async fn delete_template(
+        &self,
+        name: &str,
+        project: Option<&str>,
+    ) -> Result<(), ClientError> {
+        let query = project
+            .map(|p| format!("?project={}", encode_component(p)))
+            .unwrap_or_default();
+        self.call::<(), ()>(
+            Method::DELETE,
+            &format!("/v1/templates/{}{query}", encode_component(name)),
+            None,
+        )
+        .await
+    }
+
     // --- projects and usage ---------------------------------------------------------------------
 
     pub async fn create_project(&self, name: &str) -> Result<ProjectCreated, ClientError> {

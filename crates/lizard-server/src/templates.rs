@@ -328,7 +328,7 @@ impl Templates {
 
     /// Whether `name` is a built-in's (or a host-built template's): reserved.
     fn is_builtin(&self, name: &str) -> bool {
-        lizard_template::builtin_names().iter().any(|b| *b == name)
+        lizard_template::builtin_names().contains(&name)
             || self.sandboxes.find_builtin(name).is_ok()
     }
 
@@ -394,7 +394,7 @@ impl Templates {
             .map(|r| self.info(r, false))
             .collect();
         for b in lizard_template::builtin_names() {
-            if let Some(i) = self.builtin_info(&b) {
+            if let Some(i) = self.builtin_info(b) {
                 out.push(i);
             }
         }

@@ -28,6 +28,11 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The data dir named on the command line (or by `LIZARD_DATA_DIR`).
+    pub fn data_dir(&self) -> Option<PathBuf> {
+        self.data_dir.clone()
+    }
+
     fn client(&self) -> Result<Client> {
         let key = match &self.api_key {
             Some(k) => k.clone(),
@@ -684,6 +689,135 @@ pub fn volume(conn: &Conn, cmd: VolumeCommand) -> Result<()> {
                 Ok(())
             }
         }
+    })
+}
+
+/// `lizard template build --dockerfile`.
+pub struct TemplateBuildArgs {
+    pub name: String,
+    pub dockerfile: PathBuf,
+    pub context: Option<PathBuf>,
+    pub build_args: BTreeMap<String, String>,
+    pub project: Option<String>,
+    pub public: bool,
+}
+
+/// The context directory as a tar.gz (made by the host's `tar`, at most the API's limit).
+fn context_archive(dir: &std::path::Path) -> Result<Vec<u8>> {
+    let out = std::process::Command::new("tar")
+        .arg("-czf")
+        .arg("-")
+        .arg("-C")
+        .arg(dir)
+        .arg(".")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("running tar for the build context")?;
+    if !out.status.success() {
+        bail!("tar of the build context {} failed", dir.display());
+    }
+    if out.stdout.len() > lizard_proto::template::MAX_CONTEXT_BYTES {
+        bail!(
+            "the build context {} is larger than {} (compressed)",
+            dir.display(),
+            human_bytes(lizard_proto::template::MAX_CONTEXT_BYTES as u64)
+        );
+    }
+    Ok(out.stdout)
+}
+
+/// Build a user template through the API, streaming its progress to stderr and its log to
+/// stdout; exit status 1 when the build fails.
+pub fn template_build(conn: &Conn, args: TemplateBuildArgs) -> Result<i32> {
+    use base64::Engine as _;
+    let dockerfile = std::fs::read_to_string(&args.dockerfile)
+        .with_context(|| format!("reading {}", args.dockerfile.display()))?;
+    let context = args
+        .context
+        .as_deref()
+        .map(context_archive)
+        .transpose()?
+        .map(|b| base64::engine::general_purpose::STANDARD.encode(b));
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        let mut events = c
+            .build_template(&lizard_proto::BuildTemplateRequest {
+                name: args.name.clone(),
+                dockerfile: Some(dockerfile),
+                context,
+                build_args: args.build_args,
+                project: args.project,
+                public: args.public,
+                ..Default::default()
+            })
+            .await?;
+        let mut out = std::io::stdout();
+        while let Some(ev) = events.next().await {
+            match ev? {
+                lizard_proto::TemplateBuildEvent::Step { index, total, name } => {
+                    eprintln!("[{index}/{total}] {name}");
+                }
+                lizard_proto::TemplateBuildEvent::Log { text, .. } => {
+                    let _ = out.write_all(text.as_bytes());
+                    let _ = out.flush();
+                }
+                lizard_proto::TemplateBuildEvent::Done { template } => {
+                    eprintln!(
+                        "template {} ready ({}, {})",
+                        template.name,
+                        template.key.as_deref().unwrap_or("-"),
+                        human_bytes(template.size_bytes)
+                    );
+                    return Ok(0);
+                }
+                lizard_proto::TemplateBuildEvent::Error { error } => {
+                    eprintln!("build failed: {}", error.message);
+                    return Ok(1);
+                }
+            }
+        }
+        eprintln!("build failed: the server's stream ended early");
+        Ok(1)
+    })
+}
+
+pub fn template_list(conn: &Conn, project: Option<String>, json: bool) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        let list = c.list_templates(project.as_deref()).await?;
+        if json {
+            return print_json(&list);
+        }
+        println!(
+            "{:<28} {:<16} {:<9} {:<24} {:>10} KEY",
+            "NAME", "PROJECT", "STATE", "BASE", "SIZE"
+        );
+        for t in list.templates {
+            let state = serde_json::to_value(t.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            println!(
+                "{:<28} {:<16} {:<9} {:<24} {:>10} {}",
+                t.name,
+                t.project
+                    .as_deref()
+                    .unwrap_or(if t.builtin { "(built-in)" } else { "-" }),
+                state,
+                t.base.as_deref().unwrap_or("-"),
+                human_bytes(t.size_bytes),
+                t.key.as_deref().unwrap_or("-")
+            );
+        }
+        Ok(())
+    })
+}
+
+pub fn template_delete(conn: &Conn, name: &str, project: Option<String>) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        c.delete_template(name, project.as_deref()).await?;
+        Ok(())
     })
 }
 

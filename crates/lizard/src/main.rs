@@ -28,7 +28,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the server (HTTP API on --listen, state in --data-dir).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run the execution agent (normally inside a sandbox, started by the server).
     Agent(lizard_agent::cli::AgentArgs),
     /// Build and manage sandbox templates.
@@ -113,16 +113,50 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum TemplateCommand {
-    /// Build a template (cached: a no-op when an up-to-date build exists).
+    /// Build a template. With --dockerfile: a user template, built by the server inside a build
+    /// sandbox (streams the build; exit status 1 when it fails). Without: a built-in template from
+    /// its spec, on this host as root (cached: a no-op when an up-to-date build exists).
     Build {
         /// Template name.
         #[arg(default_value = "code-interpreter-v1")]
         name: String,
-        /// Rebuild even if an up-to-date build exists.
+        /// The Dockerfile of a user template (see templates/README.md for the subset).
+        #[arg(long, value_name = "FILE")]
+        dockerfile: Option<PathBuf>,
+        /// The build context directory (what COPY and ADD take), sent as a tar.gz.
+        #[arg(long, value_name = "DIR", requires = "dockerfile")]
+        context: Option<PathBuf>,
+        /// A value for one of the Dockerfile's ARGs.
+        #[arg(long = "build-arg", value_name = "KEY=VALUE", value_parser = serve::parse_env_pair, requires = "dockerfile")]
+        build_args: Vec<(String, String)>,
+        /// The project (admin keys; a project key's own otherwise).
+        #[arg(long, requires = "dockerfile")]
+        project: Option<String>,
+        /// Let every project use it (admin keys only).
+        #[arg(long, requires = "dockerfile")]
+        public: bool,
+        /// Rebuild even if an up-to-date build exists (host-side builds).
         #[arg(long)]
         force: bool,
-        #[arg(long, env = "LIZARD_DATA_DIR")]
-        data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        conn: cli::Conn,
+    },
+    /// List the templates the key sees (its project's, public ones, built-ins).
+    List {
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        conn: cli::Conn,
+    },
+    /// Delete a user template (sandboxes running on it keep working).
+    Delete {
+        name: String,
+        #[arg(long)]
+        project: Option<String>,
+        #[command(flatten)]
+        conn: cli::Conn,
     },
 }
 
@@ -216,22 +250,49 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Serve(args) => {
             init_tracing("lizard=info,lizard_server=info");
-            ok(serve::serve(args))
+            ok(serve::serve(*args))
         }
-        Command::Template {
-            command:
-                TemplateCommand::Build {
+        Command::Template { command } => match command {
+            TemplateCommand::Build {
+                name,
+                dockerfile: Some(dockerfile),
+                context,
+                build_args,
+                project,
+                public,
+                force: _,
+                conn,
+            } => cli::template_build(
+                &conn,
+                cli::TemplateBuildArgs {
                     name,
-                    force,
-                    data_dir: d,
+                    dockerfile,
+                    context,
+                    build_args: build_args.into_iter().collect(),
+                    project,
+                    public,
                 },
-        } => {
-            init_tracing("warn");
-            let d = data_dir(d)?;
-            let t = serve::build_template(&d, &name, force)?;
-            println!("{}", t.rootfs.display());
-            Ok(0)
-        }
+            ),
+            TemplateCommand::Build {
+                name, force, conn, ..
+            } => {
+                init_tracing("warn");
+                let d = data_dir(conn.data_dir())?;
+                let t = serve::build_template(&d, &name, force)?;
+                println!("{}", t.rootfs.display());
+                Ok(0)
+            }
+            TemplateCommand::List {
+                project,
+                json,
+                conn,
+            } => ok(cli::template_list(&conn, project, json)),
+            TemplateCommand::Delete {
+                name,
+                project,
+                conn,
+            } => ok(cli::template_delete(&conn, &name, project)),
+        },
         Command::Project { command } => ok(project(command)),
     }
 }

@@ -431,3 +431,96 @@ async fn build_steps_are_sandboxed_and_hostile_layers_import_safely() {
             .await;
     }
 }
+
+/// `lizard template build --dockerfile … --context … --build-arg …`, `list`, `delete`: through
+/// the API, progress streamed, exit status 1 when the build fails.
+#[tokio::test]
+async fn the_cli_builds_lists_and_deletes_templates() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--template-build-egress", "none", "--pool-size", "0"],
+    );
+    let work = tempfile::tempdir().unwrap();
+    let ctx = work.path().join("ctx");
+    std::fs::create_dir(&ctx).unwrap();
+    std::fs::write(ctx.join("note.txt"), "from the cli\n").unwrap();
+    let df = work.path().join("Dockerfile");
+    std::fs::write(
+        &df,
+        "FROM code-interpreter-v1\nARG WORD=x\nUSER user\nCOPY note.txt /home/user/\nRUN echo \"word=$WORD\"\n",
+    )
+    .unwrap();
+    let lizard = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_lizard"))
+            .args(args)
+            .env("LIZARD_API_URL", format!("http://{}", s.addr))
+            .env("LIZARD_API_KEY", &s.admin_key)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = lizard(&[
+        "template",
+        "build",
+        "--dockerfile",
+        df.to_str().unwrap(),
+        "--context",
+        ctx.to_str().unwrap(),
+        "--build-arg",
+        "WORD=bird",
+        "clitpl",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("word=bird"), "{out}");
+    assert!(
+        err.contains("RUN echo") && err.contains("template clitpl ready"),
+        "{err}"
+    );
+    let (code, out, _) = lizard(&["template", "list"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("clitpl") && out.contains("code-interpreter-v1"),
+        "{out}"
+    );
+    let id = s
+        .create(&s.admin_key.clone(), json!({"template": "clitpl"}))
+        .await;
+    let (out, _) = s.sh(&id, "cat /home/user/note.txt").await;
+    assert_eq!(out.trim(), "from the cli");
+    s.kill_all().await;
+
+    std::fs::write(&df, "FROM code-interpreter-v1\nUSER user\nRUN exit 3\n").unwrap();
+    let (code, _, err) = lizard(&[
+        "template",
+        "build",
+        "--dockerfile",
+        df.to_str().unwrap(),
+        "failing",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("line 3") && err.contains("exit code 3"),
+        "{err}"
+    );
+    std::fs::write(&df, "FROM code-interpreter-v1\nCMD [\"x\"]\n").unwrap();
+    let (code, _, err) = lizard(&[
+        "template",
+        "build",
+        "--dockerfile",
+        df.to_str().unwrap(),
+        "bad",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("line 2") && err.contains("CMD"), "{err}");
+
+    for name in ["clitpl", "failing"] {
+        let (code, _, err) = lizard(&["template", "delete", name]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (_, out, _) = lizard(&["template", "list"]);
+    assert!(!out.contains("clitpl"), "{out}");
+}
