@@ -47,7 +47,9 @@ pub struct BuildTemplateRequest {
     /// Cancel the build when a streaming client goes away (default: it goes on).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancel_on_disconnect: bool,
-    /// Not yet supported: a template from a running sandbox's files.
+    /// A template from a running or paused sandbox of the project instead of a Dockerfile: its
+    /// files (its writable layer, copied with its processes frozen; nothing of its memory) become
+    /// a layer over its template. Answered 201 with the ready template (no stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_sandbox: Option<String>,
 }

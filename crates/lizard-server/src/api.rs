@@ -423,11 +423,22 @@ async fn build_template(
             "only an admin key may publish a template to every project",
         ));
     }
-    if req.from_sandbox.is_some() {
-        return Err(ApiError::new(
-            ErrorCode::Unsupported,
-            "a template from a running sandbox (from_sandbox) is not supported yet",
-        ));
+    if let Some(sandbox) = &req.from_sandbox {
+        if req.dockerfile.is_some() || req.context.is_some() || !req.build_args.is_empty() {
+            return Err(ApiError::invalid(
+                "from_sandbox takes no dockerfile, context or build_args",
+            ));
+        }
+        // The sandbox must be the caller's (404 otherwise, like any sandbox route).
+        let sb = visible(&st, &who, sandbox)?;
+        if sb.project != project {
+            return Err(ApiError::not_found("sandbox"));
+        }
+        let info = st
+            .templates
+            .from_sandbox(&project, &req.name, sandbox, req.public)
+            .await?;
+        return Ok((StatusCode::CREATED, Json(info)).into_response());
     }
     let Some(dockerfile) = req.dockerfile else {
         return Err(ApiError::invalid("a template build needs a dockerfile"));

@@ -1262,6 +1262,44 @@ impl Sandboxes {
         Ok(rt)
     }
 
+    /// Run `f` (blocking) on a running or paused sandbox's runtime with every process frozen and
+    /// its lifecycle lock held (no resume, kill or hibernation meanwhile): a template from a
+    /// running sandbox imports its writable layer so. A running sandbox is thawed afterwards; a
+    /// paused one stays paused. Its timeout keeps counting.
+    pub async fn with_frozen<T: Send + 'static>(
+        &self,
+        id: &str,
+        f: impl FnOnce(&Runtime) -> T + Send + 'static,
+    ) -> Result<T, SandboxError> {
+        let (sb, _guard) = self.locked(id).await?;
+        let running = match sb.state() {
+            StoredState::Running => true,
+            StoredState::Paused => false,
+            _ => {
+                return Err(SandboxError::Invalid(format!(
+                    "sandbox {id} is not running or paused"
+                )))
+            }
+        };
+        let cg = sb.runtime.cgroup.clone();
+        if running {
+            let cg = cg.clone();
+            tokio::task::spawn_blocking(move || cg.freeze())
+                .await
+                .map_err(|e| SandboxError::Launch(e.to_string()))?
+                .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))?;
+        }
+        let rt = sb.runtime.clone();
+        let out = tokio::task::spawn_blocking(move || f(&rt)).await;
+        if running {
+            tokio::task::spawn_blocking(move || cg.thaw())
+                .await
+                .map_err(|e| SandboxError::Launch(e.to_string()))?
+                .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
+        }
+        out.map_err(|e| SandboxError::Launch(e.to_string()))
+    }
+
     /// Remove a sandbox stopped by [`Sandboxes::stop_keep_layer`]: its files, its id range.
     pub async fn discard_stopped(&self, id: &str, rt: Runtime) {
         let _ = tokio::task::spawn_blocking(move || destroy(&rt)).await;

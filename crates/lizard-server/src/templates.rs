@@ -203,6 +203,8 @@ pub enum TemplateError {
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("{}", .0.message)]
+    Failed(ErrorBody),
 }
 
 impl TemplateError {
@@ -219,6 +221,7 @@ impl TemplateError {
             TemplateError::Sandbox(SandboxError::Invalid(_)) => ErrorCode::InvalidRequest,
             TemplateError::Sandbox(_) => ErrorCode::Unavailable,
             TemplateError::Store(_) => ErrorCode::Internal,
+            TemplateError::Failed(e) => e.code,
         };
         let message = match self {
             TemplateError::Store(_) => "internal error (see the server log)".to_string(),
@@ -476,6 +479,89 @@ impl Templates {
         }
     }
 
+    /// A template from a running (or paused) sandbox of `project`: its writable layer, copied
+    /// with every process frozen, becomes a layer over the sandbox's template. Nothing of its
+    /// memory is kept. Synchronous: returns the ready template.
+    pub async fn from_sandbox(
+        self: &Arc<Self>,
+        project: &str,
+        name: &str,
+        sandbox_id: &str,
+        public: bool,
+    ) -> Result<TemplateInfo, TemplateError> {
+        if !layer::valid_name(name) {
+            return Err(TemplateError::Invalid(format!(
+                "invalid template name {name:?}"
+            )));
+        }
+        if self.is_builtin(name) {
+            return Err(TemplateError::Conflict(format!(
+                "{name:?} is the name of a built-in template"
+            )));
+        }
+        let sb = self
+            .sandboxes
+            .get(sandbox_id)
+            .filter(|sb| sb.project == project)
+            .ok_or_else(|| TemplateError::NotFound(format!("sandbox {sandbox_id}")))?;
+        let base = sb
+            .runtime
+            .template_dir
+            .as_deref()
+            .and_then(layer::read_build_dir)
+            .ok_or_else(|| TemplateError::Conflict("the sandbox's template build is gone".into()))?
+            .0;
+        let base = layer::resolve(&base).map_err(TemplateError::Conflict)?;
+        if base.lower.len() >= layer::MAX_CHAIN {
+            return Err(TemplateError::Invalid(format!(
+                "the sandbox's template already has {} layers (at most {})",
+                base.lower.len(),
+                layer::MAX_CHAIN
+            )));
+        }
+        // Never a cache hit: the sandbox's files are whatever they are now.
+        let key = layer::build_key(
+            &base.top.key,
+            &format!("from_sandbox {sandbox_id} {}", now_ms()),
+            &BTreeMap::new(),
+            &[],
+        );
+        let row = match self.claim_row(project, name, &sb.template, &key, public)? {
+            Ok(r) => r,
+            Err(info) => return Ok(info),
+        };
+        let mut log = Log::default();
+        log.push(&format!("a template from sandbox {sandbox_id}\n"));
+        let inputs = LayerInputs {
+            env: BTreeMap::new(),
+            workdir: None,
+            user: None,
+            description: format!("{} + the files of sandbox {sandbox_id}", sb.template),
+        };
+        let outcome = self
+            .import(
+                &row,
+                &base,
+                &key,
+                &sb.runtime,
+                inputs,
+                Some(sandbox_id),
+                &mut log,
+            )
+            .await;
+        let id = row.id.clone();
+        let event = self.finish(row, &key, outcome, &log);
+        if let Ok(mut m) = self.running.lock() {
+            m.remove(&id);
+        }
+        self.sweep();
+        match event {
+            TemplateBuildEvent::Done { template } => Ok(*template),
+            TemplateBuildEvent::Error { error } => Err(TemplateError::Failed(error)),
+            _ => Err(TemplateError::Invalid("unexpected build outcome".into())),
+        }
+    }
+
     /// Start a build; see the module docs.
     pub async fn start(self: &Arc<Self>, req: BuildRequest) -> Result<Started, TemplateError> {
         if !layer::valid_name(&req.name) {
@@ -526,26 +612,53 @@ impl Templates {
             &req.build_args,
             &req.context,
         );
+        let row = match self.claim_row(&req.project, &req.name, &base_name, &key, req.public)? {
+            Ok(row) => row,
+            Err(hit) => return Ok(Started::CacheHit(hit)),
+        };
+        let info = self.info(&row, false);
+        let (tx, rx) = mpsc::channel(256);
+        let this = self.clone();
+        tokio::spawn(async move {
+            let id = row.id.clone();
+            this.clone().run(row, req, plan, base, key, tx).await;
+            if let Ok(mut m) = this.running.lock() {
+                m.remove(&id);
+            }
+        });
+        Ok(Started::Building(info, rx))
+    }
+
+    /// The row of `project`'s template `name` for a build of `key`, marked `building` and
+    /// registered as running; `Err(info)`: a ready build of that key exists (a cache hit).
+    fn claim_row(
+        &self,
+        project: &str,
+        name: &str,
+        base_name: &str,
+        key: &str,
+        public: bool,
+    ) -> Result<Result<TemplateRow, TemplateInfo>, TemplateError> {
         let now = now_ms();
         let existing = self
             .store
-            .find_template(&req.project, &req.name)?
-            .filter(|r| r.project == req.project);
+            .find_template(project, name)?
+            .filter(|r| r.project == project);
         let row = match existing {
-            Some(r) if r.key.as_deref() == Some(key.as_str()) && !self.is_running(&r.id) => {
-                return Ok(Started::CacheHit(self.info(&r, false)));
+            Some(r) if r.key.as_deref() == Some(key) && !self.is_running(&r.id) => {
+                return Ok(Err(self.info(&r, false)));
             }
             Some(mut r) => {
                 if self.is_running(&r.id) {
                     return Err(TemplateError::Conflict(format!(
                         "template {:?} is being built",
-                        req.name
+                        name
                     )));
                 }
                 r.state = TemplateState::Building;
-                r.building_key = Some(key.clone());
-                r.base = base_name.clone();
-                r.public = req.public;
+                r.building_key = Some(key.to_string());
+                r.base = base_name.to_string();
+                r.public = public;
                 r.updated_at_ms = now;
                 r.error = None;
                 self.store.put_template(&r)?;
@@ -554,13 +667,13 @@ impl Templates {
             None => {
                 let r = TemplateRow {
                     id: new_template_id(),
-                    project: req.project.clone(),
-                    name: req.name.clone(),
-                    public: req.public,
+                    project: project.to_string(),
+                    name: name.to_string(),
+                    public,
                     state: TemplateState::Building,
-                    base: base_name.clone(),
+                    base: base_name.to_string(),
                     key: None,
-                    building_key: Some(key.clone()),
+                    building_key: Some(key.to_string()),
                     size_bytes: 0,
                     created_at_ms: now,
                     updated_at_ms: now,
@@ -585,47 +698,21 @@ impl Templates {
             if m.insert(row.id.clone(), ()).is_some() {
                 return Err(TemplateError::Conflict(format!(
                     "template {:?} is being built",
-                    req.name
+                    name
                 )));
             }
         }
-        let info = self.info(&row, false);
-        let (tx, rx) = mpsc::channel(256);
-        let this = self.clone();
-        tokio::spawn(async move {
-            let id = row.id.clone();
-            this.clone().run(row, req, plan, base, key, tx).await;
-            if let Ok(mut m) = this.running.lock() {
-                m.remove(&id);
-            }
-        });
-        Ok(Started::Building(info, rx))
+        Ok(Ok(row))
     }
 
-    /// The build task: runs it, records the outcome, sends the last event.
-    async fn run(
-        self: Arc<Self>,
+    /// Record a build's outcome in its row; the event that tells the client.
+    fn finish(
+        &self,
         mut row: TemplateRow,
-        req: BuildRequest,
-        plan: Plan,
-        base: Chain,
-        key: String,
-        tx: mpsc::Sender<TemplateBuildEvent>,
-    ) {
-        let mut log = Log::default();
-        let outcome = {
-            let work = self.build(&row, &req, &plan, &base, &key, &tx, &mut log);
-            match tokio::time::timeout(self.cfg.build_timeout, work).await {
-                Ok(r) => r,
-                Err(_) => Err(failed(
-                    ErrorCode::BuildFailed,
-                    format!(
-                        "the build took longer than {} s",
-                        self.cfg.build_timeout.as_secs()
-                    ),
-                )),
-            }
-        };
+        key: &str,
+        outcome: Result<(u64, u64), Failure>,
+        log: &Log,
+    ) -> TemplateBuildEvent {
         // The row may have changed (public flag) since: start from the stored one.
         if let Ok(Some(r)) = self.store.find_template(&row.project, &row.name) {
             if r.id == row.id {
@@ -638,12 +725,12 @@ impl Templates {
         let event = match outcome {
             Ok((size, created)) => {
                 row.state = TemplateState::Ready;
-                row.key = Some(key.clone());
+                row.key = Some(key.to_string());
                 row.size_bytes = size;
                 row.error = None;
                 row.versions.retain(|v| v.key != key);
                 row.versions.push(TemplateVersion {
-                    key: key.clone(),
+                    key: key.to_string(),
                     state: TemplateState::Ready,
                     created_at: created,
                     size_bytes: size,
@@ -667,6 +754,34 @@ impl Templates {
                 TemplateBuildEvent::Error { error: e }
             }
         };
+        event
+    }
+
+    /// The build task: runs it, records the outcome, sends the last event.
+    async fn run(
+        self: Arc<Self>,
+        row: TemplateRow,
+        req: BuildRequest,
+        plan: Plan,
+        base: Chain,
+        key: String,
+        tx: mpsc::Sender<TemplateBuildEvent>,
+    ) {
+        let mut log = Log::default();
+        let outcome = {
+            let work = self.build(&row, &req, &plan, &base, &key, &tx, &mut log);
+            match tokio::time::timeout(self.cfg.build_timeout, work).await {
+                Ok(r) => r,
+                Err(_) => Err(failed(
+                    ErrorCode::BuildFailed,
+                    format!(
+                        "the build took longer than {} s",
+                        self.cfg.build_timeout.as_secs()
+                    ),
+                )),
+            }
+        };
+        let event = self.finish(row, &key, outcome, &log);
         self.sweep();
         let _ = tokio::time::timeout(Duration::from_secs(5), tx.send(event)).await;
     }
@@ -853,7 +968,13 @@ impl Templates {
                 format!("stopping the build sandbox: {}", crate::api::chain(&e)),
             )
         })?;
-        let imported = self.import(row, plan, base, key, &rt, user, log).await;
+        let layer = LayerInputs {
+            env: plan.env.clone(),
+            workdir: plan.workdir.clone(),
+            user,
+            description: format!("{} + a Dockerfile layer", row.base),
+        };
+        let imported = self.import(row, base, key, &rt, layer, None, log).await;
         self.sandboxes.discard_stopped(&sid, rt).await;
         imported
     }
@@ -1015,11 +1136,11 @@ impl Templates {
     async fn import(
         &self,
         row: &TemplateRow,
-        plan: &Plan,
         base: &Chain,
         key: &str,
         rt: &crate::sandboxes::Runtime,
-        user: Option<lizard_template::meta::UserMeta>,
+        inputs: LayerInputs,
+        frozen: Option<&str>,
         log: &mut Log,
     ) -> Result<(u64, u64), Failure> {
         let bm = &base.top.meta;
@@ -1040,7 +1161,7 @@ impl Templates {
         let limits = self.cfg.import;
         let upper = disk.join("upper");
         let bd = build_dir.clone();
-        let report = tokio::task::spawn_blocking(move || {
+        let copy = move || {
             let _ = std::fs::remove_dir_all(&bd);
             std::fs::create_dir_all(bd.join(layer::LAYER_DIR))
                 .map_err(|e| format!("creating the layer: {e}"))?;
@@ -1053,9 +1174,18 @@ impl Templates {
                 let _ = std::fs::remove_file(bd.join(layer::LAYER_DIR).join(f));
             }
             Ok::<_, String>(r)
-        })
-        .await
-        .map_err(|e| failed(ErrorCode::Internal, e.to_string()))?;
+        };
+        let report = match frozen {
+            // A running sandbox: copied with its processes frozen and its lifecycle held.
+            Some(id) => self
+                .sandboxes
+                .with_frozen(id, move |_| copy())
+                .await
+                .map_err(|e| failed(ErrorCode::Conflict, crate::api::chain(&e)))?,
+            None => tokio::task::spawn_blocking(copy)
+                .await
+                .map_err(|e| failed(ErrorCode::Internal, e.to_string()))?,
+        };
         let report = match report {
             Ok(r) => r,
             Err(e) => {
@@ -1080,16 +1210,16 @@ impl Templates {
             report.entries, report.bytes
         ));
         let mut env = bm.env.clone();
-        env.extend(plan.env.clone());
+        env.extend(inputs.env);
         let created = now_ms();
         let mut meta = bm.clone();
         meta.name = row.name.clone();
         meta.key = key.to_string();
         meta.created = lizard_template::meta::rfc3339(created / 1000);
-        meta.description = format!("{} + a Dockerfile layer", row.base);
+        meta.description = inputs.description;
         meta.env = env;
         meta.disk_bytes = report.bytes;
-        if let Some(u) = user {
+        if let Some(u) = inputs.user {
             meta.env.insert("HOME".into(), u.home.clone());
             meta.env.insert("USER".into(), u.name.clone());
             meta.env.insert("LOGNAME".into(), u.name.clone());
@@ -1102,7 +1232,7 @@ impl Templates {
                 key: base.top.key.clone(),
                 dir: base.top.dir.clone(),
             },
-            workdir: plan.workdir.clone().or(base.workdir.clone()),
+            workdir: inputs.workdir.or(base.workdir.clone()),
         };
         let bd = build_dir.clone();
         let base_dir = base.top.dir.clone();
@@ -1130,6 +1260,14 @@ impl Templates {
         }
         Ok((report.bytes, created))
     }
+}
+
+/// What a new layer's meta takes from its build (over its base's).
+struct LayerInputs {
+    env: BTreeMap<String, String>,
+    workdir: Option<String>,
+    user: Option<lizard_template::meta::UserMeta>,
+    description: String,
 }
 
 /// The pins of a template's builds by layers over them (`layer-…` entries of `.users`).

@@ -524,3 +524,52 @@ async fn the_cli_builds_lists_and_deletes_templates() {
     let (_, out, _) = lizard(&["template", "list"]);
     assert!(!out.contains("clitpl"), "{out}");
 }
+
+/// `POST /v1/templates {name, from_sandbox}`: a running sandbox's files become a template; the
+/// sandbox keeps running with its state; another project cannot snapshot it.
+#[tokio::test]
+async fn a_template_from_a_running_sandbox() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--template-build-egress", "none", "--pool-size", "0"],
+    );
+    let ka = s.project_key("delta").await;
+    let kb = s.project_key("epsilon").await;
+    let id = s.create(&ka, json!({})).await;
+    let ex = python(
+        &s,
+        &id,
+        "x = 41\nopen('/home/user/snap.txt', 'w').write('snapped\\n')\nprint('ok')",
+    )
+    .await;
+    assert_eq!(stdout(&ex).trim(), "ok", "{ex}");
+    let r = s
+        .req(
+            Some(&kb),
+            "POST",
+            "/v1/templates",
+            Some(json!({"name": "snap", "from_sandbox": id})),
+        )
+        .await;
+    assert_eq!(r.status, 404, "another project's sandbox: {}", r.text);
+    let r = s
+        .req(
+            Some(&ka),
+            "POST",
+            "/v1/templates",
+            Some(json!({"name": "snap", "from_sandbox": id})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["state"], "ready", "{}", r.text);
+    assert_eq!(r.body["base"], "code-interpreter-v1", "{}", r.text);
+    // The sandbox was only frozen: its kernel state is still there.
+    let ex = python(&s, &id, "print(x + 1)").await;
+    assert_eq!(stdout(&ex).trim(), "42", "{ex}");
+    let id2 = s.create(&ka, json!({"template": "snap"})).await;
+    let (out, _) = s.sh(&id2, "cat /home/user/snap.txt").await;
+    assert_eq!(out.trim(), "snapped");
+    s.kill_all().await;
+    let r = s.req(Some(&ka), "DELETE", "/v1/templates/snap", None).await;
+    assert_eq!(r.status, 204, "{}", r.text);
+}
