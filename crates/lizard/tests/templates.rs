@@ -36,6 +36,11 @@ if sys.argv[2] == "1":
     with zipfile.ZipFile(os.path.join(d, "tinypkg-1.0-py3-none-any.whl"), "w") as z:
         for n, t in files.items():
             z.writestr(n, t)
+    with tarfile.open(os.path.join(d, "bundle.tar.gz"), "w:gz") as t:
+        inner = os.path.join(d, "..", "inner.txt")
+        open(inner, "w").write("unpacked by ADD\n")
+        t.add(inner, arcname="inner.txt")
+        os.remove(inner)
 out = os.path.join(d, "..", os.path.basename(d) + ".tgz")
 with tarfile.open(out, "w:gz") as t:
     for n in sorted(os.listdir(d)):
@@ -101,6 +106,7 @@ USER user
 WORKDIR /home/user/app
 COPY data.txt ./
 COPY tinypkg-1.0-py3-none-any.whl /home/user/wheels/
+ADD bundle.tar.gz /home/user/bundle/
 RUN pip install --no-index --no-deps \
       /home/user/wheels/tinypkg-1.0-py3-none-any.whl && \
     echo "built as $(id -un)"
@@ -121,6 +127,45 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
         "context": context(&[("data.txt", "from the context\n")], true),
     });
 
+    // Bad requests are typed 4xx before anything is built.
+    for (body, status, code) in [
+        (
+            json!({"name": "x", "dockerfile": "FROM code-interpreter-v1\n", "context": "!!"}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"name": "x", "dockerfile": "FROM code-interpreter-v1\n", "public": true}),
+            403,
+            "permission_denied",
+        ),
+        (
+            json!({"name": "x", "dockerfile": "FROM debian:bookworm\n"}),
+            501,
+            "unsupported",
+        ),
+        (
+            json!({"name": "../x", "dockerfile": "FROM code-interpreter-v1\n"}),
+            400,
+            "invalid_request",
+        ),
+        (json!({"name": "x"}), 400, "invalid_request"),
+        (
+            json!({"name": "x", "dockerfile": "FROM code-interpreter-v1\n", "nope": 1}),
+            400,
+            "invalid_request",
+        ),
+    ] {
+        let r = s
+            .req(Some(&ka), "POST", "/v1/templates", Some(body.clone()))
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (status, Some(code)),
+            "{body}: {}",
+            r.text
+        );
+    }
     // Dockerfile errors are 400s that name the line, before anything is built.
     let r = s
         .req(
@@ -192,12 +237,12 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
     let ex = python(
         &s,
         &id,
-        "import os, tinypkg\nprint(tinypkg.VALUE, open('data.txt').read().strip(), os.environ['GREETING'], os.getcwd())",
+        "import os, tinypkg\nprint(tinypkg.VALUE, open('data.txt').read().strip(), os.environ['GREETING'], os.getcwd(), open('/home/user/bundle/inner.txt').read().strip())",
     )
     .await;
     assert_eq!(
         stdout(&ex).trim(),
-        "tiny-42 from the context hello template /home/user/app",
+        "tiny-42 from the context hello template /home/user/app unpacked by ADD",
         "{ex}"
     );
 
@@ -236,6 +281,33 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
         r.text
     );
     assert_eq!(r.body["versions"].as_array().unwrap().len(), 1);
+
+    // An admin may publish one to every project: another project sees and uses it, but cannot
+    // delete it.
+    let r = s
+        .admin(
+            "POST",
+            "/v1/templates",
+            Some(json!({"name": "shared", "project": "alpha", "public": true,
+                        "dockerfile": "FROM code-interpreter-v1\nENV SHARED=yes\n"})),
+        )
+        .await;
+    assert!(r.status == 202 || r.status == 200, "{}", r.text);
+    let ready = eventually(std::time::Duration::from_secs(120), || async {
+        s.req(Some(&kb), "GET", "/v1/templates/shared", None)
+            .await
+            .body["state"]
+            == "ready"
+    })
+    .await;
+    assert!(ready, "the public template is not ready");
+    let shared = s.create(&kb, json!({"template": "shared"})).await;
+    let (out, _) = s.sh(&shared, "echo $SHARED").await;
+    assert_eq!(out.trim(), "yes");
+    let r = s
+        .req(Some(&kb), "DELETE", "/v1/templates/shared", None)
+        .await;
+    assert_eq!(r.status, 404, "{}", r.text);
 
     // Another project can neither list, see, use nor delete it: 404s, no existence oracle.
     let r = s.req(Some(&kb), "GET", "/v1/templates", None).await;
@@ -283,11 +355,21 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
     let ex = python(&s, &id, "import tinypkg; print(tinypkg.VALUE)").await;
     assert_eq!(stdout(&ex).trim(), "tiny-42", "{ex}");
     s.kill_all().await;
-    // Once no sandbox uses it, its files go (at the next sweep: a delete or a restart).
     let r = s
         .req(Some(&ka), "DELETE", "/v1/templates/mytpl", None)
         .await;
     assert_eq!(r.status, 404);
+    let r = s
+        .req(Some(&ka), "DELETE", "/v1/templates/shared", None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    // Once no sandbox uses them, their files go (at the next sweep: a delete, a build or a
+    // restart).
+    assert!(
+        layers(s.data_dir.path()).is_empty(),
+        "{:?}",
+        layers(s.data_dir.path())
+    );
 }
 
 /// The template layers of a data dir (`templates/.user/<id>/<key>/layer`).
