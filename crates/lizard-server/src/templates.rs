@@ -320,6 +320,24 @@ impl Templates {
                 }
             }
         }
+        // Their build sandboxes too (adopted after a restart like any sandbox): nothing will
+        // import them any more.
+        let stale: Vec<String> = t
+            .sandboxes
+            .all()
+            .iter()
+            .filter(|sb| sb.metadata.contains_key(BUILD_METADATA))
+            .map(|sb| sb.id.clone())
+            .collect();
+        if !stale.is_empty() {
+            let sandboxes = t.sandboxes.clone();
+            tokio::spawn(async move {
+                for id in stale {
+                    tracing::info!(sandbox = %id, "killing the build sandbox of an interrupted template build");
+                    let _ = sandboxes.kill(&id).await;
+                }
+            });
+        }
         t.sweep();
         t
     }

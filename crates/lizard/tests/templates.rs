@@ -655,3 +655,77 @@ async fn a_template_from_a_running_sandbox() {
     let r = s.req(Some(&ka), "DELETE", "/v1/templates/snap", None).await;
     assert_eq!(r.status, 204, "{}", r.text);
 }
+
+/// A streaming client that goes away cancels the build only when it asked to
+/// (`cancel_on_disconnect`): its build sandbox goes, the template is `failed`. SSE framing.
+#[tokio::test]
+async fn a_build_is_cancelled_on_disconnect_only_when_asked() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--template-build-egress", "none", "--pool-size", "0"],
+    );
+    let k = s.project_key("zeta").await;
+    let body = json!({
+        "name": "slow",
+        "dockerfile": "FROM code-interpreter-v1\nUSER user\nRUN echo started; sleep 600\n",
+        "cancel_on_disconnect": true,
+    })
+    .to_string();
+    let mut tcp = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+    let req = format!(
+        "POST /v1/templates HTTP/1.1\r\nHost: lizard\r\nAuthorization: Bearer {k}\r\n\
+         Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !String::from_utf8_lossy(&seen).contains("started") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&seen)
+        );
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(120), tcp.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert!(
+        text.contains("event: step\r\n") || text.contains("event: step\n"),
+        "{text}"
+    );
+    assert!(text.contains("data: {\"type\":\"step\""), "{text}");
+    drop(tcp);
+    let failed = eventually(std::time::Duration::from_secs(60), || async {
+        let r = s.req(Some(&k), "GET", "/v1/templates/slow", None).await;
+        r.body["state"] == "failed"
+    })
+    .await;
+    assert!(failed, "the build was not cancelled");
+    let r = s.req(Some(&k), "GET", "/v1/templates/slow", None).await;
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled"),
+        "{}",
+        r.text
+    );
+    let gone = eventually(std::time::Duration::from_secs(60), || async {
+        s.admin("GET", "/v1/sandboxes", None)
+            .await
+            .body
+            .as_array()
+            .map(Vec::len)
+            == Some(0)
+    })
+    .await;
+    assert!(gone, "the build sandbox is still there");
+    s.req(Some(&k), "DELETE", "/v1/templates/slow", None).await;
+}
