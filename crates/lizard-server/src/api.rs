@@ -408,15 +408,33 @@ struct TemplateQuery {
     project: Option<String>,
 }
 
-/// `POST /v1/templates`: start a build (streamed with an NDJSON/SSE `Accept`, else 202).
+/// `POST /v1/templates`: start a build (streamed with an NDJSON/SSE `Accept`, else 202). The
+/// answer names the template for the audit log (`audit::Created`), so the gate never reads a
+/// streamed body.
 async fn build_template(
-    State(st): St,
-    Auth(who): Auth,
+    st: St,
+    auth: Auth,
     headers: axum::http::HeaderMap,
     ApiJson(req): ApiJson<lizard_proto::BuildTemplateRequest>,
 ) -> Result<Response, ApiError> {
+    let project = project_of(&auth.0, req.project.as_deref())?;
+    let created = crate::audit::Created {
+        id: req.name.clone(),
+        project: Some(project.clone()),
+    };
+    let mut r = build_template_inner(st, auth, headers, req, project).await?;
+    r.extensions_mut().insert(created);
+    Ok(r)
+}
+
+async fn build_template_inner(
+    State(st): St,
+    Auth(who): Auth,
+    headers: axum::http::HeaderMap,
+    req: lizard_proto::BuildTemplateRequest,
+    project: String,
+) -> Result<Response, ApiError> {
     use base64::Engine as _;
-    let project = project_of(&who, req.project.as_deref())?;
     if req.public && who != Principal::Admin {
         return Err(ApiError::new(
             ErrorCode::PermissionDenied,

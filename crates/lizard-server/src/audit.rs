@@ -81,6 +81,9 @@ pub fn classify(method: &Method, path: &str) -> Option<Action> {
         ("POST", ["v1", "projects"]) => create("project.create", "project"),
         ("POST", ["v1", "volumes"]) => create("volume.create", "volume_id"),
         ("DELETE", ["v1", "volumes", v]) => act("volume.delete", Some(v), false),
+        // The handler names the template (`Created`): a streamed answer is never read here.
+        ("POST", ["v1", "templates"]) => create("template.build", "name"),
+        ("DELETE", ["v1", "templates", t]) => act("template.delete", Some(t), false),
         ("POST", ["sandboxes"] | ["v2", "sandboxes"]) => create("e2b.create", "sandboxID"),
         ("DELETE", ["sandboxes", id]) => act("e2b.kill", Some(id), true),
         ("POST", ["sandboxes", id, "connect" | "resume"] | ["v2", "sandboxes", id, "connect"]) => {
@@ -231,6 +234,12 @@ mod tests {
         assert_eq!(name(Method::POST, "/v1/projects"), Some("project.create"));
         assert_eq!(name(Method::POST, "/v1/volumes"), Some("volume.create"));
         assert_eq!(name(Method::DELETE, "/v1/volumes/v"), Some("volume.delete"));
+        assert_eq!(name(Method::POST, "/v1/templates"), Some("template.build"));
+        assert_eq!(
+            name(Method::DELETE, "/v1/templates/t"),
+            Some("template.delete")
+        );
+        assert_eq!(name(Method::GET, "/v1/templates/t"), None);
         assert_eq!(name(Method::POST, "/sandboxes"), Some("e2b.create"));
         assert_eq!(name(Method::POST, "/v2/sandboxes"), Some("e2b.create"));
         assert_eq!(name(Method::DELETE, "/sandboxes/i"), Some("e2b.kill"));

@@ -370,6 +370,14 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
         "{:?}",
         layers(s.data_dir.path())
     );
+    // Builds and deletes are audited (a streamed build's answer names it without being read).
+    let r = s.admin("GET", "/v1/audit?limit=200", None).await;
+    assert!(
+        r.text.contains("template.build") && r.text.contains("template.delete"),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains("\"mytpl\""), "{}", r.text);
 }
 
 /// The template layers of a data dir (`templates/.user/<id>/<key>/layer`).
