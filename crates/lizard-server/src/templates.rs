@@ -106,35 +106,55 @@ impl Default for TemplateConfig {
     }
 }
 
-/// The package registries of the host's own configuration (pip's `index-url` /
-/// `extra-index-url`, npm's `registry`, apt's sources), else the public ones.
+/// The package registries of the host's own configuration — pip's `index-url` /
+/// `extra-index-url`, npm's `registry`, apt's sources (`*.list`, `*.sources`) — each tool's
+/// public registry where the host configures none.
 pub fn default_egress() -> Vec<String> {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let mut texts = vec![
-        read("/etc/pip.conf"),
-        read("/etc/npmrc"),
-        read("/root/.npmrc"),
-    ];
-    texts.push(read("/root/.config/pip/pip.conf"));
-    texts.push(read("/root/.pip/pip.conf"));
-    texts.push(read("/etc/apt/sources.list"));
+    let pip = [
+        "/etc/pip.conf",
+        "/etc/xdg/pip/pip.conf",
+        "/root/.config/pip/pip.conf",
+        "/root/.pip/pip.conf",
+    ]
+    .map(read)
+    .join("\n");
+    let npm = ["/etc/npmrc", "/usr/etc/npmrc", "/root/.npmrc"]
+        .map(read)
+        .join("\n");
+    let mut apt = read("/etc/apt/sources.list");
     if let Ok(d) = std::fs::read_dir("/etc/apt/sources.list.d") {
         for e in d.flatten() {
-            texts.push(std::fs::read_to_string(e.path()).unwrap_or_default());
+            let name = e.file_name().to_string_lossy().into_owned();
+            // Disabled files (`*.disabled`, `*.save`, …) are not sources.
+            if name.ends_with(".list") || name.ends_with(".sources") {
+                apt.push('\n');
+                apt.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+            }
         }
     }
-    let mut hosts = registry_hosts(&texts.join("\n"));
-    if hosts.is_empty() {
-        hosts = [
-            "pypi.org",
-            "files.pythonhosted.org",
-            "registry.npmjs.org",
-            "deb.debian.org",
-        ]
-        .map(String::from)
-        .to_vec();
+    egress_from(&pip, &npm, &apt)
+}
+
+/// [`default_egress`] from the three tools' configuration texts.
+fn egress_from(pip: &str, npm: &str, apt: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (text, public) in [
+        (pip, &["pypi.org", "files.pythonhosted.org"][..]),
+        (npm, &["registry.npmjs.org"][..]),
+        (apt, &["deb.debian.org"][..]),
+    ] {
+        let mut hosts = registry_hosts(text);
+        if hosts.is_empty() {
+            hosts = public.iter().map(|h| h.to_string()).collect();
+        }
+        for h in hosts {
+            if !out.contains(&h) {
+                out.push(h);
+            }
+        }
     }
-    hosts
+    out
 }
 
 /// Host names of the registry URLs in configuration text (`index-url = https://h/…`,
@@ -1405,6 +1425,28 @@ timeout = 60
             ]
         );
         assert!(registry_hosts("index-url = file:///x").is_empty());
+        // Each tool's public registry where the host configures none.
+        assert_eq!(
+            egress_from(
+                "[global]\ncert = /x\n",
+                "",
+                "URIs: http://deb.debian.org/debian\n"
+            ),
+            [
+                "pypi.org",
+                "files.pythonhosted.org",
+                "registry.npmjs.org",
+                "deb.debian.org"
+            ]
+        );
+        assert_eq!(
+            egress_from(
+                "index-url=https://m.example/simple",
+                "registry=https://n.example/",
+                ""
+            ),
+            ["m.example", "n.example", "deb.debian.org"]
+        );
     }
 
     #[test]
