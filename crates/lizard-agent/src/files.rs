@@ -614,10 +614,12 @@ pub(crate) async fn list_dir(
         return Err(FilesError::NotADirectory(path.display().to_string()));
     }
     let names = Names::load().await;
+    let root = crate::users::files_root_flag();
     tokio::task::spawn_blocking(move || -> Result<Vec<EntryInfo>, FilesError> {
         let mut out = Vec::new();
-        let walked =
-            crate::users::with_sandbox_user(|| Ok(walk(&path, depth, &names, &mut out, true)));
+        let walked = crate::users::with_root_flag(root, || {
+            crate::users::with_sandbox_user(|| Ok(walk(&path, depth, &names, &mut out, true)))
+        });
         walked.map_err(|e| FilesError::io("list", &path, e))??;
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
@@ -715,8 +717,12 @@ pub(crate) async fn rename_path(
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
             let mut mv = tokio::process::Command::new("mv");
             mv.arg("--").arg(&from).arg(&to);
-            if let Some(ids) = crate::users::sandbox_user() {
-                mv.uid(ids.uid).gid(ids.gid);
+            match crate::users::sandbox_user() {
+                Some(_) if crate::users::files_root_flag() => {}
+                Some(ids) => {
+                    mv.uid(ids.uid).gid(ids.gid);
+                }
+                None => {}
             }
             let out = crate::procs::output_owned(&mut mv)
                 .await
