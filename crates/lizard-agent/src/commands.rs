@@ -127,8 +127,8 @@ impl Launch {
         let cwd: PathBuf = match &self.cwd {
             None => home,
             Some(c) => {
-                let p = crate::files::resolve(&home, c)
-                    .map_err(|e| invalid(format!("cwd: {e}")))?;
+                let p =
+                    crate::files::resolve(&home, c).map_err(|e| invalid(format!("cwd: {e}")))?;
                 if !p.is_dir() {
                     return Err(CommandError::BadCwd(c.clone()));
                 }

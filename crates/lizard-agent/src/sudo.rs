@@ -47,7 +47,8 @@ pub const SOCKET: &str = "/run/lizard/sudo.sock";
 /// Where the client is installed (before `/usr/bin` on the template's `PATH`).
 pub const CLIENT: &str = "/usr/local/bin/sudo";
 /// The first line after the client's `#!`: a client carrying it is the agent's to replace.
-const MARKER: &str = "# lizard sudo client (written by the sandbox's agent; see lizard_agent::sudo)";
+const MARKER: &str =
+    "# lizard sudo client (written by the sandbox's agent; see lizard_agent::sudo)";
 /// Largest request (arguments and environment).
 pub const MAX_REQUEST: usize = 256 * 1024;
 /// How long a client has to send its request.
@@ -133,6 +134,8 @@ pub struct Run {
     pub set_home: bool,
     /// `-D DIR`.
     pub chdir: Option<String>,
+    /// `VAR=value` words before the command: set for it (as sudo does for the command `ALL`).
+    pub set_env: Vec<(String, String)>,
     /// The command and its arguments (may be empty with `-i`/`-s`).
     pub command: Vec<String>,
 }
@@ -267,9 +270,18 @@ pub fn parse(args: &[String], host: &str) -> Result<Action, Usage> {
             }
         }
     }
+    while let Some((k, v)) = args.get(i).and_then(|a| a.split_once('=')) {
+        if !lizard_proto::valid_env_name(k) {
+            break;
+        }
+        run.set_env.push((k.to_string(), v.to_string()));
+        i += 1;
+    }
     run.command = args[i..].to_vec();
     if run.login && run.shell {
-        return Err(Usage("you may not specify both the -i and -s options".into()));
+        return Err(Usage(
+            "you may not specify both the -i and -s options".into(),
+        ));
     }
     if list {
         return Ok(Action::Print(match run.command.first() {
@@ -349,7 +361,11 @@ fn target_account(target: RunAs, user_home: &Path) -> (&'static str, PathBuf, St
         "/bin/sh"
     };
     match target {
-        RunAs::Root => (users::ROOT_NAME, PathBuf::from(users::ROOT_HOME), shell.into()),
+        RunAs::Root => (
+            users::ROOT_NAME,
+            PathBuf::from(users::ROOT_HOME),
+            shell.into(),
+        ),
         RunAs::User => (
             users::SANDBOX_USER_NAME,
             user_home.to_path_buf(),
@@ -387,7 +403,10 @@ pub fn prepare_run(
     env.insert("USER".into(), name.into());
     env.insert("LOGNAME".into(), name.into());
     let shell = if run.shell && !run.login {
-        req.env.get("SHELL").cloned().unwrap_or(target_shell.clone())
+        req.env
+            .get("SHELL")
+            .cloned()
+            .unwrap_or(target_shell.clone())
     } else {
         target_shell.clone()
     };
@@ -400,6 +419,7 @@ pub fn prepare_run(
     env.insert("SUDO_USER".into(), caller_name.into());
     env.insert("SUDO_UID".into(), caller.to_string());
     env.insert("SUDO_GID".into(), caller_gid.to_string());
+    env.extend(run.set_env.iter().cloned());
     let argv: Vec<String> = if run.login || run.shell {
         let mut v = vec![shell.clone()];
         if run.login {
@@ -483,8 +503,9 @@ fn ensure_root_home(dir: &Path) {
     match std::fs::symlink_metadata(dir) {
         Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let made = std::fs::create_dir(dir)
-                .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)));
+            let made = std::fs::create_dir(dir).and_then(|()| {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            });
             if let Err(e) = made {
                 tracing::warn!(error = %e, "cannot make /root");
             }
@@ -504,14 +525,19 @@ pub fn client_script(python: &Path, socket: &Path) -> String {
 
 fn install_client(path: &Path, python: &Path, socket: &Path) -> io::Result<()> {
     let want = client_script(python, socket);
-    match std::fs::read_to_string(path) {
-        Ok(have) if have == want => return Ok(()),
-        // Somebody else's sudo (e.g. one the user put there): leave it.
-        Ok(have) if !have.contains(MARKER) => return Ok(()),
-        Ok(_) => {}
+    // Whatever is there was put by the sandbox's root (the layer persists across pauses): only
+    // a small regular file is read (never a FIFO, which would hang the agent's start), and only
+    // one of ours is replaced.
+    match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        // Not ours (binary, unreadable): leave it.
-        Err(_) => return Ok(()),
+        Err(e) => return Err(e),
+        Ok(m) if !m.is_file() || m.len() > 64 * 1024 => return Ok(()),
+        Ok(_) => match std::fs::read_to_string(path) {
+            Ok(have) if have == want => return Ok(()),
+            Ok(have) if have.contains(MARKER) => {}
+            // Somebody else's sudo (a binary, a script the user put there): leave it.
+            _ => return Ok(()),
+        },
     }
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d)?;
@@ -625,9 +651,8 @@ pub async fn serve(listener: UnixListener, cfg: SudoConfig) {
         tokio::spawn(async move {
             let mut stream = stream;
             let Ok(_permit) = permit else {
-                let msg = format!(
-                    "too many sudo sessions at once (at most {MAX_SESSIONS}); try again\n"
-                );
+                let msg =
+                    format!("too many sudo sessions at once (at most {MAX_SESSIONS}); try again\n");
                 reply_end(&mut stream, Some(msg), 1).await;
                 return;
             };
@@ -665,7 +690,9 @@ async fn read_request(stream: &UnixStream) -> Result<(Request, Vec<OwnedFd>, Vec
         if buf.len() >= 4 {
             let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
             if len > MAX_REQUEST {
-                return Err(format!("request too large (at most {MAX_REQUEST} bytes of arguments and environment)"));
+                return Err(format!(
+                    "request too large (at most {MAX_REQUEST} bytes of arguments and environment)"
+                ));
             }
             if buf.len() >= 4 + len {
                 let req: Request = serde_json::from_slice(&buf[4..4 + len])
@@ -774,7 +801,12 @@ async fn session(mut stream: UnixStream, cfg: &SudoConfig) {
     drop(cmd);
     let pid = child.id().unwrap_or(0) as i32;
     let _ = lizard_jail::procfs::set_oom_score_adj(pid, crate::procs::OOM_SCORE_ADJ);
-    tracing::debug!(pid, caller = peer.uid(), root = (run.target == RunAs::Root), "sudo");
+    tracing::debug!(
+        pid,
+        caller = peer.uid(),
+        root = (run.target == RunAs::Root),
+        "sudo"
+    );
     let relay = |b: u8| {
         if RELAYED.contains(&(b as i32)) {
             if let Ok(sig) = lizard_jail::Signal::try_from(b as i32) {
@@ -851,6 +883,12 @@ mod tests {
         assert!(run(&["-s", "echo", "x"]).shell);
         assert_eq!(run(&["-D", "/tmp", "pwd"]).chdir.as_deref(), Some("/tmp"));
         assert_eq!(run(&["-k", "id"]).command, args(&["id"]));
+        let r = run(&["-E", "A=1", "B=x=y", "env", "C=2"]);
+        assert_eq!(
+            r.set_env,
+            [("A".into(), "1".into()), ("B".into(), "x=y".into())]
+        );
+        assert_eq!(r.command, args(&["env", "C=2"]));
     }
 
     #[test]
@@ -923,7 +961,10 @@ mod tests {
 
     #[test]
     fn quoting_for_a_shell() {
-        assert_eq!(shell_join(&args(&["a", "b c", "$X", "'q'"])), "a b\\ c $X \\'q\\'");
+        assert_eq!(
+            shell_join(&args(&["a", "b c", "$X", "'q'"])),
+            "a b\\ c $X \\'q\\'"
+        );
     }
 
     #[test]

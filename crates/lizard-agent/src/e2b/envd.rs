@@ -21,9 +21,9 @@
 //! `/root`); any other name is refused with `permission_denied`.
 
 use crate::commands::Launch;
-use crate::users::{files_as, RunAs};
 use crate::files::{self, FilesError};
 use crate::procs::{CommandError, Item, Proc, Processes, Stream, Subscription};
+use crate::users::{files_as, RunAs};
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -581,7 +581,11 @@ async fn move_entry(
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
     let who = check_user(&headers)?;
     let base = st.base(who);
-    let e = files_as(who, files::rename_path(&base, &req.source, &req.destination)).await?;
+    let e = files_as(
+        who,
+        files::rename_path(&base, &req.source, &req.destination),
+    )
+    .await?;
     Ok(Json(wire::EntryResponse { entry: entry(&e) }))
 }
 
