@@ -309,6 +309,15 @@ async fn sudo_installs_packages() {
     )
     .await;
     assert_eq!(out(&r), "status=0\nprobe-ok\npostinst-ran\n", "{r}");
+    // apt's download sandbox: root inside can drop to `_apt` (uid 42, group nogroup) as apt does.
+    let r = sh(
+        &s,
+        &id,
+        "sudo python3 -c 'import os; os.setgroups([65534]); os.setresgid(65534, 65534, 65534); \
+         os.setresuid(42, 42, 42); print(os.getresuid(), os.getgroups())'",
+    )
+    .await;
+    assert_eq!(out(&r), "(42, 42, 42) [65534]\n", "{r}");
     s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
         .await;
 }
@@ -453,12 +462,20 @@ print("caps", open("/proc/self/status").read().split("CapEff:")[1].split()[0])
 /// Root inside still cannot cross the boundary: no mount, namespace, network configuration,
 /// sysctl, limit raise, cgroup limit change, module load, ptrace, chroot, file capability, device
 /// node, id outside its range, clock change, bpf, host file or the agent's environment — each
-/// with its specific errno. `kill -9 1` leaves the agent (PID 1) running. Files root writes are
+/// with its specific errno. Low ports bind inside; the host's port setting is untouched. `kill -9 1` leaves the agent (PID 1) running. Files root writes are
 /// owned on the host by the sandbox's own id range, never by host root.
 #[tokio::test]
 async fn root_inside_cannot_cross_the_boundary() {
+    let host_ports = || std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start");
+    let before = host_ports().unwrap();
     let s = Server::start();
     let id = sandbox(&s).await;
+    // Low ports are bindable inside (the sandbox's own network namespace), by root and by the
+    // user; the host's setting is untouched.
+    let bind80 = "python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 80)); print(\"bound\")'";
+    assert_eq!(out(&sh(&s, &id, bind80).await), "bound\n");
+    assert_eq!(out(&root_sh(&s, &id, bind80).await), "bound\n");
+    assert_eq!(host_ports().unwrap(), before);
     upload(&s, &id, "/tmp/probe.py", PROBE.as_bytes().to_vec()).await;
     let host_file = s.data_dir.path().join("admin-key");
     let r = command(
