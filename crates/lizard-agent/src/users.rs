@@ -66,11 +66,17 @@ pub enum RunAs {
 
 impl RunAs {
     /// A request's `user`: absent, `user` (or the agent's own `$USER` outside a sandbox), or
-    /// `root`. `Err`: the message for anything else.
+    /// `root` (only in a sandbox: an agent outside one runs everything as itself, whoever that
+    /// is). `Err`: the message for anything else.
     pub fn parse(name: Option<&str>) -> Result<RunAs, String> {
         match name {
             None | Some("") | Some(SANDBOX_USER_NAME) => Ok(RunAs::User),
-            Some(ROOT_NAME) => Ok(RunAs::Root),
+            Some(ROOT_NAME) if sandbox_user().is_some() => Ok(RunAs::Root),
+            Some(ROOT_NAME) => Err(
+                "cannot run as \"root\": this agent runs outside a sandbox, as itself (leave \
+                 `user` out)"
+                    .into(),
+            ),
             Some(u) if std::env::var("USER").ok().as_deref() == Some(u) => Ok(RunAs::User),
             Some(u) => Err(format!(
                 "cannot run as {u:?}: a sandbox has two users, {SANDBOX_USER_NAME:?} (the \
@@ -267,7 +273,10 @@ mod tests {
     fn run_as_names() {
         assert_eq!(RunAs::parse(None).unwrap(), RunAs::User);
         assert_eq!(RunAs::parse(Some("user")).unwrap(), RunAs::User);
-        assert_eq!(RunAs::parse(Some("root")).unwrap(), RunAs::Root);
+        // Outside a sandbox (no sandbox user set here) there is no root to become.
+        assert!(RunAs::parse(Some("root"))
+            .unwrap_err()
+            .contains("outside a sandbox"));
         let e = RunAs::parse(Some("nobody")).unwrap_err();
         assert!(e.contains("\"root\""), "{e}");
     }
