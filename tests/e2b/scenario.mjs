@@ -124,6 +124,14 @@ assert.equal(await bg.kill(), true);
 assert.equal(await sbx.commands.kill(999999), false);
 step('commands');
 
+// Root inside the sandbox: user "root" (cwd and HOME /root), password-less sudo, files as root.
+r = await sbx.commands.run('id -u && pwd && echo $HOME', { user: 'root' });
+assert.equal(r.stdout, '0\n/root\n/root\n');
+assert.equal((await sbx.commands.run('sudo id -u')).stdout, '0\n');
+await sbx.files.write('/etc/e2b-root.txt', 'as root', { user: 'root' });
+assert.equal(await sbx.files.read('/etc/e2b-root.txt'), 'as root');
+step('root');
+
 // Files: text and binary round trips, list, exists, makeDir, rename, remove.
 await sbx.files.write('/home/user/e2b/hello.txt', 'hello, lizard');
 assert.equal(await sbx.files.read('/home/user/e2b/hello.txt'), 'hello, lizard');

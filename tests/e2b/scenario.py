@@ -131,6 +131,14 @@ assert bg.kill() is True
 assert sbx.commands.kill(999999) is False
 step("commands")
 
+# Root inside the sandbox: user="root" (cwd and HOME /root), password-less sudo, files as root.
+r = sbx.commands.run("id -u && pwd && echo $HOME", user="root")
+assert r.stdout == "0\n/root\n/root\n", r
+assert sbx.commands.run("sudo id -u").stdout == "0\n"
+sbx.files.write("/etc/e2b-root.txt", "as root", user="root")
+assert sbx.files.read("/etc/e2b-root.txt") == "as root"
+step("root")
+
 # Files: text and binary round trips, list, exists, make_dir, rename, remove.
 sbx.files.write("/home/user/e2b/hello.txt", "hello, lizard")
 assert sbx.files.read("/home/user/e2b/hello.txt") == "hello, lizard"

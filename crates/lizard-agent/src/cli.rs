@@ -153,6 +153,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
             (d.clone(), Some(RemoveOnDrop(d)))
         }
     };
+    let python_for_sudo = python.clone();
     let kernels = KernelConfig {
         python,
         node: match (&args.node, &args.kernel_env) {
@@ -193,6 +194,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
             }
         }
     });
+    let user_home = default_cwd.clone();
     let contexts = Arc::new(Contexts::new(ContextConfig {
         kernels,
         default_cwd,
@@ -238,6 +240,21 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         let _ = lizard_jail::process::set_name(c"lizard-agent");
     }
 
+    // In a sandbox: `sudo` for the sandbox user (`crate::sudo`), `/root` for the sandbox's root.
+    if let (Some(_), true) = (args.sandbox_user, std::process::id() == 1) {
+        let cfg = crate::sudo::SudoConfig {
+            user_home: user_home.clone(),
+            python: python_for_sudo.clone(),
+            socket: crate::sudo::SOCKET.into(),
+            client: Some(crate::sudo::CLIENT.into()),
+        };
+        match crate::sudo::prepare(&cfg) {
+            Ok(l) => {
+                tokio::spawn(crate::sudo::serve(l, cfg));
+            }
+            Err(e) => tracing::warn!(error = %e, "no sudo: cannot bind {}", crate::sudo::SOCKET),
+        }
+    }
     let tcp = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

@@ -9,8 +9,10 @@
 //! reattach with `GET /commands/{pid}/stream`, or stop it with `POST /commands/{pid}/signal`. Use
 //! `timeout_ms` for a bound that holds without a client.
 //!
-//! Only the sandbox user exists: `user` may be absent or `user`. The process table, output buffers
-//! and the pump live in `crate::procs`; terminals (`crate::pty`) share them.
+//! `user` is absent or `user` (the sandbox user, the default) or `root`: the sandbox's own root
+//! (uid 0 of its user namespace with the agent's kept capabilities, working directory `/root`,
+//! `HOME=/root`; see `crate::users`). The process table, output buffers and the pump live in
+//! `crate::procs`; terminals (`crate::pty`) share them.
 
 use crate::api::{framing, ApiError, ApiJson, ApiQuery};
 use crate::procs::{respond, CommandError, Processes, Spawn};
@@ -32,8 +34,8 @@ use std::time::Duration;
 
 /// Largest `timeout_ms` accepted (one day).
 const MAX_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
-/// The only user there is.
-pub const SANDBOX_USER: &str = "user";
+/// The sandbox user's name in requests.
+pub const SANDBOX_USER: &str = crate::users::SANDBOX_USER_NAME;
 
 type St = State<Arc<Processes>>;
 
@@ -115,11 +117,18 @@ impl Launch {
                 )));
             }
         }
+        let user = crate::users::RunAs::parse(self.user.as_deref()).map_err(invalid)?;
+        let home = match user {
+            crate::users::RunAs::Root if crate::users::sandbox_user().is_some() => {
+                PathBuf::from(crate::users::ROOT_HOME)
+            }
+            _ => procs.default_cwd.clone(),
+        };
         let cwd: PathBuf = match &self.cwd {
-            None => procs.default_cwd.clone(),
+            None => home,
             Some(c) => {
-                let p = crate::files::resolve(&procs.default_cwd, c)
-                    .map_err(|e| invalid(format!("cwd: {e}")))?;
+                let p =
+                    crate::files::resolve(&home, c).map_err(|e| invalid(format!("cwd: {e}")))?;
                 if !p.is_dir() {
                     return Err(CommandError::BadCwd(c.clone()));
                 }
@@ -136,15 +145,6 @@ impl Launch {
             Some(t) => Some(Duration::from_millis(t)),
             None => None,
         };
-        if let Some(u) = &self.user {
-            let me = std::env::var("USER").ok();
-            if u != SANDBOX_USER && Some(u) != me.as_ref() {
-                return Err(invalid(format!(
-                    "cannot run as {u:?}: everything in a sandbox runs as its one user, \
-                     {SANDBOX_USER:?} (leave `user` out)"
-                )));
-            }
-        }
         if let Some(t) = &self.tag {
             if t.len() > 256 || t.contains('\0') {
                 return Err(invalid(
@@ -161,6 +161,7 @@ impl Launch {
             stdin: false,
             tag: self.tag,
             pty: None,
+            user,
         })
     }
 }

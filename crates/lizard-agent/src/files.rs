@@ -17,6 +17,11 @@
 //! A rename shows as `rename` (old path) and `create` (new path). A file written through `PUT`
 //! appears as one `create` of its final name. Not here: quotas, ownership changes, extended
 //! attributes, partial reads (`Range`), compression.
+//!
+//! `user` (query or body): `user` (the default) or `root`, the sandbox's own root — the operation
+//! then acts as the agent itself (uid 0 with its kept capabilities: any file of the sandbox's own
+//! file system; what it makes is root's) and relative paths resolve against `/root`. Watching
+//! always acts as the sandbox user.
 
 use crate::api::{stream_response, ApiError, ApiJson, ApiQuery};
 use axum::body::Body;
@@ -324,6 +329,22 @@ struct FilesState {
 
 type St = State<Arc<FilesState>>;
 
+impl FilesState {
+    /// Who a request acts as (its `user`) and where its relative paths resolve (that user's
+    /// home).
+    fn who(&self, user: Option<&str>) -> Result<(crate::users::RunAs, PathBuf), ApiError> {
+        let who = crate::users::RunAs::parse(user)
+            .map_err(|m| ApiError::new(lizard_proto::ErrorCode::InvalidRequest, m))?;
+        let base = match who {
+            crate::users::RunAs::Root if crate::users::sandbox_user().is_some() => {
+                PathBuf::from(crate::users::ROOT_HOME)
+            }
+            _ => self.base.clone(),
+        };
+        Ok((who, base))
+    }
+}
+
 /// The `/files` routes. `base` is where relative paths start.
 pub fn routes<S: Clone + Send + Sync + 'static>(base: PathBuf) -> Router<S> {
     Router::new()
@@ -360,7 +381,8 @@ fn is_root(p: &Path) -> bool {
 
 /// `GET /files?path=`: the file's bytes.
 async fn read(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<Response, ApiError> {
-    Ok(read_file(&st.base, &q.path).await?)
+    let (who, base) = st.who(q.user.as_deref())?;
+    Ok(crate::users::files_as(who, read_file(&base, &q.path)).await?)
 }
 
 /// A regular file's bytes as a streamed `application/octet-stream` response.
@@ -417,8 +439,9 @@ async fn write(
     ApiQuery(q): ApiQuery<PathQuery>,
     body: Body,
 ) -> Result<Json<EntryInfo>, ApiError> {
+    let (who, base) = st.who(q.user.as_deref())?;
     let mut body = body.into_data_stream();
-    let written = write_file(&st.base, &q.path, &mut body).await;
+    let written = crate::users::files_as(who, write_file(&base, &q.path, &mut body)).await;
     if written.is_err() {
         drain(&mut body).await;
     }
@@ -547,7 +570,8 @@ where
 
 /// `DELETE /files?path=`: a file, a symlink (not its target), or a directory with its contents.
 async fn remove(State(st): St, ApiQuery(q): ApiQuery<PathQuery>) -> Result<StatusCode, ApiError> {
-    remove_path(&st.base, &q.path).await?;
+    let (who, base) = st.who(q.user.as_deref())?;
+    crate::users::files_as(who, remove_path(&base, &q.path)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -573,7 +597,10 @@ async fn stat(
     State(st): St,
     ApiQuery(q): ApiQuery<PathQuery>,
 ) -> Result<Json<EntryInfo>, ApiError> {
-    Ok(Json(stat_path(&st.base, &q.path).await?))
+    let (who, base) = st.who(q.user.as_deref())?;
+    Ok(Json(
+        crate::users::files_as(who, stat_path(&base, &q.path)).await?,
+    ))
 }
 
 /// The entry at `path` (a symlink itself, not its target).
@@ -591,8 +618,10 @@ async fn list(
     State(st): St,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<EntryInfo>>, ApiError> {
+    let (who, base) = st.who(q.user.as_deref())?;
+    let depth = q.depth.unwrap_or(1);
     Ok(Json(
-        list_dir(&st.base, &q.path, q.depth.unwrap_or(1)).await?,
+        crate::users::files_as(who, list_dir(&base, &q.path, depth)).await?,
     ))
 }
 
@@ -614,10 +643,12 @@ pub(crate) async fn list_dir(
         return Err(FilesError::NotADirectory(path.display().to_string()));
     }
     let names = Names::load().await;
+    let root = crate::users::files_root_flag();
     tokio::task::spawn_blocking(move || -> Result<Vec<EntryInfo>, FilesError> {
         let mut out = Vec::new();
-        let walked =
-            crate::users::with_sandbox_user(|| Ok(walk(&path, depth, &names, &mut out, true)));
+        let walked = crate::users::with_root_flag(root, || {
+            crate::users::with_sandbox_user(|| Ok(walk(&path, depth, &names, &mut out, true)))
+        });
         walked.map_err(|e| FilesError::io("list", &path, e))??;
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
@@ -663,9 +694,10 @@ async fn mkdir(
     State(st): St,
     ApiJson(req): ApiJson<MakeDirRequest>,
 ) -> Result<(StatusCode, Json<EntryInfo>), ApiError> {
+    let (who, base) = st.who(req.user.as_deref())?;
     Ok((
         StatusCode::CREATED,
-        Json(make_dir(&st.base, &req.path).await?),
+        Json(crate::users::files_as(who, make_dir(&base, &req.path)).await?),
     ))
 }
 
@@ -688,7 +720,10 @@ async fn rename(
     State(st): St,
     ApiJson(req): ApiJson<RenameRequest>,
 ) -> Result<Json<EntryInfo>, ApiError> {
-    Ok(Json(rename_path(&st.base, &req.from, &req.to).await?))
+    let (who, base) = st.who(req.user.as_deref())?;
+    Ok(Json(
+        crate::users::files_as(who, rename_path(&base, &req.from, &req.to)).await?,
+    ))
 }
 
 /// Move `from` to `to` (parents of `to` are created; across file systems it copies).
@@ -715,8 +750,12 @@ pub(crate) async fn rename_path(
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
             let mut mv = tokio::process::Command::new("mv");
             mv.arg("--").arg(&from).arg(&to);
-            if let Some(ids) = crate::users::sandbox_user() {
-                mv.uid(ids.uid).gid(ids.gid);
+            match crate::users::sandbox_user() {
+                Some(_) if crate::users::files_root_flag() => {}
+                Some(ids) => {
+                    mv.uid(ids.uid).gid(ids.gid);
+                }
+                None => {}
             }
             let out = crate::procs::output_owned(&mut mv)
                 .await

@@ -4,7 +4,8 @@
 //! port 8080 inside a sandbox). Contexts (`crate::context`) each own one kernel process
 //! (`crate::kernel`): Python through IPython, JavaScript on Node, or a persistent Bash. Besides
 //! kernels it runs shell commands (`crate::commands`) and terminals (`crate::pty`), sharing one
-//! process table (`crate::procs`), and serves the sandbox's files (`crate::files`).
+//! process table (`crate::procs`), and serves the sandbox's files (`crate::files`). In a sandbox it also
+//! serves `sudo` (`crate::sudo`): the sandbox user's way to run a command as the sandbox's root.
 //!
 //! The agent knows nothing about projects, API keys, billing or other sandboxes: one agent serves one
 //! sandbox, and whoever can reach its sockets may use it.
@@ -21,5 +22,6 @@ pub mod peer;
 pub mod ports;
 pub mod procs;
 pub mod pty;
+pub mod sudo;
 pub mod users;
 pub mod utf8;

@@ -61,7 +61,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Largest batch of output one reader takes from the buffer at a time.
 const BATCH_BYTES: usize = 256 * 1024;
 /// OOM score adjustment of commands (as for kernels: the OOM killer should take them, not the agent).
-const OOM_SCORE_ADJ: i32 = 500;
+pub(crate) const OOM_SCORE_ADJ: i32 = 500;
 
 /// Failures of process operations, mapped to API errors.
 #[derive(Debug, thiserror::Error)]
@@ -182,6 +182,26 @@ pub async fn output_owned(cmd: &mut tokio::process::Command) -> io::Result<std::
         lock(&REGISTRY).waiting.remove(&(pid as i32));
     }
     out
+}
+
+/// Spawn `cmd` (which leads a process group of its own) registered as owned: the orphan reaper
+/// leaves its exit status to the caller's `wait`, and agent shutdown kills its group. Call
+/// [`disown`] once it has been waited for.
+pub fn spawn_owned_group(cmd: &mut tokio::process::Command) -> io::Result<tokio::process::Child> {
+    let mut reg = lock(&REGISTRY);
+    let child = cmd.spawn()?;
+    if let Some(pid) = child.id() {
+        reg.waiting.insert(pid as i32);
+        reg.groups.insert(pid as i32);
+    }
+    Ok(child)
+}
+
+/// Forget a process of [`spawn_owned_group`] (it has been reaped).
+pub fn disown(pid: i32) {
+    let mut reg = lock(&REGISTRY);
+    reg.waiting.remove(&pid);
+    reg.groups.remove(&pid);
 }
 
 /// SIGKILL every process group this agent started that is still in its table (agent shutdown).
@@ -619,6 +639,8 @@ pub struct Spawn {
     pub stdin: bool,
     pub tag: Option<String>,
     pub pty: Option<PtySize>,
+    /// The sandbox user (default) or the sandbox's root.
+    pub user: crate::users::RunAs,
 }
 
 /// The table: every running process, and finished ones for a while.
@@ -674,19 +696,38 @@ impl Processes {
             .current_dir(&spec.cwd)
             .envs(&spec.env)
             .kill_on_drop(false);
+        let root = spec.user == crate::users::RunAs::Root;
         // Inside a sandbox: the sandbox user, no supplementary groups (std drops them when the
-        // agent is root), no capabilities (the uid change clears them). Never the agent's root.
+        // agent is root), no capabilities (the uid change clears them). Or, asked for, the
+        // sandbox's root: uid 0 with the kept capabilities (the bounding set, `no_new_privs`
+        // and the seccomp filter are every process's), its own home and umask.
         if let Some(ids) = crate::users::sandbox_user() {
-            cmd.uid(ids.uid).gid(ids.gid);
+            if root {
+                cmd.env("HOME", crate::users::ROOT_HOME)
+                    .env("USER", crate::users::ROOT_NAME)
+                    .env("LOGNAME", crate::users::ROOT_NAME)
+                    .envs(&spec.env);
+                lizard_jail::creds::become_user_on_exec(
+                    cmd.as_std_mut(),
+                    0,
+                    0,
+                    crate::users::ROOT_UMASK,
+                );
+            } else {
+                cmd.uid(ids.uid).gid(ids.gid);
+            }
         }
         let mut pty_master = None;
         match spec.pty {
             Some(size) => {
-                // Opened as the sandbox user: the terminal's slave (`/dev/pts/N`) is then the
+                // Opened as the user it is for: the terminal's slave (`/dev/pts/N`) is then the
                 // user's, as a login would make it (programs reopen it by name).
-                let pty = crate::users::with_sandbox_user(|| {
-                    lizard_jail::pty::open(size.cols, size.rows)
-                })
+                let open = || lizard_jail::pty::open(size.cols, size.rows);
+                let pty = if root {
+                    open()
+                } else {
+                    crate::users::with_sandbox_user(open)
+                }
                 .map_err(CommandError::Pty)?;
                 let slave = |p: &lizard_jail::pty::Pty| {
                     p.slave

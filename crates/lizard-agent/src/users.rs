@@ -10,6 +10,11 @@
 //!   context (or the spare JavaScript kernel) is made and given back only once the context is gone
 //!   and its cgroup is empty ([`UidSlot`]'s drop); at most COUNT contexts exist at a time.
 //!
+//! - **the sandbox's root** (uid 0 of the sandbox's user namespace, with the agent's kept
+//!   capabilities and nothing more) runs what asks for it: commands, terminals and E2B processes
+//!   with `user: "root"`, files with `user` root ([`files_as_root`]), and `sudo` from the sandbox
+//!   user (`crate::sudo`). Its home is [`ROOT_HOME`].
+//!
 //! Without these flags (an agent outside a sandbox) everything runs as the agent itself.
 //!
 //! Not here: the system calls (`lizard_jail::creds`), which process runs what (`crate::kernel`,
@@ -40,6 +45,71 @@ impl std::str::FromStr for Ids {
 
 /// The umask of everything user code runs: files are the group's too (contexts share them).
 pub const USER_UMASK: u32 = 0o002;
+/// The umask of what runs as the sandbox's root (as `sudo` gives it on Debian).
+pub const ROOT_UMASK: u32 = 0o022;
+/// The sandbox's root's home directory (made 0700 root's at start, see `crate::sudo::prepare`).
+pub const ROOT_HOME: &str = "/root";
+/// The name of the sandbox user in requests (commands, terminals, E2B).
+pub const SANDBOX_USER_NAME: &str = "user";
+/// The name of the sandbox's root in requests.
+pub const ROOT_NAME: &str = "root";
+
+/// Who a command, terminal or file operation acts as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunAs {
+    /// The sandbox user (or the agent itself outside a sandbox).
+    #[default]
+    User,
+    /// The sandbox's root: uid 0 of the sandbox's user namespace with the kept capabilities.
+    Root,
+}
+
+impl RunAs {
+    /// A request's `user`: absent, `user` (or the agent's own `$USER` outside a sandbox), or
+    /// `root` (only in a sandbox: an agent outside one runs everything as itself, whoever that
+    /// is). `Err`: the message for anything else.
+    pub fn parse(name: Option<&str>) -> Result<RunAs, String> {
+        match name {
+            None | Some("") | Some(SANDBOX_USER_NAME) => Ok(RunAs::User),
+            Some(ROOT_NAME) if sandbox_user().is_some() => Ok(RunAs::Root),
+            Some(ROOT_NAME) => Err(
+                "cannot run as \"root\": this agent runs outside a sandbox, as itself (leave \
+                 `user` out)"
+                    .into(),
+            ),
+            Some(u) if std::env::var("USER").ok().as_deref() == Some(u) => Ok(RunAs::User),
+            Some(u) => Err(format!(
+                "cannot run as {u:?}: a sandbox has two users, {SANDBOX_USER_NAME:?} (the \
+                 default) and {ROOT_NAME:?} (the sandbox's own root)"
+            )),
+        }
+    }
+}
+
+tokio::task_local! {
+    /// Set (by [`files_as_root`]) while a request's file operations act as the sandbox's root.
+    static FILES_AS_ROOT: bool;
+}
+
+std::thread_local! {
+    /// The same, on the blocking thread doing one file operation ([`as_sandbox_user`]).
+    static THREAD_AS_ROOT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `fut` with its file operations ([`as_sandbox_user`], [`with_sandbox_user`]) acting as
+/// `who`: as the sandbox's root they act as the agent itself (uid 0, its kept capabilities).
+pub async fn files_as<F: std::future::Future>(who: RunAs, fut: F) -> F::Output {
+    FILES_AS_ROOT.scope(who == RunAs::Root, fut).await
+}
+
+/// [`files_as`] with [`RunAs::Root`].
+pub async fn files_as_root<F: std::future::Future>(fut: F) -> F::Output {
+    files_as(RunAs::Root, fut).await
+}
+
+fn acting_as_root() -> bool {
+    THREAD_AS_ROOT.with(|c| c.get()) || FILES_AS_ROOT.try_with(|r| *r).unwrap_or(false)
+}
 
 struct Users {
     sandbox: Option<Ids>,
@@ -143,21 +213,43 @@ pub fn kernel_ids(slot: Option<&UidSlot>) -> Option<Ids> {
 
 /// Run `f` (blocking file-system work) on a blocking thread that acts on files as the sandbox
 /// user (see `lizard_jail::creds::FsUser`); as the agent itself when there is none.
+/// Within [`files_as_root`], it acts as the agent itself (the sandbox's root).
 pub async fn as_sandbox_user<T: Send + 'static>(
     f: impl FnOnce() -> io::Result<T> + Send + 'static,
 ) -> io::Result<T> {
-    tokio::task::spawn_blocking(move || with_sandbox_user(f))
-        .await
-        .map_err(io::Error::other)?
+    let root = acting_as_root();
+    tokio::task::spawn_blocking(move || {
+        THREAD_AS_ROOT.with(|c| c.set(root));
+        let out = with_sandbox_user(f);
+        THREAD_AS_ROOT.with(|c| c.set(false));
+        out
+    })
+    .await
+    .map_err(io::Error::other)?
 }
 
 /// [`as_sandbox_user`] on the calling thread (which must be allowed to block).
 pub fn with_sandbox_user<T>(f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     let _guard = match sandbox_user() {
+        Some(_) if acting_as_root() => None,
         Some(ids) => Some(lizard_jail::creds::FsUser::enter(ids.uid, ids.gid)?),
         None => None,
     };
     f()
+}
+
+/// Whether file operations here act as the sandbox's root (see [`files_as_root`]); to carry
+/// into a blocking task of one's own with [`with_root_flag`].
+pub fn files_root_flag() -> bool {
+    acting_as_root()
+}
+
+/// Run `f` on this (blocking) thread with the flag [`files_root_flag`] returned.
+pub fn with_root_flag<T>(root: bool, f: impl FnOnce() -> T) -> T {
+    THREAD_AS_ROOT.with(|c| c.set(root));
+    let out = f();
+    THREAD_AS_ROOT.with(|c| c.set(false));
+    out
 }
 
 #[cfg(test)]
@@ -175,5 +267,17 @@ mod tests {
         );
         assert!("1000".parse::<Ids>().is_err());
         assert!("a:1".parse::<Ids>().is_err());
+    }
+
+    #[test]
+    fn run_as_names() {
+        assert_eq!(RunAs::parse(None).unwrap(), RunAs::User);
+        assert_eq!(RunAs::parse(Some("user")).unwrap(), RunAs::User);
+        // Outside a sandbox (no sandbox user set here) there is no root to become.
+        assert!(RunAs::parse(Some("root"))
+            .unwrap_err()
+            .contains("outside a sandbox"));
+        let e = RunAs::parse(Some("nobody")).unwrap_err();
+        assert!(e.contains("\"root\""), "{e}");
     }
 }

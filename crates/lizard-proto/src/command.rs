@@ -40,7 +40,8 @@ pub struct StartCommandRequest {
     /// A program and its arguments, run directly (no shell); `argv[0]` is looked up in `PATH`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<String>>,
-    /// Working directory; relative paths resolve against the sandbox user's home (`/home/user`).
+    /// Working directory (default: the user's home); relative paths resolve against the user's
+    /// home (`/home/user`, or `/root` for `user: "root"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Environment variables, merged over the sandbox's.
@@ -60,7 +61,9 @@ pub struct StartCommandRequest {
     /// aggregated result), so arbitrary bytes survive.
     #[serde(default, skip_serializing_if = "is_false")]
     pub base64: bool,
-    /// The user to run as. Only the sandbox user (`user`) exists; anything else is a 400.
+    /// The user to run as: `user` (the sandbox user, the default) or `root` (the sandbox's own
+    /// root: uid 0 of the sandbox's user namespace with the agent's kept capabilities, `HOME` and
+    /// default cwd `/root`, umask 022); anything else is a 400.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// A free-form label shown by `GET /commands`.

@@ -52,6 +52,10 @@ pub struct EntryInfo {
 #[serde(deny_unknown_fields)]
 pub struct PathQuery {
     pub path: String,
+    /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
+    /// then resolve against `/root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// `GET /files/list?path=&depth=`: entries below `path`, `depth` levels deep (default 1), sorted by
@@ -62,6 +66,10 @@ pub struct ListQuery {
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
+    /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
+    /// then resolve against `/root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// `GET /files/watch?path=&recursive=`.
@@ -79,6 +87,10 @@ pub struct WatchQuery {
 #[serde(deny_unknown_fields)]
 pub struct MakeDirRequest {
     pub path: String,
+    /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
+    /// then resolve against `/root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// `POST /files/rename`: move `from` to `to` (missing parents of `to` are created; an existing file
@@ -88,6 +100,10 @@ pub struct MakeDirRequest {
 pub struct RenameRequest {
     pub from: String,
     pub to: String,
+    /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
+    /// then resolve against `/root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// Kinds of [`FsEvent`].

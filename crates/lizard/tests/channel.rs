@@ -122,8 +122,9 @@ async fn the_sandbox_cannot_redirect_the_servers_channel_to_its_agent() {
     s.kill_all().await;
 }
 
-/// The agent's socket is nowhere inside: not in the mount table, not under `/run/lizard`, not in
-/// the sandbox's `/proc/net/unix`, and PID 1's descriptors (where it is fd 3) cannot be read.
+/// The agent's socket is nowhere inside: not in the mount table, not under `/run/lizard` (where
+/// the only socket is the agent's in-sandbox `sudo.sock`), not in the sandbox's `/proc/net/unix`,
+/// and PID 1's descriptors (where it is fd 3) cannot be read.
 #[tokio::test]
 async fn the_agents_socket_is_invisible_inside() {
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
@@ -147,7 +148,7 @@ async fn the_agents_socket_is_invisible_inside() {
         .sh(
             &id,
             r#"echo "mountinfo=$(grep -c -e agent.sock -e sandboxes /proc/self/mountinfo)"
-echo "sockets_in_run=$(find /run/lizard -type s 2>/dev/null | wc -l)"
+echo "sockets_in_run=$(find /run/lizard -type s ! -path /run/lizard/sudo.sock 2>/dev/null | wc -l)"
 echo "net_unix=$(grep -c agent.sock /proc/net/unix)"
 echo "fd3=$(readlink /proc/1/fd/3 2>&1 || echo refused)"
 echo "fds=$(ls /proc/1/fd 2>&1 | head -c 200)"

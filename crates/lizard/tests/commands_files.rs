@@ -207,7 +207,7 @@ async fn commands_through_the_server() {
         .admin(
             "POST",
             &format!("{base}/commands"),
-            Some(json!({"cmd": "id", "user": "root"})),
+            Some(json!({"cmd": "id", "user": "nobody"})),
         )
         .await;
     assert_eq!(

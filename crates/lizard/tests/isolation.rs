@@ -29,7 +29,7 @@ async fn runs_unprivileged_with_no_capabilities() {
                 "NoNewPrivs" => assert_eq!(v, "1"),
                 "Seccomp" => assert_eq!(v, "2"),
                 // The sandbox's bounding set: the agent's kept capabilities (none held here).
-                "CapBnd" => assert_eq!(v, "00000000000000eb", "{who}"),
+                "CapBnd" => assert_eq!(v, "00000000000000fb", "{who}"),
                 _ => assert_eq!(v, "0000000000000000", "{who}: {k}"),
             }
         }
@@ -56,7 +56,7 @@ async fn runs_unprivileged_with_no_capabilities() {
         )
         .await;
     assert_eq!(
-        out, "Uid: 0 0 0 0\nCapEff: 00000000000000eb\nCapBnd: 00000000000000eb\n",
+        out, "Uid: 0 0 0 0\nCapEff: 00000000000000fb\nCapBnd: 00000000000000fb\n",
         "{out}"
     );
     s.kill_all().await;

@@ -16,12 +16,14 @@
 //! `RemoveWatcher` ends it; both ride on `crate::files`'s inotify watcher.
 //!
 //! Not here: `StreamInput` (client streaming), file metadata (xattrs), gzip bodies, signed
-//! download URLs, and users other than the sandbox's one user (`user`; `root` is
-//! refused with `permission_denied`, because nothing in a sandbox runs as root).
+//! download URLs. Users: `user` (the default) and `root` (the sandbox's own root, see
+//! `crate::users`: processes run as it, file operations act as it, relative paths resolve against
+//! `/root`); any other name is refused with `permission_denied`.
 
-use crate::commands::{Launch, SANDBOX_USER};
+use crate::commands::Launch;
 use crate::files::{self, FilesError};
 use crate::procs::{CommandError, Item, Proc, Processes, Stream, Subscription};
+use crate::users::{files_as, RunAs};
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -221,16 +223,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for StreamMsg<T> {
     }
 }
 
-/// The user named by `Authorization: Basic base64("<user>:")`, which must be the sandbox's one user.
-fn check_user(headers: &HeaderMap) -> Result<(), RpcError> {
+/// The user named by `Authorization: Basic base64("<user>:")`: `user` (also when there is none)
+/// or `root`.
+fn check_user(headers: &HeaderMap) -> Result<RunAs, RpcError> {
     let Some(v) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
     else {
-        return Ok(());
+        return Ok(RunAs::User);
     };
     let Some(b64) = v.strip_prefix("Basic ") else {
-        return Ok(());
+        return Ok(RunAs::User);
     };
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
@@ -240,17 +243,20 @@ fn check_user(headers: &HeaderMap) -> Result<(), RpcError> {
     check_user_name(user)
 }
 
-fn check_user_name(user: &str) -> Result<(), RpcError> {
-    if user.is_empty() || user == SANDBOX_USER {
-        return Ok(());
+fn check_user_name(user: &str) -> Result<RunAs, RpcError> {
+    RunAs::parse(Some(user)).map_err(|m| rpc("permission_denied", m))
+}
+
+impl Envd {
+    /// Where relative paths of `who`'s file operations resolve: its home.
+    fn base(&self, who: RunAs) -> PathBuf {
+        match who {
+            RunAs::Root if crate::users::sandbox_user().is_some() => {
+                PathBuf::from(crate::users::ROOT_HOME)
+            }
+            _ => self.home.clone(),
+        }
     }
-    Err(rpc(
-        "permission_denied",
-        format!(
-            "cannot act as {user:?}: everything in a Lizard sandbox runs as its one unprivileged \
-             user {SANDBOX_USER:?} (there is no root); leave `user` out"
-        ),
-    ))
 }
 
 // ---- process ----
@@ -287,7 +293,7 @@ async fn start(
     headers: HeaderMap,
     StreamMsg(req): StreamMsg<wire::StartRequest>,
 ) -> Result<Response, RpcError> {
-    check_user(&headers)?;
+    let who = check_user(&headers)?;
     let p = req.process;
     if p.cmd.is_empty() {
         return Err(rpc("invalid_argument", "process.cmd is empty"));
@@ -300,7 +306,10 @@ async fn start(
         cwd: p.cwd.filter(|c| !c.is_empty()),
         env: p.envs,
         timeout_ms: timeout_ms(&headers)?,
-        user: None,
+        user: Some(match who {
+            RunAs::Root => crate::users::ROOT_NAME.into(),
+            RunAs::User => crate::users::SANDBOX_USER_NAME.into(),
+        }),
         tag: req.tag,
     }
     .into_spawn(&st.procs, None)?;
@@ -538,8 +547,9 @@ async fn stat(
     headers: HeaderMap,
     Msg(req): Msg<wire::PathRequest>,
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
-    check_user(&headers)?;
-    let e = files::stat_path(&st.home, &req.path).await?;
+    let who = check_user(&headers)?;
+    let base = st.base(who);
+    let e = files_as(who, files::stat_path(&base, &req.path)).await?;
     Ok(Json(wire::EntryResponse { entry: entry(&e) }))
 }
 
@@ -548,9 +558,10 @@ async fn list_dir(
     headers: HeaderMap,
     Msg(req): Msg<wire::ListDirRequest>,
 ) -> Result<Json<wire::ListDirResponse>, RpcError> {
-    check_user(&headers)?;
+    let who = check_user(&headers)?;
+    let base = st.base(who);
     let depth = req.depth.unwrap_or(1).max(1);
-    let entries = files::list_dir(&st.home, &req.path, depth).await?;
+    let entries = files_as(who, files::list_dir(&base, &req.path, depth)).await?;
     Ok(Json(wire::ListDirResponse {
         entries: entries.iter().map(entry).collect(),
     }))
@@ -561,8 +572,9 @@ async fn make_dir(
     headers: HeaderMap,
     Msg(req): Msg<wire::PathRequest>,
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
-    check_user(&headers)?;
-    let e = files::make_dir(&st.home, &req.path).await?;
+    let who = check_user(&headers)?;
+    let base = st.base(who);
+    let e = files_as(who, files::make_dir(&base, &req.path)).await?;
     Ok(Json(wire::EntryResponse { entry: entry(&e) }))
 }
 
@@ -571,8 +583,13 @@ async fn move_entry(
     headers: HeaderMap,
     Msg(req): Msg<wire::MoveRequest>,
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
-    check_user(&headers)?;
-    let e = files::rename_path(&st.home, &req.source, &req.destination).await?;
+    let who = check_user(&headers)?;
+    let base = st.base(who);
+    let e = files_as(
+        who,
+        files::rename_path(&base, &req.source, &req.destination),
+    )
+    .await?;
     Ok(Json(wire::EntryResponse { entry: entry(&e) }))
 }
 
@@ -581,8 +598,9 @@ async fn remove(
     headers: HeaderMap,
     Msg(req): Msg<wire::PathRequest>,
 ) -> Result<Json<serde_json::Value>, RpcError> {
-    check_user(&headers)?;
-    files::remove_path(&st.home, &req.path).await?;
+    let who = check_user(&headers)?;
+    let base = st.base(who);
+    files_as(who, files::remove_path(&base, &req.path)).await?;
     Ok(Json(serde_json::json!({})))
 }
 
@@ -604,6 +622,7 @@ async fn watch_dir(
     headers: HeaderMap,
     StreamMsg(req): StreamMsg<wire::WatchDirRequest>,
 ) -> Result<Response, RpcError> {
+    // Watching acts as the sandbox user whoever asks (what it cannot read is not watched).
     check_user(&headers)?;
     let (_, mut w) = files::open_watch(&st.home, &req.path, req.recursive).await?;
     let keepalive = keepalive(&headers);
@@ -753,9 +772,9 @@ struct FilesQuery {
     username: Option<String>,
 }
 
-fn check_query_user(q: &FilesQuery) -> Result<(), HttpError> {
+fn check_query_user(q: &FilesQuery) -> Result<RunAs, HttpError> {
     match q.username.as_deref() {
-        None | Some("") => Ok(()),
+        None | Some("") => Ok(RunAs::User),
         Some(u) => check_user_name(u).map_err(|e| HttpError(StatusCode::BAD_REQUEST, e.0.message)),
     }
 }
@@ -765,11 +784,11 @@ async fn read_file(
     q: Result<Query<FilesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, HttpError> {
     let Query(q) = q.map_err(|e| HttpError(StatusCode::BAD_REQUEST, e.body_text()))?;
-    check_query_user(&q)?;
+    let who = check_query_user(&q)?;
     let path = q
         .path
         .ok_or_else(|| HttpError(StatusCode::BAD_REQUEST, "missing ?path=".into()))?;
-    Ok(files::read_file(&st.home, &path).await?)
+    Ok(files_as(who, files::read_file(&st.base(who), &path)).await?)
 }
 
 fn written(e: &lizard_proto::EntryInfo) -> wire::WrittenFile {
@@ -788,7 +807,7 @@ async fn write_files(
     req: Request,
 ) -> Result<Json<Vec<wire::WrittenFile>>, HttpError> {
     let Query(q) = q.map_err(|e| HttpError(StatusCode::BAD_REQUEST, e.body_text()))?;
-    check_query_user(&q)?;
+    let who = check_query_user(&q)?;
     let is_multipart = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -802,7 +821,7 @@ async fn write_files(
             )
         })?;
         let mut body = req.into_body().into_data_stream();
-        let result = files::write_file(&st.home, &path, &mut body).await;
+        let result = files_as(who, files::write_file(&st.base(who), &path, &mut body)).await;
         if result.is_err() {
             files::drain(&mut body).await;
         }
@@ -823,7 +842,7 @@ async fn write_files(
         })
     };
     let req = Request::from_parts(parts, Body::from_stream(share(shared.clone())));
-    let result = write_parts(&st, &q, req).await;
+    let result = files_as(who, write_parts(&st, &q, who, req)).await;
     files::drain(&mut Box::pin(share(shared))).await;
     result
 }
@@ -831,6 +850,7 @@ async fn write_files(
 async fn write_parts(
     st: &Envd,
     q: &FilesQuery,
+    who: RunAs,
     req: Request,
 ) -> Result<Json<Vec<wire::WrittenFile>>, HttpError> {
     let mut mp = Multipart::from_request(req, &())
@@ -854,7 +874,7 @@ async fn write_parts(
             }
         };
         let body = field.map_err(axum::Error::new).into_stream();
-        let e = files::write_file(&st.home, &target, Box::pin(body)).await?;
+        let e = files::write_file(&st.base(who), &target, Box::pin(body)).await?;
         out.push(written(&e));
     }
     if out.is_empty() {

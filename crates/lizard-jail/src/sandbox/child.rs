@@ -4,8 +4,8 @@
 //!
 //! 1. `setsid`, default signal dispositions, stdio (`/dev/null`, log, log), every other fd
 //!    close-on-exec.
-//! 2. As host root: rlimits, the mount table and `pivot_root` (`rootfs`), host name, loopback up;
-//!    then wait until the parent has moved us into the cgroup (it does so meanwhile); new cgroup
+//! 2. As host root: rlimits, every port bindable (`ip_unprivileged_port_start` 0), the mount
+//!    table and `pivot_root` (`rootfs`), host name, loopback up; then wait until the parent has moved us into the cgroup (it does so meanwhile); new cgroup
 //!    namespace.
 //! 3. `unshare(CLONE_NEWUSER)`; the parent writes the uid/gid maps. The mount, pid, net, ipc and
 //!    uts namespaces stay owned by the host's user namespace, so even the sandbox's root has no
@@ -188,6 +188,13 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
         setrlimit(Resource::RLIMIT_NOFILE, n, n).step("setrlimit", format!("RLIMIT_NOFILE={n}"))?;
     }
     setrlimit(Resource::RLIMIT_CORE, 0, 0).step("setrlimit", "RLIMIT_CORE=0")?;
+    // Every port of the sandbox's own (loopback-only) network namespace may be bound by anyone
+    // in it, as in a container: the namespace belongs to the host's user namespace, so no
+    // capability of the sandbox's root could grant ports below 1024 (`CAP_NET_BIND_SERVICE` is
+    // checked against the namespace's owner). Written through the host's `/proc` while we are
+    // still host root: net sysctls act on the writer's network namespace, which is ours.
+    std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")
+        .step("sysctl", "net.ipv4.ip_unprivileged_port_start=0")?;
     rootfs::build(&p.rootfs)?;
     nix::unistd::sethostname(&p.hostname).step("sethostname", &p.hostname)?;
     sys::loopback_up().step("bring up loopback", "lo")?;

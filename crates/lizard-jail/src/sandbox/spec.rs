@@ -194,6 +194,11 @@ pub enum Capability {
     Fowner,
     /// Read and write files of other uids (saved state, `/proc/<pid>/oom_score_adj`).
     DacOverride,
+    /// Keep the set-user/group-id bits of files it writes or gives away, and set the set-group-id
+    /// bit on files of groups it is not in (the sandbox's root installing packages: `dpkg`
+    /// unpacks setgid programs such as `chage`, `ssh-agent`). Acts on its own sandbox's files only
+    /// (ids mapped in its user namespace), and the bits grant nothing inside (`no_new_privs`).
+    Fsetid,
 }
 
 impl Capability {
@@ -203,6 +208,7 @@ impl Capability {
             Capability::Chown => 0,
             Capability::DacOverride => 1,
             Capability::Fowner => 3,
+            Capability::Fsetid => 4,
             Capability::Kill => 5,
             Capability::Setgid => 6,
             Capability::Setuid => 7,
