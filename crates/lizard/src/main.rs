@@ -113,14 +113,22 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum TemplateCommand {
-    /// Build a template (cached: a no-op when an up-to-date build exists).
+    /// Build a template (cached: a no-op when an up-to-date build exists). The build records the
+    /// exact versions it installed and reports how they differ from the spec's lock.
     Build {
-        /// Template name.
+        /// Template name, or the path of a spec file.
         #[arg(default_value = "code-interpreter-v1")]
         name: String,
         /// Rebuild even if an up-to-date build exists.
         #[arg(long)]
         force: bool,
+        /// Fail when an installed version differs from the spec's lock (Debian testing moves daily).
+        #[arg(long, conflicts_with = "update_lock")]
+        locked: bool,
+        /// Rebuild and write the installed versions as the spec's new lock (NAME must be the spec
+        /// file's path, e.g. templates/code-interpreter-v1.toml).
+        #[arg(long)]
+        update_lock: bool,
         #[arg(long, env = "LIZARD_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
@@ -223,12 +231,28 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 TemplateCommand::Build {
                     name,
                     force,
+                    locked,
+                    update_lock,
                     data_dir: d,
                 },
         } => {
             init_tracing("warn");
             let d = data_dir(d)?;
-            let t = serve::build_template(&d, &name, force)?;
+            let lock = if update_lock {
+                lizard_template::lock::LockMode::Update
+            } else if locked {
+                lizard_template::lock::LockMode::Locked
+            } else {
+                lizard_template::lock::LockMode::Report
+            };
+            let t = serve::build_template_with(&d, &name, force, lock)?;
+            if !t.meta.drift.is_empty() {
+                eprint!(
+                    "template {}: {}",
+                    t.name,
+                    lizard_template::lock::report(&t.meta.drift)
+                );
+            }
             println!("{}", t.rootfs.display());
             Ok(0)
         }
