@@ -71,9 +71,10 @@ const HEAVY: &[&str] = &[
 ];
 
 async fn py(s: &Server, id: &str, code: &str, context: Option<&str>) -> Value {
-    let mut body = json!({"code": code, "language": "python", "timeout_ms": 300_000});
-    if let Some(c) = context {
-        body["context"] = json!(c);
+    let mut body = json!({"code": code, "timeout_ms": 300_000});
+    match context {
+        Some(c) => body["context"] = json!(c),
+        None => body["language"] = json!("python"),
     }
     s.run(id, body).await
 }
@@ -157,7 +158,7 @@ async fn pil_images_are_results() {
             .iter()
             .filter_map(|r| {
                 let png = r["data"]["image/png"].as_str()?;
-                Some((r["main"].as_bool().unwrap_or(false), png.len()))
+                Some((r["is_main_result"].as_bool().unwrap_or(false), png.len()))
             })
             .collect()
     };
