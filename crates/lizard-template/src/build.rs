@@ -865,7 +865,12 @@ impl<'a> Builder<'a> {
         .current_dir(&self.work);
         run(S_NPM, &mut cmd, self.progress)?;
         let lock_file = prefix.join("package-lock.json");
-        let text = fs::read_to_string(&lock_file).at(S_NPM, "reading", &lock_file)?;
+        let text = read_in_rootfs(
+            S_NPM,
+            &self.rootfs,
+            &format!("{}/package-lock.json", node.prefix),
+            PACKAGE_LOCK_LIMIT,
+        )?;
         self.versions.node = lock::parse_package_lock(&text).map_err(|e| TemplateError::Io {
             step: S_NPM,
             action: "parsing".into(),
@@ -1117,6 +1122,55 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// The most of npm's `package-lock.json` the build reads.
+const PACKAGE_LOCK_LIMIT: u64 = 16 << 20;
+
+/// Reads the file `inside` the rootfs as text: no component may be a symlink (checked on the way,
+/// the last one opened with `O_NOFOLLOW`), and a file beyond `limit` bytes is an error.
+fn read_in_rootfs(step: &'static str, rootfs: &Path, inside: &str, limit: u64) -> Result<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut p = rootfs.to_path_buf();
+    for c in Path::new(inside.trim_start_matches('/')).components() {
+        let Component::Normal(c) = c else {
+            return Err(TemplateError::Io {
+                step,
+                action: "resolving".into(),
+                path: p,
+                source: std::io::Error::other(format!("unexpected component in {inside}")),
+            });
+        };
+        p.push(c);
+        let md = fs::symlink_metadata(&p).at(step, "reading", &p)?;
+        if md.file_type().is_symlink() {
+            return Err(TemplateError::Io {
+                step,
+                action: "reading".into(),
+                path: p,
+                source: std::io::Error::other("a symlink in the rootfs (refusing to follow it)"),
+            });
+        }
+    }
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&p)
+        .at(step, "opening", &p)?;
+    let mut text = String::new();
+    f.take(limit + 1)
+        .read_to_string(&mut text)
+        .at(step, "reading", &p)?;
+    if text.len() as u64 > limit {
+        return Err(TemplateError::Io {
+            step,
+            action: "reading".into(),
+            path: p,
+            source: std::io::Error::other(format!("larger than {limit} bytes")),
+        });
+    }
+    Ok(text)
+}
+
 /// See [`Builder::target`].
 fn prepare_target(step: &'static str, rootfs: &Path, inside: &str) -> Result<PathBuf> {
     let mut p = rootfs.to_path_buf();
@@ -1228,6 +1282,26 @@ mod tests {
         // Missing parents are created.
         let p = prepare_target("t", &root, "/opt/lizard/bin/lizard").unwrap();
         assert!(root.join("opt/lizard/bin").is_dir() && !p.exists());
+    }
+
+    #[test]
+    fn rootfs_reads_are_bounded_and_follow_no_symlink() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("rootfs");
+        fs::create_dir_all(root.join("opt/lizard")).unwrap();
+        fs::write(root.join("opt/lizard/package-lock.json"), "{}").unwrap();
+        assert_eq!(
+            read_in_rootfs("t", &root, "/opt/lizard/package-lock.json", 10).unwrap(),
+            "{}"
+        );
+        fs::write(root.join("opt/lizard/big"), "x".repeat(11)).unwrap();
+        assert!(read_in_rootfs("t", &root, "/opt/lizard/big", 10).is_err());
+        fs::write(t.path().join("host-secret"), "secret").unwrap();
+        std::os::unix::fs::symlink(t.path().join("host-secret"), root.join("opt/lizard/link"))
+            .unwrap();
+        assert!(read_in_rootfs("t", &root, "/opt/lizard/link", 100).is_err());
+        std::os::unix::fs::symlink(t.path(), root.join("opt/dir")).unwrap();
+        assert!(read_in_rootfs("t", &root, "/opt/dir/host-secret", 100).is_err());
     }
 
     #[test]
