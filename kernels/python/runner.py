@@ -513,6 +513,12 @@ def _error_name(etype):
     name = getattr(etype, "__name__", None) or _safe_str(etype)
     if _S.async_cancelled and name == "CancelledError":
         return "KeyboardInterrupt"  # our SIGINT delivery into an async cell (see _AsyncRunner)
+    if name.startswith("_") and getattr(etype, "__module__", None) == "builtins":
+        # A private built-in subclass is named by its public base: Python 3.13+ raises
+        # `_IncompleteInputError` (a SyntaxError) for incomplete input such as `f(`.
+        for base in getattr(etype, "__mro__", ())[1:]:
+            if not base.__name__.startswith("_"):
+                return base.__name__
     return name
 
 

@@ -236,3 +236,18 @@ async fn kernel_start_imports_none_of_the_stack() {
     assert_eq!(stdout(&ex), "[]\n", "{ex}");
     s.kill_all().await;
 }
+
+/// Python 3.13+ raises `_IncompleteInputError` for incomplete input; the kernel names it by its
+/// public base, `SyntaxError`, as on 3.11 and in E2B.
+#[tokio::test]
+async fn incomplete_input_is_a_syntax_error() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let ex = py(&s, &id, "fib(", None).await;
+    assert_eq!(ex["error"]["name"], "SyntaxError", "{ex}");
+    let ex = py(&s, &id, "def f(:\n    pass", None).await;
+    assert_eq!(ex["error"]["name"], "SyntaxError", "{ex}");
+    let ex = py(&s, &id, "if True:\npass", None).await;
+    assert_eq!(ex["error"]["name"], "IndentationError", "{ex}");
+    s.kill_all().await;
+}
