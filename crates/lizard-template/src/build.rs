@@ -1285,6 +1285,36 @@ mod tests {
     }
 
     #[test]
+    fn lock_modes_need_a_lock() {
+        let data = tempfile::tempdir().unwrap();
+        let no_lock = crate::spec::from_text(
+            "name = \"a\"\n[debian]\nsuite = \"forky\"",
+            "t",
+            &|_| unreachable!(),
+        )
+        .unwrap();
+        let opts = |lock| crate::BuildOptions {
+            lock,
+            ..crate::BuildOptions::new(data.path())
+        };
+        for mode in [LockMode::Locked, LockMode::Update] {
+            let e = build(&no_lock, &opts(mode), &mut crate::NoProgress).unwrap_err();
+            assert!(matches!(e, TemplateError::Lock { .. }), "{e}");
+        }
+        // A built-in spec has a lock but no file to write it to.
+        let builtin = crate::spec::load_builtin("code-interpreter-v1")
+            .unwrap()
+            .unwrap();
+        let e = build(&builtin, &opts(LockMode::Update), &mut crate::NoProgress).unwrap_err();
+        assert!(
+            e.to_string().contains("--update-lock needs a spec file"),
+            "{e}"
+        );
+        // Nothing was made.
+        assert!(!data.path().join("templates").exists());
+    }
+
+    #[test]
     fn rootfs_reads_are_bounded_and_follow_no_symlink() {
         let t = tempfile::tempdir().unwrap();
         let root = t.path().join("rootfs");

@@ -662,6 +662,29 @@ packages = "deps/p.json"
         }
     }
 
+    /// The template carries the kernels' own requirements at the versions the host's kernel
+    /// environment (`scripts/kernel-env.sh`, the tests' kernels) has.
+    #[test]
+    fn the_template_pins_the_kernels_own_requirements() {
+        let l = load_builtin("code-interpreter-v1").unwrap().unwrap();
+        let lock = l.requirements.unwrap();
+        let kernel = include_str!("../../../kernels/python/requirements.txt");
+        for line in kernel.lines().filter(|l| l.contains("==")) {
+            let (name, version) = line.trim().split_once("==").unwrap();
+            let pinned = format!("\n{}=={version}\n", name.to_lowercase());
+            assert!(
+                lock.contains(&pinned),
+                "{name}=={version} is not in the template's lock"
+            );
+        }
+        let js: serde_json::Value =
+            serde_json::from_str(include_str!("../../../kernels/js/package.json")).unwrap();
+        let tpl: serde_json::Value = serde_json::from_str(&l.package_json.unwrap()).unwrap();
+        for (name, version) in js["dependencies"].as_object().unwrap() {
+            assert_eq!(&tpl["dependencies"][name], version, "{name}");
+        }
+    }
+
     #[test]
     fn a_lock_is_read_and_checked() {
         let spec = "name = \"a\"\nlock = \"a.lock\"\n[debian]\nsuite = \"forky\"\nscript = \"sid\"";
