@@ -246,13 +246,6 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 lizard_template::lock::LockMode::Report
             };
             let t = serve::build_template_with(&d, &name, force, lock)?;
-            if !t.meta.drift.is_empty() {
-                eprint!(
-                    "template {}: {}",
-                    t.name,
-                    lizard_template::lock::report(&t.meta.drift)
-                );
-            }
             println!("{}", t.rootfs.display());
             Ok(0)
         }

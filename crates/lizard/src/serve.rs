@@ -491,6 +491,14 @@ pub fn build_template_with(
     )
     .with_context(|| format!("building template {name}"))?;
     progress.0.finish_with_message("done");
+    if !t.meta.drift.is_empty() {
+        // Recorded in template.json too; `lizard template build --locked` refuses such a build.
+        eprint!(
+            "template {}: {}",
+            t.name,
+            lizard_template::lock::report(&t.meta.drift)
+        );
+    }
     Ok(t)
 }
 
