@@ -11,6 +11,7 @@ import hashlib
 import io
 import os
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -181,6 +182,29 @@ def test_a_directory_context_is_a_reproducible_tar(tmp_path: Path) -> None:
         assert members["b.sh"].mode & 0o777 == 0o755 and members["b.sh"].uid == 0
         assert t.extractfile("sub/a.txt").read() == b"a"  # type: ignore[union-attr]
     assert context_archive(first) == first
+
+
+def test_a_callback_that_raises_cancels_a_build_with_cancel_on_disconnect(lizard_server) -> None:
+    class Enough(Exception):
+        pass
+
+    def on_log(chunk: TemplateBuildLog) -> None:
+        if "started" in chunk.text:
+            raise Enough()
+
+    with pytest.raises(Enough):
+        Templates.build(
+            "py-slow", "FROM code-interpreter-v1\nUSER user\nRUN echo started; sleep 600\n",
+            project=PROJECT, on_log=on_log, cancel_on_disconnect=True,
+        )
+    deadline = time.monotonic() + 60
+    while True:
+        info = Templates.get("py-slow", project=PROJECT)
+        if info.state != "building" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert info.state == "failed" and info.error and "cancelled" in info.error["message"], info
+    Templates.delete("py-slow", project=PROJECT)
 
 
 @pytest.mark.anyio
