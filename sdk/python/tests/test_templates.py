@@ -27,6 +27,7 @@ from lizard import (
     TemplateBuildLog,
     TemplateBuildStep,
     Templates,
+    TimeoutError,
 )
 from lizard._core import context_archive
 
@@ -158,6 +159,7 @@ def test_arguments_are_checked_before_any_request(tmp_path: Path, monkeypatch) -
         {"dockerfile": "FROM code-interpreter-v1\n", "context": tmp_path / "missing"},
         {"dockerfile": "FROM code-interpreter-v1\n", "context": 3},
         {"from_sandbox": "sb_x", "context": b""},
+        {"dockerfile": "FROM code-interpreter-v1\n", "timeout_ms": -1},
     ]:
         with pytest.raises(InvalidArgumentError):
             Templates.build("x", **kwargs)
@@ -205,6 +207,26 @@ def test_a_callback_that_raises_cancels_a_build_with_cancel_on_disconnect(lizard
         time.sleep(0.2)
     assert info.state == "failed" and info.error and "cancelled" in info.error["message"], info
     Templates.delete("py-slow", project=PROJECT)
+
+
+def test_timeout_ms_bounds_the_whole_build(lizard_server) -> None:
+    with pytest.raises(TimeoutError) as err:
+        Templates.build(
+            "py-slow2", "FROM code-interpreter-v1\nUSER user\nRUN sleep 600\n",
+            project=PROJECT, timeout_ms=3000, cancel_on_disconnect=True,
+        )
+    assert err.value.code == "timeout"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            info = Templates.get("py-slow2", project=PROJECT)
+        except NotFoundError:
+            return  # the client left before the build was registered
+        if info.state != "building" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert info.state == "failed", info
+    Templates.delete("py-slow2", project=PROJECT)
 
 
 @pytest.mark.anyio

@@ -308,7 +308,10 @@ def context_archive(context: Any) -> bytes:
                             arc = os.path.relpath(full, path)
                             tar.add(full, arcname=arc, recursive=False, filter=norm)
                             if buf.tell() > MAX_CONTEXT_BYTES:
-                                break
+                                raise InvalidArgumentError(
+                                    f"the build context {path!r} is larger than 64 MiB (compressed)",
+                                    code="payload_too_large",
+                                )
             data = buf.getvalue()
         elif os.path.isfile(path):
             if os.path.getsize(path) > MAX_CONTEXT_BYTES:

@@ -104,6 +104,7 @@ class Templates:
         ``from_sandbox`` (a ``CodeSandbox`` or its id), instead of ``dockerfile``: a template of
         that sandbox's files (see ``from_sandbox``).
         """
+        timeout_ms = _core._ms("timeout_ms", timeout_ms)
         sid = _sandbox_id(from_sandbox) if from_sandbox is not None else None
         req = _core.template_build_request(
             name, dockerfile=dockerfile, context=context, build_args=build_args, project=project,
@@ -225,6 +226,7 @@ class AsyncTemplates:
         timeout_ms: Optional[int] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> TemplateInfo:
+        timeout_ms = _core._ms("timeout_ms", timeout_ms)
         sid = _sandbox_id(from_sandbox) if from_sandbox is not None else None
         req = _core.template_build_request(
             name, dockerfile=dockerfile, context=context, build_args=build_args, project=project,
