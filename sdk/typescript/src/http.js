@@ -43,12 +43,28 @@ export function resolveConfig(opts = {}) {
   };
 }
 
+/**
+ * A signal that aborts with a `TimeoutError` after `ms`. Not `AbortSignal.timeout`: Node's timer
+ * holds that signal only weakly, and once `fetch` has its response headers nothing else may hold
+ * it either, so a garbage collection during a streamed body silently cancels the deadline
+ * (nodejs/node#55428). Here the timer's callback holds the controller; the timer is unref'd, so
+ * it never keeps a finished program alive.
+ */
+function deadlineSignal(ms) {
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => {
+    ctrl.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+  }, ms);
+  timer.unref?.();
+  return ctrl.signal;
+}
+
 /** Combine an optional caller signal with an optional deadline. */
 function requestSignal(signal, timeoutMs) {
   const signals = [];
   if (signal) signals.push(signal);
   if (timeoutMs !== undefined && timeoutMs !== null && timeoutMs > 0 && Number.isFinite(timeoutMs)) {
-    signals.push(AbortSignal.timeout(timeoutMs));
+    signals.push(deadlineSignal(timeoutMs));
   }
   if (signals.length === 0) return undefined;
   if (signals.length === 1) return signals[0];
@@ -119,6 +135,13 @@ export class HttpClient {
       throw fetchFailure(err, method, url, opts.signal, timeoutMs);
     }
     if (!res.ok) throw await readError(res);
+    if (signal && res.body) {
+      // The body read answers to the signal through a pipe of our own: undici's link from the
+      // signal to a response it already returned does not survive every garbage collection
+      // (nodejs/undici#4068), which would leave a streamed execution without its deadline.
+      const body = res.body.pipeThrough(new TransformStream(), { signal });
+      res = new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    }
     return { res, signal, url, timeoutMs };
   }
 
