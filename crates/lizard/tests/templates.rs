@@ -838,3 +838,84 @@ async fn a_template_from_debian_bookworm_runs_commands_without_python() {
     s.kill_all().await;
     s.req(Some(&k), "DELETE", "/v1/templates/plain", None).await;
 }
+
+/// `RUN` without `USER` runs as the build sandbox's root: it writes outside the home (`/opt`),
+/// and what a root step does to gain privileges — a setuid/setgid binary, a file capability
+/// (`security.capability`), other extended attributes — never reaches the template: the import
+/// strips the bits and the attributes (each named in the build log), on the host and in a sandbox.
+#[tokio::test]
+async fn root_build_steps_write_anywhere_and_their_privileges_are_stripped() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--template-build-egress", "none", "--pool-size", "0"],
+    );
+    let k = s.project_key("epsilon").await;
+    // A v2 file capability granting cap_net_raw (effective): what `setcap cap_net_raw+ep` writes.
+    let setcap = "import os\n\
+        blob = (0x02000001).to_bytes(4, 'little') + (1 << 13).to_bytes(4, 'little') + bytes(12)\n\
+        for name, value in [('security.capability', blob), ('user.lizard', b'planted'), ('trusted.x', b'y')]:\n\
+        \x20   try:\n\
+        \x20       os.setxattr('/opt/x/suid', name, value)\n\
+        \x20       print('set', name)\n\
+        \x20   except OSError as e:\n\
+        \x20       print('refused', name, e.errno)\n";
+    let dockerfile = "FROM code-interpreter-v1\n\
+        RUN mkdir /opt/x && echo hi > /opt/x/f && id -u > /opt/x/uid && echo root-etc > /etc/lizard-root-step\n\
+        RUN cp /bin/true /opt/x/suid && chmod 6755 /opt/x/suid && mkdir /opt/x/sgid && chmod 2775 /opt/x/sgid && stat -c '%a' /opt/x/suid\n\
+        COPY setcap.py /tmp/\n\
+        RUN python3 /tmp/setcap.py\n";
+    let (status, events, text) = build(
+        &s,
+        &k,
+        json!({"name": "rooty", "dockerfile": dockerfile,
+               "context": context(&[("setcap.py", setcap)], false)}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(last(&events)["type"], "done", "{text}");
+    // The root step did set the bits (and the user xattr) inside the build sandbox.
+    assert!(text.contains("6755"), "{text}");
+    assert!(text.contains("set user.lizard"), "{text}");
+    let r = s.req(Some(&k), "GET", "/v1/templates/rooty", None).await;
+    let log = r.body["build_log"].as_str().unwrap();
+    assert!(log.contains("/opt/x/suid: its setuid"), "{log}");
+
+    // On the host: a plain file, no privilege bits, no extended attribute, owned in the
+    // template's range (root inside = the range's first id).
+    let ls = layers(s.data_dir.path());
+    assert_eq!(ls.len(), 1, "{ls:?}");
+    let suid = ls[0].join("opt/x/suid");
+    let m = std::fs::symlink_metadata(&suid).unwrap();
+    assert!(m.file_type().is_file());
+    assert_eq!(m.permissions().mode() & 0o7777, 0o755);
+    assert_eq!(
+        m.uid(),
+        100_000,
+        "root inside, shifted to the template range"
+    );
+    let xattrs = Command::new("python3")
+        .args([
+            "-c",
+            "import os, sys; print(sorted(os.listxattr(sys.argv[1], follow_symlinks=False)))",
+        ])
+        .arg(&suid)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&xattrs.stdout).trim(), "[]");
+    // A step's setgid directory loses its bit too.
+    let sgid = std::fs::metadata(ls[0].join("opt/x/sgid")).unwrap();
+    assert_eq!(sgid.permissions().mode() & 0o7777, 0o775);
+
+    // In a sandbox of it: the root step's files, root's, without privileges.
+    let id = s.create(&k, json!({"template": "rooty"})).await;
+    let (out, _) = s
+        .sh(
+            &id,
+            "cat /opt/x/f /opt/x/uid /etc/lizard-root-step; stat -c '%a %u' /opt/x/suid; \
+             python3 -c \"import os; print(os.listxattr('/opt/x/suid'))\"",
+        )
+        .await;
+    assert_eq!(out, "hi\n0\nroot-etc\n755 0\n[]\n");
+    s.kill_all().await;
+    s.req(Some(&k), "DELETE", "/v1/templates/rooty", None).await;
+}
