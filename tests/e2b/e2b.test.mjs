@@ -6,7 +6,8 @@
 //  - debug: E2B_DEBUG=true against `lizard serve --e2b-debug` — no control plane, one default
 //    sandbox behind the debug listeners (E2B's fixed localhost:49999/49983 when they are free,
 //    else E2B_SANDBOX_URL pointing at a debug listener on a free port).
-// Both SDKs must print the same steps in the same order. Nothing is mocked.
+// Both SDKs must print the same steps in the same order. Nothing is mocked. The template
+// scenarios (template_scenario.py, template_scenario.mjs) build templates with E2B's `Template`.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile } from 'node:fs/promises';
@@ -109,6 +110,21 @@ async function scenario(lang, mode) {
 for (const mode of ['self-hosted', 'debug']) {
   test(`@e2b/code-interpreter (JavaScript) unmodified, ${mode} mode`, { timeout: 300_000 }, () => scenario('js', mode));
   test(`e2b-code-interpreter (Python) unmodified, ${mode} mode`, { timeout: 300_000 }, () => scenario('py', mode));
+}
+
+// E2B's template build API: the SDKs' `Template` builder and `Template.build` / `Template.exists`,
+// unmodified, build a Lizard template (a layer over code-interpreter-v1) that their sandboxes use.
+for (const lang of ['py', 'js']) {
+  test(`E2B Template.build (${lang === 'js' ? 'JavaScript' : 'Python'}) unmodified`, { timeout: 600_000 }, async () => {
+    const [cmd, args] = lang === 'js'
+      ? [process.execPath, ['template_scenario.mjs', 'e2b-template-js']]
+      : [PYTHON, ['template_scenario.py', 'e2b-template-py']];
+    const r = await run(cmd, args, envFor('self-hosted'));
+    const detail = `${lang} exited ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- server log\n${server.log()}`;
+    assert.equal(r.code, 0, detail);
+    const want = ['build', 'exists', 'sandbox', 'rebuild', 'unsupported'].map((s) => `ok ${s}`);
+    assert.deepEqual(r.stdout.trim().split('\n'), [...want, 'done'], detail);
+  });
 }
 
 test('sandbox traffic needs the sandbox token; the control plane needs a key', async () => {

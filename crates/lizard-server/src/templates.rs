@@ -623,6 +623,17 @@ impl Templates {
 
     /// Start a build; see the module docs.
     pub async fn start(self: &Arc<Self>, req: BuildRequest) -> Result<Started, TemplateError> {
+        let plan = dockerfile::parse(&req.dockerfile, &req.build_args)?;
+        self.start_plan(req, plan).await
+    }
+
+    /// Start the build of a parsed plan (the Dockerfile's, or E2B's steps translated into one:
+    /// `crate::e2b_templates`); `req.dockerfile` is the text its key covers.
+    pub async fn start_plan(
+        self: &Arc<Self>,
+        req: BuildRequest,
+        plan: Plan,
+    ) -> Result<Started, TemplateError> {
         if !layer::valid_name(&req.name) {
             return Err(TemplateError::Invalid(format!(
                 "invalid template name {:?} (1-64 of A-Z a-z 0-9 . _ -, not starting with .)",
@@ -635,7 +646,6 @@ impl Templates {
                 req.name
             )));
         }
-        let plan = dockerfile::parse(&req.dockerfile, &req.build_args)?;
         let base_name = match &plan.from {
             Base::Template(n) => n.clone(),
             Base::Debian(suite) => dockerfile::debian_base(suite),
