@@ -127,6 +127,71 @@ for (const lang of ['py', 'js']) {
   });
 }
 
+// A one-file ustar archive, as E2B's SDKs upload for a COPY.
+function tarOf(name, text) {
+  const data = Buffer.from(text);
+  const h = Buffer.alloc(512);
+  const put = (off, len, str) => h.write(str.padEnd(len, '\0').slice(0, len), off, 'ascii');
+  put(0, 100, name);
+  put(100, 8, '0000644\0');
+  put(108, 8, '0000000\0');
+  put(116, 8, '0000000\0');
+  put(124, 12, `${data.length.toString(8).padStart(11, '0')}\0`);
+  put(136, 12, '00000000000\0');
+  put(148, 8, '        ');
+  put(156, 1, '0');
+  put(257, 8, 'ustar\u000000');
+  let sum = 0;
+  for (const b of h) sum += b;
+  put(148, 8, `${sum.toString(8).padStart(6, '0')}\0 `);
+  const pad = Buffer.alloc((512 - (data.length % 512)) % 512);
+  return Buffer.concat([h, data, pad, Buffer.alloc(1024)]);
+}
+
+test('E2B template uploads: a link works once and only for its project; files must match their hash', async () => {
+  const key = (k) => ({ 'x-api-key': k, 'content-type': 'application/json' });
+  const other = await (await fetch(`${server.url}/v1/projects`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${server.admin}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'e2b-tpl-other' }),
+  })).json();
+  assert.equal((await fetch(`${server.url}/v3/templates`, { method: 'POST', body: '{"name":"x"}' })).status, 401);
+  const req = await fetch(`${server.url}/v3/templates`, { method: 'POST', headers: key(server.projectKey), body: JSON.stringify({ name: 'e2b-upload-probe' }) });
+  assert.equal(req.status, 202);
+  const { templateID, buildID } = await req.json();
+  const hash = 'ab'.repeat(32);
+  const link = async (k, t = templateID) => fetch(`${server.url}/templates/${t}/files/${hash}`, { headers: key(k) });
+  const first = await link(server.projectKey);
+  assert.equal(first.status, 201);
+  const { present, url } = await first.json();
+  assert.equal(present, false);
+  assert.ok(url.startsWith(`${server.url}/e2b/uploads/`), url);
+  // Another project cannot ask for links to this build, see its status or start it.
+  assert.equal((await link(other.api_key)).status, 404);
+  assert.equal((await fetch(`${server.url}/templates/${templateID}/builds/${buildID}/status`, { headers: key(other.api_key) })).status, 404);
+  assert.equal((await fetch(`${server.url}/v2/templates/${templateID}/builds/${buildID}`, {
+    method: 'POST', headers: key(other.api_key), body: JSON.stringify({ fromTemplate: 'code-interpreter-v1', steps: [] }),
+  })).status, 404);
+  // A guessed link is nothing; the real one works once.
+  assert.equal((await fetch(`${server.url}/e2b/uploads/${'0'.repeat(64)}`, { method: 'PUT', body: 'x' })).status, 404);
+  const archive = tarOf('a.txt', 'not what the hash says\n');
+  assert.equal((await fetch(url, { method: 'PUT', body: archive })).status, 200);
+  assert.equal((await fetch(url, { method: 'PUT', body: archive })).status, 404, 'a used link');
+  assert.equal((await (await link(server.projectKey)).json()).present, true);
+  // The other project's own build does not see this project's files as present.
+  const o = await (await fetch(`${server.url}/v3/templates`, { method: 'POST', headers: key(other.api_key), body: JSON.stringify({ name: 'e2b-upload-probe' }) })).json();
+  assert.equal((await (await link(other.api_key, o.templateID)).json()).present, false);
+  // Files that do not match their hash do not build.
+  const start = await fetch(`${server.url}/v2/templates/${templateID}/builds/${buildID}`, {
+    method: 'POST', headers: key(server.projectKey),
+    body: JSON.stringify({ fromTemplate: 'code-interpreter-v1', steps: [{ type: 'COPY', args: ['a.txt', '/tmp/a.txt', '', ''], filesHash: hash }] }),
+  });
+  assert.equal(start.status, 400);
+  assert.match((await start.json()).message, /do not match their hash/);
+  // The alias of a template that was never built does not exist.
+  assert.equal((await fetch(`${server.url}/templates/aliases/e2b-upload-probe`, { headers: key(server.projectKey) })).status, 404);
+});
+
 test('sandbox traffic needs the sandbox token; the control plane needs a key', async () => {
   const ci = (headers, path = '/contexts') => fetch(`${server.url}${path}`, { headers });
   const anon = await fetch(`${server.url}/v2/sandboxes`);
