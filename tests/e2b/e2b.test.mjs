@@ -22,7 +22,7 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO = resolve(HERE, '../..');
 const PYTHON = process.env.LIZARD_E2B_PYTHON || join(REPO, 'target/e2b-venv/bin/python');
 const STEPS = ['create', 'state', 'streaming', 'error', 'contexts', 'languages', 'env', 'matplotlib',
-  'dataframe', 'timeout', 'commands', 'files'];
+  'dataframe', 'timeout', 'commands', 'root', 'files'];
 
 let server;
 

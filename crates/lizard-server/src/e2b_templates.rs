@@ -747,13 +747,23 @@ fn translate(
                     )));
                 }
                 used.push((hash.to_string(), src.to_string(), dest.to_string()));
+                // A relative destination is under the working directory (E2B's default: the
+                // user's home).
+                let dest = if dest.starts_with('/') {
+                    dest.to_string()
+                } else {
+                    format!(
+                        "{}/{dest}",
+                        workdir.as_deref().unwrap_or("/home/user").trim_end_matches('/')
+                    )
+                };
                 let u = if arg(2).is_empty() { user.as_str() } else { arg(2) };
                 let u = u.split(':').next().unwrap_or(u);
                 steps.push(step(
-                    format!("COPY {} {}", short(src), short(dest)),
+                    format!("COPY {} {}", short(src), short(&dest)),
                     Action::Copy {
                         sources: vec![src.to_string()],
-                        dest: dest.to_string(),
+                        dest,
                         chown: None,
                         extract: false,
                     },
@@ -965,6 +975,8 @@ fn merge_context(
     let mut budget = MAX_UPLOAD;
     let mut merged = tar::Builder::new(Vec::new());
     let mut done: Vec<&str> = Vec::new();
+    // Two COPYs of one context may share files: each path once.
+    let mut paths = std::collections::HashSet::new();
     for (hash, src, dest) in used {
         let entries = read_archive(&archives[hash], &mut budget)?;
         if let Some(h) = files_hash(src, dest, &entries) {
@@ -979,6 +991,9 @@ fn merge_context(
         }
         done.push(hash);
         for e in entries {
+            if !paths.insert(e.path.clone()) {
+                continue;
+            }
             let mut hd = tar::Header::new_gnu();
             hd.set_mode(e.mode & 0o7777);
             hd.set_mtime(0);
@@ -1058,6 +1073,7 @@ mod tests {
         let hash = e2b_hash("data.txt", "/home/user/", files);
         let mut archives = BTreeMap::new();
         archives.insert(hash.clone(), archive(files, true));
+        archives.insert(e2b_hash("data.txt", "rel/", files), archive(files, false));
         let mut copy = step("COPY", &["data.txt", "/home/user/", "", ""]);
         copy.files_hash = Some(hash.clone());
         let req = wire::TemplateBuildStartV2 {
@@ -1070,6 +1086,11 @@ mod tests {
                 step("WORKDIR", &["app"]),
                 step("USER", &["root"]),
                 step("RUN", &["id"]),
+                {
+                    let mut c = step("COPY", &["data.txt", "rel/", "", ""]);
+                    c.files_hash = Some(e2b_hash("data.txt", "rel/", files));
+                    c
+                },
             ],
             ..Default::default()
         };
@@ -1077,7 +1098,7 @@ mod tests {
         let p = &t.plan;
         assert_eq!(p.from, Base::Template("code-interpreter-v1".into()));
         assert_eq!(p.env["B"], "two words");
-        assert_eq!(p.steps.len(), 5);
+        assert_eq!(p.steps.len(), 6);
         assert_eq!(p.steps[0].user.as_deref(), Some("user"));
         assert_eq!(p.steps[0].env["A"], "1");
         assert!(
@@ -1091,6 +1112,9 @@ mod tests {
             (None, Some("/home/user/app"))
         );
         assert_eq!(p.user, None, "a last USER root keeps the base's user");
+        assert!(
+            matches!(&p.steps[5].action, Action::Copy { dest, .. } if dest == "/home/user/app/rel/")
+        );
         // The merged context holds the file.
         let mut ar = tar::Archive::new(t.context.as_slice());
         let names: Vec<String> = ar
@@ -1107,7 +1131,7 @@ mod tests {
         };
         assert_ne!(translate(&forced, &archives).unwrap().key_text, t.key_text);
         // Files that do not match their hash are refused.
-        let mut wrong = BTreeMap::new();
+        let mut wrong = archives.clone();
         wrong.insert(hash, archive(&[("data.txt", b"other\n")], false));
         let e = translate(&req, &wrong).err().unwrap();
         assert!(e.1.contains("do not match"), "{}", e.1);
