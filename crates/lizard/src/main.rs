@@ -115,9 +115,10 @@ enum Command {
 enum TemplateCommand {
     /// Build a template. With --dockerfile: a user template, built by the server inside a build
     /// sandbox (streams the build; exit status 1 when it fails). Without: a built-in template from
-    /// its spec, on this host as root (cached: a no-op when an up-to-date build exists).
+    /// its spec, on this host as root (cached: a no-op when an up-to-date build exists); that build
+    /// records the exact versions it installed and reports how they differ from the spec's lock.
     Build {
-        /// Template name.
+        /// Template name, or the path of a spec file.
         #[arg(default_value = "code-interpreter-v1")]
         name: String,
         /// The Dockerfile of a user template (see templates/README.md for the subset).
@@ -138,6 +139,14 @@ enum TemplateCommand {
         /// Rebuild even if an up-to-date build exists (host-side builds).
         #[arg(long)]
         force: bool,
+        /// Fail when an installed version differs from the spec's lock (host-side builds; Debian
+        /// testing moves daily).
+        #[arg(long, conflicts_with_all = ["update_lock", "dockerfile"])]
+        locked: bool,
+        /// Rebuild and write the installed versions as the spec's new lock (host-side builds; NAME
+        /// must be the spec file's path, e.g. templates/code-interpreter-v1.toml).
+        #[arg(long, conflicts_with = "dockerfile")]
+        update_lock: bool,
         #[command(flatten)]
         conn: cli::Conn,
     },
@@ -260,8 +269,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 build_args,
                 project,
                 public,
-                force: _,
                 conn,
+                ..
             } => cli::template_build(
                 &conn,
                 cli::TemplateBuildArgs {
@@ -274,11 +283,23 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 },
             ),
             TemplateCommand::Build {
-                name, force, conn, ..
+                name,
+                force,
+                locked,
+                update_lock,
+                conn,
+                ..
             } => {
                 init_tracing("warn");
                 let d = data_dir(conn.data_dir())?;
-                let t = serve::build_template(&d, &name, force)?;
+                let lock = if update_lock {
+                    lizard_template::lock::LockMode::Update
+                } else if locked {
+                    lizard_template::lock::LockMode::Locked
+                } else {
+                    lizard_template::lock::LockMode::Report
+                };
+                let t = serve::build_template_with(&d, &name, force, lock)?;
                 println!("{}", t.rootfs.display());
                 Ok(0)
             }

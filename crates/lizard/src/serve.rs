@@ -469,9 +469,28 @@ pub fn build_template(
     name: &str,
     force: bool,
 ) -> Result<lizard_template::Template> {
-    if !force {
+    build_template_with(
+        data_dir,
+        name,
+        force,
+        lizard_template::lock::LockMode::Report,
+    )
+}
+
+/// [`build_template`] with a lock mode (`lizard template build --locked` / `--update-lock`).
+pub fn build_template_with(
+    data_dir: &Path,
+    name: &str,
+    force: bool,
+    lock: lizard_template::lock::LockMode,
+) -> Result<lizard_template::Template> {
+    use lizard_template::lock::LockMode;
+    if !force && lock != LockMode::Update {
         if let Some(t) = lizard_template::find(data_dir, name)? {
-            return Ok(t);
+            // With --locked, a build with drift goes to the builder, which refuses it.
+            if lock == LockMode::Report || t.meta.drift.is_empty() {
+                return Ok(t);
+            }
         }
     }
     eprintln!("building template {name} (first use; cached afterwards)");
@@ -489,12 +508,21 @@ pub fn build_template(
         name,
         &lizard_template::BuildOptions {
             force,
+            lock,
             ..lizard_template::BuildOptions::new(data_dir)
         },
         &mut progress,
     )
     .with_context(|| format!("building template {name}"))?;
     progress.0.finish_with_message("done");
+    if !t.meta.drift.is_empty() {
+        // Recorded in template.json too; `lizard template build --locked` refuses such a build.
+        eprint!(
+            "template {}: {}",
+            t.name,
+            lizard_template::lock::report(&t.meta.drift)
+        );
+    }
     Ok(t)
 }
 

@@ -36,7 +36,7 @@ export class AuthenticationError extends LizardError {
   }
 }
 
-/** The sandbox, context or project does not exist or is not visible to this key (`not_found`, 404). */
+/** The sandbox, context, template, volume or project does not exist or is not visible to this key (`not_found`, 404). */
 export class NotFoundError extends LizardError {
   constructor(message, opts = {}) {
     super(message, { code: 'not_found', ...opts });
@@ -55,6 +55,30 @@ export class ConflictError extends LizardError {
 export class VolumeInUseError extends ConflictError {
   constructor(message, opts = {}) {
     super(message, { code: 'volume_in_use', ...opts });
+  }
+}
+
+/** Another template is built on this one (`template_in_use`, 409): delete that one first. A
+ * `ConflictError`. */
+export class TemplateInUseError extends ConflictError {
+  constructor(message, opts = {}) {
+    super(message, { code: 'template_in_use', ...opts });
+  }
+}
+
+/** A template build failed: the Dockerfile is invalid (`invalid_dockerfile`, before the build or
+ * found late, e.g. a `COPY` source missing from the context; the message names the line) or a step
+ * failed (`build_failed`, naming its line). `log` is the build output the client received (its
+ * last 1 MiB; empty when nothing was built). */
+export class TemplateBuildError extends LizardError {
+  /**
+   * @param {string} message
+   * @param {{ code?: string, status?: number, cause?: unknown, log?: string }} [opts]
+   */
+  constructor(message, opts = {}) {
+    super(message, { code: 'build_failed', ...opts });
+    /** @type {string} */
+    this.log = opts.log ?? '';
   }
 }
 
@@ -116,6 +140,9 @@ const BY_CODE = {
   not_found: NotFoundError,
   conflict: ConflictError,
   volume_in_use: VolumeInUseError,
+  template_in_use: TemplateInUseError,
+  invalid_dockerfile: TemplateBuildError,
+  build_failed: TemplateBuildError,
   rate_limited: RateLimitError,
   unavailable: SandboxError,
   unsupported: SandboxError,

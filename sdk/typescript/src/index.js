@@ -14,8 +14,11 @@ export {
   NotFoundError,
   RateLimitError,
   SandboxError,
+  TemplateBuildError,
+  TemplateInUseError,
   TimeoutError,
   VolumeInUseError,
 } from './errors.js';
 export { Volumes } from './volumes.js';
+export { Templates } from './templates.js';
 export { DEFAULT_API_URL } from './http.js';

@@ -8,7 +8,8 @@ stateful kernels, with live streamed output, rich results and typed errors.
         print(sandbox.run_code("print(x * 2)").stdout)   # "84\\n"
 
 ``CodeSandbox`` is the synchronous client, ``AsyncCodeSandbox`` its asyncio twin (``Volumes`` and
-``AsyncVolumes`` manage persistent volumes); all read
+``AsyncVolumes`` manage persistent volumes, ``Templates`` and ``AsyncTemplates`` build and manage
+user templates); all read
 ``LIZARD_API_URL`` and ``LIZARD_API_KEY`` when not given ``api_url``/``api_key``. This package only
 talks to a Lizard server over HTTP; it does not start servers, sandboxes or kernels itself.
 """
@@ -24,6 +25,8 @@ from .errors import (
     NotFoundError,
     RateLimitError,
     SandboxError,
+    TemplateBuildError,
+    TemplateInUseError,
     TimeoutError,
     VolumeInUseError,
 )
@@ -46,9 +49,14 @@ from .models import (
     SandboxVolume,
     VolumeInfo,
     StateItem,
+    TemplateBuildLog,
+    TemplateBuildStep,
+    TemplateInfo,
+    TemplateVersion,
 )
 from .sandbox import CodeSandbox, CommandHandle, PtyHandle, WatchHandle
 from .async_sandbox import AsyncCommandHandle, AsyncPtyHandle, AsyncWatchHandle
+from .templates import AsyncTemplates, Templates
 from .volumes import AsyncVolumes, Volumes
 
 __all__ = [
@@ -73,6 +81,12 @@ __all__ = [
     "Volumes",
     "AsyncVolumes",
     "VolumeInfo",
+    "Templates",
+    "AsyncTemplates",
+    "TemplateInfo",
+    "TemplateVersion",
+    "TemplateBuildStep",
+    "TemplateBuildLog",
     "HibernationReport",
     "ContextReport",
     "StateItem",
@@ -88,6 +102,8 @@ __all__ = [
     "InvalidArgumentError",
     "ConflictError",
     "VolumeInUseError",
+    "TemplateBuildError",
+    "TemplateInUseError",
     "RateLimitError",
     "TimeoutError",
     "SandboxError",

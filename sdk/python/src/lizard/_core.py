@@ -256,6 +256,217 @@ def volume_delete_request(name_or_id: str, project: Optional[str], force: bool) 
     return Req("DELETE", _volume(name_or_id), params=params)
 
 
+# ---- templates -----------------------------------------------------------------------------------
+
+#: At most this many bytes of build context (the server's limit, after base64 decoding).
+MAX_CONTEXT_BYTES = 64 * 1024 * 1024
+#: ``TemplateBuildError.log`` keeps the last this many characters of a build's log.
+MAX_BUILD_LOG_CHARS = 1024 * 1024
+
+
+def _template(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError("a template name is required", code="invalid_argument")
+    return f"/v1/templates/{_seg(name)}"
+
+
+def _project_params(project: Optional[str]) -> Optional[Dict[str, str]]:
+    return {"project": project} if project is not None else None
+
+
+def context_archive(context: Any) -> bytes:
+    """``build``'s ``context`` as the bytes of a tar archive: a directory (``str`` or path) is
+    packed here as a tar.gz with ``tarfile`` (regular files, directories and symlinks as symlinks;
+    owners root, times zeroed, names sorted, so the same files give the same bytes and the server's
+    build cache hits); a file path is read as an archive already; ``bytes`` are sent as they are.
+    Larger than the server's 64 MiB: ``InvalidArgumentError`` before any request."""
+    import gzip
+    import io
+    import tarfile
+
+    if isinstance(context, (bytes, bytearray, memoryview)):
+        data = bytes(context)
+    elif isinstance(context, (str, os.PathLike)):
+        path = os.fspath(context)
+        if os.path.isdir(path):
+            buf = io.BytesIO()
+
+            def norm(ti: "tarfile.TarInfo") -> Optional["tarfile.TarInfo"]:
+                if not (ti.isfile() or ti.isdir() or ti.issym()):
+                    return None  # devices, fifos, sockets: nothing a build can use
+                ti.uid = ti.gid = 0
+                ti.uname = ti.gname = ""
+                ti.mtime = 0
+                return ti
+
+            with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+                with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                    for root, dirs, files in os.walk(path):
+                        dirs.sort()
+                        for n in sorted(dirs + files):
+                            full = os.path.join(root, n)
+                            arc = os.path.relpath(full, path)
+                            tar.add(full, arcname=arc, recursive=False, filter=norm)
+                            if buf.tell() > MAX_CONTEXT_BYTES:
+                                raise InvalidArgumentError(
+                                    f"the build context {path!r} is larger than 64 MiB (compressed)",
+                                    code="payload_too_large",
+                                )
+            data = buf.getvalue()
+        elif os.path.isfile(path):
+            if os.path.getsize(path) > MAX_CONTEXT_BYTES:
+                data = b"\0" * (MAX_CONTEXT_BYTES + 1)
+            else:
+                with open(path, "rb") as f:
+                    data = f.read()
+        else:
+            raise InvalidArgumentError(
+                f"context {path!r} is neither a directory nor a tar archive", code="invalid_argument"
+            )
+    else:
+        raise InvalidArgumentError(
+            f"context must be a directory path or the bytes of a tar archive, not {type(context).__name__}",
+            code="invalid_argument",
+        )
+    if len(data) > MAX_CONTEXT_BYTES:
+        raise InvalidArgumentError(
+            "the build context is larger than 64 MiB (compressed)", code="payload_too_large"
+        )
+    return data
+
+
+def template_build_request(
+    name: str,
+    *,
+    dockerfile: Optional[str],
+    context: Any,
+    build_args: Optional[Mapping[str, str]],
+    project: Optional[str],
+    public: bool,
+    cancel_on_disconnect: bool,
+    from_sandbox: Optional[str],
+) -> Req:
+    """``POST /v1/templates``: exactly one of ``dockerfile`` and ``from_sandbox``."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError("a template name is required", code="invalid_argument")
+    if (dockerfile is None) == (from_sandbox is None):
+        raise InvalidArgumentError(
+            "a template build takes either dockerfile or from_sandbox", code="invalid_argument"
+        )
+    body: Dict[str, Any] = {"name": name}
+    if project is not None:
+        body["project"] = project
+    if public:
+        body["public"] = True
+    if from_sandbox is not None:
+        if context is not None or build_args:
+            raise InvalidArgumentError(
+                "from_sandbox takes no context or build_args", code="invalid_argument"
+            )
+        if not isinstance(from_sandbox, str) or not from_sandbox:
+            raise InvalidArgumentError("from_sandbox must be a sandbox id", code="invalid_argument")
+        body["from_sandbox"] = from_sandbox
+        return Req("POST", "/v1/templates", json=body)
+    if not isinstance(dockerfile, str):
+        raise InvalidArgumentError(
+            f"dockerfile must be the Dockerfile's text, not {type(dockerfile).__name__}",
+            code="invalid_argument",
+        )
+    body["dockerfile"] = dockerfile
+    if context is not None:
+        body["context"] = base64.b64encode(context_archive(context)).decode("ascii")
+    args = _str_map("build_args", build_args)
+    if args:
+        body["build_args"] = args
+    if cancel_on_disconnect:
+        body["cancel_on_disconnect"] = True
+    return Req("POST", "/v1/templates", json=body)
+
+
+def template_list_request(project: Optional[str]) -> Req:
+    return Req("GET", "/v1/templates", params=_project_params(project))
+
+
+def template_get_request(name: str, project: Optional[str]) -> Req:
+    return Req("GET", _template(name), params=_project_params(project))
+
+
+def template_delete_request(name: str, project: Optional[str]) -> Req:
+    return Req("DELETE", _template(name), params=_project_params(project))
+
+
+class TemplateBuildFold:
+    """Folds the NDJSON ``TemplateBuildEvent``s of one build. ``feed_line`` returns
+    ``("step", TemplateBuildStep)``, ``("log", TemplateBuildLog)`` or ``None`` (``done``,
+    ``error``, blanks and event types this SDK does not know). ``finish`` returns the ready
+    ``TemplateInfo``, or raises ``TemplateBuildError`` (the server's ``error`` event, with the
+    log) or ``SandboxError`` when the stream ended without ``done`` or ``error``."""
+
+    def __init__(self) -> None:
+        self._log: List[str] = []
+        self._log_len = 0
+        self._done: Optional[Dict[str, Any]] = None
+        self._error: Optional[Dict[str, Any]] = None
+
+    @property
+    def log(self) -> str:
+        return "".join(self._log)
+
+    def _keep(self, text: str) -> None:
+        self._log.append(text)
+        self._log_len += len(text)
+        if self._log_len > 2 * MAX_BUILD_LOG_CHARS:
+            joined = "".join(self._log)[-MAX_BUILD_LOG_CHARS:]
+            self._log = [joined]
+            self._log_len = len(joined)
+
+    def feed_line(self, line: Union[str, bytes]) -> Optional[StreamEvent]:
+        from .models import TemplateBuildLog, TemplateBuildStep
+
+        frame = _parse_frame(line, "template build")
+        if frame is None:
+            return None
+        kind = frame.get("type")
+        if kind == "step":
+            return ("step", TemplateBuildStep(
+                int(frame.get("index", 0)), int(frame.get("total", 0)), str(frame.get("name", ""))
+            ))
+        if kind == "log":
+            text = str(frame.get("text", ""))
+            self._keep(text)
+            return ("log", TemplateBuildLog(str(frame.get("stream", "stdout")), text))
+        if kind == "done":
+            t = frame.get("template")
+            self._done = t if isinstance(t, dict) else {}
+        elif kind == "error":
+            e = frame.get("error")
+            self._error = e if isinstance(e, dict) else {}
+        return None
+
+    @property
+    def ended(self) -> bool:
+        return self._done is not None or self._error is not None
+
+    def finish(self) -> Any:
+        from .errors import TemplateBuildError
+        from .models import TemplateInfo
+
+        log = self.log[-MAX_BUILD_LOG_CHARS:]
+        if self._error is not None:
+            raise TemplateBuildError(
+                str(self._error.get("message", "the template build failed")),
+                code=str(self._error.get("code", "build_failed")),
+                log=log,
+            )
+        if self._done is None:
+            raise SandboxError(
+                "the template build stream ended before its `done` or `error` event (the server went away; "
+                "the build may go on: see Templates.get)",
+                code="unavailable",
+            )
+        return TemplateInfo.from_wire(self._done)
+
+
 def list_request(
     project: Optional[str], state: Optional[str], metadata: Optional[Mapping[str, str]]
 ) -> Req:

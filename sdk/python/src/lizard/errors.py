@@ -25,6 +25,8 @@ __all__ = [
     "RateLimitError",
     "TimeoutError",
     "SandboxError",
+    "TemplateBuildError",
+    "TemplateInUseError",
     "CommandExitError",
     "error_from_response",
 ]
@@ -57,7 +59,7 @@ class AuthenticationError(LizardError):
 
 
 class NotFoundError(LizardError):
-    """The sandbox, context, template or project does not exist or is not visible to this key
+    """The sandbox, context, template, volume or project does not exist or is not visible to this key
     (``not_found``, HTTP 404)."""
 
 
@@ -75,6 +77,24 @@ class ConflictError(LizardError):
 class VolumeInUseError(ConflictError):
     """The volume is mounted by a running or paused sandbox (``volume_in_use``, HTTP 409); delete
     it with ``force=True`` to kill those sandboxes first."""
+
+
+class TemplateInUseError(ConflictError):
+    """Another template is built on this one (``template_in_use``, HTTP 409): delete that one
+    first."""
+
+
+class TemplateBuildError(LizardError):
+    """A template build failed: the Dockerfile is invalid (``invalid_dockerfile``, found before the
+    build or late, e.g. a ``COPY`` source missing from the context; the message names the line) or
+    a step failed (``build_failed``, naming its line). ``log`` is the build's output the client
+    received (its last 1 MiB; empty when nothing was built)."""
+
+    def __init__(
+        self, message: str, *, code: str = "build_failed", status: Optional[int] = None, log: str = ""
+    ) -> None:
+        super().__init__(message, code=code, status=status)
+        self.log = log
 
 
 class RateLimitError(LizardError):
@@ -125,6 +145,9 @@ _BY_CODE: Dict[str, Type[LizardError]] = {
     "not_found": NotFoundError,
     "conflict": ConflictError,
     "volume_in_use": VolumeInUseError,
+    "template_in_use": TemplateInUseError,
+    "invalid_dockerfile": TemplateBuildError,
+    "build_failed": TemplateBuildError,
     "rate_limited": RateLimitError,
     "unavailable": SandboxError,
     "unsupported": SandboxError,

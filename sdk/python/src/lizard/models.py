@@ -25,6 +25,10 @@ __all__ = [
     "SandboxInfo",
     "SandboxVolume",
     "VolumeInfo",
+    "TemplateInfo",
+    "TemplateVersion",
+    "TemplateBuildStep",
+    "TemplateBuildLog",
     "CommandResult",
     "ProcessInfo",
     "EntryInfo",
@@ -544,6 +548,89 @@ class VolumeInfo:
             created_at_ms=int(obj.get("created_at_ms", 0)),
             mounted_by=[str(x) for x in obj.get("mounted_by") or []],
         )
+
+
+@dataclass(frozen=True)
+class TemplateVersion:
+    """One build of a template: its content ``key``, ``state`` (``building``, ``ready``,
+    ``failed``), when it was made (milliseconds since the Unix epoch) and its layer's size."""
+
+    key: str
+    state: str
+    created_at_ms: int = 0
+    size_bytes: int = 0
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "TemplateVersion":
+        return cls(
+            key=str(obj.get("key", "")),
+            state=str(obj.get("state", "")),
+            created_at_ms=int(obj.get("created_at", 0)),
+            size_bytes=int(obj.get("size_bytes", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    """A template as ``GET /v1/templates/{name}`` reports it. ``project`` is ``None`` for the
+    built-ins (``builtin``); ``base`` is the template it is a layer over; ``state`` is ``building``,
+    ``ready`` or ``failed`` (then ``error`` is the server's ``{"code", "message"}``); ``key`` the
+    ready build's content key; ``size_bytes`` its own layer's size. ``build_log`` is the end of the
+    last build's log (not filled in lists). Times are milliseconds since the Unix epoch."""
+
+    name: str
+    project: Optional[str]
+    builtin: bool
+    public: bool
+    state: str
+    base: Optional[str] = None
+    key: Optional[str] = None
+    size_bytes: int = 0
+    created_at_ms: int = 0
+    updated_at_ms: int = 0
+    error: Optional[Dict[str, str]] = None
+    versions: List[TemplateVersion] = field(default_factory=list)
+    build_log: str = ""
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "TemplateInfo":
+        err = obj.get("error")
+        return cls(
+            name=str(obj.get("name", "")),
+            project=obj.get("project"),
+            builtin=bool(obj.get("builtin", False)),
+            public=bool(obj.get("public", False)),
+            state=str(obj.get("state", "")),
+            base=obj.get("base"),
+            key=obj.get("key"),
+            size_bytes=int(obj.get("size_bytes", 0)),
+            created_at_ms=int(obj.get("created_at", 0)),
+            updated_at_ms=int(obj.get("updated_at", 0)),
+            error=(
+                {"code": str(err.get("code", "")), "message": str(err.get("message", ""))}
+                if isinstance(err, Mapping) else None
+            ),
+            versions=[TemplateVersion.from_wire(v) for v in obj.get("versions") or [] if isinstance(v, Mapping)],
+            build_log=str(obj.get("build_log", "")),
+        )
+
+
+class TemplateBuildStep(NamedTuple):
+    """A build step starts (``Templates.build``'s ``on_step``): ``index`` from 1 to ``total``;
+    ``name`` is the instruction (``RUN pip install x``) or one of the build's own steps
+    (``start build sandbox``, ``import layer``)."""
+
+    index: int
+    total: int
+    name: str
+
+
+class TemplateBuildLog(NamedTuple):
+    """Output of a build step (``Templates.build``'s ``on_log``): ``stream`` is ``stdout`` or
+    ``stderr``; ``text`` a chunk, not a line."""
+
+    stream: str
+    text: str
 
 
 class CommandResult(NamedTuple):

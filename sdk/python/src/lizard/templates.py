@@ -1,0 +1,318 @@
+"""``Templates`` and ``AsyncTemplates``: user templates (``/v1/templates``) — build from a
+Dockerfile or from a sandbox, list, get, delete.
+
+A template is a read-only layer over its base (``FROM code-interpreter-v1``, or another template);
+start sandboxes from it with ``CodeSandbox.create(template="my-template")``. A build runs on the
+server inside a build sandbox; ``build`` streams its events (NDJSON) and hands each step and log
+chunk to ``on_step`` / ``on_log`` as they arrive. The Dockerfile subset and the build's limits are
+in ``templates/README.md``. Configuration comes from the arguments, else ``LIZARD_API_URL`` /
+``LIZARD_API_KEY``, as for ``CodeSandbox``. This module only sends requests (built, and the stream
+folded, by ``lizard._core``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from typing import Any, Callable, List, Mapping, Optional, Union
+
+import httpx
+
+from . import _core
+from ._core import DEFAULT_REQUEST_TIMEOUT, NDJSON, ClientConfig, Req
+from .errors import TimeoutError, error_from_response
+from .models import TemplateBuildLog, TemplateBuildStep, TemplateInfo
+
+__all__ = ["Templates", "AsyncTemplates"]
+
+#: A build context: a directory (packed as a tar.gz), a tar archive's path, or a tar's bytes.
+ContextLike = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
+StepHandler = Callable[[TemplateBuildStep], Any]
+LogHandler = Callable[[TemplateBuildLog], Any]
+
+
+def _sandbox_id(sandbox: Any) -> str:
+    sid = getattr(sandbox, "sandbox_id", sandbox)
+    return sid if isinstance(sid, str) else ""
+
+
+def _build_timeout(cfg: ClientConfig, timeout_ms: Optional[int]) -> httpx.Timeout:
+    # A step may be silent for minutes (a big pip install): no read timeout unless the caller
+    # gave the build a deadline.
+    read = None if timeout_ms is None else timeout_ms / 1000.0
+    return httpx.Timeout(cfg.request_timeout, read=read)
+
+
+def _deadline_error(timeout_ms: int) -> TimeoutError:
+    return TimeoutError(
+        f"the template build took longer than {timeout_ms} ms (it goes on on the server unless "
+        "cancel_on_disconnect)",
+        code="timeout",
+    )
+
+
+def _sync_send(req: Req, api_url: Optional[str], api_key: Optional[str], request_timeout: Optional[float]):
+    from .volumes import _sync_send as send
+
+    return send(req, api_url, api_key, request_timeout)
+
+
+async def _async_send(
+    req: Req, api_url: Optional[str], api_key: Optional[str], request_timeout: Optional[float]
+):
+    from .volumes import _async_send as send
+
+    return await send(req, api_url, api_key, request_timeout)
+
+
+class Templates:
+    """User templates (synchronous). All methods are static: ``Templates.list()``."""
+
+    @staticmethod
+    def build(
+        name: str,
+        dockerfile: Optional[str] = None,
+        context: Optional[ContextLike] = None,
+        build_args: Optional[Mapping[str, str]] = None,
+        project: Optional[str] = None,
+        public: bool = False,
+        on_step: Optional[StepHandler] = None,
+        on_log: Optional[LogHandler] = None,
+        cancel_on_disconnect: bool = False,
+        from_sandbox: Any = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        timeout_ms: Optional[int] = None,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> TemplateInfo:
+        """Build the template ``name`` from ``dockerfile`` (its text) and return it ready.
+
+        ``context`` is what ``COPY``/``ADD`` take: a directory (packed here as a tar.gz), a tar
+        archive's path, or a tar's bytes (at most 64 MiB). ``build_args`` are the ``ARG`` values;
+        ``project`` and ``public`` are for admin keys. The build is streamed: ``on_step`` gets a
+        ``TemplateBuildStep`` as each step starts, ``on_log`` a ``TemplateBuildLog`` per chunk of
+        output. A failed build raises ``TemplateBuildError`` (``code`` ``invalid_dockerfile`` or
+        ``build_failed``, the message naming the line, ``log`` the output); a build of the same
+        content as a ready one returns at once.
+
+        ``timeout_ms`` bounds the whole call (``TimeoutError``). Leaving early (a timeout, a
+        callback that raises) closes the stream; the build goes on on the server unless
+        ``cancel_on_disconnect``.
+
+        ``from_sandbox`` (a ``CodeSandbox`` or its id), instead of ``dockerfile``: a template of
+        that sandbox's files (see ``from_sandbox``).
+        """
+        timeout_ms = _core._ms("timeout_ms", timeout_ms)
+        sid = _sandbox_id(from_sandbox) if from_sandbox is not None else None
+        req = _core.template_build_request(
+            name, dockerfile=dockerfile, context=context, build_args=build_args, project=project,
+            public=public, cancel_on_disconnect=cancel_on_disconnect, from_sandbox=sid,
+        )
+        if sid is not None:
+            return TemplateInfo.from_wire(_sync_send(req, api_url, api_key, request_timeout))
+        from .sandbox import _new_client
+
+        cfg = _core.resolve_config(api_url, api_key, request_timeout)
+        fold = _core.TemplateBuildFold()
+        handlers = {"step": on_step, "log": on_log}
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
+        try:
+            with _new_client(cfg) as client, client.stream(
+                req.method, req.path, json=req.json,
+                headers={"Accept": NDJSON}, timeout=_build_timeout(cfg, timeout_ms),
+            ) as resp:
+                if resp.status_code >= 400:
+                    raise error_from_response(resp.status_code, resp.read())
+                for line in resp.iter_lines():
+                    event = fold.feed_line(line)
+                    if event is not None:
+                        handler = handlers[event[0]]
+                        if handler is not None:
+                            handler(event[1])
+                    if fold.ended:
+                        break
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise _deadline_error(timeout_ms or 0)
+        except httpx.TimeoutException as e:
+            if timeout_ms is not None:
+                raise _deadline_error(timeout_ms) from e
+            raise _core.transport_error(e, cfg) from e
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, cfg) from e
+        return fold.finish()
+
+    @staticmethod
+    def from_sandbox(
+        name: str,
+        sandbox: Any,
+        project: Optional[str] = None,
+        public: bool = False,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> TemplateInfo:
+        """A template of a running or paused sandbox's files (a ``CodeSandbox`` or its id, of the
+        same project): its writable layer, copied with its processes frozen (nothing of its memory),
+        becomes a layer over its template. Returns the ready template."""
+        return Templates.build(
+            name, from_sandbox=sandbox, project=project, public=public,
+            api_url=api_url, api_key=api_key, request_timeout=request_timeout,
+        )
+
+    @staticmethod
+    def list(
+        project: Optional[str] = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> List[TemplateInfo]:
+        """The templates the key sees: its project's, the public ones and the built-ins (an admin
+        key: every project's, unless ``project``)."""
+        body = _sync_send(_core.template_list_request(project), api_url, api_key, request_timeout) or {}
+        return [TemplateInfo.from_wire(t) for t in body.get("templates") or []]
+
+    @staticmethod
+    def get(
+        name: str,
+        project: Optional[str] = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> TemplateInfo:
+        """One template (with its last build's log); ``NotFoundError`` if the key cannot see it."""
+        req = _core.template_get_request(name, project)
+        return TemplateInfo.from_wire(_sync_send(req, api_url, api_key, request_timeout))
+
+    @staticmethod
+    def delete(
+        name: str,
+        project: Optional[str] = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
+        """Delete a template of the project (sandboxes running on it keep working).
+        ``NotFoundError`` if there is none, ``TemplateInUseError`` while another template is built
+        on it, ``AuthenticationError`` (``permission_denied``) for a built-in."""
+        _sync_send(_core.template_delete_request(name, project), api_url, api_key, request_timeout)
+
+
+class AsyncTemplates:
+    """User templates (asyncio); the same methods as ``Templates``, awaitable. ``on_step`` and
+    ``on_log`` may be coroutine functions (each is awaited before the next event is handled);
+    cancelling ``build`` closes the stream."""
+
+    @staticmethod
+    async def build(
+        name: str,
+        dockerfile: Optional[str] = None,
+        context: Optional[ContextLike] = None,
+        build_args: Optional[Mapping[str, str]] = None,
+        project: Optional[str] = None,
+        public: bool = False,
+        on_step: Optional[StepHandler] = None,
+        on_log: Optional[LogHandler] = None,
+        cancel_on_disconnect: bool = False,
+        from_sandbox: Any = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        timeout_ms: Optional[int] = None,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> TemplateInfo:
+        timeout_ms = _core._ms("timeout_ms", timeout_ms)
+        sid = _sandbox_id(from_sandbox) if from_sandbox is not None else None
+        req = _core.template_build_request(
+            name, dockerfile=dockerfile, context=context, build_args=build_args, project=project,
+            public=public, cancel_on_disconnect=cancel_on_disconnect, from_sandbox=sid,
+        )
+        if sid is not None:
+            return TemplateInfo.from_wire(await _async_send(req, api_url, api_key, request_timeout))
+        from .async_sandbox import _new_client
+
+        cfg = _core.resolve_config(api_url, api_key, request_timeout)
+        fold = _core.TemplateBuildFold()
+        handlers = {"step": on_step, "log": on_log}
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
+        try:
+            async with _new_client(cfg) as client, client.stream(
+                req.method, req.path, json=req.json,
+                headers={"Accept": NDJSON}, timeout=_build_timeout(cfg, timeout_ms),
+            ) as resp:
+                if resp.status_code >= 400:
+                    raise error_from_response(resp.status_code, await resp.aread())
+                async for line in resp.aiter_lines():
+                    event = fold.feed_line(line)
+                    if event is not None:
+                        handler = handlers[event[0]]
+                        if handler is not None:
+                            ret = handler(event[1])
+                            if inspect.isawaitable(ret):
+                                await ret
+                    if fold.ended:
+                        break
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise _deadline_error(timeout_ms or 0)
+        except httpx.TimeoutException as e:
+            if timeout_ms is not None:
+                raise _deadline_error(timeout_ms) from e
+            raise _core.transport_error(e, cfg) from e
+        except httpx.HTTPError as e:
+            raise _core.transport_error(e, cfg) from e
+        return fold.finish()
+
+    @staticmethod
+    async def from_sandbox(
+        name: str,
+        sandbox: Any,
+        project: Optional[str] = None,
+        public: bool = False,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> TemplateInfo:
+        return await AsyncTemplates.build(
+            name, from_sandbox=sandbox, project=project, public=public,
+            api_url=api_url, api_key=api_key, request_timeout=request_timeout,
+        )
+
+    @staticmethod
+    async def list(
+        project: Optional[str] = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> List[TemplateInfo]:
+        body = await _async_send(_core.template_list_request(project), api_url, api_key, request_timeout) or {}
+        return [TemplateInfo.from_wire(t) for t in body.get("templates") or []]
+
+    @staticmethod
+    async def get(
+        name: str,
+        project: Optional[str] = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> TemplateInfo:
+        req = _core.template_get_request(name, project)
+        return TemplateInfo.from_wire(await _async_send(req, api_url, api_key, request_timeout))
+
+    @staticmethod
+    async def delete(
+        name: str,
+        project: Optional[str] = None,
+        api_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+    ) -> None:
+        await _async_send(_core.template_delete_request(name, project), api_url, api_key, request_timeout)
