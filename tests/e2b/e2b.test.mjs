@@ -6,7 +6,8 @@
 //  - debug: E2B_DEBUG=true against `lizard serve --e2b-debug` — no control plane, one default
 //    sandbox behind the debug listeners (E2B's fixed localhost:49999/49983 when they are free,
 //    else E2B_SANDBOX_URL pointing at a debug listener on a free port).
-// Both SDKs must print the same steps in the same order. Nothing is mocked.
+// Both SDKs must print the same steps in the same order. Nothing is mocked. The template
+// scenarios (template_scenario.py, template_scenario.mjs) build templates with E2B's `Template`.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile } from 'node:fs/promises';
@@ -21,7 +22,7 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO = resolve(HERE, '../..');
 const PYTHON = process.env.LIZARD_E2B_PYTHON || join(REPO, 'target/e2b-venv/bin/python');
 const STEPS = ['create', 'state', 'streaming', 'error', 'contexts', 'languages', 'env', 'matplotlib',
-  'dataframe', 'timeout', 'commands', 'files'];
+  'dataframe', 'timeout', 'commands', 'root', 'files'];
 
 let server;
 
@@ -110,6 +111,86 @@ for (const mode of ['self-hosted', 'debug']) {
   test(`@e2b/code-interpreter (JavaScript) unmodified, ${mode} mode`, { timeout: 300_000 }, () => scenario('js', mode));
   test(`e2b-code-interpreter (Python) unmodified, ${mode} mode`, { timeout: 300_000 }, () => scenario('py', mode));
 }
+
+// E2B's template build API: the SDKs' `Template` builder and `Template.build` / `Template.exists`,
+// unmodified, build a Lizard template (a layer over code-interpreter-v1) that their sandboxes use.
+for (const lang of ['py', 'js']) {
+  test(`E2B Template.build (${lang === 'js' ? 'JavaScript' : 'Python'}) unmodified`, { timeout: 600_000 }, async () => {
+    const [cmd, args] = lang === 'js'
+      ? [process.execPath, ['template_scenario.mjs', 'e2b-template-js']]
+      : [PYTHON, ['template_scenario.py', 'e2b-template-py']];
+    const r = await run(cmd, args, envFor('self-hosted'));
+    const detail = `${lang} exited ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- server log\n${server.log()}`;
+    assert.equal(r.code, 0, detail);
+    const want = ['build', 'exists', 'sandbox', 'rebuild', 'unsupported'].map((s) => `ok ${s}`);
+    assert.deepEqual(r.stdout.trim().split('\n'), [...want, 'done'], detail);
+  });
+}
+
+// A one-file ustar archive, as E2B's SDKs upload for a COPY.
+function tarOf(name, text) {
+  const data = Buffer.from(text);
+  const h = Buffer.alloc(512);
+  const put = (off, len, str) => h.write(str.padEnd(len, '\0').slice(0, len), off, 'ascii');
+  put(0, 100, name);
+  put(100, 8, '0000644\0');
+  put(108, 8, '0000000\0');
+  put(116, 8, '0000000\0');
+  put(124, 12, `${data.length.toString(8).padStart(11, '0')}\0`);
+  put(136, 12, '00000000000\0');
+  put(148, 8, '        ');
+  put(156, 1, '0');
+  put(257, 8, 'ustar\u000000');
+  let sum = 0;
+  for (const b of h) sum += b;
+  put(148, 8, `${sum.toString(8).padStart(6, '0')}\0 `);
+  const pad = Buffer.alloc((512 - (data.length % 512)) % 512);
+  return Buffer.concat([h, data, pad, Buffer.alloc(1024)]);
+}
+
+test('E2B template uploads: a link works once and only for its project; files must match their hash', async () => {
+  const key = (k) => ({ 'x-api-key': k, 'content-type': 'application/json' });
+  const other = await (await fetch(`${server.url}/v1/projects`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${server.admin}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'e2b-tpl-other' }),
+  })).json();
+  assert.equal((await fetch(`${server.url}/v3/templates`, { method: 'POST', body: '{"name":"x"}' })).status, 401);
+  const req = await fetch(`${server.url}/v3/templates`, { method: 'POST', headers: key(server.projectKey), body: JSON.stringify({ name: 'e2b-upload-probe' }) });
+  assert.equal(req.status, 202);
+  const { templateID, buildID } = await req.json();
+  const hash = 'ab'.repeat(32);
+  const link = async (k, t = templateID) => fetch(`${server.url}/templates/${t}/files/${hash}`, { headers: key(k) });
+  const first = await link(server.projectKey);
+  assert.equal(first.status, 201);
+  const { present, url } = await first.json();
+  assert.equal(present, false);
+  assert.ok(url.startsWith(`${server.url}/e2b/uploads/`), url);
+  // Another project cannot ask for links to this build, see its status or start it.
+  assert.equal((await link(other.api_key)).status, 404);
+  assert.equal((await fetch(`${server.url}/templates/${templateID}/builds/${buildID}/status`, { headers: key(other.api_key) })).status, 404);
+  assert.equal((await fetch(`${server.url}/v2/templates/${templateID}/builds/${buildID}`, {
+    method: 'POST', headers: key(other.api_key), body: JSON.stringify({ fromTemplate: 'code-interpreter-v1', steps: [] }),
+  })).status, 404);
+  // A guessed link is nothing; the real one works once.
+  assert.equal((await fetch(`${server.url}/e2b/uploads/${'0'.repeat(64)}`, { method: 'PUT', body: 'x' })).status, 404);
+  const archive = tarOf('a.txt', 'not what the hash says\n');
+  assert.equal((await fetch(url, { method: 'PUT', body: archive })).status, 200);
+  assert.equal((await fetch(url, { method: 'PUT', body: archive })).status, 404, 'a used link');
+  assert.equal((await (await link(server.projectKey)).json()).present, true);
+  // The other project's own build does not see this project's files as present.
+  const o = await (await fetch(`${server.url}/v3/templates`, { method: 'POST', headers: key(other.api_key), body: JSON.stringify({ name: 'e2b-upload-probe' }) })).json();
+  assert.equal((await (await link(other.api_key, o.templateID)).json()).present, false);
+  // Files that do not match their hash do not build.
+  const start = await fetch(`${server.url}/v2/templates/${templateID}/builds/${buildID}`, {
+    method: 'POST', headers: key(server.projectKey),
+    body: JSON.stringify({ fromTemplate: 'code-interpreter-v1', steps: [{ type: 'COPY', args: ['a.txt', '/tmp/a.txt', '', ''], filesHash: hash }] }),
+  });
+  assert.equal(start.status, 400);
+  assert.match((await start.json()).message, /do not match their hash/);
+  // The alias of a template that was never built does not exist.
+  assert.equal((await fetch(`${server.url}/templates/aliases/e2b-upload-probe`, { headers: key(server.projectKey) })).status, 404);
+});
 
 test('sandbox traffic needs the sandbox token; the control plane needs a key', async () => {
   const ci = (headers, path = '/contexts') => fetch(`${server.url}${path}`, { headers });

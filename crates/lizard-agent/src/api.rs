@@ -62,7 +62,7 @@ impl From<ContextError> for ApiError {
             ContextError::BadCwd(_) | ContextError::InvalidLimits(_) => {
                 ApiError::invalid(e.to_string())
             }
-            ContextError::LimitsUnsupported(_) => {
+            ContextError::LimitsUnsupported(_) | ContextError::NoInterpreter(_) => {
                 ApiError::new(ErrorCode::Unsupported, e.to_string())
             }
             ContextError::Cgroup(c) => {

@@ -40,6 +40,11 @@ pub struct AgentArgs {
     /// Node.js binary (default: the kernel environment's, else `node` in PATH).
     #[arg(long, env = "LIZARD_NODE")]
     pub node: Option<PathBuf>,
+    /// Languages there is no interpreter for (a template without Python or Node, e.g. the Debian
+    /// bases of `FROM debian:<suite>`): their contexts are refused with `unsupported`; commands,
+    /// files and Bash still work. `--python` / `--node` are then not needed.
+    #[arg(long, env = "LIZARD_WITHOUT", value_delimiter = ',')]
+    pub without: Vec<lizard_proto::Language>,
     /// NODE_PATH for JavaScript kernels (where `acorn` is installed).
     #[arg(long, env = "LIZARD_NODE_PATH")]
     pub node_path: Option<PathBuf>,
@@ -121,7 +126,11 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         *p = std::path::absolute(&*p).with_context(|| format!("resolving {}", p.display()))?;
     }
 
+    let no_python = args.without.contains(&lizard_proto::Language::Python);
+    let no_node = args.without.contains(&lizard_proto::Language::Javascript);
     let python = match (&args.python, &args.kernel_env) {
+        // Never run: Python contexts are refused.
+        _ if no_python => PathBuf::new(),
         (Some(p), _) => p.clone(),
         (None, Some(env)) => env.join("venv/bin/python"),
         (None, None) => bail!(
@@ -129,7 +138,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
              --python PATH"
         ),
     };
-    if !python.exists() {
+    if !no_python && !python.exists() {
         bail!(
             "Python interpreter {} does not exist (prepare it with scripts/kernel-env.sh)",
             python.display()
@@ -157,6 +166,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
     let kernels = KernelConfig {
         python,
         node: match (&args.node, &args.kernel_env) {
+            _ if no_node => PathBuf::new(),
             (Some(n), _) => find_in_path(n).context("locating node")?,
             (None, Some(env)) if env.join("node/bin/node").exists() => env.join("node/bin/node"),
             (None, _) => find_in_path(Path::new("node")).context("locating node")?,
@@ -164,6 +174,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         node_path,
         bash: find_in_path(&args.bash).context("locating bash")?,
         bash_kernel: None,
+        without: args.without.clone(),
         run_dir: run_dir.clone(),
         start_timeout: Duration::from_millis(args.kernel_start_timeout_ms),
     };

@@ -36,6 +36,11 @@ pub enum ContextError {
     Kernel(#[from] KernelError),
     #[error("{0}")]
     InvalidLimits(String),
+    #[error(
+        "this sandbox's template has no {0} interpreter: run programs with the commands API or a \
+         Bash context, or use a template with {0} (e.g. code-interpreter-v1)"
+    )]
+    NoInterpreter(Language),
     #[error("per-context limits are not available here: {0}")]
     LimitsUnsupported(String),
     #[error("cannot make the context's cgroup")]
@@ -418,6 +423,9 @@ impl Contexts {
         limits: Option<ContextLimits>,
         want_slot: Option<u32>,
     ) -> Result<Arc<ContextHandle>, ContextError> {
+        if self.cfg.kernels.without.contains(&language) {
+            return Err(ContextError::NoInterpreter(language));
+        }
         let cwd = match cwd {
             Some(c) => {
                 let p = PathBuf::from(&c);

@@ -84,6 +84,8 @@ pub fn classify(method: &Method, path: &str) -> Option<Action> {
         // The handler names the template (`Created`): a streamed answer is never read here.
         ("POST", ["v1", "templates"]) => create("template.build", "name"),
         ("DELETE", ["v1", "templates", t]) => act("template.delete", Some(t), false),
+        // E2B's template build start (`Template.build`): the template is the path's.
+        ("POST", ["v2", "templates", t, "builds", _]) => act("e2b.template_build", Some(t), false),
         ("POST", ["sandboxes"] | ["v2", "sandboxes"]) => create("e2b.create", "sandboxID"),
         ("DELETE", ["sandboxes", id]) => act("e2b.kill", Some(id), true),
         ("POST", ["sandboxes", id, "connect" | "resume"] | ["v2", "sandboxes", id, "connect"]) => {
@@ -216,6 +218,10 @@ mod tests {
     #[test]
     fn lifecycle_calls_are_classified() {
         assert_eq!(name(Method::POST, "/v1/sandboxes"), Some("sandbox.create"));
+        assert_eq!(
+            name(Method::POST, "/v2/templates/my-tpl/builds/b-1"),
+            Some("e2b.template_build")
+        );
         let kill = classify(&Method::DELETE, "/v1/sandboxes/sbx_1").unwrap();
         assert_eq!(kill.name, "sandbox.kill");
         assert_eq!(kill.object.as_deref(), Some("sbx_1"));

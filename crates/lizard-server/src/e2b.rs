@@ -46,6 +46,8 @@ pub struct E2b {
     secret: [u8; 32],
     debug_project: Option<String>,
     debug_lock: tokio::sync::Mutex<()>,
+    /// E2B template builds and their uploads (`crate::e2b_templates`).
+    pub(crate) builds: crate::e2b_templates::Builds,
 }
 
 impl E2b {
@@ -74,6 +76,7 @@ impl E2b {
             secret: s,
             debug_project,
             debug_lock: tokio::sync::Mutex::new(()),
+            builds: Default::default(),
         })
     }
 
@@ -101,6 +104,7 @@ impl E2b {
 // ---- errors ----
 
 /// E2B's error body `{code, message}` with `code` = the HTTP status.
+#[derive(Debug)]
 pub struct E2bError(pub StatusCode, pub String);
 
 impl IntoResponse for E2bError {
@@ -134,7 +138,7 @@ fn not_found(id: &str) -> E2bError {
 }
 
 /// A JSON body whose failures are E2B errors (an empty body is `{}`).
-struct E2bJson<T>(T);
+pub(crate) struct E2bJson<T>(pub T);
 
 impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for E2bJson<T> {
     type Rejection = E2bError;
@@ -159,7 +163,7 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for E2bJson<
 type St = State<Arc<AppState>>;
 type Who = Result<Auth, ApiError>;
 
-fn who(w: Who) -> Result<crate::auth::Principal, E2bError> {
+pub(crate) fn who(w: Who) -> Result<crate::auth::Principal, E2bError> {
     w.map(|Auth(p)| p).map_err(E2bError::from)
 }
 
@@ -187,6 +191,8 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/sandboxes/{id}/connect", post(connect))
         .route("/v2/sandboxes/{id}/connect", post(connect))
         .route("/sandboxes/{id}/metrics", get(metrics))
+        // Template builds (`Template.build`, `Template.exists`).
+        .merge(crate::e2b_templates::routes())
 }
 
 fn sandbox_body(st: &AppState, sb: &Sandbox) -> api::Sandbox {

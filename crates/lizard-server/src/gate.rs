@@ -37,6 +37,9 @@ fn is_e2b(path: &str, sandbox_traffic: bool) -> bool {
         || path == "/sandboxes"
         || path.starts_with("/sandboxes/")
         || path.starts_with("/v2/")
+        || path.starts_with("/v3/")
+        || path.starts_with("/templates/")
+        || path.starts_with("/e2b/")
 }
 
 /// The middleware (`axum::middleware::from_fn_with_state`).

@@ -13,6 +13,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod e2b;
+pub mod e2b_templates;
 pub mod egress;
 pub mod gate;
 pub mod host_logs;

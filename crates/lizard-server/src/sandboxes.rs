@@ -922,11 +922,9 @@ impl Sandboxes {
         };
         let template = chain.top.clone();
         let meta = template.meta.clone();
-        let (Some(python), Some(node)) = (meta.python.clone(), meta.node.clone()) else {
-            return Err(SandboxError::Launch(format!(
-                "template {template_name} has no Python or no Node: it cannot run the code interpreter"
-            )));
-        };
+        // A template without Python or Node (the Debian bases) serves commands, files and Bash;
+        // its agent refuses contexts of the missing language with a typed error.
+        let (python, node) = (meta.python.clone(), meta.node.clone());
         let dir = dir.to_path_buf();
         let disk = dir.join("disk");
         let cleanup = |dir: &Path| {
@@ -1009,7 +1007,15 @@ impl Sandboxes {
             return Err(e);
         }
 
-        let mut spec = self.spec(&id, &chain, (&python, &node), &dir, envs, limits, fresh);
+        let mut spec = self.spec(
+            &id,
+            &chain,
+            (python.as_deref(), node.as_deref()),
+            &dir,
+            envs,
+            limits,
+            fresh,
+        );
         spec.id_map = layer_map;
         // The template layer (and the volumes) are shown through the sandbox's own range.
         spec.layer_id_base = id_base.map(|_| meta.id_shift);
@@ -1089,7 +1095,7 @@ impl Sandboxes {
         &self,
         id: &str,
         chain: &Chain,
-        (python, node): (&str, &str),
+        (python, node): (Option<&str>, Option<&str>),
         dir: &Path,
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
@@ -1113,10 +1119,6 @@ impl Sandboxes {
             // The socket the launcher bound at `<dir>/agent.sock` (see `inherit_fds` below).
             "--socket-fd".into(),
             "3".into(),
-            "--python".into(),
-            python.to_string(),
-            "--node".into(),
-            node.to_string(),
             "--default-cwd".into(),
             cwd.clone(),
             "--run-dir".into(),
@@ -1134,7 +1136,20 @@ impl Sandboxes {
                 lizard_template::meta::CONTEXT_UIDS
             ),
         ];
-        if prestart {
+        let mut without = Vec::new();
+        match python {
+            Some(p) => args.extend(["--python".into(), p.to_string()]),
+            None => without.push("python"),
+        }
+        match node {
+            Some(n) => args.extend(["--node".into(), n.to_string()]),
+            None => without.push("javascript"),
+        }
+        if !without.is_empty() {
+            args.push("--without".into());
+            args.push(without.join(","));
+        }
+        if prestart && python.is_some() {
             // Most first runs are Python: start that kernel while the client is still talking.
             // (Not after hibernation: the restore recreates the saved contexts instead.)
             args.push("--prestart".into());

@@ -297,6 +297,27 @@ impl Log {
     }
 }
 
+/// The host builder's progress while it builds a Debian base: each step and message a log line,
+/// streamed (dropped when the client is slow) and kept (bounded).
+struct BaseProgress {
+    tx: mpsc::Sender<TemplateBuildEvent>,
+    lines: Log,
+}
+
+impl lizard_template::Progress for BaseProgress {
+    fn step(&mut self, index: usize, total: usize, name: &str) {
+        self.message(&format!("base [{index}/{total}] {name}"));
+    }
+    fn message(&mut self, line: &str) {
+        let text = format!("{line}\n");
+        self.lines.push(&text);
+        let _ = self.tx.try_send(TemplateBuildEvent::Log {
+            stream: LogStream::Stdout,
+            text,
+        });
+    }
+}
+
 /// A build's failure: the typed error sent to the client and stored.
 struct Failure(ErrorBody);
 
@@ -602,6 +623,17 @@ impl Templates {
 
     /// Start a build; see the module docs.
     pub async fn start(self: &Arc<Self>, req: BuildRequest) -> Result<Started, TemplateError> {
+        let plan = dockerfile::parse(&req.dockerfile, &req.build_args)?;
+        self.start_plan(req, plan).await
+    }
+
+    /// Start the build of a parsed plan (the Dockerfile's, or E2B's steps translated into one:
+    /// `crate::e2b_templates`); `req.dockerfile` is the text its key covers.
+    pub async fn start_plan(
+        self: &Arc<Self>,
+        req: BuildRequest,
+        plan: Plan,
+    ) -> Result<Started, TemplateError> {
         if !layer::valid_name(&req.name) {
             return Err(TemplateError::Invalid(format!(
                 "invalid template name {:?} (1-64 of A-Z a-z 0-9 . _ -, not starting with .)",
@@ -614,17 +646,22 @@ impl Templates {
                 req.name
             )));
         }
-        let plan = dockerfile::parse(&req.dockerfile, &req.build_args)?;
         let base_name = match &plan.from {
             Base::Template(n) => n.clone(),
-            Base::Debian(suite) => {
-                return Err(TemplateError::Unsupported(format!(
-                    "line {}: FROM debian:{suite} is not supported yet: start from a Lizard \
-                     template (e.g. FROM code-interpreter-v1)",
-                    plan.from_line
-                )))
-            }
+            Base::Debian(suite) => dockerfile::debian_base(suite),
         };
+        // `FROM debian:<suite>` whose base is not built yet: the build task builds it first (on
+        // the host, from our own fixed spec, like code-interpreter-v1), then goes on.
+        if matches!(plan.from, Base::Debian(_)) && self.sandboxes.find_builtin(&base_name).is_err()
+        {
+            let spec = lizard_template::spec::load_builtin(&base_name)
+                .ok_or_else(|| TemplateError::NotFound(base_name.clone()))?
+                .map_err(|e| {
+                    TemplateError::Failed(ErrorBody::new(ErrorCode::Internal, e.to_string()))
+                })?;
+            let key = layer::build_key(&spec.key, &req.dockerfile, &req.build_args, &req.context);
+            return self.spawn(req, plan, base_name, None, key);
+        }
         let base = self
             .sandboxes
             .find_template(&req.project, &base_name)
@@ -650,6 +687,18 @@ impl Templates {
             &req.build_args,
             &req.context,
         );
+        self.spawn(req, plan, base_name, Some(base), key)
+    }
+
+    /// Claim the row and start the build task (`base` `None`: a Debian base to build first).
+    fn spawn(
+        self: &Arc<Self>,
+        req: BuildRequest,
+        plan: Plan,
+        base_name: String,
+        base: Option<Chain>,
+        key: String,
+    ) -> Result<Started, TemplateError> {
         let row = match self.claim_row(&req.project, &req.name, &base_name, &key, req.public)? {
             Ok(row) => row,
             Err(hit) => return Ok(Started::CacheHit(hit)),
@@ -665,6 +714,43 @@ impl Templates {
             }
         });
         Ok(Started::Building(info, rx))
+    }
+
+    /// Build the built-in Debian base `name` with the host builder (our fixed spec, never the
+    /// client's input), its progress into the stream; then its chain.
+    async fn build_debian_base(
+        &self,
+        name: &str,
+        tx: &mpsc::Sender<TemplateBuildEvent>,
+        log: &mut Log,
+    ) -> Result<Chain, Failure> {
+        log.push(&format!(
+            "building the base template {name} (first use; cached afterwards)\n"
+        ));
+        let _ = tx.try_send(TemplateBuildEvent::Log {
+            stream: LogStream::Stdout,
+            text: format!("building the base template {name} (first use; cached afterwards)\n"),
+        });
+        let opts = lizard_template::BuildOptions::new(&self.sandboxes.cfg.templates_data_dir);
+        let (n, tx2) = (name.to_string(), tx.clone());
+        let built = tokio::task::spawn_blocking(move || {
+            let mut progress = BaseProgress {
+                tx: tx2,
+                lines: Log::default(),
+            };
+            let r = lizard_template::build(&n, &opts, &mut progress);
+            (r, progress.lines)
+        })
+        .await
+        .map_err(|e| failed(ErrorCode::Internal, e.to_string()))?;
+        log.push(&built.1 .0);
+        let t = built.0.map_err(|e| {
+            failed(
+                ErrorCode::BuildFailed,
+                format!("building the base template {name}: {e}"),
+            )
+        })?;
+        layer::resolve(&t).map_err(|e| failed(ErrorCode::BuildFailed, format!("{name}: {e}")))
     }
 
     /// The row of `project`'s template `name` for a build of `key`, marked `building` and
@@ -801,13 +887,20 @@ impl Templates {
         row: TemplateRow,
         req: BuildRequest,
         plan: Plan,
-        base: Chain,
+        base: Option<Chain>,
         key: String,
         tx: mpsc::Sender<TemplateBuildEvent>,
     ) {
         let mut log = Log::default();
         let outcome = {
-            let work = self.build(&row, &req, &plan, &base, &key, &tx, &mut log);
+            let work = async {
+                let base = match base {
+                    Some(b) => b,
+                    None => self.build_debian_base(&row.base, &tx, &mut log).await?,
+                };
+                self.build(&row, &req, &plan, &base, &key, &tx, &mut log)
+                    .await
+            };
             match tokio::time::timeout(self.cfg.build_timeout, work).await {
                 Ok(r) => r,
                 Err(_) => Err(failed(

@@ -20,6 +20,12 @@ pub const MAX_INSTRUCTIONS: usize = 512;
 /// The Debian suites `FROM debian:<suite>` accepts.
 pub const DEBIAN_SUITES: &[&str] = &["bookworm", "trixie", "forky"];
 
+/// The built-in template `FROM debian:<suite>` starts from: `debian-<suite>`
+/// (`templates/debian-<suite>.toml`, built by the host builder from that fixed spec on first use).
+pub fn debian_base(suite: &str) -> String {
+    format!("debian-{suite}")
+}
+
 /// A Dockerfile error: the 1-based line of the instruction (0: the file as a whole) and what is
 /// wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -704,6 +710,20 @@ USER user
         assert_eq!(plan.env["Y"], "none");
         let plan = parse("FROM debian:trixie", &a).unwrap();
         assert_eq!(plan.from, Base::Debian("trixie".into()));
+    }
+
+    #[test]
+    fn every_debian_suite_has_a_builtin_base_without_python_or_node() {
+        for suite in DEBIAN_SUITES {
+            let name = debian_base(suite);
+            assert!(crate::builtin_names().contains(&name.as_str()), "{name}");
+            let spec = crate::spec::load_builtin(&name).unwrap().unwrap();
+            assert_eq!(spec.spec.debian.suite, *suite);
+            assert_eq!(spec.spec.debian.variant, "minbase");
+            assert!(spec.spec.python.is_none() && spec.spec.node.is_none());
+            // The agent runs commands and Bash contexts with it.
+            assert!(spec.spec.debian.packages.iter().any(|p| p == "bash"));
+        }
     }
 
     #[test]

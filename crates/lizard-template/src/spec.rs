@@ -18,10 +18,25 @@ use crate::error::{Result, TemplateError};
 pub const BUILDER_VERSION: u32 = 3;
 
 /// The built-in templates: (name, spec text). A binary run from anywhere can build these.
-const BUILTIN_SPECS: &[(&str, &str)] = &[(
-    "code-interpreter-v1",
-    include_str!("../../../templates/code-interpreter-v1.toml"),
-)];
+/// `debian-<suite>`: the bases of a Dockerfile's `FROM debian:<suite>`.
+const BUILTIN_SPECS: &[(&str, &str)] = &[
+    (
+        "code-interpreter-v1",
+        include_str!("../../../templates/code-interpreter-v1.toml"),
+    ),
+    (
+        "debian-bookworm",
+        include_str!("../../../templates/debian-bookworm.toml"),
+    ),
+    (
+        "debian-trixie",
+        include_str!("../../../templates/debian-trixie.toml"),
+    ),
+    (
+        "debian-forky",
+        include_str!("../../../templates/debian-forky.toml"),
+    ),
+];
 
 /// Files the built-in specs name, by the exact relative path they are named with.
 const EMBEDDED_FILES: &[(&str, &str)] = &[

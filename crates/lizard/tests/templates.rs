@@ -140,9 +140,9 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
             "permission_denied",
         ),
         (
-            json!({"name": "x", "dockerfile": "FROM debian:bookworm\n"}),
-            501,
-            "unsupported",
+            json!({"name": "x", "dockerfile": "FROM debian:buster\n"}),
+            400,
+            "invalid_dockerfile",
         ),
         (
             json!({"name": "../x", "dockerfile": "FROM code-interpreter-v1\n"}),
@@ -736,4 +736,186 @@ async fn a_build_is_cancelled_on_disconnect_only_when_asked() {
     .await;
     assert!(gone, "the build sandbox is still there");
     s.req(Some(&k), "DELETE", "/v1/templates/slow", None).await;
+}
+
+/// `FROM debian:bookworm`: the built-in Debian base (no Python, no Node) is built by the host
+/// builder on first use (cached in the templates data dir afterwards), the steps run in a build
+/// sandbox of it (RUN as its root, COPY), and a sandbox of the result serves commands, files and
+/// Bash while Python and JavaScript get a typed `unsupported`.
+#[tokio::test]
+async fn a_template_from_debian_bookworm_runs_commands_without_python() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--template-build-egress", "none", "--pool-size", "0"],
+    );
+    let k = s.project_key("delta").await;
+    let dockerfile = "FROM debian:bookworm\n\
+        RUN mkdir -p /opt/app && echo \"made by $(id -u)\" > /opt/app/made && chown -R user:user /opt/app\n\
+        COPY hello.sh /opt/app/\n\
+        USER user\n\
+        RUN sh /opt/app/hello.sh > /opt/app/out\n\
+        ENV APP_MODE=debian\n";
+    let (status, events, text) = build(
+        &s,
+        &k,
+        json!({"name": "plain", "dockerfile": dockerfile,
+               "context": context(&[("hello.sh", "echo \"hello from $(id -un)\"\n")], false)}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(last(&events)["type"], "done", "{text}");
+    let r = s.req(Some(&k), "GET", "/v1/templates/plain", None).await;
+    assert_eq!(
+        (r.body["state"].as_str(), r.body["base"].as_str()),
+        (Some("ready"), Some("debian-bookworm")),
+        "{}",
+        r.text
+    );
+    // The base is a built-in now, listed as such.
+    let r = s
+        .req(Some(&k), "GET", "/v1/templates/debian-bookworm", None)
+        .await;
+    assert_eq!(
+        (r.status, r.body["builtin"].as_bool()),
+        (200, Some(true)),
+        "{}",
+        r.text
+    );
+
+    let id = s.create(&k, json!({"template": "plain"})).await;
+    // A command, through the commands API.
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/commands"),
+            Some(
+                json!({"cmd": "cat /opt/app/made /opt/app/out; echo \"$APP_MODE $(id -un)\"; \
+                . /etc/os-release; echo $VERSION_CODENAME; command -v python3 node || echo none"}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let out = r.body["stdout"].as_str().unwrap_or_default().to_string();
+    assert_eq!(
+        out, "made by 0\nhello from user\ndebian user\nbookworm\nnone\n",
+        "{}",
+        r.text
+    );
+    // Files: written and read back through the files API.
+    let path = format!("/v1/sandboxes/{id}/files?path=/home/user/n.txt");
+    let auth = [("authorization", format!("Bearer {}", s.admin_key))];
+    let r = send(&s.addr, "PUT", &path, &auth, b"file api\n".to_vec()).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = send(&s.addr, "GET", &path, &auth, Vec::new()).await;
+    assert_eq!((r.status, r.text.as_str()), (200, "file api\n"));
+    // A Bash context.
+    let (out, _) = s.sh(&id, "echo bash:$((6*7)) $(cat /opt/app/out)").await;
+    assert!(out.contains("bash:42 hello from user"), "{out}");
+    // Python and JavaScript: a clear typed error, not a hang or a 500.
+    for lang in ["python", "javascript"] {
+        let r = s
+            .admin(
+                "POST",
+                &format!("/v1/sandboxes/{id}/execute"),
+                Some(json!({"code": "1+1", "language": lang})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.body["code"].as_str()),
+            (501, Some("unsupported")),
+            "{lang}: {}",
+            r.text
+        );
+        assert!(
+            r.body["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("no {lang} interpreter")),
+            "{}",
+            r.text
+        );
+    }
+    s.kill_all().await;
+    s.req(Some(&k), "DELETE", "/v1/templates/plain", None).await;
+}
+
+/// `RUN` without `USER` runs as the build sandbox's root: it writes outside the home (`/opt`),
+/// and what a root step does to gain privileges — a setuid/setgid binary, a file capability
+/// (`security.capability`), other extended attributes — never reaches the template: the import
+/// strips the bits and the attributes (each named in the build log), on the host and in a sandbox.
+#[tokio::test]
+async fn root_build_steps_write_anywhere_and_their_privileges_are_stripped() {
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--template-build-egress", "none", "--pool-size", "0"],
+    );
+    let k = s.project_key("epsilon").await;
+    // A v2 file capability granting cap_net_raw (effective): what `setcap cap_net_raw+ep` writes.
+    let setcap = "import os\n\
+        blob = (0x02000001).to_bytes(4, 'little') + (1 << 13).to_bytes(4, 'little') + bytes(12)\n\
+        for name, value in [('security.capability', blob), ('user.lizard', b'planted'), ('trusted.x', b'y')]:\n\
+        \x20   try:\n\
+        \x20       os.setxattr('/opt/x/suid', name, value)\n\
+        \x20       print('set', name)\n\
+        \x20   except OSError as e:\n\
+        \x20       print('refused', name, e.errno)\n";
+    let dockerfile = "FROM code-interpreter-v1\n\
+        RUN mkdir /opt/x && echo hi > /opt/x/f && id -u > /opt/x/uid && echo root-etc > /etc/lizard-root-step\n\
+        RUN cp /bin/true /opt/x/suid && chmod 6755 /opt/x/suid && mkdir /opt/x/sgid && chmod 2775 /opt/x/sgid && stat -c '%a' /opt/x/suid\n\
+        COPY setcap.py /tmp/\n\
+        RUN python3 /tmp/setcap.py\n";
+    let (status, events, text) = build(
+        &s,
+        &k,
+        json!({"name": "rooty", "dockerfile": dockerfile,
+               "context": context(&[("setcap.py", setcap)], false)}),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(last(&events)["type"], "done", "{text}");
+    // The root step did set the bits (and the user xattr) inside the build sandbox.
+    assert!(text.contains("6755"), "{text}");
+    assert!(text.contains("set user.lizard"), "{text}");
+    let r = s.req(Some(&k), "GET", "/v1/templates/rooty", None).await;
+    let log = r.body["build_log"].as_str().unwrap();
+    assert!(log.contains("/opt/x/suid: its setuid"), "{log}");
+
+    // On the host: a plain file, no privilege bits, no extended attribute, owned in the
+    // template's range (root inside = the range's first id).
+    let ls = layers(s.data_dir.path());
+    assert_eq!(ls.len(), 1, "{ls:?}");
+    let suid = ls[0].join("opt/x/suid");
+    let m = std::fs::symlink_metadata(&suid).unwrap();
+    assert!(m.file_type().is_file());
+    assert_eq!(m.permissions().mode() & 0o7777, 0o755);
+    assert_eq!(
+        m.uid(),
+        100_000,
+        "root inside, shifted to the template range"
+    );
+    let xattrs = Command::new("python3")
+        .args([
+            "-c",
+            "import os, sys; print(sorted(os.listxattr(sys.argv[1], follow_symlinks=False)))",
+        ])
+        .arg(&suid)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&xattrs.stdout).trim(), "[]");
+    // A step's setgid directory loses its bit too.
+    let sgid = std::fs::metadata(ls[0].join("opt/x/sgid")).unwrap();
+    assert_eq!(sgid.permissions().mode() & 0o7777, 0o775);
+
+    // In a sandbox of it: the root step's files, root's, without privileges.
+    let id = s.create(&k, json!({"template": "rooty"})).await;
+    let (out, _) = s
+        .sh(
+            &id,
+            "cat /opt/x/f /opt/x/uid /etc/lizard-root-step; stat -c '%a %u' /opt/x/suid; \
+             python3 -c \"import os; print(os.listxattr('/opt/x/suid'))\"",
+        )
+        .await;
+    assert_eq!(out, "hi\n0\nroot-etc\n755 0\n[]\n");
+    s.kill_all().await;
+    s.req(Some(&k), "DELETE", "/v1/templates/rooty", None).await;
 }

@@ -54,6 +54,9 @@ pub struct KernelConfig {
     /// What Bash kernels run instead of `bash`, when set: an unreadable copy of it
     /// ([`KernelConfig::install_unreadable_bash`]).
     pub bash_kernel: Option<PathBuf>,
+    /// Languages without an interpreter here (their paths above are empty): contexts of them are
+    /// refused before anything is started.
+    pub without: Vec<Language>,
     /// Directory holding `runner.py`, `runner.js`, `zygote.js` and per-context scratch files.
     pub run_dir: PathBuf,
     /// How long a kernel may take from spawn to `ready`.

@@ -17,6 +17,7 @@
 pub mod api;
 pub mod ci;
 pub mod envd;
+pub mod templates;
 
 /// The E2B port of the code interpreter inside a sandbox (header `E2b-Sandbox-Port`).
 pub const CODE_INTERPRETER_PORT: u16 = 49999;
