@@ -47,8 +47,8 @@ pub use sandbox::{
     SandboxUsage, SetTimeoutRequest, TimeoutAction, UsageTotals,
 };
 pub use template::{
-    BuildTemplateRequest, LogStream, TemplateBuildEvent, TemplateInfo, TemplateList, TemplateState,
-    TemplateVersion,
+    BuildTemplateRequest, LogStream, TemplateBuildEvent, TemplateInfo, TemplateList,
+    TemplatePackages, TemplateState, TemplateVersion,
 };
 pub use volume::{
     check_mount_path, mount_paths_overlap, valid_volume_name, CreateVolumeRequest, SandboxVolume,

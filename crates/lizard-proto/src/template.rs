@@ -13,6 +13,13 @@
 //!
 //! `GET /v1/templates` → [`TemplateList`]; `GET /v1/templates/{name}` → [`TemplateInfo`];
 //! `DELETE /v1/templates/{name}` → 204. Clients must ignore fields and event types they do not know.
+//!
+//! In a [`TemplateInfo`], `versions` are the template's *builds*; `packages` (only in
+//! `GET /v1/templates/{name}`) is what its ready build installed: `{debian: {name: version},
+//! python: {name: version}, node: {path: version}}`. A built-in's comes from its host-side build;
+//! a user template's was listed inside its build sandbox after the last step (`dpkg-query`,
+//! `pip list`, npm's lock) and only describes the template to its owner: an empty section means
+//! the listing failed or the template has no such package manager.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -107,6 +114,23 @@ pub struct TemplateInfo {
     /// The last build's log (its end, at most 64 KiB; not in lists).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub build_log: String,
+    /// What the ready build installed (not in lists; absent for builds that did not record it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages: Option<TemplatePackages>,
+}
+
+/// The exact package versions a template build installed, by package manager.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplatePackages {
+    /// Debian packages (`dpkg-query`): name → version.
+    #[serde(default)]
+    pub debian: BTreeMap<String, String>,
+    /// Python distributions of the template's venv (`pip list`): normalized name → version.
+    #[serde(default)]
+    pub python: BTreeMap<String, String>,
+    /// npm packages (npm's lock): install path under `node_modules` → version.
+    #[serde(default)]
+    pub node: BTreeMap<String, String>,
 }
 
 /// `GET /v1/templates`: the project's own templates, the public ones and the built-ins.

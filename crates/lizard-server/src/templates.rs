@@ -11,6 +11,9 @@
 //!    through the agent's commands API (RUN as its user, root unless `USER` says otherwise;
 //!    COPY/ADD as a shell script over the unpacked context; WORKDIR as `mkdir -p`), each with a
 //!    deadline, its output kept in a bounded log;
+//!    after the last step, list what the build installed (`dpkg-query`, `pip list`, npm's lock; as
+//!    root, bounded, under a deadline) as the layer's `versions` — a description for the owner,
+//!    never used by the host; a listing that fails leaves its section empty;
 //! 4. stop the sandbox (every process killed, its cgroup gone — verified), import its upper
 //!    directory on the host with `lizard_jail::layer::import_layer` (no symlink followed, bounded,
 //!    owners shifted from the sandbox's range to the template's), write the layer's meta, rename
@@ -30,6 +33,7 @@ use lizard_proto::{
 };
 use lizard_template::dockerfile::{self, Action, Base, Plan};
 use lizard_template::layer::{self, BaseRef, Chain, LayerMeta};
+use lizard_template::lock::{self, Versions};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -41,6 +45,14 @@ pub const MAX_BUILD_LOG: usize = 64 * 1024;
 /// Where the build context is unpacked inside the build sandbox (its tmpfs: not in the layer).
 const CONTEXT_DIR: &str = "/tmp/.lizard-build/ctx";
 const CONTEXT_TAR: &str = "/tmp/.lizard-build/ctx.tar";
+/// At most this much output of one package listing is kept (more: that section is left empty).
+pub const MAX_PACKAGE_LISTING: usize = 4 * 1024 * 1024;
+/// The deadline of one package listing.
+const PACKAGE_LISTING_TIMEOUT: Duration = Duration::from_secs(120);
+/// Lists the npm packages under the Node prefix: npm's own record of the installed tree
+/// (`node_modules/.package-lock.json`), else the prefix's `package-lock.json`.
+const NPM_LOCK_SCRIPT: &str = r#"d=$1; if [ -f "$d/.package-lock.json" ]; then cat "$d/.package-lock.json"; \
+elif [ -f "$d/../package-lock.json" ]; then cat "$d/../package-lock.json"; else echo '{}'; fi"#;
 /// The metadata key that marks a build sandbox.
 pub const BUILD_METADATA: &str = "lizard.template_build";
 
@@ -414,10 +426,19 @@ impl Templates {
             } else {
                 String::new()
             },
+            packages: match (&r.key, with_log) {
+                (Some(key), true) => {
+                    layer::read_build_dir(&layer::user_dir(self.data(), &r.id).join(key))
+                        .and_then(|(t, _)| t.meta.versions)
+                        .map(packages_of)
+                }
+                _ => None,
+            },
         }
     }
 
-    fn builtin_info(&self, name: &str) -> Option<TemplateInfo> {
+    /// A built-in's info (`full`: with what it installed, as in `GET /v1/templates/{name}`).
+    fn builtin_info(&self, name: &str, full: bool) -> Option<TemplateInfo> {
         let t = self.sandboxes.find_builtin(name).ok()?;
         let created = std::fs::metadata(t.dir.join(lizard_template::store::MARKER))
             .and_then(|m| m.modified())
@@ -444,6 +465,11 @@ impl Templates {
                 size_bytes: t.meta.disk_bytes,
             }],
             build_log: String::new(),
+            packages: if full {
+                t.meta.versions.clone().map(packages_of)
+            } else {
+                None
+            },
         })
     }
 
@@ -456,7 +482,7 @@ impl Templates {
             .map(|r| self.info(r, false))
             .collect();
         for b in lizard_template::builtin_names() {
-            if let Some(i) = self.builtin_info(b) {
+            if let Some(i) = self.builtin_info(b, false) {
                 out.push(i);
             }
         }
@@ -468,7 +494,7 @@ impl Templates {
         if let Some(r) = self.store.find_template(project, name)? {
             return Ok(self.info(&r, true));
         }
-        self.builtin_info(name)
+        self.builtin_info(name, true)
             .ok_or_else(|| TemplateError::NotFound(name.to_string()))
     }
 
@@ -596,6 +622,7 @@ impl Templates {
             workdir: None,
             user: None,
             description: format!("{} + the files of sandbox {sandbox_id}", sb.template),
+            packages: None,
         };
         let outcome = self
             .import(
@@ -929,7 +956,7 @@ impl Templates {
         tx: &mpsc::Sender<TemplateBuildEvent>,
         log: &mut Log,
     ) -> Result<(u64, u64), Failure> {
-        let total = plan.steps.len() + 3 + usize::from(plan.user.is_some());
+        let total = plan.steps.len() + 4 + usize::from(plan.user.is_some());
         let mut index = 0;
         let mut step = |name: &str, log: &mut Log| {
             index += 1;
@@ -1082,10 +1109,15 @@ impl Templates {
                 }
                 None => None,
             };
-            Ok(user)
+            step("record the installed packages", log);
+            let home = user.as_ref().unwrap_or(&base.top.meta.user).home.clone();
+            let packages = self
+                .installed_packages(&sb.agent, &base.top.meta, &home, log)
+                .await;
+            Ok((user, packages))
         }
         .await;
-        let user = match result {
+        let (user, packages) = match result {
             Ok(u) => u,
             Err(f) => {
                 let _ = self.sandboxes.kill(&sid).await;
@@ -1104,6 +1136,7 @@ impl Templates {
             workdir: plan.workdir.clone(),
             user,
             description: format!("{} + a Dockerfile layer", row.base),
+            packages: Some(packages),
         };
         let imported = self.import(row, base, key, &rt, layer, None, log).await;
         self.sandboxes.discard_stopped(&sid, rt).await;
@@ -1205,6 +1238,140 @@ impl Templates {
             }
         } else {
             run.await.map_err(|e| crate::api::chain(&e))
+        }
+    }
+
+    /// What the build installed, listed inside the build sandbox after the last step, as root,
+    /// each listing under [`PACKAGE_LISTING_TIMEOUT`] and at most [`MAX_PACKAGE_LISTING`] bytes:
+    /// Debian packages always, Python distributions when the template has Python, npm packages
+    /// when it has Node (the venv's and the user site of `home`, where `pip install` in the
+    /// sandbox puts them and the kernels find them). The answers are untrusted and only describe the template to its owner:
+    /// a listing that fails or does not parse leaves its section empty (with a log line), never
+    /// fails the build.
+    async fn installed_packages(
+        &self,
+        agent: &crate::agent_client::AgentClient,
+        base: &lizard_template::meta::TemplateMeta,
+        home: &str,
+        log: &mut Log,
+    ) -> Versions {
+        let mut v = Versions::default();
+        let dpkg = vec![
+            "dpkg-query".to_string(),
+            "-W".into(),
+            "-f".into(),
+            "${Package}\t${Version}\n".into(),
+        ];
+        match self.capture(agent, dpkg, BTreeMap::new()).await {
+            Ok(out) => v.debian = lock::parse_dpkg(&out),
+            Err(e) => log.push(&format!("listing the Debian packages: {e}\n")),
+        }
+        if let Some(python) = &base.python {
+            let argv = vec![
+                python.clone(),
+                "-m".into(),
+                "pip".into(),
+                "list".into(),
+                "--format=json".into(),
+            ];
+            let env = BTreeMap::from([
+                ("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into()),
+                (
+                    "PYTHONUSERBASE".into(),
+                    format!("{}/.local", home.trim_end_matches('/')),
+                ),
+            ]);
+            match self
+                .capture(agent, argv, env)
+                .await
+                .and_then(|out| lock::parse_pip_list(out.trim()))
+            {
+                Ok(p) => v.python = p,
+                Err(e) => log.push(&format!("listing the Python packages: {e}\n")),
+            }
+        }
+        if let (Some(_), Some(modules)) = (&base.node, &base.node_path) {
+            let argv = vec![
+                "/bin/sh".to_string(),
+                "-c".into(),
+                NPM_LOCK_SCRIPT.into(),
+                "sh".into(),
+                modules.clone(),
+            ];
+            match self
+                .capture(agent, argv, BTreeMap::new())
+                .await
+                .and_then(|out| lock::parse_package_lock(&out))
+            {
+                Ok(p) => v.node = p,
+                Err(e) => log.push(&format!("listing the npm packages: {e}\n")),
+            }
+        }
+        log.push(&format!(
+            "recorded {} Debian, {} Python and {} npm packages\n",
+            v.debian.len(),
+            v.python.len(),
+            v.node.len()
+        ));
+        v
+    }
+
+    /// Run `argv` as the build sandbox's root and return its stdout (at most
+    /// [`MAX_PACKAGE_LISTING`] bytes; more, a failure to exit 0, or a missed deadline is an
+    /// error).
+    async fn capture(
+        &self,
+        agent: &crate::agent_client::AgentClient,
+        argv: Vec<String>,
+        env: BTreeMap<String, String>,
+    ) -> Result<String, String> {
+        let req = StartCommandRequest {
+            argv: Some(argv),
+            cwd: Some("/".into()),
+            env,
+            timeout_ms: Some(PACKAGE_LISTING_TIMEOUT.as_millis() as u64),
+            user: Some("root".into()),
+            ..Default::default()
+        };
+        let mut out = String::new();
+        let mut over = false;
+        let mut on_event = |ev: &CommandEvent| match ev {
+            CommandEvent::Stdout { text, .. } => {
+                if out.len() + text.len() > MAX_PACKAGE_LISTING {
+                    over = true;
+                } else {
+                    out.push_str(text);
+                }
+            }
+            // The agent lost output: the listing is incomplete.
+            CommandEvent::Start {
+                dropped_stdout_bytes,
+                ..
+            } if *dropped_stdout_bytes > 0 => over = true,
+            _ => {}
+        };
+        let end = agent
+            .run_command(
+                &req,
+                PACKAGE_LISTING_TIMEOUT + Duration::from_secs(30),
+                1024 * 1024,
+                &mut on_event,
+            )
+            .await
+            .map_err(|e| crate::api::chain(&e))?;
+        if over {
+            return Err(format!(
+                "more than {MAX_PACKAGE_LISTING} bytes of output, or output lost"
+            ));
+        }
+        match end.exit_code {
+            Some(0) => Ok(out),
+            Some(c) => Err(format!("exit code {c}")),
+            None => Err(if end.timed_out {
+                "timed out".to_string()
+            } else {
+                "killed".to_string()
+            }),
         }
     }
 
@@ -1350,6 +1517,11 @@ impl Templates {
         meta.description = inputs.description;
         meta.env = env;
         meta.disk_bytes = report.bytes;
+        if let Some(p) = inputs.packages {
+            meta.versions = Some(p);
+            // Drift is a built-in build's comparison with its lock: not this layer's.
+            meta.drift = Vec::new();
+        }
         if let Some(u) = inputs.user {
             meta.env.insert("HOME".into(), u.home.clone());
             meta.env.insert("USER".into(), u.name.clone());
@@ -1393,11 +1565,22 @@ impl Templates {
     }
 }
 
+/// The wire form of a build's recorded versions.
+fn packages_of(v: Versions) -> lizard_proto::TemplatePackages {
+    lizard_proto::TemplatePackages {
+        debian: v.debian,
+        python: v.python,
+        node: v.node,
+    }
+}
+
 /// What a new layer's meta takes from its build (over its base's).
 struct LayerInputs {
     env: BTreeMap<String, String>,
     workdir: Option<String>,
     user: Option<lizard_template::meta::UserMeta>,
+    /// What the build sandbox listed after the last step (`None`: the base's, unchanged).
+    packages: Option<Versions>,
     description: String,
 }
 

@@ -281,6 +281,31 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
         r.text
     );
     assert_eq!(r.body["versions"].as_array().unwrap().len(), 1);
+    // What the build installed, listed inside the build sandbox: the wheel `pip install`ed by
+    // the RUN step (into the user site), and the base's Debian and Python packages.
+    let pk = &r.body["packages"];
+    assert_eq!(pk["python"]["tinypkg"], "1.0", "{}", r.text);
+    assert!(pk["python"]["numpy"].is_string(), "{}", r.text);
+    assert!(pk["debian"]["bash"].is_string(), "{}", r.text);
+    assert!(
+        pk["node"].as_object().is_some_and(|n| !n.is_empty()),
+        "{}",
+        r.text
+    );
+    // The built-in's, from its host-side build.
+    let r = s
+        .req(Some(&ka), "GET", "/v1/templates/code-interpreter-v1", None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(
+        r.body["packages"]["python"]["numpy"].is_string()
+            && r.body["packages"]["debian"]["python3"].is_string(),
+        "{}",
+        r.text
+    );
+    // Not in lists.
+    let r = s.req(Some(&ka), "GET", "/v1/templates", None).await;
+    assert!(!r.text.contains("\"packages\""), "{}", r.text);
 
     // An admin may publish one to every project: another project sees and uses it, but cannot
     // delete it.

@@ -109,6 +109,8 @@ def test_build_use_list_get_delete(lizard_server, tmp_path: Path) -> None:
 
     got = Templates.get("py-tpl", project=PROJECT)
     assert got.key == tpl.key and "built as user" in got.build_log
+    # What the build installed, listed inside its build sandbox.
+    assert got.packages and "bash" in got.packages["debian"] and "numpy" in got.packages["python"]
     assert [v.state for v in got.versions] == ["ready"]
     listed = {t.name: t for t in Templates.list(project=PROJECT)}
     assert {"py-tpl", "py-snap", "code-interpreter-v1"} <= set(listed)

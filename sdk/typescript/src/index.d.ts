@@ -249,6 +249,13 @@ export interface TemplateVersion {
   sizeBytes: number;
 }
 
+/** Package versions by package manager: name (npm: install path) → version. */
+export interface TemplatePackages {
+  debian: Record<string, string>;
+  python: Record<string, string>;
+  node: Record<string, string>;
+}
+
 /** A template as the server reports it. */
 export interface TemplateInfo {
   name: string;
@@ -273,6 +280,11 @@ export interface TemplateInfo {
   versions: TemplateVersion[];
   /** The end of the last build's log (empty in lists). */
   buildLog: string;
+  /**
+   * The exact versions its ready build installed (`get` only; absent in lists and for builds
+   * that did not record them). A user template's were listed inside its build sandbox.
+   */
+  packages?: TemplatePackages;
 }
 
 /** User templates: built from a Dockerfile or a sandbox, then used with

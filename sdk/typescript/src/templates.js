@@ -50,6 +50,13 @@ export function toTemplateInfo(w) {
       sizeBytes: v.size_bytes ?? 0,
     })),
     buildLog: w.build_log ?? '',
+    packages: isPlainObject(w.packages)
+      ? {
+          debian: { ...(w.packages.debian ?? {}) },
+          python: { ...(w.packages.python ?? {}) },
+          node: { ...(w.packages.node ?? {}) },
+        }
+      : undefined,
   };
 }
 

@@ -112,6 +112,9 @@ test('build from a directory context, use it, list/get/delete, isolation', async
   const got = await Templates.get('ts-tpl', { project: PROJECT });
   assert.equal(got.key, tpl.key);
   assert.match(got.buildLog, /built as user/);
+  // What the build installed, listed in its build sandbox, in camelCase's plain maps.
+  assert.equal(typeof got.packages.debian.bash, 'string');
+  assert.equal(typeof got.packages.python.numpy, 'string');
   assert.deepEqual(
     got.versions.map((v) => v.state),
     ['ready'],

@@ -576,7 +576,9 @@ class TemplateInfo:
     built-ins (``builtin``); ``base`` is the template it is a layer over; ``state`` is ``building``,
     ``ready`` or ``failed`` (then ``error`` is the server's ``{"code", "message"}``); ``key`` the
     ready build's content key; ``size_bytes`` its own layer's size. ``build_log`` is the end of the
-    last build's log (not filled in lists). Times are milliseconds since the Unix epoch."""
+    last build's log (not filled in lists). ``packages`` is what the ready build installed,
+    ``{"debian": {name: version}, "python": {...}, "node": {...}}`` (``get`` only; ``None`` in
+    lists and for builds that did not record it). Times are milliseconds since the Unix epoch."""
 
     name: str
     project: Optional[str]
@@ -591,10 +593,12 @@ class TemplateInfo:
     error: Optional[Dict[str, str]] = None
     versions: List[TemplateVersion] = field(default_factory=list)
     build_log: str = ""
+    packages: Optional[Dict[str, Dict[str, str]]] = None
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> "TemplateInfo":
         err = obj.get("error")
+        pk = obj.get("packages")
         return cls(
             name=str(obj.get("name", "")),
             project=obj.get("project"),
@@ -612,6 +616,13 @@ class TemplateInfo:
             ),
             versions=[TemplateVersion.from_wire(v) for v in obj.get("versions") or [] if isinstance(v, Mapping)],
             build_log=str(obj.get("build_log", "")),
+            packages=(
+                {
+                    section: {str(k): str(v) for k, v in sec.items()} if isinstance(sec, Mapping) else {}
+                    for section, sec in ((s, pk.get(s)) for s in ("debian", "python", "node"))
+                }
+                if isinstance(pk, Mapping) else None
+            ),
         )
 
 
