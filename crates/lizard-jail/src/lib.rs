@@ -16,6 +16,7 @@
 //! - [`exe`]: a sealed in-memory copy of a program, executed in a sandbox without a mount.
 //! - [`layer`]: import a stopped sandbox's writable layer as a template layer (no symlink
 //!   followed, bounded, only directories, files, symlinks and whiteouts kept).
+//! - [`mounts`]: detach every mount under a host directory without following a symlink.
 //! - [`network`]: internet egress (nftables inside the sandbox's netns + slirp4netns).
 //!
 //! **Architecture Invariant:** this is the only crate with `unsafe` code and raw syscalls; every
@@ -31,6 +32,7 @@ pub mod fdpass;
 pub mod hostpath;
 pub mod inotify;
 pub mod layer;
+pub mod mounts;
 pub mod network;
 pub mod process;
 pub mod procfs;

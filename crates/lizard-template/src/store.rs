@@ -19,7 +19,6 @@
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::error::{IoContext, Result, TemplateError};
 use crate::meta::TemplateMeta;
@@ -118,7 +117,10 @@ pub(crate) fn new_build_dir(step: &'static str, dir: &Path, key: &str) -> Result
     Ok(path)
 }
 
-/// Removes leftovers of interrupted builds in `dir` (call with the build lock held).
+/// Removes leftovers of interrupted builds in `dir` (call with the build lock held): every mount
+/// under one (an interrupted build's `/proc` in its chroot) is detached first, and nothing is
+/// followed — a leftover symlink is unlinked, the trees are deleted without following the
+/// symlinks in them.
 pub(crate) fn remove_stale_builds(step: &'static str, dir: &Path) -> Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     for entry in fs::read_dir(dir).at(step, "listing", dir)? {
@@ -127,10 +129,20 @@ pub(crate) fn remove_stale_builds(step: &'static str, dir: &Path) -> Result<Vec<
             .file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.starts_with(BUILD_PREFIX));
-        if is_build {
-            remove_tree(step, &path)?;
-            removed.push(path);
+        if !is_build {
+            continue;
         }
+        // A leftover that is not a directory (a symlink above all) is unlinked, never followed.
+        let is_dir = fs::symlink_metadata(&path)
+            .at(step, "inspecting", &path)?
+            .file_type()
+            .is_dir();
+        if is_dir {
+            remove_tree(step, &path)?;
+        } else {
+            fs::remove_file(&path).at(step, "removing", &path)?;
+        }
+        removed.push(path);
     }
     Ok(removed)
 }
@@ -182,60 +194,25 @@ pub fn in_use(build_dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Mount points at or under `path`, deepest first, from `/proc/self/mountinfo`.
-pub(crate) fn mounts_under(path: &Path) -> Vec<PathBuf> {
-    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut found: Vec<PathBuf> = parse_mountinfo(&info)
-        .into_iter()
-        .filter(|m| m.starts_with(path))
-        .collect();
-    found.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
-    found.dedup();
-    found
-}
-
-/// The mount points listed in a mountinfo text (field 5, with octal escapes undone).
-pub(crate) fn parse_mountinfo(text: &str) -> Vec<PathBuf> {
-    text.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| PathBuf::from(unescape_octal(m)))
-        .collect()
-}
-
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Detaches every mount at or under `path` (lazily, deepest first); errors if any remain.
+/// Detaches every mount at or under the directory `path` (deepest first, through descriptors
+/// reached without following a symlink: `lizard_jail::mounts`); errors if any remain. A path that
+/// is missing or not a directory has nothing to detach.
 pub(crate) fn unmount_all(path: &Path) -> Result<()> {
-    let Ok(real) = fs::canonicalize(path) else {
+    if !fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_dir()) {
         return Ok(());
-    };
-    for m in mounts_under(&real) {
-        let _ = Command::new("umount").arg("-l").arg(&m).status();
     }
-    if let Some(m) = mounts_under(&real).into_iter().next() {
-        return Err(TemplateError::StillMounted {
+    lizard_jail::mounts::detach_all_under(path).map_err(|e| match e {
+        lizard_jail::mounts::MountError::StillMounted { mount, .. } => {
+            TemplateError::StillMounted {
+                path: path.to_owned(),
+                mount,
+            }
+        }
+        lizard_jail::mounts::MountError::BadDir { .. } => TemplateError::StillMounted {
             path: path.to_owned(),
-            mount: m,
-        });
-    }
-    Ok(())
+            mount: path.to_owned(),
+        },
+    })
 }
 
 /// Deletes `path` and everything under it (not following symlinks), after detaching any mount
@@ -251,30 +228,67 @@ pub(crate) fn remove_tree(step: &'static str, path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
-    fn mountinfo_fields_and_escapes() {
-        let text = "\
-22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
-35 22 0:5 / /data/templates/x/.build-k-1/rootfs/proc rw - proc proc rw
-36 22 0:6 / /mnt/with\\040space rw - tmpfs tmpfs rw
-";
-        let m = parse_mountinfo(text);
-        assert_eq!(
-            m,
-            vec![
-                PathBuf::from("/"),
-                PathBuf::from("/data/templates/x/.build-k-1/rootfs/proc"),
-                PathBuf::from("/mnt/with space"),
-            ]
+    fn an_interrupted_builds_proc_is_detached_and_nothing_is_followed() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: mounting /proc needs root");
+            return;
+        }
+        // What a host-side build killed by SIGKILL leaves: `.build-*` with /proc mounted in its
+        // chroot (and a tmpfs under that chroot), plus a leftover `.build-*` symlink to a
+        // directory with a mount of its own: both must survive (the code before followed it
+        // and detached that mount).
+        let t = tempfile::tempdir().unwrap();
+        let tdir = t.path().join("templates/t");
+        let stale = tdir.join(format!("{BUILD_PREFIX}k-1"));
+        fs::create_dir_all(stale.join("rootfs/proc")).unwrap();
+        fs::create_dir_all(stale.join("rootfs/tmp")).unwrap();
+        for (args, at) in [
+            (["-t", "proc", "proc"], "rootfs/proc"),
+            (["-t", "tmpfs", "tmpfs"], "rootfs/tmp"),
+        ] {
+            let ok = Command::new("mount")
+                .args(args)
+                .arg(stale.join(at))
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "mount {args:?} {at}");
+        }
+        let precious = t.path().join("precious");
+        fs::create_dir(&precious).unwrap();
+        fs::write(precious.join("keep"), "x").unwrap();
+        let link = tdir.join(format!("{BUILD_PREFIX}k-2"));
+        std::os::unix::fs::symlink(&precious, &link).unwrap();
+        let real = fs::canonicalize(&stale).unwrap();
+        assert_eq!(lizard_jail::mounts::mounts_under(&real).len(), 2);
+
+        fs::create_dir(precious.join("m")).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "tmpfs"])
+            .arg(precious.join("m"))
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mount -t tmpfs precious/m");
+        let outside = fs::canonicalize(&precious).unwrap();
+
+        let removed = remove_stale_builds("test", &tdir);
+        let outside_mounts = lizard_jail::mounts::mounts_under(&outside).len();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(precious.join("m"))
+            .status();
+        let mut removed = removed.unwrap();
+        removed.sort();
+        assert_eq!(removed, vec![stale.clone(), link.clone()]);
+        assert!(lizard_jail::mounts::mounts_under(&real).is_empty());
+        assert!(!stale.exists() && fs::symlink_metadata(&link).is_err());
+        assert!(
+            precious.join("keep").exists(),
+            "the symlink was not followed"
         );
-        assert_eq!(unescape_octal("a\\134b\\011"), "a\\b\t");
-    }
-
-    #[test]
-    fn proc_is_listed_as_a_mount() {
-        assert!(mounts_under(Path::new("/proc")).contains(&PathBuf::from("/proc")));
-        assert!(mounts_under(Path::new("/nonexistent-lizard-dir")).is_empty());
+        assert_eq!(outside_mounts, 1, "a mount behind the symlink was detached");
     }
 
     fn fake_build(data: &Path, name: &str, key: &str, marker: bool) -> PathBuf {
