@@ -199,38 +199,7 @@ mod tests {
     use super::*;
 
     fn meta(name: &str, key: &str) -> TemplateMeta {
-        TemplateMeta {
-            name: name.into(),
-            key: key.into(),
-            builder_version: crate::BUILDER_VERSION,
-            created: "2026-01-01T00:00:00Z".into(),
-            description: String::new(),
-            debian: crate::meta::DebianMeta {
-                suite: "bookworm".into(),
-                variant: "minbase".into(),
-                mirror: "m".into(),
-            },
-            user: crate::meta::UserMeta {
-                name: "user".into(),
-                uid: 1000,
-                gid: 1000,
-                home: "/home/user".into(),
-                shell: "/bin/bash".into(),
-            },
-            id_shift: 100000,
-            bash: "/bin/bash".into(),
-            python: None,
-            python_version: None,
-            node: None,
-            node_version: None,
-            node_path: None,
-            lizard_bin: crate::meta::LIZARD_BIN.into(),
-            agent_dir: crate::meta::AGENT_DIR.into(),
-            env: Default::default(),
-            disk_bytes: 0,
-            versions: None,
-            drift: Vec::new(),
-        }
+        crate::meta::test_meta(name, key)
     }
 
     #[test]

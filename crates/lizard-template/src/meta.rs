@@ -154,6 +154,43 @@ pub fn rfc3339(unix_secs: u64) -> String {
     )
 }
 
+/// A minimal meta for unit tests (a bookworm minbase template without Python or Node).
+#[cfg(test)]
+pub(crate) fn test_meta(name: &str, key: &str) -> TemplateMeta {
+    TemplateMeta {
+        name: name.into(),
+        key: key.into(),
+        builder_version: crate::BUILDER_VERSION,
+        created: "2026-01-01T00:00:00Z".into(),
+        description: String::new(),
+        debian: DebianMeta {
+            suite: "bookworm".into(),
+            variant: "minbase".into(),
+            mirror: "http://mirror.example/debian".into(),
+        },
+        user: UserMeta {
+            name: "user".into(),
+            uid: 1000,
+            gid: 1000,
+            home: "/home/user".into(),
+            shell: "/bin/bash".into(),
+        },
+        id_shift: 100000,
+        bash: "/bin/bash".into(),
+        python: None,
+        python_version: None,
+        node: None,
+        node_version: None,
+        node_path: None,
+        lizard_bin: LIZARD_BIN.into(),
+        agent_dir: AGENT_DIR.into(),
+        env: Default::default(),
+        disk_bytes: 0,
+        versions: None,
+        drift: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -294,38 +294,7 @@ mod tests {
     fn fake_build(data: &Path, name: &str, key: &str, marker: bool) -> PathBuf {
         let dir = template_dir(data, name).join(key);
         fs::create_dir_all(dir.join("rootfs")).unwrap();
-        let meta = TemplateMeta {
-            name: name.into(),
-            key: key.into(),
-            builder_version: BUILDER_VERSION,
-            created: "2026-01-01T00:00:00Z".into(),
-            description: String::new(),
-            debian: crate::meta::DebianMeta {
-                suite: "bookworm".into(),
-                variant: "minbase".into(),
-                mirror: "http://mirror.example/debian".into(),
-            },
-            user: crate::meta::UserMeta {
-                name: "user".into(),
-                uid: 1000,
-                gid: 1000,
-                home: "/home/user".into(),
-                shell: "/bin/bash".into(),
-            },
-            id_shift: 100000,
-            bash: "/bin/bash".into(),
-            python: None,
-            python_version: None,
-            node: None,
-            node_version: None,
-            node_path: None,
-            lizard_bin: crate::meta::LIZARD_BIN.into(),
-            agent_dir: crate::meta::AGENT_DIR.into(),
-            env: Default::default(),
-            disk_bytes: 0,
-            versions: None,
-            drift: Vec::new(),
-        };
+        let meta = crate::meta::test_meta(name, key);
         fs::write(dir.join(META_FILE), serde_json::to_vec(&meta).unwrap()).unwrap();
         if marker {
             fs::write(dir.join(MARKER), format!("{key}\n")).unwrap();
