@@ -90,6 +90,11 @@ pub struct ServeArgs {
     /// are closed, so half-sent heads cannot pile up.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     header_read_timeout: Duration,
+    /// At SIGTERM/Ctrl-C: how long requests in flight (a streamed cell, a port's WebSocket) may
+    /// go on before their connections are closed and the server exits; what runs in a sandbox
+    /// can never hold the shutdown longer.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
     /// Open connections from one client IP address (idle kept-alive ones included); over it a new
     /// connection is closed at once. `0` = no per-address limit.
     #[arg(long, env = "LIZARD_MAX_CONNECTIONS_PER_IP", default_value_t = 512)]
@@ -169,6 +174,8 @@ struct HttpLimits {
     max_header_bytes: usize,
     max_headers: usize,
     header_read_timeout: Duration,
+    /// After shutdown: the longest wait for requests in flight (then their connections close).
+    shutdown_grace: Duration,
     /// Open connections, shared by every listener.
     conns: Arc<ConnCaps>,
 }
@@ -243,7 +250,8 @@ fn default_max_connections(nofile: u64) -> usize {
 /// from the previous answer on a kept-alive connection), the peer address in the request's
 /// extensions (`ConnectInfo<SocketAddr>`, for rate limits and the audit log), upgrades
 /// (WebSockets) allowed. When `shutdown` completes: stop accepting, let every connection finish
-/// its request in flight, then return.
+/// its request in flight for at most `limits.shutdown_grace` (a cell streaming for hours, held by
+/// the sandbox, must not hold the shutdown), close the rest, then return.
 async fn serve_http(
     listener: tokio::net::TcpListener,
     app: axum::Router,
@@ -314,7 +322,18 @@ async fn serve_http(
     }
     drop(listener);
     let _ = close_tx.send(());
-    while conns.join_next().await.is_some() {}
+    let drained = tokio::time::timeout(limits.shutdown_grace, async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            open = conns.len(),
+            grace_s = limits.shutdown_grace.as_secs_f64(),
+            "closing connections still busy after the shutdown grace"
+        );
+        conns.shutdown().await;
+    }
 }
 
 /// The server's own calls to agents: production caps, the deadlines of `args`.
@@ -688,6 +707,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             max_header_bytes: args.max_header_bytes as usize,
             max_headers: args.max_headers as usize,
             header_read_timeout: args.header_read_timeout.max(Duration::from_millis(100)),
+            shutdown_grace: args.shutdown_grace,
             conns,
         };
         let app = router(state.clone());

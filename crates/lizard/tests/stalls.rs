@@ -265,3 +265,70 @@ async fn a_hung_agent_does_not_hold_up_other_sandboxes_timeouts() {
     }
     s.kill_all().await;
 }
+
+/// A cell that streams for an hour (the sandbox decides how long a request is in flight) holds a
+/// SIGTERM'd server for its shutdown grace at most: the server exits, the sandbox stays (a
+/// restarted server adopts it).
+#[tokio::test]
+async fn a_streaming_cell_does_not_hold_the_servers_shutdown() {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--shutdown-grace", "1s"]);
+    let key = s.admin_key.clone();
+    let id = s.create(&key, json!({})).await;
+    let mut stream = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+    let body =
+        json!({"code": "print('up', flush=True)\nimport time\ntime.sleep(3600)"}).to_string();
+    let head = format!(
+        "POST /v1/sandboxes/{id}/execute HTTP/1.1\r\nhost: lizard\r\nauthorization: Bearer {key}\r\n\
+         content-type: application/json\r\naccept: application/x-ndjson\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body.as_bytes()).await.unwrap();
+    // Until the cell runs (its first output is on the wire).
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    let running = tokio::time::timeout(Duration::from_secs(60), async {
+        while !String::from_utf8_lossy(&seen).contains("up") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(
+                n > 0,
+                "the stream ended: {}",
+                String::from_utf8_lossy(&seen)
+            );
+            seen.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    assert!(
+        running.is_ok(),
+        "the cell did not start: {}",
+        String::from_utf8_lossy(&seen)
+    );
+
+    // The shutdown waits out the grace, not the cell (generous bound for a loaded machine).
+    let dir = s
+        .stop_within("-TERM", Duration::from_secs(60))
+        .expect("the server was still running 60 s after SIGTERM: a streaming cell held it");
+    // The held connection was closed by the server.
+    let n = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break 0,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        n,
+        Ok(0),
+        "the connection stayed open after the server exited"
+    );
+
+    // The sandbox outlived the server; a restarted one adopts it and kills it.
+    let s = Server::start_in(dir, &[]);
+    let info = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(info.status, 200, "{}", info.text);
+    s.kill_all().await;
+}

@@ -142,6 +142,36 @@ impl Server {
         dir
     }
 
+    /// Send `signal` and wait at most `deadline` for the server to exit: the data dir, or `None`
+    /// if it was still running then (it is SIGKILLed, so a failing test never leaves it behind).
+    #[allow(dead_code)]
+    pub fn stop_within(mut self, signal: &str, deadline: Duration) -> Option<tempfile::TempDir> {
+        let mut c = self.child.take()?;
+        let _ = Command::new("kill")
+            .args([signal, &c.id().to_string()])
+            .status();
+        let end = std::time::Instant::now() + deadline;
+        let exited = loop {
+            if c.try_wait().ok().flatten().is_some() {
+                break true;
+            }
+            if std::time::Instant::now() > end {
+                let _ = c.kill();
+                let _ = c.wait();
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap());
+        std::mem::forget(self);
+        if !exited {
+            // Its sandboxes still run with their disks mounted there: remove nothing under them.
+            std::mem::forget(dir);
+            return None;
+        }
+        Some(dir)
+    }
+
     pub async fn req(
         &self,
         key: Option<&str>,
