@@ -182,6 +182,7 @@ async fn default_is_loopback_only() {
         f.s.run(&id, probe(&[f.allowed.clone(), f.other.clone()]))
             .await;
     let out = stdout(&ex);
+    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
     assert!(
         !reached(&out, &f.allowed) && !reached(&out, &f.other),
         "{out}"
@@ -221,6 +222,7 @@ async fn allow_list_reaches_only_its_destinations() {
         )
         .await;
     let out = stdout(&ex);
+    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
     assert!(reached(&out, &f.allowed), "{out}\n{ex}");
     for t in [&f.other, &api_alias, &api_lo, "169.254.169.254:80"] {
         assert!(!reached(&out, t), "{t} reachable: {out}");
@@ -278,6 +280,7 @@ async fn slirp4netns_runs_as_an_unprivileged_user() {
     let pid = assert_slirp_unprivileged(&s, &id, 99_990, 99_991).await;
     let ex = s.run(&id, probe(std::slice::from_ref(&allowed))).await;
     let out = stdout(&ex);
+    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
     assert!(reached(&out, &allowed), "{out}\n{ex}");
     let r = s
         .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
@@ -420,6 +423,7 @@ async fn egress_all_reaches_outside_but_not_the_host() {
         )
         .await;
     let out = stdout(&ex);
+    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
     assert!(reached(&out, &outside.addr), "{out}\n{ex}");
     for t in [
         &outside.neighbour,
@@ -484,12 +488,14 @@ attempt('mtu', lambda: fcntl.ioctl(s, 0x8922, struct.pack('16si20x', b'tap0', 12
 "#;
     let ex = f.s.run(&id, json!({"code": code})).await;
     let out = stdout(&ex);
+    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
     assert_eq!(out.lines().count(), 4, "{out}\n{ex}");
     assert!(!out.contains("ALLOWED"), "{out}");
     let ex =
         f.s.run(&id, probe(&[f.allowed.clone(), f.other.clone()]))
             .await;
     let out = stdout(&ex);
+    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
     assert!(
         reached(&out, &f.allowed) && !reached(&out, &f.other),
         "{out}"
@@ -560,6 +566,7 @@ async fn egress_survives_a_server_restart() {
     assert_eq!(info.body["network"]["egress"]["allow"][0], allowed.as_str());
     let ex = s.run(&id, probe(&[allowed.clone(), other.clone()])).await;
     let out = stdout(&ex);
+    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
     assert!(reached(&out, &allowed) && !reached(&out, &other), "{out}");
     s.kill_all().await;
 }
