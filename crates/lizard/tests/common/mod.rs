@@ -144,7 +144,6 @@ impl Server {
 
     /// Send `signal` and wait at most `deadline` for the server to exit: the data dir, or `None`
     /// if it was still running then (it is SIGKILLed, so a failing test never leaves it behind).
-    #[allow(dead_code)]
     pub fn stop_within(mut self, signal: &str, deadline: Duration) -> Option<tempfile::TempDir> {
         let mut c = self.child.take()?;
         let _ = Command::new("kill")
