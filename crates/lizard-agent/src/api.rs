@@ -215,7 +215,13 @@ fn routes(contexts: Arc<Contexts>, host: bool) -> Router {
     r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // A body left unread by an early answer is drained, so the kept-alive connection survives.
+        .layer(axum::middleware::map_request(drain_unread_body))
         .with_state(contexts)
+}
+
+async fn drain_unread_body(req: axum::extract::Request) -> axum::extract::Request {
+    lizard_http::drain::drain_unread_body(req).map(axum::body::Body::new)
 }
 
 async fn not_found() -> ApiError {

@@ -1,8 +1,11 @@
 //! HTTP proxy plumbing shared by the two hops that forward a sandbox's port traffic (server →
 //! agent → service): which headers cross a proxy, and joining the two halves of an upgraded
-//! (WebSocket) connection.
+//! (WebSocket) connection — and keeping a connection alive when a request was answered before its
+//! body was read ([`drain`]).
 //!
 //! Not here: routing, authentication, or anything about sandboxes.
+
+pub mod drain;
 
 use http::header::{CONNECTION, UPGRADE};
 use http::{HeaderMap, HeaderName, HeaderValue};

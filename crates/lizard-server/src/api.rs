@@ -287,7 +287,14 @@ pub fn router(state: Arc<AppState>) -> Router {
             state.clone(),
             crate::gate::gate,
         ))
+        // Around everything: a body left unread by an early answer is drained, so the client's
+        // kept-alive connection survives it (lizard_http::drain).
+        .layer(axum::middleware::map_request(drain_unread_body))
         .with_state(state)
+}
+
+async fn drain_unread_body(req: Request) -> Request {
+    lizard_http::drain::drain_unread_body(req).map(axum::body::Body::new)
 }
 
 async fn health() -> Json<serde_json::Value> {

@@ -850,3 +850,79 @@ async fn a_create_whose_client_hangs_up_is_not_orphaned() {
     .await;
     assert!(gone, "kill left the sandbox's directory");
 }
+
+/// One HTTP/1.1 response read from a raw connection: status and body (Content-Length framed).
+fn read_response(c: &mut std::io::BufReader<std::net::TcpStream>) -> (u16, String) {
+    use std::io::{BufRead, Read};
+    let mut status = String::new();
+    c.read_line(&mut status).expect("a status line");
+    let code = status
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no response, got {status:?}"));
+    let mut len = 0;
+    loop {
+        let mut h = String::new();
+        c.read_line(&mut h).expect("a header line");
+        if h == "\r\n" {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().expect("a length");
+            }
+        }
+    }
+    let mut body = vec![0; len];
+    c.read_exact(&mut body).expect("the body");
+    (code, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A request refused before its body was read (401 before authentication, 409 for a paused
+/// sandbox) leaves the client's kept-alive connection usable even when the body arrives only after
+/// the answer — the order a client that writes headers and body separately gets on a busy machine
+/// (a CI run of the Python SDK lost the request after a 409 that way). Deterministic here: the
+/// body is sent only once the answer has been read.
+#[tokio::test]
+async fn an_early_answer_keeps_the_connection_when_the_body_comes_late() {
+    let s = Server::start();
+    let id = s
+        .create(&s.admin_key.clone(), json!({"project": "keep-alive"}))
+        .await;
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let (addr, key) = (s.addr.clone(), s.admin_key.clone());
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let body = r#"{"code": "print(1)", "language": "python"}"#;
+        let refused = [
+            ("/v1/sandboxes".to_string(), "lz_wrong".to_string(), 401),
+            (format!("/v1/sandboxes/{id}/execute"), key.clone(), 409),
+        ];
+        for (path, auth, want) in refused {
+            let c = std::net::TcpStream::connect(&addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            let mut w = c.try_clone().unwrap();
+            let mut r = std::io::BufReader::new(c);
+            write!(
+                w,
+                "POST {path} HTTP/1.1\r\nHost: lizard\r\nAuthorization: Bearer {auth}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .unwrap();
+            let (code, text) = read_response(&mut r);
+            assert_eq!(code, want, "{text}");
+            w.write_all(body.as_bytes()).unwrap();
+            write!(w, "GET /health HTTP/1.1\r\nHost: lizard\r\n\r\n").unwrap();
+            let (code, text) = read_response(&mut r);
+            assert_eq!(code, 200, "the next request on the connection: {text}");
+        }
+    })
+    .await
+    .unwrap();
+    s.kill_all().await;
+}
