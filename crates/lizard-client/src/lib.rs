@@ -593,6 +593,83 @@ impl Client {
         .await
     }
 
+    // --- snapshots ------------------------------------------------------------------------------
+
+    /// Snapshot a running or paused sandbox (its kernels' state and its disk); it keeps running.
+    /// `contexts` in the answer says what each context saved and what it could not.
+    pub async fn create_snapshot(
+        &self,
+        sandbox_id: &str,
+        req: &lizard_proto::CreateSnapshotRequest,
+    ) -> Result<lizard_proto::SnapshotInfo, ClientError> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/snapshots", encode_component(sandbox_id)),
+            Some(req),
+        )
+        .await
+    }
+
+    /// Snapshots the key sees (its project's; every project's for an admin key), of one sandbox
+    /// when `sandbox_id` is given.
+    pub async fn list_snapshots(
+        &self,
+        sandbox_id: Option<&str>,
+    ) -> Result<Vec<lizard_proto::SnapshotInfo>, ClientError> {
+        let query = sandbox_id
+            .map(|s| format!("?sandbox_id={}", encode_component(s)))
+            .unwrap_or_default();
+        self.call::<(), _>(Method::GET, &format!("/v1/snapshots{query}"), None)
+            .await
+    }
+
+    pub async fn get_snapshot(&self, id: &str) -> Result<lizard_proto::SnapshotInfo, ClientError> {
+        self.call::<(), _>(
+            Method::GET,
+            &format!("/v1/snapshots/{}", encode_component(id)),
+            None,
+        )
+        .await
+    }
+
+    pub async fn delete_snapshot(&self, id: &str) -> Result<(), ClientError> {
+        self.call::<(), ()>(
+            Method::DELETE,
+            &format!("/v1/snapshots/{}", encode_component(id)),
+            None,
+        )
+        .await
+    }
+
+    /// Start a new sandbox from a snapshot (a clone); `restore` in the answer says what each
+    /// context got back.
+    pub async fn create_from_snapshot(
+        &self,
+        snapshot_id: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<SandboxInfo, ClientError> {
+        let req = CreateSandboxRequest {
+            snapshot_id: Some(snapshot_id.to_string()),
+            timeout_ms,
+            ..Default::default()
+        };
+        self.create_sandbox(&req).await
+    }
+
+    /// Fork a running sandbox: a new one with the same memory state and files, in one call.
+    pub async fn fork_sandbox(
+        &self,
+        id: &str,
+        req: &lizard_proto::ForkSandboxRequest,
+    ) -> Result<SandboxInfo, ClientError> {
+        self.call(
+            Method::POST,
+            &format!("/v1/sandboxes/{}/fork", encode_component(id)),
+            Some(req),
+        )
+        .await
+    }
+
     // --- templates ------------------------------------------------------------------------------
 
     /// Build a template (`POST /v1/templates`); its events arrive as the server streams them

@@ -150,6 +150,199 @@ pub fn fs_space(path: &Path) -> io::Result<(u64, u64)> {
     ))
 }
 
+/// `FIFREEZE` / `FITHAW` (`_IOWR('X', 119, int)` / `_IOWR('X', 120, int)`, linux/fs.h).
+const FIFREEZE: libc::c_ulong = 0xC004_5877;
+const FITHAW: libc::c_ulong = 0xC004_5878;
+/// `FICLONE` (`_IOW(0x94, 9, int)`): a reflink copy where the file system shares extents.
+const FICLONE: libc::c_ulong = 0x4004_9409;
+
+/// A mounted disk image's file system frozen (`FIFREEZE`: its dirty data written out, new writes
+/// held until thawed), so the image file is a consistent, clean file system while it is copied.
+/// Thawed when dropped.
+#[derive(Debug)]
+pub struct FrozenFs {
+    dir: std::fs::File,
+    thawed: bool,
+}
+
+impl FrozenFs {
+    /// Freeze the file system mounted at `mountpoint` (the root of the mount: a host path the
+    /// caller trusts, opened without following a symlink).
+    pub fn freeze(mountpoint: &Path) -> Result<FrozenFs, DiskError> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(mountpoint)
+            .map_err(|source| DiskError::Io {
+                step: "opening the mounted disk",
+                path: mountpoint.to_path_buf(),
+                source,
+            })?;
+        // SAFETY: `dir` is an open descriptor owned here; FIFREEZE takes no pointer (its int
+        // argument is unused), so no memory is shared with the kernel.
+        let ret = unsafe { libc::ioctl(dir.as_raw_fd(), FIFREEZE as _, 0) };
+        if ret != 0 {
+            return Err(DiskError::Io {
+                step: "freezing the disk's file system (FIFREEZE)",
+                path: mountpoint.to_path_buf(),
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(FrozenFs { dir, thawed: false })
+    }
+}
+
+impl FrozenFs {
+    fn thaw_fd(&self) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as in `freeze`: an owned open descriptor, an ioctl without a pointer.
+        let ret = unsafe { libc::ioctl(self.dir.as_raw_fd(), FITHAW as _, 0) };
+        if ret != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Thaw it now, and say whether that worked (dropping it thaws too, silently).
+    pub fn thaw(mut self) -> Result<(), DiskError> {
+        let r = self.thaw_fd();
+        self.thawed = true;
+        r.map_err(|source| DiskError::Io {
+            step: "thawing the disk's file system (FITHAW)",
+            path: PathBuf::new(),
+            source,
+        })
+    }
+}
+
+impl Drop for FrozenFs {
+    fn drop(&mut self) {
+        if !self.thawed {
+            let _ = self.thaw_fd();
+        }
+    }
+}
+
+/// How [`copy_image`] copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyMethod {
+    /// `FICLONE`: the copy shares the source's extents (btrfs, XFS with reflink).
+    Reflink,
+    /// Only the allocated ranges (`SEEK_DATA`/`SEEK_HOLE`), each with `copy_file_range`: holes
+    /// stay holes.
+    Sparse,
+}
+
+impl CopyMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CopyMethod::Reflink => "reflink",
+            CopyMethod::Sparse => "sparse copy_file_range",
+        }
+    }
+}
+
+/// Copy the image file `src` (the server's own file, never a sandbox's path) to the new file
+/// `dst` (created, mode 0600; it must not exist): a reflink where the host file system allows,
+/// else a sparse copy. `max_bytes` bounds the data copied (the image's size limit). On failure
+/// `dst` is removed. Returns the method and the bytes of data copied.
+pub fn copy_image(src: &Path, dst: &Path, max_bytes: u64) -> Result<(CopyMethod, u64), DiskError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io_err = |step: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DiskError::Io { step, path, source }
+    };
+    let input = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(src)
+        .map_err(io_err("opening the disk image", src))?;
+    let meta = input
+        .metadata()
+        .map_err(io_err("checking the disk image", src))?;
+    if !meta.file_type().is_file() {
+        return Err(DiskError::Tool {
+            step: "copying the disk image",
+            detail: format!("{} is not a regular file", src.display()),
+        });
+    }
+    let size = meta.len();
+    let output = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dst)
+        .map_err(io_err("creating the copy", dst))?;
+    let copied = (|| {
+        // SAFETY: both descriptors are open and owned here; FICLONE takes the source descriptor
+        // as its integer argument, no pointer.
+        let ret = unsafe { libc::ioctl(output.as_raw_fd(), FICLONE as _, input.as_raw_fd()) };
+        if ret == 0 {
+            return Ok((CopyMethod::Reflink, size));
+        }
+        let mut data = 0u64;
+        let mut pos: i64 = 0;
+        let end = size as i64;
+        while pos < end {
+            let start = match nix::unistd::lseek(&input, pos, nix::unistd::Whence::SeekData) {
+                Ok(s) => s,
+                // No data after `pos`: the rest is a hole.
+                Err(nix::errno::Errno::ENXIO) => break,
+                Err(e) => return Err(io_err("finding data in the image", src)(e.into())),
+            };
+            let stop = nix::unistd::lseek(&input, start, nix::unistd::Whence::SeekHole)
+                .map_err(|e| io_err("finding a hole in the image", src)(e.into()))?
+                .min(end);
+            let (mut off_in, mut off_out) = (start, start);
+            while off_in < stop {
+                let want = ((stop - off_in) as u64).min(1 << 30) as usize;
+                let n = nix::fcntl::copy_file_range(
+                    &input,
+                    Some(&mut off_in),
+                    &output,
+                    Some(&mut off_out),
+                    want,
+                )
+                .map_err(|e| io_err("copying the image", dst)(e.into()))?;
+                if n == 0 {
+                    break;
+                }
+                data += n as u64;
+                if data > max_bytes {
+                    return Err(DiskError::Tool {
+                        step: "copying the disk image",
+                        detail: format!("more than {max_bytes} bytes of data"),
+                    });
+                }
+            }
+            pos = stop;
+        }
+        output
+            .set_len(size)
+            .map_err(io_err("sizing the copy", dst))?;
+        output.sync_all().map_err(io_err("syncing the copy", dst))?;
+        Ok((CopyMethod::Sparse, data))
+    })();
+    if copied.is_err() {
+        let _ = std::fs::remove_file(dst);
+    }
+    copied
+}
+
+/// Bytes the file at `path` occupies on its file system (its blocks; 0 unless a regular file;
+/// never followed).
+pub fn allocated_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => m.blocks() * 512,
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +370,42 @@ mod tests {
         unmount(&mnt).unwrap();
         assert!(!mnt.join("fill").exists());
         // The image stays sparse-ish: far less than its size on disk after removal of the mount.
+        unmount(&mnt).unwrap();
+    }
+
+    /// Needs root (loop devices); skipped otherwise.
+    #[test]
+    fn a_frozen_image_copies_sparsely_and_mounts() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (img, mnt) = (dir.path().join("disk.img"), dir.path().join("disk"));
+        create(&img, &mnt, 64 * 1024 * 1024).unwrap();
+        std::fs::write(mnt.join("hello"), vec![5u8; 300_000]).unwrap();
+        let copy = dir.path().join("copy.img");
+        let (method, data) = {
+            let _frozen = FrozenFs::freeze(&mnt).unwrap();
+            copy_image(&img, &copy, 64 * 1024 * 1024).unwrap()
+        };
+        // Thawed again: writable.
+        std::fs::write(mnt.join("after"), "x").unwrap();
+        assert!(data < 16 * 1024 * 1024, "{method:?} {data}");
+        assert_eq!(std::fs::metadata(&copy).unwrap().len(), 64 * 1024 * 1024);
+        assert!(allocated_bytes(&copy) < 16 * 1024 * 1024);
+        // An existing destination is never overwritten; a bound too small fails and leaves nothing.
+        assert!(copy_image(&img, &copy, u64::MAX).is_err());
+        let small = dir.path().join("small.img");
+        if method == CopyMethod::Sparse {
+            assert!(copy_image(&img, &small, 1024).is_err());
+            assert!(!small.exists());
+        }
+        let m2 = dir.path().join("m2");
+        ensure_mounted(&copy, &m2).unwrap();
+        assert_eq!(std::fs::read(m2.join("hello")).unwrap(), vec![5u8; 300_000]);
+        assert!(!m2.join("after").exists());
+        unmount(&m2).unwrap();
         unmount(&mnt).unwrap();
     }
 }

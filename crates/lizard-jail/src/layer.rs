@@ -458,6 +458,123 @@ fn times(st: &FileStat) -> (TimeSpec, TimeSpec) {
 
 /// The open descriptor is still the entry that was stat'ed (same inode, same type): else the tree
 /// changed under the walk, which is refused.
+/// Move the owners of every entry under the directory `root` (a host path the caller trusts: a
+/// copied disk image's file system, mounted where no sandbox sees it) from one host id range to
+/// another: an owner `ids.from_base + k` becomes `ids.to_base + k` (`k < ids.count`); owners outside
+/// the range (host root's own directories) stay. Never follows a symlink (`fchownat` with
+/// `AT_SYMLINK_NOFOLLOW`, directories opened `O_NOFOLLOW` and checked to be what was listed),
+/// never opens anything but directories and regular files with set-id bits (whose mode the chown
+/// clears and which is set again on the opened file), bounded in entries, depth and name length
+/// (`limits.max_bytes` is not used). File capabilities and POSIX ACL entries are not shifted (a
+/// chown drops the former). Returns the entries seen.
+pub fn shift_owners(root: &Path, ids: IdShift, limits: ImportLimits) -> Result<u64, ImportError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let rel = Path::new("");
+    let fd = nix::fcntl::open(root, flags, Mode::empty()).map_err(io("opening", rel))?;
+    let mut w = Walk {
+        limits,
+        ids,
+        report: ImportReport::default(),
+    };
+    let st = fstat(&fd).map_err(io("stat", rel))?;
+    w.shift_dir(fd.as_fd(), rel, 0)?;
+    w.chown_fd(fd.as_fd(), &st, rel)?;
+    Ok(w.report.entries)
+}
+
+impl Walk {
+    fn shifted(&self, st: &FileStat) -> Option<(Option<Uid>, Option<Gid>)> {
+        let u = self.ids.map(st.st_uid).map(Uid::from_raw);
+        let g = self.ids.map(st.st_gid).map(Gid::from_raw);
+        (u.is_some() || g.is_some()).then_some((u, g))
+    }
+
+    /// Shift an open directory's (or file's) owner, keeping its mode.
+    fn chown_fd(&self, fd: BorrowedFd<'_>, st: &FileStat, path: &Path) -> Result<(), ImportError> {
+        let Some((u, g)) = self.shifted(st) else {
+            return Ok(());
+        };
+        nix::unistd::fchown(fd, u, g).map_err(io("chown", path))?;
+        if st.st_mode & 0o6000 != 0 {
+            nix::sys::stat::fchmod(fd, Mode::from_bits_truncate(st.st_mode & 0o7777))
+                .map_err(io("chmod", path))?;
+        }
+        Ok(())
+    }
+
+    fn shift_dir(&mut self, dir: BorrowedFd<'_>, rel: &Path, depth: usize) -> Result<(), ImportError> {
+        if depth > self.limits.max_depth {
+            return Err(ImportError::Limit(format!(
+                "{}: deeper than {} directories",
+                show(rel),
+                self.limits.max_depth
+            )));
+        }
+        let dup = nix::unistd::dup(dir).map_err(io("dup", rel))?;
+        let mut d = nix::dir::Dir::from_fd(dup).map_err(io("listing", rel))?;
+        let mut names: Vec<OsString> = Vec::new();
+        for entry in d.iter() {
+            let entry = entry.map_err(io("listing", rel))?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            names.push(name.to_owned());
+            if names.len() as u64 + self.report.entries > self.limits.max_entries {
+                return Err(ImportError::Limit(format!(
+                    "more than {} entries",
+                    self.limits.max_entries
+                )));
+            }
+        }
+        drop(d);
+        for name in names {
+            let path = rel.join(&name);
+            self.count(&name, &path)?;
+            let st = fstatat(dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+                .map_err(io("stat", &path))?;
+            match kind(&st) {
+                SFlag::S_IFDIR => {
+                    let fd = openat(
+                        dir,
+                        name.as_os_str(),
+                        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                        Mode::empty(),
+                    )
+                    .map_err(io("opening", &path))?;
+                    same_inode(&fd, &st, &path)?;
+                    self.shift_dir(fd.as_fd(), &path, depth + 1)?;
+                    self.chown_fd(fd.as_fd(), &st, &path)?;
+                }
+                SFlag::S_IFREG if st.st_mode & 0o6000 != 0 && self.shifted(&st).is_some() => {
+                    // O_NONBLOCK | O_NOCTTY: nothing but a regular file is used (checked on the
+                    // descriptor), and opening one has no effect.
+                    let fd = openat(
+                        dir,
+                        name.as_os_str(),
+                        OFlag::O_RDONLY
+                            | OFlag::O_NOFOLLOW
+                            | OFlag::O_NONBLOCK
+                            | OFlag::O_NOCTTY
+                            | OFlag::O_CLOEXEC,
+                        Mode::empty(),
+                    )
+                    .map_err(io("opening", &path))?;
+                    same_inode(&fd, &st, &path)?;
+                    self.chown_fd(fd.as_fd(), &st, &path)?;
+                }
+                _ => {
+                    if let Some((u, g)) = self.shifted(&st) {
+                        fchownat(dir, name.as_os_str(), u, g, AtFlags::AT_SYMLINK_NOFOLLOW)
+                            .map_err(io("chown", &path))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 fn same_inode(fd: &OwnedFd, before: &FileStat, path: &Path) -> Result<FileStat, ImportError> {
     let now = fstat(fd).map_err(io("stat", path))?;
     if now.st_ino != before.st_ino || now.st_dev != before.st_dev || kind(&now) != kind(before) {
@@ -509,6 +626,57 @@ mod tests {
 
     fn own(p: &Path, id: u32) {
         std::os::unix::fs::lchown(p, Some(id), Some(id)).unwrap();
+    }
+
+    #[test]
+    fn owners_are_shifted_without_following_links() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("disk");
+        std::fs::create_dir_all(root.join("upper/home/d")).unwrap();
+        std::fs::write(root.join("upper/home/d/f"), "x").unwrap();
+        std::fs::write(root.join("upper/suid"), "x").unwrap();
+        // A file outside the tree that a link points at: its owner must not change.
+        let outside = t.path().join("outside");
+        std::fs::write(&outside, "secret").unwrap();
+        symlink(&outside, root.join("upper/link")).unwrap();
+        for p in ["upper/home", "upper/home/d", "upper/home/d/f", "upper/suid", "upper/link"] {
+            own(&root.join(p), FROM + 1000);
+        }
+        std::fs::set_permissions(
+            root.join("upper/suid"),
+            std::fs::Permissions::from_mode(0o4755),
+        )
+        .unwrap();
+        own(&root.join("upper/suid"), FROM + 1000);
+        std::fs::set_permissions(
+            root.join("upper/suid"),
+            std::fs::Permissions::from_mode(0o4755),
+        )
+        .unwrap();
+        let n = shift_owners(&root, ids(), ImportLimits::default()).unwrap();
+        assert_eq!(n, 6);
+        for p in ["upper/home", "upper/home/d", "upper/home/d/f", "upper/suid", "upper/link"] {
+            let m = std::fs::symlink_metadata(root.join(p)).unwrap();
+            assert_eq!((m.uid(), m.gid()), (TO + 1000, TO + 1000), "{p}");
+        }
+        // Host root's own directories (outside the range) stay; the link's target is untouched.
+        assert_eq!(std::fs::metadata(root.join("upper")).unwrap().uid(), 0);
+        assert_eq!(std::fs::metadata(&outside).unwrap().uid(), 0);
+        let mode = std::fs::metadata(root.join("upper/suid")).unwrap().mode();
+        assert_eq!(mode & 0o7777, 0o4755);
+        // Bounds hold.
+        let tight = ImportLimits {
+            max_entries: 3,
+            ..Default::default()
+        };
+        assert!(matches!(
+            shift_owners(&root, ids(), tight),
+            Err(ImportError::Limit(_))
+        ));
     }
 
     #[test]

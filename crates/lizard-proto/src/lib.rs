@@ -18,6 +18,7 @@ pub mod hibernate;
 pub mod ids;
 pub mod language;
 pub mod sandbox;
+pub mod snapshot;
 pub mod template;
 pub mod volume;
 
@@ -45,6 +46,9 @@ pub use sandbox::{
     CreateProjectRequest, CreateSandboxRequest, Egress, ExecutionRow, LimitsRequest,
     NetworkRequest, ProjectCreated, ProjectUsage, SandboxInfo, SandboxLimits, SandboxState,
     SandboxUsage, SetTimeoutRequest, TimeoutAction, UsageTotals,
+};
+pub use snapshot::{
+    CreateSnapshotRequest, ForkSandboxRequest, SnapshotInfo, SnapshotQuery, SnapshotUsage,
 };
 pub use template::{
     BuildTemplateRequest, LogStream, TemplateBuildEvent, TemplateInfo, TemplateList,

@@ -34,6 +34,11 @@ pub struct CreateSandboxRequest {
     /// Network access; loopback only when absent. Egress needs a project with `allow_egress`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkRequest>,
+    /// Start from this snapshot of the project (a clone): its template, limits, environment,
+    /// network, volumes, files and kernels' state; only `timeout_ms`, `metadata` and `on_timeout`
+    /// may be given with it. The answer's `restore` says what each context got back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
 }
 
 /// The network of a sandbox: `{"egress": "none" | "all" | {"allow": ["host", "ip", "ip:port",
@@ -211,6 +216,10 @@ pub struct UsageTotals {
     /// total since its volumes were created, not limited to the report's time range.
     #[serde(default)]
     pub volume_gib_hours: f64,
+    /// Snapshot storage (each snapshot's size × its lifetime), GiB-hours; like volumes, a
+    /// project's total since its snapshots were taken.
+    #[serde(default)]
+    pub snapshot_gib_hours: f64,
 }
 
 /// One sandbox's usage.
@@ -241,6 +250,9 @@ pub struct ProjectUsage {
     /// Every volume the project has had (deleted ones included).
     #[serde(default)]
     pub volumes: Vec<crate::VolumeUsage>,
+    /// Every snapshot the project has had (deleted ones included).
+    #[serde(default)]
+    pub snapshots: Vec<crate::SnapshotUsage>,
 }
 
 /// One finished run as the server stores it, for `GET /v1/projects/{project}/executions`.

@@ -115,6 +115,7 @@ impl From<SandboxError> for ApiError {
             SandboxError::NoSpace(_) => {
                 ApiError::new(ErrorCode::InsufficientStorage, e.to_string())
             }
+            SandboxError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m.clone()),
             SandboxError::Io { .. } | SandboxError::Store(_) => ApiError::internal(&e),
             SandboxError::Volume(_) => unreachable!("returned above"),
         }
@@ -236,6 +237,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sandboxes/{id}/pause", post(pause_sandbox))
         .route("/v1/sandboxes/{id}/resume", post(resume_sandbox))
         .route("/v1/sandboxes/{id}/hibernate", post(hibernate_sandbox))
+        .route("/v1/sandboxes/{id}/snapshots", post(create_snapshot))
+        .route("/v1/sandboxes/{id}/fork", post(fork_sandbox))
+        .route("/v1/snapshots", get(list_snapshots))
+        .route(
+            "/v1/snapshots/{snapshot}",
+            get(get_snapshot).delete(delete_snapshot),
+        )
         .route("/v1/sandboxes/{id}/execute", any(crate::proxy::forward))
         .route("/v1/sandboxes/{id}/contexts", any(crate::proxy::forward))
         .route(
@@ -374,6 +382,9 @@ async fn create_sandbox(
             format!("project {project:?} may not grant internet egress (an admin can create a project with allow_egress)"),
         ));
     }
+    if let Some(snapshot_id) = &req.snapshot_id {
+        return create_from_snapshot(&st, &who, project, snapshot_id.clone(), req).await;
+    }
     let sb = st
         .sandboxes
         .create_detached(CreateSandbox {
@@ -394,6 +405,177 @@ async fn create_sandbox(
         project: Some(sb.project.clone()),
     });
     Ok(r)
+}
+
+/// A snapshot the caller may see (404 otherwise, whether it exists or not).
+fn visible_snapshot(
+    st: &AppState,
+    who: &Principal,
+    id: &str,
+) -> Result<crate::store::SnapshotRow, ApiError> {
+    let not_found = || ApiError::new(ErrorCode::NotFound, format!("snapshot {id:?} not found"));
+    if !crate::sandboxes::snapshot::valid_snapshot_id(id) {
+        return Err(not_found());
+    }
+    match st.sandboxes.store.get_snapshot(id)? {
+        Some(r) if who.can_see(&r.project) => Ok(r),
+        _ => Err(not_found()),
+    }
+}
+
+/// `POST /v1/sandboxes` with `snapshot_id`: a clone. Only the new sandbox's own lifetime and
+/// labels may be given; the rest is the snapshot's.
+async fn create_from_snapshot(
+    st: &Arc<AppState>,
+    who: &Principal,
+    project: String,
+    snapshot_id: String,
+    req: CreateSandboxRequest,
+) -> Result<Response, ApiError> {
+    if req.template.is_some()
+        || !req.env.is_empty()
+        || req.limits.is_some()
+        || !req.volumes.is_empty()
+        || req.network.is_some()
+    {
+        return Err(ApiError::invalid(
+            "a sandbox from a snapshot takes the snapshot's template, env, limits, volumes and \
+             network: only timeout_ms, metadata and on_timeout may be given with snapshot_id",
+        ));
+    }
+    let row = visible_snapshot(st, who, &snapshot_id)?;
+    if row.project != project {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("snapshot {snapshot_id:?} not found"),
+        ));
+    }
+    let (sb, report) = st
+        .sandboxes
+        .clone_detached(
+            row,
+            crate::sandboxes::snapshot::CloneRequest {
+                project,
+                timeout_ms: req.timeout_ms,
+                metadata: req.metadata,
+                on_timeout: req.on_timeout,
+            },
+        )
+        .await?;
+    let mut r = (
+        StatusCode::CREATED,
+        Json(crate::sandboxes::snapshot::clone_info(&sb, report)),
+    )
+        .into_response();
+    r.extensions_mut().insert(crate::audit::Created {
+        id: sb.id.clone(),
+        project: Some(sb.project.clone()),
+    });
+    Ok(r)
+}
+
+/// A JSON body that may be absent (empty): `T::default()` then.
+fn optional_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))
+}
+
+/// `POST /v1/sandboxes/{id}/snapshots`: save a running or paused sandbox's memory state and disk.
+async fn create_snapshot(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    body: bytes::Bytes,
+) -> Result<Response, ApiError> {
+    let req: lizard_proto::CreateSnapshotRequest = optional_body(&body)?;
+    let sb = visible(&st, &who, &id)?;
+    let row = st.sandboxes.snapshot_detached(&sb.id, req.metadata).await?;
+    let mut r = (
+        StatusCode::CREATED,
+        Json(crate::sandboxes::snapshot::snapshot_info(&row)),
+    )
+        .into_response();
+    r.extensions_mut().insert(crate::audit::Created {
+        id: row.id.clone(),
+        project: Some(row.project.clone()),
+    });
+    Ok(r)
+}
+
+/// `POST /v1/sandboxes/{id}/fork`: a new running sandbox with the source's memory state and
+/// files, in one call.
+async fn fork_sandbox(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    body: bytes::Bytes,
+) -> Result<Response, ApiError> {
+    let req: lizard_proto::ForkSandboxRequest = optional_body(&body)?;
+    let sb = visible(&st, &who, &id)?;
+    let (new, report) = st
+        .sandboxes
+        .fork_detached(
+            &sb.id,
+            crate::sandboxes::snapshot::CloneRequest {
+                project: sb.project.clone(),
+                timeout_ms: req.timeout_ms,
+                metadata: req.metadata,
+                on_timeout: None,
+            },
+        )
+        .await?;
+    let mut r = (
+        StatusCode::CREATED,
+        Json(crate::sandboxes::snapshot::clone_info(&new, report)),
+    )
+        .into_response();
+    r.extensions_mut().insert(crate::audit::Created {
+        id: new.id.clone(),
+        project: Some(new.project.clone()),
+    });
+    Ok(r)
+}
+
+async fn list_snapshots(
+    State(st): St,
+    Auth(who): Auth,
+    q: Result<Query<lizard_proto::SnapshotQuery>, QueryRejection>,
+) -> Result<Json<Vec<lizard_proto::SnapshotInfo>>, ApiError> {
+    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
+    let project = match (&who, q.project.as_deref()) {
+        (Principal::Admin, None) => None,
+        (_, named) => Some(project_of(&who, named)?),
+    };
+    let rows =
+        st.sandboxes
+            .store
+            .list_snapshots(project.as_deref(), q.sandbox_id.as_deref(), false)?;
+    Ok(Json(
+        rows.iter()
+            .map(crate::sandboxes::snapshot::snapshot_info)
+            .collect(),
+    ))
+}
+
+async fn get_snapshot(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<lizard_proto::SnapshotInfo>, ApiError> {
+    let row = visible_snapshot(&st, &who, &id)?;
+    Ok(Json(crate::sandboxes::snapshot::snapshot_info(&row)))
+}
+
+async fn delete_snapshot(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let row = visible_snapshot(&st, &who, &id)?;
+    st.sandboxes.delete_snapshot(&row).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Largest `POST /v1/templates` body: the base64 of the largest context, and the rest.
@@ -905,6 +1087,19 @@ async fn project_usage(
     let volumes = store.list_volumes(Some(&project), true)?;
     let mut totals = metering::totals(&rows);
     totals.volume_gib_hours = volumes.iter().fold(0.0, |t, v| t + v.gib_hours);
+    let now = now_ms();
+    let snapshots: Vec<lizard_proto::SnapshotUsage> = store
+        .list_snapshots(Some(&project), None, true)?
+        .iter()
+        .map(|r| lizard_proto::SnapshotUsage {
+            snapshot_id: r.id.clone(),
+            sandbox_id: r.sandbox_id.clone(),
+            size_bytes: r.size_bytes,
+            gib_hours: crate::sandboxes::snapshot::gib_hours(r, now),
+            deleted: r.deleted_at_ms.is_some(),
+        })
+        .collect();
+    totals.snapshot_gib_hours = snapshots.iter().fold(0.0, |t, s| t + s.gib_hours);
     Ok(Json(ProjectUsage {
         project,
         from_ms: from,
@@ -912,6 +1107,7 @@ async fn project_usage(
         totals,
         sandboxes: rows.iter().map(Into::into).collect(),
         volumes: volumes.iter().map(Into::into).collect(),
+        snapshots,
     }))
 }
 

@@ -74,6 +74,8 @@ pub fn classify(method: &Method, path: &str) -> Option<Action> {
                 "resume" => "sandbox.resume",
                 "hibernate" => "sandbox.hibernate",
                 "timeout" => "sandbox.set_timeout",
+                "fork" => "sandbox.fork",
+                "snapshots" => "snapshot.create",
                 _ => return None,
             };
             act(name, Some(id), true)
@@ -81,6 +83,7 @@ pub fn classify(method: &Method, path: &str) -> Option<Action> {
         ("POST", ["v1", "projects"]) => create("project.create", "project"),
         ("POST", ["v1", "volumes"]) => create("volume.create", "volume_id"),
         ("DELETE", ["v1", "volumes", v]) => act("volume.delete", Some(v), false),
+        ("DELETE", ["v1", "snapshots", s]) => act("snapshot.delete", Some(s), false),
         // The handler names the template (`Created`): a streamed answer is never read here.
         ("POST", ["v1", "templates"]) => create("template.build", "name"),
         ("DELETE", ["v1", "templates", t]) => act("template.delete", Some(t), false),
@@ -240,6 +243,15 @@ mod tests {
         assert_eq!(name(Method::POST, "/v1/projects"), Some("project.create"));
         assert_eq!(name(Method::POST, "/v1/volumes"), Some("volume.create"));
         assert_eq!(name(Method::DELETE, "/v1/volumes/v"), Some("volume.delete"));
+        assert_eq!(
+            name(Method::DELETE, "/v1/snapshots/snap_x"),
+            Some("snapshot.delete")
+        );
+        assert_eq!(
+            name(Method::POST, "/v1/sandboxes/a/snapshots"),
+            Some("snapshot.create")
+        );
+        assert_eq!(name(Method::POST, "/v1/sandboxes/a/fork"), Some("sandbox.fork"));
         assert_eq!(name(Method::POST, "/v1/templates"), Some("template.build"));
         assert_eq!(
             name(Method::DELETE, "/v1/templates/t"),

@@ -28,6 +28,8 @@
 //! Not here: HTTP (see `crate::api`), forwarding to the agent (see `crate::proxy`), usage numbers
 //! (see `crate::metering`).
 
+pub mod snapshot;
+
 use crate::agent_client::AgentClient;
 use crate::store::{now_ms, SandboxRow, Store, StoreError, StoredState, VolumeRow};
 use crate::volumes::{VolumeError, Volumes};
@@ -74,6 +76,8 @@ pub enum SandboxError {
     Volume(#[from] VolumeError),
     #[error(transparent)]
     NoSpace(#[from] crate::storage::Insufficient),
+    #[error("{0}")]
+    Conflict(String),
 }
 
 /// Environment variable names a sandbox's creator may not set: the agent's settings.
@@ -849,9 +853,14 @@ impl Sandboxes {
     /// The template build a sandbox directory's last launch used (from its `runtime.json`), with
     /// its layers.
     fn previous_build(&self, dir: &Path) -> Option<Chain> {
-        let rt: Runtime =
-            serde_json::from_slice(&std::fs::read(dir.join(RUNTIME_FILE)).ok()?).ok()?;
-        let build = rt.template_dir?;
+        let rt: Option<Runtime> = std::fs::read(dir.join(RUNTIME_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        // A clone's first launch: the build its snapshot was taken on (`snapshot`).
+        let build = match rt {
+            Some(rt) => rt.template_dir?,
+            None => Self::clone_build(dir)?,
+        };
         let (top, _) = lizard_template::layer::read_build_dir(&build)?;
         lizard_template::layer::resolve(&top).ok()
     }

@@ -151,6 +151,26 @@ pub struct UsageRow {
     pub updated_at_ms: u64,
 }
 
+/// One snapshot (deleted ones keep their row, for usage). Stored as JSON in `snapshots.data`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotRow {
+    pub id: String,
+    pub project: String,
+    pub sandbox_id: String,
+    pub template: String,
+    pub created_at_ms: u64,
+    #[serde(default)]
+    pub deleted_at_ms: Option<u64>,
+    /// Host disk its image holds.
+    pub size_bytes: u64,
+    /// What was captured, per context, and how.
+    pub report: lizard_proto::HibernationReport,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// What a clone is launched with: the source's settings and lower layers.
+    pub source: crate::sandboxes::snapshot::SnapshotSource,
+}
+
 pub struct Store {
     conn: Mutex<Connection>,
 }
@@ -249,6 +269,15 @@ CREATE TABLE IF NOT EXISTS templates (
     data TEXT NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS templates_name ON templates(project, name);
+CREATE TABLE IF NOT EXISTS snapshots (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    sandbox_id TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    deleted_at_ms INTEGER,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS snapshots_project ON snapshots(project, created_at_ms);
 CREATE INDEX IF NOT EXISTS audit_at ON audit(at_ms);
 CREATE INDEX IF NOT EXISTS audit_project ON audit(project, at_ms);
 ";
@@ -802,6 +831,87 @@ impl Store {
         let mut st = conn.prepare(&sql)?;
         let rows = st.query_map(params![project, include_deleted], Self::volume_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    // --- snapshots ------------------------------------------------------------------------------
+
+    pub fn insert_snapshot(&self, s: &SnapshotRow) -> Result<(), StoreError> {
+        self.conn().execute(
+            "INSERT INTO snapshots (id, project, sandbox_id, created_at_ms, deleted_at_ms, data)
+             VALUES (?1, ?2, ?3, ?4, NULL, ?5)",
+            params![
+                s.id,
+                s.project,
+                s.sandbox_id,
+                s.created_at_ms as i64,
+                serde_json::to_string(s)?
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn mark_snapshot_deleted(&self, id: &str, at_ms: u64) -> Result<(), StoreError> {
+        let row = self.snapshot_rows(
+            "SELECT data, deleted_at_ms FROM snapshots WHERE id = ?1",
+            params![id],
+        )?;
+        let Some(mut row) = row.into_iter().next() else {
+            return Ok(());
+        };
+        row.deleted_at_ms = Some(at_ms);
+        self.conn().execute(
+            "UPDATE snapshots SET deleted_at_ms = ?2, data = ?3 WHERE id = ?1",
+            params![id, at_ms as i64, serde_json::to_string(&row)?],
+        )?;
+        Ok(())
+    }
+
+    fn snapshot_rows(
+        &self,
+        sql: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<SnapshotRow>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare(sql)?;
+        let rows = st.query_map(args, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for r in rows {
+            let (data, deleted) = r?;
+            let mut row: SnapshotRow = serde_json::from_str(&data)?;
+            row.deleted_at_ms = deleted.map(|d| d as u64);
+            out.push(row);
+        }
+        Ok(out)
+    }
+
+    /// A live (not deleted) snapshot by id, whatever its project.
+    pub fn get_snapshot(&self, id: &str) -> Result<Option<SnapshotRow>, StoreError> {
+        Ok(self
+            .snapshot_rows(
+                "SELECT data, deleted_at_ms FROM snapshots WHERE id = ?1 AND deleted_at_ms IS NULL",
+                params![id],
+            )?
+            .into_iter()
+            .next())
+    }
+
+    /// Snapshots of `project` (every project's when `None`), of one sandbox when `sandbox_id`,
+    /// oldest first; deleted ones only when `include_deleted`.
+    pub fn list_snapshots(
+        &self,
+        project: Option<&str>,
+        sandbox_id: Option<&str>,
+        include_deleted: bool,
+    ) -> Result<Vec<SnapshotRow>, StoreError> {
+        self.snapshot_rows(
+            "SELECT data, deleted_at_ms FROM snapshots
+             WHERE (?1 IS NULL OR project = ?1) AND (?2 IS NULL OR sandbox_id = ?2)
+               AND (?3 OR deleted_at_ms IS NULL)
+             ORDER BY created_at_ms, id",
+            params![project, sandbox_id, include_deleted],
+        )
     }
 
     // --- templates ------------------------------------------------------------------------------

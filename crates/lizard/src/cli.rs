@@ -89,6 +89,18 @@ pub enum SandboxCommand {
         /// default path is /home/user/NAME).
         #[arg(long = "volume", value_name = "NAME[:/PATH[:ro]]")]
         volumes: Vec<String>,
+        /// Start from this snapshot (a clone: its template, limits, env, network, volumes, files
+        /// and kernels' state); prints what each context got back.
+        #[arg(long, value_name = "SNAPSHOT_ID")]
+        snapshot: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fork a running sandbox: a new one with the same kernels' state and files; prints its id.
+    Fork {
+        id: String,
+        #[arg(long)]
+        timeout_ms: Option<u64>,
         #[arg(long)]
         json: bool,
     },
@@ -361,6 +373,7 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                 allow,
                 pause_on_timeout,
                 volumes,
+                snapshot,
                 json,
             } => {
                 let limits = (memory_mb.is_some() || cpu_millicores.is_some() || disk_mb.is_some())
@@ -392,14 +405,41 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                             .map(|v| parse_volume_arg(v))
                             .collect::<Result<_>>()?,
                         network,
+                        snapshot_id: snapshot,
                     })
                     .await?;
                 if json {
                     print_json(&info)
                 } else {
+                    if let Some(r) = &info.restore {
+                        print_report(r, "restored");
+                    }
                     println!("{}", info.sandbox_id);
                     Ok(())
                 }
+            }
+            SandboxCommand::Fork {
+                id,
+                timeout_ms,
+                json,
+            } => {
+                let info = c
+                    .fork_sandbox(
+                        &id,
+                        &lizard_proto::ForkSandboxRequest {
+                            timeout_ms,
+                            ..Default::default()
+                        },
+                    )
+                    .await?;
+                if json {
+                    return print_json(&info);
+                }
+                if let Some(r) = &info.restore {
+                    print_report(r, "restored");
+                }
+                println!("{}", info.sandbox_id);
+                Ok(())
             }
             SandboxCommand::List {
                 project,
@@ -534,6 +574,91 @@ fn parse_volume_arg(s: &str) -> Result<lizard_proto::VolumeMountRequest> {
         name,
         mount_path,
         read_only,
+    })
+}
+
+/// `lizard snapshot ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum SnapshotCommand {
+    /// Snapshot a running or paused sandbox (its kernels' state and its disk; it keeps running)
+    /// and print the snapshot's id.
+    Create {
+        sandbox_id: String,
+        /// Metadata label (repeatable).
+        #[arg(long = "metadata", value_name = "KEY=VALUE")]
+        metadata: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List snapshots (of one sandbox with --sandbox).
+    List {
+        #[arg(long)]
+        sandbox: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a snapshot (its clones keep running).
+    Delete { snapshot_id: String },
+}
+
+pub fn snapshot(conn: &Conn, cmd: SnapshotCommand) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        match cmd {
+            SnapshotCommand::Create {
+                sandbox_id,
+                metadata,
+                json,
+            } => {
+                let s = c
+                    .create_snapshot(
+                        &sandbox_id,
+                        &lizard_proto::CreateSnapshotRequest {
+                            metadata: pairs(&metadata, "metadata")?,
+                        },
+                    )
+                    .await?;
+                if json {
+                    return print_json(&s);
+                }
+                print_report(
+                    &lizard_proto::HibernationReport {
+                        method: s.method,
+                        method_reason: s.method_reason.clone(),
+                        contexts: s.contexts.clone(),
+                    },
+                    "saved",
+                );
+                println!("{}", s.snapshot_id);
+                Ok(())
+            }
+            SnapshotCommand::List { sandbox, json } => {
+                let list = c.list_snapshots(sandbox.as_deref()).await?;
+                if json {
+                    return print_json(&list);
+                }
+                println!(
+                    "{:<27} {:<22} {:<16} {:<10} {:>10} TEMPLATE",
+                    "SNAPSHOT", "SANDBOX", "PROJECT", "CREATED", "MIB"
+                );
+                for s in list {
+                    println!(
+                        "{:<27} {:<22} {:<16} {:<10} {:>10} {}",
+                        s.snapshot_id,
+                        s.sandbox_id,
+                        s.project,
+                        ms_to_age(s.created_at_ms),
+                        s.size_bytes.div_ceil(1024 * 1024),
+                        s.template
+                    );
+                }
+                Ok(())
+            }
+            SnapshotCommand::Delete { snapshot_id } => {
+                c.delete_snapshot(&snapshot_id).await?;
+                Ok(())
+            }
+        }
     })
 }
 

@@ -48,6 +48,14 @@ enum Command {
         #[command(subcommand)]
         command: cli::SandboxCommand,
     },
+    /// Snapshots of running sandboxes: create, list, delete (start one with `sandbox create
+    /// --snapshot ID`).
+    Snapshot {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(subcommand)]
+        command: cli::SnapshotCommand,
+    },
     /// Create, list, inspect and delete persistent volumes (mounted with `sandbox create --volume`).
     Volume {
         #[command(flatten)]
@@ -237,6 +245,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Sandbox { conn, command } => ok(cli::sandbox(&conn, command)),
         Command::Volume { conn, command } => ok(cli::volume(&conn, command)),
+        Command::Snapshot { conn, command } => ok(cli::snapshot(&conn, command)),
         Command::Run { conn, args } => cli::run(&conn, args),
         Command::Exec { conn, args } => cli::exec(&conn, args),
         Command::Shell { conn, args } => cli::shell(&conn, args),

@@ -650,6 +650,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         // Host-side checks only (no agent is asked): quick whatever the agents do; the lost
         // ones are destroyed in the background.
         let (adopted, lost) = sandboxes.adopt().await?;
+        // Snapshots live in the store and their own files; what a crash left half-made goes.
+        sandboxes.clean_snapshot_dirs();
         if adopted + lost > 0 {
             tracing::info!(adopted, lost, "sandboxes from the previous run");
         }

@@ -1,0 +1,710 @@
+//! Snapshots, clones and forks of running sandboxes.
+//!
+//! A **snapshot** is the memory state and the disk of a running (or paused) sandbox, kept by the
+//! server: the source's kernels save themselves while it runs (the capture step, [`Capture`]),
+//! then the source is frozen briefly (its cgroup, then its disk's file system with `FIFREEZE`)
+//! while its disk image is copied (a reflink where the host file system shares extents, else a
+//! sparse `copy_file_range` of the allocated ranges), and thawed. The source goes on with its
+//! kernels intact. The copy lives in `<data>/snapshots/<id>/disk.img` (root's, 0700 directory),
+//! the row in the store's `snapshots` table: both survive a restart.
+//!
+//! A **clone** (`POST /v1/sandboxes` with `snapshot_id`) is a new sandbox (own id, host id range,
+//! cgroup, network, writable layer) whose disk image is a copy of the snapshot's: the copy is
+//! mounted on the host, its owners moved from the source's host id range to the clone's
+//! (`lizard_jail::layer::shift_owners`, no link followed), the sandbox launched on it over the
+//! source's template build, and its agent restores the contexts from the saved state inside its
+//! own disk. A **fork** is a snapshot that is not kept: its image becomes the clone's.
+//!
+//! The saved kernel state is written by the source's agent on the source's disk
+//! (`/run/lizard/snapshot`): the host never opens it, it only copies the whole image file (its
+//! own file, of a size the host fixed) and reads nothing in it but directory entries and owners
+//! for the id shift; the state is read back only inside the clone, by the clone's agent.
+//!
+//! **Capture method:** [`Capture`] is the one pluggable step; today only [`Capture::PerLanguage`]
+//! (the kernels' own save, as for hibernation). Every answer names the method and why.
+
+use super::*;
+use lizard_proto::{HibernationMethod, SandboxInfo, SnapshotInfo};
+
+/// Where the source's agent saves its contexts for a snapshot (inside the sandbox, on its disk).
+pub const SNAPSHOT_DIR: &str = "/run/lizard/snapshot";
+
+/// In a clone's directory: the template build its writable layer was made on (until its first
+/// launch writes `runtime.json`).
+pub(super) const CLONE_BUILD_FILE: &str = "clone-build.json";
+
+/// What a clone is launched with: the source's settings and lower layers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotSource {
+    pub limits: SandboxLimits,
+    #[serde(default)]
+    pub envs: BTreeMap<String, String>,
+    #[serde(default)]
+    pub network: NetworkRequest,
+    #[serde(default)]
+    pub on_timeout: TimeoutAction,
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub volumes: Vec<SandboxVolume>,
+    /// The template build (and its bases) the layer was made on: pinned while the snapshot lives.
+    pub template_dir: PathBuf,
+    #[serde(default)]
+    pub template_bases: Vec<PathBuf>,
+    /// First host id of the source's range: the image's files are owned from there.
+    pub id_base: u32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct CloneBuild {
+    template_dir: PathBuf,
+}
+
+/// How the memory state is captured and restored: the one pluggable step of a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capture {
+    /// Each kernel saves its own state (variables, functions, classes, imports, cwd, env) into
+    /// the sandbox's disk and a fresh kernel in the clone loads it; what cannot be saved is
+    /// reported lost (see ARCHITECTURE.md, "Hibernation").
+    PerLanguage,
+}
+
+impl Capture {
+    /// The method this host supports, and why.
+    pub fn select() -> (Capture, String) {
+        (Capture::PerLanguage, checkpoint_tool_reason())
+    }
+
+    pub fn method(self) -> HibernationMethod {
+        match self {
+            Capture::PerLanguage => HibernationMethod::PerLanguage,
+        }
+    }
+
+    /// Save the running sandbox's memory state (into its own disk).
+    async fn save(self, agent: &AgentClient) -> Result<HibernationReport, SandboxError> {
+        match self {
+            Capture::PerLanguage => agent
+                .hibernate_snapshot(SNAPSHOT_DIR)
+                .await
+                .map_err(|e| SandboxError::Launch(format!("saving the sandbox's contexts: {e}"))),
+        }
+    }
+
+    /// Restore it in a freshly launched clone; a failure is a report with fresh contexts.
+    async fn restore(self, agent: &AgentClient, reason: &str) -> HibernationReport {
+        match self {
+            Capture::PerLanguage => match agent.hibernate_restore(SNAPSHOT_DIR).await {
+                Ok(mut r) => {
+                    r.method = self.method();
+                    r.method_reason = reason.to_string();
+                    r
+                }
+                Err(e) => HibernationReport {
+                    method: self.method(),
+                    method_reason: format!(
+                        "the saved state could not be restored ({e}); the sandbox runs with fresh \
+                         contexts"
+                    ),
+                    contexts: Vec::new(),
+                },
+            },
+        }
+    }
+}
+
+/// A new snapshot id: `snap_` + 20 characters of `[a-z0-9]`.
+pub fn new_snapshot_id() -> String {
+    format!("snap_{}", new_sandbox_id())
+}
+
+/// Whether `id` looks like a snapshot id (anything else is unknown without a lookup).
+pub fn valid_snapshot_id(id: &str) -> bool {
+    id.len() == 25
+        && id.starts_with("snap_")
+        && id[5..]
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
+/// Bounds of the walk that moves a copied layer's owners to the clone's range.
+fn shift_limits() -> lizard_jail::layer::ImportLimits {
+    lizard_jail::layer::ImportLimits {
+        max_bytes: u64::MAX,
+        max_entries: 4_000_000,
+        max_depth: 256,
+        max_name_len: 255,
+    }
+}
+
+/// The API view of a snapshot.
+pub fn snapshot_info(r: &crate::store::SnapshotRow) -> SnapshotInfo {
+    SnapshotInfo {
+        snapshot_id: r.id.clone(),
+        sandbox_id: r.sandbox_id.clone(),
+        project: r.project.clone(),
+        template: r.template.clone(),
+        created_at_ms: r.created_at_ms,
+        size_bytes: r.size_bytes,
+        method: r.report.method,
+        method_reason: r.report.method_reason.clone(),
+        contexts: r.report.contexts.clone(),
+        metadata: r.metadata.clone(),
+        limits: r.source.limits,
+    }
+}
+
+/// A snapshot's storage: its size × its lifetime (until `now_ms` or its deletion), GiB-hours.
+pub fn gib_hours(r: &crate::store::SnapshotRow, now_ms: u64) -> f64 {
+    let end = r.deleted_at_ms.unwrap_or(now_ms);
+    let hours = end.saturating_sub(r.created_at_ms) as f64 / 3_600_000.0;
+    r.size_bytes as f64 / (1024.0 * 1024.0 * 1024.0) * hours
+}
+
+/// What a clone is made from: a kept snapshot's image (copied) or a fork's (moved).
+enum Image<'a> {
+    Copy(&'a Path),
+    Move(&'a Path),
+}
+
+/// A clone request (validated by the API layer: project resolved, snapshot visible).
+#[derive(Debug, Clone, Default)]
+pub struct CloneRequest {
+    pub project: String,
+    pub timeout_ms: Option<u64>,
+    pub metadata: BTreeMap<String, String>,
+    pub on_timeout: Option<TimeoutAction>,
+}
+
+impl Sandboxes {
+    fn snapshots_dir(&self) -> PathBuf {
+        self.cfg.data_dir.join("snapshots")
+    }
+
+    /// Where snapshot `id`'s image lives.
+    pub fn snapshot_image(&self, id: &str) -> PathBuf {
+        self.snapshots_dir().join(id).join("disk.img")
+    }
+
+    /// Take a snapshot of sandbox `id` (running or paused; it keeps running, or stays paused)
+    /// and keep it. In a task of its own, like a create: a caller that goes away does not stop
+    /// it half-way (which could leave the source frozen).
+    pub async fn snapshot_detached(
+        self: &Arc<Self>,
+        id: &str,
+        metadata: BTreeMap<String, String>,
+    ) -> Result<crate::store::SnapshotRow, SandboxError> {
+        check_bounds("metadata", &metadata, METADATA_BOUNDS)?;
+        let (this, id) = (self.clone(), id.to_string());
+        tokio::spawn(async move {
+            let row = this.capture(&id, new_snapshot_id(), metadata).await?;
+            if let Err(e) = this.store.insert_snapshot(&row) {
+                this.discard_snapshot_files(&row);
+                return Err(e.into());
+            }
+            Ok(row)
+        })
+        .await
+        .map_err(|e| SandboxError::Launch(format!("the snapshot task failed: {e}")))?
+    }
+
+    /// Save sandbox `id`'s memory state and copy its disk into `snapshots/<snap_id>/`; the row
+    /// is not stored yet.
+    async fn capture(
+        &self,
+        id: &str,
+        snap_id: String,
+        metadata: BTreeMap<String, String>,
+    ) -> Result<crate::store::SnapshotRow, SandboxError> {
+        let (sb, _guard) = self.locked(id).await?;
+        let was_paused = match sb.state() {
+            StoredState::Running => false,
+            StoredState::Paused => true,
+            StoredState::Hibernated => {
+                return Err(SandboxError::Conflict(format!(
+                    "sandbox {id} is hibernated: resume it before taking a snapshot"
+                )))
+            }
+            StoredState::Killed => return Err(SandboxError::NotFound(id.to_string())),
+        };
+        let (Some(mount), Some(template_dir), Some(id_base)) = (
+            sb.runtime.disk.clone(),
+            sb.runtime.template_dir.clone(),
+            sb.runtime.id_base,
+        ) else {
+            return Err(SandboxError::Conflict(format!(
+                "sandbox {id} was started by an older server (no disk image of its own or no id \
+                 range): it cannot be snapshotted"
+            )));
+        };
+        let image = sb.runtime.dir.join("disk.img");
+        let cg = sb.runtime.cgroup.clone();
+        let started = std::time::Instant::now();
+        if was_paused {
+            // The kernels must run to save their state.
+            let cg = cg.clone();
+            tokio::task::spawn_blocking(move || cg.thaw())
+                .await
+                .map_err(|e| SandboxError::Launch(e.to_string()))?
+                .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
+        }
+        let (capture, reason) = Capture::select();
+        let saved = capture.save(&sb.agent).await;
+        let save_ms = started.elapsed().as_millis() as u64;
+        let mut report = match saved {
+            Ok(r) => r,
+            Err(e) => {
+                if was_paused {
+                    let cg = cg.clone();
+                    let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
+                }
+                return Err(e);
+            }
+        };
+        report.method = capture.method();
+        report.method_reason = reason;
+        let sdir = self.snapshots_dir().join(&snap_id);
+        let dst = sdir.join("disk.img");
+        let max_bytes = (sb.limits.disk_mb * 1024 * 1024).max(lizard_jail::disk::MIN_BYTES);
+        let reserved = self.volumes.storage.reserve(
+            &dst,
+            lizard_jail::disk::allocated_bytes(&image),
+            "a snapshot",
+        );
+        let copied = match reserved {
+            Err(e) => Err(SandboxError::NoSpace(e)),
+            Ok(_reservation) => {
+                let (sdir, dst, image, cg) = (sdir.clone(), dst.clone(), image.clone(), cg.clone());
+                tokio::task::spawn_blocking(move || {
+                    copy_frozen(&sdir, &image, &mount, &dst, &cg, max_bytes, was_paused)
+                })
+                .await
+                .map_err(|e| SandboxError::Launch(e.to_string()))
+                .and_then(|r| r)
+            }
+        };
+        if was_paused {
+            // Paused it was, paused it stays (its thaw above was for the kernels' save).
+            let cg = cg.clone();
+            let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
+        }
+        let (method, copy_ms) = match copied {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&sdir);
+                return Err(e);
+            }
+        };
+        let size_bytes = lizard_jail::disk::allocated_bytes(&dst);
+        tracing::info!(sandbox = %id, snapshot = %snap_id, save_ms, copy_ms,
+            copy = method.as_str(), size_bytes, "snapshot taken");
+        let builds: Vec<PathBuf> = std::iter::once(template_dir.clone())
+            .chain(sb.runtime.template_bases.iter().cloned())
+            .collect();
+        for b in &builds {
+            if let Err(e) = lizard_template::store::pin(b, &snap_id) {
+                tracing::warn!(snapshot = %snap_id, error = %e, "cannot pin the template build");
+            }
+        }
+        Ok(crate::store::SnapshotRow {
+            id: snap_id,
+            project: sb.project.clone(),
+            sandbox_id: sb.id.clone(),
+            template: sb.template.clone(),
+            created_at_ms: now_ms(),
+            deleted_at_ms: None,
+            size_bytes,
+            report,
+            metadata,
+            source: SnapshotSource {
+                limits: sb.limits,
+                envs: sb.envs.clone(),
+                network: sb.network.clone(),
+                on_timeout: sb.on_timeout,
+                timeout_ms: sb.timeout_ms.load(Ordering::SeqCst),
+                volumes: sb.volumes.clone(),
+                template_dir,
+                template_bases: sb.runtime.template_bases.clone(),
+                id_base,
+            },
+        })
+    }
+
+    /// Remove a snapshot's files and its pins of template builds (its row is the caller's).
+    fn discard_snapshot_files(&self, row: &crate::store::SnapshotRow) {
+        let dir = self.snapshots_dir().join(&row.id);
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(snapshot = %row.id, error = %e, "removing a snapshot's files");
+            }
+        }
+        lizard_template::store::unpin(&row.source.template_dir, &row.id);
+        for b in &row.source.template_bases {
+            lizard_template::store::unpin(b, &row.id);
+        }
+    }
+
+    /// Delete a snapshot: its files go, its row stays (deleted) for usage. Clones made from it
+    /// keep running (each has its own copy).
+    pub async fn delete_snapshot(&self, row: &crate::store::SnapshotRow) -> Result<(), SandboxError> {
+        self.store.mark_snapshot_deleted(&row.id, now_ms())?;
+        let row = row.clone();
+        let me = self.me.upgrade();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(me) = me {
+                me.discard_snapshot_files(&row);
+            }
+        })
+        .await;
+        Ok(())
+    }
+
+    /// At start-up: remove snapshot directories that have no live row (a snapshot interrupted by
+    /// a crash, or deleted while its files could not be removed).
+    pub fn clean_snapshot_dirs(&self) {
+        let Ok(dirs) = std::fs::read_dir(self.snapshots_dir()) else {
+            return;
+        };
+        for d in dirs.flatten() {
+            let name = d.file_name().to_string_lossy().into_owned();
+            let live = valid_snapshot_id(&name)
+                && matches!(self.store.get_snapshot(&name), Ok(Some(_)));
+            if !live {
+                tracing::info!(snapshot = %name, "removing an unfinished or deleted snapshot's files");
+                let _ = std::fs::remove_dir_all(d.path());
+            }
+        }
+    }
+
+    /// Start a new sandbox from snapshot `row` (a clone); in a task of its own, like a create.
+    pub async fn clone_detached(
+        self: &Arc<Self>,
+        row: crate::store::SnapshotRow,
+        req: CloneRequest,
+    ) -> Result<(Arc<Sandbox>, HibernationReport), SandboxError> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let image = this.snapshot_image(&row.id);
+            this.start_clone(&row, Image::Copy(&image), req).await
+        })
+        .await
+        .map_err(|e| SandboxError::Launch(format!("the clone task failed: {e}")))?
+    }
+
+    /// Fork sandbox `id`: a snapshot that is not kept, whose image becomes the new sandbox's.
+    pub async fn fork_detached(
+        self: &Arc<Self>,
+        id: &str,
+        req: CloneRequest,
+    ) -> Result<(Arc<Sandbox>, HibernationReport), SandboxError> {
+        check_bounds("metadata", &req.metadata, METADATA_BOUNDS)?;
+        let (this, id) = (self.clone(), id.to_string());
+        tokio::spawn(async move {
+            // A temporary snapshot id: its directory is removed whatever happens (and at the
+            // next start-up, as it has no row, should this server die meanwhile).
+            let row = this
+                .capture(&id, new_snapshot_id(), BTreeMap::new())
+                .await?;
+            let image = this.snapshot_image(&row.id);
+            let out = this.start_clone(&row, Image::Move(&image), req).await;
+            this.discard_snapshot_files(&row);
+            out
+        })
+        .await
+        .map_err(|e| SandboxError::Launch(format!("the fork task failed: {e}")))?
+    }
+
+    async fn start_clone(
+        &self,
+        row: &crate::store::SnapshotRow,
+        image: Image<'_>,
+        req: CloneRequest,
+    ) -> Result<(Arc<Sandbox>, HibernationReport), SandboxError> {
+        let src = &row.source;
+        let timeout_ms = req.timeout_ms.unwrap_or(src.timeout_ms);
+        if timeout_ms == 0 || timeout_ms > self.cfg.max_timeout_ms {
+            return Err(SandboxError::Invalid(format!(
+                "timeout_ms must be between 1 and {}",
+                self.cfg.max_timeout_ms
+            )));
+        }
+        check_bounds("metadata", &req.metadata, METADATA_BOUNDS)?;
+        let on_timeout = req.on_timeout.unwrap_or(src.on_timeout);
+        let limits = src.limits;
+        let wanted = src
+            .volumes
+            .iter()
+            .map(|v| (v.volume_id.clone(), v.mount_path.clone(), v.read_only))
+            .collect();
+        let (volumes, _claim) = self.claim_volumes(&req.project, wanted).await?;
+        let egress = crate::egress::resolve(&src.network.egress).await?;
+        let id = new_sandbox_id();
+        let dir = self.sandboxes_dir().join(&id);
+        let _reserved = self.volumes.storage.reserve(
+            &dir.join("disk.img"),
+            limits.disk_mb * 1024 * 1024,
+            "a sandbox disk",
+        )?;
+        let id_base = self.id_ranges.take(&id).ok_or_else(|| {
+            SandboxError::Launch(format!(
+                "every host id range is in use ({} sandboxes)",
+                self.id_ranges.held()
+            ))
+        })?;
+        let started = std::time::Instant::now();
+        let prepared = {
+            let (dir, src_image, moved) = match image {
+                Image::Copy(p) => (dir.clone(), p.to_path_buf(), false),
+                Image::Move(p) => (dir.clone(), p.to_path_buf(), true),
+            };
+            let max_bytes = (limits.disk_mb * 1024 * 1024).max(lizard_jail::disk::MIN_BYTES);
+            let shift = lizard_jail::layer::IdShift {
+                from_base: src.id_base,
+                to_base: id_base,
+                count: 65536,
+            };
+            let build = CloneBuild {
+                template_dir: src.template_dir.clone(),
+            };
+            tokio::task::spawn_blocking(move || {
+                prepare_clone(&dir, &src_image, moved, max_bytes, shift, &build)
+            })
+            .await
+            .map_err(|e| SandboxError::Launch(e.to_string()))
+            .and_then(|r| r)
+        };
+        let fail = |e: SandboxError| {
+            remove_files(&dir, Some(&dir.join("disk")));
+            self.id_ranges.release(&id);
+            e
+        };
+        if let Err(e) = prepared {
+            return Err(fail(e));
+        }
+        let copy_ms = started.elapsed().as_millis() as u64;
+        let launched = self
+            .launch_in(
+                id.clone(),
+                &dir,
+                (&req.project, &row.template),
+                &src.envs,
+                limits,
+                &volumes,
+                egress.as_ref(),
+                (false, Some(id_base)),
+                0,
+            )
+            .await;
+        let launched = match launched {
+            Ok(l) => l,
+            Err(e) => {
+                for b in std::iter::once(&src.template_dir).chain(&src.template_bases) {
+                    lizard_template::store::unpin(b, &id);
+                }
+                return Err(fail(e));
+            }
+        };
+        let _ = std::fs::remove_file(dir.join(CLONE_BUILD_FILE));
+        let (capture, reason) = Capture::select();
+        let report = capture.restore(&launched.agent, &reason).await;
+        tracing::info!(snapshot = %row.id, sandbox = %id, copy_ms,
+            ready_ms = started.elapsed().as_millis() as u64, "sandbox cloned from a snapshot");
+        let now = now_ms();
+        let LaunchedSandbox { id, runtime, agent, .. } = launched;
+        let sb = Arc::new(Sandbox {
+            id: id.clone(),
+            project: req.project.clone(),
+            template: row.template.clone(),
+            created_at_ms: now,
+            metadata: req.metadata.clone(),
+            envs: src.envs.clone(),
+            limits,
+            on_timeout,
+            network: src.network.clone(),
+            runtime,
+            volumes: volumes.clone(),
+            timeout_at_ms: AtomicU64::new(now + timeout_ms),
+            timeout_ms: AtomicU64::new(timeout_ms),
+            paused_remaining_ms: AtomicU64::new(0),
+            state: Mutex::new(StoredState::Running),
+            paused_at_ms: AtomicU64::new(0),
+            hibernating: Default::default(),
+            lifecycle: Arc::new(tokio::sync::Mutex::new(())),
+            agent,
+            metrics: Default::default(),
+        });
+        let stored = self.store.ensure_project(&req.project).and_then(|()| {
+            self.store.insert_sandbox(&SandboxRow {
+                id: id.clone(),
+                project: req.project.clone(),
+                template: row.template.clone(),
+                state: StoredState::Running,
+                created_at_ms: now,
+                timeout_at_ms: now + timeout_ms,
+                ended_at_ms: None,
+                metadata: req.metadata.clone(),
+                envs: src.envs.clone(),
+                runtime: serde_json::to_value(&sb.runtime).unwrap_or_default(),
+                limits: serde_json::to_value(limits).unwrap_or_default(),
+                paused_remaining_ms: 0,
+                on_timeout,
+                timeout_ms,
+                volumes: volumes.clone(),
+                network: serde_json::to_value(&src.network).unwrap_or_default(),
+            })
+        });
+        if let Err(e) = stored {
+            destroy_unwatched(&sb.runtime, true);
+            self.id_ranges.release(&id);
+            return Err(e.into());
+        }
+        if let Ok(mut m) = self.live.write() {
+            m.insert(id.clone(), sb.clone());
+        }
+        self.watch(&id, sb.runtime.pid, None);
+        self.timeouts_changed.notify_one();
+        Ok((sb, report))
+    }
+
+    /// The template build a clone's directory was made for (see [`CLONE_BUILD_FILE`]).
+    pub(super) fn clone_build(dir: &Path) -> Option<PathBuf> {
+        let bytes = std::fs::read(dir.join(CLONE_BUILD_FILE)).ok()?;
+        serde_json::from_slice::<CloneBuild>(&bytes)
+            .ok()
+            .map(|b| b.template_dir)
+    }
+}
+
+/// The API answer for a clone or fork: the new sandbox with its restore report.
+pub fn clone_info(sb: &Sandbox, report: HibernationReport) -> SandboxInfo {
+    let mut info = crate::api::info(sb);
+    info.restore = Some(report);
+    info
+}
+
+/// Copy a running sandbox's disk image consistently (blocking): its processes frozen (unless
+/// already), its file system frozen (`FIFREEZE`: clean on the image), the image copied, both
+/// thawed. Returns how it was copied and how long the freeze lasted.
+fn copy_frozen(
+    sdir: &Path,
+    image: &Path,
+    mount: &Path,
+    dst: &Path,
+    cg: &Cgroup,
+    max_bytes: u64,
+    processes_stay_frozen: bool,
+) -> Result<(lizard_jail::disk::CopyMethod, u64), SandboxError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(sdir)
+        .map_err(io_err(sdir))?;
+    private_dir(sdir)?;
+    if let Some(parent) = sdir.parent() {
+        private_dir(parent)?;
+    }
+    let started = std::time::Instant::now();
+    cg.freeze()
+        .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))?;
+    let copied = (|| {
+        let frozen = lizard_jail::disk::FrozenFs::freeze(mount)
+            .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+        let copied = lizard_jail::disk::copy_image(image, dst, max_bytes)
+            .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)));
+        frozen
+            .thaw()
+            .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+        copied
+    })();
+    if !processes_stay_frozen {
+        cg.thaw()
+            .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
+    }
+    let (method, _) = copied?;
+    Ok((method, started.elapsed().as_millis() as u64))
+}
+
+/// Make a clone's directory (blocking): the snapshot's image copied (or, for a fork, moved) to
+/// `<dir>/disk.img`, mounted on `<dir>/disk`, its owners moved to the clone's host id range, and
+/// the build its layer was made on written down for `launch_in`.
+fn prepare_clone(
+    dir: &Path,
+    src_image: &Path,
+    moved: bool,
+    max_bytes: u64,
+    shift: lizard_jail::layer::IdShift,
+    build: &CloneBuild,
+) -> Result<(), SandboxError> {
+    let launch = |e: String| SandboxError::Launch(e);
+    std::fs::create_dir_all(dir.join("rootfs")).map_err(io_err(dir))?;
+    private_dir(dir)?;
+    let img = dir.join("disk.img");
+    if moved {
+        std::fs::rename(src_image, &img).map_err(io_err(&img))?;
+    } else {
+        lizard_jail::disk::copy_image(src_image, &img, max_bytes)
+            .map_err(|e| launch(lizard_jail::sandbox::error_chain(&e)))?;
+    }
+    let disk = dir.join("disk");
+    lizard_jail::disk::ensure_mounted(&img, &disk)
+        .map_err(|e| launch(lizard_jail::sandbox::error_chain(&e)))?;
+    if shift.from_base != shift.to_base {
+        lizard_jail::layer::shift_owners(&disk, shift, shift_limits()).map_err(|e| {
+            launch(format!(
+                "moving the snapshot's files to the new sandbox's ids: {}",
+                lizard_jail::sandbox::error_chain(&e)
+            ))
+        })?;
+    }
+    let path = dir.join(CLONE_BUILD_FILE);
+    std::fs::write(&path, serde_json::to_vec(build).unwrap_or_default()).map_err(io_err(&path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_ids_are_prefixed_and_checked() {
+        let a = new_snapshot_id();
+        assert!(valid_snapshot_id(&a), "{a}");
+        assert_ne!(a, new_snapshot_id());
+        for bad in ["", "snap_", "snap_../../etc", "vol_abcdefghijklmnopqrst", &a.to_uppercase()] {
+            assert!(!valid_snapshot_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn storage_is_size_times_lifetime() {
+        let row = crate::store::SnapshotRow {
+            id: "snap_x".into(),
+            project: "p".into(),
+            sandbox_id: "s".into(),
+            template: "t".into(),
+            created_at_ms: 0,
+            deleted_at_ms: Some(3_600_000),
+            size_bytes: 2 * 1024 * 1024 * 1024,
+            report: HibernationReport {
+                method: HibernationMethod::PerLanguage,
+                method_reason: String::new(),
+                contexts: vec![],
+            },
+            metadata: BTreeMap::new(),
+            source: SnapshotSource {
+                limits: SandboxLimits::default(),
+                envs: BTreeMap::new(),
+                network: NetworkRequest::default(),
+                on_timeout: TimeoutAction::Kill,
+                timeout_ms: 1,
+                volumes: vec![],
+                template_dir: "/t".into(),
+                template_bases: vec![],
+                id_base: 1,
+            },
+        };
+        assert!((gib_hours(&row, u64::MAX) - 2.0).abs() < 1e-9);
+        let mut live = row.clone();
+        live.deleted_at_ms = None;
+        assert!((gib_hours(&live, 1_800_000) - 1.0).abs() < 1e-9);
+    }
+}
