@@ -502,7 +502,12 @@ impl Walk {
         Ok(())
     }
 
-    fn shift_dir(&mut self, dir: BorrowedFd<'_>, rel: &Path, depth: usize) -> Result<(), ImportError> {
+    fn shift_dir(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        rel: &Path,
+        depth: usize,
+    ) -> Result<(), ImportError> {
         if depth > self.limits.max_depth {
             return Err(ImportError::Limit(format!(
                 "{}: deeper than {} directories",
@@ -643,7 +648,13 @@ mod tests {
         let outside = t.path().join("outside");
         std::fs::write(&outside, "secret").unwrap();
         symlink(&outside, root.join("upper/link")).unwrap();
-        for p in ["upper/home", "upper/home/d", "upper/home/d/f", "upper/suid", "upper/link"] {
+        for p in [
+            "upper/home",
+            "upper/home/d",
+            "upper/home/d/f",
+            "upper/suid",
+            "upper/link",
+        ] {
             own(&root.join(p), FROM + 1000);
         }
         std::fs::set_permissions(
@@ -659,7 +670,13 @@ mod tests {
         .unwrap();
         let n = shift_owners(&root, ids(), ImportLimits::default()).unwrap();
         assert_eq!(n, 6);
-        for p in ["upper/home", "upper/home/d", "upper/home/d/f", "upper/suid", "upper/link"] {
+        for p in [
+            "upper/home",
+            "upper/home/d",
+            "upper/home/d/f",
+            "upper/suid",
+            "upper/link",
+        ] {
             let m = std::fs::symlink_metadata(root.join(p)).unwrap();
             assert_eq!((m.uid(), m.gid()), (TO + 1000, TO + 1000), "{p}");
         }

@@ -479,7 +479,8 @@ fn optional_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiErr
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(T::default());
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))
 }
 
 /// `POST /v1/sandboxes/{id}/snapshots`: save a running or paused sandbox's memory state and disk.

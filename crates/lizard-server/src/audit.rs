@@ -251,7 +251,10 @@ mod tests {
             name(Method::POST, "/v1/sandboxes/a/snapshots"),
             Some("snapshot.create")
         );
-        assert_eq!(name(Method::POST, "/v1/sandboxes/a/fork"), Some("sandbox.fork"));
+        assert_eq!(
+            name(Method::POST, "/v1/sandboxes/a/fork"),
+            Some("sandbox.fork")
+        );
         assert_eq!(name(Method::POST, "/v1/templates"), Some("template.build"));
         assert_eq!(
             name(Method::DELETE, "/v1/templates/t"),

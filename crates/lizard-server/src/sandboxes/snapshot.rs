@@ -345,7 +345,10 @@ impl Sandboxes {
 
     /// Delete a snapshot: its files go, its row stays (deleted) for usage. Clones made from it
     /// keep running (each has its own copy).
-    pub async fn delete_snapshot(&self, row: &crate::store::SnapshotRow) -> Result<(), SandboxError> {
+    pub async fn delete_snapshot(
+        &self,
+        row: &crate::store::SnapshotRow,
+    ) -> Result<(), SandboxError> {
         self.store.mark_snapshot_deleted(&row.id, now_ms())?;
         let row = row.clone();
         let me = self.me.upgrade();
@@ -366,8 +369,8 @@ impl Sandboxes {
         };
         for d in dirs.flatten() {
             let name = d.file_name().to_string_lossy().into_owned();
-            let live = valid_snapshot_id(&name)
-                && matches!(self.store.get_snapshot(&name), Ok(Some(_)));
+            let live =
+                valid_snapshot_id(&name) && matches!(self.store.get_snapshot(&name), Ok(Some(_)));
             if !live {
                 tracing::info!(snapshot = %name, "removing an unfinished or deleted snapshot's files");
                 let _ = std::fs::remove_dir_all(d.path());
@@ -509,7 +512,9 @@ impl Sandboxes {
         tracing::info!(snapshot = %row.id, sandbox = %id, copy_ms,
             ready_ms = started.elapsed().as_millis() as u64, "sandbox cloned from a snapshot");
         let now = now_ms();
-        let LaunchedSandbox { id, runtime, agent, .. } = launched;
+        let LaunchedSandbox {
+            id, runtime, agent, ..
+        } = launched;
         let sb = Arc::new(Sandbox {
             id: id.clone(),
             project: req.project.clone(),
@@ -669,7 +674,13 @@ mod tests {
         let a = new_snapshot_id();
         assert!(valid_snapshot_id(&a), "{a}");
         assert_ne!(a, new_snapshot_id());
-        for bad in ["", "snap_", "snap_../../etc", "vol_abcdefghijklmnopqrst", &a.to_uppercase()] {
+        for bad in [
+            "",
+            "snap_",
+            "snap_../../etc",
+            "vol_abcdefghijklmnopqrst",
+            &a.to_uppercase(),
+        ] {
             assert!(!valid_snapshot_id(bad), "{bad}");
         }
     }
