@@ -116,6 +116,11 @@ impl From<SandboxError> for ApiError {
                 ApiError::new(ErrorCode::InsufficientStorage, e.to_string())
             }
             SandboxError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m.clone()),
+            SandboxError::SnapshotNotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
+            SandboxError::Capture(_) => {
+                tracing::warn!(error = %chain(&e), "snapshot failed");
+                ApiError::new(ErrorCode::Unavailable, e.to_string())
+            }
             SandboxError::Io { .. } | SandboxError::Store(_) => ApiError::internal(&e),
             SandboxError::Volume(_) => unreachable!("returned above"),
         }

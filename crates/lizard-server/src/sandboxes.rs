@@ -78,6 +78,11 @@ pub enum SandboxError {
     NoSpace(#[from] crate::storage::Insufficient),
     #[error("{0}")]
     Conflict(String),
+    #[error("snapshot {0:?} not found")]
+    SnapshotNotFound(String),
+    /// The sandbox's memory state could not be captured (its agent failed, hung or lied).
+    #[error("the snapshot failed: {0}")]
+    Capture(String),
 }
 
 /// Environment variable names a sandbox's creator may not set: the agent's settings.

@@ -224,13 +224,8 @@ async fn clones_have_the_sources_state_and_stay_apart() {
     let c = clone(&s, &key, &snap_id).await;
     let c_id = c["sandbox_id"].as_str().unwrap().to_string();
     assert_has_source_state(&s, &c_id, &src).await;
-    assert_eq!(
-        s.sh(&c_id, "ls /home/user/only-a 2>&1 || true")
-            .await
-            .0
-            .contains("No such"),
-        true
-    );
+    let (ls, _) = s.sh(&c_id, "ls /home/user/only-a 2>&1 || true").await;
+    assert!(ls.contains("No such"), "{ls}");
 
     // Listing, getting, deleting.
     let list = s
@@ -496,4 +491,88 @@ async fn a_hostile_sandbox_cannot_make_the_host_follow_or_read_its_saved_state()
 
 fn stdout_of(r: &Value) -> String {
     r["stdout"].as_str().unwrap_or_default().to_string()
+}
+
+/// The hostile agent (`lizard-hostile-agent`), built next to the `lizard` binary.
+fn hostile_agent() -> std::path::PathBuf {
+    let p = std::path::PathBuf::from(env!("CARGO_BIN_EXE_lizard"))
+        .with_file_name("lizard-hostile-agent");
+    assert!(
+        p.is_file(),
+        "{} is missing: cargo build --workspace",
+        p.display()
+    );
+    p
+}
+
+/// An agent that hangs, floods or lies when asked to save its state: the snapshot and the fork
+/// fail with a typed error within the agent deadline, nothing is kept, the source is not left
+/// frozen, and an ordinary sandbox's snapshot meanwhile is unaffected.
+#[tokio::test]
+async fn a_hostile_agent_cannot_hang_flood_or_fool_a_snapshot() {
+    let wrapper = hostile_agent();
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &[
+            "--agent-wrapper",
+            wrapper.to_str().unwrap(),
+            "--pool-size",
+            "0",
+            "--agent-hibernate-timeout",
+            "5s",
+        ],
+    );
+    let key = s.admin_key.clone();
+    let plain = s.create(&key, json!({})).await;
+    s.run(&plain, json!({"code": "kept = 5"})).await;
+    for mode in ["hang", "flood", "lie"] {
+        let id = s
+            .create(
+                &key,
+                json!({"env": {"HOSTILE_AGENT": mode}, "timeout_ms": 600_000}),
+            )
+            .await;
+        for op in ["snapshots", "fork"] {
+            let r = tokio::time::timeout(
+                Duration::from_secs(120),
+                s.admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{mode} {op}: no answer"));
+            assert!(r.status >= 400, "{mode} {op}: {} {}", r.status, r.text);
+            assert!(r.body["code"].is_string(), "{mode} {op}: {}", r.text);
+        }
+        // Nothing kept, nothing half-made; the sandbox is not left frozen.
+        let list = s.admin("GET", "/v1/snapshots", None).await;
+        assert_eq!(
+            list.body.as_array().unwrap().len(),
+            0,
+            "{mode}: {}",
+            list.text
+        );
+        let dirs = std::fs::read_dir(s.data_dir.path().join("snapshots"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(dirs, 0, "{mode}: snapshot files left");
+        let info = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+        assert_eq!(info.body["state"], "running", "{mode}: {}", info.text);
+        let r = tokio::time::timeout(
+            Duration::from_secs(60),
+            s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None),
+        )
+        .await
+        .expect("the kill returns");
+        assert!(r.status < 300, "{}", r.text);
+    }
+    // The ordinary sandbox snapshots and clones as usual.
+    let snap = snapshot(&s, &key, &plain).await;
+    let c = clone(&s, &key, snap["snapshot_id"].as_str().unwrap()).await;
+    let ex = s
+        .run(
+            c["sandbox_id"].as_str().unwrap(),
+            json!({"code": "print(kept)"}),
+        )
+        .await;
+    assert_eq!(stdout(&ex).trim(), "5", "{ex}");
+    s.kill_all().await;
 }

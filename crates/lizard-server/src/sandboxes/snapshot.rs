@@ -33,6 +33,10 @@ pub const SNAPSHOT_DIR: &str = "/run/lizard/snapshot";
 /// launch writes `runtime.json`).
 pub(super) const CLONE_BUILD_FILE: &str = "clone-build.json";
 
+/// Held (shared) by every clone while it copies a snapshot and pins its template builds, and
+/// (exclusive) by a delete: a snapshot's files and pins do not go from under a clone.
+static FILES_LOCK: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// What a clone is launched with: the source's settings and lower layers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotSource {
@@ -86,7 +90,7 @@ impl Capture {
             Capture::PerLanguage => agent
                 .hibernate_snapshot(SNAPSHOT_DIR)
                 .await
-                .map_err(|e| SandboxError::Launch(format!("saving the sandbox's contexts: {e}"))),
+                .map_err(|e| SandboxError::Capture(format!("saving the sandbox's contexts: {e}"))),
         }
     }
 
@@ -349,6 +353,11 @@ impl Sandboxes {
         &self,
         row: &crate::store::SnapshotRow,
     ) -> Result<(), SandboxError> {
+        let _files = FILES_LOCK.write().await;
+        // Looked up again under the lock: two deletes at once remove it once.
+        if self.store.get_snapshot(&row.id)?.is_none() {
+            return Ok(());
+        }
         self.store.mark_snapshot_deleted(&row.id, now_ms())?;
         let row = row.clone();
         let me = self.me.upgrade();
@@ -386,6 +395,11 @@ impl Sandboxes {
     ) -> Result<(Arc<Sandbox>, HibernationReport), SandboxError> {
         let this = self.clone();
         tokio::spawn(async move {
+            let _files = FILES_LOCK.read().await;
+            // Deleted while this waited: as unknown as any other id.
+            if this.store.get_snapshot(&row.id)?.is_none() {
+                return Err(SandboxError::SnapshotNotFound(row.id.clone()));
+            }
             let image = this.snapshot_image(&row.id);
             this.start_clone(&row, Image::Copy(&image), req).await
         })
@@ -609,18 +623,20 @@ fn copy_frozen(
         private_dir(parent)?;
     }
     let started = std::time::Instant::now();
-    cg.freeze()
-        .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))?;
-    let copied = (|| {
-        let frozen = lizard_jail::disk::FrozenFs::freeze(mount)
-            .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
-        let copied = lizard_jail::disk::copy_image(image, dst, max_bytes)
-            .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)));
-        frozen
-            .thaw()
-            .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
-        copied
-    })();
+    let copied = cg
+        .freeze()
+        .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))
+        .and_then(|()| {
+            let frozen = lizard_jail::disk::FrozenFs::freeze(mount)
+                .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+            let copied = lizard_jail::disk::copy_image(image, dst, max_bytes)
+                .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)));
+            frozen
+                .thaw()
+                .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+            copied
+        });
+    // Thawed whatever happened (a freeze that timed out may have left it half-frozen).
     if !processes_stay_frozen {
         cg.thaw()
             .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
