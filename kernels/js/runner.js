@@ -1062,6 +1062,9 @@ function hibernateRestore(dir) {
     }
   }
   for (const [k, v] of Object.entries(state.env || {})) {
+    // The agent's own variables and the sandbox's name are the new kernel's (a clone is another
+    // sandbox), never the saved ones.
+    if (k.startsWith('LIZARD_') || k === 'HOSTNAME') continue;
     if (process.env[k] !== v) process.env[k] = v;
   }
   if (state.cwd) {

@@ -1309,7 +1309,9 @@ def _restore(shell, d):
     except Exception as e:
         lost.append({"name": "*", "reason": "saved values could not be loaded: %s" % _safe_str(e)[:200]})
     for key, value in (meta.get("env") or {}).items():
-        if key.startswith("LIZARD_") and key.endswith("_FD"):
+        # The agent's own variables and the sandbox's name are the new kernel's (a clone is
+        # another sandbox), never the saved ones.
+        if key.startswith("LIZARD_") or key == "HOSTNAME":
             continue
         if os.environ.get(key) != value:
             try:

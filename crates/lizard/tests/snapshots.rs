@@ -167,6 +167,22 @@ async fn clones_have_the_sources_state_and_stay_apart() {
     assert_has_source_state(&s, &a_id, &src).await;
     let first_result_ms = clone_ms + t.elapsed().as_millis();
     assert_has_source_state(&s, &b_id, &src).await;
+    // The clone's kernels know the clone's own id, not the source's (agent-set LIZARD_*
+    // variables are not carried over).
+    for (ctx, code) in [
+        (&src.sh, "echo $LIZARD_SANDBOX_ID $HOSTNAME"),
+        (
+            &src.py,
+            "import os; print(os.environ['LIZARD_SANDBOX_ID'], os.environ['HOSTNAME'])",
+        ),
+        (
+            &src.js,
+            "console.log(process.env.LIZARD_SANDBOX_ID, process.env.HOSTNAME)",
+        ),
+    ] {
+        let out = run_in(&s, &a_id, ctx, code).await;
+        assert_eq!(out.trim(), format!("{a_id} {a_id}"), "{code}");
+    }
     eprintln!(
         "measured: snapshot {snapshot_ms} ms, clone {clone_ms} ms, clone → first results \
          {first_result_ms} ms, snapshot size {} bytes",
