@@ -1329,6 +1329,60 @@ mod tests {
     }
 
     #[test]
+    fn snapshot_rows_survive_reopen_and_keep_their_deletion() {
+        let d = tempfile::tempdir().unwrap();
+        let row = |id: &str, project: &str, sandbox: &str, at: u64| SnapshotRow {
+            id: id.into(),
+            project: project.into(),
+            sandbox_id: sandbox.into(),
+            template: "t".into(),
+            created_at_ms: at,
+            deleted_at_ms: None,
+            size_bytes: 10,
+            report: lizard_proto::HibernationReport {
+                method: lizard_proto::HibernationMethod::PerLanguage,
+                method_reason: "r".into(),
+                contexts: vec![],
+            },
+            metadata: BTreeMap::new(),
+            source: crate::sandboxes::snapshot::SnapshotSource {
+                limits: lizard_proto::SandboxLimits::default(),
+                envs: BTreeMap::new(),
+                network: lizard_proto::NetworkRequest::default(),
+                on_timeout: lizard_proto::TimeoutAction::Kill,
+                timeout_ms: 1,
+                volumes: vec![],
+                template_dir: "/t".into(),
+                template_bases: vec![],
+                id_base: 165_536,
+            },
+        };
+        {
+            let s = Store::open(&d.path().join("db")).unwrap();
+            s.insert_snapshot(&row("snap_a", "p", "sa", 1)).unwrap();
+            s.insert_snapshot(&row("snap_b", "p", "sb", 2)).unwrap();
+            s.insert_snapshot(&row("snap_c", "q", "sa", 3)).unwrap();
+            s.mark_snapshot_deleted("snap_b", 9).unwrap();
+        }
+        let s = Store::open(&d.path().join("db")).unwrap();
+        assert_eq!(
+            s.get_snapshot("snap_a").unwrap().unwrap(),
+            row("snap_a", "p", "sa", 1)
+        );
+        assert!(s.get_snapshot("snap_b").unwrap().is_none());
+        let live: Vec<String> = s
+            .list_snapshots(Some("p"), None, false)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(live, ["snap_a"]);
+        let all = s.list_snapshots(Some("p"), None, true).unwrap();
+        assert_eq!(all[1].deleted_at_ms, Some(9));
+        assert_eq!(s.list_snapshots(None, Some("sa"), false).unwrap().len(), 2);
+    }
+
+    #[test]
     fn projects_and_keys() {
         let (_d, s) = store();
         s.create_project("a", false).unwrap();
