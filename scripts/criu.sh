@@ -13,7 +13,7 @@ dir=${1:-${LIZARD_CRIU_DIR:-$here/target/criu}}
 suite=forky
 packages="criu,iproute2,nftables,iptables"
 mirror=${LIZARD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-stamp="$suite $packages"
+stamp="$suite $packages wrappers-2"
 if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ] && "$dir/criu" --version >/dev/null 2>&1; then
   exit 0
 fi
@@ -38,7 +38,8 @@ WRAP
   chmod 0755 "$3"
 }
 mkdir -p "$dir/bin"
-for tool in ip nft iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+for tool in ip nft iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore \
+  iptables-legacy-save iptables-legacy-restore ip6tables-legacy-save ip6tables-legacy-restore; do
   wrap "$tool" "$(chroot "$dir/root" readlink -f "/usr/sbin/$tool")" "$dir/bin/$tool" ../
 done
 wrap criu /usr/sbin/criu "$dir/criu.real" ""

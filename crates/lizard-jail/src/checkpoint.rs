@@ -1,6 +1,7 @@
 //! Checkpoints of a sandbox's process tree with CRIU (checkpoint/restore in user space), run as a
-//! host program: [`Criu::check`] (is this CRIU usable on this kernel?) and [`Criu::dump`] (write
-//! the tree's images into a host directory). Every run has a deadline (the process group is killed
+//! host program: [`Criu::check`] (is this CRIU usable on this kernel?), [`Criu::dump`] (write
+//! the tree's images into a host directory) and [`Criu::restore`] (run the tree again from them,
+//! on a root file system the caller mounted). Every run has a deadline (the process group is killed
 //! when it passes) and its log is read with a size limit: CRIU parses the state of processes that
 //! are not trusted, so neither its run time nor its output may be unbounded.
 //!
@@ -218,6 +219,7 @@ impl Criu {
         &self,
         pid: i32,
         images: &ImagesDir,
+        spec: &DumpSpec,
         leave_running: bool,
         deadline: Duration,
     ) -> Result<DumpStats, CheckpointError> {
@@ -229,6 +231,10 @@ impl Criu {
             .arg(&images.path)
             .args(["--log-file", "dump.log", "-v4"])
             .args(DUMP_OPTIONS);
+        for (mountpoint, key) in &spec.external_mounts {
+            cmd.arg("--external")
+                .arg(format!("mnt[{}]:{key}", mountpoint.display()));
+        }
         if leave_running {
             cmd.arg("--leave-running");
         }
@@ -246,6 +252,58 @@ impl Criu {
             duration,
             image_bytes: images.bytes(),
         })
+    }
+
+    /// Restore the tree dumped in `images` (see [`RestoreSpec`]), detached: CRIU exits once the
+    /// tree runs, and the tree's first process is re-parented to the nearest child subreaper (the
+    /// server). Returns its host pid, read from the pid file CRIU writes into `images`. The log is
+    /// `images/restore.log`.
+    pub fn restore(
+        &self,
+        images: &ImagesDir,
+        spec: &RestoreSpec,
+        deadline: Duration,
+    ) -> Result<i32, CheckpointError> {
+        let pidfile = images.path.join("restore.pid");
+        let _ = std::fs::remove_file(&pidfile);
+        let mut cmd = Command::new(&self.program);
+        cmd.arg("restore")
+            .arg("--images-dir")
+            .arg(&images.path)
+            .args(["--log-file", "restore.log", "-v4", "--restore-detached"])
+            .arg("--pidfile")
+            .arg(&pidfile)
+            .arg("--root")
+            .arg(&spec.root)
+            .args(RESTORE_OPTIONS);
+        for (key, path) in &spec.external_mounts {
+            cmd.arg("--external")
+                .arg(format!("mnt[{key}]:{}", path.display()));
+        }
+        let status = run_with_deadline(cmd, "restore", deadline)?;
+        if !status.success() {
+            return Err(CheckpointError::Failed {
+                action: "restore",
+                status: status.to_string(),
+                detail: log_errors(&images.path.join("restore.log")),
+            });
+        }
+        let text = std::fs::File::open(&pidfile)
+            .map(|f| read_tail(f, 64))
+            .map_err(|source| CheckpointError::Io {
+                step: "reading the restored tree's pid",
+                path: pidfile.clone(),
+                source,
+            })?;
+        text.trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|p| *p > 1)
+            .ok_or_else(|| CheckpointError::Failed {
+                action: "restore",
+                status: "no pid".into(),
+                detail: format!("the pid file says {:?}", cut(text.trim(), 40)),
+            })
     }
 
     /// Run with stdout and stderr into one bounded capture (a temporary file, last
@@ -286,6 +344,32 @@ pub const DUMP_OPTIONS: &[&str] = &[
     "skip",
     "--manage-cgroups=ignore",
 ];
+
+/// Options of every restore (the dump's that apply to a restore).
+pub const RESTORE_OPTIONS: &[&str] = &[
+    "--tcp-established",
+    "--ext-unix-sk",
+    "--file-locks",
+    "--manage-cgroups=ignore",
+];
+
+/// What a restore needs from the host besides the images: the tree's root file system, mounted by
+/// the caller (host-side, e.g. the overlay of the template and the writable layer), and the host
+/// paths of the mounts that were dumped as external (`--external mnt[<mountpoint>]:<key>` at dump,
+/// see [`DumpSpec`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestoreSpec {
+    pub root: PathBuf,
+    /// `(key, host path)`: the key given at dump, the host file or directory bound there now.
+    pub external_mounts: Vec<(String, PathBuf)>,
+}
+
+/// Mounts of the tree that are binds of host files or directories (CRIU does not dump what is
+/// outside the tree): `(mount point inside, key)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DumpSpec {
+    pub external_mounts: Vec<(PathBuf, String)>,
+}
 
 /// An unnamed temporary file (`O_TMPFILE` in the temporary directory: no name anyone could race).
 fn tempfile_in_tmp() -> Result<std::fs::File, CheckpointError> {

@@ -2105,7 +2105,7 @@ async fn why_not_criu(tool: &CheckpointTool, sb: &Sandbox) -> String {
     let dir = sb.runtime.dir.join("criu");
     let outcome = tokio::task::spawn_blocking(move || {
         let images = lizard_jail::checkpoint::ImagesDir::create(&dir)?;
-        let r = criu.dump(pid, &images, true, CRIU_DEADLINE);
+        let r = criu.dump(pid, &images, &Default::default(), true, CRIU_DEADLINE);
         // Never restored from (see docs/ARCHITECTURE.md, "Hibernation", Method): not kept.
         let _ = images.remove();
         r
