@@ -2085,7 +2085,15 @@ pub struct CheckpointTool {
     pub criu: Option<lizard_jail::checkpoint::Criu>,
     /// What was found: `criu check`'s verdict, or why there is no CRIU.
     pub detail: String,
+    /// Set by the first dump that CRIU refused because of the sandboxes' namespace layout (the
+    /// same for every sandbox of this server): later hibernations give that reason without
+    /// another attempt (a refused dump still costs a few hundred ms on a 200 MB sandbox).
+    pub layout_refused: Arc<std::sync::OnceLock<String>>,
 }
+
+/// What CRIU says when a tree's namespaces do not belong to its user namespace (a Lizard sandbox's
+/// belong to the host's): the refusal is structural, not the sandbox's.
+const CRIU_LAYOUT_REFUSAL: &str = "doesn't belong to the target user namespace";
 
 /// Deadline of one CRIU run at hibernation (a dump of a sandbox's tree takes well under a second;
 /// past this it is killed and hibernation goes on per language).
@@ -2101,6 +2109,9 @@ async fn why_not_criu(tool: &CheckpointTool, sb: &Sandbox) -> String {
     let Some(criu) = tool.criu.clone() else {
         return format!("no usable CRIU ({})", tool.detail);
     };
+    if let Some(refused) = tool.layout_refused.get() {
+        return refused.clone();
+    }
     let pid = sb.runtime.pid;
     let dir = sb.runtime.dir.join("criu");
     let outcome = tokio::task::spawn_blocking(move || {
@@ -2118,11 +2129,19 @@ async fn why_not_criu(tool: &CheckpointTool, sb: &Sandbox) -> String {
             stats.image_bytes,
             stats.duration.as_millis()
         ),
-        Ok(Err(e)) => format!(
-            "{} could not checkpoint the sandbox: {}",
-            tool.detail.split(':').next().unwrap_or("CRIU"),
-            lizard_jail::sandbox::error_chain(&e)
-        ),
+        Ok(Err(e)) => {
+            let why = format!(
+                "{} could not checkpoint the sandbox: {}",
+                tool.detail.split(':').next().unwrap_or("CRIU"),
+                lizard_jail::sandbox::error_chain(&e)
+            );
+            if why.contains(CRIU_LAYOUT_REFUSAL) {
+                let _ = tool.layout_refused.set(format!(
+                    "{why} (this server's sandboxes all have that namespace layout: not tried again)"
+                ));
+            }
+            why
+        }
         Err(e) => format!("the CRIU attempt failed: {e}"),
     }
 }

@@ -564,6 +564,7 @@ fn checkpoint_tool(
             return CheckpointTool {
                 criu: None,
                 detail: "--criu none".into(),
+                ..Default::default()
             };
         }
         Some(p) => PathBuf::from(p),
@@ -582,6 +583,7 @@ fn checkpoint_tool(
     CheckpointTool {
         criu: check.ok.then_some(criu),
         detail: check.detail,
+        ..Default::default()
     }
 }
 
