@@ -1,7 +1,10 @@
 //! `checkpoint::Criu` against the real CRIU of `scripts/criu.sh` (`target/criu/criu`): dump and
 //! restore of a process tree laid out like a sandbox whose namespaces all belong to its own user
-//! namespace (pid, mount, net, ipc, uts), on an overlay root with a tmpfs `/tmp`, `/dev` binds of
-//! host devices and a fresh `/proc`. A Bash loop counts in a shell variable and writes it to
+//! namespace (pid, mount, net, ipc, uts), on an overlay root with a tmpfs `/tmp`, a tmpfs `/dev`
+//! with binds of host devices and a `devpts` newinstance, and a fresh `/proc` with `/dev/null`
+//! bound over `/proc/keys` and a file of a detached tmpfs over `/proc/loadavg` (as the launcher
+//! masks them; CRIU cannot dump the latter — "doesn't have a proper root mount" — so it is an
+//! external mount, given again from a host file at restore). A Bash loop counts in a shell variable and writes it to
 //! `/tmp/n`: after the restore it goes on from where it was (memory and tmpfs restored), not from 1.
 //! Skipped (with a message) when CRIU is not installed; `scripts/test.sh` installs it.
 //!
@@ -55,9 +58,17 @@ impl Tree {
              mount --make-rprivate /\n\
              mount -t overlay overlay -o lowerdir={lower},upperdir={b}/upper,workdir={b}/work {b}/merged\n\
              cd {b}/merged\n\
+             mkdir -p {b}/mask\n\
+             mount -t tmpfs -o size=64k none {b}/mask\n\
+             echo '0.00 0.00 0.00 1/1 1' > {b}/mask/loadavg\n\
              mount -t proc proc proc\n\
+             mount --bind {b}/mask/loadavg proc/loadavg\n\
+             mount --bind /dev/null proc/keys\n\
+             umount -l {b}/mask\n\
              mount -t tmpfs -o mode=755,size=65536 tmpfs dev\n\
              {binds}\
+             mkdir -p dev/pts\n\
+             mount -t devpts -o newinstance,ptmxmode=0666 devpts dev/pts\n\
              mount -t tmpfs tmpfs tmp\n\
              mkdir -p .old; pivot_root . .old; umount -l /.old; rmdir /.old\n\
              cd /\n\
@@ -153,12 +164,15 @@ fn wait_count_above(pid: i32, above: u64) -> u64 {
 }
 
 fn dump_spec() -> DumpSpec {
-    DumpSpec {
-        external_mounts: DEVICES
-            .iter()
-            .map(|n| (PathBuf::from(format!("/dev/{n}")), n.to_string()))
-            .collect(),
-    }
+    let mut external_mounts: Vec<(PathBuf, String)> = DEVICES
+        .iter()
+        .map(|n| (PathBuf::from(format!("/dev/{n}")), n.to_string()))
+        .collect();
+    external_mounts.push(("/proc/keys".into(), "keys".into()));
+    // A file of a detached tmpfs: CRIU cannot dump it ("doesn't have a proper root mount"), so it
+    // is external, given again from a host file at restore.
+    external_mounts.push(("/proc/loadavg".into(), "loadavg".into()));
+    DumpSpec { external_mounts }
 }
 
 fn images_in(base: &Path) -> ImagesDir {
@@ -217,8 +231,13 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
         external_mounts: DEVICES
             .iter()
             .map(|n| (n.to_string(), PathBuf::from(format!("/dev/{n}"))))
+            .chain([
+                ("keys".to_string(), PathBuf::from("/dev/null")),
+                ("loadavg".to_string(), b.join("loadavg")),
+            ])
             .collect(),
     };
+    std::fs::write(b.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
     let pid = criu
         .restore(&images, &spec, Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::sandbox::error_chain(&e)));
@@ -234,6 +253,10 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
         "{first} < {dumped_at}"
     );
     let later = wait_count_above(pid, first + 3);
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{pid}/root/proc/loadavg")).unwrap(),
+        "0.00 0.00 0.00 1/1 1\n"
+    );
     assert!(later > dumped_at);
     drop(restored);
     drop(tree);
