@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/system-deps.sh
+scripts/criu.sh
 cargo build --release --locked -p lizard
 exec target/release/lizard serve "$@"

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 scripts/system-deps.sh
 scripts/kernel-env.sh
+scripts/criu.sh
 export LIZARD_KERNEL_ENV="$root/target/kernel-env"
 cargo build --workspace --locked
 target/debug/lizard template build code-interpreter-v1 --data-dir "$root/target/lizard-data"

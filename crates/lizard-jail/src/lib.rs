@@ -6,6 +6,7 @@
 //! - [`procfs`]: per-process accounting from `/proc`.
 //! - [`sandbox`]: launch a program as PID 1 of a fresh sandbox (namespaces, overlay root, minimal
 //!   `/dev`, fresh `/proc`, cgroup, no capabilities, `no_new_privs`, seccomp).
+//! - [`checkpoint`]: CRIU checkpoints of a sandbox's process tree (check, dump), with deadlines.
 //! - [`cgroup`]: sandbox cgroups (v2, else v1): limits, freeze/thaw, kill, accounting, removal.
 //! - [`delegation`]: per-context cgroups (the sub-tree of a sandbox's cgroup delegated to it).
 //! - [`seccomp`]: the sandbox's seccomp profile (`seccomp.toml`), compiled to BPF.
@@ -24,6 +25,7 @@
 //! projects or billing: it starts programs and hands back handles (pids, fds, paths).
 
 pub mod cgroup;
+pub mod checkpoint;
 pub mod creds;
 pub mod delegation;
 pub mod disk;

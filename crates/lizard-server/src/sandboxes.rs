@@ -206,6 +206,8 @@ pub struct SandboxConfig {
     /// How many times the data dir's free space (minus a reserve) sandbox disks and volumes may
     /// promise (`lizard serve --disk-overcommit`, default 1.0 = strict; see `crate::storage`).
     pub disk_overcommit: f64,
+    /// The checkpoint tool hibernation tries first (see [`CheckpointTool`]).
+    pub checkpoint: CheckpointTool,
 }
 
 /// What the server remembers about a running sandbox's processes (stored as JSON).
@@ -1477,6 +1479,7 @@ impl Sandboxes {
             sb.set_state(StoredState::Running);
         }
         sb.hibernating.store(true, Ordering::SeqCst);
+        let why_not_criu = why_not_criu(&self.cfg.checkpoint, &sb).await;
         let snapshot = sb.agent.hibernate_snapshot(HIBERNATE_DIR).await;
         let mut report = match snapshot {
             Ok(r) => r,
@@ -1492,7 +1495,7 @@ impl Sandboxes {
                 )));
             }
         };
-        report.method_reason = checkpoint_tool_reason();
+        report.method_reason = per_language_reason(&why_not_criu);
         // Executions up to now are recorded before the agent (and its log) goes away.
         crate::metering::sample(self, &sb).await;
         crate::metering::reset_agent_log(self, id);
@@ -1547,7 +1550,9 @@ impl Sandboxes {
         let report = match launched.agent.hibernate_restore(HIBERNATE_DIR).await {
             Ok(mut r) => {
                 // The agent has deleted the saved copy (the host never walks that tree).
-                r.method_reason = checkpoint_tool_reason();
+                r.method_reason = per_language_reason(
+                    "it was hibernated per language (the hibernate answer said why not CRIU)",
+                );
                 r
             }
             Err(e) => {
@@ -2086,44 +2091,90 @@ async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, Sandb
 /// `<sandbox dir>/disk/run/hibernate`, on the disk image with the writable layer).
 const HIBERNATE_DIR: &str = "/run/lizard/hibernate";
 
-/// Why hibernation saves kernel state per language rather than checkpointing the processes: the
-/// answer names what was found on the host. Checked once per server process.
-pub fn checkpoint_tool_reason() -> String {
-    static REASON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    REASON
-        .get_or_init(|| {
-            let out = std::process::Command::new("criu").arg("--version").output();
-            criu_reason(
-                out.ok()
-                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned()),
-            )
-        })
-        .clone()
+/// The checkpoint tool of this server: CRIU when `lizard serve --criu` found one that passed
+/// `criu check`, with what the check said (kept for the hibernation reports).
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointTool {
+    /// Usable CRIU (its check passed); `None`: hibernation is per-language only.
+    pub criu: Option<lizard_jail::checkpoint::Criu>,
+    /// What was found: `criu check`'s verdict, or why there is no CRIU.
+    pub detail: String,
+    /// Set by the first dump that CRIU refused because of the sandboxes' namespace layout (the
+    /// same for every sandbox of this server): later hibernations give that reason without
+    /// another attempt (a refused dump still costs a few hundred ms on a 200 MB sandbox).
+    pub layout_refused: Arc<std::sync::OnceLock<String>>,
 }
 
-fn criu_reason(version_output: Option<String>) -> String {
-    let version = version_output.as_deref().and_then(|o| {
-        o.lines()
-            .find_map(|l| l.trim().strip_prefix("Version:"))
-            .map(|v| v.trim().to_string())
-    });
-    let parse = |v: &str| -> Option<(u32, u32)> {
-        let mut it = v.split('.');
-        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+/// What CRIU says when a tree's namespaces do not belong to its user namespace (a Lizard sandbox's
+/// belong to the host's): the refusal is structural, not the sandbox's.
+const CRIU_LAYOUT_REFUSAL: &str = "doesn't belong to the target user namespace";
+
+/// Deadline of one CRIU run at hibernation (a dump of a sandbox's tree takes well under a second;
+/// past this it is killed and hibernation goes on per language).
+const CRIU_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Try to checkpoint the whole sandbox with CRIU (images into `<sandbox dir>/criu`, host-side,
+/// root-only, removed afterwards), leaving it running, and say why the exact method could not be
+/// used (for the report's `method_reason`): CRIU missing or failing its check, or what the dump
+/// said. Today a dump of a Lizard sandbox always fails (its namespaces belong to the host's user
+/// namespace, which CRIU cannot handle; see docs/ARCHITECTURE.md, "Hibernation", Method) and a
+/// successful one could not be restored: the images are never used.
+async fn why_not_criu(tool: &CheckpointTool, sb: &Sandbox) -> String {
+    let Some(criu) = tool.criu.clone() else {
+        return format!("no usable CRIU ({})", tool.detail);
     };
-    match version {
-        None => "per-language: no checkpoint tool (CRIU >= 4.1) on the host; each kernel saved \
-                 and restored its own state"
-            .into(),
-        Some(v) if parse(&v).is_some_and(|x| x >= (4, 1)) => format!(
-            "per-language: CRIU {v} is present, but checkpointing with it is not implemented; \
-             each kernel saved and restored its own state"
-        ),
-        Some(v) => format!(
-            "per-language: CRIU {v} is older than 4.1 (it cannot checkpoint on this kernel); each \
-             kernel saved and restored its own state"
-        ),
+    if let Some(refused) = tool.layout_refused.get() {
+        return refused.clone();
     }
+    let pid = sb.runtime.pid;
+    let dir = sb.runtime.dir.join("criu");
+    let outcome = tokio::task::spawn_blocking(move || {
+        let images = lizard_jail::checkpoint::ImagesDir::create(&dir)?;
+        let r = criu.dump(pid, &images, &Default::default(), true, CRIU_DEADLINE);
+        // Never restored from (see docs/ARCHITECTURE.md, "Hibernation", Method): not kept.
+        let _ = images.remove();
+        r
+    })
+    .await;
+    match outcome {
+        Ok(Ok(stats)) => format!(
+            "CRIU dumped the sandbox ({} bytes in {} ms), but restoring a Lizard sandbox with \
+             CRIU is not implemented",
+            stats.image_bytes,
+            stats.duration.as_millis()
+        ),
+        Ok(Err(e)) => {
+            let why = format!(
+                "{} could not checkpoint the sandbox: {}",
+                tool.detail.split(':').next().unwrap_or("CRIU"),
+                lizard_jail::sandbox::error_chain(&e)
+            );
+            if why.contains(CRIU_LAYOUT_REFUSAL) {
+                let _ = tool.layout_refused.set(format!(
+                    "{why} (this server's sandboxes all have that namespace layout: not tried again)"
+                ));
+            }
+            why
+        }
+        Err(e) => format!("the CRIU attempt failed: {e}"),
+    }
+}
+
+/// Why a snapshot or clone does not use CRIU, without a dump (see [`why_not_criu`]).
+fn criu_unused(tool: &CheckpointTool) -> String {
+    match (&tool.criu, tool.layout_refused.get()) {
+        (None, _) => format!("no usable CRIU ({})", tool.detail),
+        (Some(_), Some(refused)) => refused.clone(),
+        (Some(_), None) => "CRIU is installed, but it cannot checkpoint a Lizard sandbox: its \
+             namespaces belong to the host's user namespace (docs/ARCHITECTURE.md, Hibernation, \
+             Method)"
+            .to_string(),
+    }
+}
+
+/// `method_reason` of a per-language hibernation after CRIU was not used.
+fn per_language_reason(why_not_criu: &str) -> String {
+    format!("per-language: {why_not_criu}; each kernel saved and restored its own state")
 }
 
 /// The host's MemAvailable in MiB (`None` if /proc/meminfo cannot be read).
@@ -2454,16 +2505,6 @@ mod tests {
         assert!(!socket_is_trusted_layout(&rt));
         rt.socket = "/data/sandboxes/other/agent.sock".into();
         assert!(!socket_is_trusted_layout(&rt));
-    }
-
-    #[test]
-    fn criu_detection_names_what_it_found() {
-        assert!(criu_reason(None).contains("no checkpoint tool"));
-        let old = criu_reason(Some("Version: 3.17.1\n".into()));
-        assert!(old.contains("3.17.1 is older than 4.1"), "{old}");
-        let new = criu_reason(Some("Version: 4.1\nGitID: v4.1\n".into()));
-        assert!(new.contains("not implemented"), "{new}");
-        assert!(criu_reason(Some("garbage".into())).contains("no checkpoint tool"));
     }
 
     #[test]

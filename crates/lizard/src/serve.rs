@@ -39,6 +39,13 @@ pub struct ServeArgs {
     /// use `LIZARD_` names.
     #[arg(long = "agent-env", value_name = "KEY=VALUE", value_parser = parse_env_pair)]
     agent_env: Vec<(String, String)>,
+    /// CRIU for exact hibernation: a `criu` program (4.1 or newer), or `none`. Default: the one
+    /// `scripts/criu.sh` installs (`target/criu/criu`, next to this binary's build directory), else
+    /// `criu` on PATH. Checked with `criu check` at start (the verdict is logged and named in
+    /// hibernation reports); hibernation falls back to the per-language save when it is missing,
+    /// fails its check or cannot checkpoint a sandbox.
+    #[arg(long, env = "LIZARD_CRIU")]
+    criu: Option<String>,
     /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
     /// seconds); `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_AFTER", default_value = "10m", value_parser = parse_duration)]
@@ -545,6 +552,49 @@ pub fn build_template_with(
     Ok(t)
 }
 
+/// The CRIU to use (see `ServeArgs::criu`), checked with `criu check`; the verdict is logged.
+fn checkpoint_tool(
+    flag: Option<&str>,
+    lizard_bin: &Path,
+) -> lizard_server::sandboxes::CheckpointTool {
+    use lizard_server::sandboxes::CheckpointTool;
+    let program = match flag {
+        Some("none") => {
+            tracing::info!("CRIU disabled (--criu none): hibernation is per-language");
+            return CheckpointTool {
+                criu: None,
+                detail: "--criu none".into(),
+                ..Default::default()
+            };
+        }
+        Some(p) => PathBuf::from(p),
+        None => match cached_criu(lizard_bin) {
+            Some(p) => p,
+            None => PathBuf::from("criu"),
+        },
+    };
+    let criu = lizard_jail::checkpoint::Criu::new(&program);
+    let check = criu.check(Duration::from_secs(30));
+    if check.ok {
+        tracing::info!(program = %program.display(), detail = %check.detail, "CRIU usable");
+    } else {
+        tracing::warn!(program = %program.display(), detail = %check.detail, "CRIU not usable: hibernation is per-language");
+    }
+    CheckpointTool {
+        criu: check.ok.then_some(criu),
+        detail: check.detail,
+        ..Default::default()
+    }
+}
+
+/// `scripts/criu.sh`'s install for a binary built in this tree: `target/criu/criu` next to
+/// `target/<profile>/lizard`.
+fn cached_criu(lizard_bin: &Path) -> Option<PathBuf> {
+    let target = lizard_bin.parent()?.parent()?;
+    let p = target.join("criu").join("criu");
+    p.is_file().then_some(p)
+}
+
 pub fn serve(args: ServeArgs) -> Result<()> {
     // Sandboxes' PID 1s (launched through `sandbox-init`, which exits right away) become our
     // children: their watches reap them (see `lizard_server::sandboxes`), not the host's init.
@@ -572,6 +622,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         warn_if_ids_are_named(u);
     }
     let lizard_bin = std::env::current_exe().context("locating the lizard binary")?;
+    let lizard_bin_for_criu = lizard_bin.clone();
     let agent_exe = std::sync::Arc::new(
         lizard_jail::exe::SealedExe::copy_of(&lizard_bin, "lizard-agent")
             .context("copying the lizard binary for the sandboxes' agents")?,
@@ -639,6 +690,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                     max_events: (args.executions_max_rows > 0).then_some(args.executions_max_rows),
                 },
                 disk_overcommit: args.disk_overcommit,
+                checkpoint: checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu),
             },
             store,
         );

@@ -73,9 +73,12 @@ pub enum Capture {
 }
 
 impl Capture {
-    /// The method this host supports, and why.
-    pub fn select() -> (Capture, String) {
-        (Capture::PerLanguage, checkpoint_tool_reason())
+    /// The method this host supports, and why (with `tool`, the server's checkpoint tool).
+    pub fn select(tool: &CheckpointTool) -> (Capture, String) {
+        (
+            Capture::PerLanguage,
+            per_language_reason(&criu_unused(tool)),
+        )
     }
 
     pub fn method(self) -> HibernationMethod {
@@ -251,7 +254,7 @@ impl Sandboxes {
                 .map_err(|e| SandboxError::Launch(e.to_string()))?
                 .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
         }
-        let (capture, reason) = Capture::select();
+        let (capture, reason) = Capture::select(&self.cfg.checkpoint);
         let saved = capture.save(&sb.agent).await;
         let save_ms = started.elapsed().as_millis() as u64;
         let mut report = match saved {
@@ -521,7 +524,7 @@ impl Sandboxes {
             }
         };
         let _ = std::fs::remove_file(dir.join(CLONE_BUILD_FILE));
-        let (capture, reason) = Capture::select();
+        let (capture, reason) = Capture::select(&self.cfg.checkpoint);
         let report = capture.restore(&launched.agent, &reason).await;
         tracing::info!(snapshot = %row.id, sandbox = %id, copy_ms,
             ready_ms = started.elapsed().as_millis() as u64, "sandbox cloned from a snapshot");

@@ -1,0 +1,564 @@
+//! Checkpoints of a sandbox's process tree with CRIU (checkpoint/restore in user space), run as a
+//! host program: [`Criu::check`] (is this CRIU usable on this kernel?), [`Criu::dump`] (write
+//! the tree's images into a host directory) and [`Criu::restore`] (run the tree again from them,
+//! on a root file system the caller mounted). Every run has a deadline (the process group is killed
+//! when it passes) and its log is read with a size limit: CRIU parses the state of processes that
+//! are not trusted, so neither its run time nor its output may be unbounded.
+//!
+//! The images directory is the caller's: host-side, root-only, never inside anything a sandbox can
+//! reach (see [`ImagesDir`]). Not here: when to checkpoint, what a failure means for hibernation
+//! (the server's `sandboxes` module), installing CRIU (`scripts/criu.sh`).
+//!
+//! Options of a dump and why (see docs/ARCHITECTURE.md, "Hibernation"):
+//! - `--tcp-established`: a TCP connection inside the sandbox (its own loopback) is part of it;
+//! - `--ext-unix-sk`: the agent's listening socket at fd 3 is bound in a host directory;
+//! - `--file-locks`: kernels may hold flock()s;
+//! - `--network-lock skip`: the sandbox's network namespace is its own and is stopped with it (the
+//!   default, iptables, fails here: the sandbox's netns has no xt_mark rules to load);
+//! - `--manage-cgroups=ignore`: the sandbox's cgroups are the launcher's, made again on a relaunch.
+
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The most of a CRIU log (or its output) that is read: its last 64 KiB.
+pub const MAX_LOG_BYTES: u64 = 64 * 1024;
+
+/// Errors of running CRIU.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("running {program}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("criu {action} did not finish within {deadline:?} (killed)")]
+    Deadline {
+        action: &'static str,
+        deadline: Duration,
+    },
+    #[error("criu {action} failed ({status}): {detail}")]
+    Failed {
+        action: &'static str,
+        status: String,
+        /// CRIU's `Error` lines (the last few), else the end of its log.
+        detail: String,
+    },
+    #[error("the images directory {path}: {reason}")]
+    ImagesDir { path: PathBuf, reason: String },
+    #[error("{step}: {path}")]
+    Io {
+        step: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A CRIU program: `target/criu/criu` of `scripts/criu.sh` (a wrapper that runs a Debian testing
+/// root's criu through that root's loader), or any `criu` >= 4.1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Criu {
+    pub program: PathBuf,
+}
+
+/// What `criu check` said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckOutcome {
+    /// `criu --version`'s `Version:` (None: it did not run or said nothing parseable).
+    pub version: Option<String>,
+    /// `criu check` exited 0 ("Looks good.") and the version is >= 4.1.
+    pub ok: bool,
+    /// One line for logs and reports: the version and `check`'s last line, or why it failed.
+    pub detail: String,
+}
+
+/// What a dump wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DumpStats {
+    /// Wall time of the `criu dump` run.
+    pub duration: Duration,
+    /// Bytes of the images written.
+    pub image_bytes: u64,
+}
+
+/// A fresh host directory for one checkpoint's images: made by root, mode 0700, not a symlink;
+/// `path`'s parent must already be a directory only root can write (the sandbox's host-side
+/// directory, never its disk). Removed with [`ImagesDir::remove`].
+#[derive(Debug)]
+pub struct ImagesDir {
+    pub path: PathBuf,
+}
+
+impl ImagesDir {
+    /// Make `path` afresh (whatever was there is removed: it is host-side data of ours).
+    pub fn create(path: &Path) -> Result<ImagesDir, CheckpointError> {
+        let bad = |reason: String| CheckpointError::ImagesDir {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let parent = path.parent().ok_or_else(|| bad("has no parent".into()))?;
+        let meta = std::fs::symlink_metadata(parent).map_err(|e| bad(format!("parent: {e}")))?;
+        if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+            return Err(bad(
+                "its parent must be a directory owned and only writable by root".into(),
+            ));
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+            Ok(_) => std::fs::remove_file(path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+        .map_err(|source| CheckpointError::Io {
+            step: "removing an old images directory",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(path)
+            .map_err(|source| CheckpointError::Io {
+                step: "creating the images directory",
+                path: path.to_path_buf(),
+                source,
+            })?;
+        // The umask may have taken bits away, never added: make sure of 0700 anyway.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(
+            |source| CheckpointError::Io {
+                step: "chmod of the images directory",
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
+        Ok(ImagesDir {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Bytes of the regular files directly in it (CRIU writes no sub-directories).
+    pub fn bytes(&self) -> u64 {
+        std::fs::read_dir(&self.path)
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    pub fn remove(self) -> io::Result<()> {
+        std::fs::remove_dir_all(&self.path)
+    }
+}
+
+impl Criu {
+    pub fn new(program: impl Into<PathBuf>) -> Criu {
+        Criu {
+            program: program.into(),
+        }
+    }
+
+    /// `criu --version` and `criu check`, each within `deadline`.
+    pub fn check(&self, deadline: Duration) -> CheckOutcome {
+        let version = match self.run_capture("--version", &["--version"], deadline) {
+            Ok((status, out)) if status.success() => parse_version(&out),
+            Ok((status, out)) => {
+                return CheckOutcome {
+                    version: None,
+                    ok: false,
+                    detail: format!("criu --version failed ({status}): {}", last_line(&out)),
+                }
+            }
+            Err(e) => {
+                return CheckOutcome {
+                    version: None,
+                    ok: false,
+                    detail: crate::sandbox::error_chain(&e),
+                }
+            }
+        };
+        let Some(v) = version.clone() else {
+            return CheckOutcome {
+                version: None,
+                ok: false,
+                detail: "criu --version printed no version".into(),
+            };
+        };
+        if !version_at_least(&v, (4, 1)) {
+            return CheckOutcome {
+                version,
+                ok: false,
+                detail: format!("CRIU {v} is older than 4.1 (it cannot checkpoint on this kernel)"),
+            };
+        }
+        match self.run_capture("check", &["check"], deadline) {
+            Ok((status, out)) => CheckOutcome {
+                version,
+                ok: status.success(),
+                detail: format!("CRIU {v}: criu check: {}", last_line(&out)),
+            },
+            Err(e) => CheckOutcome {
+                version,
+                ok: false,
+                detail: format!("CRIU {v}: {}", crate::sandbox::error_chain(&e)),
+            },
+        }
+    }
+
+    /// Dump the process tree of `pid` (a sandbox's PID 1, host pid) into `images`; with
+    /// `leave_running` the tree runs on afterwards (it is stopped only while CRIU works), else
+    /// CRIU kills it once dumped. The log is `images/dump.log`.
+    pub fn dump(
+        &self,
+        pid: i32,
+        images: &ImagesDir,
+        spec: &DumpSpec,
+        leave_running: bool,
+        deadline: Duration,
+    ) -> Result<DumpStats, CheckpointError> {
+        let mut cmd = Command::new(&self.program);
+        cmd.arg("dump")
+            .arg("--tree")
+            .arg(pid.to_string())
+            .arg("--images-dir")
+            .arg(&images.path)
+            .args(["--log-file", "dump.log", "-v4"])
+            .args(DUMP_OPTIONS);
+        for (mountpoint, key) in &spec.external_mounts {
+            cmd.arg("--external")
+                .arg(format!("mnt[{}]:{key}", mountpoint.display()));
+        }
+        if leave_running {
+            cmd.arg("--leave-running");
+        }
+        let started = Instant::now();
+        let status = run_with_deadline(cmd, "dump", deadline)?;
+        let duration = started.elapsed();
+        if !status.success() {
+            return Err(CheckpointError::Failed {
+                action: "dump",
+                status: status.to_string(),
+                detail: log_errors(&images.path.join("dump.log")),
+            });
+        }
+        Ok(DumpStats {
+            duration,
+            image_bytes: images.bytes(),
+        })
+    }
+
+    /// Restore the tree dumped in `images` (see [`RestoreSpec`]), detached: CRIU exits once the
+    /// tree runs, and the tree's first process is re-parented to the nearest child subreaper (the
+    /// server). Returns its host pid, read from the pid file CRIU writes into `images`. The log is
+    /// `images/restore.log`.
+    pub fn restore(
+        &self,
+        images: &ImagesDir,
+        spec: &RestoreSpec,
+        deadline: Duration,
+    ) -> Result<i32, CheckpointError> {
+        let pidfile = images.path.join("restore.pid");
+        let _ = std::fs::remove_file(&pidfile);
+        let mut cmd = Command::new(&self.program);
+        cmd.arg("restore")
+            .arg("--images-dir")
+            .arg(&images.path)
+            .args(["--log-file", "restore.log", "-v4", "--restore-detached"])
+            .arg("--pidfile")
+            .arg(&pidfile)
+            .arg("--root")
+            .arg(&spec.root)
+            .args(RESTORE_OPTIONS);
+        for (key, path) in &spec.external_mounts {
+            cmd.arg("--external")
+                .arg(format!("mnt[{key}]:{}", path.display()));
+        }
+        let status = run_with_deadline(cmd, "restore", deadline)?;
+        if !status.success() {
+            return Err(CheckpointError::Failed {
+                action: "restore",
+                status: status.to_string(),
+                detail: log_errors(&images.path.join("restore.log")),
+            });
+        }
+        let text = std::fs::File::open(&pidfile)
+            .map(|f| read_tail(f, 64))
+            .map_err(|source| CheckpointError::Io {
+                step: "reading the restored tree's pid",
+                path: pidfile.clone(),
+                source,
+            })?;
+        text.trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|p| *p > 1)
+            .ok_or_else(|| CheckpointError::Failed {
+                action: "restore",
+                status: "no pid".into(),
+                detail: format!("the pid file says {:?}", cut(text.trim(), 40)),
+            })
+    }
+
+    /// Run with stdout and stderr into one bounded capture (a temporary file, last
+    /// [`MAX_LOG_BYTES`] read).
+    fn run_capture(
+        &self,
+        action: &'static str,
+        args: &[&str],
+        deadline: Duration,
+    ) -> Result<(ExitStatus, String), CheckpointError> {
+        let out = tempfile_in_tmp()?;
+        let err = out.try_clone().map_err(|source| CheckpointError::Io {
+            step: "duplicating the capture file",
+            path: PathBuf::from("(anonymous)"),
+            source,
+        })?;
+        let mut cmd = Command::new(&self.program);
+        cmd.args(args)
+            .stdout(Stdio::from(out.try_clone().map_err(|source| {
+                CheckpointError::Io {
+                    step: "duplicating the capture file",
+                    path: PathBuf::from("(anonymous)"),
+                    source,
+                }
+            })?))
+            .stderr(Stdio::from(err));
+        let status = run_with_deadline(cmd, action, deadline)?;
+        Ok((status, read_tail(out, MAX_LOG_BYTES)))
+    }
+}
+
+/// The options of every dump (see the module docs).
+pub const DUMP_OPTIONS: &[&str] = &[
+    "--tcp-established",
+    "--ext-unix-sk",
+    "--file-locks",
+    "--network-lock",
+    "skip",
+    "--manage-cgroups=ignore",
+];
+
+/// Options of every restore (the dump's that apply to a restore).
+pub const RESTORE_OPTIONS: &[&str] = &[
+    "--tcp-established",
+    "--ext-unix-sk",
+    "--file-locks",
+    "--manage-cgroups=ignore",
+];
+
+/// What a restore needs from the host besides the images: the tree's root file system, mounted by
+/// the caller (host-side, e.g. the overlay of the template and the writable layer), and the host
+/// paths of the mounts that were dumped as external (`--external mnt[<mountpoint>]:<key>` at dump,
+/// see [`DumpSpec`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestoreSpec {
+    pub root: PathBuf,
+    /// `(key, host path)`: the key given at dump, the host file or directory bound there now.
+    pub external_mounts: Vec<(String, PathBuf)>,
+}
+
+/// Mounts of the tree that are binds of host files or directories (CRIU does not dump what is
+/// outside the tree): `(mount point inside, key)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DumpSpec {
+    pub external_mounts: Vec<(PathBuf, String)>,
+}
+
+/// An unnamed temporary file (`O_TMPFILE` in the temporary directory: no name anyone could race).
+fn tempfile_in_tmp() -> Result<std::fs::File, CheckpointError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::env::temp_dir();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE)
+        .open(&dir)
+        .map_err(|source| CheckpointError::Io {
+            step: "creating a capture file",
+            path: dir,
+            source,
+        })
+}
+
+/// Run `cmd` in a process group of its own; past `deadline` the whole group is killed.
+fn run_with_deadline(
+    mut cmd: Command,
+    action: &'static str,
+    deadline: Duration,
+) -> Result<ExitStatus, CheckpointError> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    cmd.stdin(Stdio::null()).process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|source| CheckpointError::Spawn { program, source })?;
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if started.elapsed() >= deadline => {
+                let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+                let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+                let _ = child.wait();
+                return Err(CheckpointError::Deadline { action, deadline });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(source) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(CheckpointError::Spawn {
+                    program: format!("waiting for criu {action}"),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// The last `max` bytes of a file (lossy UTF-8).
+fn read_tail(mut f: std::fs::File, max: u64) -> String {
+    let len = f.seek(SeekFrom::End(0)).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(max)));
+    let mut buf = Vec::new();
+    let _ = f.take(max).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// CRIU's `Error` lines from the end of a log (at most the last 4, each cut to 300 bytes), else
+/// its last line.
+fn log_errors(path: &Path) -> String {
+    match std::fs::File::open(path) {
+        Ok(f) => errors_of(&read_tail(f, MAX_LOG_BYTES)),
+        Err(e) => format!("no log ({e})"),
+    }
+}
+
+fn errors_of(log: &str) -> String {
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Error (") && !l.contains("rlimit: Can't setup RLIMIT_NOFILE"))
+        .map(|l| l.trim())
+        .collect();
+    let pick: Vec<String> = if errors.is_empty() {
+        vec![last_line(log)]
+    } else {
+        errors[errors.len().saturating_sub(4)..]
+            .iter()
+            .map(|l| cut(l, 300))
+            .collect()
+    };
+    pick.join("; ")
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+fn last_line(s: &str) -> String {
+    cut(
+        s.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim(),
+        300,
+    )
+}
+
+fn parse_version(out: &str) -> Option<String> {
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("Version:"))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// `major.minor[.patch]` >= `min`.
+pub fn version_at_least(v: &str, min: (u32, u32)) -> bool {
+    let mut it = v.split('.');
+    let major = it.next().and_then(|x| x.parse::<u32>().ok());
+    let minor = it.next().and_then(|x| x.parse::<u32>().ok()).unwrap_or(0);
+    major.is_some_and(|m| (m, minor) >= min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            parse_version("Version: 4.2.1\nGitID: x\n").as_deref(),
+            Some("4.2.1")
+        );
+        assert_eq!(parse_version("garbage"), None);
+        assert!(version_at_least("4.2.1", (4, 1)));
+        assert!(version_at_least("4.1", (4, 1)));
+        assert!(!version_at_least("3.17.1", (4, 1)));
+        assert!(!version_at_least("x", (4, 1)));
+    }
+
+    #[test]
+    fn errors_are_picked_from_the_log_end() {
+        let log = "(00.1) Error (criu/util.c:1534): rlimit: Can't setup RLIMIT_NOFILE for self\n\
+                   (00.2) info\n\
+                   (00.3) Error (criu/namespaces.c:997): One or more namespaces doesn't belong\n\
+                   (00.4) Error (criu/cr-dump.c:1975): Dumping FAILED.\n";
+        let e = errors_of(log);
+        assert!(e.contains("namespaces.c:997"), "{e}");
+        assert!(e.contains("Dumping FAILED"), "{e}");
+        assert!(!e.contains("RLIMIT_NOFILE"), "{e}");
+        assert_eq!(errors_of("a\nlast words\n\n"), "last words");
+    }
+
+    #[test]
+    fn a_run_past_its_deadline_is_killed() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & sleep 30"]);
+        let started = Instant::now();
+        let r = run_with_deadline(cmd, "dump", Duration::from_millis(100));
+        assert!(matches!(r, Err(CheckpointError::Deadline { .. })), "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_missing_program_is_not_usable() {
+        let c = Criu::new("/nonexistent/criu").check(Duration::from_secs(5));
+        assert!(!c.ok);
+        assert!(c.version.is_none());
+    }
+
+    #[test]
+    fn images_dir_is_root_only_and_refuses_a_writable_parent() {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let d = ImagesDir::create(&base.path().join("criu")).unwrap();
+        let m = std::fs::metadata(&d.path).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o700);
+        std::fs::write(d.path.join("x.img"), b"1234").unwrap();
+        assert_eq!(d.bytes(), 4);
+        // Made afresh over an old one, and over a symlink (which is removed, not followed).
+        let target = tempfile::tempdir().unwrap();
+        std::fs::remove_dir_all(&d.path).unwrap();
+        std::os::unix::fs::symlink(target.path(), &d.path).unwrap();
+        let d = ImagesDir::create(&d.path).unwrap();
+        assert!(std::fs::symlink_metadata(&d.path).unwrap().is_dir());
+        assert!(target.path().exists());
+        d.remove().unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(ImagesDir::create(&base.path().join("criu")).is_err());
+    }
+}

@@ -1,0 +1,299 @@
+//! `checkpoint::Criu` against the real CRIU of `scripts/criu.sh` (`target/criu/criu`): dump and
+//! restore of a process tree laid out like a sandbox whose namespaces all belong to its own user
+//! namespace (pid, mount, net, ipc, uts), on an overlay root with a tmpfs `/tmp`, a tmpfs `/dev`
+//! with binds of host devices and a `devpts` newinstance, and a fresh `/proc` with `/dev/null`
+//! bound over `/proc/keys` and a file of a detached tmpfs over `/proc/loadavg` (as the launcher
+//! masks them; CRIU cannot dump the latter — "doesn't have a proper root mount" — so it is an
+//! external mount, given again from a host file at restore). A Bash loop counts in a shell variable and writes it to
+//! `/tmp/n`: after the restore it goes on from where it was (memory and tmpfs restored), not from 1.
+//! Skipped (with a message) when CRIU is not installed; `scripts/test.sh` installs it.
+//!
+//! Not a Lizard sandbox: a Lizard sandbox's namespaces belong to the host's user namespace, which
+//! CRIU 4.2 cannot dump (see docs/ARCHITECTURE.md, "Hibernation", Method).
+
+use lizard_jail::checkpoint::{Criu, DumpSpec, ImagesDir, RestoreSpec};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const DEVICES: [&str; 3] = ["null", "zero", "urandom"];
+
+fn criu() -> Option<Criu> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criu/criu");
+    if !p.is_file() {
+        eprintln!(
+            "SKIPPED: CRIU is not installed at {} (scripts/criu.sh installs it)",
+            p.display()
+        );
+        return None;
+    }
+    Some(Criu::new(p))
+}
+
+/// A tree in its own user, pid, mount, net, ipc and uts namespaces (the user namespace first, so it
+/// owns the others), PID 1 a Bash loop counting into `/tmp/n`.
+struct Tree {
+    base: tempfile::TempDir,
+    pid: i32,
+}
+
+fn lower() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criu/root")
+}
+
+impl Tree {
+    fn start() -> Tree {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        for d in ["upper", "work", "merged"] {
+            std::fs::create_dir(base.path().join(d)).unwrap();
+        }
+        let binds: String = DEVICES
+            .iter()
+            .map(|n| format!("touch dev/{n}; mount --bind /dev/{n} dev/{n}\n"))
+            .collect();
+        let script = format!(
+            "set -e\n\
+             mount --make-rprivate /\n\
+             mount -t overlay overlay -o lowerdir={lower},upperdir={b}/upper,workdir={b}/work {b}/merged\n\
+             cd {b}/merged\n\
+             mkdir -p {b}/mask\n\
+             mount -t tmpfs -o size=64k none {b}/mask\n\
+             echo '0.00 0.00 0.00 1/1 1' > {b}/mask/loadavg\n\
+             mount -t proc proc proc\n\
+             mount --bind {b}/mask/loadavg proc/loadavg\n\
+             mount --bind /dev/null proc/keys\n\
+             umount -l {b}/mask\n\
+             mount -t tmpfs -o mode=755,size=65536 tmpfs dev\n\
+             {binds}\
+             mkdir -p dev/pts\n\
+             mount -t devpts -o newinstance,ptmxmode=0666 devpts dev/pts\n\
+             mount -t tmpfs tmpfs tmp\n\
+             mkdir -p .old; pivot_root . .old; umount -l /.old; rmdir /.old\n\
+             cd /\n\
+             exec </dev/null >/dev/null 2>&1\n\
+             exec /usr/bin/setsid /bin/bash -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.05; done'\n",
+            lower = lower().display(),
+            b = base.path().display(),
+        );
+        let mut child = Command::new("unshare")
+            .args([
+                "--user",
+                "--map-root-user",
+                "--pid",
+                "--mount",
+                "--net",
+                "--ipc",
+                "--uts",
+                "--fork",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("unshare");
+        // PID 1 of the tree: the only child of `unshare`.
+        let unshare_pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let pid = loop {
+            let children =
+                std::fs::read_to_string(format!("/proc/{unshare_pid}/task/{unshare_pid}/children"))
+                    .unwrap_or_default();
+            if let Some(p) = children.split_whitespace().next() {
+                let p: i32 = p.parse().unwrap();
+                if count(p).is_some() {
+                    break p;
+                }
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the tree did not start: unshare exited with {status}");
+            }
+            assert!(Instant::now() < deadline, "the tree did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // `unshare` waits for the tree; reap it in the background when the tree goes.
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+        Tree { base, pid }
+    }
+
+    fn merged(&self) -> PathBuf {
+        self.base.path().join("merged")
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = nix::mount::umount2(&self.merged(), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+/// The tree's counter, read through its root from the host.
+fn count(pid: i32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/root/tmp/n"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn wait_count_above(pid: i32, above: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(n) = count(pid) {
+            if n > above {
+                return n;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pid {pid}: counter never passed {above} (now {:?})",
+            count(pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn dump_spec() -> DumpSpec {
+    let mut external_mounts: Vec<(PathBuf, String)> = DEVICES
+        .iter()
+        .map(|n| (PathBuf::from(format!("/dev/{n}")), n.to_string()))
+        .collect();
+    external_mounts.push(("/proc/keys".into(), "keys".into()));
+    // A file of a detached tmpfs: CRIU cannot dump it ("doesn't have a proper root mount"), so it
+    // is external, given again from a host file at restore.
+    external_mounts.push(("/proc/loadavg".into(), "loadavg".into()));
+    DumpSpec { external_mounts }
+}
+
+fn images_in(base: &Path) -> ImagesDir {
+    ImagesDir::create(&base.join("images")).unwrap()
+}
+
+fn gone(pid: i32) -> bool {
+    // A zombie (not reaped yet) counts as gone.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s.rsplit(')').next().unwrap_or("").trim().starts_with('Z'),
+    }
+}
+
+#[test]
+fn a_dumped_tree_is_restored_and_goes_on_counting() {
+    let Some(criu) = criu() else { return };
+    let check = criu.check(Duration::from_secs(30));
+    assert!(check.ok, "{check:?}");
+    let tree = Tree::start();
+    let before = wait_count_above(tree.pid, 3);
+    let images = images_in(tree.base.path());
+    let stats = criu
+        .dump(
+            tree.pid,
+            &images,
+            &dump_spec(),
+            false,
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
+    assert!(stats.image_bytes > 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(tree.pid) {
+        assert!(Instant::now() < deadline, "the dumped tree still runs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dumped_at = before.max(count(tree.pid).unwrap_or(0));
+
+    // The root file system, mounted host-side as the launcher would.
+    let b = tree.base.path();
+    let status = Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o"])
+        .arg(format!(
+            "lowerdir={},upperdir={}/upper,workdir={}/work",
+            lower().display(),
+            b.display(),
+            b.display()
+        ))
+        .arg(tree.merged())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let spec = RestoreSpec {
+        root: tree.merged(),
+        external_mounts: DEVICES
+            .iter()
+            .map(|n| (n.to_string(), PathBuf::from(format!("/dev/{n}"))))
+            .chain([
+                ("keys".to_string(), PathBuf::from("/dev/null")),
+                ("loadavg".to_string(), b.join("loadavg")),
+            ])
+            .collect(),
+    };
+    std::fs::write(b.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
+    let pid = criu
+        .restore(&images, &spec, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::sandbox::error_chain(&e)));
+    let restored = Tree {
+        base: tempfile::tempdir().unwrap(),
+        pid,
+    };
+    // Right after the restore the counter is where the dump left it (tmpfs restored), then it
+    // goes on from there (the shell's variable restored), never from 1 again.
+    let first = count(pid).expect("the restored tree has its /tmp/n");
+    assert!(
+        first >= dumped_at.saturating_sub(1),
+        "{first} < {dumped_at}"
+    );
+    let later = wait_count_above(pid, first + 3);
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{pid}/root/proc/loadavg")).unwrap(),
+        "0.00 0.00 0.00 1/1 1\n"
+    );
+    assert!(later > dumped_at);
+    drop(restored);
+    drop(tree);
+}
+
+#[test]
+fn a_dump_that_leaves_the_tree_running_does_not_stop_it() {
+    let Some(criu) = criu() else { return };
+    let tree = Tree::start();
+    let before = wait_count_above(tree.pid, 3);
+    let images = images_in(tree.base.path());
+    criu.dump(
+        tree.pid,
+        &images,
+        &dump_spec(),
+        true,
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
+    assert!(!gone(tree.pid));
+    wait_count_above(tree.pid, before + 3);
+    images.remove().unwrap();
+}
+
+#[test]
+fn a_restore_without_images_fails_with_criu_s_reason() {
+    let Some(criu) = criu() else { return };
+    let base = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let images = images_in(base.path());
+    let spec = RestoreSpec {
+        root: base.path().to_path_buf(),
+        external_mounts: Vec::new(),
+    };
+    let e = criu
+        .restore(&images, &spec, Duration::from_secs(30))
+        .unwrap_err();
+    let text = lizard_jail::sandbox::error_chain(&e);
+    assert!(text.contains("restore failed"), "{text}");
+}
