@@ -139,7 +139,7 @@ class AsyncCodeSandbox:
         if snapshot is not None:
             req = _core.clone_request(
                 snapshot, project=project, timeout_ms=timeout_ms, metadata=metadata,
-                refused={"template": template != DEFAULT_TEMPLATE, "envs": envs, "limits": limits,
+                refused={"template": template not in (None, DEFAULT_TEMPLATE), "envs": envs, "limits": limits,
                          "volumes": volumes, "egress": egress is not None},
             )
         else:
