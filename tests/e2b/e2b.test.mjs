@@ -103,7 +103,7 @@ async function scenario(lang, mode) {
   const r = await run(cmd, args, envFor(mode));
   const detail = `${lang} ${mode} exited ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- server log\n${server.log()}`;
   assert.equal(r.code, 0, detail);
-  const want = [...STEPS, ...(mode === 'self-hosted' ? ['lifecycle'] : [])].map((s) => `ok ${s}`);
+  const want = [...STEPS, ...(mode === 'self-hosted' ? ['snapshots', 'lifecycle'] : [])].map((s) => `ok ${s}`);
   assert.deepEqual(r.stdout.trim().split('\n'), [...want, 'done'], detail);
 }
 
@@ -221,4 +221,46 @@ test('sandbox traffic needs the sandbox token; the control plane needs a key', a
   const kill = await fetch(`${server.url}/sandboxes/${sb.sandboxID}`, { method: 'DELETE', headers: { 'x-api-key': server.projectKey } });
   assert.equal(kill.status, 204);
   assert.equal((await ci({ ...route, 'x-access-token': sb.envdAccessToken })).status, 502, 'a killed sandbox is gone');
+});
+
+test("E2B snapshots and fork: another project's key sees none of them; bad counts and clone options are 400", async () => {
+  const key = (k) => ({ 'x-api-key': k, 'content-type': 'application/json' });
+  const call = (k, method, path, body) => fetch(`${server.url}${path}`, {
+    method, headers: key(k), ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const other = await (await fetch(`${server.url}/v1/projects`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${server.admin}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'e2b-snap-other' }),
+  })).json();
+  const sb = await (await call(server.projectKey, 'POST', '/sandboxes', { templateID: 'code-interpreter-v1', timeout: 60 })).json();
+  const made = [sb.sandboxID];
+  try {
+    const taken = await call(server.projectKey, 'POST', `/sandboxes/${sb.sandboxID}/snapshots`, {});
+    assert.equal(taken.status, 201);
+    const snap = await taken.json();
+    assert.deepEqual(snap.names, [snap.snapshotID]);
+    // The other project: no snapshot of this sandbox, no listing, no clone, no delete, no fork.
+    assert.equal((await call(other.api_key, 'POST', `/sandboxes/${sb.sandboxID}/snapshots`, {})).status, 404);
+    assert.deepEqual(await (await call(other.api_key, 'GET', '/snapshots')).json(), []);
+    const clone = await call(other.api_key, 'POST', '/sandboxes', { templateID: snap.snapshotID });
+    assert.equal(clone.status, 404);
+    assert.equal((await clone.json()).code, 404);
+    assert.equal((await call(other.api_key, 'DELETE', `/templates/${snap.snapshotID}`)).status, 404);
+    assert.equal((await call(other.api_key, 'POST', `/sandboxes/${sb.sandboxID}/fork`, { count: 1 })).status, 404);
+    // Bounds and refusals.
+    for (const count of [0, 21]) {
+      const r = await call(server.projectKey, 'POST', `/sandboxes/${sb.sandboxID}/fork`, { count });
+      assert.equal(r.status, 400, `count ${count}`);
+    }
+    const withEnv = await call(server.projectKey, 'POST', '/sandboxes', { templateID: snap.snapshotID, envVars: { A: 'b' } });
+    assert.equal(withEnv.status, 400);
+    assert.equal((await call(server.projectKey, 'DELETE', '/templates/code-interpreter-v1')).status, 404);
+    // The snapshot is still there for its own project.
+    const mine = await (await call(server.projectKey, 'GET', `/snapshots?sandboxID=${sb.sandboxID}`)).json();
+    assert.deepEqual(mine.map((s) => s.snapshotID), [snap.snapshotID]);
+    assert.equal((await call(server.projectKey, 'DELETE', `/templates/${snap.snapshotID}`)).status, 204);
+  } finally {
+    for (const id of made) await call(server.projectKey, 'DELETE', `/sandboxes/${id}`);
+  }
 });

@@ -165,6 +165,47 @@ step('files');
 
 assert.equal(await sbx.isRunning(), true);
 if (!debug) {
+  // Snapshots (E2B's createSnapshot / listSnapshots / deleteSnapshot, and Sandbox.create with the
+  // snapshot id as the template) and fork({ count: 2 }): each new sandbox starts with the source's
+  // kernel state (x = 41) and files, and is independent of the source and the others.
+  await sbx.files.write('/home/user/snap.txt', 'before the snapshot');
+  const snap = await sbx.createSnapshot({ name: 'e2b-js-snap' });
+  assert.match(snap.snapshotId, /^snap_/);
+  assert.deepEqual(snap.names, ['e2b-js-snap']);
+  const clone = await Sandbox.create(snap.snapshotId, { timeoutMs: 60_000 });
+  assert.notEqual(clone.sandboxId, sbx.sandboxId);
+  assert.equal((await clone.runCode('x')).text, '41');
+  assert.equal(await clone.files.read('/home/user/snap.txt'), 'before the snapshot');
+  await clone.runCode("x = 'changed in the clone'");
+  await clone.files.write('/home/user/snap.txt', 'changed in the clone');
+  assert.equal((await sbx.runCode('x')).text, '41');
+  assert.equal(await sbx.files.read('/home/user/snap.txt'), 'before the snapshot');
+  assert.deepEqual((await sbx.listSnapshots().nextItems()).map((s) => s.snapshotId), [snap.snapshotId]);
+  const named = await Sandbox.listSnapshots({ name: 'e2b-js-snap' }).nextItems();
+  assert.deepEqual(named.map((s) => s.snapshotId), [snap.snapshotId]);
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
+  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
+  assert.deepEqual(await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems(), []);
+  await assert.rejects(Sandbox.create(snap.snapshotId), (e) => /not found/.test(e.message));
+  assert.equal(await clone.kill(), true);
+  const forks = await sbx.fork({ count: 2, timeoutMs: 60_000 });
+  assert.equal(forks.length, 2);
+  for (const f of forks) assert.ok(f instanceof Sandbox, String(f));
+  const [f1, f2] = forks;
+  assert.equal(new Set([f1.sandboxId, f2.sandboxId, sbx.sandboxId]).size, 3);
+  assert.equal((await f1.runCode('x')).text, '41');
+  assert.equal((await f2.runCode('x')).text, '41');
+  await f1.runCode('x = 1');
+  await f1.files.write('/home/user/snap.txt', 'f1');
+  assert.equal((await f2.runCode('x')).text, '41');
+  assert.equal((await sbx.runCode('x')).text, '41');
+  assert.equal(await f2.files.read('/home/user/snap.txt'), 'before the snapshot');
+  // The snapshot a multi-fork is made from is not kept.
+  assert.deepEqual(await sbx.listSnapshots().nextItems(), []);
+  assert.equal(await f1.kill(), true);
+  assert.equal(await f2.kill(), true);
+  step('snapshots');
+
   // The control plane: info, timeout, list, pause + connect (kernel state kept), kill.
   const info = await sbx.getInfo();
   assert.equal(info.sandboxId, sbx.sandboxId);

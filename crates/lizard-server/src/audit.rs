@@ -95,6 +95,10 @@ pub fn classify(method: &Method, path: &str) -> Option<Action> {
             act("e2b.connect", Some(id), true)
         }
         ("POST", ["sandboxes", id, "pause"]) => act("e2b.pause", Some(id), true),
+        ("POST", ["sandboxes", id, "fork"]) => act("e2b.fork", Some(id), true),
+        ("POST", ["sandboxes", id, "snapshots"]) => act("e2b.snapshot_create", Some(id), true),
+        // E2B's `delete_snapshot` (a snapshot is a template there).
+        ("DELETE", ["templates", t]) => act("e2b.snapshot_delete", Some(t), false),
         ("POST", ["sandboxes", id, "timeout" | "refreshes"]) => {
             act("e2b.set_timeout", Some(id), true)
         }
@@ -273,6 +277,11 @@ mod tests {
             Some("e2b.connect")
         );
         assert_eq!(name(Method::POST, "/sandboxes/i/pause"), Some("e2b.pause"));
+        assert_eq!(name(Method::POST, "/sandboxes/i/fork"), Some("e2b.fork"));
+        assert_eq!(
+            name(Method::DELETE, "/templates/snap_x"),
+            Some("e2b.snapshot_delete")
+        );
         assert_eq!(
             name(Method::POST, "/sandboxes/i/refreshes"),
             Some("e2b.set_timeout")

@@ -1,5 +1,5 @@
 //! E2B compatibility on the server: E2B's control-plane REST API (`/sandboxes`, `/v2/sandboxes`,
-//! connect, timeout, pause, info, list) mapped onto [`crate::sandboxes`], and E2B's sandbox traffic
+//! connect, timeout, pause, info, list, snapshots and fork) mapped onto [`crate::sandboxes`], and E2B's sandbox traffic
 //! (any request carrying `E2b-Sandbox-Id` + `E2b-Sandbox-Port`) relayed to the sandbox's agent:
 //! port 49999 → the agent's E2B code interpreter, 49983 → its envd, any other port → that port's
 //! service inside the sandbox. With `--e2b-debug` the server also serves E2B's debug mode: one
@@ -40,6 +40,11 @@ const BASE_TEMPLATE: &str = "base";
 const DEBUG_MARK: &str = "lizard.e2b.debug";
 /// `clientID` in E2B's answers (E2B names the cluster node; Lizard has one).
 const CLIENT_ID: &str = "lizard";
+/// Metadata key of a snapshot holding the `name` E2B's `create_snapshot(name)` gave it.
+const SNAPSHOT_NAME: &str = "lizard.e2b.name";
+/// Metadata key of the snapshot a multi-fork is made from (named by its source; deleted once the
+/// forks have started, and never listed as one of E2B's snapshots).
+const FORK_MARK: &str = "lizard.e2b.fork";
 
 /// E2B state of the server: the token secret and, in debug mode, the default sandbox's project.
 pub struct E2b {
@@ -191,6 +196,15 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/sandboxes/{id}/connect", post(connect))
         .route("/v2/sandboxes/{id}/connect", post(connect))
         .route("/sandboxes/{id}/metrics", get(metrics))
+        // Snapshots (`create_snapshot`, `list_snapshots`, `delete_snapshot` — which E2B's SDKs
+        // send to the template delete route, a snapshot being a template there) and fork.
+        .route("/sandboxes/{id}/snapshots", post(create_snapshot))
+        .route("/snapshots", get(list_snapshots))
+        .route(
+            "/templates/{template_id}",
+            axum::routing::delete(delete_snapshot),
+        )
+        .route("/sandboxes/{id}/fork", post(fork))
         // Template builds (`Template.build`, `Template.exists`).
         .merge(crate::e2b_templates::routes())
 }
@@ -260,6 +274,10 @@ async fn create(
     } else {
         lizard_proto::Egress::None
     };
+    // `Sandbox.create(<snapshotID>)`: a snapshot is a template to E2B.
+    if crate::sandboxes::snapshot::valid_snapshot_id(&req.template_id) {
+        return create_from_snapshot(&st, project, req).await;
+    }
     let template = match req.template_id.as_str() {
         "" | BASE_TEMPLATE => None,
         t => Some(t.to_string()),
@@ -282,12 +300,252 @@ async fn create(
             network: lizard_proto::NetworkRequest { egress },
         })
         .await?;
-    let mut r = (StatusCode::CREATED, Json(sandbox_body(&st, &sb))).into_response();
+    Ok(created(&st, &sb))
+}
+
+/// The 201 answer to a create (named for the audit log).
+fn created(st: &AppState, sb: &Sandbox) -> Response {
+    let mut r = (StatusCode::CREATED, Json(sandbox_body(st, sb))).into_response();
     r.extensions_mut().insert(crate::audit::Created {
         id: sb.id.clone(),
         project: Some(sb.project.clone()),
     });
+    r
+}
+
+/// A snapshot of the E2B key's project, else 404 (whether or not it exists). Forks' passing
+/// snapshots are not E2B snapshots.
+fn e2b_snapshot(
+    st: &AppState,
+    project: &str,
+    id: &str,
+) -> Result<crate::store::SnapshotRow, E2bError> {
+    let missing = || E2bError(StatusCode::NOT_FOUND, format!("snapshot {id} not found"));
+    if !crate::sandboxes::snapshot::valid_snapshot_id(id) {
+        return Err(missing());
+    }
+    match st
+        .sandboxes
+        .store
+        .get_snapshot(id)
+        .map_err(ApiError::from)?
+    {
+        Some(r) if r.project == project && !r.metadata.contains_key(FORK_MARK) => Ok(r),
+        _ => Err(missing()),
+    }
+}
+
+fn snapshot_body(r: &crate::store::SnapshotRow) -> api::SnapshotInfo {
+    api::SnapshotInfo {
+        snapshot_id: r.id.clone(),
+        names: vec![r.metadata.get(SNAPSHOT_NAME).unwrap_or(&r.id).clone()],
+    }
+}
+
+fn key_project(who: &crate::auth::Principal) -> Result<String, E2bError> {
+    who.project_for(None)
+        .ok_or_else(|| E2bError(StatusCode::FORBIDDEN, "this key has no project".into()))
+}
+
+/// `POST /sandboxes` whose template is a snapshot id: a clone of it. Its template, environment,
+/// limits, volumes and network are the snapshot's; only the timeout, metadata and `autoPause`
+/// are the caller's.
+async fn create_from_snapshot(
+    st: &Arc<AppState>,
+    project: String,
+    req: api::NewSandbox,
+) -> Result<Response, E2bError> {
+    if req.env_vars.as_ref().is_some_and(|e| !e.is_empty()) {
+        return Err(E2bError(
+            StatusCode::BAD_REQUEST,
+            "a sandbox from a snapshot has the snapshot's environment: envVars cannot be given \
+             with a snapshot"
+                .into(),
+        ));
+    }
+    let row = e2b_snapshot(st, &project, &req.template_id)?;
+    let (sb, _report) = st
+        .sandboxes
+        .clone_detached(
+            row,
+            crate::sandboxes::snapshot::CloneRequest {
+                project,
+                timeout_ms: req.timeout.map(seconds_ms),
+                metadata: req.metadata.unwrap_or_default(),
+                on_timeout: req.auto_pause.map(|p| {
+                    if p {
+                        TimeoutAction::Pause
+                    } else {
+                        TimeoutAction::Kill
+                    }
+                }),
+            },
+        )
+        .await?;
+    Ok(created(st, &sb))
+}
+
+/// `POST /sandboxes/{id}/snapshots`: a snapshot of the sandbox (which keeps running). `memory:
+/// false` is accepted, but the snapshot still keeps what memory state the host captures.
+async fn create_snapshot(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+    E2bJson(req): E2bJson<api::SnapshotRequest>,
+) -> Result<Response, E2bError> {
+    let sb = visible(&st, &who(w)?, &id)?;
+    let metadata: BTreeMap<String, String> = req
+        .name
+        .filter(|n| !n.is_empty())
+        .map(|n| (SNAPSHOT_NAME.to_string(), n))
+        .into_iter()
+        .collect();
+    let row = st.sandboxes.snapshot_detached(&sb.id, metadata).await?;
+    let mut r = (StatusCode::CREATED, Json(snapshot_body(&row))).into_response();
+    r.extensions_mut().insert(crate::audit::Created {
+        id: row.id.clone(),
+        project: Some(row.project.clone()),
+    });
     Ok(r)
+}
+
+/// `GET /snapshots?sandboxID=&name=&limit=`: the key's project's snapshots, newest first, in one
+/// page (no `X-Next-Token`).
+async fn list_snapshots(
+    State(st): St,
+    w: Who,
+    q: Result<Query<api::SnapshotQuery>, QueryRejection>,
+) -> Result<Json<Vec<api::SnapshotInfo>>, E2bError> {
+    let q = q
+        .map_err(|e| E2bError(StatusCode::BAD_REQUEST, e.body_text()))?
+        .0;
+    let project = key_project(&who(w)?)?;
+    let mut rows = st
+        .sandboxes
+        .store
+        .list_snapshots(Some(&project), q.sandbox_id.as_deref(), false)
+        .map_err(ApiError::from)?;
+    rows.retain(|r| !r.metadata.contains_key(FORK_MARK));
+    if let Some(n) = q.name.as_deref().filter(|n| !n.is_empty()) {
+        rows.retain(|r| r.id == n || r.metadata.get(SNAPSHOT_NAME).map(String::as_str) == Some(n));
+    }
+    rows.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
+    if let Some(l) = q.limit.filter(|l| *l > 0) {
+        rows.truncate(l);
+    }
+    Ok(Json(rows.iter().map(snapshot_body).collect()))
+}
+
+/// `DELETE /templates/{id}` (E2B's `delete_snapshot`): deletes a snapshot of the key's project.
+/// Other templates are not deleted through E2B's API here (`DELETE /v1/templates/{name}` does).
+async fn delete_snapshot(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+) -> Result<StatusCode, E2bError> {
+    let project = key_project(&who(w)?)?;
+    let row = e2b_snapshot(&st, &project, &id).map_err(|e| {
+        if crate::sandboxes::snapshot::valid_snapshot_id(&id) {
+            e
+        } else {
+            E2bError(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "snapshot {id} not found (E2B's template delete deletes snapshots here; \
+                     templates are deleted with DELETE /v1/templates/{{name}})"
+                ),
+            )
+        }
+    })?;
+    st.sandboxes.delete_snapshot(&row).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /sandboxes/{id}/fork`: `count` (1–20) new sandboxes with the source's memory state and
+/// files; the source keeps running. The state is captured once; one answer entry per fork, its
+/// sandbox or why it did not start. A source that cannot be captured fails the whole request.
+async fn fork(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+    E2bJson(req): E2bJson<api::ForkRequest>,
+) -> Result<(StatusCode, Json<Vec<api::ForkResult>>), E2bError> {
+    let sb = visible(&st, &who(w)?, &id)?;
+    let count = req.count.unwrap_or(1);
+    if !(1..=api::MAX_FORK_COUNT).contains(&count) {
+        return Err(E2bError(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "count must be between 1 and {} (it is {count})",
+                api::MAX_FORK_COUNT
+            ),
+        ));
+    }
+    let clone_req = crate::sandboxes::snapshot::CloneRequest {
+        project: sb.project.clone(),
+        timeout_ms: req.timeout.map(seconds_ms),
+        metadata: BTreeMap::new(),
+        on_timeout: None,
+    };
+    let ok = |new: &Sandbox| api::ForkResult {
+        sandbox: Some(sandbox_body(&st, new)),
+        error: None,
+    };
+    if count == 1 {
+        // A fork of its own: no snapshot is kept, the capture's image becomes the fork's disk.
+        let (new, _report) = st.sandboxes.fork_detached(&sb.id, clone_req).await?;
+        return Ok((StatusCode::CREATED, Json(vec![ok(&new)])));
+    }
+    // Several: one snapshot, `count` clones of it, then the snapshot goes. In a task of its own
+    // so that a caller that goes away leaves no snapshot behind.
+    let task = {
+        let st = st.clone();
+        let source = sb.id.clone();
+        tokio::spawn(async move {
+            let row = st
+                .sandboxes
+                .snapshot_detached(&source, [(FORK_MARK.to_string(), source.clone())].into())
+                .await?;
+            let mut out = Vec::with_capacity(count as usize);
+            for _ in 0..count {
+                out.push(
+                    st.sandboxes
+                        .clone_detached(row.clone(), clone_req.clone())
+                        .await,
+                );
+            }
+            if let Err(e) = st.sandboxes.delete_snapshot(&row).await {
+                tracing::warn!(snapshot = %row.id, error = %e, "removing a fork's snapshot");
+            }
+            Ok::<_, SandboxError>(out)
+        })
+    };
+    let out = task.await.map_err(|e| {
+        E2bError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the fork task failed: {e}"),
+        )
+    })??;
+    Ok((
+        StatusCode::CREATED,
+        Json(
+            out.into_iter()
+                .map(|r| match r {
+                    Ok((new, _report)) => ok(&new),
+                    Err(e) => {
+                        let E2bError(code, message) = e.into();
+                        api::ForkResult {
+                            sandbox: None,
+                            error: Some(api::Error {
+                                code: code.as_u16(),
+                                message,
+                            }),
+                        }
+                    }
+                })
+                .collect(),
+        ),
+    ))
 }
 
 /// `GET /sandboxes/{id}`.

@@ -36,6 +36,7 @@ fn is_e2b(path: &str, sandbox_traffic: bool) -> bool {
     sandbox_traffic
         || path == "/sandboxes"
         || path.starts_with("/sandboxes/")
+        || path == "/snapshots"
         || path.starts_with("/v2/")
         || path.starts_with("/v3/")
         || path.starts_with("/templates/")
@@ -317,6 +318,8 @@ mod tests {
         assert!(is_e2b("/sandboxes", false));
         assert!(is_e2b("/sandboxes/x/pause", false));
         assert!(is_e2b("/v2/sandboxes", false));
+        assert!(is_e2b("/snapshots", false));
+        assert!(!is_e2b("/v1/snapshots", false));
         assert!(!is_e2b("/v1/sandboxes", false));
         assert!(!is_e2b("/health", false));
         assert!(!is_e2b("/sandboxesx", false));

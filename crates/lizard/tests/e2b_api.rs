@@ -152,3 +152,66 @@ async fn sandbox_traffic_does_not_tell_which_ids_exist() {
     assert_eq!(status, 200);
     s.kill_all().await;
 }
+
+/// E2B's multi-fork (`count` > 1) is one snapshot cloned `count` times in a task of its own: a
+/// caller that hangs up right after sending it still gets every fork started (in its project) and
+/// the passing snapshot deleted — none is left behind, to E2B's list or Lizard's.
+#[tokio::test]
+async fn a_multi_fork_leaves_no_snapshot_behind_when_the_caller_hangs_up() {
+    use tokio::io::AsyncWriteExt;
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("forks").await;
+    let (id, _token) = e2b_create(&s, &key).await;
+    let body = r#"{"count":3,"timeout":120}"#;
+    let mut tcp = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+    let req = format!(
+        "POST /sandboxes/{id}/fork HTTP/1.1\r\nHost: lizard\r\nX-API-Key: {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    // Hang up once the fork is under way (its passing snapshot exists, or a fork already runs).
+    let started = eventually(Duration::from_secs(60), || async {
+        let snaps = s.admin("GET", "/v1/snapshots?project=forks", None).await;
+        let sandboxes = s.admin("GET", "/v1/sandboxes?project=forks", None).await;
+        snaps.body.as_array().is_some_and(|a| !a.is_empty())
+            || sandboxes.body.as_array().is_some_and(|a| a.len() > 1)
+    })
+    .await;
+    assert!(started, "the fork never started");
+    drop(tcp);
+
+    let done = eventually(Duration::from_secs(120), || async {
+        let sandboxes = s.admin("GET", "/v1/sandboxes?project=forks", None).await;
+        let snapshots = s.admin("GET", "/v1/snapshots?project=forks", None).await;
+        sandboxes.body.as_array().map(Vec::len) == Some(4)
+            && snapshots.body.as_array().is_some_and(Vec::is_empty)
+    })
+    .await;
+    let sandboxes = s.admin("GET", "/v1/sandboxes?project=forks", None).await;
+    let snapshots = s.admin("GET", "/v1/snapshots?project=forks", None).await;
+    assert!(
+        done,
+        "sandboxes {} snapshots {}",
+        sandboxes.body, snapshots.body
+    );
+    // Each fork is an ordinary sandbox of the project with the source's state.
+    for sb in sandboxes.body.as_array().unwrap() {
+        let sid = sb["sandbox_id"].as_str().unwrap();
+        if sid != id {
+            let ex = s.run(sid, json!({"code": "print(1 + 1)"})).await;
+            assert_eq!(stdout(&ex), "2\n", "{ex}");
+        }
+    }
+    // E2B's list does not show the passing snapshot either, and its usage row is kept.
+    let (status, listed) = raw(
+        &s.addr,
+        "GET",
+        "/snapshots",
+        &[("X-API-Key", &key), ("Connection", "close")],
+        "",
+    )
+    .await;
+    assert_eq!((status, listed), (200, json!([])));
+    s.kill_all().await;
+}

@@ -49,6 +49,14 @@ export interface CreateOptions extends ConnectionOptions {
    * addresses, `ip:port`, CIDRs; host names are resolved once, at create). Loopback only when
    * absent. Needs an admin key or a project created with `allow_egress`. */
   egress?: 'none' | 'all' | string[];
+  /**
+   * Start from a snapshot (its id or the {@link SnapshotInfo} of `createSnapshot()`): a clone with
+   * the snapshot's disk and kernels' state (see {@link CodeSandbox.restoreReport}), template,
+   * envs, limits, volumes and egress — those options cannot be given with it (an
+   * `InvalidArgumentError`); `timeoutMs`, `metadata` and `project` can. A snapshot of another
+   * project is a {@link NotFoundError}.
+   */
+  snapshot?: string | SnapshotInfo;
 }
 
 /** A volume to mount at sandbox create. */
@@ -99,10 +107,10 @@ export interface ContextReport {
   lost: { name: string; reason: string }[];
 }
 
-/** How kernel state was carried across hibernation, per context. */
+/** How kernel state was carried across hibernation (or into a snapshot or fork), per context. */
 export interface HibernationReport {
   /** `per-language`: each kernel saved and reloaded its own state. */
-  method: 'per-language';
+  method: SnapshotMethod;
   /** Why this method (e.g. no CRIU >= 4.1 on the host). */
   methodReason: string;
   contexts: ContextReport[];
@@ -125,6 +133,67 @@ export interface SandboxInfo {
   hibernation?: HibernationReport;
   /** In the answer of a resume from hibernation: what each context got back and what was lost. */
   restore?: HibernationReport;
+}
+
+// ---- snapshots -----------------------------------------------------------------------------------
+
+/** How memory state was captured: `per-language` — each kernel saved its own state (variables,
+ * functions, imports, cwd); what cannot be saved is listed in `lost`. Other methods may come. */
+export type SnapshotMethod = 'per-language' | (string & {});
+
+/** Options of {@link CodeSandbox.createSnapshot}. */
+export interface CreateSnapshotOptions {
+  /** Free-form string labels of the snapshot. */
+  metadata?: Record<string, string>;
+}
+
+/** Options of {@link CodeSandbox.fork}. */
+export interface ForkOptions {
+  /** The fork's lifetime in ms (the source's timeout when absent). */
+  timeoutMs?: number;
+  /** The fork's labels. */
+  metadata?: Record<string, string>;
+}
+
+/** A snapshot as the server reports it. */
+export interface SnapshotInfo {
+  /** `snap_…`: what `CodeSandbox.create({ snapshot })` takes. */
+  snapshotId: string;
+  /** The sandbox it was taken of (it may be gone since). */
+  sandboxId: string;
+  project: string;
+  template: string;
+  createdAt: Date;
+  /** Host disk the snapshot holds. */
+  sizeBytes: number;
+  /** How the memory state was captured. */
+  method: SnapshotMethod;
+  /** Why this method (what the host offers). */
+  methodReason: string;
+  /** Per context: what was saved (`restored`) and what could not be (`lost`). */
+  contexts: ContextReport[];
+  metadata: Record<string, string>;
+  /** The source's limits, which every clone gets. */
+  limits?: SandboxLimits;
+}
+
+/** Options of {@link Snapshots.list}. */
+export interface SnapshotListOptions extends ConnectionOptions {
+  /** Only the snapshots of this sandbox. */
+  sandboxId?: string;
+  /** Admin keys: only this project's (every project's when absent). */
+  project?: string;
+}
+
+/** Saved copies of running sandboxes: taken with {@link CodeSandbox.createSnapshot}, started from
+ * with `CodeSandbox.create({ snapshot })`. */
+export declare class Snapshots {
+  private constructor();
+  static list(opts?: SnapshotListOptions): Promise<SnapshotInfo[]>;
+  /** {@link NotFoundError} if the key cannot see it. */
+  static get(snapshot: string | SnapshotInfo, opts?: ConnectionOptions): Promise<SnapshotInfo>;
+  /** `true` if deleted, `false` if it did not exist (or the key cannot see it). Clones keep running. */
+  static delete(snapshot: string | SnapshotInfo, opts?: ConnectionOptions): Promise<boolean>;
 }
 
 // ---- volumes -------------------------------------------------------------------------------------
@@ -919,8 +988,17 @@ export declare class CodeSandbox {
    * it could not. Idempotent.
    */
   hibernate(): Promise<SandboxInfo>;
-  /** After a resume from hibernation (`resume()` or `connect`): what each context got back. */
+  /** After a resume from hibernation (`resume()` or `connect`), and in a sandbox made from a
+   * snapshot or by {@link CodeSandbox.fork}: what each context got back and what was lost. */
   readonly restoreReport: HibernationReport | undefined;
+  /**
+   * Save a snapshot (the kernels' state and a copy of the disk) that new sandboxes start from
+   * with `CodeSandbox.create({ snapshot })`. The sandbox keeps running; a hibernated one is a
+   * {@link ConflictError}. The snapshot lives until {@link Snapshots.delete}.
+   */
+  createSnapshot(opts?: CreateSnapshotOptions): Promise<SnapshotInfo>;
+  /** A new running sandbox with this one's kernels' state and files (this one keeps running). */
+  fork(opts?: ForkOptions): Promise<CodeSandbox>;
   /** Set the sandbox's lifetime to `timeoutMs` from now. */
   setTimeout(timeoutMs: number): Promise<SandboxInfo>;
   /** Kill the sandbox: `true` if it was killed, `false` if it was already gone. */

@@ -21,4 +21,5 @@ export {
 } from './errors.js';
 export { Volumes } from './volumes.js';
 export { Templates } from './templates.js';
+export { Snapshots } from './snapshots.js';
 export { DEFAULT_API_URL } from './http.js';

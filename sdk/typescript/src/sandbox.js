@@ -11,6 +11,7 @@ import { Files } from './files.js';
 import { Pty } from './pty.js';
 import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
 import { volumeMountsBody } from './volumes.js';
+import { snapshotId, toContextReports, toSnapshotInfo } from './snapshots.js';
 import {
   ConnectionError,
   InvalidArgumentError,
@@ -113,12 +114,7 @@ function toReport(r) {
   return {
     method: r.method,
     methodReason: r.method_reason,
-    contexts: (r.contexts ?? []).map((c) => ({
-      id: c.id,
-      language: c.language,
-      restored: c.restored ?? [],
-      lost: c.lost ?? [],
-    })),
+    contexts: toContextReports(r.contexts),
   };
 }
 
@@ -187,6 +183,7 @@ export class CodeSandbox {
    */
   static async create(opts = {}) {
     if (!isPlainObject(opts)) throw new InvalidArgumentError('CodeSandbox.create takes an options object');
+    if (opts.snapshot !== undefined && opts.snapshot !== null) return CodeSandbox._fromSnapshot(opts);
     const body = {
       project: opts.project,
       template: opts.template ?? DEFAULT_TEMPLATE,
@@ -196,6 +193,29 @@ export class CodeSandbox {
       limits: limitsBody(opts.limits),
       volumes: volumeMountsBody(opts.volumes),
       network: networkBody(opts.egress),
+    };
+    for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
+    const http = new HttpClient(resolveConfig(opts));
+    const info = await http.json('POST', '/v1/sandboxes', body);
+    return new CodeSandbox(info.sandbox_id, http, info);
+  }
+
+  /** `create({ snapshot })`: a clone; only its own lifetime and labels may be given. */
+  static async _fromSnapshot(opts) {
+    const id = snapshotId(opts.snapshot);
+    for (const k of ['template', 'envs', 'limits', 'volumes', 'egress']) {
+      if (opts[k] !== undefined) {
+        throw new InvalidArgumentError(
+          `a sandbox from a snapshot has the snapshot's template, envs, limits, volumes and egress: ${k} cannot be given with snapshot`,
+        );
+      }
+    }
+    const body = {
+      // An admin key clones into the snapshot's project (a clone stays in its snapshot's project).
+      project: opts.project ?? (isPlainObject(opts.snapshot) ? opts.snapshot.project : undefined),
+      snapshot_id: id,
+      timeout_ms: positiveInt(opts.timeoutMs, 'timeoutMs'),
+      metadata: stringMap(opts.metadata, 'metadata'),
     };
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
     const http = new HttpClient(resolveConfig(opts));
@@ -286,7 +306,10 @@ export class CodeSandbox {
     return `${this._http.config.apiUrl}${this._base}/ports/${port}`;
   }
 
-  /** After a resume from hibernation (`resume()` or `connect`): what each context got back. */
+  /**
+   * After a resume from hibernation (`resume()` or `connect`), and in a sandbox made from a
+   * snapshot or by `fork()`: what each context got back and what was lost.
+   */
   get restoreReport() {
     return this._info?.restore;
   }
@@ -349,6 +372,41 @@ export class CodeSandbox {
   async hibernate() {
     this._info = toInfo(await this._http.json('POST', `${this._base}/hibernate`));
     return this._info;
+  }
+
+  /**
+   * Save a snapshot of the sandbox — its kernels' state (as `method` says; `contexts` lists per
+   * context what was saved and what cannot be) and a copy of its disk — which new sandboxes start
+   * from with `CodeSandbox.create({ snapshot })`. The sandbox keeps running (a paused one stays
+   * paused); a hibernated one is refused (`ConflictError`). The snapshot lives until deleted
+   * (`Snapshots.delete`).
+   * @param {import('./index.js').CreateSnapshotOptions} [opts]
+   * @returns {Promise<import('./index.js').SnapshotInfo>}
+   */
+  async createSnapshot(opts = {}) {
+    if (!isPlainObject(opts)) throw new InvalidArgumentError('createSnapshot takes an options object');
+    const body = {};
+    const metadata = stringMap(opts.metadata, 'metadata');
+    if (metadata) body.metadata = metadata;
+    return toSnapshotInfo(await this._http.json('POST', `${this._base}/snapshots`, body));
+  }
+
+  /**
+   * Fork the sandbox: a new running sandbox with this one's kernels' state and files (a snapshot
+   * that is not kept), connected with the same settings. This one keeps running.
+   * `fork.restoreReport` says what each context got back.
+   * @param {import('./index.js').ForkOptions} [opts]
+   * @returns {Promise<CodeSandbox>}
+   */
+  async fork(opts = {}) {
+    if (!isPlainObject(opts)) throw new InvalidArgumentError('fork takes an options object');
+    const body = {};
+    const timeoutMs = positiveInt(opts.timeoutMs, 'timeoutMs');
+    if (timeoutMs !== undefined) body.timeout_ms = timeoutMs;
+    const metadata = stringMap(opts.metadata, 'metadata');
+    if (metadata) body.metadata = metadata;
+    const info = await this._http.json('POST', `${this._base}/fork`, body);
+    return new CodeSandbox(info.sandbox_id, this._http, info);
   }
 
   /**

@@ -143,6 +143,67 @@ pub struct SandboxMetric {
     pub disk_total: u64,
 }
 
+/// `POST /sandboxes/{id}/snapshots` (`Sandbox.create_snapshot` / `sandbox.createSnapshot`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRequest {
+    /// E2B's snapshot template name: kept as the snapshot's label (`names`), not resolvable as
+    /// a template (a sandbox starts from the `snapshotID`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `false` asks for a filesystem-only snapshot. Lizard's snapshots always keep the memory
+    /// state the host can capture (see `docs/E2B.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<bool>,
+}
+
+/// E2B's `SnapshotInfo`: the answer to a snapshot and the items of `GET /snapshots`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotInfo {
+    /// What `Sandbox.create(<snapshotID>)` takes as its template (Lizard's `snap_…` id).
+    #[serde(rename = "snapshotID")]
+    pub snapshot_id: String,
+    /// The snapshot's names: its `name` when it was given one, else its id.
+    pub names: Vec<String>,
+}
+
+/// The query of `GET /snapshots` (E2B's parameters; unknown ones are ignored, as E2B does).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotQuery {
+    #[serde(default, rename = "sandboxID")]
+    pub sandbox_id: Option<String>,
+    /// Only the snapshot with this name or id.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Accepted; Lizard answers one page with everything (no `X-Next-Token`).
+    #[serde(default, rename = "nextToken")]
+    pub next_token: Option<String>,
+}
+
+/// The most forks one `POST /sandboxes/{id}/fork` makes (E2B's bound).
+pub const MAX_FORK_COUNT: u32 = 20;
+
+/// `POST /sandboxes/{id}/fork` (`sandbox.fork({count})`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkRequest {
+    /// Seconds the forks live (the source's timeout when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    /// 1 to [`MAX_FORK_COUNT`] (1 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+}
+
+/// One entry of the fork answer: exactly one of `sandbox` and `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForkResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Sandbox>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Error>,
+}
+
 /// E2B's error body. `code` is the HTTP status.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Error {
@@ -166,5 +227,36 @@ mod tests {
         assert_eq!(py.env_vars, Some(BTreeMap::new()));
         let c: ConnectSandbox = serde_json::from_str("{}").unwrap();
         assert_eq!(c.timeout, None);
+    }
+
+    #[test]
+    fn sdk_snapshot_and_fork_bodies() {
+        // What E2B's SDKs send (Python 2.63 always sends `memory`; JS 2.51 an empty body).
+        let s: SnapshotRequest = serde_json::from_str(r#"{"name":"n","memory":true}"#).unwrap();
+        assert_eq!(s.name.as_deref(), Some("n"));
+        let s: SnapshotRequest = serde_json::from_str("{}").unwrap();
+        assert_eq!(s, SnapshotRequest::default());
+        let f: ForkRequest = serde_json::from_str(r#"{"timeout":60,"count":2}"#).unwrap();
+        assert_eq!((f.timeout, f.count), (Some(60), Some(2)));
+        let info = SnapshotInfo {
+            snapshot_id: "snap_x".into(),
+            names: vec!["snap_x".into()],
+        };
+        let v = serde_json::to_value(&info).unwrap();
+        assert_eq!(v["snapshotID"], "snap_x");
+        let r = ForkResult {
+            sandbox: None,
+            error: Some(Error {
+                code: 503,
+                message: "m".into(),
+            }),
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"error":{"code":503,"message":"m"}}"#
+        );
+        let q: SnapshotQuery =
+            serde_json::from_value(serde_json::json!({"sandboxID": "a", "limit": 5})).unwrap();
+        assert_eq!(q.sandbox_id.as_deref(), Some("a"));
     }
 }

@@ -9,7 +9,7 @@ stateful kernels, with live streamed output, rich results and typed errors.
 
 ``CodeSandbox`` is the synchronous client, ``AsyncCodeSandbox`` its asyncio twin (``Volumes`` and
 ``AsyncVolumes`` manage persistent volumes, ``Templates`` and ``AsyncTemplates`` build and manage
-user templates); all read
+user templates, ``Snapshots`` and ``AsyncSnapshots`` list and delete snapshots); all read
 ``LIZARD_API_URL`` and ``LIZARD_API_KEY`` when not given ``api_url``/``api_key``. This package only
 talks to a Lizard server over HTTP; it does not start servers, sandboxes or kernels itself.
 """
@@ -47,6 +47,7 @@ from .models import (
     SandboxInfo,
     SandboxLimits,
     SandboxVolume,
+    SnapshotInfo,
     VolumeInfo,
     StateItem,
     TemplateBuildLog,
@@ -58,6 +59,7 @@ from .sandbox import CodeSandbox, CommandHandle, PtyHandle, WatchHandle
 from .async_sandbox import AsyncCommandHandle, AsyncPtyHandle, AsyncWatchHandle
 from .templates import AsyncTemplates, Templates
 from .volumes import AsyncVolumes, Volumes
+from .snapshots import AsyncSnapshots, Snapshots
 
 __all__ = [
     "__version__",
@@ -81,6 +83,9 @@ __all__ = [
     "Volumes",
     "AsyncVolumes",
     "VolumeInfo",
+    "Snapshots",
+    "AsyncSnapshots",
+    "SnapshotInfo",
     "Templates",
     "AsyncTemplates",
     "TemplateInfo",

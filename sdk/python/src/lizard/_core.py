@@ -256,6 +256,83 @@ def volume_delete_request(name_or_id: str, project: Optional[str], force: bool) 
     return Req("DELETE", _volume(name_or_id), params=params)
 
 
+# ---- snapshots -----------------------------------------------------------------------------------
+
+
+def snapshot_id(snapshot: Any) -> str:
+    """A snapshot given as its id (``snap_…``) or a ``SnapshotInfo`` → its id."""
+    sid = getattr(snapshot, "snapshot_id", snapshot)
+    if not isinstance(sid, str) or not sid:
+        raise InvalidArgumentError(
+            f"a snapshot must be a snapshot id (snap_…) or a SnapshotInfo, not {snapshot!r}",
+            code="invalid_argument",
+        )
+    return sid
+
+
+def _snapshot(snapshot: Any) -> str:
+    return f"/v1/snapshots/{_seg(snapshot_id(snapshot))}"
+
+
+def _labels_body(metadata: Optional[Mapping[str, str]], timeout_ms: Optional[int] = None) -> Dict[str, Any]:
+    body: Dict[str, Any] = {}
+    t = _ms("timeout_ms", timeout_ms)
+    if t is not None:
+        body["timeout_ms"] = t
+    meta = _str_map("metadata", metadata)
+    if meta:
+        body["metadata"] = meta
+    return body
+
+
+def clone_request(
+    snapshot: Any,
+    *,
+    project: Optional[str],
+    timeout_ms: Optional[int],
+    metadata: Optional[Mapping[str, str]],
+    refused: Mapping[str, Any],
+) -> Req:
+    """``POST /v1/sandboxes`` with ``snapshot_id``. ``refused``: the create options a clone takes
+    from its snapshot (given ones are an ``InvalidArgumentError`` before any request)."""
+    given = [k for k, v in refused.items() if v]
+    if given:
+        raise InvalidArgumentError(
+            "a sandbox from a snapshot has the snapshot's template, envs, limits, volumes and "
+            f"egress: {', '.join(given)} cannot be given with snapshot",
+            code="invalid_argument",
+        )
+    body = _labels_body(metadata, timeout_ms)
+    body["snapshot_id"] = snapshot_id(snapshot)
+    # An admin key clones into the snapshot's project (a clone stays in its snapshot's project).
+    if project is None:
+        project = getattr(snapshot, "project", None) or None
+    if project is not None:
+        body["project"] = project
+    return Req("POST", "/v1/sandboxes", json=body)
+
+
+def snapshot_create_request(sandbox_id: str, metadata: Optional[Mapping[str, str]]) -> Req:
+    return Req("POST", sandbox_path(sandbox_id, "/snapshots"), json=_labels_body(metadata))
+
+
+def fork_request(sandbox_id: str, timeout_ms: Optional[int], metadata: Optional[Mapping[str, str]]) -> Req:
+    return Req("POST", sandbox_path(sandbox_id, "/fork"), json=_labels_body(metadata, timeout_ms))
+
+
+def snapshot_list_request(sandbox_id: Optional[str], project: Optional[str]) -> Req:
+    params = {k: v for k, v in (("sandbox_id", sandbox_id), ("project", project)) if v is not None}
+    return Req("GET", "/v1/snapshots", params=params or None)
+
+
+def snapshot_get_request(snapshot: Any) -> Req:
+    return Req("GET", _snapshot(snapshot))
+
+
+def snapshot_delete_request(snapshot: Any) -> Req:
+    return Req("DELETE", _snapshot(snapshot))
+
+
 # ---- templates -----------------------------------------------------------------------------------
 
 #: At most this many bytes of build context (the server's limit, after base64 decoding).

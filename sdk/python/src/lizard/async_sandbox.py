@@ -41,6 +41,7 @@ from .models import (
     ProcessInfo,
     Result,
     SandboxInfo,
+    SnapshotInfo,
 )
 
 __all__ = [
@@ -99,7 +100,8 @@ class AsyncCodeSandbox:
         self._id = sandbox_id
         self._cfg = cfg
         self._client = client
-        #: After a resume from hibernation: what each context got back and what was lost.
+        #: After a resume from hibernation, and in a sandbox made from a snapshot or by
+        #: ``fork()``: what each context got back and what was lost.
         self.restore_report: Optional[HibernationReport] = None
         self.commands = AsyncCommands(self)
         self.files = AsyncFiles(self)
@@ -129,21 +131,31 @@ class AsyncCodeSandbox:
         limits: Optional[Mapping[str, int]] = None,
         volumes: Optional[List[Any]] = None,
         egress: Optional[Union[str, Sequence[str]]] = None,
+        snapshot: Optional[Union[str, SnapshotInfo]] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "AsyncCodeSandbox":
         """Create a sandbox; see ``CodeSandbox.create``."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
-        req = _core.create_request(
-            project=project, template=template, timeout_ms=timeout_ms,
-            metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
-        )
+        if snapshot is not None:
+            req = _core.clone_request(
+                snapshot, project=project, timeout_ms=timeout_ms, metadata=metadata,
+                refused={"template": template not in (None, DEFAULT_TEMPLATE), "envs": envs, "limits": limits,
+                         "volumes": volumes, "egress": egress is not None},
+            )
+        else:
+            req = _core.create_request(
+                project=project, template=template, timeout_ms=timeout_ms,
+                metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
+            )
         client = _new_client(cfg)
         try:
             info = SandboxInfo.from_wire(await _send(client, cfg, req))
         except BaseException:
             await client.aclose()
             raise
-        return cls._bind(info.sandbox_id, cfg, client)
+        sb = cls._bind(info.sandbox_id, cfg, client)
+        sb.restore_report = info.restore
+        return sb
 
     @classmethod
     async def connect(
@@ -400,6 +412,26 @@ class AsyncCodeSandbox:
         """Save the contexts to disk and stop the sandbox; see ``CodeSandbox.hibernate``."""
         wire = await self._call(Req("POST", _core.sandbox_path(self._id, "/hibernate")))
         return SandboxInfo.from_wire(wire).hibernation
+
+    async def create_snapshot(self, metadata: Optional[Mapping[str, str]] = None) -> SnapshotInfo:
+        """Save a snapshot of the sandbox — its kernels' state (``method`` says how; ``contexts``
+        lists per context what was saved and what cannot be) and a copy of its disk — that new
+        sandboxes start from with ``create(snapshot=...)``. The sandbox keeps running (a paused
+        one stays paused); a hibernated one is a ``ConflictError``. The snapshot lives until
+        ``Snapshots.delete``."""
+        return SnapshotInfo.from_wire(await self._call(_core.snapshot_create_request(self._id, metadata)))
+
+    async def fork(
+        self, timeout_ms: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None
+    ) -> "AsyncCodeSandbox":
+        """A new running sandbox with this one's kernels' state and files (a snapshot that is not
+        kept), with the same connection settings; this one keeps running. ``timeout_ms`` is the
+        fork's lifetime (the source's timeout when absent); the fork's ``restore_report`` says
+        what each context got back."""
+        info = SandboxInfo.from_wire(await self._call(_core.fork_request(self._id, timeout_ms, metadata)))
+        sb = type(self)._bind(info.sandbox_id, self._cfg, None)
+        sb.restore_report = info.restore
+        return sb
 
     async def kill(self) -> bool:
         """Kill the sandbox and close the connections. ``True`` if it was killed now, ``False`` if

@@ -25,6 +25,7 @@ __all__ = [
     "SandboxInfo",
     "SandboxVolume",
     "VolumeInfo",
+    "SnapshotInfo",
     "TemplateInfo",
     "TemplateVersion",
     "TemplateBuildStep",
@@ -445,22 +446,26 @@ class HibernationReport:
         return cls(
             method=str(obj.get("method", "")),
             method_reason=str(obj.get("method_reason", "")),
-            contexts=[
-                ContextReport(
-                    id=str(c.get("id", "")),
-                    language=str(c.get("language", "")),
-                    restored=[
-                        StateItem(name=str(i.get("name", "")), kind=str(i.get("kind", "")))
-                        for i in c.get("restored") or []
-                    ],
-                    lost=[
-                        LostItem(name=str(i.get("name", "")), reason=str(i.get("reason", "")))
-                        for i in c.get("lost") or []
-                    ],
-                )
-                for c in obj.get("contexts") or []
+            contexts=_context_reports(obj.get("contexts")),
+        )
+
+
+def _context_reports(rows: Any) -> List[ContextReport]:
+    return [
+        ContextReport(
+            id=str(c.get("id", "")),
+            language=str(c.get("language", "")),
+            restored=[
+                StateItem(name=str(i.get("name", "")), kind=str(i.get("kind", "")))
+                for i in c.get("restored") or []
+            ],
+            lost=[
+                LostItem(name=str(i.get("name", "")), reason=str(i.get("reason", "")))
+                for i in c.get("lost") or []
             ],
         )
+        for c in rows or []
+    ]
 
 
 @dataclass(frozen=True)
@@ -482,7 +487,8 @@ class SandboxInfo:
     volumes: List["SandboxVolume"] = field(default_factory=list)
     #: In the answer of ``hibernate()``: what each context saved and what it could not.
     hibernation: Optional[HibernationReport] = None
-    #: In the answer of a resume from hibernation: what each context got back and what was lost.
+    #: In the answer of a resume from hibernation, and of a create from a snapshot or a fork: what
+    #: each context got back and what was lost.
     restore: Optional[HibernationReport] = None
 
     @classmethod
@@ -547,6 +553,44 @@ class VolumeInfo:
             used_bytes=int(obj.get("used_bytes", 0)),
             created_at_ms=int(obj.get("created_at_ms", 0)),
             mounted_by=[str(x) for x in obj.get("mounted_by") or []],
+        )
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot of a sandbox as the API reports it: what ``CodeSandbox.create(snapshot=...)``
+    starts clones from. ``method`` says how the kernels' memory state was captured
+    (``per-language``: each kernel saved its own state) and ``contexts`` what each context saved
+    (``restored``) and could not (``lost``); ``size_bytes`` is the host disk it holds; ``limits``
+    are the source's, which every clone gets. ``sandbox_id`` is the source (it may be gone)."""
+
+    snapshot_id: str
+    sandbox_id: str
+    project: str
+    template: str
+    created_at_ms: int
+    size_bytes: int
+    method: str
+    method_reason: str
+    contexts: List[ContextReport] = field(default_factory=list)
+    metadata: Dict[str, str] = field(default_factory=dict)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "SnapshotInfo":
+        meta = obj.get("metadata") or {}
+        return cls(
+            snapshot_id=str(obj["snapshot_id"]),
+            sandbox_id=str(obj.get("sandbox_id", "")),
+            project=str(obj.get("project", "")),
+            template=str(obj.get("template", "")),
+            created_at_ms=int(obj.get("created_at_ms", 0)),
+            size_bytes=int(obj.get("size_bytes", 0)),
+            method=str(obj.get("method", "")),
+            method_reason=str(obj.get("method_reason", "")),
+            contexts=_context_reports(obj.get("contexts")),
+            metadata={str(k): str(v) for k, v in dict(meta).items()},
+            limits=SandboxLimits.from_wire(obj.get("limits") or {}),
         )
 
 

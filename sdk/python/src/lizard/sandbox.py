@@ -44,6 +44,7 @@ from .models import (
     ProcessInfo,
     Result,
     SandboxInfo,
+    SnapshotInfo,
 )
 
 __all__ = ["CodeSandbox", "Commands", "CommandHandle", "Files", "Pty", "PtyHandle", "WatchHandle"]
@@ -97,8 +98,8 @@ class CodeSandbox:
         self._cfg = cfg
         self._client = client
         self._client_lock = threading.Lock()
-        #: After a resume from hibernation (``resume()`` or ``connect``): what each context got
-        #: back and what was lost.
+        #: After a resume from hibernation (``resume()`` or ``connect``), and in a sandbox made
+        #: from a snapshot or by ``fork()``: what each context got back and what was lost.
         self.restore_report: Optional[HibernationReport] = None
         self.commands = Commands(self)
         self.files = Files(self)
@@ -126,6 +127,7 @@ class CodeSandbox:
         limits: Optional[Mapping[str, int]] = None,
         volumes: Optional[List[Any]] = None,
         egress: Optional[Union[str, Sequence[str]]] = None,
+        snapshot: Optional[Union[str, SnapshotInfo]] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "CodeSandbox":
         """Create a sandbox in ``project`` (an admin key creates the project on first use; a
@@ -136,19 +138,34 @@ class CodeSandbox:
         mounts volumes of the project: names (at ``/home/user/<name>``) or mappings
         ``{"name": ..., "mount_path": ..., "read_only": ...}``; ``egress`` is ``"all"`` or a list of
         destinations (host names, IPv4 addresses, ``ip:port``, CIDRs) the sandbox may reach
-        (loopback only by default; the project needs ``allow_egress``)."""
+        (loopback only by default; the project needs ``allow_egress``).
+
+        ``snapshot`` (a ``snap_…`` id or the ``SnapshotInfo`` of ``create_snapshot()``) makes a
+        clone: the snapshot's disk and kernels' state (``restore_report`` says what each context
+        got back), template, envs, limits, volumes and egress — those cannot be given with it (an
+        ``InvalidArgumentError``); ``timeout_ms``, ``metadata`` and ``project`` can. Another
+        project's snapshot is a ``NotFoundError``."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
-        req = _core.create_request(
-            project=project, template=template, timeout_ms=timeout_ms,
-            metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
-        )
+        if snapshot is not None:
+            req = _core.clone_request(
+                snapshot, project=project, timeout_ms=timeout_ms, metadata=metadata,
+                refused={"template": template not in (None, DEFAULT_TEMPLATE), "envs": envs, "limits": limits,
+                         "volumes": volumes, "egress": egress is not None},
+            )
+        else:
+            req = _core.create_request(
+                project=project, template=template, timeout_ms=timeout_ms,
+                metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
+            )
         client = _new_client(cfg)
         try:
             info = SandboxInfo.from_wire(_send(client, cfg, req))
         except BaseException:
             client.close()
             raise
-        return cls._bind(info.sandbox_id, cfg, client)
+        sb = cls._bind(info.sandbox_id, cfg, client)
+        sb.restore_report = info.restore
+        return sb
 
     @classmethod
     def connect(
@@ -427,6 +444,26 @@ class CodeSandbox:
         was already hibernated."""
         info = SandboxInfo.from_wire(self._call(Req("POST", _core.sandbox_path(self._id, "/hibernate"))))
         return info.hibernation
+
+    def create_snapshot(self, metadata: Optional[Mapping[str, str]] = None) -> SnapshotInfo:
+        """Save a snapshot of the sandbox — its kernels' state (``method`` says how; ``contexts``
+        lists per context what was saved and what cannot be) and a copy of its disk — that new
+        sandboxes start from with ``create(snapshot=...)``. The sandbox keeps running (a paused
+        one stays paused); a hibernated one is a ``ConflictError``. The snapshot lives until
+        ``Snapshots.delete``."""
+        return SnapshotInfo.from_wire(self._call(_core.snapshot_create_request(self._id, metadata)))
+
+    def fork(
+        self, timeout_ms: Optional[int] = None, metadata: Optional[Mapping[str, str]] = None
+    ) -> "CodeSandbox":
+        """A new running sandbox with this one's kernels' state and files (a snapshot that is not
+        kept), with the same connection settings; this one keeps running. ``timeout_ms`` is the
+        fork's lifetime (the source's timeout when absent); the fork's ``restore_report`` says
+        what each context got back."""
+        info = SandboxInfo.from_wire(self._call(_core.fork_request(self._id, timeout_ms, metadata)))
+        sb = type(self)._bind(info.sandbox_id, self._cfg, None)
+        sb.restore_report = info.restore
+        return sb
 
     def kill(self) -> bool:
         """Kill the sandbox and close the connections. ``True`` if it was killed now, ``False`` if
