@@ -261,6 +261,46 @@ impl ContextCgroup {
             .collect()
     }
 
+    /// Give every `cgroup.procs` of this cgroup to `uid`/`gid` (the agent's own ids again to take
+    /// it back). A fork of a live kernel runs as its context's uid already, and cgroup v1 lets
+    /// the agent (not the host's root) move only processes of its own uid: the forked kernel
+    /// joins its new cgroup itself, through these files, while they are its uid's (the agent
+    /// takes them back right after, and checks with [`ContextCgroup::contains`]).
+    pub fn set_procs_owner(&self, uid: u32, gid: u32) -> Result<(), CgroupError> {
+        for p in self.procs_paths() {
+            std::os::unix::fs::chown(&p, Some(uid), Some(gid)).map_err(|source| {
+                CgroupError::Write {
+                    path: p.clone(),
+                    value: format!("owner {uid}:{gid}"),
+                    source,
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The `cgroup.procs` file of each distinct directory of this cgroup.
+    pub fn procs_paths(&self) -> Vec<PathBuf> {
+        self.dirs()
+            .into_iter()
+            .map(|d| d.join("cgroup.procs"))
+            .collect()
+    }
+
+    /// Whether process `pid` is in this cgroup (in every hierarchy of it).
+    pub fn contains(&self, pid: i32) -> Result<bool, CgroupError> {
+        for p in self.procs_paths() {
+            let text = read(&p)?;
+            if !text
+                .lines()
+                .any(|l| l.trim().parse::<i32>().ok() == Some(pid))
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Make `spare`'s directories this cgroup's: this (new, empty) cgroup's limits are read, its
     /// directories removed, and `spare`'s renamed to their names, with the limits written again.
     /// Processes in `spare` end up in this cgroup without moving (renaming a cgroup does not
