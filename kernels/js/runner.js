@@ -949,6 +949,7 @@ function handleLine(line) {
     settleFork = null;
     settle();
   }
+  if (forkedOnce) require('./zygote.js').reapIntermediates();
   let msg;
   try {
     msg = JSON.parse(line);
@@ -1103,7 +1104,8 @@ function setupOp(msg) {
 // `fork` (PROTOCOL.md, "Fork of a live kernel"): this kernel forks into a new one (zygote.js's
 // forkLive). Only a kernel running single-threaded V8 can (one forked from the zygote): a fork keeps
 // only the calling thread. Runs from setImmediate (the check phase), never inside libuv's poll.
-let RESOURCES_AT_START = null; // process.getActiveResourcesInfo() counts once ready
+let RESOURCES_AT_START = null;
+let forkedOnce = false; // this kernel has forked: intermediates to reap at the next message // process.getActiveResourcesInfo() counts once ready
 
 const LOST_REASONS = {
   TCPServerWrap: 'a listening socket is shared with the source: connections go to either context',
@@ -1174,6 +1176,7 @@ function forkOp(msg) {
       pump();
       return;
     }
+    forkedOnce = true;
     sendEvent({ ev: 'forked', id, pid: r.kid, lost });
     answer('ok');
   });

@@ -343,7 +343,6 @@ function forkLive(dir, procs, eventFd, controlFd) {
   const r = fds.readInt32LE(0);
   const w = fds.readInt32LE(4);
   const word = Buffer.alloc(4);
-  const status = Buffer.alloc(4);
   adviseDoFork();
   const mid = c.fork();
   if (mid < 0) {
@@ -359,6 +358,7 @@ function forkLive(dir, procs, eventFd, controlFd) {
     const kid = c.fork();
     if (kid === 0) {
       c.close(w);
+      intermediates.length = 0; // the source's children, not this kernel's
       becomeFork(dir, procs, eventFd, controlFd);
       return { child: true, settle: () => waitForReparent(intermediate) };
     }
@@ -368,14 +368,29 @@ function forkLive(dir, procs, eventFd, controlFd) {
     c._exit(kid > 0 ? 0 : 1);
   }
   c.close(w);
-  while (c.waitpid(mid, ptr(status), 0) < 0 && errno() === EINTR);
+  // The intermediate writes the pid right after its fork; its exit (unmapping its copy of this
+  // process) is not waited for here but at the next control message (reapIntermediates).
+  intermediates.push(mid);
   word.writeInt32LE(0, 0);
   let n;
   while ((n = Number(c.read(r, ptr(word), 4n))) < 0 && errno() === EINTR);
   c.close(r);
   const kid = n === 4 ? word.readInt32LE(0) : 0;
-  if (kid <= 0) throw new Error('the fork failed');
+  if (kid <= 0) {
+    reapIntermediates();
+    throw new Error('the fork failed');
+  }
   return { kid };
+}
+
+const intermediates = []; // a source kernel's intermediates of forks, not reaped yet
+
+function reapIntermediates() {
+  const status = Buffer.alloc(4);
+  while (intermediates.length) {
+    const mid = intermediates.pop();
+    while (c.waitpid(mid, ptr(status), 0) < 0 && errno() === EINTR);
+  }
 }
 
 // In the new kernel of a live fork: its channels, group, cgroup and event loop.
@@ -431,4 +446,4 @@ function serveOrExit(zfd) {
   }
 }
 
-module.exports = { serve: serveOrExit, forkLive };
+module.exports = { serve: serveOrExit, forkLive, reapIntermediates };

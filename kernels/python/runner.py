@@ -1409,13 +1409,14 @@ def _fork_op(shell, msg):
             mid = os.fork()
         if mid == 0:
             os.close(r)
+            intermediate = os.getpid()  # not getppid() in the kernel: it may have exited already
             try:
                 kid = os.fork()
             except OSError:
                 os._exit(1)
             if kid == 0:
                 os.close(w)
-                _become_fork(d, procs, os.getppid())
+                _become_fork(d, procs, intermediate)
                 return True
             try:
                 os.setpgid(kid, kid)  # both sides set the group: the agent may signal it at once
@@ -1424,17 +1425,14 @@ def _fork_op(shell, msg):
             os.write(w, str(kid).encode())
             os._exit(0)
         os.close(w)
-        while True:
-            try:
-                os.waitpid(mid, 0)
-                break
-            except ChildProcessError:
-                break
-            except InterruptedError:
-                continue
+        # The intermediate writes the pid right after its fork; its exit (unmapping its copy of
+        # this process, a few ms) is not waited for here: it is reaped at the next control
+        # message (the new kernel waits for that exit itself before its first message).
+        _INTERMEDIATES.append(mid)
         with os.fdopen(r, "rb") as f:
             kid = int(f.read(32) or b"0")
         if kid <= 0:
+            _reap_intermediates()
             raise OSError("the fork failed")
         _emit({"ev": "forked", "id": run_id, "pid": kid, "lost": lost}, interruptible=False)
         _emit({"ev": "done", "id": run_id, "status": "ok"}, interruptible=False)
@@ -1444,6 +1442,22 @@ def _fork_op(shell, msg):
                "traceback": []}, interruptible=False)
         _emit({"ev": "done", "id": run_id, "status": "error"}, interruptible=False)
     return False
+
+
+_INTERMEDIATES = []  # a source kernel's intermediates of forks, not reaped yet
+
+
+def _reap_intermediates():
+    while _INTERMEDIATES:
+        mid = _INTERMEDIATES.pop()
+        while True:
+            try:
+                os.waitpid(mid, 0)
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break  # user code reaped it (os.wait)
 
 
 def _become_fork(d, procs, intermediate):
@@ -1474,6 +1488,7 @@ def _become_fork(d, procs, intermediate):
             os.write(2, ("lizard: cannot join the fork's cgroup: %s\n" % e).encode())
             os._exit(72)
     _PENDING_REPARENT = intermediate
+    _INTERMEDIATES.clear()  # the source's children, not this kernel's
     _S.pending = False
     _S.in_cell = False
     _S.run = None
@@ -1762,6 +1777,8 @@ def main():
         if _PENDING_REPARENT is not None:
             _wait_for_reparent(_PENDING_REPARENT)
             _PENDING_REPARENT = None
+        if _INTERMEDIATES:
+            _reap_intermediates()
         try:
             msg = json.loads(line)
             if not isinstance(msg, dict):
