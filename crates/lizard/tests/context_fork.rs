@@ -156,6 +156,15 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
         "3 4\n"
     );
     assert_eq!(out(&s, &id, &a, "console.log(counter())").await, "3\n");
+    // The fork's own process group gets the interrupt; its state stays.
+    let ex = s
+        .run(
+            &id,
+            json!({"code": "while (true) {}", "context": b, "timeout_ms": 1500}),
+        )
+        .await;
+    assert_eq!(ex["status"], "timeout", "{ex}");
+    assert_eq!(out(&s, &id, &b, "console.log(counter())").await, "5\n");
     // The interval runs in the fork's own loop.
     let t0: u64 = out(&s, &id, &b, "console.log(ticks)")
         .await
@@ -220,6 +229,15 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
     assert_eq!(v[0], v[1], "{pg}");
     let ex = run(&s, &id, &b, "false").await;
     assert_eq!(ex["status"], "error", "{ex}");
+    // Interrupted by its own process group's SIGINT, the fork's loop survives with its state.
+    let ex = s
+        .run(
+            &id,
+            json!({"code": "sleep 30", "context": b, "timeout_ms": 1500}),
+        )
+        .await;
+    assert_eq!(ex["status"], "timeout", "{ex}");
+    assert_eq!(out(&s, &id, &b, "f").await, "f:2\n");
     let c = id_of(&forked(&s, &id, &b).await);
     assert_eq!(out(&s, &id, &c, "f; hi").await, "f:2\nhi\n");
     let ex = run(&s, &id, &c, "exit 3").await;

@@ -111,9 +111,13 @@ impl Channels {
 
 impl Drop for Channels {
     fn drop(&mut self) {
-        // The kernel may have put anything in its directory: remove what is there, without
-        // following links (remove_dir_all does not).
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Only the names the agent made, then the directory: the kernel's uid owns the directory
+        // and may have filled it (with anything: a tree that would take long to walk); then it
+        // stays, the uid's own litter in a directory only that uid can enter.
+        for name in CHANNELS {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
