@@ -1390,6 +1390,14 @@ def _fork_op(shell, msg):
                              "reason": "only the forking thread survives a fork: the thread runs "
                                        "in the source context only"})
         try:
+            native = len(os.listdir("/proc/self/task")) - threading.active_count()
+        except OSError:
+            native = 0
+        if native > 0:
+            lost.append({"name": "%d native thread(s)" % native,
+                         "reason": "threads of C libraries (BLAS, OpenMP, ...) do not survive a "
+                                   "fork; most libraries start new ones in the fork when needed"})
+        try:
             from IPython.core import async_helpers
 
             loop = async_helpers._asyncio_event_loop
