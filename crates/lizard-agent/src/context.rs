@@ -518,6 +518,15 @@ impl Contexts {
         let new = ContextId(new_id());
         let limits = limits.or(src.limits).filter(|l| !l.is_empty());
         let cgroup = self.context_cgroup(&new, limits.as_ref())?;
+        if cgroup.is_none() && self.cfg.cgroups.is_some() {
+            // It would stay in its source's cgroup, and die with it (a deleted context's cgroup
+            // is emptied with SIGKILL).
+            return Err(KernelError::ForkFailed {
+                language: src.language,
+                message: "no cgroup could be made for the fork".into(),
+            }
+            .into());
+        }
         let scratch = format!("ctx-{}", new.0);
         let others = self.kernel_pids();
         let forked = kernel
