@@ -210,13 +210,18 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
         &s,
         &id,
         &a,
-        "x=41\nf() { echo \"f:$x\"; }\nalias hi='echo hi'\ncd /tmp",
+        "x=41\nf() { echo \"f:$x\"; }\nalias hi='echo hi'\ncd /tmp\ntrap 'echo got-usr1' USR1",
     )
     .await;
     let b = forked(&s, &id, &a).await;
     assert_eq!(b["execution_count"], 1, "{b}");
     let b = id_of(&b);
     assert_eq!(out(&s, &id, &b, "f; hi; pwd").await, "f:41\nhi\n/tmp\n");
+    // The source's traps are the fork's too (a subshell would have reset them).
+    assert_eq!(
+        out(&s, &id, &b, "kill -USR1 $BASHPID; echo after").await,
+        "got-usr1\nafter\n"
+    );
     out(&s, &id, &b, "x=2").await;
     assert_eq!(out(&s, &id, &a, "f").await, "f:41\n");
     assert_eq!(out(&s, &id, &b, "f").await, "f:2\n");

@@ -119,8 +119,9 @@ pub fn hibernate_line(op: &str, id: u64, dir: &Path) -> String {
 /// subshell is the intermediate: with `set -m` its background job (the new kernel) leads a
 /// process group of its own and keeps SIGINT (a job without job control ignores it); it says
 /// `forked` with that job's pid and exits, so the new kernel's parent is the agent. The new kernel
-/// opens its channels, writes `0` into each `cgroup.procs` of `procs` (its new cgroup), turns job
-/// control off again and reads one command line at a time on its new stdin (`eval`: every line the
+/// opens its channels, writes `0` into each `cgroup.procs` of `procs` (its new cgroup), sets the
+/// source's traps again (a subshell resets them; `trap -p` in a command substitution still shows
+/// the shell's own), then the prelude's SIGINT trap, turns job control off again and reads one command line at a time on its new stdin (`eval`: every line the
 /// agent sends is one line), surviving a SIGINT while it waits.
 pub fn fork_line(id: u64, dir: &Path, procs: &[std::path::PathBuf]) -> String {
     let d = |name: &str| single_quote(&dir.join(name).display().to_string());
@@ -134,9 +135,9 @@ pub fn fork_line(id: u64, dir: &Path, procs: &[std::path::PathBuf]) -> String {
         })
         .collect();
     format!(
-        "__lz_int=0; __lz_nj=$(jobs -p | wc -l); \
+        "__lz_int=0; __lz_nj=$(jobs -p | wc -l); __lz_traps=$(trap -p); \
          ( set -m; {{ exec 0<{c} 1>{o} 2>{e} 62>{v} || exit 71; {joins}\
-         __lz_trap_int; set +m; printf '{{\"ev\":\"ready\"}}\\n' >&62; \
+         eval \"$__lz_traps\"; __lz_trap_int; set +m; printf '{{\"ev\":\"ready\"}}\\n' >&62; \
          while :; do if IFS= read -r __lz_line; then eval \"$__lz_line\"; \
          elif (( $? > 128 )); then continue; else break; fi; done; exit 0; }} & \
          if [ \"$__lz_nj\" != 0 ]; then __lz_l='{{\"name\":\"jobs\",\"reason\":\"'$__lz_nj' background job(s): they stay with the source context\"}}'; else __lz_l=; fi; \
