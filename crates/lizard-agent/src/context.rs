@@ -45,7 +45,10 @@ pub enum ContextError {
     LimitsUnsupported(String),
     #[error("cannot make the context's cgroup")]
     Cgroup(#[source] CgroupError),
-    #[error("context {0} is running a cell: fork it between cells (interrupt it, or wait for the cell to end)")]
+    #[error(
+        "context {0} is busy (a cell is running, or it is being forked or saved): fork it \
+         between cells (interrupt the cell, or wait for it to end)"
+    )]
     Busy(ContextId),
     #[error("context {0} has no live kernel to fork (its last restart failed)")]
     NoKernel(ContextId),
@@ -572,6 +575,7 @@ impl Contexts {
             oom_seen: AtomicU64::new(0),
             forked_from: Some(src.id.clone()),
         });
+        tracing::debug!(context = %new, source = %id, pid = handle.pid.load(Ordering::SeqCst), lost = forked.lost.len(), "context forked");
         if let Ok(mut m) = self.map.write() {
             m.insert(new, handle.clone());
         }

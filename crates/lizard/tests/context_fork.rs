@@ -301,7 +301,7 @@ async fn fork_refusals_and_losses_are_said() {
     let r = fork(&s, &id, &a).await;
     assert_eq!(r.status, 409, "{}", r.text);
     assert_eq!(r.body["code"], "conflict", "{}", r.text);
-    assert!(r.text.contains("running a cell"), "{}", r.text);
+    assert!(r.text.contains("between cells"), "{}", r.text);
     let r = s
         .admin(
             "POST",
