@@ -453,6 +453,46 @@ mod tests {
     }
 
     #[test]
+    fn a_forks_join_files_are_lent_checked_and_taken_back() {
+        // Plain directories standing in for the cgroup's: cpu and cpuacct co-mounted (one dir).
+        let base = std::env::temp_dir().join(format!("lizard-deleg-fork-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let (mem, cpu) = (base.join("memory"), base.join("cpu,cpuacct"));
+        for d in [&mem, &cpu] {
+            fs::create_dir_all(d).unwrap();
+        }
+        fs::write(mem.join("cgroup.procs"), "12\n34\n").unwrap();
+        fs::write(cpu.join("cgroup.procs"), "34\n").unwrap();
+        let cg = ContextCgroup {
+            memory: mem.clone(),
+            cpu: cpu.clone(),
+            cpuacct: cpu.clone(),
+        };
+        assert_eq!(
+            cg.procs_paths(),
+            vec![mem.join("cgroup.procs"), cpu.join("cgroup.procs")]
+        );
+        assert!(cg.contains(34).unwrap());
+        assert!(!cg.contains(12).unwrap(), "in every hierarchy, not one");
+        assert!(!cg.contains(3).unwrap());
+        let me = (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        );
+        if me.0 == 0 {
+            cg.set_procs_owner(54321, 54321).unwrap();
+            for p in cg.procs_paths() {
+                assert_eq!(fs::metadata(&p).unwrap().uid(), 54321);
+            }
+        }
+        cg.set_procs_owner(me.0, me.1).unwrap();
+        for p in cg.procs_paths() {
+            assert_eq!(fs::metadata(&p).unwrap().uid(), me.0);
+        }
+        let _ = fs::remove_dir_all(&base);
+    }
+
+    #[test]
     fn open_without_delegation_is_an_error() {
         let dir = std::env::temp_dir().join(format!("lizard-deleg-{}", std::process::id()));
         let err = Delegation::open(&dir).unwrap_err();
