@@ -550,3 +550,60 @@ async fn fork_latency() {
     }
     s.kill_all().await;
 }
+
+/// A fork has a cgroup of its own (the kernel is in it, not in its source's) with its source's
+/// limits, or the request's: a fork over its memory limit dies alone.
+#[tokio::test]
+async fn a_fork_has_its_own_cgroup_and_limits() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts"),
+            Some(json!({"language": "python", "limits": {"memory_mb": 512}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let a = id_of(&r.body);
+    out(&s, &id, &a, "x = 1").await;
+    let b = forked(&s, &id, &a).await;
+    assert_eq!(b["limits"]["memory_mb"], 512, "the source's limits: {b}");
+    let b = id_of(&b);
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
+            Some(json!({"limits": {"memory_mb": 128}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["limits"]["memory_mb"], 128, "{}", r.text);
+    let c = id_of(&r.body);
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
+            Some(json!({"limits": {"memory_mb": 1 << 30}})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "limits above the sandbox's: {}", r.text);
+
+    for (ctx, name) in [(&a, &a), (&b, &b), (&c, &c)] {
+        let cg = out(&s, &id, ctx, "print(open('/proc/self/cgroup').read())").await;
+        assert!(
+            cg.lines()
+                .any(|l| l.ends_with(&format!(":memory:/ctx/ctx-{name}"))),
+            "{ctx}: {cg}"
+        );
+    }
+    let ex = run(&s, &id, &c, "b = b'x' * (300 << 20)\nprint('survived')").await;
+    assert_eq!(ex["status"], "kernel_died", "{ex}");
+    assert!(
+        ex["error"]["value"].as_str().unwrap().contains("128 MiB"),
+        "{ex}"
+    );
+    assert_eq!(out(&s, &id, &a, "print(x)").await, "1\n");
+    assert_eq!(out(&s, &id, &b, "print(x)").await, "1\n");
+    s.kill_all().await;
+}
