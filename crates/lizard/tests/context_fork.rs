@@ -189,9 +189,17 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
     assert_ne!(pa, pb);
     // A listening socket is shared with the fork: said so.
     out(&s, &id, &a, "globalThis.srv = require('net').createServer().listen(0, '127.0.0.1');\nawait new Promise((r) => srv.once('listening', r));").await;
+    out(
+        &s,
+        &id,
+        &a,
+        "globalThis.cp = require('child_process').spawn('sleep', ['300']);",
+    )
+    .await;
     let c = forked(&s, &id, &a).await;
     let lost = c["lost"].to_string();
     assert!(lost.contains("listening socket"), "{c}");
+    assert!(lost.contains("child process"), "{c}");
     assert_eq!(
         out(&s, &id, &id_of(&c), "console.log(counter())").await,
         "4\n"
@@ -321,13 +329,26 @@ async fn fork_refusals_and_losses_are_said() {
         "import threading, time\nthreading.Thread(target=time.sleep, args=(120,), name='sleeper', daemon=True).start()\ny = 7",
     )
     .await;
+    // A task left pending on IPython's asyncio loop: the fork gets a loop of its own.
+    out(
+        &s,
+        &id,
+        &a,
+        "import asyncio\nawait asyncio.sleep(0)\npending = asyncio.ensure_future(asyncio.sleep(300))",
+    )
+    .await;
     let b = forked(&s, &id, &a).await;
     let lost = b["lost"].to_string();
     assert!(lost.contains("thread sleeper"), "{b}");
+    assert!(lost.contains("asyncio tasks"), "{b}");
     let b = id_of(&b);
     assert_eq!(
         out(&s, &id, &b, "import threading\nprint(y, [t.name for t in threading.enumerate() if t.name == 'sleeper'])").await,
         "7 []\n"
+    );
+    assert_eq!(
+        out(&s, &id, &b, "await asyncio.sleep(0.01)\nprint('own loop')").await,
+        "own loop\n"
     );
     s.kill_all().await;
 }
