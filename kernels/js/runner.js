@@ -932,6 +932,7 @@ function pump() {
       const msg = queue.shift();
       if (msg.op === 'exec') startRun(msg);
       else if (msg.op === 'setup') setupOp(msg);
+      else if (msg.op === 'fork') forkOp(msg);
       else hibernateOp(msg);
     }
   } finally {
@@ -948,6 +949,7 @@ function handleLine(line) {
     settleFork = null;
     settle();
   }
+  if (forkedOnce) require('./zygote.js').reapIntermediates();
   let msg;
   try {
     msg = JSON.parse(line);
@@ -955,7 +957,7 @@ function handleLine(line) {
     process.stderr.write(`lizard js runner: ignoring malformed control line: ${e.message}\n`);
     return;
   }
-  if (msg && ['exec', 'snapshot', 'restore', 'setup'].includes(msg.op)) {
+  if (msg && ['exec', 'snapshot', 'restore', 'setup', 'fork'].includes(msg.op)) {
     queue.push(msg);
     pump();
   } else {
@@ -1102,6 +1104,87 @@ function setupOp(msg) {
   }
 }
 
+// `fork` (PROTOCOL.md, "Fork of a live kernel"): this kernel forks into a new one (zygote.js's
+// forkLive). Only a kernel running single-threaded V8 can (one forked from the zygote): a fork keeps
+// only the calling thread. Runs from setImmediate (the check phase), never inside libuv's poll.
+let RESOURCES_AT_START = null;
+let forkedOnce = false; // this kernel has forked: intermediates to reap at the next message // process.getActiveResourcesInfo() counts once ready
+
+const LOST_REASONS = {
+  TCPServerWrap: 'a listening socket is shared with the source: connections go to either context',
+  PipeServerWrap: 'a listening socket is shared with the source: connections go to either context',
+  TCPSocketWrap: 'an open connection is shared with the source: use it in one context only',
+  TCPWrap: 'an open connection is shared with the source: use it in one context only',
+  PipeWrap: 'an open pipe or socket is shared with the source: use it in one context only',
+  TTYWrap: 'a terminal stream is shared with the source',
+  UDPWrap: 'a UDP socket is shared with the source: datagrams go to either context',
+  ProcessWrap: 'a child process stays the source\'s: the fork never sees it exit',
+  Worker: 'worker threads do not survive a fork',
+  MessagePort: 'worker threads do not survive a fork',
+};
+
+function resourceCounts() {
+  const n = new Map();
+  for (const r of process.getActiveResourcesInfo()) n.set(r, (n.get(r) || 0) + 1);
+  return n;
+}
+
+function forkLost() {
+  const lost = [];
+  const before = RESOURCES_AT_START || new Map();
+  for (const [kind, count] of resourceCounts()) {
+    if (kind === 'Timeout' || kind === 'Immediate') continue; // timers go along
+    const extra = count - (before.get(kind) || 0);
+    if (extra <= 0) continue;
+    const reason = LOST_REASONS[kind]
+      || (/Req|Promise|Callback/.test(kind)
+        ? 'an operation in flight (file, DNS, crypto) completes in the source only'
+        : 'an event-loop handle of the source: it may not work in the fork');
+    lost.push({ name: `${extra} ${kind}`, reason });
+  }
+  return lost;
+}
+
+function forkOp(msg) {
+  const id = msg.id === undefined ? null : msg.id;
+  current = { fork: true, finished: false };
+  const answer = (status, error) => {
+    if (error) sendEvent({ ev: 'error', id, name: 'ForkError', value: error, traceback: [] });
+    sendEvent({ ev: 'done', id, status });
+    current = null;
+    pump();
+  };
+  const procs = Array.isArray(msg.cgroup) ? msg.cgroup : null;
+  if (typeof msg.dir !== 'string' || !msg.dir || !procs || !procs.every((p) => typeof p === 'string')) {
+    answer('error', "fork needs a string 'dir' and a list 'cgroup'");
+    return;
+  }
+  if (!process.execArgv.includes('--single-threaded')) {
+    answer('error', 'this JavaScript kernel was spawned with V8\'s threads (no zygote): it cannot be forked');
+    return;
+  }
+  setImmediate(() => {
+    let r;
+    const lost = forkLost();
+    try {
+      r = require('./zygote.js').forkLive(msg.dir, procs, EVENT_FD, CONTROL_FD);
+    } catch (e) {
+      answer('error', safeString(e && e.message, 'fork failed'));
+      return;
+    }
+    if (r.child) {
+      settleFork = r.settle;
+      current = null;
+      sendEvent({ ev: 'ready' });
+      pump();
+      return;
+    }
+    forkedOnce = true;
+    sendEvent({ ev: 'forked', id, pid: r.kid, lost });
+    answer('ok');
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Process-level handlers
 
@@ -1190,6 +1273,7 @@ if (ZYGOTE_FD !== null) {
 attachStdio();
 BASELINE = new Set(Object.getOwnPropertyNames(globalThis));
 readControl();
+RESOURCES_AT_START = resourceCounts();
 sendEvent({ ev: 'ready' });
 // A spawned kernel warms up while waiting for the first cell.
 if (ZYGOTE_FD === null) setImmediate(warmUp);

@@ -56,6 +56,9 @@ const c = ffi.dlopen(null, {
   setpgid: { arguments: [I32, I32], return: I32 },
   waitpid: { arguments: [I32, 'pointer', I32], return: I32 },
   close: { arguments: [I32], return: I32 },
+  pipe2: { arguments: ['pointer', I32], return: I32 },
+  read: { arguments: [I32, 'pointer', 'u64'], return: 'i64' },
+  write: { arguments: [I32, 'pointer', 'u64'], return: 'i64' },
   dup3: { arguments: [I32, I32, I32], return: I32 },
   fcntl: { arguments: [I32, I32, I32], return: I32 },
   madvise: { arguments: ['u64', 'u64', I32], return: I32 },
@@ -321,6 +324,112 @@ function becomeKernel(fds, cwd, intermediate, req) {
   return { eventFd, controlFd, settle: () => waitForReparent(intermediate) };
 }
 
+// ---------------------------------------------------------------------------------------------
+// Fork of a live kernel (../PROTOCOL.md, "Fork of a live kernel")
+
+/**
+ * Fork this kernel (between cells, from a setImmediate callback: not inside libuv's poll phase)
+ * into a new one whose channels are the FIFOs in `dir` and whose cgroup is the one of the
+ * `cgroup.procs` files in `procs`. Like `serve`: an intermediate forks the new kernel and exits,
+ * so the agent is the new kernel's parent. Returns `{ kid }` in the source; in the new kernel
+ * `{ child: true, settle }`, with its channels on `eventFd`/`controlFd` (same numbers), stdout and
+ * stderr on fds 1 and 2, its own process group, cgroup and event loop (uv_loop_fork: every
+ * handle, timer and pending callback of the source is re-armed in the child). Throws when the
+ * fork fails.
+ */
+function forkLive(dir, procs, eventFd, controlFd) {
+  const fds = Buffer.alloc(8);
+  if (c.pipe2(ptr(fds), O_CLOEXEC) < 0) throw new Error(`pipe: errno ${errno()}`);
+  const r = fds.readInt32LE(0);
+  const w = fds.readInt32LE(4);
+  const word = Buffer.alloc(4);
+  adviseDoFork();
+  const mid = c.fork();
+  if (mid < 0) {
+    const e = errno();
+    c.close(r);
+    c.close(w);
+    throw new Error(`fork: errno ${e}`);
+  }
+  if (mid === 0) {
+    const intermediate = c.getpid();
+    c.close(r);
+    adviseDoFork();
+    const kid = c.fork();
+    if (kid === 0) {
+      c.close(w);
+      intermediates.length = 0; // the source's children, not this kernel's
+      becomeFork(dir, procs, eventFd, controlFd);
+      return { child: true, settle: () => waitForReparent(intermediate) };
+    }
+    if (kid > 0) c.setpgid(kid, kid); // both sides set the group: the agent may signal it at once
+    word.writeInt32LE(kid > 0 ? kid : 0, 0);
+    c.write(w, ptr(word), 4n);
+    c._exit(kid > 0 ? 0 : 1);
+  }
+  c.close(w);
+  // The intermediate writes the pid right after its fork; its exit (unmapping its copy of this
+  // process) is not waited for here but at the next control message (reapIntermediates).
+  intermediates.push(mid);
+  word.writeInt32LE(0, 0);
+  let n;
+  while ((n = Number(c.read(r, ptr(word), 4n))) < 0 && errno() === EINTR);
+  c.close(r);
+  const kid = n === 4 ? word.readInt32LE(0) : 0;
+  if (kid <= 0) {
+    reapIntermediates();
+    throw new Error('the fork failed');
+  }
+  return { kid };
+}
+
+const intermediates = []; // a source kernel's intermediates of forks, not reaped yet
+
+function reapIntermediates() {
+  const status = Buffer.alloc(4);
+  while (intermediates.length) {
+    const mid = intermediates.pop();
+    while (c.waitpid(mid, ptr(status), 0) < 0 && errno() === EINTR);
+  }
+}
+
+// In the new kernel of a live fork: its channels, group, cgroup and event loop.
+function becomeFork(dir, procs, eventFd, controlFd) {
+  let opened;
+  try {
+    opened = [
+      fs.openSync(`${dir}/stdout`, fs.constants.O_WRONLY),
+      fs.openSync(`${dir}/stderr`, fs.constants.O_WRONLY),
+      fs.openSync(`${dir}/events`, fs.constants.O_WRONLY),
+      fs.openSync(`${dir}/control`, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK),
+    ];
+  } catch (e) {
+    say(`cannot open the fork's channels: ${e.message}`);
+    c._exit(71);
+  }
+  const [out, err, evt, ctl] = opened;
+  c.dup3(out, 1, 0);
+  c.dup3(err, 2, 0);
+  c.dup3(evt, eventFd, O_CLOEXEC);
+  c.dup3(ctl, controlFd, O_CLOEXEC);
+  for (const fd of opened) c.close(fd);
+  c.setpgid(0, 0);
+  for (const p of procs) {
+    try {
+      fs.writeFileSync(p, '0');
+    } catch (e) {
+      say(`cannot join the fork's cgroup: ${e.message}`);
+      c._exit(72);
+    }
+  }
+  // After the fds moved: the new loop watches the new channels under the old numbers.
+  c.uv_loop_fork(c.uv_default_loop());
+  process.reallyExit = (code) => c._exit(Number(code) | 0);
+  const pid = c.getpid();
+  Object.defineProperty(process, 'pid', { value: pid, enumerable: true, configurable: true, writable: false });
+  Object.defineProperty(process, 'ppid', { get: () => c.getppid(), enumerable: true, configurable: true });
+}
+
 // A last word on stderr, if anyone still reads it (never throws: an unwritable stderr must not
 // turn into an uncaught-exception loop in a process that cannot report it anyway).
 function say(text) {
@@ -337,4 +446,4 @@ function serveOrExit(zfd) {
   }
 }
 
-module.exports = { serve: serveOrExit };
+module.exports = { serve: serveOrExit, forkLive, reapIntermediates };

@@ -1364,6 +1364,153 @@ def _exit_watchdog(seconds):
     threading.Thread(target=kill, name="lizard-exit", daemon=True).start()
 
 
+# --- Fork of a live kernel (PROTOCOL.md, "Fork of a live kernel") -------------------------------
+
+
+def _fork_op(shell, msg):
+    """`fork`: fork this kernel, between cells, into a new one whose channels are the FIFOs in
+    `dir` and whose cgroup is the one of the `cgroup.procs` files listed. Like the zygote: an
+    intermediate forks the new kernel and exits, so the new kernel's parent is the agent. Here
+    (the source) the answer is `forked` (the new kernel's pid, what it does not have) and `done`;
+    returns False. In the new kernel it returns True, with the channels in place (the caller says
+    `ready` and goes on reading its own control channel, with every global of the source)."""
+    run_id = msg.get("id")
+    d = msg.get("dir")
+    procs = msg.get("cgroup") or []
+    lost = []
+    try:
+        if not isinstance(d, str) or not d:
+            raise ValueError("fork needs a string 'dir'")
+        if not isinstance(procs, list) or not all(isinstance(p, str) for p in procs):
+            raise ValueError("fork's 'cgroup' must be a list of paths")
+        import threading
+        import warnings
+
+        for t in threading.enumerate():
+            if t is not threading.main_thread() and t.is_alive():
+                lost.append({"name": "thread %s" % t.name,
+                             "reason": "only the forking thread survives a fork: the thread runs "
+                                       "in the source context only"})
+        try:
+            native = len(os.listdir("/proc/self/task")) - threading.active_count()
+        except OSError:
+            native = 0
+        if native > 0:
+            lost.append({"name": "%d native thread(s)" % native,
+                         "reason": "threads of C libraries (BLAS, OpenMP, ...) do not survive a "
+                                   "fork; most libraries start new ones in the fork when needed"})
+        try:
+            from IPython.core import async_helpers
+
+            loop = async_helpers._asyncio_event_loop
+            if loop is not None and not loop.is_closed():
+                import asyncio
+
+                pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+                if pending:
+                    lost.append({"name": "asyncio tasks",
+                                 "reason": "%d pending task(s) of the asyncio loop stay with the "
+                                           "source: the fork gets a new loop" % len(pending)})
+        except Exception:
+            pass
+        r, w = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "this process is multi-threaded": said in `lost`
+            mid = os.fork()
+        if mid == 0:
+            os.close(r)
+            intermediate = os.getpid()  # not getppid() in the kernel: it may have exited already
+            try:
+                kid = os.fork()
+            except OSError:
+                os._exit(1)
+            if kid == 0:
+                os.close(w)
+                _become_fork(d, procs, intermediate)
+                return True
+            try:
+                os.setpgid(kid, kid)  # both sides set the group: the agent may signal it at once
+            except OSError:
+                pass
+            os.write(w, str(kid).encode())
+            os._exit(0)
+        os.close(w)
+        # The intermediate writes the pid right after its fork; its exit (unmapping its copy of
+        # this process, a few ms) is not waited for here: it is reaped at the next control
+        # message (the new kernel waits for that exit itself before its first message).
+        _INTERMEDIATES.append(mid)
+        with os.fdopen(r, "rb") as f:
+            kid = int(f.read(32) or b"0")
+        if kid <= 0:
+            _reap_intermediates()
+            raise OSError("the fork failed")
+        _emit({"ev": "forked", "id": run_id, "pid": kid, "lost": lost}, interruptible=False)
+        _emit({"ev": "done", "id": run_id, "status": "ok"}, interruptible=False)
+    except BaseException as e:  # noqa: BLE001 - the agent must get an answer
+        _S.pending = False
+        _emit({"ev": "error", "id": run_id, "name": type(e).__name__, "value": _safe_str(e)[:300],
+               "traceback": []}, interruptible=False)
+        _emit({"ev": "done", "id": run_id, "status": "error"}, interruptible=False)
+    return False
+
+
+_INTERMEDIATES = []  # a source kernel's intermediates of forks, not reaped yet
+
+
+def _reap_intermediates():
+    while _INTERMEDIATES:
+        mid = _INTERMEDIATES.pop()
+        while True:
+            try:
+                os.waitpid(mid, 0)
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break  # user code reaped it (os.wait)
+
+
+def _become_fork(d, procs, intermediate):
+    """In the new kernel of a `fork`: its own channels, process group and cgroup."""
+    global _PENDING_REPARENT
+    try:
+        ctl = os.open(os.path.join(d, "control"), os.O_RDONLY | os.O_CLOEXEC)
+        out = os.open(os.path.join(d, "stdout"), os.O_WRONLY | os.O_CLOEXEC)
+        err = os.open(os.path.join(d, "stderr"), os.O_WRONLY | os.O_CLOEXEC)
+        evt = os.open(os.path.join(d, "events"), os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        os._exit(71)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.dup2(evt, _EVENT_FD, inheritable=False)
+    os.dup2(ctl, _CONTROL_FD, inheritable=False)
+    for fd in (ctl, out, err, evt):
+        os.close(fd)
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    for p in procs:
+        try:
+            with open(p, "w") as f:
+                f.write("0")
+        except OSError as e:
+            os.write(2, ("lizard: cannot join the fork's cgroup: %s\n" % e).encode())
+            os._exit(72)
+    _PENDING_REPARENT = intermediate
+    _INTERMEDIATES.clear()  # the source's children, not this kernel's
+    _S.pending = False
+    _S.in_cell = False
+    _S.run = None
+    # No event loop may be shared with the source (its epoll fd would be).
+    try:
+        from IPython.core import async_helpers
+
+        async_helpers._asyncio_event_loop = None
+    except Exception:
+        pass
+
+
 # --- The zygote ----------------------------------------------------------------------------------
 
 
@@ -1640,6 +1787,8 @@ def main():
         if _PENDING_REPARENT is not None:
             _wait_for_reparent(_PENDING_REPARENT)
             _PENDING_REPARENT = None
+        if _INTERMEDIATES:
+            _reap_intermediates()
         try:
             msg = json.loads(line)
             if not isinstance(msg, dict):
@@ -1652,6 +1801,9 @@ def main():
             _execute(shell, msg)
         elif op in ("snapshot", "restore"):
             _hibernate_op(shell, msg)
+        elif op == "fork":
+            if _fork_op(shell, msg):
+                _emit({"ev": "ready"})  # the new kernel
         else:
             _emit({"ev": "protocol_error", "message": "unknown op: %s" % _safe_str(op)})
     _flush_stdio()

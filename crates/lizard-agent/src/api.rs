@@ -20,8 +20,8 @@ use axum::{Json, Router};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use lizard_proto::{
-    Context, ContextId, CreateContextRequest, ErrorBody, ErrorCode, EventFrame, ExecuteRequest,
-    Execution, Health, Language, NDJSON, SSE,
+    Context, ContextFork, ContextId, CreateContextRequest, ErrorBody, ErrorCode, EventFrame,
+    ExecuteRequest, Execution, ForkContextRequest, Health, Language, NDJSON, SSE,
 };
 use serde::de::DeserializeOwned;
 use std::convert::Infallible;
@@ -59,6 +59,11 @@ impl From<ContextError> for ApiError {
     fn from(e: ContextError) -> Self {
         match &e {
             ContextError::NotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
+            ContextError::Busy(_)
+            | ContextError::NoKernel(_)
+            | ContextError::Kernel(crate::kernel::KernelError::ForkRefused { .. }) => {
+                ApiError::new(ErrorCode::Conflict, e.to_string())
+            }
             ContextError::BadCwd(_) | ContextError::InvalidLimits(_) => {
                 ApiError::invalid(e.to_string())
             }
@@ -200,6 +205,7 @@ fn routes(contexts: Arc<Contexts>, host: bool) -> Router {
         .route("/contexts/{id}", get(get_context).delete(delete_context))
         .route("/contexts/{id}/restart", post(restart_context))
         .route("/contexts/{id}/interrupt", post(interrupt_context))
+        .route("/contexts/{id}/fork", post(fork_context))
         .route("/execute", post(execute))
         .merge(crate::commands::routes(procs.clone()))
         .merge(crate::pty::routes(procs))
@@ -318,6 +324,31 @@ async fn create_context(
         )
         .await?;
     Ok((StatusCode::CREATED, Json(h.info())))
+}
+
+/// `POST /contexts/{id}/fork`: a new context holding a copy of the live kernel's state
+/// (`Contexts::fork`). The body is optional (`ForkContextRequest`).
+async fn fork_context(
+    State(c): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<ContextFork>), ApiError> {
+    let req: ForkContextRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        ForkContextRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?
+    };
+    let source = ContextId(id);
+    let (h, lost) = c.fork(&source, req.limits).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ContextFork {
+            context: h.info(),
+            forked_from: source,
+            lost,
+        }),
+    ))
 }
 
 async fn get_context(

@@ -45,6 +45,13 @@ pub enum ContextError {
     LimitsUnsupported(String),
     #[error("cannot make the context's cgroup")]
     Cgroup(#[source] CgroupError),
+    #[error(
+        "context {0} is busy (a cell is running, or it is being forked or saved): fork it \
+         between cells (interrupt the cell, or wait for it to end)"
+    )]
+    Busy(ContextId),
+    #[error("context {0} has no live kernel to fork (its last restart failed)")]
+    NoKernel(ContextId),
 }
 
 /// Agent-wide settings for contexts.
@@ -117,6 +124,8 @@ pub struct ContextHandle {
     uid_slot: Option<Arc<crate::users::UidSlot>>,
     /// OOM kills in the cgroup already reported.
     oom_seen: AtomicU64,
+    /// The context this one was forked from (`Contexts::fork`).
+    pub forked_from: Option<ContextId>,
 }
 
 impl ContextHandle {
@@ -479,11 +488,98 @@ impl Contexts {
             cgroup,
             uid_slot,
             oom_seen: AtomicU64::new(0),
+            forked_from: None,
         });
         if let Ok(mut m) = self.map.write() {
             m.insert(id, handle.clone());
         }
         Ok(handle)
+    }
+
+    /// Fork context `id` into a new context of the same sandbox: its live kernel is forked
+    /// (copy-on-write: every variable, function, import of the source, and its execution count;
+    /// `crate::kernel::LiveFork`). Refused with [`ContextError::Busy`] while a cell runs. The fork
+    /// runs as the source's uid (an unprivileged kernel cannot change it; the slot is held until
+    /// every context using it is gone) in a cgroup of its own, with `limits` or the source's.
+    /// Returns the new context and what of the source's live state it does not have.
+    pub async fn fork(
+        &self,
+        id: &ContextId,
+        limits: Option<ContextLimits>,
+    ) -> Result<(Arc<ContextHandle>, Vec<lizard_proto::LostItem>), ContextError> {
+        let src = self.get(id)?;
+        let mut slot = src
+            .kernel
+            .try_lock()
+            .map_err(|_| ContextError::Busy(id.clone()))?;
+        if src.busy.load(Ordering::SeqCst) {
+            return Err(ContextError::Busy(id.clone()));
+        }
+        let Some(kernel) = slot.as_mut() else {
+            return Err(ContextError::NoKernel(id.clone()));
+        };
+        let new = ContextId(new_id());
+        let limits = limits.or(src.limits).filter(|l| !l.is_empty());
+        let cgroup = self.context_cgroup(&new, limits.as_ref())?;
+        if cgroup.is_none() && self.cfg.cgroups.is_some() {
+            // It would stay in its source's cgroup, and die with it (a deleted context's cgroup
+            // is emptied with SIGKILL).
+            return Err(KernelError::ForkFailed {
+                language: src.language,
+                message: "no cgroup could be made for the fork".into(),
+            }
+            .into());
+        }
+        let scratch = format!("ctx-{}", new.0);
+        let others = self.kernel_pids();
+        let forked = kernel
+            .fork_live(
+                &self.cfg.kernels,
+                &scratch,
+                src.kernel_ids(),
+                cgroup.as_ref(),
+                |pid| others.contains(&pid),
+            )
+            .await;
+        let count = src.execution_count();
+        drop(slot);
+        let forked = match forked {
+            Ok(f) => f,
+            Err(e) => {
+                if let Some(cg) = cgroup {
+                    // Whatever the failed fork left in the new cgroup goes with it.
+                    remove_cgroup_later(cg, None);
+                }
+                return Err(e.into());
+            }
+        };
+        let handle = Arc::new(ContextHandle {
+            id: new.clone(),
+            language: src.language,
+            cwd: src.cwd.clone(),
+            is_default: false,
+            pid: AtomicI32::new(forked.kernel.pid()),
+            kernel: tokio::sync::Mutex::new(Some(forked.kernel)),
+            busy: AtomicBool::new(false),
+            interrupt: Notify::new(),
+            execution_count: AtomicU64::new(count),
+            kernel_restarts: AtomicU64::new(0),
+            last_restart_reason: Mutex::new(None),
+            replacing: Mutex::new(None),
+            scratch,
+            limits,
+            cgroup,
+            // Shared: the uid goes back only when the source, every fork and their cgroups are
+            // gone.
+            uid_slot: src.uid_slot.clone(),
+            oom_seen: AtomicU64::new(0),
+            forked_from: Some(src.id.clone()),
+        });
+        tracing::debug!(context = %new, source = %id, pid = handle.pid.load(Ordering::SeqCst), lost = forked.lost.len(), "context forked");
+        if let Ok(mut m) = self.map.write() {
+            m.insert(new, handle.clone());
+        }
+        Ok((handle, forked.lost))
     }
 
     /// The default context of `language`, created on first use.
@@ -743,6 +839,7 @@ impl Contexts {
                     Some(KernelMsg::Event(
                         RunnerEvent::Ready
                         | RunnerEvent::Report { .. }
+                        | RunnerEvent::Forked { .. }
                         | RunnerEvent::Unknown
                         | RunnerEvent::Stdout { .. }
                         | RunnerEvent::Stderr { .. },

@@ -45,6 +45,11 @@ pub fn euid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
 
+/// The calling process's effective gid.
+pub fn egid() -> u32 {
+    nix::unistd::getegid().as_raw()
+}
+
 /// Set the calling process's umask.
 pub fn set_umask(mask: u32) {
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(

@@ -261,6 +261,46 @@ impl ContextCgroup {
             .collect()
     }
 
+    /// Give every `cgroup.procs` of this cgroup to `uid`/`gid` (the agent's own ids again to take
+    /// it back). A fork of a live kernel runs as its context's uid already, and cgroup v1 lets
+    /// the agent (not the host's root) move only processes of its own uid: the forked kernel
+    /// joins its new cgroup itself, through these files, while they are its uid's (the agent
+    /// takes them back right after, and checks with [`ContextCgroup::contains`]).
+    pub fn set_procs_owner(&self, uid: u32, gid: u32) -> Result<(), CgroupError> {
+        for p in self.procs_paths() {
+            std::os::unix::fs::chown(&p, Some(uid), Some(gid)).map_err(|source| {
+                CgroupError::Write {
+                    path: p.clone(),
+                    value: format!("owner {uid}:{gid}"),
+                    source,
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The `cgroup.procs` file of each distinct directory of this cgroup.
+    pub fn procs_paths(&self) -> Vec<PathBuf> {
+        self.dirs()
+            .into_iter()
+            .map(|d| d.join("cgroup.procs"))
+            .collect()
+    }
+
+    /// Whether process `pid` is in this cgroup (in every hierarchy of it).
+    pub fn contains(&self, pid: i32) -> Result<bool, CgroupError> {
+        for p in self.procs_paths() {
+            let text = read(&p)?;
+            if !text
+                .lines()
+                .any(|l| l.trim().parse::<i32>().ok() == Some(pid))
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Make `spare`'s directories this cgroup's: this (new, empty) cgroup's limits are read, its
     /// directories removed, and `spare`'s renamed to their names, with the limits written again.
     /// Processes in `spare` end up in this cgroup without moving (renaming a cgroup does not
@@ -410,6 +450,46 @@ mod tests {
                 Err(CgroupError::InvalidName(_))
             ));
         }
+    }
+
+    #[test]
+    fn a_forks_join_files_are_lent_checked_and_taken_back() {
+        // Plain directories standing in for the cgroup's: cpu and cpuacct co-mounted (one dir).
+        let base = std::env::temp_dir().join(format!("lizard-deleg-fork-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let (mem, cpu) = (base.join("memory"), base.join("cpu,cpuacct"));
+        for d in [&mem, &cpu] {
+            fs::create_dir_all(d).unwrap();
+        }
+        fs::write(mem.join("cgroup.procs"), "12\n34\n").unwrap();
+        fs::write(cpu.join("cgroup.procs"), "34\n").unwrap();
+        let cg = ContextCgroup {
+            memory: mem.clone(),
+            cpu: cpu.clone(),
+            cpuacct: cpu.clone(),
+        };
+        assert_eq!(
+            cg.procs_paths(),
+            vec![mem.join("cgroup.procs"), cpu.join("cgroup.procs")]
+        );
+        assert!(cg.contains(34).unwrap());
+        assert!(!cg.contains(12).unwrap(), "in every hierarchy, not one");
+        assert!(!cg.contains(3).unwrap());
+        let me = (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        );
+        if me.0 == 0 {
+            cg.set_procs_owner(54321, 54321).unwrap();
+            for p in cg.procs_paths() {
+                assert_eq!(fs::metadata(&p).unwrap().uid(), 54321);
+            }
+        }
+        cg.set_procs_owner(me.0, me.1).unwrap();
+        for p in cg.procs_paths() {
+            assert_eq!(fs::metadata(&p).unwrap().uid(), me.0);
+        }
+        let _ = fs::remove_dir_all(&base);
     }
 
     #[test]

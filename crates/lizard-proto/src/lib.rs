@@ -14,6 +14,7 @@ pub mod e2b;
 pub mod error;
 pub mod execution;
 pub mod files;
+pub mod fork;
 pub mod hibernate;
 pub mod ids;
 pub mod language;
@@ -37,6 +38,7 @@ pub use files::{
     EntryInfo, FileType, FsEvent, FsEventType, ListQuery, MakeDirRequest, PathQuery, RenameRequest,
     WatchQuery,
 };
+pub use fork::{ContextFork, ForkContextRequest};
 pub use hibernate::{
     ContextReport, HibernateDirRequest, HibernationMethod, HibernationReport, LostItem, StateItem,
 };

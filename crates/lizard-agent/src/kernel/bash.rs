@@ -113,6 +113,43 @@ pub fn hibernate_line(op: &str, id: u64, dir: &Path) -> String {
     )
 }
 
+/// The command line that forks the shell into a new kernel whose channels are the FIFOs in `dir`
+/// (`kernels/PROTOCOL.md`, "Fork of a live kernel"). It runs at the shell's top level, so the new
+/// kernel's read-eval loop is not inside a function (a cell's `declare` stays global). The
+/// subshell is the intermediate: with `set -m` its background job (the new kernel) leads a
+/// process group of its own and keeps SIGINT (a job without job control ignores it); it says
+/// `forked` with that job's pid and exits, so the new kernel's parent is the agent. The new kernel
+/// opens its channels, writes `0` into each `cgroup.procs` of `procs` (its new cgroup), sets the
+/// source's traps again (a subshell resets them; `trap -p` in a command substitution still shows
+/// the shell's own), then the prelude's SIGINT trap, turns job control off again and reads one command line at a time on its new stdin (`eval`: every line the
+/// agent sends is one line), surviving a SIGINT while it waits.
+pub fn fork_line(id: u64, dir: &Path, procs: &[std::path::PathBuf]) -> String {
+    let d = |name: &str| single_quote(&dir.join(name).display().to_string());
+    let joins: String = procs
+        .iter()
+        .map(|p| {
+            format!(
+                "printf 0 > {} || exit 72; ",
+                single_quote(&p.display().to_string())
+            )
+        })
+        .collect();
+    format!(
+        "__lz_int=0; __lz_nj=$(jobs -p | wc -l); __lz_traps=$(trap -p); \
+         ( set -m; {{ exec 0<{c} 1>{o} 2>{e} 62>{v} || exit 71; {joins}\
+         eval \"$__lz_traps\"; __lz_trap_int; set +m; printf '{{\"ev\":\"ready\"}}\\n' >&62; \
+         while :; do if IFS= read -r __lz_line; then eval \"$__lz_line\"; \
+         elif (( $? > 128 )); then continue; else break; fi; done; exit 0; }} & \
+         if [ \"$__lz_nj\" != 0 ]; then __lz_l='{{\"name\":\"jobs\",\"reason\":\"'$__lz_nj' background job(s): they stay with the source context\"}}'; else __lz_l=; fi; \
+         printf '{{\"ev\":\"forked\",\"id\":{id},\"pid\":%s,\"lost\":[%s]}}\\n' \"$!\" \"$__lz_l\" >&62 ) </dev/null 2>/dev/null; \
+         __lz_done {id} $?\n",
+        c = d("control"),
+        o = d("stdout"),
+        e = d("stderr"),
+        v = d("events"),
+    )
+}
+
 /// Quote `s` for bash: inside single quotes everything is literal except `'` itself.
 fn single_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -135,6 +172,22 @@ mod tests {
             "__lz_int=0; __lz_snapshot 0 '/run/lizard/hib it'\\''s' </dev/null\n"
         );
         assert!(hibernate_line("restore", 0, Path::new("/d")).contains("__lz_restore_state 0 '/d'"));
+    }
+
+    #[test]
+    fn the_fork_line_is_one_line_that_quotes_its_paths() {
+        let l = fork_line(
+            0,
+            Path::new("/run/x it's.fork"),
+            &[std::path::PathBuf::from(
+                "/sys/fs/cgroup/memory/ctx-a/cgroup.procs",
+            )],
+        );
+        assert!(l.ends_with('\n'));
+        assert_eq!(l.matches('\n').count(), 1, "{l}");
+        assert!(l.contains("exec 0<'/run/x it'\\''s.fork/control'"), "{l}");
+        assert!(l.contains("printf 0 > '/sys/fs/cgroup/memory/ctx-a/cgroup.procs' || exit 72"));
+        assert!(l.contains("__lz_done 0 $?"));
     }
 
     #[test]

@@ -7,10 +7,12 @@
 
 mod bash;
 mod launch;
+mod live_fork;
 mod pump;
 mod zygote;
 
 pub use launch::Launcher;
+pub use live_fork::LiveFork;
 pub use zygote::{Zygote, ZygoteError};
 
 use crate::users::Ids;
@@ -154,6 +156,10 @@ pub enum KernelError {
     Send(#[source] io::Error),
     #[error(transparent)]
     NoFreeSlot(#[from] crate::users::NoFreeSlot),
+    #[error("the {language} kernel cannot be forked: {message}")]
+    ForkRefused { language: Language, message: String },
+    #[error("forking the {language} kernel failed: {message}")]
+    ForkFailed { language: Language, message: String },
     #[error("the spare {language} kernel could not take its working directory: {message}")]
     Setup { language: Language, message: String },
 }
@@ -241,6 +247,13 @@ pub enum RunnerEvent {
     },
     ProtocolError {
         message: String,
+    },
+    /// The answer to a `fork` control message (before its `done`): the new kernel's pid and what
+    /// of the source's live state it does not have.
+    Forked {
+        pid: i32,
+        #[serde(default)]
+        lost: Vec<lizard_proto::LostItem>,
     },
     /// The answer to a `snapshot` / `restore` control message: what was saved or restored, and
     /// what was not (with the reason).
@@ -360,7 +373,8 @@ enum Control {
     Json(pipe::Sender),
     /// Bash: shell commands on stdin; the cell source goes through a file.
     Bash {
-        stdin: tokio::process::ChildStdin,
+        /// The spawned shell's stdin pipe, or the FIFO of a forked one.
+        stdin: Box<dyn tokio::io::AsyncWrite + Send + Sync + Unpin>,
         cell_file: PathBuf,
         /// The kernel's ids: the cell file is theirs alone (mode 0600), not another context's
         /// to read.
@@ -463,7 +477,7 @@ impl Kernel {
                     .take()
                     .ok_or_else(|| pipe_err("stdin")(io::Error::other("stdin not piped")))?;
                 Control::Bash {
-                    stdin,
+                    stdin: Box::new(stdin),
                     cell_file: cfg.run_dir.join(format!("{scratch}.cell.sh")),
                     owner: user,
                 }
@@ -477,6 +491,7 @@ impl Kernel {
             pump::Proc::Spawned(child),
             control,
             [out_r, err_r, evt_r],
+            true,
         )
         .await
     }
@@ -524,11 +539,13 @@ impl Kernel {
             proc_,
             control,
             [out_r, err_r, evt_r],
+            true,
         )
         .await?)
     }
 
-    /// Start the pump for a started process and wait for its `ready`.
+    /// Start the pump for a started process and wait for its `ready`. `prelude`: a new Bash
+    /// shell gets the prelude first (a forked one has it already).
     async fn attach(
         cfg: &KernelConfig,
         language: Language,
@@ -536,6 +553,7 @@ impl Kernel {
         proc_: pump::Proc,
         control: Control,
         [out_r, err_r, evt_r]: [OwnedFd; 3],
+        prelude: bool,
     ) -> Result<Kernel, KernelError> {
         let pipe_err = |what| move |source| KernelError::Pipe { what, source };
         let forward = Arc::new(AtomicBool::new(false));
@@ -560,7 +578,7 @@ impl Kernel {
             msgs: rx,
             forward,
         };
-        if let Control::Bash { stdin, .. } = &mut kernel.control {
+        if let (Control::Bash { stdin, .. }, true) = (&mut kernel.control, prelude) {
             stdin
                 .write_all(bash::PRELUDE.as_bytes())
                 .await

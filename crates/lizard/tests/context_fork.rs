@@ -1,0 +1,630 @@
+//! Fork of a context (`POST /v1/sandboxes/{id}/contexts/{ctx}/fork`): the new context's kernel is
+//! a copy-on-write fork of the source's live kernel (Python, JavaScript, Bash). Real server, real
+//! sandboxes and kernels.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+async fn context(s: &Server, id: &str, language: &str) -> String {
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts"),
+            Some(json!({ "language": language })),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body["id"].as_str().unwrap().to_string()
+}
+
+async fn fork(s: &Server, id: &str, ctx: &str) -> Resp {
+    s.admin(
+        "POST",
+        &format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"),
+        None,
+    )
+    .await
+}
+
+/// Fork `ctx`, expecting success; returns the answer.
+async fn forked(s: &Server, id: &str, ctx: &str) -> Value {
+    let r = fork(s, id, ctx).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["forked_from"], ctx, "{}", r.text);
+    assert_ne!(r.body["id"], ctx, "{}", r.text);
+    r.body
+}
+
+async fn run(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
+    s.run(id, json!({ "code": code, "context": ctx })).await
+}
+
+/// Run and return stdout, asserting the run succeeded.
+async fn out(s: &Server, id: &str, ctx: &str, code: &str) -> String {
+    let ex = run(s, id, ctx, code).await;
+    assert_eq!(ex["status"], "ok", "{code}: {ex}");
+    stdout(&ex)
+}
+
+async fn get_context(s: &Server, id: &str, ctx: &str) -> Value {
+    let r = s
+        .admin("GET", &format!("/v1/sandboxes/{id}/contexts/{ctx}"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.body
+}
+
+#[allow(dead_code)]
+async fn get_context_resp(s: &Server, id: &str, ctx: &str) -> Resp {
+    s.admin("GET", &format!("/v1/sandboxes/{id}/contexts/{ctx}"), None)
+        .await
+}
+
+async fn context_count(s: &Server, id: &str) -> usize {
+    let r = s
+        .admin("GET", &format!("/v1/sandboxes/{id}/contexts"), None)
+        .await;
+    r.body.as_array().map(|a| a.len()).unwrap_or(0)
+}
+
+fn id_of(v: &Value) -> String {
+    v["id"].as_str().unwrap().to_string()
+}
+
+/// Python: the fork holds the source's variables, functions and imports, and its execution count;
+/// then the two diverge. Forking twice, and forking a fork, work the same way.
+#[tokio::test]
+async fn a_python_fork_has_the_sources_state_and_then_diverges() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let a = context(&s, &id, "python").await;
+    out(&s, &id, &a, "import math\nx = 41\ndef f(): return x + 1").await;
+    out(&s, &id, &a, "x += 1").await;
+
+    let b = forked(&s, &id, &a).await;
+    assert_eq!(b["language"], "python", "{b}");
+    assert_eq!(
+        b["execution_count"], 2,
+        "the fork goes on from the source's count: {b}"
+    );
+    assert_eq!(b["lost"], json!([]), "{b}");
+    let b = id_of(&b);
+    let ex = run(&s, &id, &b, "print(x, f(), math.pi > 3)").await;
+    assert_eq!(stdout(&ex), "42 43 True\n", "{ex}");
+    assert_eq!(ex["execution_count"], 3, "{ex}");
+
+    // Divergence: each change stays in its context.
+    out(&s, &id, &b, "x = 'fork'").await;
+    out(&s, &id, &a, "x = 'source'").await;
+    assert_eq!(out(&s, &id, &a, "print(x)").await, "source\n");
+    assert_eq!(out(&s, &id, &b, "print(x)").await, "fork\n");
+    // Different processes, each its own group leader, both children of the agent.
+    let pa = out(
+        &s,
+        &id,
+        &a,
+        "import os; print(os.getpid(), os.getpgid(0), os.getppid())",
+    )
+    .await;
+    let pb = out(
+        &s,
+        &id,
+        &b,
+        "import os; print(os.getpid(), os.getpgid(0), os.getppid())",
+    )
+    .await;
+    let (va, vb): (Vec<&str>, Vec<&str>) = (
+        pa.split_whitespace().collect(),
+        pb.split_whitespace().collect(),
+    );
+    assert_ne!(va[0], vb[0], "{pa} {pb}");
+    assert_eq!(vb[0], vb[1], "the fork leads its own process group: {pb}");
+    assert_eq!(va[2], vb[2], "both are the agent's children: {pa} {pb}");
+
+    // A second fork of the source, and a fork of the fork.
+    let c = id_of(&forked(&s, &id, &a).await);
+    assert_eq!(out(&s, &id, &c, "print(x)").await, "source\n");
+    let d = id_of(&forked(&s, &id, &b).await);
+    assert_eq!(out(&s, &id, &d, "print(x, f.__name__)").await, "fork f\n");
+    s.kill_all().await;
+}
+
+/// JavaScript: a closure and its captured state come along, timers keep firing in both kernels
+/// (the event loop is forked with uv_loop_fork), a listening server is reported as shared.
+#[tokio::test]
+async fn a_javascript_fork_keeps_closures_and_timers() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let a = context(&s, &id, "javascript").await;
+    out(
+        &s,
+        &id,
+        &a,
+        "const mk = () => { let n = 0; return () => ++n; };\nglobalThis.counter = mk();\ncounter(); counter();\nglobalThis.ticks = 0; setInterval(() => { ticks++; }, 10);",
+    )
+    .await;
+    let b = forked(&s, &id, &a).await;
+    assert_eq!(b["language"], "javascript", "{b}");
+    assert_eq!(b["execution_count"], 1, "{b}");
+    assert_eq!(b["lost"], json!([]), "timers go along: {b}");
+    let b = id_of(&b);
+    assert_eq!(
+        out(&s, &id, &b, "console.log(counter(), counter())").await,
+        "3 4\n"
+    );
+    assert_eq!(out(&s, &id, &a, "console.log(counter())").await, "3\n");
+    // The fork's own process group gets the interrupt; its state stays.
+    let ex = s
+        .run(
+            &id,
+            json!({"code": "while (true) {}", "context": b, "timeout_ms": 1500}),
+        )
+        .await;
+    assert_eq!(ex["status"], "timeout", "{ex}");
+    assert_eq!(out(&s, &id, &b, "console.log(counter())").await, "5\n");
+    // The interval runs in the fork's own loop.
+    let t0: u64 = out(&s, &id, &b, "console.log(ticks)")
+        .await
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            let t: u64 = out(&s, &id, &b, "console.log(ticks)")
+                .await
+                .trim()
+                .parse()
+                .unwrap();
+            t > t0
+        })
+        .await,
+        "the fork's timer never fired"
+    );
+    // process.pid is the fork's own.
+    let pa = out(&s, &id, &a, "console.log(process.pid)").await;
+    let pb = out(&s, &id, &b, "console.log(process.pid)").await;
+    assert_ne!(pa, pb);
+    // A listening socket is shared with the fork: said so.
+    out(&s, &id, &a, "globalThis.srv = require('net').createServer().listen(0, '127.0.0.1');\nawait new Promise((r) => srv.once('listening', r));").await;
+    out(
+        &s,
+        &id,
+        &a,
+        "globalThis.cp = require('child_process').spawn('sleep', ['300']);",
+    )
+    .await;
+    let c = forked(&s, &id, &a).await;
+    let lost = c["lost"].to_string();
+    assert!(lost.contains("listening socket"), "{c}");
+    assert!(lost.contains("child process"), "{c}");
+    assert_eq!(
+        out(&s, &id, &id_of(&c), "console.log(counter())").await,
+        "4\n"
+    );
+    s.kill_all().await;
+}
+
+/// Bash: variables, functions and aliases come along (a forked subshell), the two diverge, and a
+/// fork of the fork works.
+#[tokio::test]
+async fn a_bash_fork_keeps_variables_functions_and_aliases() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let a = context(&s, &id, "bash").await;
+    out(
+        &s,
+        &id,
+        &a,
+        "x=41\nf() { echo \"f:$x\"; }\nalias hi='echo hi'\ncd /tmp\ntrap 'echo got-usr1' USR1",
+    )
+    .await;
+    let b = forked(&s, &id, &a).await;
+    assert_eq!(b["execution_count"], 1, "{b}");
+    let b = id_of(&b);
+    assert_eq!(out(&s, &id, &b, "f; hi; pwd").await, "f:41\nhi\n/tmp\n");
+    // The source's traps are the fork's too (a subshell would have reset them).
+    assert_eq!(
+        out(&s, &id, &b, "kill -USR1 $BASHPID; echo after").await,
+        "got-usr1\nafter\n"
+    );
+    out(&s, &id, &b, "x=2").await;
+    assert_eq!(out(&s, &id, &a, "f").await, "f:41\n");
+    assert_eq!(out(&s, &id, &b, "f").await, "f:2\n");
+    // A declare in a cell stays global in the fork too (its loop is at the top level).
+    out(&s, &id, &b, "declare -A m=([k]=v)").await;
+    assert_eq!(out(&s, &id, &b, "echo ${m[k]}").await, "v\n");
+    // Own process group; a failing cell and `exit` behave as in any Bash context.
+    let pg = out(&s, &id, &b, "echo $BASHPID $(ps -o pgid= -p $BASHPID)").await;
+    let v: Vec<&str> = pg.split_whitespace().collect();
+    assert_eq!(v[0], v[1], "{pg}");
+    let ex = run(&s, &id, &b, "false").await;
+    assert_eq!(ex["status"], "error", "{ex}");
+    // Interrupted by its own process group's SIGINT, the fork's loop survives with its state.
+    let ex = s
+        .run(
+            &id,
+            json!({"code": "sleep 30", "context": b, "timeout_ms": 1500}),
+        )
+        .await;
+    assert_eq!(ex["status"], "timeout", "{ex}");
+    assert_eq!(out(&s, &id, &b, "f").await, "f:2\n");
+    let c = id_of(&forked(&s, &id, &b).await);
+    assert_eq!(out(&s, &id, &c, "f; hi").await, "f:2\nhi\n");
+    let ex = run(&s, &id, &c, "exit 3").await;
+    assert_eq!(ex["status"], "kernel_died", "{ex}");
+    assert_eq!(
+        out(&s, &id, &b, "f").await,
+        "f:2\n",
+        "the fork's fork dying leaves the fork"
+    );
+    s.kill_all().await;
+}
+
+/// Unknown context → 404; a context running a cell → 409 (documented: fork between cells); a
+/// source's running threads are reported lost.
+#[tokio::test]
+async fn fork_refusals_and_losses_are_said() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let r = fork(&s, &id, "0123456789abcdef0123456789abcdef").await;
+    assert_eq!(r.status, 404, "{}", r.text);
+    assert_eq!(r.body["code"], "not_found", "{}", r.text);
+    let a = context(&s, &id, "python").await;
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
+            Some(json!({"bogus": 1})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+
+    // Busy: a cell runs (started in the background), the fork is refused and the cell goes on.
+    let (addr, key) = (s.addr.clone(), s.admin_key.clone());
+    let path = format!("/v1/sandboxes/{id}/execute");
+    let a2 = a.clone();
+    let long = tokio::spawn(async move {
+        let body = json!({"code": "import time\nfor i in range(600): time.sleep(0.05)\nprint('finished')", "context": a2});
+        send(
+            &addr,
+            "POST",
+            &path,
+            &[
+                ("authorization", format!("Bearer {key}")),
+                ("content-type", "application/json".into()),
+            ],
+            body.to_string().into_bytes(),
+        )
+        .await
+    });
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            get_context(&s, &id, &a).await["state"] == "busy"
+        })
+        .await
+    );
+    let r = fork(&s, &id, &a).await;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert_eq!(r.body["code"], "conflict", "{}", r.text);
+    assert!(r.text.contains("between cells"), "{}", r.text);
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts/{a}/interrupt"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let done = long.await.unwrap();
+    assert_eq!(done.body["status"], "interrupted", "{}", done.text);
+
+    // Threads: only the forking one survives; said in `lost`.
+    out(
+        &s,
+        &id,
+        &a,
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(120,), name='sleeper', daemon=True).start()\ny = 7",
+    )
+    .await;
+    // A task left pending on IPython's asyncio loop: the fork gets a loop of its own.
+    out(
+        &s,
+        &id,
+        &a,
+        "import asyncio\nawait asyncio.sleep(0)\npending = asyncio.ensure_future(asyncio.sleep(300))",
+    )
+    .await;
+    let b = forked(&s, &id, &a).await;
+    let lost = b["lost"].to_string();
+    assert!(lost.contains("thread sleeper"), "{b}");
+    assert!(lost.contains("asyncio tasks"), "{b}");
+    let b = id_of(&b);
+    assert_eq!(
+        out(&s, &id, &b, "import threading\nprint(y, [t.name for t in threading.enumerate() if t.name == 'sleeper'])").await,
+        "7 []\n"
+    );
+    assert_eq!(
+        out(&s, &id, &b, "await asyncio.sleep(0.01)\nprint('own loop')").await,
+        "own loop\n"
+    );
+    s.kill_all().await;
+}
+
+/// A fork is a context of its own: interrupted, restarted and deleted without its source (and
+/// the other way round); killing the source's kernel or deleting the source leaves the fork.
+#[tokio::test]
+async fn a_fork_lives_on_its_own() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let a = context(&s, &id, "python").await;
+    out(&s, &id, &a, "x = 1").await;
+    let b = id_of(&forked(&s, &id, &a).await);
+    let c = id_of(&forked(&s, &id, &a).await);
+
+    // Interrupt the fork's cell: its state stays, the source is untouched.
+    let ex = s
+        .run(&id, json!({"code": "import time\nwhile True: time.sleep(0.01)", "context": b, "timeout_ms": 1500}))
+        .await;
+    assert_eq!(ex["status"], "timeout", "{ex}");
+    assert_eq!(out(&s, &id, &b, "print(x)").await, "1\n");
+    assert_eq!(out(&s, &id, &a, "print(x)").await, "1\n");
+
+    // Restart the fork: its state goes, the source's and the sibling's stay.
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts/{b}/restart"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let ex = run(&s, &id, &b, "x").await;
+    assert_eq!(ex["error"]["name"], "NameError", "{ex}");
+    assert_eq!(out(&s, &id, &c, "print(x)").await, "1\n");
+
+    // Kill the source's kernel: the forks live.
+    let ex = run(
+        &s,
+        &id,
+        &a,
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+    )
+    .await;
+    assert_eq!(ex["status"], "kernel_died", "{ex}");
+    assert_eq!(out(&s, &id, &c, "print(x)").await, "1\n");
+
+    // Delete the source: the fork lives, and the uid it shares is not given to a new context.
+    let uid = out(&s, &id, &c, "import os; print(os.getuid())").await;
+    let r = s
+        .admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{a}"), None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    assert_eq!(out(&s, &id, &c, "print(x)").await, "1\n");
+    for _ in 0..3 {
+        let n = context(&s, &id, "python").await;
+        let other = out(&s, &id, &n, "import os; print(os.getuid())").await;
+        assert_ne!(other, uid, "a new context got the uid a fork still runs as");
+    }
+    // Delete a fork: the other lives.
+    let r = s
+        .admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{b}"), None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    assert_eq!(out(&s, &id, &c, "print(x)").await, "1\n");
+    let info = get_context(&s, &id, &c).await;
+    assert_eq!(info["state"], "idle", "{info}");
+    s.kill_all().await;
+}
+
+/// Security, attacked from inside: a fork runs as its source's uid, so it reaches its source (one
+/// owner, one security domain) but no unrelated context; and a source whose user code lies about
+/// the fork (the pid of another context's process) does not make the agent adopt that process.
+#[tokio::test]
+async fn a_fork_cannot_reach_an_unrelated_context() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let a = context(&s, &id, "python").await;
+    let u = context(&s, &id, "python").await;
+    out(
+        &s,
+        &id,
+        &u,
+        "secret = 's3'\nimport subprocess\nchild = subprocess.Popen(['sleep', '600'])",
+    )
+    .await;
+    let upid = out(&s, &id, &u, "import os; print(os.getpid())")
+        .await
+        .trim()
+        .to_string();
+    let cpid = out(&s, &id, &u, "print(child.pid)")
+        .await
+        .trim()
+        .to_string();
+    let b = id_of(&forked(&s, &id, &a).await);
+
+    // From inside the fork: no signal, no memory, no fds, no environment of the unrelated kernel.
+    let probe = format!(
+        r#"import os
+res = []
+for what, f in [
+    ("kill", lambda: os.kill({upid}, 0)),
+    ("kill-child", lambda: os.kill({cpid}, 0)),
+    ("environ", lambda: open("/proc/{upid}/environ", "rb").read()),
+    ("mem", lambda: open("/proc/{upid}/mem", "rb").read(1)),
+    ("fd", lambda: os.listdir("/proc/{upid}/fd")),
+]:
+    try:
+        f()
+        res.append(what + ":reached")
+    except (PermissionError, ProcessLookupError) as e:
+        res.append(what + ":denied")
+print(" ".join(res))"#
+    );
+    let got = out(&s, &id, &b, &probe).await;
+    assert_eq!(
+        got.trim(),
+        "kill:denied kill-child:denied environ:denied mem:denied fd:denied",
+        "{got}"
+    );
+    // The fork runs as its source's uid (documented: one owner).
+    let ua = out(&s, &id, &a, "import os; print(os.getuid())").await;
+    let ub = out(&s, &id, &b, "import os; print(os.getuid())").await;
+    let uu = out(&s, &id, &u, "import os; print(os.getuid())").await;
+    assert_eq!(ua, ub);
+    assert_ne!(ub, uu);
+
+    // A lying source: its user code (finding the runner's globals through its SIGINT handler)
+    // replaces the runner's fork with one that names the unrelated context's child process
+    // (another uid), then its kernel: both refused, nothing adopted.
+    let before = context_count(&s, &id).await;
+    for victim in [&cpid, &upid] {
+        let lie = format!(
+            r#"import signal
+R = signal.getsignal(signal.SIGINT).__globals__
+def _lie(shell, msg):
+    R["_emit"]({{"ev": "forked", "id": msg["id"], "pid": {victim}, "lost": []}}, interruptible=False)
+    R["_emit"]({{"ev": "done", "id": msg["id"], "status": "ok"}}, interruptible=False)
+    return False
+R["_fork_op"] = _lie"#
+        );
+        out(&s, &id, &b, &lie).await;
+        let r = fork(&s, &id, &b).await;
+        assert_eq!(r.status, 503, "{}", r.text);
+        assert!(r.text.contains(&format!("pid {victim}")), "{}", r.text);
+    }
+    assert_eq!(
+        out(&s, &id, &u, "print(secret, child.poll())").await,
+        "s3 None\n"
+    );
+    assert_eq!(
+        context_count(&s, &id).await,
+        before,
+        "no context was made of the lies"
+    );
+    s.kill_all().await;
+}
+
+/// Fork → first result in the new context, measured (median; reported in docs/PERFORMANCE.md,
+/// not asserted). `cargo test -p lizard --test context_fork -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore]
+async fn fork_latency() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    for lang in ["python", "javascript", "bash"] {
+        let a = context(&s, &id, lang).await;
+        let code = match lang {
+            "python" => "import json\nx = list(range(100000))",
+            "javascript" => "globalThis.x = Array.from({length: 100000}, (_, i) => i);",
+            _ => "x=1",
+        };
+        out(&s, &id, &a, code).await;
+        let mut fork_ms = Vec::new();
+        let mut total_ms = Vec::new();
+        for _ in 0..15 {
+            let t = std::time::Instant::now();
+            let b = id_of(&forked(&s, &id, &a).await);
+            let f = t.elapsed();
+            let one = if lang == "bash" {
+                "echo 1"
+            } else if lang == "python" {
+                "print(1)"
+            } else {
+                "console.log(1)"
+            };
+            assert_eq!(out(&s, &id, &b, one).await, "1\n");
+            total_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            fork_ms.push(f.as_secs_f64() * 1000.0);
+            s.admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{b}"), None)
+                .await;
+        }
+        // The same machine, the same moment: a create → first result of the language.
+        let mut create_ms = Vec::new();
+        for _ in 0..15 {
+            let one = if lang == "bash" {
+                "echo 1"
+            } else if lang == "python" {
+                "print(1)"
+            } else {
+                "console.log(1)"
+            };
+            let t = std::time::Instant::now();
+            let b = context(&s, &id, lang).await;
+            assert_eq!(out(&s, &id, &b, one).await, "1\n");
+            create_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            s.admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{b}"), None)
+                .await;
+        }
+        let med = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            v[v.len() / 2]
+        };
+        println!(
+            "{lang}: fork median {:.1} ms, fork + first result median {:.1} ms (create + first result {:.1} ms)",
+            med(&mut fork_ms),
+            med(&mut total_ms),
+            med(&mut create_ms)
+        );
+    }
+    s.kill_all().await;
+}
+
+/// A fork has a cgroup of its own (the kernel is in it, not in its source's) with its source's
+/// limits, or the request's: a fork over its memory limit dies alone.
+#[tokio::test]
+async fn a_fork_has_its_own_cgroup_and_limits() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts"),
+            Some(json!({"language": "python", "limits": {"memory_mb": 512}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let a = id_of(&r.body);
+    out(&s, &id, &a, "x = 1").await;
+    let b = forked(&s, &id, &a).await;
+    assert_eq!(b["limits"]["memory_mb"], 512, "the source's limits: {b}");
+    let b = id_of(&b);
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
+            Some(json!({"limits": {"memory_mb": 128}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["limits"]["memory_mb"], 128, "{}", r.text);
+    let c = id_of(&r.body);
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
+            Some(json!({"limits": {"memory_mb": 1 << 30}})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "limits above the sandbox's: {}", r.text);
+
+    for (ctx, name) in [(&a, &a), (&b, &b), (&c, &c)] {
+        let cg = out(&s, &id, ctx, "print(open('/proc/self/cgroup').read())").await;
+        assert!(
+            cg.lines()
+                .any(|l| l.ends_with(&format!(":memory:/ctx/ctx-{name}"))),
+            "{ctx}: {cg}"
+        );
+    }
+    let ex = run(&s, &id, &c, "b = b'x' * (300 << 20)\nprint('survived')").await;
+    assert_eq!(ex["status"], "kernel_died", "{ex}");
+    assert!(
+        ex["error"]["value"].as_str().unwrap().contains("128 MiB"),
+        "{ex}"
+    );
+    assert_eq!(out(&s, &id, &a, "print(x)").await, "1\n");
+    assert_eq!(out(&s, &id, &b, "print(x)").await, "1\n");
+    s.kill_all().await;
+}
