@@ -14,6 +14,7 @@ from lizard import (
     AsyncSnapshots,
     CodeSandbox,
     ConflictError,
+    ForkedContext,
     InvalidArgumentError,
     NotFoundError,
     SnapshotInfo,
@@ -142,3 +143,33 @@ async def test_async_snapshot_clone_fork(lizard_server) -> None:
     finally:
         for sb in made:
             await sb.kill()
+
+
+def test_fork_context_copies_the_live_kernel(sandbox: CodeSandbox) -> None:
+    src = sandbox.create_context(language="python")
+    sandbox.run_code("import threading\nsecret = 1\ndef f(): return secret * 10", context=src)
+    fork = sandbox.fork_context(src)
+    assert isinstance(fork, ForkedContext)
+    assert (fork.forked_from, fork.language) == (src.id, "python")
+    assert fork.id != src.id
+    assert fork.execution_count == 1, "the fork continues from its source's count"
+    sandbox.run_code("secret = 2", context=fork)
+    assert sandbox.run_code("print(f())", context=fork).stdout == "20\n"
+    assert sandbox.run_code("print(f())", context=src).stdout == "10\n"
+    with pytest.raises(NotFoundError):
+        sandbox.fork_context("no-such-context")
+    sandbox.delete_context(fork)
+    sandbox.delete_context(src)
+
+
+@pytest.mark.anyio
+async def test_fork_context_async(lizard_server) -> None:
+    sb = await AsyncCodeSandbox.create(project="sdk-tests")
+    try:
+        ctx = await sb.create_context(language="bash")
+        await sb.run_code("X=kept", context=ctx)
+        fork = await sb.fork_context(ctx, limits={"memory_mb": 128})
+        assert fork.forked_from == ctx.id
+        assert (await sb.run_code("echo $X", context=fork)).stdout == "kept\n"
+    finally:
+        await sb.kill()

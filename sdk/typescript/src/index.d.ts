@@ -426,6 +426,19 @@ export interface CreateContextOptions {
   limits?: ContextLimits;
 }
 
+export interface ForkContextOptions {
+  /** Limits of the fork's own cgroup; default: the source's. Above the sandbox's → `InvalidArgumentError`. */
+  limits?: ContextLimits;
+}
+
+/** A context made by {@link CodeSandbox.forkContext}. */
+export interface ForkedContext extends Context {
+  /** Id of the context it was forked from. */
+  forkedFrom: string;
+  /** What the fork could not carry (threads other than the kernel's, background jobs, …), with why. */
+  lost: { name: string; reason: string }[];
+}
+
 // ---- results -------------------------------------------------------------------------------------
 
 /** Named formats a result can have. */
@@ -941,6 +954,11 @@ export declare class CodeSandbox {
   getContext(ctx: ContextRef): Promise<Context>;
   /** Replace the context's kernel with a fresh one: its variables and state are cleared. */
   restartContext(ctx: ContextRef): Promise<Context>;
+  /**
+   * Fork a context: a new context holding a copy of the live kernel's state (copy-on-write). A
+   * source running a cell → `ConflictError`.
+   */
+  forkContext(ctx: ContextRef, opts?: ForkContextOptions): Promise<ForkedContext>;
   /** Interrupt the cell running in the context (state kept). */
   interruptContext(ctx: ContextRef): Promise<void>;
   /** Delete the context and stop its kernel. */

@@ -455,6 +455,30 @@ export class CodeSandbox {
     return toContext(await this._http.json('POST', `${this._base}/contexts/${enc(contextId(ctx))}/restart`));
   }
 
+  /**
+   * Fork a context: a new context in this sandbox holding a copy of `ctx`'s live kernel (its
+   * variables, functions and imports; copy-on-write, nothing serialised). The fork continues from
+   * the source's execution count; what a fork cannot carry (other threads, background jobs,
+   * pending tasks) is listed in `lost`. A source running a cell → `ConflictError`.
+   * @param {import('./index.js').ContextRef} ctx
+   * @param {import('./index.js').ForkContextOptions} [opts]
+   */
+  async forkContext(ctx, opts = {}) {
+    const body = {};
+    if (opts.limits !== undefined) {
+      const l = opts.limits;
+      body.limits = {};
+      if (l.memoryMb !== undefined) body.limits.memory_mb = l.memoryMb;
+      if (l.cpuMillicores !== undefined) body.limits.cpu_millicores = l.cpuMillicores;
+    }
+    const w = await this._http.json('POST', `${this._base}/contexts/${enc(contextId(ctx))}/fork`, body);
+    return {
+      ...toContext(w),
+      forkedFrom: w.forked_from,
+      lost: (w.lost ?? []).map((l) => ({ name: l.name, reason: l.reason })),
+    };
+  }
+
   /** Interrupt the cell running in the context (SIGINT; the state is kept). */
   async interruptContext(ctx) {
     await this._http.json('POST', `${this._base}/contexts/${enc(contextId(ctx))}/interrupt`);

@@ -75,6 +75,7 @@ test('the package exports exactly the declared API', async () => {
     'RateLimitError',
     'Result',
     'SandboxError',
+    'Snapshots',
     'TemplateBuildError',
     'TemplateInUseError',
     'Templates',
@@ -287,6 +288,19 @@ describe('contexts', () => {
     assert.ok(ids.includes(a.id) && ids.includes(b.id));
     const got = await sandbox.getContext(a);
     assert.equal(got.executionCount, 3);
+
+    // A fork holds a copy of the live kernel and diverges from it.
+    const fork = await sandbox.forkContext(a);
+    assert.equal(fork.forkedFrom, a.id);
+    assert.notEqual(fork.id, a.id);
+    assert.equal(fork.language, 'python');
+    assert.equal(fork.executionCount, 3, 'the fork continues from the source count');
+    assert.deepEqual(fork.lost, []);
+    await sandbox.runCode('secret = 2', { context: fork });
+    assert.equal((await sandbox.runCode('print(secret)', { context: fork })).stdout, '2\n');
+    assert.equal((await sandbox.runCode('print(secret)', { context: a })).stdout, '1\n');
+    await assert.rejects(sandbox.forkContext('no-such-context'), NotFoundError);
+    await sandbox.deleteContext(fork);
 
     const restarted = await sandbox.restartContext(a);
     assert.equal(restarted.id, a.id);

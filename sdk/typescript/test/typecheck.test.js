@@ -71,7 +71,7 @@ const API_USAGE = `
 import {
   CodeSandbox, Execution, Result, ExecutionError, LizardError, NotFoundError, AuthenticationError,
   InvalidArgumentError, TimeoutError, SandboxError, ConflictError, RateLimitError, ConnectionError,
-  DEFAULT_TEMPLATE, DEFAULT_API_URL, CommandExitError, type Context, type ExecResult, type CommandResult,
+  DEFAULT_TEMPLATE, DEFAULT_API_URL, CommandExitError, type Context, type ForkedContext, type ExecResult, type CommandResult,
   type CommandHandle, type EntryInfo, type FilesystemEvent, type ProcessInfo, type PtyHandle, type PtyResult,
 } from '@lizard-build/sdk';
 import * as sdk from '@lizard-build/sdk';
@@ -106,6 +106,9 @@ await sandbox.runCode('x', { context: ctx });
 await sandbox.runCode('x', { context: ctx.id, stream: true, onOutput: (t, s) => console.log(t, s) });
 const all: Context[] = await sandbox.listContexts();
 await sandbox.restartContext(ctx);
+const forked: ForkedContext = await sandbox.forkContext(ctx, { limits: { memoryMb: 64 } });
+const forkedFrom: string = forked.forkedFrom;
+const lostWhy: string | undefined = forked.lost[0]?.reason;
 await sandbox.deleteContext(ctx.id);
 const cf = await sandbox.createCodeContext({ language: 'javascript' });
 const cfId: string = cf.id;

@@ -606,6 +606,13 @@ def create_context_request(
     return Req("POST", sandbox_path(sandbox_id, "/contexts"), json=body)
 
 
+def fork_context_request(sandbox_id: str, ctx: ContextLike, limits: Optional[ContextLimitsLike] = None) -> Req:
+    body: Dict[str, Any] = {}
+    if limits is not None:
+        body["limits"] = limits.to_wire() if isinstance(limits, ContextLimits) else dict(limits)
+    return Req("POST", sandbox_path(sandbox_id, f"/contexts/{_seg(context_id(ctx))}/fork"), json=body)
+
+
 def context_request(sandbox_id: str, method: str, ctx: ContextLike, action: str = "") -> Req:
     return Req(method, sandbox_path(sandbox_id, f"/contexts/{_seg(context_id(ctx))}{action}"))
 

@@ -422,6 +422,31 @@ class LostItem:
 
 
 @dataclass(frozen=True)
+class ForkedContext(Context):
+    """A context made by ``fork_context``: a copy of its source's live kernel (copy-on-write).
+
+    ``forked_from`` is the source's id; ``lost`` what the fork could not carry (threads other
+    than the kernel's, background jobs, pending tasks), with why. Its ``execution_count``
+    continues from the source's."""
+
+    forked_from: str = ""
+    lost: List[LostItem] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "ForkedContext":
+        base = Context.from_wire(obj)
+        return cls(
+            **{f: getattr(base, f) for f in Context.__dataclass_fields__},
+            forked_from=str(obj.get("forked_from", "")),
+            lost=[
+                LostItem(name=str(i.get("name", "")), reason=str(i.get("reason", "")))
+                for i in obj.get("lost") or []
+                if isinstance(i, Mapping)
+            ],
+        )
+
+
+@dataclass(frozen=True)
 class ContextReport:
     """What happened to one context's state: ``restored`` (saved, in a hibernate answer) and
     ``lost``."""

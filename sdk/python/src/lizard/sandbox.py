@@ -34,6 +34,7 @@ from .errors import (
 )
 from .errors import TimeoutError as _TimeoutError
 from .models import (
+    ForkedContext,
     CommandResult,
     Context,
     EntryInfo,
@@ -385,6 +386,17 @@ class CodeSandbox:
     def restart_context(self, context: ContextLike) -> Context:
         """Replace the context's kernel with a fresh one: every variable and import is gone."""
         return Context.from_wire(self._call(_core.context_request(self._id, "POST", context, "/restart")))
+
+    def fork_context(
+        self, context: ContextLike, limits: Optional[ContextLimitsLike] = None
+    ) -> ForkedContext:
+        """A new context holding a copy of ``context``'s live kernel — its variables, functions
+        and imports, copy-on-write, nothing serialised — that then goes its own way. ``limits``
+        bound the fork's own cgroup (default: the source's). A source running a cell raises
+        :class:`ConflictError`; what the fork could not carry is in ``lost``."""
+        return ForkedContext.from_wire(
+            self._call(_core.fork_context_request(self._id, context, limits))
+        )
 
     def delete_context(self, context: ContextLike) -> None:
         """Stop the context's kernel and forget it."""
