@@ -314,6 +314,26 @@ impl Client {
         .await
     }
 
+    /// Fork a context: a new context holding a copy of `context`'s live kernel (copy-on-write);
+    /// `lost` in the answer says what the fork could not carry.
+    pub async fn fork_context(
+        &self,
+        sandbox: &str,
+        context: &str,
+        req: &lizard_proto::ForkContextRequest,
+    ) -> Result<lizard_proto::ContextFork, ClientError> {
+        self.call(
+            Method::POST,
+            &format!(
+                "/v1/sandboxes/{}/contexts/{}/fork",
+                encode_component(sandbox),
+                encode_component(context)
+            ),
+            Some(req),
+        )
+        .await
+    }
+
     pub async fn delete_context(&self, sandbox: &str, context: &str) -> Result<(), ClientError> {
         self.call::<(), ()>(
             Method::DELETE,

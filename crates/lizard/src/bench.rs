@@ -50,6 +50,9 @@ pub struct BenchArgs {
     /// idle sandbox (a minute or two).
     #[arg(long)]
     only_contexts: bool,
+    /// Measure only snapshots, clones, sandbox forks and context forks (a minute or two).
+    #[arg(long)]
+    only_checkpoints: bool,
     /// Agent settings (`KEY=VALUE`, repeatable) of every sandbox of the bench's servers (`lizard
     /// serve --agent-env`), e.g. `LIZARD_PYTHON_ZYGOTE=false` to measure without the zygote.
     #[arg(long, value_name = "KEY=VALUE", value_parser = crate::serve::parse_env_pair)]
@@ -306,7 +309,10 @@ async fn lizard_figures(
     // 5. pause → resume (in memory) and hibernate → resume (from disk).
     out.extend(hibernation_figures(args, c).await?);
 
-    // 6. throughput over several contexts and sandboxes, all cores.
+    // 6. snapshots, clones, forks.
+    out.extend(checkpoint_figures(args, c).await?);
+
+    // 7. throughput over several contexts and sandboxes, all cores.
     let sb2 = c.create_sandbox(&CreateSandboxRequest::default()).await?;
     let mut targets = Vec::new();
     for sbid in [&id, &sb2.sandbox_id] {
@@ -351,7 +357,7 @@ async fn lizard_figures(
     c.kill_sandbox(&sb2.sandbox_id).await?;
     c.kill_sandbox(&id).await?;
 
-    // 7. memory per idle sandbox with a live Python context.
+    // 8. memory per idle sandbox with a live Python context.
     out.extend(memory_figures(args, c, &CreateSandboxRequest::default()).await?);
     Ok(out)
 }
@@ -577,6 +583,124 @@ async fn hibernation_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>
     Ok(out)
 }
 
+/// Snapshot of a sandbox holding 200 MB of Python state, clone → first result from it, sandbox
+/// fork, and context fork → first result in the new context per language.
+async fn checkpoint_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>> {
+    let n = args.samples.min(10);
+    let mut out = Vec::new();
+    let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+    let id = sb.sandbox_id;
+    let ex = c
+        .run(
+            &id,
+            &exec("import numpy as np\nstate = np.ones(25_000_000)  # 200 MB\nstate.nbytes"),
+        )
+        .await?;
+    if ex.error.is_some() {
+        bail!("setting up 200 MB of state failed: {:?}", ex.error);
+    }
+    let (mut snap, mut clone) = (Vec::new(), Vec::new());
+    let mut method = String::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let s = c.create_snapshot(&id, &Default::default()).await?;
+        snap.push(ms(t.elapsed()));
+        method = serde_json::to_value(s.method)?
+            .as_str()
+            .unwrap_or("?")
+            .to_string();
+        let t = Instant::now();
+        let cl = c.create_from_snapshot(&s.snapshot_id, None).await?;
+        let ex = c.run(&cl.sandbox_id, &exec("int(state.sum())")).await?;
+        clone.push(ms(t.elapsed()));
+        if ex.main_result().is_none() {
+            bail!("a clone lost the state: {ex:?}");
+        }
+        c.kill_sandbox(&cl.sandbox_id).await?;
+        c.delete_snapshot(&s.snapshot_id).await?;
+    }
+    out.push(stats(
+        &format!("snapshot (memory + disk), 200 MB state, {method}"),
+        "ms",
+        snap,
+        Some("source frozen ≤ 300 ms"),
+    ));
+    out.push(stats(
+        "clone from a snapshot → first result, 200 MB state",
+        "ms",
+        clone,
+        Some("≤ 300 ms"),
+    ));
+    let mut fork = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let f = c.fork_sandbox(&id, &Default::default()).await?;
+        c.run(&f.sandbox_id, &exec("1+1")).await?;
+        fork.push(ms(t.elapsed()));
+        c.kill_sandbox(&f.sandbox_id).await?;
+    }
+    out.push(stats(
+        "fork a sandbox → first result, 200 MB state",
+        "ms",
+        fork,
+        None,
+    ));
+    c.kill_sandbox(&id).await?;
+
+    let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+    let id = sb.sandbox_id;
+    for lang in Language::ALL {
+        let src = c
+            .create_context(
+                &id,
+                &CreateContextRequest {
+                    language: Some(lang),
+                    cwd: None,
+                    limits: None,
+                },
+            )
+            .await?;
+        let warm = match lang {
+            Language::Python => "x = 1",
+            Language::Javascript => "let x = 1",
+            Language::Bash => "x=1",
+        };
+        c.run(&id, &in_context(warm, src.id.as_str())).await?;
+        let mut v = Vec::new();
+        for _ in 0..args.samples.min(20) {
+            let t = Instant::now();
+            let f = c
+                .fork_context(&id, src.id.as_str(), &Default::default())
+                .await?;
+            let probe = if lang == Language::Bash {
+                "echo $x"
+            } else {
+                "x"
+            };
+            c.run(&id, &in_context(probe, f.context.id.as_str()))
+                .await?;
+            v.push(ms(t.elapsed()));
+            c.delete_context(&id, f.context.id.as_str()).await?;
+        }
+        out.push(stats(
+            &format!("fork a context({lang}) → first result"),
+            "ms",
+            v,
+            Some("≤ 10 ms"),
+        ));
+        c.delete_context(&id, src.id.as_str()).await?;
+    }
+    c.kill_sandbox(&id).await?;
+    Ok(out)
+}
+
+fn in_context(code: &str, ctx: &str) -> ExecuteRequest {
+    ExecuteRequest {
+        context: Some(ctx.into()),
+        ..exec(code)
+    }
+}
+
 fn ts_figure(args: &BenchArgs, server: &BenchServer) -> Result<Figure> {
     let module = std::path::absolute(&args.ts_sdk)?;
     if !module.exists() {
@@ -681,6 +805,13 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             args.samples
         );
         let figures = rt.block_on(hibernation_figures(&args, &server.client))?;
+        return report(&args, &figures);
+    }
+    if args.only_checkpoints {
+        let server = start_server(&templates_from, 2, &args.agent_env)?;
+        let rt = runtime()?;
+        eprintln!("measuring snapshots and forks…");
+        let figures = rt.block_on(checkpoint_figures(&args, &server.client))?;
         return report(&args, &figures);
     }
     if args.only_contexts {
