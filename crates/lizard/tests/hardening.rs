@@ -612,6 +612,9 @@ async fn random_and_malformed_requests_get_typed_answers() {
         "timeout",
         "pause",
         "hibernate",
+        "snapshots",
+        "fork",
+        "contexts/x/fork",
     ];
     let queries = [
         "",
@@ -634,7 +637,7 @@ async fn random_and_malformed_requests_get_typed_answers() {
         } else {
             r.segment()
         };
-        let path = match r.below(14) {
+        let path = match r.below(16) {
             0 => "/v1/sandboxes".to_string(),
             1 => format!("/v1/sandboxes/{id}"),
             2 | 3 => format!("/v1/sandboxes/{id}/{}", r.pick(&sub)),
@@ -645,11 +648,25 @@ async fn random_and_malformed_requests_get_typed_answers() {
             8 => "/sandboxes".to_string(),
             9 => format!(
                 "/sandboxes/{id}/{}",
-                r.pick(&["connect", "pause", "timeout", "refreshes", "metrics"])
+                r.pick(&[
+                    "connect",
+                    "pause",
+                    "timeout",
+                    "refreshes",
+                    "metrics",
+                    "snapshots",
+                    "fork"
+                ])
             ),
             10 => format!("/v2/sandboxes/{id}/connect"),
             11 => ["/health", "/metrics", "/v1/openapi.json"][r.below(3)].to_string(),
             12 => format!("/{}/{}", r.segment(), r.segment()),
+            13 => ["/v1/snapshots", "/snapshots"][r.below(2)].to_string(),
+            14 => format!(
+                "/{}/{}",
+                r.pick(&["v1/snapshots", "templates"]),
+                r.segment()
+            ),
             _ => format!("/v1/sandboxes/{live}/files"),
         };
         let path = format!("{path}{}", r.pick(&queries));
