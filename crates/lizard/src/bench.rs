@@ -631,6 +631,34 @@ async fn checkpoint_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>>
         clone,
         Some("≤ 300 ms"),
     ));
+    // 10 clones of one snapshot: what they hold beyond one copy of the state (PSS: pages shared
+    // between them, e.g. a common page cache, counted once).
+    let s = c.create_snapshot(&id, &Default::default()).await?;
+    let mut clones = Vec::new();
+    for _ in 0..10 {
+        let cl = c.create_from_snapshot(&s.snapshot_id, None).await?;
+        c.run(&cl.sandbox_id, &exec("int(state.sum())")).await?;
+        clones.push(cl.sandbox_id);
+    }
+    let one = sandbox_pss_kib(&id) as f64 / 1024.0;
+    let all: f64 = clones
+        .iter()
+        .map(|c| sandbox_pss_kib(c) as f64)
+        .sum::<f64>()
+        / 1024.0;
+    let mut f = stats(
+        "10 clones of one snapshot (200 MB state): memory beyond one copy",
+        "MiB",
+        vec![all - one],
+        Some("report; share pages where possible"),
+    );
+    f.p95 = f.median;
+    out.push(f);
+    for cl in clones {
+        c.kill_sandbox(&cl).await?;
+    }
+    c.delete_snapshot(&s.snapshot_id).await?;
+
     let mut fork = Vec::new();
     for _ in 0..n {
         let t = Instant::now();
