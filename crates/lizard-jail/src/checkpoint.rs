@@ -235,6 +235,10 @@ impl Criu {
             cmd.arg("--external")
                 .arg(format!("mnt[{}]:{key}", mountpoint.display()));
         }
+        for (mnt_id, inode) in &spec.external_files {
+            cmd.arg("--external")
+                .arg(format!("file[{mnt_id:x}:{inode:x}]"));
+        }
         if leave_running {
             cmd.arg("--leave-running");
         }
@@ -369,6 +373,110 @@ pub struct RestoreSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DumpSpec {
     pub external_mounts: Vec<(PathBuf, String)>,
+    /// Files open in the tree that live on no mount of it (the log FIFO the launcher opened on
+    /// the host): `(mount id, inode)`, `--external file[<mnt_id hex>:<inode hex>]`.
+    pub external_files: Vec<(u64, u64)>,
+}
+
+impl DumpSpec {
+    /// The external mounts of the tree whose PID 1 is host pid `pid`, from its
+    /// `/proc/<pid>/mountinfo` (written by the kernel; read up to 1 MiB): every bind of a part of
+    /// a file system (root other than `/`: the host's device nodes, the `/proc` masks, volumes,
+    /// the agent's binds) and every mount of a file system CRIU does not remake itself (anything
+    /// but `overlay`, `proc`, `tmpfs`, `devpts`); binds of `/proc` itself (its read-only parts)
+    /// are not external. Keys are `m0`, `m1`, … in mount order.
+    pub fn of_sandbox(pid: i32) -> io::Result<DumpSpec> {
+        let mut text = String::new();
+        std::fs::File::open(format!("/proc/{pid}/mountinfo"))?
+            .take(1 << 20)
+            .read_to_string(&mut text)?;
+        let own: std::collections::BTreeSet<u64> = text
+            .lines()
+            .filter_map(|l| l.split(' ').next()?.parse().ok())
+            .collect();
+        // PID 1's descriptors on files of mounts that are not the tree's (the kernel's fdinfo).
+        let mut external_files = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))?.take(4096) {
+            let Ok(entry) = entry else { continue };
+            // Only files with a path (not sockets, pipes, anonymous inodes: internal mounts).
+            let link = std::fs::read_link(format!(
+                "/proc/{pid}/fd/{}",
+                entry.file_name().to_string_lossy()
+            ));
+            if !link.is_ok_and(|l| l.is_absolute()) {
+                continue;
+            }
+            let mut info = String::new();
+            let Ok(f) = std::fs::File::open(entry.path()) else {
+                continue;
+            };
+            if f.take(64 * 1024).read_to_string(&mut info).is_err() {
+                continue;
+            }
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            let (Some(mnt_id), Some(ino)) = (field("mnt_id:"), field("ino:")) else {
+                continue;
+            };
+            if !own.contains(&mnt_id) && seen.insert((mnt_id, ino)) {
+                external_files.push((mnt_id, ino));
+            }
+        }
+        Ok(DumpSpec {
+            external_mounts: external_mounts(&text)
+                .into_iter()
+                .enumerate()
+                .map(|(i, mp)| (mp, format!("m{i}")))
+                .collect(),
+            external_files,
+        })
+    }
+}
+
+/// See [`DumpSpec::of_sandbox`].
+fn external_mounts(mountinfo: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(root), Some(mp), Some(fstype)) =
+            (fields.get(3), fields.get(4), fields.get(sep + 1))
+        else {
+            continue;
+        };
+        let remade = matches!(*fstype, "overlay" | "proc" | "tmpfs" | "devpts");
+        let part = *root != "/";
+        if (part && *fstype != "proc") || !remade {
+            // mountinfo escapes space, tab, newline and backslash as octal.
+            out.push(PathBuf::from(unescape_octal(mp)));
+        }
+    }
+    out
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// An unnamed temporary file (`O_TMPFILE` in the temporary directory: no name anyone could race).
@@ -496,6 +604,37 @@ pub fn version_at_least(v: &str, min: (u32, u32)) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn external_mounts_are_binds_of_parts_and_foreign_file_systems() {
+        let info = "\
+1 0 0:50 / / rw - overlay overlay rw
+2 1 0:51 / /proc rw - proc proc rw
+3 2 0:5 /null /proc/keys rw - devtmpfs udev rw
+4 2 0:51 /sys /proc/sys ro - proc proc rw
+5 2 0:52 /0 /proc/loadavg ro - tmpfs none ro
+6 2 0:53 / /proc/acpi ro - tmpfs tmpfs ro
+7 1 0:54 / /dev ro - tmpfs tmpfs ro
+8 7 0:5 /null /dev/null rw - devtmpfs udev rw
+9 7 0:55 / /dev/pts rw - devpts devpts rw
+10 1 0:30 / /sys/fs/cgroup/memory rw - cgroup cgroup rw
+11 1 8:1 /srv/vol /data/my\\040vol rw - ext4 /dev/sda1 rw
+";
+        let got: Vec<String> = external_mounts(info)
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "/proc/keys",
+                "/proc/loadavg",
+                "/dev/null",
+                "/sys/fs/cgroup/memory",
+                "/data/my vol"
+            ]
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -172,7 +172,10 @@ fn dump_spec() -> DumpSpec {
     // A file of a detached tmpfs: CRIU cannot dump it ("doesn't have a proper root mount"), so it
     // is external, given again from a host file at restore.
     external_mounts.push(("/proc/loadavg".into(), "loadavg".into()));
-    DumpSpec { external_mounts }
+    DumpSpec {
+        external_mounts,
+        external_files: Vec::new(),
+    }
 }
 
 fn images_in(base: &Path) -> ImagesDir {

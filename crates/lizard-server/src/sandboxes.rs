@@ -2130,7 +2130,10 @@ async fn why_not_criu(tool: &CheckpointTool, sb: &Sandbox) -> String {
     let dir = sb.runtime.dir.join("criu");
     let outcome = tokio::task::spawn_blocking(move || {
         let images = lizard_jail::checkpoint::ImagesDir::create(&dir)?;
-        let r = criu.dump(pid, &images, &Default::default(), true, CRIU_DEADLINE);
+        // The binds of host files and file systems (device nodes, /proc masks, volumes, the
+        // agent's binds, cgroup directories) are external: CRIU does not dump the host.
+        let spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
+        let r = criu.dump(pid, &images, &spec, true, CRIU_DEADLINE);
         // Never restored from (see docs/ARCHITECTURE.md, "Hibernation", Method): not kept.
         let _ = images.remove();
         r

@@ -36,6 +36,7 @@ mod idmap;
 mod rootfs;
 mod spec;
 
+pub use rootfs::DEVICES;
 pub use spec::{
     Bind, Capability, IdMap, InheritFd, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec,
     MAX_INHERIT_FDS,
@@ -43,7 +44,7 @@ pub use spec::{
 
 use crate::cgroup::{Cgroup, CgroupError};
 use crate::seccomp::{Filter, SeccompError};
-use child::{ChildPlan, SetupError, ERROR_TAG, USERNS_READY};
+use child::{ChildPlan, SetupError, ERROR_TAG};
 use nix::fcntl::{FcntlArg, OFlag};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::stat::Mode;
@@ -356,39 +357,83 @@ fn above(fd: OwnedFd, min: i32, what: &'static str, path: &Path) -> Result<Owned
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
-/// Open the descriptors of `spec.inherit_fds`, in order (close-on-exec until the child hands
-/// them over).
-fn open_inherited(spec: &SandboxSpec, min: i32) -> Result<Vec<OwnedFd>, JailError> {
+/// Open the files of `spec.inherit_fds`, in order (close-on-exec until the child hands them
+/// over). A `UnixListener` slot stays `None`: its socket must be made in the sandbox's network
+/// namespace, after the clone ([`bind_listeners`]).
+fn open_inherited(spec: &SandboxSpec, min: i32) -> Result<Vec<Option<OwnedFd>>, JailError> {
     let mut out = Vec::new();
     for fd in &spec.inherit_fds {
-        let (what, path, opened) = match fd {
-            InheritFd::UnixListener { path } => (
-                "binding the inherited socket",
-                path,
-                crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
-                    step: "binding the inherited socket",
-                    path: path.clone(),
-                    source: io::Error::other(error_chain(&e)),
-                }),
-            ),
-            InheritFd::ReadOnlyFile { path } => (
-                "opening the inherited file",
-                path,
-                nix::fcntl::open(
+        match fd {
+            InheritFd::UnixListener { .. } => out.push(None),
+            InheritFd::ReadOnlyFile { path } => {
+                let what = "opening the inherited file";
+                let opened = nix::fcntl::open(
                     path.as_path(),
                     OFlag::O_RDONLY | OFlag::O_CLOEXEC,
                     Mode::empty(),
                 )
                 .map_err(|e| JailError::Io {
-                    step: "opening the inherited file",
+                    step: what,
                     path: path.clone(),
                     source: e.into(),
-                }),
-            ),
-        };
-        out.push(above(opened?, min, what, path)?);
+                })?;
+                out.push(Some(above(opened, min, what, path)?));
+            }
+        }
     }
     Ok(out)
+}
+
+/// The listening sockets of `spec.inherit_fds`, bound at their (root-only host) paths but created
+/// in the network namespace of the sandbox's PID 1 `pid` (a socket belongs to the namespace it is
+/// made in: the sandbox's own, so that a checkpoint of the sandbox holds it), in order. We enter
+/// that namespace for the `socket()` calls and return to ours.
+fn bind_listeners(spec: &SandboxSpec, pid: i32) -> Result<Vec<OwnedFd>, JailError> {
+    let paths: Vec<&PathBuf> = spec
+        .inherit_fds
+        .iter()
+        .filter_map(|f| match f {
+            InheritFd::UnixListener { path } => Some(path),
+            InheritFd::ReadOnlyFile { .. } => None,
+        })
+        .collect();
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let open_ns = |path: String| {
+        nix::fcntl::open(
+            path.as_str(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| JailError::Io {
+            step: "opening a network namespace",
+            path: path.into(),
+            source: e.into(),
+        })
+    };
+    let ours = open_ns("/proc/self/ns/net".to_string())?;
+    let theirs = open_ns(format!("/proc/{pid}/ns/net"))?;
+    let net = nix::sched::CloneFlags::CLONE_NEWNET;
+    nix::sched::setns(&theirs, net).map_err(|e| JailError::Sync {
+        step: "entering the sandbox's network namespace",
+        source: e.into(),
+    })?;
+    let bound: Result<Vec<OwnedFd>, JailError> = paths
+        .iter()
+        .map(|path| {
+            crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
+                step: "binding the inherited socket",
+                path: (*path).clone(),
+                source: io::Error::other(error_chain(&e)),
+            })
+        })
+        .collect();
+    nix::sched::setns(&ours, net).map_err(|e| JailError::Sync {
+        step: "returning to the launcher's network namespace",
+        source: e.into(),
+    })?;
+    bound
 }
 
 fn cstring(field: &str, s: &[u8]) -> Result<CString, JailError> {
@@ -429,6 +474,22 @@ fn prepare(
         .map_err(|e| io_err("opening /dev/null", devnull)(e.into()))?;
     let stdin = above(stdin, min, "opening /dev/null", devnull)?;
     let inherit = open_inherited(spec, min)?;
+    // The sockets made after the clone travel to the child over this pair (`SCM_RIGHTS`).
+    let (listeners_send, listeners_recv) = match inherit.iter().any(Option::is_none) {
+        true => {
+            let (a, b) = crate::fdpass::seqpacket_pair().map_err(|source| JailError::Sync {
+                step: "creating the socket pair for the inherited sockets",
+                source,
+            })?;
+            let what = "creating the socket pair for the inherited sockets";
+            let pair = Path::new("socketpair");
+            (
+                Some(above(a, min, what, pair)?),
+                Some(above(b, min, what, pair)?),
+            )
+        }
+        false => (None, None),
+    };
 
     // The template layer and `idmapped` binds are shown through an id map when their on-disk
     // range is not the sandbox's own.
@@ -485,16 +546,17 @@ fn prepare(
         });
     }
     // uids and gids share one map, so the sandbox's root user and group have the same host id.
+    // (Owner of what the launcher creates as host root: the targets of the binds.)
     let root_owner = spec.id_map.to_outside(0).map(|id| (id, id));
     let size = |n: Option<u64>| n.map(|n| format!(",size={n}")).unwrap_or_default();
-    let owner_opts = root_owner
-        .map(|(u, g)| format!(",uid={u},gid={g}"))
-        .unwrap_or_default();
+    // The tmpfs and devpts mounts are made by the sandbox's root in its own user namespace: their
+    // owner is that root without options, and ids in options are the sandbox's own.
+    let owner_opts = String::new();
     // The tty group (gid 5 inside) owns pty slaves, as on a normal system.
     let tty_gid = spec
         .id_map
         .to_outside(5)
-        .map(|g| format!(",gid={g}"))
+        .map(|_| ",gid=5".to_string())
         .unwrap_or_default();
     let plan = rootfs::Plan {
         mountpoint: spec.rootfs.mountpoint.clone(),
@@ -552,6 +614,8 @@ fn prepare(
         program,
         program_fd,
         inherit,
+        listeners: listeners_recv,
+        listeners_send,
         argv,
         envp,
         filter,
@@ -561,24 +625,75 @@ fn prepare(
 /// Clone the child and walk it through the sync protocol. Returns the child's host pid.
 fn start(
     spec: &SandboxSpec,
-    plan: ChildPlan,
+    mut plan: ChildPlan,
     go: OwnedFd,
     report: OwnedFd,
     cgroup: &Cgroup,
 ) -> Result<i32, JailError> {
-    let flags = libc::CLONE_NEWNS
+    // The host-root half of the mount table, in a staging mount namespace of our own (a private
+    // copy of the host's): the clone below copies it into the sandbox's mount namespace, where
+    // the kernel locks every mount of it. Back in our own namespace right after the clone, the
+    // staging one has no process left and goes away.
+    let host_mntns = nix::fcntl::open(
+        "/proc/self/ns/mnt",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| JailError::Io {
+        step: "opening the launcher's mount namespace",
+        path: "/proc/self/ns/mnt".into(),
+        source: e.into(),
+    })?;
+    let back_home = |host_mntns: &OwnedFd| {
+        nix::sched::setns(host_mntns, nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| {
+            JailError::Sync {
+                step: "returning to the launcher's mount namespace",
+                source: e.into(),
+            }
+        })
+    };
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| JailError::Sync {
+        step: "unshare (staging mount namespace)",
+        source: e.into(),
+    })?;
+    // The child starts in the overlay root (its copy of our current directory): it could not
+    // reach it by path through the root-only host directories above.
+    let staged = rootfs::build_host(&plan.rootfs)
+        .map_err(JailError::from)
+        .and_then(|()| enter_dir(&plan.rootfs.mountpoint));
+    let cwd_before = match staged {
+        Ok(cwd) => cwd,
+        Err(e) => {
+            back_home(&host_mntns)?;
+            return Err(e);
+        }
+    };
+    // Raising a hard limit needs CAP_SYS_RESOURCE in the host's user namespace, which the child
+    // never has: set the limits here, the child inherits them, ours are put back after the clone.
+    let limits_before = set_child_limits(plan.nofile)?;
+    // The user namespace first, in the same clone as the others: it owns the sandbox's mount, pid,
+    // net, ipc and uts namespaces (and the cgroup namespace the child makes), as with runc or
+    // podman's user namespaces. The sandbox's root still never holds CAP_SYS_ADMIN, NET_ADMIN or
+    // NET_RAW (bounding set) and seccomp refuses mount, unshare, setns (see docs/SECURITY.md).
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    let pid = match crate::sys::clone_process(flags) {
+    let cloned = crate::sys::clone_process(flags);
+    if let Ok(None) = cloned {
+        // In the child. Our copies of the parent's pipe ends must go, or EOF never comes.
+        drop(go);
+        drop(report);
+        child::run(&plan)
+    }
+    restore_limits(limits_before);
+    let _ = nix::unistd::fchdir(&cwd_before);
+    let home = back_home(&host_mntns);
+    let pid = match cloned {
         Ok(Some(pid)) => pid,
-        Ok(None) => {
-            // In the child. Our copies of the parent's pipe ends must go, or EOF never comes.
-            drop(go);
-            drop(report);
-            child::run(&plan)
-        }
+        Ok(None) => unreachable!("the child never returns"),
         Err(source) => {
             return Err(JailError::Sync {
                 step: "clone",
@@ -587,10 +702,23 @@ fn start(
         }
     };
     // The child's ends; dropping ours is what lets EOF through.
+    let listeners_send = plan.listeners_send.take();
     drop(plan);
+    if let Err(e) = home {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(pid), None);
+        return Err(e);
+    }
     let mut go = std::fs::File::from(go);
     let mut report = std::fs::File::from(report);
-    let result = parent_side(spec, pid, &mut go, &mut report, cgroup);
+    let result = parent_side(
+        spec,
+        listeners_send.as_ref(),
+        pid,
+        &mut go,
+        &mut report,
+        cgroup,
+    );
     if let Err(e) = result {
         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         let status = waitpid(Pid::from_raw(pid), None);
@@ -609,8 +737,65 @@ fn start(
     Ok(pid)
 }
 
+/// `chdir(dir)`, returning an fd of the directory we were in.
+fn enter_dir(dir: &Path) -> Result<OwnedFd, JailError> {
+    let io_err = |step: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |e: nix::Error| JailError::Io {
+            step,
+            path,
+            source: e.into(),
+        }
+    };
+    let before = nix::fcntl::open(
+        ".",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io_err("opening the current directory", Path::new(".")))?;
+    nix::unistd::chdir(dir).map_err(io_err("entering the new root", dir))?;
+    Ok(before)
+}
+
+type Rlimits = [(nix::sys::resource::Resource, (u64, u64)); 2];
+
+/// Set `RLIMIT_NOFILE` (when given) and `RLIMIT_CORE` 0 on ourselves, for the child to inherit;
+/// returns the previous values.
+fn set_child_limits(nofile: Option<u64>) -> Result<Rlimits, JailError> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let get = |r| {
+        getrlimit(r).map_err(|e| JailError::Sync {
+            step: "getrlimit",
+            source: e.into(),
+        })
+    };
+    let before = [
+        (Resource::RLIMIT_NOFILE, get(Resource::RLIMIT_NOFILE)?),
+        (Resource::RLIMIT_CORE, get(Resource::RLIMIT_CORE)?),
+    ];
+    let set = |r, n: u64, what: &'static str| {
+        setrlimit(r, n, n).map_err(|e| JailError::Sync {
+            step: what,
+            source: e.into(),
+        })
+    };
+    if let Some(n) = nofile {
+        set(Resource::RLIMIT_NOFILE, n, "setrlimit RLIMIT_NOFILE")?;
+    }
+    if let Err(e) = set(Resource::RLIMIT_CORE, 0, "setrlimit RLIMIT_CORE=0") {
+        restore_limits(before);
+        return Err(e);
+    }
+    Ok(before)
+}
+
+fn restore_limits(before: Rlimits) {
+    for (r, (soft, hard)) in before {
+        let _ = nix::sys::resource::setrlimit(r, soft, hard);
+    }
+}
+
 enum Report {
-    UserNsReady,
     Failed(SetupError),
     Eof,
 }
@@ -633,7 +818,6 @@ fn read_report(report: &mut std::fs::File) -> Result<Report, JailError> {
         return Ok(Report::Eof);
     }
     match tag[0] {
-        USERNS_READY => Ok(Report::UserNsReady),
         ERROR_TAG => {
             let mut rest = Vec::new();
             report
@@ -656,26 +840,23 @@ fn read_report(report: &mut std::fs::File) -> Result<Report, JailError> {
 
 fn parent_side(
     spec: &SandboxSpec,
+    listeners_send: Option<&OwnedFd>,
     pid: i32,
     go: &mut std::fs::File,
     report: &mut std::fs::File,
     cgroup: &Cgroup,
 ) -> Result<(), JailError> {
-    let proceed = |go: &mut std::fs::File, step: &'static str| {
-        go.write_all(b"g")
-            .map_err(|source| JailError::Sync { step, source })
-    };
-    // The child builds its mount table meanwhile; it waits for this before anything else.
+    // The child waits for one byte: by then it is in the cgroup, has its id maps and (in a
+    // message before it) its listening sockets.
     cgroup.add_pid(pid).map_err(JailError::CgroupJoin)?;
-    let sent = proceed(go, "letting the child continue");
-    match read_report(report)? {
-        Report::UserNsReady => sent?,
-        Report::Failed(e) => return Err(e.into()),
-        Report::Eof => {
-            return Err(JailError::ChildDied {
-                status: String::new(),
-            })
-        }
+    if let Some(send) = listeners_send {
+        let socks = bind_listeners(spec, pid)?;
+        let raw: Vec<std::os::fd::RawFd> =
+            socks.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+        crate::fdpass::send_with_fds(send, b"l", &raw).map_err(|source| JailError::Sync {
+            step: "handing the inherited sockets to the child",
+            source,
+        })?;
     }
     let map = format!(
         "{} {} {}\n",
@@ -689,16 +870,12 @@ fn parent_side(
             source,
         })?;
     }
-    proceed(go, "letting the child continue")?;
+    go.write_all(b"g").map_err(|source| JailError::Sync {
+        step: "letting the child continue",
+        source,
+    })?;
     match read_report(report)? {
         Report::Eof => Ok(()),
         Report::Failed(e) => Err(e.into()),
-        Report::UserNsReady => Err(JailError::Sync {
-            step: "reading the child's report",
-            source: io::Error::new(
-                io::ErrorKind::InvalidData,
-                "duplicate user-namespace message",
-            ),
-        }),
     }
 }
