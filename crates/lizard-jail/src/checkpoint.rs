@@ -95,6 +95,25 @@ pub struct ImagesDir {
 }
 
 impl ImagesDir {
+    /// Make the images readable by the restored tasks, for a restore: CRIU's restored tasks, already
+    /// in the sandbox's user namespace and with their own ids, open some images themselves
+    /// (through CRIU's descriptor of the directory). The directory becomes `0711` and its files
+    /// `0644`, owned by host uid and gid `id` (the sandbox's root); the parent stays root-only
+    /// `0700`, so nothing can reach them by path. Regular files only are changed (no link is
+    /// followed); the images are removed after the restore.
+    pub fn open_to_restored_tasks(&self, id: u32) -> io::Result<()> {
+        use std::os::unix::fs::lchown;
+        for entry in std::fs::read_dir(&self.path)?.take(100_000) {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                lchown(entry.path(), Some(id), Some(id))?;
+                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o644))?;
+            }
+        }
+        lchown(&self.path, Some(id), Some(id))?;
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o711))
+    }
+
     /// Make `path` afresh (whatever was there is removed: it is host-side data of ours).
     pub fn create(path: &Path) -> Result<ImagesDir, CheckpointError> {
         let bad = |reason: String| CheckpointError::ImagesDir {
@@ -239,6 +258,9 @@ impl Criu {
             cmd.arg("--external")
                 .arg(format!("file[{mnt_id:x}:{inode:x}]"));
         }
+        for inode in &spec.external_unix {
+            cmd.arg("--external").arg(format!("unix[{inode}]"));
+        }
         if leave_running {
             cmd.arg("--leave-running");
         }
@@ -284,6 +306,18 @@ impl Criu {
             cmd.arg("--external")
                 .arg(format!("mnt[{key}]:{}", path.display()));
         }
+        let mut mapped = Vec::new();
+        for (i, (fd, resource)) in spec.inherit_fds.iter().take(90).enumerate() {
+            let n = 10 + i as i32;
+            let dup = fd.try_clone().map_err(|source| CheckpointError::Io {
+                step: "duplicating an inherited descriptor",
+                path: PathBuf::from(resource),
+                source,
+            })?;
+            mapped.push((dup, n));
+            cmd.arg("--inherit-fd").arg(format!("fd[{n}]:{resource}"));
+        }
+        crate::process::map_fds(&mut cmd, mapped);
         let status = run_with_deadline(cmd, "restore", deadline)?;
         if !status.success() {
             return Err(CheckpointError::Failed {
@@ -361,12 +395,25 @@ pub const RESTORE_OPTIONS: &[&str] = &[
 /// the caller (host-side, e.g. the overlay of the template and the writable layer), and the host
 /// paths of the mounts that were dumped as external (`--external mnt[<mountpoint>]:<key>` at dump,
 /// see [`DumpSpec`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct RestoreSpec {
     pub root: PathBuf,
     /// `(key, host path)`: the key given at dump, the host file or directory bound there now.
     pub external_mounts: Vec<(String, PathBuf)>,
+    /// `(fd, resource)`: descriptors the restored tree gets in place of what was external at dump
+    /// (`file[<mnt_id hex>:<inode hex>]` for [`DumpSpec::external_files`], `socket[<inode>]` for
+    /// [`DumpSpec::external_unix`]); `--inherit-fd fd[N]:<resource>`. At most 90.
+    pub inherit_fds: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, String)>,
 }
+
+impl PartialEq for RestoreSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+            && self.external_mounts == other.external_mounts
+            && self.inherit_fds.len() == other.inherit_fds.len()
+    }
+}
+impl Eq for RestoreSpec {}
 
 /// Mounts of the tree that are binds of host files or directories (CRIU does not dump what is
 /// outside the tree): `(mount point inside, key)`.
@@ -376,6 +423,9 @@ pub struct DumpSpec {
     /// Files open in the tree that live on no mount of it (the log FIFO the launcher opened on
     /// the host): `(mount id, inode)`, `--external file[<mnt_id hex>:<inode hex>]`.
     pub external_files: Vec<(u64, u64)>,
+    /// Unix sockets of the tree whose other side or name is the host's (the agent's listening
+    /// socket at a host path): their inodes, `--external unix[<inode>]`.
+    pub external_unix: Vec<u64>,
 }
 
 impl DumpSpec {
@@ -433,6 +483,7 @@ impl DumpSpec {
                 .map(|(i, mp)| (mp, format!("m{i}")))
                 .collect(),
             external_files,
+            external_unix: Vec::new(),
         })
     }
 }

@@ -175,6 +175,7 @@ fn dump_spec() -> DumpSpec {
     DumpSpec {
         external_mounts,
         external_files: Vec::new(),
+        external_unix: Vec::new(),
     }
 }
 
@@ -239,6 +240,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
                 ("loadavg".to_string(), b.join("loadavg")),
             ])
             .collect(),
+        inherit_fds: Vec::new(),
     };
     std::fs::write(b.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
     let pid = criu
@@ -293,10 +295,148 @@ fn a_restore_without_images_fails_with_criu_s_reason() {
     let spec = RestoreSpec {
         root: base.path().to_path_buf(),
         external_mounts: Vec::new(),
+        inherit_fds: Vec::new(),
     };
     let e = criu
         .restore(&images, &spec, Duration::from_secs(30))
         .unwrap_err();
     let text = lizard_jail::sandbox::error_chain(&e);
     assert!(text.contains("restore failed"), "{text}");
+}
+
+mod common;
+
+/// A sandbox made by Lizard's own launcher (user namespace first; overlay root and binds made by
+/// host root in a staging mount namespace; `/proc` masks, `/dev` binds of host nodes, devpts,
+/// `/tmp`; the log file and a listening socket handed over as descriptors) is dumped and restored:
+/// its shell variable goes on counting from where it was, the `/proc` masks are back, the log
+/// descriptor still writes to the host's log file. The host side a restore needs
+/// (`sandbox::mount_sources`, `DumpSpec::of_sandbox`) is what the server will use.
+#[test]
+fn a_lizard_sandbox_is_dumped_and_restored() {
+    let Some(criu) = criu() else { return };
+    let t = common::TestDir::new();
+    let sock_dir = t.path().join("sock");
+    std::fs::create_dir(&sock_dir).unwrap();
+    std::fs::set_permissions(&sock_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let sock = sock_dir.join("agent.sock");
+    let mut spec = t.spec(
+        &common::unique_id("criu"),
+        "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; echo tick-$i; sleep 0.05; done",
+    );
+    spec.inherit_fds = vec![lizard_jail::sandbox::InheritFd::UnixListener { path: sock.clone() }];
+    let running = common::launch(&spec).unwrap();
+    let pid = running.pid();
+    let before = wait_count_above(pid, 3);
+
+    let listener_ino: u64 = std::fs::read_link(format!("/proc/{pid}/fd/3"))
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches("socket:[")
+        .trim_end_matches(']')
+        .parse()
+        .unwrap();
+    let mut dump = DumpSpec::of_sandbox(pid).unwrap();
+    dump.external_unix.push(listener_ino);
+    assert!(!dump.external_files.is_empty(), "the log file is external");
+    let images = ImagesDir::create(&t.path().join("images")).unwrap();
+    criu.dump(pid, &images, &dump, false, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(Instant::now() < deadline, "the dumped tree still runs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dumped_at = before;
+
+    // The host side again: the root overlay mounted host-side, the binds' sources, fresh /proc
+    // files, the log file and a new listening socket at the same path.
+    let root = t.path().join("rootfs");
+    let status = Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o"])
+        .arg(format!(
+            "lowerdir={},upperdir={},workdir={}",
+            t.template().display(),
+            t.upper().display(),
+            t.path().join("work").display()
+        ))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let scratch = t.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let sources = lizard_jail::sandbox::mount_sources(&spec, &scratch).unwrap();
+    let external_mounts = dump
+        .external_mounts
+        .iter()
+        .map(|(mp, key)| {
+            let host = sources
+                .iter()
+                .find(|(inside, _)| inside == mp)
+                .unwrap_or_else(|| panic!("no host source for {}", mp.display()))
+                .1
+                .clone();
+            (key.clone(), host)
+        })
+        .collect();
+    let log = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .open(t.log_path())
+        .unwrap();
+    let mut inherit_fds: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, String)> = dump
+        .external_files
+        .iter()
+        .map(|(mnt, ino)| {
+            (
+                std::sync::Arc::new(std::os::fd::OwnedFd::from(log.try_clone().unwrap())),
+                format!("file[{mnt:x}:{ino:x}]"),
+            )
+        })
+        .collect();
+    let listener = lizard_jail::hostpath::bind_unix_listener(&sock).unwrap();
+    inherit_fds.push((
+        std::sync::Arc::new(listener),
+        format!("socket:[{listener_ino}]"),
+    ));
+    let restore = RestoreSpec {
+        root: root.clone(),
+        external_mounts,
+        inherit_fds,
+    };
+    images.open_to_restored_tasks(spec.id_map.outside).unwrap();
+    // CRIU reopens an inherited file through /proc/self/fd as the restored task (the sandbox's
+    // root): the log must be that root's (it is reachable by no path from inside).
+    std::os::unix::fs::lchown(
+        t.log_path(),
+        Some(spec.id_map.outside),
+        Some(spec.id_map.outside),
+    )
+    .unwrap();
+    let restored = criu
+        .restore(&images, &restore, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::sandbox::error_chain(&e)));
+    let _ = nix::mount::umount2(&root, nix::mount::MntFlags::MNT_DETACH);
+    let guard = Tree {
+        base: tempfile::tempdir().unwrap(),
+        pid: restored,
+    };
+    let first = count(restored).expect("the restored tree has its /tmp/n");
+    assert!(first + 1 >= dumped_at, "{first} < {dumped_at}");
+    let later = wait_count_above(restored, first + 3);
+    assert!(later > before);
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{restored}/root/proc/loadavg")).unwrap(),
+        "0.00 0.00 0.00 1/1 1\n"
+    );
+    // The restored tree's stdout is still the host's log file.
+    let marker = format!("tick-{later}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !t.log().contains(&marker) {
+        assert!(Instant::now() < deadline, "the log file got no {marker}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(guard);
+    drop(running);
 }

@@ -153,6 +153,56 @@ fn proc_files() -> Result<Vec<(&'static str, Vec<u8>)>, JailError> {
     ])
 }
 
+/// Where the mounts of a sandbox launched from `spec` that are binds of host files come from, for
+/// a checkpoint restore (`checkpoint::RestoreSpec::external_mounts`): `(mount point inside, host
+/// path)` — its binds, the host's device nodes at `/dev/<name>`, `/dev/null` over the masked
+/// `/proc` files, and the per-sandbox `/proc` files (see `proc_files`), written afresh into
+/// `scratch` (a root-only host directory the caller made; files `proc-<i>`, mode 0444). Not the
+/// delegated cgroup directories (the caller knows them).
+pub fn mount_sources(
+    spec: &SandboxSpec,
+    scratch: &Path,
+) -> Result<Vec<(PathBuf, PathBuf)>, JailError> {
+    let mut out: Vec<(PathBuf, PathBuf)> = spec
+        .binds
+        .iter()
+        .map(|b| {
+            (
+                Path::new("/").join(b.target.strip_prefix("/").unwrap_or(&b.target)),
+                b.source.clone(),
+            )
+        })
+        .collect();
+    for name in DEVICES {
+        let dev = PathBuf::from(format!("/dev/{name}"));
+        out.push((dev.clone(), dev));
+    }
+    for name in rootfs::PROC_NULLED {
+        out.push((
+            PathBuf::from(format!("/proc/{name}")),
+            PathBuf::from("/dev/null"),
+        ));
+    }
+    for (i, (name, contents)) in proc_files()?.into_iter().enumerate() {
+        let path = scratch.join(format!("proc-{i}"));
+        let _ = std::fs::remove_file(&path);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&contents))
+            .map_err(|source| JailError::Io {
+                step: "writing a /proc file for a restore",
+                path: path.clone(),
+                source,
+            })?;
+        out.push((PathBuf::from(format!("/proc/{name}")), path));
+    }
+    Ok(out)
+}
+
 /// A running sandbox, as the launcher hands it back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -70,7 +70,7 @@ pub(crate) struct BindPlan {
 
 /// Files of `/proc` that show host-wide information or kernel internals: /dev/null is bound over
 /// them (as Docker does).
-const PROC_NULLED: &[&str] = &[
+pub(crate) const PROC_NULLED: &[&str] = &[
     "kcore",
     "keys",
     "timer_list",
