@@ -254,9 +254,8 @@ impl Criu {
             cmd.arg("--external")
                 .arg(format!("mnt[{}]:{key}", mountpoint.display()));
         }
-        for (mnt_id, inode) in &spec.external_files {
-            cmd.arg("--external")
-                .arg(format!("file[{mnt_id:x}:{inode:x}]"));
+        for f in &spec.external_files {
+            cmd.arg("--external").arg(f.resource());
         }
         for inode in &spec.external_unix {
             cmd.arg("--external").arg(format!("unix[{inode}]"));
@@ -318,6 +317,18 @@ impl Criu {
             cmd.arg("--inherit-fd").arg(format!("fd[{n}]:{resource}"));
         }
         crate::process::map_fds(&mut cmd, mapped);
+        if let Some(cg) = spec.cgroup.clone() {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: runs in the forked child before exec; the callers of a restore with a
+            // cgroup are single-threaded (the launcher), so allocating here is sound. It only
+            // writes our pid into the cgroup's files.
+            unsafe {
+                cmd.pre_exec(move || {
+                    cg.add_pid(std::process::id() as i32)
+                        .map_err(|e| io::Error::other(e.to_string()))
+                });
+            }
+        }
         let status = run_with_deadline(cmd, "restore", deadline)?;
         if !status.success() {
             return Err(CheckpointError::Failed {
@@ -404,6 +415,9 @@ pub struct RestoreSpec {
     /// (`file[<mnt_id hex>:<inode hex>]` for [`DumpSpec::external_files`], `socket[<inode>]` for
     /// [`DumpSpec::external_unix`]); `--inherit-fd fd[N]:<resource>`. At most 90.
     pub inherit_fds: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, String)>,
+    /// The cgroup CRIU runs in, so that the restored tree lands there (CRIU runs with
+    /// `--manage-cgroups=ignore`).
+    pub cgroup: Option<crate::cgroup::Cgroup>,
 }
 
 impl PartialEq for RestoreSpec {
@@ -417,15 +431,31 @@ impl Eq for RestoreSpec {}
 
 /// Mounts of the tree that are binds of host files or directories (CRIU does not dump what is
 /// outside the tree): `(mount point inside, key)`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DumpSpec {
     pub external_mounts: Vec<(PathBuf, String)>,
     /// Files open in the tree that live on no mount of it (the log FIFO the launcher opened on
     /// the host): `(mount id, inode)`, `--external file[<mnt_id hex>:<inode hex>]`.
-    pub external_files: Vec<(u64, u64)>,
+    pub external_files: Vec<ExternalFile>,
     /// Unix sockets of the tree whose other side or name is the host's (the agent's listening
     /// socket at a host path): their inodes, `--external unix[<inode>]`.
     pub external_unix: Vec<u64>,
+}
+
+/// A file open in the tree that lives on no mount of it (see [`DumpSpec::external_files`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ExternalFile {
+    /// The descriptor of PID 1 it was first seen at.
+    pub fd: i32,
+    pub mnt_id: u64,
+    pub inode: u64,
+}
+
+impl ExternalFile {
+    /// `file[<mnt_id hex>:<inode hex>]`, as CRIU names it at dump and in `--inherit-fd`.
+    pub fn resource(&self) -> String {
+        format!("file[{:x}:{:x}]", self.mnt_id, self.inode)
+    }
 }
 
 impl DumpSpec {
@@ -472,8 +502,13 @@ impl DumpSpec {
             let (Some(mnt_id), Some(ino)) = (field("mnt_id:"), field("ino:")) else {
                 continue;
             };
+            let fd = entry.file_name().to_string_lossy().parse().unwrap_or(-1);
             if !own.contains(&mnt_id) && seen.insert((mnt_id, ino)) {
-                external_files.push((mnt_id, ino));
+                external_files.push(ExternalFile {
+                    fd,
+                    mnt_id,
+                    inode: ino,
+                });
             }
         }
         Ok(DumpSpec {

@@ -19,8 +19,12 @@ use std::time::{Duration, Instant};
 
 const DEVICES: [&str; 3] = ["null", "zero", "urandom"];
 
+fn criu_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criu/criu")
+}
+
 fn criu() -> Option<Criu> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criu/criu");
+    let p = criu_path();
     if !p.is_file() {
         eprintln!(
             "SKIPPED: CRIU is not installed at {} (scripts/criu.sh installs it)",
@@ -241,6 +245,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
             ])
             .collect(),
         inherit_fds: Vec::new(),
+        cgroup: None,
     };
     std::fs::write(b.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
     let pid = criu
@@ -296,6 +301,7 @@ fn a_restore_without_images_fails_with_criu_s_reason() {
         root: base.path().to_path_buf(),
         external_mounts: Vec::new(),
         inherit_fds: Vec::new(),
+        cgroup: None,
     };
     let e = criu
         .restore(&images, &spec, Duration::from_secs(30))
@@ -349,79 +355,20 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
     }
     let dumped_at = before;
 
-    // The host side again: the root overlay mounted host-side, the binds' sources, fresh /proc
-    // files, the log file and a new listening socket at the same path.
-    let root = t.path().join("rootfs");
-    let status = Command::new("mount")
-        .args(["-t", "overlay", "overlay", "-o"])
-        .arg(format!(
-            "lowerdir={},upperdir={},workdir={}",
-            t.template().display(),
-            t.upper().display(),
-            t.path().join("work").display()
-        ))
-        .arg(&root)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let scratch = t.path().join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let sources = lizard_jail::sandbox::mount_sources(&spec, &scratch).unwrap();
-    let external_mounts = dump
-        .external_mounts
-        .iter()
-        .map(|(mp, key)| {
-            let host = sources
-                .iter()
-                .find(|(inside, _)| inside == mp)
-                .unwrap_or_else(|| panic!("no host source for {}", mp.display()))
-                .1
-                .clone();
-            (key.clone(), host)
-        })
-        .collect();
-    let log = std::fs::OpenOptions::new()
-        .read(true)
-        .append(true)
-        .open(t.log_path())
-        .unwrap();
-    let mut inherit_fds: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, String)> = dump
-        .external_files
-        .iter()
-        .map(|(mnt, ino)| {
-            (
-                std::sync::Arc::new(std::os::fd::OwnedFd::from(log.try_clone().unwrap())),
-                format!("file[{mnt:x}:{ino:x}]"),
-            )
-        })
-        .collect();
-    let listener = lizard_jail::hostpath::bind_unix_listener(&sock).unwrap();
-    inherit_fds.push((
-        std::sync::Arc::new(listener),
-        format!("socket:[{listener_ino}]"),
-    ));
-    let restore = RestoreSpec {
-        root: root.clone(),
-        external_mounts,
-        inherit_fds,
-    };
-    images.open_to_restored_tasks(spec.id_map.outside).unwrap();
-    // CRIU reopens an inherited file through /proc/self/fd as the restored task (the sandbox's
-    // root): the log must be that root's (it is reachable by no path from inside).
-    std::os::unix::fs::lchown(
-        t.log_path(),
-        Some(spec.id_map.outside),
-        Some(spec.id_map.outside),
-    )
-    .unwrap();
-    let restored = criu
-        .restore(&images, &restore, Duration::from_secs(60))
+    // The launcher's restore path: the same spec, with the checkpoint to restore.
+    drop(running);
+    spec.restore = Some(lizard_jail::sandbox::RestoreFrom {
+        criu: criu_path(),
+        images: images.path.clone(),
+        dumped: dump,
+        deadline_ms: 60_000,
+    });
+    let started = Instant::now();
+    let again = common::launch(&spec)
         .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::sandbox::error_chain(&e)));
-    let _ = nix::mount::umount2(&root, nix::mount::MntFlags::MNT_DETACH);
-    let guard = Tree {
-        base: tempfile::tempdir().unwrap(),
-        pid: restored,
-    };
+    eprintln!("restored in {} ms", started.elapsed().as_millis());
+    let restored = again.pid();
+    let _ = sock;
     let first = count(restored).expect("the restored tree has its /tmp/n");
     assert!(first + 1 >= dumped_at, "{first} < {dumped_at}");
     let later = wait_count_above(restored, first + 3);
@@ -437,6 +384,7 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
         assert!(Instant::now() < deadline, "the log file got no {marker}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    drop(guard);
-    drop(running);
+    // It is in the sandbox's cgroup again.
+    assert!(again.cgroup().pids().unwrap().contains(&restored));
+    drop(again);
 }

@@ -1235,6 +1235,7 @@ impl Sandboxes {
                 }
                 fds
             },
+            restore: None,
         }
     }
 

@@ -38,8 +38,8 @@ mod spec;
 
 pub use rootfs::DEVICES;
 pub use spec::{
-    Bind, Capability, IdMap, InheritFd, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec,
-    MAX_INHERIT_FDS,
+    Bind, Capability, IdMap, InheritFd, InvalidSpec, Limits, RestoreFrom, RootfsSpec, SandboxSpec,
+    UserSpec, MAX_INHERIT_FDS,
 };
 
 use crate::cgroup::{Cgroup, CgroupError};
@@ -334,7 +334,11 @@ pub fn launch(spec: &SandboxSpec) -> Result<Launched, JailError> {
             }
         }
     }
-    match start(spec, plan, go_write, report_read, &cgroup) {
+    let started = match &spec.restore {
+        Some(from) => restore_into(spec, from, plan, &cgroup),
+        None => start(spec, plan, go_write, report_read, &cgroup),
+    };
+    match started {
         Ok(pid) => Ok(Launched { pid, cgroup }),
         Err(e) => {
             // The child is dead and reaped by now; its cgroup can go.
@@ -670,6 +674,137 @@ fn prepare(
         envp,
         filter,
     })
+}
+
+/// Restore `from` (a CRIU checkpoint of a sandbox launched from this spec) instead of starting
+/// the program: in a staging mount namespace the overlay root is mounted as for a launch, the
+/// listening sockets are bound anew at their paths, and CRIU restores the tree with that root,
+/// the host sources of its external mounts (`mount_sources` and the delegated cgroup
+/// directories), the log and `/dev/null` for its host files and the new sockets for the old ones,
+/// inside the sandbox's cgroup. Returns the restored PID 1's host pid.
+fn restore_into(
+    spec: &SandboxSpec,
+    from: &RestoreFrom,
+    plan: ChildPlan,
+    cgroup: &Cgroup,
+) -> Result<i32, JailError> {
+    use crate::checkpoint::{Criu, ImagesDir, RestoreSpec};
+    use std::sync::Arc;
+    let images = ImagesDir {
+        path: from.images.clone(),
+    };
+    let io_err = |step: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source: io::Error| JailError::Io { step, path, source }
+    };
+    // Host sources of the external mounts.
+    let mut sources = mount_sources(spec, &from.images)?;
+    sources.extend(
+        plan.rootfs
+            .binds
+            .iter()
+            .map(|b| (Path::new("/").join(&b.target), b.source.clone())),
+    );
+    let mut external_mounts = Vec::new();
+    for (mountpoint, key) in &from.dumped.external_mounts {
+        let Some((_, host)) = sources
+            .iter()
+            .rev()
+            .find(|(inside, _)| inside == mountpoint)
+        else {
+            return Err(JailError::Io {
+                step: "finding the host source of a checkpointed mount",
+                path: mountpoint.clone(),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            });
+        };
+        external_mounts.push((key.clone(), host.clone()));
+    }
+    // CRIU reopens an inherited file through /proc/self/fd as the restored task (the sandbox's
+    // root, in its user namespace): the log becomes that root's (its mode stays, CRIU checks it).
+    // It is still reachable by no path from inside (see docs/SECURITY.md, "CRIU checkpoints").
+    let root_id = spec.id_map.to_outside(0).unwrap_or(u32::MAX);
+    nix::unistd::fchown(
+        &plan.log,
+        Some(nix::unistd::Uid::from_raw(root_id)),
+        Some(nix::unistd::Gid::from_raw(root_id)),
+    )
+    .map_err(|e| io_err("giving the log to the sandbox's root", &spec.log_path)(e.into()))?;
+    // Its host files: stdin was /dev/null, everything else the log.
+    let mut inherit_fds: Vec<(Arc<OwnedFd>, String)> = Vec::new();
+    let log = Arc::new(plan.log);
+    let stdin = Arc::new(plan.stdin);
+    for f in &from.dumped.external_files {
+        let fd = if f.fd == 0 {
+            stdin.clone()
+        } else {
+            log.clone()
+        };
+        inherit_fds.push((fd, f.resource()));
+    }
+    let listeners: Vec<&PathBuf> = spec
+        .inherit_fds
+        .iter()
+        .filter_map(|f| match f {
+            InheritFd::UnixListener { path } => Some(path),
+            InheritFd::ReadOnlyFile { .. } => None,
+        })
+        .collect();
+    for (path, inode) in listeners.iter().zip(&from.dumped.external_unix) {
+        let sock = crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
+            step: "binding the inherited socket",
+            path: (*path).clone(),
+            source: io::Error::other(error_chain(&e)),
+        })?;
+        inherit_fds.push((Arc::new(sock), format!("socket:[{inode}]")));
+    }
+    // The images are read by the restored tasks themselves (their ids, through CRIU's fd).
+    images.open_to_restored_tasks(root_id).map_err(io_err(
+        "opening the images to the restored tasks",
+        &from.images,
+    ))?;
+
+    let host_mntns = nix::fcntl::open(
+        "/proc/self/ns/mnt",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        io_err(
+            "opening the launcher's mount namespace",
+            Path::new("/proc/self/ns/mnt"),
+        )(e.into())
+    })?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| JailError::Sync {
+        step: "unshare (staging mount namespace)",
+        source: e.into(),
+    })?;
+    let restored = rootfs::mount_root(&plan.rootfs)
+        .map_err(JailError::from)
+        .and_then(|()| {
+            let restore = RestoreSpec {
+                root: plan.rootfs.mountpoint.clone(),
+                external_mounts,
+                inherit_fds,
+                cgroup: Some(cgroup.clone()),
+            };
+            Criu::new(from.criu.clone())
+                .restore(
+                    &images,
+                    &restore,
+                    std::time::Duration::from_millis(from.deadline_ms),
+                )
+                .map_err(|e| JailError::Helper {
+                    message: format!("criu restore: {}", error_chain(&e)),
+                })
+        });
+    let home = nix::sched::setns(&host_mntns, nix::sched::CloneFlags::CLONE_NEWNS);
+    let pid = restored?;
+    home.map_err(|e| JailError::Sync {
+        step: "returning to the launcher's mount namespace",
+        source: e.into(),
+    })?;
+    Ok(pid)
 }
 
 /// Clone the child and walk it through the sync protocol. Returns the child's host pid.

@@ -256,6 +256,12 @@ fn open_layer(layer: &Path) -> Result<OwnedFd, SetupError> {
 /// The host-root half: in the launcher's staging mount namespace (a private copy of the host's),
 /// mount the overlay at `plan.mountpoint` and the bind mounts into it.
 pub(crate) fn build_host(plan: &Plan) -> Result<(), SetupError> {
+    mount_root(plan)?;
+    bind_all(plan)
+}
+
+/// Only the overlay root of [`build_host`] (for a checkpoint restore: CRIU makes the binds).
+pub(crate) fn mount_root(plan: &Plan) -> Result<(), SetupError> {
     // Nothing we mount may propagate back to the host's mount namespace.
     mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
         .step("make / private", "/")?;
@@ -305,6 +311,11 @@ pub(crate) fn build_host(plan: &Plan) -> Result<(), SetupError> {
     )
     .step("mount overlay", &detail)?;
     drop((lower_fds, upper, work));
+    Ok(())
+}
+
+/// The bind mounts of [`build_host`], into the overlay at `plan.mountpoint`.
+fn bind_all(plan: &Plan) -> Result<(), SetupError> {
     let root = nix::fcntl::open(
         &plan.mountpoint,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
