@@ -931,6 +931,37 @@ impl Sandboxes {
         (fresh, id_base): (bool, Option<u32>),
         cpu_base_ms: u64,
     ) -> Result<LaunchedSandbox, SandboxError> {
+        self.launch_or_restore_in(
+            id,
+            dir,
+            (project, template_name),
+            envs,
+            limits,
+            volumes,
+            egress,
+            (fresh, id_base),
+            cpu_base_ms,
+            None,
+        )
+        .await
+    }
+
+    /// [`Self::launch_in`], or with `restore` a CRIU restore of the sandbox into the same host
+    /// side (`SandboxSpec::restore`).
+    #[allow(clippy::too_many_arguments)]
+    async fn launch_or_restore_in(
+        &self,
+        id: String,
+        dir: &Path,
+        (project, template_name): (&str, &str),
+        envs: &BTreeMap<String, String>,
+        limits: SandboxLimits,
+        volumes: &[SandboxVolume],
+        egress: Option<&crate::egress::Resolved>,
+        (fresh, id_base): (bool, Option<u32>),
+        cpu_base_ms: u64,
+        restore: Option<lizard_jail::sandbox::RestoreFrom>,
+    ) -> Result<LaunchedSandbox, SandboxError> {
         // A relaunch keeps the lower layer its writable layer was made on, when it is still there.
         let chain = match (!fresh).then(|| self.previous_build(dir)).flatten() {
             Some(c) => c,
@@ -1045,6 +1076,7 @@ impl Sandboxes {
             no_symlinks: true,
             idmapped: true,
         }));
+        spec.restore = restore;
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
             Ok(l) => l,
             Err(e) => {
@@ -1480,11 +1512,13 @@ impl Sandboxes {
             sb.set_state(StoredState::Running);
         }
         sb.hibernating.store(true, Ordering::SeqCst);
-        let why_not_criu = why_not_criu(&self.cfg.checkpoint, &sb).await;
+        let criu = criu_dump(&self.cfg.checkpoint, &sb).await;
+        // The per-language save is taken as well: the fallback should the CRIU restore fail.
         let snapshot = sb.agent.hibernate_snapshot(HIBERNATE_DIR).await;
         let mut report = match snapshot {
             Ok(r) => r,
             Err(e) => {
+                remove_criu_images(&sb.runtime.dir).await;
                 sb.hibernating.store(false, Ordering::SeqCst);
                 if was_paused {
                     let cg = cg.clone();
@@ -1496,7 +1530,40 @@ impl Sandboxes {
                 )));
             }
         };
-        report.method_reason = per_language_reason(&why_not_criu);
+        let criu = match criu {
+            Ok(d) if !self.cfg.checkpoint.exact_restore => {
+                remove_criu_images(&sb.runtime.dir).await;
+                Err(d.experimental_reason())
+            }
+            other => other,
+        };
+        match criu {
+            Ok(dumped) => {
+                report.method = lizard_proto::HibernationMethod::Criu;
+                report.method_reason = format!(
+                    "criu: CRIU checkpointed the whole sandbox ({} MB in {} ms); a resume \
+                     restores it exactly (the per-language save was taken too, as the fallback)",
+                    dumped.image_bytes / 1_000_000,
+                    dumped.dump_ms
+                );
+                let manifest = CriuManifest {
+                    contexts: report
+                        .contexts
+                        .iter()
+                        .map(|c| (c.id.clone(), c.language))
+                        .collect(),
+                    ..dumped
+                };
+                if let Err(e) = write_criu_manifest(&sb.runtime.dir, &manifest) {
+                    tracing::warn!(sandbox = %id, error = %e, "keeping the CRIU checkpoint");
+                    remove_criu_images(&sb.runtime.dir).await;
+                    report.method = lizard_proto::HibernationMethod::PerLanguage;
+                    report.method_reason =
+                        per_language_reason(&format!("the CRIU checkpoint was not kept: {e}"));
+                }
+            }
+            Err(why_not_criu) => report.method_reason = per_language_reason(&why_not_criu),
+        }
         // Executions up to now are recorded before the agent (and its log) goes away.
         crate::metering::sample(self, &sb).await;
         crate::metering::reset_agent_log(self, id);
@@ -1535,6 +1602,57 @@ impl Sandboxes {
         }
         // Allow-listed names are resolved again: a relaunch may be days later.
         let egress = crate::egress::resolve(&sb.network.egress).await?;
+        // Exact first: the CRIU checkpoint taken at hibernation, if any.
+        let mut criu_failed = None;
+        if let Some((manifest, from)) = self.criu_restore_from(&sb.runtime.dir) {
+            let started = std::time::Instant::now();
+            let restored = self
+                .launch_or_restore_in(
+                    sb.id.clone(),
+                    &sb.runtime.dir,
+                    (&sb.project, &sb.template),
+                    &sb.envs,
+                    sb.limits,
+                    &sb.volumes,
+                    egress.as_ref(),
+                    (false, sb.runtime.id_base),
+                    cpu_base_ms,
+                    Some(from),
+                )
+                .await;
+            remove_criu_images(&sb.runtime.dir).await;
+            match restored {
+                Ok(launched) => {
+                    let report = HibernationReport {
+                        method: lizard_proto::HibernationMethod::Criu,
+                        method_reason: format!(
+                            "criu: every process of the sandbox was restored exactly from its \
+                             CRIU checkpoint ({} MB, restored in {} ms)",
+                            manifest.image_bytes / 1_000_000,
+                            started.elapsed().as_millis()
+                        ),
+                        contexts: manifest
+                            .contexts
+                            .iter()
+                            .map(|(id, language)| lizard_proto::ContextReport {
+                                id: id.clone(),
+                                language: *language,
+                                restored: vec![lizard_proto::StateItem {
+                                    name: "the kernel process".into(),
+                                    kind: "process".into(),
+                                }],
+                                lost: Vec::new(),
+                            })
+                            .collect(),
+                    };
+                    return self.woken(sb, launched, report);
+                }
+                Err(e) => {
+                    tracing::warn!(sandbox = %sb.id, error = %e, "CRIU restore failed; relaunching");
+                    criu_failed = Some(e.to_string());
+                }
+            }
+        }
         let launched = self
             .launch_in(
                 sb.id.clone(),
@@ -1551,9 +1669,13 @@ impl Sandboxes {
         let report = match launched.agent.hibernate_restore(HIBERNATE_DIR).await {
             Ok(mut r) => {
                 // The agent has deleted the saved copy (the host never walks that tree).
-                r.method_reason = per_language_reason(
-                    "it was hibernated per language (the hibernate answer said why not CRIU)",
-                );
+                r.method_reason = per_language_reason(&match &criu_failed {
+                    Some(e) => format!("the CRIU restore failed: {e}"),
+                    None => {
+                        "it was hibernated per language (the hibernate answer said why not CRIU)"
+                            .to_string()
+                    }
+                });
                 r
             }
             Err(e) => {
@@ -1568,6 +1690,16 @@ impl Sandboxes {
                 }
             }
         };
+        self.woken(sb, launched, report)
+    }
+
+    /// The end of a wake: the relaunched (or restored) sandbox replaces the hibernated one.
+    fn woken(
+        &self,
+        sb: &Arc<Sandbox>,
+        launched: LaunchedSandbox,
+        report: HibernationReport,
+    ) -> Result<(Arc<Sandbox>, HibernationReport), SandboxError> {
         let at = now_ms() + sb.timeout_ms.load(Ordering::SeqCst).max(1);
         let new = Arc::new(sb.relaunched(launched.runtime, StoredState::Running, at));
         self.store.set_runtime(
@@ -2104,6 +2236,10 @@ pub struct CheckpointTool {
     /// same for every sandbox of this server): later hibernations give that reason without
     /// another attempt (a refused dump still costs a few hundred ms on a 200 MB sandbox).
     pub layout_refused: Arc<std::sync::OnceLock<String>>,
+    /// Keep a successful dump for the resume and restore from it (`lizard serve --criu-restore`,
+    /// experimental: see docs/ARCHITECTURE.md, "Hibernation", Method); else the dump is only
+    /// attempted (the sandbox left running) and its images removed.
+    pub exact_restore: bool,
 }
 
 /// What CRIU says when a tree's namespaces do not belong to its user namespace (a Lizard sandbox's
@@ -2120,33 +2256,137 @@ const CRIU_DEADLINE: Duration = Duration::from_secs(30);
 /// said. Today a dump of a Lizard sandbox always fails (its namespaces belong to the host's user
 /// namespace, which CRIU cannot handle; see docs/ARCHITECTURE.md, "Hibernation", Method) and a
 /// successful one could not be restored: the images are never used.
-async fn why_not_criu(tool: &CheckpointTool, sb: &Sandbox) -> String {
+/// A CRIU checkpoint kept for a resume: `<sandbox dir>/criu.json` beside the images in
+/// `<sandbox dir>/criu` (both host-side, root's; see docs/SECURITY.md, "CRIU checkpoints").
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct CriuManifest {
+    dumped: lizard_jail::checkpoint::DumpSpec,
+    image_bytes: u64,
+    dump_ms: u64,
+    /// The contexts at hibernation (for the resume's report).
+    contexts: Vec<(lizard_proto::ContextId, lizard_proto::Language)>,
+}
+
+const CRIU_MANIFEST: &str = "criu.json";
+const CRIU_IMAGES: &str = "criu";
+
+fn write_criu_manifest(dir: &Path, m: &CriuManifest) -> std::io::Result<()> {
+    let path = dir.join(CRIU_MANIFEST);
+    let _ = std::fs::remove_file(&path);
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        // `create_new` (O_EXCL) never follows a link; the directory is root's alone anyway.
+        .mode(0o600)
+        .open(&path)?
+        .write_all(&serde_json::to_vec(m).map_err(std::io::Error::other)?)
+}
+
+/// The images and manifest of a CRIU checkpoint, gone (each attempt is used once).
+async fn remove_criu_images(dir: &Path) {
+    let dir = dir.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || {
+        let _ = std::fs::remove_file(dir.join(CRIU_MANIFEST));
+        // `ImagesDir::create` removes what is there without following links.
+        if let Ok(images) = lizard_jail::checkpoint::ImagesDir::create(&dir.join(CRIU_IMAGES)) {
+            let _ = images.remove();
+        }
+    })
+    .await;
+}
+
+impl CriuManifest {
+    /// Why a successful dump is not kept without `--criu-restore`.
+    fn experimental_reason(&self) -> String {
+        format!(
+            "CRIU dumped the sandbox ({} bytes in {} ms), but restoring a Lizard sandbox with \
+             CRIU is experimental and off (lizard serve --criu-restore)",
+            self.image_bytes, self.dump_ms
+        )
+    }
+}
+
+impl Sandboxes {
+    /// The kept CRIU checkpoint of the sandbox in `dir`, if there is one and CRIU is usable.
+    fn criu_restore_from(
+        &self,
+        dir: &Path,
+    ) -> Option<(CriuManifest, lizard_jail::sandbox::RestoreFrom)> {
+        let criu = self.cfg.checkpoint.criu.clone()?;
+        if !self.cfg.checkpoint.exact_restore {
+            return None;
+        }
+        let text = std::fs::File::open(dir.join(CRIU_MANIFEST)).ok()?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(text, 4 << 20), &mut bytes).ok()?;
+        let manifest: CriuManifest = serde_json::from_slice(&bytes).ok()?;
+        let from = lizard_jail::sandbox::RestoreFrom {
+            criu: criu.program,
+            images: dir.join(CRIU_IMAGES),
+            dumped: manifest.dumped.clone(),
+            deadline_ms: CRIU_DEADLINE.as_millis() as u64,
+        };
+        Some((manifest, from))
+    }
+}
+
+/// Checkpoint the running sandbox with CRIU (leaving it running) into `<dir>/criu`, kept for a
+/// resume; `Err` says why not (no CRIU, what the sandbox has that a restore cannot give back,
+/// CRIU's own error), with no images left.
+async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, String> {
     let Some(criu) = tool.criu.clone() else {
-        return format!("no usable CRIU ({})", tool.detail);
+        return Err(format!("no usable CRIU ({})", tool.detail));
     };
     if let Some(refused) = tool.layout_refused.get() {
-        return refused.clone();
+        return Err(refused.clone());
+    }
+    if !sb.volumes.is_empty() {
+        return Err(
+            "the sandbox has volumes (idmapped binds, which a CRIU restore cannot make)".into(),
+        );
+    }
+    if !sb.network.egress.is_none() {
+        return Err(
+            "the sandbox has egress (its tap device belongs to slirp4netns, outside the sandbox)"
+                .into(),
+        );
     }
     let pid = sb.runtime.pid;
-    let dir = sb.runtime.dir.join("criu");
+    let dir = sb.runtime.dir.join(CRIU_IMAGES);
     let outcome = tokio::task::spawn_blocking(move || {
         let images = lizard_jail::checkpoint::ImagesDir::create(&dir)?;
-        // The binds of host files and file systems (device nodes, /proc masks, volumes, the
-        // agent's binds, cgroup directories) are external: CRIU does not dump the host.
-        let spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
+        // The binds of host files and file systems (device nodes, /proc masks, the agent's binds,
+        // cgroup directories), the log and the agent's listening socket (fd 3, bound at a host
+        // path) are external: CRIU does not dump the host.
+        let mut spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
+        if let Some(ino) = std::fs::read_link(format!("/proc/{pid}/fd/3"))
+            .ok()
+            .and_then(|l| {
+                l.to_str()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .parse::<u64>()
+                    .ok()
+            })
+        {
+            spec.external_unix.push(ino);
+        }
         let r = criu.dump(pid, &images, &spec, true, CRIU_DEADLINE);
-        // Never restored from (see docs/ARCHITECTURE.md, "Hibernation", Method): not kept.
-        let _ = images.remove();
-        r
+        if r.is_err() {
+            let _ = images.remove();
+        }
+        r.map(|stats| (spec, stats))
     })
     .await;
     match outcome {
-        Ok(Ok(stats)) => format!(
-            "CRIU dumped the sandbox ({} bytes in {} ms), but restoring a Lizard sandbox with \
-             CRIU is not implemented",
-            stats.image_bytes,
-            stats.duration.as_millis()
-        ),
+        Ok(Ok((dumped, stats))) => Ok(CriuManifest {
+            dumped,
+            image_bytes: stats.image_bytes,
+            dump_ms: stats.duration.as_millis() as u64,
+            contexts: Vec::new(),
+        }),
         Ok(Err(e)) => {
             let why = format!(
                 "{} could not checkpoint the sandbox: {}",
@@ -2158,9 +2398,9 @@ async fn why_not_criu(tool: &CheckpointTool, sb: &Sandbox) -> String {
                     "{why} (this server's sandboxes all have that namespace layout: not tried again)"
                 ));
             }
-            why
+            Err(why)
         }
-        Err(e) => format!("the CRIU attempt failed: {e}"),
+        Err(e) => Err(format!("the CRIU attempt failed: {e}")),
     }
 }
 

@@ -46,6 +46,11 @@ pub struct ServeArgs {
     /// fails its check or cannot checkpoint a sandbox.
     #[arg(long, env = "LIZARD_CRIU")]
     criu: Option<String>,
+    /// Experimental: keep a hibernation's CRIU checkpoint and restore the sandbox from it at
+    /// resume, falling back to the per-language save if the restore fails. Off: the dump is
+    /// attempted (the sandbox left running) and discarded.
+    #[arg(long)]
+    criu_restore: bool,
     /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
     /// seconds); `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_AFTER", default_value = "10m", value_parser = parse_duration)]
@@ -690,7 +695,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                     max_events: (args.executions_max_rows > 0).then_some(args.executions_max_rows),
                 },
                 disk_overcommit: args.disk_overcommit,
-                checkpoint: checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu),
+                checkpoint: lizard_server::sandboxes::CheckpointTool {
+                    exact_restore: args.criu_restore,
+                    ..checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu)
+                },
             },
             store,
         );

@@ -705,7 +705,7 @@ fn restore_into(
             .iter()
             .map(|b| (Path::new("/").join(&b.target), b.source.clone())),
     );
-    let mut external_mounts = Vec::new();
+    let mut external_mounts: Vec<(String, PathBuf)> = Vec::new();
     for (mountpoint, key) in &from.dumped.external_mounts {
         let Some((_, host)) = sources
             .iter()
@@ -756,6 +756,12 @@ fn restore_into(
             path: (*path).clone(),
             source: io::Error::other(error_chain(&e)),
         })?;
+        // The restored program listened on it long ago: it must be listening already.
+        nix::sys::socket::listen(
+            &sock,
+            nix::sys::socket::Backlog::new(128).unwrap_or(nix::sys::socket::Backlog::MAXCONN),
+        )
+        .map_err(|e| io_err("listening on the inherited socket", path)(e.into()))?;
         inherit_fds.push((Arc::new(sock), format!("socket:[{inode}]")));
     }
     // The images are read by the restored tasks themselves (their ids, through CRIU's fd).
@@ -781,6 +787,7 @@ fn restore_into(
     })?;
     let restored = rootfs::mount_root(&plan.rootfs)
         .map_err(JailError::from)
+        .and_then(|()| stage_sources(&mut external_mounts))
         .and_then(|()| {
             let restore = RestoreSpec {
                 root: plan.rootfs.mountpoint.clone(),
@@ -805,6 +812,58 @@ fn restore_into(
         source: e.into(),
     })?;
     Ok(pid)
+}
+
+/// CRIU opens the sources of external mounts from inside the restored user namespace, which may
+/// not traverse the root-only host directories they live in: in the staging mount namespace (a
+/// private copy, seen by nobody else), a small tmpfs over `/mnt` (mode 0711) gets a bind of
+/// each source (`/mnt/e<i>`), and CRIU is given those.
+fn stage_sources(external_mounts: &mut [(String, PathBuf)]) -> Result<(), JailError> {
+    use nix::mount::{mount, MsFlags};
+    let sync = |step: &'static str| {
+        move |e: nix::Error| JailError::Sync {
+            step,
+            source: e.into(),
+        }
+    };
+    mount(
+        Some("tmpfs"),
+        "/mnt",
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("mode=0711,size=65536,nr_inodes=1024"),
+    )
+    .map_err(sync(
+        "mounting the staging tmpfs for the restore's mount sources",
+    ))?;
+    for (i, (_, host)) in external_mounts.iter_mut().enumerate() {
+        let staged = PathBuf::from(format!("/mnt/e{i}"));
+        let meta = std::fs::metadata(&*host).map_err(|source| JailError::Io {
+            step: "a mount source of the restore",
+            path: host.clone(),
+            source,
+        })?;
+        let made = if meta.is_dir() {
+            std::fs::create_dir(&staged)
+        } else {
+            std::fs::File::create(&staged).map(drop)
+        };
+        made.map_err(|source| JailError::Io {
+            step: "staging a mount source of the restore",
+            path: staged.clone(),
+            source,
+        })?;
+        mount(
+            Some(host.as_path()),
+            &staged,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(sync("binding a mount source of the restore"))?;
+        *host = staged;
+    }
+    Ok(())
 }
 
 /// Clone the child and walk it through the sync protocol. Returns the child's host pid.
