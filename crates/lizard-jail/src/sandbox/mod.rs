@@ -12,20 +12,26 @@
 //!
 //! The sequence (parent = the launcher, child = the future PID 1):
 //! 1. parent: validate the spec, compile the seccomp filter, open the log, `/dev/null` and the
-//!    descriptors to hand over (`inherit_fds`: e.g. the agent's socket, bound in a root-only host
-//!    directory; every fd the child needs is numbered above the range 3.. they will take), with
-//!    `layer_id_base` make the user namespace of the idmapped mounts (`idmap`), give the writable
-//!    layer the template root's owner (through that id map), create the cgroup with its limits
-//!    and (with `context_cgroups`) its delegated sub-tree, bound at `/sys/fs/cgroup/<controller>`
-//!    inside (see [`crate::delegation`]);
-//! 2. parent: `clone(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)`; moves the child into the cgroup while
-//!    the child builds its mount table;
-//! 3. child: see `child` (mounts as host root, then waits for the cgroup move, then a user
-//!    namespace, then drops everything, execs); the parent writes the child's uid/gid maps when
-//!    asked;
-//! 4. parent: EOF on the close-on-exec report pipe = the program was executed. Any error (in the
+//!    files to hand over (`inherit_fds`; every fd the child needs is numbered above the range 3..
+//!    they will take), with `layer_id_base` make the user namespace of the idmapped mounts
+//!    (`idmap`), give the writable layer the template root's owner (through that id map), create
+//!    the cgroup with its limits and (with `context_cgroups`) its delegated sub-tree, bound at
+//!    `/sys/fs/cgroup/<controller>` inside (see [`crate::delegation`]);
+//! 2. parent, in a staging mount namespace of its own: the overlay root and every bind
+//!    (`rootfs::build_host`), `chdir` into the root, the rlimits for the child to inherit;
+//! 3. parent: `clone(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)` — the user namespace owns the
+//!    others, and the staging mount table arrives in the child's mount namespace locked; the
+//!    parent returns to its own mount namespace, moves the child into the cgroup, writes its
+//!    uid/gid maps, makes the listening sockets of `inherit_fds` inside the child's network
+//!    namespace and sends them over (`SCM_RIGHTS`), then lets it go;
+//! 4. child: see `child` (`/proc`, `/dev`, `/tmp`, `pivot_root` as root of its user namespace,
+//!    then drops everything, execs);
+//! 5. parent: EOF on the close-on-exec report pipe = the program was executed. Any error (in the
 //!    parent or reported by the child with its step and errno) kills the child and removes the
 //!    cgroup, so a failed launch leaves nothing behind.
+//!
+//! With `SandboxSpec::restore`, steps 3–5 are a CRIU restore into the same host side instead
+//! (`restore_into`).
 //!
 //! Not here: what the program is (the agent), where the layers live, HTTP, projects. Reaping: when
 //! the launcher exits, the sandbox's PID 1 is re-parented (to the nearest subreaper, see
