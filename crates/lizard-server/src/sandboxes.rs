@@ -2243,19 +2243,14 @@ pub struct CheckpointTool {
 }
 
 /// What CRIU says when a tree's namespaces do not belong to its user namespace (a Lizard sandbox's
-/// belong to the host's): the refusal is structural, not the sandbox's.
+/// did before the launcher created the user namespace first): the refusal is structural, not the
+/// sandbox's.
 const CRIU_LAYOUT_REFUSAL: &str = "doesn't belong to the target user namespace";
 
 /// Deadline of one CRIU run at hibernation (a dump of a sandbox's tree takes well under a second;
 /// past this it is killed and hibernation goes on per language).
 const CRIU_DEADLINE: Duration = Duration::from_secs(30);
 
-/// Try to checkpoint the whole sandbox with CRIU (images into `<sandbox dir>/criu`, host-side,
-/// root-only, removed afterwards), leaving it running, and say why the exact method could not be
-/// used (for the report's `method_reason`): CRIU missing or failing its check, or what the dump
-/// said. Today a dump of a Lizard sandbox always fails (its namespaces belong to the host's user
-/// namespace, which CRIU cannot handle; see docs/ARCHITECTURE.md, "Hibernation", Method) and a
-/// successful one could not be restored: the images are never used.
 /// A CRIU checkpoint kept for a resume: `<sandbox dir>/criu.json` beside the images in
 /// `<sandbox dir>/criu` (both host-side, root's; see docs/SECURITY.md, "CRIU checkpoints").
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -2404,14 +2399,13 @@ async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, 
     }
 }
 
-/// Why a snapshot or clone does not use CRIU, without a dump (see [`why_not_criu`]).
+/// Why a snapshot or clone does not use CRIU, without a dump (see [`criu_dump`]).
 fn criu_unused(tool: &CheckpointTool) -> String {
     match (&tool.criu, tool.layout_refused.get()) {
         (None, _) => format!("no usable CRIU ({})", tool.detail),
         (Some(_), Some(refused)) => refused.clone(),
-        (Some(_), None) => "CRIU is installed, but it cannot checkpoint a Lizard sandbox: its \
-             namespaces belong to the host's user namespace (docs/ARCHITECTURE.md, Hibernation, \
-             Method)"
+        (Some(_), None) => "CRIU is installed and dumps a Lizard sandbox, but restoring one \
+             with CRIU does not work yet (docs/ARCHITECTURE.md, Hibernation, Method)"
             .to_string(),
     }
 }

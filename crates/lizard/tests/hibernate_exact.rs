@@ -225,6 +225,7 @@ async fn with_criu_a_real_sandbox_is_dumped_and_the_resume_is_per_language() {
     let why = hib["method_reason"].as_str().unwrap();
     // A real dump of the whole sandbox succeeded (the namespace layout is CRIU's), with the
     // sandbox left running for the per-language save; keeping it is the experimental part.
+    eprintln!("{why}");
     assert!(why.contains("CRIU dumped the sandbox ("), "{why}");
     assert!(why.contains("--criu-restore"), "{why}");
     assert!(

@@ -5,11 +5,11 @@
 //! the kept ones), `no_new_privs` and the seccomp filter.
 //!
 //! 1. `setsid`, default signal dispositions, stdio (`/dev/null`, log, log), every other fd
-//!    close-on-exec; wait until the parent has moved us into the cgroup and written our uid/gid
-//!    maps.
+//!    close-on-exec; wait until the parent has written our uid/gid maps (and sent the listening
+//!    sockets).
 //! 2. As root of the new user namespace: every port bindable (`ip_unprivileged_port_start` 0),
-//!    `/proc`, `/dev`, `/tmp` and `pivot_root` (`rootfs::build_inside`), host name, loopback up,
-//!    new cgroup namespace.
+//!    `/proc`, `/dev`, `/tmp` and `pivot_root` (`rootfs::build_inside`), host name, loopback up;
+//!    wait until the parent has moved us into the cgroup (meanwhile); new cgroup namespace.
 //! 3. No supplementary groups, securebits locked, bounding and ambient sets emptied, the user's
 //!    gid/uid, capability sets emptied (or, for the sandbox's root with `keep_caps`: bounding set
 //!    = effective = permitted = `keep_caps`, surviving its exec), `no_new_privs`, `chdir(cwd)`, the inherited fds
@@ -210,9 +210,9 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
     sys::cloexec_from(3).step("close_range", "3..")?;
     umask(Mode::empty());
 
-    // The parent moves us into the sandbox's cgroup and writes our uid/gid maps meanwhile; until
-    // then we are nobody in our user namespace.
-    wait_for_parent(&p.go, "wait for the cgroup and the id maps")?;
+    // The parent writes our uid/gid maps meanwhile; until then we are nobody in our user
+    // namespace.
+    wait_for_parent(&p.go, "wait for the id maps")?;
     // Kept open until the exec (close-on-exec: only their dup2 copies survive it).
     let received = receive_listeners(p)?;
     let mut next = received.iter();
@@ -246,8 +246,12 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
     rootfs::build_inside(&p.rootfs)?;
     nix::unistd::sethostname(&p.hostname).step("sethostname", &p.hostname)?;
     sys::loopback_up().step("bring up loopback", "lo")?;
-    // The sandbox's cgroup (the parent moved us before the go) becomes the root of our cgroup
-    // namespace, owned by our user namespace like the others.
+    // Meanwhile the parent has moved us into the sandbox's cgroup (on cgroup v1 a move can wait
+    // for an RCU grace period, milliseconds, which the mount work above overlaps). Nothing above
+    // forks.
+    wait_for_parent(&p.go, "wait for the cgroup")?;
+    // The sandbox's cgroup becomes the root of our cgroup namespace, owned by our user namespace
+    // like the others.
     unshare(CloneFlags::CLONE_NEWCGROUP).step("unshare", "cgroup namespace")?;
 
     // Use the capabilities of the user namespace to give everything up.

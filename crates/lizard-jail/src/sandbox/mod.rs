@@ -21,9 +21,10 @@
 //!    (`rootfs::build_host`), `chdir` into the root, the rlimits for the child to inherit;
 //! 3. parent: `clone(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)` — the user namespace owns the
 //!    others, and the staging mount table arrives in the child's mount namespace locked; the
-//!    parent returns to its own mount namespace, moves the child into the cgroup, writes its
-//!    uid/gid maps, makes the listening sockets of `inherit_fds` inside the child's network
-//!    namespace and sends them over (`SCM_RIGHTS`), then lets it go;
+//!    parent returns to its own mount namespace, writes the child's uid/gid maps, makes the
+//!    listening sockets of `inherit_fds` inside the child's network namespace and sends them over
+//!    (`SCM_RIGHTS`), lets it go, moves it into the cgroup while it builds the rest of its mount
+//!    table, and lets it go again;
 //! 4. child: see `child` (`/proc`, `/dev`, `/tmp`, `pivot_root` as root of its user namespace,
 //!    then drops everything, execs);
 //! 5. parent: EOF on the close-on-exec report pipe = the program was executed. Any error (in the
@@ -1096,9 +1097,9 @@ fn parent_side(
     report: &mut std::fs::File,
     cgroup: &Cgroup,
 ) -> Result<(), JailError> {
-    // The child waits for one byte: by then it is in the cgroup, has its id maps and (in a
-    // message before it) its listening sockets.
-    cgroup.add_pid(pid).map_err(JailError::CgroupJoin)?;
+    // The child waits for a first byte (by then it has its id maps and, in a message before it,
+    // its listening sockets), builds its mount table while we move it into the cgroup, then
+    // waits for a second byte before its cgroup namespace.
     if let Some(send) = listeners_send {
         let socks = bind_listeners(spec, pid)?;
         let raw: Vec<std::os::fd::RawFd> =
@@ -1120,10 +1121,16 @@ fn parent_side(
             source,
         })?;
     }
-    go.write_all(b"g").map_err(|source| JailError::Sync {
-        step: "letting the child continue",
-        source,
-    })?;
+    let proceed = |go: &mut std::fs::File| {
+        go.write_all(b"g").map_err(|source| JailError::Sync {
+            step: "letting the child continue",
+            source,
+        })
+    };
+    proceed(go)?;
+    // On an error here the caller kills the child and prefers its report, if it wrote one.
+    cgroup.add_pid(pid).map_err(JailError::CgroupJoin)?;
+    proceed(go)?;
     match read_report(report)? {
         Report::Eof => Ok(()),
         Report::Failed(e) => Err(e.into()),
