@@ -169,6 +169,10 @@ pub struct SandboxConfig {
     /// that every sandbox runs as PID 1 instead of the agent, with the agent's command line and
     /// descriptors and the agent's own sealed executable at fd 4 (see `lizard-hostile-agent`).
     pub agent_wrapper: Option<Arc<lizard_jail::exe::SealedExe>>,
+    /// With `lizard serve --criu-restore`: a regular-file copy of the agent on a server-wide tmpfs
+    /// (`SealedExe::install_in_tmpfs`), bound read-only into every sandbox and run from there
+    /// instead of the memfd, so that a CRIU restore can give the agent its executable back.
+    pub agent_exe_file: Option<PathBuf>,
     pub default_template: String,
     pub default_timeout_ms: u64,
     pub max_timeout_ms: u64,
@@ -238,6 +242,18 @@ pub struct Runtime {
     /// keeps the shared range `id_shift..` (no idmapped mounts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id_base: Option<u32>,
+    /// The process that called `listen` on the agent's socket when it is not PID 1: the
+    /// launcher of a CRIU restore, which made the socket anew for the restored agent (see
+    /// docs/SECURITY.md, "CRIU checkpoints"). The server's `SO_PEERCRED` check expects it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_peer: Option<i32>,
+}
+
+impl Runtime {
+    /// The pid the agent's socket must answer from (`SO_PEERCRED`): PID 1, or `agent_peer`.
+    pub fn agent_peer(&self) -> i32 {
+        self.agent_peer.unwrap_or(self.pid)
+    }
 }
 
 /// A sandbox the server manages.
@@ -298,7 +314,7 @@ impl Sandbox {
             network: self.network.clone(),
             agent: AgentClient::with_limits(
                 runtime.socket.clone(),
-                runtime.pid,
+                runtime.agent_peer(),
                 *self.agent.limits(),
             ),
             runtime,
@@ -1076,6 +1092,7 @@ impl Sandboxes {
             no_symlinks: true,
             idmapped: true,
         }));
+        let restoring = restore.is_some();
         spec.restore = restore;
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
             Ok(l) => l,
@@ -1094,6 +1111,7 @@ impl Sandboxes {
             template_dir: Some(template.dir.clone()),
             template_bases: chain.builds[1..].to_vec(),
             id_base,
+            agent_peer: restoring.then_some(launched.helper_pid),
         };
         for build in &chain.builds {
             if let Err(e) = lizard_template::store::pin(build, &id) {
@@ -1120,8 +1138,11 @@ impl Sandboxes {
                 return Err(e);
             }
         }
-        let agent =
-            AgentClient::with_limits(runtime.socket.clone(), runtime.pid, self.cfg.agent_limits);
+        let agent = AgentClient::with_limits(
+            runtime.socket.clone(),
+            runtime.agent_peer(),
+            self.cfg.agent_limits,
+        );
         if let Err(e) = agent.wait_ready(self.cfg.ready_timeout).await {
             tracing::warn!(sandbox = %id, error = %e, log = %dir.join("agent.log").display(),
                 "agent not ready; killing the sandbox");
@@ -1216,12 +1237,24 @@ impl Sandboxes {
                 work: dir.join("disk/work"),
                 mountpoint: dir.join("rootfs"),
             },
-            binds: vec![Bind {
-                source: dir.join("disk").join("run"),
-                target: PathBuf::from("/run/lizard"),
-                readonly: false,
-                ..Default::default()
-            }],
+            binds: {
+                let mut binds = vec![Bind {
+                    source: dir.join("disk").join("run"),
+                    target: PathBuf::from("/run/lizard"),
+                    readonly: false,
+                    ..Default::default()
+                }];
+                if let (None, Some(file)) = (&self.cfg.agent_wrapper, &self.cfg.agent_exe_file) {
+                    // The agent's regular-file copy over the template's placeholder.
+                    binds.push(Bind {
+                        source: file.clone(),
+                        target: PathBuf::from(&meta.lizard_bin),
+                        readonly: true,
+                        ..Default::default()
+                    });
+                }
+                binds
+            },
             id_map: IdMap {
                 inside: 0,
                 outside: self.cfg.id_shift,
@@ -1234,13 +1267,11 @@ impl Sandboxes {
             cwd: PathBuf::from(&cwd),
             // argv[0] only (the template's placeholder path): the agent runs from the sealed copy.
             program: PathBuf::from(&meta.lizard_bin),
-            program_source: Some(
-                self.cfg
-                    .agent_wrapper
-                    .as_ref()
-                    .unwrap_or(&self.cfg.agent_exe)
-                    .proc_path(),
-            ),
+            program_source: match (&self.cfg.agent_wrapper, &self.cfg.agent_exe_file) {
+                // Run from the bind of the tmpfs copy (added below).
+                (None, Some(_)) => None,
+                (wrapper, _) => Some(wrapper.as_ref().unwrap_or(&self.cfg.agent_exe).proc_path()),
+            },
             args,
             env,
             limits: Limits {
@@ -2020,8 +2051,11 @@ impl Sandboxes {
                     }
                     let limits = serde_json::from_value(row.limits.clone()).unwrap_or_default();
                     let pid = rt.pid;
-                    let agent =
-                        AgentClient::with_limits(rt.socket.clone(), rt.pid, self.cfg.agent_limits);
+                    let agent = AgentClient::with_limits(
+                        rt.socket.clone(),
+                        rt.agent_peer(),
+                        self.cfg.agent_limits,
+                    );
                     // Runs the previous server forwarded may not all be metered yet: one page.
                     agent.allow_runs(crate::agent_client::MAX_EXECUTIONS_PER_PAGE as u64);
                     let sb = Arc::new(Sandbox {
@@ -2178,6 +2212,9 @@ enum InitReply {
 struct Launched {
     pid: i32,
     cgroup: Cgroup,
+    /// The launcher process's pid (not in its reply: filled in here).
+    #[serde(skip)]
+    helper_pid: i32,
 }
 
 async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, SandboxError> {
@@ -2195,6 +2232,7 @@ async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, Sandb
                 lizard_bin.display()
             ))
         })?;
+    let helper_pid = child.id().map_or(0, |p| p as i32);
     let input = serde_json::to_vec(spec).map_err(|e| SandboxError::Launch(e.to_string()))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
@@ -2209,7 +2247,7 @@ async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, Sandb
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or("");
     match serde_json::from_str::<InitReply>(line) {
-        Ok(InitReply::Ok(l)) => Ok(l),
+        Ok(InitReply::Ok(l)) => Ok(Launched { helper_pid, ..l }),
         Ok(InitReply::Error(e)) => Err(SandboxError::Launch(e)),
         Err(_) => Err(SandboxError::Launch(format!(
             "sandbox-init exited with {} and said {:?} {:?}",
@@ -2708,6 +2746,7 @@ mod tests {
             template_dir: None,
             template_bases: vec![],
             id_base: Some(165_536),
+            agent_peer: None,
         };
         let own = slirp_user(None, &rt, 100_000);
         assert_eq!((own.uid, own.gid), (231_071, 231_071));
@@ -2736,6 +2775,7 @@ mod tests {
             template_dir: None,
             template_bases: vec![],
             id_base: None,
+            agent_peer: None,
         };
         assert!(socket_is_trusted_layout(&rt));
         // What servers before the host-side socket stored: a path on the sandbox's own disk.

@@ -632,6 +632,21 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         lizard_jail::exe::SealedExe::copy_of(&lizard_bin, "lizard-agent")
             .context("copying the lizard binary for the sandboxes' agents")?,
     );
+    // With --criu-restore the agent runs from a regular file (see `SandboxConfig::agent_exe_file`).
+    let agent_exe_file = match (args.criu_restore, &args.agent_wrapper) {
+        (true, None) => {
+            let dir = data_dir.join("agent-exe");
+            match agent_exe.install_in_tmpfs(&dir, "lizard") {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::warn!(error = %lizard_jail::sandbox::error_chain(&e), "the agent's file copy for CRIU restores: agents run from the memfd");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let agent_exe_file_at_exit = agent_exe_file.clone();
     let agent_wrapper = match &args.agent_wrapper {
         Some(p) => Some(std::sync::Arc::new(
             lizard_jail::exe::SealedExe::copy_of(p, "agent-wrapper")
@@ -672,6 +687,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 lizard_bin,
                 agent_exe,
                 agent_wrapper,
+                agent_exe_file,
                 default_template: args.template.clone(),
                 default_timeout_ms: args.default_timeout_ms,
                 max_timeout_ms: 24 * 3600 * 1000,
@@ -819,6 +835,14 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         sandboxes.drain_pool().await;
         // Volumes of sandboxes that outlive the server stay mounted (the next server adopts them).
         sandboxes.unmount_unused_volumes().await;
+        // The agent's file copy (--criu-restore): running sandboxes keep their binds of it, the
+        // next server makes it again.
+        if let Some(file) = agent_exe_file_at_exit
+            .as_deref()
+            .and_then(std::path::Path::parent)
+        {
+            lizard_jail::exe::remove_tmpfs_copy(file);
+        }
         Ok(())
     })
 }
