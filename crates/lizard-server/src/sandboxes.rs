@@ -2442,8 +2442,9 @@ fn criu_unused(tool: &CheckpointTool) -> String {
     match (&tool.criu, tool.layout_refused.get()) {
         (None, _) => format!("no usable CRIU ({})", tool.detail),
         (Some(_), Some(refused)) => refused.clone(),
-        (Some(_), None) => "CRIU is installed and dumps a Lizard sandbox, but restoring one \
-             with CRIU does not work yet (docs/ARCHITECTURE.md, Hibernation, Method)"
+        (Some(_), None) => "CRIU is installed, but snapshots and clones do not use it yet \
+             (hibernation does, with lizard serve --criu-restore: docs/ARCHITECTURE.md, \
+             Hibernation, Method)"
             .to_string(),
     }
 }

@@ -177,6 +177,7 @@ async fn exact_round_trip(restart: bool) {
         s
     };
     let restore = resume(&s, &id).await;
+    eprintln!("{}\n{}", hib["method_reason"], restore["method_reason"]);
     assert_eq!(restore["method"], "criu", "{restore}");
     assert_eq!(
         restore["contexts"].as_array().map(Vec::len),
