@@ -159,6 +159,15 @@ async fn exact_round_trip(restart: bool) {
     let before = int(&run_in(&s, &id, &py, "time.sleep(0.2); print(n)").await);
     assert!(before > 0);
     let bg_pid = stdout(&run_in(&s, &id, &sh, "cat /tmp/bg.pid").await);
+    // What confines the sandbox's processes, as the kernel shows it: capabilities, no_new_privs,
+    // seccomp, the id map, the mount table (mount points, flags, file system types and sources;
+    // not the super-block options, which name the launcher's descriptors). A restore must give
+    // back exactly this (CRIU restores each of them; a tree restored unconfined would be a hole).
+    let confinement = r#"grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status /proc/1/status
+cat /proc/self/uid_map
+awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/mountinfo | sort"#;
+    let confined_before = stdout(&run_in(&s, &id, &sh, confinement).await);
+    assert!(confined_before.contains("Seccomp:\t2"), "{confined_before}");
     let hib = hibernate(&s, &id).await;
     assert_eq!(hib["method"], "criu", "{hib}");
     // The checkpoint is host-side and root's alone while the sandbox is hibernated.
@@ -183,6 +192,11 @@ async fn exact_round_trip(restart: bool) {
         restore["contexts"].as_array().map(Vec::len),
         hib["contexts"].as_array().map(Vec::len),
         "{restore}"
+    );
+    assert_eq!(
+        stdout(&run_in(&s, &id, &sh, confinement).await),
+        confined_before,
+        "the restored sandbox is not confined as before"
     );
     // The Python variable, the closure's local (a third call gives 3), the Bash variable.
     assert_eq!(stdout(&run_in(&s, &id, &py, "print(x + 1)").await), "42\n");

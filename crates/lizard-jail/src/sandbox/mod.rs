@@ -794,7 +794,7 @@ fn restore_into(
     })?;
     let restored = rootfs::mount_root(&plan.rootfs)
         .map_err(JailError::from)
-        .and_then(|()| stage_sources(&mut external_mounts))
+        .and_then(|()| stage_sources(&mut external_mounts, &from.images))
         .and_then(|()| {
             let restore = RestoreSpec {
                 root: plan.rootfs.mountpoint.clone(),
@@ -824,8 +824,13 @@ fn restore_into(
 /// CRIU opens the sources of external mounts from inside the restored user namespace, which may
 /// not traverse the root-only host directories they live in: in the staging mount namespace (a
 /// private copy, seen by nobody else), a small tmpfs over `/mnt` (mode 0711) gets a bind of
-/// each source (`/mnt/e<i>`), and CRIU is given those.
-fn stage_sources(external_mounts: &mut [(String, PathBuf)]) -> Result<(), JailError> {
+/// each source (`/mnt/e<i>`), and CRIU is given those. The `/proc` files written under `copied`
+/// are copied there instead: a restored sandbox sees them, as a launched one does, as files of a
+/// tmpfs named `none`, not of the host's disk.
+fn stage_sources(
+    external_mounts: &mut [(String, PathBuf)],
+    copied: &Path,
+) -> Result<(), JailError> {
     use nix::mount::{mount, MsFlags};
     let sync = |step: &'static str| {
         move |e: nix::Error| JailError::Sync {
@@ -834,7 +839,7 @@ fn stage_sources(external_mounts: &mut [(String, PathBuf)]) -> Result<(), JailEr
         }
     };
     mount(
-        Some("tmpfs"),
+        Some("none"),
         "/mnt",
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
@@ -845,6 +850,15 @@ fn stage_sources(external_mounts: &mut [(String, PathBuf)]) -> Result<(), JailEr
     ))?;
     for (i, (_, host)) in external_mounts.iter_mut().enumerate() {
         let staged = PathBuf::from(format!("/mnt/e{i}"));
+        if host.starts_with(copied) {
+            std::fs::copy(&*host, &staged).map_err(|source| JailError::Io {
+                step: "staging a /proc file of the restore",
+                path: staged.clone(),
+                source,
+            })?;
+            *host = staged;
+            continue;
+        }
         let meta = std::fs::metadata(&*host).map_err(|source| JailError::Io {
             step: "a mount source of the restore",
             path: host.clone(),
