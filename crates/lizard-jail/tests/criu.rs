@@ -8,8 +8,8 @@
 //! `/tmp/n`: after the restore it goes on from where it was (memory and tmpfs restored), not from 1.
 //! Skipped (with a message) when CRIU is not installed; `scripts/test.sh` installs it.
 //!
-//! Not a Lizard sandbox: a Lizard sandbox's namespaces belong to the host's user namespace, which
-//! CRIU 4.2 cannot dump (see docs/ARCHITECTURE.md, "Hibernation", Method).
+//! The first two trees are made with `unshare`; `a_lizard_sandbox_is_dumped_and_restored` dumps a
+//! tree made by Lizard's own launcher and restores it through the launcher (`SandboxSpec::restore`).
 
 use lizard_jail::checkpoint::{Criu, DumpSpec, ImagesDir, RestoreSpec};
 use std::os::unix::fs::PermissionsExt;
