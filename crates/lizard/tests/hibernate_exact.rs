@@ -3,8 +3,8 @@
 //! sandboxes, real CRIU.
 //!
 //! The sandbox's user namespace owns its other namespaces, so CRIU dumps a real sandbox (left
-//! running). By default the dump is discarded and the resume is per language (the reason says
-//! so). With `lizard serve --criu-restore` (experimental) the checkpoint is kept (host-side,
+//! running). By default (no `--criu-restore`) no dump is taken — nothing would restore from it —
+//! and hibernation is per language (the reason says so). With `lizard serve --criu-restore` (experimental) the checkpoint is kept (host-side,
 //! root-only, across a server `kill -9`), the hibernation reports `criu`, and the resume restores
 //! the sandbox exactly: a Python variable, a JavaScript closure over a local, a Bash variable, a
 //! thread still counting, a TCP server started in a cell still answering, a background command
@@ -250,7 +250,7 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
 }
 
 #[tokio::test]
-async fn with_criu_a_real_sandbox_is_dumped_and_the_resume_is_per_language() {
+async fn with_criu_but_without_criu_restore_hibernation_is_per_language_and_says_so() {
     if cached_criu().is_none() {
         return;
     }
@@ -258,15 +258,7 @@ async fn with_criu_a_real_sandbox_is_dumped_and_the_resume_is_per_language() {
     let (hib, restore) = hibernate_and_resume(&s).await;
     assert_eq!(hib["method"], "per-language", "{hib}");
     let why = hib["method_reason"].as_str().unwrap();
-    // A real dump of the whole sandbox succeeded (the namespace layout is CRIU's), with the
-    // sandbox left running for the per-language save; keeping it is the experimental part.
-    eprintln!("{why}");
-    assert!(why.contains("CRIU dumped the sandbox ("), "{why}");
     assert!(why.contains("--criu-restore"), "{why}");
-    assert!(
-        !why.contains("doesn't belong to the target user namespace"),
-        "{why}"
-    );
     assert_eq!(restore["method"], "per-language", "{restore}");
     s.kill_all().await;
 }
