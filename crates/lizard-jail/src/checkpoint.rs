@@ -95,6 +95,25 @@ pub struct ImagesDir {
 }
 
 impl ImagesDir {
+    /// Make the images readable by the restored tasks, for a restore: CRIU's restored tasks, already
+    /// in the sandbox's user namespace and with their own ids, open some images themselves
+    /// (through CRIU's descriptor of the directory). The directory becomes `0711` and its files
+    /// `0644`, owned by host uid and gid `id` (the sandbox's root); the parent stays root-only
+    /// `0700`, so nothing can reach them by path. Regular files only are changed (no link is
+    /// followed); the images are removed after the restore.
+    pub fn open_to_restored_tasks(&self, id: u32) -> io::Result<()> {
+        use std::os::unix::fs::lchown;
+        for entry in std::fs::read_dir(&self.path)?.take(100_000) {
+            let entry = entry?;
+            if entry.file_type()?.is_file() {
+                lchown(entry.path(), Some(id), Some(id))?;
+                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o644))?;
+            }
+        }
+        lchown(&self.path, Some(id), Some(id))?;
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o711))
+    }
+
     /// Make `path` afresh (whatever was there is removed: it is host-side data of ours).
     pub fn create(path: &Path) -> Result<ImagesDir, CheckpointError> {
         let bad = |reason: String| CheckpointError::ImagesDir {
@@ -235,6 +254,12 @@ impl Criu {
             cmd.arg("--external")
                 .arg(format!("mnt[{}]:{key}", mountpoint.display()));
         }
+        for f in &spec.external_files {
+            cmd.arg("--external").arg(f.resource());
+        }
+        for inode in &spec.external_unix {
+            cmd.arg("--external").arg(format!("unix[{inode}]"));
+        }
         if leave_running {
             cmd.arg("--leave-running");
         }
@@ -279,6 +304,30 @@ impl Criu {
         for (key, path) in &spec.external_mounts {
             cmd.arg("--external")
                 .arg(format!("mnt[{key}]:{}", path.display()));
+        }
+        let mut mapped = Vec::new();
+        for (i, (fd, resource)) in spec.inherit_fds.iter().take(90).enumerate() {
+            let n = 10 + i as i32;
+            let dup = fd.try_clone().map_err(|source| CheckpointError::Io {
+                step: "duplicating an inherited descriptor",
+                path: PathBuf::from(resource),
+                source,
+            })?;
+            mapped.push((dup, n));
+            cmd.arg("--inherit-fd").arg(format!("fd[{n}]:{resource}"));
+        }
+        crate::process::map_fds(&mut cmd, mapped);
+        if let Some(cg) = spec.cgroup.clone() {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: runs in the forked child before exec; the callers of a restore with a
+            // cgroup are single-threaded (the launcher), so allocating here is sound. It only
+            // writes our pid into the cgroup's files.
+            unsafe {
+                cmd.pre_exec(move || {
+                    cg.add_pid(std::process::id() as i32)
+                        .map_err(|e| io::Error::other(e.to_string()))
+                });
+            }
         }
         let status = run_with_deadline(cmd, "restore", deadline)?;
         if !status.success() {
@@ -357,18 +406,163 @@ pub const RESTORE_OPTIONS: &[&str] = &[
 /// the caller (host-side, e.g. the overlay of the template and the writable layer), and the host
 /// paths of the mounts that were dumped as external (`--external mnt[<mountpoint>]:<key>` at dump,
 /// see [`DumpSpec`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct RestoreSpec {
     pub root: PathBuf,
     /// `(key, host path)`: the key given at dump, the host file or directory bound there now.
     pub external_mounts: Vec<(String, PathBuf)>,
+    /// `(fd, resource)`: descriptors the restored tree gets in place of what was external at dump
+    /// (`file[<mnt_id hex>:<inode hex>]` for [`DumpSpec::external_files`], `socket[<inode>]` for
+    /// [`DumpSpec::external_unix`]); `--inherit-fd fd[N]:<resource>`. At most 90.
+    pub inherit_fds: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, String)>,
+    /// The cgroup CRIU runs in, so that the restored tree lands there (CRIU runs with
+    /// `--manage-cgroups=ignore`).
+    pub cgroup: Option<crate::cgroup::Cgroup>,
 }
+
+impl PartialEq for RestoreSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+            && self.external_mounts == other.external_mounts
+            && self.inherit_fds.len() == other.inherit_fds.len()
+    }
+}
+impl Eq for RestoreSpec {}
 
 /// Mounts of the tree that are binds of host files or directories (CRIU does not dump what is
 /// outside the tree): `(mount point inside, key)`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DumpSpec {
     pub external_mounts: Vec<(PathBuf, String)>,
+    /// Files open in the tree that live on no mount of it (the log FIFO the launcher opened on
+    /// the host): `(mount id, inode)`, `--external file[<mnt_id hex>:<inode hex>]`.
+    pub external_files: Vec<ExternalFile>,
+    /// Unix sockets of the tree whose other side or name is the host's (the agent's listening
+    /// socket at a host path): their inodes, `--external unix[<inode>]`.
+    pub external_unix: Vec<u64>,
+}
+
+/// A file open in the tree that lives on no mount of it (see [`DumpSpec::external_files`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ExternalFile {
+    /// The descriptor of PID 1 it was first seen at.
+    pub fd: i32,
+    pub mnt_id: u64,
+    pub inode: u64,
+}
+
+impl ExternalFile {
+    /// `file[<mnt_id hex>:<inode hex>]`, as CRIU names it at dump and in `--inherit-fd`.
+    pub fn resource(&self) -> String {
+        format!("file[{:x}:{:x}]", self.mnt_id, self.inode)
+    }
+}
+
+impl DumpSpec {
+    /// The external mounts of the tree whose PID 1 is host pid `pid`, from its
+    /// `/proc/<pid>/mountinfo` (written by the kernel; read up to 1 MiB): every bind of a part of
+    /// a file system (root other than `/`: the host's device nodes, the `/proc` masks, volumes,
+    /// the agent's binds) and every mount of a file system CRIU does not remake itself (anything
+    /// but `overlay`, `proc`, `tmpfs`, `devpts`); binds of `/proc` itself (its read-only parts)
+    /// are not external. Keys are `m0`, `m1`, … in mount order.
+    pub fn of_sandbox(pid: i32) -> io::Result<DumpSpec> {
+        let mut text = String::new();
+        std::fs::File::open(format!("/proc/{pid}/mountinfo"))?
+            .take(1 << 20)
+            .read_to_string(&mut text)?;
+        let own: std::collections::BTreeSet<u64> = text
+            .lines()
+            .filter_map(|l| l.split(' ').next()?.parse().ok())
+            .collect();
+        // PID 1's descriptors on files of mounts that are not the tree's (the kernel's fdinfo).
+        let mut external_files = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))?.take(4096) {
+            let Ok(entry) = entry else { continue };
+            // Only files with a path (not sockets, pipes, anonymous inodes: internal mounts).
+            let link = std::fs::read_link(format!(
+                "/proc/{pid}/fd/{}",
+                entry.file_name().to_string_lossy()
+            ));
+            if !link.is_ok_and(|l| l.is_absolute()) {
+                continue;
+            }
+            let mut info = String::new();
+            let Ok(f) = std::fs::File::open(entry.path()) else {
+                continue;
+            };
+            if f.take(64 * 1024).read_to_string(&mut info).is_err() {
+                continue;
+            }
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            let (Some(mnt_id), Some(ino)) = (field("mnt_id:"), field("ino:")) else {
+                continue;
+            };
+            let fd = entry.file_name().to_string_lossy().parse().unwrap_or(-1);
+            if !own.contains(&mnt_id) && seen.insert((mnt_id, ino)) {
+                external_files.push(ExternalFile {
+                    fd,
+                    mnt_id,
+                    inode: ino,
+                });
+            }
+        }
+        Ok(DumpSpec {
+            external_mounts: external_mounts(&text)
+                .into_iter()
+                .enumerate()
+                .map(|(i, mp)| (mp, format!("m{i}")))
+                .collect(),
+            external_files,
+            external_unix: Vec::new(),
+        })
+    }
+}
+
+/// See [`DumpSpec::of_sandbox`].
+fn external_mounts(mountinfo: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(root), Some(mp), Some(fstype)) =
+            (fields.get(3), fields.get(4), fields.get(sep + 1))
+        else {
+            continue;
+        };
+        let remade = matches!(*fstype, "overlay" | "proc" | "tmpfs" | "devpts");
+        let part = *root != "/";
+        if (part && *fstype != "proc") || !remade {
+            // mountinfo escapes space, tab, newline and backslash as octal.
+            out.push(PathBuf::from(unescape_octal(mp)));
+        }
+    }
+    out
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// An unnamed temporary file (`O_TMPFILE` in the temporary directory: no name anyone could race).
@@ -496,6 +690,37 @@ pub fn version_at_least(v: &str, min: (u32, u32)) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn external_mounts_are_binds_of_parts_and_foreign_file_systems() {
+        let info = "\
+1 0 0:50 / / rw - overlay overlay rw
+2 1 0:51 / /proc rw - proc proc rw
+3 2 0:5 /null /proc/keys rw - devtmpfs udev rw
+4 2 0:51 /sys /proc/sys ro - proc proc rw
+5 2 0:52 /0 /proc/loadavg ro - tmpfs none ro
+6 2 0:53 / /proc/acpi ro - tmpfs tmpfs ro
+7 1 0:54 / /dev ro - tmpfs tmpfs ro
+8 7 0:5 /null /dev/null rw - devtmpfs udev rw
+9 7 0:55 / /dev/pts rw - devpts devpts rw
+10 1 0:30 / /sys/fs/cgroup/memory rw - cgroup cgroup rw
+11 1 8:1 /srv/vol /data/my\\040vol rw - ext4 /dev/sda1 rw
+";
+        let got: Vec<String> = external_mounts(info)
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "/proc/keys",
+                "/proc/loadavg",
+                "/dev/null",
+                "/sys/fs/cgroup/memory",
+                "/data/my vol"
+            ]
+        );
+    }
+
     use super::*;
 
     #[test]

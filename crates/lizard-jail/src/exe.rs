@@ -43,6 +43,13 @@ pub struct SealedExe {
     len: u64,
 }
 
+/// Detach the tmpfs [`SealedExe::install_in_tmpfs`] mounted at `dir` and remove the directory
+/// (sandboxes that bound its file keep it). Best effort.
+pub fn remove_tmpfs_copy(dir: &Path) {
+    let _ = nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH);
+    let _ = std::fs::remove_dir(dir);
+}
+
 impl SealedExe {
     /// Copy the mapped part of the program at `path` into a new memfd named `name` (shown
     /// inside as `/memfd:<name>`), make it mode 0555 and seal it.
@@ -92,6 +99,78 @@ impl SealedExe {
             std::process::id(),
             self.file.as_raw_fd()
         ))
+    }
+
+    /// Install a copy of this program as the regular file `<dir>/<name>` (mode 0555) on a tmpfs
+    /// of its own mounted at `dir` (made `0700` if missing; a mount already there, e.g. of an
+    /// earlier server, is detached first — sandboxes that bound its file keep it), then made
+    /// read-only. For sandboxes that must run their program from a regular file (a CRIU restore
+    /// cannot give a process a memfd executable back): bound from there, its mount shows inside
+    /// as `/<name>` of a tmpfs, no host path. The caller must be host root.
+    pub fn install_in_tmpfs(&self, dir: &Path, name: &str) -> Result<PathBuf, ExeError> {
+        use nix::mount::{mount, umount2, MntFlags, MsFlags};
+        use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+        let err = |step: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source: io::Error| ExeError::Io { step, path, source }
+        };
+        match std::fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(err("creating", dir)(e)),
+        }
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        let here = std::fs::symlink_metadata(dir).map_err(err("reading", dir))?;
+        let above = std::fs::metadata(parent).map_err(err("reading", parent))?;
+        if !here.is_dir() {
+            return Err(err("not a directory:", dir)(
+                io::ErrorKind::InvalidInput.into(),
+            ));
+        }
+        if here.dev() != above.dev() {
+            umount2(dir, MntFlags::MNT_DETACH).map_err(|e| err("unmounting", dir)(e.into()))?;
+        }
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(err("chmod of", dir))?;
+        let size = format!("mode=0700,nr_inodes=16,size={}", self.len + (1 << 20));
+        mount(
+            Some("tmpfs"),
+            dir,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(size.as_str()),
+        )
+        .map_err(|e| err("mounting a tmpfs on", dir)(e.into()))?;
+        let path = dir.join(name);
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o555)
+            .open(&path)
+            .map_err(err("creating", &path))?;
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = 0u64;
+        while at < self.len {
+            let n = self
+                .file
+                .read_at(&mut buf, at)
+                .map_err(err("reading the copy for", &path))?;
+            if n == 0 {
+                break;
+            }
+            out.write_all(&buf[..n]).map_err(err("writing", &path))?;
+            at += n as u64;
+        }
+        drop(out);
+        mount(
+            None::<&str>,
+            dir,
+            None::<&str>,
+            MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            None::<&str>,
+        )
+        .map_err(|e| err("making read-only", dir)(e.into()))?;
+        Ok(path)
     }
 
     /// Bytes copied.

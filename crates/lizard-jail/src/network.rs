@@ -6,9 +6,9 @@
 //! The filter (see [`ruleset`]) rejects, before anything leaves the namespace: the link-local range
 //! 169.254.0.0/16 (cloud metadata), slirp's host alias 10.0.2.2 (slirp4netns also runs with
 //! `--disable-host-loopback`), and for an allow-list everything but the allowed destinations and
-//! DNS to slirp's resolver 10.0.2.3. The namespace is owned by the host's initial user
-//! namespace, so nothing inside the sandbox has `CAP_NET_ADMIN` over it and the rules cannot be
-//! changed from inside.
+//! DNS to slirp's resolver 10.0.2.3. The namespace is owned by the sandbox's user
+//! namespace, but no process of the sandbox ever holds `CAP_NET_ADMIN` (it is in no bounding
+//! set), and seccomp refuses non-route netlink, so the rules cannot be changed from inside.
 //!
 //! slirp4netns never runs as root: it is executed as a dedicated unprivileged host user
 //! ([`SlirpUser`]: real, effective and saved uid and gid, no supplementary groups,
@@ -390,9 +390,9 @@ pub fn attach(
         "--disable-host-loopback",
         "--enable-sandbox",
         "--enable-seccomp",
-        // By path, not by pid: given a pid, slirp4netns also joins the process's user namespace,
-        // which has no power over this (host-owned) network namespace. The path is an fd we
-        // opened, so slirp4netns need not be allowed to open the agent's /proc entries.
+        // By path, not by pid: given a pid, slirp4netns would also join the sandbox's user
+        // namespace; it keeps its own (host) capabilities instead. The path is an fd we opened,
+        // so slirp4netns need not be allowed to open the agent's /proc entries.
         "--netns-type=path",
         "/proc/self/fd/3",
         "tap0",

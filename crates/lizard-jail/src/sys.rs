@@ -354,6 +354,24 @@ pub(crate) fn open_tree_clone(dirfd: Option<BorrowedFd<'_>>, path: &CStr) -> io:
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// `open_tree(AT_FDCWD, ".", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)`: a detached
+/// copy of the mount tree at the current directory, every mount below it included.
+pub(crate) fn open_tree_clone_cwd_recursive() -> io::Result<OwnedFd> {
+    // SAFETY: the path is a NUL-terminated static string; the flags ask for a new close-on-exec
+    // fd, which is returned to the caller's ownership below and nowhere else.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c".".as_ptr(),
+            libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as libc::c_uint,
+        )
+    };
+    let fd = check(ret)?;
+    // SAFETY: open_tree returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// `mount_setattr(tree, "", AT_EMPTY_PATH, {attr_set, userns_fd})` on a detached mount: with
 /// `MOUNT_ATTR_IDMAP` in `attr_set`, `userns` is the user namespace whose id map the mount shows
 /// its files' owners through.

@@ -8,8 +8,8 @@
 //! `/tmp/n`: after the restore it goes on from where it was (memory and tmpfs restored), not from 1.
 //! Skipped (with a message) when CRIU is not installed; `scripts/test.sh` installs it.
 //!
-//! Not a Lizard sandbox: a Lizard sandbox's namespaces belong to the host's user namespace, which
-//! CRIU 4.2 cannot dump (see docs/ARCHITECTURE.md, "Hibernation", Method).
+//! The first two trees are made with `unshare`; `a_lizard_sandbox_is_dumped_and_restored` dumps a
+//! tree made by Lizard's own launcher and restores it through the launcher (`SandboxSpec::restore`).
 
 use lizard_jail::checkpoint::{Criu, DumpSpec, ImagesDir, RestoreSpec};
 use std::os::unix::fs::PermissionsExt;
@@ -19,8 +19,12 @@ use std::time::{Duration, Instant};
 
 const DEVICES: [&str; 3] = ["null", "zero", "urandom"];
 
+fn criu_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criu/criu")
+}
+
 fn criu() -> Option<Criu> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criu/criu");
+    let p = criu_path();
     if !p.is_file() {
         eprintln!(
             "SKIPPED: CRIU is not installed at {} (scripts/criu.sh installs it)",
@@ -172,7 +176,11 @@ fn dump_spec() -> DumpSpec {
     // A file of a detached tmpfs: CRIU cannot dump it ("doesn't have a proper root mount"), so it
     // is external, given again from a host file at restore.
     external_mounts.push(("/proc/loadavg".into(), "loadavg".into()));
-    DumpSpec { external_mounts }
+    DumpSpec {
+        external_mounts,
+        external_files: Vec::new(),
+        external_unix: Vec::new(),
+    }
 }
 
 fn images_in(base: &Path) -> ImagesDir {
@@ -236,6 +244,8 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
                 ("loadavg".to_string(), b.join("loadavg")),
             ])
             .collect(),
+        inherit_fds: Vec::new(),
+        cgroup: None,
     };
     std::fs::write(b.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
     let pid = criu
@@ -290,10 +300,91 @@ fn a_restore_without_images_fails_with_criu_s_reason() {
     let spec = RestoreSpec {
         root: base.path().to_path_buf(),
         external_mounts: Vec::new(),
+        inherit_fds: Vec::new(),
+        cgroup: None,
     };
     let e = criu
         .restore(&images, &spec, Duration::from_secs(30))
         .unwrap_err();
     let text = lizard_jail::sandbox::error_chain(&e);
     assert!(text.contains("restore failed"), "{text}");
+}
+
+mod common;
+
+/// A sandbox made by Lizard's own launcher (user namespace first; overlay root and binds made by
+/// host root in a staging mount namespace; `/proc` masks, `/dev` binds of host nodes, devpts,
+/// `/tmp`; the log file and a listening socket handed over as descriptors) is dumped and restored:
+/// its shell variable goes on counting from where it was, the `/proc` masks are back, the log
+/// descriptor still writes to the host's log file. The host side a restore needs
+/// (`sandbox::mount_sources`, `DumpSpec::of_sandbox`) is what the server will use.
+#[test]
+fn a_lizard_sandbox_is_dumped_and_restored() {
+    let Some(criu) = criu() else { return };
+    let t = common::TestDir::new();
+    let sock_dir = t.path().join("sock");
+    std::fs::create_dir(&sock_dir).unwrap();
+    std::fs::set_permissions(&sock_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let sock = sock_dir.join("agent.sock");
+    let mut spec = t.spec(
+        &common::unique_id("criu"),
+        "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; echo tick-$i; sleep 0.05; done",
+    );
+    spec.inherit_fds = vec![lizard_jail::sandbox::InheritFd::UnixListener { path: sock.clone() }];
+    let running = common::launch(&spec).unwrap();
+    let pid = running.pid();
+    let before = wait_count_above(pid, 3);
+
+    let listener_ino: u64 = std::fs::read_link(format!("/proc/{pid}/fd/3"))
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches("socket:[")
+        .trim_end_matches(']')
+        .parse()
+        .unwrap();
+    let mut dump = DumpSpec::of_sandbox(pid).unwrap();
+    dump.external_unix.push(listener_ino);
+    assert!(!dump.external_files.is_empty(), "the log file is external");
+    let images = ImagesDir::create(&t.path().join("images")).unwrap();
+    criu.dump(pid, &images, &dump, false, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(Instant::now() < deadline, "the dumped tree still runs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dumped_at = before;
+
+    // The launcher's restore path: the same spec, with the checkpoint to restore.
+    drop(running);
+    spec.restore = Some(lizard_jail::sandbox::RestoreFrom {
+        criu: criu_path(),
+        images: images.path.clone(),
+        dumped: dump,
+        deadline_ms: 60_000,
+    });
+    let started = Instant::now();
+    let again = common::launch(&spec)
+        .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::sandbox::error_chain(&e)));
+    eprintln!("restored in {} ms", started.elapsed().as_millis());
+    let restored = again.pid();
+    let _ = sock;
+    let first = count(restored).expect("the restored tree has its /tmp/n");
+    assert!(first + 1 >= dumped_at, "{first} < {dumped_at}");
+    let later = wait_count_above(restored, first + 3);
+    assert!(later > before);
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{restored}/root/proc/loadavg")).unwrap(),
+        "0.00 0.00 0.00 1/1 1\n"
+    );
+    // The restored tree's stdout is still the host's log file.
+    let marker = format!("tick-{later}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !t.log().contains(&marker) {
+        assert!(Instant::now() < deadline, "the log file got no {marker}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // It is in the sandbox's cgroup again.
+    assert!(again.cgroup().pids().unwrap().contains(&restored));
+    drop(again);
 }

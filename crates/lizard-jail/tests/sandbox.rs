@@ -212,6 +212,14 @@ fn isolation_seen_from_inside() {
         "/proc/sys/kernel/pty/nr",
         "/proc/sys/fs/file-nr",
         "/dev",
+        // Binds of the host's device nodes (a tmpfs of the sandbox's user namespace cannot hold
+        // working ones).
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/tty",
         "/dev/pts",
         "/dev/shm",
         "/tmp",

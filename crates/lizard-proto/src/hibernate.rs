@@ -15,6 +15,9 @@ pub enum HibernationMethod {
     /// Each kernel saved its own state (variables, functions, classes, imports, cwd...) and a fresh
     /// kernel loaded it; what could not be saved is listed as lost.
     PerLanguage,
+    /// The whole sandbox (every process, its memory, descriptors, sockets, threads) was
+    /// checkpointed with CRIU and restored exactly.
+    Criu,
 }
 
 /// One item of a context's state that was saved or restored.
@@ -22,7 +25,8 @@ pub enum HibernationMethod {
 pub struct StateItem {
     /// Variable, function, class, module alias or alias name; the path for `cwd`.
     pub name: String,
-    /// `variable`, `function`, `class`, `module`, `alias`, `cwd`, `env` or `execution_count`.
+    /// `variable`, `function`, `class`, `module`, `alias`, `cwd`, `env`, `execution_count`, or
+    /// `process` (the whole kernel process, restored by CRIU).
     pub kind: String,
 }
 

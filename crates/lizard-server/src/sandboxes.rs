@@ -169,6 +169,10 @@ pub struct SandboxConfig {
     /// that every sandbox runs as PID 1 instead of the agent, with the agent's command line and
     /// descriptors and the agent's own sealed executable at fd 4 (see `lizard-hostile-agent`).
     pub agent_wrapper: Option<Arc<lizard_jail::exe::SealedExe>>,
+    /// With `lizard serve --criu-restore`: a regular-file copy of the agent on a server-wide tmpfs
+    /// (`SealedExe::install_in_tmpfs`), bound read-only into every sandbox and run from there
+    /// instead of the memfd, so that a CRIU restore can give the agent its executable back.
+    pub agent_exe_file: Option<PathBuf>,
     pub default_template: String,
     pub default_timeout_ms: u64,
     pub max_timeout_ms: u64,
@@ -238,6 +242,18 @@ pub struct Runtime {
     /// keeps the shared range `id_shift..` (no idmapped mounts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id_base: Option<u32>,
+    /// The process that called `listen` on the agent's socket when it is not PID 1: the
+    /// launcher of a CRIU restore, which made the socket anew for the restored agent (see
+    /// docs/SECURITY.md, "CRIU checkpoints"). The server's `SO_PEERCRED` check expects it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_peer: Option<i32>,
+}
+
+impl Runtime {
+    /// The pid the agent's socket must answer from (`SO_PEERCRED`): PID 1, or `agent_peer`.
+    pub fn agent_peer(&self) -> i32 {
+        self.agent_peer.unwrap_or(self.pid)
+    }
 }
 
 /// A sandbox the server manages.
@@ -298,7 +314,7 @@ impl Sandbox {
             network: self.network.clone(),
             agent: AgentClient::with_limits(
                 runtime.socket.clone(),
-                runtime.pid,
+                runtime.agent_peer(),
                 *self.agent.limits(),
             ),
             runtime,
@@ -931,6 +947,37 @@ impl Sandboxes {
         (fresh, id_base): (bool, Option<u32>),
         cpu_base_ms: u64,
     ) -> Result<LaunchedSandbox, SandboxError> {
+        self.launch_or_restore_in(
+            id,
+            dir,
+            (project, template_name),
+            envs,
+            limits,
+            volumes,
+            egress,
+            (fresh, id_base),
+            cpu_base_ms,
+            None,
+        )
+        .await
+    }
+
+    /// [`Self::launch_in`], or with `restore` a CRIU restore of the sandbox into the same host
+    /// side (`SandboxSpec::restore`).
+    #[allow(clippy::too_many_arguments)]
+    async fn launch_or_restore_in(
+        &self,
+        id: String,
+        dir: &Path,
+        (project, template_name): (&str, &str),
+        envs: &BTreeMap<String, String>,
+        limits: SandboxLimits,
+        volumes: &[SandboxVolume],
+        egress: Option<&crate::egress::Resolved>,
+        (fresh, id_base): (bool, Option<u32>),
+        cpu_base_ms: u64,
+        restore: Option<lizard_jail::sandbox::RestoreFrom>,
+    ) -> Result<LaunchedSandbox, SandboxError> {
         // A relaunch keeps the lower layer its writable layer was made on, when it is still there.
         let chain = match (!fresh).then(|| self.previous_build(dir)).flatten() {
             Some(c) => c,
@@ -1045,6 +1092,8 @@ impl Sandboxes {
             no_symlinks: true,
             idmapped: true,
         }));
+        let restoring = restore.is_some();
+        spec.restore = restore;
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
             Ok(l) => l,
             Err(e) => {
@@ -1062,6 +1111,7 @@ impl Sandboxes {
             template_dir: Some(template.dir.clone()),
             template_bases: chain.builds[1..].to_vec(),
             id_base,
+            agent_peer: restoring.then_some(launched.helper_pid),
         };
         for build in &chain.builds {
             if let Err(e) = lizard_template::store::pin(build, &id) {
@@ -1088,8 +1138,11 @@ impl Sandboxes {
                 return Err(e);
             }
         }
-        let agent =
-            AgentClient::with_limits(runtime.socket.clone(), runtime.pid, self.cfg.agent_limits);
+        let agent = AgentClient::with_limits(
+            runtime.socket.clone(),
+            runtime.agent_peer(),
+            self.cfg.agent_limits,
+        );
         if let Err(e) = agent.wait_ready(self.cfg.ready_timeout).await {
             tracing::warn!(sandbox = %id, error = %e, log = %dir.join("agent.log").display(),
                 "agent not ready; killing the sandbox");
@@ -1184,12 +1237,24 @@ impl Sandboxes {
                 work: dir.join("disk/work"),
                 mountpoint: dir.join("rootfs"),
             },
-            binds: vec![Bind {
-                source: dir.join("disk").join("run"),
-                target: PathBuf::from("/run/lizard"),
-                readonly: false,
-                ..Default::default()
-            }],
+            binds: {
+                let mut binds = vec![Bind {
+                    source: dir.join("disk").join("run"),
+                    target: PathBuf::from("/run/lizard"),
+                    readonly: false,
+                    ..Default::default()
+                }];
+                if let (None, Some(file)) = (&self.cfg.agent_wrapper, &self.cfg.agent_exe_file) {
+                    // The agent's regular-file copy over the template's placeholder.
+                    binds.push(Bind {
+                        source: file.clone(),
+                        target: PathBuf::from(&meta.lizard_bin),
+                        readonly: true,
+                        ..Default::default()
+                    });
+                }
+                binds
+            },
             id_map: IdMap {
                 inside: 0,
                 outside: self.cfg.id_shift,
@@ -1202,13 +1267,11 @@ impl Sandboxes {
             cwd: PathBuf::from(&cwd),
             // argv[0] only (the template's placeholder path): the agent runs from the sealed copy.
             program: PathBuf::from(&meta.lizard_bin),
-            program_source: Some(
-                self.cfg
-                    .agent_wrapper
-                    .as_ref()
-                    .unwrap_or(&self.cfg.agent_exe)
-                    .proc_path(),
-            ),
+            program_source: match (&self.cfg.agent_wrapper, &self.cfg.agent_exe_file) {
+                // Run from the bind of the tmpfs copy (added below).
+                (None, Some(_)) => None,
+                (wrapper, _) => Some(wrapper.as_ref().unwrap_or(&self.cfg.agent_exe).proc_path()),
+            },
             args,
             env,
             limits: Limits {
@@ -1235,6 +1298,7 @@ impl Sandboxes {
                 }
                 fds
             },
+            restore: None,
         }
     }
 
@@ -1479,11 +1543,13 @@ impl Sandboxes {
             sb.set_state(StoredState::Running);
         }
         sb.hibernating.store(true, Ordering::SeqCst);
-        let why_not_criu = why_not_criu(&self.cfg.checkpoint, &sb).await;
+        let criu = criu_dump(&self.cfg.checkpoint, &sb).await;
+        // The per-language save is taken as well: the fallback should the CRIU restore fail.
         let snapshot = sb.agent.hibernate_snapshot(HIBERNATE_DIR).await;
         let mut report = match snapshot {
             Ok(r) => r,
             Err(e) => {
+                remove_criu_images(&sb.runtime.dir).await;
                 sb.hibernating.store(false, Ordering::SeqCst);
                 if was_paused {
                     let cg = cg.clone();
@@ -1495,7 +1561,33 @@ impl Sandboxes {
                 )));
             }
         };
-        report.method_reason = per_language_reason(&why_not_criu);
+        match criu {
+            Ok(dumped) => {
+                report.method = lizard_proto::HibernationMethod::Criu;
+                report.method_reason = format!(
+                    "criu: CRIU checkpointed the whole sandbox ({} MB in {} ms); a resume \
+                     restores it exactly (the per-language save was taken too, as the fallback)",
+                    dumped.image_bytes / 1_000_000,
+                    dumped.dump_ms
+                );
+                let manifest = CriuManifest {
+                    contexts: report
+                        .contexts
+                        .iter()
+                        .map(|c| (c.id.clone(), c.language))
+                        .collect(),
+                    ..dumped
+                };
+                if let Err(e) = write_criu_manifest(&sb.runtime.dir, &manifest) {
+                    tracing::warn!(sandbox = %id, error = %e, "keeping the CRIU checkpoint");
+                    remove_criu_images(&sb.runtime.dir).await;
+                    report.method = lizard_proto::HibernationMethod::PerLanguage;
+                    report.method_reason =
+                        per_language_reason(&format!("the CRIU checkpoint was not kept: {e}"));
+                }
+            }
+            Err(why_not_criu) => report.method_reason = per_language_reason(&why_not_criu),
+        }
         // Executions up to now are recorded before the agent (and its log) goes away.
         crate::metering::sample(self, &sb).await;
         crate::metering::reset_agent_log(self, id);
@@ -1534,6 +1626,57 @@ impl Sandboxes {
         }
         // Allow-listed names are resolved again: a relaunch may be days later.
         let egress = crate::egress::resolve(&sb.network.egress).await?;
+        // Exact first: the CRIU checkpoint taken at hibernation, if any.
+        let mut criu_failed = None;
+        if let Some((manifest, from)) = self.criu_restore_from(&sb.runtime.dir) {
+            let started = std::time::Instant::now();
+            let restored = self
+                .launch_or_restore_in(
+                    sb.id.clone(),
+                    &sb.runtime.dir,
+                    (&sb.project, &sb.template),
+                    &sb.envs,
+                    sb.limits,
+                    &sb.volumes,
+                    egress.as_ref(),
+                    (false, sb.runtime.id_base),
+                    cpu_base_ms,
+                    Some(from),
+                )
+                .await;
+            remove_criu_images(&sb.runtime.dir).await;
+            match restored {
+                Ok(launched) => {
+                    let report = HibernationReport {
+                        method: lizard_proto::HibernationMethod::Criu,
+                        method_reason: format!(
+                            "criu: every process of the sandbox was restored exactly from its \
+                             CRIU checkpoint ({} MB, restored in {} ms)",
+                            manifest.image_bytes / 1_000_000,
+                            started.elapsed().as_millis()
+                        ),
+                        contexts: manifest
+                            .contexts
+                            .iter()
+                            .map(|(id, language)| lizard_proto::ContextReport {
+                                id: id.clone(),
+                                language: *language,
+                                restored: vec![lizard_proto::StateItem {
+                                    name: "the kernel process".into(),
+                                    kind: "process".into(),
+                                }],
+                                lost: Vec::new(),
+                            })
+                            .collect(),
+                    };
+                    return self.woken(sb, launched, report);
+                }
+                Err(e) => {
+                    tracing::warn!(sandbox = %sb.id, error = %e, "CRIU restore failed; relaunching");
+                    criu_failed = Some(e.to_string());
+                }
+            }
+        }
         let launched = self
             .launch_in(
                 sb.id.clone(),
@@ -1550,9 +1693,13 @@ impl Sandboxes {
         let report = match launched.agent.hibernate_restore(HIBERNATE_DIR).await {
             Ok(mut r) => {
                 // The agent has deleted the saved copy (the host never walks that tree).
-                r.method_reason = per_language_reason(
-                    "it was hibernated per language (the hibernate answer said why not CRIU)",
-                );
+                r.method_reason = per_language_reason(&match &criu_failed {
+                    Some(e) => format!("the CRIU restore failed: {e}"),
+                    None => {
+                        "it was hibernated per language (the hibernate answer said why not CRIU)"
+                            .to_string()
+                    }
+                });
                 r
             }
             Err(e) => {
@@ -1567,6 +1714,16 @@ impl Sandboxes {
                 }
             }
         };
+        self.woken(sb, launched, report)
+    }
+
+    /// The end of a wake: the relaunched (or restored) sandbox replaces the hibernated one.
+    fn woken(
+        &self,
+        sb: &Arc<Sandbox>,
+        launched: LaunchedSandbox,
+        report: HibernationReport,
+    ) -> Result<(Arc<Sandbox>, HibernationReport), SandboxError> {
         let at = now_ms() + sb.timeout_ms.load(Ordering::SeqCst).max(1);
         let new = Arc::new(sb.relaunched(launched.runtime, StoredState::Running, at));
         self.store.set_runtime(
@@ -1887,8 +2044,11 @@ impl Sandboxes {
                     }
                     let limits = serde_json::from_value(row.limits.clone()).unwrap_or_default();
                     let pid = rt.pid;
-                    let agent =
-                        AgentClient::with_limits(rt.socket.clone(), rt.pid, self.cfg.agent_limits);
+                    let agent = AgentClient::with_limits(
+                        rt.socket.clone(),
+                        rt.agent_peer(),
+                        self.cfg.agent_limits,
+                    );
                     // Runs the previous server forwarded may not all be metered yet: one page.
                     agent.allow_runs(crate::agent_client::MAX_EXECUTIONS_PER_PAGE as u64);
                     let sb = Arc::new(Sandbox {
@@ -2045,6 +2205,9 @@ enum InitReply {
 struct Launched {
     pid: i32,
     cgroup: Cgroup,
+    /// The launcher process's pid (not in its reply: filled in here).
+    #[serde(skip)]
+    helper_pid: i32,
 }
 
 async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, SandboxError> {
@@ -2062,6 +2225,7 @@ async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, Sandb
                 lizard_bin.display()
             ))
         })?;
+    let helper_pid = child.id().map_or(0, |p| p as i32);
     let input = serde_json::to_vec(spec).map_err(|e| SandboxError::Launch(e.to_string()))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
@@ -2076,7 +2240,7 @@ async fn launch(lizard_bin: &Path, spec: &SandboxSpec) -> Result<Launched, Sandb
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or("");
     match serde_json::from_str::<InitReply>(line) {
-        Ok(InitReply::Ok(l)) => Ok(l),
+        Ok(InitReply::Ok(l)) => Ok(Launched { helper_pid, ..l }),
         Ok(InitReply::Error(e)) => Err(SandboxError::Launch(e)),
         Err(_) => Err(SandboxError::Launch(format!(
             "sandbox-init exited with {} and said {:?} {:?}",
@@ -2103,46 +2267,149 @@ pub struct CheckpointTool {
     /// same for every sandbox of this server): later hibernations give that reason without
     /// another attempt (a refused dump still costs a few hundred ms on a 200 MB sandbox).
     pub layout_refused: Arc<std::sync::OnceLock<String>>,
+    /// Keep a successful dump for the resume and restore from it (`lizard serve --criu-restore`,
+    /// experimental: see docs/ARCHITECTURE.md, "Hibernation", Method); else the dump is only
+    /// attempted (the sandbox left running) and its images removed.
+    pub exact_restore: bool,
 }
 
 /// What CRIU says when a tree's namespaces do not belong to its user namespace (a Lizard sandbox's
-/// belong to the host's): the refusal is structural, not the sandbox's.
+/// did before the launcher created the user namespace first): the refusal is structural, not the
+/// sandbox's.
 const CRIU_LAYOUT_REFUSAL: &str = "doesn't belong to the target user namespace";
 
 /// Deadline of one CRIU run at hibernation (a dump of a sandbox's tree takes well under a second;
 /// past this it is killed and hibernation goes on per language).
 const CRIU_DEADLINE: Duration = Duration::from_secs(30);
 
-/// Try to checkpoint the whole sandbox with CRIU (images into `<sandbox dir>/criu`, host-side,
-/// root-only, removed afterwards), leaving it running, and say why the exact method could not be
-/// used (for the report's `method_reason`): CRIU missing or failing its check, or what the dump
-/// said. Today a dump of a Lizard sandbox always fails (its namespaces belong to the host's user
-/// namespace, which CRIU cannot handle; see docs/ARCHITECTURE.md, "Hibernation", Method) and a
-/// successful one could not be restored: the images are never used.
-async fn why_not_criu(tool: &CheckpointTool, sb: &Sandbox) -> String {
+/// A CRIU checkpoint kept for a resume: `<sandbox dir>/criu.json` beside the images in
+/// `<sandbox dir>/criu` (both host-side, root's; see docs/SECURITY.md, "CRIU checkpoints").
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct CriuManifest {
+    dumped: lizard_jail::checkpoint::DumpSpec,
+    image_bytes: u64,
+    dump_ms: u64,
+    /// The contexts at hibernation (for the resume's report).
+    contexts: Vec<(lizard_proto::ContextId, lizard_proto::Language)>,
+}
+
+const CRIU_MANIFEST: &str = "criu.json";
+const CRIU_IMAGES: &str = "criu";
+
+fn write_criu_manifest(dir: &Path, m: &CriuManifest) -> std::io::Result<()> {
+    let path = dir.join(CRIU_MANIFEST);
+    let _ = std::fs::remove_file(&path);
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        // `create_new` (O_EXCL) never follows a link; the directory is root's alone anyway.
+        .mode(0o600)
+        .open(&path)?
+        .write_all(&serde_json::to_vec(m).map_err(std::io::Error::other)?)
+}
+
+/// The images and manifest of a CRIU checkpoint, gone (each attempt is used once).
+async fn remove_criu_images(dir: &Path) {
+    let dir = dir.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || {
+        let _ = std::fs::remove_file(dir.join(CRIU_MANIFEST));
+        // `ImagesDir::create` removes what is there without following links.
+        if let Ok(images) = lizard_jail::checkpoint::ImagesDir::create(&dir.join(CRIU_IMAGES)) {
+            let _ = images.remove();
+        }
+    })
+    .await;
+}
+
+impl Sandboxes {
+    /// The kept CRIU checkpoint of the sandbox in `dir`, if there is one and CRIU is usable.
+    fn criu_restore_from(
+        &self,
+        dir: &Path,
+    ) -> Option<(CriuManifest, lizard_jail::sandbox::RestoreFrom)> {
+        let criu = self.cfg.checkpoint.criu.clone()?;
+        if !self.cfg.checkpoint.exact_restore {
+            return None;
+        }
+        let text = std::fs::File::open(dir.join(CRIU_MANIFEST)).ok()?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(text, 4 << 20), &mut bytes).ok()?;
+        let manifest: CriuManifest = serde_json::from_slice(&bytes).ok()?;
+        let from = lizard_jail::sandbox::RestoreFrom {
+            criu: criu.program,
+            images: dir.join(CRIU_IMAGES),
+            dumped: manifest.dumped.clone(),
+            deadline_ms: CRIU_DEADLINE.as_millis() as u64,
+        };
+        Some((manifest, from))
+    }
+}
+
+/// Checkpoint the running sandbox with CRIU (leaving it running) into `<dir>/criu`, kept for a
+/// resume; `Err` says why not (no CRIU, what the sandbox has that a restore cannot give back,
+/// CRIU's own error), with no images left.
+async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, String> {
     let Some(criu) = tool.criu.clone() else {
-        return format!("no usable CRIU ({})", tool.detail);
+        return Err(format!("no usable CRIU ({})", tool.detail));
     };
     if let Some(refused) = tool.layout_refused.get() {
-        return refused.clone();
+        return Err(refused.clone());
+    }
+    if !tool.exact_restore {
+        // A dump nothing restores from would only cost time (≈ 0.5 s) and host disk.
+        return Err(
+            "CRIU can checkpoint the sandbox, but restoring a Lizard sandbox with CRIU \
+                    is experimental and off (lizard serve --criu-restore)"
+                .into(),
+        );
+    }
+    if !sb.volumes.is_empty() {
+        return Err(
+            "the sandbox has volumes (idmapped binds, which a CRIU restore cannot make)".into(),
+        );
+    }
+    if !sb.network.egress.is_none() {
+        return Err(
+            "the sandbox has egress (its tap device belongs to slirp4netns, outside the sandbox)"
+                .into(),
+        );
     }
     let pid = sb.runtime.pid;
-    let dir = sb.runtime.dir.join("criu");
+    let dir = sb.runtime.dir.join(CRIU_IMAGES);
     let outcome = tokio::task::spawn_blocking(move || {
         let images = lizard_jail::checkpoint::ImagesDir::create(&dir)?;
-        let r = criu.dump(pid, &images, &Default::default(), true, CRIU_DEADLINE);
-        // Never restored from (see docs/ARCHITECTURE.md, "Hibernation", Method): not kept.
-        let _ = images.remove();
-        r
+        // The binds of host files and file systems (device nodes, /proc masks, the agent's binds,
+        // cgroup directories), the log and the agent's listening socket (fd 3, bound at a host
+        // path) are external: CRIU does not dump the host.
+        let mut spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
+        if let Some(ino) = std::fs::read_link(format!("/proc/{pid}/fd/3"))
+            .ok()
+            .and_then(|l| {
+                l.to_str()?
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .parse::<u64>()
+                    .ok()
+            })
+        {
+            spec.external_unix.push(ino);
+        }
+        let r = criu.dump(pid, &images, &spec, true, CRIU_DEADLINE);
+        if r.is_err() {
+            let _ = images.remove();
+        }
+        r.map(|stats| (spec, stats))
     })
     .await;
     match outcome {
-        Ok(Ok(stats)) => format!(
-            "CRIU dumped the sandbox ({} bytes in {} ms), but restoring a Lizard sandbox with \
-             CRIU is not implemented",
-            stats.image_bytes,
-            stats.duration.as_millis()
-        ),
+        Ok(Ok((dumped, stats))) => Ok(CriuManifest {
+            dumped,
+            image_bytes: stats.image_bytes,
+            dump_ms: stats.duration.as_millis() as u64,
+            contexts: Vec::new(),
+        }),
         Ok(Err(e)) => {
             let why = format!(
                 "{} could not checkpoint the sandbox: {}",
@@ -2154,20 +2421,20 @@ async fn why_not_criu(tool: &CheckpointTool, sb: &Sandbox) -> String {
                     "{why} (this server's sandboxes all have that namespace layout: not tried again)"
                 ));
             }
-            why
+            Err(why)
         }
-        Err(e) => format!("the CRIU attempt failed: {e}"),
+        Err(e) => Err(format!("the CRIU attempt failed: {e}")),
     }
 }
 
-/// Why a snapshot or clone does not use CRIU, without a dump (see [`why_not_criu`]).
+/// Why a snapshot or clone does not use CRIU, without a dump (see [`criu_dump`]).
 fn criu_unused(tool: &CheckpointTool) -> String {
     match (&tool.criu, tool.layout_refused.get()) {
         (None, _) => format!("no usable CRIU ({})", tool.detail),
         (Some(_), Some(refused)) => refused.clone(),
-        (Some(_), None) => "CRIU is installed, but it cannot checkpoint a Lizard sandbox: its \
-             namespaces belong to the host's user namespace (docs/ARCHITECTURE.md, Hibernation, \
-             Method)"
+        (Some(_), None) => "CRIU is installed, but snapshots and clones do not use it yet \
+             (hibernation does, with lizard serve --criu-restore: docs/ARCHITECTURE.md, \
+             Hibernation, Method)"
             .to_string(),
     }
 }
@@ -2470,6 +2737,7 @@ mod tests {
             template_dir: None,
             template_bases: vec![],
             id_base: Some(165_536),
+            agent_peer: None,
         };
         let own = slirp_user(None, &rt, 100_000);
         assert_eq!((own.uid, own.gid), (231_071, 231_071));
@@ -2498,6 +2766,7 @@ mod tests {
             template_dir: None,
             template_bases: vec![],
             id_base: None,
+            agent_peer: None,
         };
         assert!(socket_is_trusted_layout(&rt));
         // What servers before the host-side socket stored: a path on the sandbox's own disk.

@@ -46,6 +46,11 @@ pub struct ServeArgs {
     /// fails its check or cannot checkpoint a sandbox.
     #[arg(long, env = "LIZARD_CRIU")]
     criu: Option<String>,
+    /// Experimental: keep a hibernation's CRIU checkpoint and restore the sandbox from it at
+    /// resume, falling back to the per-language save if the restore fails. Off: the dump is
+    /// attempted (the sandbox left running) and discarded.
+    #[arg(long)]
+    criu_restore: bool,
     /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
     /// seconds); `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_AFTER", default_value = "10m", value_parser = parse_duration)]
@@ -627,6 +632,21 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         lizard_jail::exe::SealedExe::copy_of(&lizard_bin, "lizard-agent")
             .context("copying the lizard binary for the sandboxes' agents")?,
     );
+    // With --criu-restore the agent runs from a regular file (see `SandboxConfig::agent_exe_file`).
+    let agent_exe_file = match (args.criu_restore, &args.agent_wrapper) {
+        (true, None) => {
+            let dir = data_dir.join("agent-exe");
+            match agent_exe.install_in_tmpfs(&dir, "lizard") {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::warn!(error = %lizard_jail::sandbox::error_chain(&e), "the agent's file copy for CRIU restores: agents run from the memfd");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let agent_exe_file_at_exit = agent_exe_file.clone();
     let agent_wrapper = match &args.agent_wrapper {
         Some(p) => Some(std::sync::Arc::new(
             lizard_jail::exe::SealedExe::copy_of(p, "agent-wrapper")
@@ -667,6 +687,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 lizard_bin,
                 agent_exe,
                 agent_wrapper,
+                agent_exe_file,
                 default_template: args.template.clone(),
                 default_timeout_ms: args.default_timeout_ms,
                 max_timeout_ms: 24 * 3600 * 1000,
@@ -690,7 +711,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                     max_events: (args.executions_max_rows > 0).then_some(args.executions_max_rows),
                 },
                 disk_overcommit: args.disk_overcommit,
-                checkpoint: checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu),
+                checkpoint: lizard_server::sandboxes::CheckpointTool {
+                    exact_restore: args.criu_restore,
+                    ..checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu)
+                },
             },
             store,
         );
@@ -811,6 +835,14 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         sandboxes.drain_pool().await;
         // Volumes of sandboxes that outlive the server stay mounted (the next server adopts them).
         sandboxes.unmount_unused_volumes().await;
+        // The agent's file copy (--criu-restore): running sandboxes keep their binds of it, the
+        // next server makes it again.
+        if let Some(file) = agent_exe_file_at_exit
+            .as_deref()
+            .and_then(std::path::Path::parent)
+        {
+            lizard_jail::exe::remove_tmpfs_copy(file);
+        }
         Ok(())
     })
 }

@@ -149,7 +149,9 @@ async fn the_agents_socket_is_invisible_inside() {
             &id,
             r#"echo "mountinfo=$(grep -c -e agent.sock -e sandboxes /proc/self/mountinfo)"
 echo "sockets_in_run=$(find /run/lizard -type s ! -path /run/lizard/sudo.sock 2>/dev/null | wc -l)"
-echo "net_unix=$(grep -c agent.sock /proc/net/unix)"
+name=$(grep agent.sock /proc/net/unix | awk '{print $8}' | head -n 1)
+echo "net_unix_name=$name"
+echo "connect=$(python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])" "$name" 2>&1 | tail -n 1)"
 echo "fd3=$(readlink /proc/1/fd/3 2>&1 || echo refused)"
 echo "fds=$(ls /proc/1/fd 2>&1 | head -c 200)"
 "#,
@@ -159,7 +161,19 @@ echo "fds=$(ls /proc/1/fd 2>&1 | head -c 200)"
         out.lines().filter_map(|l| l.split_once('=')).collect();
     assert_eq!(f["mountinfo"], "0", "{out}");
     assert_eq!(f["sockets_in_run"], "0", "{out}");
-    assert_eq!(f["net_unix"], "0", "{out}");
+    // The listening socket belongs to the sandbox's network namespace (so that a CRIU
+    // checkpoint holds it), so its `/proc/net/unix` lists it — under the name the launcher bound
+    // it with, `/proc/self/fd/<n>/agent.sock` (relative to a descriptor of the launcher's), which
+    // names nothing inside: it cannot be connected to from there.
+    let name = f["net_unix_name"];
+    assert!(
+        name.starts_with("/proc/self/fd/") && name.ends_with("/agent.sock"),
+        "{out}"
+    );
+    assert!(
+        f["connect"].contains("FileNotFoundError") || f["connect"].contains("ConnectionRefused"),
+        "{out}"
+    );
     // PID 1 is not dumpable: its fd table is not readable by the sandbox's user.
     assert_eq!(f["fd3"], "refused", "{out}");
     assert!(f["fds"].contains("Permission denied"), "{out}");

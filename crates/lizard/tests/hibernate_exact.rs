@@ -2,14 +2,14 @@
 //! `lizard serve` next to its build directory) and without it (`--criu none`). Real server, real
 //! sandboxes, real CRIU.
 //!
-//! What is true today (see docs/ARCHITECTURE.md, "Hibernation", Method): CRIU 4.2 cannot dump a
-//! Lizard sandbox — its mount, pid, net, ipc and uts namespaces belong to the host's user namespace
-//! and its processes to the sandbox's own, and CRIU requires the tree's user namespace to own the
-//! others. Hibernation tries the dump (the sandbox keeps running), falls back to the per-language
-//! save and says so with CRIU's own error. The exact hibernation these tests will check once the
-//! launcher gives sandboxes a layout CRIU can restore (a thread still counting, a TCP server started
-//! in a cell still answering, a background command still running) is not there yet; the restore
-//! half is tested on such a layout in `lizard-jail`'s tests/criu.rs.
+//! The sandbox's user namespace owns its other namespaces, so CRIU dumps a real sandbox (left
+//! running). By default (no `--criu-restore`) no dump is taken — nothing would restore from it —
+//! and hibernation is per language (the reason says so). With `lizard serve --criu-restore` (experimental) the checkpoint is kept (host-side,
+//! root-only, across a server `kill -9`), the hibernation reports `criu`, and the resume restores
+//! the sandbox exactly: a Python variable, a JavaScript closure over a local, a Bash variable, a
+//! thread still counting, a TCP server started in a cell still answering, a background command
+//! still running (the same process). A restore that fails falls back to the per-language save,
+//! which is taken too; `--criu none` is per-language only.
 //!
 //! Skipped, with a message, only when the cached CRIU is not installed (`scripts/test.sh` installs
 //! it).
@@ -60,56 +60,197 @@ async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
 /// hibernation's and the resume's reports.
 async fn hibernate_and_resume(s: &Server) -> (Value, Value) {
     let id = s.create(&s.admin_key.clone(), json!({})).await;
-    let py = context(s, &id, "python").await;
-    let js = context(s, &id, "javascript").await;
-    let sh = context(s, &id, "bash").await;
-    run_in(s, &id, &py, "x = 41").await;
-    run_in(
-        s,
-        &id,
-        &js,
-        "const counter = (() => { let c = 0; return () => ++c })(); counter(); counter();",
-    )
-    .await;
-    run_in(s, &id, &sh, "B=bash-kept").await;
-    // A process that stopped itself: a dump must not wait for it.
-    run_in(
-        s,
-        &id,
-        &sh,
-        "(sh -c 'kill -STOP $$; sleep 1000') >/dev/null 2>&1 &",
-    )
-    .await;
-
-    let h = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-        .await;
-    assert_eq!(h.status, 200, "{}", h.text);
-    assert_eq!(h.body["state"], "hibernated", "{}", h.text);
-    // CRIU's images never outlive the attempt (and were never where the sandbox could reach).
-    let images = s.data_dir.path().join("sandboxes").join(&id).join("criu");
-    assert!(!images.exists(), "{} left behind", images.display());
-
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(r.body["state"], "running");
-
+    let (py, js, sh) = fill(s, &id).await;
+    let h = hibernate(s, &id).await;
+    let r = resume(s, &id).await;
     // What the per-language save carries came back.
     let ex = run_in(s, &id, &py, "print(x + 1)").await;
     assert_eq!(stdout(&ex), "42\n", "{ex}");
     let ex = run_in(s, &id, &sh, "echo $B").await;
     assert_eq!(stdout(&ex), "bash-kept\n", "{ex}");
-    // The JavaScript context answers again (a closure's captured state is not something the
-    // per-language save carries: that needs the exact method).
+    // The JavaScript context answers again.
     let ex = run_in(s, &id, &js, "1 + 1").await;
     assert!(ex.to_string().contains("\"2\""), "{ex}");
-    (h.body["hibernation"].clone(), r.body["restore"].clone())
+    (h, r)
+}
+
+/// Contexts with state only an exact method keeps: returns (python, javascript, bash).
+async fn fill(s: &Server, id: &str) -> (String, String, String) {
+    let py = context(s, id, "python").await;
+    let js = context(s, id, "javascript").await;
+    let sh = context(s, id, "bash").await;
+    run_in(s, id, &py, "x = 41").await;
+    run_in(
+        s,
+        id,
+        &js,
+        "const counter = (() => { let c = 0; return () => ++c })(); counter(); counter();",
+    )
+    .await;
+    run_in(s, id, &sh, "B=bash-kept").await;
+    // A process that stopped itself: a dump must not wait for it.
+    run_in(
+        s,
+        id,
+        &sh,
+        "(sh -c 'kill -STOP $$; sleep 1000') >/dev/null 2>&1 &",
+    )
+    .await;
+    (py, js, sh)
+}
+
+async fn hibernate(s: &Server, id: &str) -> Value {
+    let h = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
+        .await;
+    assert_eq!(h.status, 200, "{}", h.text);
+    assert_eq!(h.body["state"], "hibernated", "{}", h.text);
+    h.body["hibernation"].clone()
+}
+
+async fn resume(s: &Server, id: &str) -> Value {
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["state"], "running");
+    // CRIU's images never outlive the resume (and were never where the sandbox could reach).
+    let images = s.data_dir.path().join("sandboxes").join(id).join("criu");
+    assert!(!images.exists(), "{} left behind", images.display());
+    r.body["restore"].clone()
+}
+
+fn int(ex: &Value) -> u64 {
+    stdout(ex)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {ex}"))
+}
+
+/// The exact method end to end: hibernate, optionally restart the server (`kill -9`), resume; the
+/// live state of every kind is there and still moving.
+async fn exact_round_trip(restart: bool) {
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu-restore"]);
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (py, js, sh) = fill(&s, &id).await;
+    // A thread counting, a TCP server answering, a background command writing, all started in
+    // cells.
+    run_in(
+        &s,
+        &id,
+        &py,
+        "import threading, time, socket\n\
+         n = 0\n\
+         def count():\n    global n\n    while True:\n        n += 1\n        time.sleep(0.01)\n\
+         threading.Thread(target=count, daemon=True).start()\n\
+         srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()\n\
+         port = srv.getsockname()[1]\n\
+         def serve():\n    while True:\n        c, _ = srv.accept(); c.sendall(b'still here'); c.close()\n\
+         threading.Thread(target=serve, daemon=True).start()",
+    )
+    .await;
+    run_in(
+        &s,
+        &id,
+        &sh,
+        "(i=0; while :; do i=$((i+1)); echo $i > /tmp/bg; sleep 0.05; done) >/dev/null 2>&1 & echo $! > /tmp/bg.pid",
+    )
+    .await;
+    let before = int(&run_in(&s, &id, &py, "time.sleep(0.2); print(n)").await);
+    assert!(before > 0);
+    let bg_pid = stdout(&run_in(&s, &id, &sh, "cat /tmp/bg.pid").await);
+    // What confines the sandbox's processes, as the kernel shows it: capabilities, no_new_privs,
+    // seccomp, the id map, the mount table (mount points, flags, file system types and sources;
+    // not the super-block options, which name the launcher's descriptors). A restore must give
+    // back exactly this (CRIU restores each of them; a tree restored unconfined would be a hole).
+    let confinement = r#"grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status /proc/1/status
+cat /proc/self/uid_map
+awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/mountinfo | sort"#;
+    let confined_before = stdout(&run_in(&s, &id, &sh, confinement).await);
+    assert!(confined_before.contains("Seccomp:\t2"), "{confined_before}");
+    let hib = hibernate(&s, &id).await;
+    assert_eq!(hib["method"], "criu", "{hib}");
+    // The checkpoint is host-side and root's alone while the sandbox is hibernated.
+    let dir = s.data_dir.path().join("sandboxes").join(&id);
+    let meta = std::fs::symlink_metadata(dir.join("criu")).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert!(meta.is_dir());
+    assert_eq!((meta.uid(), meta.permissions().mode() & 0o777), (0, 0o700));
+    assert!(std::fs::symlink_metadata(dir.join("criu.json"))
+        .unwrap()
+        .is_file());
+    let s = if restart {
+        let dir = s.stop("-KILL");
+        Server::start_in(dir, &["--criu-restore"])
+    } else {
+        s
+    };
+    let restore = resume(&s, &id).await;
+    eprintln!("{}\n{}", hib["method_reason"], restore["method_reason"]);
+    assert_eq!(restore["method"], "criu", "{restore}");
+    assert_eq!(
+        restore["contexts"].as_array().map(Vec::len),
+        hib["contexts"].as_array().map(Vec::len),
+        "{restore}"
+    );
+    assert_eq!(
+        stdout(&run_in(&s, &id, &sh, confinement).await),
+        confined_before,
+        "the restored sandbox is not confined as before"
+    );
+    // The Python variable, the closure's local (a third call gives 3), the Bash variable.
+    assert_eq!(stdout(&run_in(&s, &id, &py, "print(x + 1)").await), "42\n");
+    let ex = run_in(&s, &id, &js, "counter()").await;
+    assert!(ex.to_string().contains("\"3\""), "{ex}");
+    assert_eq!(
+        stdout(&run_in(&s, &id, &sh, "echo $B").await),
+        "bash-kept\n"
+    );
+    // The thread went on from where it was, and still counts.
+    let after = int(&run_in(&s, &id, &py, "print(n)").await);
+    assert!(after >= before, "{after} < {before}");
+    let later = int(&run_in(&s, &id, &py, "time.sleep(0.3); print(n)").await);
+    assert!(
+        later > after,
+        "the thread stopped counting ({later} <= {after})"
+    );
+    // The TCP server started in a cell answers.
+    let ex = run_in(
+        &s,
+        &id,
+        &py,
+        "c = socket.create_connection(('127.0.0.1', port), timeout=10); print(c.recv(100).decode()); c.close()",
+    )
+    .await;
+    assert_eq!(stdout(&ex), "still here\n", "{ex}");
+    // The background command is the same process, still writing.
+    let ex = run_in(
+        &s,
+        &id,
+        &sh,
+        "a=$(cat /tmp/bg); sleep 0.5; b=$(cat /tmp/bg); kill -0 $(cat /tmp/bg.pid) && [ $b -gt $a ] && cat /tmp/bg.pid",
+    )
+    .await;
+    assert_eq!(stdout(&ex), bg_pid, "{ex}");
+    // A restored sandbox's agent socket was made anew by the launcher, in the host's network
+    // namespace: CRIU cannot dump that one, so its next hibernation is per language, and says
+    // why (a relaunch after it has a socket of the sandbox's own again).
+    let again = hibernate(&s, &id).await;
+    assert_eq!(again["method"], "per-language", "{again}");
+    assert!(
+        again["method_reason"]
+            .as_str()
+            .unwrap()
+            .contains("could not checkpoint"),
+        "{again}"
+    );
+    let _ = resume(&s, &id).await;
+    assert_eq!(stdout(&run_in(&s, &id, &py, "print(x + 1)").await), "42\n");
+    s.kill_all().await;
 }
 
 #[tokio::test]
-async fn with_criu_hibernation_says_why_it_fell_back_with_criu_s_own_error() {
+async fn with_criu_but_without_criu_restore_hibernation_is_per_language_and_says_so() {
     if cached_criu().is_none() {
         return;
     }
@@ -117,23 +258,53 @@ async fn with_criu_hibernation_says_why_it_fell_back_with_criu_s_own_error() {
     let (hib, restore) = hibernate_and_resume(&s).await;
     assert_eq!(hib["method"], "per-language", "{hib}");
     let why = hib["method_reason"].as_str().unwrap();
-    // A real dump was attempted: the reason is CRIU's log, naming the namespace ownership.
-    assert!(why.contains("could not checkpoint the sandbox"), "{why}");
-    assert!(
-        why.contains("doesn't belong to the target user namespace"),
-        "{why}"
-    );
-    assert!(why.contains("CRIU 4."), "{why}");
+    assert!(why.contains("--criu-restore"), "{why}");
     assert_eq!(restore["method"], "per-language", "{restore}");
-    // The refusal is the layout's, the same for every sandbox: the next one is not dumped again.
-    let (hib, _) = hibernate_and_resume(&s).await;
-    let why = hib["method_reason"].as_str().unwrap();
-    assert!(
-        why.contains("doesn't belong to the target user namespace")
-            && why.contains("not tried again"),
-        "{why}"
-    );
     s.kill_all().await;
+}
+
+#[tokio::test]
+async fn with_criu_restore_a_failed_restore_falls_back_per_language() {
+    if cached_criu().is_none() {
+        return;
+    }
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu-restore"]);
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (py, js, sh) = fill(&s, &id).await;
+    let hib = hibernate(&s, &id).await;
+    assert_eq!(hib["method"], "criu", "{hib}");
+    // A checkpoint CRIU cannot restore (its process tree image is gone).
+    let images = s.data_dir.path().join("sandboxes").join(&id).join("criu");
+    std::fs::remove_file(images.join("pstree.img")).unwrap();
+    let restore = resume(&s, &id).await;
+    assert_eq!(restore["method"], "per-language", "{restore}");
+    let why = restore["method_reason"].as_str().unwrap();
+    assert!(why.contains("the CRIU restore failed"), "{why}");
+    // The per-language save taken at hibernation is what comes back.
+    assert_eq!(stdout(&run_in(&s, &id, &py, "print(x + 1)").await), "42\n");
+    assert_eq!(
+        stdout(&run_in(&s, &id, &sh, "echo $B").await),
+        "bash-kept\n"
+    );
+    let ex = run_in(&s, &id, &js, "1 + 1").await;
+    assert!(ex.to_string().contains("\"2\""), "{ex}");
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn with_criu_restore_a_sandbox_is_hibernated_and_resumed_exactly() {
+    if cached_criu().is_none() {
+        return;
+    }
+    exact_round_trip(false).await;
+}
+
+#[tokio::test]
+async fn with_criu_restore_exact_hibernation_survives_a_server_restart() {
+    if cached_criu().is_none() {
+        return;
+    }
+    exact_round_trip(true).await;
 }
 
 #[tokio::test]

@@ -1,20 +1,23 @@
 //! The launcher's child: everything between `clone()` and `execve()` of the sandbox's program, in
-//! order. It starts as host root in fresh mount, pid, net, ipc and uts namespaces and ends as an
-//! unprivileged user with no capabilities, `no_new_privs` and the seccomp filter.
+//! order. It starts in fresh user, mount, pid, net, ipc and uts namespaces (the user namespace
+//! owns the others), its mount table a locked copy of the launcher's staging one (overlay root and
+//! binds, `rootfs::build_host`), and ends as an unprivileged user with no capabilities (or only
+//! the kept ones), `no_new_privs` and the seccomp filter.
 //!
 //! 1. `setsid`, default signal dispositions, stdio (`/dev/null`, log, log), every other fd
-//!    close-on-exec.
-//! 2. As host root: rlimits, every port bindable (`ip_unprivileged_port_start` 0), the mount
-//!    table and `pivot_root` (`rootfs`), host name, loopback up; then wait until the parent has moved us into the cgroup (it does so meanwhile); new cgroup
-//!    namespace.
-//! 3. `unshare(CLONE_NEWUSER)`; the parent writes the uid/gid maps. The mount, pid, net, ipc and
-//!    uts namespaces stay owned by the host's user namespace, so even the sandbox's root has no
-//!    power over them (cannot mount, configure the network, set the host name).
-//! 4. No supplementary groups, securebits locked, bounding and ambient sets emptied, the user's
+//!    close-on-exec; wait until the parent has written our uid/gid maps (and sent the listening
+//!    sockets).
+//! 2. As root of the new user namespace: every port bindable (`ip_unprivileged_port_start` 0),
+//!    `/proc`, `/dev`, `/tmp` and `pivot_root` (`rootfs::build_inside`), host name, loopback up;
+//!    wait until the parent has moved us into the cgroup (meanwhile); new cgroup namespace.
+//! 3. No supplementary groups, securebits locked, bounding and ambient sets emptied, the user's
 //!    gid/uid, capability sets emptied (or, for the sandbox's root with `keep_caps`: bounding set
 //!    = effective = permitted = `keep_caps`, surviving its exec), `no_new_privs`, `chdir(cwd)`, the inherited fds
 //!    (`SandboxSpec::inherit_fds`) put at 3, 4, … without close-on-exec, seccomp, `execve` (or
 //!    `execveat` of the program's file opened before the clone).
+//!
+//! Resource limits (`RLIMIT_NOFILE`, `RLIMIT_CORE` 0) are set by the parent before the clone and
+//! inherited: raising a hard limit needs `CAP_SYS_RESOURCE` in the host's user namespace.
 //!
 //! A failing step is reported to the parent on the report pipe (step, detail, errno) and the child
 //! exits with 127; a successful `execve` closes the (close-on-exec) pipe, which the parent reads as
@@ -27,7 +30,6 @@ use super::rootfs;
 use crate::seccomp::Filter;
 use crate::sys;
 use nix::sched::{unshare, CloneFlags};
-use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::stat::{umask, Mode};
 use nix::unistd::{Gid, Uid};
 use std::convert::Infallible;
@@ -47,6 +49,7 @@ pub(crate) struct ChildPlan {
     pub log: OwnedFd,
     pub rootfs: rootfs::Plan,
     pub hostname: String,
+    /// `RLIMIT_NOFILE`, set by the parent before the clone.
     pub nofile: Option<u64>,
     pub uid: u32,
     pub gid: u32,
@@ -58,15 +61,19 @@ pub(crate) struct ChildPlan {
     /// descriptor instead of `program`'s path. Close-on-exec.
     pub program_fd: Option<OwnedFd>,
     /// `SandboxSpec::inherit_fds`, opened (close-on-exec, numbered above `3 + inherit.len()`,
-    /// like every other fd here): dup2'd onto 3, 4, … right before the exec.
-    pub inherit: Vec<OwnedFd>,
+    /// like every other fd here): dup2'd onto 3, 4, … right before the exec. `None`: a listening
+    /// socket, which arrives on `listeners` once the child exists.
+    pub inherit: Vec<Option<OwnedFd>>,
+    /// The child's end of the pair the parent sends the listening sockets on (bound in the
+    /// sandbox's network namespace, so only after the clone), one message before the go.
+    pub listeners: Option<OwnedFd>,
+    /// The parent's end (the parent takes it before the child could use it).
+    pub listeners_send: Option<OwnedFd>,
     pub argv: Vec<CString>,
     pub envp: Vec<CString>,
     pub filter: Filter,
 }
 
-/// The byte the child sends after `unshare(CLONE_NEWUSER)`: "write my id maps".
-pub(crate) const USERNS_READY: u8 = b'U';
 /// The first byte of an error report.
 pub(crate) const ERROR_TAG: u8 = b'E';
 
@@ -172,6 +179,26 @@ fn wait_for_parent(go: &OwnedFd, what: &str) -> Result<(), SetupError> {
     }
 }
 
+/// The listening sockets the parent sent before the go (see `ChildPlan::listeners`), each moved
+/// above the numbers the inherited fds take (`3 + inherit.len()`), close-on-exec.
+fn receive_listeners(p: &ChildPlan) -> Result<Vec<OwnedFd>, SetupError> {
+    let Some(chan) = &p.listeners else {
+        return Ok(Vec::new());
+    };
+    let mut buf = [0u8; 8];
+    let (_, fds) =
+        crate::fdpass::recv_with_fds(chan, &mut buf).step("receive inherited sockets", "")?;
+    let min = 3 + p.inherit.len() as i32;
+    fds.into_iter()
+        .map(|fd| {
+            let raw = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(min))
+                .step("dup", "inherited socket")?;
+            // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
+            Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) })
+        })
+        .collect()
+}
+
 fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
     // Own session and process group: a terminal's ^C to the server's group must not reach us.
     nix::unistd::setsid().step("setsid", "")?;
@@ -183,34 +210,51 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
     sys::cloexec_from(3).step("close_range", "3..")?;
     umask(Mode::empty());
 
-    // Raising a hard limit needs CAP_SYS_RESOURCE in the host's user namespace: do it while host root.
-    if let Some(n) = p.nofile {
-        setrlimit(Resource::RLIMIT_NOFILE, n, n).step("setrlimit", format!("RLIMIT_NOFILE={n}"))?;
-    }
-    setrlimit(Resource::RLIMIT_CORE, 0, 0).step("setrlimit", "RLIMIT_CORE=0")?;
+    // The parent writes our uid/gid maps meanwhile; until then we are nobody in our user
+    // namespace.
+    wait_for_parent(&p.go, "wait for the id maps")?;
+    // Kept open until the exec (close-on-exec: only their dup2 copies survive it).
+    let received = receive_listeners(p)?;
+    let mut next = received.iter();
+    let inherit: Vec<std::os::fd::RawFd> = p
+        .inherit
+        .iter()
+        .map(|fd| match fd {
+            Some(fd) => Ok(fd.as_raw_fd()),
+            None => next.next().map(|fd| fd.as_raw_fd()).ok_or_else(|| {
+                SetupError::new(
+                    "receive inherited sockets",
+                    &"too few",
+                    io::Error::from_raw_os_error(libc::EPROTO),
+                )
+            }),
+        })
+        .collect::<Result<_, _>>()?;
+    // From here on: root of the sandbox's user namespace, which owns our mount, pid, net, ipc and
+    // uts namespaces, with every capability in it (none in the host's).
+    nix::unistd::setgroups(&[]).step("setgroups", "[]")?;
+    nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
+        .step("setresgid", 0)?;
+    nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
+        .step("setresuid", 0)?;
     // Every port of the sandbox's own (loopback-only) network namespace may be bound by anyone
-    // in it, as in a container: the namespace belongs to the host's user namespace, so no
-    // capability of the sandbox's root could grant ports below 1024 (`CAP_NET_BIND_SERVICE` is
-    // checked against the namespace's owner). Written through the host's `/proc` while we are
-    // still host root: net sysctls act on the writer's network namespace, which is ours.
+    // in it, as in a container: no process of the sandbox keeps `CAP_NET_BIND_SERVICE`. Written
+    // through the host's `/proc` (we have not pivoted yet): net sysctls act on the writer's
+    // network namespace, which is ours, and its root (we) may write them.
     std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")
         .step("sysctl", "net.ipv4.ip_unprivileged_port_start=0")?;
-    rootfs::build(&p.rootfs)?;
+    rootfs::build_inside(&p.rootfs)?;
     nix::unistd::sethostname(&p.hostname).step("sethostname", &p.hostname)?;
     sys::loopback_up().step("bring up loopback", "lo")?;
-
-    // Meanwhile the parent has moved us into the sandbox's cgroup (on cgroup v1 a move can wait for
-    // an RCU grace period, milliseconds, which the mount work above overlaps). Nothing above forks.
+    // Meanwhile the parent has moved us into the sandbox's cgroup (on cgroup v1 a move can wait
+    // for an RCU grace period, milliseconds, which the mount work above overlaps). Nothing above
+    // forks.
     wait_for_parent(&p.go, "wait for the cgroup")?;
-    // The sandbox's cgroup becomes the root of our cgroup namespace.
+    // The sandbox's cgroup becomes the root of our cgroup namespace, owned by our user namespace
+    // like the others.
     unshare(CloneFlags::CLONE_NEWCGROUP).step("unshare", "cgroup namespace")?;
 
-    unshare(CloneFlags::CLONE_NEWUSER).step("unshare", "user namespace")?;
-    nix::unistd::write(&p.report, &[USERNS_READY]).step("sync", "user namespace ready")?;
-    wait_for_parent(&p.go, "wait for the id maps")?;
-
-    // Full capabilities in the new user namespace from here on; use them to give everything up.
-    nix::unistd::setgroups(&[]).step("setgroups", "[]")?;
+    // Use the capabilities of the user namespace to give everything up.
     let gid = Gid::from_raw(p.gid);
     let uid = Uid::from_raw(p.uid);
     if p.keep_caps != 0 {
@@ -251,9 +295,9 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
     umask(Mode::from_bits_truncate(0o022));
     // The handed-over fds at 3, 4, …: dup2 clears close-on-exec on the copy. Every fd the child
     // still uses (report pipe, program) is numbered above these (see `sandbox::above`).
-    for (i, fd) in p.inherit.iter().enumerate() {
+    for (i, fd) in inherit.iter().enumerate() {
         let target = 3 + i as i32;
-        sys::dup2_raw(fd.as_raw_fd(), target).step("dup2", format!("inherited fd {target}"))?;
+        sys::dup2_raw(*fd, target).step("dup2", format!("inherited fd {target}"))?;
     }
     p.filter
         .install()

@@ -12,20 +12,27 @@
 //!
 //! The sequence (parent = the launcher, child = the future PID 1):
 //! 1. parent: validate the spec, compile the seccomp filter, open the log, `/dev/null` and the
-//!    descriptors to hand over (`inherit_fds`: e.g. the agent's socket, bound in a root-only host
-//!    directory; every fd the child needs is numbered above the range 3.. they will take), with
-//!    `layer_id_base` make the user namespace of the idmapped mounts (`idmap`), give the writable
-//!    layer the template root's owner (through that id map), create the cgroup with its limits
-//!    and (with `context_cgroups`) its delegated sub-tree, bound at `/sys/fs/cgroup/<controller>`
-//!    inside (see [`crate::delegation`]);
-//! 2. parent: `clone(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)`; moves the child into the cgroup while
-//!    the child builds its mount table;
-//! 3. child: see `child` (mounts as host root, then waits for the cgroup move, then a user
-//!    namespace, then drops everything, execs); the parent writes the child's uid/gid maps when
-//!    asked;
-//! 4. parent: EOF on the close-on-exec report pipe = the program was executed. Any error (in the
+//!    files to hand over (`inherit_fds`; every fd the child needs is numbered above the range 3..
+//!    they will take), with `layer_id_base` make the user namespace of the idmapped mounts
+//!    (`idmap`), give the writable layer the template root's owner (through that id map), create
+//!    the cgroup with its limits and (with `context_cgroups`) its delegated sub-tree, bound at
+//!    `/sys/fs/cgroup/<controller>` inside (see [`crate::delegation`]);
+//! 2. parent, in a staging mount namespace of its own: the overlay root and every bind
+//!    (`rootfs::build_host`), `chdir` into the root, the rlimits for the child to inherit;
+//! 3. parent: `clone(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)` — the user namespace owns the
+//!    others, and the staging mount table arrives in the child's mount namespace locked; the
+//!    parent returns to its own mount namespace, writes the child's uid/gid maps, makes the
+//!    listening sockets of `inherit_fds` inside the child's network namespace and sends them over
+//!    (`SCM_RIGHTS`), lets it go, moves it into the cgroup while it builds the rest of its mount
+//!    table, and lets it go again;
+//! 4. child: see `child` (`/proc`, `/dev`, `/tmp`, `pivot_root` as root of its user namespace,
+//!    then drops everything, execs);
+//! 5. parent: EOF on the close-on-exec report pipe = the program was executed. Any error (in the
 //!    parent or reported by the child with its step and errno) kills the child and removes the
 //!    cgroup, so a failed launch leaves nothing behind.
+//!
+//! With `SandboxSpec::restore`, steps 3–5 are a CRIU restore into the same host side instead
+//! (`restore_into`).
 //!
 //! Not here: what the program is (the agent), where the layers live, HTTP, projects. Reaping: when
 //! the launcher exits, the sandbox's PID 1 is re-parented (to the nearest subreaper, see
@@ -36,14 +43,15 @@ mod idmap;
 mod rootfs;
 mod spec;
 
+pub use rootfs::DEVICES;
 pub use spec::{
-    Bind, Capability, IdMap, InheritFd, InvalidSpec, Limits, RootfsSpec, SandboxSpec, UserSpec,
-    MAX_INHERIT_FDS,
+    Bind, Capability, IdMap, InheritFd, InvalidSpec, Limits, RestoreFrom, RootfsSpec, SandboxSpec,
+    UserSpec, MAX_INHERIT_FDS,
 };
 
 use crate::cgroup::{Cgroup, CgroupError};
 use crate::seccomp::{Filter, SeccompError};
-use child::{ChildPlan, SetupError, ERROR_TAG, USERNS_READY};
+use child::{ChildPlan, SetupError, ERROR_TAG};
 use nix::fcntl::{FcntlArg, OFlag};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::stat::Mode;
@@ -150,6 +158,56 @@ fn proc_files() -> Result<Vec<(&'static str, Vec<u8>)>, JailError> {
             format!("0\t0\t{}\n", file_max.trim()).into_bytes(),
         ),
     ])
+}
+
+/// Where the mounts of a sandbox launched from `spec` that are binds of host files come from, for
+/// a checkpoint restore (`checkpoint::RestoreSpec::external_mounts`): `(mount point inside, host
+/// path)` — its binds, the host's device nodes at `/dev/<name>`, `/dev/null` over the masked
+/// `/proc` files, and the per-sandbox `/proc` files (see `proc_files`), written afresh into
+/// `scratch` (a root-only host directory the caller made; files `proc-<i>`, mode 0444). Not the
+/// delegated cgroup directories (the caller knows them).
+pub fn mount_sources(
+    spec: &SandboxSpec,
+    scratch: &Path,
+) -> Result<Vec<(PathBuf, PathBuf)>, JailError> {
+    let mut out: Vec<(PathBuf, PathBuf)> = spec
+        .binds
+        .iter()
+        .map(|b| {
+            (
+                Path::new("/").join(b.target.strip_prefix("/").unwrap_or(&b.target)),
+                b.source.clone(),
+            )
+        })
+        .collect();
+    for name in DEVICES {
+        let dev = PathBuf::from(format!("/dev/{name}"));
+        out.push((dev.clone(), dev));
+    }
+    for name in rootfs::PROC_NULLED {
+        out.push((
+            PathBuf::from(format!("/proc/{name}")),
+            PathBuf::from("/dev/null"),
+        ));
+    }
+    for (i, (name, contents)) in proc_files()?.into_iter().enumerate() {
+        let path = scratch.join(format!("proc-{i}"));
+        let _ = std::fs::remove_file(&path);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&contents))
+            .map_err(|source| JailError::Io {
+                step: "writing a /proc file for a restore",
+                path: path.clone(),
+                source,
+            })?;
+        out.push((PathBuf::from(format!("/proc/{name}")), path));
+    }
+    Ok(out)
 }
 
 /// A running sandbox, as the launcher hands it back.
@@ -283,7 +341,11 @@ pub fn launch(spec: &SandboxSpec) -> Result<Launched, JailError> {
             }
         }
     }
-    match start(spec, plan, go_write, report_read, &cgroup) {
+    let started = match &spec.restore {
+        Some(from) => restore_into(spec, from, plan, &cgroup),
+        None => start(spec, plan, go_write, report_read, &cgroup),
+    };
+    match started {
         Ok(pid) => Ok(Launched { pid, cgroup }),
         Err(e) => {
             // The child is dead and reaped by now; its cgroup can go.
@@ -356,39 +418,83 @@ fn above(fd: OwnedFd, min: i32, what: &'static str, path: &Path) -> Result<Owned
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
-/// Open the descriptors of `spec.inherit_fds`, in order (close-on-exec until the child hands
-/// them over).
-fn open_inherited(spec: &SandboxSpec, min: i32) -> Result<Vec<OwnedFd>, JailError> {
+/// Open the files of `spec.inherit_fds`, in order (close-on-exec until the child hands them
+/// over). A `UnixListener` slot stays `None`: its socket must be made in the sandbox's network
+/// namespace, after the clone ([`bind_listeners`]).
+fn open_inherited(spec: &SandboxSpec, min: i32) -> Result<Vec<Option<OwnedFd>>, JailError> {
     let mut out = Vec::new();
     for fd in &spec.inherit_fds {
-        let (what, path, opened) = match fd {
-            InheritFd::UnixListener { path } => (
-                "binding the inherited socket",
-                path,
-                crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
-                    step: "binding the inherited socket",
-                    path: path.clone(),
-                    source: io::Error::other(error_chain(&e)),
-                }),
-            ),
-            InheritFd::ReadOnlyFile { path } => (
-                "opening the inherited file",
-                path,
-                nix::fcntl::open(
+        match fd {
+            InheritFd::UnixListener { .. } => out.push(None),
+            InheritFd::ReadOnlyFile { path } => {
+                let what = "opening the inherited file";
+                let opened = nix::fcntl::open(
                     path.as_path(),
                     OFlag::O_RDONLY | OFlag::O_CLOEXEC,
                     Mode::empty(),
                 )
                 .map_err(|e| JailError::Io {
-                    step: "opening the inherited file",
+                    step: what,
                     path: path.clone(),
                     source: e.into(),
-                }),
-            ),
-        };
-        out.push(above(opened?, min, what, path)?);
+                })?;
+                out.push(Some(above(opened, min, what, path)?));
+            }
+        }
     }
     Ok(out)
+}
+
+/// The listening sockets of `spec.inherit_fds`, bound at their (root-only host) paths but created
+/// in the network namespace of the sandbox's PID 1 `pid` (a socket belongs to the namespace it is
+/// made in: the sandbox's own, so that a checkpoint of the sandbox holds it), in order. We enter
+/// that namespace for the `socket()` calls and return to ours.
+fn bind_listeners(spec: &SandboxSpec, pid: i32) -> Result<Vec<OwnedFd>, JailError> {
+    let paths: Vec<&PathBuf> = spec
+        .inherit_fds
+        .iter()
+        .filter_map(|f| match f {
+            InheritFd::UnixListener { path } => Some(path),
+            InheritFd::ReadOnlyFile { .. } => None,
+        })
+        .collect();
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let open_ns = |path: String| {
+        nix::fcntl::open(
+            path.as_str(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| JailError::Io {
+            step: "opening a network namespace",
+            path: path.into(),
+            source: e.into(),
+        })
+    };
+    let ours = open_ns("/proc/self/ns/net".to_string())?;
+    let theirs = open_ns(format!("/proc/{pid}/ns/net"))?;
+    let net = nix::sched::CloneFlags::CLONE_NEWNET;
+    nix::sched::setns(&theirs, net).map_err(|e| JailError::Sync {
+        step: "entering the sandbox's network namespace",
+        source: e.into(),
+    })?;
+    let bound: Result<Vec<OwnedFd>, JailError> = paths
+        .iter()
+        .map(|path| {
+            crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
+                step: "binding the inherited socket",
+                path: (*path).clone(),
+                source: io::Error::other(error_chain(&e)),
+            })
+        })
+        .collect();
+    nix::sched::setns(&ours, net).map_err(|e| JailError::Sync {
+        step: "returning to the launcher's network namespace",
+        source: e.into(),
+    })?;
+    bound
 }
 
 fn cstring(field: &str, s: &[u8]) -> Result<CString, JailError> {
@@ -429,6 +535,22 @@ fn prepare(
         .map_err(|e| io_err("opening /dev/null", devnull)(e.into()))?;
     let stdin = above(stdin, min, "opening /dev/null", devnull)?;
     let inherit = open_inherited(spec, min)?;
+    // The sockets made after the clone travel to the child over this pair (`SCM_RIGHTS`).
+    let (listeners_send, listeners_recv) = match inherit.iter().any(Option::is_none) {
+        true => {
+            let (a, b) = crate::fdpass::seqpacket_pair().map_err(|source| JailError::Sync {
+                step: "creating the socket pair for the inherited sockets",
+                source,
+            })?;
+            let what = "creating the socket pair for the inherited sockets";
+            let pair = Path::new("socketpair");
+            (
+                Some(above(a, min, what, pair)?),
+                Some(above(b, min, what, pair)?),
+            )
+        }
+        false => (None, None),
+    };
 
     // The template layer and `idmapped` binds are shown through an id map when their on-disk
     // range is not the sandbox's own.
@@ -485,16 +607,17 @@ fn prepare(
         });
     }
     // uids and gids share one map, so the sandbox's root user and group have the same host id.
+    // (Owner of what the launcher creates as host root: the targets of the binds.)
     let root_owner = spec.id_map.to_outside(0).map(|id| (id, id));
     let size = |n: Option<u64>| n.map(|n| format!(",size={n}")).unwrap_or_default();
-    let owner_opts = root_owner
-        .map(|(u, g)| format!(",uid={u},gid={g}"))
-        .unwrap_or_default();
+    // The tmpfs and devpts mounts are made by the sandbox's root in its own user namespace: their
+    // owner is that root without options, and ids in options are the sandbox's own.
+    let owner_opts = String::new();
     // The tty group (gid 5 inside) owns pty slaves, as on a normal system.
     let tty_gid = spec
         .id_map
         .to_outside(5)
-        .map(|g| format!(",gid={g}"))
+        .map(|_| ",gid=5".to_string())
         .unwrap_or_default();
     let plan = rootfs::Plan {
         mountpoint: spec.rootfs.mountpoint.clone(),
@@ -552,33 +675,290 @@ fn prepare(
         program,
         program_fd,
         inherit,
+        listeners: listeners_recv,
+        listeners_send,
         argv,
         envp,
         filter,
     })
 }
 
+/// Restore `from` (a CRIU checkpoint of a sandbox launched from this spec) instead of starting
+/// the program: in a staging mount namespace the overlay root is mounted as for a launch, the
+/// listening sockets are bound anew at their paths, and CRIU restores the tree with that root,
+/// the host sources of its external mounts (`mount_sources` and the delegated cgroup
+/// directories), the log and `/dev/null` for its host files and the new sockets for the old ones,
+/// inside the sandbox's cgroup. Returns the restored PID 1's host pid.
+fn restore_into(
+    spec: &SandboxSpec,
+    from: &RestoreFrom,
+    plan: ChildPlan,
+    cgroup: &Cgroup,
+) -> Result<i32, JailError> {
+    use crate::checkpoint::{Criu, ImagesDir, RestoreSpec};
+    use std::sync::Arc;
+    let images = ImagesDir {
+        path: from.images.clone(),
+    };
+    let io_err = |step: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source: io::Error| JailError::Io { step, path, source }
+    };
+    // Host sources of the external mounts.
+    let mut sources = mount_sources(spec, &from.images)?;
+    sources.extend(
+        plan.rootfs
+            .binds
+            .iter()
+            .map(|b| (Path::new("/").join(&b.target), b.source.clone())),
+    );
+    let mut external_mounts: Vec<(String, PathBuf)> = Vec::new();
+    for (mountpoint, key) in &from.dumped.external_mounts {
+        let Some((_, host)) = sources
+            .iter()
+            .rev()
+            .find(|(inside, _)| inside == mountpoint)
+        else {
+            return Err(JailError::Io {
+                step: "finding the host source of a checkpointed mount",
+                path: mountpoint.clone(),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            });
+        };
+        external_mounts.push((key.clone(), host.clone()));
+    }
+    // CRIU reopens an inherited file through /proc/self/fd as the restored task (the sandbox's
+    // root, in its user namespace): the log becomes that root's (its mode stays, CRIU checks it).
+    // It is still reachable by no path from inside (see docs/SECURITY.md, "CRIU checkpoints").
+    let root_id = spec.id_map.to_outside(0).unwrap_or(u32::MAX);
+    nix::unistd::fchown(
+        &plan.log,
+        Some(nix::unistd::Uid::from_raw(root_id)),
+        Some(nix::unistd::Gid::from_raw(root_id)),
+    )
+    .map_err(|e| io_err("giving the log to the sandbox's root", &spec.log_path)(e.into()))?;
+    // Its host files: stdin was /dev/null, everything else the log.
+    let mut inherit_fds: Vec<(Arc<OwnedFd>, String)> = Vec::new();
+    let log = Arc::new(plan.log);
+    let stdin = Arc::new(plan.stdin);
+    for f in &from.dumped.external_files {
+        let fd = if f.fd == 0 {
+            stdin.clone()
+        } else {
+            log.clone()
+        };
+        inherit_fds.push((fd, f.resource()));
+    }
+    let listeners: Vec<&PathBuf> = spec
+        .inherit_fds
+        .iter()
+        .filter_map(|f| match f {
+            InheritFd::UnixListener { path } => Some(path),
+            InheritFd::ReadOnlyFile { .. } => None,
+        })
+        .collect();
+    for (path, inode) in listeners.iter().zip(&from.dumped.external_unix) {
+        let sock = crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
+            step: "binding the inherited socket",
+            path: (*path).clone(),
+            source: io::Error::other(error_chain(&e)),
+        })?;
+        // The restored program listened on it long ago: it must be listening already.
+        nix::sys::socket::listen(
+            &sock,
+            nix::sys::socket::Backlog::new(128).unwrap_or(nix::sys::socket::Backlog::MAXCONN),
+        )
+        .map_err(|e| io_err("listening on the inherited socket", path)(e.into()))?;
+        inherit_fds.push((Arc::new(sock), format!("socket:[{inode}]")));
+    }
+    // The images are read by the restored tasks themselves (their ids, through CRIU's fd).
+    images.open_to_restored_tasks(root_id).map_err(io_err(
+        "opening the images to the restored tasks",
+        &from.images,
+    ))?;
+
+    let host_mntns = nix::fcntl::open(
+        "/proc/self/ns/mnt",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        io_err(
+            "opening the launcher's mount namespace",
+            Path::new("/proc/self/ns/mnt"),
+        )(e.into())
+    })?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| JailError::Sync {
+        step: "unshare (staging mount namespace)",
+        source: e.into(),
+    })?;
+    let restored = rootfs::mount_root(&plan.rootfs)
+        .map_err(JailError::from)
+        .and_then(|()| stage_sources(&mut external_mounts, &from.images))
+        .and_then(|()| {
+            let restore = RestoreSpec {
+                root: plan.rootfs.mountpoint.clone(),
+                external_mounts,
+                inherit_fds,
+                cgroup: Some(cgroup.clone()),
+            };
+            Criu::new(from.criu.clone())
+                .restore(
+                    &images,
+                    &restore,
+                    std::time::Duration::from_millis(from.deadline_ms),
+                )
+                .map_err(|e| JailError::Helper {
+                    message: format!("criu restore: {}", error_chain(&e)),
+                })
+        });
+    let home = nix::sched::setns(&host_mntns, nix::sched::CloneFlags::CLONE_NEWNS);
+    let pid = restored?;
+    home.map_err(|e| JailError::Sync {
+        step: "returning to the launcher's mount namespace",
+        source: e.into(),
+    })?;
+    Ok(pid)
+}
+
+/// CRIU opens the sources of external mounts from inside the restored user namespace, which may
+/// not traverse the root-only host directories they live in: in the staging mount namespace (a
+/// private copy, seen by nobody else), a small tmpfs over `/mnt` (mode 0711) gets a bind of
+/// each source (`/mnt/e<i>`), and CRIU is given those. The `/proc` files written under `copied`
+/// are copied there instead: a restored sandbox sees them, as a launched one does, as files of a
+/// tmpfs named `none`, not of the host's disk.
+fn stage_sources(
+    external_mounts: &mut [(String, PathBuf)],
+    copied: &Path,
+) -> Result<(), JailError> {
+    use nix::mount::{mount, MsFlags};
+    let sync = |step: &'static str| {
+        move |e: nix::Error| JailError::Sync {
+            step,
+            source: e.into(),
+        }
+    };
+    mount(
+        Some("none"),
+        "/mnt",
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("mode=0711,size=65536,nr_inodes=1024"),
+    )
+    .map_err(sync(
+        "mounting the staging tmpfs for the restore's mount sources",
+    ))?;
+    for (i, (_, host)) in external_mounts.iter_mut().enumerate() {
+        let staged = PathBuf::from(format!("/mnt/e{i}"));
+        if host.starts_with(copied) {
+            std::fs::copy(&*host, &staged).map_err(|source| JailError::Io {
+                step: "staging a /proc file of the restore",
+                path: staged.clone(),
+                source,
+            })?;
+            *host = staged;
+            continue;
+        }
+        let meta = std::fs::metadata(&*host).map_err(|source| JailError::Io {
+            step: "a mount source of the restore",
+            path: host.clone(),
+            source,
+        })?;
+        let made = if meta.is_dir() {
+            std::fs::create_dir(&staged)
+        } else {
+            std::fs::File::create(&staged).map(drop)
+        };
+        made.map_err(|source| JailError::Io {
+            step: "staging a mount source of the restore",
+            path: staged.clone(),
+            source,
+        })?;
+        mount(
+            Some(host.as_path()),
+            &staged,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(sync("binding a mount source of the restore"))?;
+        *host = staged;
+    }
+    Ok(())
+}
+
 /// Clone the child and walk it through the sync protocol. Returns the child's host pid.
 fn start(
     spec: &SandboxSpec,
-    plan: ChildPlan,
+    mut plan: ChildPlan,
     go: OwnedFd,
     report: OwnedFd,
     cgroup: &Cgroup,
 ) -> Result<i32, JailError> {
-    let flags = libc::CLONE_NEWNS
+    // The host-root half of the mount table, in a staging mount namespace of our own (a private
+    // copy of the host's): the clone below copies it into the sandbox's mount namespace, where
+    // the kernel locks every mount of it. Back in our own namespace right after the clone, the
+    // staging one has no process left and goes away.
+    let host_mntns = nix::fcntl::open(
+        "/proc/self/ns/mnt",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| JailError::Io {
+        step: "opening the launcher's mount namespace",
+        path: "/proc/self/ns/mnt".into(),
+        source: e.into(),
+    })?;
+    let back_home = |host_mntns: &OwnedFd| {
+        nix::sched::setns(host_mntns, nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| {
+            JailError::Sync {
+                step: "returning to the launcher's mount namespace",
+                source: e.into(),
+            }
+        })
+    };
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| JailError::Sync {
+        step: "unshare (staging mount namespace)",
+        source: e.into(),
+    })?;
+    // The child starts in the overlay root (its copy of our current directory): it could not
+    // reach it by path through the root-only host directories above.
+    let staged = rootfs::build_host(&plan.rootfs)
+        .map_err(JailError::from)
+        .and_then(|()| enter_dir(&plan.rootfs.mountpoint));
+    let cwd_before = match staged {
+        Ok(cwd) => cwd,
+        Err(e) => {
+            back_home(&host_mntns)?;
+            return Err(e);
+        }
+    };
+    // Raising a hard limit needs CAP_SYS_RESOURCE in the host's user namespace, which the child
+    // never has: set the limits here, the child inherits them, ours are put back after the clone.
+    let limits_before = set_child_limits(plan.nofile)?;
+    // The user namespace first, in the same clone as the others: it owns the sandbox's mount, pid,
+    // net, ipc and uts namespaces (and the cgroup namespace the child makes), as with runc or
+    // podman's user namespaces. The sandbox's root still never holds CAP_SYS_ADMIN, NET_ADMIN or
+    // NET_RAW (bounding set) and seccomp refuses mount, unshare, setns (see docs/SECURITY.md).
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    let pid = match crate::sys::clone_process(flags) {
+    let cloned = crate::sys::clone_process(flags);
+    if let Ok(None) = cloned {
+        // In the child. Our copies of the parent's pipe ends must go, or EOF never comes.
+        drop(go);
+        drop(report);
+        child::run(&plan)
+    }
+    restore_limits(limits_before);
+    let _ = nix::unistd::fchdir(&cwd_before);
+    let home = back_home(&host_mntns);
+    let pid = match cloned {
         Ok(Some(pid)) => pid,
-        Ok(None) => {
-            // In the child. Our copies of the parent's pipe ends must go, or EOF never comes.
-            drop(go);
-            drop(report);
-            child::run(&plan)
-        }
+        Ok(None) => unreachable!("the child never returns"),
         Err(source) => {
             return Err(JailError::Sync {
                 step: "clone",
@@ -587,10 +967,23 @@ fn start(
         }
     };
     // The child's ends; dropping ours is what lets EOF through.
+    let listeners_send = plan.listeners_send.take();
     drop(plan);
+    if let Err(e) = home {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(pid), None);
+        return Err(e);
+    }
     let mut go = std::fs::File::from(go);
     let mut report = std::fs::File::from(report);
-    let result = parent_side(spec, pid, &mut go, &mut report, cgroup);
+    let result = parent_side(
+        spec,
+        listeners_send.as_ref(),
+        pid,
+        &mut go,
+        &mut report,
+        cgroup,
+    );
     if let Err(e) = result {
         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         let status = waitpid(Pid::from_raw(pid), None);
@@ -609,8 +1002,65 @@ fn start(
     Ok(pid)
 }
 
+/// `chdir(dir)`, returning an fd of the directory we were in.
+fn enter_dir(dir: &Path) -> Result<OwnedFd, JailError> {
+    let io_err = |step: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |e: nix::Error| JailError::Io {
+            step,
+            path,
+            source: e.into(),
+        }
+    };
+    let before = nix::fcntl::open(
+        ".",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io_err("opening the current directory", Path::new(".")))?;
+    nix::unistd::chdir(dir).map_err(io_err("entering the new root", dir))?;
+    Ok(before)
+}
+
+type Rlimits = [(nix::sys::resource::Resource, (u64, u64)); 2];
+
+/// Set `RLIMIT_NOFILE` (when given) and `RLIMIT_CORE` 0 on ourselves, for the child to inherit;
+/// returns the previous values.
+fn set_child_limits(nofile: Option<u64>) -> Result<Rlimits, JailError> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let get = |r| {
+        getrlimit(r).map_err(|e| JailError::Sync {
+            step: "getrlimit",
+            source: e.into(),
+        })
+    };
+    let before = [
+        (Resource::RLIMIT_NOFILE, get(Resource::RLIMIT_NOFILE)?),
+        (Resource::RLIMIT_CORE, get(Resource::RLIMIT_CORE)?),
+    ];
+    let set = |r, n: u64, what: &'static str| {
+        setrlimit(r, n, n).map_err(|e| JailError::Sync {
+            step: what,
+            source: e.into(),
+        })
+    };
+    if let Some(n) = nofile {
+        set(Resource::RLIMIT_NOFILE, n, "setrlimit RLIMIT_NOFILE")?;
+    }
+    if let Err(e) = set(Resource::RLIMIT_CORE, 0, "setrlimit RLIMIT_CORE=0") {
+        restore_limits(before);
+        return Err(e);
+    }
+    Ok(before)
+}
+
+fn restore_limits(before: Rlimits) {
+    for (r, (soft, hard)) in before {
+        let _ = nix::sys::resource::setrlimit(r, soft, hard);
+    }
+}
+
 enum Report {
-    UserNsReady,
     Failed(SetupError),
     Eof,
 }
@@ -633,7 +1083,6 @@ fn read_report(report: &mut std::fs::File) -> Result<Report, JailError> {
         return Ok(Report::Eof);
     }
     match tag[0] {
-        USERNS_READY => Ok(Report::UserNsReady),
         ERROR_TAG => {
             let mut rest = Vec::new();
             report
@@ -656,26 +1105,23 @@ fn read_report(report: &mut std::fs::File) -> Result<Report, JailError> {
 
 fn parent_side(
     spec: &SandboxSpec,
+    listeners_send: Option<&OwnedFd>,
     pid: i32,
     go: &mut std::fs::File,
     report: &mut std::fs::File,
     cgroup: &Cgroup,
 ) -> Result<(), JailError> {
-    let proceed = |go: &mut std::fs::File, step: &'static str| {
-        go.write_all(b"g")
-            .map_err(|source| JailError::Sync { step, source })
-    };
-    // The child builds its mount table meanwhile; it waits for this before anything else.
-    cgroup.add_pid(pid).map_err(JailError::CgroupJoin)?;
-    let sent = proceed(go, "letting the child continue");
-    match read_report(report)? {
-        Report::UserNsReady => sent?,
-        Report::Failed(e) => return Err(e.into()),
-        Report::Eof => {
-            return Err(JailError::ChildDied {
-                status: String::new(),
-            })
-        }
+    // The child waits for a first byte (by then it has its id maps and, in a message before it,
+    // its listening sockets), builds its mount table while we move it into the cgroup, then
+    // waits for a second byte before its cgroup namespace.
+    if let Some(send) = listeners_send {
+        let socks = bind_listeners(spec, pid)?;
+        let raw: Vec<std::os::fd::RawFd> =
+            socks.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+        crate::fdpass::send_with_fds(send, b"l", &raw).map_err(|source| JailError::Sync {
+            step: "handing the inherited sockets to the child",
+            source,
+        })?;
     }
     let map = format!(
         "{} {} {}\n",
@@ -689,16 +1135,18 @@ fn parent_side(
             source,
         })?;
     }
-    proceed(go, "letting the child continue")?;
+    let proceed = |go: &mut std::fs::File| {
+        go.write_all(b"g").map_err(|source| JailError::Sync {
+            step: "letting the child continue",
+            source,
+        })
+    };
+    proceed(go)?;
+    // On an error here the caller kills the child and prefers its report, if it wrote one.
+    cgroup.add_pid(pid).map_err(JailError::CgroupJoin)?;
+    proceed(go)?;
     match read_report(report)? {
         Report::Eof => Ok(()),
         Report::Failed(e) => Err(e.into()),
-        Report::UserNsReady => Err(JailError::Sync {
-            step: "reading the child's report",
-            source: io::Error::new(
-                io::ErrorKind::InvalidData,
-                "duplicate user-namespace message",
-            ),
-        }),
     }
 }

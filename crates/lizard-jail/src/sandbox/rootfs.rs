@@ -1,7 +1,13 @@
-//! The sandbox's mount table, built by the launcher's child as host root inside its fresh mount
-//! namespace: overlay root, bind mounts, a fresh `/proc` with sensitive files masked, a minimal
-//! `/dev` (tmpfs + device nodes + devpts + `/dev/shm`), a tmpfs `/tmp`, then `pivot_root` into it and
-//! detach the old root. There is no `/sys` (it would show the host's devices and cgroups); with
+//! The sandbox's mount table, built in two halves. [`build_host`]: the launcher, as host root in a
+//! staging mount namespace of its own (made just before the clone), mounts the overlay root and the
+//! bind mounts (volumes, the agent's binds, the delegated cgroups, idmapped copies); the clone with
+//! `CLONE_NEWUSER | CLONE_NEWNS` copies that table into the sandbox's mount namespace, owned by the
+//! sandbox's user namespace, where the kernel **locks** every copied mount (it cannot be unmounted
+//! to reveal what is under it, nor made writable, suid or exec again from inside). [`build_inside`]:
+//! the child, root of its new user namespace (which owns the mount and pid namespaces), mounts a
+//! fresh `/proc` with sensitive files masked, a minimal `/dev` (tmpfs + binds of the host's
+//! `null`, `zero`, … device nodes + devpts + `/dev/shm`), a tmpfs `/tmp`, then `pivot_root`s into it
+//! and detaches the old root. There is no `/sys` (it would show the host's devices and cgroups); with
 //! `context_cgroups` the launcher adds binds of the sandbox's own delegated cgroup directories at
 //! `/sys/fs/cgroup/<controller>` (see `crate::delegation`).
 //!
@@ -21,7 +27,7 @@
 use super::child::{SetupError, Step};
 use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::sys::stat::{makedev, mkdirat, mknodat, Mode, SFlag};
+use nix::sys::stat::{mkdirat, Mode};
 use nix::unistd::{fchownat, Gid, Uid};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
@@ -64,7 +70,7 @@ pub(crate) struct BindPlan {
 
 /// Files of `/proc` that show host-wide information or kernel internals: /dev/null is bound over
 /// them (as Docker does).
-const PROC_NULLED: &[&str] = &[
+pub(crate) const PROC_NULLED: &[&str] = &[
     "kcore",
     "keys",
     "timer_list",
@@ -78,15 +84,9 @@ const PROC_READONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
 /// Directories of `/proc` hidden under an empty read-only tmpfs (host hardware).
 const PROC_EMPTIED: &[&str] = &["acpi", "scsi", "asound"];
 
-/// The device nodes of `/dev`: name, major, minor (all mode 0666).
-const DEVICES: &[(&str, u64, u64)] = &[
-    ("null", 1, 3),
-    ("zero", 1, 5),
-    ("full", 1, 7),
-    ("random", 1, 8),
-    ("urandom", 1, 9),
-    ("tty", 5, 0),
-];
+/// The device nodes of `/dev`: binds of the host's (all mode 0666). A tmpfs mounted in a user
+/// namespace other than the host's cannot hold working device nodes, so they are not `mknod`ed.
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 const DEV_LINKS: &[(&str, &str)] = &[
     ("fd", "/proc/self/fd"),
     ("stdin", "/proc/self/fd/0"),
@@ -253,9 +253,15 @@ fn open_layer(layer: &Path) -> Result<OwnedFd, SetupError> {
     .step("open overlay layer", layer.display())
 }
 
-/// Build the mount table and pivot into it. On return the calling process's root and cwd are the
-/// sandbox's `/`.
-pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
+/// The host-root half: in the launcher's staging mount namespace (a private copy of the host's),
+/// mount the overlay at `plan.mountpoint` and the bind mounts into it.
+pub(crate) fn build_host(plan: &Plan) -> Result<(), SetupError> {
+    mount_root(plan)?;
+    bind_all(plan)
+}
+
+/// Only the overlay root of [`build_host`] (for a checkpoint restore: CRIU makes the binds).
+pub(crate) fn mount_root(plan: &Plan) -> Result<(), SetupError> {
     // Nothing we mount may propagate back to the host's mount namespace.
     mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
         .step("make / private", "/")?;
@@ -305,6 +311,11 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
     )
     .step("mount overlay", &detail)?;
     drop((lower_fds, upper, work));
+    Ok(())
+}
+
+/// The bind mounts of [`build_host`], into the overlay at `plan.mountpoint`.
+fn bind_all(plan: &Plan) -> Result<(), SetupError> {
     let root = nix::fcntl::open(
         &plan.mountpoint,
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -342,11 +353,35 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
             .step("open mount target", b.target.display())?;
         remount(top.as_fd(), flags, &what)?;
     }
+    Ok(())
+}
 
+/// The child's half, as root of the sandbox's user namespace in its own mount namespace (a copy of
+/// the staging one, every mount of it locked): `/proc`, `/dev`, `/tmp`, then `pivot_root`. What is
+/// created here is owned by the sandbox's root without any `chown` (the creator's ids).
+pub(crate) fn build_inside(plan: &Plan) -> Result<(), SetupError> {
+    // Copies of shared mounts came in as slaves; make them private too.
+    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
+        .step("make / private", "/")?;
+    // Our current directory is the overlay root (the parent's, translated by the clone into our
+    // copy of it): the host directories above it are root's, which we may not traverse.
+    // `pivot_root` refuses a new root that is itself locked (it would reveal what it covers, the
+    // host's directory): pivot into a recursive copy of it made here and attached onto it (the
+    // binds in it come along, still locked to it); its fd is the new root from here on.
+    let tree = crate::sys::open_tree_clone_cwd_recursive().step("open_tree", "the root")?;
+    let cwd = nix::fcntl::open(
+        ".",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .step("open new root", plan.mountpoint.display())?;
+    crate::sys::move_mount_onto(tree.as_fd(), cwd.as_fd()).step("attach the root", "")?;
+    drop(cwd);
+    let root = tree.as_fd();
     mount_proc(root, plan)?;
     mount_dev(root, plan)?;
 
-    let tmp = ensure(root, Path::new("tmp"), false, plan.root_owner)?;
+    let tmp = ensure(root, Path::new("tmp"), false, None)?;
     mount(
         Some("tmpfs"),
         fd_path(tmp.as_fd()).as_str(),
@@ -366,7 +401,7 @@ pub(crate) fn build(plan: &Plan) -> Result<(), SetupError> {
 }
 
 fn mount_proc(root: BorrowedFd<'_>, plan: &Plan) -> Result<(), SetupError> {
-    let target = ensure(root, Path::new("proc"), false, plan.root_owner)?;
+    let target = ensure(root, Path::new("proc"), false, None)?;
     mount(
         Some("proc"),
         fd_path(target.as_fd()).as_str(),
@@ -467,7 +502,7 @@ fn mount_proc(root: BorrowedFd<'_>, plan: &Plan) -> Result<(), SetupError> {
 }
 
 fn mount_dev(root: BorrowedFd<'_>, plan: &Plan) -> Result<(), SetupError> {
-    let target = ensure(root, Path::new("dev"), false, plan.root_owner)?;
+    let target = ensure(root, Path::new("dev"), false, None)?;
     mount(
         Some("tmpfs"),
         fd_path(target.as_fd()).as_str(),
@@ -479,24 +514,36 @@ fn mount_dev(root: BorrowedFd<'_>, plan: &Plan) -> Result<(), SetupError> {
     // A tmpfs we just made: nothing in it yet but what we create.
     let dev = open_in_root(root, Path::new("dev")).step("open /dev", "dev")?;
     let dev = dev.as_fd();
-    for (name, major, minor) in DEVICES {
-        mknodat(
+    for name in DEVICES {
+        // An empty file of our fresh tmpfs, then the host's node bound onto it (the host's `/dev`
+        // is still visible: we have not pivoted yet). The bind is a copy of a locked mount, so
+        // its flags stay locked too.
+        let file = openat(
             dev,
             *name,
-            SFlag::S_IFCHR,
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(0o666),
-            makedev(*major, *minor),
         )
-        .step("mknod", format!("/dev/{name}"))?;
-        chown_root(dev, Path::new(name), plan.root_owner)?;
+        .step("create /dev node", format!("/dev/{name}"))?;
+        drop(file);
+        let target = openat(
+            dev,
+            *name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .step("open /dev node", format!("/dev/{name}"))?;
+        bind_mount(
+            &format!("/dev/{name}"),
+            target.as_fd(),
+            &format!("/dev/{name}"),
+        )?;
     }
     for (name, to) in DEV_LINKS {
         nix::unistd::symlinkat(*to, dev, *name).step("symlink", format!("/dev/{name}"))?;
-        chown_root(dev, Path::new(name), plan.root_owner)?;
     }
     for (name, mode) in [("pts", 0o755), ("shm", 0o1777)] {
         mkdirat(dev, name, Mode::from_bits_truncate(mode)).step("mkdir", format!("/dev/{name}"))?;
-        chown_root(dev, Path::new(name), plan.root_owner)?;
     }
     let pts = open_in_root(root, Path::new("dev/pts")).step("open /dev/pts", "dev/pts")?;
     mount(

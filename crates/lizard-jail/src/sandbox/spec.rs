@@ -78,6 +78,27 @@ pub struct SandboxSpec {
     /// descriptor of the launcher is closed at exec. At most [`MAX_INHERIT_FDS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inherit_fds: Vec<InheritFd>,
+    /// Instead of starting `program`, restore a CRIU checkpoint of a sandbox launched from this
+    /// same spec (see [`RestoreFrom`], `sandbox::launch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreFrom>,
+}
+
+/// A CRIU checkpoint to restore in place of a launch: the same host side as a launch (cgroup with
+/// its limits and delegated tree, the overlay root, the log, the listening sockets), then `criu
+/// restore` into it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreFrom {
+    /// The CRIU program (`checkpoint::Criu`).
+    pub criu: PathBuf,
+    /// The images directory (host-side, root-only parent, see `checkpoint::ImagesDir`).
+    pub images: PathBuf,
+    /// What the dump was told was external (mounts, host files, the listening sockets'
+    /// inodes, in `inherit_fds` order).
+    pub dumped: crate::checkpoint::DumpSpec,
+    /// Deadline of the restore, in milliseconds.
+    pub deadline_ms: u64,
 }
 
 /// At most this many lower layers in [`RootfsSpec::lower`] (a template chain's depth).

@@ -112,6 +112,7 @@ impl TestDir {
             context_cgroups: false,
             log_path: self.log_path(),
             inherit_fds: Vec::new(),
+            restore: None,
         }
     }
 }
