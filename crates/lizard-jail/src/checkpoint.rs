@@ -540,29 +540,10 @@ fn external_mounts(mountinfo: &str) -> Vec<PathBuf> {
         let part = *root != "/";
         if (part && *fstype != "proc") || !remade {
             // mountinfo escapes space, tab, newline and backslash as octal.
-            out.push(PathBuf::from(unescape_octal(mp)));
+            out.push(PathBuf::from(crate::mounts::unescape_octal(mp)));
         }
     }
     out
-}
-
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// An unnamed temporary file (`O_TMPFILE` in the temporary directory: no name anyone could race).

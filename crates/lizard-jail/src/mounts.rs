@@ -42,7 +42,8 @@ pub fn parse_mountinfo(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-fn unescape_octal(s: &str) -> String {
+/// A mountinfo field with its octal escapes (`\040` for a space, …) decoded.
+pub(crate) fn unescape_octal(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

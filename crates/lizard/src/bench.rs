@@ -505,23 +505,27 @@ for (let i = 0; i < n; i++) {
 console.log(JSON.stringify(times));
 "#;
 
-/// create → first result through the TypeScript SDK, as a user's Node program would see it.
-/// Pause → resume → first result in memory, and hibernate → resume → first result from disk, of a
-/// sandbox holding 200 MB of numpy state in its Python context.
-async fn hibernation_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>> {
-    let n = args.samples;
-    let mut out = Vec::new();
+/// A new sandbox holding 200 MB of numpy state (`state`) in its Python context.
+async fn sandbox_with_200_mb(c: &Client) -> Result<String> {
     let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
-    let id = sb.sandbox_id;
     let ex = c
         .run(
-            &id,
+            &sb.sandbox_id,
             &exec("import numpy as np\nstate = np.ones(25_000_000)  # 200 MB\nstate.nbytes"),
         )
         .await?;
     if ex.error.is_some() {
         bail!("setting up 200 MB of state failed: {:?}", ex.error);
     }
+    Ok(sb.sandbox_id)
+}
+
+/// Pause → resume → first result in memory, and hibernate → resume → first result from disk, of a
+/// sandbox holding 200 MB of numpy state in its Python context.
+async fn hibernation_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>> {
+    let n = args.samples;
+    let mut out = Vec::new();
+    let id = sandbox_with_200_mb(c).await?;
     let mut resume = Vec::new();
     let mut pause = Vec::new();
     for _ in 0..n {
@@ -588,17 +592,7 @@ async fn hibernation_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>
 async fn checkpoint_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>> {
     let n = args.samples.min(10);
     let mut out = Vec::new();
-    let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
-    let id = sb.sandbox_id;
-    let ex = c
-        .run(
-            &id,
-            &exec("import numpy as np\nstate = np.ones(25_000_000)  # 200 MB\nstate.nbytes"),
-        )
-        .await?;
-    if ex.error.is_some() {
-        bail!("setting up 200 MB of state failed: {:?}", ex.error);
-    }
+    let id = sandbox_with_200_mb(c).await?;
     let (mut snap, mut clone) = (Vec::new(), Vec::new());
     let mut method = String::new();
     for _ in 0..n {
@@ -729,6 +723,7 @@ fn in_context(code: &str, ctx: &str) -> ExecuteRequest {
     }
 }
 
+/// create → first result through the TypeScript SDK, as a user's Node program would see it.
 fn ts_figure(args: &BenchArgs, server: &BenchServer) -> Result<Figure> {
     let module = std::path::absolute(&args.ts_sdk)?;
     if !module.exists() {
