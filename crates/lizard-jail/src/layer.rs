@@ -237,34 +237,11 @@ impl Walk {
         rel: &Path,
         depth: usize,
     ) -> Result<(), ImportError> {
-        if depth > self.limits.max_depth {
-            return Err(ImportError::Limit(format!(
-                "{}: deeper than {} directories",
-                show(rel),
-                self.limits.max_depth
-            )));
-        }
+        self.check_depth(rel, depth)?;
         if self.check_xattrs(src, rel, true)? {
             crate::sys::set_xattr(dst, OPAQUE, b"y").map_err(ioe("marking opaque", rel))?;
         }
-        let dup = nix::unistd::dup(src).map_err(io("dup", rel))?;
-        let mut dir = nix::dir::Dir::from_fd(dup).map_err(io("listing", rel))?;
-        let mut names: Vec<OsString> = Vec::new();
-        for entry in dir.iter() {
-            let entry = entry.map_err(io("listing", rel))?;
-            let name = OsStr::from_bytes(entry.file_name().to_bytes());
-            if name == "." || name == ".." {
-                continue;
-            }
-            names.push(name.to_owned());
-            if names.len() as u64 + self.report.entries > self.limits.max_entries {
-                return Err(ImportError::Limit(format!(
-                    "more than {} entries",
-                    self.limits.max_entries
-                )));
-            }
-        }
-        drop(dir);
+        let names = self.names(src, rel)?;
         for name in names {
             let path = rel.join(&name);
             self.count(&name, &path)?;
@@ -483,6 +460,41 @@ pub fn shift_owners(root: &Path, ids: IdShift, limits: ImportLimits) -> Result<u
 }
 
 impl Walk {
+    /// Refuse a directory deeper than the limit.
+    fn check_depth(&self, rel: &Path, depth: usize) -> Result<(), ImportError> {
+        if depth > self.limits.max_depth {
+            return Err(ImportError::Limit(format!(
+                "{}: deeper than {} directories",
+                show(rel),
+                self.limits.max_depth
+            )));
+        }
+        Ok(())
+    }
+
+    /// The names in directory `dir` (without `.` and `..`), refused once the walk's entries
+    /// would pass the limit.
+    fn names(&self, dir: BorrowedFd<'_>, rel: &Path) -> Result<Vec<OsString>, ImportError> {
+        let dup = nix::unistd::dup(dir).map_err(io("dup", rel))?;
+        let mut d = nix::dir::Dir::from_fd(dup).map_err(io("listing", rel))?;
+        let mut names: Vec<OsString> = Vec::new();
+        for entry in d.iter() {
+            let entry = entry.map_err(io("listing", rel))?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            names.push(name.to_owned());
+            if names.len() as u64 + self.report.entries > self.limits.max_entries {
+                return Err(ImportError::Limit(format!(
+                    "more than {} entries",
+                    self.limits.max_entries
+                )));
+            }
+        }
+        Ok(names)
+    }
+
     fn shifted(&self, st: &FileStat) -> Option<(Option<Uid>, Option<Gid>)> {
         let u = self.ids.map(st.st_uid).map(Uid::from_raw);
         let g = self.ids.map(st.st_gid).map(Gid::from_raw);
@@ -508,31 +520,8 @@ impl Walk {
         rel: &Path,
         depth: usize,
     ) -> Result<(), ImportError> {
-        if depth > self.limits.max_depth {
-            return Err(ImportError::Limit(format!(
-                "{}: deeper than {} directories",
-                show(rel),
-                self.limits.max_depth
-            )));
-        }
-        let dup = nix::unistd::dup(dir).map_err(io("dup", rel))?;
-        let mut d = nix::dir::Dir::from_fd(dup).map_err(io("listing", rel))?;
-        let mut names: Vec<OsString> = Vec::new();
-        for entry in d.iter() {
-            let entry = entry.map_err(io("listing", rel))?;
-            let name = OsStr::from_bytes(entry.file_name().to_bytes());
-            if name == "." || name == ".." {
-                continue;
-            }
-            names.push(name.to_owned());
-            if names.len() as u64 + self.report.entries > self.limits.max_entries {
-                return Err(ImportError::Limit(format!(
-                    "more than {} entries",
-                    self.limits.max_entries
-                )));
-            }
-        }
-        drop(d);
+        self.check_depth(rel, depth)?;
+        let names = self.names(dir, rel)?;
         for name in names {
             let path = rel.join(&name);
             self.count(&name, &path)?;
