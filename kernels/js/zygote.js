@@ -77,6 +77,7 @@ const PR_SET_DUMPABLE = 4;
 const EINTR = 4;
 const F_DUPFD_CLOEXEC = 1030;
 const O_CLOEXEC = 0o2000000;
+const O_NONBLOCK = 0o4000;
 const MADV_DOFORK = 11;
 const SOL_SOCKET = 1;
 const SCM_RIGHTS = 1;
@@ -196,6 +197,7 @@ function send(fd, obj, passFd) {
  * leading its own group in the requested working directory.
  */
 function serve(zfd) {
+  waitForQuietThreads();
   if (!send(zfd, { ev: 'ready' })) c._exit(0);
   const status = Buffer.alloc(4);
   for (;;) {
@@ -214,37 +216,145 @@ function serve(zfd) {
       send(zfd, { error: `bad fork request: ${e.message}` });
       continue;
     }
-    adviseDoFork();
-    const mid = c.fork();
-    if (mid < 0) {
-      const e = errno();
-      for (const fd of req.fds) c.close(fd);
-      send(zfd, { error: `fork: errno ${e}` });
-      continue;
+    // A fork that dies before it answered (see `forkKernel`) is tried again: nothing of it is left.
+    let outcome;
+    for (let attempt = 1; ; attempt++) {
+      attemptNo = attempt;
+      outcome = forkKernel(zfd, req.fds, cwd, parsed, status);
+      if (outcome.kernel || outcome.answered || attempt === FORK_ATTEMPTS) break;
     }
-    if (mid === 0) {
-      // The intermediate: fork the kernel, answer with its pid and pidfd, exit. The kernel is thereby
-      // re-parented to the agent (PID 1 of the sandbox or a subreaper), like a spawned kernel.
-      const intermediate = c.getpid();
-      adviseDoFork();
-      const kid = c.fork();
-      if (kid === 0) {
-        c.close(zfd);
-        return becomeKernel(req.fds, cwd, intermediate, parsed);
-      }
-      if (kid < 0) {
-        send(zfd, { error: `fork: errno ${errno()}` });
-        c._exit(1);
-      }
-      c.setpgid(kid, kid); // both sides set the group: the agent may signal it right away
-      const pidfd = c.pidfd_open(kid, 0);
-      if (pidfd < 0) send(zfd, { error: `pidfd_open: errno ${errno()}` });
-      else send(zfd, { pid: kid }, pidfd);
-      c._exit(0);
-    }
+    if (outcome.kernel) return outcome.kernel;
     for (const fd of req.fds) c.close(fd);
-    while (c.waitpid(mid, ptr(status), 0) < 0 && errno() === EINTR);
+    if (!outcome.answered) send(zfd, { error: outcome.error });
   }
+}
+
+const FORK_ATTEMPTS = 3;
+
+// Tests only (crates/lizard-agent/tests/zygote.rs): make the first attempt of every fork die before
+// it answers — `intermediate-dies` at its start, `dies-after-fork` once the kernel exists. The agent
+// sets it only from its own environment, which nothing in a sandbox reaches.
+const FAULT = process.env.LIZARD_TEST_ZYGOTE_FAULT || '';
+delete process.env.LIZARD_TEST_ZYGOTE_FAULT;
+let attemptNo = 0;
+
+/**
+ * One fork of a kernel for a request: the zygote forks an intermediate, which forks the kernel,
+ * answers the agent with the kernel's pid and pidfd, and exits (the kernel is thereby re-parented to
+ * the agent — PID 1 of the sandbox or a subreaper — like a spawned kernel).
+ *
+ * A fork can die before it answers (a signal: the copy of the zygote it started from was not
+ * whole, see `waitForQuietThreads`; or the OOM killer). Two one-byte pipes make that safe to retry:
+ * the intermediate says `answering` to the zygote before it sends the answer (so the zygote never
+ * answers twice), and the kernel starts only once the intermediate says `answered` (so a kernel
+ * whose intermediate died before answering exits instead of serving the request's channels next
+ * to the retry's kernel).
+ *
+ * Returns `{kernel}` in the new kernel, else (in the zygote) `{answered}` when the agent got an
+ * answer, or `{error}` to send it.
+ */
+function forkKernel(zfd, fds, cwd, req, status) {
+  const answering = makePipe(O_CLOEXEC | O_NONBLOCK);
+  if (!answering) return { error: `pipe: errno ${errno()}` };
+  waitForQuietThreads();
+  adviseDoFork();
+  const mid = c.fork();
+  if (mid < 0) {
+    const e = errno();
+    c.close(answering.r);
+    c.close(answering.w);
+    return { error: `fork: errno ${e}` };
+  }
+  if (mid === 0) {
+    // The intermediate: fork the kernel, answer with its pid and pidfd, let the kernel go, exit.
+    c.close(answering.r);
+    if (FAULT === 'intermediate-dies' && attemptNo === 1) process.kill(c.getpid(), 'SIGSEGV');
+    const intermediate = c.getpid();
+    const answered = makePipe(O_CLOEXEC);
+    if (!answered) c._exit(3);
+    adviseDoFork();
+    const kid = c.fork();
+    if (kid === 0) {
+      c.close(zfd);
+      c.close(answering.w);
+      c.close(answered.w);
+      if (!readByte(answered.r)) c._exit(0); // the intermediate died before it answered
+      c.close(answered.r);
+      return { kernel: becomeKernel(fds, cwd, intermediate, req) };
+    }
+    c.close(answered.r);
+    if (kid < 0) c._exit(4); // the zygote answers
+    c.setpgid(kid, kid); // both sides set the group: the agent may signal it right away
+    const pidfd = c.pidfd_open(kid, 0);
+    if (pidfd < 0) c._exit(5); // the kernel sees the pipe close and exits
+    if (FAULT === 'dies-after-fork' && attemptNo === 1) process.kill(c.getpid(), 'SIGSEGV');
+    writeByte(answering.w);
+    if (send(zfd, { pid: kid }, pidfd)) writeByte(answered.w);
+    c._exit(0);
+  }
+  c.close(answering.w);
+  while (c.waitpid(mid, ptr(status), 0) < 0 && errno() === EINTR);
+  const answered = readByte(answering.r);
+  c.close(answering.r);
+  if (answered) return { answered: true };
+  const ws = status.readInt32LE(0);
+  const sig = ws & 0x7f;
+  return {
+    error: sig ? `the fork died before it answered (signal ${sig})` : `the fork failed (exit code ${(ws >> 8) & 0xff})`,
+  };
+}
+
+const ONE = Buffer.alloc(1);
+
+// A pipe as {r, w}, or null (errno says why).
+function makePipe(flags) {
+  const fds = Buffer.alloc(8);
+  if (c.pipe2(ptr(fds), flags) < 0) return null;
+  return { r: fds.readInt32LE(0), w: fds.readInt32LE(4) };
+}
+
+// Read one byte: true when one came, false at end of file (the writer is gone) or when none is
+// there yet on a non-blocking pipe.
+function readByte(fd) {
+  let n;
+  while ((n = Number(c.read(fd, ptr(ONE), 1n))) < 0 && errno() === EINTR);
+  return n === 1;
+}
+
+function writeByte(fd) {
+  ONE[0] = 1;
+  while (Number(c.write(fd, ptr(ONE), 1n)) < 0 && errno() === EINTR);
+}
+
+// The syscalls that Node's platform threads wait in when idle (futex: a worker waiting for tasks;
+// epoll: the delayed-task scheduler's loop), per architecture.
+const IDLE_SYSCALLS = new Set(process.arch === 'arm64' ? [98, 22, 441, 73] : [202, 232, 281, 441, 7, 271]);
+const SLEEP = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Wait (at most 500 ms, looking every millisecond) until every thread of this process but the
+ * calling one is idle: blocked in the syscall its loop waits in. fork() copies the other threads'
+ * memory but not the threads: forked while one of them is half-way through a change (a task V8 or
+ * Node runs on it, in the zygote most often in its first ≈ 100 ms), the copy holds the half-made
+ * change, and forks made then were seen to die of SIGSEGV at their first steps. One look costs
+ * ≈ 50 µs.
+ */
+function waitForQuietThreads() {
+  const self = String(c.getpid());
+  const deadline = Date.now() + 500;
+  while (!otherThreadsIdle(self) && Date.now() < deadline) Atomics.wait(SLEEP, 0, 0, 1);
+}
+
+function otherThreadsIdle(self) {
+  let tasks;
+  try { tasks = fs.readdirSync('/proc/self/task'); } catch { return true; }
+  for (const t of tasks) {
+    if (t === self) continue;
+    let line;
+    try { line = fs.readFileSync(`/proc/self/task/${t}/syscall`, 'latin1'); } catch { continue; } // gone
+    if (!IDLE_SYSCALLS.has(parseInt(line, 10))) return false; // "running", or busy in a syscall
+  }
+  return true;
 }
 
 // Return once the intermediate process that forked this kernel has exited: its exit re-parents
@@ -343,6 +453,7 @@ function forkLive(dir, procs, eventFd, controlFd) {
   const r = fds.readInt32LE(0);
   const w = fds.readInt32LE(4);
   const word = Buffer.alloc(4);
+  waitForQuietThreads(); // a cell's worker threads, if any
   adviseDoFork();
   const mid = c.fork();
   if (mid < 0) {

@@ -40,14 +40,22 @@ fn js_zygote_pid(agent: u32) -> Option<i64> {
 }
 
 fn zygote_in(agent: u32, dir: &str) -> Option<i64> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i64 = e.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let rest = &stat[stat.rfind(')')? + 1..];
-        let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
-        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
-        (ppid == agent && cwd.ends_with(dir) && alive(pid)).then_some(pid)
-    })
+    // A kernel just forked has the zygote's working directory until it enters its own, and may
+    // already be the agent's child by then: the zygote is the oldest such process.
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let pid: i64 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+            let ppid: u32 = rest.get(1)?.parse().ok()?;
+            let started: u64 = rest.get(19)?.parse().ok()?;
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+            (ppid == agent && cwd.ends_with(dir) && alive(pid)).then_some((started, pid))
+        })
+        .min()
+        .map(|(_, pid)| pid)
 }
 
 #[tokio::test]
@@ -586,4 +594,32 @@ async fn a_node_that_cannot_fork_falls_back_to_spawning() {
     let two = a.context("javascript").await;
     assert_eq!(js_how(&a, &two).await, "spawned");
     assert_eq!(js_zygote_pid(a.pid()), None);
+}
+
+/// A fork that dies before it answers the agent (injected: its intermediate process dies of SIGSEGV
+/// at its start, or once it has forked the kernel — as forks made while another thread of the
+/// zygote was mid-change were seen to) is tried again by the zygote: the context is still forked,
+/// the zygote stays the same, and no kernel of the
+/// dead attempt shares the context's channels (every cell is answered once, in order).
+#[tokio::test]
+async fn a_javascript_fork_that_dies_before_answering_is_tried_again() {
+    for fault in ["intermediate-dies", "dies-after-fork"] {
+        let a = Agent::start_with_env(&[], &[("LIZARD_TEST_ZYGOTE_FAULT", fault)]);
+        let ctx = a.context("javascript").await;
+        // (A fork that never answered would have been spawned instead, after the deadline.)
+        assert_eq!(out(&a, &ctx, JS_HOW).await, "forked\n", "{fault}");
+        let zygote = js_zygote_pid(a.pid()).expect("a zygote");
+        for n in 1..=5 {
+            let ex = a
+                .run_in(
+                    &ctx,
+                    &format!("var n = (typeof n === 'number' ? n : 0) + 1; console.log(n)"),
+                )
+                .await;
+            assert_eq!(ex.stdout_text(), format!("{n}\n"), "{fault}: {ex:?}");
+        }
+        let other = a.context("javascript").await;
+        assert_eq!(out(&a, &other, JS_HOW).await, "forked\n", "{fault}");
+        assert_eq!(js_zygote_pid(a.pid()), Some(zygote), "{fault}");
+    }
 }

@@ -42,6 +42,11 @@ impl Agent {
     }
 
     pub fn start_with(extra: &[&str]) -> Agent {
+        Self::start_with_env(extra, &[])
+    }
+
+    /// Started with `extra` arguments and `env` added to its environment.
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Agent {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("agent.sock");
         let mut child = Command::new(env!("CARGO_BIN_EXE_lizard-agent"))
@@ -54,6 +59,7 @@ impl Agent {
             .arg("--run-dir")
             .arg(dir.path().join("run"))
             .args(extra)
+            .envs(env.iter().copied())
             .env(
                 "LIZARD_LOG",
                 std::env::var("LIZARD_LOG").unwrap_or_else(|_| "warn".into()),
