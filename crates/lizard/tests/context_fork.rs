@@ -507,6 +507,48 @@ R["_fork_op"] = _lie"#
     s.kill_all().await;
 }
 
+/// The new kernel joins its cgroup thread-wise (`tasks`, single-threaded right after the fork):
+/// a source whose user code makes the new kernel start a thread before it joins, so that the
+/// thread stays in the source's cgroup (outside the fork's limits), gets no fork — the agent
+/// checks every thread — and the half-joined process is gone, the source untouched.
+#[tokio::test]
+async fn a_fork_that_leaves_a_thread_in_its_sources_cgroup_is_refused() {
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let a = context(&s, &id, "python").await;
+    let marker = "lizard-left-behind";
+    let split = format!(
+        r#"import signal, threading, time
+R = signal.getsignal(signal.SIGINT).__globals__
+_orig = R["_become_fork"]
+def _split(d, procs, intermediate):
+    threading.Thread(target=time.sleep, args=(3600,), name="{marker}", daemon=True).start()
+    return _orig(d, procs, intermediate)
+R["_become_fork"] = _split
+x = 7"#
+    );
+    out(&s, &id, &a, &split).await;
+    let before = context_count(&s, &id).await;
+    let r = fork(&s, &id, &a).await;
+    assert_eq!(r.status, 503, "{}", r.text);
+    assert!(r.text.contains("did not join its cgroup"), "{}", r.text);
+    assert_eq!(context_count(&s, &id).await, before, "no context was made");
+    // The source goes on; no process of its uid but its own kernel is left (the half-joined one
+    // was killed, with its thread).
+    let left = r#"import os, time
+me, mine = os.getpid(), []
+deadline = time.time() + 10
+while True:
+    mine = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != me
+            and os.stat("/proc/" + p).st_uid == os.getuid()]
+    if not mine or time.time() > deadline:
+        break
+    time.sleep(0.05)
+print(x, mine)"#;
+    assert_eq!(out(&s, &id, &a, left).await, "7 []\n");
+    s.kill_all().await;
+}
+
 /// Fork → first result in the new context, measured (median; reported in docs/PERFORMANCE.md,
 /// not asserted). `cargo test -p lizard --test context_fork -- --ignored --nocapture`.
 #[tokio::test]

@@ -119,7 +119,7 @@ pub fn hibernate_line(op: &str, id: u64, dir: &Path) -> String {
 /// subshell is the intermediate: with `set -m` its background job (the new kernel) leads a
 /// process group of its own and keeps SIGINT (a job without job control ignores it); it says
 /// `forked` with that job's pid and exits, so the new kernel's parent is the agent. The new kernel
-/// opens its channels, writes `0` into each `cgroup.procs` of `procs` (its new cgroup), sets the
+/// opens its channels, writes `0` into each `tasks` file of `procs` (its new cgroup), sets the
 /// source's traps again (a subshell resets them; `trap -p` in a command substitution still shows
 /// the shell's own), then the prelude's SIGINT trap, turns job control off again and reads one command line at a time on its new stdin (`eval`: every line the
 /// agent sends is one line), surviving a SIGINT while it waits.
@@ -180,13 +180,13 @@ mod tests {
             0,
             Path::new("/run/x it's.fork"),
             &[std::path::PathBuf::from(
-                "/sys/fs/cgroup/memory/ctx-a/cgroup.procs",
+                "/sys/fs/cgroup/memory/ctx-a/tasks",
             )],
         );
         assert!(l.ends_with('\n'));
         assert_eq!(l.matches('\n').count(), 1, "{l}");
         assert!(l.contains("exec 0<'/run/x it'\\''s.fork/control'"), "{l}");
-        assert!(l.contains("printf 0 > '/sys/fs/cgroup/memory/ctx-a/cgroup.procs' || exit 72"));
+        assert!(l.contains("printf 0 > '/sys/fs/cgroup/memory/ctx-a/tasks' || exit 72"));
         assert!(l.contains("__lz_done 0 $?"));
     }
 

@@ -170,17 +170,18 @@ impl Kernel {
                 .map_err(|e| failed(e.to_string()))?
                 .map_err(|e| failed(format!("making the fork's channels: {e}")))?
         };
-        let procs: Vec<PathBuf> = cgroup.map(|c| c.procs_paths()).unwrap_or_default();
+        // The new kernel joins through `tasks` (see `ContextCgroup::set_tasks_owner`).
+        let joins: Vec<PathBuf> = cgroup.map(|c| c.tasks_paths()).unwrap_or_default();
         if let (Some(cg), Some(ids)) = (cgroup, user) {
-            cg.set_procs_owner(ids.uid, ids.gid)
+            cg.set_tasks_owner(ids.uid, ids.gid)
                 .map_err(|e| failed(format!("lending the new cgroup: {e}")))?;
         }
         let r = self
-            .fork_in(cfg, &mut ch, &procs, user, is_other_kernel)
+            .fork_in(cfg, &mut ch, &joins, user, is_other_kernel)
             .await;
         if let Some(cg) = cgroup {
             let me = (lizard_jail::creds::euid(), lizard_jail::creds::egid());
-            if let Err(e) = cg.set_procs_owner(me.0, me.1) {
+            if let Err(e) = cg.set_tasks_owner(me.0, me.1) {
                 // The context's uid keeps the right to move its own processes into the fork's
                 // cgroup: not a way out of the sandbox's limits, but no fork either.
                 drop(r);
@@ -189,7 +190,7 @@ impl Kernel {
         }
         let fork = r?;
         if let Some(cg) = cgroup {
-            if !cg.contains(fork.kernel.pid()).unwrap_or(false) {
+            if !cg.holds_all_threads_of(fork.kernel.pid()).unwrap_or(false) {
                 return Err(failed("the new kernel did not join its cgroup".into()));
             }
         }
