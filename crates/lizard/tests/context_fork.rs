@@ -223,6 +223,7 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
     .await;
     let b = forked(&s, &id, &a).await;
     assert_eq!(b["execution_count"], 1, "{b}");
+    assert_eq!(b["lost"], json!([]), "no background job: {b}");
     let b = id_of(&b);
     assert_eq!(out(&s, &id, &b, "f; hi; pwd").await, "f:41\nhi\n/tmp\n");
     // The source's traps are the fork's too (a subshell would have reset them).
@@ -260,6 +261,12 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
         "f:2\n",
         "the fork's fork dying leaves the fork"
     );
+    // The source's background jobs stay with it, counted in `lost` (no job: nothing said).
+    out(&s, &id, &b, "sleep 60 & sleep 61 &").await;
+    let d = forked(&s, &id, &b).await;
+    assert!(d["lost"].to_string().contains("2 background job(s)"), "{d}");
+    assert_eq!(out(&s, &id, &id_of(&d), "jobs -p | wc -l").await, "0\n");
+    out(&s, &id, &b, "kill $(jobs -p); wait; true").await;
     s.kill_all().await;
 }
 
