@@ -12,9 +12,10 @@
 //! its own, joins its cgroup (files the agent lends its uid for the moment) and says `ready`.
 //!
 //! Nothing the source answers is trusted: user code runs in that process. The pid must name a
-//! live process of the context's own ids that is no other context's kernel, and it must be in
-//! the new cgroup once ready; otherwise the fork fails (and that process, if it is the family's,
-//! is killed).
+//! live process of the context's own ids that is no other context's kernel, and every thread of
+//! it must be in the new cgroup once ready (it joins through `tasks`: see
+//! `ContextCgroup::set_tasks_owner`); otherwise the fork fails (and that process, if it is the
+//! family's, is killed).
 
 use super::{
     async_fd, bash, forget_pid, pump, Control, Kernel, KernelConfig, KernelError, KernelMsg,
@@ -182,7 +183,7 @@ impl Kernel {
         if let Some(cg) = cgroup {
             let me = (lizard_jail::creds::euid(), lizard_jail::creds::egid());
             if let Err(e) = cg.set_tasks_owner(me.0, me.1) {
-                // The context's uid keeps the right to move its own processes into the fork's
+                // The context's uid keeps the right to move its own threads into the fork's
                 // cgroup: not a way out of the sandbox's limits, but no fork either.
                 drop(r);
                 return Err(failed(format!("taking the new cgroup back: {e}")));
