@@ -440,7 +440,7 @@ function becomeKernel(fds, cwd, intermediate, req) {
 /**
  * Fork this kernel (between cells, from a setImmediate callback: not inside libuv's poll phase)
  * into a new one whose channels are the FIFOs in `dir` and whose cgroup is the one of the
- * `cgroup.procs` files in `procs`. Like `serve`: an intermediate forks the new kernel and exits,
+ * `tasks` files in `procs` (written while single-threaded). Like `serve`: an intermediate forks the new kernel and exits,
  * so the agent is the new kernel's parent. Returns `{ kid }` in the source; in the new kernel
  * `{ child: true, settle }`, with its channels on `eventFd`/`controlFd` (same numbers), stdout and
  * stderr on fds 1 and 2, its own process group, cgroup and event loop (uv_loop_fork: every

@@ -1369,7 +1369,7 @@ def _exit_watchdog(seconds):
 
 def _fork_op(shell, msg):
     """`fork`: fork this kernel, between cells, into a new one whose channels are the FIFOs in
-    `dir` and whose cgroup is the one of the `cgroup.procs` files listed. Like the zygote: an
+    `dir` and whose cgroup is the one of the `tasks` files listed (written while single-threaded). Like the zygote: an
     intermediate forks the new kernel and exits, so the new kernel's parent is the agent. Here
     (the source) the answer is `forked` (the new kernel's pid, what it does not have) and `done`;
     returns False. In the new kernel it returns True, with the channels in place (the caller says

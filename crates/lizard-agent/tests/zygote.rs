@@ -613,7 +613,7 @@ async fn a_javascript_fork_that_dies_before_answering_is_tried_again() {
             let ex = a
                 .run_in(
                     &ctx,
-                    &format!("var n = (typeof n === 'number' ? n : 0) + 1; console.log(n)"),
+                    "var n = (typeof n === 'number' ? n : 0) + 1; console.log(n)",
                 )
                 .await;
             assert_eq!(ex.stdout_text(), format!("{n}\n"), "{fault}: {ex:?}");

@@ -101,6 +101,76 @@ pub enum ImportError {
 
 const OPAQUE: &CStr = c"trusted.overlay.opaque";
 
+/// The POSIX ACL attributes (`linux/posix_acl_xattr.h`): the access ACL of any inode, the default
+/// ACL of a directory.
+const ACL_ACCESS: &CStr = c"system.posix_acl_access";
+const ACL_DEFAULT: &CStr = c"system.posix_acl_default";
+/// At most this many bytes of one ACL are read (the kernel's limit for one attribute value).
+const MAX_ACL_BYTES: usize = 65536;
+const ACL_VERSION: u32 = 2;
+const ACL_USER: u16 = 0x02;
+const ACL_GROUP: u16 = 0x08;
+
+/// `acl`, a POSIX ACL attribute (little-endian: version 2, then entries of tag u16, permissions
+/// u16, id u32), with the ids of its named-user and named-group entries moved by `ids` (those in
+/// the range; the others stay), each kind kept sorted by id as the kernel keeps them. `None` when
+/// no id is in the range. Refused: a malformed attribute, or two entries that would name the
+/// same user (group).
+fn shift_acl(acl: &[u8], ids: IdShift) -> Result<Option<Vec<u8>>, String> {
+    if acl.len() < 4 || !(acl.len() - 4).is_multiple_of(8) {
+        return Err(format!("a POSIX ACL of {} bytes", acl.len()));
+    }
+    let version = u32::from_le_bytes([acl[0], acl[1], acl[2], acl[3]]);
+    if version != ACL_VERSION {
+        return Err(format!("a POSIX ACL of version {version}"));
+    }
+    let mut entries: Vec<(u16, u16, u32)> = acl[4..]
+        .chunks_exact(8)
+        .map(|e| {
+            (
+                u16::from_le_bytes([e[0], e[1]]),
+                u16::from_le_bytes([e[2], e[3]]),
+                u32::from_le_bytes([e[4], e[5], e[6], e[7]]),
+            )
+        })
+        .collect();
+    let mut changed = false;
+    for e in entries.iter_mut() {
+        if e.0 == ACL_USER || e.0 == ACL_GROUP {
+            if let Some(id) = ids.map(e.2) {
+                e.2 = id;
+                changed = true;
+            }
+        }
+    }
+    if !changed {
+        return Ok(None);
+    }
+    // Tags in the kernel's order are grouped (user objects, users, group objects, groups, ...):
+    // a stable sort by (tag, id) of each named group only reorders ids.
+    for tag in [ACL_USER, ACL_GROUP] {
+        let idx: Vec<usize> = (0..entries.len())
+            .filter(|i| entries[*i].0 == tag)
+            .collect();
+        let mut named: Vec<(u16, u16, u32)> = idx.iter().map(|i| entries[*i]).collect();
+        named.sort_by_key(|e| e.2);
+        if named.windows(2).any(|w| w[0].2 == w[1].2) {
+            return Err("a POSIX ACL that would name one id twice".into());
+        }
+        for (i, e) in idx.into_iter().zip(named) {
+            entries[i] = e;
+        }
+    }
+    let mut out = Vec::with_capacity(acl.len());
+    out.extend_from_slice(&ACL_VERSION.to_le_bytes());
+    for (tag, perm, id) in entries {
+        out.extend_from_slice(&tag.to_le_bytes());
+        out.extend_from_slice(&perm.to_le_bytes());
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+    Ok(Some(out))
+}
+
 struct Walk {
     limits: ImportLimits,
     ids: IdShift,
@@ -442,8 +512,11 @@ fn times(st: &FileStat) -> (TimeSpec, TimeSpec) {
 /// `AT_SYMLINK_NOFOLLOW`, directories opened `O_NOFOLLOW` and checked to be what was listed),
 /// never opens anything but directories and regular files with set-id bits (whose mode the chown
 /// clears and which is set again on the opened file), bounded in entries, depth and name length
-/// (`limits.max_bytes` is not used). File capabilities and POSIX ACL entries are not shifted (a
-/// chown drops the former). Returns the entries seen.
+/// (`limits.max_bytes` is not used). The named users and groups of POSIX ACLs (access ACLs of
+/// every entry, default ACLs of directories) are shifted the same way, read at most
+/// [`MAX_ACL_BYTES`] each, through the directory's descriptor without following a symlink
+/// (`lgetxattr`/`lsetxattr` on `/proc/self/fd/<dir>/<name>`; nothing is opened for it). File
+/// capabilities are not (a chown drops them). Returns the entries seen.
 pub fn shift_owners(root: &Path, ids: IdShift, limits: ImportLimits) -> Result<u64, ImportError> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let rel = Path::new("");
@@ -456,6 +529,7 @@ pub fn shift_owners(root: &Path, ids: IdShift, limits: ImportLimits) -> Result<u
     let st = fstat(&fd).map_err(io("stat", rel))?;
     w.shift_dir(fd.as_fd(), rel, 0)?;
     w.chown_fd(fd.as_fd(), &st, rel)?;
+    w.shift_acls(fd.as_fd(), OsStr::new("."), true, rel)?;
     Ok(w.report.entries)
 }
 
@@ -514,6 +588,37 @@ impl Walk {
         Ok(())
     }
 
+    /// Shift the ids in the ACLs of entry `name` of `dir` (see [`shift_acl`]).
+    fn shift_acls(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        is_dir: bool,
+        path: &Path,
+    ) -> Result<(), ImportError> {
+        let kinds: &[&CStr] = if is_dir {
+            &[ACL_ACCESS, ACL_DEFAULT]
+        } else {
+            &[ACL_ACCESS]
+        };
+        for attr in kinds {
+            let Some(acl) = crate::sys::get_xattr_at(dir, name, attr, MAX_ACL_BYTES)
+                .map_err(ioe("reading the ACL of", path))?
+            else {
+                continue;
+            };
+            let shifted = shift_acl(&acl, self.ids).map_err(|reason| ImportError::Refused {
+                path: show(path),
+                reason,
+            })?;
+            if let Some(new) = shifted {
+                crate::sys::set_xattr_at(dir, name, attr, &new)
+                    .map_err(ioe("writing the ACL of", path))?;
+            }
+        }
+        Ok(())
+    }
+
     fn shift_dir(
         &mut self,
         dir: BorrowedFd<'_>,
@@ -563,6 +668,10 @@ impl Walk {
                             .map_err(io("chown", &path))?;
                     }
                 }
+            }
+            // Symlinks keep no ACL (and `lgetxattr` reads the link's own attributes).
+            if kind(&st) != SFlag::S_IFLNK {
+                self.shift_acls(dir, name.as_os_str(), kind(&st) == SFlag::S_IFDIR, &path)?;
             }
         }
         Ok(())
@@ -683,6 +792,100 @@ mod tests {
             shift_owners(&root, ids(), tight),
             Err(ImportError::Limit(_))
         ));
+    }
+
+    const USER_OBJ: u16 = 0x01;
+    const GROUP_OBJ: u16 = 0x04;
+    const MASK: u16 = 0x10;
+    const OTHER: u16 = 0x20;
+
+    fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+        let mut v = ACL_VERSION.to_le_bytes().to_vec();
+        for (tag, perm, id) in entries {
+            v.extend_from_slice(&tag.to_le_bytes());
+            v.extend_from_slice(&perm.to_le_bytes());
+            v.extend_from_slice(&id.to_le_bytes());
+        }
+        v
+    }
+
+    fn acl_of(users: &[u32], groups: &[u32]) -> Vec<u8> {
+        let mut e = vec![(USER_OBJ, 7, u32::MAX)];
+        e.extend(users.iter().map(|u| (ACL_USER, 6, *u)));
+        e.push((GROUP_OBJ, 5, u32::MAX));
+        e.extend(groups.iter().map(|g| (ACL_GROUP, 4, *g)));
+        e.push((MASK, 7, u32::MAX));
+        e.push((OTHER, 0, u32::MAX));
+        acl(&e)
+    }
+
+    #[test]
+    fn acl_ids_in_the_range_are_shifted_and_kept_in_order() {
+        // Named users and groups in the range move; others (and the owner entries) stay.
+        let got = shift_acl(&acl_of(&[5, FROM + 1000], &[FROM + 1001]), ids()).unwrap();
+        assert_eq!(got, Some(acl_of(&[5, TO + 1000], &[TO + 1001])));
+        // Sorted again: 200 000 stays, 300 001 becomes 100 001 and goes first.
+        let got = shift_acl(&acl_of(&[200_000, FROM + 1], &[]), ids()).unwrap();
+        assert_eq!(got, Some(acl_of(&[TO + 1, 200_000], &[])));
+        // Nothing in the range: nothing to write.
+        assert_eq!(shift_acl(&acl_of(&[5], &[6]), ids()).unwrap(), None);
+        // A shifted id meeting one that was already there is refused, not merged.
+        assert!(shift_acl(&acl_of(&[TO + 1, FROM + 1], &[]), ids()).is_err());
+        // Malformed: short, ragged, another version.
+        assert!(shift_acl(&[2, 0], ids()).is_err());
+        assert!(shift_acl(&acl_of(&[FROM], &[])[..15], ids()).is_err());
+        let mut v3 = acl_of(&[FROM], &[]);
+        v3[0] = 3;
+        assert!(shift_acl(&v3, ids()).is_err());
+    }
+
+    #[test]
+    fn acls_are_shifted_without_following_links() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("disk");
+        std::fs::create_dir_all(root.join("upper/d")).unwrap();
+        std::fs::write(root.join("upper/f"), "x").unwrap();
+        let outside = t.path().join("outside");
+        std::fs::write(&outside, "secret").unwrap();
+        symlink(&outside, root.join("upper/link")).unwrap();
+        let open = |p: &Path| std::fs::File::open(p).unwrap();
+        let set = |p: &Path, attr: &CStr, v: &[u8]| crate::sys::set_xattr(open(p).as_fd(), attr, v);
+        let before = acl_of(&[5, FROM + 1000], &[FROM + 1001]);
+        if let Err(e) = set(&root.join("upper/f"), ACL_ACCESS, &before) {
+            eprintln!("skipped: no POSIX ACLs on the temporary directory's file system: {e}");
+            return;
+        }
+        set(&root.join("upper/d"), ACL_ACCESS, &before).unwrap();
+        set(
+            &root.join("upper/d"),
+            ACL_DEFAULT,
+            &acl_of(&[FROM + 7], &[]),
+        )
+        .unwrap();
+        set(&root, ACL_ACCESS, &acl_of(&[FROM + 2], &[])).unwrap();
+        set(&outside, ACL_ACCESS, &before).unwrap();
+        shift_owners(&root, ids(), ImportLimits::default()).unwrap();
+        let get = |p: &Path, attr: &CStr| crate::sys::get_xattr(open(p).as_fd(), attr).unwrap();
+        let after = acl_of(&[5, TO + 1000], &[TO + 1001]);
+        assert_eq!(get(&root.join("upper/f"), ACL_ACCESS), Some(after.clone()));
+        assert_eq!(get(&root.join("upper/d"), ACL_ACCESS), Some(after));
+        assert_eq!(
+            get(&root.join("upper/d"), ACL_DEFAULT),
+            Some(acl_of(&[TO + 7], &[]))
+        );
+        assert_eq!(get(&root, ACL_ACCESS), Some(acl_of(&[TO + 2], &[])));
+        // The link's target is not the tree's: its ACL is untouched.
+        assert_eq!(get(&outside, ACL_ACCESS), Some(before));
+        // A second shift finds nothing left in the old range.
+        shift_owners(&root, ids(), ImportLimits::default()).unwrap();
+        assert_eq!(
+            get(&root.join("upper/d"), ACL_DEFAULT),
+            Some(acl_of(&[TO + 7], &[]))
+        );
     }
 
     #[test]

@@ -512,6 +512,80 @@ pub(crate) fn get_xattr(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<Ve
     }
 }
 
+/// The path `/proc/self/fd/<dir>/<name>`: entry `name` of the directory `dir` holds, whatever
+/// happened to that directory's own path since it was opened.
+fn path_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut p = format!("/proc/self/fd/{}/", dir.as_raw_fd()).into_bytes();
+    p.extend_from_slice(name.as_bytes());
+    std::ffi::CString::new(p).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// The value of extended attribute `attr` of entry `name` (a single name, or `.`) of directory
+/// `dir`, never following a symlink there (`lgetxattr` on [`path_at`]), at most `max` bytes
+/// (more: `E2BIG`). `None` when it has none, or its file system keeps no such attribute.
+pub(crate) fn get_xattr_at(
+    dir: BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    attr: &CStr,
+    max: usize,
+) -> io::Result<Option<Vec<u8>>> {
+    let path = path_at(dir, name)?;
+    let mut len = 4096.min(max);
+    loop {
+        let mut buf = vec![0u8; len];
+        // SAFETY: `path` and `attr` are NUL-terminated strings and `buf` a valid, writable
+        // buffer of `buf.len()` bytes, all live for the call's duration.
+        let ret = unsafe {
+            libc::lgetxattr(
+                path.as_ptr(),
+                attr.as_ptr(),
+                buf.as_mut_ptr().cast::<libc::c_void>(),
+                buf.len(),
+            )
+        };
+        match check(ret as libc::c_long) {
+            Ok(n) => {
+                buf.truncate(n as usize);
+                return Ok(Some(buf));
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::EOPNOTSUPP)) => {
+                return Ok(None)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ERANGE) && len < max => {
+                len = (len * 4).min(max);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => {
+                return Err(io::Error::from_raw_os_error(libc::E2BIG))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Set extended attribute `attr` of entry `name` of directory `dir` to `value`, never following
+/// a symlink there (`lsetxattr` on [`path_at`]).
+pub(crate) fn set_xattr_at(
+    dir: BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    attr: &CStr,
+    value: &[u8],
+) -> io::Result<()> {
+    let path = path_at(dir, name)?;
+    // SAFETY: `path` and `attr` are NUL-terminated and `value` a valid buffer of `value.len()`
+    // bytes, all live for the call's duration; the kernel only reads them.
+    let ret = unsafe {
+        libc::lsetxattr(
+            path.as_ptr(),
+            attr.as_ptr(),
+            value.as_ptr().cast::<libc::c_void>(),
+            value.len(),
+            0,
+        )
+    };
+    check(ret as libc::c_long).map(|_| ())
+}
+
 /// Set extended attribute `name` of the open file `fd` to `value` (`fsetxattr`).
 pub(crate) fn set_xattr(fd: BorrowedFd<'_>, name: &CStr, value: &[u8]) -> io::Result<()> {
     // SAFETY: `name` is NUL-terminated and `value` a valid buffer of `value.len()` bytes, both

@@ -118,8 +118,11 @@ pub fn hibernate_line(op: &str, id: u64, dir: &Path) -> String {
 /// kernel's read-eval loop is not inside a function (a cell's `declare` stays global). The
 /// subshell is the intermediate: with `set -m` its background job (the new kernel) leads a
 /// process group of its own and keeps SIGINT (a job without job control ignores it); it says
-/// `forked` with that job's pid and exits, so the new kernel's parent is the agent. The new kernel
-/// opens its channels, writes `0` into each `cgroup.procs` of `procs` (its new cgroup), sets the
+/// `forked` with that job's pid and exits, so the new kernel's parent is the agent. Those are
+/// the only forks: the source's jobs and traps are read in the shell itself (bash ≥ 5.3's
+/// `${ cmd; }`; older ones pay one command substitution each) and the jobs counted without `wc`.
+/// The new kernel
+/// opens its channels, writes `0` into each `tasks` file of `procs` (its new cgroup), sets the
 /// source's traps again (a subshell resets them; `trap -p` in a command substitution still shows
 /// the shell's own), then the prelude's SIGINT trap, turns job control off again and reads one command line at a time on its new stdin (`eval`: every line the
 /// agent sends is one line), surviving a SIGINT while it waits.
@@ -135,7 +138,10 @@ pub fn fork_line(id: u64, dir: &Path, procs: &[std::path::PathBuf]) -> String {
         })
         .collect();
     format!(
-        "__lz_int=0; __lz_nj=$(jobs -p | wc -l); __lz_traps=$(trap -p); \
+        "__lz_int=0; if (( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 503 )); \
+         then __lz_j=${{ jobs -p; }}; __lz_traps=${{ trap -p; }}; \
+         else __lz_j=$(jobs -p); __lz_traps=$(trap -p); fi; __lz_nj=0; \
+         if [ -n \"$__lz_j\" ]; then __lz_j=${{__lz_j//[!$'\\n']/}}; __lz_nj=$(( ${{#__lz_j}} + 1 )); fi; \
          ( set -m; {{ exec 0<{c} 1>{o} 2>{e} 62>{v} || exit 71; {joins}\
          eval \"$__lz_traps\"; __lz_trap_int; set +m; printf '{{\"ev\":\"ready\"}}\\n' >&62; \
          while :; do if IFS= read -r __lz_line; then eval \"$__lz_line\"; \
@@ -180,13 +186,13 @@ mod tests {
             0,
             Path::new("/run/x it's.fork"),
             &[std::path::PathBuf::from(
-                "/sys/fs/cgroup/memory/ctx-a/cgroup.procs",
+                "/sys/fs/cgroup/memory/ctx-a/tasks",
             )],
         );
         assert!(l.ends_with('\n'));
         assert_eq!(l.matches('\n').count(), 1, "{l}");
         assert!(l.contains("exec 0<'/run/x it'\\''s.fork/control'"), "{l}");
-        assert!(l.contains("printf 0 > '/sys/fs/cgroup/memory/ctx-a/cgroup.procs' || exit 72"));
+        assert!(l.contains("printf 0 > '/sys/fs/cgroup/memory/ctx-a/tasks' || exit 72"));
         assert!(l.contains("__lz_done 0 $?"));
     }
 

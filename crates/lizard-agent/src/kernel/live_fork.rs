@@ -12,9 +12,10 @@
 //! its own, joins its cgroup (files the agent lends its uid for the moment) and says `ready`.
 //!
 //! Nothing the source answers is trusted: user code runs in that process. The pid must name a
-//! live process of the context's own ids that is no other context's kernel, and it must be in
-//! the new cgroup once ready; otherwise the fork fails (and that process, if it is the family's,
-//! is killed).
+//! live process of the context's own ids that is no other context's kernel, and every thread of
+//! it must be in the new cgroup once ready (it joins through `tasks`: see
+//! `ContextCgroup::set_tasks_owner`); otherwise the fork fails (and that process, if it is the
+//! family's, is killed).
 
 use super::{
     async_fd, bash, forget_pid, pump, Control, Kernel, KernelConfig, KernelError, KernelMsg,
@@ -170,18 +171,19 @@ impl Kernel {
                 .map_err(|e| failed(e.to_string()))?
                 .map_err(|e| failed(format!("making the fork's channels: {e}")))?
         };
-        let procs: Vec<PathBuf> = cgroup.map(|c| c.procs_paths()).unwrap_or_default();
+        // The new kernel joins through `tasks` (see `ContextCgroup::set_tasks_owner`).
+        let joins: Vec<PathBuf> = cgroup.map(|c| c.tasks_paths()).unwrap_or_default();
         if let (Some(cg), Some(ids)) = (cgroup, user) {
-            cg.set_procs_owner(ids.uid, ids.gid)
+            cg.set_tasks_owner(ids.uid, ids.gid)
                 .map_err(|e| failed(format!("lending the new cgroup: {e}")))?;
         }
         let r = self
-            .fork_in(cfg, &mut ch, &procs, user, is_other_kernel)
+            .fork_in(cfg, &mut ch, &joins, user, is_other_kernel)
             .await;
         if let Some(cg) = cgroup {
             let me = (lizard_jail::creds::euid(), lizard_jail::creds::egid());
-            if let Err(e) = cg.set_procs_owner(me.0, me.1) {
-                // The context's uid keeps the right to move its own processes into the fork's
+            if let Err(e) = cg.set_tasks_owner(me.0, me.1) {
+                // The context's uid keeps the right to move its own threads into the fork's
                 // cgroup: not a way out of the sandbox's limits, but no fork either.
                 drop(r);
                 return Err(failed(format!("taking the new cgroup back: {e}")));
@@ -189,7 +191,7 @@ impl Kernel {
         }
         let fork = r?;
         if let Some(cg) = cgroup {
-            if !cg.contains(fork.kernel.pid()).unwrap_or(false) {
+            if !cg.holds_all_threads_of(fork.kernel.pid()).unwrap_or(false) {
                 return Err(failed("the new kernel did not join its cgroup".into()));
             }
         }
