@@ -209,6 +209,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
             &images,
             &dump_spec(),
             false,
+            None,
             Duration::from_secs(60),
         )
         .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
@@ -283,6 +284,7 @@ fn a_dump_that_leaves_the_tree_running_does_not_stop_it() {
         &images,
         &dump_spec(),
         true,
+        None,
         Duration::from_secs(60),
     )
     .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
@@ -346,7 +348,7 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
     dump.external_unix.push(listener_ino);
     assert!(!dump.external_files.is_empty(), "the log file is external");
     let images = ImagesDir::create(&t.path().join("images")).unwrap();
-    criu.dump(pid, &images, &dump, false, Duration::from_secs(60))
+    criu.dump(pid, &images, &dump, false, None, Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
     let deadline = Instant::now() + Duration::from_secs(10);
     while !gone(pid) {

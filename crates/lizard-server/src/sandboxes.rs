@@ -169,7 +169,7 @@ pub struct SandboxConfig {
     /// that every sandbox runs as PID 1 instead of the agent, with the agent's command line and
     /// descriptors and the agent's own sealed executable at fd 4 (see `lizard-hostile-agent`).
     pub agent_wrapper: Option<Arc<lizard_jail::exe::SealedExe>>,
-    /// With `lizard serve --criu-restore`: a regular-file copy of the agent on a server-wide tmpfs
+    /// With a usable CRIU: a regular-file copy of the agent on a server-wide tmpfs
     /// (`SealedExe::install_in_tmpfs`), bound read-only into every sandbox and run from there
     /// instead of the memfd, so that a CRIU restore can give the agent its executable back.
     pub agent_exe_file: Option<PathBuf>,
@@ -2267,9 +2267,10 @@ pub struct CheckpointTool {
     /// same for every sandbox of this server): later hibernations give that reason without
     /// another attempt (a refused dump still costs a few hundred ms on a 200 MB sandbox).
     pub layout_refused: Arc<std::sync::OnceLock<String>>,
-    /// Keep a successful dump for the resume and restore from it (`lizard serve --criu-restore`,
-    /// experimental: see docs/ARCHITECTURE.md, "Hibernation", Method); else the dump is only
-    /// attempted (the sandbox left running) and its images removed.
+    /// The agents run from a regular file (`SandboxConfig::agent_exe_file`), so a CRIU restore can
+    /// give them their executable back: checkpoints are taken with CRIU (see docs/ARCHITECTURE.md,
+    /// "Hibernation", Method). False (the file copy could not be made, or a test's agent wrapper
+    /// runs as PID 1): per-language only, and the reason says so.
     pub exact_restore: bool,
 }
 
@@ -2333,18 +2334,27 @@ impl Sandboxes {
         if !self.cfg.checkpoint.exact_restore {
             return None;
         }
-        let text = std::fs::File::open(dir.join(CRIU_MANIFEST)).ok()?;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::Read::take(text, 4 << 20), &mut bytes).ok()?;
-        let manifest: CriuManifest = serde_json::from_slice(&bytes).ok()?;
-        let from = lizard_jail::sandbox::RestoreFrom {
-            criu: criu.program,
-            images: dir.join(CRIU_IMAGES),
-            dumped: manifest.dumped.clone(),
-            deadline_ms: CRIU_DEADLINE.as_millis() as u64,
-        };
-        Some((manifest, from))
+        read_criu_restore(dir, &dir.join(CRIU_IMAGES), criu)
     }
+}
+
+/// The CRIU checkpoint whose manifest is in `dir` and images in `images`, as a restore.
+fn read_criu_restore(
+    dir: &Path,
+    images: &Path,
+    criu: lizard_jail::checkpoint::Criu,
+) -> Option<(CriuManifest, lizard_jail::sandbox::RestoreFrom)> {
+    let text = std::fs::File::open(dir.join(CRIU_MANIFEST)).ok()?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(text, 4 << 20), &mut bytes).ok()?;
+    let manifest: CriuManifest = serde_json::from_slice(&bytes).ok()?;
+    let from = lizard_jail::sandbox::RestoreFrom {
+        criu: criu.program,
+        images: images.to_path_buf(),
+        dumped: manifest.dumped.clone(),
+        deadline_ms: CRIU_DEADLINE.as_millis() as u64,
+    };
+    Some((manifest, from))
 }
 
 /// Checkpoint the running sandbox with CRIU (leaving it running) into `<dir>/criu`, kept for a
@@ -2358,12 +2368,7 @@ async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, 
         return Err(refused.clone());
     }
     if !tool.exact_restore {
-        // A dump nothing restores from would only cost time (≈ 0.5 s) and host disk.
-        return Err(
-            "CRIU can checkpoint the sandbox, but restoring a Lizard sandbox with CRIU \
-                    is experimental and off (lizard serve --criu-restore)"
-                .into(),
-        );
+        return Err(criu_unused(tool));
     }
     if !sb.volumes.is_empty() {
         return Err(
@@ -2396,7 +2401,7 @@ async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, 
         {
             spec.external_unix.push(ino);
         }
-        let r = criu.dump(pid, &images, &spec, true, CRIU_DEADLINE);
+        let r = criu.dump(pid, &images, &spec, true, None, CRIU_DEADLINE);
         if r.is_err() {
             let _ = images.remove();
         }
@@ -2427,14 +2432,14 @@ async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, 
     }
 }
 
-/// Why a snapshot or clone does not use CRIU, without a dump (see [`criu_dump`]).
+/// Why CRIU is not tried at all on this server (see [`criu_dump`]).
 fn criu_unused(tool: &CheckpointTool) -> String {
     match (&tool.criu, tool.layout_refused.get()) {
         (None, _) => format!("no usable CRIU ({})", tool.detail),
         (Some(_), Some(refused)) => refused.clone(),
-        (Some(_), None) => "CRIU is installed, but snapshots and clones do not use it yet \
-             (hibernation does, with lizard serve --criu-restore: docs/ARCHITECTURE.md, \
-             Hibernation, Method)"
+        (Some(_), None) => "the agents run from their sealed in-memory copy (the file copy a CRIU \
+             restore needs could not be made, or a test's agent wrapper runs as PID 1), which CRIU \
+             cannot restore"
             .to_string(),
     }
 }

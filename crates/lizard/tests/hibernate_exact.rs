@@ -3,8 +3,7 @@
 //! sandboxes, real CRIU.
 //!
 //! The sandbox's user namespace owns its other namespaces, so CRIU dumps a real sandbox (left
-//! running). By default (no `--criu-restore`) no dump is taken — nothing would restore from it —
-//! and hibernation is per language (the reason says so). With `lizard serve --criu-restore` (experimental) the checkpoint is kept (host-side,
+//! running). With a usable CRIU (the default) the checkpoint is kept (host-side,
 //! root-only, across a server `kill -9`), the hibernation reports `criu`, and the resume restores
 //! the sandbox exactly: a Python variable, a JavaScript closure over a local, a Bash variable, a
 //! thread still counting, a TCP server started in a cell still answering, a background command
@@ -130,7 +129,7 @@ fn int(ex: &Value) -> u64 {
 /// The exact method end to end: hibernate, optionally restart the server (`kill -9`), resume; the
 /// live state of every kind is there and still moving.
 async fn exact_round_trip(restart: bool) {
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu-restore"]);
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &[]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let (py, js, sh) = fill(&s, &id).await;
     // A thread counting, a TCP server answering, a background command writing, all started in
@@ -181,7 +180,7 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
         .is_file());
     let s = if restart {
         let dir = s.stop("-KILL");
-        Server::start_in(dir, &["--criu-restore"])
+        Server::start_in(dir, &[])
     } else {
         s
     };
@@ -250,25 +249,23 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
 }
 
 #[tokio::test]
-async fn with_criu_but_without_criu_restore_hibernation_is_per_language_and_says_so() {
+async fn with_criu_hibernation_is_exact_by_default() {
     if cached_criu().is_none() {
         return;
     }
     let s = Server::start();
     let (hib, restore) = hibernate_and_resume(&s).await;
-    assert_eq!(hib["method"], "per-language", "{hib}");
-    let why = hib["method_reason"].as_str().unwrap();
-    assert!(why.contains("--criu-restore"), "{why}");
-    assert_eq!(restore["method"], "per-language", "{restore}");
+    assert_eq!(hib["method"], "criu", "{hib}");
+    assert_eq!(restore["method"], "criu", "{restore}");
     s.kill_all().await;
 }
 
 #[tokio::test]
-async fn with_criu_restore_a_failed_restore_falls_back_per_language() {
+async fn with_criu_a_failed_restore_falls_back_per_language() {
     if cached_criu().is_none() {
         return;
     }
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu-restore"]);
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &[]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let (py, js, sh) = fill(&s, &id).await;
     let hib = hibernate(&s, &id).await;
@@ -292,7 +289,7 @@ async fn with_criu_restore_a_failed_restore_falls_back_per_language() {
 }
 
 #[tokio::test]
-async fn with_criu_restore_a_sandbox_is_hibernated_and_resumed_exactly() {
+async fn with_criu_a_sandbox_is_hibernated_and_resumed_exactly() {
     if cached_criu().is_none() {
         return;
     }
@@ -300,7 +297,7 @@ async fn with_criu_restore_a_sandbox_is_hibernated_and_resumed_exactly() {
 }
 
 #[tokio::test]
-async fn with_criu_restore_exact_hibernation_survives_a_server_restart() {
+async fn with_criu_exact_hibernation_survives_a_server_restart() {
     if cached_criu().is_none() {
         return;
     }
