@@ -1655,19 +1655,7 @@ impl Sandboxes {
                             manifest.image_bytes / 1_000_000,
                             started.elapsed().as_millis()
                         ),
-                        contexts: manifest
-                            .contexts
-                            .iter()
-                            .map(|(id, language)| lizard_proto::ContextReport {
-                                id: id.clone(),
-                                language: *language,
-                                restored: vec![lizard_proto::StateItem {
-                                    name: "the kernel process".into(),
-                                    kind: "process".into(),
-                                }],
-                                lost: Vec::new(),
-                            })
-                            .collect(),
+                        contexts: criu_contexts(&manifest),
                     };
                     return self.woken(sb, launched, report);
                 }
@@ -2357,57 +2345,106 @@ fn read_criu_restore(
     Some((manifest, from))
 }
 
-/// Checkpoint the running sandbox with CRIU (leaving it running) into `<dir>/criu`, kept for a
-/// resume; `Err` says why not (no CRIU, what the sandbox has that a restore cannot give back,
-/// CRIU's own error), with no images left.
-async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, String> {
-    let Some(criu) = tool.criu.clone() else {
-        return Err(format!("no usable CRIU ({})", tool.detail));
-    };
+/// Why CRIU cannot checkpoint sandbox `sb` on this server, before any attempt (`None`: it can be
+/// tried).
+fn criu_refusal(tool: &CheckpointTool, sb: &Sandbox) -> Option<String> {
+    if tool.criu.is_none() {
+        return Some(format!("no usable CRIU ({})", tool.detail));
+    }
     if let Some(refused) = tool.layout_refused.get() {
-        return Err(refused.clone());
+        return Some(refused.clone());
     }
     if !tool.exact_restore {
-        return Err(criu_unused(tool));
+        return Some(criu_unused(tool));
     }
     if !sb.volumes.is_empty() {
-        return Err(
+        return Some(
             "the sandbox has volumes (idmapped binds, which a CRIU restore cannot make)".into(),
         );
     }
     if !sb.network.egress.is_none() {
-        return Err(
+        return Some(
             "the sandbox has egress (its tap device belongs to slirp4netns, outside the sandbox)"
                 .into(),
         );
     }
+    if sb.runtime.agent_peer.is_some() {
+        return Some(
+            "the sandbox was itself restored by CRIU: its agent listens on a socket the launcher \
+             made in the host's network namespace, which CRIU cannot dump (docs/SECURITY.md, \
+             \"CRIU checkpoints\"); a relaunch gives it a socket of its own again"
+                .into(),
+        );
+    }
+    None
+}
+
+/// Dump the tree of sandbox PID 1 `pid` (left running) into a fresh `images` directory (blocking):
+/// the binds of host files and file systems (device nodes, /proc masks, the agent's binds, cgroup
+/// directories), the log and the agent's listening socket (fd 3, bound at a host path) are
+/// external, as CRIU does not dump the host. No images are left on an error.
+fn dump_sandbox(
+    criu: &lizard_jail::checkpoint::Criu,
+    pid: i32,
+    images: &Path,
+    freeze_cgroup: Option<&Path>,
+) -> Result<
+    (
+        lizard_jail::checkpoint::DumpSpec,
+        lizard_jail::checkpoint::DumpStats,
+    ),
+    lizard_jail::checkpoint::CheckpointError,
+> {
+    let images = lizard_jail::checkpoint::ImagesDir::create(images)?;
+    let mut spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
+    if let Some(ino) = std::fs::read_link(format!("/proc/{pid}/fd/3"))
+        .ok()
+        .and_then(|l| {
+            l.to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse::<u64>()
+                .ok()
+        })
+    {
+        spec.external_unix.push(ino);
+    }
+    let r = criu.dump(pid, &images, &spec, true, freeze_cgroup, CRIU_DEADLINE);
+    if r.is_err() {
+        let _ = images.remove();
+    }
+    r.map(|stats| (spec, stats))
+}
+
+/// What a failed dump means, remembered when it is the structural refusal (see
+/// [`CRIU_LAYOUT_REFUSAL`]).
+fn criu_dump_failed(tool: &CheckpointTool, e: &lizard_jail::checkpoint::CheckpointError) -> String {
+    let why = format!(
+        "{} could not checkpoint the sandbox: {}",
+        tool.detail.split(':').next().unwrap_or("CRIU"),
+        lizard_jail::sandbox::error_chain(e)
+    );
+    if why.contains(CRIU_LAYOUT_REFUSAL) {
+        let _ = tool.layout_refused.set(format!(
+            "{why} (this server's sandboxes all have that namespace layout: not tried again)"
+        ));
+    }
+    why
+}
+
+/// Checkpoint the running sandbox with CRIU (leaving it running) into `<dir>/criu`, kept for a
+/// resume; `Err` says why not (no CRIU, what the sandbox has that a restore cannot give back,
+/// CRIU's own error), with no images left.
+async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, String> {
+    if let Some(why) = criu_refusal(tool, sb) {
+        return Err(why);
+    }
+    let Some(criu) = tool.criu.clone() else {
+        return Err(format!("no usable CRIU ({})", tool.detail));
+    };
     let pid = sb.runtime.pid;
     let dir = sb.runtime.dir.join(CRIU_IMAGES);
-    let outcome = tokio::task::spawn_blocking(move || {
-        let images = lizard_jail::checkpoint::ImagesDir::create(&dir)?;
-        // The binds of host files and file systems (device nodes, /proc masks, the agent's binds,
-        // cgroup directories), the log and the agent's listening socket (fd 3, bound at a host
-        // path) are external: CRIU does not dump the host.
-        let mut spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
-        if let Some(ino) = std::fs::read_link(format!("/proc/{pid}/fd/3"))
-            .ok()
-            .and_then(|l| {
-                l.to_str()?
-                    .strip_prefix("socket:[")?
-                    .strip_suffix(']')?
-                    .parse::<u64>()
-                    .ok()
-            })
-        {
-            spec.external_unix.push(ino);
-        }
-        let r = criu.dump(pid, &images, &spec, true, None, CRIU_DEADLINE);
-        if r.is_err() {
-            let _ = images.remove();
-        }
-        r.map(|stats| (spec, stats))
-    })
-    .await;
+    let outcome = tokio::task::spawn_blocking(move || dump_sandbox(&criu, pid, &dir, None)).await;
     match outcome {
         Ok(Ok((dumped, stats))) => Ok(CriuManifest {
             dumped,
@@ -2415,21 +2452,26 @@ async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, 
             dump_ms: stats.duration.as_millis() as u64,
             contexts: Vec::new(),
         }),
-        Ok(Err(e)) => {
-            let why = format!(
-                "{} could not checkpoint the sandbox: {}",
-                tool.detail.split(':').next().unwrap_or("CRIU"),
-                lizard_jail::sandbox::error_chain(&e)
-            );
-            if why.contains(CRIU_LAYOUT_REFUSAL) {
-                let _ = tool.layout_refused.set(format!(
-                    "{why} (this server's sandboxes all have that namespace layout: not tried again)"
-                ));
-            }
-            Err(why)
-        }
+        Ok(Err(e)) => Err(criu_dump_failed(tool, &e)),
         Err(e) => Err(format!("the CRIU attempt failed: {e}")),
     }
+}
+
+/// The report's contexts of a CRIU restore: each kernel restored as the same process.
+fn criu_contexts(manifest: &CriuManifest) -> Vec<lizard_proto::ContextReport> {
+    manifest
+        .contexts
+        .iter()
+        .map(|(id, language)| lizard_proto::ContextReport {
+            id: id.clone(),
+            language: *language,
+            restored: vec![lizard_proto::StateItem {
+                name: "the kernel process".into(),
+                kind: "process".into(),
+            }],
+            lost: Vec::new(),
+        })
+        .collect()
 }
 
 /// Why CRIU is not tried at all on this server (see [`criu_dump`]).

@@ -232,7 +232,7 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
     .await;
     assert_eq!(stdout(&ex), bg_pid, "{ex}");
     // A restored sandbox's agent socket was made anew by the launcher, in the host's network
-    // namespace: CRIU cannot dump that one, so its next hibernation is per language, and says
+    // namespace: CRIU cannot dump that one (`unix: Unix socket … not found`), so its next hibernation is per language, and says
     // why (a relaunch after it has a socket of the sandbox's own again).
     let again = hibernate(&s, &id).await;
     assert_eq!(again["method"], "per-language", "{again}");
@@ -240,7 +240,7 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
         again["method_reason"]
             .as_str()
             .unwrap()
-            .contains("could not checkpoint"),
+            .contains("was itself restored by CRIU"),
         "{again}"
     );
     let _ = resume(&s, &id).await;
