@@ -1588,9 +1588,13 @@ impl Sandboxes {
             }
             Err(why_not_criu) => report.method_reason = per_language_reason(&why_not_criu),
         }
-        // Executions up to now are recorded before the agent (and its log) goes away.
+        // Executions up to now are recorded before the agent (and its log) goes away. A CRIU
+        // restore brings back the same agent with its log (counted up to here); a relaunch (the
+        // per-language resume, or the fallback after a failed restore) starts a new log.
         crate::metering::sample(self, &sb).await;
-        crate::metering::reset_agent_log(self, id);
+        if report.method != lizard_proto::HibernationMethod::Criu {
+            crate::metering::reset_agent_log(self, id);
+        }
         tokio::task::spawn_blocking(move || {
             cg.kill_all()?;
             cg.remove()
@@ -1665,6 +1669,8 @@ impl Sandboxes {
                 }
             }
         }
+        // A new agent, whose execution log starts again at 1.
+        crate::metering::reset_agent_log(self, &sb.id);
         let launched = self
             .launch_in(
                 sb.id.clone(),
@@ -2280,6 +2286,10 @@ struct CriuManifest {
     dump_ms: u64,
     /// The contexts at hibernation (for the resume's report).
     contexts: Vec<(lizard_proto::ContextId, lizard_proto::Language)>,
+    /// The agent's execution-log position already metered when the tree was dumped (for a
+    /// snapshot: a clone's restored agent has the source's log, counted from here).
+    #[serde(default)]
+    agent_log_seq: u64,
 }
 
 const CRIU_MANIFEST: &str = "criu.json";
@@ -2451,6 +2461,7 @@ async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, 
             image_bytes: stats.image_bytes,
             dump_ms: stats.duration.as_millis() as u64,
             contexts: Vec::new(),
+            agent_log_seq: 0,
         }),
         Ok(Err(e)) => Err(criu_dump_failed(tool, &e)),
         Err(e) => Err(format!("the CRIU attempt failed: {e}")),

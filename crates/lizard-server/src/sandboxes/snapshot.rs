@@ -428,6 +428,15 @@ impl Sandboxes {
             .contexts()
             .await
             .map_err(|e| format!("listing the contexts: {e}"))?;
+        // The source's executions so far are its own: metered now, and a clone's restored agent
+        // (with the source's execution log) is counted from this position on.
+        crate::metering::sample(self, sb).await;
+        let agent_log_seq = self
+            .store
+            .get_usage(&sb.id)
+            .ok()
+            .flatten()
+            .map_or(0, |u| u.agent_log_seq);
         let dst = sdir.join("disk.img");
         let _reservation = self
             .volumes
@@ -503,6 +512,7 @@ impl Sandboxes {
                 .iter()
                 .map(|c| (c.id.clone(), c.language))
                 .collect(),
+            agent_log_seq,
         };
         write_criu_manifest(&sdir, &manifest)
             .map_err(|e| format!("keeping the checkpoint: {e}"))?;
@@ -808,6 +818,19 @@ impl Sandboxes {
             destroy_unwatched(&sb.runtime, true);
             self.id_ranges.release(&id);
             return Err(e.into());
+        }
+        if let Some(m) = &manifest {
+            // Its agent's execution log is the source's: only what runs from now on is its own.
+            let usage = crate::store::UsageRow {
+                sandbox_id: id.clone(),
+                project: req.project.clone(),
+                updated_at_ms: now,
+                agent_log_seq: m.agent_log_seq,
+                ..Default::default()
+            };
+            if let Err(e) = self.store.put_usage(&usage) {
+                tracing::warn!(sandbox = %id, error = %e, "writing usage");
+            }
         }
         if let Ok(mut m) = self.live.write() {
             m.insert(id.clone(), sb.clone());
