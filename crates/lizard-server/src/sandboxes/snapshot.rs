@@ -1,8 +1,9 @@
 //! Snapshots, clones and forks of running sandboxes.
 //!
 //! A **snapshot** is the memory state and the disk of a running (or paused) sandbox, kept by the
-//! server: the source's kernels save themselves while it runs (the capture step, [`Capture`]),
-//! then the source is frozen briefly (its cgroup, then its disk's file system with `FIFREEZE`)
+//! server: its memory is captured (the capture step, [`Capture`]: with CRIU every process is
+//! dumped while the source is frozen; per language its kernels save themselves while it runs),
+//! and the source is frozen briefly (its cgroup, then its disk's file system with `FIFREEZE`)
 //! while its disk image is copied (a reflink where the host file system shares extents, else a
 //! sparse `copy_file_range` of the allocated ranges), and thawed. The source goes on with its
 //! kernels intact. The copy lives in `<data>/snapshots/<id>/disk.img` (root's, 0700 directory),
@@ -20,8 +21,11 @@
 //! own file, of a size the host fixed) and reads nothing in it but directory entries and owners
 //! for the id shift; the state is read back only inside the clone, by the clone's agent.
 //!
-//! **Capture method:** [`Capture`] is the one pluggable step; today only [`Capture::PerLanguage`]
-//! (the kernels' own save, as for hibernation). Every answer names the method and why.
+//! **Capture method:** [`Capture`] is the one pluggable step: [`Capture::Criu`] (the default with
+//! a usable CRIU: every process dumped while the source is frozen, its disk copied in the same
+//! freeze, each clone restored from a copy of the images with its own identity) or
+//! [`Capture::PerLanguage`] (the kernels' own save, as for hibernation), the fallback where CRIU is
+//! missing, does not apply or fails. Every answer names the method and why.
 
 use super::*;
 use lizard_proto::{HibernationMethod, SandboxInfo, SnapshotInfo};
@@ -105,41 +109,32 @@ impl Capture {
         }
     }
 
-    /// Save the running sandbox's memory state (into its own disk).
-    async fn save(self, agent: &AgentClient) -> Result<HibernationReport, SandboxError> {
-        match self {
-            Capture::Criu => Err(SandboxError::Capture(
-                "a CRIU capture is taken with the disk copy (Sandboxes::criu_capture)".into(),
-            )),
-            Capture::PerLanguage => agent
-                .hibernate_snapshot(SNAPSHOT_DIR)
-                .await
-                .map_err(|e| SandboxError::Capture(format!("saving the sandbox's contexts: {e}"))),
-        }
+    /// The per-language save of the running sandbox's memory state (into its own disk; a CRIU
+    /// capture is taken with the disk copy, `Sandboxes::criu_capture`).
+    async fn save_per_language(agent: &AgentClient) -> Result<HibernationReport, SandboxError> {
+        agent
+            .hibernate_snapshot(SNAPSHOT_DIR)
+            .await
+            .map_err(|e| SandboxError::Capture(format!("saving the sandbox's contexts: {e}")))
     }
 
-    /// Restore it in a freshly launched clone; a failure is a report with fresh contexts.
-    async fn restore(self, agent: &AgentClient, reason: &str) -> HibernationReport {
-        match self {
-            Capture::Criu => HibernationReport {
-                method: self.method(),
-                method_reason: reason.to_string(),
+    /// The per-language restore in a freshly launched clone; a failure is a report with fresh
+    /// contexts (a CRIU clone is restored by the launcher, `Sandboxes::start_clone`).
+    async fn restore_per_language(agent: &AgentClient, reason: &str) -> HibernationReport {
+        let method = Capture::PerLanguage.method();
+        match agent.hibernate_restore(SNAPSHOT_DIR).await {
+            Ok(mut r) => {
+                r.method = method;
+                r.method_reason = reason.to_string();
+                r
+            }
+            Err(e) => HibernationReport {
+                method,
+                method_reason: format!(
+                    "the saved state could not be restored ({e}); the sandbox runs with fresh \
+                     contexts"
+                ),
                 contexts: Vec::new(),
-            },
-            Capture::PerLanguage => match agent.hibernate_restore(SNAPSHOT_DIR).await {
-                Ok(mut r) => {
-                    r.method = self.method();
-                    r.method_reason = reason.to_string();
-                    r
-                }
-                Err(e) => HibernationReport {
-                    method: self.method(),
-                    method_reason: format!(
-                        "the saved state could not be restored ({e}); the sandbox runs with fresh \
-                         contexts"
-                    ),
-                    contexts: Vec::new(),
-                },
             },
         }
     }
@@ -308,7 +303,7 @@ impl Sandboxes {
             Some((report, method, frozen_ms)) => (report, method, frozen_ms, 0),
             None => {
                 let capture = Capture::PerLanguage;
-                let saved = capture.save(&sb.agent).await;
+                let saved = Capture::save_per_language(&sb.agent).await;
                 let save_ms = started.elapsed().as_millis() as u64;
                 let mut report = match saved {
                     Ok(r) => r,
@@ -760,11 +755,7 @@ impl Sandboxes {
                 ),
                 contexts: criu_contexts(m),
             },
-            None => {
-                Capture::PerLanguage
-                    .restore(&launched.agent, &row.report.method_reason)
-                    .await
-            }
+            None => Capture::restore_per_language(&launched.agent, &row.report.method_reason).await,
         };
         tracing::info!(snapshot = %row.id, sandbox = %id, copy_ms,
             ready_ms = started.elapsed().as_millis() as u64, "sandbox cloned from a snapshot");
