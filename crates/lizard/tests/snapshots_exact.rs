@@ -4,7 +4,8 @@
 //! server started in a cell, a background command writing a file, a Python variable, a JavaScript
 //! closure over a local and a Bash variable is snapshotted (method `criu`) and cloned twice, forked,
 //! and cloned again after a `kill -9` of the server: in each clone all of it is alive, and a change
-//! in one is seen neither in the other nor in the source. A clone has its own host ids, host name
+//! in one is seen neither in the other nor in the source. A CRIU-restored sandbox's own snapshot
+//! falls back per language, and says why. A clone has its own host ids, host name
 //! and network: it cannot reach a server the source started after the snapshot, and finds the
 //! source's E2B token nowhere it can read (docs/SECURITY.md, "Exact clones").
 //!
@@ -351,6 +352,17 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
     // A fork keeps no snapshot.
     let list = s.admin("GET", "/v1/snapshots", None).await;
     assert_eq!(list.body.as_array().map(Vec::len), Some(0), "{}", list.text);
+    // A sandbox restored by CRIU is not dumped again (its agent's socket is the launcher's, in
+    // the host's network namespace): its snapshot is per language and says why, and a clone of
+    // that works.
+    let again = snapshot(&s, &forked).await;
+    assert_eq!(again["method"], "per-language", "{again}");
+    let why = again["method_reason"].as_str().unwrap();
+    assert!(why.contains("was itself restored by CRIU"), "{why}");
+    let c = clone(&s, again["snapshot_id"].as_str().unwrap()).await;
+    assert_eq!(c["restore"]["method"], "per-language", "{c}");
+    let cid = c["sandbox_id"].as_str().unwrap();
+    assert_eq!(run_in(&s, cid, &src.py, "print(x + 1)").await, "42\n");
 
     let snap = snapshot(&s, &src.id).await;
     assert_eq!(snap["method"], "criu", "{snap}");
