@@ -364,8 +364,17 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
     let cid = c["sandbox_id"].as_str().unwrap();
     assert_eq!(run_in(&s, cid, &src.py, "print(x + 1)").await, "42\n");
 
+    // From paused: it stays paused.
+    let p = s
+        .admin("POST", &format!("/v1/sandboxes/{}/pause", src.id), None)
+        .await;
+    assert_eq!(p.status, 200, "{}", p.text);
     let snap = snapshot(&s, &src.id).await;
     assert_eq!(snap["method"], "criu", "{snap}");
+    let g = s
+        .admin("GET", &format!("/v1/sandboxes/{}", src.id), None)
+        .await;
+    assert_eq!(g.body["state"], "paused", "{}", g.text);
     let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
     let dir = s.stop("-KILL");
     let s = Server::start_in(dir, &[]);
