@@ -247,6 +247,10 @@ pub struct Runtime {
     /// docs/SECURITY.md, "CRIU checkpoints"). The server's `SO_PEERCRED` check expects it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_peer: Option<i32>,
+    /// Its processes were restored by CRIU (a resume or a clone) rather than launched: CRIU does
+    /// not checkpoint it again (see `criu_refusal`); a relaunch clears it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub criu_restored: bool,
 }
 
 impl Runtime {
@@ -1112,6 +1116,7 @@ impl Sandboxes {
             template_bases: chain.builds[1..].to_vec(),
             id_base,
             agent_peer: restoring.then_some(launched.helper_pid),
+            criu_restored: restoring,
         };
         for build in &chain.builds {
             if let Err(e) = lizard_template::store::pin(build, &id) {
@@ -1150,6 +1155,37 @@ impl Sandboxes {
             return Err(SandboxError::NotReady(
                 self.cfg.ready_timeout.as_millis() as u64
             ));
+        }
+        let (mut runtime, mut agent) = (runtime, agent);
+        if runtime.agent_peer.is_some() {
+            // Restored by CRIU: its listener is the launcher's, in the host's network namespace.
+            // Hand it one of its own (see `move_agent_socket`); should that fail, it keeps the
+            // launcher's (and is not checkpointed by CRIU again: `criu_refusal`).
+            match move_agent_socket(&runtime).await {
+                Ok(()) => {
+                    runtime.agent_peer = None;
+                    agent = AgentClient::with_limits(
+                        runtime.socket.clone(),
+                        runtime.pid,
+                        self.cfg.agent_limits,
+                    );
+                    let moved = agent.health().await.map(drop).map_err(|e| e.to_string());
+                    let written = moved.and_then(|()| {
+                        std::fs::write(&rt_file, serde_json::to_vec(&runtime).unwrap_or_default())
+                            .map_err(|e| e.to_string())
+                    });
+                    if let Err(e) = written {
+                        tracing::warn!(sandbox = %id, error = %e,
+                            "the restored agent's new socket; killing the sandbox");
+                        destroy_unwatched(&runtime, fresh);
+                        return Err(SandboxError::Launch(format!(
+                            "the restored agent's new socket: {e}"
+                        )));
+                    }
+                }
+                Err(e) => tracing::warn!(sandbox = %id, error = %e,
+                    "the restored agent keeps the launcher's socket"),
+            }
         }
         Ok(LaunchedSandbox {
             id,
@@ -2355,6 +2391,53 @@ fn read_criu_restore(
     Some((manifest, from))
 }
 
+/// Give a CRIU-restored agent a listening socket of its own sandbox (blocking parts in a blocking
+/// thread): a socket made in the sandbox's network namespace (`bind_unix_listener_in_netns_of`),
+/// bound at `<dir>/agent.sock.new` (root-only directory), sent to the agent over its current
+/// socket as one NUL byte with the socket attached (`lizard_agent::relisten`); the agent closes its
+/// old listener, listens on the new one at the same descriptor and answers `k` (3 s deadline);
+/// then the new socket replaces the old at the agent's path (a `rename` in the root-only
+/// directory). Its clients' `SO_PEERCRED` peer is then the agent (PID 1), as after a launch, and a
+/// later CRIU dump finds the socket in the sandbox's namespace. An agent that does not answer
+/// harms only its own sandbox (the new socket is removed; the old one may be gone).
+async fn move_agent_socket(runtime: &Runtime) -> Result<(), String> {
+    let (pid, socket) = (runtime.pid, runtime.socket.clone());
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let new = socket.with_extension("sock.new");
+        let err = |e: &dyn std::fmt::Display| e.to_string();
+        let sock = lizard_jail::hostpath::bind_unix_listener_in_netns_of(pid, &new)
+            .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
+        let handed = (|| {
+            let (_dir, target) = lizard_jail::hostpath::unix_socket_entry(&socket)
+                .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
+            let mut conn = std::os::unix::net::UnixStream::connect(&target).map_err(|e| err(&e))?;
+            let deadline = Some(Duration::from_secs(3));
+            conn.set_read_timeout(deadline).map_err(|e| err(&e))?;
+            conn.set_write_timeout(deadline).map_err(|e| err(&e))?;
+            lizard_jail::fdpass::send_with_fds(&conn, &[0], &[sock.as_raw_fd()])
+                .map_err(|e| err(&e))?;
+            let mut ack = [0u8; 1];
+            match conn.read(&mut ack) {
+                Ok(1) if ack[0] == b'k' => Ok(()),
+                Ok(_) => Err("the agent did not take the new socket".to_string()),
+                Err(e) => Err(format!("the agent's answer: {e}")),
+            }
+        })();
+        drop(sock);
+        match handed {
+            Ok(()) => std::fs::rename(&new, &socket).map_err(|e| err(&e)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&new);
+                Err(e)
+            }
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
 /// Why CRIU cannot checkpoint sandbox `sb` on this server, before any attempt (`None`: it can be
 /// tried).
 fn criu_refusal(tool: &CheckpointTool, sb: &Sandbox) -> Option<String> {
@@ -2378,11 +2461,13 @@ fn criu_refusal(tool: &CheckpointTool, sb: &Sandbox) -> Option<String> {
                 .into(),
         );
     }
-    if sb.runtime.agent_peer.is_some() {
+    if sb.runtime.criu_restored {
         return Some(
-            "the sandbox was itself restored by CRIU: its agent listens on a socket the launcher \
-             made in the host's network namespace, which CRIU cannot dump (docs/SECURITY.md, \
-             \"CRIU checkpoints\"); a relaunch gives it a socket of its own again"
+            "the sandbox was itself restored by CRIU: the memory of its (non-dumpable) agent now \
+             belongs to the host's user namespace (CRIU made it there), so CRIU's namespace check \
+             cannot open the agent's namespaces from inside the sandbox's (`Can't open <pid>/ns/net \
+             on procfs: Permission denied`; docs/SECURITY.md, \"CRIU checkpoints\"); a relaunch \
+             makes it checkpointable again"
                 .into(),
         );
     }
@@ -2796,6 +2881,7 @@ mod tests {
             template_bases: vec![],
             id_base: Some(165_536),
             agent_peer: None,
+            criu_restored: false,
         };
         let own = slirp_user(None, &rt, 100_000);
         assert_eq!((own.uid, own.gid), (231_071, 231_071));
@@ -2825,6 +2911,7 @@ mod tests {
             template_bases: vec![],
             id_base: None,
             agent_peer: None,
+            criu_restored: false,
         };
         assert!(socket_is_trusted_layout(&rt));
         // What servers before the host-side socket stored: a path on the sandbox's own disk.

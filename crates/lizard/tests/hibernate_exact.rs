@@ -231,9 +231,13 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
     )
     .await;
     assert_eq!(stdout(&ex), bg_pid, "{ex}");
-    // A restored sandbox's agent socket was made anew by the launcher, in the host's network
-    // namespace: CRIU cannot dump that one (`unix: Unix socket … not found`), so its next hibernation is per language, and says
-    // why (a relaunch after it has a socket of the sandbox's own again).
+    // The restored agent listens on a socket of its own sandbox again (the server handed it one
+    // made in the sandbox's network namespace: `lizard_agent::relisten`), so the server's peer
+    // check is the usual one (PID 1). Its next hibernation is still per language, and says why:
+    // the restored agent's memory belongs to the host's user namespace, which CRIU's namespace
+    // check cannot open from inside the sandbox's (a relaunch after it is checkpointable again).
+    let rt = runtime_json(&s, &id);
+    assert!(rt.get("agent_peer").is_none(), "{rt}");
     let again = hibernate(&s, &id).await;
     assert_eq!(again["method"], "per-language", "{again}");
     assert!(

@@ -4,8 +4,8 @@
 //! server started in a cell, a background command writing a file, a Python variable, a JavaScript
 //! closure over a local and a Bash variable is snapshotted (method `criu`) and cloned twice, forked,
 //! and cloned again after a `kill -9` of the server: in each clone all of it is alive, and a change
-//! in one is seen neither in the other nor in the source. A CRIU-restored sandbox's own snapshot
-//! falls back per language, and says why. A clone has its own host ids, host name
+//! in one is seen neither in the other nor in the source. A CRIU-restored sandbox (the fork) gets
+//! an agent socket of its own; its own snapshot falls back per language, and says why. A clone has its own host ids, host name
 //! and network: it cannot reach a server the source started after the snapshot, and finds the
 //! source's E2B token nowhere it can read (docs/SECURITY.md, "Exact clones").
 //!
@@ -352,9 +352,11 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
     // A fork keeps no snapshot.
     let list = s.admin("GET", "/v1/snapshots", None).await;
     assert_eq!(list.body.as_array().map(Vec::len), Some(0), "{}", list.text);
-    // A sandbox restored by CRIU is not dumped again (its agent's socket is the launcher's, in
-    // the host's network namespace): its snapshot is per language and says why, and a clone of
-    // that works.
+    // A sandbox restored by CRIU has an agent socket of its own again (handed over by the
+    // server after the restore: the peer check is the usual one), but is not dumped again (its
+    // agent's memory belongs to the host's user namespace): its snapshot is per language and
+    // says why, and a clone of that works.
+    assert!(runtime_json(&s, &forked).get("agent_peer").is_none());
     let again = snapshot(&s, &forked).await;
     assert_eq!(again["method"], "per-language", "{again}");
     let why = again["method_reason"].as_str().unwrap();
