@@ -326,7 +326,12 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
     let result = match unix {
         Some(u) => {
             // The server may hand it a new listener (after a CRIU restore: `relisten`).
-            let unix_server = crate::relisten::serve(u, host_app);
+            let restored = contexts.clone();
+            let unix_server = crate::relisten::serve(u, host_app, move || {
+                // CRIU restored the processes, not the contexts' cgroups.
+                let n = restored.recreate_cgroups();
+                tracing::info!(contexts = n, "the contexts' cgroups made again after a restore");
+            });
             tokio::select! {
                 r = tcp_server => r.context("TCP server"),
                 r = unix_server => r.context("Unix socket server"),

@@ -17,10 +17,16 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
-/// Serve `app` on `listener`, accepting a new listener from the server at any time.
-pub async fn serve(listener: UnixListener, app: axum::Router) -> io::Result<()> {
+/// Serve `app` on `listener`, accepting a new listener from the server at any time; `moved` runs
+/// after each handover, before the answer (a handover comes right after a CRIU restore: what the
+/// restore did not bring back, the agent makes again there).
+pub async fn serve(
+    listener: UnixListener,
+    app: axum::Router,
+    moved: impl Fn() + Send + Sync + 'static,
+) -> io::Result<()> {
     let (streams_tx, streams_rx) = mpsc::channel::<UnixStream>(64);
-    tokio::spawn(accept_loop(listener, streams_tx));
+    tokio::spawn(accept_loop(listener, streams_tx, std::sync::Arc::new(moved)));
     axum::serve(Streams(streams_rx), app).await
 }
 
@@ -46,7 +52,11 @@ impl axum::serve::Listener for Streams {
 /// A listener the server sent, and the connection to answer on once it is in place.
 type Swap = (OwnedFd, UnixStream);
 
-async fn accept_loop(mut listener: UnixListener, streams: mpsc::Sender<UnixStream>) {
+async fn accept_loop(
+    mut listener: UnixListener,
+    streams: mpsc::Sender<UnixStream>,
+    on_moved: std::sync::Arc<dyn Fn() + Send + Sync>,
+) {
     let (swap_tx, mut swap_rx) = mpsc::channel::<Swap>(1);
     loop {
         tokio::select! {
@@ -70,6 +80,8 @@ async fn accept_loop(mut listener: UnixListener, streams: mpsc::Sender<UnixStrea
                 match moved {
                     Ok(l) => {
                         listener = l;
+                        let on_moved = on_moved.clone();
+                        let _ = tokio::task::spawn_blocking(move || on_moved()).await;
                         let _ = conn.write_all(b"k").await;
                         tracing::info!(fd, "the host socket moved to the server's new listener");
                     }
@@ -146,7 +158,7 @@ mod tests {
         let (old, new) = (dir.path().join("old.sock"), dir.path().join("new.sock"));
         let listener = UnixListener::bind(&old).unwrap();
         let app = axum::Router::new().route("/", axum::routing::get(|| async { "agent" }));
-        tokio::spawn(serve(listener, app));
+        tokio::spawn(serve(listener, app, || {}));
         let (old2, new2) = (old.clone(), new.clone());
         tokio::task::spawn_blocking(move || {
             assert!(get(&old2).unwrap().ends_with("agent"));
