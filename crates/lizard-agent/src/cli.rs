@@ -330,7 +330,10 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
             let unix_server = crate::relisten::serve(u, host_app, move || {
                 // CRIU restored the processes, not the contexts' cgroups.
                 let n = restored.recreate_cgroups();
-                tracing::info!(contexts = n, "the contexts' cgroups made again after a restore");
+                tracing::info!(
+                    contexts = n,
+                    "the contexts' cgroups made again after a restore"
+                );
             });
             tokio::select! {
                 r = tcp_server => r.context("TCP server"),

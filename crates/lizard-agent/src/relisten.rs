@@ -26,7 +26,11 @@ pub async fn serve(
     moved: impl Fn() + Send + Sync + 'static,
 ) -> io::Result<()> {
     let (streams_tx, streams_rx) = mpsc::channel::<UnixStream>(64);
-    tokio::spawn(accept_loop(listener, streams_tx, std::sync::Arc::new(moved)));
+    tokio::spawn(accept_loop(
+        listener,
+        streams_tx,
+        std::sync::Arc::new(moved),
+    ));
     axum::serve(Streams(streams_rx), app).await
 }
 

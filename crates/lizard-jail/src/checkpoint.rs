@@ -15,7 +15,10 @@
 //! - `--file-locks`: kernels may hold flock()s;
 //! - `--network-lock skip`: the sandbox's network namespace is its own and is stopped with it (the
 //!   default, iptables, fails here: the sandbox's netns has no xt_mark rules to load);
-//! - `--manage-cgroups=ignore`: the sandbox's cgroups are the launcher's, made again on a relaunch.
+//! - `--manage-cgroups`: `soft` when [`DumpSpec::manage_cgroups`] (hibernation: the restore puts
+//!   every task back into its cgroup below the sandbox's, which CRIU runs in — the contexts'
+//!   cgroups with their limits — and the sandbox's cgroup namespace), else `ignore` (snapshots:
+//!   the launcher's cgroups, every task in the clone's root cgroup).
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -252,7 +255,8 @@ impl Criu {
             .arg("--images-dir")
             .arg(&images.path)
             .args(["--log-file", "dump.log", "-v4"])
-            .args(DUMP_OPTIONS);
+            .args(DUMP_OPTIONS)
+            .arg(cgroup_mode(spec.manage_cgroups));
         for (mountpoint, key) in &spec.external_mounts {
             cmd.arg("--external")
                 .arg(format!("mnt[{}]:{key}", mountpoint.display()));
@@ -306,7 +310,8 @@ impl Criu {
             .arg(&pidfile)
             .arg("--root")
             .arg(&spec.root)
-            .args(RESTORE_OPTIONS);
+            .args(RESTORE_OPTIONS)
+            .arg(cgroup_mode(spec.manage_cgroups));
         for (key, path) in &spec.external_mounts {
             cmd.arg("--external")
                 .arg(format!("mnt[{key}]:{}", path.display()));
@@ -397,16 +402,19 @@ pub const DUMP_OPTIONS: &[&str] = &[
     "--file-locks",
     "--network-lock",
     "skip",
-    "--manage-cgroups=ignore",
 ];
 
+/// `--manage-cgroups=soft|ignore` (see the module docs).
+fn cgroup_mode(manage: bool) -> &'static str {
+    if manage {
+        "--manage-cgroups=soft"
+    } else {
+        "--manage-cgroups=ignore"
+    }
+}
+
 /// Options of every restore (the dump's that apply to a restore).
-pub const RESTORE_OPTIONS: &[&str] = &[
-    "--tcp-established",
-    "--ext-unix-sk",
-    "--file-locks",
-    "--manage-cgroups=ignore",
-];
+pub const RESTORE_OPTIONS: &[&str] = &["--tcp-established", "--ext-unix-sk", "--file-locks"];
 
 /// What a restore needs from the host besides the images: the tree's root file system, mounted by
 /// the caller (host-side, e.g. the overlay of the template and the writable layer), and the host
@@ -421,9 +429,11 @@ pub struct RestoreSpec {
     /// (`file[<mnt_id hex>:<inode hex>]` for [`DumpSpec::external_files`], `socket[<inode>]` for
     /// [`DumpSpec::external_unix`]); `--inherit-fd fd[N]:<resource>`. At most 90.
     pub inherit_fds: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, String)>,
-    /// The cgroup CRIU runs in, so that the restored tree lands there (CRIU runs with
-    /// `--manage-cgroups=ignore`).
+    /// The cgroup CRIU runs in, so that the restored tree lands there (below it, with
+    /// `manage_cgroups`).
     pub cgroup: Option<crate::cgroup::Cgroup>,
+    /// As the dump's [`DumpSpec::manage_cgroups`].
+    pub manage_cgroups: bool,
 }
 
 impl PartialEq for RestoreSpec {
@@ -446,6 +456,9 @@ pub struct DumpSpec {
     /// Unix sockets of the tree whose other side or name is the host's (the agent's listening
     /// socket at a host path): their inodes, `--external unix[<inode>]`.
     pub external_unix: Vec<u64>,
+    /// Dump and restore the tree's cgroups (`--manage-cgroups=soft`, see the module docs).
+    #[serde(default)]
+    pub manage_cgroups: bool,
 }
 
 /// A file open in the tree that lives on no mount of it (see [`DumpSpec::external_files`]).
@@ -525,6 +538,7 @@ impl DumpSpec {
                 .collect(),
             external_files,
             external_unix: Vec::new(),
+            manage_cgroups: false,
         })
     }
 }

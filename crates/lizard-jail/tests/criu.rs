@@ -180,6 +180,7 @@ fn dump_spec() -> DumpSpec {
         external_mounts,
         external_files: Vec::new(),
         external_unix: Vec::new(),
+        manage_cgroups: false,
     }
 }
 
@@ -247,6 +248,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
             .collect(),
         inherit_fds: Vec::new(),
         cgroup: None,
+        manage_cgroups: false,
     };
     std::fs::write(b.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
     let pid = criu
@@ -304,6 +306,7 @@ fn a_restore_without_images_fails_with_criu_s_reason() {
         external_mounts: Vec::new(),
         inherit_fds: Vec::new(),
         cgroup: None,
+        manage_cgroups: false,
     };
     let e = criu
         .restore(&images, &spec, Duration::from_secs(30))

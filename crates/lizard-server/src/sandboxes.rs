@@ -2483,6 +2483,7 @@ fn dump_sandbox(
     pid: i32,
     images: &Path,
     freeze_cgroup: Option<&Path>,
+    manage_cgroups: bool,
 ) -> Result<
     (
         lizard_jail::checkpoint::DumpSpec,
@@ -2492,6 +2493,7 @@ fn dump_sandbox(
 > {
     let images = lizard_jail::checkpoint::ImagesDir::create(images)?;
     let mut spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
+    spec.manage_cgroups = manage_cgroups;
     if let Some(ino) = std::fs::read_link(format!("/proc/{pid}/fd/3"))
         .ok()
         .and_then(|l| {
@@ -2539,7 +2541,10 @@ async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, 
     };
     let pid = sb.runtime.pid;
     let dir = sb.runtime.dir.join(CRIU_IMAGES);
-    let outcome = tokio::task::spawn_blocking(move || dump_sandbox(&criu, pid, &dir, None)).await;
+    // The resume restores into the same cgroups: CRIU puts every task back into its own cgroup
+    // (the contexts') and the sandbox's cgroup namespace.
+    let outcome =
+        tokio::task::spawn_blocking(move || dump_sandbox(&criu, pid, &dir, None, true)).await;
     match outcome {
         Ok(Ok((dumped, stats))) => Ok(CriuManifest {
             dumped,

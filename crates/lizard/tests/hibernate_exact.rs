@@ -234,12 +234,22 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
     // The restored kernels are in their contexts' cgroups again (CRIU restores processes, not the
     // delegated cgroup tree: the agent makes it again after the restore), and new contexts of
     // every language start and run.
+    // Its cgroup namespace is its own again: no host cgroup path shows.
     let cg = stdout(&run_in(&s, &id, &py, "print(open('/proc/self/cgroup').read())").await);
     assert!(cg.contains(&format!("ctx-{py}")), "{cg}");
-    for lang in ["python", "javascript", "bash"] {
+    assert!(!cg.contains("lizard/"), "host cgroup paths show: {cg}");
+    for (lang, code) in [
+        ("python", "print(1 + 1)"),
+        ("javascript", "console.log(1 + 1)"),
+        ("bash", "echo 2"),
+    ] {
         let c = context(&s, &id, lang).await;
-        let ex = s.run(&id, json!({"code": "1 + 1", "context": c})).await;
-        assert_eq!(ex["status"], "ok", "a new {lang} context after the restore: {ex}");
+        let ex = s.run(&id, json!({"code": code, "context": c})).await;
+        assert_eq!(
+            ex["status"], "ok",
+            "a new {lang} context after the restore: {ex}"
+        );
+        assert_eq!(stdout(&ex), "2\n", "{ex}");
     }
     // The restored agent listens on a socket of its own sandbox again (the server handed it one
     // made in the sandbox's network namespace: `lizard_agent::relisten`), so the server's peer

@@ -268,6 +268,9 @@ async fn exact_clones_are_alive_and_stay_apart() {
     );
     let (name, _) = s.sh(&a, "cat /proc/sys/kernel/hostname").await;
     assert_eq!(name.trim(), a);
+    // Its processes are in its own cgroup (host-side: nothing of the source's).
+    let cg = run_in(&s, &a, &src.py, "print(open('/proc/self/cgroup').read())").await;
+    assert!(!cg.contains(&src.id), "{cg}");
     for id in [&a, &b] {
         let pids = sandbox_pids(&s, id);
         assert!(!pids.is_empty());

@@ -805,6 +805,7 @@ fn restore_into(
                 external_mounts,
                 inherit_fds,
                 cgroup: Some(cgroup.clone()),
+                manage_cgroups: from.dumped.manage_cgroups,
             };
             Criu::new(from.criu.clone())
                 .restore(

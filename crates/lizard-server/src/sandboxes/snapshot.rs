@@ -466,7 +466,8 @@ impl Sandboxes {
                     let mut tries = 0;
                     loop {
                         tries += 1;
-                        match dump_sandbox(&criu, pid, &images, Some(&freezer)) {
+                        // Not the cgroups: CRIU would put a clone's tasks back into the source's.
+                        match dump_sandbox(&criu, pid, &images, Some(&freezer), false) {
                             Ok(done) => return Ok(done),
                             // A connection to the agent made while the sandbox was frozen waits,
                             // unaccepted, in its socket's queue, and its other end is the server's
