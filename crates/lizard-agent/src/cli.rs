@@ -325,7 +325,16 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
     crate::ports::refuse_port(tcp_addr.port());
     let result = match unix {
         Some(u) => {
-            let unix_server = axum::serve(u, host_app).into_future();
+            // The server may hand it a new listener (after a CRIU restore: `relisten`).
+            let restored = contexts.clone();
+            let unix_server = crate::relisten::serve(u, host_app, move || {
+                // CRIU restored the processes, not the contexts' cgroups.
+                let n = restored.recreate_cgroups();
+                tracing::info!(
+                    contexts = n,
+                    "the contexts' cgroups made again after a restore"
+                );
+            });
             tokio::select! {
                 r = tcp_server => r.context("TCP server"),
                 r = unix_server => r.context("Unix socket server"),

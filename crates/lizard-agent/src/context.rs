@@ -681,6 +681,59 @@ impl Contexts {
             .unwrap_or_default()
     }
 
+    /// After a CRIU restore (the server's socket handover tells, `crate::relisten`): the delegated
+    /// cgroup tree is the launcher's new one, empty, and every process of the sandbox is in its
+    /// root cgroup. Make each context's cgroup again, with the context's limits, and move the
+    /// context's kernel and the kernel's descendants into it. Returns how many contexts were
+    /// placed; a failure is logged (that context then shares the sandbox's cgroup).
+    pub fn recreate_cgroups(&self) -> usize {
+        let Some(d) = &self.cfg.cgroups else {
+            return 0;
+        };
+        let handles: Vec<Arc<ContextHandle>> = self
+            .map
+            .read()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        let parents = parent_pids();
+        let mut placed = 0;
+        for h in handles {
+            let Some(cg) = &h.cgroup else { continue };
+            let want = lizard_jail::delegation::ContextLimits {
+                memory_bytes: h
+                    .limits
+                    .as_ref()
+                    .and_then(|l| l.memory_mb)
+                    .map(|m| m * 1024 * 1024),
+                cpu_millicores: h.limits.as_ref().and_then(|l| l.cpu_millicores),
+            };
+            if let Err(e) = d.create(&format!("ctx-{}", h.id.0), &want) {
+                tracing::warn!(context = %h.id, error = %e, "recreating the context's cgroup");
+                continue;
+            }
+            let root = h.pid.load(Ordering::SeqCst);
+            if root <= 0 {
+                placed += 1;
+                continue;
+            }
+            let mut todo = vec![root];
+            let mut seen = std::collections::HashSet::new();
+            while let Some(pid) = todo.pop() {
+                if !seen.insert(pid) || seen.len() > 100_000 {
+                    continue;
+                }
+                for procs in cg.procs_paths() {
+                    if let Err(e) = std::fs::write(&procs, pid.to_string()) {
+                        tracing::debug!(context = %h.id, pid, error = %e, "moving a process");
+                    }
+                }
+                todo.extend(parents.iter().filter(|(_, pp)| *pp == pid).map(|(p, _)| *p));
+            }
+            placed += 1;
+        }
+        placed
+    }
+
     /// Kill every kernel (agent shutdown).
     pub fn kill_all(&self) {
         if let Ok(m) = self.map.read() {
@@ -967,6 +1020,36 @@ impl Contexts {
 /// left the kernel's group — is killed). Then the context's uid (`slot`) is free again: never
 /// while a process of the context may still run as it. Whatever is left when the sandbox ends
 /// goes with its cgroup.
+/// `(pid, parent pid)` of every process this agent's `/proc` shows (its sandbox's pid namespace),
+/// each `stat` read up to 4 KiB.
+fn parent_pids() -> Vec<(i32, i32)> {
+    use std::io::Read;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten().take(100_000) {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let mut stat = String::new();
+        let read = std::fs::File::open(e.path().join("stat"))
+            .and_then(|f| f.take(4096).read_to_string(&mut stat));
+        if read.is_err() {
+            continue;
+        }
+        // `pid (comm) state ppid …`: comm may hold anything, the last ')' ends it.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            out.push((pid, ppid));
+        }
+    }
+    out
+}
+
 fn remove_cgroup_later(cg: ContextCgroup, slot: Option<Arc<crate::users::UidSlot>>) {
     tokio::task::spawn_blocking(move || {
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -22,6 +22,7 @@ pub mod peer;
 pub mod ports;
 pub mod procs;
 pub mod pty;
+pub mod relisten;
 pub mod sudo;
 pub mod users;
 pub mod utf8;

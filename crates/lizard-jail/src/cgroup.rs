@@ -319,6 +319,12 @@ impl Cgroup {
         out
     }
 
+    /// The directory whose freezer stops the processes (v1: the freezer controller's; v2: the
+    /// cgroup's own, `cgroup.freeze`), e.g. for `criu dump --freeze-cgroup`.
+    pub fn freezer_dir(&self) -> &Path {
+        self.procs_dir()
+    }
+
     /// The directory whose `cgroup.procs` lists the processes (v1: the freezer's).
     fn procs_dir(&self) -> &Path {
         match &self.paths {

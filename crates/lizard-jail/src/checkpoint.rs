@@ -15,7 +15,10 @@
 //! - `--file-locks`: kernels may hold flock()s;
 //! - `--network-lock skip`: the sandbox's network namespace is its own and is stopped with it (the
 //!   default, iptables, fails here: the sandbox's netns has no xt_mark rules to load);
-//! - `--manage-cgroups=ignore`: the sandbox's cgroups are the launcher's, made again on a relaunch.
+//! - `--manage-cgroups`: `soft` when [`DumpSpec::manage_cgroups`] (hibernation: the restore puts
+//!   every task back into its cgroup below the sandbox's, which CRIU runs in — the contexts'
+//!   cgroups with their limits — and the sandbox's cgroup namespace), else `ignore` (snapshots:
+//!   the launcher's cgroups, every task in the clone's root cgroup).
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -233,13 +236,16 @@ impl Criu {
 
     /// Dump the process tree of `pid` (a sandbox's PID 1, host pid) into `images`; with
     /// `leave_running` the tree runs on afterwards (it is stopped only while CRIU works), else
-    /// CRIU kills it once dumped. The log is `images/dump.log`.
+    /// CRIU kills it once dumped. With `freeze_cgroup` (the tree's freezer cgroup directory, which
+    /// the caller may have frozen already) CRIU stops the tree through that cgroup's freezer
+    /// and, when it was frozen before, leaves it frozen. The log is `images/dump.log`.
     pub fn dump(
         &self,
         pid: i32,
         images: &ImagesDir,
         spec: &DumpSpec,
         leave_running: bool,
+        freeze_cgroup: Option<&Path>,
         deadline: Duration,
     ) -> Result<DumpStats, CheckpointError> {
         let mut cmd = Command::new(&self.program);
@@ -249,7 +255,8 @@ impl Criu {
             .arg("--images-dir")
             .arg(&images.path)
             .args(["--log-file", "dump.log", "-v4"])
-            .args(DUMP_OPTIONS);
+            .args(DUMP_OPTIONS)
+            .arg(cgroup_mode(spec.manage_cgroups));
         for (mountpoint, key) in &spec.external_mounts {
             cmd.arg("--external")
                 .arg(format!("mnt[{}]:{key}", mountpoint.display()));
@@ -262,6 +269,9 @@ impl Criu {
         }
         if leave_running {
             cmd.arg("--leave-running");
+        }
+        if let Some(cg) = freeze_cgroup {
+            cmd.arg("--freeze-cgroup").arg(cg);
         }
         let started = Instant::now();
         let status = run_with_deadline(cmd, "dump", deadline)?;
@@ -300,7 +310,8 @@ impl Criu {
             .arg(&pidfile)
             .arg("--root")
             .arg(&spec.root)
-            .args(RESTORE_OPTIONS);
+            .args(RESTORE_OPTIONS)
+            .arg(cgroup_mode(spec.manage_cgroups));
         for (key, path) in &spec.external_mounts {
             cmd.arg("--external")
                 .arg(format!("mnt[{key}]:{}", path.display()));
@@ -391,16 +402,19 @@ pub const DUMP_OPTIONS: &[&str] = &[
     "--file-locks",
     "--network-lock",
     "skip",
-    "--manage-cgroups=ignore",
 ];
 
+/// `--manage-cgroups=soft|ignore` (see the module docs).
+fn cgroup_mode(manage: bool) -> &'static str {
+    if manage {
+        "--manage-cgroups=soft"
+    } else {
+        "--manage-cgroups=ignore"
+    }
+}
+
 /// Options of every restore (the dump's that apply to a restore).
-pub const RESTORE_OPTIONS: &[&str] = &[
-    "--tcp-established",
-    "--ext-unix-sk",
-    "--file-locks",
-    "--manage-cgroups=ignore",
-];
+pub const RESTORE_OPTIONS: &[&str] = &["--tcp-established", "--ext-unix-sk", "--file-locks"];
 
 /// What a restore needs from the host besides the images: the tree's root file system, mounted by
 /// the caller (host-side, e.g. the overlay of the template and the writable layer), and the host
@@ -415,9 +429,11 @@ pub struct RestoreSpec {
     /// (`file[<mnt_id hex>:<inode hex>]` for [`DumpSpec::external_files`], `socket[<inode>]` for
     /// [`DumpSpec::external_unix`]); `--inherit-fd fd[N]:<resource>`. At most 90.
     pub inherit_fds: Vec<(std::sync::Arc<std::os::fd::OwnedFd>, String)>,
-    /// The cgroup CRIU runs in, so that the restored tree lands there (CRIU runs with
-    /// `--manage-cgroups=ignore`).
+    /// The cgroup CRIU runs in, so that the restored tree lands there (below it, with
+    /// `manage_cgroups`).
     pub cgroup: Option<crate::cgroup::Cgroup>,
+    /// As the dump's [`DumpSpec::manage_cgroups`].
+    pub manage_cgroups: bool,
 }
 
 impl PartialEq for RestoreSpec {
@@ -440,6 +456,9 @@ pub struct DumpSpec {
     /// Unix sockets of the tree whose other side or name is the host's (the agent's listening
     /// socket at a host path): their inodes, `--external unix[<inode>]`.
     pub external_unix: Vec<u64>,
+    /// Dump and restore the tree's cgroups (`--manage-cgroups=soft`, see the module docs).
+    #[serde(default)]
+    pub manage_cgroups: bool,
 }
 
 /// A file open in the tree that lives on no mount of it (see [`DumpSpec::external_files`]).
@@ -519,6 +538,7 @@ impl DumpSpec {
                 .collect(),
             external_files,
             external_unix: Vec::new(),
+            manage_cgroups: false,
         })
     }
 }
@@ -544,6 +564,192 @@ fn external_mounts(mountinfo: &str) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// The most of one image file [`rewrite_userns`] and [`rewrite_uts`] read.
+const MAX_NS_IMAGE_BYTES: u64 = 64 * 1024;
+
+/// Move the id maps of the user namespace in `images` (every `userns-*.img`, written by CRIU)
+/// from host ids `from_base..+count` to `to_base..+count`, so that a restore makes the tree's user
+/// namespace with another host id range (a clone's). An extent outside the range is an error.
+/// The images are CRIU's: an 8-byte magic, then entries of a little-endian `u32` length and a
+/// protobuf `UsernsEntry { repeated UidGidExtent uid_map = 1; repeated UidGidExtent gid_map = 2 }`,
+/// `UidGidExtent { uint32 first = 1; uint32 lower_first = 2; uint32 count = 3 }`.
+pub fn rewrite_userns(
+    images: &Path,
+    from_base: u32,
+    to_base: u32,
+    count: u32,
+) -> Result<usize, CheckpointError> {
+    rewrite_ns_images(images, "userns-", |entry| {
+        let mut out = Vec::new();
+        for (field, value) in pb::fields(entry)? {
+            let pb::Value::Bytes(extent) = value else {
+                return Err("a user namespace entry has a field that is not an extent".into());
+            };
+            if field != 1 && field != 2 {
+                return Err(format!("unknown user namespace field {field}"));
+            }
+            let mut ext = Vec::new();
+            for (f, v) in pb::fields(extent)? {
+                let pb::Value::Varint(mut v) = v else {
+                    return Err("an extent field is not a number".into());
+                };
+                if f == 2 {
+                    let lower = u32::try_from(v).map_err(|_| "an extent is out of range")?;
+                    let offset = lower
+                        .checked_sub(from_base)
+                        .filter(|o| *o < count)
+                        .ok_or_else(|| {
+                            format!("extent at host id {lower} is outside {from_base}..+{count}")
+                        })?;
+                    v = u64::from(to_base + offset);
+                }
+                pb::put_varint_field(&mut ext, f, v);
+            }
+            pb::put_bytes_field(&mut out, field, &ext);
+        }
+        Ok(out)
+    })
+}
+
+/// Set the host name in the uts namespace images of `images` (every `utsns-*.img`:
+/// `UtsnsEntry { string nodename = 1; string domainname = 2 }`), for a restore under a new name.
+pub fn rewrite_uts(images: &Path, hostname: &str) -> Result<usize, CheckpointError> {
+    rewrite_ns_images(images, "utsns-", |entry| {
+        let mut out = Vec::new();
+        for (field, value) in pb::fields(entry)? {
+            match (field, value) {
+                (1, pb::Value::Bytes(_)) => pb::put_bytes_field(&mut out, 1, hostname.as_bytes()),
+                (f, pb::Value::Bytes(b)) => pb::put_bytes_field(&mut out, f, b),
+                (f, pb::Value::Varint(v)) => pb::put_varint_field(&mut out, f, v),
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// Rewrite every entry of the images named `<prefix>*.img` in `images`; returns how many files.
+fn rewrite_ns_images(
+    images: &Path,
+    prefix: &str,
+    f: impl Fn(&[u8]) -> Result<Vec<u8>, String>,
+) -> Result<usize, CheckpointError> {
+    let io = |step: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source: io::Error| CheckpointError::Io { step, path, source }
+    };
+    let mut n = 0;
+    for entry in std::fs::read_dir(images)
+        .map_err(io("listing the images", images))?
+        .take(100_000)
+    {
+        let entry = entry.map_err(io("listing the images", images))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with(prefix) || !name.ends_with(".img") {
+            continue;
+        }
+        let path = entry.path();
+        if !entry.file_type().map_err(io("an image", &path))?.is_file() {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path)
+            .map_err(io("reading an image", &path))?
+            .take(MAX_NS_IMAGE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io("reading an image", &path))?;
+        let bad = |reason: String| CheckpointError::ImagesDir {
+            path: path.clone(),
+            reason,
+        };
+        if bytes.len() as u64 > MAX_NS_IMAGE_BYTES || bytes.len() < 8 {
+            return Err(bad("not a namespace image of a sane size".into()));
+        }
+        let mut out = bytes[..8].to_vec();
+        let mut rest = &bytes[8..];
+        while !rest.is_empty() {
+            let len = rest
+                .get(..4)
+                .map(|l| u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize)
+                .ok_or_else(|| bad("a cut entry".into()))?;
+            let body = rest
+                .get(4..4 + len)
+                .ok_or_else(|| bad("a cut entry".into()))?;
+            let new = f(body).map_err(bad)?;
+            out.extend_from_slice(&(new.len() as u32).to_le_bytes());
+            out.extend_from_slice(&new);
+            rest = &rest[4 + len..];
+        }
+        // Written beside and renamed over: a failure leaves the old image whole.
+        let tmp = images.join(format!(".{name}.new"));
+        std::fs::write(&tmp, &out).map_err(io("writing an image", &tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io("replacing an image", &path))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The few protobuf wire-format pieces the namespace images need (varints and length-delimited
+/// fields; anything else is refused).
+mod pb {
+    pub enum Value<'a> {
+        Varint(u64),
+        Bytes(&'a [u8]),
+    }
+
+    fn varint(b: &[u8], at: &mut usize) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *b.get(*at).ok_or("a cut varint")?;
+            *at += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("a varint too long".into())
+    }
+
+    pub fn fields(b: &[u8]) -> Result<Vec<(u64, Value<'_>)>, String> {
+        let mut at = 0;
+        let mut out = Vec::new();
+        while at < b.len() {
+            let key = varint(b, &mut at)?;
+            let (field, wire) = (key >> 3, key & 7);
+            match wire {
+                0 => out.push((field, Value::Varint(varint(b, &mut at)?))),
+                2 => {
+                    let len = usize::try_from(varint(b, &mut at)?).map_err(|_| "too long")?;
+                    let end = at.checked_add(len).filter(|e| *e <= b.len());
+                    let end = end.ok_or("a cut field")?;
+                    out.push((field, Value::Bytes(&b[at..end])));
+                    at = end;
+                }
+                w => return Err(format!("unexpected wire type {w}")),
+            }
+        }
+        Ok(out)
+    }
+
+    fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    pub fn put_varint_field(out: &mut Vec<u8>, field: u64, v: u64) {
+        put_varint(out, field << 3);
+        put_varint(out, v);
+    }
+
+    pub fn put_bytes_field(out: &mut Vec<u8>, field: u64, b: &[u8]) {
+        put_varint(out, (field << 3) | 2);
+        put_varint(out, b.len() as u64);
+        out.extend_from_slice(b);
+    }
 }
 
 /// An unnamed temporary file (`O_TMPFILE` in the temporary directory: no name anyone could race).
@@ -703,6 +909,67 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn userns_and_uts_images_are_rewritten() {
+        let d = tempfile::tempdir().unwrap();
+        // A real image of CRIU 4.2.1: uid and gid maps `0 200000 65536`.
+        let userns: &[u8] = &[
+            0x19, 0x43, 0x56, 0x54, 0x06, 0x49, 0x47, 0x55, 0x18, 0, 0, 0, 0x0a, 0x0a, 0x08, 0x00,
+            0x10, 0xc0, 0x9a, 0x0c, 0x18, 0x80, 0x80, 0x04, 0x12, 0x0a, 0x08, 0x00, 0x10, 0xc0,
+            0x9a, 0x0c, 0x18, 0x80, 0x80, 0x04,
+        ];
+        std::fs::write(d.path().join("userns-13.img"), userns).unwrap();
+        assert_eq!(
+            rewrite_userns(d.path(), 200_000, 300_000, 65536).unwrap(),
+            1
+        );
+        let got = std::fs::read(d.path().join("userns-13.img")).unwrap();
+        assert_eq!(&got[..8], &userns[..8]);
+        let entry = &got[12..];
+        let maps = pb::fields(entry).unwrap();
+        assert_eq!(maps.len(), 2);
+        for (_, v) in maps {
+            let pb::Value::Bytes(ext) = v else { panic!() };
+            let nums: Vec<u64> = pb::fields(ext)
+                .unwrap()
+                .into_iter()
+                .map(|(_, v)| match v {
+                    pb::Value::Varint(n) => n,
+                    pb::Value::Bytes(_) => panic!(),
+                })
+                .collect();
+            assert_eq!(nums, [0, 300_000, 65536]);
+        }
+        // Back again: the same bytes.
+        rewrite_userns(d.path(), 300_000, 200_000, 65536).unwrap();
+        assert_eq!(
+            std::fs::read(d.path().join("userns-13.img")).unwrap(),
+            userns
+        );
+        // An extent outside the range is refused, the image left whole.
+        assert!(rewrite_userns(d.path(), 100_000, 300_000, 65536).is_err());
+        assert_eq!(
+            std::fs::read(d.path().join("userns-13.img")).unwrap(),
+            userns
+        );
+        // The host name.
+        let mut uts = userns[..8].to_vec();
+        let mut body = Vec::new();
+        pb::put_bytes_field(&mut body, 1, b"old-name");
+        pb::put_bytes_field(&mut body, 2, b"(none)");
+        uts.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        uts.extend_from_slice(&body);
+        std::fs::write(d.path().join("utsns-12.img"), &uts).unwrap();
+        assert_eq!(rewrite_uts(d.path(), "new-name").unwrap(), 1);
+        let got = std::fs::read(d.path().join("utsns-12.img")).unwrap();
+        let f = pb::fields(&got[12..]).unwrap();
+        assert!(matches!(f[0], (1, pb::Value::Bytes(b"new-name"))));
+        assert!(matches!(f[1], (2, pb::Value::Bytes(b"(none)"))));
+        // A cut image is refused.
+        std::fs::write(d.path().join("utsns-12.img"), &uts[..uts.len() - 2]).unwrap();
+        assert!(rewrite_uts(d.path(), "x").is_err());
+    }
 
     #[test]
     fn versions() {

@@ -95,6 +95,33 @@ pub fn recv_with_fds(sock: impl AsFd, buf: &mut [u8]) -> io::Result<(usize, Vec<
     Ok((n, fds))
 }
 
+/// The first byte waiting on stream socket `sock`, without taking it and without blocking
+/// (`WouldBlock` when none is there yet; `Ok(None)` when the peer closed its end). Descriptors that
+/// came with it are not taken (their peeked copies are closed).
+pub fn peek_first_byte(sock: impl AsFd) -> io::Result<Option<u8>> {
+    let mut b = [0u8; 1];
+    let mut iov = [IoSliceMut::new(&mut b)];
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+    let msg = recvmsg::<()>(
+        sock.as_fd().as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(io::Error::from)?;
+    for c in msg.cmsgs().map_err(io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(raw) = c {
+            for fd in raw {
+                // SAFETY: the kernel just installed `fd` (a peeked copy) for this call; nothing
+                // else refers to it: closing it is sound.
+                drop(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+    }
+    let n = msg.bytes;
+    Ok((n > 0).then_some(b[0]))
+}
+
 /// How a process waited for through its pidfd ended.
 pub use crate::process::Exit;
 

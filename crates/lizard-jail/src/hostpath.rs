@@ -226,6 +226,59 @@ pub fn bind_unix_listener(path: &Path) -> Result<OwnedFd, HostPathError> {
     Ok(sock)
 }
 
+/// [`bind_unix_listener`], with the socket made in the network namespace of host process `pid`
+/// (a sandbox's PID 1: a socket belongs to the namespace it is made in, and a CRIU checkpoint of
+/// the sandbox must find it there). A short-lived thread of its own enters that namespace for the
+/// `socket()` call and ends (network namespaces are per thread: no other thread is affected, and
+/// none is left in the sandbox's; host root may enter any). The path is resolved in the caller's
+/// own mount namespace (threads share it).
+pub fn bind_unix_listener_in_netns_of(pid: i32, path: &Path) -> Result<OwnedFd, HostPathError> {
+    let theirs = nix::fcntl::open(
+        format!("/proc/{pid}/ns/net").as_str(),
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io_err("opening the sandbox's network namespace", path))?;
+    let owned = path.to_path_buf();
+    std::thread::spawn(move || {
+        nix::sched::setns(&theirs, nix::sched::CloneFlags::CLONE_NEWNET)
+            .map_err(io_err("entering the sandbox's network namespace", &owned))?;
+        bind_unix_listener(&owned)
+    })
+    .join()
+    .unwrap_or_else(|_| Err(untrusted(path, "the socket thread panicked")))
+}
+
+/// Put the not-yet-listening socket `sock` (from [`bind_unix_listener_in_netns_of`], received by
+/// the agent) at fd number `at` (whatever was there is closed first: the caller has dropped its
+/// old listener there) and take it as a listener there ([`take_unix_listener`]: checked, `listen`
+/// called by the caller, so its clients' `SO_PEERCRED` names the caller).
+pub fn unix_listener_onto(
+    sock: OwnedFd,
+    at: RawFd,
+) -> io::Result<std::os::unix::net::UnixListener> {
+    if at < 3 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not an inherited descriptor number (must be >= 3)",
+        ));
+    }
+    if sock.as_raw_fd() != at {
+        // SAFETY: `at` is a descriptor number the caller owns and has closed (or that is unused);
+        // dup2 makes it a copy of `sock`, which we then close, so `at` is the only one left and
+        // `take_unix_listener` takes ownership of it.
+        let r = unsafe { libc::dup2(sock.as_raw_fd(), at) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        drop(sock);
+    } else {
+        // Already there: ownership passes to the listener below.
+        std::mem::forget(sock);
+    }
+    take_unix_listener(at)
+}
+
 /// Check that `path` is a socket owned by root in a [`TrustedDir`] and return that directory and
 /// the path to connect to through it (valid while the directory is held).
 pub fn unix_socket_entry(path: &Path) -> Result<(TrustedDir, PathBuf), HostPathError> {

@@ -180,6 +180,7 @@ fn dump_spec() -> DumpSpec {
         external_mounts,
         external_files: Vec::new(),
         external_unix: Vec::new(),
+        manage_cgroups: false,
     }
 }
 
@@ -209,6 +210,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
             &images,
             &dump_spec(),
             false,
+            None,
             Duration::from_secs(60),
         )
         .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
@@ -246,6 +248,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
             .collect(),
         inherit_fds: Vec::new(),
         cgroup: None,
+        manage_cgroups: false,
     };
     std::fs::write(b.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
     let pid = criu
@@ -283,6 +286,7 @@ fn a_dump_that_leaves_the_tree_running_does_not_stop_it() {
         &images,
         &dump_spec(),
         true,
+        None,
         Duration::from_secs(60),
     )
     .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
@@ -302,6 +306,7 @@ fn a_restore_without_images_fails_with_criu_s_reason() {
         external_mounts: Vec::new(),
         inherit_fds: Vec::new(),
         cgroup: None,
+        manage_cgroups: false,
     };
     let e = criu
         .restore(&images, &spec, Duration::from_secs(30))
@@ -346,7 +351,7 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
     dump.external_unix.push(listener_ino);
     assert!(!dump.external_files.is_empty(), "the log file is external");
     let images = ImagesDir::create(&t.path().join("images")).unwrap();
-    criu.dump(pid, &images, &dump, false, Duration::from_secs(60))
+    criu.dump(pid, &images, &dump, false, None, Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
     let deadline = Instant::now() + Duration::from_secs(10);
     while !gone(pid) {

@@ -431,6 +431,13 @@ impl AgentClient {
         .await
     }
 
+    /// The sandbox's contexts.
+    pub async fn contexts(&self) -> Result<Vec<lizard_proto::Context>, AgentError> {
+        let l = self.limits.contexts;
+        self.call_json("contexts", Self::get("/contexts"), l, l.deadline)
+            .await
+    }
+
     pub async fn health(&self) -> Result<Health, AgentError> {
         let l = self.limits.health;
         self.call_json("health", Self::get("/health"), l, l.deadline)

@@ -169,7 +169,7 @@ pub struct SandboxConfig {
     /// that every sandbox runs as PID 1 instead of the agent, with the agent's command line and
     /// descriptors and the agent's own sealed executable at fd 4 (see `lizard-hostile-agent`).
     pub agent_wrapper: Option<Arc<lizard_jail::exe::SealedExe>>,
-    /// With `lizard serve --criu-restore`: a regular-file copy of the agent on a server-wide tmpfs
+    /// With a usable CRIU: a regular-file copy of the agent on a server-wide tmpfs
     /// (`SealedExe::install_in_tmpfs`), bound read-only into every sandbox and run from there
     /// instead of the memfd, so that a CRIU restore can give the agent its executable back.
     pub agent_exe_file: Option<PathBuf>,
@@ -247,6 +247,10 @@ pub struct Runtime {
     /// docs/SECURITY.md, "CRIU checkpoints"). The server's `SO_PEERCRED` check expects it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_peer: Option<i32>,
+    /// Its processes were restored by CRIU (a resume or a clone) rather than launched: CRIU does
+    /// not checkpoint it again (see `criu_refusal`); a relaunch clears it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub criu_restored: bool,
 }
 
 impl Runtime {
@@ -1112,6 +1116,7 @@ impl Sandboxes {
             template_bases: chain.builds[1..].to_vec(),
             id_base,
             agent_peer: restoring.then_some(launched.helper_pid),
+            criu_restored: restoring,
         };
         for build in &chain.builds {
             if let Err(e) = lizard_template::store::pin(build, &id) {
@@ -1150,6 +1155,37 @@ impl Sandboxes {
             return Err(SandboxError::NotReady(
                 self.cfg.ready_timeout.as_millis() as u64
             ));
+        }
+        let (mut runtime, mut agent) = (runtime, agent);
+        if runtime.agent_peer.is_some() {
+            // Restored by CRIU: its listener is the launcher's, in the host's network namespace.
+            // Hand it one of its own (see `move_agent_socket`); should that fail, it keeps the
+            // launcher's (and is not checkpointed by CRIU again: `criu_refusal`).
+            match move_agent_socket(&runtime).await {
+                Ok(()) => {
+                    runtime.agent_peer = None;
+                    agent = AgentClient::with_limits(
+                        runtime.socket.clone(),
+                        runtime.pid,
+                        self.cfg.agent_limits,
+                    );
+                    let moved = agent.health().await.map(drop).map_err(|e| e.to_string());
+                    let written = moved.and_then(|()| {
+                        std::fs::write(&rt_file, serde_json::to_vec(&runtime).unwrap_or_default())
+                            .map_err(|e| e.to_string())
+                    });
+                    if let Err(e) = written {
+                        tracing::warn!(sandbox = %id, error = %e,
+                            "the restored agent's new socket; killing the sandbox");
+                        destroy_unwatched(&runtime, fresh);
+                        return Err(SandboxError::Launch(format!(
+                            "the restored agent's new socket: {e}"
+                        )));
+                    }
+                }
+                Err(e) => tracing::warn!(sandbox = %id, error = %e,
+                    "the restored agent keeps the launcher's socket"),
+            }
         }
         Ok(LaunchedSandbox {
             id,
@@ -1588,9 +1624,13 @@ impl Sandboxes {
             }
             Err(why_not_criu) => report.method_reason = per_language_reason(&why_not_criu),
         }
-        // Executions up to now are recorded before the agent (and its log) goes away.
+        // Executions up to now are recorded before the agent (and its log) goes away. A CRIU
+        // restore brings back the same agent with its log (counted up to here); a relaunch (the
+        // per-language resume, or the fallback after a failed restore) starts a new log.
         crate::metering::sample(self, &sb).await;
-        crate::metering::reset_agent_log(self, id);
+        if report.method != lizard_proto::HibernationMethod::Criu {
+            crate::metering::reset_agent_log(self, id);
+        }
         tokio::task::spawn_blocking(move || {
             cg.kill_all()?;
             cg.remove()
@@ -1655,19 +1695,7 @@ impl Sandboxes {
                             manifest.image_bytes / 1_000_000,
                             started.elapsed().as_millis()
                         ),
-                        contexts: manifest
-                            .contexts
-                            .iter()
-                            .map(|(id, language)| lizard_proto::ContextReport {
-                                id: id.clone(),
-                                language: *language,
-                                restored: vec![lizard_proto::StateItem {
-                                    name: "the kernel process".into(),
-                                    kind: "process".into(),
-                                }],
-                                lost: Vec::new(),
-                            })
-                            .collect(),
+                        contexts: criu_contexts(&manifest),
                     };
                     return self.woken(sb, launched, report);
                 }
@@ -1677,6 +1705,8 @@ impl Sandboxes {
                 }
             }
         }
+        // A new agent, whose execution log starts again at 1.
+        crate::metering::reset_agent_log(self, &sb.id);
         let launched = self
             .launch_in(
                 sb.id.clone(),
@@ -2267,9 +2297,10 @@ pub struct CheckpointTool {
     /// same for every sandbox of this server): later hibernations give that reason without
     /// another attempt (a refused dump still costs a few hundred ms on a 200 MB sandbox).
     pub layout_refused: Arc<std::sync::OnceLock<String>>,
-    /// Keep a successful dump for the resume and restore from it (`lizard serve --criu-restore`,
-    /// experimental: see docs/ARCHITECTURE.md, "Hibernation", Method); else the dump is only
-    /// attempted (the sandbox left running) and its images removed.
+    /// The agents run from a regular file (`SandboxConfig::agent_exe_file`), so a CRIU restore can
+    /// give them their executable back: checkpoints are taken with CRIU (see docs/ARCHITECTURE.md,
+    /// "Hibernation", Method). False (the file copy could not be made, or a test's agent wrapper
+    /// runs as PID 1): per-language only, and the reason says so.
     pub exact_restore: bool,
 }
 
@@ -2291,6 +2322,10 @@ struct CriuManifest {
     dump_ms: u64,
     /// The contexts at hibernation (for the resume's report).
     contexts: Vec<(lizard_proto::ContextId, lizard_proto::Language)>,
+    /// The agent's execution-log position already metered when the tree was dumped (for a
+    /// snapshot: a clone's restored agent has the source's log, counted from here).
+    #[serde(default)]
+    agent_log_seq: u64,
 }
 
 const CRIU_MANIFEST: &str = "criu.json";
@@ -2333,108 +2368,221 @@ impl Sandboxes {
         if !self.cfg.checkpoint.exact_restore {
             return None;
         }
-        let text = std::fs::File::open(dir.join(CRIU_MANIFEST)).ok()?;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::Read::take(text, 4 << 20), &mut bytes).ok()?;
-        let manifest: CriuManifest = serde_json::from_slice(&bytes).ok()?;
-        let from = lizard_jail::sandbox::RestoreFrom {
-            criu: criu.program,
-            images: dir.join(CRIU_IMAGES),
-            dumped: manifest.dumped.clone(),
-            deadline_ms: CRIU_DEADLINE.as_millis() as u64,
-        };
-        Some((manifest, from))
+        read_criu_restore(dir, &dir.join(CRIU_IMAGES), criu)
     }
+}
+
+/// The CRIU checkpoint whose manifest is in `dir` and images in `images`, as a restore.
+fn read_criu_restore(
+    dir: &Path,
+    images: &Path,
+    criu: lizard_jail::checkpoint::Criu,
+) -> Option<(CriuManifest, lizard_jail::sandbox::RestoreFrom)> {
+    let text = std::fs::File::open(dir.join(CRIU_MANIFEST)).ok()?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(text, 4 << 20), &mut bytes).ok()?;
+    let manifest: CriuManifest = serde_json::from_slice(&bytes).ok()?;
+    let from = lizard_jail::sandbox::RestoreFrom {
+        criu: criu.program,
+        images: images.to_path_buf(),
+        dumped: manifest.dumped.clone(),
+        deadline_ms: CRIU_DEADLINE.as_millis() as u64,
+    };
+    Some((manifest, from))
+}
+
+/// Give a CRIU-restored agent a listening socket of its own sandbox (blocking parts in a blocking
+/// thread): a socket made in the sandbox's network namespace (`bind_unix_listener_in_netns_of`),
+/// bound at `<dir>/agent.sock.new` (root-only directory), sent to the agent over its current
+/// socket as one NUL byte with the socket attached (`lizard_agent::relisten`); the agent closes its
+/// old listener, listens on the new one at the same descriptor and answers `k` (3 s deadline);
+/// then the new socket replaces the old at the agent's path (a `rename` in the root-only
+/// directory). Its clients' `SO_PEERCRED` peer is then the agent (PID 1), as after a launch, and a
+/// later CRIU dump finds the socket in the sandbox's namespace. An agent that does not answer
+/// harms only its own sandbox (the new socket is removed; the old one may be gone).
+async fn move_agent_socket(runtime: &Runtime) -> Result<(), String> {
+    let (pid, socket) = (runtime.pid, runtime.socket.clone());
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let new = socket.with_extension("sock.new");
+        let err = |e: &dyn std::fmt::Display| e.to_string();
+        let sock = lizard_jail::hostpath::bind_unix_listener_in_netns_of(pid, &new)
+            .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
+        let handed = (|| {
+            let (_dir, target) = lizard_jail::hostpath::unix_socket_entry(&socket)
+                .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
+            let mut conn = std::os::unix::net::UnixStream::connect(&target).map_err(|e| err(&e))?;
+            let deadline = Some(Duration::from_secs(3));
+            conn.set_read_timeout(deadline).map_err(|e| err(&e))?;
+            conn.set_write_timeout(deadline).map_err(|e| err(&e))?;
+            lizard_jail::fdpass::send_with_fds(&conn, &[0], &[sock.as_raw_fd()])
+                .map_err(|e| err(&e))?;
+            let mut ack = [0u8; 1];
+            match conn.read(&mut ack) {
+                Ok(1) if ack[0] == b'k' => Ok(()),
+                Ok(_) => Err("the agent did not take the new socket".to_string()),
+                Err(e) => Err(format!("the agent's answer: {e}")),
+            }
+        })();
+        drop(sock);
+        match handed {
+            Ok(()) => std::fs::rename(&new, &socket).map_err(|e| err(&e)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&new);
+                Err(e)
+            }
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// Why CRIU cannot checkpoint sandbox `sb` on this server, before any attempt (`None`: it can be
+/// tried).
+fn criu_refusal(tool: &CheckpointTool, sb: &Sandbox) -> Option<String> {
+    if tool.criu.is_none() {
+        return Some(format!("no usable CRIU ({})", tool.detail));
+    }
+    if let Some(refused) = tool.layout_refused.get() {
+        return Some(refused.clone());
+    }
+    if !tool.exact_restore {
+        return Some(criu_unused(tool));
+    }
+    if !sb.volumes.is_empty() {
+        return Some(
+            "the sandbox has volumes (idmapped binds, which a CRIU restore cannot make)".into(),
+        );
+    }
+    if !sb.network.egress.is_none() {
+        return Some(
+            "the sandbox has egress (its tap device belongs to slirp4netns, outside the sandbox)"
+                .into(),
+        );
+    }
+    if sb.runtime.criu_restored {
+        return Some(
+            "the sandbox was itself restored by CRIU: the memory of its (non-dumpable) agent now \
+             belongs to the host's user namespace (CRIU made it there), so CRIU's namespace check \
+             cannot open the agent's namespaces from inside the sandbox's (`Can't open <pid>/ns/net \
+             on procfs: Permission denied`; docs/SECURITY.md, \"CRIU checkpoints\"); a relaunch \
+             makes it checkpointable again"
+                .into(),
+        );
+    }
+    None
+}
+
+/// Dump the tree of sandbox PID 1 `pid` (left running) into a fresh `images` directory (blocking):
+/// the binds of host files and file systems (device nodes, /proc masks, the agent's binds, cgroup
+/// directories), the log and the agent's listening socket (fd 3, bound at a host path) are
+/// external, as CRIU does not dump the host. No images are left on an error.
+fn dump_sandbox(
+    criu: &lizard_jail::checkpoint::Criu,
+    pid: i32,
+    images: &Path,
+    freeze_cgroup: Option<&Path>,
+    manage_cgroups: bool,
+) -> Result<
+    (
+        lizard_jail::checkpoint::DumpSpec,
+        lizard_jail::checkpoint::DumpStats,
+    ),
+    lizard_jail::checkpoint::CheckpointError,
+> {
+    let images = lizard_jail::checkpoint::ImagesDir::create(images)?;
+    let mut spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
+    spec.manage_cgroups = manage_cgroups;
+    if let Some(ino) = std::fs::read_link(format!("/proc/{pid}/fd/3"))
+        .ok()
+        .and_then(|l| {
+            l.to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse::<u64>()
+                .ok()
+        })
+    {
+        spec.external_unix.push(ino);
+    }
+    let r = criu.dump(pid, &images, &spec, true, freeze_cgroup, CRIU_DEADLINE);
+    if r.is_err() {
+        let _ = images.remove();
+    }
+    r.map(|stats| (spec, stats))
+}
+
+/// What a failed dump means, remembered when it is the structural refusal (see
+/// [`CRIU_LAYOUT_REFUSAL`]).
+fn criu_dump_failed(tool: &CheckpointTool, e: &lizard_jail::checkpoint::CheckpointError) -> String {
+    let why = format!(
+        "{} could not checkpoint the sandbox: {}",
+        tool.detail.split(':').next().unwrap_or("CRIU"),
+        lizard_jail::sandbox::error_chain(e)
+    );
+    if why.contains(CRIU_LAYOUT_REFUSAL) {
+        let _ = tool.layout_refused.set(format!(
+            "{why} (this server's sandboxes all have that namespace layout: not tried again)"
+        ));
+    }
+    why
 }
 
 /// Checkpoint the running sandbox with CRIU (leaving it running) into `<dir>/criu`, kept for a
 /// resume; `Err` says why not (no CRIU, what the sandbox has that a restore cannot give back,
 /// CRIU's own error), with no images left.
 async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, String> {
+    if let Some(why) = criu_refusal(tool, sb) {
+        return Err(why);
+    }
     let Some(criu) = tool.criu.clone() else {
         return Err(format!("no usable CRIU ({})", tool.detail));
     };
-    if let Some(refused) = tool.layout_refused.get() {
-        return Err(refused.clone());
-    }
-    if !tool.exact_restore {
-        // A dump nothing restores from would only cost time (≈ 0.5 s) and host disk.
-        return Err(
-            "CRIU can checkpoint the sandbox, but restoring a Lizard sandbox with CRIU \
-                    is experimental and off (lizard serve --criu-restore)"
-                .into(),
-        );
-    }
-    if !sb.volumes.is_empty() {
-        return Err(
-            "the sandbox has volumes (idmapped binds, which a CRIU restore cannot make)".into(),
-        );
-    }
-    if !sb.network.egress.is_none() {
-        return Err(
-            "the sandbox has egress (its tap device belongs to slirp4netns, outside the sandbox)"
-                .into(),
-        );
-    }
     let pid = sb.runtime.pid;
     let dir = sb.runtime.dir.join(CRIU_IMAGES);
-    let outcome = tokio::task::spawn_blocking(move || {
-        let images = lizard_jail::checkpoint::ImagesDir::create(&dir)?;
-        // The binds of host files and file systems (device nodes, /proc masks, the agent's binds,
-        // cgroup directories), the log and the agent's listening socket (fd 3, bound at a host
-        // path) are external: CRIU does not dump the host.
-        let mut spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
-        if let Some(ino) = std::fs::read_link(format!("/proc/{pid}/fd/3"))
-            .ok()
-            .and_then(|l| {
-                l.to_str()?
-                    .strip_prefix("socket:[")?
-                    .strip_suffix(']')?
-                    .parse::<u64>()
-                    .ok()
-            })
-        {
-            spec.external_unix.push(ino);
-        }
-        let r = criu.dump(pid, &images, &spec, true, CRIU_DEADLINE);
-        if r.is_err() {
-            let _ = images.remove();
-        }
-        r.map(|stats| (spec, stats))
-    })
-    .await;
+    // The resume restores into the same cgroups: CRIU puts every task back into its own cgroup
+    // (the contexts') and the sandbox's cgroup namespace.
+    let outcome =
+        tokio::task::spawn_blocking(move || dump_sandbox(&criu, pid, &dir, None, true)).await;
     match outcome {
         Ok(Ok((dumped, stats))) => Ok(CriuManifest {
             dumped,
             image_bytes: stats.image_bytes,
             dump_ms: stats.duration.as_millis() as u64,
             contexts: Vec::new(),
+            agent_log_seq: 0,
         }),
-        Ok(Err(e)) => {
-            let why = format!(
-                "{} could not checkpoint the sandbox: {}",
-                tool.detail.split(':').next().unwrap_or("CRIU"),
-                lizard_jail::sandbox::error_chain(&e)
-            );
-            if why.contains(CRIU_LAYOUT_REFUSAL) {
-                let _ = tool.layout_refused.set(format!(
-                    "{why} (this server's sandboxes all have that namespace layout: not tried again)"
-                ));
-            }
-            Err(why)
-        }
+        Ok(Err(e)) => Err(criu_dump_failed(tool, &e)),
         Err(e) => Err(format!("the CRIU attempt failed: {e}")),
     }
 }
 
-/// Why a snapshot or clone does not use CRIU, without a dump (see [`criu_dump`]).
+/// The report's contexts of a CRIU restore: each kernel restored as the same process.
+fn criu_contexts(manifest: &CriuManifest) -> Vec<lizard_proto::ContextReport> {
+    manifest
+        .contexts
+        .iter()
+        .map(|(id, language)| lizard_proto::ContextReport {
+            id: id.clone(),
+            language: *language,
+            restored: vec![lizard_proto::StateItem {
+                name: "the kernel process".into(),
+                kind: "process".into(),
+            }],
+            lost: Vec::new(),
+        })
+        .collect()
+}
+
+/// Why CRIU is not tried at all on this server (see [`criu_dump`]).
 fn criu_unused(tool: &CheckpointTool) -> String {
     match (&tool.criu, tool.layout_refused.get()) {
         (None, _) => format!("no usable CRIU ({})", tool.detail),
         (Some(_), Some(refused)) => refused.clone(),
-        (Some(_), None) => "CRIU is installed, but snapshots and clones do not use it yet \
-             (hibernation does, with lizard serve --criu-restore: docs/ARCHITECTURE.md, \
-             Hibernation, Method)"
+        (Some(_), None) => "the agents run from their sealed in-memory copy (the file copy a CRIU \
+             restore needs could not be made, or a test's agent wrapper runs as PID 1), which CRIU \
+             cannot restore"
             .to_string(),
     }
 }
@@ -2738,6 +2886,7 @@ mod tests {
             template_bases: vec![],
             id_base: Some(165_536),
             agent_peer: None,
+            criu_restored: false,
         };
         let own = slirp_user(None, &rt, 100_000);
         assert_eq!((own.uid, own.gid), (231_071, 231_071));
@@ -2767,6 +2916,7 @@ mod tests {
             template_bases: vec![],
             id_base: None,
             agent_peer: None,
+            criu_restored: false,
         };
         assert!(socket_is_trusted_layout(&rt));
         // What servers before the host-side socket stored: a path on the sandbox's own disk.

@@ -39,18 +39,14 @@ pub struct ServeArgs {
     /// use `LIZARD_` names.
     #[arg(long = "agent-env", value_name = "KEY=VALUE", value_parser = parse_env_pair)]
     agent_env: Vec<(String, String)>,
-    /// CRIU for exact hibernation: a `criu` program (4.1 or newer), or `none`. Default: the one
-    /// `scripts/criu.sh` installs (`target/criu/criu`, next to this binary's build directory), else
-    /// `criu` on PATH. Checked with `criu check` at start (the verdict is logged and named in
-    /// hibernation reports); hibernation falls back to the per-language save when it is missing,
-    /// fails its check or cannot checkpoint a sandbox.
+    /// CRIU for exact hibernation, snapshots, clones and forks: a `criu` program (4.1 or newer),
+    /// or `none` (per-language saves only). Default: the one `scripts/criu.sh` installs
+    /// (`target/criu/criu`, next to this binary's build directory), else `criu` on PATH. Checked
+    /// with `criu check` at start (the verdict is logged and named in the reports); each
+    /// checkpoint falls back to the per-language save when CRIU is missing, fails its check, does
+    /// not apply (volumes, egress) or fails.
     #[arg(long, env = "LIZARD_CRIU")]
     criu: Option<String>,
-    /// Experimental: keep a hibernation's CRIU checkpoint and restore the sandbox from it at
-    /// resume, falling back to the per-language save if the restore fails. Off: the dump is
-    /// attempted (the sandbox left running) and discarded.
-    #[arg(long)]
-    criu_restore: bool,
     /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
     /// seconds); `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_AFTER", default_value = "10m", value_parser = parse_duration)]
@@ -632,14 +628,16 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         lizard_jail::exe::SealedExe::copy_of(&lizard_bin, "lizard-agent")
             .context("copying the lizard binary for the sandboxes' agents")?,
     );
-    // With --criu-restore the agent runs from a regular file (see `SandboxConfig::agent_exe_file`).
-    let agent_exe_file = match (args.criu_restore, &args.agent_wrapper) {
-        (true, None) => {
+    let checkpoint = checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu);
+    // With a usable CRIU the agent runs from a regular file (see `SandboxConfig::agent_exe_file`):
+    // CRIU restores a process's executable only from one.
+    let agent_exe_file = match (&checkpoint.criu, &args.agent_wrapper) {
+        (Some(_), None) => {
             let dir = data_dir.join("agent-exe");
             match agent_exe.install_in_tmpfs(&dir, "lizard") {
                 Ok(p) => Some(p),
                 Err(e) => {
-                    tracing::warn!(error = %lizard_jail::sandbox::error_chain(&e), "the agent's file copy for CRIU restores: agents run from the memfd");
+                    tracing::warn!(error = %lizard_jail::sandbox::error_chain(&e), "the agent's file copy for CRIU restores: agents run from the memfd (checkpoints are per-language)");
                     None
                 }
             }
@@ -712,8 +710,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 },
                 disk_overcommit: args.disk_overcommit,
                 checkpoint: lizard_server::sandboxes::CheckpointTool {
-                    exact_restore: args.criu_restore,
-                    ..checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu)
+                    exact_restore: agent_exe_file_at_exit.is_some(),
+                    ..checkpoint
                 },
             },
             store,
@@ -835,7 +833,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         sandboxes.drain_pool().await;
         // Volumes of sandboxes that outlive the server stay mounted (the next server adopts them).
         sandboxes.unmount_unused_volumes().await;
-        // The agent's file copy (--criu-restore): running sandboxes keep their binds of it, the
+        // The agent's file copy (for CRIU restores): running sandboxes keep their binds of it, the
         // next server makes it again.
         if let Some(file) = agent_exe_file_at_exit
             .as_deref()

@@ -66,7 +66,8 @@ async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
 
 #[tokio::test]
 async fn hibernate_resume_restores_the_survival_list() {
-    let s = Server::start();
+    // The per-language save, asked for (with CRIU, the default, nothing is lost).
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let py = context(&s, &id, "python").await;
     let sh = context(&s, &id, "bash").await;

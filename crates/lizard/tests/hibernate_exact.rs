@@ -3,8 +3,7 @@
 //! sandboxes, real CRIU.
 //!
 //! The sandbox's user namespace owns its other namespaces, so CRIU dumps a real sandbox (left
-//! running). By default (no `--criu-restore`) no dump is taken — nothing would restore from it —
-//! and hibernation is per language (the reason says so). With `lizard serve --criu-restore` (experimental) the checkpoint is kept (host-side,
+//! running). With a usable CRIU (the default) the checkpoint is kept (host-side,
 //! root-only, across a server `kill -9`), the hibernation reports `criu`, and the resume restores
 //! the sandbox exactly: a Python variable, a JavaScript closure over a local, a Bash variable, a
 //! thread still counting, a TCP server started in a cell still answering, a background command
@@ -130,7 +129,7 @@ fn int(ex: &Value) -> u64 {
 /// The exact method end to end: hibernate, optionally restart the server (`kill -9`), resume; the
 /// live state of every kind is there and still moving.
 async fn exact_round_trip(restart: bool) {
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu-restore"]);
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &[]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let (py, js, sh) = fill(&s, &id).await;
     // A thread counting, a TCP server answering, a background command writing, all started in
@@ -181,7 +180,7 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
         .is_file());
     let s = if restart {
         let dir = s.stop("-KILL");
-        Server::start_in(dir, &["--criu-restore"])
+        Server::start_in(dir, &[])
     } else {
         s
     };
@@ -232,16 +231,40 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
     )
     .await;
     assert_eq!(stdout(&ex), bg_pid, "{ex}");
-    // A restored sandbox's agent socket was made anew by the launcher, in the host's network
-    // namespace: CRIU cannot dump that one, so its next hibernation is per language, and says
-    // why (a relaunch after it has a socket of the sandbox's own again).
+    // The restored kernels are in their contexts' cgroups again (CRIU restores processes, not the
+    // delegated cgroup tree: the agent makes it again after the restore), and new contexts of
+    // every language start and run.
+    // Its cgroup namespace is its own again: no host cgroup path shows.
+    let cg = stdout(&run_in(&s, &id, &py, "print(open('/proc/self/cgroup').read())").await);
+    assert!(cg.contains(&format!("ctx-{py}")), "{cg}");
+    assert!(!cg.contains("lizard/"), "host cgroup paths show: {cg}");
+    for (lang, code) in [
+        ("python", "print(1 + 1)"),
+        ("javascript", "console.log(1 + 1)"),
+        ("bash", "echo 2"),
+    ] {
+        let c = context(&s, &id, lang).await;
+        let ex = s.run(&id, json!({"code": code, "context": c})).await;
+        assert_eq!(
+            ex["status"], "ok",
+            "a new {lang} context after the restore: {ex}"
+        );
+        assert_eq!(stdout(&ex), "2\n", "{ex}");
+    }
+    // The restored agent listens on a socket of its own sandbox again (the server handed it one
+    // made in the sandbox's network namespace: `lizard_agent::relisten`), so the server's peer
+    // check is the usual one (PID 1). Its next hibernation is still per language, and says why:
+    // the restored agent's memory belongs to the host's user namespace, which CRIU's namespace
+    // check cannot open from inside the sandbox's (a relaunch after it is checkpointable again).
+    let rt = runtime_json(&s, &id);
+    assert!(rt.get("agent_peer").is_none(), "{rt}");
     let again = hibernate(&s, &id).await;
     assert_eq!(again["method"], "per-language", "{again}");
     assert!(
         again["method_reason"]
             .as_str()
             .unwrap()
-            .contains("could not checkpoint"),
+            .contains("was itself restored by CRIU"),
         "{again}"
     );
     let _ = resume(&s, &id).await;
@@ -250,25 +273,23 @@ awk '{ for (i = 7; $i != "-"; i++) ; print $5, $6, $(i+1), $(i+2) }' /proc/self/
 }
 
 #[tokio::test]
-async fn with_criu_but_without_criu_restore_hibernation_is_per_language_and_says_so() {
+async fn with_criu_hibernation_is_exact_by_default() {
     if cached_criu().is_none() {
         return;
     }
     let s = Server::start();
     let (hib, restore) = hibernate_and_resume(&s).await;
-    assert_eq!(hib["method"], "per-language", "{hib}");
-    let why = hib["method_reason"].as_str().unwrap();
-    assert!(why.contains("--criu-restore"), "{why}");
-    assert_eq!(restore["method"], "per-language", "{restore}");
+    assert_eq!(hib["method"], "criu", "{hib}");
+    assert_eq!(restore["method"], "criu", "{restore}");
     s.kill_all().await;
 }
 
 #[tokio::test]
-async fn with_criu_restore_a_failed_restore_falls_back_per_language() {
+async fn with_criu_a_failed_restore_falls_back_per_language() {
     if cached_criu().is_none() {
         return;
     }
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu-restore"]);
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &[]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let (py, js, sh) = fill(&s, &id).await;
     let hib = hibernate(&s, &id).await;
@@ -292,7 +313,7 @@ async fn with_criu_restore_a_failed_restore_falls_back_per_language() {
 }
 
 #[tokio::test]
-async fn with_criu_restore_a_sandbox_is_hibernated_and_resumed_exactly() {
+async fn with_criu_a_sandbox_is_hibernated_and_resumed_exactly() {
     if cached_criu().is_none() {
         return;
     }
@@ -300,7 +321,7 @@ async fn with_criu_restore_a_sandbox_is_hibernated_and_resumed_exactly() {
 }
 
 #[tokio::test]
-async fn with_criu_restore_exact_hibernation_survives_a_server_restart() {
+async fn with_criu_exact_hibernation_survives_a_server_restart() {
     if cached_criu().is_none() {
         return;
     }

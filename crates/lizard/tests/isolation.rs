@@ -438,25 +438,57 @@ async fn sandbox_processes_hold_no_host_files() {
 
 /// The sandbox's mountinfo does not disclose the server's data dir (nor the sandbox's own path in
 /// it) or where the server is installed: the agent's socket dir is bound from the sandbox's own
-/// disk image, whose paths are relative to that image, and the agent runs from a sealed in-memory
-/// copy of the server's binary (no mount; `lizard-jail`'s sandbox tests check what `exe` shows).
+/// disk image, whose paths are relative to that image, and the agent runs either from a sealed
+/// in-memory copy of the server's binary (no mount; `--criu none` here; `lizard-jail`'s sandbox
+/// tests check what `exe` shows) or, with CRIU (the default where it is installed), from a
+/// read-only bind of a copy on a server-wide tmpfs, whose mount shows `/lizard` of a tmpfs and no
+/// host path (see docs/SECURITY.md, "CRIU checkpoints").
 #[tokio::test]
 async fn mountinfo_does_not_reveal_host_paths() {
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
-    let (out, ex) = s.sh(&id, "cat /proc/self/mountinfo").await;
-    assert!(out.contains(" /run/lizard "), "{ex}");
-    let data_dir = s.data_dir.path().display().to_string();
-    assert!(!out.contains(&data_dir), "{out}");
-    assert!(!out.contains(&id), "{out}");
-    let bin = std::fs::canonicalize(env!("CARGO_BIN_EXE_lizard")).unwrap();
-    let bin_dir = bin.parent().unwrap().display().to_string();
-    assert!(!out.contains(&bin_dir), "{out}");
-    assert!(!out.contains("/opt/lizard/bin"), "{out}");
-    // What `ps` and `top` call the agent.
-    let (comm, ex) = s.sh(&id, "cat /proc/1/comm").await;
-    assert_eq!(comm.trim(), "lizard-agent", "{ex}");
-    s.kill_all().await;
+    for extra in [&["--criu", "none"][..], &[][..]] {
+        let s = Server::start_in(tempfile::tempdir().unwrap(), extra);
+        let id = s.create(&s.admin_key.clone(), json!({})).await;
+        let (out, ex) = s.sh(&id, "cat /proc/self/mountinfo").await;
+        assert!(out.contains(" /run/lizard "), "{ex}");
+        let data_dir = s.data_dir.path().display().to_string();
+        assert!(!out.contains(&data_dir), "{out}");
+        assert!(!out.contains(&id), "{out}");
+        let bin = std::fs::canonicalize(env!("CARGO_BIN_EXE_lizard")).unwrap();
+        let bin_dir = bin.parent().unwrap().display().to_string();
+        assert!(!out.contains(&bin_dir), "{out}");
+        for line in out.lines().filter(|l| l.contains("/opt/lizard/bin")) {
+            // Only the agent's file bind, read-only, of a tmpfs, rooted at `/lizard`.
+            assert!(extra.is_empty(), "--criu none: {line}");
+            let f: Vec<&str> = line.split(' ').collect();
+            let sep = f.iter().position(|x| *x == "-").unwrap();
+            assert_eq!(
+                (f[3], f[4], f[sep + 1]),
+                ("/lizard", "/opt/lizard/bin/lizard", "tmpfs"),
+                "{line}"
+            );
+            assert!(f[5].split(',').any(|o| o == "ro"), "{line}");
+        }
+        // What `ps` and `top` call the agent.
+        let (comm, ex) = s.sh(&id, "cat /proc/1/comm").await;
+        assert_eq!(comm.trim(), "lizard-agent", "{ex}");
+        // And it cannot be written, even by the sandbox's root (with CRIU, neither through the
+        // bind; without, the path is the template's own placeholder, not the agent).
+        let cmd = if extra.is_empty() {
+            "for f in /proc/1/exe /opt/lizard/bin/lizard; do echo x >> $f 2>/dev/null || echo refused; done"
+        } else {
+            "echo x >> /proc/1/exe 2>/dev/null || echo refused; echo refused"
+        };
+        let r = s
+            .admin(
+                "POST",
+                &format!("/v1/sandboxes/{id}/commands"),
+                Some(json!({ "cmd": cmd, "user": "root" })),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(r.body["stdout"], "refused\nrefused\n", "{}", r.text);
+        s.kill_all().await;
+    }
 }
 
 /// The template's shared on-disk range (`lizard template build` shifts by 100000): no sandbox's

@@ -1,5 +1,7 @@
 //! Snapshots, clones and forks of running sandboxes (docs/ARCHITECTURE.md, "Snapshots and
-//! forks"): real server, real sandboxes and kernels.
+//! forks"): real server, real sandboxes and kernels. The tests of the per-language capture ask
+//! for it (`--criu none`; CRIU, the default, is `snapshots_exact.rs`); the others run with
+//! whatever this host has.
 
 mod common;
 
@@ -113,7 +115,7 @@ async fn clone(s: &Server, key: &str, snap: &str) -> Value {
 
 #[tokio::test]
 async fn clones_have_the_sources_state_and_stay_apart() {
-    let s = Server::start();
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let key = s.admin_key.clone();
     let src = source(&s, &key).await;
 
@@ -316,7 +318,7 @@ async fn clones_have_the_sources_state_and_stay_apart() {
 
 #[tokio::test]
 async fn fork_and_a_snapshot_across_a_server_restart() {
-    let s = Server::start();
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let key = s.admin_key.clone();
     let src = source(&s, &key).await;
     let t = Instant::now();
@@ -349,7 +351,7 @@ async fn fork_and_a_snapshot_across_a_server_restart() {
     let dir = s
         .stop_within("-TERM", Duration::from_secs(60))
         .expect("the server stops");
-    let s = Server::start_in(dir, &[]);
+    let s = Server::start_in(dir, &["--criu", "none"]);
     let key = s.admin_key.clone();
     let got = s
         .admin("GET", &format!("/v1/snapshots/{snap_id}"), None)
@@ -444,7 +446,7 @@ async fn snapshots_belong_to_their_project_and_bad_input_is_typed() {
 /// own files, and a lying saved state only costs the clone its contexts.
 #[tokio::test]
 async fn a_hostile_sandbox_cannot_make_the_host_follow_or_read_its_saved_state() {
-    let s = Server::start();
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let key = s.admin_key.clone();
     let id = s.create(&key, json!({})).await;
     let py = context(&s, &id, "python").await;
@@ -612,7 +614,7 @@ fn cli(s: &Server, args: &[&str]) -> (i32, String, String) {
 /// The CLI (through the Rust client) and the OpenAPI document cover snapshots.
 #[tokio::test]
 async fn the_cli_and_the_openapi_document_cover_snapshots() {
-    let s = Server::start();
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&id, json!({"code": "v = 'from-cli'"})).await;
     let (code, out, err) = cli(&s, &["snapshot", "create", &id, "--metadata", "k=v"]);

@@ -112,8 +112,11 @@ def lizard_server() -> Iterator[Server]:
     env = dict(os.environ)
     env.setdefault("LIZARD_LOG", "warn")
     proc = subprocess.Popen(
+        # The per-language capture, whose hibernation and snapshot reports name each saved and
+        # lost variable, is what these tests read: asked for (CRIU, the server's default where
+        # it is installed, is tested in crates/lizard/tests/hibernate_exact.rs, snapshots_exact.rs).
         [str(binary), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
-         "--templates-from", str(templates)],
+         "--templates-from", str(templates), "--criu", "none"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=None,  # the server's log goes to the test output

@@ -109,7 +109,8 @@ export interface ContextReport {
 
 /** How kernel state was carried across hibernation (or into a snapshot or fork), per context. */
 export interface HibernationReport {
-  /** `per-language`: each kernel saved and reloaded its own state. */
+  /** `criu`: every process of the sandbox was checkpointed and restored exactly; `per-language`:
+   * each kernel saved and reloaded its own state. */
   method: SnapshotMethod;
   /** Why this method (e.g. no CRIU >= 4.1 on the host). */
   methodReason: string;
@@ -137,9 +138,10 @@ export interface SandboxInfo {
 
 // ---- snapshots -----------------------------------------------------------------------------------
 
-/** How memory state was captured: `per-language` — each kernel saved its own state (variables,
- * functions, imports, cwd); what cannot be saved is listed in `lost`. Other methods may come. */
-export type SnapshotMethod = 'per-language' | (string & {});
+/** How memory state was captured: `criu` — every process of the sandbox checkpointed (memory,
+ * threads, sockets, running commands) —, or `per-language` — each kernel saved its own state
+ * (variables, functions, imports, cwd); what cannot be saved is listed in `lost`. */
+export type SnapshotMethod = 'criu' | 'per-language' | (string & {});
 
 /** Options of {@link CodeSandbox.createSnapshot}. */
 export interface CreateSnapshotOptions {

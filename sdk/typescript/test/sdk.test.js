@@ -29,7 +29,9 @@ let server;
 let sandbox;
 
 before(async () => {
-  server = await startServer();
+  // Hibernation's per-language reports (saved and lost names) are what these tests read: asked
+  // for (CRIU, the default where installed, is tested in crates/lizard/tests/hibernate_exact.rs).
+  server = await startServer(['--criu', 'none']);
   sandbox = await CodeSandbox.create({ project: 'sdk-tests', metadata: { suite: 'sdk' }, envs: { GREETING: 'hello' } });
 });
 

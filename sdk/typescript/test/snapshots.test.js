@@ -11,7 +11,9 @@ import { CodeSandbox, ConflictError, InvalidArgumentError, NotFoundError, Snapsh
 let server;
 
 before(async () => {
-  server = await startServer();
+  // The per-language capture, whose reports name each saved variable (CRIU, the server's default
+  // where it is installed, is tested end to end in crates/lizard/tests/snapshots_exact.rs).
+  server = await startServer(['--criu', 'none']);
 });
 
 after(async () => {

@@ -769,6 +769,10 @@ fn restore_into(
             nix::sys::socket::Backlog::new(128).unwrap_or(nix::sys::socket::Backlog::MAXCONN),
         )
         .map_err(|e| io_err("listening on the inherited socket", path)(e.into()))?;
+        // Non-blocking, as the agent had made its own (a file status flag, of this open file,
+        // which CRIU hands over as it is): a blocking accept would hold one of its threads.
+        nix::fcntl::fcntl(&sock, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+            .map_err(|e| io_err("making the inherited socket non-blocking", path)(e.into()))?;
         inherit_fds.push((Arc::new(sock), format!("socket:[{inode}]")));
     }
     // The images are read by the restored tasks themselves (their ids, through CRIU's fd).
@@ -801,6 +805,7 @@ fn restore_into(
                 external_mounts,
                 inherit_fds,
                 cgroup: Some(cgroup.clone()),
+                manage_cgroups: from.dumped.manage_cgroups,
             };
             Criu::new(from.criu.clone())
                 .restore(

@@ -1,8 +1,9 @@
 //! Snapshots, clones and forks of running sandboxes.
 //!
 //! A **snapshot** is the memory state and the disk of a running (or paused) sandbox, kept by the
-//! server: the source's kernels save themselves while it runs (the capture step, [`Capture`]),
-//! then the source is frozen briefly (its cgroup, then its disk's file system with `FIFREEZE`)
+//! server: its memory is captured (the capture step, [`Capture`]: with CRIU every process is
+//! dumped while the source is frozen; per language its kernels save themselves while it runs),
+//! and the source is frozen briefly (its cgroup, then its disk's file system with `FIFREEZE`)
 //! while its disk image is copied (a reflink where the host file system shares extents, else a
 //! sparse `copy_file_range` of the allocated ranges), and thawed. The source goes on with its
 //! kernels intact. The copy lives in `<data>/snapshots/<id>/disk.img` (root's, 0700 directory),
@@ -20,8 +21,11 @@
 //! own file, of a size the host fixed) and reads nothing in it but directory entries and owners
 //! for the id shift; the state is read back only inside the clone, by the clone's agent.
 //!
-//! **Capture method:** [`Capture`] is the one pluggable step; today only [`Capture::PerLanguage`]
-//! (the kernels' own save, as for hibernation). Every answer names the method and why.
+//! **Capture method:** [`Capture`] is the one pluggable step: [`Capture::Criu`] (the default with
+//! a usable CRIU: every process dumped while the source is frozen, its disk copied in the same
+//! freeze, each clone restored from a copy of the images with its own identity) or
+//! [`Capture::PerLanguage`] (the kernels' own save, as for hibernation), the fallback where CRIU is
+//! missing, does not apply or fails. Every answer names the method and why.
 
 use super::*;
 use lizard_proto::{HibernationMethod, SandboxInfo, SnapshotInfo};
@@ -66,54 +70,71 @@ struct CloneBuild {
 /// How the memory state is captured and restored: the one pluggable step of a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Capture {
+    /// CRIU checkpoints every process of the sandbox (memory, threads, descriptors, sockets,
+    /// running commands) into the snapshot's host-side directory while the source is frozen (its
+    /// disk copied in the same freeze), and each clone is restored from those images exactly,
+    /// with its own id, host id range, cgroup, network namespace, writable layer and agent
+    /// socket (see ARCHITECTURE.md, "Snapshots and forks").
+    Criu,
     /// Each kernel saves its own state (variables, functions, classes, imports, cwd, env) into
     /// the sandbox's disk and a fresh kernel in the clone loads it; what cannot be saved is
     /// reported lost (see ARCHITECTURE.md, "Hibernation").
     PerLanguage,
 }
 
+/// In a CRIU snapshot's directory: the images (`criu/`) and what the dump was told
+/// (`criu.json`, as for hibernation).
+const SNAPSHOT_CRIU_IMAGES: &str = "criu";
+
+/// Dumps a snapshot tries before it falls back per language (see `Sandboxes::criu_capture`).
+const CRIU_SNAPSHOT_TRIES: u32 = 3;
+
 impl Capture {
-    /// The method this host supports, and why (with `tool`, the server's checkpoint tool).
-    pub fn select(tool: &CheckpointTool) -> (Capture, String) {
-        (
-            Capture::PerLanguage,
-            per_language_reason(&criu_unused(tool)),
-        )
+    /// The method for sandbox `sb` on this host, and why (with `tool`, the server's checkpoint
+    /// tool).
+    pub fn select(tool: &CheckpointTool, sb: &Sandbox) -> (Capture, String) {
+        match criu_refusal(tool, sb) {
+            None => (
+                Capture::Criu,
+                "criu: CRIU checkpointed every process of the sandbox".into(),
+            ),
+            Some(why) => (Capture::PerLanguage, per_language_reason(&why)),
+        }
     }
 
     pub fn method(self) -> HibernationMethod {
         match self {
+            Capture::Criu => HibernationMethod::Criu,
             Capture::PerLanguage => HibernationMethod::PerLanguage,
         }
     }
 
-    /// Save the running sandbox's memory state (into its own disk).
-    async fn save(self, agent: &AgentClient) -> Result<HibernationReport, SandboxError> {
-        match self {
-            Capture::PerLanguage => agent
-                .hibernate_snapshot(SNAPSHOT_DIR)
-                .await
-                .map_err(|e| SandboxError::Capture(format!("saving the sandbox's contexts: {e}"))),
-        }
+    /// The per-language save of the running sandbox's memory state (into its own disk; a CRIU
+    /// capture is taken with the disk copy, `Sandboxes::criu_capture`).
+    async fn save_per_language(agent: &AgentClient) -> Result<HibernationReport, SandboxError> {
+        agent
+            .hibernate_snapshot(SNAPSHOT_DIR)
+            .await
+            .map_err(|e| SandboxError::Capture(format!("saving the sandbox's contexts: {e}")))
     }
 
-    /// Restore it in a freshly launched clone; a failure is a report with fresh contexts.
-    async fn restore(self, agent: &AgentClient, reason: &str) -> HibernationReport {
-        match self {
-            Capture::PerLanguage => match agent.hibernate_restore(SNAPSHOT_DIR).await {
-                Ok(mut r) => {
-                    r.method = self.method();
-                    r.method_reason = reason.to_string();
-                    r
-                }
-                Err(e) => HibernationReport {
-                    method: self.method(),
-                    method_reason: format!(
-                        "the saved state could not be restored ({e}); the sandbox runs with fresh \
-                         contexts"
-                    ),
-                    contexts: Vec::new(),
-                },
+    /// The per-language restore in a freshly launched clone; a failure is a report with fresh
+    /// contexts (a CRIU clone is restored by the launcher, `Sandboxes::start_clone`).
+    async fn restore_per_language(agent: &AgentClient, reason: &str) -> HibernationReport {
+        let method = Capture::PerLanguage.method();
+        match agent.hibernate_restore(SNAPSHOT_DIR).await {
+            Ok(mut r) => {
+                r.method = method;
+                r.method_reason = reason.to_string();
+                r
+            }
+            Err(e) => HibernationReport {
+                method,
+                method_reason: format!(
+                    "the saved state could not be restored ({e}); the sandbox runs with fresh \
+                     contexts"
+                ),
+                contexts: Vec::new(),
             },
         }
     }
@@ -254,54 +275,95 @@ impl Sandboxes {
                 .map_err(|e| SandboxError::Launch(e.to_string()))?
                 .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
         }
-        let (capture, reason) = Capture::select(&self.cfg.checkpoint);
-        let saved = capture.save(&sb.agent).await;
-        let save_ms = started.elapsed().as_millis() as u64;
-        let mut report = match saved {
-            Ok(r) => r,
-            Err(e) => {
-                if was_paused {
-                    let cg = cg.clone();
-                    let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
-                }
-                return Err(e);
-            }
-        };
-        report.method = capture.method();
-        report.method_reason = reason;
+        let (capture, reason) = Capture::select(&self.cfg.checkpoint, &sb);
         let sdir = self.snapshots_dir().join(&snap_id);
         let dst = sdir.join("disk.img");
         let max_bytes = (sb.limits.disk_mb * 1024 * 1024).max(lizard_jail::disk::MIN_BYTES);
-        let reserved = self.volumes.storage.reserve(
-            &dst,
-            lizard_jail::disk::allocated_bytes(&image),
-            "a snapshot",
-        );
-        let copied = match reserved {
-            Err(e) => Err(SandboxError::NoSpace(e)),
-            Ok(_reservation) => {
-                let (sdir, dst, image, cg) = (sdir.clone(), dst.clone(), image.clone(), cg.clone());
-                tokio::task::spawn_blocking(move || {
-                    copy_frozen(&sdir, &image, &mount, &dst, &cg, max_bytes, was_paused)
-                })
+        let mut per_language_why = None;
+        let mut exact = None;
+        if capture == Capture::Criu {
+            match self
+                .criu_capture(&sb, &sdir, &image, &mount, max_bytes, was_paused)
                 .await
-                .map_err(|e| SandboxError::Launch(e.to_string()))
-                .and_then(|r| r)
+            {
+                Ok(done) => exact = Some(done),
+                Err(why) => {
+                    tracing::warn!(sandbox = %id, error = %why, "CRIU snapshot failed; per language");
+                    let _ = std::fs::remove_dir_all(&sdir);
+                    per_language_why = Some(per_language_reason(&why));
+                    if was_paused {
+                        // Left frozen by the attempt; the kernels must run to save themselves.
+                        let cg = cg.clone();
+                        let _ = tokio::task::spawn_blocking(move || cg.thaw()).await;
+                    }
+                }
             }
-        };
-        if was_paused {
-            // Paused it was, paused it stays (its thaw above was for the kernels' save).
-            let cg = cg.clone();
-            let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
         }
-        let (method, copy_ms) = match copied {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&sdir);
-                return Err(e);
+        let (report, method, copy_ms, save_ms) = match exact {
+            Some((report, method, frozen_ms)) => (report, method, frozen_ms, 0),
+            None => {
+                let capture = Capture::PerLanguage;
+                let saved = Capture::save_per_language(&sb.agent).await;
+                let save_ms = started.elapsed().as_millis() as u64;
+                let mut report = match saved {
+                    Ok(r) => r,
+                    Err(e) => {
+                        if was_paused {
+                            let cg = cg.clone();
+                            let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
+                        }
+                        return Err(e);
+                    }
+                };
+                report.method = capture.method();
+                report.method_reason = per_language_why.unwrap_or(reason);
+                let reserved = self.volumes.storage.reserve(
+                    &dst,
+                    lizard_jail::disk::allocated_bytes(&image),
+                    "a snapshot",
+                );
+                let copied = match reserved {
+                    Err(e) => Err(SandboxError::NoSpace(e)),
+                    Ok(_reservation) => {
+                        let (sdir, dst, image, cg) =
+                            (sdir.clone(), dst.clone(), image.clone(), cg.clone());
+                        let mount = mount.clone();
+                        tokio::task::spawn_blocking(move || {
+                            copy_frozen(
+                                &sdir,
+                                &image,
+                                &mount,
+                                &dst,
+                                &cg,
+                                max_bytes,
+                                was_paused,
+                                || Ok(()),
+                            )
+                        })
+                        .await
+                        .map_err(|e| SandboxError::Launch(e.to_string()))
+                        .and_then(|r| r)
+                    }
+                };
+                if was_paused {
+                    // Paused it was, paused it stays (its thaw above was for the kernels' save).
+                    let cg = cg.clone();
+                    let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
+                }
+                match copied {
+                    Ok(((method, copy_ms), ())) => (report, method, copy_ms, save_ms),
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&sdir);
+                        return Err(e);
+                    }
+                }
             }
         };
-        let size_bytes = lizard_jail::disk::allocated_bytes(&dst);
+        let size_bytes = lizard_jail::disk::allocated_bytes(&dst)
+            + lizard_jail::checkpoint::ImagesDir {
+                path: sdir.join(SNAPSHOT_CRIU_IMAGES),
+            }
+            .bytes();
         tracing::info!(sandbox = %id, snapshot = %snap_id, save_ms, copy_ms,
             copy = method.as_str(), size_bytes, "snapshot taken");
         let builds: Vec<PathBuf> = std::iter::once(template_dir.clone())
@@ -334,6 +396,134 @@ impl Sandboxes {
                 id_base,
             },
         })
+    }
+
+    /// The CRIU capture of a snapshot: the source's cgroup frozen, every process dumped (left
+    /// running) into `<sdir>/criu`, the disk image copied in the same freeze, then thawed (unless
+    /// it was paused). Returns the report, how the disk was copied and how long the source was
+    /// frozen; `Err` is why not (the caller falls back per language), with nothing left in
+    /// `sdir`.
+    async fn criu_capture(
+        &self,
+        sb: &Sandbox,
+        sdir: &Path,
+        image: &Path,
+        mount: &Path,
+        max_bytes: u64,
+        was_paused: bool,
+    ) -> Result<(HibernationReport, lizard_jail::disk::CopyMethod, u64), String> {
+        let criu = self
+            .cfg
+            .checkpoint
+            .criu
+            .clone()
+            .ok_or_else(|| format!("no usable CRIU ({})", self.cfg.checkpoint.detail))?;
+        let contexts = sb
+            .agent
+            .contexts()
+            .await
+            .map_err(|e| format!("listing the contexts: {e}"))?;
+        // The source's executions so far are its own: metered now, and a clone's restored agent
+        // (with the source's execution log) is counted from this position on.
+        crate::metering::sample(self, sb).await;
+        let agent_log_seq = self
+            .store
+            .get_usage(&sb.id)
+            .ok()
+            .flatten()
+            .map_or(0, |u| u.agent_log_seq);
+        let dst = sdir.join("disk.img");
+        let _reservation = self
+            .volumes
+            .storage
+            .reserve(
+                &dst,
+                lizard_jail::disk::allocated_bytes(image),
+                "a snapshot",
+            )
+            .map_err(|e| e.to_string())?;
+        let (sdir, image, mount, cg) = (
+            sdir.to_path_buf(),
+            image.to_path_buf(),
+            mount.to_path_buf(),
+            sb.runtime.cgroup.clone(),
+        );
+        let pid = sb.runtime.pid;
+        let tool = self.cfg.checkpoint.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let images = sdir.join(SNAPSHOT_CRIU_IMAGES);
+            let freezer = cg.freezer_dir().to_path_buf();
+            // A failed dump stops here (no disk copy): the caller falls back per language.
+            let r = copy_frozen(
+                &sdir,
+                &image,
+                &mount,
+                &dst,
+                &cg,
+                max_bytes,
+                was_paused,
+                || {
+                    let mut tries = 0;
+                    loop {
+                        tries += 1;
+                        // Not the cgroups: CRIU would put a clone's tasks back into the source's.
+                        match dump_sandbox(&criu, pid, &images, Some(&freezer), false) {
+                            Ok(done) => return Ok(done),
+                            // A connection to the agent made while the sandbox was frozen waits,
+                            // unaccepted, in its socket's queue, and its other end is the server's
+                            // (in the host's network namespace), which CRIU cannot find: let the
+                            // agent accept it and try again.
+                            Err(e)
+                                if tries < CRIU_SNAPSHOT_TRIES
+                                    && lizard_jail::sandbox::error_chain(&e)
+                                        .contains("Unix socket") =>
+                            {
+                                let _ = cg.thaw();
+                                std::thread::sleep(std::time::Duration::from_millis(20));
+                                cg.freeze().map_err(|e| {
+                                    SandboxError::Launch(format!("freezing the sandbox: {e}"))
+                                })?;
+                            }
+                            Err(e) => {
+                                return Err(SandboxError::Capture(criu_dump_failed(&tool, &e)))
+                            }
+                        }
+                    }
+                },
+            );
+            match r {
+                Ok((copy, dumped)) => Ok((copy, dumped, sdir)),
+                Err(SandboxError::Capture(why)) => Err(why),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .await
+        .map_err(|e| format!("the CRIU attempt failed: {e}"))??;
+        let ((method, frozen_ms), (dumped, stats), sdir) = done;
+        let manifest = CriuManifest {
+            dumped,
+            image_bytes: stats.image_bytes,
+            dump_ms: stats.duration.as_millis() as u64,
+            contexts: contexts
+                .iter()
+                .map(|c| (c.id.clone(), c.language))
+                .collect(),
+            agent_log_seq,
+        };
+        write_criu_manifest(&sdir, &manifest)
+            .map_err(|e| format!("keeping the checkpoint: {e}"))?;
+        let report = HibernationReport {
+            method: HibernationMethod::Criu,
+            method_reason: format!(
+                "criu: CRIU checkpointed every process of the sandbox ({} MB dumped in {} ms; the \
+                 source was frozen {frozen_ms} ms, its disk copied meanwhile); each clone is \
+                 restored exactly",
+                stats.image_bytes / 1_000_000,
+                stats.duration.as_millis()
+            ),
+            contexts: criu_contexts(&manifest),
+        };
+        Ok((report, method, frozen_ms))
     }
 
     /// Remove a snapshot's files and its pins of template builds (its row is the caller's).
@@ -471,10 +661,11 @@ impl Sandboxes {
             ))
         })?;
         let started = std::time::Instant::now();
+        let moved = matches!(image, Image::Move(_));
         let prepared = {
-            let (dir, src_image, moved) = match image {
-                Image::Copy(p) => (dir.clone(), p.to_path_buf(), false),
-                Image::Move(p) => (dir.clone(), p.to_path_buf(), true),
+            let (dir, src_image) = match image {
+                Image::Copy(p) => (dir.clone(), p.to_path_buf()),
+                Image::Move(p) => (dir.clone(), p.to_path_buf()),
             };
             let max_bytes = (limits.disk_mb * 1024 * 1024).max(lizard_jail::disk::MIN_BYTES);
             let shift = lizard_jail::layer::IdShift {
@@ -501,8 +692,27 @@ impl Sandboxes {
             return Err(fail(e));
         }
         let copy_ms = started.elapsed().as_millis() as u64;
+        // An exact snapshot: its CRIU images, copied (a fork's moved) into the clone's directory,
+        // made for the clone's host id range and host name; the snapshot's own are never changed.
+        let exact = if row.report.method == HibernationMethod::Criu {
+            match self
+                .stage_clone_images(row, &dir, moved, id_base, &id)
+                .await
+            {
+                Ok(from) => Some(from),
+                Err(e) => {
+                    for b in std::iter::once(&src.template_dir).chain(&src.template_bases) {
+                        lizard_template::store::unpin(b, &id);
+                    }
+                    return Err(fail(e));
+                }
+            }
+        } else {
+            None
+        };
+        let manifest = exact.as_ref().map(|(m, _)| m.clone());
         let launched = self
-            .launch_in(
+            .launch_or_restore_in(
                 id.clone(),
                 &dir,
                 (&req.project, &row.template),
@@ -512,20 +722,42 @@ impl Sandboxes {
                 egress.as_ref(),
                 (false, Some(id_base)),
                 0,
+                exact.map(|(_, from)| from),
             )
             .await;
+        if manifest.is_some() {
+            remove_criu_images(&dir).await;
+        }
         let launched = match launched {
             Ok(l) => l,
             Err(e) => {
                 for b in std::iter::once(&src.template_dir).chain(&src.template_bases) {
                     lizard_template::store::unpin(b, &id);
                 }
+                let e = match &manifest {
+                    Some(_) => SandboxError::Launch(format!(
+                        "restoring the snapshot's CRIU checkpoint: {e}"
+                    )),
+                    None => e,
+                };
                 return Err(fail(e));
             }
         };
         let _ = std::fs::remove_file(dir.join(CLONE_BUILD_FILE));
-        let (capture, reason) = Capture::select(&self.cfg.checkpoint);
-        let report = capture.restore(&launched.agent, &reason).await;
+        let report = match &manifest {
+            Some(m) => HibernationReport {
+                method: HibernationMethod::Criu,
+                method_reason: format!(
+                    "criu: every process of the sandbox was restored exactly from the snapshot's \
+                     CRIU checkpoint ({} MB, ready in {} ms), with this sandbox's own id, host \
+                     ids, cgroup, network namespace, writable layer and agent socket",
+                    m.image_bytes / 1_000_000,
+                    started.elapsed().as_millis()
+                ),
+                contexts: criu_contexts(m),
+            },
+            None => Capture::restore_per_language(&launched.agent, &row.report.method_reason).await,
+        };
         tracing::info!(snapshot = %row.id, sandbox = %id, copy_ms,
             ready_ms = started.elapsed().as_millis() as u64, "sandbox cloned from a snapshot");
         let now = now_ms();
@@ -579,12 +811,73 @@ impl Sandboxes {
             self.id_ranges.release(&id);
             return Err(e.into());
         }
+        if let Some(m) = &manifest {
+            // Its agent's execution log is the source's: only what runs from now on is its own.
+            let usage = crate::store::UsageRow {
+                sandbox_id: id.clone(),
+                project: req.project.clone(),
+                updated_at_ms: now,
+                agent_log_seq: m.agent_log_seq,
+                ..Default::default()
+            };
+            if let Err(e) = self.store.put_usage(&usage) {
+                tracing::warn!(sandbox = %id, error = %e, "writing usage");
+            }
+        }
         if let Ok(mut m) = self.live.write() {
             m.insert(id.clone(), sb.clone());
         }
         self.watch(&id, sb.runtime.pid, None);
         self.timeouts_changed.notify_one();
         Ok((sb, report))
+    }
+
+    /// A clone's copy of snapshot `row`'s CRIU images at `<dir>/criu` (moved for a fork), with
+    /// the user namespace's id maps moved to the clone's range `id_base` and the host name
+    /// `id`, as a restore.
+    async fn stage_clone_images(
+        &self,
+        row: &crate::store::SnapshotRow,
+        dir: &Path,
+        moved: bool,
+        id_base: u32,
+        id: &str,
+    ) -> Result<(CriuManifest, lizard_jail::sandbox::RestoreFrom), SandboxError> {
+        let Some(criu) = self.cfg.checkpoint.criu.clone() else {
+            return Err(SandboxError::Conflict(format!(
+                "snapshot {} is a CRIU checkpoint and this server has no usable CRIU ({})",
+                row.id, self.cfg.checkpoint.detail
+            )));
+        };
+        let sdir = self.snapshots_dir().join(&row.id);
+        let (dir, from_base, id) = (dir.to_path_buf(), row.source.id_base, id.to_string());
+        tokio::task::spawn_blocking(move || {
+            let fail = |what: &str, e: String| SandboxError::Launch(format!("{what}: {e}"));
+            let src = sdir.join(SNAPSHOT_CRIU_IMAGES);
+            let dst = dir.join(CRIU_IMAGES);
+            if moved {
+                let _ = std::fs::remove_dir_all(&dst);
+                std::fs::rename(&src, &dst).map_err(io_err(&dst))?;
+            } else {
+                copy_images(&src, &dst).map_err(|e| fail("copying the snapshot's images", e))?;
+            }
+            lizard_jail::checkpoint::rewrite_userns(&dst, from_base, id_base, 65536)
+                .map_err(|e| fail("the clone's id maps", lizard_jail::sandbox::error_chain(&e)))?;
+            lizard_jail::checkpoint::rewrite_uts(&dst, &id).map_err(|e| {
+                fail(
+                    "the clone's host name",
+                    lizard_jail::sandbox::error_chain(&e),
+                )
+            })?;
+            read_criu_restore(&sdir, &dst, criu).ok_or_else(|| {
+                SandboxError::Launch(format!(
+                    "the snapshot's CRIU manifest in {} is missing or unreadable",
+                    sdir.display()
+                ))
+            })
+        })
+        .await
+        .map_err(|e| SandboxError::Launch(e.to_string()))?
     }
 
     /// The template build a clone's directory was made for (see [`CLONE_BUILD_FILE`]).
@@ -604,9 +897,12 @@ pub fn clone_info(sb: &Sandbox, report: HibernationReport) -> SandboxInfo {
 }
 
 /// Copy a running sandbox's disk image consistently (blocking): its processes frozen (unless
-/// already), its file system frozen (`FIFREEZE`: clean on the image), the image copied, both
-/// thawed. Returns how it was copied and how long the freeze lasted.
-fn copy_frozen(
+/// already), `while_frozen` run (a CRIU dump, which leaves a frozen cgroup frozen), its file
+/// system frozen (`FIFREEZE`: clean on the image), the image copied, both thawed (the processes
+/// stay frozen with `processes_stay_frozen`). Returns how it was copied, how long the processes
+/// were frozen, and what `while_frozen` gave.
+#[allow(clippy::too_many_arguments)]
+fn copy_frozen<T>(
     sdir: &Path,
     image: &Path,
     mount: &Path,
@@ -614,7 +910,8 @@ fn copy_frozen(
     cg: &Cgroup,
     max_bytes: u64,
     processes_stay_frozen: bool,
-) -> Result<(lizard_jail::disk::CopyMethod, u64), SandboxError> {
+    while_frozen: impl FnOnce() -> Result<T, SandboxError>,
+) -> Result<((lizard_jail::disk::CopyMethod, u64), T), SandboxError> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -630,6 +927,12 @@ fn copy_frozen(
         .freeze()
         .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))
         .and_then(|()| {
+            let extra = while_frozen()?;
+            // Frozen still (should the dump have thawed it, frozen again: memory and disk match).
+            if !cg.is_frozen().unwrap_or(false) {
+                cg.freeze()
+                    .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))?;
+            }
             let frozen = lizard_jail::disk::FrozenFs::freeze(mount)
                 .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
             let copied = lizard_jail::disk::copy_image(image, dst, max_bytes)
@@ -637,15 +940,32 @@ fn copy_frozen(
             frozen
                 .thaw()
                 .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
-            copied
+            copied.map(|c| (c, extra))
         });
     // Thawed whatever happened (a freeze that timed out may have left it half-frozen).
     if !processes_stay_frozen {
         cg.thaw()
             .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
     }
-    let (method, _) = copied?;
-    Ok((method, started.elapsed().as_millis() as u64))
+    let ((method, _), extra) = copied?;
+    Ok(((method, started.elapsed().as_millis() as u64), extra))
+}
+
+/// Copy a directory of CRIU images (regular files only, no link followed; CRIU writes no
+/// sub-directories) into a fresh root-only directory `dst` (blocking).
+fn copy_images(src: &Path, dst: &Path) -> Result<(), String> {
+    let images = lizard_jail::checkpoint::ImagesDir::create(dst).map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(src)
+        .map_err(|e| format!("{}: {e}", src.display()))?
+        .take(100_000)
+    {
+        let entry = entry.map_err(|e| e.to_string())?;
+        if entry.file_type().map_err(|e| e.to_string())?.is_file() {
+            std::fs::copy(entry.path(), images.path.join(entry.file_name()))
+                .map_err(|e| format!("{}: {e}", entry.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Make a clone's directory (blocking): the snapshot's image copied (or, for a fork, moved) to

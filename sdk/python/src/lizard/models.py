@@ -459,8 +459,9 @@ class ContextReport:
 
 @dataclass(frozen=True)
 class HibernationReport:
-    """How kernel state crossed a hibernation (``method`` is ``per-language``: each kernel saved
-    and reloaded its own state; ``method_reason`` says why), per context."""
+    """How kernel state crossed a hibernation (``method`` is ``criu``: every process checkpointed
+    and restored exactly, or ``per-language``: each kernel saved and reloaded its own state;
+    ``method_reason`` says why), per context."""
 
     method: str
     method_reason: str
@@ -585,7 +586,8 @@ class VolumeInfo:
 class SnapshotInfo:
     """A snapshot of a sandbox as the API reports it: what ``CodeSandbox.create(snapshot=...)``
     starts clones from. ``method`` says how the kernels' memory state was captured
-    (``per-language``: each kernel saved its own state) and ``contexts`` what each context saved
+    (``criu``: every process checkpointed; ``per-language``: each kernel saved its own state) and
+    ``contexts`` what each context saved
     (``restored``) and could not (``lost``); ``size_bytes`` is the host disk it holds; ``limits``
     are the source's, which every clone gets. ``sandbox_id`` is the source (it may be gone)."""
 

@@ -19,17 +19,19 @@ export const SDK_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../..')
 const START_TIMEOUT_MS = 60_000;
 
 /**
- * Start `lizard serve` and set LIZARD_API_URL / LIZARD_API_KEY in this process's environment.
+ * Start `lizard serve` (with `extraArgs`, e.g. `['--criu', 'none']`) and set LIZARD_API_URL /
+ * LIZARD_API_KEY in this process's environment.
+ * @param {string[]} [extraArgs]
  * @returns {Promise<{ url: string, apiKey: string, dataDir: string, log: () => string,
  *   stop: () => Promise<{ killed: string[] }> }>}
  */
-export async function startServer() {
+export async function startServer(extraArgs = []) {
   const bin = process.env.LIZARD_BIN || join(REPO, 'target/debug/lizard');
   const templatesFrom = process.env.LIZARD_TEMPLATES_FROM || join(REPO, 'target/lizard-data');
   const dataDir = await mkdtemp(join(tmpdir(), 'lizard-ts-sdk-'));
   const child = spawn(
     bin,
-    ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--templates-from', templatesFrom],
+    ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--templates-from', templatesFrom, ...extraArgs],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, LIZARD_LOG: process.env.LIZARD_LOG || 'warn' },
