@@ -319,6 +319,58 @@ impl Cgroup {
         out
     }
 
+    /// Where this cgroup is inside each of its hierarchies (the path a process in it shows in the
+    /// host's `/proc/<pid>/cgroup`), from the mount table: `(Some(controller), path)` per v1
+    /// controller, `(None, path)` on v2 — e.g. for `criu restore --cgroup-root`.
+    pub fn hierarchy_paths(&self) -> Result<Vec<(Option<&'static str>, String)>, CgroupError> {
+        self.hierarchy_paths_in(&read("/proc/self/mountinfo")?)
+    }
+
+    fn hierarchy_paths_in(
+        &self,
+        mountinfo: &str,
+    ) -> Result<Vec<(Option<&'static str>, String)>, CgroupError> {
+        let mounts = parse_mountinfo(mountinfo);
+        let inside = |dir: &Path, fstype: &str, controller: Option<&str>| {
+            mounts
+                .iter()
+                .filter(|m| {
+                    m.fstype == fstype
+                        && controller.is_none_or(|c| m.super_opts.split(',').any(|o| o == c))
+                })
+                .find_map(|m| {
+                    let rel = dir.strip_prefix(&m.mountpoint).ok()?;
+                    let path = Path::new("/")
+                        .join(m.root.trim_start_matches('/'))
+                        .join(rel);
+                    path.to_str().map(|p| p.trim_end_matches('/').to_string())
+                })
+                .map(|p| if p.is_empty() { "/".to_string() } else { p })
+                .ok_or_else(|| CgroupError::Missing {
+                    path: dir.to_path_buf(),
+                })
+        };
+        match &self.paths {
+            CgroupPaths::V1 {
+                memory,
+                pids,
+                cpu,
+                cpuacct,
+                freezer,
+            } => [
+                ("memory", memory),
+                ("pids", pids),
+                ("cpu", cpu),
+                ("cpuacct", cpuacct),
+                ("freezer", freezer),
+            ]
+            .into_iter()
+            .map(|(c, dir)| Ok((Some(c), inside(dir, "cgroup", Some(c))?)))
+            .collect(),
+            CgroupPaths::V2 { path } => Ok(vec![(None, inside(path, "cgroup2", None)?)]),
+        }
+    }
+
     /// The directory whose freezer stops the processes (v1: the freezer controller's; v2: the
     /// cgroup's own, `cgroup.freeze`), e.g. for `criu dump --freeze-cgroup`.
     pub fn freezer_dir(&self) -> &Path {
@@ -959,6 +1011,42 @@ mod tests {
 1:cpu:/
 0::/
 ";
+
+    #[test]
+    fn hierarchy_paths_are_the_paths_inside_each_hierarchy() {
+        let at = |c: &str| PathBuf::from(format!("/sys/fs/cgroup/{c}/srv/lizard/sb1"));
+        let cg = Cgroup {
+            paths: CgroupPaths::V1 {
+                memory: at("memory"),
+                pids: at("pids"),
+                cpu: at("cpu"),
+                cpuacct: at("cpuacct"),
+                freezer: at("freezer"),
+            },
+        };
+        let got = cg.hierarchy_paths_in(MOUNTINFO).unwrap();
+        assert_eq!(got.len(), 5);
+        for (c, p) in &got {
+            assert!(c.is_some());
+            assert_eq!(p, "/srv/lizard/sb1");
+        }
+        let v2 = Cgroup {
+            paths: CgroupPaths::V2 {
+                path: "/sys/fs/cgroup/unified/a/lizard/x".into(),
+            },
+        };
+        assert_eq!(
+            v2.hierarchy_paths_in(MOUNTINFO).unwrap(),
+            vec![(None, "/a/lizard/x".to_string())]
+        );
+        // Not below any mount of its hierarchy: an error, not a guess.
+        let lost = Cgroup {
+            paths: CgroupPaths::V2 {
+                path: "/elsewhere/x".into(),
+            },
+        };
+        assert!(lost.hierarchy_paths_in(MOUNTINFO).is_err());
+    }
 
     #[test]
     fn v1_under_own_cgroup_when_v2_has_no_controllers() {

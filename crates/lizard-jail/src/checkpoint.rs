@@ -15,10 +15,12 @@
 //! - `--file-locks`: kernels may hold flock()s;
 //! - `--network-lock skip`: the sandbox's network namespace is its own and is stopped with it (the
 //!   default, iptables, fails here: the sandbox's netns has no xt_mark rules to load);
-//! - `--manage-cgroups`: `soft` when [`DumpSpec::manage_cgroups`] (hibernation: the restore puts
-//!   every task back into its cgroup below the sandbox's, which CRIU runs in — the contexts'
-//!   cgroups with their limits — and the sandbox's cgroup namespace), else `ignore` (snapshots:
-//!   the launcher's cgroups, every task in the clone's root cgroup).
+//! - `--manage-cgroups`: `soft` when [`DumpSpec::manage_cgroups`] (hibernation and snapshots: the
+//!   restore puts every task back into its cgroup below the sandbox's, which CRIU runs in — the
+//!   contexts' cgroups with their limits — and the sandbox's cgroup namespace), else `ignore` (old
+//!   snapshots: every task in the clone's root cgroup). The restore maps the dumped sandbox
+//!   cgroup onto [`RestoreSpec::cgroup`] with `--cgroup-root <controller>:<path>` (a clone's path
+//!   names another sandbox than its source's).
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -312,6 +314,13 @@ impl Criu {
             .arg(&spec.root)
             .args(RESTORE_OPTIONS)
             .arg(cgroup_mode(spec.manage_cgroups));
+        if spec.manage_cgroups {
+            if let Some(cg) = &spec.cgroup {
+                for arg in cgroup_root_args(cg)? {
+                    cmd.arg("--cgroup-root").arg(arg);
+                }
+            }
+        }
         for (key, path) in &spec.external_mounts {
             cmd.arg("--external")
                 .arg(format!("mnt[{key}]:{}", path.display()));
@@ -411,6 +420,28 @@ fn cgroup_mode(manage: bool) -> &'static str {
     } else {
         "--manage-cgroups=ignore"
     }
+}
+
+/// `--cgroup-root` values that map the dumped tree's cgroup (its PID 1's, the root of its cgroup
+/// namespace) onto `cg` in each of `cg`'s hierarchies (per v1 controller, so the hierarchies that
+/// are not the sandbox's stay as they were): a clone's tasks land below the clone's cgroup, not
+/// the source's, each in its context's cgroup again.
+fn cgroup_root_args(cg: &crate::cgroup::Cgroup) -> Result<Vec<String>, CheckpointError> {
+    let paths = cg.hierarchy_paths().map_err(|e| CheckpointError::Failed {
+        action: "restore",
+        status: "not started".into(),
+        detail: format!(
+            "where the restore's cgroup is: {}",
+            crate::sandbox::error_chain(&e)
+        ),
+    })?;
+    Ok(paths
+        .into_iter()
+        .map(|(controller, path)| match controller {
+            Some(c) => format!("{c}:{path}"),
+            None => path,
+        })
+        .collect())
 }
 
 /// Options of every restore (the dump's that apply to a restore).

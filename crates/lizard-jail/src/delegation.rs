@@ -106,6 +106,64 @@ pub fn delegate(
     Ok(out)
 }
 
+/// After a CRIU restore with the cgroups (`--manage-cgroups=soft`): CRIU made each context's
+/// cgroup below `ctx/` again, with its limits, but gave it (and `ctx/`) the owners it had when
+/// dumped — for a clone, its source's host ids. Give `ctx/` (its directory, `cgroup.procs`,
+/// `tasks`) and each child of it (its directory and its files, as if PID 1 had made it) to
+/// `uid`/`gid`, as [`delegate`] does. Symbolic links are not followed (cgroupfs has none); at most
+/// [`MAX_REOWNED`] children per hierarchy.
+pub fn reown(cg: &Cgroup, uid: u32, gid: u32) -> Result<(), CgroupError> {
+    let CgroupPaths::V1 {
+        memory,
+        cpu,
+        cpuacct,
+        ..
+    } = cg.paths()
+    else {
+        return Ok(());
+    };
+    let chown = |p: &Path| {
+        std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|source| CgroupError::Write {
+            path: p.to_path_buf(),
+            value: format!("owner {uid}:{gid}"),
+            source,
+        })
+    };
+    let list = |dir: &Path| -> Result<Vec<fs::DirEntry>, CgroupError> {
+        let rd = fs::read_dir(dir).map_err(|source| CgroupError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(rd.filter_map(Result::ok).take(MAX_REOWNED).collect())
+    };
+    let mut done: Vec<&PathBuf> = Vec::new();
+    for parent in [memory, cpu, cpuacct] {
+        if done.contains(&parent) {
+            continue;
+        }
+        done.push(parent);
+        let dir = parent.join(DELEGATED_DIR);
+        for p in [dir.clone(), dir.join("cgroup.procs"), dir.join("tasks")] {
+            chown(&p)?;
+        }
+        for child in list(&dir)? {
+            if !child.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            chown(&child.path())?;
+            for f in list(&child.path())? {
+                if f.file_type().is_ok_and(|t| t.is_file()) {
+                    chown(&f.path())?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The most children of `ctx/` (and files of each) [`reown`] handles.
+pub const MAX_REOWNED: usize = 4096;
+
 /// Limits of one context's cgroup; `None` = only the sandbox's limit applies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ContextLimits {

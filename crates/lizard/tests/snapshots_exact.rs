@@ -193,6 +193,18 @@ async fn exact_clones_are_alive_and_stay_apart() {
     let s = Server::start();
     let (src_id, token) = e2b_create(&s, &s.admin_key.clone()).await;
     let src = live_source(&s, src_id).await;
+    // A context with a memory limit of its own: its kernel must be in its limited cgroup in a
+    // clone (the clone's, not the source's).
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{}/contexts", src.id),
+            Some(json!({"language": "python", "limits": {"memory_mb": 200}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let limited = r.body["id"].as_str().unwrap().to_string();
+    run_in(&s, &src.id, &limited, "z = 7").await;
     let snap = snapshot(&s, &src.id).await;
     assert_eq!(snap["method"], "criu", "{snap}");
     eprintln!("snapshot: {}", snap["method_reason"]);
@@ -271,6 +283,53 @@ async fn exact_clones_are_alive_and_stay_apart() {
     // Its processes are in its own cgroup (host-side: nothing of the source's).
     let cg = run_in(&s, &a, &src.py, "print(open('/proc/self/cgroup').read())").await;
     assert!(!cg.contains(&src.id), "{cg}");
+    // The restored kernels are in their contexts' cgroups, seen through the clone's own cgroup
+    // namespace (no host cgroup path), and a context's own limit applies there: host-side, the
+    // clone's `ctx/ctx-<id>` has the limit and the kernel, and belongs to the clone's root.
+    assert!(cg.contains(&format!("ctx-{}", src.py)), "{cg}");
+    assert!(
+        !cg.contains("lizard/"),
+        "host cgroup paths show in a clone: {cg}"
+    );
+    let cg = run_in(
+        &s,
+        &a,
+        &limited,
+        "print(z); print(open('/proc/self/cgroup').read())",
+    )
+    .await;
+    assert!(cg.starts_with("7\n"), "{cg}");
+    assert!(cg.contains(&format!("ctx-{limited}")), "{cg}");
+    assert!(!cg.contains("lizard/"), "{cg}");
+    let memory = runtime_json(&s, &a)["cgroup"]["memory"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(memory.contains(&a), "{memory}");
+    let ctx_dir = std::path::Path::new(&memory).join("ctx");
+    let lim_dir = ctx_dir.join(format!("ctx-{limited}"));
+    let limit = std::fs::read_to_string(lim_dir.join("memory.limit_in_bytes")).unwrap();
+    assert_eq!(limit.trim(), (200u64 << 20).to_string());
+    let procs = std::fs::read_to_string(lim_dir.join("cgroup.procs")).unwrap();
+    assert!(
+        !procs.trim().is_empty(),
+        "the limited context's kernel is not in its cgroup"
+    );
+    for p in [&ctx_dir, &lim_dir, &lim_dir.join("memory.limit_in_bytes")] {
+        let owner = std::fs::symlink_metadata(p).unwrap().uid();
+        assert_eq!(u64::from(owner), ids(&a), "{}", p.display());
+    }
+    // New contexts with limits of their own start in the clone.
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{a}/contexts"),
+            Some(json!({"language": "python", "limits": {"memory_mb": 100}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let fresh = r.body["id"].as_str().unwrap().to_string();
+    assert_eq!(run_in(&s, &a, &fresh, "print(6 * 7)").await, "42\n");
     for id in [&a, &b] {
         let pids = sandbox_pids(&s, id);
         assert!(!pids.is_empty());

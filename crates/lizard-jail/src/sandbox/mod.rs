@@ -345,6 +345,21 @@ pub fn launch(spec: &SandboxSpec) -> Result<Launched, JailError> {
         Some(from) => restore_into(spec, from, plan, &cgroup),
         None => start(spec, plan, go_write, report_read, &cgroup),
     };
+    // A restore with the cgroups made the contexts' cgroups with the owners they were dumped
+    // with (a clone's source's ids): they are this sandbox's PID 1's.
+    let started = started.and_then(|pid| match &spec.restore {
+        Some(from) if from.dumped.manage_cgroups && spec.context_cgroups => {
+            let uid = spec.id_map.to_outside(spec.user.uid).unwrap_or(u32::MAX);
+            let gid = spec.id_map.to_outside(spec.user.gid).unwrap_or(u32::MAX);
+            crate::delegation::reown(&cgroup, uid, gid)
+                .map(|()| pid)
+                .map_err(|e| {
+                    let _ = cgroup.kill_all();
+                    JailError::Cgroup(e)
+                })
+        }
+        _ => Ok(pid),
+    });
     match started {
         Ok(pid) => Ok(Launched { pid, cgroup }),
         Err(e) => {

@@ -466,8 +466,9 @@ impl Sandboxes {
                     let mut tries = 0;
                     loop {
                         tries += 1;
-                        // Not the cgroups: CRIU would put a clone's tasks back into the source's.
-                        match dump_sandbox(&criu, pid, &images, Some(&freezer), false) {
+                        // With the cgroups: a clone's restore maps them onto its own
+                        // (`--cgroup-root`), each kernel back in its context's cgroup.
+                        match dump_sandbox(&criu, pid, &images, Some(&freezer), true) {
                             Ok(done) => return Ok(done),
                             // A connection to the agent made while the sandbox was frozen waits,
                             // unaccepted, in its socket's queue, and its other end is the server's
