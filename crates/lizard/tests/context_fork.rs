@@ -8,18 +8,6 @@ use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-async fn context(s: &Server, id: &str, language: &str) -> String {
-    let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({ "language": language })),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    r.body["id"].as_str().unwrap().to_string()
-}
-
 async fn fork(s: &Server, id: &str, ctx: &str) -> Resp {
     s.admin(
         "POST",

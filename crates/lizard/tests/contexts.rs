@@ -8,19 +8,6 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 
-/// A new context of `language` in sandbox `id`; its id.
-async fn context(s: &Server, id: &str, language: &str) -> String {
-    let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({ "language": language })),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    r.body["id"].as_str().unwrap().to_string()
-}
-
 /// Run `code` in context `ctx`.
 async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
     s.run(id, json!({ "code": code, "context": ctx })).await

@@ -48,18 +48,6 @@ fn cgroup_dirs(data_dir: &Path, id: &str) -> Vec<String> {
     out
 }
 
-async fn context(s: &Server, id: &str, language: &str) -> String {
-    let c = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({ "language": language })),
-        )
-        .await;
-    assert_eq!(c.status, 201, "{}", c.text);
-    c.body["id"].as_str().unwrap().to_string()
-}
-
 async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
     s.run(id, json!({"code": code, "context": ctx})).await
 }

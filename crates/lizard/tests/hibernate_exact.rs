@@ -17,36 +17,6 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-
-fn cached_criu() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_BIN_EXE_lizard"))
-        .parent()?
-        .parent()?
-        .join("criu")
-        .join("criu");
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!(
-            "SKIPPED: the cached CRIU is not installed at {} (scripts/criu.sh installs it)",
-            p.display()
-        );
-        None
-    }
-}
-
-async fn context(s: &Server, id: &str, language: &str) -> String {
-    let c = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({ "language": language })),
-        )
-        .await;
-    assert_eq!(c.status, 201, "{}", c.text);
-    c.body["id"].as_str().unwrap().to_string()
-}
 
 async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
     let ex = s.run(id, json!({"code": code, "context": ctx})).await;

@@ -9,18 +9,6 @@ use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-async fn context(s: &Server, id: &str, language: &str) -> String {
-    let c = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({ "language": language })),
-        )
-        .await;
-    assert_eq!(c.status, 201, "{}", c.text);
-    c.body["id"].as_str().unwrap().to_string()
-}
-
 async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> String {
     let ex = s.run(id, json!({"code": code, "context": ctx})).await;
     assert!(ex["error"].is_null(), "{code}: {ex}");

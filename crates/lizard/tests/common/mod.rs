@@ -510,3 +510,35 @@ pub fn host_cgroup(root: &str, id: &str) -> Option<std::path::PathBuf> {
     }
     find(std::path::Path::new(root), id, 6)
 }
+
+/// A new context of `language` in sandbox `id` (as the admin); its id.
+pub async fn context(s: &Server, id: &str, language: &str) -> String {
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts"),
+            Some(serde_json::json!({ "language": language })),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body["id"].as_str().unwrap().to_string()
+}
+
+/// The CRIU that `scripts/criu.sh` caches next to the build directory, or None (with a note on
+/// stderr) when it is not installed.
+pub fn cached_criu() -> Option<std::path::PathBuf> {
+    let p = std::path::Path::new(env!("CARGO_BIN_EXE_lizard"))
+        .parent()?
+        .parent()?
+        .join("criu")
+        .join("criu");
+    if p.is_file() {
+        Some(p)
+    } else {
+        eprintln!(
+            "SKIPPED: the cached CRIU is not installed at {} (scripts/criu.sh installs it)",
+            p.display()
+        );
+        None
+    }
+}
