@@ -2044,6 +2044,14 @@ impl Sandboxes {
                         },
                         None => (false, None),
                     };
+                    // A running sandbox is never frozen between calls: one that is was left so by
+                    // a snapshot or hibernation cut short by the previous server's end. Thawed,
+                    // or it would never answer again.
+                    if let (true, Some(rt), StoredState::Running) = (alive, &runtime, row.state) {
+                        if let Err(e) = rt.cgroup.thaw() {
+                            tracing::warn!(sandbox = %row.id, error = %e, "cannot thaw the sandbox");
+                        }
+                    }
                     (row, runtime, alive, pidfd)
                 })
                 .collect();

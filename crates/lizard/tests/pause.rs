@@ -181,6 +181,58 @@ async fn server_kill_9_and_restart_loses_nothing() {
     s.kill_all().await;
 }
 
+/// A running sandbox left frozen by a server that died in the middle of a snapshot or hibernation
+/// (here: its freezer cgroup frozen from the host, then `kill -9`) is thawed by the next server,
+/// which adopts it; a paused one stays frozen.
+#[tokio::test]
+async fn a_running_sandbox_left_frozen_by_a_dead_server_is_thawed_by_the_next() {
+    let s = Server::start();
+    let running = s.create(&s.admin_key.clone(), json!({})).await;
+    let paused = s.create(&s.admin_key.clone(), json!({})).await;
+    s.run(&running, json!({"code": "x = 'thawed'"})).await;
+    s.admin("POST", &format!("/v1/sandboxes/{paused}/pause"), None)
+        .await;
+    let state = |id: &str| {
+        let cg = host_cgroup("/sys/fs/cgroup/freezer", id).expect("the freezer cgroup");
+        move || {
+            std::fs::read_to_string(cg.join("freezer.state"))
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        }
+    };
+    let (running_state, paused_state) = (state(&running), state(&paused));
+    let cg = host_cgroup("/sys/fs/cgroup/freezer", &running).unwrap();
+    std::fs::write(cg.join("freezer.state"), "FROZEN").unwrap();
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            running_state() == "FROZEN"
+        })
+        .await
+    );
+
+    let dir = s.stop("-KILL");
+    let s = Server::start_in(dir, &[]);
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            running_state() == "THAWED"
+        })
+        .await,
+        "the adopted running sandbox is still {}",
+        running_state()
+    );
+    assert_eq!(
+        stdout(&s.run(&running, json!({"code": "print(x)"})).await),
+        "thawed\n"
+    );
+    assert_eq!(paused_state(), "FROZEN");
+    let r = s
+        .admin("GET", &format!("/v1/sandboxes/{paused}"), None)
+        .await;
+    assert_eq!(r.body["state"], "paused", "{}", r.text);
+    s.kill_all().await;
+}
+
 #[tokio::test]
 async fn timeout_can_pause_instead_of_kill() {
     let s = Server::start();
