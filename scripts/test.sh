@@ -9,11 +9,17 @@ root=$PWD
 scripts/system-deps.sh
 scripts/kernel-env.sh
 scripts/criu.sh
+scripts/test-registries.sh
 export LIZARD_KERNEL_ENV="$root/target/kernel-env"
 cargo build --workspace --locked
 target/debug/lizard template build code-interpreter-v1 --data-dir "$root/target/lizard-data"
 export LIZARD_TEMPLATES_FROM="$root/target/lizard-data"
 export LIZARD_BIN="$root/target/debug/lizard"
+# CRIU was installed above: its end-to-end tests fail rather than skip should it be missing.
+export LIZARD_REQUIRE_CRIU=1
+# The local package registries (PyPI, npm) installed above, for the package-install tests.
+export LIZARD_TEST_PYPISERVER="$root/target/test-registries/pypiserver-venv/bin/pypi-server"
+export LIZARD_TEST_VERDACCIO="$root/target/test-registries/verdaccio/node_modules/.bin/verdaccio"
 
 echo "== Rust: unit and end-to-end tests"
 cargo test --workspace --locked "$@"

@@ -397,6 +397,17 @@ function dropToUser(req) {
   c.prctl(PR_SET_DUMPABLE, 0n, 0n, 0n, 0n);
 }
 
+// The sandbox's identity from the fork request (the zygote may predate a CRIU restore: then the
+// agent names the clone's own id); only these two names are taken.
+function takeIdentity(req) {
+  const env = req.env;
+  if (!env || typeof env !== 'object') return;
+  for (const key of ['LIZARD_SANDBOX_ID', 'HOSTNAME']) {
+    const value = env[key];
+    if (typeof value === 'string' && value && !value.includes('\0')) process.env[key] = value;
+  }
+}
+
 // In the forked kernel: a loop and protocol fds of its own, per-process state reset.
 function becomeKernel(fds, cwd, intermediate, req) {
   c.uv_loop_fork(c.uv_default_loop());
@@ -415,6 +426,7 @@ function becomeKernel(fds, cwd, intermediate, req) {
     say(`cannot become the context's user: ${e.message}`);
     c._exit(1);
   }
+  takeIdentity(req || {});
   process.reallyExit = (code) => c._exit(Number(code) | 0);
   const pid = c.getpid();
   Object.defineProperty(process, 'pid', { value: pid, enumerable: true, configurable: true, writable: false });

@@ -1593,13 +1593,8 @@ def _zygote_serve(zfd):
 def _site_dirs():
     """The site-packages directories a fresh interpreter would consider, user site first, with the
     .pth files each holds (None: the directory does not exist)."""
-    import site
-
-    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
-    if site.ENABLE_USER_SITE:
-        dirs.insert(0, site.getusersitepackages())
     found = {}
-    for d in dirs:
+    for d in _site_dirs_names():
         try:
             found[d] = {n for n in os.listdir(d) if n.endswith(".pth")}
         except OSError:
@@ -1611,6 +1606,7 @@ _SITE_AT_START = None  # the zygote's _site_dirs(), taken before it serves forks
 
 
 def _refresh_site():
+    global _SITE_AT_START
     import importlib
     import site
 
@@ -1630,6 +1626,64 @@ def _refresh_site():
             for name in sorted(pths - before):
                 site.addpackage(d, name, known)
     importlib.invalidate_caches()
+    # What was taken in is the baseline of the next refresh (`_LateSiteFinder`): no .pth file is
+    # processed twice.
+    _SITE_AT_START = _site_dirs()
+
+
+class _LateSiteFinder:
+    """Last on `sys.meta_path`: a top-level import nothing found may be of a package installed
+    after the kernel started into a site directory that did not exist then — the seeds'
+    `subprocess.run(["pip", "install", X])` from a cell installs into the user site
+    (`~/.local/lib/python3.X/site-packages`), which a fresh sandbox does not have, so it is not
+    on `sys.path`. If a site directory appeared or changed since the last look (a `stat` each,
+    nothing more on the common path: optional imports that fail are frequent), refresh the site
+    dirs (`_refresh_site`: the new directory and its .pth files, fresh finder caches) and look
+    once more."""
+
+    _seen = None  # {site dir: its mtime, None if missing}
+
+    @classmethod
+    def _changed(cls):
+        now = {}
+        for d in _site_dirs_names():
+            try:
+                now[d] = os.stat(d).st_mtime_ns
+            except OSError:
+                now[d] = None
+        changed = cls._seen is not None and now != cls._seen
+        cls._seen = now
+        return changed
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if path is not None:
+            return None  # a submodule: its package's own path, nothing of the site's
+        if not cls._changed():
+            return None
+        _refresh_site()
+        import importlib.machinery
+
+        return importlib.machinery.PathFinder.find_spec(name, None, target)
+
+    @classmethod
+    def install(cls):
+        global _SITE_AT_START
+        if _SITE_AT_START is None:  # a spawned kernel: what its interpreter's start took in
+            _SITE_AT_START = _site_dirs()
+        cls._seen = None
+        cls._changed()  # the baseline: what the kernel starts with
+        if not any(f is cls for f in sys.meta_path):
+            sys.meta_path.append(cls)
+
+
+def _site_dirs_names():
+    import site
+
+    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    if site.ENABLE_USER_SITE:
+        dirs.insert(0, site.getusersitepackages())
+    return dirs
 
 
 _PENDING_REPARENT = None  # in a forked kernel until its first message: the intermediate's pid
@@ -1665,6 +1719,18 @@ def _set_not_dumpable():
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except Exception as e:  # noqa: BLE001 - a kernel without ctypes still runs
         os.write(2, ("lizard: cannot make the kernel non-dumpable: %s\n" % _safe_str(e)).encode())
+
+
+def _take_identity(req):
+    """The sandbox's identity from the fork request (the zygote may predate a CRIU restore: then
+    the agent names the clone's own id); only these two names are taken."""
+    env = req.get("env")
+    if not isinstance(env, dict):
+        return
+    for key in ("LIZARD_SANDBOX_ID", "HOSTNAME"):
+        value = env.get(key)
+        if isinstance(value, str) and value and "\0" not in value:
+            os.environ[key] = value
 
 
 def _drop_to_user(req):
@@ -1728,6 +1794,7 @@ def _become_kernel(fds, cwd, intermediate, req=None):
         os.write(2, ("lizard: cannot become the context's user: %s\n" % _safe_str(e)).encode())
         os._exit(1)
     _set_not_dumpable()
+    _take_identity(req or {})
     try:
         os.chdir(cwd)
     except OSError as e:
@@ -1773,6 +1840,8 @@ def main():
         pass
     if _ZYGOTE_FD is not None:
         _zygote_serve(_ZYGOTE_FD)  # returns in each forked kernel only
+    # After the fork: the user's site, not the zygote's.
+    _LateSiteFinder.install()
     control = open(_CONTROL_FD, "rb", buffering=65536, closefd=True)
     _emit({"ev": "ready"})
     while True:

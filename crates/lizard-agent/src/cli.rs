@@ -327,13 +327,18 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
         Some(u) => {
             // The server may hand it a new listener (after a CRIU restore: `relisten`).
             let restored = contexts.clone();
-            let unix_server = crate::relisten::serve(u, host_app, move || {
+            let unix_server = crate::relisten::serve(u, host_app, move |renamed| {
                 // CRIU restored the processes, not the contexts' cgroups.
                 let n = restored.recreate_cgroups();
                 tracing::info!(
                     contexts = n,
                     "the contexts' cgroups made again after a restore"
                 );
+                // The server named another sandbox id (a clone or fork): the spare kernel has
+                // the source's.
+                if renamed {
+                    restored.discard_spare();
+                }
             });
             tokio::select! {
                 r = tcp_server => r.context("TCP server"),

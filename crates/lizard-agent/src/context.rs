@@ -734,6 +734,12 @@ impl Contexts {
         placed
     }
 
+    /// After a handover that named the sandbox's id: drop what was made for later contexts
+    /// before the checkpoint (`Launcher::discard_spare`).
+    pub fn discard_spare(&self) {
+        self.launcher.discard_spare();
+    }
+
     /// Kill every kernel (agent shutdown).
     pub fn kill_all(&self) {
         if let Ok(m) = self.map.read() {

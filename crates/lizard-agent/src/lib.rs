@@ -17,6 +17,7 @@ pub mod context;
 pub mod e2b;
 pub mod files;
 pub mod hibernate;
+pub mod identity;
 pub mod kernel;
 pub mod peer;
 pub mod ports;

@@ -692,10 +692,11 @@ impl Processes {
     ) -> Result<(Arc<Proc>, Option<Subscription>), CommandError> {
         let program = spec.argv.first().cloned().unwrap_or_default();
         let mut cmd = tokio::process::Command::new(&program);
-        cmd.args(&spec.argv[1..])
-            .current_dir(&spec.cwd)
-            .envs(&spec.env)
-            .kill_on_drop(false);
+        cmd.args(&spec.argv[1..]).current_dir(&spec.cwd);
+        // After a CRIU restore: the clone's id, not the source's (`crate::identity`); the
+        // process's own variables come after.
+        crate::identity::apply(&mut cmd);
+        cmd.envs(&spec.env).kill_on_drop(false);
         let root = spec.user == crate::users::RunAs::Root;
         // Inside a sandbox: the sandbox user, no supplementary groups (std drops them when the
         // agent is root), no capabilities (the uid change clears them). Or, asked for, the

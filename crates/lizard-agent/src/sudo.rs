@@ -69,8 +69,23 @@ const RELAYED: [i32; 7] = [
     libc::SIGUSR2,
     libc::SIGWINCH,
 ];
-/// Variables `env_reset` keeps (sudo's defaults).
-const ENV_KEEP: [&str; 14] = [
+/// Variables `env_reset` keeps: sudo's defaults, and the package registries' mirror and proxy
+/// settings the server gives every sandbox (`lizard_packages::sandbox_env`), so that
+/// `sudo apt-get install` and `sudo pip install` go through the mirror as the user's own do.
+const ENV_KEEP: [&str; 27] = [
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "PIP_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_INSECURE_HOST",
+    "npm_config_registry",
+    "npm_config_audit",
     "TERM",
     "COLORTERM",
     "COLORS",
@@ -748,7 +763,7 @@ async fn session(mut stream: UnixStream, cfg: &SudoConfig) {
         let msg = "a request carries exactly three descriptors (stdin, stdout, stderr)\n";
         return reply_end(&mut stream, Some(msg.into()), 1).await;
     }
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "sandbox".into());
+    let host = crate::identity::hostname().unwrap_or_else(|| "sandbox".into());
     let run = match parse(&req.argv, &host) {
         Ok(Action::Print(text)) => {
             if !text.is_empty() {

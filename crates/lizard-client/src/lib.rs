@@ -242,6 +242,33 @@ impl Client {
         .await
     }
 
+    /// `PATCH /v1/sandboxes/{id}/network`: replace a sandbox's egress and/or inject rules (a part
+    /// not given is kept), live (its next connection and DNS query follow them). A sandbox
+    /// created without egress is a `conflict`.
+    pub async fn set_network(
+        &self,
+        id: &str,
+        network: &lizard_proto::UpdateNetworkRequest,
+    ) -> Result<SandboxInfo, ClientError> {
+        self.call(
+            Method::PATCH,
+            &format!("/v1/sandboxes/{}/network", encode_component(id)),
+            Some(network),
+        )
+        .await
+    }
+
+    /// `GET /v1/sandboxes/{id}/network/log`: what the sandbox did through the package mirror and
+    /// its egress, and what was refused.
+    pub async fn network_log(&self, id: &str) -> Result<lizard_proto::NetworkLog, ClientError> {
+        self.call::<(), _>(
+            Method::GET,
+            &format!("/v1/sandboxes/{}/network/log", encode_component(id)),
+            None,
+        )
+        .await
+    }
+
     pub async fn pause(&self, id: &str) -> Result<SandboxInfo, ClientError> {
         self.call::<(), _>(
             Method::POST,
@@ -766,6 +793,7 @@ impl Client {
             Some(&CreateProjectRequest {
                 name: name.to_string(),
                 allow_egress: false,
+                package_registries: true,
             }),
         )
         .await
@@ -796,6 +824,61 @@ impl Client {
         self.call::<(), _>(
             Method::GET,
             &format!("/v1/projects/{}/usage{query}", encode_component(project)),
+            None,
+        )
+        .await
+    }
+
+    // --- secrets ------------------------------------------------------------------------------
+
+    /// `POST /v1/projects/{project}/secrets`: set (create or replace) a secret; `true` if it was
+    /// new. The answer, like every other, holds no value (secrets are write-only).
+    pub async fn set_secret(
+        &self,
+        project: &str,
+        name: &str,
+        value: &str,
+    ) -> Result<(lizard_proto::SecretInfo, bool), ClientError> {
+        let body = serde_json::to_vec(&lizard_proto::SetSecretRequest {
+            name: name.to_string(),
+            value: value.to_string(),
+        })?;
+        let resp = self
+            .send(
+                Method::POST,
+                &format!("/v1/projects/{}/secrets", encode_component(project)),
+                Some(body),
+                "application/json",
+            )
+            .await?;
+        let created = resp.status() == StatusCode::CREATED;
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        Ok((serde_json::from_slice(&bytes)?, created))
+    }
+
+    /// `GET /v1/projects/{project}/secrets`: the project's secrets, names and times only.
+    pub async fn list_secrets(
+        &self,
+        project: &str,
+    ) -> Result<Vec<lizard_proto::SecretInfo>, ClientError> {
+        self.call::<(), _>(
+            Method::GET,
+            &format!("/v1/projects/{}/secrets", encode_component(project)),
+            None,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/projects/{project}/secrets/{name}` (`not_found` if there is none). Running
+    /// sandboxes keep the value until their next start or rule change.
+    pub async fn delete_secret(&self, project: &str, name: &str) -> Result<(), ClientError> {
+        self.call::<(), ()>(
+            Method::DELETE,
+            &format!(
+                "/v1/projects/{}/secrets/{}",
+                encode_component(project),
+                encode_component(name)
+            ),
             None,
         )
         .await

@@ -162,14 +162,26 @@ impl SealedExe {
             at += n as u64;
         }
         drop(out);
-        mount(
-            None::<&str>,
-            dir,
-            None::<&str>,
-            MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            None::<&str>,
-        )
-        .map_err(|e| err("making read-only", dir)(e.into()))?;
+        // A process another thread of ours forks meanwhile holds a copy of the (close-on-exec)
+        // writable descriptor until it execs, and the remount fails with EBUSY while it does:
+        // tried again for up to a second.
+        let mut tries = 0;
+        loop {
+            match mount(
+                None::<&str>,
+                dir,
+                None::<&str>,
+                MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                None::<&str>,
+            ) {
+                Ok(()) => break,
+                Err(nix::errno::Errno::EBUSY) if tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(err("making read-only", dir)(e.into())),
+            }
+        }
         Ok(path)
     }
 
@@ -210,6 +222,22 @@ fn memfd(name: &str) -> io::Result<File> {
 
 /// No more writes, size changes, mode changes (where the kernel knows `F_SEAL_EXEC`) or seals.
 fn seal(file: &File) -> io::Result<()> {
+    // `F_SEAL_WRITE` fails with EBUSY while a page of the copy is still pinned (the kernel waits
+    // a moment, then gives up): the copy's own `splice` under `io::copy` can leave pins that go a
+    // moment later, on a busy machine. Retried a few times, 50 ms apart.
+    let mut tries = 0;
+    loop {
+        match seal_once(file) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 10 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            r => return r,
+        }
+    }
+}
+
+fn seal_once(file: &File) -> io::Result<()> {
     let base = libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK;
     for seals in [base | libc::F_SEAL_EXEC, base] {
         // SAFETY: F_ADD_SEALS on an fd we own; takes an int argument, no pointers.

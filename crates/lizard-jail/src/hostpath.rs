@@ -226,22 +226,20 @@ pub fn bind_unix_listener(path: &Path) -> Result<OwnedFd, HostPathError> {
     Ok(sock)
 }
 
-/// [`bind_unix_listener`], with the socket made in the network namespace of host process `pid`
-/// (a sandbox's PID 1: a socket belongs to the namespace it is made in, and a CRIU checkpoint of
-/// the sandbox must find it there). A short-lived thread of its own enters that namespace for the
-/// `socket()` call and ends (network namespaces are per thread: no other thread is affected, and
-/// none is left in the sandbox's; host root may enter any). The path is resolved in the caller's
-/// own mount namespace (threads share it).
-pub fn bind_unix_listener_in_netns_of(pid: i32, path: &Path) -> Result<OwnedFd, HostPathError> {
-    let theirs = nix::fcntl::open(
-        format!("/proc/{pid}/ns/net").as_str(),
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io_err("opening the sandbox's network namespace", path))?;
+/// [`bind_unix_listener`], with the socket made in the network namespace of the process behind
+/// `pidfd` (a sandbox's PID 1: a socket belongs to the namespace it is made in, and a CRIU
+/// checkpoint of the sandbox must find it there; a pidfd, unlike a pid, cannot come to name
+/// another process). A short-lived thread of its own enters that namespace (`setns` on the pidfd)
+/// for the `socket()` call and ends (network namespaces are per thread: no other thread is
+/// affected, and none is left in the sandbox's; host root may enter any). The path is resolved in
+/// the caller's own mount namespace (threads share it).
+pub fn bind_unix_listener_in_netns_of(
+    pidfd: OwnedFd,
+    path: &Path,
+) -> Result<OwnedFd, HostPathError> {
     let owned = path.to_path_buf();
     std::thread::spawn(move || {
-        nix::sched::setns(&theirs, nix::sched::CloneFlags::CLONE_NEWNET)
+        nix::sched::setns(&pidfd, nix::sched::CloneFlags::CLONE_NEWNET)
             .map_err(io_err("entering the sandbox's network namespace", &owned))?;
         bind_unix_listener(&owned)
     })
@@ -338,6 +336,56 @@ pub fn take_unix_listener(fd: RawFd) -> io::Result<std::os::unix::net::UnixListe
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_socket_is_made_in_the_netns_of_a_pidfd() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        // A process in a network namespace of its own (`unshare -n`).
+        let Ok(mut child) = std::process::Command::new("unshare")
+            .args(["-n", "sleep", "60"])
+            .spawn()
+        else {
+            return;
+        };
+        let pid = child.id() as i32;
+        let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // `unshare` has execed `sleep` in the new namespace once its netns differs.
+        while std::fs::read_link(format!("/proc/{pid}/ns/net"))
+            .ok()
+            .as_ref()
+            == Some(&own)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "unshare -n did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let pidfd = crate::process::pidfd_open(pid).unwrap();
+        let t = root_dir();
+        let path = t.path().join("agent.sock.new");
+        let sock = bind_unix_listener_in_netns_of(pidfd, &path).unwrap();
+        // Listed among the Unix sockets of the child's namespace, not among ours.
+        let name = "/agent.sock.new";
+        let theirs = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).unwrap();
+        let ours = std::fs::read_to_string("/proc/self/net/unix").unwrap();
+        assert!(theirs.lines().any(|l| l.ends_with(name)), "{theirs}");
+        assert!(!ours.lines().any(|l| l.ends_with(name)), "{ours}");
+        // Bound at the host path, reachable once listening (a Unix path is not per namespace).
+        let fd = nix::fcntl::fcntl(&sock, nix::fcntl::FcntlArg::F_DUPFD(10)).unwrap();
+        drop(sock);
+        let listener = take_unix_listener(fd).unwrap();
+        let (_dir, target) = unix_socket_entry(&path).unwrap();
+        let _client = std::os::unix::net::UnixStream::connect(&target).unwrap();
+        let _ = listener.accept().unwrap();
+        // The calling thread stayed in its own namespace.
+        assert_eq!(std::fs::read_link("/proc/thread-self/ns/net").unwrap(), own);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 
     fn root_dir() -> tempfile::TempDir {
         // tempfile makes 0700 directories; under /tmp (root's, sticky) when run as root.

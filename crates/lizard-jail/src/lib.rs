@@ -18,7 +18,8 @@
 //! - [`layer`]: import a stopped sandbox's writable layer as a template layer (no symlink
 //!   followed, bounded, only directories, files, symlinks and whiteouts kept).
 //! - [`mounts`]: detach every mount under a host directory without following a symlink.
-//! - [`network`]: internet egress (nftables inside the sandbox's netns + slirp4netns).
+//! - [`network`]: a sandbox's network namespace set up for egress through the host (route,
+//!   nftables redirect) and the host's listeners made inside it.
 //!
 //! **Architecture Invariant:** this is the only crate with `unsafe` code and raw syscalls; every
 //! `unsafe` block carries a `// SAFETY:` comment. It knows nothing about HTTP, kernels' protocols,

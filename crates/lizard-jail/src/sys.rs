@@ -198,23 +198,6 @@ pub(crate) fn set_capability_sets(
     check(ret).map(drop)
 }
 
-/// Capability numbers (`linux/capability.h`) used by this crate.
-pub(crate) mod cap {
-    pub const DAC_OVERRIDE: u32 = 1;
-    pub const SETPCAP: u32 = 8;
-    pub const NET_BIND_SERVICE: u32 = 10;
-    pub const NET_ADMIN: u32 = 12;
-    pub const SYS_ADMIN: u32 = 21;
-}
-
-/// `SECBIT_KEEP_CAPS` (`linux/securebits.h`): the permitted set survives a change of all uids
-/// away from 0. Cleared by `execve`.
-const SECBIT_KEEP_CAPS: libc::c_ulong = 1 << 4;
-
-/// A classic BPF instruction, as `struct sock_filter` (`linux/filter.h`); seccompiler's type has
-/// the same layout.
-pub(crate) type SockFilter = seccompiler::sock_filter;
-
 /// `setgroups(0)`, `setresgid(gid ×3)`, `setresuid(uid ×3)`: the calling thread becomes
 /// `uid`/`gid` with no supplementary groups. Raw system calls rather than glibc's wrappers, which
 /// would broadcast the change to every thread through a signal handler (a forked child has one
@@ -235,66 +218,19 @@ pub(crate) fn set_ids(uid: u32, gid: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Turn the calling process (host root, in a `pre_exec` hook) into `uid`/`gid` with no
-/// supplementary groups that keeps exactly the capabilities in `caps` (bit n = capability n) as
-/// *ambient* capabilities, so that the program it then executes starts with them in its
-/// effective and permitted sets; every other capability also leaves the bounding set. Then
-/// `no_new_privs`, then `filter` (if not empty) as a seccomp filter.
-///
-/// The sequence: drop the rest of the bounding set (needs CAP_SETPCAP, still held as root) →
-/// `SECBIT_KEEP_CAPS` → `setgroups(0)` → `setresgid` → `setresuid` (permitted kept, effective
-/// emptied) → effective = permitted = inheritable = `caps` → raise each of `caps` into the
-/// ambient set → `PR_SET_NO_NEW_PRIVS` → seccomp. Real, effective and saved ids all change, so
-/// nothing can switch back.
-///
-/// Async-signal-safe: only system calls, no allocation, no locks; `filter` was built before the
-/// fork.
-pub(crate) fn become_user_with_ambient_caps(
-    uid: u32,
-    gid: u32,
-    caps: u64,
-    filter: &[SockFilter],
-) -> io::Result<()> {
-    drop_bounding_set_except(caps)?;
-    set_securebits(SECBIT_KEEP_CAPS)?;
-    set_ids(uid, gid)?;
-    set_capabilities(caps)?;
-    for c in 0..64u32 {
-        if caps & (1 << c) != 0 {
-            prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
-                c as libc::c_ulong,
-            )?;
-        }
-    }
-    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0)?;
-    if !filter.is_empty() {
-        #[repr(C)]
-        struct SockFprog {
-            len: libc::c_ushort,
-            filter: *const SockFilter,
-        }
-        let len = libc::c_ushort::try_from(filter.len())
-            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let prog = SockFprog {
-            len,
-            filter: filter.as_ptr(),
-        };
-        // SAFETY: seccomp(SECCOMP_SET_MODE_FILTER) reads `prog` and the `len` instructions it
-        // points to; both outlive the call (`filter` is borrowed from the caller). The kernel
-        // validates the program and copies it; `no_new_privs` is set just above, as it requires.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                0 as libc::c_ulong,
-                &prog as *const SockFprog,
-            )
-        };
-        check(ret)?;
-    }
-    Ok(())
+/// Configure the calling thread's network namespace as every sandbox's (a launch's, and a CRIU
+/// restore's, see `checkpoint::setup_restored_netns`): every port may be bound by anyone in it,
+/// as in a container — no process of the sandbox keeps `CAP_NET_BIND_SERVICE` — (net sysctls act
+/// on the writer's network namespace, whichever `/proc` they are written through), and loopback
+/// up. The caller needs `CAP_NET_ADMIN` over the namespace.
+pub(crate) fn configure_sandbox_netns() -> io::Result<()> {
+    std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0").map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("sysctl net.ipv4.ip_unprivileged_port_start=0: {e}"),
+        )
+    })?;
+    loopback_up().map_err(|e| io::Error::new(e.kind(), format!("bringing up lo: {e}")))
 }
 
 /// Bring the loopback interface up (`SIOCSIFFLAGS` on "lo" with IFF_UP) in the calling process's

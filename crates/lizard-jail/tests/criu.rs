@@ -26,6 +26,12 @@ fn criu_path() -> PathBuf {
 fn criu() -> Option<Criu> {
     let p = criu_path();
     if !p.is_file() {
+        // scripts/test.sh installs it and sets LIZARD_REQUIRE_CRIU=1: fail rather than skip.
+        assert!(
+            std::env::var_os("LIZARD_REQUIRE_CRIU").is_none_or(|v| v != "1"),
+            "LIZARD_REQUIRE_CRIU=1 but CRIU is not installed at {}",
+            p.display()
+        );
         eprintln!(
             "SKIPPED: CRIU is not installed at {} (scripts/criu.sh installs it)",
             p.display()
@@ -181,6 +187,7 @@ fn dump_spec() -> DumpSpec {
         external_files: Vec::new(),
         external_unix: Vec::new(),
         manage_cgroups: false,
+        empty_netns: false,
     }
 }
 
@@ -249,6 +256,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
         inherit_fds: Vec::new(),
         cgroup: None,
         manage_cgroups: false,
+        netns_setup: None,
     };
     std::fs::write(b.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
     let pid = criu
@@ -307,6 +315,7 @@ fn a_restore_without_images_fails_with_criu_s_reason() {
         inherit_fds: Vec::new(),
         cgroup: None,
         manage_cgroups: false,
+        netns_setup: None,
     };
     let e = criu
         .restore(&images, &spec, Duration::from_secs(30))
@@ -351,6 +360,10 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
     dump.external_unix.push(listener_ino);
     assert!(!dump.external_files.is_empty(), "the log file is external");
     let images = ImagesDir::create(&t.path().join("images")).unwrap();
+    // With a /run of its own (a tmpfs here), where CRIU keeps what it probed of the kernel.
+    let run_dir = t.path().join("criu-run");
+    lizard_jail::checkpoint::mount_run_dir(&run_dir).unwrap();
+    let criu = criu.with_run_dir(Some(run_dir.clone()));
     criu.dump(pid, &images, &dump, false, None, Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -362,11 +375,14 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
 
     // The launcher's restore path: the same spec, with the checkpoint to restore.
     drop(running);
+    assert!(run_dir.join("criu.kdat").is_file(), "no kernel-facts cache");
     spec.restore = Some(lizard_jail::sandbox::RestoreFrom {
         criu: criu_path(),
+        criu_run_dir: Some(run_dir.clone()),
         images: images.path.clone(),
         dumped: dump,
         deadline_ms: 60_000,
+        netns_setup: Vec::new(),
     });
     let started = Instant::now();
     let again = common::launch(&spec)
@@ -392,4 +408,5 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
     // It is in the sandbox's cgroup again.
     assert!(again.cgroup().pids().unwrap().contains(&restored));
     drop(again);
+    lizard_jail::checkpoint::unmount_run_dir(&run_dir);
 }

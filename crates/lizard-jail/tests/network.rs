@@ -1,48 +1,51 @@
-//! `network::attach` for real: a network namespace owned by the host's user namespace (as a
-//! sandbox's is), held by a non-dumpable process of another uid (as the agent is), gets
-//! slirp4netns attached; slirp4netns must then run as the unprivileged user it was given, with
-//! no capability left but the one its `--enable-sandbox` keeps. Needs root, `slirp4netns`,
-//! `nft` and `python3` (as CI has).
+//! `network::egress_in_netns_of` for real: a network namespace held by another process (as a
+//! sandbox's is, by its PID 1) gets the route and the ruleset, and the host's sockets are bound
+//! inside it — reachable from a process in that namespace, not from the host's; a second setup
+//! while the first's sockets live fails on the taken address. Needs root, `ip`, `nft` and
+//! `python3` (as CI has).
 
-use lizard_jail::network::{attach, slirp_capabilities, Policy, SlirpUser};
+use lizard_jail::network::egress_in_netns_of;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-/// `CAP_NET_BIND_SERVICE`: slirp4netns's `--enable-sandbox` keeps it on purpose.
-const NET_BIND_SERVICE: u64 = 1 << 10;
-
-/// A process in a fresh network namespace (created by root, so owned by the host's user
-/// namespace) that then becomes uid/gid 4242 and non-dumpable, like a sandbox's agent.
+/// A process in a fresh network namespace, waiting on its stdin.
 struct NetnsHolder(Child);
 
 impl NetnsHolder {
     fn start() -> NetnsHolder {
-        let child = Command::new("unshare")
+        let mut child = Command::new("unshare")
             .args(["--net", "--", "python3", "-c"])
-            .arg(
-                "import os, ctypes, sys\n\
-                 os.setgroups([]); os.setresgid(4242, 4242, 4242); os.setresuid(4242, 4242, 4242)\n\
-                 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0\n\
-                 print('ready', flush=True)\n\
-                 sys.stdin.read()",
-            )
+            .arg("import sys\nprint('ready', flush=True)\nsys.stdin.read()")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .expect("unshare --net python3");
-        let mut h = NetnsHolder(child);
+            .expect("unshare (root?)");
         let mut line = String::new();
         std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(h.0.stdout.as_mut().unwrap()),
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
             &mut line,
         )
         .unwrap();
         assert_eq!(line.trim(), "ready");
-        h
+        NetnsHolder(child)
     }
 
     fn pid(&self) -> i32 {
         self.0.id() as i32
+    }
+
+    /// Run `args` inside its network namespace; its stdout, or the failure.
+    fn run(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/proc/{}/ns/net", self.pid()))
+            .args(args)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
     }
 }
 
@@ -53,101 +56,74 @@ impl Drop for NetnsHolder {
     }
 }
 
-/// SIGKILL to a pid when dropped, so a failing test does not leave slirp4netns running.
-struct KillOnDrop(i32);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-}
-
-/// `(key, value)` lines of `/proc/<pid>/status`.
-fn status(pid: i32) -> Vec<(String, String)> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
-        .collect()
-}
-
-fn field<'a>(st: &'a [(String, String)], key: &str) -> &'a str {
-    &st.iter().find(|(k, _)| k == key).unwrap().1
-}
-
-fn hex(st: &[(String, String)], key: &str) -> u64 {
-    u64::from_str_radix(field(st, key), 16).unwrap()
-}
+const RULESET: &str = "table ip lizard_test\ndelete table ip lizard_test\ntable ip lizard_test {\n  chain out {\n    type filter hook output priority 0; policy accept;\n  }\n}\n";
+const RELAY: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(127, 100, 0, 1), 3143);
+const DNS: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(127, 100, 0, 1), 53);
 
 #[test]
-fn slirp4netns_runs_as_the_given_unprivileged_user() {
+fn egress_setup_configures_the_namespace_and_binds_inside_it() {
     let holder = NetnsHolder::start();
-    let user = SlirpUser {
-        uid: 99_990,
-        gid: 99_991,
-    };
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let egress = attach(holder.pid(), &Policy::All, log.path(), user)
-        .unwrap_or_else(|e| panic!("{e}: {}", std::fs::read_to_string(log.path()).unwrap()));
-    let pid = egress.pid();
-    let guard = KillOnDrop(pid);
-    // `--enable-sandbox` drops the capabilities after the tap is open, which may come a moment
-    // after the route (the readiness signal).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let st = loop {
-        let st = status(pid);
-        if hex(&st, "CapEff") & !NET_BIND_SERVICE == 0 || Instant::now() > deadline {
-            break st;
+    holder.run(&["ip", "link", "set", "lo", "up"]).unwrap();
+    let pidfd = lizard_jail::process::pidfd_open(holder.pid()).unwrap();
+    let sockets = egress_in_netns_of(
+        pidfd,
+        &["default", "dev", "lo", "src", "127.0.0.1"],
+        RULESET,
+        RELAY,
+        DNS,
+    )
+    .expect("egress setup");
+    let route = holder.run(&["ip", "route", "show", "default"]).unwrap();
+    assert!(route.contains("default dev lo"), "{route}");
+    let rules = holder
+        .run(&["nft", "list", "table", "ip", "lizard_test"])
+        .unwrap();
+    assert!(rules.contains("chain out"), "{rules}");
+    // Inside, the relay's address answers (the host holds the listener); in the host's own
+    // namespace nothing listens there.
+    std::thread::spawn(move || {
+        let _ = sockets.relay.set_nonblocking(false);
+        for c in sockets.relay.incoming().flatten() {
+            use std::io::Write;
+            let mut c = c;
+            let _ = c.write_all(b"host\n");
         }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let report = format!(
-        "{st:?}\nlog: {}",
-        std::fs::read_to_string(log.path()).unwrap()
+    });
+    let got = holder
+        .run(&[
+            "python3",
+            "-c",
+            "import socket\ns = socket.create_connection(('127.100.0.1', 3143), timeout=5)\nprint(s.recv(10).decode().strip())",
+        ])
+        .unwrap();
+    assert_eq!(got.trim(), "host");
+    assert!(std::net::TcpStream::connect(RELAY).is_err());
+    // The DNS address is taken inside: a second setup (or a sandbox process) cannot bind it.
+    let pidfd = lizard_jail::process::pidfd_open(holder.pid()).unwrap();
+    let second = egress_in_netns_of(
+        pidfd,
+        &["default", "dev", "lo", "src", "127.0.0.1"],
+        RULESET,
+        SocketAddrV4::new(Ipv4Addr::new(127, 100, 0, 1), 3144),
+        DNS,
     );
-    // Real, effective, saved and file-system ids.
-    assert_eq!(field(&st, "Uid"), "99990\t99990\t99990\t99990", "{report}");
-    assert_eq!(field(&st, "Gid"), "99991\t99991\t99991\t99991", "{report}");
-    assert_eq!(field(&st, "Groups"), "", "{report}");
-    for set in ["CapEff", "CapPrm", "CapInh", "CapBnd"] {
-        assert_eq!(hex(&st, set) & !NET_BIND_SERVICE, 0, "{set}: {report}");
-    }
-    assert_eq!(hex(&st, "CapAmb"), 0, "{report}");
-    assert_eq!(field(&st, "NoNewPrivs"), "1", "{report}");
-    assert_eq!(field(&st, "Seccomp"), "2", "{report}");
-    // slirp4netns's own mount namespace (--enable-sandbox), not the host's.
-    assert_ne!(
-        std::fs::read_link(format!("/proc/{pid}/ns/mnt")).unwrap(),
-        std::fs::read_link("/proc/self/ns/mnt").unwrap(),
-        "{report}"
-    );
-    // The namespace is configured.
-    let route = std::fs::read_to_string(format!("/proc/{}/net/route", holder.pid())).unwrap();
-    assert!(route.contains("tap0\t00000000"), "{route}");
-    // Killing it ends it (as the sandbox cgroup's kill does).
-    drop(guard);
-    assert!(!egress.wait().unwrap().success());
+    let e = second.expect_err("the address is in use").to_string();
+    assert!(e.contains("DNS responder (UDP)"), "{e}");
 }
 
 #[test]
-fn setup_capabilities_are_the_needed_ones() {
-    let caps = slirp_capabilities(SlirpUser {
-        uid: 99_990,
-        gid: 99_991,
-    });
-    // CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETPCAP, CAP_NET_BIND_SERVICE, maybe CAP_DAC_OVERRIDE;
-    // never CAP_SETUID/CAP_SETGID (6, 7) or CAP_SYS_PTRACE (19).
-    let base = 1 << 21 | 1 << 12 | 1 << 8 | 1 << 10;
-    assert!(caps == base || caps == base | 1 << 1, "{caps:#x}");
-    use std::os::unix::fs::MetadataExt;
-    let tun = std::fs::metadata("/dev/net/tun").unwrap();
-    assert_eq!(
-        caps & (1 << 1) != 0,
-        tun.mode() & 0o006 != 0o006,
-        "CAP_DAC_OVERRIDE only when /dev/net/tun is not open to everyone"
-    );
+fn a_bad_ruleset_is_an_error_naming_nft() {
+    let holder = NetnsHolder::start();
+    holder.run(&["ip", "link", "set", "lo", "up"]).unwrap();
+    let pidfd = lizard_jail::process::pidfd_open(holder.pid()).unwrap();
+    let e = egress_in_netns_of(
+        pidfd,
+        &["default", "dev", "lo", "src", "127.0.0.1"],
+        "table ip x { nonsense }",
+        RELAY,
+        DNS,
+    )
+    .expect_err("nft refuses it")
+    .to_string();
+    assert!(e.contains("nftables rules (nft"), "{e}");
 }

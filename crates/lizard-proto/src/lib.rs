@@ -45,9 +45,11 @@ pub use hibernate::{
 pub use ids::ContextId;
 pub use language::{Language, UnknownLanguage};
 pub use sandbox::{
-    CreateProjectRequest, CreateSandboxRequest, Egress, ExecutionRow, LimitsRequest,
-    NetworkRequest, ProjectCreated, ProjectUsage, SandboxInfo, SandboxLimits, SandboxState,
-    SandboxUsage, SetTimeoutRequest, TimeoutAction, UsageTotals,
+    CreateProjectRequest, CreateSandboxRequest, Egress, EgressRules, EgressTraffic, ExecutionRow,
+    InjectRequest, LimitsRequest, MirrorTraffic, NetworkLog, NetworkRequest, ProjectCreated,
+    ProjectSettings, ProjectUsage, RefusedRequest, SandboxInfo, SandboxLimits, SandboxState,
+    SandboxUsage, SecretInfo, SetSecretRequest, SetTimeoutRequest, TimeoutAction,
+    UpdateNetworkRequest, UpdateProjectRequest, UsageTotals,
 };
 pub use snapshot::{
     CreateSnapshotRequest, ForkSandboxRequest, SnapshotInfo, SnapshotQuery, SnapshotUsage,

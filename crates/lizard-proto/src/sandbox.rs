@@ -41,34 +41,169 @@ pub struct CreateSandboxRequest {
     pub snapshot_id: Option<String>,
 }
 
-/// The network of a sandbox: `{"egress": "none" | "all" | {"allow": ["host", "ip", "ip:port",
-/// "cidr", ...]}}`.
+/// The network of a sandbox: `{"egress": "none" | "all" | {"allow": [...], "deny": [...]}}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkRequest {
     #[serde(default)]
     pub egress: Egress,
+    /// Headers the host adds to the sandbox's HTTP(S) requests to some hosts, with the project's
+    /// secrets substituted (`${secret:NAME}`): the values never enter the sandbox. Each host must
+    /// be allowed by `egress`. For HTTPS the host terminates TLS for these hosts only, with a
+    /// certificate of the sandbox's own CA, which the sandbox trusts. At most 16 rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inject: Vec<InjectRequest>,
 }
 
-/// Outbound (internet) access of a sandbox. Inside, a sandbox always has its own loopback; it
-/// never reaches the host's loopback or the link-local metadata range (169.254.0.0/16).
+/// `PATCH /v1/sandboxes/{id}/network`: what is given replaces that part of the sandbox's network;
+/// what is absent stays as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(deny_unknown_fields)]
+pub struct UpdateNetworkRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Egress>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inject: Option<Vec<InjectRequest>>,
+}
+
+impl UpdateNetworkRequest {
+    /// `current` with what this gives replaced.
+    pub fn applied_to(&self, current: &NetworkRequest) -> NetworkRequest {
+        NetworkRequest {
+            egress: self
+                .egress
+                .clone()
+                .unwrap_or_else(|| current.egress.clone()),
+            inject: self
+                .inject
+                .clone()
+                .unwrap_or_else(|| current.inject.clone()),
+        }
+    }
+}
+
+/// One `network.inject` rule: requests to `host` (`api.example.com`, `*.example.com`, optionally
+/// `:port`; without one, 443) get `headers` set (replacing any the sandbox sent with the same
+/// name). A plain-HTTP port sends the secret in clear: name it only for a host on a network you
+/// trust.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectRequest {
+    pub host: String,
+    /// Header name → value template, e.g. `{"Authorization": "Bearer ${secret:openai}"}`.
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+/// `POST /v1/projects/{project}/secrets`: set (create or replace) a secret. Never read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetSecretRequest {
+    /// 1-64 letters, digits, `_` or `-`.
+    pub name: String,
+    /// 1-8192 bytes of visible ASCII or spaces (it is sent as, or in, an HTTP header value).
+    pub value: String,
+}
+
+/// A secret as the API shows it: its name and times, never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretInfo {
+    pub project: String,
+    pub name: String,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+}
+
+/// Outbound (internet) access of a sandbox, enforced on the host: its TCP connections and DNS
+/// queries are redirected to the host's relay and resolver, which decide by name (TLS SNI, HTTP
+/// Host, the name a DNS answer was given for) and by address. Inside, a sandbox always has its own
+/// loopback; it never reaches the host's loopback, its own addresses, private networks or the
+/// link-local metadata range unless an address rule names them. Every sandbox also reaches the
+/// package registries' mirror, whatever its egress.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Egress {
     /// Loopback only (the default).
     #[default]
     None,
-    /// Any IPv4 destination (except the host's loopback and 169.254.0.0/16), DNS through the
-    /// sandbox's resolver.
+    /// Any public IPv4 destination, any name.
     All,
-    /// Only these destinations: `1.2.3.4`, `1.2.3.4:443`, `10.1.2.0/24`, `example.com` or
-    /// `example.com:443` (host names are resolved once, when the sandbox is created). At most 64.
-    Allow(Vec<String>),
+    /// Only what these rules allow.
+    Rules(EgressRules),
+}
+
+/// Egress rules. Entries: `example.com` (that name), `*.example.com` (any name below it, not the
+/// name itself), `api.example.com:443`, `1.2.3.4`, `1.2.3.4:8080`, `10.0.0.0/8` (optionally
+/// `:port`), `*` (every public address and name; `*:443`). Deny beats allow; with no `allow` at
+/// all (only `deny`), everything public is allowed but what `deny` names. At most 256 entries.
+/// Names are enforced by name, when the sandbox connects, not by addresses resolved once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressRules {
+    /// Absent: `["*"]` if `deny` is given, nothing otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+}
+
+impl EgressRules {
+    /// Allow these only.
+    pub fn allow<S: Into<String>>(entries: impl IntoIterator<Item = S>) -> EgressRules {
+        EgressRules {
+            allow: Some(entries.into_iter().map(Into::into).collect()),
+            deny: Vec::new(),
+        }
+    }
+
+    /// The allow list in effect (`["*"]` when only `deny` was given).
+    pub fn effective_allow(&self) -> Vec<String> {
+        match &self.allow {
+            Some(a) => a.clone(),
+            None if !self.deny.is_empty() => vec!["*".into()],
+            None => Vec::new(),
+        }
+    }
 }
 
 impl Egress {
     pub fn is_none(&self) -> bool {
         matches!(self, Egress::None)
+    }
+}
+
+impl Serialize for Egress {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Egress::None => s.serialize_str("none"),
+            Egress::All => s.serialize_str("all"),
+            Egress::Rules(r) => r.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Egress {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Egress, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Egress;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(r#""none", "all" or {"allow": [...], "deny": [...]}"#)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Egress, E> {
+                match v {
+                    "none" => Ok(Egress::None),
+                    "all" => Ok(Egress::All),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Egress, E> {
+                Ok(Egress::None)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Egress, A::Error> {
+                EgressRules::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(Egress::Rules)
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -189,6 +324,33 @@ pub struct CreateProjectRequest {
     /// Whether the project's sandboxes may be created with internet egress (default false).
     #[serde(default)]
     pub allow_egress: bool,
+    /// Whether the project's sandboxes reach the package registries' mirror (`pip`, `npm`
+    /// without egress; default true).
+    #[serde(default = "yes")]
+    pub package_registries: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `PATCH /v1/projects/{project}` (admin keys only): the settings given change, the others stay.
+/// A change reaches the project's sandboxes at their next start (create, resume, clone).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateProjectRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_egress: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_registries: Option<bool>,
+}
+
+/// A project's settings (`GET`/`PATCH /v1/projects/{project}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectSettings {
+    pub project: String,
+    pub allow_egress: bool,
+    pub package_registries: bool,
 }
 
 /// A new project and its first key (shown once).
@@ -220,6 +382,19 @@ pub struct UsageTotals {
     /// project's total since its snapshots were taken.
     #[serde(default)]
     pub snapshot_gib_hours: f64,
+    /// Body bytes the package registries' mirror sent to the sandboxes, and their requests to it.
+    #[serde(default)]
+    pub mirror_bytes: u64,
+    #[serde(default)]
+    pub mirror_requests: u64,
+    /// Bytes the sandboxes' egress carried out and in, and their connections and DNS queries
+    /// refused.
+    #[serde(default)]
+    pub egress_bytes_out: u64,
+    #[serde(default)]
+    pub egress_bytes_in: u64,
+    #[serde(default)]
+    pub egress_refused: u64,
 }
 
 /// One sandbox's usage.
@@ -237,6 +412,19 @@ pub struct SandboxUsage {
     pub execution_wall_seconds: f64,
     pub execution_cpu_seconds: f64,
     pub max_execution_peak_rss_bytes: u64,
+    /// Body bytes the package registries' mirror sent to it, and its requests to the mirror.
+    #[serde(default)]
+    pub mirror_bytes: u64,
+    #[serde(default)]
+    pub mirror_requests: u64,
+    /// Bytes its egress carried out of it and into it, and its connections and DNS queries
+    /// refused.
+    #[serde(default)]
+    pub egress_bytes_out: u64,
+    #[serde(default)]
+    pub egress_bytes_in: u64,
+    #[serde(default)]
+    pub egress_refused: u64,
 }
 
 /// `GET /v1/projects/{project}/usage?from=&to=` (milliseconds since the epoch).
@@ -286,15 +474,88 @@ mod tests {
             serde_json::from_str(r#"{"egress":{"allow":["example.com","10.0.0.0/8"]}}"#).unwrap();
         assert_eq!(
             n.egress,
-            Egress::Allow(vec!["example.com".into(), "10.0.0.0/8".into()])
+            Egress::Rules(EgressRules::allow(["example.com", "10.0.0.0/8"]))
         );
         assert_eq!(
             serde_json::to_string(&n).unwrap(),
             r#"{"egress":{"allow":["example.com","10.0.0.0/8"]}}"#
         );
+        let n: NetworkRequest =
+            serde_json::from_str(r#"{"egress":{"deny":["evil.example"]}}"#).unwrap();
+        let Egress::Rules(r) = &n.egress else {
+            panic!("{n:?}")
+        };
+        assert_eq!(r.effective_allow(), vec!["*".to_string()]);
+        assert_eq!(
+            serde_json::to_string(&n).unwrap(),
+            r#"{"egress":{"deny":["evil.example"]}}"#
+        );
+        let e = serde_json::from_str::<NetworkRequest>(r#"{"egress":{"alow":[]}}"#).unwrap_err();
+        assert!(e.to_string().contains("alow"), "{e}");
+        let e = serde_json::from_str::<NetworkRequest>(r#"{"egress":3}"#).unwrap_err();
+        assert!(e.to_string().contains(r#""none", "all""#), "{e}");
         assert!(serde_json::from_str::<NetworkRequest>(r#"{"egress":"some"}"#).is_err());
         assert!(serde_json::from_str::<NetworkRequest>(r#"{"egres":"all"}"#).is_err());
         let n: NetworkRequest = serde_json::from_str("{}").unwrap();
         assert!(n.egress.is_none());
     }
+}
+
+/// `GET /v1/sandboxes/{id}/network/log`: what the sandbox did through the package registries'
+/// mirror and its egress since its processes last started (a create, resume, clone or server
+/// restart begins anew), and the requests refused (the mirror's newest 64, then egress's newest
+/// 256, each oldest first).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkLog {
+    pub sandbox_id: String,
+    pub mirror: MirrorTraffic,
+    /// Its egress (connections relayed by name and address); zero without egress.
+    #[serde(default)]
+    pub egress: EgressTraffic,
+    pub refused: Vec<RefusedRequest>,
+}
+
+/// A sandbox's traffic through its egress relay.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressTraffic {
+    /// Connections relayed (upstream reached).
+    pub connections: u64,
+    /// Bytes from the sandbox to upstreams.
+    pub bytes_out: u64,
+    /// Bytes from upstreams to the sandbox.
+    pub bytes_in: u64,
+    /// Connections and DNS queries refused.
+    pub refused: u64,
+}
+
+/// A sandbox's traffic through the package registries' mirror.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirrorTraffic {
+    /// Every request, refused ones included.
+    pub requests: u64,
+    /// Downloads served from the host's cache.
+    pub cache_hits: u64,
+    /// Downloads fetched from a registry.
+    pub cache_misses: u64,
+    /// Requests refused (another destination, registries turned off).
+    pub refused: u64,
+    /// Body bytes fetched from registries for it.
+    pub upstream_bytes: u64,
+    /// Body bytes sent to it.
+    pub served_bytes: u64,
+    /// Connections closed at once: it had its budget open.
+    pub rejected_connections: u64,
+}
+
+/// One refused request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedRequest {
+    /// Milliseconds since the epoch.
+    pub at_ms: u64,
+    pub method: String,
+    /// `host:port` or the request target, as the sandbox sent it (at most 256 bytes).
+    pub destination: String,
+    /// Why, for egress refusals (`method` `connect` or `dns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

@@ -37,6 +37,10 @@ pub struct SnapshotInfo {
     pub method: HibernationMethod,
     /// Why this method (what the host offers).
     pub method_reason: String,
+    /// How long the source sandbox's processes were frozen for it (the memory dump and the disk
+    /// copy), in milliseconds; absent for snapshots of older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen_ms: Option<u64>,
     /// Per context: what was saved (`restored`) and what could not be (`lost`).
     pub contexts: Vec<ContextReport>,
     #[serde(default)]
@@ -95,6 +99,7 @@ mod tests {
             size_bytes: 2,
             method: HibernationMethod::PerLanguage,
             method_reason: "r".into(),
+            frozen_ms: Some(3),
             contexts: vec![],
             metadata: BTreeMap::new(),
             limits: SandboxLimits::default(),
@@ -102,6 +107,7 @@ mod tests {
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["method"], "per-language");
         assert_eq!(v["size_bytes"], 2);
+        assert_eq!(v["frozen_ms"], 3);
         assert_eq!(serde_json::from_value::<SnapshotInfo>(v).unwrap(), s);
         let r: CreateSnapshotRequest = serde_json::from_str("{}").unwrap();
         assert!(r.metadata.is_empty());

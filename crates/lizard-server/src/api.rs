@@ -14,11 +14,12 @@ use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{any, get, patch, post};
 use axum::{Json, Router};
 use lizard_proto::{
     CreateProjectRequest, CreateSandboxRequest, CreateVolumeRequest, ErrorBody, ErrorCode,
-    ProjectCreated, ProjectUsage, SandboxInfo, SandboxState, SetTimeoutRequest, VolumeInfo,
+    ProjectCreated, ProjectSettings, ProjectUsage, SandboxInfo, SandboxState, SetTimeoutRequest,
+    UpdateProjectRequest, VolumeInfo,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -93,6 +94,7 @@ impl From<StoreError> for ApiError {
                 ErrorCode::Conflict,
                 format!("template {n:?} already exists"),
             ),
+            StoreError::TooMany(m) => ApiError::new(ErrorCode::Conflict, m),
             other => ApiError::internal(&other),
         }
     }
@@ -217,6 +219,18 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
         .route("/v1/projects", get(list_projects).post(create_project))
+        .route(
+            "/v1/projects/{project}",
+            get(get_project).patch(update_project),
+        )
+        .route(
+            "/v1/projects/{project}/secrets",
+            get(list_secrets).post(set_secret),
+        )
+        .route(
+            "/v1/projects/{project}/secrets/{name}",
+            axum::routing::delete(delete_secret),
+        )
         .route("/v1/projects/{project}/usage", get(project_usage))
         .route("/v1/projects/{project}/executions", get(project_executions))
         .route("/v1/audit", get(crate::audit::list))
@@ -239,6 +253,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sandboxes", get(list_sandboxes).post(create_sandbox))
         .route("/v1/sandboxes/{id}", get(get_sandbox).delete(kill_sandbox))
         .route("/v1/sandboxes/{id}/timeout", post(set_timeout))
+        .route("/v1/sandboxes/{id}/network", patch(set_network))
+        .route("/v1/sandboxes/{id}/network/log", get(network_log))
         .route("/v1/sandboxes/{id}/pause", post(pause_sandbox))
         .route("/v1/sandboxes/{id}/resume", post(resume_sandbox))
         .route("/v1/sandboxes/{id}/hibernate", post(hibernate_sandbox))
@@ -344,7 +360,7 @@ pub fn info(sb: &Sandbox) -> SandboxInfo {
         volumes: sb.volumes.clone(),
         hibernation: None,
         restore: None,
-        network: sb.network.clone(),
+        network: sb.network(),
     }
 }
 
@@ -1023,11 +1039,197 @@ async fn set_timeout(
     Ok(Json(info(&sb)))
 }
 
+/// `PATCH /v1/sandboxes/{id}/network`: replace a sandbox's egress rules and/or its inject rules,
+/// live (an absent part stays). Opening anything needs the project's `allow_egress`, as at create.
+async fn set_network(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    ApiJson(update): ApiJson<lizard_proto::UpdateNetworkRequest>,
+) -> Result<Json<SandboxInfo>, ApiError> {
+    let sb = visible(&st, &who, &id)?;
+    // Only what changes is checked (the sandbox's current egress was allowed when it was set).
+    let opens = match &update.egress {
+        None | Some(lizard_proto::Egress::None) => false,
+        Some(lizard_proto::Egress::All) => true,
+        Some(lizard_proto::Egress::Rules(r)) => !r.effective_allow().is_empty(),
+    };
+    if opens && who != Principal::Admin && !st.sandboxes.store.project_allows_egress(&sb.project)? {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "project {:?} may not grant internet egress (an admin can allow it: PATCH /v1/projects/{{project}})",
+                sb.project
+            ),
+        ));
+    }
+    let sb = st.sandboxes.set_network(&id, update).await?;
+    Ok(Json(info(&sb)))
+}
+
+/// What a sandbox did through the package registries' mirror and its egress, and what it was
+/// refused.
+async fn network_log(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+) -> Result<Json<lizard_proto::NetworkLog>, ApiError> {
+    Ok(Json(visible(&st, &who, &id)?.network_log()))
+}
+
 async fn list_projects(State(st): St, Auth(who): Auth) -> Result<Json<Vec<String>>, ApiError> {
     Ok(Json(match who {
         Principal::Admin => st.sandboxes.store.list_projects()?,
         Principal::Project(p) => vec![p],
     }))
+}
+
+/// The project of a `/v1/projects/{project}/...` call, if `who` may see it (an admin key every
+/// project, a project key its own) and it exists; else a 404 that does not tell which.
+fn visible_project(st: &AppState, who: &Principal, project: &str) -> Result<(), ApiError> {
+    let visible = match who {
+        Principal::Admin => true,
+        Principal::Project(p) => p == project,
+    };
+    if !visible || !st.sandboxes.store.project_exists(project)? {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no project {project:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `POST /v1/projects/{project}/secrets`: set a secret (201 new, 200 replaced). The answer, like
+/// every other, holds no value.
+async fn set_secret(
+    State(st): St,
+    Auth(who): Auth,
+    Path(project): Path<String>,
+    ApiJson(req): ApiJson<lizard_proto::SetSecretRequest>,
+) -> Result<Response, ApiError> {
+    visible_project(&st, &who, &project)?;
+    use crate::secrets::{valid_name, valid_value, SecretError, MAX_PER_PROJECT};
+    if !valid_name(&req.name) {
+        return Err(ApiError::invalid(
+            SecretError::BadName(req.name).to_string(),
+        ));
+    }
+    if !valid_value(&req.value) {
+        return Err(ApiError::invalid(SecretError::BadValue.to_string()));
+    }
+    let sealed = st
+        .sandboxes
+        .cfg
+        .secrets
+        .seal(&project, &req.name, &req.value)
+        .map_err(|e| ApiError::internal(&e))?;
+    let store = &st.sandboxes.store;
+    let new = store.put_secret(&project, &req.name, &sealed, MAX_PER_PROJECT)?;
+    let info = secret_infos(store, &project)?
+        .into_iter()
+        .find(|i| i.name == req.name)
+        .ok_or_else(|| ApiError::new(ErrorCode::Conflict, "the secret was deleted meanwhile"))?;
+    let status = if new {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(info)).into_response())
+}
+
+/// `GET /v1/projects/{project}/secrets`: names and times only.
+async fn list_secrets(
+    State(st): St,
+    Auth(who): Auth,
+    Path(project): Path<String>,
+) -> Result<Json<Vec<lizard_proto::SecretInfo>>, ApiError> {
+    visible_project(&st, &who, &project)?;
+    Ok(Json(secret_infos(&st.sandboxes.store, &project)?))
+}
+
+/// The project's secrets as the API shows them (names and times).
+fn secret_infos(
+    store: &crate::store::Store,
+    project: &str,
+) -> Result<Vec<lizard_proto::SecretInfo>, ApiError> {
+    Ok(store
+        .list_secrets(project)?
+        .into_iter()
+        .map(
+            |(name, created_at_ms, updated_at_ms)| lizard_proto::SecretInfo {
+                project: project.to_string(),
+                name,
+                created_at_ms,
+                updated_at_ms,
+            },
+        )
+        .collect())
+}
+
+/// `DELETE /v1/projects/{project}/secrets/{name}`: running sandboxes keep the value they were
+/// given (until their next start); new ones that name it are refused.
+async fn delete_secret(
+    State(st): St,
+    Auth(who): Auth,
+    Path((project, name)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    visible_project(&st, &who, &project)?;
+    if st.sandboxes.store.delete_secret(&project, &name)? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no secret {name:?} in project {project:?}"),
+        ))
+    }
+}
+
+/// A project's settings: an admin key sees every project's, a project key its own.
+async fn get_project(
+    State(st): St,
+    Auth(who): Auth,
+    Path(project): Path<String>,
+) -> Result<Json<ProjectSettings>, ApiError> {
+    let visible = match &who {
+        Principal::Admin => true,
+        Principal::Project(p) => *p == project,
+    };
+    let store = &st.sandboxes.store;
+    if !visible || !store.project_exists(&project)? {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no project {project:?}"),
+        ));
+    }
+    Ok(Json(ProjectSettings {
+        allow_egress: store.project_allows_egress(&project)?,
+        package_registries: store.project_allows_packages(&project)?,
+        project,
+    }))
+}
+
+/// Change a project's settings (admin keys only): they apply to its sandboxes' next starts.
+async fn update_project(
+    State(st): St,
+    Auth(who): Auth,
+    Path(project): Path<String>,
+    ApiJson(req): ApiJson<UpdateProjectRequest>,
+) -> Result<Json<ProjectSettings>, ApiError> {
+    if who != Principal::Admin {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            "only an admin key may change a project's settings",
+        ));
+    }
+    let store = &st.sandboxes.store;
+    if !store.update_project(&project, req.allow_egress, req.package_registries)? {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no project {project:?}"),
+        ));
+    }
+    get_project(State(st), Auth(who), Path(project)).await
 }
 
 async fn create_project(
@@ -1045,7 +1247,7 @@ async fn create_project(
         ));
     }
     let store = &st.sandboxes.store;
-    store.create_project(&req.name, req.allow_egress)?;
+    store.create_project(&req.name, req.allow_egress, req.package_registries)?;
     let api_key = auth::issue_key(store, Some(&req.name))?;
     Ok((
         StatusCode::CREATED,
@@ -1170,11 +1372,105 @@ async fn metrics(State(st): St, Auth(who): Auth) -> Result<Response, ApiError> {
         .filter(|sb| who.can_see(&sb.project))
         .map(|sb| (sb.project.clone(), sb.state()))
         .collect();
-    Ok((
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        metering::prometheus(&rows, &live, &store.list_volumes(project, true)?),
-    )
-        .into_response())
+    let mut text = metering::prometheus(&rows, &live, &store.list_volumes(project, true)?);
+    // The package registries' mirror is the server's, shared by every project: admins only.
+    if let (Principal::Admin, Some(proxy)) = (&who, &st.sandboxes.cfg.packages) {
+        text.push_str(&package_metrics(&proxy.stats()));
+    }
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+/// The package registries' mirror's counters in Prometheus' text format.
+fn package_metrics(st: &lizard_packages::Stats) -> String {
+    use std::fmt::Write as _;
+    let t = &st.total;
+    let mut out = String::new();
+    for (name, help, kind, value) in [
+        (
+            "lizard_package_requests_total",
+            "Requests to the package registries' mirror, refused ones included.",
+            "counter",
+            t.requests,
+        ),
+        (
+            "lizard_package_cache_hits_total",
+            "Mirror downloads served from the host's package cache.",
+            "counter",
+            t.cache_hits,
+        ),
+        (
+            "lizard_package_cache_misses_total",
+            "Mirror downloads fetched from a registry (and kept if cacheable).",
+            "counter",
+            t.cache_misses,
+        ),
+        (
+            "lizard_package_refused_total",
+            "Mirror requests refused (other destinations, registries turned off).",
+            "counter",
+            t.refused,
+        ),
+        (
+            "lizard_package_upstream_bytes_total",
+            "Body bytes the mirror fetched from registries.",
+            "counter",
+            t.upstream_bytes,
+        ),
+        (
+            "lizard_package_served_bytes_total",
+            "Body bytes the mirror sent to sandboxes.",
+            "counter",
+            t.served_bytes,
+        ),
+        (
+            "lizard_package_rejected_connections_total",
+            "Connections closed at once: their sandbox had its budget open.",
+            "counter",
+            t.rejected_connections,
+        ),
+        (
+            "lizard_package_cache_entries",
+            "Files in the host's package cache.",
+            "gauge",
+            st.cache_entries,
+        ),
+        (
+            "lizard_package_cache_bytes",
+            "Bytes in the host's package cache.",
+            "gauge",
+            st.cache_bytes,
+        ),
+        (
+            "lizard_package_index_memory_bytes",
+            "Index pages the mirror holds in memory now.",
+            "gauge",
+            st.index_memory_bytes,
+        ),
+        (
+            "lizard_package_index_memory_refusals_total",
+            "Index requests answered 503: the mirror's memory bound was reached.",
+            "counter",
+            st.index_memory_refusals,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP lizard_package_registry_requests_total Mirror requests by registry.\n\
+         # TYPE lizard_package_registry_requests_total counter"
+    );
+    for (reg, c) in &st.per_registry {
+        let _ = writeln!(
+            out,
+            "lizard_package_registry_requests_total{{registry=\"{reg}\"}} {}",
+            c.requests
+        );
+    }
+    out
 }
 
 #[cfg(test)]

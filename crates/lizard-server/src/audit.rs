@@ -80,7 +80,14 @@ pub fn classify(method: &Method, path: &str) -> Option<Action> {
             };
             act(name, Some(id), true)
         }
+        ("PATCH", ["v1", "sandboxes", id, "network"]) => act("sandbox.set_network", Some(id), true),
+        ("PUT", ["sandboxes", id, "network"]) => act("e2b.set_network", Some(id), true),
         ("POST", ["v1", "projects"]) => create("project.create", "project"),
+        // The secret's name is in the body, never read here: the project is the object.
+        ("POST", ["v1", "projects", p, "secrets"]) => act("secret.set", Some(p), false),
+        ("DELETE", ["v1", "projects", p, "secrets", n]) => {
+            act("secret.delete", Some(&format!("{p}/{n}")), false)
+        }
         ("POST", ["v1", "volumes"]) => create("volume.create", "volume_id"),
         ("DELETE", ["v1", "volumes", v]) => act("volume.delete", Some(v), false),
         ("DELETE", ["v1", "snapshots", s]) => act("snapshot.delete", Some(s), false),
@@ -244,6 +251,23 @@ mod tests {
                 Some(n)
             );
         }
+        assert_eq!(
+            name(Method::PATCH, "/v1/sandboxes/x/network"),
+            Some("sandbox.set_network")
+        );
+        assert_eq!(
+            name(Method::PUT, "/sandboxes/x/network"),
+            Some("e2b.set_network")
+        );
+        assert_eq!(
+            name(Method::POST, "/v1/projects/p/secrets"),
+            Some("secret.set")
+        );
+        assert_eq!(
+            name(Method::DELETE, "/v1/projects/p/secrets/n"),
+            Some("secret.delete")
+        );
+        assert_eq!(name(Method::GET, "/v1/projects/p/secrets"), None);
         assert_eq!(name(Method::POST, "/v1/projects"), Some("project.create"));
         assert_eq!(name(Method::POST, "/v1/volumes"), Some("volume.create"));
         assert_eq!(name(Method::DELETE, "/v1/volumes/v"), Some("volume.delete"));

@@ -190,6 +190,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/v2/sandboxes", get(list).post(create))
         .route("/sandboxes/{id}", get(detail).delete(kill))
         .route("/sandboxes/{id}/timeout", post(set_timeout))
+        .route("/sandboxes/{id}/network", axum::routing::put(set_network))
         .route("/sandboxes/{id}/refreshes", post(refresh))
         .route("/sandboxes/{id}/pause", post(pause))
         .route("/sandboxes/{id}/resume", post(connect))
@@ -263,6 +264,11 @@ async fn create(
         .ok_or_else(|| E2bError(StatusCode::FORBIDDEN, "this key has no project".into()))?;
     // E2B sandboxes reach the internet unless `allow_internet_access: false`; here only a project
     // created with `allow_egress` grants it, and otherwise the sandbox gets loopback only.
+    // Its `network.allowOut`/`denyOut` become name and address rules (see
+    // `NetworkConfig::egress`), checked as E2B checks them.
+    if let Some(why) = req.network.as_ref().and_then(|n| n.check().err()) {
+        return Err(E2bError(StatusCode::BAD_REQUEST, why));
+    }
     let egress = if req.allow_internet_access != Some(false)
         && st
             .sandboxes
@@ -270,7 +276,10 @@ async fn create(
             .project_allows_egress(&project)
             .map_err(ApiError::from)?
     {
-        lizard_proto::Egress::All
+        req.network
+            .as_ref()
+            .and_then(|n| n.egress())
+            .unwrap_or(lizard_proto::Egress::All)
     } else {
         lizard_proto::Egress::None
     };
@@ -297,7 +306,10 @@ async fn create(
                 TimeoutAction::Kill
             },
             volumes: Vec::new(),
-            network: lizard_proto::NetworkRequest { egress },
+            network: lizard_proto::NetworkRequest {
+                egress,
+                ..Default::default()
+            },
         })
         .await?;
     Ok(created(&st, &sb))
@@ -636,6 +648,40 @@ async fn set_timeout(
 ) -> Result<StatusCode, E2bError> {
     visible(&st, &who(w)?, &id)?;
     st.sandboxes.set_timeout(&id, seconds_ms(req.timeout))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `PUT /sandboxes/{id}/network` (E2B's `updateNetwork`): replace the sandbox's rules, live, with
+/// E2B's checks (a name only in `allowOut`, and only with `denyOut` denying everything). An empty
+/// body opens everything public again. Needs a project that may have egress, like a create.
+async fn set_network(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+    E2bJson(req): E2bJson<api::NetworkConfig>,
+) -> Result<StatusCode, E2bError> {
+    let who = who(w)?;
+    let sb = visible(&st, &who, &id)?;
+    if let Err(why) = req.check() {
+        return Err(E2bError(StatusCode::BAD_REQUEST, why));
+    }
+    if who != crate::auth::Principal::Admin
+        && !st
+            .sandboxes
+            .store
+            .project_allows_egress(&sb.project)
+            .map_err(ApiError::from)?
+    {
+        return Err(E2bError(
+            StatusCode::FORBIDDEN,
+            format!("project {:?} may not have internet egress", sb.project),
+        ));
+    }
+    let update = lizard_proto::UpdateNetworkRequest {
+        egress: Some(req.egress().unwrap_or(lizard_proto::Egress::All)),
+        inject: None,
+    };
+    st.sandboxes.set_network(&id, update).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

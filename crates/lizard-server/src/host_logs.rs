@@ -1,5 +1,4 @@
-//! A sandbox's host-side logs (`agent.log`: the agent's stdout and stderr; `slirp4netns.log`)
-//! are capped **at the writer**. What goes into them is driven by what happens inside the sandbox
+//! A sandbox's host-side log (`agent.log`: the agent's stdout and stderr) is capped **at the writer**. What goes into them is driven by what happens inside the sandbox
 //! (the agent is untrusted), and they live in the sandbox's directory on the host, outside its
 //! disk quota, so the sandbox never holds a host file: it writes into a FIFO (`<name>.pipe`, made
 //! by [`make_pipe`], opened by the launcher read-write and non-blocking), and the server's drain
@@ -28,7 +27,7 @@ pub const LIMIT: u64 = 8 << 20;
 /// Bytes a second that the server takes from one sandbox's log pipe.
 pub const RATE: usize = 1 << 20;
 /// The host-side logs of a sandbox (in its directory).
-pub const FILES: [&str; 2] = ["agent.log", "slirp4netns.log"];
+pub const FILES: [&str; 1] = ["agent.log"];
 
 /// How often an idle drain checks that its pipe still exists.
 const IDLE_CHECK: Duration = Duration::from_secs(5);

@@ -22,6 +22,7 @@ pub mod metering;
 pub mod proxy;
 pub mod ratelimit;
 pub mod sandboxes;
+pub mod secrets;
 pub mod storage;
 pub mod store;
 pub mod templates;

@@ -175,6 +175,14 @@ pub async fn sample_within(sandboxes: &Sandboxes, sb: &Sandbox, log_deadline: Du
             Err(e) => tracing::debug!(sandbox = %sb.id, error = %e, "reading the execution log"),
         }
     }
+    // The mirror's counters of this life of the sandbox's processes, as far as not yet counted.
+    let (bytes, requests) = sb.mirror_delta();
+    u.mirror_bytes = u.mirror_bytes.saturating_add(bytes);
+    u.mirror_requests = u.mirror_requests.saturating_add(requests);
+    let (out, inn, refused) = sb.egress_delta();
+    u.egress_bytes_out = u.egress_bytes_out.saturating_add(out);
+    u.egress_bytes_in = u.egress_bytes_in.saturating_add(inn);
+    u.egress_refused = u.egress_refused.saturating_add(refused);
     u.updated_at_ms = now;
     if let Err(e) = store.put_usage(&u) {
         tracing::warn!(sandbox = %sb.id, error = %e, "writing usage");
@@ -392,6 +400,11 @@ impl From<&UsageRow> for SandboxUsage {
             execution_wall_seconds: u.execution_wall_ms as f64 / 1000.0,
             execution_cpu_seconds: u.execution_cpu_ms as f64 / 1000.0,
             max_execution_peak_rss_bytes: u.max_execution_peak_rss_bytes,
+            mirror_bytes: u.mirror_bytes,
+            mirror_requests: u.mirror_requests,
+            egress_bytes_out: u.egress_bytes_out,
+            egress_bytes_in: u.egress_bytes_in,
+            egress_refused: u.egress_refused,
         }
     }
 }
@@ -408,6 +421,11 @@ pub fn totals(rows: &[UsageRow]) -> UsageTotals {
         t.executions += u.executions;
         t.execution_wall_seconds += u.execution_wall_ms as f64 / 1000.0;
         t.execution_cpu_seconds += u.execution_cpu_ms as f64 / 1000.0;
+        t.mirror_bytes += u.mirror_bytes;
+        t.mirror_requests += u.mirror_requests;
+        t.egress_bytes_out += u.egress_bytes_out;
+        t.egress_bytes_in += u.egress_bytes_in;
+        t.egress_refused += u.egress_refused;
     }
     t
 }
@@ -426,7 +444,7 @@ pub fn prometheus(
     }
     let mut out = String::new();
     type Metric = (&'static str, &'static str, fn(&UsageTotals) -> f64);
-    let metrics: [Metric; 7] = [
+    let metrics: [Metric; 12] = [
         (
             "lizard_sandbox_running_seconds_total",
             "Seconds sandboxes spent running.",
@@ -461,6 +479,31 @@ pub fn prometheus(
             "lizard_sandboxes_created_total",
             "Sandboxes created.",
             |t| t.sandboxes as f64,
+        ),
+        (
+            "lizard_sandbox_mirror_bytes_total",
+            "Body bytes the package registries' mirror sent to sandboxes.",
+            |t| t.mirror_bytes as f64,
+        ),
+        (
+            "lizard_sandbox_mirror_requests_total",
+            "Requests of sandboxes to the package registries' mirror.",
+            |t| t.mirror_requests as f64,
+        ),
+        (
+            "lizard_sandbox_egress_bytes_out_total",
+            "Bytes sandboxes' egress carried out of them.",
+            |t| t.egress_bytes_out as f64,
+        ),
+        (
+            "lizard_sandbox_egress_bytes_in_total",
+            "Bytes sandboxes' egress carried into them.",
+            |t| t.egress_bytes_in as f64,
+        ),
+        (
+            "lizard_sandbox_egress_refused_total",
+            "Connections and DNS queries of sandboxes refused by their egress rules.",
+            |t| t.egress_refused as f64,
         ),
     ];
     for (name, help, get) in metrics {

@@ -28,6 +28,7 @@
 //! Not here: HTTP (see `crate::api`), forwarding to the agent (see `crate::proxy`), usage numbers
 //! (see `crate::metering`).
 
+pub mod agent_exe;
 pub mod snapshot;
 
 use crate::agent_client::AgentClient;
@@ -184,10 +185,11 @@ pub struct SandboxConfig {
     pub pool_size: usize,
     /// Host uid and gid of the sandbox user: owner of a new volume's root directory.
     pub volume_owner: (u32, u32),
-    /// A fixed unprivileged host user every slirp4netns (egress) runs as (`lizard serve
-    /// --egress-uid/--egress-gid`: used by nothing else, outside every sandbox's ids, not root,
-    /// not nobody). `None` (the default): each sandbox's own, see [`slirp_user`].
-    pub egress_user: Option<lizard_jail::network::SlirpUser>,
+    /// Sandboxes' egress: the relay and DNS responder served in each egress sandbox's network
+    /// namespace (`crate::egress`).
+    pub egress: Arc<crate::egress::EgressService>,
+    /// The data dir's key that seals the projects' secrets at rest (`crate::secrets`).
+    pub secrets: Arc<crate::secrets::SecretBox>,
     /// Hibernate sandboxes that stayed paused this long; `None` = never.
     pub hibernate_after: Option<Duration>,
     /// Environment the operator gives every sandbox's agent (and so its kernels), after the
@@ -212,6 +214,9 @@ pub struct SandboxConfig {
     pub disk_overcommit: f64,
     /// The checkpoint tool hibernation tries first (see [`CheckpointTool`]).
     pub checkpoint: CheckpointTool,
+    /// The package registries' mirror every sandbox reaches at `lizard_packages::LISTEN_ADDR`
+    /// (`lizard serve --package-registry`); `None`: none (`--package-registry none`).
+    pub packages: Option<lizard_packages::PackageProxy>,
 }
 
 /// What the server remembers about a running sandbox's processes (stored as JSON).
@@ -247,10 +252,16 @@ pub struct Runtime {
     /// docs/SECURITY.md, "CRIU checkpoints"). The server's `SO_PEERCRED` check expects it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_peer: Option<i32>,
-    /// Its processes were restored by CRIU (a resume or a clone) rather than launched: CRIU does
-    /// not checkpoint it again (see `criu_refusal`); a relaunch clears it.
+    /// Its processes were restored by CRIU (a resume or a clone) rather than launched: its agent
+    /// is not dumpable and its memory belongs to the host's user namespace, so only a CRIU with
+    /// scripts/criu-patches checkpoints it again (see `criu_dump_failed`); a relaunch clears it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub criu_restored: bool,
+    /// The digest of the agent binary it runs (`agent_exe::AgentExes`; `None` without CRIU or
+    /// from before digests): the current one after a launch, the checkpoint's after a restore
+    /// (a sandbox restored from a checkpoint older than the server keeps the older binary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_exe: Option<String>,
 }
 
 impl Runtime {
@@ -270,7 +281,9 @@ pub struct Sandbox {
     pub envs: BTreeMap<String, String>,
     pub limits: SandboxLimits,
     pub on_timeout: TimeoutAction,
-    pub network: NetworkRequest,
+    /// Its network (changed live by `PATCH /v1/sandboxes/{id}/network`: see
+    /// [`Sandboxes::set_network`]).
+    network: Mutex<NetworkRequest>,
     pub runtime: Runtime,
     /// Volumes mounted in the sandbox (fixed at create).
     pub volumes: Vec<SandboxVolume>,
@@ -290,6 +303,18 @@ pub struct Sandbox {
     pub agent: AgentClient,
     /// The usage sampler's recent samples (for E2B's `getMetrics`), oldest first.
     pub metrics: crate::metering::Series,
+    /// The package registries' mirror serving its listener in the sandbox's network namespace
+    /// (`Sandboxes::serve_packages`); dropped (the listener closed) when the sandbox's processes
+    /// go: a kill, a hibernation, its PID 1's exit.
+    packages: Mutex<Option<lizard_packages::ServeHandle>>,
+    /// Its egress relay and DNS responder, served in its network namespace while its processes
+    /// run (a sandbox with egress; see `Sandboxes::serve_egress`).
+    egress: Mutex<Option<crate::egress::EgressHandle>>,
+    /// The mirror's counters (served bytes, requests) of `packages` already in the usage row:
+    /// metered as deltas, so that each life's handle (its counters start at zero) adds to it.
+    mirror_metered: Mutex<(u64, u64)>,
+    /// The same for `egress` (bytes out, bytes in, refusals).
+    egress_metered: Mutex<(u64, u64, u64)>,
 }
 
 impl Sandbox {
@@ -300,6 +325,13 @@ impl Sandbox {
         self.timeout_at_ms.load(Ordering::SeqCst)
     }
     /// Whether its contexts are being saved for hibernation right now.
+    /// Its network request (egress rules) now.
+    pub fn network(&self) -> NetworkRequest {
+        self.network
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
     pub fn is_hibernating(&self) -> bool {
         self.hibernating.load(Ordering::SeqCst)
     }
@@ -315,7 +347,7 @@ impl Sandbox {
             limits: self.limits,
             on_timeout: self.on_timeout,
             volumes: self.volumes.clone(),
-            network: self.network.clone(),
+            network: Mutex::new(self.network()),
             agent: AgentClient::with_limits(
                 runtime.socket.clone(),
                 runtime.agent_peer(),
@@ -331,10 +363,140 @@ impl Sandbox {
             lifecycle: self.lifecycle.clone(),
             // A relaunched sandbox has a new cgroup, whose CPU counter starts again at zero.
             metrics: Default::default(),
+            packages: Default::default(),
+            egress: Default::default(),
+            mirror_metered: Default::default(),
+            egress_metered: Default::default(),
         }
     }
     fn set_state(&self, s: StoredState) {
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = s;
+    }
+    /// Its traffic through the package registries' mirror since its processes last started.
+    pub fn network_log(&self) -> lizard_proto::NetworkLog {
+        let mut log = self.mirror_log();
+        let egress = self.egress.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = egress.as_ref() {
+            let p = h.policy();
+            let t = p.traffic();
+            log.egress = lizard_proto::EgressTraffic {
+                connections: t.connections,
+                bytes_out: t.bytes_out,
+                bytes_in: t.bytes_in,
+                refused: t.refused,
+            };
+            log.refused.extend(p.refusals().into_iter().map(|r| {
+                let dns = r.reason.starts_with("DNS");
+                lizard_proto::RefusedRequest {
+                    at_ms: r
+                        .at
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as u64)
+                        .unwrap_or(0),
+                    method: if dns { "dns" } else { "connect" }.into(),
+                    destination: r.destination,
+                    reason: Some(r.reason),
+                }
+            }));
+        }
+        log
+    }
+    /// [`Self::network_log`]'s mirror part.
+    fn mirror_log(&self) -> lizard_proto::NetworkLog {
+        let guard = self.packages.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(h) = guard.as_ref() else {
+            return lizard_proto::NetworkLog {
+                sandbox_id: self.id.clone(),
+                ..Default::default()
+            };
+        };
+        let t = h.stats();
+        lizard_proto::NetworkLog {
+            sandbox_id: self.id.clone(),
+            egress: Default::default(),
+            mirror: lizard_proto::MirrorTraffic {
+                requests: t.requests,
+                cache_hits: t.cache_hits,
+                cache_misses: t.cache_misses,
+                refused: t.refused,
+                upstream_bytes: t.upstream_bytes,
+                served_bytes: t.served_bytes,
+                rejected_connections: t.rejected_connections,
+            },
+            refused: h
+                .refusals()
+                .into_iter()
+                .map(|r| lizard_proto::RefusedRequest {
+                    at_ms: r
+                        .at
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as u64)
+                        .unwrap_or(0),
+                    method: r.method,
+                    destination: r.destination,
+                    reason: None,
+                })
+                .collect(),
+        }
+    }
+    /// The mirror traffic of its current handle not metered yet (served bytes, requests), now
+    /// counted as metered.
+    pub fn mirror_delta(&self) -> (u64, u64) {
+        let now = match self
+            .packages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            Some(h) => {
+                let t = h.stats();
+                (t.served_bytes, t.requests)
+            }
+            None => return (0, 0),
+        };
+        let mut seen = self
+            .mirror_metered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let delta = (now.0.saturating_sub(seen.0), now.1.saturating_sub(seen.1));
+        *seen = now;
+        delta
+    }
+    /// Its egress counters (bytes out, bytes in, refusals) of the current handle not metered yet,
+    /// now counted as metered.
+    pub fn egress_delta(&self) -> (u64, u64, u64) {
+        let now = match self
+            .egress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            Some(h) => {
+                let t = h.policy().traffic();
+                (t.bytes_out, t.bytes_in, t.refused)
+            }
+            None => return (0, 0, 0),
+        };
+        let mut seen = self
+            .egress_metered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let delta = (
+            now.0.saturating_sub(seen.0),
+            now.1.saturating_sub(seen.1),
+            now.2.saturating_sub(seen.2),
+        );
+        *seen = now;
+        delta
+    }
+    /// Stop serving the package mirror and its egress in its network namespace (its processes
+    /// are going).
+    fn stop_packages(&self) {
+        self.packages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        self.egress.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 }
 
@@ -353,12 +515,18 @@ struct LaunchedSandbox {
     agent: AgentClient,
     /// Once pooled: set by its PID 1 watch when it fired (see `Sandboxes::watch`).
     exited: Option<Arc<AtomicBool>>,
+    /// Its egress, served since before its agent was waited for (a sandbox with egress).
+    egress: Option<crate::egress::EgressHandle>,
 }
 
 /// Under memory pressure, how long one sandbox's hibernation may hold the next one back (see
 /// `Sandboxes::run_timeouts`): longer than an honest snapshot of an idle sandbox takes, far
 /// shorter than the hibernate deadline a hostile agent can use up.
 const PRESSURE_STALL: Duration = Duration::from_secs(10);
+
+/// How long a PID 1 that exited may stay unwaitable (held by a tracer: CRIU after a dump) before
+/// its watch stops trying to reap it.
+const REAP_TRACED_WITHIN: Duration = Duration::from_secs(30);
 
 /// Name of the file in a sandbox's directory that records its [`Runtime`] from the moment it is
 /// launched (so sandboxes that never reached the store can be cleaned up after a crash).
@@ -563,7 +731,8 @@ impl Sandboxes {
         let limits = self.resolve_limits(&req.limits)?;
         let wanted = check_volume_requests(&req.volumes)?;
         let (volumes, _claim) = self.claim_volumes(&req.project, wanted).await?;
-        let egress = crate::egress::resolve(&req.network.egress).await?;
+        let egress = crate::egress::rules(&req.network.egress)?;
+        self.check_inject(&req.project, &req.network, egress.as_ref())?;
         let pooled = if self.pool_eligible(&template_name, &req) {
             self.take_pooled()
         } else {
@@ -577,7 +746,7 @@ impl Sandboxes {
                     &req.envs,
                     limits,
                     &volumes,
-                    egress.as_ref(),
+                    egress.as_ref().map(|_| &req.network),
                 )
                 .await
             }
@@ -590,6 +759,7 @@ impl Sandboxes {
             runtime,
             agent,
             exited,
+            egress,
         } = launched;
         let sb = Arc::new(Sandbox {
             id: id.clone(),
@@ -600,7 +770,7 @@ impl Sandboxes {
             envs: req.envs.clone(),
             limits,
             on_timeout: req.on_timeout,
-            network: req.network.clone(),
+            network: Mutex::new(req.network.clone()),
             runtime,
             volumes: volumes.clone(),
             timeout_at_ms: AtomicU64::new(now + timeout_ms),
@@ -612,6 +782,10 @@ impl Sandboxes {
             lifecycle: Arc::new(tokio::sync::Mutex::new(())),
             agent,
             metrics: Default::default(),
+            packages: Default::default(),
+            egress: Mutex::new(egress),
+            mirror_metered: Default::default(),
+            egress_metered: Default::default(),
         });
         let stored = self.store.ensure_project(&req.project).and_then(|()| {
             self.store.insert_sandbox(&SandboxRow {
@@ -638,6 +812,7 @@ impl Sandboxes {
             self.id_ranges.release(&id);
             return Err(e.into());
         }
+        self.serve_packages(&sb).await;
         if let Ok(mut m) = self.live.write() {
             m.insert(id.clone(), sb.clone());
         }
@@ -657,6 +832,201 @@ impl Sandboxes {
         // Live now: `_claim` (dropped on return) hands the count over to `volume_users`.
         self.timeouts_changed.notify_one();
         Ok(sb)
+    }
+
+    /// Serve the package registries' mirror (`cfg.packages`) to sandbox `sb`: a listener of the
+    /// server's own at `lizard_packages::LISTEN_ADDR` made in the sandbox's network namespace
+    /// (`tcp_listener_in_netns_of`, entered through a pidfd of PID 1 checked to be in the
+    /// sandbox's cgroup, so a reused pid cannot name another process's namespace). Called
+    /// whenever its processes (re)start: a create, a wake or restore, a clone, an adoption —
+    /// before any user code of a new sandbox runs, so none of it can take the address first (a
+    /// restored or adopted sandbox that did only deprives itself). Failing leaves the sandbox
+    /// without the mirror (logged), never fails the sandbox.
+    async fn serve_packages(&self, sb: &Arc<Sandbox>) {
+        let Some(proxy) = &self.cfg.packages else {
+            return;
+        };
+        let packages_allowed = self
+            .store
+            .project_allows_packages(&sb.project)
+            .unwrap_or(false);
+        let view = lizard_packages::SandboxView {
+            id: sb.id.clone(),
+            project: sb.project.clone(),
+            packages_allowed,
+            has_egress: !sb.network().egress.is_none(),
+        };
+        let (pid, cgroup) = (sb.runtime.pid, sb.runtime.cgroup.clone());
+        let listener = tokio::task::spawn_blocking(move || {
+            let pidfd = pid1_pidfd(pid, &cgroup)?;
+            lizard_jail::network::tcp_listener_in_netns_of(pidfd, lizard_packages::LISTEN_ADDR)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .and_then(|l| tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string()));
+        match listener {
+            Ok(l) => {
+                let mut handle = sb.packages.lock().unwrap_or_else(|e| e.into_inner());
+                *handle = Some(proxy.serve(l, view));
+                // A new handle counts from zero.
+                *sb.mirror_metered.lock().unwrap_or_else(|e| e.into_inner()) = (0, 0);
+            }
+            Err(e) => tracing::warn!(sandbox = %sb.id, error = %e,
+                "no package registries in this sandbox"),
+        }
+    }
+
+    /// Configure the network namespace of the sandbox whose PID 1 is `rt.pid` for egress and
+    /// serve its relay and DNS responder there under `rules` (see `crate::egress`): entered, like
+    /// the mirror's listener, through a pidfd of PID 1 checked to be in the sandbox's cgroup.
+    /// Called before the agent is waited for (no user code has run in a new sandbox), and again
+    /// at an adoption (the ruleset is reinstalled: the same for every sandbox).
+    async fn serve_egress(
+        &self,
+        (id, project): (&str, &str),
+        rt: &Runtime,
+        network: &NetworkRequest,
+    ) -> Result<crate::egress::EgressHandle, String> {
+        let rules = crate::egress::rules(&network.egress)
+            .map_err(|e| e.to_string())?
+            .unwrap_or_else(lizard_egress::Rules::none);
+        // A rule that no longer holds (its secret deleted since) costs the sandbox its injection,
+        // never its egress or its start: its requests then go out without the secret.
+        let injection = match self
+            .injection((id, project), &rt.dir, network, &rules)
+            .await
+        {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!(sandbox = %id, error = %e,
+                    "the sandbox's inject rules no longer hold; serving its egress without them");
+                None
+            }
+        };
+        let (pid, cgroup) = (rt.pid, rt.cgroup.clone());
+        let sockets = tokio::task::spawn_blocking(move || {
+            let pidfd = pid1_pidfd(pid, &cgroup)?;
+            lizard_jail::network::egress_in_netns_of(
+                pidfd,
+                &lizard_egress::nft::DEFAULT_ROUTE,
+                &lizard_egress::nft::ruleset(),
+                lizard_egress::PROXY_ADDR,
+                lizard_egress::DNS_ADDR,
+            )
+            .map_err(|e| lizard_jail::sandbox::error_chain(&e))
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        let handle = self
+            .cfg
+            .egress
+            .serve(sockets, rules)
+            .map_err(|e| format!("serving the sandbox's egress: {e}"))?;
+        handle.policy().set_injection(injection);
+        Ok(handle)
+    }
+
+    /// Check a create's `network.inject` (hosts allowed by `egress`, secrets of `project`
+    /// existing): an invalid request naming the rule, before anything is launched.
+    fn check_inject(
+        &self,
+        project: &str,
+        network: &NetworkRequest,
+        egress: Option<&lizard_egress::Rules>,
+    ) -> Result<(), SandboxError> {
+        if network.inject.is_empty() {
+            return Ok(());
+        }
+        let Some(rules) = egress else {
+            return Err(SandboxError::Invalid(
+                "network.inject needs network.egress allowing its hosts".into(),
+            ));
+        };
+        crate::egress::inject_rules(
+            &network.inject,
+            rules,
+            project,
+            &self.store,
+            &self.cfg.secrets,
+        )
+        .map(drop)
+    }
+
+    /// The secret injection of sandbox `id` (of `project`, directory `dir`) for `network`: its
+    /// rules with the secrets' values, its CA (kept in `dir`), and an audit event for each use.
+    /// `None` without `network.inject`.
+    async fn injection(
+        &self,
+        (id, project): (&str, &str),
+        dir: &Path,
+        network: &NetworkRequest,
+        rules: &lizard_egress::Rules,
+    ) -> Result<Option<Arc<lizard_egress::inject::Injection>>, SandboxError> {
+        if network.inject.is_empty() {
+            return Ok(None);
+        }
+        let inject = crate::egress::inject_rules(
+            &network.inject,
+            rules,
+            project,
+            &self.store,
+            &self.cfg.secrets,
+        )?;
+        let (dir, sid) = (dir.to_path_buf(), id.to_string());
+        let ca = tokio::task::spawn_blocking(move || crate::egress::load_or_make_ca(&dir, &sid))
+            .await
+            .map_err(|e| SandboxError::Launch(e.to_string()))?
+            .map_err(|e| SandboxError::Launch(format!("the sandbox's egress CA: {e}")))?;
+        let (store, sandbox, project) = (self.store.clone(), id.to_string(), project.to_string());
+        let on_use = Arc::new(move |u: lizard_egress::inject::InjectUse| {
+            let object = crate::audit::cut(&format!(
+                "{} -> {} {} {} (sandbox {sandbox})",
+                u.secrets.join(","),
+                u.host,
+                u.method,
+                u.path
+            ));
+            let e = lizard_proto::AuditEvent {
+                id: 0,
+                at_ms: now_ms(),
+                actor: "sandbox".into(),
+                project: Some(project.clone()),
+                key_prefix: None,
+                action: "secret.use".into(),
+                object: Some(object),
+                status: 0,
+                client: sandbox.clone(),
+            };
+            if let Err(err) = store.add_audit(&e) {
+                tracing::warn!(error = %err, "recording a secret's use");
+            }
+            tracing::info!(target: "audit", sandbox = %sandbox, project = %project,
+                secrets = %u.secrets.join(","), host = %u.host, "secret.use");
+        });
+        Ok(Some(Arc::new(self.cfg.egress.injection(
+            inject,
+            Arc::new(ca),
+            on_use,
+        ))))
+    }
+
+    /// [`Self::serve_egress`] for a running (or paused) sandbox `sb` with egress whose processes
+    /// are already there (an adoption, a rule change that turns egress on): failing leaves it
+    /// without egress (logged, its connections refused at once), never fails the sandbox.
+    async fn serve_egress_of(&self, sb: &Arc<Sandbox>) {
+        let network = sb.network();
+        if network.egress.is_none() {
+            return;
+        }
+        match self
+            .serve_egress((&sb.id, &sb.project), &sb.runtime, &network)
+            .await
+        {
+            Ok(h) => *sb.egress.lock().unwrap_or_else(|e| e.into_inner()) = Some(h),
+            Err(e) => tracing::warn!(sandbox = %sb.id, error = %e, "no egress in this sandbox"),
+        }
     }
 
     /// Whether a create request can be served by a pooled sandbox: the default template, with
@@ -841,7 +1211,7 @@ impl Sandboxes {
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
         volumes: &[SandboxVolume],
-        egress: Option<&crate::egress::Resolved>,
+        egress: Option<&NetworkRequest>,
     ) -> Result<LaunchedSandbox, SandboxError> {
         let id = new_sandbox_id();
         let dir = self.sandboxes_dir().join(&id);
@@ -947,7 +1317,7 @@ impl Sandboxes {
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
         volumes: &[SandboxVolume],
-        egress: Option<&crate::egress::Resolved>,
+        egress: Option<&NetworkRequest>,
         (fresh, id_base): (bool, Option<u32>),
         cpu_base_ms: u64,
     ) -> Result<LaunchedSandbox, SandboxError> {
@@ -977,11 +1347,29 @@ impl Sandboxes {
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
         volumes: &[SandboxVolume],
-        egress: Option<&crate::egress::Resolved>,
+        egress: Option<&NetworkRequest>,
         (fresh, id_base): (bool, Option<u32>),
         cpu_base_ms: u64,
-        restore: Option<lizard_jail::sandbox::RestoreFrom>,
+        restore: Option<(lizard_jail::sandbox::RestoreFrom, Option<String>)>,
     ) -> Result<LaunchedSandbox, SandboxError> {
+        // The agent binary it will run: a restore's is the checkpoint's (its digest, second).
+        let agent_file = match (&self.cfg.checkpoint.agent_exes, &restore) {
+            (None, _) => None,
+            (Some(x), None) => x
+                .current_digest()
+                .await
+                .ok()
+                .map(|digest| agent_exe::AgentFile {
+                    path: x.current_file().to_path_buf(),
+                    digest,
+                }),
+            (Some(x), Some((_, digest))) => Some(
+                x.for_restore(digest.as_deref())
+                    .await
+                    .map_err(SandboxError::Launch)?,
+            ),
+        };
+        let restore = restore.map(|(from, _)| from);
         // A relaunch keeps the lower layer its writable layer was made on, when it is still there.
         let chain = match (!fresh).then(|| self.previous_build(dir)).flatten() {
             Some(c) => c,
@@ -1018,10 +1406,12 @@ impl Sandboxes {
             let (dir, disk) = (dir.clone(), disk.clone());
             let layer_base = meta.id_shift;
             let bytes = limits.disk_mb * 1024 * 1024;
-            let egress = egress.cloned();
+            // With egress: the sandbox's CA (kept in its directory) and the host's roots, which
+            // its layer's trust files are made of.
+            let trust = egress.map(|_| (id.clone(), self.cfg.egress.host_roots_pem()));
             tokio::task::spawn_blocking(move || {
                 if fresh {
-                    prepare_dirs(&dir, &disk, bytes, &root, egress, |id| {
+                    prepare_dirs(&dir, &disk, bytes, &root, trust, |id| {
                         layer_map.layer_to_outside(layer_base, id)
                     })
                 } else {
@@ -1082,6 +1472,7 @@ impl Sandboxes {
             envs,
             limits,
             fresh,
+            egress.is_none(),
         );
         spec.id_map = layer_map;
         // The template layer (and the volumes) are shown through the sandbox's own range.
@@ -1096,6 +1487,13 @@ impl Sandboxes {
             no_symlinks: true,
             idmapped: true,
         }));
+        if let (Some(file), Some(current)) = (&agent_file, &self.cfg.agent_exe_file) {
+            // The agent's bind (see `spec`) from the file of the binary it runs.
+            for b in spec.binds.iter_mut().filter(|b| &b.source == current) {
+                b.source = file.path.clone();
+            }
+        }
+        let agent_exe = agent_file.map(|f| f.digest);
         let restoring = restore.is_some();
         spec.restore = restore;
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
@@ -1117,6 +1515,7 @@ impl Sandboxes {
             id_base,
             agent_peer: restoring.then_some(launched.helper_pid),
             criu_restored: restoring,
+            agent_exe,
         };
         for build in &chain.builds {
             if let Err(e) = lizard_template::store::pin(build, &id) {
@@ -1130,19 +1529,16 @@ impl Sandboxes {
             destroy_unwatched(&runtime, fresh);
             return Err(io_err(&rt_file)(e));
         }
-        if let Some(egress) = egress {
-            if let Err(e) = attach_network(
-                &runtime,
-                &egress.policy,
-                &dir,
-                slirp_user(self.cfg.egress_user, &runtime, self.cfg.id_shift),
-            )
-            .await
-            {
-                destroy_unwatched(&runtime, fresh);
-                return Err(e);
-            }
-        }
+        let egress = match egress {
+            Some(network) => match self.serve_egress((&id, project), &runtime, network).await {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    destroy_unwatched(&runtime, fresh);
+                    return Err(SandboxError::Launch(e));
+                }
+            },
+            None => None,
+        };
         let agent = AgentClient::with_limits(
             runtime.socket.clone(),
             runtime.agent_peer(),
@@ -1161,7 +1557,7 @@ impl Sandboxes {
             // Restored by CRIU: its listener is the launcher's, in the host's network namespace.
             // Hand it one of its own (see `move_agent_socket`); should that fail, it keeps the
             // launcher's (and is not checkpointed by CRIU again: `criu_refusal`).
-            match move_agent_socket(&runtime).await {
+            match move_agent_socket(&runtime, &id).await {
                 Ok(()) => {
                     runtime.agent_peer = None;
                     agent = AgentClient::with_limits(
@@ -1192,6 +1588,7 @@ impl Sandboxes {
             runtime,
             agent,
             exited: None,
+            egress,
         })
     }
 
@@ -1205,6 +1602,7 @@ impl Sandboxes {
         envs: &BTreeMap<String, String>,
         limits: SandboxLimits,
         prestart: bool,
+        no_egress: bool,
     ) -> SandboxSpec {
         let meta = &chain.top.meta;
         // A layered template's WORKDIR is where code runs by default.
@@ -1212,7 +1610,24 @@ impl Sandboxes {
             .workdir
             .clone()
             .unwrap_or_else(|| meta.user.home.clone());
-        let mut env: BTreeMap<String, String> = meta.env.clone();
+        // The package registries' mirror (`lizard-packages`): pip, uv and npm point at it, and
+        // without egress the proxy variables too, so that any other destination gets its
+        // explanation at once. The template's and the user's own settings win.
+        let mut env: BTreeMap<String, String> = match &self.cfg.packages {
+            Some(_) => lizard_packages::sandbox_env(no_egress)
+                .into_iter()
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        if !no_egress {
+            // Its TLS clients trust its own CA too (secret injection terminates TLS with it).
+            env.extend(
+                crate::egress::trust_env()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string())),
+            );
+        }
+        env.extend(meta.env.clone());
         env.extend(envs.iter().map(|(k, v)| (k.clone(), v.clone())));
         env.extend(self.cfg.agent_env.clone());
         env.insert("LIZARD_SANDBOX_ID".into(), id.to_string());
@@ -1359,6 +1774,7 @@ impl Sandboxes {
                 .ok_or_else(|| SandboxError::NotFound(id.to_string()))?
         };
         sb.set_state(StoredState::Killed);
+        sb.stop_packages();
         let rt = sb.runtime.clone();
         let stopped = {
             let rt = rt.clone();
@@ -1459,6 +1875,46 @@ impl Sandboxes {
         Ok((sb, guard))
     }
 
+    /// `PATCH /v1/sandboxes/{id}/network`: replace the egress rules and/or the inject rules of
+    /// sandbox `id` (created with egress; a part `update` does not give stays) live — its next
+    /// connection and DNS query are decided by them; connections already relayed go on — and keep
+    /// them for its next lives (wake, restart, snapshots). `none` becomes
+    /// "nothing allowed" (`{"allow": []}`): the sandbox keeps its egress plumbing, so that rules
+    /// can be widened again. A sandbox created without egress cannot get it now (409): its tools
+    /// were pointed at the package mirror as their proxy when it started.
+    pub async fn set_network(
+        &self,
+        id: &str,
+        update: lizard_proto::UpdateNetworkRequest,
+    ) -> Result<Arc<Sandbox>, SandboxError> {
+        let (sb, _guard) = self.locked(id).await?;
+        let mut network = update.applied_to(&sb.network());
+        if sb.network().egress.is_none() {
+            return Err(SandboxError::Conflict(format!(
+                "sandbox {id} was created without egress, so its tools use the package mirror as \
+                 their proxy; create the sandbox with network.egress (rules, even {{\"allow\": []}}, \
+                 can then be changed at any time)"
+            )));
+        }
+        if network.egress.is_none() {
+            network.egress =
+                lizard_proto::Egress::Rules(lizard_proto::EgressRules::allow(Vec::<String>::new()));
+        }
+        let rules =
+            crate::egress::rules(&network.egress)?.unwrap_or_else(lizard_egress::Rules::none);
+        let injection = self
+            .injection((id, &sb.project), &sb.runtime.dir, &network, &rules)
+            .await?;
+        self.store
+            .set_network(id, &serde_json::to_value(&network).unwrap_or_default())?;
+        *sb.network.lock().unwrap_or_else(|e| e.into_inner()) = network;
+        if let Some(h) = sb.egress.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            h.policy().set_rules(rules);
+            h.policy().set_injection(injection);
+        }
+        Ok(sb)
+    }
+
     async fn kill_locked(&self, id: &str) -> Result<(), SandboxError> {
         let sb = {
             let mut m = self
@@ -1472,6 +1928,7 @@ impl Sandboxes {
         // at once: nothing the agent does can stop the kill.
         crate::metering::sample_within(self, &sb, self.cfg.final_sample_deadline).await;
         sb.set_state(StoredState::Killed);
+        sb.stop_packages();
         let runtime = sb.runtime.clone();
         // Host-side and bounded (the cgroup's kill and removal have their own deadlines).
         let destroyed = tokio::task::spawn_blocking(move || destroy(&runtime)).await;
@@ -1579,55 +2036,81 @@ impl Sandboxes {
             sb.set_state(StoredState::Running);
         }
         sb.hibernating.store(true, Ordering::SeqCst);
-        let criu = criu_dump(&self.cfg.checkpoint, &sb).await;
-        // The per-language save is taken as well: the fallback should the CRIU restore fail.
-        let snapshot = sb.agent.hibernate_snapshot(HIBERNATE_DIR).await;
-        let mut report = match snapshot {
-            Ok(r) => r,
-            Err(e) => {
-                remove_criu_images(&sb.runtime.dir).await;
-                sb.hibernating.store(false, Ordering::SeqCst);
-                if was_paused {
-                    let cg = cg.clone();
-                    let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
-                    sb.set_state(StoredState::Paused);
+        // Exact first, as a snapshot: the contexts listed (for the report), the executions up to
+        // now metered while the agent answers, then CRIU, which kills the tree once dumped (still
+        // stopped): nothing of the sandbox runs after its checkpoint, so its disk, kept as it is,
+        // matches its memory. Only where CRIU does not apply or fails (the tree then runs on) do
+        // the kernels save their own state (a restore that fails later relaunches the sandbox
+        // with fresh contexts, and says why).
+        // `Err((why, dumped))`: `dumped` when CRIU stopped the tree but its checkpoint is lost.
+        let exact = match criu_refusal(&self.cfg.checkpoint) {
+            Some(why) => Err((why, false)),
+            None => match sb.agent.contexts().await {
+                Err(e) => Err((format!("listing the contexts: {e}"), false)),
+                Ok(contexts) => {
+                    crate::metering::sample(self, &sb).await;
+                    match criu_dump(&self.cfg.checkpoint, &sb).await {
+                        Err(why) => Err((why, false)),
+                        Ok(dumped) => {
+                            let manifest = CriuManifest {
+                                contexts: contexts
+                                    .iter()
+                                    .map(|c| (c.id.clone(), c.language))
+                                    .collect(),
+                                ..dumped
+                            };
+                            write_criu_manifest(&sb.runtime.dir, &manifest)
+                                .map(|()| manifest)
+                                .map_err(|e| (format!("keeping the CRIU checkpoint: {e}"), true))
+                        }
+                    }
                 }
-                return Err(SandboxError::Launch(format!(
-                    "saving the sandbox's contexts: {e}"
-                )));
-            }
+            },
         };
-        match criu {
-            Ok(dumped) => {
-                report.method = lizard_proto::HibernationMethod::Criu;
-                report.method_reason = format!(
+        let report = match exact {
+            Ok(manifest) => HibernationReport {
+                method: lizard_proto::HibernationMethod::Criu,
+                method_reason: format!(
                     "criu: CRIU checkpointed the whole sandbox ({} MB in {} ms); a resume \
-                     restores it exactly (the per-language save was taken too, as the fallback)",
-                    dumped.image_bytes / 1_000_000,
-                    dumped.dump_ms
-                );
-                let manifest = CriuManifest {
-                    contexts: report
-                        .contexts
-                        .iter()
-                        .map(|c| (c.id.clone(), c.language))
-                        .collect(),
-                    ..dumped
-                };
-                if let Err(e) = write_criu_manifest(&sb.runtime.dir, &manifest) {
-                    tracing::warn!(sandbox = %id, error = %e, "keeping the CRIU checkpoint");
-                    remove_criu_images(&sb.runtime.dir).await;
-                    report.method = lizard_proto::HibernationMethod::PerLanguage;
-                    report.method_reason =
-                        per_language_reason(&format!("the CRIU checkpoint was not kept: {e}"));
+                     restores it exactly",
+                    manifest.image_bytes / 1_000_000,
+                    manifest.dump_ms
+                ),
+                contexts: criu_contexts(&manifest),
+            },
+            Err((why_not_criu, true)) => {
+                // CRIU dumped and stopped it, but the checkpoint could not be kept.
+                remove_criu_images(&sb.runtime.dir).await;
+                HibernationReport {
+                    method: lizard_proto::HibernationMethod::PerLanguage,
+                    method_reason: format!(
+                        "{why_not_criu}: nothing was saved; a resume starts fresh contexts"
+                    ),
+                    contexts: Vec::new(),
                 }
             }
-            Err(why_not_criu) => report.method_reason = per_language_reason(&why_not_criu),
-        }
-        // Executions up to now are recorded before the agent (and its log) goes away. A CRIU
-        // restore brings back the same agent with its log (counted up to here); a relaunch (the
-        // per-language resume, or the fallback after a failed restore) starts a new log.
-        crate::metering::sample(self, &sb).await;
+            Err((why_not_criu, false)) => match sb.agent.hibernate_snapshot(HIBERNATE_DIR).await {
+                Ok(mut r) => {
+                    r.method_reason = per_language_reason(&why_not_criu);
+                    crate::metering::sample(self, &sb).await;
+                    r
+                }
+                Err(e) => {
+                    sb.hibernating.store(false, Ordering::SeqCst);
+                    if was_paused {
+                        let cg = cg.clone();
+                        let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
+                        sb.set_state(StoredState::Paused);
+                    }
+                    return Err(SandboxError::Launch(format!(
+                        "saving the sandbox's contexts: {e}"
+                    )));
+                }
+            },
+        };
+        // The cgroup's counters to the end (the agent, if CRIU stopped it, is not asked). A CRIU
+        // restore brings back the same agent with its log (counted up to the sample above).
+        crate::metering::sample_within(self, &sb, Duration::ZERO).await;
         if report.method != lizard_proto::HibernationMethod::Criu {
             crate::metering::reset_agent_log(self, id);
         }
@@ -1641,6 +2124,7 @@ impl Sandboxes {
         .inspect_err(|_| sb.hibernating.store(false, Ordering::SeqCst))?;
         sb.paused_remaining_ms.store(remaining, Ordering::SeqCst);
         sb.set_state(StoredState::Hibernated);
+        sb.stop_packages();
         sb.hibernating.store(false, Ordering::SeqCst);
         self.store.set_hibernated(id, remaining)?;
         Ok((sb, Some(report)))
@@ -1664,8 +2148,8 @@ impl Sandboxes {
                 self.volumes.ensure_mounted(&v.volume_id).await?;
             }
         }
-        // Allow-listed names are resolved again: a relaunch may be days later.
-        let egress = crate::egress::resolve(&sb.network.egress).await?;
+        let network = sb.network();
+        let egress = crate::egress::rules(&network.egress)?;
         // Exact first: the CRIU checkpoint taken at hibernation, if any.
         let mut criu_failed = None;
         if let Some((manifest, from)) = self.criu_restore_from(&sb.runtime.dir) {
@@ -1678,10 +2162,10 @@ impl Sandboxes {
                     &sb.envs,
                     sb.limits,
                     &sb.volumes,
-                    egress.as_ref(),
+                    egress.as_ref().map(|_| &network),
                     (false, sb.runtime.id_base),
                     cpu_base_ms,
-                    Some(from),
+                    Some((from, manifest.agent_exe.clone())),
                 )
                 .await;
             remove_criu_images(&sb.runtime.dir).await;
@@ -1697,7 +2181,7 @@ impl Sandboxes {
                         ),
                         contexts: criu_contexts(&manifest),
                     };
-                    return self.woken(sb, launched, report);
+                    return self.woken(sb, launched, report).await;
                 }
                 Err(e) => {
                     tracing::warn!(sandbox = %sb.id, error = %e, "CRIU restore failed; relaunching");
@@ -1715,7 +2199,7 @@ impl Sandboxes {
                 &sb.envs,
                 sb.limits,
                 &sb.volumes,
-                egress.as_ref(),
+                egress.as_ref().map(|_| &network),
                 (false, sb.runtime.id_base),
                 cpu_base_ms,
             )
@@ -1736,19 +2220,26 @@ impl Sandboxes {
                 tracing::warn!(sandbox = %sb.id, error = %e, "restoring the contexts");
                 HibernationReport {
                     method: lizard_proto::HibernationMethod::PerLanguage,
-                    method_reason: format!(
-                        "the saved state could not be restored ({e}); the sandbox runs with fresh \
-                         contexts"
-                    ),
+                    method_reason: match &criu_failed {
+                        // An exact hibernation takes no per-language save.
+                        Some(c) => format!(
+                            "the CRIU restore failed ({c}), and its checkpoint was the sandbox's \
+                             only saved state: the sandbox runs with fresh contexts"
+                        ),
+                        None => format!(
+                            "the saved state could not be restored ({e}); the sandbox runs with \
+                             fresh contexts"
+                        ),
+                    },
                     contexts: Vec::new(),
                 }
             }
         };
-        self.woken(sb, launched, report)
+        self.woken(sb, launched, report).await
     }
 
     /// The end of a wake: the relaunched (or restored) sandbox replaces the hibernated one.
-    fn woken(
+    async fn woken(
         &self,
         sb: &Arc<Sandbox>,
         launched: LaunchedSandbox,
@@ -1756,6 +2247,7 @@ impl Sandboxes {
     ) -> Result<(Arc<Sandbox>, HibernationReport), SandboxError> {
         let at = now_ms() + sb.timeout_ms.load(Ordering::SeqCst).max(1);
         let new = Arc::new(sb.relaunched(launched.runtime, StoredState::Running, at));
+        *new.egress.lock().unwrap_or_else(|e| e.into_inner()) = launched.egress;
         self.store.set_runtime(
             &sb.id,
             &serde_json::to_value(&new.runtime).unwrap_or_default(),
@@ -1766,6 +2258,7 @@ impl Sandboxes {
             m.insert(sb.id.clone(), new.clone());
         }
         self.watch(&sb.id, new.runtime.pid, None);
+        self.serve_packages(&new).await;
         // Anyone still holding the old object sees it as running (it is, under a new runtime).
         sb.set_state(StoredState::Running);
         self.timeouts_changed.notify_one();
@@ -1962,7 +2455,26 @@ impl Sandboxes {
             }
             let pidfd = afd.into_inner();
             // Ours to reap when we launched it (ECHILD for an adopted one: init reaps those).
-            let status = lizard_jail::fdpass::reap_pidfd(&pidfd).ok().flatten();
+            // Exited is not yet waitable while a tracer holds the zombie: CRIU, which kills the
+            // tree it has just dumped while still attached, until it exits — so wait (bounded)
+            // rather than leave a zombie behind.
+            let deadline = tokio::time::Instant::now() + REAP_TRACED_WITHIN;
+            let mut pause = Duration::from_millis(1);
+            let status = loop {
+                match lizard_jail::fdpass::reap_pidfd(&pidfd) {
+                    Ok(Some(status)) => break Some(status),
+                    Ok(None) if tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(100));
+                    }
+                    Ok(None) => {
+                        tracing::warn!(sandbox = %id, pid,
+                            "the sandbox's PID 1 exited but could not be reaped");
+                        break None;
+                    }
+                    Err(_) => break None,
+                }
+            };
             tracing::debug!(sandbox = %id, pid, ?status, "the sandbox's PID 1 exited");
             if let Some(f) = &flag {
                 f.store(true, Ordering::SeqCst);
@@ -2099,7 +2611,9 @@ impl Sandboxes {
                         envs: row.envs,
                         limits,
                         on_timeout: row.on_timeout,
-                        network: serde_json::from_value(row.network.clone()).unwrap_or_default(),
+                        network: Mutex::new(
+                            serde_json::from_value(row.network.clone()).unwrap_or_default(),
+                        ),
                         runtime: rt,
                         volumes: row.volumes,
                         timeout_at_ms: AtomicU64::new(row.timeout_at_ms),
@@ -2111,7 +2625,17 @@ impl Sandboxes {
                         hibernating: Default::default(),
                         lifecycle: Arc::new(tokio::sync::Mutex::new(())),
                         metrics: Default::default(),
+                        packages: Default::default(),
+                        egress: Default::default(),
+                        mirror_metered: Default::default(),
+                        egress_metered: Default::default(),
                     });
+                    // A hibernated one has no processes: its mirror and egress start with its
+                    // wake.
+                    if sb.state() != StoredState::Hibernated {
+                        self.serve_packages(&sb).await;
+                        self.serve_egress_of(&sb).await;
+                    }
                     if let Ok(mut m) = self.live.write() {
                         m.insert(row.id.clone(), sb);
                     }
@@ -2310,6 +2834,9 @@ pub struct CheckpointTool {
     /// "Hibernation", Method). False (the file copy could not be made, or a test's agent wrapper
     /// runs as PID 1): per-language only, and the reason says so.
     pub exact_restore: bool,
+    /// With `exact_restore`: the agent binaries checkpoints were taken with (the current one and
+    /// the kept copies, see [`agent_exe`]).
+    pub agent_exes: Option<Arc<agent_exe::AgentExes>>,
 }
 
 /// What CRIU says when a tree's namespaces do not belong to its user namespace (a Lizard sandbox's
@@ -2334,6 +2861,10 @@ struct CriuManifest {
     /// snapshot: a clone's restored agent has the source's log, counted from here).
     #[serde(default)]
     agent_log_seq: u64,
+    /// The digest of the agent binary the dumped sandbox ran (`Runtime::agent_exe`), whose kept
+    /// copy the restore binds; `None` (older checkpoints): the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    agent_exe: Option<String>,
 }
 
 const CRIU_MANIFEST: &str = "criu.json";
@@ -2376,7 +2907,7 @@ impl Sandboxes {
         if !self.cfg.checkpoint.exact_restore {
             return None;
         }
-        read_criu_restore(dir, &dir.join(CRIU_IMAGES), criu)
+        read_criu_restore(dir, &dir.join(CRIU_IMAGES), criu, &self.cfg.lizard_bin)
     }
 }
 
@@ -2385,6 +2916,7 @@ fn read_criu_restore(
     dir: &Path,
     images: &Path,
     criu: lizard_jail::checkpoint::Criu,
+    lizard_bin: &Path,
 ) -> Option<(CriuManifest, lizard_jail::sandbox::RestoreFrom)> {
     let text = std::fs::File::open(dir.join(CRIU_MANIFEST)).ok()?;
     let mut bytes = Vec::new();
@@ -2392,6 +2924,11 @@ fn read_criu_restore(
     let manifest: CriuManifest = serde_json::from_slice(&bytes).ok()?;
     let from = lizard_jail::sandbox::RestoreFrom {
         criu: criu.program,
+        criu_run_dir: criu.run_dir,
+        netns_setup: vec![
+            lizard_bin.display().to_string(),
+            lizard_jail::sandbox::NETNS_SETUP_COMMAND.into(),
+        ],
         images: images.to_path_buf(),
         dumped: manifest.dumped.clone(),
         deadline_ms: CRIU_DEADLINE.as_millis() as u64,
@@ -2399,56 +2936,113 @@ fn read_criu_restore(
     Some((manifest, from))
 }
 
-/// Give a CRIU-restored agent a listening socket of its own sandbox (blocking parts in a blocking
-/// thread): a socket made in the sandbox's network namespace (`bind_unix_listener_in_netns_of`),
-/// bound at `<dir>/agent.sock.new` (root-only directory), sent to the agent over its current
-/// socket as one NUL byte with the socket attached (`lizard_agent::relisten`); the agent closes its
-/// old listener, listens on the new one at the same descriptor and answers `k` (3 s deadline);
-/// then the new socket replaces the old at the agent's path (a `rename` in the root-only
-/// directory). Its clients' `SO_PEERCRED` peer is then the agent (PID 1), as after a launch, and a
-/// later CRIU dump finds the socket in the sandbox's namespace. An agent that does not answer
-/// harms only its own sandbox (the new socket is removed; the old one may be gone).
-async fn move_agent_socket(runtime: &Runtime) -> Result<(), String> {
-    let (pid, socket) = (runtime.pid, runtime.socket.clone());
-    tokio::task::spawn_blocking(move || {
-        use std::io::Read;
-        use std::os::fd::AsRawFd;
-        let new = socket.with_extension("sock.new");
-        let err = |e: &dyn std::fmt::Display| e.to_string();
-        let sock = lizard_jail::hostpath::bind_unix_listener_in_netns_of(pid, &new)
-            .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
-        let handed = (|| {
-            let (_dir, target) = lizard_jail::hostpath::unix_socket_entry(&socket)
-                .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
-            let mut conn = std::os::unix::net::UnixStream::connect(&target).map_err(|e| err(&e))?;
-            let deadline = Some(Duration::from_secs(3));
-            conn.set_read_timeout(deadline).map_err(|e| err(&e))?;
-            conn.set_write_timeout(deadline).map_err(|e| err(&e))?;
-            lizard_jail::fdpass::send_with_fds(&conn, &[0], &[sock.as_raw_fd()])
-                .map_err(|e| err(&e))?;
-            let mut ack = [0u8; 1];
-            match conn.read(&mut ack) {
-                Ok(1) if ack[0] == b'k' => Ok(()),
-                Ok(_) => Err("the agent did not take the new socket".to_string()),
-                Err(e) => Err(format!("the agent's answer: {e}")),
-            }
-        })();
-        drop(sock);
-        match handed {
-            Ok(()) => std::fs::rename(&new, &socket).map_err(|e| err(&e)),
-            Err(e) => {
-                let _ = std::fs::remove_file(&new);
-                Err(e)
-            }
-        }
-    })
-    .await
-    .map_err(|e| e.to_string())?
+/// A pidfd of a sandbox's PID 1 `pid`, checked to be in the sandbox's `cgroup` after it is held
+/// (from then on it names that very process: a reused pid cannot name another one). Blocking
+/// (reads the cgroup's pid list): call from a blocking thread.
+fn pid1_pidfd(pid: i32, cgroup: &Cgroup) -> Result<std::os::fd::OwnedFd, String> {
+    let pidfd = lizard_jail::process::pidfd_open(pid)
+        .map_err(|e| format!("a pidfd of the sandbox's PID 1 ({pid}): {e}"))?;
+    if !cgroup.pids().is_ok_and(|p| p.contains(&pid)) {
+        return Err(format!("pid {pid} is not in the sandbox's cgroup"));
+    }
+    Ok(pidfd)
 }
 
-/// Why CRIU cannot checkpoint sandbox `sb` on this server, before any attempt (`None`: it can be
+/// How long the whole handover of a new socket to a CRIU-restored agent may take
+/// (`move_agent_socket`): past it the server gives up, whatever the agent does.
+const HANDOVER_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Give a CRIU-restored agent a listening socket of its own sandbox, and its own sandbox id: a
+/// socket made in the sandbox's network namespace (`bind_unix_listener_in_netns_of`, entered
+/// through a pidfd of the sandbox's PID 1 checked to be in the sandbox's cgroup, so a reused pid
+/// cannot name another process), bound at `<dir>/agent.sock.new` (root-only directory), sent to
+/// the agent over its current socket as one NUL byte, the sandbox id and a newline, with the socket
+/// attached (`lizard_agent::relisten`); the agent takes the id for every process it starts from
+/// then on (`lizard_agent::identity`: CRIU restored the source's environment), closes its old
+/// listener, listens on the new one at the same descriptor and answers `k`; then the new socket
+/// replaces the old at the agent's path (a `rename` in the root-only directory). Its clients'
+/// `SO_PEERCRED` peer is then the agent (PID 1), as after a launch, and a later CRIU dump finds
+/// the socket in the sandbox's namespace.
+///
+/// The whole of it is bounded by [`HANDOVER_DEADLINE`]: the parts that talk to the agent
+/// (connect, send, answer) are asynchronous, a full accept queue fails the connect at once (it is
+/// retried until the deadline) and no blocking thread ever waits on the agent; the blocking part
+/// (pidfd, cgroup, the socket in the namespace) touches only the host. An agent that does not
+/// answer harms only its own sandbox (the new socket is removed; the old one may be gone).
+async fn move_agent_socket(runtime: &Runtime, id: &str) -> Result<(), String> {
+    let (pid, socket, cgroup) = (runtime.pid, runtime.socket.clone(), runtime.cgroup.clone());
+    let new = socket.with_extension("sock.new");
+    let moved = tokio::time::timeout(HANDOVER_DEADLINE, async {
+        let new2 = new.clone();
+        let sock = tokio::task::spawn_blocking(move || {
+            let pidfd = pid1_pidfd(pid, &cgroup)?;
+            lizard_jail::hostpath::bind_unix_listener_in_netns_of(pidfd, &new2)
+                .map_err(|e| lizard_jail::sandbox::error_chain(&e))
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        hand_over_socket(&socket, sock, id).await
+    })
+    .await
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "no answer within {} s",
+            HANDOVER_DEADLINE.as_secs()
+        ))
+    });
+    match moved {
+        Ok(()) => std::fs::rename(&new, &socket).map_err(|e| e.to_string()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&new);
+            Err(e)
+        }
+    }
+}
+
+/// The agent-facing part of [`move_agent_socket`] (no deadline of its own: the caller's bounds
+/// it; nothing here blocks a thread): connect to the agent's socket at `socket`, send `sock` with
+/// the sandbox id `id`, wait for `k`.
+async fn hand_over_socket(
+    socket: &Path,
+    sock: std::os::fd::OwnedFd,
+    id: &str,
+) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    use tokio::io::AsyncReadExt;
+    let (_dir, target) = lizard_jail::hostpath::unix_socket_entry(socket)
+        .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
+    let mut conn = loop {
+        match tokio::net::UnixStream::connect(&target).await {
+            Ok(c) => break c,
+            // Its accept queue is full (a Unix connect never waits when non-blocking).
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(e) => return Err(format!("connecting to the agent: {e}")),
+        }
+    };
+    let mut msg = Vec::with_capacity(id.len() + 2);
+    msg.push(0);
+    msg.extend_from_slice(id.as_bytes());
+    msg.push(b'\n');
+    let fd = sock.as_raw_fd();
+    conn.async_io(tokio::io::Interest::WRITABLE, || {
+        lizard_jail::fdpass::send_with_fds(&conn, &msg, &[fd])
+    })
+    .await
+    .map_err(|e| format!("sending the socket: {e}"))?;
+    drop(sock);
+    let mut ack = [0u8; 1];
+    match conn.read(&mut ack).await {
+        Ok(1) if ack[0] == b'k' => Ok(()),
+        Ok(_) => Err("the agent did not take the new socket".to_string()),
+        Err(e) => Err(format!("the agent's answer: {e}")),
+    }
+}
+
+/// Why CRIU cannot checkpoint sandboxes on this server, before any attempt (`None`: it can be
 /// tried).
-fn criu_refusal(tool: &CheckpointTool, sb: &Sandbox) -> Option<String> {
+fn criu_refusal(tool: &CheckpointTool) -> Option<String> {
     if tool.criu.is_none() {
         return Some(format!("no usable CRIU ({})", tool.detail));
     }
@@ -2458,31 +3052,11 @@ fn criu_refusal(tool: &CheckpointTool, sb: &Sandbox) -> Option<String> {
     if !tool.exact_restore {
         return Some(criu_unused(tool));
     }
-    if !sb.volumes.is_empty() {
-        return Some(
-            "the sandbox has volumes (idmapped binds, which a CRIU restore cannot make)".into(),
-        );
-    }
-    if !sb.network.egress.is_none() {
-        return Some(
-            "the sandbox has egress (its tap device belongs to slirp4netns, outside the sandbox)"
-                .into(),
-        );
-    }
-    if sb.runtime.criu_restored {
-        return Some(
-            "the sandbox was itself restored by CRIU: the memory of its (non-dumpable) agent now \
-             belongs to the host's user namespace (CRIU made it there), so CRIU's namespace check \
-             cannot open the agent's namespaces from inside the sandbox's (`Can't open <pid>/ns/net \
-             on procfs: Permission denied`; docs/SECURITY.md, \"CRIU checkpoints\"); a relaunch \
-             makes it checkpointable again"
-                .into(),
-        );
-    }
     None
 }
 
-/// Dump the tree of sandbox PID 1 `pid` (left running) into a fresh `images` directory (blocking):
+/// Dump the tree of sandbox PID 1 `pid` (left running, or killed by CRIU once dumped) into a
+/// fresh `images` directory (blocking):
 /// the binds of host files and file systems (device nodes, /proc masks, the agent's binds, cgroup
 /// directories), the log and the agent's listening socket (fd 3, bound at a host path) are
 /// external, as CRIU does not dump the host. No images are left on an error.
@@ -2492,6 +3066,7 @@ fn dump_sandbox(
     images: &Path,
     freeze_cgroup: Option<&Path>,
     manage_cgroups: bool,
+    leave_running: bool,
 ) -> Result<
     (
         lizard_jail::checkpoint::DumpSpec,
@@ -2502,6 +3077,11 @@ fn dump_sandbox(
     let images = lizard_jail::checkpoint::ImagesDir::create(images)?;
     let mut spec = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap_or_default();
     spec.manage_cgroups = manage_cgroups;
+    // A sandbox's network namespace holds what every launch makes (loopback), the generic egress
+    // ruleset and route (`lizard_egress::nft`) and the host's listeners, nothing of the
+    // sandbox's: the restore makes the first again, the server the others
+    // (`Sandboxes::serve_egress`, `serve_packages`).
+    spec.empty_netns = true;
     if let Some(ino) = std::fs::read_link(format!("/proc/{pid}/fd/3"))
         .ok()
         .and_then(|l| {
@@ -2514,7 +3094,14 @@ fn dump_sandbox(
     {
         spec.external_unix.push(ino);
     }
-    let r = criu.dump(pid, &images, &spec, true, freeze_cgroup, CRIU_DEADLINE);
+    let r = criu.dump(
+        pid,
+        &images,
+        &spec,
+        leave_running,
+        freeze_cgroup,
+        CRIU_DEADLINE,
+    );
     if r.is_err() {
         let _ = images.remove();
     }
@@ -2522,18 +3109,31 @@ fn dump_sandbox(
 }
 
 /// What a failed dump means, remembered when it is the structural refusal (see
-/// [`CRIU_LAYOUT_REFUSAL`]).
-fn criu_dump_failed(tool: &CheckpointTool, e: &lizard_jail::checkpoint::CheckpointError) -> String {
+/// [`CRIU_LAYOUT_REFUSAL`]) of a sandbox that was launched, not restored: a sandbox restored by
+/// CRIU gets that refusal from a CRIU without scripts/criu-patches (its namespace check cannot
+/// open the restored, non-dumpable agent's namespaces), which says nothing about the others.
+fn criu_dump_failed(
+    tool: &CheckpointTool,
+    e: &lizard_jail::checkpoint::CheckpointError,
+    restored: bool,
+) -> String {
     let why = format!(
         "{} could not checkpoint the sandbox: {}",
         tool.detail.split(':').next().unwrap_or("CRIU"),
         lizard_jail::sandbox::error_chain(e)
     );
-    if why.contains(CRIU_LAYOUT_REFUSAL) {
-        let _ = tool.layout_refused.set(format!(
-            "{why} (this server's sandboxes all have that namespace layout: not tried again)"
-        ));
+    if !why.contains(CRIU_LAYOUT_REFUSAL) {
+        return why;
     }
+    if restored {
+        return format!(
+            "{why} (the sandbox was itself restored by CRIU: dumping it again needs the CRIU that \
+             scripts/criu.sh builds, with scripts/criu-patches applied)"
+        );
+    }
+    let _ = tool.layout_refused.set(format!(
+        "{why} (this server's sandboxes all have that namespace layout: not tried again)"
+    ));
     why
 }
 
@@ -2541,18 +3141,40 @@ fn criu_dump_failed(tool: &CheckpointTool, e: &lizard_jail::checkpoint::Checkpoi
 /// resume; `Err` says why not (no CRIU, what the sandbox has that a restore cannot give back,
 /// CRIU's own error), with no images left.
 async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, String> {
-    if let Some(why) = criu_refusal(tool, sb) {
+    if let Some(why) = criu_refusal(tool) {
         return Err(why);
     }
     let Some(criu) = tool.criu.clone() else {
         return Err(format!("no usable CRIU ({})", tool.detail));
     };
+    // The agent binary it runs stays on disk for the restore (a server upgrade comes between).
+    if let (Some(x), Some(digest)) = (&tool.agent_exes, &sb.runtime.agent_exe) {
+        x.keep(digest).await?;
+    }
     let pid = sb.runtime.pid;
+    let restored = sb.runtime.criu_restored;
     let dir = sb.runtime.dir.join(CRIU_IMAGES);
     // The resume restores into the same cgroups: CRIU puts every task back into its own cgroup
     // (the contexts') and the sandbox's cgroup namespace.
-    let outcome =
-        tokio::task::spawn_blocking(move || dump_sandbox(&criu, pid, &dir, None, true)).await;
+    let outcome = tokio::task::spawn_blocking(move || {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match dump_sandbox(&criu, pid, &dir, None, true, false) {
+                // A connection to the agent not yet accepted (its other end is the server's, in
+                // the host's network namespace, which CRIU cannot find): a failed dump leaves
+                // the tree running, so the agent accepts it; then again.
+                Err(e)
+                    if tries < crate::sandboxes::snapshot::CRIU_SNAPSHOT_TRIES
+                        && lizard_jail::sandbox::error_chain(&e).contains("Unix socket") =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                r => return r,
+            }
+        }
+    })
+    .await;
     match outcome {
         Ok(Ok((dumped, stats))) => Ok(CriuManifest {
             dumped,
@@ -2560,8 +3182,9 @@ async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, 
             dump_ms: stats.duration.as_millis() as u64,
             contexts: Vec::new(),
             agent_log_seq: 0,
+            agent_exe: sb.runtime.agent_exe.clone(),
         }),
-        Ok(Err(e)) => Err(criu_dump_failed(tool, &e)),
+        Ok(Err(e)) => Err(criu_dump_failed(tool, &e, restored)),
         Err(e) => Err(format!("the CRIU attempt failed: {e}")),
     }
 }
@@ -2671,16 +3294,19 @@ fn reopen_dirs(dir: &Path, disk: &Path) -> Result<(), SandboxError> {
 }
 
 /// Make a new sandbox's directories: `rootfs/`, and on its own disk image of `disk_bytes` mounted on
-/// `disk` the writable layer (`disk/upper`, `disk/work`) and the run dir (`disk/run`); with egress, the
-/// layer's `/etc/resolv.conf` (slirp's resolver) and `/etc/hosts` (the allow-list's names), owned
-/// by `shown_as(the template's owner on disk)`.
-/// Blocking.
+/// `disk` the writable layer (`disk/upper`, `disk/work`) and the run dir (`disk/run`); with egress
+/// (`trust`: the sandbox's id and the host's roots as PEM) the sandbox's CA
+/// ([`crate::egress::load_or_make_ca`], in `dir`) and the layer's `/etc/resolv.conf` (the host's
+/// DNS responder in the sandbox's namespace, `lizard_egress::DNS_ADDR`), `/etc/lizard/egress-ca.pem`
+/// (the CA's certificate) and `/etc/lizard/ca-bundle.pem` (the host's roots and the CA, for
+/// `SSL_CERT_FILE` & co.), owned by `shown_as(the template's owner on disk)`. Nothing of the
+/// template is read but the metadata of its `/etc`. Blocking.
 fn prepare_dirs(
     dir: &Path,
     disk: &Path,
     disk_bytes: u64,
     template_root: &Path,
-    egress: Option<crate::egress::Resolved>,
+    trust: Option<(String, Arc<str>)>,
     shown_as: impl Fn(u32) -> u32,
 ) -> Result<(), SandboxError> {
     let rootfs = dir.join("rootfs");
@@ -2693,9 +3319,11 @@ fn prepare_dirs(
     for d in [upper.clone(), disk.join("work"), disk.join("run")] {
         std::fs::create_dir(&d).map_err(io_err(&d))?;
     }
-    let Some(egress) = egress else {
+    let Some((sandbox_id, host_roots)) = trust else {
         return Ok(());
     };
+    let ca = crate::egress::load_or_make_ca(dir, &sandbox_id)
+        .map_err(|e| SandboxError::Launch(format!("the sandbox's egress CA: {e}")))?;
     // Files of the template's owner (its shifted root, as the sandbox's range shows it: the
     // upper layer is not idmapped) and mode, like the ones they hide.
     let lower_etc = template_root.join("etc");
@@ -2708,16 +3336,25 @@ fn prepare_dirs(
     std::fs::create_dir(&etc).map_err(io_err(&etc))?;
     std::fs::set_permissions(&etc, meta.permissions()).map_err(io_err(&etc))?;
     std::os::unix::fs::chown(&etc, Some(uid), Some(gid)).map_err(io_err(&etc))?;
-    let mut hosts = std::fs::read_to_string(lower_etc.join("hosts")).unwrap_or_default();
-    for (name, addr) in &egress.hosts {
-        hosts.push_str(&format!("{addr}\t{name}\n"));
-    }
     let resolv = format!(
-        "# Written by Lizard: slirp4netns's DNS forwarder.\nnameserver {}\n",
-        lizard_jail::network::RESOLVER
+        "# Written by Lizard: the host's DNS responder for this sandbox, which answers what its\n\
+         # egress rules allow (any other nameserver is redirected to it).\nnameserver {}\n",
+        lizard_egress::DNS_ADDR.ip()
     );
-    for (name, text) in [("resolv.conf", resolv), ("hosts", hosts)] {
-        let path = etc.join(name);
+    let lizard_etc = upper.join(crate::egress::TRUST_DIR);
+    std::fs::create_dir(&lizard_etc).map_err(io_err(&lizard_etc))?;
+    std::fs::set_permissions(&lizard_etc, meta.permissions()).map_err(io_err(&lizard_etc))?;
+    std::os::unix::fs::chown(&lizard_etc, Some(uid), Some(gid)).map_err(io_err(&lizard_etc))?;
+    let ca_pem = ca.cert_pem();
+    let bundle = format!("{host_roots}{ca_pem}");
+    for (path, text) in [
+        (etc.join("resolv.conf"), resolv.as_str()),
+        (
+            lizard_etc.join(crate::egress::CA_CERT_FILE),
+            ca_pem.as_str(),
+        ),
+        (lizard_etc.join(crate::egress::BUNDLE_FILE), bundle.as_str()),
+    ] {
         // New files in the fresh layer (`create_new`: never through an existing entry).
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
@@ -2731,54 +3368,6 @@ fn prepare_dirs(
         std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(io_err(&path))?;
     }
     Ok(())
-}
-
-/// The host user a sandbox's slirp4netns runs as: the operator's fixed one, else the last id of
-/// the sandbox's own range (inside id 65535: no process of the sandbox runs as it, none can become
-/// it, and no other sandbox's slirp4netns shares it), else — a sandbox from before per-sandbox
-/// ranges — `id_shift - 1`.
-pub fn slirp_user(
-    fixed: Option<lizard_jail::network::SlirpUser>,
-    rt: &Runtime,
-    id_shift: u32,
-) -> lizard_jail::network::SlirpUser {
-    let id = match (fixed, rt.id_base) {
-        (Some(u), _) => return u,
-        (None, Some(base)) => base.saturating_add(65_535),
-        (None, None) => id_shift.saturating_sub(1),
-    };
-    lizard_jail::network::SlirpUser { uid: id, gid: id }
-}
-
-/// Install the egress policy in the sandbox's network namespace and attach slirp4netns (run as
-/// the unprivileged `user`), inside the sandbox's cgroup (so the cgroup's kill ends it, and its CPU counts as the sandbox's). A
-/// thread reaps it when it exits. After a server restart it keeps running, re-parented to init.
-async fn attach_network(
-    rt: &Runtime,
-    policy: &lizard_jail::network::Policy,
-    dir: &Path,
-    user: lizard_jail::network::SlirpUser,
-) -> Result<(), SandboxError> {
-    let (pid, policy, log, cgroup) = (
-        rt.pid,
-        policy.clone(),
-        crate::host_logs::pipe_path(&dir.join("slirp4netns.log")),
-        rt.cgroup.clone(),
-    );
-    tokio::task::spawn_blocking(move || {
-        let slirp = lizard_jail::network::attach(pid, &policy, &log, user)
-            .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
-        let joined = cgroup.add_pid(slirp.pid());
-        std::thread::spawn(move || slirp.wait());
-        joined.map_err(|e| {
-            SandboxError::Launch(format!(
-                "moving slirp4netns into the sandbox's cgroup: {}",
-                lizard_jail::sandbox::error_chain(&e)
-            ))
-        })
-    })
-    .await
-    .map_err(|e| SandboxError::Launch(e.to_string()))?
 }
 
 /// Unmount the disk image (if any) and remove the sandbox's directory.
@@ -2823,7 +3412,7 @@ fn verify_cgroup_gone(cgroup: &Cgroup) {
     });
 }
 
-/// Kill every process of the sandbox (slirp4netns included) and remove its cgroup, its disk and
+/// Kill every process of the sandbox and remove its cgroup, its disk and
 /// its files (blocking).
 fn destroy(rt: &Runtime) {
     if let Err(e) = rt.cgroup.kill_all() {
@@ -2845,6 +3434,35 @@ fn destroy(rt: &Runtime) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_layout_refusal_of_a_restored_sandbox_is_not_remembered_for_the_others() {
+        let tool = CheckpointTool {
+            detail: "CRIU 4.2.1: Looks good.".into(),
+            ..Default::default()
+        };
+        let refusal = || lizard_jail::checkpoint::CheckpointError::Failed {
+            action: "dump",
+            status: "exit status: 1".into(),
+            detail: format!("One or more namespaces {CRIU_LAYOUT_REFUSAL}"),
+        };
+        let why = criu_dump_failed(&tool, &refusal(), true);
+        assert!(why.contains("scripts/criu-patches"), "{why}");
+        assert!(tool.layout_refused.get().is_none());
+        let other = lizard_jail::checkpoint::CheckpointError::Failed {
+            action: "dump",
+            status: "exit status: 1".into(),
+            detail: "Can't dump half of a pipe".into(),
+        };
+        let _ = criu_dump_failed(&tool, &other, false);
+        assert!(tool.layout_refused.get().is_none());
+        let _ = criu_dump_failed(&tool, &refusal(), false);
+        assert!(tool
+            .layout_refused
+            .get()
+            .unwrap()
+            .contains("not tried again"));
+    }
 
     #[test]
     fn metadata_and_env_are_bounded() {
@@ -2879,37 +3497,6 @@ mod tests {
     }
 
     #[test]
-    fn slirp4netns_runs_as_the_last_id_of_the_sandboxs_own_range() {
-        // Any existing directory: the cgroup is only carried along here.
-        let cgroup =
-            Cgroup::open(lizard_jail::cgroup::CgroupPaths::V2 { path: "/".into() }).unwrap();
-        let mut rt = Runtime {
-            pid: 1,
-            cgroup,
-            dir: "/d".into(),
-            socket: "/s".into(),
-            cpu_base_ms: 0,
-            disk: None,
-            template_dir: None,
-            template_bases: vec![],
-            id_base: Some(165_536),
-            agent_peer: None,
-            criu_restored: false,
-        };
-        let own = slirp_user(None, &rt, 100_000);
-        assert_eq!((own.uid, own.gid), (231_071, 231_071));
-        let fixed = lizard_jail::network::SlirpUser { uid: 5, gid: 6 };
-        assert_eq!(slirp_user(Some(fixed), &rt, 100_000), fixed);
-        rt.id_base = None;
-        let old = slirp_user(None, &rt, 100_000);
-        assert_eq!(
-            (old.uid, old.gid),
-            (99_999, 99_999),
-            "a sandbox from before id ranges"
-        );
-    }
-
-    #[test]
     fn only_the_host_side_socket_layout_is_trusted() {
         let cgroup =
             Cgroup::open(lizard_jail::cgroup::CgroupPaths::V2 { path: "/".into() }).unwrap();
@@ -2925,6 +3512,7 @@ mod tests {
             id_base: None,
             agent_peer: None,
             criu_restored: false,
+            agent_exe: None,
         };
         assert!(socket_is_trusted_layout(&rt));
         // What servers before the host-side socket stored: a path on the sandbox's own disk.
@@ -2967,5 +3555,118 @@ mod tests {
                 Err(SandboxError::Invalid(_))
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod handover_tests {
+    //! `hand_over_socket` against fake restored agents that never accept, never answer, or take
+    //! the socket: the first two are cut by the caller's deadline (nothing blocks a thread), the
+    //! last gets the socket and the sandbox id.
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// Run `f` (a future under a 1 s deadline, as `move_agent_socket` runs the handover) on a
+    /// current-thread runtime in a thread of its own: a handover that blocked its thread would
+    /// keep the deadline from firing, and the test fails after a minute instead of hanging.
+    fn within_deadline<F>(f: impl FnOnce() -> F + Send + 'static) -> Option<Result<(), String>>
+    where
+        F: std::future::Future<Output = Result<(), String>>,
+    {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let r = rt.block_on(async { tokio::time::timeout(Duration::from_secs(1), f()).await });
+            let _ = tx.send(r.ok());
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the handover blocked its thread past its deadline")
+    }
+
+    /// One message and its fds (`recv_with_fds` does not wait: retried until one is there).
+    fn recv_waiting(
+        c: &std::os::unix::net::UnixStream,
+    ) -> std::io::Result<(Vec<u8>, Vec<std::os::fd::OwnedFd>)> {
+        let mut b = [0u8; 128];
+        loop {
+            match lizard_jail::fdpass::recv_with_fds(c, &mut b) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                r => return r.map(|(n, fds)| (b[..n].to_vec(), fds)),
+            }
+        }
+    }
+
+    fn new_socket(dir: &Path) -> std::os::fd::OwnedFd {
+        lizard_jail::hostpath::bind_unix_listener(&dir.join("agent.sock.new")).unwrap()
+    }
+
+    #[test]
+    fn an_agent_that_never_accepts_cannot_hold_the_handover() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sock");
+        // Backlog 0: one connection fills the queue; nobody accepts.
+        let std_listener = {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let s = tokio::net::UnixSocket::new_stream().unwrap();
+                s.bind(&path).unwrap();
+                s.listen(0).unwrap().into_std().unwrap()
+            })
+        };
+        let _queued = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        let sock = new_socket(dir.path());
+        let p = path.clone();
+        let r = within_deadline(move || async move { hand_over_socket(&p, sock, "abc").await });
+        assert!(r.is_none(), "the handover ended: {r:?}");
+        drop(std_listener);
+    }
+
+    #[test]
+    fn an_agent_that_never_answers_cannot_hold_the_handover() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        // Accepts, reads everything, never answers (the connection is held open).
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            if let Ok((c, _)) = listener.accept() {
+                let _ = recv_waiting(&c);
+                let _ = held_tx.send(c);
+            }
+        });
+        let sock = new_socket(dir.path());
+        let p = path.clone();
+        let r = within_deadline(move || async move { hand_over_socket(&p, sock, "abc").await });
+        assert!(r.is_none(), "the handover ended: {r:?}");
+        drop(held_rx);
+    }
+
+    #[test]
+    fn an_agent_gets_the_socket_and_the_sandbox_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let agent = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            let (msg, fds) = recv_waiting(&c).unwrap();
+            std::io::Write::write_all(&mut c, b"k").unwrap();
+            (msg, fds.len(), fds.first().map(|f| f.as_raw_fd() >= 0))
+        });
+        let sock = new_socket(dir.path());
+        let id = new_sandbox_id();
+        let (p, id2) = (path.clone(), id.clone());
+        let r = within_deadline(move || async move { hand_over_socket(&p, sock, &id2).await });
+        assert_eq!(r, Some(Ok(())));
+        let (msg, nfds, open) = agent.join().unwrap();
+        assert_eq!(msg, format!("\0{id}\n").into_bytes());
+        assert_eq!((nfds, open), (1, Some(true)));
     }
 }

@@ -29,6 +29,8 @@ pub enum StoreError {
     VolumeExists(String),
     #[error("template {0:?} already exists in this project")]
     TemplateExists(String),
+    #[error("{0}")]
+    TooMany(String),
 }
 
 /// One user template (a project's; see `crate::templates`). Its builds live in
@@ -149,6 +151,14 @@ pub struct UsageRow {
     /// The agent log position already counted.
     pub agent_log_seq: u64,
     pub updated_at_ms: u64,
+    /// Body bytes the package registries' mirror sent to the sandbox, and its requests to it.
+    pub mirror_bytes: u64,
+    pub mirror_requests: u64,
+    /// Bytes its egress relay carried out of the sandbox and into it, and its connections and
+    /// DNS queries refused.
+    pub egress_bytes_out: u64,
+    pub egress_bytes_in: u64,
+    pub egress_refused: u64,
 }
 
 /// One snapshot (deleted ones keep their row, for usage). Stored as JSON in `snapshots.data`.
@@ -165,6 +175,9 @@ pub struct SnapshotRow {
     pub size_bytes: u64,
     /// What was captured, per context, and how.
     pub report: lizard_proto::HibernationReport,
+    /// How long the source was frozen for it (None: a row of an older server).
+    #[serde(default)]
+    pub frozen_ms: Option<u64>,
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
     /// What a clone is launched with: the source's settings and lower layers.
@@ -179,7 +192,16 @@ const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS projects (
     name TEXT PRIMARY KEY,
     created_at_ms INTEGER NOT NULL,
-    allow_egress INTEGER NOT NULL DEFAULT 0
+    allow_egress INTEGER NOT NULL DEFAULT 0,
+    package_registries INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS secrets (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    sealed BLOB NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (project, name)
 );
 CREATE TABLE IF NOT EXISTS api_keys (
     hash TEXT PRIMARY KEY,
@@ -219,7 +241,12 @@ CREATE TABLE IF NOT EXISTS usage (
     execution_cpu_ms INTEGER NOT NULL DEFAULT 0,
     max_execution_peak_rss_bytes INTEGER NOT NULL DEFAULT 0,
     agent_log_seq INTEGER NOT NULL DEFAULT 0,
-    updated_at_ms INTEGER NOT NULL DEFAULT 0
+    updated_at_ms INTEGER NOT NULL DEFAULT 0,
+    mirror_bytes INTEGER NOT NULL DEFAULT 0,
+    mirror_requests INTEGER NOT NULL DEFAULT 0,
+    egress_bytes_out INTEGER NOT NULL DEFAULT 0,
+    egress_bytes_in INTEGER NOT NULL DEFAULT 0,
+    egress_refused INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS usage_project ON usage(project);
 CREATE TABLE IF NOT EXISTS executions (
@@ -283,7 +310,7 @@ CREATE INDEX IF NOT EXISTS audit_project ON audit(project, at_ms);
 ";
 
 /// Columns added after the first release of a table: added to older databases on open.
-const ADDED_COLUMNS: [(&str, &str, &str); 7] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 13] = [
     ("sandboxes", "paused_remaining_ms", "INTEGER"),
     ("sandboxes", "on_timeout", "TEXT NOT NULL DEFAULT 'kill'"),
     ("sandboxes", "timeout_ms", "INTEGER NOT NULL DEFAULT 300000"),
@@ -291,6 +318,16 @@ const ADDED_COLUMNS: [(&str, &str, &str); 7] = [
     ("usage", "hibernated_ms", "INTEGER NOT NULL DEFAULT 0"),
     ("sandboxes", "network", "TEXT NOT NULL DEFAULT '{}'"),
     ("projects", "allow_egress", "INTEGER NOT NULL DEFAULT 0"),
+    (
+        "projects",
+        "package_registries",
+        "INTEGER NOT NULL DEFAULT 1",
+    ),
+    ("usage", "mirror_bytes", "INTEGER NOT NULL DEFAULT 0"),
+    ("usage", "mirror_requests", "INTEGER NOT NULL DEFAULT 0"),
+    ("usage", "egress_bytes_out", "INTEGER NOT NULL DEFAULT 0"),
+    ("usage", "egress_bytes_in", "INTEGER NOT NULL DEFAULT 0"),
+    ("usage", "egress_refused", "INTEGER NOT NULL DEFAULT 0"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -359,16 +396,113 @@ impl Store {
 
     // --- projects and keys ----------------------------------------------------------------------
 
-    /// A new project; `allow_egress`: its sandboxes may be given internet egress.
-    pub fn create_project(&self, name: &str, allow_egress: bool) -> Result<(), StoreError> {
+    /// A new project; `allow_egress`: its sandboxes may be given internet egress;
+    /// `package_registries`: its sandboxes reach the package registries' mirror.
+    pub fn create_project(
+        &self,
+        name: &str,
+        allow_egress: bool,
+        package_registries: bool,
+    ) -> Result<(), StoreError> {
         let n = self.conn().execute(
-            "INSERT OR IGNORE INTO projects (name, created_at_ms, allow_egress) VALUES (?1, ?2, ?3)",
-            params![name, now_ms() as i64, allow_egress],
+            "INSERT OR IGNORE INTO projects (name, created_at_ms, allow_egress, package_registries) \
+             VALUES (?1, ?2, ?3, ?4)",
+            params![name, now_ms() as i64, allow_egress, package_registries],
         )?;
         if n == 0 {
             return Err(StoreError::ProjectExists(name.to_string()));
         }
         Ok(())
+    }
+
+    // --- secrets --------------------------------------------------------------------------------
+
+    /// Set secret `name` of `project` to the sealed `value` (see `crate::secrets`); true if it
+    /// is new. At most `max` per project (a new one beyond is `TooMany`).
+    pub fn put_secret(
+        &self,
+        project: &str,
+        name: &str,
+        sealed: &[u8],
+        max: usize,
+    ) -> Result<bool, StoreError> {
+        let conn = self.conn();
+        let now = now_ms() as i64;
+        let updated = conn.execute(
+            "UPDATE secrets SET sealed = ?3, updated_at_ms = ?4 WHERE project = ?1 AND name = ?2",
+            params![project, name, sealed, now],
+        )?;
+        if updated > 0 {
+            return Ok(false);
+        }
+        let count: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM secrets WHERE project = ?1",
+            [project],
+            |r| r.get(0),
+        )?;
+        if count as usize >= max {
+            return Err(StoreError::TooMany(format!(
+                "project {project:?} has {count} secrets (at most {max})"
+            )));
+        }
+        conn.execute(
+            "INSERT INTO secrets (project, name, sealed, created_at_ms, updated_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?4)",
+            params![project, name, sealed, now],
+        )?;
+        Ok(true)
+    }
+
+    /// The project's secrets' names with when they were created and last set, by name.
+    pub fn list_secrets(&self, project: &str) -> Result<Vec<(String, u64, u64)>, StoreError> {
+        let conn = self.conn();
+        let mut st = conn.prepare(
+            "SELECT name, created_at_ms, updated_at_ms FROM secrets WHERE project = ?1
+             ORDER BY name",
+        )?;
+        let rows = st.query_map([project], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)? as u64,
+                r.get::<_, i64>(2)? as u64,
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The sealed value of one secret.
+    pub fn sealed_secret(&self, project: &str, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT sealed FROM secrets WHERE project = ?1 AND name = ?2",
+                params![project, name],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Delete one secret; false if there was none.
+    pub fn delete_secret(&self, project: &str, name: &str) -> Result<bool, StoreError> {
+        Ok(self.conn().execute(
+            "DELETE FROM secrets WHERE project = ?1 AND name = ?2",
+            params![project, name],
+        )? > 0)
+    }
+
+    /// Change a project's settings (`None`: unchanged); false if there is no such project.
+    pub fn update_project(
+        &self,
+        name: &str,
+        allow_egress: Option<bool>,
+        package_registries: Option<bool>,
+    ) -> Result<bool, StoreError> {
+        let n = self.conn().execute(
+            "UPDATE projects SET allow_egress = COALESCE(?2, allow_egress), \
+             package_registries = COALESCE(?3, package_registries) WHERE name = ?1",
+            params![name, allow_egress, package_registries],
+        )?;
+        Ok(n > 0)
     }
 
     pub fn ensure_project(&self, name: &str) -> Result<(), StoreError> {
@@ -393,6 +527,20 @@ impl Store {
             .conn()
             .query_row(
                 "SELECT allow_egress FROM projects WHERE name = ?1",
+                [name],
+                |r| r.get::<_, bool>(0),
+            )
+            .optional()?
+            .unwrap_or(false))
+    }
+
+    /// Whether the project's sandboxes reach the package registries' mirror (false for unknown
+    /// projects).
+    pub fn project_allows_packages(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT package_registries FROM projects WHERE name = ?1",
                 [name],
                 |r| r.get::<_, bool>(0),
             )
@@ -614,6 +762,15 @@ impl Store {
         self.conn().execute(
             "UPDATE sandboxes SET timeout_at_ms = ?2 WHERE id = ?1",
             params![id, timeout_at_ms as i64],
+        )?;
+        Ok(())
+    }
+
+    /// Replace a sandbox's network request (its egress rules, as JSON).
+    pub fn set_network(&self, id: &str, network: &serde_json::Value) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE sandboxes SET network = ?2 WHERE id = ?1",
+            params![id, network.to_string()],
         )?;
         Ok(())
     }
@@ -994,7 +1151,9 @@ impl Store {
             .query_row(
                 "SELECT sandbox_id, project, running_ms, paused_ms, cpu_ms, memory_gib_seconds,
                         executions, execution_wall_ms, execution_cpu_ms,
-                        max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms, hibernated_ms
+                        max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms, hibernated_ms,
+                        mirror_bytes, mirror_requests, egress_bytes_out, egress_bytes_in,
+                        egress_refused
                  FROM usage WHERE sandbox_id = ?1",
                 [sandbox_id],
                 usage_row,
@@ -1006,8 +1165,10 @@ impl Store {
         self.conn().execute(
             "INSERT INTO usage (sandbox_id, project, running_ms, paused_ms, cpu_ms,
                  memory_gib_seconds, executions, execution_wall_ms, execution_cpu_ms,
-                 max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms, hibernated_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                 max_execution_peak_rss_bytes, agent_log_seq, updated_at_ms, hibernated_ms,
+                 mirror_bytes, mirror_requests, egress_bytes_out, egress_bytes_in, egress_refused)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                     ?18)
              ON CONFLICT(sandbox_id) DO UPDATE SET
                  running_ms = excluded.running_ms, paused_ms = excluded.paused_ms,
                  cpu_ms = excluded.cpu_ms, memory_gib_seconds = excluded.memory_gib_seconds,
@@ -1015,7 +1176,11 @@ impl Store {
                  execution_cpu_ms = excluded.execution_cpu_ms,
                  max_execution_peak_rss_bytes = excluded.max_execution_peak_rss_bytes,
                  agent_log_seq = excluded.agent_log_seq, updated_at_ms = excluded.updated_at_ms,
-                 hibernated_ms = excluded.hibernated_ms",
+                 hibernated_ms = excluded.hibernated_ms,
+                 mirror_bytes = excluded.mirror_bytes, mirror_requests = excluded.mirror_requests,
+                 egress_bytes_out = excluded.egress_bytes_out,
+                 egress_bytes_in = excluded.egress_bytes_in,
+                 egress_refused = excluded.egress_refused",
             params![
                 u.sandbox_id,
                 u.project,
@@ -1030,6 +1195,11 @@ impl Store {
                 u.agent_log_seq as i64,
                 u.updated_at_ms as i64,
                 u.hibernated_ms as i64,
+                u.mirror_bytes as i64,
+                u.mirror_requests as i64,
+                u.egress_bytes_out as i64,
+                u.egress_bytes_in as i64,
+                u.egress_refused as i64,
             ],
         )?;
         Ok(())
@@ -1127,7 +1297,8 @@ impl Store {
             "SELECT u.sandbox_id, u.project, u.running_ms, u.paused_ms, u.cpu_ms,
                     u.memory_gib_seconds, u.executions, u.execution_wall_ms, u.execution_cpu_ms,
                     u.max_execution_peak_rss_bytes, u.agent_log_seq, u.updated_at_ms,
-                    u.hibernated_ms
+                    u.hibernated_ms, u.mirror_bytes, u.mirror_requests, u.egress_bytes_out,
+                    u.egress_bytes_in, u.egress_refused
              FROM usage u JOIN sandboxes s ON s.id = u.sandbox_id
              WHERE (?1 IS NULL OR u.project = ?1)
                AND s.created_at_ms < ?3 AND COALESCE(s.ended_at_ms, ?3) >= ?2
@@ -1153,6 +1324,11 @@ fn usage_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageRow> {
         agent_log_seq: r.get::<_, i64>(10)? as u64,
         updated_at_ms: r.get::<_, i64>(11)? as u64,
         hibernated_ms: r.get::<_, i64>(12)? as u64,
+        mirror_bytes: r.get::<_, i64>(13)? as u64,
+        mirror_requests: r.get::<_, i64>(14)? as u64,
+        egress_bytes_out: r.get::<_, i64>(15)? as u64,
+        egress_bytes_in: r.get::<_, i64>(16)? as u64,
+        egress_refused: r.get::<_, i64>(17)? as u64,
     })
 }
 
@@ -1339,6 +1515,7 @@ mod tests {
             created_at_ms: at,
             deleted_at_ms: None,
             size_bytes: 10,
+            frozen_ms: Some(7),
             report: lizard_proto::HibernationReport {
                 method: lizard_proto::HibernationMethod::PerLanguage,
                 method_reason: "r".into(),
@@ -1385,13 +1562,25 @@ mod tests {
     #[test]
     fn projects_and_keys() {
         let (_d, s) = store();
-        s.create_project("a", false).unwrap();
-        s.create_project("b", true).unwrap();
+        s.create_project("a", false, true).unwrap();
+        s.create_project("b", true, false).unwrap();
         assert!(!s.project_allows_egress("a").unwrap());
         assert!(s.project_allows_egress("b").unwrap());
         assert!(!s.project_allows_egress("nope").unwrap());
+        assert!(s.project_allows_packages("a").unwrap());
+        assert!(!s.project_allows_packages("b").unwrap());
+        assert!(!s.project_allows_packages("nope").unwrap());
+        s.ensure_project("c").unwrap();
+        assert!(s.project_allows_packages("c").unwrap(), "on by default");
+        assert!(s.update_project("a", None, Some(false)).unwrap());
+        assert!(!s.project_allows_packages("a").unwrap());
+        assert!(!s.project_allows_egress("a").unwrap(), "unchanged");
+        assert!(s.update_project("a", Some(true), None).unwrap());
+        assert!(s.project_allows_egress("a").unwrap());
+        assert!(!s.project_allows_packages("a").unwrap(), "unchanged");
+        assert!(!s.update_project("nope", Some(true), None).unwrap());
         assert!(matches!(
-            s.create_project("a", true),
+            s.create_project("a", true, true),
             Err(StoreError::ProjectExists(_))
         ));
         let h = KeyHash("h1".into());

@@ -972,7 +972,7 @@ impl Templates {
         let egress = if self.cfg.egress.is_empty() {
             Egress::None
         } else {
-            Egress::Allow(self.cfg.egress.clone())
+            Egress::Rules(lizard_proto::EgressRules::allow(self.cfg.egress.clone()))
         };
         let mut metadata = BTreeMap::new();
         metadata.insert(BUILD_METADATA.to_string(), row.name.clone());
@@ -984,7 +984,10 @@ impl Templates {
                 timeout_ms: Some(self.cfg.build_timeout.as_millis() as u64 + 60_000),
                 metadata,
                 limits: self.cfg.limits.clone(),
-                network: NetworkRequest { egress },
+                network: NetworkRequest {
+                    egress,
+                    ..Default::default()
+                },
                 ..Default::default()
             })
             .await
@@ -1466,10 +1469,22 @@ impl Templates {
             let r =
                 lizard_jail::layer::import_layer(&upper, &bd.join(layer::LAYER_DIR), ids, limits)
                     .map_err(|e| e.to_string())?;
-            // The build sandbox's resolver and hosts files (written by the server for its egress)
-            // are not part of the template: its sandboxes get their own.
-            for f in ["etc/resolv.conf", "etc/hosts"] {
-                let _ = std::fs::remove_file(bd.join(layer::LAYER_DIR).join(f));
+            // The build sandbox's resolver and trust files (written by the server for its egress,
+            // `crate::egress`) are not part of the template: its sandboxes get their own. (Its
+            // `/etc/hosts` is the build's own: egress writes none.)
+            // Removed without following a link the build planted (`etc` a symlink to the host's
+            // `/etc` would otherwise make this remove the host's files).
+            let layer_dir = bd.join(layer::LAYER_DIR);
+            use crate::egress::{BUNDLE_FILE, CA_CERT_FILE, TRUST_DIR};
+            for f in [
+                "etc/resolv.conf".to_string(),
+                format!("{TRUST_DIR}/{CA_CERT_FILE}"),
+                format!("{TRUST_DIR}/{BUNDLE_FILE}"),
+            ] {
+                remove_beneath(&layer_dir, &f);
+            }
+            if real_dirs_beneath(&layer_dir, TRUST_DIR) {
+                let _ = std::fs::remove_dir(layer_dir.join(TRUST_DIR));
             }
             Ok::<_, String>(r)
         };
@@ -1672,9 +1687,64 @@ fn parse_passwd_line(line: &str) -> Option<lizard_template::meta::UserMeta> {
     })
 }
 
+/// Whether every component of `rel` below `root` (a host directory no sandbox can reach, such as
+/// an imported layer) is a real directory, not a symlink. Blocking.
+fn real_dirs_beneath(root: &Path, rel: &str) -> bool {
+    let mut at = root.to_path_buf();
+    for c in rel.split('/') {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_dir() => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Remove the file (or symlink) `rel` below `root` if every directory on the way is a real one
+/// (the layer's content is the sandbox's: a symlinked directory is never followed). Blocking.
+fn remove_beneath(root: &Path, rel: &str) {
+    let (dirs, _) = rel.rsplit_once('/').unwrap_or(("", rel));
+    if !dirs.is_empty() && !real_dirs_beneath(root, dirs) {
+        return;
+    }
+    let path = root.join(rel);
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.file_type().is_dir()) {
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn removing_build_files_never_follows_a_planted_link() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("resolv.conf"), "the host's").unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), layer.path().join("etc")).unwrap();
+        remove_beneath(layer.path(), "etc/resolv.conf");
+        assert!(
+            outside.path().join("resolv.conf").exists(),
+            "followed etc -> outside"
+        );
+        assert!(!real_dirs_beneath(layer.path(), "etc"));
+        // A real one goes; a link at the file's place goes as a link.
+        let real = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(real.path().join("etc/lizard")).unwrap();
+        std::fs::write(real.path().join("etc/resolv.conf"), "x").unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("resolv.conf"),
+            real.path().join("etc/lizard/ca-bundle.pem"),
+        )
+        .unwrap();
+        remove_beneath(real.path(), "etc/resolv.conf");
+        remove_beneath(real.path(), "etc/lizard/ca-bundle.pem");
+        assert!(!real.path().join("etc/resolv.conf").exists());
+        assert!(std::fs::symlink_metadata(real.path().join("etc/lizard/ca-bundle.pem")).is_err());
+        assert!(outside.path().join("resolv.conf").exists());
+    }
 
     #[test]
     fn registry_hosts_come_from_pip_npm_and_apt_configuration() {

@@ -76,12 +76,30 @@ pub enum SandboxCommand {
         /// Size of the writable layer in MiB.
         #[arg(long)]
         disk_mb: Option<u64>,
-        /// Internet egress for every destination (the project needs `--allow-egress`).
-        #[arg(long, conflicts_with = "allow")]
+        /// Internet egress for every public destination (the project needs `--allow-egress`).
+        #[arg(long, conflicts_with_all = ["allow", "deny", "egress_closed"])]
         egress_all: bool,
-        /// Internet egress to this destination only (host, IPv4, IPv4:port or CIDR; repeatable).
+        /// Egress allowed to this destination (repeatable): `example.com`, `*.example.com`,
+        /// `api.example.com:443`, `1.2.3.4`, `1.2.3.4:8080`, `10.0.0.0/8[:port]`, `*`, `*:443`.
+        /// Names are enforced by name at each connection.
         #[arg(long, value_name = "DEST")]
         allow: Vec<String>,
+        /// Egress refused to this destination even if `--allow` names it (repeatable; same forms).
+        /// Without `--allow`: everything public but these.
+        #[arg(long, value_name = "DEST")]
+        deny: Vec<String>,
+        /// Egress set up but closed (`{"allow": []}`), so `lizard sandbox network` can open it
+        /// later (a sandbox created without egress cannot be given any).
+        #[arg(long, conflicts_with_all = ["allow", "deny"])]
+        egress_closed: bool,
+        /// Add a header to the sandbox's requests to HOST, with the project's secrets substituted
+        /// (`${secret:NAME}`; `$$` is a `$`): `'api.example.com=Authorization: Bearer
+        /// ${secret:example}'` (repeatable; several headers for one host merge). HOST is a name,
+        /// `*.name`, optionally `:port` (443 without one); it must be allowed by the egress. The
+        /// value never enters the sandbox: the host adds it on the way out (for HTTPS with a
+        /// per-sandbox CA the sandbox trusts). Quote it so that the shell leaves `$` alone.
+        #[arg(long = "inject", value_name = "HOST=HEADER: TEMPLATE")]
+        inject: Vec<String>,
         /// Pause instead of kill when the timeout passes.
         #[arg(long)]
         pause_on_timeout: bool,
@@ -144,6 +162,135 @@ pub enum SandboxCommand {
     /// Print the URL of a service listening on PORT inside the sandbox (send the API key as a
     /// bearer token with each request).
     Host { id: String, port: u16 },
+    /// Show a sandbox's egress, or replace its rules, live (the next connection and DNS query
+    /// follow them). Only a sandbox created with egress can be changed (`create --egress-closed`
+    /// makes one that starts closed).
+    Network {
+        id: String,
+        /// Allow this destination (repeatable; the forms of `create --allow`).
+        #[arg(long, value_name = "DEST", conflicts_with_all = ["all", "none"])]
+        allow: Vec<String>,
+        /// Refuse this destination even if allowed (repeatable). Without `--allow`: everything
+        /// public but these.
+        #[arg(long, value_name = "DEST", conflicts_with_all = ["all", "none"])]
+        deny: Vec<String>,
+        /// Every public destination.
+        #[arg(long, conflicts_with = "none")]
+        all: bool,
+        /// Nothing (kept as `{"allow": []}`).
+        #[arg(long)]
+        none: bool,
+        /// Replace the header injection rules (repeatable; the form of `create --inject`).
+        /// Without it (and without `--no-inject`) a rule change keeps the current ones.
+        #[arg(
+            long = "inject",
+            value_name = "HOST=HEADER: TEMPLATE",
+            conflicts_with = "no_inject"
+        )]
+        inject: Vec<String>,
+        /// Drop every header injection rule.
+        #[arg(long)]
+        no_inject: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What a sandbox did through the package registries' mirror and its egress, and the
+    /// requests and connections refused (with why).
+    NetworkLog {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `--all`, `--none`, `--allow`/`--deny` → an egress (`None` when nothing was given).
+fn egress_arg(
+    all: bool,
+    none: bool,
+    allow: Vec<String>,
+    deny: Vec<String>,
+) -> Option<lizard_proto::Egress> {
+    if all {
+        Some(lizard_proto::Egress::All)
+    } else if none {
+        Some(lizard_proto::Egress::Rules(
+            lizard_proto::EgressRules::allow(Vec::<String>::new()),
+        ))
+    } else if allow.is_empty() && deny.is_empty() {
+        None
+    } else {
+        Some(lizard_proto::Egress::Rules(lizard_proto::EgressRules {
+            allow: (!allow.is_empty()).then_some(allow),
+            deny,
+        }))
+    }
+}
+
+/// `--inject HOST=HEADER: TEMPLATE` (repeatable) → `network.inject`, one rule per host (in the
+/// order first named), its headers merged.
+fn inject_arg(items: &[String]) -> Result<Vec<lizard_proto::InjectRequest>> {
+    let mut out: Vec<lizard_proto::InjectRequest> = Vec::new();
+    for item in items {
+        let parsed = item.split_once('=').and_then(|(host, header)| {
+            let (name, value) = header.split_once(':')?;
+            let (host, name) = (host.trim(), name.trim());
+            (!host.is_empty() && !name.is_empty()).then(|| (host, name, value.trim_start()))
+        });
+        let Some((host, name, value)) = parsed else {
+            bail!("--inject {item:?}: expected HOST=HEADER: TEMPLATE, e.g. 'api.example.com=Authorization: Bearer ${{secret:NAME}}'");
+        };
+        let i = match out.iter().position(|r| r.host == host) {
+            Some(i) => i,
+            None => {
+                out.push(lizard_proto::InjectRequest {
+                    host: host.to_string(),
+                    headers: BTreeMap::new(),
+                });
+                out.len() - 1
+            }
+        };
+        if out[i]
+            .headers
+            .insert(name.to_string(), value.to_string())
+            .is_some()
+        {
+            bail!("--inject: header {name:?} given twice for {host:?}");
+        }
+    }
+    Ok(out)
+}
+
+/// Injection rules for humans, one line each: `api.example.com: Authorization: Bearer ${secret:x}`
+/// (templates only: the API never returns a value).
+fn inject_lines(rules: &[lizard_proto::InjectRequest]) -> Vec<String> {
+    rules
+        .iter()
+        .flat_map(|r| {
+            r.headers
+                .iter()
+                .map(move |(k, v)| format!("{}: {k}: {v}", r.host))
+        })
+        .collect()
+}
+
+/// An egress for humans: `none (no egress)`, `all`, or `allow a, b; deny c`.
+fn egress_text(e: &lizard_proto::Egress) -> String {
+    match e {
+        lizard_proto::Egress::None => "none (no egress)".into(),
+        lizard_proto::Egress::All => "all".into(),
+        lizard_proto::Egress::Rules(r) => {
+            let mut parts = Vec::new();
+            match &r.allow {
+                Some(a) if a.is_empty() => parts.push("allow nothing".to_string()),
+                Some(a) => parts.push(format!("allow {}", a.join(", "))),
+                None => parts.push("allow everything public".to_string()),
+            }
+            if !r.deny.is_empty() {
+                parts.push(format!("deny {}", r.deny.join(", ")));
+            }
+            parts.join("; ")
+        }
+    }
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -371,6 +518,9 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                 disk_mb,
                 egress_all,
                 allow,
+                deny,
+                egress_closed,
+                inject,
                 pause_on_timeout,
                 volumes,
                 snapshot,
@@ -383,14 +533,14 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                         disk_mb,
                         ..Default::default()
                     });
-                let network = if egress_all {
-                    Some(lizard_proto::Egress::All)
-                } else if !allow.is_empty() {
-                    Some(lizard_proto::Egress::Allow(allow))
-                } else {
-                    None
-                }
-                .map(|egress| lizard_proto::NetworkRequest { egress });
+                let inject = inject_arg(&inject)?;
+                let network = match egress_arg(egress_all, egress_closed, allow, deny) {
+                    Some(egress) => Some(lizard_proto::NetworkRequest { egress, inject }),
+                    None if inject.is_empty() => None,
+                    None => bail!(
+                        "--inject needs egress to its hosts (--allow HOST, or --egress-all)"
+                    ),
+                };
                 let info = c
                     .create_sandbox(&CreateSandboxRequest {
                         project,
@@ -508,6 +658,10 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                         if v.read_only { " read-only" } else { "" }
                     );
                 }
+                println!("egress    {}", egress_text(&s.network.egress));
+                for line in inject_lines(&s.network.inject) {
+                    println!("inject    {line}");
+                }
                 Ok(())
             }
             SandboxCommand::Pause { id } => {
@@ -541,6 +695,66 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
             }
             SandboxCommand::Timeout { id, ms } => {
                 c.set_timeout(&id, ms).await?;
+                Ok(())
+            }
+            SandboxCommand::Network {
+                id,
+                allow,
+                deny,
+                all,
+                none,
+                inject,
+                no_inject,
+                json,
+            } => {
+                let inject = inject_arg(&inject)?;
+                let egress = egress_arg(all, none, allow, deny);
+                let info = if egress.is_none() && inject.is_empty() && !no_inject {
+                    c.get_sandbox(&id).await?
+                } else {
+                    // The server keeps what is not given.
+                    let update = lizard_proto::UpdateNetworkRequest {
+                        egress,
+                        inject: (no_inject || !inject.is_empty()).then_some(inject),
+                    };
+                    c.set_network(&id, &update).await?
+                };
+                if json {
+                    return print_json(&info.network);
+                }
+                println!("{}", egress_text(&info.network.egress));
+                for line in inject_lines(&info.network.inject) {
+                    println!("inject  {line}");
+                }
+                Ok(())
+            }
+            SandboxCommand::NetworkLog { id, json } => {
+                let log = c.network_log(&id).await?;
+                if json {
+                    return print_json(&log);
+                }
+                let m = &log.mirror;
+                println!(
+                    "mirror  {} requests, {} cache hits, {} misses, {} refused, {} bytes from registries, {} bytes served",
+                    m.requests, m.cache_hits, m.cache_misses, m.refused, m.upstream_bytes, m.served_bytes
+                );
+                let e = &log.egress;
+                println!(
+                    "egress  {} connections, {} bytes out, {} bytes in, {} refused",
+                    e.connections, e.bytes_out, e.bytes_in, e.refused
+                );
+                if !log.refused.is_empty() {
+                    println!("{:<10} {:<8} {:<40} WHY", "WHEN", "METHOD", "DESTINATION");
+                    for r in &log.refused {
+                        println!(
+                            "{:<10} {:<8} {:<40} {}",
+                            ms_to_age(r.at_ms),
+                            r.method,
+                            r.destination,
+                            r.reason.as_deref().unwrap_or("-")
+                        );
+                    }
+                }
                 Ok(())
             }
             SandboxCommand::Host { id, port } => {
@@ -656,6 +870,140 @@ pub fn snapshot(conn: &Conn, cmd: SnapshotCommand) -> Result<()> {
             }
             SnapshotCommand::Delete { snapshot_id } => {
                 c.delete_snapshot(&snapshot_id).await?;
+                Ok(())
+            }
+        }
+    })
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SecretCommand {
+    /// Set (create or replace) a secret of PROJECT. The value is read from standard input (one
+    /// trailing newline dropped; at a terminal it is asked for without echo) or from
+    /// `--value-file`, never from the command line. It cannot be read back: sandboxes use it
+    /// through `sandbox create --inject`, and it never enters them.
+    Set {
+        project: String,
+        /// 1-64 letters, digits, `_` or `-`.
+        name: String,
+        /// Read the value from this file (one trailing newline dropped) instead of stdin.
+        #[arg(long, value_name = "FILE")]
+        value_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a project's secrets: names and times, never values.
+    List {
+        project: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a secret (running sandboxes keep using its value until their next start or rule
+    /// change; new ones that name it are refused).
+    Delete { project: String, name: String },
+}
+
+/// A secret's value: all of `r` with one trailing newline (`\n` or `\r\n`) dropped.
+fn read_value(mut r: impl Read, what: &str) -> Result<String> {
+    let mut buf = Vec::new();
+    r.by_ref()
+        .take(64 * 1024)
+        .read_to_end(&mut buf)
+        .with_context(|| format!("reading the secret's value from {what}"))?;
+    if buf.ends_with(b"\n") {
+        buf.pop();
+        if buf.ends_with(b"\r") {
+            buf.pop();
+        }
+    }
+    String::from_utf8(buf).with_context(|| format!("the secret's value from {what} is not UTF-8"))
+}
+
+/// A value typed at the terminal without echo, up to Enter (Ctrl-C or Ctrl-D with nothing typed
+/// aborts; Backspace deletes).
+fn prompt_value(name: &str) -> Result<String> {
+    eprint!("value of secret {name} (not shown): ");
+    std::io::stderr().flush().ok();
+    let mut value = Vec::new();
+    {
+        let _raw = lizard_jail::pty::RawMode::stdin().context("terminal mode")?;
+        let mut stdin = std::io::stdin().lock();
+        let mut b = [0u8; 1];
+        loop {
+            if stdin.read(&mut b).context("reading the terminal")? == 0 {
+                break;
+            }
+            match b[0] {
+                b'\r' | b'\n' => break,
+                3 => {
+                    eprintln!("\r");
+                    bail!("interrupted");
+                }
+                4 if value.is_empty() => {
+                    eprintln!("\r");
+                    bail!("no value given");
+                }
+                0x7f | 8 => {
+                    value.pop();
+                }
+                c => value.push(c),
+            }
+        }
+    }
+    eprintln!();
+    String::from_utf8(value).context("the value typed is not UTF-8")
+}
+
+pub fn secret(conn: &Conn, cmd: SecretCommand) -> Result<()> {
+    let c = conn.client()?;
+    runtime()?.block_on(async move {
+        match cmd {
+            SecretCommand::Set {
+                project,
+                name,
+                value_file,
+                json,
+            } => {
+                use std::io::IsTerminal;
+                let value = match &value_file {
+                    Some(path) => read_value(
+                        std::fs::File::open(path)
+                            .with_context(|| format!("opening {}", path.display()))?,
+                        &path.display().to_string(),
+                    )?,
+                    None if std::io::stdin().is_terminal() => prompt_value(&name)?,
+                    None => read_value(std::io::stdin().lock(), "stdin")?,
+                };
+                let (info, created) = c.set_secret(&project, &name, &value).await?;
+                if json {
+                    return print_json(&info);
+                }
+                println!(
+                    "{} secret {} of project {}",
+                    if created { "created" } else { "replaced" },
+                    info.name,
+                    info.project
+                );
+                Ok(())
+            }
+            SecretCommand::List { project, json } => {
+                let list = c.list_secrets(&project).await?;
+                if json {
+                    return print_json(&list);
+                }
+                println!("{:<32} {:<10} UPDATED", "NAME", "CREATED");
+                for s in list {
+                    println!(
+                        "{:<32} {:<10} {}",
+                        s.name,
+                        ms_to_age(s.created_at_ms),
+                        ms_to_age(s.updated_at_ms)
+                    );
+                }
+                Ok(())
+            }
+            SecretCommand::Delete { project, name } => {
+                c.delete_secret(&project, &name).await?;
                 Ok(())
             }
         }

@@ -56,6 +56,14 @@ enum Command {
         #[command(subcommand)]
         command: cli::SnapshotCommand,
     },
+    /// A project's secrets: set (value from stdin or a file), list (names only), delete. Used by
+    /// `sandbox create --inject`; never read back, never inside a sandbox.
+    Secret {
+        #[command(flatten)]
+        conn: cli::Conn,
+        #[command(subcommand)]
+        command: cli::SecretCommand,
+    },
     /// Create, list, inspect and delete persistent volumes (mounted with `sandbox create --volume`).
     Volume {
         #[command(flatten)]
@@ -117,6 +125,9 @@ enum Command {
     /// Internal: launch one sandbox from a JSON spec on stdin (used by the server).
     #[command(hide = true)]
     SandboxInit,
+    /// Internal: CRIU's action during a sandbox's restore (configures its network namespace).
+    #[command(hide = true, name = lizard_jail::sandbox::NETNS_SETUP_COMMAND)]
+    SandboxNetnsSetup,
 }
 
 #[derive(Debug, Subcommand)]
@@ -185,6 +196,10 @@ enum ProjectCommand {
         /// Let the project's sandboxes be created with internet egress (`network.egress`).
         #[arg(long)]
         allow_egress: bool,
+        /// Keep the project's sandboxes away from the package registries' mirror (`pip install`
+        /// and `npm install` without egress are then refused).
+        #[arg(long)]
+        no_package_registries: bool,
         /// Print `{"project": …, "api_key": …}`.
         #[arg(long)]
         json: bool,
@@ -245,6 +260,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Sandbox { conn, command } => ok(cli::sandbox(&conn, command)),
         Command::Volume { conn, command } => ok(cli::volume(&conn, command)),
+        Command::Secret { conn, command } => ok(cli::secret(&conn, command)),
         Command::Snapshot { conn, command } => ok(cli::snapshot(&conn, command)),
         Command::Run { conn, args } => cli::run(&conn, args),
         Command::Exec { conn, args } => cli::exec(&conn, args),
@@ -259,6 +275,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         // Single-threaded on purpose: it forks/clones into namespaces.
         Command::SandboxInit => lizard_jail::sandbox::init_main(),
+        Command::SandboxNetnsSetup => ok(lizard_jail::checkpoint::setup_restored_netns()
+            .map_err(|e| anyhow::anyhow!(lizard_jail::sandbox::error_chain(&e)))),
         Command::Agent(args) => {
             init_tracing("lizard_agent=info");
             ok(tokio::runtime::Builder::new_multi_thread()
@@ -332,6 +350,7 @@ fn project(command: ProjectCommand) -> Result<()> {
         ProjectCommand::Create {
             name,
             allow_egress,
+            no_package_registries,
             json,
             data_dir: d,
         } => {
@@ -341,7 +360,7 @@ fn project(command: ProjectCommand) -> Result<()> {
                 "invalid project name {name:?}: use 1-63 letters, digits, '.', '_' or '-'"
             );
             store
-                .create_project(&name, allow_egress)
+                .create_project(&name, allow_egress, !no_package_registries)
                 .with_context(|| format!("creating project {name}"))?;
             let key = lizard_server::auth::issue_key(&store, Some(&name))?;
             if json {

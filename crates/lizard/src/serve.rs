@@ -140,16 +140,36 @@ pub struct ServeArgs {
     /// Keep at most this many execution records (the newest); `0` = no limit.
     #[arg(long, env = "LIZARD_EXECUTIONS_MAX_ROWS", default_value_t = 2_000_000)]
     executions_max_rows: u64,
-    /// Run every sandbox's slirp4netns (egress) as this host uid: an unprivileged uid used by
-    /// nothing else (not 0, not 65534, not in the sandboxes' ids: the template's range and every
-    /// sandbox's own range, id_shift..id_shift+65536*16385). Default: each sandbox's own — the
-    /// last id of its host id range, which none of its processes runs as.
-    #[arg(long, env = "LIZARD_EGRESS_UID")]
-    egress_uid: Option<u32>,
-    /// Host gid for every slirp4netns (same rules; with only one of the two given, the other is
-    /// the id shift − 1, 99999).
-    #[arg(long, env = "LIZARD_EGRESS_GID")]
-    egress_gid: Option<u32>,
+    /// Resolve NAME to IPv4 address IP for sandboxes' egress (like `/etc/hosts`, for sandboxes only:
+    /// internal services, or a name the host's resolver does not know), as `NAME=IP`; repeat or
+    /// separate with commas. The rules still decide: a private address is reached only through an
+    /// address rule naming it.
+    #[arg(long = "egress-host", env = "LIZARD_EGRESS_HOSTS", value_delimiter = ',', value_parser = parse_egress_host)]
+    egress_hosts: Vec<(String, std::net::Ipv4Addr)>,
+    /// A PEM file of CA certificates that the egress proxy also trusts when it connects upstream
+    /// for a sandbox's injected requests (`network.inject`): an internal CA. Mozilla's roots and
+    /// the host's store are always trusted.
+    #[arg(long = "egress-ca", env = "LIZARD_EGRESS_CA")]
+    egress_ca: Option<PathBuf>,
+    /// A package registry that every sandbox reaches through Lizard's caching mirror at
+    /// `http://127.100.0.1:3142/NAME/` (also without egress), as `NAME=URL` (`/NAME/x` is `URL/x`: a
+    /// PyPI registry's URL is its root, whose `/simple/` pip uses); repeat or separate
+    /// with commas; `none` for no mirror. Sandboxes are pointed at `pypi` (pip, uv) and `npm`;
+    /// every registry's URLs in the index pages are rewritten to the mirror (so list a registry's
+    /// file host too, as `pypi-files`). Default: pypi=https://pypi.org,
+    /// pypi-files=https://files.pythonhosted.org, npm=https://registry.npmjs.org,
+    /// debian=http://deb.debian.org/debian, debian-security=http://deb.debian.org/debian-security.
+    #[arg(
+        long = "package-registry",
+        env = "LIZARD_PACKAGE_REGISTRIES",
+        value_delimiter = ',',
+        value_name = "NAME=URL"
+    )]
+    package_registries: Vec<String>,
+    /// At most this many MiB of downloaded packages are kept in `<data-dir>/package-cache` (shared
+    /// by every sandbox; the oldest go first).
+    #[arg(long, env = "LIZARD_PACKAGE_CACHE_MB", default_value_t = 10240)]
+    package_cache_mb: u64,
     /// Where template build sandboxes may connect (the package registries), comma-separated
     /// host names or addresses (see the sandbox egress allow-list), or `none`. Default: the
     /// registries of this host's pip, npm and apt configuration, else pypi.org,
@@ -398,56 +418,34 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{s:?} is too long"))
 }
 
-/// The fixed host user every slirp4netns runs as, if `--egress-uid`/`--egress-gid` ask for one
-/// (`None`: each sandbox's own, `lizard_server::sandboxes::slirp_user`): `uid`/`gid`, the
-/// missing one `id_shift - 1`; refused if root, nobody/nogroup (65534) or inside the ids
-/// sandboxes use (the template's range and every per-sandbox range,
-/// `lizard_server::id_ranges::span`): a sandbox's processes would then own slirp4netns.
-fn egress_user(
-    id_shift: u32,
-    uid: Option<u32>,
-    gid: Option<u32>,
-) -> Result<Option<lizard_jail::network::SlirpUser>> {
-    if uid.is_none() && gid.is_none() {
-        return Ok(None);
-    }
-    let pick = |id: Option<u32>, what: &str| -> Result<u32> {
-        let id = match id {
-            Some(id) => id,
-            None => id_shift.checked_sub(1).with_context(|| {
-                format!("the id shift is 0: choose the egress {what} with --egress-{what}")
-            })?,
-        };
-        let (start, end) = lizard_server::id_ranges::span(id_shift);
-        let in_range = u64::from(id) >= start && u64::from(id) < end;
-        if id == 0 || id == 65534 || in_range {
-            anyhow::bail!(
-                "--egress-{what} {id}: slirp4netns needs an unprivileged {what} of its own (not 0, \
-                 not 65534, not in the sandboxes' ids {start}..{end})"
-            );
-        }
-        Ok(id)
+/// The certificates of `--egress-ca`.
+fn egress_roots(path: Option<&Path>) -> Result<Vec<rustls_pki_types::CertificateDer<'static>>> {
+    use rustls_pki_types::pem::PemObject;
+    let Some(path) = path else {
+        return Ok(Vec::new());
     };
-    Ok(Some(lizard_jail::network::SlirpUser {
-        uid: pick(uid, "uid")?,
-        gid: pick(gid, "gid")?,
-    }))
+    let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
+        .with_context(|| format!("--egress-ca {}", path.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("--egress-ca {}: not PEM certificates", path.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!("--egress-ca {}: no certificate in it", path.display());
+    }
+    Ok(certs)
 }
 
-/// Warn if `/etc/passwd` or `/etc/group` names the egress user's ids: then something else may own
-/// files or processes as them.
-fn warn_if_ids_are_named(user: lizard_jail::network::SlirpUser) {
-    for (file, id) in [("/etc/passwd", user.uid), ("/etc/group", user.gid)] {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        if let Some(name) = text.lines().find_map(|l| {
-            let mut f = l.split(':');
-            let name = f.next()?;
-            (f.nth(1)?.parse::<u32>().ok()? == id).then_some(name)
-        }) {
-            tracing::warn!(id, name, file,
-                "the egress (slirp4netns) id is in use; prefer an id nothing else uses (--egress-uid/--egress-gid)");
-        }
-    }
+/// `NAME=IP` of `--egress-host`.
+fn parse_egress_host(s: &str) -> Result<(String, std::net::Ipv4Addr), String> {
+    let (name, ip) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected NAME=IP"))?;
+    let name = lizard_egress::rules::normalize_name(name.trim())
+        .map_err(|why| format!("{name:?}: {why}"))?;
+    let ip = ip
+        .trim()
+        .parse()
+        .map_err(|_| format!("{ip:?}: not an IPv4 address"))?;
+    Ok((name, ip))
 }
 
 pub fn open_store(data_dir: &Path) -> Result<Store> {
@@ -553,10 +551,42 @@ pub fn build_template_with(
     Ok(t)
 }
 
+/// The package registries' mirror (`ServeArgs::package_registries`), or none.
+fn package_proxy(
+    args: &ServeArgs,
+    data_dir: &Path,
+) -> Result<Option<lizard_packages::PackageProxy>> {
+    let registries = match args.package_registries.as_slice() {
+        [] => lizard_packages::default_registries(),
+        [none] if none == "none" => {
+            tracing::info!("no package registries' mirror (--package-registry none)");
+            return Ok(None);
+        }
+        given => given
+            .iter()
+            .map(|r| {
+                r.parse::<lizard_packages::Registry>()
+                    .with_context(|| format!("--package-registry {r:?}"))
+            })
+            .collect::<Result<_>>()?,
+    };
+    let names: Vec<&str> = registries.iter().map(|r| r.name.as_str()).collect();
+    tracing::info!(registries = ?names, "package registries' mirror");
+    let cfg = lizard_packages::Config {
+        registries,
+        cache_max_bytes: args.package_cache_mb.saturating_mul(1024 * 1024),
+        ..lizard_packages::Config::new(data_dir.join("package-cache"))
+    };
+    Ok(Some(
+        lizard_packages::PackageProxy::new(cfg).context("the package registries' mirror")?,
+    ))
+}
+
 /// The CRIU to use (see `ServeArgs::criu`), checked with `criu check`; the verdict is logged.
 fn checkpoint_tool(
     flag: Option<&str>,
     lizard_bin: &Path,
+    run_dir: Option<PathBuf>,
 ) -> lizard_server::sandboxes::CheckpointTool {
     use lizard_server::sandboxes::CheckpointTool;
     let program = match flag {
@@ -574,7 +604,7 @@ fn checkpoint_tool(
             None => PathBuf::from("criu"),
         },
     };
-    let criu = lizard_jail::checkpoint::Criu::new(&program);
+    let criu = lizard_jail::checkpoint::Criu::new(&program).with_run_dir(run_dir);
     let check = criu.check(Duration::from_secs(30));
     if check.ok {
         tracing::info!(program = %program.display(), detail = %check.detail, "CRIU usable");
@@ -618,9 +648,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         id_shift + template.meta.user.uid,
         id_shift + template.meta.user.gid,
     );
-    let egress_user = egress_user(id_shift, args.egress_uid, args.egress_gid)?;
-    if let Some(u) = egress_user {
-        warn_if_ids_are_named(u);
+    let mut egress_hosts: std::collections::HashMap<String, Vec<std::net::Ipv4Addr>> =
+        Default::default();
+    for (name, ip) in &args.egress_hosts {
+        egress_hosts.entry(name.clone()).or_default().push(*ip);
     }
     let lizard_bin = std::env::current_exe().context("locating the lizard binary")?;
     let lizard_bin_for_criu = lizard_bin.clone();
@@ -628,7 +659,22 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         lizard_jail::exe::SealedExe::copy_of(&lizard_bin, "lizard-agent")
             .context("copying the lizard binary for the sandboxes' agents")?,
     );
-    let checkpoint = checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu);
+    // CRIU's own `/run` (its cache of kernel facts, see `Criu::run_dir`): a small tmpfs in the
+    // data dir.
+    let criu_run_dir = data_dir.join("criu-run");
+    let criu_run_dir = match args.criu.as_deref() {
+        Some("none") => Ok(None),
+        _ => lizard_jail::checkpoint::mount_run_dir(&criu_run_dir).map(|()| Some(criu_run_dir)),
+    };
+    let criu_run_dir = match criu_run_dir {
+        Ok(dir) => dir,
+        Err(e) => {
+            tracing::warn!(error = %lizard_jail::sandbox::error_chain(&e), "CRIU's run directory: CRIU probes the kernel at every run");
+            None
+        }
+    };
+    let criu_run_dir_at_exit = criu_run_dir.clone();
+    let checkpoint = checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu, criu_run_dir);
     // With a usable CRIU the agent runs from a regular file (see `SandboxConfig::agent_exe_file`):
     // CRIU restores a process's executable only from one.
     let agent_exe_file = match (&checkpoint.criu, &args.agent_wrapper) {
@@ -645,6 +691,13 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         _ => None,
     };
     let agent_exe_file_at_exit = agent_exe_file.clone();
+    // The agent binaries checkpoints are taken with (kept on disk for restores after an upgrade).
+    let agent_exes = agent_exe_file.as_deref().map(|f| {
+        Arc::new(lizard_server::sandboxes::agent_exe::AgentExes::new(
+            &data_dir, f,
+        ))
+    });
+    let agent_exes_at_exit = agent_exes.clone();
     let agent_wrapper = match &args.agent_wrapper {
         Some(p) => Some(std::sync::Arc::new(
             lizard_jail::exe::SealedExe::copy_of(p, "agent-wrapper")
@@ -674,6 +727,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         "connection limits"
     );
 
+    let packages = package_proxy(&args, &data_dir)?;
+
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -694,7 +749,14 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 ready_timeout: Duration::from_secs(30),
                 pool_size: args.pool_size,
                 volume_owner,
-                egress_user,
+                egress: std::sync::Arc::new(lizard_server::egress::EgressService::with_roots(
+                    egress_hosts,
+                    egress_roots(args.egress_ca.as_deref())?,
+                )),
+                secrets: std::sync::Arc::new(
+                    lizard_server::secrets::SecretBox::open(&data_dir.join("secrets.key"))
+                        .context("the projects' secrets key")?,
+                ),
                 hibernate_after: (!args.hibernate_after.is_zero()).then_some(args.hibernate_after),
                 agent_env: args.agent_env.iter().cloned().collect(),
                 hibernate_below_mb: (args.hibernate_below_mb > 0)
@@ -711,8 +773,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 disk_overcommit: args.disk_overcommit,
                 checkpoint: lizard_server::sandboxes::CheckpointTool {
                     exact_restore: agent_exe_file_at_exit.is_some(),
+                    agent_exes: agent_exes.clone(),
                     ..checkpoint
                 },
+                packages,
             },
             store,
         );
@@ -726,6 +790,21 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         let (adopted, lost) = sandboxes.adopt().await?;
         // Snapshots live in the store and their own files; what a crash left half-made goes.
         sandboxes.clean_snapshot_dirs();
+        // Before any dump: the kept agent binaries no checkpoint needs go. Then, in the
+        // background, the current one's digest (launches and dumps wait for it) and its kept copy
+        // (so that a sandbox launched now can still be checkpointed after an upgrade).
+        sandboxes.clean_kept_agent_exes().await;
+        if let Some(x) = agent_exes.clone() {
+            tokio::spawn(async move {
+                let kept = match x.current_digest().await {
+                    Ok(d) => x.keep(&d).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = kept {
+                    tracing::warn!(error = %e, "the agent binary's kept copy (made at the first checkpoint instead)");
+                }
+            });
+        }
         if adopted + lost > 0 {
             tracing::info!(adopted, lost, "sandboxes from the previous run");
         }
@@ -841,13 +920,21 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         {
             lizard_jail::exe::remove_tmpfs_copy(file);
         }
+        if let Some(x) = &agent_exes_at_exit {
+            x.unmount_old();
+        }
+        if let Some(dir) = &criu_run_dir_at_exit {
+            lizard_jail::checkpoint::unmount_run_dir(dir);
+        }
         Ok(())
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{default_max_connections, egress_user, parse_duration, parse_overcommit, ConnCaps};
+    use super::{
+        default_max_connections, parse_duration, parse_egress_host, parse_overcommit, ConnCaps,
+    };
 
     #[test]
     fn connections_are_capped_per_address_and_in_all() {
@@ -883,50 +970,20 @@ mod tests {
             assert!(parse_overcommit(bad).is_err(), "{bad}");
         }
     }
-    use lizard_jail::network::SlirpUser;
     use std::time::Duration;
 
     #[test]
-    fn fixed_egress_ids_stay_out_of_the_sandboxes_range() {
+    fn egress_hosts_parse() {
         assert_eq!(
-            egress_user(100_000, None, None).unwrap(),
-            None,
-            "per sandbox"
+            parse_egress_host("API.Internal.=10.1.2.3"),
+            Ok((
+                "api.internal".to_string(),
+                std::net::Ipv4Addr::new(10, 1, 2, 3)
+            ))
         );
-        assert_eq!(
-            egress_user(100_000, Some(90_000), None).unwrap(),
-            Some(SlirpUser {
-                uid: 90_000,
-                gid: 99_999
-            })
-        );
-        assert_eq!(
-            egress_user(100_000, Some(90_000), Some(1_100_000_000)).unwrap(),
-            Some(SlirpUser {
-                uid: 90_000,
-                gid: 1_100_000_000
-            })
-        );
-        for (uid, gid) in [
-            (Some(0), None),
-            (None, Some(0)),
-            (Some(65534), None),
-            (None, Some(65534)),
-            (Some(100_000), None),
-            (Some(165_535), None),
-            (None, Some(101_000)),
-            // Every sandbox's own range is out too.
-            (Some(165_536), None),
-            (Some(200_000), None),
-            (None, Some(100_000 + 65_536 * 16_385 - 1)),
-        ] {
-            assert!(egress_user(100_000, uid, gid).is_err(), "{uid:?} {gid:?}");
+        for bad in ["x", "a b=1.2.3.4", "a.com=1.2.3", "=1.2.3.4", "a.com=::1"] {
+            assert!(parse_egress_host(bad).is_err(), "{bad}");
         }
-        assert!(egress_user(100_000, Some(100_000 + 65_536 * 16_385), None).is_ok());
-        assert!(egress_user(165_536, Some(165_534), None).is_ok());
-        // A shift of 0 has no default for the missing one; 1 would default to root.
-        assert!(egress_user(0, Some(5000), None).is_err());
-        assert!(egress_user(1, None, Some(5000)).is_err());
     }
 
     #[test]

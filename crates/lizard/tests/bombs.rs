@@ -473,7 +473,7 @@ async fn output_flood_is_truncated_and_the_server_stays_small() {
     s.kill_all().await;
 }
 
-/// A sandbox's host-side logs (the agent's `agent.log`, `slirp4netns.log`: on the host, outside
+/// A sandbox's host-side log (the agent's `agent.log`: on the host, outside
 /// its disk quota) cannot fill the host: the sandbox writes into a pipe, the server's drain (the
 /// only writer of the file) takes at most 1 MiB a second and rotates the file at 8 MiB, and what
 /// does not fit is refused at the pipe; the agent goes on logging.

@@ -364,3 +364,219 @@ async fn sandbox_hibernate_and_resume_print_the_reports() {
     assert_eq!((code, out.as_str()), (0, "1\n"));
     s.kill_all().await;
 }
+
+#[tokio::test]
+async fn secret_commands() {
+    let s = Server::start();
+    let r = s
+        .admin(
+            "POST",
+            "/v1/projects",
+            Some(serde_json::json!({"name": "cli-sec"})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    const VALUE: &str = "tok-3f9a0c1d-never-shown";
+
+    // The value comes from stdin (one trailing newline dropped) or a file, never an argument.
+    let (code, out, err) = lizard(
+        &s,
+        &["secret", "set", "cli-sec", "token"],
+        Some(&format!("{VALUE}\n")),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "created secret token of project cli-sec");
+    let (code, out, err) = lizard(
+        &s,
+        &["secret", "set", "cli-sec", "token", "--json"],
+        Some(VALUE),
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["name"], "token");
+    assert!(v.get("value").is_none() && !out.contains(VALUE), "{out}");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), "other-value\r\n").unwrap();
+    let path = file.path().to_str().unwrap();
+    let (code, out, err) = lizard(
+        &s,
+        &["secret", "set", "cli-sec", "other", "--value-file", path],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("created"), "{out}");
+
+    // Names and times only.
+    let (code, list, err) = lizard(&s, &["secret", "list", "cli-sec"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(list.contains("token") && list.contains("other"), "{list}");
+    assert!(
+        !list.contains(VALUE) && !list.contains("other-value"),
+        "{list}"
+    );
+    let (_, list, _) = lizard(&s, &["secret", "list", "cli-sec", "--json"], None);
+    let v: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{list}");
+    assert!(
+        names.contains(&"token") && names.contains(&"other"),
+        "{list}"
+    );
+    assert!(
+        !list.contains(VALUE) && !list.contains("\"value\""),
+        "{list}"
+    );
+
+    // The server's checks reach the user.
+    let (code, _, err) = lizard(&s, &["secret", "set", "cli-sec", "a b"], Some("x"));
+    assert_ne!(code, 0);
+    assert!(err.contains("a b"), "{err}");
+    let (code, _, err) = lizard(&s, &["secret", "set", "cli-sec", "empty"], Some("\n"));
+    assert_ne!(code, 0);
+    assert!(err.contains("value"), "{err}");
+    let (code, _, err) = lizard(&s, &["secret", "list", "no-such-project"], None);
+    assert_ne!(code, 0);
+    assert!(err.contains("no-such-project"), "{err}");
+
+    // `--inject` at create: the templates, never the values, come back.
+    let (code, json, err) = lizard(
+        &s,
+        &[
+            "sandbox",
+            "create",
+            "--project",
+            "cli-sec",
+            "--allow",
+            "api.example.com",
+            "--inject",
+            "api.example.com=Authorization: Bearer ${secret:token}",
+            "--inject",
+            "api.example.com=X-Other:${secret:other}",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        v["network"]["inject"],
+        serde_json::json!([{"host": "api.example.com", "headers": {
+            "Authorization": "Bearer ${secret:token}",
+            "X-Other": "${secret:other}",
+        }}])
+    );
+    assert!(
+        !json.contains(VALUE) && !json.contains("other-value"),
+        "{json}"
+    );
+    let id = v["sandbox_id"].as_str().unwrap().to_string();
+    let (_, info, _) = lizard(&s, &["sandbox", "info", &id], None);
+    assert!(
+        info.contains("inject    api.example.com: Authorization: Bearer ${secret:token}"),
+        "{info}"
+    );
+    // A rule change keeps the injection unless told otherwise.
+    let (code, out, err) = lizard(
+        &s,
+        &[
+            "sandbox",
+            "network",
+            &id,
+            "--allow",
+            "api.example.com",
+            "--allow",
+            "pypi.org",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["egress"]["allow"],
+        serde_json::json!(["api.example.com", "pypi.org"])
+    );
+    assert_eq!(v["inject"][0]["host"], "api.example.com", "{out}");
+    let (code, out, err) = lizard(
+        &s,
+        &[
+            "sandbox",
+            "network",
+            &id,
+            "--inject",
+            "pypi.org=X-Token: $${secret:other}",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["inject"],
+        serde_json::json!([{"host": "pypi.org", "headers": {"X-Token": "$${secret:other}"}}])
+    );
+    assert_eq!(v["egress"]["allow"][1], "pypi.org");
+    let (code, out, err) = lizard(
+        &s,
+        &["sandbox", "network", &id, "--no-inject", "--json"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v.get("inject").is_none(), "{out}");
+
+    // An unknown secret, a host the egress does not allow, a malformed --inject: refused.
+    for (args, want) in [
+        (
+            vec![
+                "--allow",
+                "api.example.com",
+                "--inject",
+                "api.example.com=A: ${secret:nope}",
+            ],
+            "nope",
+        ),
+        (
+            vec![
+                "--allow",
+                "pypi.org",
+                "--inject",
+                "api.example.com=A: ${secret:token}",
+            ],
+            "api.example.com",
+        ),
+        (
+            vec!["--allow", "api.example.com", "--inject", "api.example.com"],
+            "HOST=HEADER",
+        ),
+        (
+            vec!["--inject", "api.example.com=A: ${secret:token}"],
+            "egress",
+        ),
+    ] {
+        let mut all = vec!["sandbox", "create", "--project", "cli-sec"];
+        all.extend(args);
+        let (code, _, err) = lizard(&s, &all, None);
+        assert_ne!(code, 0, "{all:?}");
+        assert!(err.contains(want), "{all:?}: {err}");
+        assert!(!err.contains(VALUE), "{err}");
+    }
+
+    let (code, _, err) = lizard(&s, &["secret", "delete", "cli-sec", "token"], None);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = lizard(&s, &["secret", "delete", "cli-sec", "token"], None);
+    assert_ne!(code, 0);
+    assert!(err.contains("token"), "{err}");
+    let (_, list, _) = lizard(&s, &["secret", "list", "cli-sec", "--json"], None);
+    let v: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1, "{list}");
+    let r = s
+        .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+        .await;
+    assert_eq!(r.status, 204);
+}

@@ -1,88 +1,25 @@
-//! Egress policy: two TCP servers on a non-loopback address of the host, and one "outside" (in a
-//! network namespace of its own behind a veth pair: an address that is not the host's, standing
-//! in for the internet, which no test may depend on); sandboxes with no network option, an
-//! allow-list of one of them, or `all`, try to reach them, the host's loopback (where the API
-//! listens), slirp's host alias and the metadata address. slirp4netns itself runs as an
-//! unprivileged host user with no capability left that matters.
+//! Egress by name and address, enforced on the host (issue #19): a sandbox with egress has its
+//! TCP connections and DNS queries redirected (nftables in its own network namespace) to the
+//! server's relay and DNS responder, which decide by the name a connection carries (HTTP Host,
+//! TLS SNI) or was resolved for, and by address.
+//!
+//! The "internet" here is a server in a network namespace of the test's own behind a veth pair
+//! ([`Outside`]), on a documentation address (203.0.113.x, which the rules count as public) routed
+//! from the host; names for it come from `lizard serve --egress-host` (the host's resolver is not
+//! the test's to change). The host's own services (a greeter on its non-loopback address, the API
+//! on its loopback) and the veth neighbour (a private address) stand for what a sandbox must
+//! never reach unless an address rule names it.
 
 mod common;
 
+use common::outside::Outside;
 use common::*;
 use serde_json::{json, Value};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, UdpSocket};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 use std::time::Duration;
 
-/// `CAP_NET_BIND_SERVICE`, the one capability slirp4netns's `--enable-sandbox` keeps on purpose.
-const NET_BIND_SERVICE: u64 = 1 << 10;
-
-/// The slirp4netns of sandbox `id`: the process of that name in the sandbox's cgroup (found
-/// through the cgroup paths in its `runtime.json`).
-fn slirp_pid(s: &Server, id: &str) -> u32 {
-    let pids: Vec<u32> = sandbox_pids(s, id)
-        .into_iter()
-        .filter(|pid| comm(*pid) == "slirp4netns")
-        .collect();
-    assert_eq!(pids.len(), 1, "one slirp4netns in {id}'s cgroup: {pids:?}");
-    pids[0]
-}
-
-/// A line of `/proc/<pid>/status`, e.g. `Uid` → `"0\t0\t0\t0"`.
-fn status_field(pid: u32, key: &str) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(&format!("{key}:"))
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
-}
-
-fn cap_set(pid: u32, key: &str) -> u64 {
-    u64::from_str_radix(&status_field(pid, key), 16).unwrap()
-}
-
-/// slirp4netns of sandbox `id` runs with real, effective, saved (and file-system) uid `uid` and
-/// gid `gid`, no supplementary groups, and once its `--enable-sandbox` has run (a moment after
-/// the network is up) no capability but CAP_NET_BIND_SERVICE in any set and none ambient.
-/// Returns its pid.
-async fn assert_slirp_unprivileged(s: &Server, id: &str, uid: u32, gid: u32) -> u32 {
-    let pid = slirp_pid(s, id);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            cap_set(pid, "CapEff") & !NET_BIND_SERVICE == 0
-        })
-        .await,
-        "slirp4netns keeps capabilities: CapEff {:x}",
-        cap_set(pid, "CapEff")
-    );
-    assert_eq!(
-        status_field(pid, "Uid"),
-        format!("{uid}\t{uid}\t{uid}\t{uid}")
-    );
-    assert_eq!(
-        status_field(pid, "Gid"),
-        format!("{gid}\t{gid}\t{gid}\t{gid}")
-    );
-    assert_eq!(status_field(pid, "Groups"), "");
-    for set in ["CapEff", "CapPrm", "CapInh", "CapBnd"] {
-        assert_eq!(
-            cap_set(pid, set) & !NET_BIND_SERVICE,
-            0,
-            "{set} of slirp4netns: {:x}",
-            cap_set(pid, set)
-        );
-    }
-    assert_eq!(cap_set(pid, "CapAmb"), 0);
-    assert_eq!(status_field(pid, "NoNewPrivs"), "1");
-    pid
-}
-
-/// A non-loopback IPv4 address of this host (the source address of a route to the outside,
-/// else the first global address `ip` lists).
 fn host_ipv4() -> Ipv4Addr {
     let udp = UdpSocket::bind("0.0.0.0:0").unwrap();
     if udp.connect("192.0.2.200:9").is_ok() || udp.connect("8.8.8.8:53").is_ok() {
@@ -94,7 +31,7 @@ fn host_ipv4() -> Ipv4Addr {
             }
         }
     }
-    let out = std::process::Command::new("ip")
+    let out = Command::new("ip")
         .args(["-4", "-o", "addr", "show", "scope", "global"])
         .output()
         .unwrap();
@@ -112,27 +49,106 @@ fn greeter(ip: Ipv4Addr) -> u16 {
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for mut c in l.incoming().flatten() {
+            let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = c.read(&mut [0u8; 512]);
             let _ = c.write_all(b"hello\n");
         }
     });
     port
 }
 
-/// Python that tries each `host:port` (2 s timeout each) and prints `host:port ok|fail`.
+/// What the outside server runs: for an HTTP request it answers `hello <Host header>`, for
+/// anything else (or nothing within 2 s) `hello`.
+const OUTSIDE_SERVER: &str = r#"
+import socket, threading
+s = socket.create_server(('0.0.0.0', 0))
+print(s.getsockname()[1], flush=True)
+def serve(c):
+    try:
+        c.settimeout(2)
+        try:
+            data = c.recv(4096)
+        except OSError:
+            data = b''
+        if data[:4] in (b'GET ', b'HEAD'):
+            host = b''
+            for line in data.split(b'\r\n'):
+                if line.lower().startswith(b'host:'):
+                    host = line[5:].strip()
+            body = b'hello ' + host
+            c.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' % len(body) + body)
+        else:
+            c.sendall(b'hello\n')
+    finally:
+        c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+/// Python that tries each `host:port`: connect, send a line, and count it reached if the answer
+/// starts with `hello` (a redirected connection is always accepted at once, by the host's relay:
+/// only the upstream's greeting says it got through). Prints `host:port ok|fail <why>`.
 fn probe(targets: &[String]) -> Value {
     let code = format!(
         r#"import socket
 for t in {targets:?}:
     h, p = t.rsplit(':', 1)
     try:
-        s = socket.create_connection((h, int(p)), timeout=2)
-        print(t, 'ok', flush=True)
+        s = socket.create_connection((h, int(p)), timeout=10)
+        s.settimeout(10)
+        s.sendall(b'ping\n')
+        got = s.recv(100)
         s.close()
+        print(t, 'ok' if got.startswith(b'hello') else 'fail ' + repr(got[:40]), flush=True)
     except OSError as e:
-        print(t, 'fail', e.errno, flush=True)
+        print(t, 'fail', e.errno, e, flush=True)
+"#
+    );
+    json!({"code": code, "language": "python", "timeout_ms": 120000})
+}
+
+/// Python that sends an HTTP request for `host` to `addr` (`ip:port`) and prints the answer's
+/// status line and body (or the error).
+fn http(addr: &str, host: &str) -> Value {
+    let code = format!(
+        r#"import socket
+h, p = {addr:?}.rsplit(':', 1)
+try:
+    s = socket.create_connection((h, int(p)), timeout=10)
+    s.settimeout(10)
+    s.sendall(b'GET / HTTP/1.1\r\nHost: ' + {host:?}.encode() + b'\r\nConnection: close\r\n\r\n')
+    data = b''
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b'\r\n\r\n')
+    print(head.split(b'\r\n')[0].decode(), '|', body.decode(errors='replace').strip())
+except OSError as e:
+    print('error', e.errno, e)
 "#
     );
     json!({"code": code, "language": "python", "timeout_ms": 60000})
+}
+
+/// Sandbox `id` (allowed `allowed.test`, not `other.test`) reaches the outside server by the
+/// allowed name, and a request to the same address for the other name gets the relay's 403.
+async fn assert_only_allowed_test(s: &Server, id: &str, outside: &Outside) {
+    let ex = s
+        .run(
+            id,
+            http(&format!("allowed.test:{}", outside.port), "allowed.test"),
+        )
+        .await;
+    assert_eq!(
+        stdout(&ex).trim(),
+        "HTTP/1.1 200 OK | hello allowed.test",
+        "{ex}"
+    );
+    let ex = s.run(id, http(&outside.addr(), "other.test")).await;
+    assert!(stdout(&ex).starts_with("HTTP/1.1 403"), "{ex}");
 }
 
 fn reached(out: &str, target: &str) -> bool {
@@ -142,16 +158,25 @@ fn reached(out: &str, target: &str) -> bool {
         .contains(" ok")
 }
 
+/// A server whose sandboxes resolve `allowed.test`, `other.test` and `a.wild.test` to the
+/// outside server (all three the same address: only the name tells them apart), a project with
+/// `allow_egress` and its key.
 struct Fixture {
     s: Server,
     key: String,
-    allowed: String,
-    other: String,
-    api: String,
+    outside: Outside,
+    /// A greeter on the host's own non-loopback address.
+    host_service: String,
+    api_port: String,
 }
 
 async fn fixture() -> Fixture {
-    let s = Server::start();
+    let outside = Outside::start(OUTSIDE_SERVER, &[]);
+    let hosts = format!(
+        "allowed.test={ip},other.test={ip},a.wild.test={ip}",
+        ip = outside.ip
+    );
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--egress-host", &hosts]);
     let r = s
         .admin(
             "POST",
@@ -162,314 +187,294 @@ async fn fixture() -> Fixture {
     assert_eq!(r.status, 201, "{}", r.text);
     let key = r.body["api_key"].as_str().unwrap().to_string();
     let ip = host_ipv4();
-    let (a, b) = (greeter(ip), greeter(ip));
-    let api = s.addr.rsplit(':').next().unwrap().to_string();
+    let api_port = s.addr.rsplit(':').next().unwrap().to_string();
     Fixture {
         s,
         key,
-        allowed: format!("{ip}:{a}"),
-        other: format!("{ip}:{b}"),
-        api,
+        outside,
+        host_service: format!("{ip}:{}", greeter(ip)),
+        api_port,
     }
 }
 
-/// Without a network option a sandbox has loopback only: neither host server is reachable.
+async fn network_log(s: &Server, id: &str) -> Value {
+    let r = s
+        .admin("GET", &format!("/v1/sandboxes/{id}/network/log"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.body
+}
+
+/// Without a network option a sandbox has loopback only: the outside server is not reachable,
+/// and failing is immediate (no route), not a time-out.
 #[tokio::test]
 async fn default_is_loopback_only() {
     let f = fixture().await;
     let id = f.s.create(&f.key, json!({})).await;
-    let ex =
-        f.s.run(&id, probe(&[f.allowed.clone(), f.other.clone()]))
-            .await;
+    let ex = f.s.run(&id, probe(&[f.outside.addr()])).await;
     let out = stdout(&ex);
-    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
-    assert!(
-        !reached(&out, &f.allowed) && !reached(&out, &f.other),
-        "{out}"
-    );
+    assert!(!reached(&out, &f.outside.addr()), "{out}\n{ex}");
+    assert!(out.contains("Network is unreachable"), "{out}");
     f.s.kill_all().await;
 }
 
-/// An allow-list reaches its destination and nothing else: not the other server, not the
-/// host's loopback (the API port, through slirp's alias 10.0.2.2), not the metadata address.
-/// DNS points at slirp's resolver.
+/// Names decide, not addresses: three names of one address, one allowed by name, one by a
+/// wildcard, one not; the DNS answers follow the rules (a denied name is REFUSED before the
+/// host looks it up), an HTTP request carrying a denied Host to the allowed address gets the
+/// relay's 403 saying why, a connection with no name reaches the address its allowed name was
+/// resolved to, and every refusal is in the network log with its reason.
 #[tokio::test]
-async fn allow_list_reaches_only_its_destinations() {
+async fn rules_decide_by_name() {
     let f = fixture().await;
+    let port = f.outside.port;
     let id =
         f.s.create(
             &f.key,
-            json!({"network": {"egress": {"allow": [f.allowed.clone()]}}}),
+            json!({"network": {"egress": {"allow": ["allowed.test", format!("*.wild.test:{port}")]}}}),
         )
         .await;
-    let info = f.s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
-    assert_eq!(
-        info.body["network"]["egress"]["allow"][0],
-        f.allowed.as_str()
-    );
-    let api_alias = format!("10.0.2.2:{}", f.api);
-    let api_lo = format!("127.0.0.1:{}", f.api);
-    let ex =
+    let (resolv, _) = f.s.sh(&id, "grep ^nameserver /etc/resolv.conf").await;
+    assert_eq!(resolv, "nameserver 127.100.0.1\n");
+    let dns =
         f.s.run(
             &id,
-            probe(&[
-                f.allowed.clone(),
-                f.other.clone(),
-                api_alias.clone(),
-                api_lo.clone(),
-                "169.254.169.254:80".into(),
-            ]),
+            json!({"code": r#"import socket
+for n in ['allowed.test', 'a.wild.test', 'other.test', 'nowhere.invalid']:
+    try:
+        print(n, sorted({a[4][0] for a in socket.getaddrinfo(n, 80, socket.AF_INET)}), flush=True)
+    except OSError as e:
+        print(n, 'error', flush=True)
+"#}),
         )
         .await;
-    let out = stdout(&ex);
-    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
-    assert!(reached(&out, &f.allowed), "{out}\n{ex}");
-    for t in [&f.other, &api_alias, &api_lo, "169.254.169.254:80"] {
-        assert!(!reached(&out, t), "{t} reachable: {out}");
+    let ip = f.outside.ip.to_string();
+    assert_eq!(
+        stdout(&dns),
+        format!(
+            "allowed.test ['{ip}']\na.wild.test ['{ip}']\nother.test error\nnowhere.invalid error\n"
+        ),
+        "{dns}"
+    );
+    let addr = f.outside.addr();
+    for (host, want) in [
+        ("allowed.test", "HTTP/1.1 200 OK | hello allowed.test"),
+        ("a.wild.test", "HTTP/1.1 200 OK | hello a.wild.test"),
+    ] {
+        let ex = f.s.run(&id, http(&format!("{host}:{port}"), host)).await;
+        assert_eq!(stdout(&ex).trim(), want, "{ex}");
     }
-    let (resolv, _) = f.s.sh(&id, "grep nameserver /etc/resolv.conf").await;
-    assert_eq!(resolv, "nameserver 10.0.2.3\n");
-    // By default slirp4netns runs as the last id of the sandbox's own host range (inside 65535,
-    // which none of its processes runs as), so no two sandboxes' slirp4netns share a uid.
-    let own = |id: &str| {
-        let base = runtime_json(&f.s, id)["id_base"].as_u64().unwrap() as u32;
-        base + 65_535
-    };
-    let first = own(&id);
-    let slirp = assert_slirp_unprivileged(&f.s, &id, first, first).await;
-    let other =
-        f.s.create(&f.key, json!({"network": {"egress": "all"}}))
-            .await;
-    let second = own(&other);
-    assert_ne!(first, second);
-    assert_slirp_unprivileged(&f.s, &other, second, second).await;
-    let uids: Vec<u32> = sandbox_pids(&f.s, &id)
-        .into_iter()
-        .filter(|p| *p != slirp)
-        .filter_map(|p| {
-            let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok()?;
-            let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
-            line.split_whitespace().next()?.parse().ok()
-        })
-        .collect();
+    // The allowed address, but the request names another host: refused by name.
+    let ex = f.s.run(&id, http(&addr, "other.test")).await;
+    let out = stdout(&ex);
+    assert!(out.starts_with("HTTP/1.1 403 Forbidden |"), "{out}");
     assert!(
-        !uids.is_empty() && !uids.contains(&first),
-        "a process of the sandbox runs as its slirp4netns's uid: {uids:?}"
+        out.contains("other.test") && out.contains("PATCH /v1/sandboxes/{id}/network"),
+        "{out}"
+    );
+    // Opaque bytes to the address its allowed names were resolved to: decided as those names.
+    let ex = f.s.run(&id, probe(std::slice::from_ref(&addr))).await;
+    assert!(reached(&stdout(&ex), &addr), "{ex}");
+    let log = network_log(&f.s, &id).await;
+    assert!(log["egress"]["connections"].as_u64().unwrap() >= 3, "{log}");
+    let refused = log["refused"].as_array().unwrap();
+    assert!(
+        refused
+            .iter()
+            .any(|r| r["method"] == "dns" && r["destination"] == "other.test"),
+        "{log}"
+    );
+    assert!(
+        refused.iter().any(|r| r["method"] == "connect"
+            && r["destination"].as_str().unwrap().starts_with("other.test")
+            && r["reason"].as_str().unwrap().contains("other.test")),
+        "{log}"
+    );
+    // Metered: the kill takes the last sample; the operator sees the totals in /metrics.
+    let r =
+        f.s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
+            .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let r = f.s.admin("GET", "/v1/projects/net/usage", None).await;
+    let u = r.body["sandboxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["sandbox_id"] == json!(id))
+        .unwrap_or_else(|| panic!("no usage for {id}: {}", r.text))
+        .clone();
+    assert!(u["egress_bytes_out"].as_u64().unwrap() > 100, "{u}");
+    assert!(u["egress_bytes_in"].as_u64().unwrap() > 100, "{u}");
+    assert!(u["egress_refused"].as_u64().unwrap() >= 3, "{u}");
+    let m = f.s.admin("GET", "/metrics", None).await;
+    assert!(
+        m.text
+            .contains("lizard_sandbox_egress_bytes_in_total{project=\"net\"}"),
+        "{}",
+        m.text
     );
     f.s.kill_all().await;
 }
 
-/// slirp4netns runs as the configured unprivileged host user (`--egress-uid/--egress-gid`), not
-/// root: real/effective/saved uid and gid are those ids, no supplementary groups, no capability
-/// left but CAP_NET_BIND_SERVICE, none ambient. Egress still works through it, and the
-/// sandbox's kill (its cgroup's) still takes it down.
-#[tokio::test]
-async fn slirp4netns_runs_as_an_unprivileged_user() {
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--egress-uid", "99990", "--egress-gid", "99991"],
-    );
-    let ip = host_ipv4();
-    let allowed = format!("{ip}:{}", greeter(ip));
-    let id = s
-        .create(
-            &s.admin_key,
-            json!({"network": {"egress": {"allow": [allowed.clone()]}}}),
-        )
-        .await;
-    let pid = assert_slirp_unprivileged(&s, &id, 99_990, 99_991).await;
-    let ex = s.run(&id, probe(std::slice::from_ref(&allowed))).await;
-    let out = stdout(&ex);
-    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
-    assert!(reached(&out, &allowed), "{out}\n{ex}");
-    let r = s
-        .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
-        .await;
-    assert_eq!(r.status, 204, "{}", r.text);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map_or(true, |c| c.trim() != "slirp4netns")
-        })
-        .await,
-        "slirp4netns {pid} outlived its sandbox"
-    );
-    s.kill_all().await;
-}
-
-/// A TCP greeter in a network namespace of its own, reached from the host through a veth pair
-/// on `<net>.<n>.0/30` (e.g. 198.18, the benchmarking range; 10.254, a private network): a
-/// destination that is not one of the host's addresses. Removed (namespace, link, server) when
-/// dropped.
-struct Outside {
-    netns: String,
-    link: String,
-    server: Child,
-    /// A routed address (`<net>.<n>.6`, behind the veth peer): on no network of the host.
-    addr: String,
-    /// The veth peer's own address (`<net>.<n>.2`): a neighbour on the host's `<net>.<n>.0/30`.
-    neighbour: String,
-}
-
-impl Outside {
-    fn start(net: &str) -> Outside {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = (std::process::id() % 200) as u8 + N.fetch_add(1, Ordering::SeqCst) as u8;
-        let netns = format!("lz-egress-{}-{n}", std::process::id());
-        let link = format!("lzh{}{n}", std::process::id() % 10_000);
-        let peer = format!("lzo{}{n}", std::process::id() % 10_000);
-        let (host_ip, ns_ip) = (format!("{net}.{n}.1/30"), format!("{net}.{n}.2"));
-        let ip = |args: &[&str]| {
-            let out = Command::new("ip").args(args).output().unwrap();
-            assert!(
-                out.status.success(),
-                "ip {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        ip(&["netns", "add", &netns]);
-        ip(&["link", "add", &link, "type", "veth", "peer", "name", &peer]);
-        ip(&["link", "set", &peer, "netns", &netns]);
-        ip(&["addr", "add", &host_ip, "dev", &link]);
-        ip(&["link", "set", &link, "up"]);
-        let ns_cidr = format!("{ns_ip}/30");
-        ip(&["-n", &netns, "addr", "add", &ns_cidr, "dev", &peer]);
-        ip(&["-n", &netns, "link", "set", &peer, "up"]);
-        ip(&["-n", &netns, "link", "set", "lo", "up"]);
-        // A destination one hop away (as the internet is): on the peer's loopback, routed.
-        let far_ip = format!("{net}.{n}.6");
-        ip(&[
-            "-n",
-            &netns,
-            "addr",
-            "add",
-            &format!("{far_ip}/32"),
-            "dev",
-            "lo",
-        ]);
-        ip(&[
-            "route",
-            "add",
-            &format!("{far_ip}/32"),
-            "via",
-            &ns_ip,
-            "dev",
-            &link,
-        ]);
-        let code = "import socket\ns = socket.create_server(('0.0.0.0', 0))\nprint(s.getsockname()[1], flush=True)\nwhile True:\n    c, _ = s.accept()\n    c.sendall(b'hello\\n')\n    c.close()\n";
-        let mut server = Command::new("ip")
-            .args(["netns", "exec", &netns, "python3", "-c", code])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut port = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-            &mut port,
-        )
-        .unwrap();
-        Outside {
-            netns,
-            link,
-            server,
-            addr: format!("{far_ip}:{}", port.trim()),
-            neighbour: format!("{ns_ip}:{}", port.trim()),
-        }
-    }
-}
-
-impl Drop for Outside {
-    fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.link])
-            .status();
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.netns])
-            .status();
-    }
-}
-
-/// `all` reaches a destination outside the host, but not the host's own addresses (a service
-/// listening there was not given to the sandbox), a neighbour on one of the host's networks
-/// (even a public one: 198.18.n.0/30 here), a private network (the host's LAN is not the
-/// internet), the host's loopback or the metadata address; an allow-list that names a private
-/// address (or a host address, above) does reach it.
+/// `all` reaches the outside server, but not the host's own address (a service listening there
+/// was not given to the sandbox), the private neighbour, the host's loopback (the API port: the
+/// sandbox's 127.0.0.1 is its own), the metadata address, nor anything over UDP but DNS; an
+/// address rule naming the private neighbour does reach it.
 #[tokio::test]
 async fn egress_all_reaches_outside_but_not_the_host() {
     let f = fixture().await;
-    let outside = Outside::start("198.18");
-    let private = Outside::start("10.254");
     let id =
         f.s.create(&f.key, json!({"network": {"egress": "all"}}))
             .await;
-    let api_alias = format!("10.0.2.2:{}", f.api);
-    let api_lo = format!("127.0.0.1:{}", f.api);
-    let ex =
-        f.s.run(
-            &id,
-            probe(&[
-                outside.addr.clone(),
-                outside.neighbour.clone(),
-                private.addr.clone(),
-                f.allowed.clone(),
-                f.other.clone(),
-                api_alias.clone(),
-                api_lo.clone(),
-                "169.254.169.254:80".into(),
-                "127.0.0.1:8080".into(),
-            ]),
-        )
-        .await;
+    let api_lo = format!("127.0.0.1:{}", f.api_port);
+    let targets = [
+        f.outside.addr(),
+        f.outside.neighbour.clone(),
+        f.host_service.clone(),
+        api_lo.clone(),
+        "169.254.169.254:80".to_string(),
+    ];
+    let ex = f.s.run(&id, probe(&targets)).await;
     let out = stdout(&ex);
-    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
-    assert!(reached(&out, &outside.addr), "{out}\n{ex}");
-    for t in [
-        &outside.neighbour,
-        &private.addr,
-        &f.allowed,
-        &f.other,
-        &api_alias,
-        &api_lo,
-        "169.254.169.254:80",
-    ] {
+    assert!(reached(&out, &f.outside.addr()), "{out}\n{ex}");
+    for t in &targets[1..] {
         assert!(!reached(&out, t), "{t} reachable: {out}");
     }
-    // The sandbox's own loopback still works (the agent's port), and so does DNS to slirp's
-    // resolver (in 10.0.0.0/8): the answer may be an error, but it is an answer.
-    assert!(reached(&out, "127.0.0.1:8080"), "{out}");
-    let dns = f
-        .s
-        .run(
+    // UDP other than DNS is refused at once (ICMP admin-prohibited: ECONNREFUSED on the next
+    // call), never sent.
+    let udp =
+        f.s.run(
             &id,
-            json!({"code": "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(10)\ns.sendto(bytes.fromhex('abcd01000001000000000000096c6f63616c686f73740000010001'), ('10.0.2.3', 53))\nprint('dns answered', len(s.recv(512)) > 12)"}),
+            json!({"code": format!(r#"import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+s.connect(('{}', 9999))
+try:
+    s.send(b'x')
+    s.recv(10)
+    print('udp answered')
+except OSError as e:
+    print('udp refused', type(e).__name__)
+"#, f.outside.ip)}),
         )
         .await;
-    assert_eq!(stdout(&dns), "dns answered True\n", "{dns}");
-    // An allow-list may name the private destination.
+    let out = stdout(&udp);
+    assert!(
+        out.starts_with("udp refused") && !out.contains("timeout"),
+        "{udp}"
+    );
     let named =
         f.s.create(
             &f.key,
-            json!({"network": {"egress": {"allow": [private.addr.clone()]}}}),
+            json!({"network": {"egress": {"allow": [f.outside.neighbour.clone()]}}}),
         )
         .await;
     let ex =
-        f.s.run(&named, probe(std::slice::from_ref(&private.addr)))
+        f.s.run(&named, probe(std::slice::from_ref(&f.outside.neighbour)))
             .await;
-    assert!(reached(&stdout(&ex), &private.addr), "{ex}");
+    assert!(reached(&stdout(&ex), &f.outside.neighbour), "{ex}");
     f.s.kill_all().await;
 }
 
-/// The sandbox cannot change its network: no CAP_NET_ADMIN over its namespace (interface down,
-/// route delete fail), no nftables netlink socket; egress stays as configured afterwards.
+/// Rules change on a running sandbox (`PATCH /v1/sandboxes/{id}/network`), from the next
+/// connection on; they stay changed across a hibernation. A sandbox created without egress
+/// cannot get it later (409); a project without `allow_egress` cannot open anything (403); a bad
+/// rule is a typed 400 that changes nothing.
+#[tokio::test]
+async fn rules_change_live() {
+    let f = fixture().await;
+    let addr = f.outside.addr();
+    let id =
+        f.s.create(&f.key, json!({"network": {"egress": {"allow": []}}}))
+            .await;
+    let ex = f.s.run(&id, probe(std::slice::from_ref(&addr))).await;
+    assert!(!reached(&stdout(&ex), &addr), "{ex}");
+    let patch = |body: Value| {
+        let (s, key, id) = (&f.s, f.key.clone(), id.clone());
+        async move {
+            s.req(
+                Some(&key),
+                "PATCH",
+                &format!("/v1/sandboxes/{id}/network"),
+                Some(body),
+            )
+            .await
+        }
+    };
+    let r = patch(json!({"egress": {"allow": [addr.clone()]}})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["network"]["egress"]["allow"][0], addr.as_str());
+    let ex = f.s.run(&id, probe(std::slice::from_ref(&addr))).await;
+    assert!(reached(&stdout(&ex), &addr), "{ex}");
+    let r = patch(json!({"egress": {"allow": ["1.2.3.4/40"]}})).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.body["code"], "invalid_request");
+    assert!(r.body["message"].as_str().unwrap().contains("1.2.3.4/40"));
+    let ex = f.s.run(&id, probe(std::slice::from_ref(&addr))).await;
+    assert!(
+        reached(&stdout(&ex), &addr),
+        "a bad rule changed the rules: {ex}"
+    );
+    // Kept across a hibernation (exact or not).
+    for op in ["hibernate", "resume"] {
+        let r =
+            f.s.admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
+                .await;
+        assert_eq!(r.status, 200, "{op}: {}", r.text);
+    }
+    let ex = f.s.run(&id, probe(std::slice::from_ref(&addr))).await;
+    assert!(reached(&stdout(&ex), &addr), "after a resume: {ex}");
+    let r = patch(json!({"egress": "none"})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["network"]["egress"], json!({"allow": []}));
+    let ex = f.s.run(&id, probe(std::slice::from_ref(&addr))).await;
+    assert!(!reached(&stdout(&ex), &addr), "{ex}");
+    // Created without egress: 409.
+    let plain = f.s.create(&f.key, json!({})).await;
+    let r =
+        f.s.req(
+            Some(&f.key),
+            "PATCH",
+            &format!("/v1/sandboxes/{plain}/network"),
+            Some(json!({"egress": "all"})),
+        )
+        .await;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert_eq!(r.body["code"], "conflict");
+    // A project without allow_egress: 403 (an admin made its sandbox with egress).
+    let other = f.s.project_key("closed").await;
+    let r =
+        f.s.admin(
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"project": "closed", "network": {"egress": {"allow": []}}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let closed = r.body["sandbox_id"].as_str().unwrap().to_string();
+    let r =
+        f.s.req(
+            Some(&other),
+            "PATCH",
+            &format!("/v1/sandboxes/{closed}/network"),
+            Some(json!({"egress": "all"})),
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.text);
+    assert_eq!(r.body["code"], "permission_denied");
+    f.s.kill_all().await;
+}
+
+/// The sandbox cannot change its network or step around the relay: no CAP_NET_ADMIN over its
+/// namespace (loopback down, route delete fail), no nftables netlink socket, not even as its
+/// root; the host's listeners' addresses are taken (not bindable) and a connection straight to
+/// the relay's listener is refused; egress stays as configured afterwards.
 #[tokio::test]
 async fn network_rules_cannot_be_changed_from_inside() {
     let f = fixture().await;
     let id =
         f.s.create(
             &f.key,
-            json!({"network": {"egress": {"allow": [f.allowed.clone()]}}}),
+            json!({"network": {"egress": {"allow": ["allowed.test"]}}}),
         )
         .await;
     let code = r#"
@@ -481,30 +486,36 @@ def attempt(name, fn):
     except OSError as e:
         print(name, 'failed', e.errno, flush=True)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-attempt('link-down', lambda: fcntl.ioctl(s, 0x8914, struct.pack('16sH22x', b'tap0', 0)))
+attempt('link-down', lambda: fcntl.ioctl(s, 0x8914, struct.pack('16sH22x', b'lo', 0)))
 attempt('route-delete', lambda: fcntl.ioctl(s, 0x890C, bytes(120)))
 attempt('nft-netlink', lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12))
-attempt('mtu', lambda: fcntl.ioctl(s, 0x8922, struct.pack('16si20x', b'tap0', 1280)))
+attempt('bind-dns', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).bind(('127.100.0.1', 53)))
+attempt('bind-relay', lambda: socket.socket().bind(('127.100.0.1', 3143)))
 "#;
     let ex = f.s.run(&id, json!({"code": code})).await;
     let out = stdout(&ex);
-    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
-    assert_eq!(out.lines().count(), 4, "{out}\n{ex}");
+    assert_eq!(out.lines().count(), 5, "{out}\n{ex}");
     assert!(!out.contains("ALLOWED"), "{out}");
-    let ex =
-        f.s.run(&id, probe(&[f.allowed.clone(), f.other.clone()]))
+    let root =
+        f.s.root_cmd(&id, &format!("python3 -c {}", shell_quote(code)))
             .await;
-    let out = stdout(&ex);
-    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
-    assert!(
-        reached(&out, &f.allowed) && !reached(&out, &f.other),
-        "{out}"
-    );
+    let out = root["stdout"].as_str().unwrap_or_default();
+    assert_eq!(out.lines().count(), 5, "as root: {root}");
+    assert!(!out.contains("ALLOWED"), "as root: {out}");
+    // Straight to the relay's listener: not a redirected connection, closed.
+    let ex = f.s.run(&id, probe(&["127.100.0.1:3143".to_string()])).await;
+    assert!(!reached(&stdout(&ex), "127.100.0.1:3143"), "{ex}");
+    assert_only_allowed_test(&f.s, &id, &f.outside).await;
     f.s.kill_all().await;
 }
 
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 /// Egress is for projects the admin allowed: a project key of another project gets a typed 403;
-/// bad allow-list entries are a typed 400.
+/// bad rules are a typed 400 naming the entry. Names are not resolved at create: a name that
+/// does not resolve (yet) is a valid rule.
 #[tokio::test]
 async fn egress_needs_the_projects_permission() {
     let f = fixture().await;
@@ -519,7 +530,6 @@ async fn egress_needs_the_projects_permission() {
         .await;
     assert_eq!(r.status, 403, "{}", r.text);
     assert_eq!(r.body["code"], "permission_denied");
-    // Asking for no egress is fine.
     let r =
         f.s.req(
             Some(&plain),
@@ -529,44 +539,240 @@ async fn egress_needs_the_projects_permission() {
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
-    for bad in [
-        json!({"network": {"egress": {"allow": ["::1"]}}}),
-        json!({"network": {"egress": {"allow": ["1.2.3.4/40"]}}}),
-        json!({"network": {"egress": {"allow": []}}}),
-        json!({"network": {"egress": {"allow": ["no-such-host.invalid"]}}}),
-        json!({"network": {"egress": "sometimes"}}),
+    for (bad, names) in [
+        (json!({"network": {"egress": {"allow": ["::1"]}}}), "::1"),
+        (
+            json!({"network": {"egress": {"allow": ["1.2.3.4/40"]}}}),
+            "1.2.3.4/40",
+        ),
+        (
+            json!({"network": {"egress": {"deny": ["a b.com"]}}}),
+            "a b.com",
+        ),
+        (
+            json!({"network": {"egress": {"allow": ["x.com:0"]}}}),
+            "x.com:0",
+        ),
+        (json!({"network": {"egress": "sometimes"}}), "sometimes"),
+        (json!({"network": {"egress": {"alow": []}}}), "alow"),
     ] {
         let r =
             f.s.req(Some(&f.key), "POST", "/v1/sandboxes", Some(bad.clone()))
                 .await;
         assert_eq!(r.status, 400, "{bad}: {}", r.text);
         assert_eq!(r.body["code"], "invalid_request");
+        assert!(r.text.contains(names), "{bad}: {}", r.text);
     }
+    let r =
+        f.s.req(
+            Some(&f.key),
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"network": {"egress": {"allow": ["not-yet.invalid"]}}})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
     f.s.kill_all().await;
 }
 
-/// slirp4netns is not tied to the server process: after a server restart the adopted sandbox
-/// still has its egress (and still only its allow-list).
+/// After a server restart the adopted sandbox has its egress again, with the same rules (the
+/// new server makes its listeners in the sandbox's namespace and reinstalls the ruleset).
 #[tokio::test]
 async fn egress_survives_a_server_restart() {
     let f = fixture().await;
     let id =
         f.s.create(
             &f.key,
-            json!({"network": {"egress": {"allow": [f.allowed.clone()]}}}),
+            json!({"network": {"egress": {"allow": ["allowed.test"]}}}),
         )
         .await;
-    let (key, allowed, other) = (f.key.clone(), f.allowed.clone(), f.other.clone());
-    let dir = f.s.stop("-TERM");
-    let s = Server::start_in(dir, &[]);
+    let Fixture {
+        s, key, outside, ..
+    } = f;
+    let hosts = format!("allowed.test={ip},other.test={ip}", ip = outside.ip);
+    let dir = s.stop("-TERM");
+    let s = Server::start_in(dir, &["--egress-host", &hosts]);
     let info = s
         .req(Some(&key), "GET", &format!("/v1/sandboxes/{id}"), None)
         .await;
     assert_eq!(info.status, 200, "{}", info.text);
-    assert_eq!(info.body["network"]["egress"]["allow"][0], allowed.as_str());
-    let ex = s.run(&id, probe(&[allowed.clone(), other.clone()])).await;
-    let out = stdout(&ex);
-    assert!(!out.is_empty(), "the probe printed nothing: {ex}");
-    assert!(reached(&out, &allowed) && !reached(&out, &other), "{out}");
+    assert_eq!(info.body["network"]["egress"]["allow"][0], "allowed.test");
+    assert_only_allowed_test(&s, &id, &outside).await;
     s.kill_all().await;
+}
+
+/// With CRIU, a sandbox with egress hibernates exactly like any other (its network namespace
+/// holds nothing of its own: the restore and the server make it again), and its egress works after the resume.
+#[tokio::test]
+async fn egress_sandboxes_hibernate_exactly() {
+    if cached_criu().is_none() {
+        return;
+    }
+    let f = fixture().await;
+    let id =
+        f.s.create(
+            &f.key,
+            json!({"network": {"egress": {"allow": ["allowed.test"]}}}),
+        )
+        .await;
+    f.s.run(&id, json!({"code": "x = 41"})).await;
+    let r =
+        f.s.admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
+            .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["hibernation"]["method"], "criu", "{}", r.text);
+    let r =
+        f.s.admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+            .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let ex = f.s.run(&id, json!({"code": "x + 1"})).await;
+    assert_eq!(ex["results"][0]["data"]["text/plain"], "42", "{ex}");
+    assert_only_allowed_test(&f.s, &id, &f.outside).await;
+    f.s.kill_all().await;
+}
+
+/// E2B's `network.allowOut`/`denyOut` (as E2B's SDKs send them at create) become the same
+/// rules: with `denyOut: ["0.0.0.0/0"]` only `allowOut` is reached — by name too —; without
+/// a network option an E2B sandbox of a project with egress reaches everything public.
+#[tokio::test]
+async fn e2b_network_options_map_onto_the_rules() {
+    let f = fixture().await;
+    let create = |body: String| {
+        let (addr, key) = (f.s.addr.clone(), f.key.clone());
+        async move {
+            let (status, created) = raw(
+                &addr,
+                "POST",
+                "/sandboxes",
+                &[
+                    ("X-API-Key", key.as_str()),
+                    ("Content-Type", "application/json"),
+                    ("Connection", "close"),
+                ],
+                &body,
+            )
+            .await;
+            assert_eq!(status, 201, "{created}");
+            created["sandboxID"].as_str().unwrap().to_string()
+        }
+    };
+    let id = create(
+        r#"{"templateID":"base","network":{"allowOut":["allowed.test"],"denyOut":["0.0.0.0/0"],"allowPublicTraffic":true}}"#
+            .into(),
+    )
+    .await;
+    let info = f.s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(
+        info.body["network"]["egress"],
+        json!({"allow": ["allowed.test"]}),
+        "{}",
+        info.text
+    );
+    assert_only_allowed_test(&f.s, &id, &f.outside).await;
+    let open = create(r#"{"templateID":"base"}"#.into()).await;
+    let ex = f.s.run(&open, probe(&[f.outside.addr()])).await;
+    assert!(reached(&stdout(&ex), &f.outside.addr()), "{ex}");
+    let deny = create(format!(
+        r#"{{"templateID":"base","network":{{"denyOut":["{}"]}}}}"#,
+        f.outside.ip
+    ))
+    .await;
+    let ex = f.s.run(&deny, probe(&[f.outside.addr()])).await;
+    assert!(!reached(&stdout(&ex), &f.outside.addr()), "{ex}");
+    // E2B's `updateNetwork` (PUT …/network) replaces the rules live, with E2B's checks.
+    let put = |id: String, body: &'static str| {
+        let (addr, key) = (f.s.addr.clone(), f.key.clone());
+        async move {
+            raw(
+                &addr,
+                "PUT",
+                &format!("/sandboxes/{id}/network"),
+                &[
+                    ("X-API-Key", key.as_str()),
+                    ("Content-Type", "application/json"),
+                    ("Connection", "close"),
+                ],
+                body,
+            )
+            .await
+        }
+    };
+    let (status, body) = put(deny.clone(), r#"{"allowOut":["allowed.test"]}"#).await;
+    assert_eq!(status, 400, "a name without deny-all: {body}");
+    let (status, body) = put(deny.clone(), r#"{"denyOut":["allowed.test"]}"#).await;
+    assert_eq!(status, 400, "a name in denyOut: {body}");
+    let (status, _) = put(deny.clone(), "{}").await;
+    assert_eq!(status, 204);
+    let ex = f.s.run(&deny, probe(&[f.outside.addr()])).await;
+    assert!(
+        reached(&stdout(&ex), &f.outside.addr()),
+        "opened again: {ex}"
+    );
+    let (status, _) = put(
+        deny.clone(),
+        r#"{"allowOut":["allowed.test"],"denyOut":["0.0.0.0/0"]}"#,
+    )
+    .await;
+    assert_eq!(status, 204);
+    assert_only_allowed_test(&f.s, &deny, &f.outside).await;
+    let (status, _) = put("nosuchsandbox0000000".into(), "{}").await;
+    assert_eq!(status, 404);
+    f.s.kill_all().await;
+}
+
+/// With CRIU, a sandbox with egress is snapshotted, cloned and forked exactly like any other: the
+/// clone and the fork have the source's state (a variable, a thread still counting) and their own
+/// egress under the source's rules (their own listeners and ruleset in their own namespaces).
+#[tokio::test]
+async fn egress_sandboxes_are_cloned_and_forked_exactly() {
+    if cached_criu().is_none() {
+        return;
+    }
+    let f = fixture().await;
+    let id =
+        f.s.create(
+            &f.key,
+            json!({"network": {"egress": {"allow": ["allowed.test"]}}}),
+        )
+        .await;
+    let code = "import threading, time\nx = 41\nticks = [0]\ndef tick():\n    while True:\n        ticks[0] += 1\n        time.sleep(0.01)\nthreading.Thread(target=tick, daemon=True).start()";
+    f.s.run(&id, json!({ "code": code })).await;
+    let call = |method: &'static str, path: String, body: Value| {
+        let (s, key) = (&f.s, f.key.clone());
+        async move { s.req(Some(&key), method, &path, Some(body)).await }
+    };
+    let snap = call("POST", format!("/v1/sandboxes/{id}/snapshots"), json!({})).await;
+    assert_eq!(snap.status, 201, "{}", snap.text);
+    let snap_id = snap.body["snapshot_id"].as_str().unwrap().to_string();
+    let clone = call(
+        "POST",
+        "/v1/sandboxes".into(),
+        json!({ "snapshot_id": snap_id }),
+    )
+    .await;
+    assert_eq!(clone.status, 201, "{}", clone.text);
+    assert_eq!(clone.body["restore"]["method"], "criu", "{}", clone.text);
+    let fork = call("POST", format!("/v1/sandboxes/{id}/fork"), json!({})).await;
+    assert_eq!(fork.status, 201, "{}", fork.text);
+    assert_eq!(fork.body["restore"]["method"], "criu", "{}", fork.text);
+    for new in [&clone.body, &fork.body] {
+        let new = new["sandbox_id"].as_str().unwrap().to_string();
+        assert_eq!(
+            f.s.admin("GET", &format!("/v1/sandboxes/{new}"), None)
+                .await
+                .body["network"]["egress"],
+            json!({"allow": ["allowed.test"]})
+        );
+        let ex =
+            f.s.run(
+                &new,
+                json!({"code": "a = ticks[0]\ntime.sleep(0.3)\nprint(x + 1, ticks[0] > a)"}),
+            )
+            .await;
+        assert_eq!(stdout(&ex), "42 True\n", "{ex}");
+        assert_only_allowed_test(&f.s, &new, &f.outside).await;
+    }
+    // The source keeps its own.
+    assert_only_allowed_test(&f.s, &id, &f.outside).await;
+    f.s.kill_all().await;
 }

@@ -478,15 +478,8 @@ async fn mountinfo_does_not_reveal_host_paths() {
         } else {
             "echo x >> /proc/1/exe 2>/dev/null || echo refused; echo refused"
         };
-        let r = s
-            .admin(
-                "POST",
-                &format!("/v1/sandboxes/{id}/commands"),
-                Some(json!({ "cmd": cmd, "user": "root" })),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        assert_eq!(r.body["stdout"], "refused\nrefused\n", "{}", r.text);
+        let out = s.root_cmd(&id, cmd).await;
+        assert_eq!(out["stdout"], "refused\nrefused\n", "{out}");
         s.kill_all().await;
     }
 }

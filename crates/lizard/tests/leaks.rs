@@ -7,18 +7,48 @@ use common::*;
 use serde_json::json;
 use std::time::Duration;
 
-fn host_counts() -> (usize, usize, usize) {
-    let procs = std::fs::read_dir("/proc")
+/// Host processes that are not kernel threads (children of kthreadd, pid 2): kernel workers come
+/// and go with the machine's load (cgroup teardown, writeback) and are none of ours.
+fn user_processes() -> Vec<(i32, String)> {
+    std::fs::read_dir("/proc")
         .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .chars()
-                .all(|c| c.is_ascii_digit())
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != 2)
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+            let (comm, rest) = stat.split_at(stat.rfind(')')?);
+            let ppid: i32 = rest[1..].split_whitespace().nth(1)?.parse().ok()?;
+            let comm = comm[comm.find('(')? + 1..].to_string();
+            (ppid != 2).then_some((pid, comm))
         })
-        .count();
+        .collect()
+}
+
+/// `pid (comm)` with its state, parent and pids cgroup, to tell a zombie nobody reaps from a
+/// process that outlived its sandbox's cgroup.
+fn describe(pid: i32, comm: String) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rfind(')')
+        .map(|i| stat[i + 1..].split_whitespace().collect())
+        .unwrap_or_default();
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.contains(":pids:"))
+        .unwrap_or("")
+        .to_string();
+    format!(
+        "{pid} ({comm}) state {} ppid {} {cgroup}",
+        fields.first().unwrap_or(&"?"),
+        fields.get(1).unwrap_or(&"?")
+    )
+}
+
+fn host_counts() -> (usize, usize, usize) {
+    let procs = user_processes().len();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
@@ -28,22 +58,6 @@ fn host_counts() -> (usize, usize, usize) {
 }
 
 use std::path::Path;
-
-/// Host pids of the slirp4netns attached to the network namespace of host pid `pid` (it holds
-/// that namespace open as its fd 3, `--netns-type=path /proc/self/fd/3`).
-fn slirp_for(pid: i64) -> Vec<i32> {
-    let netns = std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/comm"))
-                .is_ok_and(|c| c.trim() == "slirp4netns")
-                && std::fs::read_link(format!("/proc/{p}/fd/3")).is_ok_and(|l| l == netns)
-        })
-        .collect()
-}
 
 fn walk_dirs(p: &Path) -> usize {
     let mut n = 0;
@@ -66,6 +80,8 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
     s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
         .await;
     let (p0, m0, c0) = host_counts();
+    let before: std::collections::HashSet<i32> =
+        user_processes().into_iter().map(|(p, _)| p).collect();
     for _ in 0..100 {
         let id = s.create(&s.admin_key.clone(), json!({})).await;
         let r = s
@@ -89,36 +105,39 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
             .await;
         assert_eq!(r.status, 204);
     }
-    // With egress: slirp4netns runs in the sandbox's cgroup and goes with it.
-    let mut slirps = Vec::new();
+    // With egress: the server's relay and DNS listeners in the sandbox's network namespace (and
+    // the namespace they hold) go with the sandbox.
+    let server = server_pid(s.data_dir.path());
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{server}/fd"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let fds0 = fds();
     for _ in 0..10 {
         let id = s
-            .create(&s.admin_key.clone(), json!({"network": {"egress": "all"}}))
-            .await;
-        let rt: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(
-                s.data_dir
-                    .path()
-                    .join(format!("sandboxes/{id}/runtime.json")),
+            .create(
+                &s.admin_key.clone(),
+                json!({"network": {"egress": {"allow": ["example.test"]}}}),
             )
-            .unwrap(),
+            .await;
+        // A refused connection: the relay was used.
+        s.run(
+            &id,
+            json!({"code": "import socket\ntry:\n    socket.create_connection(('203.0.113.1', 80), timeout=5).recv(1)\nexcept OSError:\n    pass"}),
         )
-        .unwrap();
-        let found = slirp_for(rt["pid"].as_i64().unwrap());
-        assert_eq!(found.len(), 1, "one slirp4netns per sandbox with egress");
-        slirps.extend(found);
+        .await;
         let r = s
             .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
             .await;
         assert_eq!(r.status, 204);
     }
-    let slirps_gone = eventually(Duration::from_secs(10), || async {
-        slirps.iter().all(|p| {
-            !Path::new(&format!("/proc/{p}/cmdline")).exists() || gone_or_zombie(*p as u32)
-        })
-    })
-    .await;
-    assert!(slirps_gone, "slirp4netns outlived its sandbox");
+    let fds_back = eventually(Duration::from_secs(10), || async { fds() <= fds0 + 4 }).await;
+    assert!(
+        fds_back,
+        "the server holds {} descriptors after 10 egress sandboxes came and went ({fds0} before)",
+        fds()
+    );
     let settled = eventually(Duration::from_secs(20), || async {
         let (p1, m1, c1) = host_counts();
         // Other tests run concurrently on this machine: allow a little process noise, none for
@@ -127,9 +146,14 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
     })
     .await;
     let (p1, m1, c1) = host_counts();
+    let new: Vec<_> = user_processes()
+        .into_iter()
+        .filter(|(p, _)| !before.contains(p))
+        .map(|(p, comm)| describe(p, comm))
+        .collect();
     assert!(
         settled,
-        "leak: processes {p0}->{p1}, mounts {m0}->{m1}, cgroups {c0}->{c1}"
+        "leak: processes {p0}->{p1}, mounts {m0}->{m1}, cgroups {c0}->{c1}; new processes: {new:?}"
     );
     let left = std::fs::read_dir(s.data_dir.path().join("sandboxes"))
         .map(|d| d.count())

@@ -286,13 +286,15 @@ async fn project_create_cli_works_on_the_data_dir() {
     let id = s
         .create(&net_key, json!({"network": {"egress": "all"}}))
         .await;
+    // Egress was granted: the sandbox's DNS is the host's responder (its namespace still has
+    // `lo` only: egress goes through the host's relay).
     let (out, _) = s
         .sh(
             &id,
-            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort",
+            "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort; grep ^nameserver /etc/resolv.conf",
         )
         .await;
-    assert_eq!(out, "lo\ntap0\n");
+    assert_eq!(out, "lo\nnameserver 127.100.0.1\n");
     s.kill_all().await;
 }
 
@@ -392,7 +394,11 @@ async fn twenty_sandboxes_at_once() {
     for i in 0..20 {
         let s = s.clone();
         tasks.push(tokio::spawn(async move {
-            let id = s.create(&s.admin_key.clone(), json!({})).await;
+            // A small disk each: twenty default (1 GiB) disks would be a promise larger than a
+            // CI machine's free disk, and the server rightly refuses what it cannot keep (507).
+            let id = s
+                .create(&s.admin_key.clone(), json!({"limits": {"disk_mb": 128}}))
+                .await;
             let (out, _) = s.sh(&id, &format!("echo {i}; hostname")).await;
             assert_eq!(out, format!("{i}\n{id}\n"));
             id

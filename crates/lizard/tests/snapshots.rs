@@ -15,18 +15,6 @@ async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> String {
     stdout(&ex)
 }
 
-async fn root_cmd(s: &Server, id: &str, cmd: &str) -> Value {
-    let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/commands"),
-            Some(json!({ "cmd": cmd, "user": "root" })),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    r.body
-}
-
 /// The source's three kernels with state, and a file.
 struct Source {
     id: String,
@@ -443,8 +431,7 @@ async fn a_hostile_sandbox_cannot_make_the_host_follow_or_read_its_saved_state()
     let host = s.data_dir.path().join("host-secret");
     std::fs::write(&host, "host only").unwrap();
     let host_path = host.display().to_string();
-    let r = root_cmd(
-        &s,
+    let r = s.root_cmd(
         &id,
         &format!(
             "ln -s {host_path} /home/user/to-host && ln -s / /home/user/root-link && \
@@ -478,15 +465,15 @@ async fn a_hostile_sandbox_cannot_make_the_host_follow_or_read_its_saved_state()
     assert!(out.contains('p'), "{out}");
     // Now the agent "lies": the saved state is replaced by a link to a host path after the
     // snapshot is written (the clone's restore reads it inside the clone only).
-    let r = root_cmd(
-        &s,
-        &c_id,
-        &format!(
-            "rm -rf /run/lizard/snapshot; mkdir -p /run/lizard/snapshot && \
+    let r = s
+        .root_cmd(
+            &c_id,
+            &format!(
+                "rm -rf /run/lizard/snapshot; mkdir -p /run/lizard/snapshot && \
              ln -s {host_path} /run/lizard/snapshot/manifest.json && echo lied"
-        ),
-    )
-    .await;
+            ),
+        )
+        .await;
     assert!(stdout_of(&r).contains("lied"), "{r}");
     let snap2 = snapshot(&s, &key, &c_id).await;
     let c2 = clone(&s, &key, snap2["snapshot_id"].as_str().unwrap()).await;

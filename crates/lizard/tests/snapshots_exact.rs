@@ -126,6 +126,55 @@ async fn assert_alive(s: &Server, id: &str, src: &Live, closure: u64) {
     );
 }
 
+/// What the processes sandbox `id` starts now see as its identity, each as "<LIZARD_SANDBOX_ID>
+/// <HOSTNAME> [<uname -n>]": a command (run as the sandbox user and as root), a new Python
+/// context's and a new JavaScript context's kernel (forked from zygotes that may predate a
+/// restore).
+async fn identities(s: &Server, id: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for user in ["user", "root"] {
+        let r = s
+            .admin(
+                "POST",
+                &format!("/v1/sandboxes/{id}/commands"),
+                Some(json!({"cmd": "echo $LIZARD_SANDBOX_ID $HOSTNAME $(uname -n)", "user": user})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        out.push(r.body["stdout"].as_str().unwrap_or("").trim().to_string());
+    }
+    let py = context(s, id, "python").await;
+    let line = run_in(
+        s,
+        id,
+        &py,
+        "import os; print(os.environ['LIZARD_SANDBOX_ID'], os.environ['HOSTNAME'], os.uname().nodename)",
+    )
+    .await;
+    out.push(line.trim().to_string());
+    let js = context(s, id, "javascript").await;
+    let line = run_in(
+        s,
+        id,
+        &js,
+        "console.log(process.env.LIZARD_SANDBOX_ID, process.env.HOSTNAME, require('os').hostname())",
+    )
+    .await;
+    out.push(line.trim().to_string());
+    out
+}
+
+/// Every process sandbox `id` starts sees `id` as its identity (see `identities`).
+async fn assert_identity(s: &Server, id: &str) {
+    let want = format!("{id} {id} {id}");
+    for (what, got) in ["command", "root command", "new python", "new javascript"]
+        .iter()
+        .zip(identities(s, id).await)
+    {
+        assert_eq!(got, want, "{what} in {id}");
+    }
+}
+
 async fn snapshot(s: &Server, id: &str) -> Value {
     let r = s
         .admin(
@@ -178,6 +227,17 @@ async fn exact_clones_are_alive_and_stay_apart() {
     let snap = snapshot(&s, &src.id).await;
     assert_eq!(snap["method"], "criu", "{snap}");
     eprintln!("snapshot: {}", snap["method_reason"]);
+    // How long the source was frozen for it, typed (also in the reason's words).
+    let frozen = snap["frozen_ms"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{snap}"));
+    assert!(
+        snap["method_reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("frozen {frozen} ms")),
+        "{snap}"
+    );
     let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
     // The images are host-side and root's alone.
     let images = s
@@ -300,6 +360,15 @@ async fn exact_clones_are_alive_and_stay_apart() {
     assert_eq!(r.status, 201, "{}", r.text);
     let fresh = r.body["id"].as_str().unwrap().to_string();
     assert_eq!(run_in(&s, &a, &fresh, "print(6 * 7)").await, "42\n");
+    // Every process a clone's agent starts after the restore has the clone's id and host name,
+    // not the source's (CRIU restored the source's environment; the handover named the clone's);
+    // a kernel restored from the source is an exact copy and keeps the source's.
+    let env = "import os; print(os.environ['LIZARD_SANDBOX_ID'])";
+    assert_eq!(run_in(&s, &a, &fresh, env).await.trim(), a);
+    assert_eq!(run_in(&s, &a, &src.py, env).await.trim(), src.id);
+    for id in [&a, &b, &src.id] {
+        assert_identity(&s, id).await;
+    }
     for id in [&a, &b] {
         let pids = sandbox_pids(&s, id);
         assert!(!pids.is_empty());
@@ -385,18 +454,18 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
     let list = s.admin("GET", "/v1/snapshots", None).await;
     assert_eq!(list.body.as_array().map(Vec::len), Some(0), "{}", list.text);
     // A sandbox restored by CRIU has an agent socket of its own again (handed over by the
-    // server after the restore: the peer check is the usual one), but is not dumped again (its
-    // agent's memory belongs to the host's user namespace): its snapshot is per language and
-    // says why, and a clone of that works.
+    // server after the restore: the peer check is the usual one) and is dumped exactly again
+    // (a snapshot of a fork, cloned: a third generation with all of it, still independent).
     assert!(runtime_json(&s, &forked).get("agent_peer").is_none());
     let again = snapshot(&s, &forked).await;
-    assert_eq!(again["method"], "per-language", "{again}");
-    let why = again["method_reason"].as_str().unwrap();
-    assert!(why.contains("was itself restored by CRIU"), "{why}");
-    let c = clone(&s, again["snapshot_id"].as_str().unwrap()).await;
-    assert_eq!(c["restore"]["method"], "per-language", "{c}");
-    let cid = c["sandbox_id"].as_str().unwrap();
-    assert_eq!(run_in(&s, cid, &src.py, "print(x + 1)").await, "42\n");
+    assert_eq!(again["method"], "criu", "{again}");
+    let c = exact(&clone(&s, again["snapshot_id"].as_str().unwrap()).await);
+    assert_alive(&s, &c, &src, 4).await;
+    assert_alive(&s, &forked, &src, 4).await;
+    // A fork's processes, and those of a clone of a fork (its agent had the fork's id already),
+    // have their own sandbox's id.
+    assert_identity(&s, &forked).await;
+    assert_identity(&s, &c).await;
 
     // From paused: it stays paused.
     let p = s
@@ -429,5 +498,43 @@ async fn without_criu_snapshots_are_per_language_and_say_why() {
     let snap_id = snap["snapshot_id"].as_str().unwrap();
     let c = clone(&s, snap_id).await;
     assert_eq!(c["restore"]["method"], "per-language", "{c}");
+    s.kill_all().await;
+}
+
+/// A restored agent that takes the server's socket handover and never answers (a test server's
+/// fault injection, `LIZARD_TEST_RELISTEN_FAULT=hang`, which only the operator's `--agent-env` can
+/// set): the clone's create still answers (the handover gives up at its deadline), the clone runs
+/// on the launcher's socket, and the source is served meanwhile.
+#[tokio::test]
+async fn a_restored_agent_that_never_answers_the_handover_holds_nothing() {
+    if cached_criu().is_none() {
+        return;
+    }
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--agent-env", "LIZARD_TEST_RELISTEN_FAULT=hang"],
+    );
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let py = context(&s, &id, "python").await;
+    run_in(&s, &id, &py, "x = 41").await;
+    let snap = snapshot(&s, &id).await;
+    assert_eq!(snap["method"], "criu", "{snap}");
+    let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
+    let (made, served) = tokio::join!(
+        tokio::time::timeout(std::time::Duration::from_secs(120), clone(&s, &snap_id)),
+        async {
+            // The source is served while the clone's agent hangs.
+            run_in(&s, &id, &py, "print(x + 1)").await
+        }
+    );
+    assert_eq!(served, "42\n");
+    let c = exact(&made.expect("the clone's create did not answer"));
+    // It kept the launcher's socket (the peer check expects the launcher), and it works.
+    assert!(
+        runtime_json(&s, &c).get("agent_peer").is_some(),
+        "{}",
+        runtime_json(&s, &c)
+    );
+    assert_eq!(run_in(&s, &c, &py, "print(x + 1)").await, "42\n");
     s.kill_all().await;
 }

@@ -439,8 +439,8 @@ async fn build_steps_are_sandboxed_and_hostile_layers_import_safely() {
     let host_data = s.data_dir.path().display().to_string();
     let port = s.addr.rsplit(':').next().unwrap().to_string();
 
-    // A step that reaches for the host fails like any sandbox code: the server's own port, the
-    // host through slirp's gateway, the metadata address.
+    // A step that reaches for the host fails like any sandbox code: the server's own port (on
+    // the sandbox's own loopback, and at slirp's old gateway address), the metadata address.
     let dockerfile = "FROM code-interpreter-v1\nUSER user\nCOPY probe.py /home/user/\nRUN python3 /home/user/probe.py\nRUN python3 -c \"import socket; socket.create_connection(('169.254.169.254', 80), timeout=3)\"\n";
     let probe_py = format!(
         "import socket\nfor host, port in [('127.0.0.1', {port}), ('10.0.2.2', {port}), ('169.254.169.254', 80)]:\n    try:\n        socket.create_connection((host, port), timeout=3).close()\n        print('REACHED', host)\n    except OSError as e:\n        print('blocked', host, e)\n"

@@ -838,3 +838,92 @@ async fn volumes_are_shared_across_id_ranges() {
     s.kill_all().await;
     delete_all_volumes(&s).await;
 }
+
+/// A sandbox with a volume is checkpointed exactly (hibernation, a snapshot's clone): the volume
+/// is an external mount of the checkpoint, given again at the restore through the restored
+/// sandbox's own id map (a clone's is another range), so its files keep their owners inside and
+/// stay writable; what the kernels held in memory is back.
+#[tokio::test]
+async fn a_sandbox_with_a_volume_is_checkpointed_exactly() {
+    if cached_criu().is_none() {
+        return;
+    }
+    let s = Server::start();
+    let _cleanup = Cleanup(&s);
+    let key = s.admin_key.clone();
+    create_volume(
+        &s,
+        &key,
+        json!({"name": "kept", "size_limit_bytes": 32 << 20}),
+    )
+    .await;
+    let id = s
+        .create(
+            &key,
+            json!({"volumes": [{"name": "kept", "mount_path": "/mnt/v"}]}),
+        )
+        .await;
+    let py = context(&s, &id, "python").await;
+    let run = |id: String, code: &'static str| {
+        let py = py.clone();
+        let s = &s;
+        async move {
+            let ex = s.run(&id, json!({"code": code, "context": py})).await;
+            assert_eq!(ex["status"], "ok", "{ex}");
+            stdout(&ex)
+        }
+    };
+    run(
+        id.clone(),
+        "x = 41\nopen('/mnt/v/before', 'w').write('b')\nimport os\nprint(os.stat('/mnt/v/before').st_uid)",
+    )
+    .await;
+    let owners = "import os\nprint(sorted((n, os.stat('/mnt/v/' + n).st_uid, os.stat('/mnt/v/' + n).st_gid) for n in os.listdir('/mnt/v')))";
+    let before = run(id.clone(), owners).await;
+    let h = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
+        .await;
+    assert_eq!(h.status, 200, "{}", h.text);
+    assert_eq!(h.body["hibernation"]["method"], "criu", "{}", h.text);
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["restore"]["method"], "criu", "{}", r.text);
+    assert_eq!(run(id.clone(), "print(x + 1)").await, "42\n");
+    assert_eq!(run(id.clone(), owners).await, before);
+    run(id.clone(), "open('/mnt/v/after', 'w').write('a')").await;
+    // A clone: the same volume, seen through the clone's own id range.
+    let snap = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/snapshots"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(snap.status, 201, "{}", snap.text);
+    assert_eq!(snap.body["method"], "criu", "{}", snap.text);
+    let c = s
+        .admin(
+            "POST",
+            "/v1/sandboxes",
+            Some(json!({"snapshot_id": snap.body["snapshot_id"]})),
+        )
+        .await;
+    assert_eq!(c.status, 201, "{}", c.text);
+    assert_eq!(c.body["restore"]["method"], "criu", "{}", c.text);
+    let cid = c.body["sandbox_id"].as_str().unwrap().to_string();
+    assert_eq!(run(cid.clone(), "print(x + 1)").await, "42\n");
+    let both = run(cid.clone(), owners).await;
+    assert!(both.contains("'after'"), "{both}");
+    // The same owners inside as in the source (its files are not shown as nobody's).
+    let first = before.trim().trim_start_matches('[').trim_end_matches(']');
+    assert!(both.contains(first), "{both} lacks {first}");
+    assert!(!both.contains("65534"), "{both}");
+    run(cid.clone(), "open('/mnt/v/from-clone', 'w').write('c')").await;
+    assert!(run(id.clone(), "import os\nprint(os.listdir('/mnt/v'))")
+        .await
+        .contains("from-clone"));
+    s.kill_all().await;
+    delete_all_volumes(&s).await;
+}

@@ -55,8 +55,27 @@ def test_egress_allow_list(lizard_server: Server) -> None:
     ip = _host_ipv4()
     listener = socket.create_server((ip, 0))
     port = listener.getsockname()[1]
-    threading.Thread(target=lambda: [listener.accept()[0].close() for _ in range(100)], daemon=True).start()
-    probe = f"import socket\ntry:\n    socket.create_connection(('{ip}', {port}), timeout=3); print('ok')\nexcept OSError: print('no')"
+
+    def greet() -> None:
+        for _ in range(100):
+            try:
+                c = listener.accept()[0]
+            except OSError:
+                return
+            try:
+                c.sendall(b"hi")
+            except OSError:
+                pass
+            c.close()
+
+    threading.Thread(target=greet, daemon=True).start()
+    # A request, then the answer: the host's egress relay accepts every redirected connection and
+    # decides on its first bytes, so a bare connect() would succeed either way.
+    probe = (
+        f"import socket\ntry:\n    s = socket.create_connection(('{ip}', {port}), timeout=3)\n"
+        f"    s.sendall(b'GET / HTTP/1.0\\r\\nHost: {ip}\\r\\n\\r\\n')\n"
+        "    print('ok' if s.recv(2) == b'hi' else 'no')\nexcept OSError: print('no')"
+    )
     with CodeSandbox.create(project=PROJECT, egress=[f"{ip}:{port}"], limits={"disk_mb": 1024}) as sb:
         assert sb.get_info().limits.disk_mb == 1024
         assert sb.run_code(probe).stdout == "ok\n"

@@ -49,6 +49,7 @@ def test_snapshot_two_independent_clones_list_get_delete(lizard_server) -> None:
         assert snap.snapshot_id.startswith("snap_")
         assert (snap.sandbox_id, snap.project, snap.method) == (src.sandbox_id, name, "per-language")
         assert snap.size_bytes > 0 and snap.created_at_ms > 0
+        assert isinstance(snap.frozen_ms, int) and snap.frozen_ms >= 0
         assert snap.metadata == {"purpose": "py-test"}
         assert "answer" in _restored(snap), snap.contexts
         assert snap.limits.memory_mb > 0

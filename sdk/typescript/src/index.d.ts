@@ -45,18 +45,131 @@ export interface CreateOptions extends ConnectionOptions {
   limits?: Partial<SandboxLimits>;
   /** Volumes of the project to mount (a name mounts at `/home/user/<name>`). */
   volumes?: Array<string | VolumeMount>;
-  /** Internet egress: `'all'`, or the destinations the sandbox may reach (host names, IPv4
-   * addresses, `ip:port`, CIDRs; host names are resolved once, at create). Loopback only when
-   * absent. Needs an admin key or a project created with `allow_egress`. */
-  egress?: 'none' | 'all' | string[];
+  /** Internet egress (see {@link Egress}): `'all'`, a list of destinations the sandbox may
+   * reach, or `{ allow?, deny? }` rules; loopback only when absent. Enforced on the host, by name
+   * and address, at every connection and DNS query; change it later with `setNetwork` (only a
+   * sandbox created with egress can be changed: give `{ allow: [] }` to start closed). Needs an
+   * admin key or a project created with `allow_egress`. `pip install` and `npm install` need no
+   * egress: every sandbox reaches the server's caching mirror of the package registries
+   * (`lizard serve --package-registry`) and is pointed at it. */
+  egress?: Egress;
+  /** Headers the server adds to the sandbox's HTTP(S) requests to some hosts, with the project's
+   * secrets ({@link Secrets}) substituted: `[{ host: 'api.example.com', headers: { Authorization:
+   * 'Bearer ${secret:example}' } }]`. The values never enter the sandbox. Each host must be
+   * allowed by `egress` (so `egress` is needed too). See {@link InjectRule}. */
+  inject?: InjectRule[];
   /**
    * Start from a snapshot (its id or the {@link SnapshotInfo} of `createSnapshot()`): a clone with
    * the snapshot's disk and kernels' state (see {@link CodeSandbox.restoreReport}), template,
-   * envs, limits, volumes and egress — those options cannot be given with it (an
+   * envs, limits, volumes and network (egress, inject) — those options cannot be given with it (an
    * `InvalidArgumentError`); `timeoutMs`, `metadata` and `project` can. A snapshot of another
    * project is a {@link NotFoundError}.
    */
   snapshot?: string | SnapshotInfo;
+}
+
+/**
+ * One egress rule entry: `'example.com'` (that name only), `'*.example.com'` (any name below it,
+ * not the name itself), `'api.example.com:443'`, `'1.2.3.4'`, `'1.2.3.4:8080'`, `'10.0.0.0/8'`
+ * (optionally `:port`), `'*'` (every public address and name; `'*:443'`). Names are matched by
+ * name (TLS SNI, HTTP Host, the name a DNS answer was given for) when the sandbox connects.
+ * Private, loopback, link-local and the host's own addresses are reachable only through an
+ * address rule (IPv4 or CIDR of at least /8), never through a name or `'*'`.
+ */
+export type EgressEntry = string;
+
+/** Egress rules: deny beats allow; without `allow` (only `deny`) everything public is allowed
+ * but what `deny` names; `{ allow: [] }` allows nothing. At most 256 entries in all. */
+export interface EgressRules {
+  allow?: EgressEntry[];
+  deny?: EgressEntry[];
+}
+
+/** A sandbox's egress: `'none'` (loopback only), `'all'` (any public address and name), a list
+ * of allowed destinations (the same as `{ allow: list }`), or rules. */
+export type Egress = 'none' | 'all' | EgressEntry[] | EgressRules;
+
+/**
+ * One header injection rule: the sandbox's requests to `host` get `headers` set (replacing any
+ * it sent with the same name), each value a template in which `${secret:NAME}` is the project's
+ * secret NAME and `$$` a literal `$`. The server's egress relay adds them on the way out, so the
+ * values are never in the sandbox's environment, files or memory; for HTTPS it terminates TLS
+ * for these hosts only, with a certificate of the sandbox's own CA, which the sandbox's tools
+ * trust (`SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `CURL_CA_BUNDLE`, `NODE_EXTRA_CA_CERTS`). Every
+ * use is an audit event `secret.use`.
+ *
+ * Limits: an upstream that echoes request headers back shows the value to the sandbox; a
+ * plain-HTTP port sends it in clear; HTTP/1.1 only (HTTP/2 is negotiated down); WebSocket and
+ * other upgrades are not passed. At most 16 rules of 16 headers each; reserved headers (`Host`,
+ * `Connection`, `Content-Length`, …) are refused.
+ */
+export interface InjectRule {
+  /** `'api.example.com'` or `'*.example.com'` (any name below it), optionally `':port'`;
+   * without a port, 443 (HTTPS) only. Must be allowed by the sandbox's egress. */
+  host: string;
+  /** Header name → value template, e.g. `{ Authorization: 'Bearer ${secret:example}' }`. */
+  headers: Record<string, string>;
+}
+
+/** A sandbox's network as {@link SandboxInfo} reports it (a list given at create comes back as
+ * `{ allow }`; `'none'` set on a sandbox with egress comes back as `{ allow: [] }`). */
+export interface SandboxNetwork {
+  egress: 'none' | 'all' | EgressRules;
+  /** Its header injection rules, as given — the templates, never the secrets' values (absent
+   * when there are none). */
+  inject?: InjectRule[];
+}
+
+/** Options of {@link CodeSandbox.setNetwork}: at least one; the one not given is kept. */
+export type SetNetworkOptions =
+  | { egress: Egress; inject?: InjectRule[] }
+  | { egress?: Egress; inject: InjectRule[] };
+
+/** One refused request in {@link NetworkLog}. */
+export interface RefusedRequest {
+  at: Date;
+  /** The HTTP method for the mirror's refusals; `'connect'` (a TCP connection) or `'dns'` (a
+   * DNS query) for egress's. */
+  method: string;
+  /** `host:port` or the request target, as the sandbox sent it (at most 256 bytes). */
+  destination: string;
+  /** Why (egress refusals). */
+  reason?: string;
+}
+
+/** What a sandbox did through the package registries' mirror and its egress since its processes
+ * last started (a create, resume, clone or server restart begins anew), and what was refused:
+ * the mirror's newest 64, then egress's newest 256, each oldest first. */
+export interface NetworkLog {
+  sandboxId: string;
+  mirror: {
+    /** Every request, refused ones included. */
+    requests: number;
+    /** Downloads served from the host's cache. */
+    cacheHits: number;
+    /** Downloads fetched from a registry. */
+    cacheMisses: number;
+    /** Requests refused. */
+    refused: number;
+    /** Body bytes fetched from registries for it. */
+    upstreamBytes: number;
+    /** Body bytes sent to it. */
+    servedBytes: number;
+    /** Connections closed at once (over its budget). */
+    rejectedConnections: number;
+  };
+  /** Its egress relay's traffic (all zero without egress). */
+  egress: {
+    /** Connections relayed (upstream reached). */
+    connections: number;
+    /** Bytes from the sandbox to upstreams. */
+    bytesOut: number;
+    /** Bytes from upstreams to the sandbox. */
+    bytesIn: number;
+    /** Connections and DNS queries refused. */
+    refused: number;
+  };
+  refused: RefusedRequest[];
 }
 
 /** A volume to mount at sandbox create. */
@@ -130,6 +243,8 @@ export interface SandboxInfo {
   limits?: SandboxLimits;
   /** Mounted volumes. */
   volumes: SandboxVolume[];
+  /** Its network: the egress it was created with, or the rules last set with `setNetwork`. */
+  network: SandboxNetwork;
   /** In the answer of `hibernate()`: what each context saved and what it could not. */
   hibernation?: HibernationReport;
   /** In the answer of a resume from hibernation: what each context got back and what was lost. */
@@ -172,6 +287,9 @@ export interface SnapshotInfo {
   method: SnapshotMethod;
   /** Why this method (what the host offers). */
   methodReason: string;
+  /** How long the source sandbox was frozen for the snapshot (memory dump and disk copy), in
+   * milliseconds; absent for snapshots of older servers. */
+  frozenMs?: number;
   /** Per context: what was saved (`restored`) and what could not be (`lost`). */
   contexts: ContextReport[];
   metadata: Record<string, string>;
@@ -196,6 +314,40 @@ export declare class Snapshots {
   static get(snapshot: string | SnapshotInfo, opts?: ConnectionOptions): Promise<SnapshotInfo>;
   /** `true` if deleted, `false` if it did not exist (or the key cannot see it). Clones keep running. */
   static delete(snapshot: string | SnapshotInfo, opts?: ConnectionOptions): Promise<boolean>;
+}
+
+// ---- secrets -------------------------------------------------------------------------------------
+
+/** A secret as the server reports it: its name and times, never its value. */
+export interface SecretInfo {
+  project: string;
+  name: string;
+  createdAt: Date;
+  /** When its value was last set. */
+  updatedAt: Date;
+}
+
+/** What {@link Secrets.set} resolves to. */
+export interface SecretSetResult extends SecretInfo {
+  /** `true` if the secret is new, `false` if its value was replaced. */
+  created: boolean;
+}
+
+/** A project's secrets, write-only: no call returns a value. Sandboxes use them through
+ * {@link CreateOptions.inject} rules, and the values never enter them. An admin key reaches
+ * every project's, a project key its own (another project is a {@link NotFoundError}). */
+export declare class Secrets {
+  private constructor();
+  /** Create or replace a secret. `name`: 1-64 letters, digits, `_` or `-`; `value`: 1-8192 bytes
+   * of visible ASCII or spaces (else an {@link InvalidArgumentError}, which does not show it); at
+   * most 256 per project ({@link ConflictError}). Running sandboxes get a new value at their
+   * next `setNetwork` or start. */
+  static set(project: string, name: string, value: string, opts?: ConnectionOptions): Promise<SecretSetResult>;
+  /** Names and times, never values. */
+  static list(project: string, opts?: ConnectionOptions): Promise<SecretInfo[]>;
+  /** `true` if deleted, `false` if the project has no such secret. Running sandboxes keep its
+   * value until their next start or rule change. */
+  static delete(project: string, name: string, opts?: ConnectionOptions): Promise<boolean>;
 }
 
 // ---- volumes -------------------------------------------------------------------------------------
@@ -1021,6 +1173,17 @@ export declare class CodeSandbox {
   fork(opts?: ForkOptions): Promise<CodeSandbox>;
   /** Set the sandbox's lifetime to `timeoutMs` from now. */
   setTimeout(timeoutMs: number): Promise<SandboxInfo>;
+  /** Replace the sandbox's egress rules and/or header injection rules, live (`PATCH
+   * /v1/sandboxes/{id}/network`): its next connection and DNS query follow them, and its next
+   * request to an `inject` host gets the secrets' current values. The one of `egress` and
+   * `inject` not given is kept; `inject: []` removes every rule. A sandbox created without
+   * egress is a {@link ConflictError}; rules that open anything need an admin key or a project
+   * with `allow_egress` ({@link AuthenticationError}, code `permission_denied`); a bad entry, an
+   * inject host the egress does not allow or an unknown secret is an
+   * {@link InvalidArgumentError} naming it. */
+  setNetwork(opts: SetNetworkOptions): Promise<SandboxInfo>;
+  /** What the sandbox did through the package mirror and its egress, and what was refused. */
+  networkLog(): Promise<NetworkLog>;
   /** Kill the sandbox: `true` if it was killed, `false` if it was already gone. */
   kill(): Promise<boolean>;
 }

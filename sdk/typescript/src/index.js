@@ -22,4 +22,5 @@ export {
 export { Volumes } from './volumes.js';
 export { Templates } from './templates.js';
 export { Snapshots } from './snapshots.js';
+export { Secrets } from './secrets.js';
 export { DEFAULT_API_URL } from './http.js';

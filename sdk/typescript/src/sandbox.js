@@ -100,6 +100,7 @@ function toInfo(w) {
           diskMb: w.limits.disk_mb,
         }
       : undefined,
+    network: toNetwork(w.network),
     volumes: (w.volumes ?? []).map((v) => ({
       volumeId: v.volume_id,
       name: v.name,
@@ -132,12 +133,103 @@ function limitsBody(limits) {
   return body;
 }
 
-/** `'none'`, `'all'` or a list of destinations → the request's `network`. */
-function networkBody(egress) {
-  if (egress === undefined || egress === null) return undefined;
-  if (egress === 'none' || egress === 'all') return { egress };
-  if (Array.isArray(egress) && egress.every((d) => typeof d === 'string')) return { egress: { allow: egress } };
-  throw new InvalidArgumentError("egress must be 'none', 'all' or an array of destinations");
+/**
+ * `'none'`, `'all'`, a list of destinations (allowed) or `{ allow?, deny? }` → the wire form of
+ * `network.egress`.
+ */
+function egressBody(egress) {
+  const strings = (v) => Array.isArray(v) && v.every((d) => typeof d === 'string');
+  if (egress === 'none' || egress === 'all') return egress;
+  if (strings(egress)) return { allow: [...egress] };
+  if (isPlainObject(egress)) {
+    const unknown = Object.keys(egress).filter((k) => k !== 'allow' && k !== 'deny' && egress[k] !== undefined);
+    const ok = (v) => v === undefined || strings(v);
+    if (!unknown.length && ok(egress.allow) && ok(egress.deny)) {
+      const out = {};
+      if (egress.allow !== undefined) out.allow = [...egress.allow];
+      if (egress.deny !== undefined) out.deny = [...egress.deny];
+      return out;
+    }
+  }
+  throw new InvalidArgumentError(
+    "egress must be 'none', 'all', an array of destinations or { allow?: string[], deny?: string[] }",
+  );
+}
+
+/**
+ * `[{ host, headers: { Name: 'template' } }]` → the wire form of `network.inject` (the same
+ * shape; header names and `${secret:NAME}` templates are the caller's, sent as they are).
+ */
+function injectBody(inject) {
+  const rule = (r) =>
+    isPlainObject(r) &&
+    typeof r.host === 'string' &&
+    Object.keys(r).every((k) => k === 'host' || k === 'headers') &&
+    isPlainObject(r.headers) &&
+    Object.values(r.headers).every((v) => typeof v === 'string');
+  if (!Array.isArray(inject) || !inject.every(rule)) {
+    throw new InvalidArgumentError(
+      "inject must be an array of { host: 'api.example.com', headers: { Authorization: 'Bearer ${secret:NAME}' } }",
+    );
+  }
+  return inject.map((r) => ({ host: r.host, headers: { ...r.headers } }));
+}
+
+/** `create`'s `egress` and `inject` → the request's `network` (absent when neither is given). */
+function networkBody(egress, inject) {
+  const noEgress = egress === undefined || egress === null;
+  const noInject = inject === undefined || inject === null;
+  if (noEgress && noInject) return undefined;
+  if (noEgress) {
+    throw new InvalidArgumentError('inject needs egress to its hosts: give egress as well (e.g. egress: [host])');
+  }
+  return { egress: egressBody(egress), ...(noInject ? {} : { inject: injectBody(inject) }) };
+}
+
+/** The wire `network` of a `SandboxInfo` (`{ egress, inject? }`, the same shape in camelCase). */
+function toNetwork(w) {
+  const e = w?.egress ?? 'none';
+  const inject = (w?.inject ?? []).length
+    ? { inject: w.inject.map((r) => ({ host: r.host, headers: { ...r.headers } })) }
+    : {};
+  if (typeof e === 'string') return { egress: e, ...inject };
+  return {
+    egress: {
+      ...(e.allow !== undefined ? { allow: e.allow } : {}),
+      ...(e.deny !== undefined ? { deny: e.deny } : {}),
+    },
+    ...inject,
+  };
+}
+
+/** `GET …/network/log` in camelCase. */
+function toNetworkLog(w) {
+  const m = w.mirror ?? {};
+  const e = w.egress ?? {};
+  return {
+    sandboxId: w.sandbox_id,
+    mirror: {
+      requests: m.requests ?? 0,
+      cacheHits: m.cache_hits ?? 0,
+      cacheMisses: m.cache_misses ?? 0,
+      refused: m.refused ?? 0,
+      upstreamBytes: m.upstream_bytes ?? 0,
+      servedBytes: m.served_bytes ?? 0,
+      rejectedConnections: m.rejected_connections ?? 0,
+    },
+    egress: {
+      connections: e.connections ?? 0,
+      bytesOut: e.bytes_out ?? 0,
+      bytesIn: e.bytes_in ?? 0,
+      refused: e.refused ?? 0,
+    },
+    refused: (w.refused ?? []).map((r) => ({
+      at: new Date(r.at_ms),
+      method: r.method,
+      destination: r.destination,
+      ...(r.reason !== undefined && r.reason !== null ? { reason: r.reason } : {}),
+    })),
+  };
 }
 
 /** Call a user callback; await it when it returns a promise, so callbacks run in frame order. */
@@ -192,7 +284,7 @@ export class CodeSandbox {
       env: stringMap(opts.envs, 'envs'),
       limits: limitsBody(opts.limits),
       volumes: volumeMountsBody(opts.volumes),
-      network: networkBody(opts.egress),
+      network: networkBody(opts.egress, opts.inject),
     };
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
     const http = new HttpClient(resolveConfig(opts));
@@ -203,10 +295,10 @@ export class CodeSandbox {
   /** `create({ snapshot })`: a clone; only its own lifetime and labels may be given. */
   static async _fromSnapshot(opts) {
     const id = snapshotId(opts.snapshot);
-    for (const k of ['template', 'envs', 'limits', 'volumes', 'egress']) {
+    for (const k of ['template', 'envs', 'limits', 'volumes', 'egress', 'inject']) {
       if (opts[k] !== undefined) {
         throw new InvalidArgumentError(
-          `a sandbox from a snapshot has the snapshot's template, envs, limits, volumes and egress: ${k} cannot be given with snapshot`,
+          `a sandbox from a snapshot has the snapshot's template, envs, limits, volumes and network: ${k} cannot be given with snapshot`,
         );
       }
     }
@@ -418,6 +510,40 @@ export class CodeSandbox {
     if (ms === undefined) throw new InvalidArgumentError('setTimeout takes a number of milliseconds');
     this._info = toInfo(await this._http.json('POST', `${this._base}/timeout`, { timeout_ms: ms }));
     return this._info;
+  }
+
+  /**
+   * Replace the sandbox's egress rules and/or header injection rules, live: its next connection
+   * and DNS query are decided by them, its next request to an `inject` host gets the headers
+   * with the secrets' current values (`PATCH /v1/sandboxes/{id}/network`). `egress` and
+   * `inject` take the same forms as at create; the one not given is kept as it is (read from
+   * the server first); `inject: []` removes every injection rule. `'none'` is kept as
+   * `{ allow: [] }`. Only a sandbox created with egress can be changed (a `ConflictError`
+   * otherwise: create it with `egress: { allow: [] }` to open it later); rules that open
+   * anything need an admin key or a project with `allow_egress` (else an `AuthenticationError`
+   * with code `permission_denied`); a bad entry, an inject host the egress does not allow or an
+   * unknown secret is an `InvalidArgumentError` naming it.
+   * @param {import('./index.js').SetNetworkOptions} opts
+   */
+  async setNetwork(opts) {
+    const given = (v) => v !== undefined && v !== null;
+    if (!isPlainObject(opts) || (!given(opts.egress) && !given(opts.inject))) {
+      throw new InvalidArgumentError('setNetwork takes { egress?, inject? } (at least one)');
+    }
+    // The server keeps the part not given.
+    const body = {};
+    if (given(opts.egress)) body.egress = egressBody(opts.egress);
+    if (given(opts.inject)) body.inject = injectBody(opts.inject);
+    this._info = toInfo(await this._http.json('PATCH', `${this._base}/network`, body));
+    return this._info;
+  }
+
+  /**
+   * What the sandbox did through the package registries' mirror and its egress since its
+   * processes last started, and what was refused (`GET /v1/sandboxes/{id}/network/log`).
+   */
+  async networkLog() {
+    return toNetworkLog(await this._http.json('GET', `${this._base}/network/log`));
   }
 
   // ---- contexts -------------------------------------------------------------------------------

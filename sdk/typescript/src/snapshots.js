@@ -30,6 +30,7 @@ export function toSnapshotInfo(w) {
     sizeBytes: w.size_bytes,
     method: w.method,
     methodReason: w.method_reason,
+    frozenMs: w.frozen_ms,
     contexts: toContextReports(w.contexts),
     metadata: w.metadata ?? {},
     limits: w.limits

@@ -34,9 +34,11 @@ for (const withCallerSignal of [false, true]) {
   test(`a deadline ends a stalled streamed body through garbage collections (caller signal: ${withCallerSignal})`, async () => {
     const client = new HttpClient({ apiUrl: url, apiKey: 'k', requestTimeoutMs: 60_000 });
     const caller = new AbortController();
+    // Long enough that the headers come first on a loaded machine (a 300 ms budget was once
+    // spent before them, under two test suites at once), short enough for a quick test.
     const { res } = await client.send('POST', '/stall', {
       body: {},
-      timeoutMs: 300,
+      timeoutMs: 2_000,
       ...(withCallerSignal ? { signal: caller.signal } : {}),
     });
     const collect = setInterval(gc, 20);

@@ -32,11 +32,18 @@ after(async () => {
 describe('lifecycle', { concurrency: true }, () => {
   test('egress: an allow-list reaches its server only; the default is loopback only', async () => {
     const ip = await hostIpv4();
-    const srv = net.createServer((c) => c.end());
+    const srv = net.createServer((c) => {
+      c.on('error', () => {});
+      c.end('hi\n');
+    });
     await new Promise((resolve) => srv.listen(0, ip, resolve));
     const { port } = srv.address();
+    // A request, then the answer: the host's egress relay accepts every redirected connection and
+    // decides once it has read the first bytes, so a bare connect() would succeed either way.
     const probe = (p) =>
-      `import socket\ntry:\n    socket.create_connection(('${ip}', ${p}), timeout=3); print('ok')\nexcept OSError: print('no')`;
+      `import socket\ntry:\n    s = socket.create_connection(('${ip}', ${p}), timeout=3)\n` +
+      `    s.sendall(b'GET / HTTP/1.0\\r\\nHost: ${ip}\\r\\n\\r\\n')\n` +
+      `    print('ok' if s.recv(2) == b'hi' else 'no')\nexcept OSError: print('no')`;
     const open = await CodeSandbox.create({ project: 'my-project', egress: [`${ip}:${port}`], limits: { diskMb: 2048 } });
     const closed = await CodeSandbox.create({ project: 'my-project' });
     try {

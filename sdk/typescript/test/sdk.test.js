@@ -77,6 +77,7 @@ test('the package exports exactly the declared API', async () => {
     'RateLimitError',
     'Result',
     'SandboxError',
+    'Secrets',
     'Snapshots',
     'TemplateBuildError',
     'TemplateInUseError',

@@ -50,6 +50,7 @@ test('snapshot → two independent clones; list, get, delete; another project ge
     assert.equal(snap.method, 'per-language');
     assert.ok(snap.createdAt instanceof Date);
     assert.ok(snap.sizeBytes > 0);
+    assert.equal(typeof snap.frozenMs, 'number');
     assert.deepEqual(snap.metadata, { purpose: 'ts-test' });
     const saved = snap.contexts.find((c) => c.language === 'python');
     assert.ok(saved.restored.some((i) => i.name === 'answer'), JSON.stringify(snap.contexts));

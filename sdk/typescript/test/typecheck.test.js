@@ -73,6 +73,7 @@ import {
   InvalidArgumentError, TimeoutError, SandboxError, ConflictError, RateLimitError, ConnectionError,
   DEFAULT_TEMPLATE, DEFAULT_API_URL, CommandExitError, type Context, type ForkedContext, type ExecResult, type CommandResult,
   type CommandHandle, type EntryInfo, type FilesystemEvent, type ProcessInfo, type PtyHandle, type PtyResult,
+  type Egress, type NetworkLog, Secrets, type SecretInfo, type InjectRule,
 } from '@lizard-build/sdk';
 import * as sdk from '@lizard-build/sdk';
 
@@ -83,7 +84,7 @@ const declared: Record<string, unknown> = {
   Execution: sdk.Execution, ExecutionError: sdk.ExecutionError, InvalidArgumentError: sdk.InvalidArgumentError,
   LizardError: sdk.LizardError, NotFoundError: sdk.NotFoundError, RateLimitError: sdk.RateLimitError,
   Result: sdk.Result, SandboxError: sdk.SandboxError, TimeoutError: sdk.TimeoutError,
-  CommandExitError: sdk.CommandExitError,
+  CommandExitError: sdk.CommandExitError, Secrets: sdk.Secrets,
 };
 const names: string = DEFAULT_TEMPLATE + DEFAULT_API_URL;
 
@@ -157,6 +158,36 @@ const hib = await sandbox.hibernate();
 const lostNames: string[] = (hib.hibernation?.contexts ?? []).flatMap((c) => c.lost.map((l) => l.name));
 const restoredKinds: string[] | undefined = sandbox.restoreReport?.contexts[0]?.restored.map((i) => i.kind);
 await sandbox.setTimeout(60_000);
+const rules: Egress = { allow: ['*.example.com', 'api.example.com:443'], deny: ['evil.example.com'] };
+await CodeSandbox.create({ project: 'p', egress: rules });
+await CodeSandbox.create({ project: 'p', egress: ['pypi.org'] });
+await CodeSandbox.create({ project: 'p', egress: { deny: ['10.0.0.0/8'] } });
+const netInfo = await sandbox.setNetwork({ egress: 'none' });
+const netEgress: 'none' | 'all' | { allow?: string[]; deny?: string[] } = netInfo.network.egress;
+const nlog: NetworkLog = await sandbox.networkLog();
+const nlogN: number = nlog.egress.connections + nlog.egress.bytesOut + nlog.egress.bytesIn + nlog.egress.refused + nlog.mirror.cacheHits;
+const why: string | undefined = nlog.refused[0]?.reason;
+const when: Date | undefined = nlog.refused[0]?.at;
+const setSecret = await Secrets.set('p', 'token', 'value', { apiKey: 'k' });
+const secretNew: boolean = setSecret.created;
+const secrets: SecretInfo[] = await Secrets.list('p');
+const secretWhen: Date | undefined = secrets[0]?.updatedAt;
+const secretGone: boolean = await Secrets.delete('p', 'token');
+const rule: InjectRule = { host: 'api.example.com', headers: { Authorization: 'Bearer \${secret:token}' } };
+await CodeSandbox.create({ project: 'p', egress: ['api.example.com'], inject: [rule] });
+await sandbox.setNetwork({ inject: [] });
+await sandbox.setNetwork({ egress: ['api.example.com'], inject: [rule] });
+const injected: string | undefined = (await sandbox.getInfo()).network.inject?.[0]?.headers.Authorization;
+// @ts-expect-error a secret's value is never returned
+const leaked: string = secrets[0].value;
+// @ts-expect-error headers map names to templates
+await CodeSandbox.create({ project: 'p', egress: 'all', inject: [{ host: 'x.com', headers: ['Authorization'] }] });
+// @ts-expect-error setNetwork needs egress or inject
+await sandbox.setNetwork({});
+// @ts-expect-error egress is 'none', 'all', a list or { allow, deny }
+await CodeSandbox.create({ project: 'p', egress: 'some' });
+// @ts-expect-error setNetwork takes { egress }
+await sandbox.setNetwork('all');
 const state: 'running' | 'paused' | 'hibernated' | 'killed' = (await sandbox.getInfo()).state;
 const killed: boolean = await sandbox.kill();
 const e: LizardError = new NotFoundError('x');
@@ -172,7 +203,7 @@ await CodeSandbox.create({ project: 'p', nope: 1 });
 // @ts-expect-error exec resolves to an ExecResult, not an Execution
 const bad2: Execution = await sandbox.exec('ls');
 void [declared, names, out, n, ok, data, fmts, png, err, all, cfId, cfLang, code, state, killed, codeStr, bad1, bad2, bad3];
-void [lostNames, restoredKinds];
+void [lostNames, restoredKinds, netEgress, nlogN, why, when, secretNew, secretWhen, secretGone, injected, leaked];
 void [ptyCode, ptyKilled, cr, procs, killedPid, text, stream, written, many, entries, flags, moved, mtime];
 `;
 

@@ -309,6 +309,22 @@ impl Launcher {
         });
     }
 
+    /// After a CRIU restore that named the sandbox's own id (`crate::identity`): the spare
+    /// JavaScript kernel was made before the checkpoint, with the source's id in its environment.
+    /// It is killed (its cgroup removed once empty); the next JavaScript create makes a new one.
+    /// (Zygotes stay: each fork request carries the id.)
+    pub fn discard_spare(&self) {
+        let Ok(mut slot) = self.js_spare.try_lock() else {
+            return;
+        };
+        if let Some((kernel, cgroup, _uid)) = slot.take() {
+            drop(kernel);
+            if let Some(cg) = cgroup {
+                retire(cg);
+            }
+        }
+    }
+
     /// The zygote lane of `language` (Bash has none).
     fn lane(&self, language: Language) -> Option<&Lane> {
         match language {

@@ -87,6 +87,8 @@ impl KernelConfig {
         cmd.env("PYTHONUNBUFFERED", "1")
             .env("PAGER", "cat")
             .env("TERM", "dumb");
+        // After a CRIU restore: the clone's id, not the source's (`crate::identity`).
+        crate::identity::apply(&mut cmd);
         cmd
     }
 

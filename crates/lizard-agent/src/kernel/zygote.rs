@@ -238,6 +238,15 @@ impl Zygote {
         let mut req = serde_json::json!({
             "op": "fork", "cwd": cwd.display().to_string(),
         });
+        // The zygote may predate a CRIU restore: the kernel takes the clone's id (`env`, set in
+        // its environment after the fork; see `crate::identity`).
+        let identity: serde_json::Map<String, serde_json::Value> = crate::identity::env()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.into()))
+            .collect();
+        if !identity.is_empty() {
+            req["env"] = identity.into();
+        }
         if let Some(ids) = user {
             req["uid"] = ids.uid.into();
             req["gid"] = ids.gid.into();

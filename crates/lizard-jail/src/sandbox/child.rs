@@ -237,15 +237,13 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
         .step("setresgid", 0)?;
     nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
         .step("setresuid", 0)?;
-    // Every port of the sandbox's own (loopback-only) network namespace may be bound by anyone
-    // in it, as in a container: no process of the sandbox keeps `CAP_NET_BIND_SERVICE`. Written
-    // through the host's `/proc` (we have not pivoted yet): net sysctls act on the writer's
-    // network namespace, which is ours, and its root (we) may write them.
-    std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")
-        .step("sysctl", "net.ipv4.ip_unprivileged_port_start=0")?;
+    // The sandbox's own (loopback-only) network namespace, as a CRIU restore makes it too: every
+    // port bindable by anyone, loopback up. The sysctl is written through the host's `/proc` (we
+    // have not pivoted yet): net sysctls act on the writer's network namespace, which is ours,
+    // and its root (we) may write them.
+    sys::configure_sandbox_netns().step("configure the network namespace", "lo")?;
     rootfs::build_inside(&p.rootfs)?;
     nix::unistd::sethostname(&p.hostname).step("sethostname", &p.hostname)?;
-    sys::loopback_up().step("bring up loopback", "lo")?;
     // Meanwhile the parent has moved us into the sandbox's cgroup (on cgroup v1 a move can wait
     // for an RCU grace period, milliseconds, which the mount work above overlaps). Nothing above
     // forks.

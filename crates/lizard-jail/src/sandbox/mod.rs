@@ -698,6 +698,43 @@ fn prepare(
     })
 }
 
+/// The hidden subcommand of the `lizard` program that runs
+/// [`crate::checkpoint::setup_restored_netns`] (see [`RestoreFrom::netns_setup`]).
+pub const NETNS_SETUP_COMMAND: &str = "sandbox-netns-setup";
+
+/// Write the action script of a restore whose dump left the network namespace out, next to the
+/// images (their parent: host-side, root-only, see `checkpoint::ImagesDir`): it execs `command`
+/// (each word quoted for `sh`). Returns its path.
+fn netns_setup_script(images: &Path, command: &[String]) -> Result<PathBuf, JailError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if command.is_empty() {
+        return Err(JailError::InvalidSpec(InvalidSpec {
+            field: "restore.netns_setup".into(),
+            reason: "the checkpoint left its network namespace out, and no command makes it".into(),
+        }));
+    }
+    let dir = images.parent().unwrap_or(Path::new("/"));
+    let path = dir.join("criu-netns-setup");
+    let _ = std::fs::remove_file(&path);
+    let words: Vec<String> = command
+        .iter()
+        .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
+        .collect();
+    let script = format!("#!/bin/sh\nexec {}\n", words.join(" "));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o700)
+        .open(&path)
+        .and_then(|mut f| f.write_all(script.as_bytes()))
+        .map_err(|source| JailError::Io {
+            step: "writing the restore's network namespace action",
+            path: path.clone(),
+            source,
+        })?;
+    Ok(path)
+}
+
 /// Restore `from` (a CRIU checkpoint of a sandbox launched from this spec) instead of starting
 /// the program: in a staging mount namespace the overlay root is mounted as for a launch, the
 /// listening sockets are bound anew at their paths, and CRIU restores the tree with that root,
@@ -728,6 +765,9 @@ fn restore_into(
             .map(|b| (Path::new("/").join(&b.target), b.source.clone())),
     );
     let mut external_mounts: Vec<(String, PathBuf)> = Vec::new();
+    // Per external mount: the `MOUNT_ATTR_*` flags of an idmapped bind (a volume), whose staged
+    // source must be idmapped as a launch's is (a bind of an idmapped mount keeps its id map).
+    let mut idmapped: Vec<Option<u64>> = Vec::new();
     for (mountpoint, key) in &from.dumped.external_mounts {
         let Some((_, host)) = sources
             .iter()
@@ -741,6 +781,22 @@ fn restore_into(
             });
         };
         external_mounts.push((key.clone(), host.clone()));
+        idmapped.push(
+            plan.rootfs
+                .binds
+                .iter()
+                .rev()
+                .find(|b| Path::new("/").join(&b.target) == *mountpoint)
+                .filter(|b| b.idmapped && plan.rootfs.idmap_userns.is_some())
+                .map(|b| {
+                    let ro = if b.readonly {
+                        libc::MOUNT_ATTR_RDONLY
+                    } else {
+                        0
+                    };
+                    libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | ro
+                }),
+        );
     }
     // CRIU reopens an inherited file through /proc/self/fd as the restored task (the sandbox's
     // root, in its user namespace): the log becomes that root's (its mode stays, CRIU checks it).
@@ -811,9 +867,23 @@ fn restore_into(
         step: "unshare (staging mount namespace)",
         source: e.into(),
     })?;
+    // CRIU's action at `setup-namespaces` configures the restored network namespace (when the
+    // dump left it out): `from.netns_setup`, through a script in the root-only directory above
+    // the images.
+    let netns_setup = match from.dumped.empty_netns {
+        false => None,
+        true => Some(netns_setup_script(&from.images, &from.netns_setup)?),
+    };
     let restored = rootfs::mount_root(&plan.rootfs)
         .map_err(JailError::from)
-        .and_then(|()| stage_sources(&mut external_mounts, &from.images))
+        .and_then(|()| {
+            stage_sources(
+                &mut external_mounts,
+                &idmapped,
+                plan.rootfs.idmap_userns.as_ref().map(|u| u.as_fd()),
+                &from.images,
+            )
+        })
         .and_then(|()| {
             let restore = RestoreSpec {
                 root: plan.rootfs.mountpoint.clone(),
@@ -821,8 +891,10 @@ fn restore_into(
                 inherit_fds,
                 cgroup: Some(cgroup.clone()),
                 manage_cgroups: from.dumped.manage_cgroups,
+                netns_setup: netns_setup.clone(),
             };
             Criu::new(from.criu.clone())
+                .with_run_dir(from.criu_run_dir.clone())
                 .restore(
                     &images,
                     &restore,
@@ -833,6 +905,9 @@ fn restore_into(
                 })
         });
     let home = nix::sched::setns(&host_mntns, nix::sched::CloneFlags::CLONE_NEWNS);
+    if let Some(script) = &netns_setup {
+        let _ = std::fs::remove_file(script);
+    }
     let pid = restored?;
     home.map_err(|e| JailError::Sync {
         step: "returning to the launcher's mount namespace",
@@ -849,6 +924,8 @@ fn restore_into(
 /// tmpfs named `none`, not of the host's disk.
 fn stage_sources(
     external_mounts: &mut [(String, PathBuf)],
+    idmapped: &[Option<u64>],
+    userns: Option<std::os::fd::BorrowedFd<'_>>,
     copied: &Path,
 ) -> Result<(), JailError> {
     use nix::mount::{mount, MsFlags};
@@ -894,6 +971,25 @@ fn stage_sources(
             path: staged.clone(),
             source,
         })?;
+        if let (Some(Some(attrs)), Some(userns)) = (idmapped.get(i), userns) {
+            // A volume: shown through the sandbox's id map, as at launch.
+            let tree = rootfs::idmapped_tree(host, *attrs, userns)?;
+            let at = nix::fcntl::open(&staged, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+                .map_err(|e| JailError::Io {
+                    step: "opening a staged mount source of the restore",
+                    path: staged.clone(),
+                    source: e.into(),
+                })?;
+            crate::sys::move_mount_onto(tree.as_fd(), at.as_fd()).map_err(|source| {
+                JailError::Io {
+                    step: "attaching an idmapped mount source of the restore",
+                    path: staged.clone(),
+                    source,
+                }
+            })?;
+            *host = staged;
+            continue;
+        }
         mount(
             Some(host.as_path()),
             &staged,
@@ -1168,5 +1264,43 @@ fn parent_side(
     match read_report(report)? {
         Report::Eof => Ok(()),
         Report::Failed(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_netns_action_script_execs_its_command_quoted_and_is_refused_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let images = dir.path().join("criu");
+        let e = netns_setup_script(&images, &[]).unwrap_err();
+        assert!(
+            error_chain(&e).contains("no command"),
+            "{}",
+            error_chain(&e)
+        );
+        let cmd = vec![
+            "/opt/it's here/lizard".to_string(),
+            NETNS_SETUP_COMMAND.into(),
+        ];
+        let path = netns_setup_script(&images, &cmd).unwrap();
+        assert_eq!(path, dir.path().join("criu-netns-setup"));
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "sed 's/^exec /printf \"%s|\" /' {} | sh",
+                path.display()
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "/opt/it's here/lizard|sandbox-netns-setup|"
+        );
     }
 }

@@ -229,7 +229,11 @@ fn remount(top: BorrowedFd<'_>, flags: MsFlags, what: &str) -> Result<(), SetupE
 
 /// A detached copy of the mount at the host path `source` (not recursive), shown through the id
 /// map of `userns`, with the extra `MOUNT_ATTR_*` flags `attrs`.
-fn idmapped_tree(source: &Path, attrs: u64, userns: BorrowedFd<'_>) -> Result<OwnedFd, SetupError> {
+pub(crate) fn idmapped_tree(
+    source: &Path,
+    attrs: u64,
+    userns: BorrowedFd<'_>,
+) -> Result<OwnedFd, SetupError> {
     let path = std::ffi::CString::new(source.as_os_str().as_encoded_bytes()).map_err(|_| {
         SetupError::new(
             "open_tree",

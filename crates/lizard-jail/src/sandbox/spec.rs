@@ -92,6 +92,15 @@ pub struct SandboxSpec {
 pub struct RestoreFrom {
     /// The CRIU program (`checkpoint::Criu`).
     pub criu: PathBuf,
+    /// Its `/run` (`checkpoint::Criu::run_dir`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criu_run_dir: Option<PathBuf>,
+    /// For a dump with `empty_netns`: the command (program and arguments, host paths) that
+    /// CRIU's action script execs to configure the restored network namespace
+    /// (`checkpoint::setup_restored_netns`; the server's: `lizard sandbox-netns-setup`). Such a
+    /// restore without it is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub netns_setup: Vec<String>,
     /// The images directory (host-side, root-only parent, see `checkpoint::ImagesDir`).
     pub images: PathBuf,
     /// What the dump was told was external (mounts, host files, the listening sockets'

@@ -1,6 +1,6 @@
 //! E2B's control-plane bodies (`POST /v2/sandboxes`, `/connect`, `GET /sandboxes/{id}`, lists,
 //! timeouts) and its error body. Field names are E2B's (`templateID`, `sandboxID`, …). Request
-//! fields Lizard does not implement (`mcp`, `network`, `volumeMounts`, …) are accepted and ignored
+//! fields Lizard does not implement (`mcp`, `volumeMounts`, …) are accepted and ignored
 //! only where ignoring them is harmless; see `docs/E2B.md`.
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,82 @@ pub struct NewSandbox {
     pub env_vars: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub allow_internet_access: Option<bool>,
+    /// E2B's egress rules (`allowOut`, `denyOut`; the ingress fields are accepted and ignored).
+    #[serde(default)]
+    pub network: Option<NetworkConfig>,
+}
+
+/// E2B's `SandboxNetworkConfig`: CIDRs, addresses (and, in newer SDKs, domains) allowed and denied
+/// outbound; an allowed entry beats a denied one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_out: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny_out: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_public_traffic: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask_request_host: Option<String>,
+}
+
+impl NetworkConfig {
+    /// E2B's own checks of the lists: `denyOut` holds addresses and CIDRs only, and a host name
+    /// in `allowOut` needs `denyOut` to deny everything (`0.0.0.0/0`).
+    pub fn check(&self) -> Result<(), String> {
+        let is_name = |e: &str| {
+            let host = e.rsplit_once(':').map_or(e, |(h, _)| h);
+            let ip = host.split('/').next().unwrap_or(host);
+            ip.parse::<std::net::Ipv4Addr>().is_err()
+        };
+        let deny = self.deny_out.as_deref().unwrap_or_default();
+        if let Some(d) = deny.iter().find(|d| is_name(d)) {
+            return Err(format!(
+                "denyOut takes IP addresses and CIDRs only, not {d:?}"
+            ));
+        }
+        let deny_all = deny.iter().any(|d| d.trim() == "0.0.0.0/0");
+        if let Some(a) = self
+            .allow_out
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|a| is_name(a))
+        {
+            if !deny_all {
+                return Err(format!(
+                    "allowOut host name {a:?} needs denyOut to deny all traffic (0.0.0.0/0)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Lizard's rules for these (deny beats allow there, allow beats deny here): with a deny of
+    /// everything (`0.0.0.0/0`, `*`), only `allowOut`; otherwise everything public but `denyOut`
+    /// (an `allowOut` entry then adds nothing: it was allowed already), so a `denyOut` entry
+    /// that an `allowOut` entry overlaps denies it here. `None`: no rule given.
+    pub fn egress(&self) -> Option<crate::Egress> {
+        let allow = self.allow_out.clone().unwrap_or_default();
+        let deny = self.deny_out.clone().unwrap_or_default();
+        if allow.is_empty() && deny.is_empty() {
+            return None;
+        }
+        let everything = |e: &String| matches!(e.trim(), "0.0.0.0/0" | "*");
+        let rules = if deny.iter().any(everything) {
+            crate::EgressRules {
+                allow: Some(allow),
+                deny: Vec::new(),
+            }
+        } else {
+            crate::EgressRules {
+                allow: Some(vec!["*".into()]),
+                deny,
+            }
+        };
+        Some(crate::Egress::Rules(rules))
+    }
 }
 
 /// `POST /v2/sandboxes/{id}/connect` (and the older `/resume`).
@@ -214,6 +290,52 @@ pub struct Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn e2b_network_rules_map_onto_lizards() {
+        let n: NetworkConfig =
+            serde_json::from_str(r#"{"allowOut":["1.1.1.1","api.example.com"],"denyOut":["0.0.0.0/0"],"allowPublicTraffic":false}"#)
+                .unwrap();
+        assert_eq!(
+            n.egress(),
+            Some(crate::Egress::Rules(crate::EgressRules::allow([
+                "1.1.1.1",
+                "api.example.com"
+            ])))
+        );
+        let n: NetworkConfig = serde_json::from_str(r#"{"denyOut":["8.8.8.8"]}"#).unwrap();
+        assert_eq!(
+            n.egress(),
+            Some(crate::Egress::Rules(crate::EgressRules {
+                allow: Some(vec!["*".into()]),
+                deny: vec!["8.8.8.8".into()]
+            }))
+        );
+        assert_eq!(NetworkConfig::default().egress(), None);
+        // E2B's checks.
+        let cfg = |a: &[&str], d: &[&str]| NetworkConfig {
+            allow_out: Some(a.iter().map(|s| s.to_string()).collect()),
+            deny_out: Some(d.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        };
+        for (a, d) in [
+            (&[][..], &["example.com"][..]),
+            (&[], &["0.0.0.0/0", "example.com"]),
+            (&["google.com"], &[]),
+            (&["*.example.com"], &["10.0.0.0/8"]),
+        ] {
+            assert!(cfg(a, d).check().is_err(), "{a:?} {d:?}");
+        }
+        for (a, d) in [
+            (&[][..], &[][..]),
+            (&["8.8.8.8"], &[]),
+            (&["8.8.8.8:443"], &["10.0.0.0/8"]),
+            (&["google.com", "1.1.1.1"], &["0.0.0.0/0"]),
+            (&["*.example.com"], &["0.0.0.0/0"]),
+        ] {
+            assert!(cfg(a, d).check().is_ok(), "{a:?} {d:?}");
+        }
+    }
 
     #[test]
     fn sdk_create_bodies_parse() {

@@ -86,14 +86,15 @@ pub enum Capture {
 /// (`criu.json`, as for hibernation).
 const SNAPSHOT_CRIU_IMAGES: &str = "criu";
 
-/// Dumps a snapshot tries before it falls back per language (see `Sandboxes::criu_capture`).
-const CRIU_SNAPSHOT_TRIES: u32 = 3;
+/// Dumps a snapshot or a hibernation tries before it falls back per language (see
+/// `Sandboxes::criu_capture`, `criu_dump`): a connection to the agent not yet accepted fails one.
+pub(crate) const CRIU_SNAPSHOT_TRIES: u32 = 3;
 
 impl Capture {
-    /// The method for sandbox `sb` on this host, and why (with `tool`, the server's checkpoint
+    /// The method for a sandbox on this host, and why (with `tool`, the server's checkpoint
     /// tool).
-    pub fn select(tool: &CheckpointTool, sb: &Sandbox) -> (Capture, String) {
-        match criu_refusal(tool, sb) {
+    pub fn select(tool: &CheckpointTool) -> (Capture, String) {
+        match criu_refusal(tool) {
             None => (
                 Capture::Criu,
                 "criu: CRIU checkpointed every process of the sandbox".into(),
@@ -175,6 +176,7 @@ pub fn snapshot_info(r: &crate::store::SnapshotRow) -> SnapshotInfo {
         size_bytes: r.size_bytes,
         method: r.report.method,
         method_reason: r.report.method_reason.clone(),
+        frozen_ms: r.frozen_ms,
         contexts: r.report.contexts.clone(),
         metadata: r.metadata.clone(),
         limits: r.source.limits,
@@ -275,7 +277,7 @@ impl Sandboxes {
                 .map_err(|e| SandboxError::Launch(e.to_string()))?
                 .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
         }
-        let (capture, reason) = Capture::select(&self.cfg.checkpoint, &sb);
+        let (capture, reason) = Capture::select(&self.cfg.checkpoint);
         let sdir = self.snapshots_dir().join(&snap_id);
         let dst = sdir.join("disk.img");
         let max_bytes = (sb.limits.disk_mb * 1024 * 1024).max(lizard_jail::disk::MIN_BYTES);
@@ -366,6 +368,8 @@ impl Sandboxes {
             .bytes();
         tracing::info!(sandbox = %id, snapshot = %snap_id, save_ms, copy_ms,
             copy = method.as_str(), size_bytes, "snapshot taken");
+        // The sandbox's egress CA goes with its disk (whose trust files name it), for the clones.
+        copy_egress_ca(&sb.runtime.dir, &sdir);
         let builds: Vec<PathBuf> = std::iter::once(template_dir.clone())
             .chain(sb.runtime.template_bases.iter().cloned())
             .collect();
@@ -383,11 +387,12 @@ impl Sandboxes {
             deleted_at_ms: None,
             size_bytes,
             report,
+            frozen_ms: Some(copy_ms),
             metadata,
             source: SnapshotSource {
                 limits: sb.limits,
                 envs: sb.envs.clone(),
-                network: sb.network.clone(),
+                network: sb.network(),
                 on_timeout: sb.on_timeout,
                 timeout_ms: sb.timeout_ms.load(Ordering::SeqCst),
                 volumes: sb.volumes.clone(),
@@ -423,6 +428,10 @@ impl Sandboxes {
             .contexts()
             .await
             .map_err(|e| format!("listing the contexts: {e}"))?;
+        // The agent binary it runs stays on disk for its clones (an upgrade may come between).
+        if let (Some(x), Some(digest)) = (&self.cfg.checkpoint.agent_exes, &sb.runtime.agent_exe) {
+            x.keep(digest).await?;
+        }
         // The source's executions so far are its own: metered now, and a clone's restored agent
         // (with the source's execution log) is counted from this position on.
         crate::metering::sample(self, sb).await;
@@ -449,6 +458,7 @@ impl Sandboxes {
             sb.runtime.cgroup.clone(),
         );
         let pid = sb.runtime.pid;
+        let restored = sb.runtime.criu_restored;
         let tool = self.cfg.checkpoint.clone();
         let done = tokio::task::spawn_blocking(move || {
             let images = sdir.join(SNAPSHOT_CRIU_IMAGES);
@@ -468,7 +478,7 @@ impl Sandboxes {
                         tries += 1;
                         // With the cgroups: a clone's restore maps them onto its own
                         // (`--cgroup-root`), each kernel back in its context's cgroup.
-                        match dump_sandbox(&criu, pid, &images, Some(&freezer), true) {
+                        match dump_sandbox(&criu, pid, &images, Some(&freezer), true, true) {
                             Ok(done) => return Ok(done),
                             // A connection to the agent made while the sandbox was frozen waits,
                             // unaccepted, in its socket's queue, and its other end is the server's
@@ -486,7 +496,9 @@ impl Sandboxes {
                                 })?;
                             }
                             Err(e) => {
-                                return Err(SandboxError::Capture(criu_dump_failed(&tool, &e)))
+                                return Err(SandboxError::Capture(criu_dump_failed(
+                                    &tool, &e, restored,
+                                )))
                             }
                         }
                     }
@@ -510,6 +522,7 @@ impl Sandboxes {
                 .map(|c| (c.id.clone(), c.language))
                 .collect(),
             agent_log_seq,
+            agent_exe: sb.runtime.agent_exe.clone(),
         };
         write_criu_manifest(&sdir, &manifest)
             .map_err(|e| format!("keeping the checkpoint: {e}"))?;
@@ -647,7 +660,7 @@ impl Sandboxes {
             .map(|v| (v.volume_id.clone(), v.mount_path.clone(), v.read_only))
             .collect();
         let (volumes, _claim) = self.claim_volumes(&req.project, wanted).await?;
-        let egress = crate::egress::resolve(&src.network.egress).await?;
+        let egress = crate::egress::rules(&src.network.egress)?;
         let id = new_sandbox_id();
         let dir = self.sandboxes_dir().join(&id);
         let _reserved = self.volumes.storage.reserve(
@@ -693,6 +706,8 @@ impl Sandboxes {
             return Err(fail(e));
         }
         let copy_ms = started.elapsed().as_millis() as u64;
+        // Its layer trusts the source's egress CA: the clone's egress uses the same one.
+        copy_egress_ca(&self.snapshots_dir().join(&row.id), &dir);
         // An exact snapshot: its CRIU images, copied (a fork's moved) into the clone's directory,
         // made for the clone's host id range and host name; the snapshot's own are never changed.
         let exact = if row.report.method == HibernationMethod::Criu {
@@ -720,10 +735,10 @@ impl Sandboxes {
                 &src.envs,
                 limits,
                 &volumes,
-                egress.as_ref(),
+                egress.as_ref().map(|_| &src.network),
                 (false, Some(id_base)),
                 0,
-                exact.map(|(_, from)| from),
+                exact.map(|(m, from)| (from, m.agent_exe)),
             )
             .await;
         if manifest.is_some() {
@@ -763,7 +778,11 @@ impl Sandboxes {
             ready_ms = started.elapsed().as_millis() as u64, "sandbox cloned from a snapshot");
         let now = now_ms();
         let LaunchedSandbox {
-            id, runtime, agent, ..
+            id,
+            runtime,
+            agent,
+            egress,
+            ..
         } = launched;
         let sb = Arc::new(Sandbox {
             id: id.clone(),
@@ -774,7 +793,7 @@ impl Sandboxes {
             envs: src.envs.clone(),
             limits,
             on_timeout,
-            network: src.network.clone(),
+            network: Mutex::new(src.network.clone()),
             runtime,
             volumes: volumes.clone(),
             timeout_at_ms: AtomicU64::new(now + timeout_ms),
@@ -786,6 +805,10 @@ impl Sandboxes {
             lifecycle: Arc::new(tokio::sync::Mutex::new(())),
             agent,
             metrics: Default::default(),
+            packages: Default::default(),
+            egress: Mutex::new(egress),
+            mirror_metered: Default::default(),
+            egress_metered: Default::default(),
         });
         let stored = self.store.ensure_project(&req.project).and_then(|()| {
             self.store.insert_sandbox(&SandboxRow {
@@ -825,6 +848,7 @@ impl Sandboxes {
                 tracing::warn!(sandbox = %id, error = %e, "writing usage");
             }
         }
+        self.serve_packages(&sb).await;
         if let Ok(mut m) = self.live.write() {
             m.insert(id.clone(), sb.clone());
         }
@@ -852,6 +876,7 @@ impl Sandboxes {
         };
         let sdir = self.snapshots_dir().join(&row.id);
         let (dir, from_base, id) = (dir.to_path_buf(), row.source.id_base, id.to_string());
+        let lizard_bin = self.cfg.lizard_bin.clone();
         tokio::task::spawn_blocking(move || {
             let fail = |what: &str, e: String| SandboxError::Launch(format!("{what}: {e}"));
             let src = sdir.join(SNAPSHOT_CRIU_IMAGES);
@@ -870,7 +895,7 @@ impl Sandboxes {
                     lizard_jail::sandbox::error_chain(&e),
                 )
             })?;
-            read_criu_restore(&sdir, &dst, criu).ok_or_else(|| {
+            read_criu_restore(&sdir, &dst, criu, &lizard_bin).ok_or_else(|| {
                 SandboxError::Launch(format!(
                     "the snapshot's CRIU manifest in {} is missing or unreadable",
                     sdir.display()
@@ -953,7 +978,10 @@ fn copy_frozen<T>(
 }
 
 /// Copy a directory of CRIU images (regular files only, no link followed; CRIU writes no
-/// sub-directories) into a fresh root-only directory `dst` (blocking).
+/// sub-directories) into a fresh root-only directory `dst` (blocking). The memory pages
+/// (`pages-*.img`, nearly all of the bytes) are hard links, not copies: a restore only reads them
+/// (no `--auto-dedup`), nothing else writes them, and they stay root's (`open_to_restored_tasks`
+/// leaves linked files alone), so a clone's staging costs no copy of its memory.
 fn copy_images(src: &Path, dst: &Path) -> Result<(), String> {
     let images = lizard_jail::checkpoint::ImagesDir::create(dst).map_err(|e| e.to_string())?;
     for entry in std::fs::read_dir(src)
@@ -962,8 +990,16 @@ fn copy_images(src: &Path, dst: &Path) -> Result<(), String> {
     {
         let entry = entry.map_err(|e| e.to_string())?;
         if entry.file_type().map_err(|e| e.to_string())?.is_file() {
-            std::fs::copy(entry.path(), images.path.join(entry.file_name()))
-                .map_err(|e| format!("{}: {e}", entry.path().display()))?;
+            let to = images.path.join(entry.file_name());
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let linked = name.starts_with("pages-")
+                && name.ends_with(".img")
+                && std::fs::hard_link(entry.path(), &to).is_ok();
+            if !linked {
+                std::fs::copy(entry.path(), &to)
+                    .map_err(|e| format!("{}: {e}", entry.path().display()))?;
+            }
         }
     }
     Ok(())
@@ -1005,6 +1041,30 @@ fn prepare_clone(
     std::fs::write(&path, serde_json::to_vec(build).unwrap_or_default()).map_err(io_err(&path))
 }
 
+/// Copy the egress CA file (`crate::egress::CA_FILE`, host-written, in a root-only directory) of
+/// `from` into `to`, if there is one: a snapshot keeps its sandbox's, a clone gets its snapshot's.
+/// Blocking (a small file).
+fn copy_egress_ca(from: &Path, to: &Path) {
+    let src = from.join(crate::egress::CA_FILE);
+    if !src.is_file() {
+        return;
+    }
+    let dst = to.join(crate::egress::CA_FILE);
+    let copied = std::fs::read(&src).and_then(|bytes| {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&dst)
+            .and_then(|mut f| f.write_all(&bytes))
+    });
+    if let Err(e) = copied {
+        tracing::warn!(from = %src.display(), error = %e, "copying the sandbox's egress CA");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1035,6 +1095,7 @@ mod tests {
             created_at_ms: 0,
             deleted_at_ms: Some(3_600_000),
             size_bytes: 2 * 1024 * 1024 * 1024,
+            frozen_ms: None,
             report: HibernationReport {
                 method: HibernationMethod::PerLanguage,
                 method_reason: String::new(),

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod outside;
+pub mod registries;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
@@ -86,7 +89,12 @@ impl Server {
     }
 
     pub fn start_in(data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lizard"))
+        Self::start_from(Path::new(env!("CARGO_BIN_EXE_lizard")), data_dir, extra)
+    }
+
+    /// [`Server::start_in`] with another `lizard` binary (e.g. a stand-in for an upgrade).
+    pub fn start_from(program: &Path, data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        let mut child = Command::new(program)
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir.path())
             .arg("--templates-from")
@@ -221,6 +229,20 @@ impl Server {
             .run(id, json!({"code": code, "language": "bash"}))
             .await;
         (stdout(&ex), ex)
+    }
+
+    /// Run a shell command as the sandbox's root (`POST …/commands` with `user: "root"`), as
+    /// admin; returns the command's result (`stdout`, `stderr`, `exit_code`).
+    pub async fn root_cmd(&self, id: &str, cmd: &str) -> Value {
+        let r = self
+            .admin(
+                "POST",
+                &format!("/v1/sandboxes/{id}/commands"),
+                Some(json!({ "cmd": cmd, "user": "root" })),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.body
     }
 
     pub async fn project_key(&self, name: &str) -> String {
@@ -525,7 +547,8 @@ pub async fn context(s: &Server, id: &str, language: &str) -> String {
 }
 
 /// The CRIU that `scripts/criu.sh` caches next to the build directory, or None (with a note on
-/// stderr) when it is not installed.
+/// stderr) when it is not installed — unless `LIZARD_REQUIRE_CRIU=1` (set by `scripts/test.sh`,
+/// which installs it): then a missing CRIU fails the test instead of skipping it.
 pub fn cached_criu() -> Option<std::path::PathBuf> {
     let p = std::path::Path::new(env!("CARGO_BIN_EXE_lizard"))
         .parent()?
@@ -533,12 +556,43 @@ pub fn cached_criu() -> Option<std::path::PathBuf> {
         .join("criu")
         .join("criu");
     if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!(
-            "SKIPPED: the cached CRIU is not installed at {} (scripts/criu.sh installs it)",
-            p.display()
-        );
-        None
+        return Some(p);
     }
+    let why = format!(
+        "the cached CRIU is not installed at {} (scripts/criu.sh installs it)",
+        p.display()
+    );
+    assert!(
+        std::env::var_os("LIZARD_REQUIRE_CRIU").is_none_or(|v| v != "1"),
+        "LIZARD_REQUIRE_CRIU=1 but {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+    None
+}
+
+/// After a failed exact restore, sandbox `id` runs again with fresh contexts: its restore report
+/// (`restore`) is per language and says so, its old context `gone` is not found, a new Python
+/// context runs.
+pub async fn assert_relaunched_with_fresh_contexts(
+    s: &Server,
+    id: &str,
+    restore: &Value,
+    gone: &str,
+) {
+    assert_eq!(restore["method"], "per-language", "{restore}");
+    let why = restore["method_reason"].as_str().unwrap_or_default();
+    assert!(why.contains("fresh contexts"), "{why}");
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/execute"),
+            Some(json!({"code": "print(1 + 1)", "context": gone})),
+        )
+        .await;
+    assert_eq!(r.status, 404, "{}", r.text);
+    let c = context(s, id, "python").await;
+    let ex = s
+        .run(id, json!({"code": "print(1 + 1)", "context": c}))
+        .await;
+    assert_eq!(stdout(&ex), "2\n", "{ex}");
 }

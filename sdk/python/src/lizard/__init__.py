@@ -9,7 +9,8 @@ stateful kernels, with live streamed output, rich results and typed errors.
 
 ``CodeSandbox`` is the synchronous client, ``AsyncCodeSandbox`` its asyncio twin (``Volumes`` and
 ``AsyncVolumes`` manage persistent volumes, ``Templates`` and ``AsyncTemplates`` build and manage
-user templates, ``Snapshots`` and ``AsyncSnapshots`` list and delete snapshots); all read
+user templates, ``Snapshots`` and ``AsyncSnapshots`` list and delete snapshots, ``Secrets`` and
+``AsyncSecrets`` manage a project's write-only secrets); all read
 ``LIZARD_API_URL`` and ``LIZARD_API_KEY`` when not given ``api_url``/``api_key``. This package only
 talks to a Lizard server over HTTP; it does not start servers, sandboxes or kernels itself.
 """
@@ -48,6 +49,12 @@ from .models import (
     SandboxInfo,
     SandboxLimits,
     SandboxVolume,
+    SandboxNetwork,
+    SecretInfo,
+    NetworkLog,
+    MirrorTraffic,
+    EgressTraffic,
+    RefusedRequest,
     SnapshotInfo,
     VolumeInfo,
     StateItem,
@@ -61,6 +68,7 @@ from .async_sandbox import AsyncCommandHandle, AsyncPtyHandle, AsyncWatchHandle
 from .templates import AsyncTemplates, Templates
 from .volumes import AsyncVolumes, Volumes
 from .snapshots import AsyncSnapshots, Snapshots
+from .secrets import AsyncSecrets, Secrets
 
 __all__ = [
     "__version__",
@@ -82,6 +90,14 @@ __all__ = [
     "SandboxInfo",
     "SandboxLimits",
     "SandboxVolume",
+    "SandboxNetwork",
+    "Secrets",
+    "AsyncSecrets",
+    "SecretInfo",
+    "NetworkLog",
+    "MirrorTraffic",
+    "EgressTraffic",
+    "RefusedRequest",
     "Volumes",
     "AsyncVolumes",
     "VolumeInfo",

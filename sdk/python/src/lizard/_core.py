@@ -16,7 +16,7 @@ import json
 import os
 import signal
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 import httpx
@@ -50,6 +50,12 @@ NDJSON = "application/x-ndjson"
 
 #: A context given to ``run_code`` & co.: the ``Context`` object or its id.
 ContextLike = Union[Context, str]
+#: A sandbox's egress: ``"none"``, ``"all"``, a list of allowed destinations, or
+#: ``{"allow": [...], "deny": [...]}`` (both optional).
+EgressLike = Union[str, Sequence[str], Mapping[str, Sequence[str]]]
+#: Header injection rules: ``[{"host": "api.example.com", "headers": {"Authorization":
+#: "Bearer ${secret:NAME}"}}]``.
+InjectLike = Sequence[Mapping[str, Any]]
 #: Per-context limits: a :class:`ContextLimits` or a mapping with ``memory_mb`` / ``cpu_millicores``.
 ContextLimitsLike = Union[ContextLimits, Mapping[str, int]]
 
@@ -155,6 +161,7 @@ def create_request(
     limits: Optional[Mapping[str, int]],
     volumes: Optional[Any] = None,
     egress: Any = None,
+    inject: Any = None,
 ) -> Req:
     body: Dict[str, Any] = {}
     if project is not None:
@@ -175,22 +182,94 @@ def create_request(
     mounts = volume_mounts(volumes)
     if mounts:
         body["volumes"] = mounts
+    if inject is not None and egress is None:
+        raise InvalidArgumentError(
+            "inject needs egress to its hosts: give egress as well (e.g. egress=[host])",
+            code="invalid_argument",
+        )
     if egress is not None:
         body["network"] = {"egress": egress_body(egress)}
+        if inject is not None:
+            body["network"]["inject"] = inject_body(inject)
     return Req("POST", "/v1/sandboxes", json=body)
 
 
-def egress_body(egress: Any) -> Any:
-    """``"none"``, ``"all"`` or a list of destinations (host, IPv4, IPv4:port, CIDR) → the wire
-    form of ``network.egress``."""
-    if egress in ("none", "all"):
-        return egress
-    if isinstance(egress, (list, tuple)) and all(isinstance(d, str) for d in egress):
-        return {"allow": list(egress)}
+def inject_body(inject: Any) -> List[Dict[str, Any]]:
+    """``[{"host": ..., "headers": {name: template}}]`` → the wire form of ``network.inject`` (the
+    same; ``${secret:NAME}`` is substituted by the server, ``$$`` is a literal ``$``)."""
+
+    def rule(r: Any) -> bool:
+        return (
+            isinstance(r, Mapping)
+            and set(r) <= {"host", "headers"}
+            and isinstance(r.get("host"), str)
+            and isinstance(r.get("headers"), Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in r["headers"].items())
+        )
+
+    if isinstance(inject, (list, tuple)) and all(rule(r) for r in inject):
+        return [{"host": r["host"], "headers": dict(r["headers"])} for r in inject]
     raise InvalidArgumentError(
-        f"egress must be 'none', 'all' or a list of destinations, not {egress!r}",
+        "inject must be a list of {'host': 'api.example.com', 'headers': "
+        f"{{'Authorization': 'Bearer ${{secret:NAME}}'}}}}, not {inject!r}",
         code="invalid_argument",
     )
+
+
+def egress_body(egress: Any) -> Any:
+    """``"none"``, ``"all"``, a list of destinations (allowed) or a mapping ``{"allow": [...],
+    "deny": [...]}`` (both optional) → the wire form of ``network.egress``. Entries: ``example.com``,
+    ``*.example.com``, ``api.example.com:443``, ``1.2.3.4``, ``1.2.3.4:8080``, ``10.0.0.0/8``,
+    ``*``; the server checks each (a bad one is an ``InvalidArgumentError`` naming it)."""
+
+    def strings(v: Any) -> bool:
+        return isinstance(v, (list, tuple)) and all(isinstance(d, str) for d in v)
+
+    if isinstance(egress, str) and egress in ("none", "all"):
+        return egress
+    if strings(egress):
+        return {"allow": list(egress)}
+    if isinstance(egress, Mapping):
+        unknown = set(egress) - {"allow", "deny"}
+        allow, deny = egress.get("allow"), egress.get("deny")
+        if not unknown and (allow is None or strings(allow)) and (deny is None or strings(deny)):
+            out: Dict[str, Any] = {}
+            if allow is not None:
+                out["allow"] = list(allow)
+            if deny is not None:
+                out["deny"] = list(deny)
+            return out
+    raise InvalidArgumentError(
+        "egress must be 'none', 'all', a list of destinations or "
+        f"{{'allow': [...], 'deny': [...]}}, not {egress!r}",
+        code="invalid_argument",
+    )
+
+
+def check_set_network(egress: Any, inject: Any) -> None:
+    """``set_network``'s arguments: at least one, each of its form (before any request)."""
+    if egress is None and inject is None:
+        raise InvalidArgumentError("set_network needs egress or inject", code="invalid_argument")
+    if egress is not None:
+        egress_body(egress)
+    if inject is not None:
+        inject_body(inject)
+
+
+def set_network_request(sandbox_id: str, egress: Any, inject: Any = None) -> Req:
+    """``PATCH /v1/sandboxes/{id}/network``: replace the sandbox's egress and/or injection rules,
+    live; the server keeps the part not given."""
+    check_set_network(egress, inject)
+    body: Dict[str, Any] = {}
+    if egress is not None:
+        body["egress"] = egress_body(egress)
+    if inject is not None:
+        body["inject"] = inject_body(inject)
+    return Req("PATCH", sandbox_path(sandbox_id, "/network"), json=body)
+
+
+def network_log_request(sandbox_id: str) -> Req:
+    return Req("GET", sandbox_path(sandbox_id, "/network/log"))
 
 
 # ---- volumes -------------------------------------------------------------------------------------
@@ -256,6 +335,31 @@ def volume_delete_request(name_or_id: str, project: Optional[str], force: bool) 
     return Req("DELETE", _volume(name_or_id), params=params)
 
 
+# ---- secrets -------------------------------------------------------------------------------------
+
+
+def _secrets(project: str, name: Optional[str] = None) -> str:
+    for what, v in (("project", project), ("the secret name", name)):
+        if v is not None and (not isinstance(v, str) or not v):
+            raise InvalidArgumentError(f"{what} must be a non-empty string", code="invalid_argument")
+    base = f"/v1/projects/{_seg(project)}/secrets"
+    return base if name is None else f"{base}/{_seg(name)}"
+
+
+def secret_set_request(project: str, name: str, value: str) -> Req:
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise InvalidArgumentError("a secret's name and value must be strings", code="invalid_argument")
+    return Req("POST", _secrets(project), json={"name": name, "value": value})
+
+
+def secret_list_request(project: str) -> Req:
+    return Req("GET", _secrets(project))
+
+
+def secret_delete_request(project: str, name: str) -> Req:
+    return Req("DELETE", _secrets(project, name))
+
+
 # ---- snapshots -----------------------------------------------------------------------------------
 
 
@@ -299,7 +403,7 @@ def clone_request(
     if given:
         raise InvalidArgumentError(
             "a sandbox from a snapshot has the snapshot's template, envs, limits, volumes and "
-            f"egress: {', '.join(given)} cannot be given with snapshot",
+            f"network: {', '.join(given)} cannot be given with snapshot",
             code="invalid_argument",
         )
     body = _labels_body(metadata, timeout_ms)

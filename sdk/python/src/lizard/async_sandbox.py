@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, 
 import httpx
 
 from . import _core
-from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, ContextLimitsLike, Req
+from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, ContextLimitsLike, EgressLike, InjectLike, Req
 from .errors import (
     ConflictError,
     InvalidArgumentError,
@@ -39,6 +39,7 @@ from .models import (
     ExecutionError,
     FilesystemEvent,
     HibernationReport,
+    NetworkLog,
     ProcessInfo,
     Result,
     SandboxInfo,
@@ -131,7 +132,8 @@ class AsyncCodeSandbox:
         *,
         limits: Optional[Mapping[str, int]] = None,
         volumes: Optional[List[Any]] = None,
-        egress: Optional[Union[str, Sequence[str]]] = None,
+        egress: Optional[EgressLike] = None,
+        inject: Optional[InjectLike] = None,
         snapshot: Optional[Union[str, SnapshotInfo]] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "AsyncCodeSandbox":
@@ -141,12 +143,13 @@ class AsyncCodeSandbox:
             req = _core.clone_request(
                 snapshot, project=project, timeout_ms=timeout_ms, metadata=metadata,
                 refused={"template": template not in (None, DEFAULT_TEMPLATE), "envs": envs, "limits": limits,
-                         "volumes": volumes, "egress": egress is not None},
+                         "volumes": volumes, "egress": egress is not None, "inject": inject is not None},
             )
         else:
             req = _core.create_request(
                 project=project, template=template, timeout_ms=timeout_ms,
                 metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
+                inject=inject,
             )
         client = _new_client(cfg)
         try:
@@ -407,6 +410,17 @@ class AsyncCodeSandbox:
         """Kill the sandbox ``timeout_ms`` from now unless extended again."""
         await self._call(Req("POST", _core.sandbox_path(self._id, "/timeout"),
                              json={"timeout_ms": _core._ms("timeout_ms", timeout_ms)}))
+
+    async def set_network(
+        self, egress: Optional[EgressLike] = None, *, inject: Optional[InjectLike] = None
+    ) -> SandboxInfo:
+        """Replace the sandbox's egress and/or injection rules, live; see ``CodeSandbox.set_network``."""
+        req = _core.set_network_request(self._id, egress, inject)
+        return SandboxInfo.from_wire(await self._call(req))
+
+    async def network_log(self) -> NetworkLog:
+        """What the sandbox did through the mirror and its egress; see ``CodeSandbox.network_log``."""
+        return NetworkLog.from_wire(await self._call(_core.network_log_request(self._id)))
 
     async def pause(self) -> None:
         """Freeze the sandbox, keeping its state; see ``CodeSandbox.pause``."""

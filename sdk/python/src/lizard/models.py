@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Union
 
 __all__ = [
     "Result",
@@ -24,6 +24,12 @@ __all__ = [
     "SandboxLimits",
     "SandboxInfo",
     "SandboxVolume",
+    "SandboxNetwork",
+    "SecretInfo",
+    "NetworkLog",
+    "MirrorTraffic",
+    "EgressTraffic",
+    "RefusedRequest",
     "VolumeInfo",
     "SnapshotInfo",
     "TemplateInfo",
@@ -511,6 +517,8 @@ class SandboxInfo:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     #: Volumes mounted in the sandbox.
     volumes: List["SandboxVolume"] = field(default_factory=list)
+    #: Its network: the egress it was created with, or the rules last set with ``set_network``.
+    network: "SandboxNetwork" = field(default_factory=lambda: SandboxNetwork())
     #: In the answer of ``hibernate()``: what each context saved and what it could not.
     hibernation: Optional[HibernationReport] = None
     #: In the answer of a resume from hibernation, and of a create from a snapshot or a fork: what
@@ -532,8 +540,143 @@ class SandboxInfo:
             metadata={str(k): str(v) for k, v in dict(meta).items()},
             limits=SandboxLimits.from_wire(limits),
             volumes=[SandboxVolume.from_wire(v) for v in volumes],
+            network=SandboxNetwork.from_wire(obj.get("network") or {}),
             hibernation=HibernationReport.from_wire(obj["hibernation"]) if obj.get("hibernation") else None,
             restore=HibernationReport.from_wire(obj["restore"]) if obj.get("restore") else None,
+        )
+
+
+@dataclass(frozen=True)
+class SandboxNetwork:
+    """A sandbox's network. ``egress`` is ``"none"`` (loopback only), ``"all"`` (any public address
+    and name) or rules ``{"allow": [...], "deny": [...]}`` (each key only when given; a list given
+    at create comes back as ``{"allow": list}``, and ``"none"`` set on a sandbox with egress as
+    ``{"allow": []}``)."""
+
+    egress: Union[str, Dict[str, List[str]]] = "none"
+    #: Header injection rules ``[{"host": ..., "headers": {name: template}}]`` as given: the
+    #: templates (``Bearer ${secret:NAME}``), never the secrets' values.
+    inject: List[Dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "SandboxNetwork":
+        e = obj.get("egress", "none")
+        inject = [
+            {"host": str(r.get("host", "")), "headers": {str(k): str(v) for k, v in (r.get("headers") or {}).items()}}
+            for r in obj.get("inject") or []
+        ]
+        egress: Union[str, Dict[str, List[str]]]
+        if isinstance(e, Mapping):
+            egress = {str(k): [str(x) for x in v] for k, v in e.items() if v is not None}
+        else:
+            egress = str(e) if e is not None else "none"
+        return cls(egress=egress, inject=inject)
+
+
+@dataclass(frozen=True)
+class SecretInfo:
+    """A project's secret as the API reports it: its name and times, never its value.
+    ``created`` is set by ``Secrets.set`` only: whether the secret is new (else replaced)."""
+
+    project: str
+    name: str
+    created_at_ms: int
+    updated_at_ms: int
+    created: Optional[bool] = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any], created: Optional[bool] = None) -> "SecretInfo":
+        return cls(
+            project=str(obj.get("project", "")),
+            name=str(obj.get("name", "")),
+            created_at_ms=int(obj.get("created_at_ms", 0)),
+            updated_at_ms=int(obj.get("updated_at_ms", 0)),
+            created=created,
+        )
+
+
+@dataclass(frozen=True)
+class MirrorTraffic:
+    """A sandbox's traffic through the package registries' mirror."""
+
+    #: Every request, refused ones included.
+    requests: int = 0
+    #: Downloads served from the host's cache.
+    cache_hits: int = 0
+    #: Downloads fetched from a registry.
+    cache_misses: int = 0
+    #: Requests refused.
+    refused: int = 0
+    #: Body bytes fetched from registries for it.
+    upstream_bytes: int = 0
+    #: Body bytes sent to it.
+    served_bytes: int = 0
+    #: Connections closed at once (over its budget).
+    rejected_connections: int = 0
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "MirrorTraffic":
+        return cls(**{k: int(obj.get(k, 0) or 0) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class EgressTraffic:
+    """A sandbox's traffic through its egress relay (all zero without egress)."""
+
+    #: Connections relayed (upstream reached).
+    connections: int = 0
+    #: Bytes from the sandbox to upstreams.
+    bytes_out: int = 0
+    #: Bytes from upstreams to the sandbox.
+    bytes_in: int = 0
+    #: Connections and DNS queries refused.
+    refused: int = 0
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "EgressTraffic":
+        return cls(**{k: int(obj.get(k, 0) or 0) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class RefusedRequest:
+    """One refused request: by the mirror (``method`` is the HTTP method) or by egress (``method``
+    ``"connect"`` for a TCP connection, ``"dns"`` for a DNS query, with the ``reason``)."""
+
+    at_ms: int
+    method: str
+    #: ``host:port`` or the request target, as the sandbox sent it (at most 256 bytes).
+    destination: str
+    reason: Optional[str] = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "RefusedRequest":
+        r = obj.get("reason")
+        return cls(
+            at_ms=int(obj.get("at_ms", 0)),
+            method=str(obj.get("method", "")),
+            destination=str(obj.get("destination", "")),
+            reason=str(r) if r is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class NetworkLog:
+    """What a sandbox did through the package registries' mirror and its egress since its
+    processes last started (a create, resume, clone or server restart begins anew), and what was
+    refused: the mirror's newest 64, then egress's newest 256, each oldest first."""
+
+    sandbox_id: str
+    mirror: MirrorTraffic = field(default_factory=MirrorTraffic)
+    egress: EgressTraffic = field(default_factory=EgressTraffic)
+    refused: List[RefusedRequest] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> "NetworkLog":
+        return cls(
+            sandbox_id=str(obj.get("sandbox_id", "")),
+            mirror=MirrorTraffic.from_wire(obj.get("mirror") or {}),
+            egress=EgressTraffic.from_wire(obj.get("egress") or {}),
+            refused=[RefusedRequest.from_wire(r) for r in obj.get("refused") or []],
         )
 
 
@@ -602,6 +745,9 @@ class SnapshotInfo:
     contexts: List[ContextReport] = field(default_factory=list)
     metadata: Dict[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    #: How long the source was frozen for it (memory dump and disk copy), in ms; ``None`` for
+    #: snapshots of older servers.
+    frozen_ms: Optional[int] = None
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> "SnapshotInfo":
@@ -618,6 +764,7 @@ class SnapshotInfo:
             contexts=_context_reports(obj.get("contexts")),
             metadata={str(k): str(v) for k, v in dict(meta).items()},
             limits=SandboxLimits.from_wire(obj.get("limits") or {}),
+            frozen_ms=None if obj.get("frozen_ms") is None else int(obj["frozen_ms"]),
         )
 
 

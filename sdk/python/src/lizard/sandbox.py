@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import httpx
 
 from . import _core
-from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, ContextLimitsLike, Req
+from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, ContextLimitsLike, EgressLike, InjectLike, Req
 from .errors import (
     ConflictError,
     InvalidArgumentError,
@@ -42,6 +42,7 @@ from .models import (
     ExecutionError,
     FilesystemEvent,
     HibernationReport,
+    NetworkLog,
     ProcessInfo,
     Result,
     SandboxInfo,
@@ -127,7 +128,8 @@ class CodeSandbox:
         *,
         limits: Optional[Mapping[str, int]] = None,
         volumes: Optional[List[Any]] = None,
-        egress: Optional[Union[str, Sequence[str]]] = None,
+        egress: Optional[EgressLike] = None,
+        inject: Optional[InjectLike] = None,
         snapshot: Optional[Union[str, SnapshotInfo]] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "CodeSandbox":
@@ -137,13 +139,22 @@ class CodeSandbox:
         ``metadata`` labels it; ``envs`` is the environment of every process in it; ``limits``
         overrides ``memory_mb``, ``cpu_millicores``, ``pids``, ``tmp_mb``, ``disk_mb``; ``volumes``
         mounts volumes of the project: names (at ``/home/user/<name>``) or mappings
-        ``{"name": ..., "mount_path": ..., "read_only": ...}``; ``egress`` is ``"all"`` or a list of
-        destinations (host names, IPv4 addresses, ``ip:port``, CIDRs) the sandbox may reach
-        (loopback only by default; the project needs ``allow_egress``).
+        ``{"name": ..., "mount_path": ..., "read_only": ...}``; ``egress`` is ``"all"``, a list of
+        destinations the sandbox may reach (``"pypi.org"``, ``"*.github.com"``, ``"1.2.3.4:443"``,
+        ``"10.0.0.0/8"``) or rules ``{"allow": [...], "deny": [...]}`` (deny beats allow; only
+        ``deny``: everything public but that), enforced on the host by name and address at each
+        connection and DNS query, and changeable later with ``set_network`` (loopback only by
+        default; the project needs ``allow_egress``). ``pip install`` and
+        ``npm install`` need no egress: every sandbox reaches the server's caching mirror of the
+        package registries (``lizard serve --package-registry``) and is pointed at it. ``inject``
+        adds headers with the project's secrets (``Secrets``) to the sandbox's requests to some
+        hosts, on the host, so the values never enter the sandbox: ``[{"host": "api.example.com",
+        "headers": {"Authorization": "Bearer ${secret:NAME}"}}]`` (each host allowed by
+        ``egress``; an unknown secret is an ``InvalidArgumentError`` naming it).
 
         ``snapshot`` (a ``snap_…`` id or the ``SnapshotInfo`` of ``create_snapshot()``) makes a
         clone: the snapshot's disk and kernels' state (``restore_report`` says what each context
-        got back), template, envs, limits, volumes and egress — those cannot be given with it (an
+        got back), template, envs, limits, volumes and network — those cannot be given with it (an
         ``InvalidArgumentError``); ``timeout_ms``, ``metadata`` and ``project`` can. Another
         project's snapshot is a ``NotFoundError``."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
@@ -151,12 +162,13 @@ class CodeSandbox:
             req = _core.clone_request(
                 snapshot, project=project, timeout_ms=timeout_ms, metadata=metadata,
                 refused={"template": template not in (None, DEFAULT_TEMPLATE), "envs": envs, "limits": limits,
-                         "volumes": volumes, "egress": egress is not None},
+                         "volumes": volumes, "egress": egress is not None, "inject": inject is not None},
             )
         else:
             req = _core.create_request(
                 project=project, template=template, timeout_ms=timeout_ms,
                 metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
+                inject=inject,
             )
         client = _new_client(cfg)
         try:
@@ -434,6 +446,26 @@ class CodeSandbox:
         """Kill the sandbox ``timeout_ms`` from now unless extended again."""
         self._call(Req("POST", _core.sandbox_path(self._id, "/timeout"),
                        json={"timeout_ms": _core._ms("timeout_ms", timeout_ms)}))
+
+    def set_network(
+        self, egress: Optional[EgressLike] = None, *, inject: Optional[InjectLike] = None
+    ) -> SandboxInfo:
+        """Replace the sandbox's egress rules and/or header injection rules, live (``PATCH
+        /v1/sandboxes/{id}/network``): its next connection and DNS query are decided by them, its
+        next request to an ``inject`` host gets the secrets' current values. Both take the forms
+        of ``create``; the one not given is kept (by the server); ``inject=[]``
+        removes every rule; ``"none"`` is kept as ``{"allow": []}``. A sandbox created without
+        egress is a ``ConflictError`` (create it with ``egress={"allow": []}`` to open it later);
+        rules that open anything need an admin key or a project with ``allow_egress`` (else an
+        ``AuthenticationError`` with code ``permission_denied``); a bad entry is an
+        ``InvalidArgumentError`` naming it (as are an inject host the egress does not allow and an
+        unknown secret). Returns the sandbox's info (``info.network``)."""
+        return SandboxInfo.from_wire(self._call(_core.set_network_request(self._id, egress, inject)))
+
+    def network_log(self) -> NetworkLog:
+        """What the sandbox did through the package registries' mirror and its egress since its
+        processes last started, and what was refused (``GET /v1/sandboxes/{id}/network/log``)."""
+        return NetworkLog.from_wire(self._call(_core.network_log_request(self._id)))
 
     def pause(self) -> None:
         """Freeze every process of the sandbox; memory, files and kernel state are kept and its

@@ -1,0 +1,507 @@
+//! Secrets that never enter the sandbox (issue #19 part 3): a project's secret, set write-only,
+//! is added by the host's egress proxy to the sandbox's HTTPS requests to one host — which sees
+//! it — while nothing inside the sandbox (its processes' environments and memory, its files)
+//! ever holds the value; every use is in the audit log, by name only.
+//!
+//! The HTTPS server is "outside" ([`Outside`]: a network namespace of the test's own) with a
+//! certificate of a test CA the server is told to trust (`--egress-ca`), reached by name
+//! (`--egress-host`).
+
+mod common;
+
+use common::outside::Outside;
+use common::*;
+use serde_json::{json, Value};
+
+/// An HTTPS server (args: cert, key, log file): answers every request `seen <path>` and appends
+/// the request's `Authorization` header to the log file (one line each).
+const HTTPS_SERVER: &str = r#"
+import http.server, ssl, sys, threading
+cert, key, log = sys.argv[1], sys.argv[2], sys.argv[3]
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    def do_GET(self):
+        with open(log, 'a') as f:
+            f.write((self.headers.get('Authorization') or '-') + '\n')
+        body = ('seen ' + self.path).encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(('0.0.0.0', 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+"#;
+
+const SECRET: &str = "s3cr3t-Zq8vW2-never-inside";
+const ROTATED: &str = "r0tated-Kp4xN7-never-inside";
+
+struct Fixture {
+    s: Server,
+    key: String,
+    outside: Outside,
+    log: std::path::PathBuf,
+    _certs: tempfile::TempDir,
+}
+
+/// A test CA and a leaf for `api.secret.test` (PEM files in a temporary directory).
+fn certs() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "secrets test CA");
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["api.secret.test".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.path().join("leaf.pem"), leaf.pem()).unwrap();
+    std::fs::write(dir.path().join("leaf.key"), leaf_key.serialize_pem()).unwrap();
+    let ca_path = dir.path().join("ca.pem");
+    (dir, ca_path)
+}
+
+async fn fixture() -> Fixture {
+    let (certs, ca) = certs();
+    let log = certs.path().join("seen.log");
+    std::fs::write(&log, "").unwrap();
+    let outside = Outside::start(
+        HTTPS_SERVER,
+        &[
+            certs.path().join("leaf.pem").to_str().unwrap(),
+            certs.path().join("leaf.key").to_str().unwrap(),
+            log.to_str().unwrap(),
+        ],
+    );
+    let hosts = format!(
+        "api.secret.test={ip},other.secret.test={ip}",
+        ip = outside.ip
+    );
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--egress-host", &hosts, "--egress-ca", ca.to_str().unwrap()],
+    );
+    let r = s
+        .admin(
+            "POST",
+            "/v1/projects",
+            Some(json!({"name": "vault", "allow_egress": true})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let key = r.body["api_key"].as_str().unwrap().to_string();
+    Fixture {
+        s,
+        key,
+        outside,
+        log,
+        _certs: certs,
+    }
+}
+
+/// Python: GET `url` with `Authorization: Bearer fake` (the sandbox's own guess), verifying TLS
+/// with the sandbox's default trust; prints the status and body, or the error.
+fn get(url: &str) -> Value {
+    let code = format!(
+        r#"import urllib.request
+req = urllib.request.Request({url:?}, headers={{'Authorization': 'Bearer fake'}})
+try:
+    with urllib.request.urlopen(req, timeout=20) as r:
+        print(r.status, r.read().decode())
+except Exception as e:
+    print('error', type(e).__name__, e)
+"#
+    );
+    json!({"code": code, "timeout_ms": 60000})
+}
+
+fn seen(f: &Fixture) -> Vec<String> {
+    std::fs::read_to_string(&f.log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// Every byte of the memory of every process of sandbox `id` (read from the host: the test is
+/// root), its processes' environments, and its writable layer's files: whether `needle` is in
+/// any of them.
+fn sandbox_holds(s: &Server, id: &str, needle: &[u8]) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut found = Vec::new();
+    let has = |hay: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    for pid in sandbox_pids(s, id) {
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
+            if has(&env) {
+                found.push(format!("environment of {pid}"));
+            }
+        }
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            continue;
+        };
+        let Ok(mut mem) = std::fs::File::open(format!("/proc/{pid}/mem")) else {
+            continue;
+        };
+        for line in maps.lines() {
+            let mut f = line.split_whitespace();
+            let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+                continue;
+            };
+            if !perms.starts_with('r') || line.ends_with("[vvar]") || line.ends_with("[vsyscall]") {
+                continue;
+            }
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b) = (
+                u64::from_str_radix(a, 16).unwrap(),
+                u64::from_str_radix(b, 16).unwrap(),
+            );
+            let mut buf = vec![0u8; (b - a) as usize];
+            if mem.seek(SeekFrom::Start(a)).is_ok() && mem.read_exact(&mut buf).is_ok() && has(&buf)
+            {
+                found.push(format!("memory of {pid} at {range}"));
+            }
+        }
+    }
+    let upper = s.data_dir.path().join(format!("sandboxes/{id}/disk/upper"));
+    let mut stack = vec![upper];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() && std::fs::read(e.path()).is_ok_and(|b| has(&b)) {
+                found.push(format!("file {}", e.path().display()));
+            }
+        }
+    }
+    found
+}
+
+/// The whole path: a secret set write-only (never in any answer), injected into the sandbox's
+/// HTTPS requests to its host (which sees it) but not to another name of the same address, a
+/// TLS connection the sandbox verifies with its own trust (the sandbox's CA), nothing of the
+/// value in the sandbox (memory, environment, files), each use audited by name, a rotation
+/// taking effect at the next rule change.
+#[tokio::test]
+async fn a_secret_reaches_its_host_and_nothing_inside_the_sandbox() {
+    let f = fixture().await;
+    let set = |value: &str| {
+        let (s, key, value) = (&f.s, f.key.clone(), value.to_string());
+        async move {
+            s.req(
+                Some(&key),
+                "POST",
+                "/v1/projects/vault/secrets",
+                Some(json!({"name": "token", "value": value})),
+            )
+            .await
+        }
+    };
+    let r = set(SECRET).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert!(!r.text.contains(SECRET), "{}", r.text);
+    assert_eq!(r.body["name"], "token");
+    let r =
+        f.s.req(Some(&f.key), "GET", "/v1/projects/vault/secrets", None)
+            .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body[0]["name"], "token");
+    assert!(!r.text.contains(SECRET), "{}", r.text);
+    let port = f.outside.port;
+    let network = json!({
+        "egress": {"allow": ["api.secret.test", "other.secret.test"]},
+        "inject": [{"host": format!("api.secret.test:{port}"),
+                    "headers": {"Authorization": "Bearer ${secret:token}"}}]
+    });
+    let id =
+        f.s.create(&f.key, json!({ "network": network.clone() }))
+            .await;
+    let ex =
+        f.s.run(
+            &id,
+            get(&format!("https://api.secret.test:{port}/hello?x=1")),
+        )
+        .await;
+    assert_eq!(stdout(&ex).trim(), "200 seen /hello?x=1", "{ex}");
+    assert_eq!(seen(&f), vec![format!("Bearer {SECRET}")]);
+    // Another name of the same address gets nothing: its TLS is the upstream's own, which the
+    // sandbox does not trust (the test CA is the host's, not the sandbox's).
+    let ex =
+        f.s.run(&id, get(&format!("https://other.secret.test:{port}/x")))
+            .await;
+    assert!(stdout(&ex).starts_with("error"), "{ex}");
+    assert_eq!(seen(&f).len(), 1, "{:?}", seen(&f));
+    // Nothing inside holds the value — where the sandbox's own header value is found (the search
+    // does look at its memory).
+    assert!(
+        sandbox_holds(&f.s, &id, b"Bearer fake")
+            .iter()
+            .any(|w| w.starts_with("memory")),
+        "the search does not see the kernel's memory"
+    );
+    let holders = sandbox_holds(&f.s, &id, SECRET.as_bytes());
+    assert!(holders.is_empty(), "the secret is inside: {holders:?}");
+    // Audited by name, never by value.
+    let audit = f.s.admin("GET", "/v1/audit", None).await;
+    assert!(!audit.text.contains(SECRET), "{}", audit.text);
+    let uses: Vec<&Value> = audit
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "secret.use")
+        .collect();
+    assert_eq!(uses.len(), 1, "{}", audit.text);
+    let object = uses[0]["object"].as_str().unwrap();
+    assert!(
+        object.contains("token -> api.secret.test GET /hello") && !object.contains("x=1"),
+        "{object}"
+    );
+    assert_eq!(uses[0]["project"], "vault");
+    // A rotated value applies from the next rule change (here the same rules again).
+    let r = set(ROTATED).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r =
+        f.s.req(
+            Some(&f.key),
+            "PATCH",
+            &format!("/v1/sandboxes/{id}/network"),
+            Some(network),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let ex =
+        f.s.run(&id, get(&format!("https://api.secret.test:{port}/again")))
+            .await;
+    assert_eq!(stdout(&ex).trim(), "200 seen /again", "{ex}");
+    assert_eq!(seen(&f).last().unwrap(), &format!("Bearer {ROTATED}"));
+    let holders = sandbox_holds(&f.s, &id, ROTATED.as_bytes());
+    assert!(
+        holders.is_empty(),
+        "the rotated secret is inside: {holders:?}"
+    );
+    // A fork has the same rules and trusts the same CA (its layer is a copy).
+    let r =
+        f.s.admin("POST", &format!("/v1/sandboxes/{id}/fork"), None)
+            .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let fork = r.body["sandbox_id"].as_str().unwrap().to_string();
+    let ex =
+        f.s.run(
+            &fork,
+            get(&format!("https://api.secret.test:{port}/forked")),
+        )
+        .await;
+    assert_eq!(stdout(&ex).trim(), "200 seen /forked", "{ex}");
+    assert_eq!(seen(&f).last().unwrap(), &format!("Bearer {ROTATED}"));
+    let holders = sandbox_holds(&f.s, &fork, ROTATED.as_bytes());
+    assert!(
+        holders.is_empty(),
+        "the secret is inside the fork: {holders:?}"
+    );
+    f.s.kill_all().await;
+}
+
+/// Bad secrets and rules are typed errors that name what is wrong (never a value): a name or a
+/// value that cannot be one, an unknown secret, a host the egress does not allow, injection
+/// without egress, a reserved header; another project cannot see or delete the secrets; a
+/// deleted secret cannot be used by a new sandbox.
+#[tokio::test]
+async fn secrets_and_rules_are_checked() {
+    let f = fixture().await;
+    let post = |body: Value| {
+        let (s, key) = (&f.s, f.key.clone());
+        async move {
+            s.req(Some(&key), "POST", "/v1/projects/vault/secrets", Some(body))
+                .await
+        }
+    };
+    for (body, says) in [
+        (json!({"name": "a b", "value": "x"}), "secret name"),
+        (
+            json!({"name": "ok", "value": "line\r\nX-Evil: 1"}),
+            "secret value",
+        ),
+        (json!({"name": "ok", "value": ""}), "secret value"),
+        (json!({"name": "ok"}), "value"),
+    ] {
+        let r = post(body.clone()).await;
+        assert_eq!(r.status, 400, "{body}: {}", r.text);
+        assert!(
+            r.body["message"].as_str().unwrap().contains(says),
+            "{body}: {}",
+            r.text
+        );
+        assert!(!r.text.contains("X-Evil"), "{}", r.text);
+    }
+    assert_eq!(
+        post(json!({"name": "token", "value": SECRET})).await.status,
+        201
+    );
+    let create = |network: Value| {
+        let (s, key) = (&f.s, f.key.clone());
+        async move {
+            s.req(
+                Some(&key),
+                "POST",
+                "/v1/sandboxes",
+                Some(json!({ "network": network })),
+            )
+            .await
+        }
+    };
+    let rule = |host: &str, header: &str, value: &str| {
+        json!({"egress": {"allow": ["api.secret.test"]},
+               "inject": [{"host": host, "headers": {header: value}}]})
+    };
+    for (network, says) in [
+        (
+            rule("api.secret.test", "Authorization", "${secret:nope}"),
+            "no secret \"nope\"",
+        ),
+        (
+            rule("evil.test", "Authorization", "${secret:token}"),
+            "not allowed by network.egress",
+        ),
+        (rule("api.secret.test", "Host", "${secret:token}"), "Host"),
+        (rule("api.secret.test", "X-Key", "$oops"), "${secret:NAME}"),
+        (
+            json!({"inject": [{"host": "api.secret.test", "headers": {"A": "${secret:token}"}}]}),
+            "needs network.egress",
+        ),
+    ] {
+        let r = create(network.clone()).await;
+        assert_eq!(r.status, 400, "{network}: {}", r.text);
+        assert!(
+            r.body["message"].as_str().unwrap().contains(says),
+            "{network}: {}",
+            r.text
+        );
+        assert!(!r.text.contains(SECRET), "{}", r.text);
+    }
+    // Another project's key sees no such project.
+    let other = f.s.project_key("other").await;
+    for (method, path) in [
+        ("GET", "/v1/projects/vault/secrets"),
+        ("DELETE", "/v1/projects/vault/secrets/token"),
+    ] {
+        let r = f.s.req(Some(&other), method, path, None).await;
+        assert_eq!(r.status, 404, "{method} {path}: {}", r.text);
+    }
+    let r =
+        f.s.req(
+            Some(&f.key),
+            "DELETE",
+            "/v1/projects/vault/secrets/token",
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let r = create(rule("api.secret.test", "Authorization", "${secret:token}")).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    // The audit log has the set and the delete, by name.
+    let audit = f.s.admin("GET", "/v1/audit", None).await;
+    let actions: Vec<&str> = audit
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .filter(|a| a.starts_with("secret."))
+        .collect();
+    assert!(
+        actions.contains(&"secret.set") && actions.contains(&"secret.delete"),
+        "{actions:?}"
+    );
+    assert!(!audit.text.contains(SECRET));
+    f.s.kill_all().await;
+}
+
+/// A PATCH that gives only the egress rules keeps the inject rules; a secret deleted while a
+/// sandbox's rules name it costs that sandbox its injection at its next start (a resume here),
+/// never its start or the rest of its egress.
+#[tokio::test]
+async fn a_deleted_secret_costs_only_its_injection() {
+    let f = fixture().await;
+    let r =
+        f.s.req(
+            Some(&f.key),
+            "POST",
+            "/v1/projects/vault/secrets",
+            Some(json!({"name": "token", "value": SECRET})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let port = f.outside.port;
+    let id =
+        f.s.create(
+            &f.key,
+            json!({"network": {
+                "egress": {"allow": ["api.secret.test"]},
+                "inject": [{"host": format!("api.secret.test:{port}"),
+                            "headers": {"Authorization": "Bearer ${secret:token}"}}]}}),
+        )
+        .await;
+    let r =
+        f.s.req(
+            Some(&f.key),
+            "PATCH",
+            &format!("/v1/sandboxes/{id}/network"),
+            Some(json!({"egress": {"allow": ["api.secret.test", "other.secret.test"]}})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(
+        r.body["network"]["inject"][0]["host"],
+        format!("api.secret.test:{port}"),
+        "{}",
+        r.text
+    );
+    let ex =
+        f.s.run(&id, get(&format!("https://api.secret.test:{port}/one")))
+            .await;
+    assert_eq!(stdout(&ex).trim(), "200 seen /one", "{ex}");
+    let r =
+        f.s.req(
+            Some(&f.key),
+            "DELETE",
+            "/v1/projects/vault/secrets/token",
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    for op in ["hibernate", "resume"] {
+        let r =
+            f.s.admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
+                .await;
+        assert_eq!(r.status, 200, "{op}: {}", r.text);
+    }
+    // No injection now: the upstream's own certificate, which the sandbox does not trust.
+    let ex =
+        f.s.run(&id, get(&format!("https://api.secret.test:{port}/two")))
+            .await;
+    assert!(stdout(&ex).starts_with("error"), "{ex}");
+    assert_eq!(seen(&f), vec![format!("Bearer {SECRET}")]);
+    // A PATCH naming the deleted secret is refused, and changes nothing.
+    let r =
+        f.s.req(
+            Some(&f.key),
+            "PATCH",
+            &format!("/v1/sandboxes/{id}/network"),
+            Some(json!({"egress": "all"})),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    f.s.kill_all().await;
+}
