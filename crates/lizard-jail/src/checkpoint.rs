@@ -766,7 +766,7 @@ pub fn rewrite_userns(
     to_base: u32,
     count: u32,
 ) -> Result<usize, CheckpointError> {
-    rewrite_ns_images(images, "userns-", |entry| {
+    rewrite_images(images, "userns-", MAX_NS_IMAGE_BYTES, |entry| {
         let mut out = Vec::new();
         for (field, value) in pb::fields(entry)? {
             let pb::Value::Bytes(extent) = value else {
@@ -801,7 +801,7 @@ pub fn rewrite_userns(
 /// Set the host name in the uts namespace images of `images` (every `utsns-*.img`:
 /// `UtsnsEntry { string nodename = 1; string domainname = 2 }`), for a restore under a new name.
 pub fn rewrite_uts(images: &Path, hostname: &str) -> Result<usize, CheckpointError> {
-    rewrite_ns_images(images, "utsns-", |entry| {
+    rewrite_images(images, "utsns-", MAX_NS_IMAGE_BYTES, |entry| {
         let mut out = Vec::new();
         for (field, value) in pb::fields(entry)? {
             match (field, value) {
@@ -814,11 +814,122 @@ pub fn rewrite_uts(images: &Path, hostname: &str) -> Result<usize, CheckpointErr
     })
 }
 
-/// Rewrite every entry of the images named `<prefix>*.img` in `images`; returns how many files.
-fn rewrite_ns_images(
+/// The most of one `mm-*.img` [`mark_mergeable`] reads: a process at the kernel's default
+/// `vm.max_map_count` (65,530 mappings) writes about 3 MiB.
+const MAX_MM_IMAGE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// `MADV_MERGEABLE`: the bit of a VMA's `madv` bitmap in CRIU's images (CRIU's restorer calls
+/// `madvise(start, len, bit)` for every bit set).
+const MADV_MERGEABLE_BIT: u64 = 1 << 12;
+
+/// CRIU's `vma_entry.status` bits (criu/include/image.h) that [`mark_mergeable`] reads: private
+/// memory it may mark, and the special mappings it never touches (a failed `madvise` would fail
+/// the restore; KSM itself skips a mapping it cannot merge).
+mod vma_status {
+    pub const REGULAR: u64 = 1 << 0;
+    pub const FILE_PRIVATE: u64 = 1 << 6;
+    pub const ANON_PRIVATE: u64 = 1 << 9;
+    /// VSYSCALL, VDSO, SYSVIPC, SOCKET, VVAR, AIORING, SHSTK, GUARD, UPROBES, UNSUPP.
+    pub const SPECIAL: u64 = (1 << 2)
+        | (1 << 3)
+        | (1 << 10)
+        | (1 << 11)
+        | (1 << 12)
+        | (1 << 13)
+        | (1 << 15)
+        | (1 << 16)
+        | (1 << 17)
+        | (1 << 31);
+}
+
+/// What [`mark_mergeable`] marked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mergeable {
+    /// `mm-*.img` files rewritten (one per process).
+    pub images: usize,
+    /// Private mappings marked.
+    pub mappings: usize,
+    /// Their size in bytes (address space, not resident memory).
+    pub bytes: u64,
+}
+
+/// Mark the private memory of every process in `images` (each `mm-*.img`, written by CRIU)
+/// `MADV_MERGEABLE`, so that the restored tree's pages can be merged by the kernel's same-page
+/// merging (KSM) with identical pages of other mergeable processes — the other clones of one
+/// snapshot, which hold the same bytes. The images are CRIU's `MmEntry { …; repeated VmaEntry vmas
+/// = 14; … }` with `VmaEntry { uint64 start = 1; uint64 end = 2; …; uint32 status = 7; …; uint64
+/// madv = 9; … }`; every other field is kept as it is.
+pub fn mark_mergeable(images: &Path) -> Result<Mergeable, CheckpointError> {
+    let marked = std::cell::Cell::new((0usize, 0u64));
+    let files = rewrite_images(images, "mm-", MAX_MM_IMAGE_BYTES, |entry| {
+        let mut out = Vec::new();
+        for (field, value) in pb::fields(entry)? {
+            match (field, value) {
+                (14, pb::Value::Bytes(vma)) => {
+                    let (new, size) = mark_vma_mergeable(vma)?;
+                    if let Some(size) = size {
+                        let (n, bytes) = marked.get();
+                        marked.set((n + 1, bytes.saturating_add(size)));
+                    }
+                    pb::put_bytes_field(&mut out, 14, &new);
+                }
+                (f, pb::Value::Bytes(b)) => pb::put_bytes_field(&mut out, f, b),
+                (f, pb::Value::Varint(v)) => pb::put_varint_field(&mut out, f, v),
+            }
+        }
+        Ok(out)
+    })?;
+    let (mappings, bytes) = marked.get();
+    Ok(Mergeable {
+        images: files,
+        mappings,
+        bytes,
+    })
+}
+
+/// One `VmaEntry` with `MADV_MERGEABLE` added when it is private memory of a regular mapping, and
+/// that mapping's size (`None`: left as it was).
+fn mark_vma_mergeable(vma: &[u8]) -> Result<(Vec<u8>, Option<u64>), String> {
+    let fields = pb::fields(vma)?;
+    let varint = |want: u64| {
+        fields.iter().find_map(|(f, v)| match v {
+            pb::Value::Varint(v) if *f == want => Some(*v),
+            _ => None,
+        })
+    };
+    let (Some(start), Some(end), Some(status)) = (varint(1), varint(2), varint(7)) else {
+        return Err("a memory mapping without start, end or status".into());
+    };
+    let private = status & (vma_status::ANON_PRIVATE | vma_status::FILE_PRIVATE) != 0;
+    let eligible = status & vma_status::REGULAR != 0
+        && private
+        && status & vma_status::SPECIAL == 0
+        && end > start;
+    let mut out = Vec::with_capacity(vma.len() + 4);
+    let mut had_madv = false;
+    for (f, v) in fields {
+        match v {
+            pb::Value::Varint(v) if f == 9 && eligible => {
+                had_madv = true;
+                pb::put_varint_field(&mut out, 9, v | MADV_MERGEABLE_BIT);
+            }
+            pb::Value::Varint(v) => pb::put_varint_field(&mut out, f, v),
+            pb::Value::Bytes(b) => pb::put_bytes_field(&mut out, f, b),
+        }
+    }
+    if eligible && !had_madv {
+        pb::put_varint_field(&mut out, 9, MADV_MERGEABLE_BIT);
+    }
+    Ok((out, eligible.then_some(end - start)))
+}
+
+/// Rewrite every entry of the images named `<prefix>*.img` in `images` (each at most `max_bytes`);
+/// returns how many files.
+fn rewrite_images(
     images: &Path,
     prefix: &str,
-    f: impl Fn(&[u8]) -> Result<Vec<u8>, String>,
+    max_bytes: u64,
+    mut f: impl FnMut(&[u8]) -> Result<Vec<u8>, String>,
 ) -> Result<usize, CheckpointError> {
     let io = |step: &'static str, path: &Path| {
         let path = path.to_path_buf();
@@ -841,15 +952,17 @@ fn rewrite_ns_images(
         let mut bytes = Vec::new();
         std::fs::File::open(&path)
             .map_err(io("reading an image", &path))?
-            .take(MAX_NS_IMAGE_BYTES + 1)
+            .take(max_bytes + 1)
             .read_to_end(&mut bytes)
             .map_err(io("reading an image", &path))?;
         let bad = |reason: String| CheckpointError::ImagesDir {
             path: path.clone(),
             reason,
         };
-        if bytes.len() as u64 > MAX_NS_IMAGE_BYTES || bytes.len() < 8 {
-            return Err(bad("not a namespace image of a sane size".into()));
+        if bytes.len() as u64 > max_bytes || bytes.len() < 8 {
+            return Err(bad(format!(
+                "not an image of a sane size (<= {max_bytes} bytes)"
+            )));
         }
         let mut out = bytes[..8].to_vec();
         let mut rest = &bytes[8..];
@@ -1154,6 +1267,103 @@ mod tests {
         // A cut image is refused.
         std::fs::write(d.path().join("utsns-12.img"), &uts[..uts.len() - 2]).unwrap();
         assert!(rewrite_uts(d.path(), "x").is_err());
+    }
+
+    #[test]
+    fn private_mappings_are_marked_mergeable_and_the_rest_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let vma = |start: u64, end: u64, status: u64, madv: Option<u64>| {
+            let mut v = Vec::new();
+            pb::put_varint_field(&mut v, 1, start);
+            pb::put_varint_field(&mut v, 2, end);
+            pb::put_varint_field(&mut v, 4, u64::MAX); // shmid -1 as CRIU writes it
+            pb::put_varint_field(&mut v, 7, status);
+            pb::put_varint_field(&mut v, 8, 1); // fd -1, zigzag
+            if let Some(m) = madv {
+                pb::put_varint_field(&mut v, 9, m);
+            }
+            v
+        };
+        let anon = vma_status::REGULAR | vma_status::ANON_PRIVATE;
+        let file = vma_status::REGULAR | vma_status::FILE_PRIVATE;
+        let vdso = vma_status::REGULAR | (1 << 3) | vma_status::ANON_PRIVATE;
+        let shared = vma_status::REGULAR | (1 << 8);
+        let mut entry = Vec::new();
+        pb::put_varint_field(&mut entry, 1, 0x40_0000);
+        pb::put_varint_field(&mut entry, 13, 33); // an auxv word
+        let vmas = [
+            vma(0x1000, 0x3000, anon, None),
+            vma(0x3000, 0x4000, file, Some(1 << 14)), // MADV_HUGEPAGE kept
+            vma(0x4000, 0x5000, vdso, None),
+            vma(0x5000, 0x6000, shared, None),
+        ];
+        for v in &vmas {
+            pb::put_bytes_field(&mut entry, 14, v);
+        }
+        pb::put_varint_field(&mut entry, 15, 1);
+        let mut img = vec![0x19, 0x43, 0x56, 0x54, 0x1a, 0x2b, 0x3c, 0x4d];
+        img.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+        img.extend_from_slice(&entry);
+        std::fs::write(d.path().join("mm-7.img"), &img).unwrap();
+        std::fs::write(d.path().join("pagemap-7.img"), b"not touched").unwrap();
+        let m = mark_mergeable(d.path()).unwrap();
+        assert_eq!(
+            m,
+            Mergeable {
+                images: 1,
+                mappings: 2,
+                bytes: 0x3000
+            }
+        );
+        let got = std::fs::read(d.path().join("mm-7.img")).unwrap();
+        assert_eq!(&got[..8], &img[..8]);
+        let fields = pb::fields(&got[12..]).unwrap();
+        let madv: Vec<Option<u64>> = fields
+            .iter()
+            .filter_map(|(f, v)| match v {
+                pb::Value::Bytes(b) if *f == 14 => Some(b),
+                _ => None,
+            })
+            .map(|b| {
+                pb::fields(b)
+                    .unwrap()
+                    .into_iter()
+                    .find_map(|(f, v)| match v {
+                        pb::Value::Varint(m) if f == 9 => Some(m),
+                        _ => None,
+                    })
+            })
+            .collect();
+        assert_eq!(
+            madv,
+            [
+                Some(MADV_MERGEABLE_BIT),
+                Some(MADV_MERGEABLE_BIT | (1 << 14)),
+                None,
+                None
+            ]
+        );
+        // Everything else is as it was, in order.
+        let others: Vec<u64> = fields
+            .iter()
+            .filter(|(f, _)| *f != 14)
+            .map(|(f, _)| *f)
+            .collect();
+        assert_eq!(others, [1, 13, 15]);
+        assert_eq!(
+            std::fs::read(d.path().join("pagemap-7.img")).unwrap(),
+            b"not touched"
+        );
+        // Marking again changes nothing more.
+        mark_mergeable(d.path()).unwrap();
+        assert_eq!(std::fs::read(d.path().join("mm-7.img")).unwrap(), got);
+        // A cut image is refused and left whole.
+        std::fs::write(d.path().join("mm-7.img"), &img[..img.len() - 3]).unwrap();
+        assert!(mark_mergeable(d.path()).is_err());
+        assert_eq!(
+            std::fs::read(d.path().join("mm-7.img")).unwrap(),
+            &img[..img.len() - 3]
+        );
     }
 
     #[test]

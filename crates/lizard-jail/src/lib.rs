@@ -12,6 +12,7 @@
 //! - [`seccomp`]: the sandbox's seccomp profile (`seccomp.toml`), compiled to BPF.
 //! - [`pty`]: pseudo-terminals (open, window size, controlling terminal of a child).
 //! - [`inotify`]: filesystem change notification.
+//! - [`ksm`]: the kernel's same-page merging, for clones that share their memory pages.
 //! - [`volume`]: persistent volumes on the host (sparse ext4 images, loop mounts).
 //! - [`disk`]: per-sandbox disk quota (a sparse ext4 image, loop-mounted).
 //! - [`exe`]: a sealed in-memory copy of a program, executed in a sandbox without a mount.
@@ -34,6 +35,7 @@ pub mod exe;
 pub mod fdpass;
 pub mod hostpath;
 pub mod inotify;
+pub mod ksm;
 pub mod layer;
 pub mod mounts;
 pub mod network;

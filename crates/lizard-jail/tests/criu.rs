@@ -228,6 +228,11 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let dumped_at = before.max(count(tree.pid).unwrap_or(0));
+    // Marked mergeable as a clone's images are (`lizard serve --share-clone-memory`): CRIU's
+    // restorer madvises every marked mapping, and one it could not would fail the restore.
+    let marked = lizard_jail::checkpoint::mark_mergeable(&tree.base.path().join("images"))
+        .unwrap_or_else(|e| panic!("marking: {}", lizard_jail::sandbox::error_chain(&e)));
+    assert!(marked.images >= 1 && marked.mappings >= 1, "{marked:?}");
 
     // The root file system, mounted host-side as the launcher would.
     let b = tree.base.path();
@@ -279,6 +284,24 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
         "0.00 0.00 0.00 1/1 1\n"
     );
     assert!(later > dumped_at);
+    // The restored processes' private memory is mergeable (KSM's `mg` flag), the rest is not.
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let flags: Vec<&str> = smaps
+        .lines()
+        .filter_map(|l| l.strip_prefix("VmFlags:"))
+        .collect();
+    assert!(
+        flags
+            .iter()
+            .any(|f| f.split_whitespace().any(|x| x == "mg")),
+        "no mergeable mapping after the restore: {flags:?}"
+    );
+    assert!(
+        flags
+            .iter()
+            .any(|f| !f.split_whitespace().any(|x| x == "mg")),
+        "every mapping mergeable (special ones too): {flags:?}"
+    );
     drop(restored);
     drop(tree);
 }

@@ -2837,6 +2837,9 @@ pub struct CheckpointTool {
     /// With `exact_restore`: the agent binaries checkpoints were taken with (the current one and
     /// the kept copies, see [`agent_exe`]).
     pub agent_exes: Option<Arc<agent_exe::AgentExes>>,
+    /// Clones' (and forks') CRIU images are marked mergeable before their restore, for the
+    /// kernel's same-page merging (`lizard serve --share-clone-memory`, which turned it on).
+    pub share_clone_memory: bool,
 }
 
 /// What CRIU says when a tree's namespaces do not belong to its user namespace (a Lizard sandbox's

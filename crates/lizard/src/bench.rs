@@ -116,6 +116,15 @@ fn start_server(
     pool_size: usize,
     agent_env: &[(String, String)],
 ) -> Result<BenchServer> {
+    start_server_with(templates_from, pool_size, agent_env, &[])
+}
+
+fn start_server_with(
+    templates_from: &std::path::Path,
+    pool_size: usize,
+    agent_env: &[(String, String)],
+    extra: &[&str],
+) -> Result<BenchServer> {
     let dir = tempfile::tempdir()?;
     let mut child = Command::new(std::env::current_exe()?)
         .args([
@@ -137,6 +146,7 @@ fn start_server(
                 .iter()
                 .flat_map(|(k, v)| ["--agent-env".to_string(), format!("{k}={v}")]),
         )
+        .args(extra)
         .env("LIZARD_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -828,6 +838,108 @@ fn jupyter_figures(args: &BenchArgs) -> Result<(Vec<f64>, Vec<f64>)> {
     Ok((get("start_first"), get("round_trip")))
 }
 
+/// 10 clones of one snapshot holding 200 MB of random bytes (no page of it like another, so only
+/// pages alike between clones can merge), on a server with `--share-clone-memory`: memory (PSS)
+/// beyond the source's one copy once same-page merging settled, and how long it took to settle.
+/// KSM's scan rate is raised to 2,000 pages per wake-up for the measurement and put back after
+/// (the kernel's default, 100 per 20 ms, takes minutes over 2 GB). Skipped without KSM.
+fn shared_clone_memory_figures(
+    templates_from: &std::path::Path,
+    args: &BenchArgs,
+) -> Result<Vec<Figure>> {
+    if lizard_jail::ksm::stats().is_none() {
+        eprintln!("shared clone memory figures skipped: this kernel has no KSM");
+        return Ok(Vec::new());
+    }
+    let server = start_server_with(
+        templates_from,
+        0,
+        &args.agent_env,
+        &["--share-clone-memory"],
+    )?;
+    struct ScanRate(u64);
+    impl Drop for ScanRate {
+        fn drop(&mut self) {
+            let _ = lizard_jail::ksm::set_pages_to_scan(self.0);
+        }
+    }
+    let rate = 2000;
+    let _put_back = ScanRate(lizard_jail::ksm::set_pages_to_scan(rate)?);
+    let c = &server.client;
+    eprintln!("measuring shared clone memory (KSM, pages_to_scan {rate})…");
+    runtime()?.block_on(async {
+        let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+        let id = sb.sandbox_id;
+        let ex = c
+            .run(
+                &id,
+                &exec(
+                    "import numpy as np\n\
+                     state = np.random.default_rng(7).random(25_000_000)  # 200 MB\n\
+                     state.nbytes",
+                ),
+            )
+            .await?;
+        if ex.error.is_some() {
+            bail!("setting up 200 MB of random state failed: {:?}", ex.error);
+        }
+        let s = c.create_snapshot(&id, &Default::default()).await?;
+        let mut clones = Vec::new();
+        for _ in 0..10 {
+            let cl = c.create_from_snapshot(&s.snapshot_id, None).await?;
+            c.run(&cl.sandbox_id, &exec("float(state.sum())")).await?;
+            clones.push(cl.sandbox_id);
+        }
+        // Settled: three full scans since the clones exist and nothing more merged over the last.
+        let t = Instant::now();
+        let start = lizard_jail::ksm::stats().unwrap_or_default();
+        let mut last = start;
+        let settled_ms = loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = lizard_jail::ksm::stats().unwrap_or_default();
+            if now.full_scans >= start.full_scans + 3
+                && now.full_scans > last.full_scans
+                && now.pages_sharing == last.pages_sharing
+            {
+                break ms(t.elapsed());
+            }
+            if now.full_scans > last.full_scans {
+                last = now;
+            }
+            if t.elapsed() > Duration::from_secs(600) {
+                eprintln!("KSM had not settled after 600 s");
+                break ms(t.elapsed());
+            }
+        };
+        let one = sandbox_pss_kib(&id) as f64 / 1024.0;
+        let all: f64 = clones
+            .iter()
+            .map(|c| sandbox_pss_kib(c) as f64)
+            .sum::<f64>()
+            / 1024.0;
+        let mut beyond = stats(
+            "10 clones, 200 MB random state, --share-clone-memory: memory beyond one copy once merged",
+            "MiB",
+            vec![all - one],
+            Some("report; share pages where possible"),
+        );
+        beyond.p95 = beyond.median;
+        let mut settle = stats(
+            &format!("… same-page merging settled after (KSM pages_to_scan {rate})"),
+            "ms",
+            vec![settled_ms],
+            None,
+        );
+        settle.p95 = settle.median;
+        for cl in clones {
+            c.kill_sandbox(&cl).await?;
+        }
+        c.delete_snapshot(&s.snapshot_id).await?;
+        c.kill_sandbox(&id).await?;
+        Ok(vec![beyond, settle])
+    })
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -850,7 +962,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         let server = start_server(&templates_from, 2, &args.agent_env)?;
         let rt = runtime()?;
         eprintln!("measuring snapshots and forks…");
-        let figures = rt.block_on(checkpoint_figures(&args, &server.client))?;
+        let mut figures = rt.block_on(checkpoint_figures(&args, &server.client))?;
+        drop(server);
+        figures.extend(shared_clone_memory_figures(&templates_from, &args)?);
         return report(&args, &figures);
     }
     if args.only_contexts {
@@ -874,6 +988,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     drop(server);
     drop(cold);
+    figures.extend(shared_clone_memory_figures(&templates_from, &args)?);
 
     if !args.no_jupyter {
         eprintln!("measuring the Jupyter baseline…");

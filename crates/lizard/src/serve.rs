@@ -47,6 +47,14 @@ pub struct ServeArgs {
     /// not apply (volumes, egress) or fails.
     #[arg(long, env = "LIZARD_CRIU")]
     criu: Option<String>,
+    /// Let the clones of a snapshot (and forks) share their identical memory pages: their CRIU
+    /// images are marked mergeable and the kernel's same-page merging (KSM) is turned on (a
+    /// host-wide setting; its scan rate stays the operator's, `/sys/kernel/mm/ksm`). Off by
+    /// default: merged pages are a timing side channel between the sandboxes that hold them —
+    /// turn it on where every project trusts the others (docs/SECURITY.md, "Shared clone
+    /// memory").
+    #[arg(long, env = "LIZARD_SHARE_CLONE_MEMORY")]
+    share_clone_memory: bool,
     /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
     /// seconds); `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_AFTER", default_value = "10m", value_parser = parse_duration)]
@@ -674,7 +682,16 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         }
     };
     let criu_run_dir_at_exit = criu_run_dir.clone();
-    let checkpoint = checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu, criu_run_dir);
+    let mut checkpoint = checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu, criu_run_dir);
+    if args.share_clone_memory {
+        match lizard_jail::ksm::ensure_running().context("--share-clone-memory")? {
+            true => tracing::info!(
+                "same-page merging (KSM) turned on for the clones' memory (--share-clone-memory)"
+            ),
+            false => tracing::info!("same-page merging (KSM) already on: clones' memory is shared"),
+        }
+        checkpoint.share_clone_memory = true;
+    }
     // With a usable CRIU the agent runs from a regular file (see `SandboxConfig::agent_exe_file`):
     // CRIU restores a process's executable only from one.
     let agent_exe_file = match (&checkpoint.criu, &args.agent_wrapper) {

@@ -766,9 +766,15 @@ impl Sandboxes {
                 method_reason: format!(
                     "criu: every process of the sandbox was restored exactly from the snapshot's \
                      CRIU checkpoint ({} MB, ready in {} ms), with this sandbox's own id, host \
-                     ids, cgroup, network namespace, writable layer and agent socket",
+                     ids, cgroup, network namespace, writable layer and agent socket{}",
                     m.image_bytes / 1_000_000,
-                    started.elapsed().as_millis()
+                    started.elapsed().as_millis(),
+                    if self.cfg.checkpoint.share_clone_memory {
+                        "; its memory pages are merged with identical pages of other clones \
+                         (--share-clone-memory)"
+                    } else {
+                        ""
+                    }
                 ),
                 contexts: criu_contexts(m),
             },
@@ -877,6 +883,7 @@ impl Sandboxes {
         let sdir = self.snapshots_dir().join(&row.id);
         let (dir, from_base, id) = (dir.to_path_buf(), row.source.id_base, id.to_string());
         let lizard_bin = self.cfg.lizard_bin.clone();
+        let mergeable = self.cfg.checkpoint.share_clone_memory;
         tokio::task::spawn_blocking(move || {
             let fail = |what: &str, e: String| SandboxError::Launch(format!("{what}: {e}"));
             let src = sdir.join(SNAPSHOT_CRIU_IMAGES);
@@ -895,6 +902,16 @@ impl Sandboxes {
                     lizard_jail::sandbox::error_chain(&e),
                 )
             })?;
+            if mergeable {
+                let m = lizard_jail::checkpoint::mark_mergeable(&dst).map_err(|e| {
+                    fail(
+                        "marking the clone's memory mergeable",
+                        lizard_jail::sandbox::error_chain(&e),
+                    )
+                })?;
+                tracing::debug!(sandbox = %id, processes = m.images, mappings = m.mappings,
+                    mib = m.bytes >> 20, "clone's memory marked mergeable");
+            }
             read_criu_restore(&sdir, &dst, criu, &lizard_bin).ok_or_else(|| {
                 SandboxError::Launch(format!(
                     "the snapshot's CRIU manifest in {} is missing or unreadable",
