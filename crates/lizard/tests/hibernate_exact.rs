@@ -268,6 +268,21 @@ awk 'NR != $1 { print "line " NR ": " $1; exit } END { print "ok", NR }' ~/seq"#
     s.kill_all().await;
 }
 
+/// A data dir below `/mnt` (a disk mounted there, as operators do): the restore's staging of its
+/// mount sources hides nothing of it (it once mounted a tmpfs over `/mnt` itself, and every
+/// restore of such a server failed and relaunched).
+#[tokio::test]
+async fn with_criu_a_data_dir_below_mnt_is_restored_exactly() {
+    if cached_criu().is_none() || !std::path::Path::new("/mnt").is_dir() {
+        return;
+    }
+    let s = Server::start_in(tempfile::tempdir_in("/mnt").unwrap(), &[]);
+    let (hib, restore) = hibernate_and_resume(&s).await;
+    assert_eq!(hib["method"], "criu", "{hib}");
+    assert_eq!(restore["method"], "criu", "{restore}");
+    s.kill_all().await;
+}
+
 #[tokio::test]
 async fn with_criu_hibernation_is_exact_by_default() {
     if cached_criu().is_none() {

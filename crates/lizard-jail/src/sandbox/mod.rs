@@ -863,10 +863,30 @@ fn restore_into(
             Path::new("/proc/self/ns/mnt"),
         )(e.into())
     })?;
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| JailError::Sync {
-        step: "unshare (staging mount namespace)",
-        source: e.into(),
-    })?;
+    // Where the mount sources are staged: a directory made afresh for this restore (a tmpfs
+    // over it in the staging namespace only), so that it hides nothing the restore needs — a
+    // fixed place such as `/mnt` would hide a data dir or a CRIU below it.
+    let staging = std::env::temp_dir().join(format!(
+        ".lizard-restore-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o711)
+        .create(&staging)
+        .map_err(io_err("making the restore's staging directory", &staging))?;
+    let remove_staging = |staging: &Path| {
+        let _ = std::fs::remove_dir(staging);
+    };
+    if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS) {
+        remove_staging(&staging);
+        return Err(JailError::Sync {
+            step: "unshare (staging mount namespace)",
+            source: e.into(),
+        });
+    }
     // CRIU's action at `setup-namespaces` configures the restored network namespace (when the
     // dump left it out): `from.netns_setup`, through a script in the root-only directory above
     // the images.
@@ -882,6 +902,7 @@ fn restore_into(
                 &idmapped,
                 plan.rootfs.idmap_userns.as_ref().map(|u| u.as_fd()),
                 &from.images,
+                &staging,
             )
         })
         .and_then(|()| {
@@ -905,6 +926,10 @@ fn restore_into(
                 })
         });
     let home = nix::sched::setns(&host_mntns, nix::sched::CloneFlags::CLONE_NEWNS);
+    if home.is_ok() {
+        // An empty directory here: its tmpfs was the staging namespace's only.
+        remove_staging(&staging);
+    }
     if let Some(script) = &netns_setup {
         let _ = std::fs::remove_file(script);
     }
@@ -916,10 +941,14 @@ fn restore_into(
     Ok(pid)
 }
 
+/// The most of a `/proc` file [`stage_sources`] copies.
+const MAX_COPIED_SOURCE_BYTES: u64 = 1024 * 1024;
+
 /// CRIU opens the sources of external mounts from inside the restored user namespace, which may
 /// not traverse the root-only host directories they live in: in the staging mount namespace (a
-/// private copy, seen by nobody else), a small tmpfs over `/mnt` (mode 0711) gets a bind of
-/// each source (`/mnt/e<i>`), and CRIU is given those. The `/proc` files written under `copied`
+/// private copy, seen by nobody else), a small tmpfs over `staging` (a directory made for this
+/// restore in the temporary directory, mode 0711) gets a bind of each source (`<staging>/e<i>`),
+/// and CRIU is given those. The `/proc` files written under `copied`
 /// are copied there instead: a restored sandbox sees them, as a launched one does, as files of a
 /// tmpfs named `none`, not of the host's disk.
 fn stage_sources(
@@ -927,6 +956,7 @@ fn stage_sources(
     idmapped: &[Option<u64>],
     userns: Option<std::os::fd::BorrowedFd<'_>>,
     copied: &Path,
+    staging: &Path,
 ) -> Result<(), JailError> {
     use nix::mount::{mount, MsFlags};
     let sync = |step: &'static str| {
@@ -935,9 +965,48 @@ fn stage_sources(
             source: e.into(),
         }
     };
+    // Every source is opened (and every copied file read) before the tmpfs is mounted: a
+    // source is then used by its descriptor, whatever the tmpfs covers.
+    enum Source {
+        Copied(Vec<u8>),
+        Opened(OwnedFd, bool),
+    }
+    let mut sources = Vec::with_capacity(external_mounts.len());
+    for (_, host) in external_mounts.iter() {
+        if host.starts_with(copied) {
+            let mut bytes = Vec::new();
+            std::fs::File::open(host)
+                .and_then(|f| {
+                    use std::io::Read;
+                    f.take(MAX_COPIED_SOURCE_BYTES).read_to_end(&mut bytes)
+                })
+                .map_err(|source| JailError::Io {
+                    step: "reading a /proc file of the restore",
+                    path: host.clone(),
+                    source,
+                })?;
+            sources.push(Source::Copied(bytes));
+            continue;
+        }
+        let fd = nix::fcntl::open(host, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).map_err(
+            |e| JailError::Io {
+                step: "a mount source of the restore",
+                path: host.clone(),
+                source: e.into(),
+            },
+        )?;
+        let is_dir = nix::sys::stat::fstat(&fd)
+            .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+            .map_err(|e| JailError::Io {
+                step: "a mount source of the restore",
+                path: host.clone(),
+                source: e.into(),
+            })?;
+        sources.push(Source::Opened(fd, is_dir));
+    }
     mount(
         Some("none"),
-        "/mnt",
+        staging,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         Some("mode=0711,size=65536,nr_inodes=1024"),
@@ -945,23 +1014,26 @@ fn stage_sources(
     .map_err(sync(
         "mounting the staging tmpfs for the restore's mount sources",
     ))?;
-    for (i, (_, host)) in external_mounts.iter_mut().enumerate() {
-        let staged = PathBuf::from(format!("/mnt/e{i}"));
-        if host.starts_with(copied) {
-            std::fs::copy(&*host, &staged).map_err(|source| JailError::Io {
-                step: "staging a /proc file of the restore",
-                path: staged.clone(),
-                source,
-            })?;
-            *host = staged;
-            continue;
-        }
-        let meta = std::fs::metadata(&*host).map_err(|source| JailError::Io {
-            step: "a mount source of the restore",
-            path: host.clone(),
-            source,
-        })?;
-        let made = if meta.is_dir() {
+    for (i, ((_, host), source)) in external_mounts.iter_mut().zip(sources).enumerate() {
+        let staged = staging.join(format!("e{i}"));
+        let (fd, is_dir) = match source {
+            Source::Copied(bytes) => {
+                std::fs::write(&staged, bytes).map_err(|source| JailError::Io {
+                    step: "staging a /proc file of the restore",
+                    path: staged.clone(),
+                    source,
+                })?;
+                *host = staged;
+                continue;
+            }
+            Source::Opened(fd, is_dir) => (fd, is_dir),
+        };
+        // The opened source, by its descriptor (the path may be under the tmpfs now).
+        let by_fd = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&fd)
+        ));
+        let made = if is_dir {
             std::fs::create_dir(&staged)
         } else {
             std::fs::File::create(&staged).map(drop)
@@ -973,7 +1045,7 @@ fn stage_sources(
         })?;
         if let (Some(Some(attrs)), Some(userns)) = (idmapped.get(i), userns) {
             // A volume: shown through the sandbox's id map, as at launch.
-            let tree = rootfs::idmapped_tree(host, *attrs, userns)?;
+            let tree = rootfs::idmapped_tree(&by_fd, *attrs, userns)?;
             let at = nix::fcntl::open(&staged, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
                 .map_err(|e| JailError::Io {
                     step: "opening a staged mount source of the restore",
@@ -991,7 +1063,7 @@ fn stage_sources(
             continue;
         }
         mount(
-            Some(host.as_path()),
+            Some(by_fd.as_path()),
             &staged,
             None::<&str>,
             MsFlags::MS_BIND | MsFlags::MS_REC,
