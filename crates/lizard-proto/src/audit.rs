@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One audited call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditEvent {
     /// Increasing with time (a cursor for paging).
     pub id: u64,
@@ -33,7 +33,7 @@ pub struct AuditEvent {
 }
 
 /// `GET /v1/audit?from=&to=&limit=`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Milliseconds since the epoch (inclusive); default 0.

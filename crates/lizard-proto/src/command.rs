@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `POST /commands`: start a process. Exactly one of `cmd` and `argv`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartCommandRequest {
     /// A shell command line, run as `bash -c CMD` (no login shell: the sandbox's `PATH` stays).
@@ -72,7 +72,7 @@ pub struct StartCommandRequest {
 }
 
 /// A terminal size in character cells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PtySize {
     pub cols: u16,
@@ -81,7 +81,7 @@ pub struct PtySize {
 
 /// `POST /pty`: start a process on a new pseudo-terminal. At most one of `cmd` and `argv`; neither
 /// runs an interactive `bash -i`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartPtyRequest {
     pub cols: u16,
@@ -111,7 +111,7 @@ pub type ResizePtyRequest = PtySize;
 
 /// `POST /commands/{pid}/stdin` and `POST /pty/{pid}/input`: exactly one of `data` (text, sent as
 /// UTF-8) and `data_b64` (bytes).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessInputRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,14 +122,14 @@ pub struct ProcessInputRequest {
 
 /// `POST /commands/{pid}/signal`: `signal` is a name such as `SIGTERM`, `SIGKILL`, `SIGINT`,
 /// `SIGHUP`, `SIGUSR1` (the `SIG` prefix is optional). It goes to the process's whole group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignalRequest {
     pub signal: String,
 }
 
 /// `GET /commands/{pid}/stream?base64=`: reattach to a process's output.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
     /// As `StartCommandRequest::base64` (always on for a PTY).
@@ -138,7 +138,7 @@ pub struct StreamQuery {
 }
 
 /// How a process ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommandEnd {
     /// The exit status, when the process exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,7 +154,7 @@ pub struct CommandEnd {
 }
 
 /// One event of a process's output stream (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum CommandEvent {
     Start {
@@ -191,7 +191,7 @@ impl CommandEvent {
 
 /// A finished process with all its output: what a non-streaming `POST /commands` (or
 /// `GET /commands/{pid}/stream`) returns. A non-zero exit is not an HTTP error.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommandResult {
     pub pid: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -247,7 +247,7 @@ impl CommandResult {
 }
 
 /// A process as `GET /commands` and `GET /commands/{pid}` report it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessInfo {
     pub pid: u32,
     /// The shell command line, when started with `cmd`.

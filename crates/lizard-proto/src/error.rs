@@ -5,7 +5,7 @@ use std::fmt;
 
 /// Stable, machine-readable error codes. Clients switch on these; messages are for humans.
 /// This list may expand over time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The request is malformed: bad JSON, wrong types, unknown fields, invalid values.
@@ -67,7 +67,7 @@ impl ErrorCode {
 }
 
 /// The body of every non-2xx response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `POST /execute`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteRequest {
     /// The cell's source.
@@ -71,7 +71,7 @@ pub const TABLE_MIME: &str = "application/vnd.lizard.table+json";
 pub const CHART_MIME: &str = "application/vnd.lizard.chart+json";
 
 /// A rich result of a cell.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExecutionResult {
     pub is_main_result: bool,
     pub data: MimeBundle,
@@ -80,7 +80,7 @@ pub struct ExecutionResult {
 }
 
 /// A failed cell.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExecutionError {
     /// Exception class name, e.g. `NameError`, `ReferenceError`, `ExitCode`, `KernelDied`.
     pub name: String,
@@ -91,7 +91,7 @@ pub struct ExecutionError {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutionStatus {
     /// The cell ran to completion.
@@ -107,7 +107,9 @@ pub enum ExecutionStatus {
 }
 
 /// Resources one run used, measured on the kernel process and its children.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ExecutionUsage {
     /// User + system CPU time of the kernel (and its waited-for children) during the run.
     pub cpu_ms: u64,
@@ -116,7 +118,7 @@ pub struct ExecutionUsage {
 }
 
 /// One event of a streamed execution (see the module docs for the wire format).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecutionEvent {
     Start {
@@ -154,7 +156,7 @@ impl ExecutionEvent {
 }
 
 /// An event with its position in the execution's stream.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EventFrame {
     pub seq: u64,
     #[serde(flatten)]
@@ -162,7 +164,7 @@ pub struct EventFrame {
 }
 
 /// A whole run, folded from its events: what a non-streaming `POST /execute` returns.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Execution {
     pub context_id: Option<ContextId>,
     pub execution_count: u64,
@@ -222,7 +224,7 @@ impl Execution {
 }
 
 /// One finished run as the agent records it, for metering (`GET /executions?after=N` on the agent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExecutionRecord {
     /// Position in the agent's log (1, 2, 3, …).
     pub seq: u64,
@@ -237,7 +239,7 @@ pub struct ExecutionRecord {
 }
 
 /// A page of the agent's execution log.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExecutionLog {
     /// Pass this as `after` to get the next page.
     pub next: u64,

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What kind of filesystem object an entry is (symlinks are not followed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FileType {
     File,
@@ -23,7 +23,7 @@ pub enum FileType {
 }
 
 /// One filesystem entry (`GET /files/stat`, `GET /files/list`, and the answer to writes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EntryInfo {
     /// The last path component (`/` for the root).
     pub name: String,
@@ -48,7 +48,7 @@ pub struct EntryInfo {
 }
 
 /// `?path=` of `GET|PUT|DELETE /files` and `GET /files/stat`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PathQuery {
     pub path: String,
@@ -60,7 +60,7 @@ pub struct PathQuery {
 
 /// `GET /files/list?path=&depth=`: entries below `path`, `depth` levels deep (default 1), sorted by
 /// path. Symlinked directories are listed but not entered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     pub path: String,
@@ -73,7 +73,7 @@ pub struct ListQuery {
 }
 
 /// `GET /files/watch?path=&recursive=`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WatchQuery {
     pub path: String,
@@ -83,7 +83,7 @@ pub struct WatchQuery {
 
 /// `POST /files/mkdir`: create a directory and its missing parents. 201 with the new
 /// [`EntryInfo`]; 409 `conflict` when `path` already exists.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MakeDirRequest {
     pub path: String,
@@ -95,7 +95,7 @@ pub struct MakeDirRequest {
 
 /// `POST /files/rename`: move `from` to `to` (missing parents of `to` are created; an existing file
 /// at `to` is replaced, like `rename(2)`). Answers the moved entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenameRequest {
     pub from: String,
@@ -107,7 +107,7 @@ pub struct RenameRequest {
 }
 
 /// Kinds of [`FsEvent`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FsEventType {
     /// First event of every watch stream: the watch is in place (`path` is the watched path).
@@ -125,7 +125,7 @@ pub enum FsEventType {
 }
 
 /// One line of `GET /files/watch` (NDJSON). Clients must ignore types they do not know.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FsEvent {
     #[serde(rename = "type")]
     pub event_type: FsEventType,

@@ -6,7 +6,7 @@ use crate::{Context, ContextId, ContextLimits, LostItem};
 use serde::{Deserialize, Serialize};
 
 /// The (optional) body of a fork request. An empty body means all defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkContextRequest {
     /// Limits of the fork's own cgroup; the source context's limits when absent.
@@ -16,7 +16,7 @@ pub struct ForkContextRequest {
 
 /// The answer to a fork (201): the new context, as context creation answers it, plus where it
 /// came from and what of the source's live state it does not have.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContextFork {
     #[serde(flatten)]
     pub context: Context,

@@ -9,7 +9,7 @@ use crate::{ContextId, Language};
 use serde::{Deserialize, Serialize};
 
 /// How kernel state was carried across hibernation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum HibernationMethod {
     /// Each kernel saved its own state (variables, functions, classes, imports, cwd...) and a fresh
@@ -21,7 +21,7 @@ pub enum HibernationMethod {
 }
 
 /// One item of a context's state that was saved or restored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StateItem {
     /// Variable, function, class, module alias or alias name; the path for `cwd`.
     pub name: String,
@@ -31,14 +31,14 @@ pub struct StateItem {
 }
 
 /// One item that did not survive, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LostItem {
     pub name: String,
     pub reason: String,
 }
 
 /// What happened to one context's state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContextReport {
     pub id: ContextId,
     pub language: Language,
@@ -48,7 +48,7 @@ pub struct ContextReport {
 }
 
 /// The state report of a hibernation or of a resume from one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HibernationReport {
     pub method: HibernationMethod,
     /// Why this method: e.g. no checkpoint tool (CRIU >= 4.1) on the host.
@@ -58,7 +58,7 @@ pub struct HibernationReport {
 
 /// Agent `POST /hibernate/snapshot` and `/hibernate/restore`: the directory (inside the sandbox)
 /// that holds the saved state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HibernateDirRequest {
     pub dir: String,

@@ -7,7 +7,9 @@ use std::str::FromStr;
 /// A kernel language. Serialized as `python`, `javascript` or `bash`; parsed from those and the
 /// aliases `py`, `python3`, `js`, `node`, `typescript`, `ts` (the JavaScript kernel runs
 /// TypeScript with its types stripped), `sh`, `shell` (case-insensitive).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     Python,

@@ -71,7 +71,7 @@ pub const NDJSON: &str = "application/x-ndjson";
 pub const SSE: &str = "text/event-stream";
 
 /// `POST /contexts`: create a context (one kernel process).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateContextRequest {
     /// Kernel language; Python when absent.
@@ -89,7 +89,9 @@ pub struct CreateContextRequest {
 /// Per-context resource limits (`CreateContextRequest::limits`, `Context::limits`). A context over
 /// its memory limit has its kernel killed (the run ends with `KernelDied`, the context gets a fresh
 /// kernel under the same limits); a CPU limit caps the kernel's CPU time per 100 ms period.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct ContextLimits {
     /// Memory of the kernel and its children, in MiB (at least [`ContextLimits::MIN_MEMORY_MB`]).
@@ -149,7 +151,7 @@ impl ContextLimits {
 }
 
 /// Lifecycle state of a context's kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ContextState {
     /// The kernel is up and waiting for code.
@@ -159,7 +161,7 @@ pub enum ContextState {
 }
 
 /// A context as the API reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Context {
     pub id: ContextId,
     pub language: Language,
@@ -186,7 +188,7 @@ pub struct Context {
 }
 
 /// `GET /health`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Health {
     pub status: String,
     pub version: String,

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `POST /v1/sandboxes`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSandboxRequest {
     /// The project that owns the sandbox; a project key's own project when absent.
@@ -42,7 +42,7 @@ pub struct CreateSandboxRequest {
 }
 
 /// The network of a sandbox: `{"egress": "none" | "all" | {"allow": [...], "deny": [...]}}`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkRequest {
     #[serde(default)]
@@ -57,7 +57,7 @@ pub struct NetworkRequest {
 
 /// `PATCH /v1/sandboxes/{id}/network`: what is given replaces that part of the sandbox's network;
 /// what is absent stays as it is.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateNetworkRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,7 +86,7 @@ impl UpdateNetworkRequest {
 /// `:port`; without one, 443) get `headers` set (replacing any the sandbox sent with the same
 /// name). A plain-HTTP port sends the secret in clear: name it only for a host on a network you
 /// trust.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InjectRequest {
     pub host: String,
@@ -95,7 +95,7 @@ pub struct InjectRequest {
 }
 
 /// `POST /v1/projects/{project}/secrets`: set (create or replace) a secret. Never read back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetSecretRequest {
     /// 1-64 letters, digits, `_` or `-`.
@@ -105,7 +105,7 @@ pub struct SetSecretRequest {
 }
 
 /// A secret as the API shows it: its name and times, never its value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SecretInfo {
     pub project: String,
     pub name: String,
@@ -135,7 +135,7 @@ pub enum Egress {
 /// `:port`), `*` (every public address and name; `*:443`). Deny beats allow; with no `allow` at
 /// all (only `deny`), everything public is allowed but what `deny` names. At most 256 entries.
 /// Names are enforced by name, when the sandbox connects, not by addresses resolved once.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EgressRules {
     /// Absent: `["*"]` if `deny` is given, nothing otherwise.
@@ -167,6 +167,24 @@ impl EgressRules {
 impl Egress {
     pub fn is_none(&self) -> bool {
         matches!(self, Egress::None)
+    }
+}
+
+impl schemars::JsonSchema for Egress {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Egress".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let rules = g.subschema_for::<EgressRules>();
+        schemars::json_schema!({
+            "description": "\"none\" (default: loopback only), \"all\" (any public IPv4 address \
+                and any name) or rules {\"allow\": [...], \"deny\": [...]}. Enforced on the host \
+                by name and address at every connection and DNS query; change it on a running \
+                sandbox with PATCH /v1/sandboxes/{id}/network.",
+            "oneOf": [{"type": "string", "enum": ["none", "all"]}, rules],
+            "default": "none",
+        })
     }
 }
 
@@ -208,7 +226,9 @@ impl<'de> Deserialize<'de> for Egress {
 }
 
 /// What the server does with a sandbox whose timeout passed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TimeoutAction {
     /// Kill it (its writable layer is deleted).
@@ -219,7 +239,7 @@ pub enum TimeoutAction {
 }
 
 /// Optional overrides of [`SandboxLimits`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -235,7 +255,7 @@ pub struct LimitsRequest {
 }
 
 /// Resource limits of one sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxLimits {
     /// Memory of all processes (including `/tmp`, a tmpfs), in MiB.
     pub memory_mb: u64,
@@ -271,7 +291,7 @@ impl Default for SandboxLimits {
 }
 
 /// A sandbox's lifecycle state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxState {
     Running,
@@ -282,7 +302,7 @@ pub enum SandboxState {
 }
 
 /// A sandbox as the API reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxInfo {
     pub sandbox_id: String,
     pub project: String,
@@ -309,7 +329,7 @@ pub struct SandboxInfo {
 }
 
 /// `POST /v1/sandboxes/{id}/timeout`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetTimeoutRequest {
     /// New lifetime from now.
@@ -317,7 +337,7 @@ pub struct SetTimeoutRequest {
 }
 
 /// `POST /v1/projects` (admin keys only).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateProjectRequest {
     pub name: String,
@@ -336,7 +356,7 @@ fn yes() -> bool {
 
 /// `PATCH /v1/projects/{project}` (admin keys only): the settings given change, the others stay.
 /// A change reaches the project's sandboxes at their next start (create, resume, clone).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateProjectRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -346,7 +366,7 @@ pub struct UpdateProjectRequest {
 }
 
 /// A project's settings (`GET`/`PATCH /v1/projects/{project}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProjectSettings {
     pub project: String,
     pub allow_egress: bool,
@@ -354,14 +374,14 @@ pub struct ProjectSettings {
 }
 
 /// A new project and its first key (shown once).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProjectCreated {
     pub project: String,
     pub api_key: String,
 }
 
 /// Usage totals (a project's, or one sandbox's).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UsageTotals {
     pub sandboxes: u64,
     pub running_seconds: f64,
@@ -398,7 +418,7 @@ pub struct UsageTotals {
 }
 
 /// One sandbox's usage.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxUsage {
     pub sandbox_id: String,
     pub running_seconds: f64,
@@ -428,7 +448,7 @@ pub struct SandboxUsage {
 }
 
 /// `GET /v1/projects/{project}/usage?from=&to=` (milliseconds since the epoch).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProjectUsage {
     pub project: String,
     pub from_ms: u64,
@@ -444,7 +464,7 @@ pub struct ProjectUsage {
 }
 
 /// One finished run as the server stores it, for `GET /v1/projects/{project}/executions`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExecutionRow {
     pub sandbox_id: String,
     /// Position in the sandbox's execution log.
@@ -505,7 +525,7 @@ mod tests {
 /// mirror and its egress since its processes last started (a create, resume, clone or server
 /// restart begins anew), and the requests refused (the mirror's newest 64, then egress's newest
 /// 256, each oldest first).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetworkLog {
     pub sandbox_id: String,
     pub mirror: MirrorTraffic,
@@ -516,7 +536,7 @@ pub struct NetworkLog {
 }
 
 /// A sandbox's traffic through its egress relay.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EgressTraffic {
     /// Connections relayed (upstream reached).
     pub connections: u64,
@@ -529,7 +549,7 @@ pub struct EgressTraffic {
 }
 
 /// A sandbox's traffic through the package registries' mirror.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MirrorTraffic {
     /// Every request, refused ones included.
     pub requests: u64,
@@ -548,7 +568,7 @@ pub struct MirrorTraffic {
 }
 
 /// One refused request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RefusedRequest {
     /// Milliseconds since the epoch.
     pub at_ms: u64,

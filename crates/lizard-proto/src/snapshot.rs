@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `POST /v1/sandboxes/{id}/snapshots` (the body is optional).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSnapshotRequest {
     /// Free-form labels of the snapshot (the bounds of a sandbox's metadata).
@@ -21,7 +21,7 @@ pub struct CreateSnapshotRequest {
 }
 
 /// A snapshot as the API reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SnapshotInfo {
     /// `snap_` + 20 characters.
     pub snapshot_id: String,
@@ -50,7 +50,7 @@ pub struct SnapshotInfo {
 }
 
 /// `GET /v1/snapshots?sandbox_id=&project=`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotQuery {
     /// Only the snapshots of this sandbox.
@@ -63,7 +63,7 @@ pub struct SnapshotQuery {
 
 /// `POST /v1/sandboxes/{id}/fork` (the body is optional): the new sandbox's own lifetime and
 /// labels; the rest (template, limits, environment, network, volumes) is the source's.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkSandboxRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,7 +73,7 @@ pub struct ForkSandboxRequest {
 }
 
 /// One snapshot's storage in a project's usage.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SnapshotUsage {
     pub snapshot_id: String,
     pub sandbox_id: String,

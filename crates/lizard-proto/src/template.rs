@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 pub const MAX_CONTEXT_BYTES: usize = 64 * 1024 * 1024;
 
 /// `POST /v1/templates`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuildTemplateRequest {
     /// The template's name: 1-64 of `[A-Za-z0-9._-]`, not starting with `.`; unique in its project;
@@ -62,7 +62,7 @@ pub struct BuildTemplateRequest {
 }
 
 /// A template's build state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TemplateState {
     Building,
@@ -71,7 +71,7 @@ pub enum TemplateState {
 }
 
 /// One build of a template.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TemplateVersion {
     /// The build's content key (hash of the base's key, the Dockerfile, the build args and the
     /// context).
@@ -83,7 +83,7 @@ pub struct TemplateVersion {
 }
 
 /// `GET /v1/templates/{name}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TemplateInfo {
     pub name: String,
     /// The owning project; `None` for built-ins.
@@ -120,7 +120,7 @@ pub struct TemplateInfo {
 }
 
 /// The exact package versions a template build installed, by package manager.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TemplatePackages {
     /// Debian packages (`dpkg-query`): name → version.
     #[serde(default)]
@@ -134,13 +134,13 @@ pub struct TemplatePackages {
 }
 
 /// `GET /v1/templates`: the project's own templates, the public ones and the built-ins.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TemplateList {
     pub templates: Vec<TemplateInfo>,
 }
 
 /// Which stream a build log line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LogStream {
     Stdout,
@@ -148,7 +148,7 @@ pub enum LogStream {
 }
 
 /// One event of a streamed build.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TemplateBuildEvent {
     /// A step starts: `index` from 1 to `total`; `name` is the instruction (e.g. `RUN pip install x`)

@@ -18,7 +18,7 @@ pub const VOLUME_MOUNT_ROOTS: &[&str] = &["/home/user", "/mnt", "/data", "/works
 pub const MAX_VOLUMES_PER_SANDBOX: usize = 16;
 
 /// `POST /v1/volumes`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateVolumeRequest {
     /// The owning project; a project key's own project when absent.
@@ -32,7 +32,7 @@ pub struct CreateVolumeRequest {
 }
 
 /// A volume as the API reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VolumeInfo {
     /// `vol_` + 20 characters.
     pub volume_id: String,
@@ -48,7 +48,7 @@ pub struct VolumeInfo {
 }
 
 /// One entry of `volumes` in `POST /v1/sandboxes`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeMountRequest {
     /// A volume of the sandbox's project, by name (or id).
@@ -61,7 +61,7 @@ pub struct VolumeMountRequest {
 }
 
 /// A volume mounted in a sandbox, as [`crate::SandboxInfo`] reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxVolume {
     pub volume_id: String,
     pub name: String,
@@ -70,7 +70,7 @@ pub struct SandboxVolume {
 }
 
 /// Storage use of one volume in a project's usage report.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VolumeUsage {
     pub volume_id: String,
     pub name: String,

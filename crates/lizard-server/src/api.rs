@@ -333,7 +333,7 @@ async fn health() -> Json<serde_json::Value> {
 async fn openapi() -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        crate::OPENAPI_JSON,
+        crate::openapi_json(),
     )
         .into_response()
 }

@@ -19,6 +19,7 @@ pub mod gate;
 pub mod host_logs;
 pub mod id_ranges;
 pub mod metering;
+pub mod openapi;
 pub mod proxy;
 pub mod ratelimit;
 pub mod sandboxes;
@@ -28,5 +29,8 @@ pub mod store;
 pub mod templates;
 pub mod volumes;
 
-/// The OpenAPI document served at `/v1/openapi.json`.
-pub const OPENAPI_JSON: &str = include_str!("../openapi.json");
+/// The OpenAPI document served at `/v1/openapi.json` (made once, see [`openapi`]).
+pub fn openapi_json() -> &'static str {
+    static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DOC.get_or_init(openapi::document_text)
+}

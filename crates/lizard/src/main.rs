@@ -122,6 +122,9 @@ enum Command {
     },
     /// Measure Lizard on this machine next to a Jupyter baseline (medians, p95, ratios; JSON too).
     Bench(bench::BenchArgs),
+    /// Print the API's OpenAPI document (generated from the wire types; the server serves the same
+    /// at /v1/openapi.json, and crates/lizard-server/openapi.json is a committed copy).
+    Openapi,
     /// Internal: launch one sandbox from a JSON spec on stdin (used by the server).
     #[command(hide = true)]
     SandboxInit,
@@ -269,6 +272,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Context { conn, command } => ok(cli::context(&conn, command)),
         Command::Usage { conn, args } => ok(cli::usage(&conn, args)),
         Command::Audit { conn, args } => ok(cli::audit(&conn, args)),
+        Command::Openapi => {
+            print!("{}", lizard_server::openapi::document_text());
+            Ok(0)
+        }
         Command::Bench(args) => {
             init_tracing("warn");
             ok(bench::bench(args))
