@@ -603,7 +603,8 @@ impl Cgroup {
     }
 }
 
-fn check_name(name: &str) -> Result<(), CgroupError> {
+/// A cgroup directory name Lizard makes: 1–128 of `[A-Za-z0-9._-]`, never `.` or `..`.
+pub(crate) fn check_name(name: &str) -> Result<(), CgroupError> {
     let ok = !name.is_empty()
         && name.len() <= 128
         && name != "."

@@ -26,6 +26,7 @@
 //! launcher does not arrange yet: [`delegate`] delegates nothing on v2, and the agent then refuses
 //! per-context limits with a typed error. Not here either: which context gets which limits.
 
+use crate::cgroup::check_name;
 use crate::cgroup::{parse, read, write, Cgroup, CgroupError, CgroupLimits, CgroupPaths};
 use std::fs;
 use std::io;
@@ -522,21 +523,6 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     match (fs::metadata(a), fs::metadata(b)) {
         (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
         _ => a == b,
-    }
-}
-
-fn check_name(name: &str) -> Result<(), CgroupError> {
-    let ok = !name.is_empty()
-        && name.len() <= 128
-        && name != "."
-        && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(CgroupError::InvalidName(name.to_string()))
     }
 }
 
