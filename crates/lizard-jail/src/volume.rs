@@ -189,7 +189,19 @@ pub fn unmount(mountpoint: &Path) -> Result<(), VolumeError> {
     if !is_mounted(mountpoint) {
         return Ok(());
     }
-    run("umount", Command::new("umount").arg(mountpoint), mountpoint)
+    // A process forked elsewhere in this program can hold a descriptor of the volume between its
+    // fork and exec (EBUSY for that moment): a few tries, then the error.
+    let mut tries = 0;
+    loop {
+        match run("umount", Command::new("umount").arg(mountpoint), mountpoint) {
+            Ok(()) => return Ok(()),
+            Err(_) if tries < 10 && is_mounted(mountpoint) => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50 * tries));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Bytes in use in the volume: from the mounted file system when it is mounted at `mountpoint`
