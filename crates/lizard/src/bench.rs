@@ -530,6 +530,35 @@ async fn sandbox_with_200_mb(c: &Client) -> Result<String> {
     Ok(sb.sandbox_id)
 }
 
+/// Ten clones of snapshot `snap`, each with every page of `state` touched.
+async fn ten_clones(c: &Client, snap: &str, touch: &str) -> Result<Vec<String>> {
+    let mut clones = Vec::new();
+    for _ in 0..10 {
+        let cl = c.create_from_snapshot(snap, None).await?;
+        c.run(&cl.sandbox_id, &exec(touch)).await?;
+        clones.push(cl.sandbox_id);
+    }
+    Ok(clones)
+}
+
+/// MiB (PSS) that `clones` hold beyond the one copy `source` holds, as a one-sample figure.
+fn beyond_one_copy(name: &str, source: &str, clones: &[String]) -> Figure {
+    let one = sandbox_pss_kib(source) as f64 / 1024.0;
+    let all: f64 = clones
+        .iter()
+        .map(|c| sandbox_pss_kib(c) as f64)
+        .sum::<f64>()
+        / 1024.0;
+    let mut f = stats(
+        name,
+        "MiB",
+        vec![all - one],
+        Some("report; share pages where possible"),
+    );
+    f.p95 = f.median;
+    f
+}
+
 /// Pause → resume → first result in memory, and hibernate → resume → first result from disk, of a
 /// sandbox holding 200 MB of numpy state in its Python context.
 async fn hibernation_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>> {
@@ -654,26 +683,12 @@ async fn checkpoint_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>>
     // 10 clones of one snapshot: what they hold beyond one copy of the state (PSS: pages shared
     // between them, e.g. a common page cache, counted once).
     let s = c.create_snapshot(&id, &Default::default()).await?;
-    let mut clones = Vec::new();
-    for _ in 0..10 {
-        let cl = c.create_from_snapshot(&s.snapshot_id, None).await?;
-        c.run(&cl.sandbox_id, &exec("int(state.sum())")).await?;
-        clones.push(cl.sandbox_id);
-    }
-    let one = sandbox_pss_kib(&id) as f64 / 1024.0;
-    let all: f64 = clones
-        .iter()
-        .map(|c| sandbox_pss_kib(c) as f64)
-        .sum::<f64>()
-        / 1024.0;
-    let mut f = stats(
+    let clones = ten_clones(c, &s.snapshot_id, "int(state.sum())").await?;
+    out.push(beyond_one_copy(
         "10 clones of one snapshot (200 MB state): memory beyond one copy",
-        "MiB",
-        vec![all - one],
-        Some("report; share pages where possible"),
-    );
-    f.p95 = f.median;
-    out.push(f);
+        &id,
+        &clones,
+    ));
     for cl in clones {
         c.kill_sandbox(&cl).await?;
     }
@@ -884,12 +899,7 @@ fn shared_clone_memory_figures(
             bail!("setting up 200 MB of random state failed: {:?}", ex.error);
         }
         let s = c.create_snapshot(&id, &Default::default()).await?;
-        let mut clones = Vec::new();
-        for _ in 0..10 {
-            let cl = c.create_from_snapshot(&s.snapshot_id, None).await?;
-            c.run(&cl.sandbox_id, &exec("float(state.sum())")).await?;
-            clones.push(cl.sandbox_id);
-        }
+        let clones = ten_clones(c, &s.snapshot_id, "float(state.sum())").await?;
         // Settled: three full scans since the clones exist and nothing more merged over the last.
         let t = Instant::now();
         let start = lizard_jail::ksm::stats().unwrap_or_default();
@@ -911,19 +921,11 @@ fn shared_clone_memory_figures(
                 break ms(t.elapsed());
             }
         };
-        let one = sandbox_pss_kib(&id) as f64 / 1024.0;
-        let all: f64 = clones
-            .iter()
-            .map(|c| sandbox_pss_kib(c) as f64)
-            .sum::<f64>()
-            / 1024.0;
-        let mut beyond = stats(
+        let beyond = beyond_one_copy(
             "10 clones, 200 MB random state, --share-clone-memory: memory beyond one copy once merged",
-            "MiB",
-            vec![all - one],
-            Some("report; share pages where possible"),
+            &id,
+            &clones,
         );
-        beyond.p95 = beyond.median;
         let mut settle = stats(
             &format!("… same-page merging settled after (KSM pages_to_scan {rate})"),
             "ms",
