@@ -217,7 +217,13 @@ mod tests {
         assert_eq!(mode(&a.join("g")), 0o2775, "setgid on directories is kept");
         assert!(!a.join("null").exists());
         assert_eq!(report.removed_devices, vec![PathBuf::from("null")]);
-        assert_eq!(report.stripped, vec![PathBuf::from("f")]);
+        // f and h are one inode: stripped once, under the name the walk met first (the
+        // directory's order, which differs between file systems).
+        assert!(
+            report.stripped == [PathBuf::from("f")] || report.stripped == [PathBuf::from("h")],
+            "{:?}",
+            report.stripped
+        );
         assert_eq!(report.entries, 4); // a, f (h is the same inode), l, g
         assert!(report.disk_bytes > 0);
         // Shifting again would push ids out of the namespace's range: refused.
