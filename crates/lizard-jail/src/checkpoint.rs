@@ -860,7 +860,7 @@ pub struct Mergeable {
 /// = 14; … }` with `VmaEntry { uint64 start = 1; uint64 end = 2; …; uint32 status = 7; …; uint64
 /// madv = 9; … }`; every other field is kept as it is.
 pub fn mark_mergeable(images: &Path) -> Result<Mergeable, CheckpointError> {
-    let marked = std::cell::Cell::new((0usize, 0u64));
+    let (mut mappings, mut bytes) = (0usize, 0u64);
     let files = rewrite_images(images, "mm-", MAX_MM_IMAGE_BYTES, |entry| {
         let mut out = Vec::new();
         for (field, value) in pb::fields(entry)? {
@@ -868,8 +868,8 @@ pub fn mark_mergeable(images: &Path) -> Result<Mergeable, CheckpointError> {
                 (14, pb::Value::Bytes(vma)) => {
                     let (new, size) = mark_vma_mergeable(vma)?;
                     if let Some(size) = size {
-                        let (n, bytes) = marked.get();
-                        marked.set((n + 1, bytes.saturating_add(size)));
+                        mappings += 1;
+                        bytes = bytes.saturating_add(size);
                     }
                     pb::put_bytes_field(&mut out, 14, &new);
                 }
@@ -879,7 +879,6 @@ pub fn mark_mergeable(images: &Path) -> Result<Mergeable, CheckpointError> {
         }
         Ok(out)
     })?;
-    let (mappings, bytes) = marked.get();
     Ok(Mergeable {
         images: files,
         mappings,
