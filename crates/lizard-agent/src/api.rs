@@ -1,5 +1,6 @@
-//! The agent's HTTP API: contexts, execute (streamed or aggregated), interrupt, health; and the
-//! routes of `crate::commands`, `crate::pty` and `crate::files`, merged in.
+//! The agent's HTTP API for contexts: contexts, execute (streamed or aggregated), interrupt,
+//! health, and the host-only metering and hibernation routes. `crate::router` merges these with the
+//! routes of `crate::commands`, `crate::pty`, `crate::files`, `crate::ports` and `crate::e2b`.
 //!
 //! Handlers are thin: parse, call `crate::context`, map the error. Every failure is an
 //! [`ApiError`] with the one `{code, message}` body of `lizard-proto`; malformed JSON, unknown fields
@@ -11,49 +12,26 @@
 
 use crate::context::{ContextError, ContextHandle, Contexts, RunRequest};
 use axum::body::Body;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use lizard_proto::{
-    Context, ContextFork, ContextId, CreateContextRequest, ErrorBody, ErrorCode, EventFrame,
-    ExecuteRequest, Execution, ForkContextRequest, Health, Language, NDJSON, SSE,
+    Context, ContextFork, ContextId, CreateContextRequest, ErrorCode, EventFrame, ExecuteRequest,
+    Execution, ForkContextRequest, Health, Language, NDJSON, SSE,
 };
-use serde::de::DeserializeOwned;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
 
-/// Largest request body accepted (a cell's source plus its env).
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+use lizard_http::api::{error_chain, stream_response, ApiError, ApiJson, Framing};
+
 /// Largest `timeout_ms` accepted (one day).
 const MAX_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
-
-/// An API failure: HTTP status from the code, body `{code, message}`.
-#[derive(Debug)]
-pub struct ApiError(pub ErrorBody);
-
-impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError(ErrorBody::new(code, message))
-    }
-    fn invalid(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::InvalidRequest, message)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(self.0)).into_response()
-    }
-}
 
 impl From<ContextError> for ApiError {
     fn from(e: ContextError) -> Self {
@@ -85,156 +63,33 @@ impl From<ContextError> for ApiError {
     }
 }
 
-/// `e`'s message followed by each of its `source()`s, joined by `": "` (`"writing x: disk full"`):
-/// the one way the agent turns an error into an API message.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub(crate) type AppState = Arc<Contexts>;
 
-/// `Json<T>` whose rejections are [`ApiError`]s.
-pub struct ApiJson<T>(pub T);
-
-impl<S, T> FromRequest<S> for ApiJson<T>
-where
-    T: DeserializeOwned,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        // A body announced too large is read (and dropped) before the 413: a server that answers
-        // before reading the request to the end closes the connection, and the client, still
-        // writing, may then see a broken pipe instead of the answer.
-        let announced = req
-            .headers()
-            .get(axum::http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-            crate::files::drain(&mut req.into_body().into_data_stream()).await;
-            return Err(too_large());
-        }
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(ApiJson(v)),
-            Err(rej) => Err(json_rejection(rej)),
-        }
-    }
-}
-
-/// `Query<T>` whose rejections (a missing or malformed parameter) are [`ApiError`]s.
-pub struct ApiQuery<T>(pub T);
-
-impl<S, T> axum::extract::FromRequestParts<S> for ApiQuery<T>
-where
-    T: DeserializeOwned,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Query(v)) => Ok(ApiQuery(v)),
-            Err(rej) => Err(ApiError::invalid(rej.body_text())),
-        }
-    }
-}
-
-fn too_large() -> ApiError {
-    ApiError::new(
-        ErrorCode::PayloadTooLarge,
-        format!("request body larger than {MAX_BODY_BYTES} bytes"),
-    )
-}
-
-fn json_rejection(rej: JsonRejection) -> ApiError {
-    let code = match rej.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
-        _ => ErrorCode::InvalidRequest,
-    };
-    let message = match &rej {
-        JsonRejection::JsonDataError(e) => format!("invalid request body: {}", e.body_text()),
-        JsonRejection::JsonSyntaxError(e) => format!("malformed JSON: {}", e.body_text()),
-        JsonRejection::MissingJsonContentType(_) => {
-            "expected a request body with Content-Type: application/json".to_string()
-        }
-        _ if code == ErrorCode::PayloadTooLarge => return too_large(),
-        other => other.body_text(),
-    };
-    ApiError::new(code, message)
-}
-
-type AppState = Arc<Contexts>;
-
-/// The agent's router.
-/// The API of the agent's TCP listener inside the sandbox (`127.0.0.1:8080`), which every
-/// process of the sandbox can reach: everything but the host-only routes of [`host_router`].
-pub fn router(contexts: Arc<Contexts>) -> Router {
-    routes(contexts, false)
-}
-
-/// The API of the agent's Unix socket, which only the server uses: [`router`]'s routes and those
-/// only the server calls — `/executions` (metering) and `/hibernate/snapshot|restore` (which take
-/// any directory). Code in the sandbox cannot reach these through the TCP listener; the ports
-/// proxy refuses the agent's own port anyway.
-pub fn host_router(contexts: Arc<Contexts>) -> Router {
-    routes(contexts, true)
-}
-
-fn routes(contexts: Arc<Contexts>, host: bool) -> Router {
-    let cfg = contexts.config();
-    let (home, bash) = (cfg.default_cwd.clone(), cfg.kernels.bash.clone());
-    let procs = crate::procs::Processes::new(home.clone(), bash);
+/// The routes of this module: health, contexts, execute; with `host`, also those only the server
+/// calls (see [`crate::router::host_router`]).
+pub(crate) fn routes(host: bool) -> Router<AppState> {
     let r = Router::new()
-        .merge(crate::e2b::routes(
-            contexts.clone(),
-            procs.clone(),
-            home.clone(),
-        ))
         .route("/health", get(health))
         .route("/contexts", get(list_contexts).post(create_context))
         .route("/contexts/{id}", get(get_context).delete(delete_context))
         .route("/contexts/{id}/restart", post(restart_context))
         .route("/contexts/{id}/interrupt", post(interrupt_context))
         .route("/contexts/{id}/fork", post(fork_context))
-        .route("/execute", post(execute))
-        .merge(crate::commands::routes(procs.clone()))
-        .merge(crate::pty::routes(procs))
-        .merge(crate::files::routes(home))
-        .merge(crate::ports::routes());
-    let r = if host {
+        .route("/execute", post(execute));
+    if host {
         r.route("/executions", get(executions))
             .route("/hibernate/snapshot", post(hibernate_snapshot))
             .route("/hibernate/restore", post(hibernate_restore))
     } else {
         r
-    };
-    r.fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        // A body left unread by an early answer is drained, so the kept-alive connection survives.
-        .layer(axum::middleware::map_request(drain_unread_body))
-        .with_state(contexts)
+    }
 }
 
-async fn drain_unread_body(req: axum::extract::Request) -> axum::extract::Request {
-    lizard_http::drain::drain_unread_body(req).map(axum::body::Body::new)
-}
-
-async fn not_found() -> ApiError {
+pub(crate) async fn not_found() -> ApiError {
     ApiError::new(ErrorCode::NotFound, "no such route")
 }
 
-async fn method_not_allowed() -> Response {
+pub(crate) async fn method_not_allowed() -> Response {
     let mut r = ApiError::invalid("method not allowed on this route").into_response();
     *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
     r
@@ -433,28 +288,6 @@ pub async fn resolve_run(
     ))
 }
 
-/// How the client wants the execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
-    Ndjson,
-    Sse,
-    Aggregate,
-}
-
-pub fn framing(headers: &HeaderMap) -> Framing {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if accept.contains(NDJSON) {
-        Framing::Ndjson
-    } else if accept.contains(SSE) {
-        Framing::Sse
-    } else {
-        Framing::Aggregate
-    }
-}
-
 async fn execute(
     State(c): State<AppState>,
     headers: HeaderMap,
@@ -462,7 +295,7 @@ async fn execute(
 ) -> Result<Response, ApiError> {
     let (h, run) = resolve_run(&c, req).await?;
     let rx = c.run(h, run);
-    Ok(respond(framing(&headers), rx).await)
+    Ok(respond(Framing::from_headers(&headers), rx).await)
 }
 
 /// Turn a run's event channel into the response the client asked for.
@@ -496,47 +329,5 @@ pub async fn respond(
             });
             stream_response(SSE, Body::from_stream(body))
         }
-    }
-}
-
-pub(crate) fn stream_response(content_type: &'static str, body: Body) -> Response {
-    let mut r = Response::new(body);
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn framing_from_accept() {
-        let mut h = HeaderMap::new();
-        assert_eq!(framing(&h), Framing::Aggregate);
-        h.insert(header::ACCEPT, HeaderValue::from_static(NDJSON));
-        assert_eq!(framing(&h), Framing::Ndjson);
-        h.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        assert_eq!(framing(&h), Framing::Sse);
-    }
-
-    #[test]
-    fn error_chain_follows_every_source() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("saving context {0}")]
-        struct Outer(u32, #[source] std::io::Error);
-        let inner = std::io::Error::other("disk full");
-        assert_eq!(
-            error_chain(&inner),
-            "disk full",
-            "no source: the message alone"
-        );
-        let e = Outer(3, inner);
-        assert_eq!(error_chain(&e), "saving context 3: disk full");
     }
 }

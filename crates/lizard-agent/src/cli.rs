@@ -6,7 +6,7 @@
 //! one JSON line `{"event":"listening",...}` on stdout once both listeners are bound. Uses `anyhow`:
 //! this is binary code that happens to live in the library so both binaries share it.
 
-use crate::api;
+use crate::router;
 use crate::context::{ContextConfig, Contexts};
 use crate::kernel::KernelConfig;
 use anyhow::{bail, Context as _, Result};
@@ -218,8 +218,8 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
     }));
     // TCP (inside the sandbox, reachable by its code) serves the public API; the Unix socket
     // (the server's) also the host-only routes.
-    let app = api::router(contexts.clone());
-    let host_app = api::host_router(contexts.clone());
+    let app = router::router(contexts.clone());
+    let host_app = router::host_router(contexts.clone());
     for lang in args.prestart.clone() {
         let contexts = contexts.clone();
         tokio::spawn(async move {

@@ -14,7 +14,7 @@
 //! `HOME=/root`; see `crate::users`). The process table, output buffers and the pump live in
 //! `crate::procs`; terminals (`crate::pty`) share them.
 
-use crate::api::{framing, ApiError, ApiJson, ApiQuery};
+use lizard_http::api::{ApiError, ApiJson, ApiQuery, Framing};
 use crate::procs::{respond, CommandError, Processes, Spawn};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -233,7 +233,7 @@ pub(crate) async fn start_and_respond(
 ) -> Result<Response, ApiError> {
     let (proc, sub) = procs.spawn(spec, !background, base64)?;
     match sub {
-        Some(sub) => Ok(respond(framing(headers), sub).await),
+        Some(sub) => Ok(respond(Framing::from_headers(headers), sub).await),
         None => Ok((StatusCode::CREATED, Json(proc.info())).into_response()),
     }
 }
@@ -256,7 +256,7 @@ async fn connect(
     ApiQuery(q): ApiQuery<StreamQuery>,
 ) -> Result<Response, ApiError> {
     let proc = procs.get(parse_pid(&pid)?)?;
-    Ok(respond(framing(&headers), proc.subscribe(q.base64)).await)
+    Ok(respond(Framing::from_headers(&headers), proc.subscribe(q.base64)).await)
 }
 
 /// `POST /commands/{pid}/stdin`.

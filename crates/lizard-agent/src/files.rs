@@ -23,7 +23,7 @@
 //! file system; what it makes is root's) and relative paths resolve against `/root`. Watching
 //! always acts as the sandbox user.
 
-use crate::api::{stream_response, ApiError, ApiJson, ApiQuery};
+use lizard_http::api::{stream_response, ApiError, ApiJson, ApiQuery};
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -443,23 +443,9 @@ async fn write(
     let mut body = body.into_data_stream();
     let written = crate::users::files_as(who, write_file(&base, &q.path, &mut body)).await;
     if written.is_err() {
-        drain(&mut body).await;
+        lizard_http::api::drain(&mut body).await;
     }
     Ok(Json(written?))
-}
-
-/// Read what is left of a request body and drop it (for at most 10 s). An HTTP/1 server that
-/// answers before reading its request to the end closes the connection, and a proxy in front (the
-/// Lizard server) may then see a broken pipe instead of the answer: an error found before or during
-/// an upload (a directory in the way, no permission, the disk full) is answered after this.
-pub(crate) async fn drain<B>(body: &mut B)
-where
-    B: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
-{
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        while let Some(Ok(_)) = body.next().await {}
-    })
-    .await;
 }
 
 /// Replace the file at `path` with the bytes of `body`, atomically (parents are created).

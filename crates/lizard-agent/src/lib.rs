@@ -24,6 +24,7 @@ pub mod ports;
 pub mod procs;
 pub mod pty;
 pub mod relisten;
+pub mod router;
 pub mod sudo;
 pub mod users;
 pub mod utf8;

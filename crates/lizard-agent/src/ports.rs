@@ -6,7 +6,7 @@
 //! server forwards `/v1/sandboxes/{id}/ports/{port}/…` here over the agent's Unix socket after
 //! checking the caller's key. Not here: authentication (the server's job) or TLS.
 
-use crate::api::ApiError;
+use lizard_http::api::ApiError;
 use axum::body::Body;
 use axum::extract::{Path, Request};
 use axum::http::{header, HeaderValue, StatusCode};

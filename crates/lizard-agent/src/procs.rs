@@ -17,7 +17,7 @@
 //!
 //! Not here: HTTP routes and request validation (see `crate::commands`, `crate::pty`).
 
-use crate::api::{error_chain, stream_response, ApiError, Framing};
+use lizard_http::api::{error_chain, stream_response, ApiError, Framing};
 use crate::utf8::Utf8Stream;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};

@@ -13,7 +13,7 @@
 //! Not here: terminal emulation (the client renders the bytes), or a `TERM` other than the one
 //! asked for (`xterm-256color` by default).
 
-use crate::api::{ApiError, ApiJson};
+use lizard_http::api::{ApiError, ApiJson};
 use crate::commands::{input_bytes, parse_pid, start_and_respond, Launch};
 use crate::procs::{CommandError, Processes};
 use axum::extract::{Path, State};

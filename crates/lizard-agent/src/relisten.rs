@@ -9,7 +9,7 @@
 //! launch) and answers one byte `k`. Any other connection is HTTP, served as before.
 //!
 //! Only the server can connect here (the socket's path is in a root-only host directory): code in
-//! the sandbox never reaches this. Not here: the routes (`api::host_router`).
+//! the sandbox never reaches this. Not here: the routes (`router::host_router`).
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -1,10 +1,12 @@
-//! HTTP proxy plumbing shared by the two hops that forward a sandbox's port traffic (server →
-//! agent → service): which headers cross a proxy, and joining the two halves of an upgraded
-//! (WebSocket) connection — and keeping a connection alive when a request was answered before its
-//! body was read ([`drain`]).
+//! The HTTP edge shared by Lizard's two HTTP services, the server and the agent: the typed JSON
+//! API error, the body and query extractors with their limits, and stream framing ([`api`]); and
+//! the plumbing of the two hops that forward a sandbox's port traffic (server → agent → service):
+//! which headers cross a proxy, joining the two halves of an upgraded (WebSocket) connection, and
+//! keeping a connection alive when a request was answered before its body was read ([`drain`]).
 //!
 //! Not here: routing, authentication, or anything about sandboxes.
 
+pub mod api;
 pub mod drain;
 
 use http::header::{CONNECTION, UPGRADE};

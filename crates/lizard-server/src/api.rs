@@ -9,16 +9,15 @@ use crate::metering;
 use crate::sandboxes::{CreateSandbox, Sandbox, SandboxError, Sandboxes};
 use crate::store::{now_ms, StoreError, StoredState, VolumeRow};
 use crate::volumes::VolumeError;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, patch, post};
 use axum::{Json, Router};
 use lizard_proto::{
-    CreateProjectRequest, CreateSandboxRequest, CreateVolumeRequest, ErrorBody, ErrorCode,
-    ProjectCreated, ProjectSettings, ProjectUsage, SandboxInfo, SandboxState, SetTimeoutRequest,
+    CreateProjectRequest, CreateSandboxRequest, CreateVolumeRequest, ErrorCode, ProjectCreated,
+    ProjectSettings, ProjectUsage, SandboxInfo, SandboxState, SetTimeoutRequest,
     UpdateProjectRequest, VolumeInfo,
 };
 use serde::de::DeserializeOwned;
@@ -27,7 +26,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Largest request body accepted on control routes and forwarded execute requests.
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+pub use lizard_http::api::MAX_BODY_BYTES;
+use lizard_http::api::{error_chain, stream_response, Framing};
+pub use lizard_http::api::{ApiError, ApiJson, ApiQuery};
 
 pub struct AppState {
     pub sandboxes: Arc<Sandboxes>,
@@ -42,46 +43,6 @@ pub struct AppState {
 }
 
 type St = State<Arc<AppState>>;
-
-/// An API failure: HTTP status from the code, body `{code, message}`.
-#[derive(Debug)]
-pub struct ApiError(pub ErrorBody);
-
-impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError(ErrorBody::new(code, message))
-    }
-    fn invalid(m: impl Into<String>) -> Self {
-        Self::new(ErrorCode::InvalidRequest, m)
-    }
-    fn not_found(what: &str) -> Self {
-        Self::new(ErrorCode::NotFound, format!("{what} not found"))
-    }
-    fn internal(e: &dyn std::error::Error) -> Self {
-        tracing::error!(error = %chain(e), "internal error");
-        Self::new(ErrorCode::Internal, "internal error (see the server log)")
-    }
-}
-
-/// An error with its sources, `outer: inner: innermost`.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(self.0)).into_response()
-    }
-}
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
@@ -111,7 +72,7 @@ impl From<SandboxError> for ApiError {
             SandboxError::UnknownTemplate(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
             SandboxError::Invalid(m) => ApiError::invalid(m.clone()),
             SandboxError::Launch(_) | SandboxError::NotReady(_) => {
-                tracing::error!(error = %chain(&e), "sandbox start failed");
+                tracing::error!(error = %error_chain(&e), "sandbox start failed");
                 ApiError::new(ErrorCode::Unavailable, e.to_string())
             }
             SandboxError::NoSpace(_) => {
@@ -120,7 +81,7 @@ impl From<SandboxError> for ApiError {
             SandboxError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m.clone()),
             SandboxError::SnapshotNotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
             SandboxError::Capture(_) => {
-                tracing::warn!(error = %chain(&e), "snapshot failed");
+                tracing::warn!(error = %error_chain(&e), "snapshot failed");
                 ApiError::new(ErrorCode::Unavailable, e.to_string())
             }
             SandboxError::Io { .. } | SandboxError::Store(_) => ApiError::internal(&e),
@@ -141,33 +102,6 @@ impl From<VolumeError> for ApiError {
                 ApiError::internal(&e)
             }
         }
-    }
-}
-
-/// `Json<T>` whose rejections are [`ApiError`]s.
-pub struct ApiJson<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
-    type Rejection = ApiError;
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(ApiJson(v)),
-            Err(rej) => Err(json_rejection(rej)),
-        }
-    }
-}
-
-fn json_rejection(rej: JsonRejection) -> ApiError {
-    match rej.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("request body larger than {MAX_BODY_BYTES} bytes"),
-        ),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
-            ErrorCode::UnsupportedMediaType,
-            "expected a request body with Content-Type: application/json",
-        ),
-        _ => ApiError::invalid(format!("invalid request body: {}", rej.body_text())),
     }
 }
 
@@ -563,9 +497,8 @@ async fn fork_sandbox(
 async fn list_snapshots(
     State(st): St,
     Auth(who): Auth,
-    q: Result<Query<lizard_proto::SnapshotQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<lizard_proto::SnapshotQuery>,
 ) -> Result<Json<Vec<lizard_proto::SnapshotInfo>>, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let project = match (&who, q.project.as_deref()) {
         (Principal::Admin, None) => None,
         (_, named) => Some(project_of(&who, named)?),
@@ -606,7 +539,7 @@ const TEMPLATE_BODY_BYTES: usize = lizard_proto::template::MAX_CONTEXT_BYTES / 3
 impl From<crate::templates::TemplateError> for ApiError {
     fn from(e: crate::templates::TemplateError) -> Self {
         if let crate::templates::TemplateError::Store(s) = &e {
-            tracing::error!(error = %chain(s), "internal error");
+            tracing::error!(error = %error_chain(s), "internal error");
         }
         ApiError(e.body())
     }
@@ -626,7 +559,7 @@ async fn build_template(
     st: St,
     auth: Auth,
     headers: axum::http::HeaderMap,
-    ApiJson(req): ApiJson<lizard_proto::BuildTemplateRequest>,
+    ApiJson(req): ApiJson<lizard_proto::BuildTemplateRequest, TEMPLATE_BODY_BYTES>,
 ) -> Result<Response, ApiError> {
     let project = project_of(&auth.0, req.project.as_deref())?;
     let created = crate::audit::Created {
@@ -694,7 +627,7 @@ async fn build_template_inner(
         }
     };
     crate::sandboxes::check_bounds("build_args", &req.build_args, crate::sandboxes::ENV_BOUNDS)?;
-    let framing = stream_framing(&headers);
+    let framing = Framing::from_headers(&headers);
     let started = st
         .templates
         .start(crate::templates::BuildRequest {
@@ -709,7 +642,7 @@ async fn build_template_inner(
         .await?;
     let (info, rx) = match started {
         crate::templates::Started::CacheHit(info) => {
-            let Some(ct) = framing else {
+            let Some(ct) = framing.content_type() else {
                 return Ok((StatusCode::OK, Json(info)).into_response());
             };
             let (tx, rx) = tokio::sync::mpsc::channel(1);
@@ -718,68 +651,40 @@ async fn build_template_inner(
                     template: Box::new(info),
                 })
                 .await;
-            return Ok(event_stream(ct, rx));
+            return Ok(event_stream(framing, ct, rx));
         }
         crate::templates::Started::Building(info, rx) => (info, rx),
     };
-    match framing {
-        Some(ct) => Ok(event_stream(ct, rx)),
+    match framing.content_type() {
+        Some(ct) => Ok(event_stream(framing, ct, rx)),
         // The build goes on without a listener.
         None => Ok((StatusCode::ACCEPTED, Json(info)).into_response()),
     }
 }
 
-/// The stream media type the client asked for, if any.
-fn stream_framing(headers: &axum::http::HeaderMap) -> Option<&'static str> {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if accept.contains(lizard_proto::NDJSON) {
-        Some(lizard_proto::NDJSON)
-    } else if accept.contains(lizard_proto::SSE) {
-        Some(lizard_proto::SSE)
-    } else {
-        None
-    }
-}
-
-/// Build events as NDJSON lines or SSE `event:`/`data:` pairs, until the last one.
+/// Build events in the stream `framing` names, until the last one.
 fn event_stream(
+    framing: Framing,
     content_type: &'static str,
     rx: tokio::sync::mpsc::Receiver<lizard_proto::TemplateBuildEvent>,
 ) -> Response {
     let stream = futures_util::stream::unfold(rx, move |mut rx| async move {
         let ev = rx.recv().await?;
-        let json = serde_json::to_string(&ev).unwrap_or_default();
-        let chunk = if content_type == lizard_proto::SSE {
-            let kind = serde_json::to_value(&ev)
-                .ok()
-                .and_then(|v| v["type"].as_str().map(str::to_owned))
-                .unwrap_or_default();
-            format!("event: {kind}\ndata: {json}\n\n")
-        } else {
-            format!("{json}\n")
-        };
-        Some((
-            Ok::<_, std::convert::Infallible>(bytes::Bytes::from(chunk)),
-            rx,
-        ))
+        let kind = serde_json::to_value(&ev)
+            .ok()
+            .and_then(|v| v["type"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let chunk = framing.frame(&kind, &ev);
+        Some((Ok::<_, std::convert::Infallible>(chunk), rx))
     });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, content_type)
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(axum::body::Body::from_stream(stream))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    stream_response(content_type, axum::body::Body::from_stream(stream))
 }
 
 async fn list_templates(
     State(st): St,
     Auth(who): Auth,
-    q: Result<Query<TemplateQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<TemplateQuery>,
 ) -> Result<Json<lizard_proto::TemplateList>, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let project = match (&who, q.project.as_deref()) {
         // An admin lists every project's templates unless it names one.
         (Principal::Admin, None) => None,
@@ -793,9 +698,8 @@ async fn get_template(
     State(st): St,
     Auth(who): Auth,
     Path(name): Path<String>,
-    q: Result<Query<TemplateQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<TemplateQuery>,
 ) -> Result<Json<lizard_proto::TemplateInfo>, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let project = project_of(&who, q.project.as_deref())?;
     Ok(Json(st.templates.get(&project, &name)?))
 }
@@ -804,9 +708,8 @@ async fn delete_template(
     State(st): St,
     Auth(who): Auth,
     Path(name): Path<String>,
-    q: Result<Query<TemplateQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<TemplateQuery>,
 ) -> Result<StatusCode, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let project = project_of(&who, q.project.as_deref())?;
     st.templates.delete(&project, &name)?;
     Ok(StatusCode::NO_CONTENT)
@@ -859,9 +762,8 @@ fn volume_info(st: &AppState, row: &VolumeRow) -> VolumeInfo {
 async fn list_volumes(
     State(st): St,
     Auth(who): Auth,
-    q: Result<Query<VolumeQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<VolumeQuery>,
 ) -> Result<Json<Vec<VolumeInfo>>, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let project = match (&who, q.project.as_deref()) {
         // An admin lists every project's volumes unless it names one.
         (Principal::Admin, None) => None,
@@ -897,9 +799,8 @@ async fn get_volume(
     State(st): St,
     Auth(who): Auth,
     Path(key): Path<String>,
-    q: Result<Query<VolumeQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<VolumeQuery>,
 ) -> Result<Json<VolumeInfo>, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let row = find_volume(&st, &who, &key, q.project.as_deref())?;
     Ok(Json(volume_info(&st, &row)))
 }
@@ -908,9 +809,8 @@ async fn delete_volume(
     State(st): St,
     Auth(who): Auth,
     Path(key): Path<String>,
-    q: Result<Query<VolumeQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<VolumeQuery>,
 ) -> Result<StatusCode, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let row = find_volume(&st, &who, &key, q.project.as_deref())?;
     st.sandboxes
         .delete_volume(&row, q.force.unwrap_or(false))
@@ -932,9 +832,8 @@ struct ListQuery {
 async fn list_sandboxes(
     State(st): St,
     Auth(who): Auth,
-    q: Result<Query<ListQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<SandboxInfo>>, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let mut want_meta = BTreeMap::new();
     if let Some(m) = &q.metadata {
         for pair in m.split(',').filter(|p| !p.is_empty()) {
@@ -1273,9 +1172,8 @@ async fn project_usage(
     State(st): St,
     Auth(who): Auth,
     Path(project): Path<String>,
-    q: Result<Query<UsageQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<UsageQuery>,
 ) -> Result<Json<ProjectUsage>, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let store = &st.sandboxes.store;
     if !who.can_see(&project) || !store.project_exists(&project)? {
         return Err(ApiError::not_found("project"));
@@ -1337,9 +1235,8 @@ async fn project_executions(
     State(st): St,
     Auth(who): Auth,
     Path(project): Path<String>,
-    q: Result<Query<ExecutionsQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<ExecutionsQuery>,
 ) -> Result<Json<Vec<lizard_proto::ExecutionRow>>, ApiError> {
-    let q = q.map_err(|e| ApiError::invalid(e.body_text()))?.0;
     let store = &st.sandboxes.store;
     if !who.can_see(&project) || !store.project_exists(&project)? {
         return Err(ApiError::not_found("project"));
@@ -1477,6 +1374,8 @@ fn package_metrics(st: &lizard_packages::Stats) -> String {
 mod query_tests {
     //! The query strings of Lizard's own routes, parsed the way the handlers parse them.
     use super::*;
+    use axum::extract::rejection::QueryRejection;
+    use axum::extract::Query;
     use axum::http::Uri;
 
     fn parse<T: DeserializeOwned>(q: &str) -> Option<Result<T, QueryRejection>> {

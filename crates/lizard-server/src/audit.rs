@@ -13,11 +13,10 @@
 //! writes and reads events. It does not see requests go by: [`crate::gate`] calls it around every
 //! request. It never records a key, only its stored prefix, and never a request or response body.
 
-use crate::api::{ApiError, AppState, Auth};
+use crate::api::{ApiError, ApiQuery, AppState, Auth};
 use crate::auth::Principal;
 use crate::store::now_ms;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::Method;
 use axum::Json;
 use lizard_proto::{AuditEvent, AuditQuery};
@@ -167,7 +166,7 @@ pub fn prune_log(store: &crate::store::Store, log: crate::store::Log, r: Retenti
         Ok(0) => {}
         Ok(n) => tracing::info!(deleted = n, ?log, "rows past their retention deleted"),
         Err(err) => {
-            tracing::error!(error = %crate::api::chain(&err), ?log, "pruning failed")
+            tracing::error!(error = %lizard_http::api::error_chain(&err), ?log, "pruning failed")
         }
     }
 }
@@ -179,7 +178,7 @@ pub fn record(st: &AppState, mut e: AuditEvent) {
     match st.sandboxes.store.add_audit(&e) {
         Ok(id) => e.id = id,
         Err(err) => {
-            tracing::error!(error = %crate::api::chain(&err), "writing an audit event failed")
+            tracing::error!(error = %lizard_http::api::error_chain(&err), "writing an audit event failed")
         }
     }
     if st.audit_retention.max_events.is_some() {
@@ -204,11 +203,8 @@ pub fn record(st: &AppState, mut e: AuditEvent) {
 pub async fn list(
     State(st): State<Arc<AppState>>,
     Auth(who): Auth,
-    q: Result<Query<AuditQuery>, QueryRejection>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<Vec<AuditEvent>>, ApiError> {
-    let q = q
-        .map_err(|e| ApiError::new(lizard_proto::ErrorCode::InvalidRequest, e.body_text()))?
-        .0;
     let project = match &who {
         Principal::Admin => None,
         Principal::Project(p) => Some(p.as_str()),

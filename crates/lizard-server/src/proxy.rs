@@ -194,7 +194,7 @@ fn is_bearer(v: &HeaderValue) -> bool {
 
 /// The answer when the agent could not be reached (or the exchange broke), with its cause.
 fn unreachable(sb: &Sandbox, e: &crate::agent_client::AgentError) -> ApiError {
-    let msg = crate::api::chain(e);
+    let msg = lizard_http::api::error_chain(e);
     tracing::warn!(sandbox = %sb.id, error = %msg, "forwarding to the agent");
     ApiError::new(
         ErrorCode::Unavailable,

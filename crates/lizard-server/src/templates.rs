@@ -257,7 +257,7 @@ impl TemplateError {
         };
         let message = match self {
             TemplateError::Store(_) => "internal error (see the server log)".to_string(),
-            e => crate::api::chain(e),
+            e => lizard_http::api::error_chain(e),
         };
         ErrorBody::new(code, message)
     }
@@ -994,7 +994,7 @@ impl Templates {
             .map_err(|e| {
                 failed(
                     ErrorCode::BuildFailed,
-                    format!("starting the build sandbox: {}", crate::api::chain(&e)),
+                    format!("starting the build sandbox: {}", lizard_http::api::error_chain(&e)),
                 )
             })?;
         let sid = sb.id.clone();
@@ -1131,7 +1131,7 @@ impl Templates {
         let rt = self.sandboxes.stop_keep_layer(&sid).await.map_err(|e| {
             failed(
                 ErrorCode::BuildFailed,
-                format!("stopping the build sandbox: {}", crate::api::chain(&e)),
+                format!("stopping the build sandbox: {}", lizard_http::api::error_chain(&e)),
             )
         })?;
         let layer = LayerInputs {
@@ -1236,11 +1236,11 @@ impl Templates {
         let run = agent.run_command(&req, deadline, 1024 * 1024, &mut on_event);
         if cancel_on_disconnect {
             tokio::select! {
-                r = run => r.map_err(|e| crate::api::chain(&e)),
+                r = run => r.map_err(|e| lizard_http::api::error_chain(&e)),
                 _ = tx.closed() => Err("cancelled: the client went away".into()),
             }
         } else {
-            run.await.map_err(|e| crate::api::chain(&e))
+            run.await.map_err(|e| lizard_http::api::error_chain(&e))
         }
     }
 
@@ -1361,7 +1361,7 @@ impl Templates {
                 &mut on_event,
             )
             .await
-            .map_err(|e| crate::api::chain(&e))?;
+            .map_err(|e| lizard_http::api::error_chain(&e))?;
         if over {
             return Err(format!(
                 "more than {MAX_PACKAGE_LISTING} bytes of output, or output lost"
@@ -1494,7 +1494,7 @@ impl Templates {
                 .sandboxes
                 .with_frozen(id, move |_| copy())
                 .await
-                .map_err(|e| failed(ErrorCode::Conflict, crate::api::chain(&e)))?,
+                .map_err(|e| failed(ErrorCode::Conflict, lizard_http::api::error_chain(&e)))?,
             None => tokio::task::spawn_blocking(copy)
                 .await
                 .map_err(|e| failed(ErrorCode::Internal, e.to_string()))?,

@@ -218,7 +218,8 @@ fn handler_types(src: &str, name: &str) -> (Option<String>, Option<String>) {
         })?;
         Some(s[i..i + end.0].to_string())
     };
-    let body = inner(sig, "ApiJson<").map(|t| type_name(&t));
+    // `ApiJson<T, LIMIT>`: the type is before the limit.
+    let body = inner(sig, "ApiJson<").map(|t| type_name(t.split(',').next().unwrap_or(&t)));
     let answer = sig
         .split("->")
         .nth(1)

@@ -53,8 +53,8 @@ impl IntoResponse for TextError {
     }
 }
 
-impl From<crate::api::ApiError> for TextError {
-    fn from(e: crate::api::ApiError) -> Self {
+impl From<lizard_http::api::ApiError> for TextError {
+    fn from(e: lizard_http::api::ApiError) -> Self {
         let status = StatusCode::from_u16(e.0.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         TextError(status, e.0.message)
@@ -151,7 +151,7 @@ async fn list(State(c): St) -> Result<Json<Vec<wire::Context>>, TextError> {
     for l in [Language::Python, Language::Javascript] {
         c.default_for(l)
             .await
-            .map_err(|e| TextError::from(crate::api::ApiError::from(e)))?;
+            .map_err(|e| TextError::from(lizard_http::api::ApiError::from(e)))?;
     }
     Ok(Json(c.list().iter().map(e2b_context).collect()))
 }
@@ -162,7 +162,7 @@ async fn create(State(c): St, body: Bytes) -> Result<Json<wire::Context>, TextEr
     let h = c
         .create(language, req.cwd)
         .await
-        .map_err(|e| TextError::from(crate::api::ApiError::from(e)))?;
+        .map_err(|e| TextError::from(lizard_http::api::ApiError::from(e)))?;
     Ok(Json(e2b_context(&h.info())))
 }
 
@@ -178,6 +178,6 @@ async fn restart(State(c): St, Path(id): Path<String>) -> Result<Json<()>, TextE
     c.get(&cid).map_err(|_| context_not_found(&id))?;
     c.restart(&cid)
         .await
-        .map_err(|e| TextError::from(crate::api::ApiError::from(e)))?;
+        .map_err(|e| TextError::from(lizard_http::api::ApiError::from(e)))?;
     Ok(Json(()))
 }

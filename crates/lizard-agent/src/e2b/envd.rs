@@ -146,8 +146,8 @@ fn connect_code(code: ErrorCode) -> &'static str {
     }
 }
 
-impl From<crate::api::ApiError> for RpcError {
-    fn from(e: crate::api::ApiError) -> Self {
+impl From<lizard_http::api::ApiError> for RpcError {
+    fn from(e: lizard_http::api::ApiError) -> Self {
         rpc(connect_code(e.0.code), e.0.message)
     }
 }
@@ -155,7 +155,7 @@ impl From<crate::api::ApiError> for RpcError {
 impl From<FilesError> for RpcError {
     fn from(e: FilesError) -> Self {
         let not_dir = matches!(e, FilesError::NotADirectory(_));
-        let mut r = RpcError::from(crate::api::ApiError::from(e));
+        let mut r = RpcError::from(lizard_http::api::ApiError::from(e));
         if not_dir {
             r.0.code = "invalid_argument".into();
         }
@@ -166,7 +166,7 @@ impl From<FilesError> for RpcError {
 impl From<CommandError> for RpcError {
     fn from(e: CommandError) -> Self {
         let exited = matches!(e, CommandError::Exited(_) | CommandError::StdinClosed(_));
-        let mut r = RpcError::from(crate::api::ApiError::from(e));
+        let mut r = RpcError::from(lizard_http::api::ApiError::from(e));
         if exited {
             r.0.code = "failed_precondition".into();
         }
@@ -755,7 +755,7 @@ impl IntoResponse for HttpError {
 
 impl From<FilesError> for HttpError {
     fn from(e: FilesError) -> Self {
-        let api = crate::api::ApiError::from(e);
+        let api = lizard_http::api::ApiError::from(e);
         HttpError(
             StatusCode::from_u16(api.0.code.http_status())
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -823,7 +823,7 @@ async fn write_files(
         let mut body = req.into_body().into_data_stream();
         let result = files_as(who, files::write_file(&st.base(who), &path, &mut body)).await;
         if result.is_err() {
-            files::drain(&mut body).await;
+            lizard_http::api::drain(&mut body).await;
         }
         let e = result?;
         return Ok(Json(vec![written(&e)]));
@@ -843,7 +843,7 @@ async fn write_files(
     };
     let req = Request::from_parts(parts, Body::from_stream(share(shared.clone())));
     let result = files_as(who, write_parts(&st, &q, who, req)).await;
-    files::drain(&mut Box::pin(share(shared))).await;
+    lizard_http::api::drain(&mut Box::pin(share(shared))).await;
     result
 }
 
