@@ -5,21 +5,24 @@ AsyncCodeSandbox.create(...)``, ``await sandbox.run_code(...)``, ``async with sa
 exit). ``run_code`` callbacks may be plain functions or coroutine functions; a coroutine is awaited
 before the next frame is read, so callbacks see the output in order.
 
-This module does not build requests or parse the stream itself (``lizard._core`` does, shared with
-``CodeSandbox``) and retries nothing. The only tasks it starts are the ones behind
-``files.watch_dir`` and ``pty.create`` (asyncio tasks, so those two need asyncio); everything else uses only
-httpx primitives and also runs under trio.
+This module is the source of both clients: ``scripts/gen_sync.py`` derives ``sandbox.py``
+(``CodeSandbox``) from it with ``unasync``; what the two do differently is behind
+``_async_support`` / ``_sync_support``. Edit this file, then run ``python scripts/gen_sync.py``.
+
+This module does not build requests or parse the stream itself (``lizard._core`` does) and retries
+nothing. The only tasks it starts are the ones behind ``files.watch_dir`` and ``pty.create``
+(asyncio tasks, so those two need asyncio); everything else uses only httpx primitives and also runs
+under trio.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from types import TracebackType
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Sequence, Type, Union
 
 import httpx
 
+from . import _async_support as _support
 from . import _core
 from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, ContextLimitsLike, EgressLike, InjectLike, Req
 from .errors import (
@@ -30,6 +33,7 @@ from .errors import (
     SandboxError,
     error_from_response,
 )
+from .errors import TimeoutError as _TimeoutError
 from .models import (
     ForkedContext,
     CommandResult,
@@ -53,7 +57,7 @@ __all__ = [
 
 
 OutputHandler = Callable[[str], Any]
-"""A callback for output text; a plain function or a coroutine function."""
+"""A callback for output text (with the asyncio client, also a coroutine function)."""
 ResultHandler = Callable[[Result], Any]
 ErrorHandler = Callable[[ExecutionError], Any]
 
@@ -102,17 +106,16 @@ class AsyncCodeSandbox:
         self._id = sandbox_id
         self._cfg = cfg
         self._client = client
-        #: After a resume from hibernation, and in a sandbox made from a snapshot or by
-        #: ``fork()``: what each context got back and what was lost.
+        self._client_lock = _support.client_lock()
+        #: After a resume from hibernation (``resume()`` or ``connect``), and in a sandbox made
+        #: from a snapshot or by ``fork()``: what each context got back and what was lost.
         self.restore_report: Optional[HibernationReport] = None
         self.commands = AsyncCommands(self)
         self.files = AsyncFiles(self)
         self.pty = AsyncPty(self)
 
     @classmethod
-    def _bind(
-        cls, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.AsyncClient]
-    ) -> "AsyncCodeSandbox":
+    def _bind(cls, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.AsyncClient]) -> "AsyncCodeSandbox":
         sb = cls.__new__(cls)
         sb._init(sandbox_id, cfg, client)
         return sb
@@ -137,7 +140,30 @@ class AsyncCodeSandbox:
         snapshot: Optional[Union[str, SnapshotInfo]] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "AsyncCodeSandbox":
-        """Create a sandbox; see ``CodeSandbox.create``."""
+        """Create a sandbox in ``project`` (an admin key creates the project on first use; a
+        project key may leave it out) from ``template``. ``timeout_ms`` is its lifetime (server
+        default 300000: the server kills it then unless extended with ``set_timeout``);
+        ``metadata`` labels it; ``envs`` is the environment of every process in it; ``limits``
+        overrides ``memory_mb``, ``cpu_millicores``, ``pids``, ``tmp_mb``, ``disk_mb``; ``volumes``
+        mounts volumes of the project: names (at ``/home/user/<name>``) or mappings
+        ``{"name": ..., "mount_path": ..., "read_only": ...}``; ``egress`` is ``"all"``, a list of
+        destinations the sandbox may reach (``"pypi.org"``, ``"*.github.com"``, ``"1.2.3.4:443"``,
+        ``"10.0.0.0/8"``) or rules ``{"allow": [...], "deny": [...]}`` (deny beats allow; only
+        ``deny``: everything public but that), enforced on the host by name and address at each
+        connection and DNS query, and changeable later with ``set_network`` (loopback only by
+        default; the project needs ``allow_egress``). ``pip install`` and
+        ``npm install`` need no egress: every sandbox reaches the server's caching mirror of the
+        package registries (``lizard serve --package-registry``) and is pointed at it. ``inject``
+        adds headers with the project's secrets (``Secrets``) to the sandbox's requests to some
+        hosts, on the host, so the values never enter the sandbox: ``[{"host": "api.example.com",
+        "headers": {"Authorization": "Bearer ${secret:NAME}"}}]`` (each host allowed by
+        ``egress``; an unknown secret is an ``InvalidArgumentError`` naming it).
+
+        ``snapshot`` (a ``snap_…`` id or the ``SnapshotInfo`` of ``create_snapshot()``) makes a
+        clone: the snapshot's disk and kernels' state (``restore_report`` says what each context
+        got back), template, envs, limits, volumes and network — those cannot be given with it (an
+        ``InvalidArgumentError``); ``timeout_ms``, ``metadata`` and ``project`` can. Another
+        project's snapshot is a ``NotFoundError``."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
         if snapshot is not None:
             req = _core.clone_request(
@@ -170,8 +196,10 @@ class AsyncCodeSandbox:
         *,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "AsyncCodeSandbox":
-        """Attach to an existing sandbox, resuming it when paused or hibernated; see
-        ``CodeSandbox.connect``."""
+        """Attach to an existing sandbox; a paused one is resumed (its kernels keep their state), a
+        hibernated one relaunched with its contexts restored (``restore_report`` says what came
+        back and what was lost). ``NotFoundError`` when it does not exist (or belongs to another
+        project)."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
         sb = cls._bind(sandbox_id, cfg, None)
         try:
@@ -196,7 +224,8 @@ class AsyncCodeSandbox:
         *,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> List[SandboxInfo]:
-        """The sandboxes this key can see; see ``CodeSandbox.list``."""
+        """The sandboxes this key can see, newest first; filter by project, state (``running`` or
+        ``paused``) and metadata (every pair must match)."""
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
         async with _new_client(cfg) as client:
             rows = await _send(client, cfg, _core.list_request(project, state, metadata)) or []
@@ -215,16 +244,18 @@ class AsyncCodeSandbox:
     @property
     def _http(self) -> httpx.AsyncClient:
         # (Re)opened lazily: kill() and close() close the pool, and a later call still works.
-        if self._client is None or self._client.is_closed:
-            self._client = _new_client(self._cfg)
-        return self._client
+        with self._client_lock:
+            if self._client is None or self._client.is_closed:
+                self._client = _new_client(self._cfg)
+            return self._client
 
     async def _call(self, req: Req) -> Any:
         return await _send(self._http, self._cfg, req)
 
     async def close(self) -> None:
         """Close the HTTP connections (the sandbox keeps running; ``kill`` ends it)."""
-        client, self._client = self._client, None
+        with self._client_lock:
+            client, self._client = self._client, None
         if client is not None:
             await client.aclose()
 
@@ -263,9 +294,20 @@ class AsyncCodeSandbox:
         on_result: Optional[ResultHandler] = None,
         on_error: Optional[ErrorHandler] = None,
     ) -> Execution:
-        """Run a cell and return its ``Execution``; see ``CodeSandbox.run_code``. Callbacks may be
-        coroutine functions: each is awaited before the next frame is handled. Cancelling the call
-        closes the connection, which interrupts the cell on the server."""
+        """Run a cell and return its ``Execution``.
+
+        ``language`` (``python``, ``javascript``/``js``, ``bash``/``sh``) runs in that language's
+        default context; ``context`` (a ``Context`` or its id) in that context; neither: Python.
+        Giving both raises ``InvalidArgumentError`` before any request. ``envs`` is visible to this
+        run only. ``timeout_ms`` interrupts the cell (the kernel keeps its state; the execution has
+        ``status == "timeout"``).
+
+        The run is streamed: ``on_stdout``/``on_stderr`` get each chunk of text as the kernel writes
+        it (chunks are not lines), ``on_result`` each ``Result``, ``on_error`` the
+        ``ExecutionError``; with the asyncio client a callback may be a coroutine function, awaited
+        before the next frame is handled. A callback that raises stops the call (as does
+        cancelling it); the closed connection interrupts the cell on the server.
+        """
         req = _core.execute_request(
             self._id, code, language=language, context=context, envs=envs, timeout_ms=timeout_ms
         )
@@ -285,9 +327,7 @@ class AsyncCodeSandbox:
                     if event is not None:
                         handler = handlers[event[0]]
                         if handler is not None:
-                            ret = handler(event[1])
-                            if inspect.isawaitable(ret):
-                                await ret
+                            await _support.maybe_await(handler(event[1]))
         except httpx.HTTPError as e:
             raise _core.transport_error(e, self._cfg) from e
         return fold.finish()
@@ -300,8 +340,11 @@ class AsyncCodeSandbox:
         on_stdout: Optional[OutputHandler] = None,
         on_stderr: Optional[OutputHandler] = None,
     ) -> CommandResult:
-        """Run one shell command and return ``(stdout, stderr, exit_code)``; see
-        ``CodeSandbox.exec``."""
+        """Run one shell command (``bash -c``, in ``/home/user``) and return
+        ``(stdout, stderr, exit_code)``; a non-zero exit is returned, not raised (see
+        ``commands.run`` for that). Each call is a fresh shell: ``cd`` and ``export`` do not carry
+        over. Raises ``TimeoutError`` when ``timeout_ms`` passes (the process group is stopped).
+        """
         req = _core.start_command_request(
             self._id, command, cwd=None, envs=envs, timeout_ms=timeout_ms,
             background=False, stdin=False,
@@ -317,6 +360,8 @@ class AsyncCodeSandbox:
         on_stdout: Optional[OutputHandler],
         on_stderr: Optional[OutputHandler],
     ) -> CommandResult:
+        """Stream a command's NDJSON events (``POST /commands`` or ``GET …/stream``) to the
+        callbacks and fold them into its result."""
         handlers: Dict[str, Optional[Callable[[Any], Any]]] = {"stdout": on_stdout, "stderr": on_stderr}
         fold = _core.CommandFold()
         try:
@@ -331,7 +376,7 @@ class AsyncCodeSandbox:
                     if event is not None:
                         handler = handlers[event[0]]
                         if handler is not None:
-                            await _maybe_await(handler(event[1]))
+                            await _support.maybe_await(handler(event[1]))
                     if fold.ended:
                         break
         except httpx.HTTPError as e:
@@ -346,9 +391,10 @@ class AsyncCodeSandbox:
         cwd: Optional[str] = None,
         limits: Optional[ContextLimitsLike] = None,
     ) -> Context:
-        """A new context for ``language`` (Python by default) working in ``cwd``, optionally with
-        ``limits`` (``{"memory_mb": ..., "cpu_millicores": ...}`` or a :class:`ContextLimits`) for
-        its own cgroup."""
+        """A new context (its own kernel and state) for ``language`` (Python by default), working
+        in ``cwd`` (``/home/user`` by default). ``limits`` (``{"memory_mb": ...,
+        "cpu_millicores": ...}`` or a :class:`ContextLimits`, at most the sandbox's) bound the
+        context's own cgroup: a context over its memory limit loses only its own kernel."""
         return Context.from_wire(
             await self._call(_core.create_context_request(self._id, language, cwd, limits))
         )
@@ -359,9 +405,7 @@ class AsyncCodeSandbox:
 
     async def restart_context(self, context: ContextLike) -> Context:
         """Replace the context's kernel with a fresh one: every variable and import is gone."""
-        return Context.from_wire(
-            await self._call(_core.context_request(self._id, "POST", context, "/restart"))
-        )
+        return Context.from_wire(await self._call(_core.context_request(self._id, "POST", context, "/restart")))
 
     async def fork_context(
         self, context: ContextLike, limits: Optional[ContextLimitsLike] = None
@@ -408,36 +452,52 @@ class AsyncCodeSandbox:
 
     async def set_timeout(self, timeout_ms: int) -> None:
         """Kill the sandbox ``timeout_ms`` from now unless extended again."""
-        await self._call(Req("POST", _core.sandbox_path(self._id, "/timeout"),
-                             json={"timeout_ms": _core._ms("timeout_ms", timeout_ms)}))
+        await self._call(Req(
+            "POST", _core.sandbox_path(self._id, "/timeout"),
+            json={"timeout_ms": _core._ms("timeout_ms", timeout_ms)},
+        ))
 
     async def set_network(
         self, egress: Optional[EgressLike] = None, *, inject: Optional[InjectLike] = None
     ) -> SandboxInfo:
-        """Replace the sandbox's egress and/or injection rules, live; see ``CodeSandbox.set_network``."""
-        req = _core.set_network_request(self._id, egress, inject)
-        return SandboxInfo.from_wire(await self._call(req))
+        """Replace the sandbox's egress rules and/or header injection rules, live (``PATCH
+        /v1/sandboxes/{id}/network``): its next connection and DNS query are decided by them, its
+        next request to an ``inject`` host gets the secrets' current values. Both take the forms
+        of ``create``; the one not given is kept (by the server); ``inject=[]``
+        removes every rule; ``"none"`` is kept as ``{"allow": []}``. A sandbox created without
+        egress is a ``ConflictError`` (create it with ``egress={"allow": []}`` to open it later);
+        rules that open anything need an admin key or a project with ``allow_egress`` (else an
+        ``AuthenticationError`` with code ``permission_denied``); a bad entry is an
+        ``InvalidArgumentError`` naming it (as are an inject host the egress does not allow and an
+        unknown secret). Returns the sandbox's info (``info.network``)."""
+        return SandboxInfo.from_wire(await self._call(_core.set_network_request(self._id, egress, inject)))
 
     async def network_log(self) -> NetworkLog:
-        """What the sandbox did through the mirror and its egress; see ``CodeSandbox.network_log``."""
+        """What the sandbox did through the package registries' mirror and its egress since its
+        processes last started, and what was refused (``GET /v1/sandboxes/{id}/network/log``)."""
         return NetworkLog.from_wire(await self._call(_core.network_log_request(self._id)))
 
     async def pause(self) -> None:
-        """Freeze the sandbox, keeping its state; see ``CodeSandbox.pause``."""
+        """Freeze every process of the sandbox; memory, files and kernel state are kept and its
+        timeout stops counting. ``run_code`` raises ``ConflictError`` until ``resume``/``connect``."""
         await self._call(Req("POST", _core.sandbox_path(self._id, "/pause")))
 
     async def resume(self) -> Optional[HibernationReport]:
-        """Thaw a paused sandbox, or relaunch a hibernated one; see ``CodeSandbox.resume``."""
-        wire = await self._call(Req("POST", _core.sandbox_path(self._id, "/resume")))
-        info = SandboxInfo.from_wire(wire)
+        """Thaw a paused sandbox (a no-op when it runs), or relaunch a hibernated one and restore
+        its contexts: then returns (and keeps in ``restore_report``) what each context got back
+        and what was lost, with the reason."""
+        info = SandboxInfo.from_wire(await self._call(Req("POST", _core.sandbox_path(self._id, "/resume"))))
         if info.restore is not None:
             self.restore_report = info.restore
         return info.restore
 
     async def hibernate(self) -> Optional[HibernationReport]:
-        """Save the contexts to disk and stop the sandbox; see ``CodeSandbox.hibernate``."""
-        wire = await self._call(Req("POST", _core.sandbox_path(self._id, "/hibernate")))
-        return SandboxInfo.from_wire(wire).hibernation
+        """Save every context's state to disk and stop the sandbox's processes: it holds no memory
+        and survives a server restart; ``resume``/``connect`` brings it back. Returns what each
+        context saved and what it could not (generators, sockets, threads...); ``None`` when it
+        was already hibernated."""
+        info = SandboxInfo.from_wire(await self._call(Req("POST", _core.sandbox_path(self._id, "/hibernate"))))
+        return info.hibernation
 
     async def create_snapshot(self, metadata: Optional[Mapping[str, str]] = None) -> SnapshotInfo:
         """Save a snapshot of the sandbox — its kernels' state (``method`` says how; ``contexts``
@@ -471,17 +531,13 @@ class AsyncCodeSandbox:
         return killed
 
 
-async def _maybe_await(ret: Any) -> None:
-    if inspect.isawaitable(ret):
-        await ret
-
-
 # ---- commands ---------------------------------------------------------------------------------
 
 
 class AsyncCommandHandle:
-    """A background process; see ``CommandHandle``. ``wait``, ``kill`` and ``send_stdin`` are
-    coroutines."""
+    """A process started with ``commands.run(..., background=True)`` or attached with
+    ``commands.connect(pid)``. ``wait`` streams its output (from what the server still buffers)
+    until it ends."""
 
     def __init__(
         self,
@@ -496,11 +552,13 @@ class AsyncCommandHandle:
         self._on_stderr = on_stderr
 
     def __repr__(self) -> str:
-        return f"AsyncCommandHandle(pid={self.pid})"
+        return f"{type(self).__name__}(pid={self.pid})"
 
     async def wait(
         self, on_stdout: Optional[OutputHandler] = None, on_stderr: Optional[OutputHandler] = None
     ) -> CommandResult:
+        """Wait for the process to end and return its ``CommandResult``; ``CommandExitError`` when
+        it exited non-zero (a killed process: 128 + the signal's number)."""
         result = await self._sb._stream_command(
             "GET", _core.command_path(self._sb._id, self.pid, "/stream"), None, None,
             on_stdout or self._on_stdout, on_stderr or self._on_stderr,
@@ -508,17 +566,20 @@ class AsyncCommandHandle:
         return _core.check_exit(result)
 
     async def kill(self) -> bool:
+        """SIGKILL the process's group; ``False`` when it is already gone."""
         return await self._sb.commands.kill(self.pid)
 
     async def send_stdin(self, data: Union[str, bytes]) -> None:
+        """Write to its stdin (started with ``stdin=True``)."""
         await self._sb.commands.send_stdin(self.pid, data)
 
     async def close_stdin(self) -> None:
+        """Close its stdin (the process sees end of file)."""
         await self._sb.commands.close_stdin(self.pid)
 
 
 class AsyncCommands:
-    """``sandbox.commands`` of the async client; see ``Commands``."""
+    """``sandbox.commands``: processes run with ``bash -c`` in the sandbox, outside the kernels."""
 
     def __init__(self, sandbox: "AsyncCodeSandbox") -> None:
         self._sb = sandbox
@@ -534,6 +595,9 @@ class AsyncCommands:
         background: bool = False,
         stdin: bool = False,
     ) -> Any:
+        """Run ``cmd`` and return its ``CommandResult`` (``CommandExitError`` on a non-zero exit,
+        ``TimeoutError`` past ``timeout_ms``), or with ``background=True`` a ``CommandHandle`` at
+        once. ``stdin=True`` keeps a pipe open for ``send_stdin``."""
         req = _core.start_command_request(
             self._sb._id, cmd, cwd=cwd, envs=envs, timeout_ms=timeout_ms,
             background=background, stdin=stdin,
@@ -547,6 +611,7 @@ class AsyncCommands:
         return _core.check_exit(result)
 
     async def list(self) -> List[ProcessInfo]:
+        """The sandbox's running processes (and those that finished in the last 60 s)."""
         rows = await self._sb._call(Req("GET", _core.sandbox_path(self._sb._id, "/commands"))) or []
         return [ProcessInfo.from_wire(r) for r in rows]
 
@@ -559,10 +624,13 @@ class AsyncCommands:
         on_stdout: Optional[OutputHandler] = None,
         on_stderr: Optional[OutputHandler] = None,
     ) -> AsyncCommandHandle:
+        """A handle on a running process (``NotFoundError`` when there is none); its ``wait``
+        replays the buffered output, then streams the rest."""
         await self.get(pid)
         return AsyncCommandHandle(self._sb, pid, on_stdout, on_stderr)
 
     async def kill(self, pid: int) -> bool:
+        """SIGKILL the process's group; ``True`` if signalled, ``False`` if it is gone."""
         try:
             await self._sb._call(_core.signal_request(self._sb._id, pid))
             return True
@@ -579,13 +647,15 @@ class AsyncCommands:
 # ---- terminals --------------------------------------------------------------------------------
 
 DataHandler = Callable[[bytes], Any]
-"""A callback for terminal output bytes; a plain function or a coroutine function."""
+"""A callback for terminal output bytes (with the asyncio client, also a coroutine function)."""
 
 
 class AsyncPtyHandle:
-    """A process on a pseudo-terminal of the async client; see ``PtyHandle``. An asyncio task
-    reads the output and calls ``on_data(bytes)`` (plain or coroutine function) until the process
-    ends; ``send_input``, ``resize``, ``kill`` and ``wait`` are coroutines."""
+    """A process on a pseudo-terminal, made by ``sandbox.pty.create``. An asyncio task reads the
+    terminal's output and calls ``on_data(bytes)`` (a plain or coroutine function) with each
+    chunk as the program wrote it (escape sequences included: rendering is the caller's job) until
+    the process ends. ``error`` is the exception that ended the reading early (a raising
+    ``on_data``, a lost connection), if any; ``wait`` raises it."""
 
     def __init__(self, sandbox: "AsyncCodeSandbox", resp: httpx.Response, lines: AsyncIterator[str],
                  fold: _core.PtyFold, on_data: Optional[DataHandler]) -> None:
@@ -596,56 +666,62 @@ class AsyncPtyHandle:
         assert fold.pid is not None
         self.pid: int = fold.pid
         self.error: Optional[BaseException] = None
-        self._task = asyncio.get_running_loop().create_task(self._run(lines))
+        self._worker = _support.Worker(self._run, (lines,), f"lizard-pty-{self.pid}")
 
     def __repr__(self) -> str:
-        return f"AsyncPtyHandle(pid={self.pid})"
+        return f"{type(self).__name__}(pid={self.pid})"
 
     async def _run(self, lines: AsyncIterator[str]) -> None:
         try:
             async for line in lines:
                 data = self._fold.feed_line(line)
                 if data is not None and self._on_data is not None:
-                    await _maybe_await(self._on_data(data))
+                    await _support.maybe_await(self._on_data(data))
                 if self._fold.ended:
                     break
-        except asyncio.CancelledError:
-            raise
         except httpx.HTTPError as e:
             self.error = _core.transport_error(e, self._sb._cfg)
-        except Exception as e:  # noqa: BLE001 - reported through .error and wait()
+        except _support.READER_ERRORS as e:  # noqa: BLE001 - reported through .error and wait()
             self.error = e
         finally:
-            await self._resp.aclose()
+            try:
+                await self._resp.aclose()
+            except Exception:
+                pass
 
     async def send_input(self, data: Union[str, bytes]) -> None:
+        """Type into the terminal: ``str`` (sent as UTF-8) or ``bytes``; ``"\\r"`` is Enter,
+        ``"\\x03"`` Ctrl-C."""
         await self._sb._call(_core.pty_input_request(self._sb._id, self.pid, data))
 
     async def resize(self, cols: int, rows: int) -> None:
+        """Change the terminal's size; the program gets SIGWINCH."""
         await self._sb._call(_core.pty_resize_request(self._sb._id, self.pid, cols, rows))
 
     async def kill(self) -> bool:
+        """SIGKILL the terminal's process group; ``False`` when it is already gone."""
         return await self._sb.commands.kill(self.pid)
 
-    async def wait(self) -> int:
-        """The exit code once the process ends (128 + N when signal N killed it)."""
-        await asyncio.shield(self._task)
+    async def wait(self, timeout: Optional[float] = None) -> int:
+        """Wait for the process to end and return its exit code (128 + N when signal N killed
+        it); a non-zero exit is returned, not raised. ``TimeoutError`` when ``timeout`` seconds
+        pass first (the process keeps running)."""
+        if self._worker.is_current():
+            raise InvalidArgumentError("wait() cannot be called from on_data", code="invalid_argument")
+        if not await self._worker.join(timeout):
+            raise _TimeoutError(f"the terminal's process did not end within {timeout} s", code="timeout")
         if self.error is not None:
             raise self.error
         return self._fold.exit_code()
 
     async def disconnect(self) -> None:
-        """Stop reading the output (the process keeps running)."""
-        if not self._task.done():
-            self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
+        """Stop reading the output (the process keeps running; ``kill`` ends it)."""
+        await self._worker.stop(self._resp)
 
 
 class AsyncPty:
-    """``sandbox.pty`` of the async client; see ``Pty``."""
+    """``sandbox.pty``: programs on a pseudo-terminal (an interactive ``bash`` by default), for
+    shells, REPLs, editors and other full-screen programs."""
 
     def __init__(self, sandbox: "AsyncCodeSandbox") -> None:
         self._sb = sandbox
@@ -660,7 +736,11 @@ class AsyncPty:
         envs: Optional[Mapping[str, str]] = None,
         timeout_ms: Optional[int] = None,
     ) -> AsyncPtyHandle:
-        """Returns once the process exists; ``on_data`` runs in a task (so this needs asyncio)."""
+        """Start ``cmd`` (``bash -c``; without it an interactive ``bash -i``) on a new terminal of
+        ``cols`` x ``rows`` and return its ``PtyHandle`` once the process exists. ``TERM`` is
+        ``xterm-256color`` unless ``envs`` sets it. ``on_data(bytes)`` is called with the
+        terminal's output from a background thread (with the asyncio client: from an asyncio
+        task, so this needs asyncio)."""
         req = _core.start_pty_request(
             self._sb._id, cols=cols, rows=rows, cmd=cmd, cwd=cwd, envs=envs, timeout_ms=timeout_ms
         )
@@ -669,17 +749,11 @@ class AsyncPty:
             req.method, req.path, json=req.json, headers={"Accept": NDJSON},
             timeout=self._sb._cfg.execute_timeout(timeout_ms),
         )
-        try:
-            resp = await http.send(request, stream=True)
-        except httpx.HTTPError as e:
-            raise _core.transport_error(e, self._sb._cfg) from e
-        if resp.status_code >= 400:
-            body = await resp.aread()
-            await resp.aclose()
-            raise error_from_response(resp.status_code, body)
+        resp = await self._sb.files._open(request)
         fold = _core.PtyFold()
         lines = resp.aiter_lines()
         try:
+            # The first event is `start` with the pid; output that follows goes to the reader.
             async for line in lines:
                 fold.feed_line(line)
                 if fold.pid is not None:
@@ -708,40 +782,70 @@ class AsyncPty:
 
 
 class AsyncWatchHandle:
-    """A running ``files.watch_dir`` of the async client: an asyncio task calls ``on_event``
-    (plain or coroutine function) for each change until ``await stop()``."""
+    """A running ``files.watch_dir``: a background reader (a daemon thread; with the asyncio
+    client an asyncio task) calls ``on_event`` for each change until ``stop()``. ``error`` is the
+    exception that ended the watch early, if any."""
 
-    def __init__(self, resp: httpx.Response, lines: AsyncIterator[str], on_event: Callable[[FilesystemEvent], Any]) -> None:
-        self._resp = resp
+    def __init__(self, sandbox: "AsyncCodeSandbox", path: str, on_event: Callable[[FilesystemEvent], Any], recursive: bool) -> None:
+        self._sb = sandbox
+        self._path = path
+        self._recursive = recursive
         self._on_event = on_event
+        self._stopped = False
         self.error: Optional[BaseException] = None
-        self._task = asyncio.get_running_loop().create_task(self._run(lines))
+        # The sync client opens the watch here; the asyncio one in `watch_dir` (`_open`).
+        _support.open_in_init(self)
+
+    async def _open(self) -> None:
+        sandbox = self._sb
+        http = sandbox._http
+        request = http.build_request(
+            "GET", _core.files_path(sandbox._id, "/watch"),
+            params=_core.watch_params(self._path, self._recursive), headers={"Accept": NDJSON},
+            timeout=sandbox._cfg.execute_timeout(None),
+        )
+        resp = await sandbox.files._open(request)
+        self._resp = resp
+        lines = resp.aiter_lines()
+        try:
+            # The first event says the watch is in place: changes after this call are seen.
+            async for line in lines:
+                ev = _core.watch_event(line)
+                if ev is not None:
+                    break
+        except BaseException:
+            await resp.aclose()
+            raise
+        self._worker = _support.Worker(self._run, (lines,), "lizard-watch")
 
     async def _run(self, lines: AsyncIterator[str]) -> None:
         try:
             async for line in lines:
+                if self._stopped:
+                    break
                 ev = _core.watch_event(line)
                 if ev is not None and ev.type != "start":
-                    await _maybe_await(self._on_event(ev))
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - reported through .error
-            self.error = e
+                    await _support.maybe_await(self._on_event(ev))
+        except _support.READER_ERRORS as e:  # noqa: BLE001 - reported through .error
+            if not self._stopped:
+                self.error = e
         finally:
-            await self._resp.aclose()
+            try:
+                await self._resp.aclose()
+            except Exception:
+                pass
 
     async def stop(self) -> None:
-        """End the watch."""
-        if not self._task.done():
-            self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
+        """End the watch and wait for its reader (unless called from ``on_event``)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        await self._worker.stop(self._resp)
 
 
 class AsyncFiles:
-    """``sandbox.files`` of the async client; see ``Files``."""
+    """``sandbox.files``: the sandbox's filesystem. Relative paths resolve against
+    ``/home/user``."""
 
     def __init__(self, sandbox: "AsyncCodeSandbox") -> None:
         self._sb = sandbox
@@ -750,6 +854,7 @@ class AsyncFiles:
         return await self._sb._call(Req("GET", _core.files_path(self._sb._id, rest), params=params))
 
     async def _open(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` with a streamed response; typed errors (the response closed)."""
         try:
             resp = await self._sb._http.send(request, stream=True)
         except httpx.HTTPError as e:
@@ -761,7 +866,9 @@ class AsyncFiles:
         return resp
 
     async def read(self, path: str, format: str = "text") -> Any:
-        """``str``, ``bytes`` or (``'stream'``) an async iterator of ``bytes`` chunks."""
+        """The file's content: ``str`` (``format='text'``, invalid UTF-8 replaced), ``bytes``
+        (``'bytes'``) or an iterator of ``bytes`` chunks (``'stream'``, not loaded into memory;
+        exhaust or ``close()`` it; with the asyncio client an async iterator, ``aclose()``)."""
         fmt = _core.read_format(format)
         http = self._sb._http
         resp = await self._open(http.build_request(
@@ -787,6 +894,9 @@ class AsyncFiles:
             await resp.aclose()
 
     async def write(self, path: Any, data: Any = None) -> Any:
+        """Write ``data`` (``str`` as UTF-8, ``bytes``, a binary file object or an iterator of
+        ``bytes``, streamed) to ``path``, creating missing parents; returns its ``EntryInfo``.
+        ``write([(path, data), ...])`` writes several and returns a list."""
         many, items = _core.write_items(path, data)
         out = []
         for p, body in items:
@@ -802,9 +912,11 @@ class AsyncFiles:
         return out if many else out[0]
 
     async def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
+        """Entries below ``path``, ``depth`` levels deep, sorted by path."""
         return _core.entries(await self._get("/list", _core.list_params(path, depth)))
 
     async def get_info(self, path: str) -> EntryInfo:
+        """The entry at ``path`` (symlinks not followed); ``NotFoundError`` when missing."""
         return EntryInfo.from_wire(await self._get("/stat", _core.path_params(path)))
 
     async def exists(self, path: str) -> bool:
@@ -815,6 +927,7 @@ class AsyncFiles:
             return False
 
     async def make_dir(self, path: str) -> bool:
+        """Create a directory and its parents; ``False`` if ``path`` already existed."""
         try:
             await self._sb._call(Req("POST", _core.files_path(self._sb._id, "/mkdir"), json={"path": _core._path(path)}))
             return True
@@ -822,9 +935,11 @@ class AsyncFiles:
             return False
 
     async def remove(self, path: str) -> None:
+        """Remove a file, a symlink or a directory with its contents."""
         await self._sb._call(Req("DELETE", _core.files_path(self._sb._id), params=_core.path_params(path)))
 
     async def rename(self, old_path: str, new_path: str) -> EntryInfo:
+        """Move ``old_path`` to ``new_path`` (replacing a file there); returns the moved entry."""
         return EntryInfo.from_wire(await self._sb._call(Req(
             "POST", _core.files_path(self._sb._id, "/rename"),
             json={"from": _core._path(old_path), "to": _core._path(new_path)},
@@ -833,19 +948,9 @@ class AsyncFiles:
     async def watch_dir(
         self, path: str, on_event: Callable[[FilesystemEvent], Any], recursive: bool = False
     ) -> AsyncWatchHandle:
-        """Returns once the watch is in place; ``on_event`` runs in a task until ``stop()``."""
-        http = self._sb._http
-        resp = await self._open(http.build_request(
-            "GET", _core.files_path(self._sb._id, "/watch"),
-            params=_core.watch_params(path, recursive), headers={"Accept": NDJSON},
-            timeout=self._sb._cfg.execute_timeout(None),
-        ))
-        lines = resp.aiter_lines()
-        try:
-            async for line in lines:
-                if _core.watch_event(line) is not None:
-                    break
-        except BaseException:
-            await resp.aclose()
-            raise
-        return AsyncWatchHandle(resp, lines, on_event)
+        """Call ``on_event(FilesystemEvent)`` for each change under ``path`` until the handle's
+        ``stop()``, from a background thread (with the asyncio client: from an asyncio task, so
+        this needs asyncio). Returns once the watch is in place."""
+        handle = AsyncWatchHandle(self._sb, path, on_event, recursive)
+        await _support.open_after_init(handle)
+        return handle

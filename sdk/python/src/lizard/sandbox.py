@@ -1,3 +1,5 @@
+# generated from async_sandbox.py by scripts/gen_sync.py; do not edit.
+# Edit src/lizard/async_sandbox.py (or _sync_support.py) and run `python scripts/gen_sync.py`.
 """``CodeSandbox``: the synchronous client for one Lizard sandbox, on ``httpx.Client``.
 
 A ``CodeSandbox`` is a handle on a sandbox of the server (``create`` makes one, ``connect`` attaches
@@ -5,23 +7,23 @@ to an existing one and resumes it when paused). ``run_code`` streams the run as 
 callbacks from the calling thread as each frame arrives; the other methods are one request each.
 Used as a context manager, the sandbox is killed on exit.
 
-This module does not build requests or parse the stream itself (``lizard._core`` does, shared with
-``AsyncCodeSandbox``), retries nothing, and keeps no state but the sandbox id and the HTTP connection
-pool. ``sandbox.commands`` (``Commands``) runs processes through ``/commands``; ``sandbox.files``
-(``Files``) reads and writes the sandbox's filesystem through ``/files``; ``sandbox.pty`` (``Pty``)
-runs programs on a pseudo-terminal through ``/pty``. ``files.watch_dir`` and ``pty.create`` are the
-only things that start a thread.
+Generated from ``async_sandbox.py`` (``AsyncCodeSandbox``) by ``scripts/gen_sync.py``; what the sync
+client does its own way is in ``_sync_support``. This module does not build requests or parse the
+stream itself (``lizard._core`` does), retries nothing, and keeps no state but the sandbox id and the
+HTTP connection pool. ``sandbox.commands`` (``Commands``) runs processes through ``/commands``;
+``sandbox.files`` (``Files``) reads and writes the sandbox's filesystem through ``/files``;
+``sandbox.pty`` (``Pty``) runs programs on a pseudo-terminal through ``/pty``. ``files.watch_dir``
+and ``pty.create`` are the only things that start a thread.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Type, Union
+from typing import Any, Iterator, Callable, Dict, List, Mapping, Optional, Sequence, Type, Union
 
 import httpx
 
+from . import _sync_support as _support
 from . import _core
 from ._core import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPLATE, NDJSON, ClientConfig, ContextLike, ContextLimitsLike, EgressLike, InjectLike, Req
 from .errors import (
@@ -49,9 +51,14 @@ from .models import (
     SnapshotInfo,
 )
 
-__all__ = ["CodeSandbox", "Commands", "CommandHandle", "Files", "Pty", "PtyHandle", "WatchHandle"]
+__all__ = [
+    "CodeSandbox", "Commands", "CommandHandle", "Files", "Pty", "PtyHandle",
+    "WatchHandle",
+]
+
 
 OutputHandler = Callable[[str], Any]
+"""A callback for output text (with the asyncio client, also a coroutine function)."""
 ResultHandler = Callable[[Result], Any]
 ErrorHandler = Callable[[ExecutionError], Any]
 
@@ -99,7 +106,7 @@ class CodeSandbox:
         self._id = sandbox_id
         self._cfg = cfg
         self._client = client
-        self._client_lock = threading.Lock()
+        self._client_lock = _support.client_lock()
         #: After a resume from hibernation (``resume()`` or ``connect``), and in a sandbox made
         #: from a snapshot or by ``fork()``: what each context got back and what was lost.
         self.restore_report: Optional[HibernationReport] = None
@@ -297,8 +304,9 @@ class CodeSandbox:
 
         The run is streamed: ``on_stdout``/``on_stderr`` get each chunk of text as the kernel writes
         it (chunks are not lines), ``on_result`` each ``Result``, ``on_error`` the
-        ``ExecutionError``. A callback that raises stops the call; the closed connection interrupts
-        the cell on the server.
+        ``ExecutionError``; with the asyncio client a callback may be a coroutine function, awaited
+        before the next frame is handled. A callback that raises stops the call (as does
+        cancelling it); the closed connection interrupts the cell on the server.
         """
         req = _core.execute_request(
             self._id, code, language=language, context=context, envs=envs, timeout_ms=timeout_ms
@@ -319,7 +327,7 @@ class CodeSandbox:
                     if event is not None:
                         handler = handlers[event[0]]
                         if handler is not None:
-                            handler(event[1])
+                            _support.maybe_await(handler(event[1]))
         except httpx.HTTPError as e:
             raise _core.transport_error(e, self._cfg) from e
         return fold.finish()
@@ -368,7 +376,7 @@ class CodeSandbox:
                     if event is not None:
                         handler = handlers[event[0]]
                         if handler is not None:
-                            handler(event[1])
+                            _support.maybe_await(handler(event[1]))
                     if fold.ended:
                         break
         except httpx.HTTPError as e:
@@ -444,8 +452,10 @@ class CodeSandbox:
 
     def set_timeout(self, timeout_ms: int) -> None:
         """Kill the sandbox ``timeout_ms`` from now unless extended again."""
-        self._call(Req("POST", _core.sandbox_path(self._id, "/timeout"),
-                       json={"timeout_ms": _core._ms("timeout_ms", timeout_ms)}))
+        self._call(Req(
+            "POST", _core.sandbox_path(self._id, "/timeout"),
+            json={"timeout_ms": _core._ms("timeout_ms", timeout_ms)},
+        ))
 
     def set_network(
         self, egress: Optional[EgressLike] = None, *, inject: Optional[InjectLike] = None
@@ -542,7 +552,7 @@ class CommandHandle:
         self._on_stderr = on_stderr
 
     def __repr__(self) -> str:
-        return f"CommandHandle(pid={self.pid})"
+        return f"{type(self).__name__}(pid={self.pid})"
 
     def wait(
         self, on_stdout: Optional[OutputHandler] = None, on_stderr: Optional[OutputHandler] = None
@@ -637,6 +647,7 @@ class Commands:
 # ---- terminals --------------------------------------------------------------------------------
 
 DataHandler = Callable[[bytes], Any]
+"""A callback for terminal output bytes (with the asyncio client, also a coroutine function)."""
 
 
 class PtyHandle:
@@ -655,23 +666,22 @@ class PtyHandle:
         assert fold.pid is not None
         self.pid: int = fold.pid
         self.error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(lines,), name=f"lizard-pty-{self.pid}", daemon=True)
-        self._thread.start()
+        self._worker = _support.Worker(self._run, (lines,), f"lizard-pty-{self.pid}")
 
     def __repr__(self) -> str:
-        return f"PtyHandle(pid={self.pid})"
+        return f"{type(self).__name__}(pid={self.pid})"
 
     def _run(self, lines: Iterator[str]) -> None:
         try:
             for line in lines:
                 data = self._fold.feed_line(line)
                 if data is not None and self._on_data is not None:
-                    self._on_data(data)
+                    _support.maybe_await(self._on_data(data))
                 if self._fold.ended:
                     break
         except httpx.HTTPError as e:
             self.error = _core.transport_error(e, self._sb._cfg)
-        except BaseException as e:  # noqa: BLE001 - reported through .error and wait()
+        except _support.READER_ERRORS as e:  # noqa: BLE001 - reported through .error and wait()
             self.error = e
         finally:
             try:
@@ -696,10 +706,9 @@ class PtyHandle:
         """Wait for the process to end and return its exit code (128 + N when signal N killed
         it); a non-zero exit is returned, not raised. ``TimeoutError`` when ``timeout`` seconds
         pass first (the process keeps running)."""
-        if threading.current_thread() is self._thread:
+        if self._worker.is_current():
             raise InvalidArgumentError("wait() cannot be called from on_data", code="invalid_argument")
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        if not self._worker.join(timeout):
             raise _TimeoutError(f"the terminal's process did not end within {timeout} s", code="timeout")
         if self.error is not None:
             raise self.error
@@ -707,15 +716,7 @@ class PtyHandle:
 
     def disconnect(self) -> None:
         """Stop reading the output (the process keeps running; ``kill`` ends it)."""
-        try:
-            stream = self._resp.extensions.get("network_stream")
-            sock = stream.get_extra_info("socket") if stream is not None else None
-            if sock is not None:
-                sock.shutdown(socket.SHUT_RDWR)
-        except Exception:
-            pass
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout=10)
+        self._worker.stop(self._resp)
 
 
 class Pty:
@@ -737,8 +738,9 @@ class Pty:
     ) -> PtyHandle:
         """Start ``cmd`` (``bash -c``; without it an interactive ``bash -i``) on a new terminal of
         ``cols`` x ``rows`` and return its ``PtyHandle`` once the process exists. ``TERM`` is
-        ``xterm-256color`` unless ``envs`` sets it. ``on_data(bytes)`` is called from a background
-        thread with the terminal's output."""
+        ``xterm-256color`` unless ``envs`` sets it. ``on_data(bytes)`` is called with the
+        terminal's output from a background thread (with the asyncio client: from an asyncio
+        task, so this needs asyncio)."""
         req = _core.start_pty_request(
             self._sb._id, cols=cols, rows=rows, cmd=cmd, cwd=cwd, envs=envs, timeout_ms=timeout_ms
         )
@@ -747,18 +749,11 @@ class Pty:
             req.method, req.path, json=req.json, headers={"Accept": NDJSON},
             timeout=self._sb._cfg.execute_timeout(timeout_ms),
         )
-        try:
-            resp = http.send(request, stream=True)
-        except httpx.HTTPError as e:
-            raise _core.transport_error(e, self._sb._cfg) from e
-        if resp.status_code >= 400:
-            body = resp.read()
-            resp.close()
-            raise error_from_response(resp.status_code, body)
+        resp = self._sb.files._open(request)
         fold = _core.PtyFold()
         lines = resp.iter_lines()
         try:
-            # The first event is `start` with the pid; output that follows goes to the thread.
+            # The first event is `start` with the pid; output that follows goes to the reader.
             for line in lines:
                 fold.feed_line(line)
                 if fold.pid is not None:
@@ -787,28 +782,30 @@ class Pty:
 
 
 class WatchHandle:
-    """A running ``files.watch_dir``: a daemon thread calls ``on_event`` for each change until
-    ``stop()``. ``error`` is the exception that ended the watch early, if any."""
+    """A running ``files.watch_dir``: a background reader (a daemon thread; with the asyncio
+    client an asyncio task) calls ``on_event`` for each change until ``stop()``. ``error`` is the
+    exception that ended the watch early, if any."""
 
     def __init__(self, sandbox: "CodeSandbox", path: str, on_event: Callable[[FilesystemEvent], Any], recursive: bool) -> None:
-        http = sandbox._http
-        request = http.build_request(
-            "GET", _core.files_path(sandbox._id, "/watch"),
-            params=_core.watch_params(path, recursive), headers={"Accept": NDJSON},
-            timeout=sandbox._cfg.execute_timeout(None),
-        )
-        try:
-            resp = http.send(request, stream=True)
-        except httpx.HTTPError as e:
-            raise _core.transport_error(e, sandbox._cfg) from e
-        if resp.status_code >= 400:
-            body = resp.read()
-            resp.close()
-            raise error_from_response(resp.status_code, body)
-        self._resp = resp
+        self._sb = sandbox
+        self._path = path
+        self._recursive = recursive
         self._on_event = on_event
         self._stopped = False
         self.error: Optional[BaseException] = None
+        # The sync client opens the watch here; the asyncio one in `watch_dir` (`_open`).
+        _support.open_in_init(self)
+
+    def _open(self) -> None:
+        sandbox = self._sb
+        http = sandbox._http
+        request = http.build_request(
+            "GET", _core.files_path(sandbox._id, "/watch"),
+            params=_core.watch_params(self._path, self._recursive), headers={"Accept": NDJSON},
+            timeout=sandbox._cfg.execute_timeout(None),
+        )
+        resp = sandbox.files._open(request)
+        self._resp = resp
         lines = resp.iter_lines()
         try:
             # The first event says the watch is in place: changes after this call are seen.
@@ -819,8 +816,7 @@ class WatchHandle:
         except BaseException:
             resp.close()
             raise
-        self._thread = threading.Thread(target=self._run, args=(lines,), name="lizard-watch", daemon=True)
-        self._thread.start()
+        self._worker = _support.Worker(self._run, (lines,), "lizard-watch")
 
     def _run(self, lines: Iterator[str]) -> None:
         try:
@@ -829,8 +825,8 @@ class WatchHandle:
                     break
                 ev = _core.watch_event(line)
                 if ev is not None and ev.type != "start":
-                    self._on_event(ev)
-        except BaseException as e:  # noqa: BLE001 - reported through .error
+                    _support.maybe_await(self._on_event(ev))
+        except _support.READER_ERRORS as e:  # noqa: BLE001 - reported through .error
             if not self._stopped:
                 self.error = e
         finally:
@@ -840,19 +836,11 @@ class WatchHandle:
                 pass
 
     def stop(self) -> None:
-        """End the watch and wait for its thread (unless called from ``on_event``)."""
+        """End the watch and wait for its reader (unless called from ``on_event``)."""
         if self._stopped:
             return
         self._stopped = True
-        try:
-            stream = self._resp.extensions.get("network_stream")
-            sock = stream.get_extra_info("socket") if stream is not None else None
-            if sock is not None:
-                sock.shutdown(socket.SHUT_RDWR)
-        except Exception:
-            pass
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout=10)
+        self._worker.stop(self._resp)
 
 
 class Files:
@@ -865,23 +853,27 @@ class Files:
     def _get(self, rest: str, params: Dict[str, str]) -> Any:
         return self._sb._call(Req("GET", _core.files_path(self._sb._id, rest), params=params))
 
-    def read(self, path: str, format: str = "text") -> Any:
-        """The file's content: ``str`` (``format='text'``, invalid UTF-8 replaced), ``bytes``
-        (``'bytes'``) or an iterator of ``bytes`` chunks (``'stream'``, not loaded into memory;
-        exhaust or ``close()`` it)."""
-        fmt = _core.read_format(format)
-        http = self._sb._http
-        request = http.build_request(
-            "GET", _core.files_path(self._sb._id), params=_core.path_params(path)
-        )
+    def _open(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` with a streamed response; typed errors (the response closed)."""
         try:
-            resp = http.send(request, stream=True)
+            resp = self._sb._http.send(request, stream=True)
         except httpx.HTTPError as e:
             raise _core.transport_error(e, self._sb._cfg) from e
         if resp.status_code >= 400:
             body = resp.read()
             resp.close()
             raise error_from_response(resp.status_code, body)
+        return resp
+
+    def read(self, path: str, format: str = "text") -> Any:
+        """The file's content: ``str`` (``format='text'``, invalid UTF-8 replaced), ``bytes``
+        (``'bytes'``) or an iterator of ``bytes`` chunks (``'stream'``, not loaded into memory;
+        exhaust or ``close()`` it; with the asyncio client an async iterator, ``aclose()``)."""
+        fmt = _core.read_format(format)
+        http = self._sb._http
+        resp = self._open(http.build_request(
+            "GET", _core.files_path(self._sb._id), params=_core.path_params(path)
+        ))
         if fmt == "stream":
             return self._chunks(resp)
         try:
@@ -956,6 +948,9 @@ class Files:
     def watch_dir(
         self, path: str, on_event: Callable[[FilesystemEvent], Any], recursive: bool = False
     ) -> WatchHandle:
-        """Call ``on_event(FilesystemEvent)`` from a background thread for each change under
-        ``path`` until the handle's ``stop()``. Returns once the watch is in place."""
-        return WatchHandle(self._sb, path, on_event, recursive)
+        """Call ``on_event(FilesystemEvent)`` for each change under ``path`` until the handle's
+        ``stop()``, from a background thread (with the asyncio client: from an asyncio task, so
+        this needs asyncio). Returns once the watch is in place."""
+        handle = WatchHandle(self._sb, path, on_event, recursive)
+        _support.open_after_init(handle)
+        return handle
