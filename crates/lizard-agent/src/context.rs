@@ -362,8 +362,15 @@ impl Contexts {
         cwd: Option<String>,
         limits: Option<ContextLimits>,
     ) -> Result<Arc<ContextHandle>, ContextError> {
-        self.create_with_id(ContextId(new_id()), language, cwd, false, limits, None)
-            .await
+        self.create_with_id(
+            ContextId(crate::ids::new_id()),
+            language,
+            cwd,
+            false,
+            limits,
+            None,
+        )
+        .await
     }
 
     /// The context's cgroup: with `limits`, checked and applied (an error if that is not
@@ -417,8 +424,15 @@ impl Contexts {
         cwd: Option<String>,
         is_default: bool,
     ) -> Result<Arc<ContextHandle>, ContextError> {
-        self.create_with_id(ContextId(new_id()), language, cwd, is_default, None, None)
-            .await
+        self.create_with_id(
+            ContextId(crate::ids::new_id()),
+            language,
+            cwd,
+            is_default,
+            None,
+            None,
+        )
+        .await
     }
 
     /// Create a context with a given id (hibernation restores contexts under their old ids, and
@@ -518,7 +532,7 @@ impl Contexts {
         let Some(kernel) = slot.as_mut() else {
             return Err(ContextError::NoKernel(id.clone()));
         };
-        let new = ContextId(new_id());
+        let new = ContextId(crate::ids::new_id());
         let limits = limits.or(src.limits).filter(|l| !l.is_empty());
         let cgroup = self.context_cgroup(&new, limits.as_ref())?;
         if cgroup.is_none() && self.cfg.cgroups.is_some() {
@@ -1182,23 +1196,6 @@ impl Emitter {
         })
         .await
     }
-}
-
-/// A new unguessable id: 16 random bytes as lowercase hex.
-pub fn new_id() -> String {
-    let mut b = [0u8; 16];
-    if getrandom::fill(&mut b).is_err() {
-        // getrandom failing means the OS has no entropy source; fall back to time+counter, which is
-        // unique (ids here are namespaced per sandbox, not secrets).
-        static N: AtomicU64 = AtomicU64::new(0);
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        b[..8].copy_from_slice(&(t as u64).to_le_bytes());
-        b[8..].copy_from_slice(&N.fetch_add(1, Ordering::SeqCst).to_le_bytes());
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -469,7 +469,7 @@ where
     if existing.as_ref().is_some_and(|m| m.is_dir()) {
         return Err(FilesError::IsADirectory(path.display().to_string()));
     }
-    let tmp = parent.join(format!("{UPLOAD_PREFIX}{}", crate::context::new_id()));
+    let tmp = parent.join(format!("{UPLOAD_PREFIX}{}", crate::ids::new_id()));
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
     let (file, in_place) = match ufs::open(opts, &tmp).await {

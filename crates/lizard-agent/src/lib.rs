@@ -18,6 +18,7 @@ pub mod e2b;
 pub mod files;
 pub mod hibernate;
 pub mod identity;
+pub mod ids;
 pub mod kernel;
 pub mod peer;
 pub mod ports;

@@ -1,7 +1,7 @@
 //! The DNS responder a sandbox's port-53 traffic is redirected to. It forwards nothing: an A query
 //! for a name the rules allow is resolved by the host ([`Resolve`]), the answer keeps only the
 //! addresses the rules allow for that name (no private address for a name: DNS rebinding), and
-//! each kept address is pinned to the name ([`Pins`]) so that a later connection to it that
+//! each kept address is pinned to the name ([`Pins`](crate::policy::Pins)) so that a later connection to it that
 //! carries no name (opaque TCP) is decided as that name. A denied name is REFUSED before anything
 //! is looked up (the sandbox cannot make the host query names of its choosing); AAAA gets an
 //! empty answer (sandboxes have no IPv6), other types NOTIMP, a malformed query FORMERR (or
@@ -17,8 +17,6 @@ use std::future::Future;
 use std::io;
 use std::net::Ipv4Addr;
 use std::pin::Pin;
-use std::sync::Mutex;
-use std::time::Instant;
 
 /// The TTL of every answer: short, so that a sandbox asks again (and the rules, which may change,
 /// and the pins follow) rather than keeping an address for the upstream's TTL.
@@ -117,68 +115,6 @@ impl HostResolver {
             }
             Ok(v)
         })
-    }
-}
-
-/// Which names a sandbox's DNS answers gave for each address: bounded (at most `cap` addresses,
-/// [`Pins::NAMES_PER_ADDR`] names each; the least recently pinned go first).
-#[derive(Debug)]
-pub struct Pins {
-    cap: usize,
-    map: Mutex<HashMap<Ipv4Addr, Pin_>>,
-}
-
-#[derive(Debug)]
-struct Pin_ {
-    names: Vec<String>,
-    at: Instant,
-}
-
-impl Pins {
-    pub const NAMES_PER_ADDR: usize = 4;
-
-    pub fn new(cap: usize) -> Pins {
-        Pins {
-            cap: cap.max(1),
-            map: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Remember that `name` resolved to `addrs`.
-    pub fn pin(&self, name: &str, addrs: &[Ipv4Addr]) {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        for &a in addrs {
-            if !map.contains_key(&a) && map.len() >= self.cap {
-                if let Some(oldest) = map.iter().min_by_key(|(_, p)| p.at).map(|(k, _)| *k) {
-                    map.remove(&oldest);
-                }
-            }
-            let p = map.entry(a).or_insert_with(|| Pin_ {
-                names: Vec::new(),
-                at: now,
-            });
-            p.at = now;
-            p.names.retain(|n| n != name);
-            p.names.push(name.to_string());
-            if p.names.len() > Self::NAMES_PER_ADDR {
-                p.names.remove(0);
-            }
-        }
-    }
-
-    /// The names pinned to `addr`, most recent last.
-    pub fn names(&self, addr: Ipv4Addr) -> Vec<String> {
-        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&addr).map(|p| p.names.clone()).unwrap_or_default()
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -320,7 +256,7 @@ pub async fn serve_udp(
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(error = %e, "egress DNS: receiving");
-                tokio::time::sleep(crate::relay::ACCEPT_RETRY).await;
+                tokio::time::sleep(crate::conn::ACCEPT_RETRY).await;
                 continue;
             }
         };
@@ -363,7 +299,7 @@ pub async fn serve_tcp(
             Ok((conn, _)) => conn,
             Err(e) => {
                 tracing::debug!(error = %e, "egress DNS: accepting");
-                tokio::time::sleep(crate::relay::ACCEPT_RETRY).await;
+                tokio::time::sleep(crate::conn::ACCEPT_RETRY).await;
                 continue;
             }
         };
@@ -408,6 +344,7 @@ impl Resolve for StaticResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Pins;
     use crate::rules::Rules;
     use hickory_proto::op::Query;
     use hickory_proto::rr::Name;

@@ -6,31 +6,34 @@
 //! - [`rules`]: the sandbox's allow/deny entries and the decision for one destination;
 //! - [`peek`]: the first bytes of a connection → TLS SNI, HTTP/1 Host, or opaque;
 //! - [`dns`]: the DNS responder — A queries for allowed names resolved on the host, answers
-//!   filtered and remembered ([`dns::Pins`]), everything else refused;
+//!   filtered and remembered ([`policy::Pins`]), everything else refused;
 //! - [`relay`]: one connection: peek, decide, connect upstream to the proxy's own resolution of
 //!   the name, replay, relay with an idle deadline, count; refusals logged;
-//! - [`inject`]: for the names a sandbox's injection rules cover, HTTP(S) proxied instead of
-//!   relayed, with the secret headers added on the way out (TLS terminated with a leaf of the
-//!   sandbox's own CA), so a secret's value never enters the sandbox.
+//! - [`inject`]: a sandbox's injection rules and its own CA; [`intercept`]: for the names those
+//!   rules cover, HTTP(S) proxied instead of relayed, with the secret headers added on the way out
+//!   (TLS terminated with a leaf of the sandbox's CA), so a secret's value never enters the sandbox;
+//! - [`conn`]: what the relay and the proxy share about a connection (its outcome, its counters).
 //!
 //! Nothing here trusts the sandbox: every read is bounded in size and time, names are checked
 //! before the host resolves them, and the sandbox never chooses the address a named connection
 //! goes to.
 
+pub mod conn;
 pub mod dns;
 pub mod inject;
+pub mod intercept;
 pub mod nft;
 pub mod peek;
 pub mod policy;
 pub mod relay;
 pub mod rules;
 
-pub use dns::{HostResolver, Pins, Resolve};
+pub use dns::{HostResolver, Resolve};
 pub use inject::{
     InjectError, InjectHeader, InjectRule, InjectUse, Injection, SandboxCa, SecretValue,
 };
 pub use peek::{peek, Peeked, Protocol};
-pub use policy::{Limits, Refusal, SandboxPolicy, Traffic};
+pub use policy::{Limits, Pins, Refusal, SandboxPolicy, Traffic};
 pub use relay::{handle, orig_dst, serve, Outcome};
 pub use rules::{Decision, Entry, RuleError, Rules, Target};
 

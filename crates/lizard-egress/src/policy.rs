@@ -1,14 +1,13 @@
 //! One sandbox's egress state on the host: its rules and its secret injection (both replaced
 //! live), DNS pins, the host's own networks, limits, counters and a bounded log of refusals.
 
-use crate::dns::Pins;
 use crate::inject::Injection;
 use crate::rules::Rules;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Bounds on what one sandbox may cost the host.
@@ -227,6 +226,68 @@ impl SandboxPolicy {
 
     pub(crate) fn dns_permit(&self) -> Option<OwnedSemaphorePermit> {
         self.dns.clone().try_acquire_owned().ok()
+    }
+}
+
+/// Which names a sandbox's DNS answers gave for each address: bounded (at most `cap` addresses,
+/// [`Pins::NAMES_PER_ADDR`] names each; the least recently pinned go first).
+#[derive(Debug)]
+pub struct Pins {
+    cap: usize,
+    map: Mutex<HashMap<Ipv4Addr, Pin_>>,
+}
+
+#[derive(Debug)]
+struct Pin_ {
+    names: Vec<String>,
+    at: Instant,
+}
+
+impl Pins {
+    pub const NAMES_PER_ADDR: usize = 4;
+
+    pub fn new(cap: usize) -> Pins {
+        Pins {
+            cap: cap.max(1),
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Remember that `name` resolved to `addrs`.
+    pub fn pin(&self, name: &str, addrs: &[Ipv4Addr]) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        for &a in addrs {
+            if !map.contains_key(&a) && map.len() >= self.cap {
+                if let Some(oldest) = map.iter().min_by_key(|(_, p)| p.at).map(|(k, _)| *k) {
+                    map.remove(&oldest);
+                }
+            }
+            let p = map.entry(a).or_insert_with(|| Pin_ {
+                names: Vec::new(),
+                at: now,
+            });
+            p.at = now;
+            p.names.retain(|n| n != name);
+            p.names.push(name.to_string());
+            if p.names.len() > Self::NAMES_PER_ADDR {
+                p.names.remove(0);
+            }
+        }
+    }
+
+    /// The names pinned to `addr`, most recent last.
+    pub fn names(&self, addr: Ipv4Addr) -> Vec<String> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&addr).map(|p| p.names.clone()).unwrap_or_default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

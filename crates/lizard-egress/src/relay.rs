@@ -16,20 +16,20 @@
 //!   address, else by the address rules alone.
 //!
 //! A TLS or HTTP connection whose name the allow rules name and the sandbox's injection has a rule
-//! for (name and port) is not relayed but proxied as HTTP by [`crate::inject::proxy`], which adds
+//! for (name and port) is not relayed but proxied as HTTP by [`crate::intercept::proxy`], which adds
 //! the secret headers.
 
+use crate::conn::Counted;
+pub use crate::conn::Outcome;
 use crate::dns::Resolve;
 use crate::peek::{peek, Protocol};
 pub use crate::policy::{Limits, Refusal, SandboxPolicy, Traffic};
 use crate::rules::{normalize_name, Decision};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -42,28 +42,6 @@ pub fn orig_dst<S: std::os::fd::AsFd>(conn: &S) -> io::Result<SocketAddrV4> {
         Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
         u16::from_be(sa.sin_port),
     ))
-}
-
-/// What [`handle`] did with a connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Relayed to `upstream` as `name`, until done or idle.
-    Relayed {
-        upstream: SocketAddrV4,
-        name: Option<String>,
-    },
-    /// Proxied as HTTP to `upstream` as `name` with secrets injected ([`crate::inject`]):
-    /// `requests` forwarded.
-    Injected {
-        upstream: SocketAddrV4,
-        name: String,
-        requests: u64,
-    },
-    /// Refused (logged in the policy's refusals).
-    Refused(String),
-    /// Allowed but failed: the client went away while being read, or the upstream could not be
-    /// reached in time.
-    Failed(String),
 }
 
 /// Decide where the connection goes: `(upstream, name)` or why not.
@@ -218,7 +196,7 @@ pub async fn handle(
                     .decide_name(n, Some(upstream.port()))
                     .is_allow()
             {
-                return crate::inject::proxy(conn, peeked, upstream, n, &inj, policy).await;
+                return crate::intercept::proxy(conn, peeked, upstream, n, &inj, policy).await;
             }
         }
     }
@@ -261,7 +239,7 @@ pub async fn serve(
             Ok((conn, _)) => conn,
             Err(e) => {
                 tracing::warn!(error = %e, "egress relay: accepting a connection");
-                tokio::time::sleep(ACCEPT_RETRY).await;
+                tokio::time::sleep(crate::conn::ACCEPT_RETRY).await;
                 continue;
             }
         };
@@ -281,63 +259,6 @@ pub async fn serve(
         tasks.spawn(async move {
             handle(conn, dst, &policy, &*resolver).await;
         });
-    }
-}
-
-/// How long a listener waits after a failed accept or receive before it tries again.
-pub(crate) const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// The sandbox's connection: counts what is read (to the upstreams: `bytes_out`) and written
-/// (`bytes_in`), and notes when a byte last moved (the idle deadline).
-pub(crate) struct Counted<'a, S> {
-    pub(crate) inner: S,
-    pub(crate) out: &'a AtomicU64,
-    pub(crate) inn: &'a AtomicU64,
-    pub(crate) last: &'a AtomicU64,
-    pub(crate) base: Instant,
-}
-
-impl<S> Counted<'_, S> {
-    fn moved(&self, counter: &AtomicU64, n: usize) {
-        if n > 0 {
-            counter.fetch_add(n as u64, Ordering::Relaxed);
-            let ms = self.base.elapsed().as_millis() as u64;
-            self.last.store(ms, Ordering::Relaxed);
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Counted<'_, S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = buf.filled().len() - before;
-        self.moved(self.out, n);
-        r
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<'_, S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = r {
-            self.moved(self.inn, n);
-        }
-        r
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

@@ -312,7 +312,7 @@ impl Criu {
                 return CheckOutcome {
                     version: None,
                     ok: false,
-                    detail: crate::sandbox::error_chain(&e),
+                    detail: crate::error_chain(&e),
                 }
             }
         };
@@ -339,7 +339,7 @@ impl Criu {
             Err(e) => CheckOutcome {
                 version,
                 ok: false,
-                detail: format!("CRIU {v}: {}", crate::sandbox::error_chain(&e)),
+                detail: format!("CRIU {v}: {}", crate::error_chain(&e)),
             },
         }
     }
@@ -545,10 +545,7 @@ fn cgroup_root_args(cg: &crate::cgroup::Cgroup) -> Result<Vec<String>, Checkpoin
     let paths = cg.hierarchy_paths().map_err(|e| CheckpointError::Failed {
         action: "restore",
         status: "not started".into(),
-        detail: format!(
-            "where the restore's cgroup is: {}",
-            crate::sandbox::error_chain(&e)
-        ),
+        detail: format!("where the restore's cgroup is: {}", crate::error_chain(&e)),
     })?;
     Ok(paths
         .into_iter()

@@ -48,3 +48,16 @@ mod sys;
 pub mod volume;
 
 pub use process::{cloexec_pipe, map_fds, signal_group, Signal};
+
+/// `e`'s message followed by each of its `source()`s, joined by `": "` (`error: cause: cause`).
+/// (The HTTP services have theirs in `lizard-http`; the jail depends on no Lizard crate.)
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}

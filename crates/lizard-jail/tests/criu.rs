@@ -220,7 +220,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
             None,
             Duration::from_secs(60),
         )
-        .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
+        .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::error_chain(&e)));
     assert!(stats.image_bytes > 0);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !gone(tree.pid) {
@@ -231,7 +231,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
     // Marked mergeable as a clone's images are (`lizard serve --share-clone-memory`): CRIU's
     // restorer madvises every marked mapping, and one it could not would fail the restore.
     let marked = lizard_jail::checkpoint::mark_mergeable(&tree.base.path().join("images"))
-        .unwrap_or_else(|e| panic!("marking: {}", lizard_jail::sandbox::error_chain(&e)));
+        .unwrap_or_else(|e| panic!("marking: {}", lizard_jail::error_chain(&e)));
     assert!(marked.images >= 1 && marked.mappings >= 1, "{marked:?}");
 
     // The root file system, mounted host-side as the launcher would.
@@ -266,7 +266,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
     std::fs::write(b.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
     let pid = criu
         .restore(&images, &spec, Duration::from_secs(60))
-        .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::sandbox::error_chain(&e)));
+        .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::error_chain(&e)));
     let restored = Tree {
         base: tempfile::tempdir().unwrap(),
         pid,
@@ -320,7 +320,7 @@ fn a_dump_that_leaves_the_tree_running_does_not_stop_it() {
         None,
         Duration::from_secs(60),
     )
-    .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
+    .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::error_chain(&e)));
     assert!(!gone(tree.pid));
     wait_count_above(tree.pid, before + 3);
     images.remove().unwrap();
@@ -343,7 +343,7 @@ fn a_restore_without_images_fails_with_criu_s_reason() {
     let e = criu
         .restore(&images, &spec, Duration::from_secs(30))
         .unwrap_err();
-    let text = lizard_jail::sandbox::error_chain(&e);
+    let text = lizard_jail::error_chain(&e);
     assert!(text.contains("restore failed"), "{text}");
 }
 
@@ -388,7 +388,7 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
     lizard_jail::checkpoint::mount_run_dir(&run_dir).unwrap();
     let criu = criu.with_run_dir(Some(run_dir.clone()));
     criu.dump(pid, &images, &dump, false, None, Duration::from_secs(60))
-        .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::sandbox::error_chain(&e)));
+        .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::error_chain(&e)));
     let deadline = Instant::now() + Duration::from_secs(10);
     while !gone(pid) {
         assert!(Instant::now() < deadline, "the dumped tree still runs");
@@ -409,7 +409,7 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
     });
     let started = Instant::now();
     let again = common::launch(&spec)
-        .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::sandbox::error_chain(&e)));
+        .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::error_chain(&e)));
     eprintln!("restored in {} ms", started.elapsed().as_millis());
     let restored = again.pid();
     let _ = sock;

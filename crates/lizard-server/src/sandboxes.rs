@@ -915,7 +915,7 @@ impl Sandboxes {
                 lizard_egress::PROXY_ADDR,
                 lizard_egress::DNS_ADDR,
             )
-            .map_err(|e| lizard_jail::sandbox::error_chain(&e))
+            .map_err(|e| lizard_jail::error_chain(&e))
         })
         .await
         .map_err(|e| e.to_string())??;
@@ -1454,7 +1454,7 @@ impl Sandboxes {
                 r.map_err(|e| {
                     SandboxError::Launch(format!(
                         "the sandbox's run dir: {}",
-                        lizard_jail::sandbox::error_chain(&e)
+                        lizard_jail::error_chain(&e)
                     ))
                 })
             })
@@ -2980,7 +2980,7 @@ async fn move_agent_socket(runtime: &Runtime, id: &str) -> Result<(), String> {
         let sock = tokio::task::spawn_blocking(move || {
             let pidfd = pid1_pidfd(pid, &cgroup)?;
             lizard_jail::hostpath::bind_unix_listener_in_netns_of(pidfd, &new2)
-                .map_err(|e| lizard_jail::sandbox::error_chain(&e))
+                .map_err(|e| lizard_jail::error_chain(&e))
         })
         .await
         .map_err(|e| e.to_string())??;
@@ -3013,7 +3013,7 @@ async fn hand_over_socket(
     use std::os::fd::AsRawFd;
     use tokio::io::AsyncReadExt;
     let (_dir, target) = lizard_jail::hostpath::unix_socket_entry(socket)
-        .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
+        .map_err(|e| lizard_jail::error_chain(&e))?;
     let mut conn = loop {
         match tokio::net::UnixStream::connect(&target).await {
             Ok(c) => break c,
@@ -3123,7 +3123,7 @@ fn criu_dump_failed(
     let why = format!(
         "{} could not checkpoint the sandbox: {}",
         tool.detail.split(':').next().unwrap_or("CRIU"),
-        lizard_jail::sandbox::error_chain(e)
+        lizard_jail::error_chain(e)
     );
     if !why.contains(CRIU_LAYOUT_REFUSAL) {
         return why;
@@ -3169,7 +3169,7 @@ async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<CriuManifest, 
                 // the tree running, so the agent accepts it; then again.
                 Err(e)
                     if tries < crate::sandboxes::snapshot::CRIU_SNAPSHOT_TRIES
-                        && lizard_jail::sandbox::error_chain(&e).contains("Unix socket") =>
+                        && lizard_jail::error_chain(&e).contains("Unix socket") =>
                 {
                     std::thread::sleep(Duration::from_millis(20));
                 }
@@ -3288,7 +3288,7 @@ fn reopen_dirs(dir: &Path, disk: &Path) -> Result<(), SandboxError> {
     std::fs::create_dir_all(&rootfs).map_err(io_err(&rootfs))?;
     private_dir(dir)?;
     lizard_jail::disk::ensure_mounted(&dir.join("disk.img"), disk)
-        .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+        .map_err(|e| SandboxError::Launch(lizard_jail::error_chain(&e)))?;
     // `disk/run` (owned by the sandbox's user) is made sure of by `launch_in`, without following
     // links. `disk/work` is the overlay's own (never visible inside).
     let work = disk.join("work");
@@ -3316,7 +3316,7 @@ fn prepare_dirs(
     std::fs::create_dir_all(&rootfs).map_err(io_err(&rootfs))?;
     private_dir(dir)?;
     lizard_jail::disk::create(&dir.join("disk.img"), disk, disk_bytes)
-        .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+        .map_err(|e| SandboxError::Launch(lizard_jail::error_chain(&e)))?;
     let upper = disk.join("upper");
     // A fresh file system: nothing of the sandbox's yet (`run` gets its owner in `launch_in`).
     for d in [upper.clone(), disk.join("work"), disk.join("run")] {

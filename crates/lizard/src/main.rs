@@ -283,7 +283,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         // Single-threaded on purpose: it forks/clones into namespaces.
         Command::SandboxInit => lizard_jail::sandbox::init_main(),
         Command::SandboxNetnsSetup => ok(lizard_jail::checkpoint::setup_restored_netns()
-            .map_err(|e| anyhow::anyhow!(lizard_jail::sandbox::error_chain(&e)))),
+            .map_err(|e| anyhow::anyhow!(lizard_jail::error_chain(&e)))),
         Command::Agent(args) => {
             init_tracing("lizard_agent=info");
             ok(tokio::runtime::Builder::new_multi_thread()

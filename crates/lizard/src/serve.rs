@@ -677,7 +677,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     let criu_run_dir = match criu_run_dir {
         Ok(dir) => dir,
         Err(e) => {
-            tracing::warn!(error = %lizard_jail::sandbox::error_chain(&e), "CRIU's run directory: CRIU probes the kernel at every run");
+            tracing::warn!(error = %lizard_jail::error_chain(&e), "CRIU's run directory: CRIU probes the kernel at every run");
             None
         }
     };
@@ -700,7 +700,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             match agent_exe.install_in_tmpfs(&dir, "lizard") {
                 Ok(p) => Some(p),
                 Err(e) => {
-                    tracing::warn!(error = %lizard_jail::sandbox::error_chain(&e), "the agent's file copy for CRIU restores: agents run from the memfd (checkpoints are per-language)");
+                    tracing::warn!(error = %lizard_jail::error_chain(&e), "the agent's file copy for CRIU restores: agents run from the memfd (checkpoints are per-language)");
                     None
                 }
             }

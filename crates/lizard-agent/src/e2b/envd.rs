@@ -703,7 +703,7 @@ async fn create_watcher(
             }
         }
     });
-    let id = crate::context::new_id();
+    let id = crate::ids::new_id();
     if let Ok(mut m) = st.watchers.lock() {
         m.insert(id.clone(), PolledWatcher { events, task });
     }

@@ -282,7 +282,7 @@ impl Launcher {
             }
             let own = this.cgroups.as_ref().and_then(|d| {
                 d.create(
-                    &format!("ctx-spare-{}", crate::context::new_id()),
+                    &format!("ctx-spare-{}", crate::ids::new_id()),
                     &Default::default(),
                 )
                 .map_err(|e| tracing::warn!(error = %e, "no cgroup for the spare kernel"))
@@ -367,7 +367,7 @@ impl Launcher {
                 None => {}
             }
             let made = tokio::task::spawn_blocking(move || {
-                let name = format!("ctx-nursery-{}", crate::context::new_id());
+                let name = format!("ctx-nursery-{}", crate::ids::new_id());
                 let cg = cgroups.create(&name, &Default::default())?;
                 match cg.add_pid(pid) {
                     Ok(()) => Ok(cg),

@@ -235,7 +235,7 @@ pub enum InitReply {
 pub fn init_main() -> ! {
     let reply = match read_spec().and_then(|spec| launch(&spec)) {
         Ok(l) => InitReply::Ok(l),
-        Err(e) => InitReply::Error(error_chain(&e)),
+        Err(e) => InitReply::Error(crate::error_chain(&e)),
     };
     let code = i32::from(matches!(reply, InitReply::Error(_)));
     let mut line = serde_json::to_string(&reply)
@@ -261,18 +261,6 @@ fn read_spec() -> Result<SandboxSpec, JailError> {
             reason: e.to_string(),
         })
     })
-}
-
-/// `error: cause: cause`.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// Launch through a helper process: run `helper` (e.g. `lizard sandbox-init`) with the spec on
@@ -501,7 +489,7 @@ fn bind_listeners(spec: &SandboxSpec, pid: i32) -> Result<Vec<OwnedFd>, JailErro
             crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
                 step: "binding the inherited socket",
                 path: (*path).clone(),
-                source: io::Error::other(error_chain(&e)),
+                source: io::Error::other(crate::error_chain(&e)),
             })
         })
         .collect();
@@ -832,7 +820,7 @@ fn restore_into(
         let sock = crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
             step: "binding the inherited socket",
             path: (*path).clone(),
-            source: io::Error::other(error_chain(&e)),
+            source: io::Error::other(crate::error_chain(&e)),
         })?;
         // The restored program listened on it long ago: it must be listening already.
         nix::sys::socket::listen(
@@ -922,7 +910,7 @@ fn restore_into(
                     std::time::Duration::from_millis(from.deadline_ms),
                 )
                 .map_err(|e| JailError::Helper {
-                    message: format!("criu restore: {}", error_chain(&e)),
+                    message: format!("criu restore: {}", crate::error_chain(&e)),
                 })
         });
     let home = nix::sched::setns(&host_mntns, nix::sched::CloneFlags::CLONE_NEWNS);
@@ -1349,9 +1337,9 @@ mod tests {
         let images = dir.path().join("criu");
         let e = netns_setup_script(&images, &[]).unwrap_err();
         assert!(
-            error_chain(&e).contains("no command"),
+            crate::error_chain(&e).contains("no command"),
             "{}",
-            error_chain(&e)
+            crate::error_chain(&e)
         );
         let cmd = vec![
             "/opt/it's here/lizard".to_string(),

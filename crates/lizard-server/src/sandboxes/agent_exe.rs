@@ -260,10 +260,10 @@ fn install_old(dir: &Path, digest: &str, kept: &Path) -> Result<PathBuf, String>
     root_only_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mount = dir.join(digest);
     let exe = lizard_jail::exe::SealedExe::copy_of(kept, "lizard-agent-old")
-        .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
+        .map_err(|e| lizard_jail::error_chain(&e))?;
     let path = exe
         .install_in_tmpfs(&mount, FILE)
-        .map_err(|e| lizard_jail::sandbox::error_chain(&e))?;
+        .map_err(|e| lizard_jail::error_chain(&e))?;
     match digest_of(&path) {
         Ok(d) if d == digest => Ok(path),
         Ok(d) => {

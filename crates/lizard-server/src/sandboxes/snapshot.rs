@@ -486,7 +486,7 @@ impl Sandboxes {
                             // agent accept it and try again.
                             Err(e)
                                 if tries < CRIU_SNAPSHOT_TRIES
-                                    && lizard_jail::sandbox::error_chain(&e)
+                                    && lizard_jail::error_chain(&e)
                                         .contains("Unix socket") =>
                             {
                                 let _ = cg.thaw();
@@ -895,18 +895,18 @@ impl Sandboxes {
                 copy_images(&src, &dst).map_err(|e| fail("copying the snapshot's images", e))?;
             }
             lizard_jail::checkpoint::rewrite_userns(&dst, from_base, id_base, 65536)
-                .map_err(|e| fail("the clone's id maps", lizard_jail::sandbox::error_chain(&e)))?;
+                .map_err(|e| fail("the clone's id maps", lizard_jail::error_chain(&e)))?;
             lizard_jail::checkpoint::rewrite_uts(&dst, &id).map_err(|e| {
                 fail(
                     "the clone's host name",
-                    lizard_jail::sandbox::error_chain(&e),
+                    lizard_jail::error_chain(&e),
                 )
             })?;
             if mergeable {
                 let m = lizard_jail::checkpoint::mark_mergeable(&dst).map_err(|e| {
                     fail(
                         "marking the clone's memory mergeable",
-                        lizard_jail::sandbox::error_chain(&e),
+                        lizard_jail::error_chain(&e),
                     )
                 })?;
                 tracing::debug!(sandbox = %id, processes = m.images, mappings = m.mappings,
@@ -977,12 +977,12 @@ fn copy_frozen<T>(
                     .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))?;
             }
             let frozen = lizard_jail::disk::FrozenFs::freeze(mount)
-                .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+                .map_err(|e| SandboxError::Launch(lizard_jail::error_chain(&e)))?;
             let copied = lizard_jail::disk::copy_image(image, dst, max_bytes)
-                .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)));
+                .map_err(|e| SandboxError::Launch(lizard_jail::error_chain(&e)));
             frozen
                 .thaw()
-                .map_err(|e| SandboxError::Launch(lizard_jail::sandbox::error_chain(&e)))?;
+                .map_err(|e| SandboxError::Launch(lizard_jail::error_chain(&e)))?;
             copied.map(|c| (c, extra))
         });
     // Thawed whatever happened (a freeze that timed out may have left it half-frozen).
@@ -1041,16 +1041,16 @@ fn prepare_clone(
         std::fs::rename(src_image, &img).map_err(io_err(&img))?;
     } else {
         lizard_jail::disk::copy_image(src_image, &img, max_bytes)
-            .map_err(|e| launch(lizard_jail::sandbox::error_chain(&e)))?;
+            .map_err(|e| launch(lizard_jail::error_chain(&e)))?;
     }
     let disk = dir.join("disk");
     lizard_jail::disk::ensure_mounted(&img, &disk)
-        .map_err(|e| launch(lizard_jail::sandbox::error_chain(&e)))?;
+        .map_err(|e| launch(lizard_jail::error_chain(&e)))?;
     if shift.from_base != shift.to_base {
         lizard_jail::layer::shift_owners(&disk, shift, shift_limits()).map_err(|e| {
             launch(format!(
                 "moving the snapshot's files to the new sandbox's ids: {}",
-                lizard_jail::sandbox::error_chain(&e)
+                lizard_jail::error_chain(&e)
             ))
         })?;
     }
