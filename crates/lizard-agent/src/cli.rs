@@ -6,9 +6,9 @@
 //! one JSON line `{"event":"listening",...}` on stdout once both listeners are bound. Uses `anyhow`:
 //! this is binary code that happens to live in the library so both binaries share it.
 
-use crate::router;
 use crate::context::{ContextConfig, Contexts};
 use crate::kernel::KernelConfig;
+use crate::router;
 use anyhow::{bail, Context as _, Result};
 use std::future::IntoFuture;
 use std::path::{Path, PathBuf};

@@ -14,7 +14,6 @@
 //! `HOME=/root`; see `crate::users`). The process table, output buffers and the pump live in
 //! `crate::procs`; terminals (`crate::pty`) share them.
 
-use lizard_http::api::{ApiError, ApiJson, ApiQuery, Framing};
 use crate::procs::{respond, CommandError, Processes, Spawn};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -22,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine as _;
+use lizard_http::api::{ApiError, ApiJson, ApiQuery, Framing};
 use lizard_jail::Signal;
 use lizard_proto::{
     ProcessInfo, ProcessInputRequest, SignalRequest, StartCommandRequest, StreamQuery,

@@ -23,7 +23,6 @@
 //! file system; what it makes is root's) and relative paths resolve against `/root`. Watching
 //! always acts as the sandbox user.
 
-use lizard_http::api::{stream_response, ApiError, ApiJson, ApiQuery};
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -32,6 +31,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
+use lizard_http::api::{stream_response, ApiError, ApiJson, ApiQuery};
 use lizard_jail::inotify::{Event as InoEvent, Inotify, Watch};
 use lizard_proto::{
     EntryInfo, ErrorCode, FileType, FsEvent, FsEventType, ListQuery, MakeDirRequest, PathQuery,

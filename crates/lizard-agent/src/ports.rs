@@ -6,7 +6,6 @@
 //! server forwards `/v1/sandboxes/{id}/ports/{port}/…` here over the agent's Unix socket after
 //! checking the caller's key. Not here: authentication (the server's job) or TLS.
 
-use lizard_http::api::ApiError;
 use axum::body::Body;
 use axum::extract::{Path, Request};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -14,6 +13,7 @@ use axum::response::Response;
 use axum::routing::any;
 use axum::Router;
 use hyper_util::rt::TokioIo;
+use lizard_http::api::ApiError;
 use lizard_proto::ErrorCode;
 use std::collections::HashMap;
 

@@ -17,13 +17,13 @@
 //!
 //! Not here: HTTP routes and request validation (see `crate::commands`, `crate::pty`).
 
-use lizard_http::api::{error_chain, stream_response, ApiError, Framing};
 use crate::utf8::Utf8Stream;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
 use bytes::Bytes;
+use lizard_http::api::{error_chain, stream_response, ApiError, Framing};
 use lizard_jail::{signal_group, Signal};
 use lizard_proto::{
     CommandEnd, CommandEvent, CommandResult, ErrorCode, ProcessInfo, PtySize, NDJSON, SSE,

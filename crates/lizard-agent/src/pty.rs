@@ -13,7 +13,6 @@
 //! Not here: terminal emulation (the client renders the bytes), or a `TERM` other than the one
 //! asked for (`xterm-256color` by default).
 
-use lizard_http::api::{ApiError, ApiJson};
 use crate::commands::{input_bytes, parse_pid, start_and_respond, Launch};
 use crate::procs::{CommandError, Processes};
 use axum::extract::{Path, State};
@@ -21,6 +20,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
+use lizard_http::api::{ApiError, ApiJson};
 use lizard_proto::{ProcessInputRequest, PtySize, ResizePtyRequest, StartPtyRequest};
 use std::sync::Arc;
 

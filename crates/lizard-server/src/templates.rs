@@ -994,7 +994,10 @@ impl Templates {
             .map_err(|e| {
                 failed(
                     ErrorCode::BuildFailed,
-                    format!("starting the build sandbox: {}", lizard_http::api::error_chain(&e)),
+                    format!(
+                        "starting the build sandbox: {}",
+                        lizard_http::api::error_chain(&e)
+                    ),
                 )
             })?;
         let sid = sb.id.clone();
@@ -1131,7 +1134,10 @@ impl Templates {
         let rt = self.sandboxes.stop_keep_layer(&sid).await.map_err(|e| {
             failed(
                 ErrorCode::BuildFailed,
-                format!("stopping the build sandbox: {}", lizard_http::api::error_chain(&e)),
+                format!(
+                    "stopping the build sandbox: {}",
+                    lizard_http::api::error_chain(&e)
+                ),
             )
         })?;
         let layer = LayerInputs {

@@ -486,8 +486,7 @@ impl Sandboxes {
                             // agent accept it and try again.
                             Err(e)
                                 if tries < CRIU_SNAPSHOT_TRIES
-                                    && lizard_jail::error_chain(&e)
-                                        .contains("Unix socket") =>
+                                    && lizard_jail::error_chain(&e).contains("Unix socket") =>
                             {
                                 let _ = cg.thaw();
                                 std::thread::sleep(std::time::Duration::from_millis(20));
@@ -896,12 +895,8 @@ impl Sandboxes {
             }
             lizard_jail::checkpoint::rewrite_userns(&dst, from_base, id_base, 65536)
                 .map_err(|e| fail("the clone's id maps", lizard_jail::error_chain(&e)))?;
-            lizard_jail::checkpoint::rewrite_uts(&dst, &id).map_err(|e| {
-                fail(
-                    "the clone's host name",
-                    lizard_jail::error_chain(&e),
-                )
-            })?;
+            lizard_jail::checkpoint::rewrite_uts(&dst, &id)
+                .map_err(|e| fail("the clone's host name", lizard_jail::error_chain(&e)))?;
             if mergeable {
                 let m = lizard_jail::checkpoint::mark_mergeable(&dst).map_err(|e| {
                     fail(
