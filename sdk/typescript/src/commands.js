@@ -1,8 +1,9 @@
 // `sandbox.commands`: processes started in the sandbox besides kernels (E2B-style `run`, `list`,
 // `connect`, `kill`), over the server's `/v1/sandboxes/{id}/commands` routes. Wire types are the
-// server's (crates/lizard-proto/src/command.rs), converted to camelCase here.
+// server's (crates/lizard-proto/src/command.rs), converted to camelCase by convert.js.
 
 import { NDJSON, ndjsonFrames } from './http.js';
+import { toProcessInfo } from './convert.js';
 import {
   CommandExitError,
   ConnectionError,
@@ -54,33 +55,6 @@ async function callback(fn, ...args) {
   if (typeof fn !== 'function') return;
   const r = fn(...args);
   if (r && typeof r.then === 'function') await r;
-}
-
-/** How a process ended, in camelCase. */
-function toEnd(w) {
-  if (!w) return undefined;
-  return {
-    ...(w.exit_code !== undefined && w.exit_code !== null ? { exitCode: w.exit_code } : {}),
-    ...(w.signal ? { signal: w.signal } : {}),
-    timedOut: Boolean(w.timed_out),
-    durationMs: w.duration_ms ?? 0,
-  };
-}
-
-/** A `ProcessInfo` in camelCase. */
-function toProcessInfo(w) {
-  return {
-    pid: w.pid,
-    ...(w.cmd !== undefined ? { cmd: w.cmd } : {}),
-    argv: w.argv ?? [],
-    cwd: w.cwd,
-    envs: w.env ?? {},
-    ...(w.tag !== undefined ? { tag: w.tag } : {}),
-    ...(w.pty ? { pty: { cols: w.pty.cols, rows: w.pty.rows } } : {}),
-    stdin: Boolean(w.stdin),
-    startedAtMs: w.started_at_ms,
-    ...(w.end ? { end: toEnd(w.end) } : {}),
-  };
 }
 
 /** The exit status an `end` event stands for: `exit_code`, or 128 + the signal's number. */

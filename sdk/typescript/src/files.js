@@ -1,9 +1,10 @@
 // `sandbox.files`: the sandbox's filesystem over the server's `/v1/sandboxes/{id}/files` routes
 // (read, write, list, stat, mkdir, rename, remove, watch). Relative paths resolve against
 // `/home/user` on the server. Wire types are the server's (crates/lizard-proto/src/files.rs),
-// converted to camelCase here.
+// converted to camelCase by convert.js.
 
 import { ndjsonFrames } from './http.js';
+import { toEntry, toFsEvent } from './convert.js';
 import { ConflictError, InvalidArgumentError, NotFoundError } from './errors.js';
 
 const OCTETS = 'application/octet-stream';
@@ -11,27 +12,6 @@ const OCTETS = 'application/octet-stream';
 function checkPath(path, what = 'path') {
   if (typeof path !== 'string' || !path) throw new InvalidArgumentError(`${what} must be a non-empty string`);
   return path;
-}
-
-/** An `EntryInfo` in camelCase. */
-function toEntry(w) {
-  return {
-    name: w.name,
-    path: w.path,
-    type: w.type,
-    size: w.size,
-    mode: w.mode,
-    permissions: w.permissions,
-    owner: w.owner,
-    group: w.group,
-    modifiedMs: w.modified_ms,
-    ...(w.symlink_target !== undefined ? { symlinkTarget: w.symlink_target } : {}),
-  };
-}
-
-/** An `FsEvent` in camelCase. */
-function toFsEvent(w) {
-  return { type: w.type, path: w.path, name: w.name, isDir: Boolean(w.is_dir) };
 }
 
 /** What `fetch` can send as a file's content. */

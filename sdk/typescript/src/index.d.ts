@@ -1,6 +1,19 @@
 // Type declarations of `@lizard-build/sdk`, written by hand for the plain-JavaScript ESM sources in
 // this folder (there is no build step). They describe the public API only; the runtime behaviour
 // is in sandbox.js, commands.js, files.js, execution.js, errors.js and http.js.
+//
+// The server's wire types (the JSON of the HTTP API, snake_case) are in wire.d.ts, generated from
+// crates/lizard-server/openapi.json (`npm run gen:wire`). The types here are the SDK's camelCase
+// view of them, made from the answers by the typed converters of convert.js; test/wire-check.ts
+// checks each one against its wire schema at compile time (a field added, removed, renamed or
+// retyped on the wire fails the SDK's tests until this file and the code that builds it follow)
+// and lists where and why the SDK deliberately differs. The pure enumerations are aliases of the
+// wire's.
+
+import type { components } from './wire.js';
+
+/** The server's wire types (snake_case JSON), generated from its OpenAPI document: `WireSchemas['SandboxInfo']`, … */
+export type WireSchemas = components['schemas'];
 
 // ---- configuration -------------------------------------------------------------------------------
 
@@ -37,6 +50,9 @@ export interface CreateOptions extends ConnectionOptions {
   template?: string;
   /** Lifetime in ms; the server kills the sandbox when it passes (server default 300000). Extend it with `setTimeout`. */
   timeoutMs?: number;
+  /** What the server does when the lifetime passes: `'kill'` (the default) or `'pause'` (frozen
+   * with its state until resumed or killed). Also allowed with `snapshot`. */
+  onTimeout?: TimeoutAction;
   /** Free-form string labels, filterable with {@link CodeSandbox.list}. */
   metadata?: Record<string, string>;
   /** Environment variables of every process in the sandbox. */
@@ -62,7 +78,7 @@ export interface CreateOptions extends ConnectionOptions {
    * Start from a snapshot (its id or the {@link SnapshotInfo} of `createSnapshot()`): a clone with
    * the snapshot's disk and kernels' state (see {@link CodeSandbox.restoreReport}), template,
    * envs, limits, volumes and network (egress, inject) — those options cannot be given with it (an
-   * `InvalidArgumentError`); `timeoutMs`, `metadata` and `project` can. A snapshot of another
+   * `InvalidArgumentError`); `timeoutMs`, `onTimeout`, `metadata` and `project` can. A snapshot of another
    * project is a {@link NotFoundError}.
    */
   snapshot?: string | SnapshotInfo;
@@ -199,8 +215,11 @@ export interface ListOptions extends ConnectionOptions {
   metadata?: Record<string, string>;
 }
 
-/** Lifecycle state of a sandbox. */
-export type SandboxState = 'running' | 'paused' | 'hibernated' | 'killed';
+/** Lifecycle state of a sandbox: `'running'`, `'paused'`, `'hibernated'` or `'killed'`. */
+export type SandboxState = WireSchemas['SandboxState'];
+
+/** What the server does with a sandbox whose timeout passed: `'kill'` or `'pause'`. */
+export type TimeoutAction = WireSchemas['TimeoutAction'];
 
 /** One item of a context's state that was saved or restored. */
 export interface StateItem {
@@ -237,8 +256,10 @@ export interface SandboxInfo {
   template: string;
   state: SandboxState;
   createdAt: Date;
-  /** When the server kills the sandbox unless its timeout is extended. */
+  /** When the server kills (or, with `onTimeout: 'pause'`, pauses) the sandbox unless its timeout is extended. */
   timeoutAt: Date;
+  /** What happens when `timeoutAt` passes. */
+  onTimeout: TimeoutAction;
   metadata: Record<string, string>;
   limits?: SandboxLimits;
   /** Mounted volumes. */
@@ -461,7 +482,8 @@ export interface TemplateListOptions extends ConnectionOptions {
   project?: string;
 }
 
-export type TemplateState = 'building' | 'ready' | 'failed';
+/** `'building'`, `'ready'` or `'failed'`. */
+export type TemplateState = WireSchemas['TemplateState'];
 
 /** One build of a template. */
 export interface TemplateVersion {
@@ -693,8 +715,8 @@ export interface ExecutionOutputs {
   javascript?: string;
 }
 
-/** How a run ended. */
-export type ExecutionStatus = 'ok' | 'error' | 'interrupted' | 'timeout' | 'kernel_died';
+/** How a run ended: `'ok'`, `'error'`, `'interrupted'`, `'timeout'` or `'kernel_died'`. */
+export type ExecutionStatus = WireSchemas['ExecutionStatus'];
 
 /** The whole run of one cell. */
 export declare class Execution {

@@ -3,7 +3,7 @@
 // frames arrive), the Cloudflare-style aliases (`createCodeContext`, …), `exec` for shell
 // commands, and the `commands` (commands.js), `pty` (pty.js) and `files` (files.js) namespaces. It does not
 // re-implement the wire types: they are the server's (see crates/lizard-proto), converted to
-// camelCase at this boundary.
+// camelCase at this boundary (convert.js).
 
 import { Commands } from './commands.js';
 import { Execution } from './execution.js';
@@ -11,7 +11,8 @@ import { Files } from './files.js';
 import { Pty } from './pty.js';
 import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
 import { volumeMountsBody } from './volumes.js';
-import { snapshotId, toContextReports, toSnapshotInfo } from './snapshots.js';
+import { snapshotId } from './snapshots.js';
+import { toContext, toForkedContext, toInfo, toNetworkLog, toSnapshotInfo } from './convert.js';
 import {
   ConnectionError,
   InvalidArgumentError,
@@ -49,74 +50,18 @@ function positiveInt(value, what) {
   return Math.ceil(value);
 }
 
+/** `onTimeout` as the wire's `on_timeout`. */
+function onTimeoutBody(value) {
+  if (value === undefined || value === null) return undefined;
+  if (value !== 'kill' && value !== 'pause') throw new InvalidArgumentError("onTimeout must be 'kill' or 'pause'");
+  return value;
+}
+
 /** `ctx` as an id: a context object (`{ id }`) or its id. */
 function contextId(ctx, what = 'context') {
   if (typeof ctx === 'string' && ctx) return ctx;
   if (isPlainObject(ctx) && typeof ctx.id === 'string' && ctx.id) return ctx.id;
   throw new InvalidArgumentError(`${what} must be a context object or a context id`);
-}
-
-/** A context as the API reports it, in camelCase. */
-function toContext(w) {
-  return {
-    id: w.id,
-    language: w.language,
-    cwd: w.cwd,
-    isDefault: Boolean(w.is_default),
-    state: w.state,
-    executionCount: w.execution_count ?? 0,
-    kernelRestarts: w.kernel_restarts ?? 0,
-    ...(w.last_restart_reason ? { lastRestartReason: w.last_restart_reason } : {}),
-    ...(w.limits
-      ? {
-          limits: {
-            ...(w.limits.memory_mb !== undefined ? { memoryMb: w.limits.memory_mb } : {}),
-            ...(w.limits.cpu_millicores !== undefined ? { cpuMillicores: w.limits.cpu_millicores } : {}),
-          },
-        }
-      : {}),
-    ...(w.memory_bytes !== undefined ? { memoryBytes: w.memory_bytes } : {}),
-  };
-}
-
-/** A sandbox as the API reports it, in camelCase. */
-function toInfo(w) {
-  return {
-    sandboxId: w.sandbox_id,
-    project: w.project,
-    template: w.template,
-    state: w.state,
-    createdAt: new Date(w.created_at_ms),
-    timeoutAt: new Date(w.timeout_at_ms),
-    metadata: w.metadata ?? {},
-    ...(w.hibernation ? { hibernation: toReport(w.hibernation) } : {}),
-    ...(w.restore ? { restore: toReport(w.restore) } : {}),
-    limits: w.limits
-      ? {
-          memoryMb: w.limits.memory_mb,
-          cpuMillicores: w.limits.cpu_millicores,
-          pids: w.limits.pids,
-          tmpMb: w.limits.tmp_mb,
-          diskMb: w.limits.disk_mb,
-        }
-      : undefined,
-    network: toNetwork(w.network),
-    volumes: (w.volumes ?? []).map((v) => ({
-      volumeId: v.volume_id,
-      name: v.name,
-      mountPath: v.mount_path,
-      readOnly: Boolean(v.read_only),
-    })),
-  };
-}
-
-/** A hibernation report in camelCase: per context, what was saved/restored and what was lost. */
-function toReport(r) {
-  return {
-    method: r.method,
-    methodReason: r.method_reason,
-    contexts: toContextReports(r.contexts),
-  };
 }
 
 function limitsBody(limits) {
@@ -186,52 +131,6 @@ function networkBody(egress, inject) {
   return { egress: egressBody(egress), ...(noInject ? {} : { inject: injectBody(inject) }) };
 }
 
-/** The wire `network` of a `SandboxInfo` (`{ egress, inject? }`, the same shape in camelCase). */
-function toNetwork(w) {
-  const e = w?.egress ?? 'none';
-  const inject = (w?.inject ?? []).length
-    ? { inject: w.inject.map((r) => ({ host: r.host, headers: { ...r.headers } })) }
-    : {};
-  if (typeof e === 'string') return { egress: e, ...inject };
-  return {
-    egress: {
-      ...(e.allow !== undefined ? { allow: e.allow } : {}),
-      ...(e.deny !== undefined ? { deny: e.deny } : {}),
-    },
-    ...inject,
-  };
-}
-
-/** `GET …/network/log` in camelCase. */
-function toNetworkLog(w) {
-  const m = w.mirror ?? {};
-  const e = w.egress ?? {};
-  return {
-    sandboxId: w.sandbox_id,
-    mirror: {
-      requests: m.requests ?? 0,
-      cacheHits: m.cache_hits ?? 0,
-      cacheMisses: m.cache_misses ?? 0,
-      refused: m.refused ?? 0,
-      upstreamBytes: m.upstream_bytes ?? 0,
-      servedBytes: m.served_bytes ?? 0,
-      rejectedConnections: m.rejected_connections ?? 0,
-    },
-    egress: {
-      connections: e.connections ?? 0,
-      bytesOut: e.bytes_out ?? 0,
-      bytesIn: e.bytes_in ?? 0,
-      refused: e.refused ?? 0,
-    },
-    refused: (w.refused ?? []).map((r) => ({
-      at: new Date(r.at_ms),
-      method: r.method,
-      destination: r.destination,
-      ...(r.reason !== undefined && r.reason !== null ? { reason: r.reason } : {}),
-    })),
-  };
-}
-
 /** Call a user callback; await it when it returns a promise, so callbacks run in frame order. */
 async function callback(fn, ...args) {
   if (typeof fn !== 'function') return;
@@ -280,6 +179,7 @@ export class CodeSandbox {
       project: opts.project,
       template: opts.template ?? DEFAULT_TEMPLATE,
       timeout_ms: positiveInt(opts.timeoutMs, 'timeoutMs'),
+      on_timeout: onTimeoutBody(opts.onTimeout),
       metadata: stringMap(opts.metadata, 'metadata'),
       env: stringMap(opts.envs, 'envs'),
       limits: limitsBody(opts.limits),
@@ -307,6 +207,7 @@ export class CodeSandbox {
       project: opts.project ?? (isPlainObject(opts.snapshot) ? opts.snapshot.project : undefined),
       snapshot_id: id,
       timeout_ms: positiveInt(opts.timeoutMs, 'timeoutMs'),
+      on_timeout: onTimeoutBody(opts.onTimeout),
       metadata: stringMap(opts.metadata, 'metadata'),
     };
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
@@ -598,11 +499,7 @@ export class CodeSandbox {
       if (l.cpuMillicores !== undefined) body.limits.cpu_millicores = l.cpuMillicores;
     }
     const w = await this._http.json('POST', `${this._base}/contexts/${enc(contextId(ctx))}/fork`, body);
-    return {
-      ...toContext(w),
-      forkedFrom: w.forked_from,
-      lost: (w.lost ?? []).map((l) => ({ name: l.name, reason: l.reason })),
-    };
+    return toForkedContext(w);
   }
 
   /** Interrupt the cell running in the context (SIGINT; the state is kept). */

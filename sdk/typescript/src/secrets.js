@@ -3,23 +3,14 @@
 // (`CodeSandbox.create({ egress, inject: [{ host, headers: { Authorization: 'Bearer
 // ${secret:NAME}' } }] })`): the server's egress relay adds the headers on the way out, so the
 // values never enter the sandbox. Wire types are the server's (SecretInfo in
-// crates/lizard-proto/src/sandbox.rs), converted to camelCase at this boundary. Not here: the
+// crates/lizard-proto/src/sandbox.rs), converted to camelCase at this boundary (convert.js). Not here: the
 // substitution (the server does it).
 
 import { HttpClient, resolveConfig } from './http.js';
+import { toSecretInfo } from './convert.js';
 import { InvalidArgumentError, NotFoundError } from './errors.js';
 
 const enc = encodeURIComponent;
-
-/** A secret as the API reports it (never its value), in camelCase. */
-export function toSecretInfo(w) {
-  return {
-    project: w.project,
-    name: w.name,
-    createdAt: new Date(w.created_at_ms),
-    updatedAt: new Date(w.updated_at_ms),
-  };
-}
 
 function required(v, what) {
   if (typeof v !== 'string' || !v) throw new InvalidArgumentError(`${what} must be a non-empty string`);

@@ -2,48 +2,13 @@
 // is taken with `sandbox.createSnapshot()` and new sandboxes start from it with
 // `CodeSandbox.create({ snapshot })` (clones: each its own copy of the disk and of the kernels'
 // state). Wire types are the server's (see crates/lizard-proto/src/snapshot.rs), converted to
-// camelCase at this boundary. Not here: the capture itself (the server does it).
+// camelCase at this boundary (convert.js). Not here: the capture itself (the server does it).
 
 import { HttpClient, resolveConfig } from './http.js';
+import { toSnapshotInfo } from './convert.js';
 import { InvalidArgumentError, NotFoundError } from './errors.js';
 
 const enc = encodeURIComponent;
-
-/** A per-context report (saved/restored items and what was lost) in camelCase. */
-export function toContextReports(contexts) {
-  return (contexts ?? []).map((c) => ({
-    id: c.id,
-    language: c.language,
-    restored: c.restored ?? [],
-    lost: c.lost ?? [],
-  }));
-}
-
-/** A snapshot as the API reports it, in camelCase. */
-export function toSnapshotInfo(w) {
-  return {
-    snapshotId: w.snapshot_id,
-    sandboxId: w.sandbox_id,
-    project: w.project,
-    template: w.template,
-    createdAt: new Date(w.created_at_ms),
-    sizeBytes: w.size_bytes,
-    method: w.method,
-    methodReason: w.method_reason,
-    frozenMs: w.frozen_ms,
-    contexts: toContextReports(w.contexts),
-    metadata: w.metadata ?? {},
-    limits: w.limits
-      ? {
-          memoryMb: w.limits.memory_mb,
-          cpuMillicores: w.limits.cpu_millicores,
-          pids: w.limits.pids,
-          tmpMb: w.limits.tmp_mb,
-          diskMb: w.limits.disk_mb,
-        }
-      : undefined,
-  };
-}
 
 /** A snapshot given as its id (`snap_…`) or as a {@link toSnapshotInfo} object → its id. */
 export function snapshotId(snapshot) {

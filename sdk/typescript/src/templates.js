@@ -2,12 +2,13 @@
 // and log chunk reaches `onStep` / `onLog` as it arrives) or from a sandbox, list, get, delete.
 // A template is a read-only layer over its base; sandboxes start from it with
 // `CodeSandbox.create({ template: name })`. Wire types are the server's (see
-// crates/lizard-proto/src/template.rs), converted to camelCase at this boundary. A directory
+// crates/lizard-proto/src/template.rs), converted to camelCase at this boundary (convert.js). A directory
 // context is packed here (tar.js). Not here: the build itself (the server runs it in a build
 // sandbox; the Dockerfile subset is in templates/README.md).
 
 import { readFile, stat } from 'node:fs/promises';
 import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
+import { toTemplateInfo } from './convert.js';
 import {
   ConnectionError,
   InvalidArgumentError,
@@ -27,37 +28,6 @@ const MAX_LOG_CHARS = 1024 * 1024;
 
 function isPlainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-/** A template as the API reports it, in camelCase. */
-export function toTemplateInfo(w) {
-  return {
-    name: w.name,
-    project: w.project ?? undefined,
-    builtin: Boolean(w.builtin),
-    public: Boolean(w.public),
-    state: w.state,
-    base: w.base ?? undefined,
-    key: w.key ?? undefined,
-    sizeBytes: w.size_bytes ?? 0,
-    createdAt: new Date(w.created_at ?? 0),
-    updatedAt: new Date(w.updated_at ?? 0),
-    error: w.error ? { code: w.error.code, message: w.error.message } : undefined,
-    versions: (w.versions ?? []).map((v) => ({
-      key: v.key,
-      state: v.state,
-      createdAt: new Date(v.created_at ?? 0),
-      sizeBytes: v.size_bytes ?? 0,
-    })),
-    buildLog: w.build_log ?? '',
-    packages: isPlainObject(w.packages)
-      ? {
-          debian: { ...(w.packages.debian ?? {}) },
-          python: { ...(w.packages.python ?? {}) },
-          node: { ...(w.packages.node ?? {}) },
-        }
-      : undefined,
-  };
 }
 
 function query(params) {

@@ -1,26 +1,14 @@
 // `Volumes`: a project's persistent named volumes (`/v1/volumes`) — create, list, get, delete.
 // A volume is mounted into sandboxes with `CodeSandbox.create({ volumes: [{ name, mountPath,
 // readOnly }] })`; its data outlives every sandbox. Wire types are the server's (see
-// crates/lizard-proto/src/volume.rs), converted to camelCase at this boundary. Not here: mounting
+// crates/lizard-proto/src/volume.rs), converted to camelCase at this boundary (convert.js). Not here: mounting
 // (the server does it at create).
 
 import { HttpClient, resolveConfig } from './http.js';
+import { toVolumeInfo } from './convert.js';
 import { InvalidArgumentError, NotFoundError } from './errors.js';
 
 const enc = encodeURIComponent;
-
-/** A volume as the API reports it, in camelCase. */
-export function toVolumeInfo(w) {
-  return {
-    volumeId: w.volume_id,
-    project: w.project,
-    name: w.name,
-    sizeLimitBytes: w.size_limit_bytes,
-    usedBytes: w.used_bytes,
-    createdAt: new Date(w.created_at_ms),
-    mountedBy: w.mounted_by ?? [],
-  };
-}
 
 /** The wire form of `CodeSandbox.create`'s `volumes` option. */
 export function volumeMountsBody(volumes) {

@@ -1,7 +1,7 @@
 // Sandbox lifecycle through the SDK against a real `lizard serve`: pause + `CodeSandbox.connect`
-// keeps kernel state, the seed's checkpoint flow with its pip install (which fails visibly: the
-// sandboxes have no network by default), kill / connect after kill, and an egress allow-list. The
-// flows run concurrently.
+// keeps kernel state, `onTimeout: 'pause'` (a passed timeout pauses the sandbox), the seed's
+// checkpoint flow with its pip install (which fails visibly: the sandboxes have no network by
+// default), kill / connect after kill, and an egress allow-list. The flows run concurrently.
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -80,6 +80,26 @@ describe('lifecycle', { concurrency: true }, () => {
       const again = await CodeSandbox.connect(id);
       await again.resume();
       assert.equal((await again.runCode('x + 1')).results[0].data, '43');
+    } finally {
+      await sandbox.kill();
+    }
+  });
+
+  test("onTimeout: 'pause' pauses the sandbox when its timeout passes (it is not killed)", async () => {
+    await assert.rejects(CodeSandbox.create({ project: 'my-project', onTimeout: 'sleep' }), InvalidArgumentError);
+    const sandbox = await CodeSandbox.create({ project: 'my-project', onTimeout: 'pause', timeoutMs: 2000 });
+    try {
+      assert.equal((await sandbox.getInfo()).onTimeout, 'pause');
+      // Wait (bounded) for the server to act on the passed timeout.
+      let info = await sandbox.getInfo();
+      for (let i = 0; i < 240 && info.state === 'running'; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        info = await sandbox.getInfo();
+      }
+      assert.equal(info.state, 'paused');
+      assert.equal(info.onTimeout, 'pause');
+      assert.ok(info.timeoutAt.getTime() <= Date.now(), `${info.timeoutAt.toISOString()}`);
+      await assert.rejects(sandbox.runCode('1'), ConflictError);
     } finally {
       await sandbox.kill();
     }

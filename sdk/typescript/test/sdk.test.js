@@ -713,6 +713,7 @@ describe('sandbox info', () => {
     assert.equal(info.project, 'sdk-tests');
     assert.equal(info.template, 'code-interpreter-v1');
     assert.equal(info.state, 'running');
+    assert.equal(info.onTimeout, 'kill');
     assert.deepEqual(info.metadata, { suite: 'sdk' });
     assert.equal(info.limits.memoryMb, 1024);
     const later = await sandbox.setTimeout(600_000);
