@@ -16,7 +16,7 @@
 //! refused before a byte of the request is sent.
 //!
 //! Not here: which requests may be forwarded (see `crate::proxy`); validating what the agent
-//! reports (see `crate::metering`).
+//! reports (see `crate::sandboxes::metering`).
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
@@ -118,7 +118,7 @@ pub struct AgentClient {
     limits: AgentLimits,
     /// Requests forwarded to the agent and not yet matched by an execution record it reported
     /// (shared by clones): a run is always started by a forwarded request, so an agent can never
-    /// truthfully report more runs than this (see `crate::metering::validate`).
+    /// truthfully report more runs than this (see `crate::sandboxes::metering::validate`).
     unmatched: Arc<AtomicU64>,
 }
 

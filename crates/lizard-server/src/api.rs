@@ -5,8 +5,8 @@
 //! one `{code, message}` body. A key never learns about another project's objects: they are 404s.
 
 use crate::auth::{self, Principal};
-use crate::metering;
-use crate::sandboxes::{CreateSandbox, Sandbox, SandboxError, Sandboxes};
+use crate::sandboxes::metering;
+use crate::sandboxes::{info, CreateSandbox, Sandbox, SandboxError, Sandboxes};
 use crate::store::{now_ms, StoreError, StoredState, VolumeRow};
 use crate::volumes::VolumeError;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Request, State};
@@ -17,8 +17,8 @@ use axum::routing::{any, get, patch, post};
 use axum::{Json, Router};
 use lizard_proto::{
     CreateProjectRequest, CreateSandboxRequest, CreateVolumeRequest, ErrorCode, ProjectCreated,
-    ProjectSettings, ProjectUsage, SandboxInfo, SandboxState, SetTimeoutRequest,
-    UpdateProjectRequest, VolumeInfo,
+    ProjectSettings, ProjectUsage, SandboxInfo, SetTimeoutRequest, UpdateProjectRequest,
+    VolumeInfo,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -167,7 +167,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/v1/projects/{project}/usage", get(project_usage))
         .route("/v1/projects/{project}/executions", get(project_executions))
-        .route("/v1/audit", get(crate::audit::list))
+        .route("/v1/audit", get(list_audit))
         .route("/v1/volumes", get(list_volumes).post(create_volume))
         .route(
             "/v1/volumes/{volume}",
@@ -277,33 +277,6 @@ pub fn visible(st: &AppState, who: &Principal, id: &str) -> Result<Arc<Sandbox>,
     match st.sandboxes.get(id) {
         Some(sb) if who.can_see(&sb.project) => Ok(sb),
         _ => Err(ApiError::not_found("sandbox")),
-    }
-}
-
-pub fn info(sb: &Sandbox) -> SandboxInfo {
-    SandboxInfo {
-        sandbox_id: sb.id.clone(),
-        project: sb.project.clone(),
-        template: sb.template.clone(),
-        state: to_api_state(sb.state()),
-        created_at_ms: sb.created_at_ms,
-        timeout_at_ms: sb.timeout_at_ms(),
-        metadata: sb.metadata.clone(),
-        limits: sb.limits,
-        on_timeout: sb.on_timeout,
-        volumes: sb.volumes.clone(),
-        hibernation: None,
-        restore: None,
-        network: sb.network(),
-    }
-}
-
-fn to_api_state(s: StoredState) -> SandboxState {
-    match s {
-        StoredState::Running => SandboxState::Running,
-        StoredState::Paused => SandboxState::Paused,
-        StoredState::Hibernated => SandboxState::Hibernated,
-        StoredState::Killed => SandboxState::Killed,
     }
 }
 
@@ -1368,6 +1341,25 @@ fn package_metrics(st: &lizard_packages::Stats) -> String {
         );
     }
     out
+}
+
+/// `GET /v1/audit?from=&to=&limit=`: newest first; an admin sees every event, a project key its
+/// own project's.
+async fn list_audit(
+    State(st): St,
+    Auth(who): Auth,
+    ApiQuery(q): ApiQuery<lizard_proto::AuditQuery>,
+) -> Result<Json<Vec<lizard_proto::AuditEvent>>, ApiError> {
+    let project = match &who {
+        Principal::Admin => None,
+        Principal::Project(p) => Some(p.as_str()),
+    };
+    Ok(Json(st.sandboxes.store.audit(
+        project,
+        q.from.unwrap_or(0),
+        q.to.unwrap_or_else(|| now_ms() + 1),
+        q.limit.unwrap_or(1000).min(10_000),
+    )?))
 }
 
 #[cfg(test)]

@@ -13,13 +13,9 @@
 //! writes and reads events. It does not see requests go by: [`crate::gate`] calls it around every
 //! request. It never records a key, only its stored prefix, and never a request or response body.
 
-use crate::api::{ApiError, ApiQuery, AppState, Auth};
-use crate::auth::Principal;
-use crate::store::now_ms;
-use axum::extract::State;
+use crate::store::{now_ms, Store};
 use axum::http::Method;
-use axum::Json;
-use lizard_proto::{AuditEvent, AuditQuery};
+use lizard_proto::AuditEvent;
 use std::sync::Arc;
 
 /// Objects longer than this (a path segment, a name) are cut in the log.
@@ -123,38 +119,28 @@ pub use crate::store::Retention;
 /// Delete what the retentions (the audit log's and the execution records', see
 /// `SandboxConfig::executions_retention`) no longer keep every hour (the server prunes once with
 /// [`prune`] and [`prune_executions`] before it serves). Runs forever.
-pub async fn run_retention(st: Arc<AppState>) {
+pub async fn run_retention(store: Arc<Store>, audit: Retention, executions: Retention) {
     let hour = std::time::Duration::from_secs(3600);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + hour, hour);
     loop {
         tick.tick().await;
-        prune(&st, true);
-        prune_executions(&st.sandboxes, true);
+        prune(&store, audit, true);
+        prune_executions(&store, executions, true);
     }
 }
 
 /// Apply the audit log's retention: the count limit always, the age limit when `by_age`.
-pub fn prune(st: &AppState, by_age: bool) {
-    prune_log(
-        &st.sandboxes.store,
-        crate::store::Log::Audit,
-        st.audit_retention,
-        by_age,
-    )
+pub fn prune(store: &Store, r: Retention, by_age: bool) {
+    prune_log(store, crate::store::Log::Audit, r, by_age)
 }
 
 /// Apply the execution records' retention (the count limit always, the age limit when `by_age`).
-pub fn prune_executions(sandboxes: &crate::sandboxes::Sandboxes, by_age: bool) {
-    prune_log(
-        &sandboxes.store,
-        crate::store::Log::Executions,
-        sandboxes.cfg.executions_retention,
-        by_age,
-    )
+pub fn prune_executions(store: &Store, r: Retention, by_age: bool) {
+    prune_log(store, crate::store::Log::Executions, r, by_age)
 }
 
 /// Apply retention `r` to `log`: the count limit always, the age limit when `by_age`.
-pub fn prune_log(store: &crate::store::Store, log: crate::store::Log, r: Retention, by_age: bool) {
+pub fn prune_log(store: &Store, log: crate::store::Log, r: Retention, by_age: bool) {
     let before = match r.max_age {
         Some(age) if by_age => now_ms().saturating_sub(age.as_millis() as u64),
         _ => 0,
@@ -173,16 +159,16 @@ pub fn prune_log(store: &crate::store::Store, log: crate::store::Log, r: Retenti
 
 /// Store `e` (assigning its id) and emit it as a `tracing` event with target `audit`. A store
 /// failure is logged, never turned into a failure of the audited call (which already happened).
-pub fn record(st: &AppState, mut e: AuditEvent) {
+pub fn record(store: &Store, retention: Retention, mut e: AuditEvent) {
     e.at_ms = now_ms();
-    match st.sandboxes.store.add_audit(&e) {
+    match store.add_audit(&e) {
         Ok(id) => e.id = id,
         Err(err) => {
             tracing::error!(error = %lizard_http::api::error_chain(&err), "writing an audit event failed")
         }
     }
-    if st.audit_retention.max_events.is_some() {
-        prune(st, false);
+    if retention.max_events.is_some() {
+        prune(store, retention, false);
     }
     tracing::info!(
         target: "audit",
@@ -196,25 +182,6 @@ pub fn record(st: &AppState, mut e: AuditEvent) {
         client = %e.client,
         "audit"
     );
-}
-
-/// `GET /v1/audit?from=&to=&limit=`: newest first; an admin sees every event, a project key its
-/// own project's.
-pub async fn list(
-    State(st): State<Arc<AppState>>,
-    Auth(who): Auth,
-    ApiQuery(q): ApiQuery<AuditQuery>,
-) -> Result<Json<Vec<AuditEvent>>, ApiError> {
-    let project = match &who {
-        Principal::Admin => None,
-        Principal::Project(p) => Some(p.as_str()),
-    };
-    Ok(Json(st.sandboxes.store.audit(
-        project,
-        q.from.unwrap_or(0),
-        q.to.unwrap_or_else(|| now_ms() + 1),
-        q.limit.unwrap_or(1000).min(10_000),
-    )?))
 }
 
 #[cfg(test)]

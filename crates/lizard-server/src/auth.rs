@@ -6,18 +6,8 @@
 //! a 404). Lookup is by hash, so comparing keys never touches the secret byte by byte.
 
 use crate::store::{Store, StoreError};
-use sha2::{Digest, Sha256};
 
-/// SHA-256 of a key, hex.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyHash(pub String);
-
-impl KeyHash {
-    pub fn of(key: &str) -> KeyHash {
-        let d = Sha256::digest(key.as_bytes());
-        KeyHash(d.iter().map(|b| format!("{b:02x}")).collect())
-    }
-}
+pub use crate::store::KeyHash;
 
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]

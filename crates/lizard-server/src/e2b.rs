@@ -751,12 +751,12 @@ async fn metrics(
         .map_or(u64::MAX, |s| s.saturating_mul(1000).saturating_add(999));
     let mut points = sb.metrics.window(from_ms, to_ms, cores);
     if points.is_empty() && q.start.is_none() && q.end.is_none() {
-        let (memory_bytes, pct) = crate::metering::instant(&sb).await;
-        let point = crate::metering::Point {
+        let (memory_bytes, pct) = crate::sandboxes::metering::instant(&sb).await;
+        let point = crate::sandboxes::metering::Point {
             at_ms: crate::store::now_ms(),
             cpu_ns: 0,
             memory_bytes,
-            disk_used_bytes: crate::metering::disk_used_bytes(&sb),
+            disk_used_bytes: crate::sandboxes::metering::disk_used_bytes(&sb),
         };
         points.push((point, pct));
     }

@@ -11,7 +11,6 @@
 //! Not here: whether the project may have egress (the API checks), when listeners are made and
 //! dropped (`crate::sandboxes`).
 
-use crate::sandboxes::SandboxError;
 use lizard_egress::{HostResolver, Limits, Resolve, Rules, SandboxPolicy};
 use lizard_proto::Egress;
 use std::collections::HashMap;
@@ -22,17 +21,23 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
+/// A network request that cannot be honoured (an invalid request): the message names the entry,
+/// never a secret's value.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidNetwork(pub String);
+
 /// Host-side name lookups of all sandboxes at once (each sandbox has its own, smaller, budget).
 const HOST_LOOKUPS: usize = 64;
 
 /// The rules of `egress`, `None` for no egress. A bad entry is an invalid request naming it.
-pub fn rules(egress: &Egress) -> Result<Option<Rules>, SandboxError> {
+pub fn rules(egress: &Egress) -> Result<Option<Rules>, InvalidNetwork> {
     match egress {
         Egress::None => Ok(None),
         Egress::All => Ok(Some(Rules::all())),
         Egress::Rules(r) => Rules::parse(r.effective_allow(), &r.deny)
             .map(Some)
-            .map_err(|e| SandboxError::Invalid(format!("network.egress: {e}"))),
+            .map_err(|e| InvalidNetwork(format!("network.egress: {e}"))),
     }
 }
 
@@ -290,9 +295,9 @@ pub fn inject_rules(
     project: &str,
     store: &crate::store::Store,
     secrets: &crate::secrets::SecretBox,
-) -> Result<Vec<lizard_egress::inject::InjectRule>, SandboxError> {
+) -> Result<Vec<lizard_egress::inject::InjectRule>, InvalidNetwork> {
     use lizard_egress::inject::{InjectHeader, InjectRule, SecretValue};
-    let invalid = |m: String| SandboxError::Invalid(format!("network.inject: {m}"));
+    let invalid = |m: String| InvalidNetwork(format!("network.inject: {m}"));
     if inject.len() > MAX_INJECT {
         return Err(invalid(format!("at most {MAX_INJECT} rules")));
     }
@@ -495,7 +500,7 @@ mod tests {
         // A bad entry names itself.
         let e = rules(&Egress::Rules(EgressRules::allow(["a b.com"]))).unwrap_err();
         assert!(
-            matches!(&e, SandboxError::Invalid(m) if m.contains("a b.com")),
+            matches!(&e, InvalidNetwork(m) if m.contains("a b.com")),
             "{e}"
         );
     }

@@ -124,7 +124,8 @@ pub async fn gate(State(st): State<Arc<AppState>>, mut req: Request, next: Next)
             limiter.charge(&bucket, AUTH_FAILURE_COST - 1.0, Instant::now());
         }
         audit::record(
-            &st,
+            &st.sandboxes.store,
+            st.audit_retention,
             AuditEvent {
                 id: 0,
                 at_ms: 0,
@@ -180,7 +181,8 @@ fn record_action(
     // A project key's events are its project's; an admin's belong to the object's project.
     let project = own_project.or(object_project).or(created_project);
     audit::record(
-        st,
+        &st.sandboxes.store,
+        st.audit_retention,
         AuditEvent {
             id: 0,
             at_ms: 0,

@@ -2,7 +2,7 @@
 //! `/v1` HTTP API.
 //!
 //! It launches sandboxes through `lizard-jail` (via the `lizard sandbox-init` helper), keeps its
-//! state in SQLite (`crate::store`), meters usage (`crate::metering`) and forwards agent routes into
+//! state in SQLite (`crate::store`), meters usage (`crate::sandboxes::metering`) and forwards agent routes into
 //! sandboxes (`crate::proxy`).
 //!
 //! **Architecture Invariant:** the server never parses kernel output; the agent never knows about
@@ -18,7 +18,7 @@ pub mod egress;
 pub mod gate;
 pub mod host_logs;
 pub mod id_ranges;
-pub mod metering;
+pub mod ids;
 pub mod openapi;
 pub mod proxy;
 pub mod ratelimit;

@@ -26,9 +26,10 @@
 //! contexts (see `lizard_agent::hibernate`).
 //!
 //! Not here: HTTP (see `crate::api`), forwarding to the agent (see `crate::proxy`), usage numbers
-//! (see `crate::metering`).
+//! (see `crate::sandboxes::metering`).
 
 pub mod agent_exe;
+pub mod metering;
 pub mod snapshot;
 
 use crate::agent_client::AgentClient;
@@ -302,7 +303,7 @@ pub struct Sandbox {
     lifecycle: Arc<tokio::sync::Mutex<()>>,
     pub agent: AgentClient,
     /// The usage sampler's recent samples (for E2B's `getMetrics`), oldest first.
-    pub metrics: crate::metering::Series,
+    pub metrics: crate::sandboxes::metering::Series,
     /// The package registries' mirror serving its listener in the sandbox's network namespace
     /// (`Sandboxes::serve_packages`); dropped (the listener closed) when the sandbox's processes
     /// go: a kill, a hibernation, its PID 1's exit.
@@ -579,19 +580,39 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
     }
 }
 
-/// A new sandbox id: 20 characters of `[a-z0-9]` from 100+ random bits; usable as a hostname.
-pub fn new_sandbox_id() -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut b = [0u8; 20];
-    getrandom::fill(&mut b).expect("the OS random source is available");
-    // The first character is a letter, so ids never look like numbers.
-    b.iter()
-        .enumerate()
-        .map(|(i, x)| {
-            let n = if i == 0 { 26 } else { 36 };
-            ALPHABET[(*x as usize) % n] as char
-        })
-        .collect()
+pub use crate::ids::new_sandbox_id;
+
+pub fn to_api_state(s: StoredState) -> lizard_proto::SandboxState {
+    match s {
+        StoredState::Running => lizard_proto::SandboxState::Running,
+        StoredState::Paused => lizard_proto::SandboxState::Paused,
+        StoredState::Hibernated => lizard_proto::SandboxState::Hibernated,
+        StoredState::Killed => lizard_proto::SandboxState::Killed,
+    }
+}
+
+pub fn info(sb: &Sandbox) -> lizard_proto::SandboxInfo {
+    lizard_proto::SandboxInfo {
+        sandbox_id: sb.id.clone(),
+        project: sb.project.clone(),
+        template: sb.template.clone(),
+        state: to_api_state(sb.state()),
+        created_at_ms: sb.created_at_ms,
+        timeout_at_ms: sb.timeout_at_ms(),
+        metadata: sb.metadata.clone(),
+        limits: sb.limits,
+        on_timeout: sb.on_timeout,
+        volumes: sb.volumes.clone(),
+        hibernation: None,
+        restore: None,
+        network: sb.network(),
+    }
+}
+
+impl From<crate::egress::InvalidNetwork> for SandboxError {
+    fn from(e: crate::egress::InvalidNetwork) -> Self {
+        SandboxError::Invalid(e.0)
+    }
 }
 
 impl Sandboxes {
@@ -950,8 +971,8 @@ impl Sandboxes {
             project,
             &self.store,
             &self.cfg.secrets,
-        )
-        .map(drop)
+        )?;
+        Ok(())
     }
 
     /// The secret injection of sandbox `id` (of `project`, directory `dir`) for `network`: its
@@ -1926,7 +1947,7 @@ impl Sandboxes {
         };
         // The cgroup's counters are read host-side; the agent's execution log only if it answers
         // at once: nothing the agent does can stop the kill.
-        crate::metering::sample_within(self, &sb, self.cfg.final_sample_deadline).await;
+        crate::sandboxes::metering::sample_within(self, &sb, self.cfg.final_sample_deadline).await;
         sb.set_state(StoredState::Killed);
         sb.stop_packages();
         let runtime = sb.runtime.clone();
@@ -1952,7 +1973,7 @@ impl Sandboxes {
         if matches!(sb.state(), StoredState::Paused | StoredState::Hibernated) {
             return Ok(sb);
         }
-        crate::metering::sample_within(self, &sb, self.cfg.final_sample_deadline).await;
+        crate::sandboxes::metering::sample_within(self, &sb, self.cfg.final_sample_deadline).await;
         let cg = sb.runtime.cgroup.clone();
         tokio::task::spawn_blocking(move || cg.freeze())
             .await
@@ -1988,7 +2009,7 @@ impl Sandboxes {
             }
             StoredState::Paused => {}
         }
-        crate::metering::sample(self, &sb).await;
+        crate::sandboxes::metering::sample(self, &sb).await;
         let cg = sb.runtime.cgroup.clone();
         tokio::task::spawn_blocking(move || cg.thaw())
             .await
@@ -2032,7 +2053,7 @@ impl Sandboxes {
                 .map_err(|e| SandboxError::Launch(e.to_string()))?
                 .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
             // Metered as paused up to now.
-            crate::metering::sample(self, &sb).await;
+            crate::sandboxes::metering::sample(self, &sb).await;
             sb.set_state(StoredState::Running);
         }
         sb.hibernating.store(true, Ordering::SeqCst);
@@ -2048,7 +2069,7 @@ impl Sandboxes {
             None => match sb.agent.contexts().await {
                 Err(e) => Err((format!("listing the contexts: {e}"), false)),
                 Ok(contexts) => {
-                    crate::metering::sample(self, &sb).await;
+                    crate::sandboxes::metering::sample(self, &sb).await;
                     match criu_dump(&self.cfg.checkpoint, &sb).await {
                         Err(why) => Err((why, false)),
                         Ok(dumped) => {
@@ -2092,7 +2113,7 @@ impl Sandboxes {
             Err((why_not_criu, false)) => match sb.agent.hibernate_snapshot(HIBERNATE_DIR).await {
                 Ok(mut r) => {
                     r.method_reason = per_language_reason(&why_not_criu);
-                    crate::metering::sample(self, &sb).await;
+                    crate::sandboxes::metering::sample(self, &sb).await;
                     r
                 }
                 Err(e) => {
@@ -2110,9 +2131,9 @@ impl Sandboxes {
         };
         // The cgroup's counters to the end (the agent, if CRIU stopped it, is not asked). A CRIU
         // restore brings back the same agent with its log (counted up to the sample above).
-        crate::metering::sample_within(self, &sb, Duration::ZERO).await;
+        crate::sandboxes::metering::sample_within(self, &sb, Duration::ZERO).await;
         if report.method != lizard_proto::HibernationMethod::Criu {
-            crate::metering::reset_agent_log(self, id);
+            crate::sandboxes::metering::reset_agent_log(self, id);
         }
         tokio::task::spawn_blocking(move || {
             cg.kill_all()?;
@@ -2135,7 +2156,7 @@ impl Sandboxes {
         &self,
         sb: &Arc<Sandbox>,
     ) -> Result<(Arc<Sandbox>, HibernationReport), SandboxError> {
-        crate::metering::sample(self, sb).await;
+        crate::sandboxes::metering::sample(self, sb).await;
         let cpu_base_ms = self
             .store
             .get_usage(&sb.id)?
@@ -2190,7 +2211,7 @@ impl Sandboxes {
             }
         }
         // A new agent, whose execution log starts again at 1.
-        crate::metering::reset_agent_log(self, &sb.id);
+        crate::sandboxes::metering::reset_agent_log(self, &sb.id);
         let launched = self
             .launch_in(
                 sb.id.clone(),

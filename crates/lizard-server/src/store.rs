@@ -3,7 +3,6 @@
 //! Everything the server must not lose across a restart lives here, written at every lifecycle
 //! transition and by the metering sampler. Not here: anything about how sandboxes run.
 
-use crate::auth::KeyHash;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -181,7 +180,7 @@ pub struct SnapshotRow {
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
     /// What a clone is launched with: the source's settings and lower layers.
-    pub source: crate::sandboxes::snapshot::SnapshotSource,
+    pub source: SnapshotSource,
 }
 
 pub struct Store {
@@ -1332,6 +1331,38 @@ fn usage_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageRow> {
     })
 }
 
+/// SHA-256 of a key, hex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHash(pub String);
+
+impl KeyHash {
+    pub fn of(key: &str) -> KeyHash {
+        let d = <sha2::Sha256 as sha2::Digest>::digest(key.as_bytes());
+        KeyHash(d.iter().map(|b| format!("{b:02x}")).collect())
+    }
+}
+
+/// What a clone is launched with: the source's settings and lower layers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotSource {
+    pub limits: lizard_proto::SandboxLimits,
+    #[serde(default)]
+    pub envs: BTreeMap<String, String>,
+    #[serde(default)]
+    pub network: lizard_proto::NetworkRequest,
+    #[serde(default)]
+    pub on_timeout: lizard_proto::TimeoutAction,
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub volumes: Vec<lizard_proto::SandboxVolume>,
+    /// The template build (and its bases) the layer was made on: pinned while the snapshot lives.
+    pub template_dir: std::path::PathBuf,
+    #[serde(default)]
+    pub template_bases: Vec<std::path::PathBuf>,
+    /// First host id of the source's range: the image's files are owned from there.
+    pub id_base: u32,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1522,7 +1553,7 @@ mod tests {
                 contexts: vec![],
             },
             metadata: BTreeMap::new(),
-            source: crate::sandboxes::snapshot::SnapshotSource {
+            source: SnapshotSource {
                 limits: lizard_proto::SandboxLimits::default(),
                 envs: BTreeMap::new(),
                 network: lizard_proto::NetworkRequest::default(),

@@ -53,7 +53,7 @@ impl From<StoreError> for VolumeError {
 
 /// A new volume id: `vol_` + 20 characters of `[a-z0-9]`.
 pub fn new_volume_id() -> String {
-    format!("vol_{}", crate::sandboxes::new_sandbox_id())
+    format!("vol_{}", crate::ids::new_sandbox_id())
 }
 
 /// The volumes of one server.

@@ -827,7 +827,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         }
         tokio::spawn(sandboxes.clone().run_timeouts());
         tokio::spawn(sandboxes.clone().run_pool());
-        tokio::spawn(lizard_server::metering::run_sampler(
+        tokio::spawn(lizard_server::sandboxes::metering::run_sampler(
             sandboxes.clone(),
             Duration::from_secs(args.sample_interval_s.max(1)),
         ));
@@ -872,9 +872,17 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 max_events: (args.audit_max_events > 0).then_some(args.audit_max_events),
             },
         });
-        lizard_server::audit::prune(&state, true);
-        lizard_server::audit::prune_executions(&sandboxes, true);
-        tokio::spawn(lizard_server::audit::run_retention(state.clone()));
+        lizard_server::audit::prune(&sandboxes.store, state.audit_retention, true);
+        lizard_server::audit::prune_executions(
+            &sandboxes.store,
+            sandboxes.cfg.executions_retention,
+            true,
+        );
+        tokio::spawn(lizard_server::audit::run_retention(
+            sandboxes.store.clone(),
+            state.audit_retention,
+            sandboxes.cfg.executions_retention,
+        ));
         let limits = HttpLimits {
             max_header_bytes: args.max_header_bytes as usize,
             max_headers: args.max_headers as usize,

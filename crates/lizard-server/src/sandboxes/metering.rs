@@ -169,7 +169,11 @@ pub async fn sample_within(sandboxes: &Sandboxes, sb: &Sandbox, log_deadline: Du
                 let any = !log.records.is_empty();
                 record_executions(store, sb, &mut u, log, &bounds);
                 if any && sandboxes.cfg.executions_retention.max_events.is_some() {
-                    crate::audit::prune_executions(sandboxes, false);
+                    crate::audit::prune_executions(
+                        &sandboxes.store,
+                        sandboxes.cfg.executions_retention,
+                        false,
+                    );
                 }
             }
             Err(e) => tracing::debug!(sandbox = %sb.id, error = %e, "reading the execution log"),

@@ -41,26 +41,7 @@ pub(super) const CLONE_BUILD_FILE: &str = "clone-build.json";
 /// (exclusive) by a delete: a snapshot's files and pins do not go from under a clone.
 static FILES_LOCK: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// What a clone is launched with: the source's settings and lower layers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SnapshotSource {
-    pub limits: SandboxLimits,
-    #[serde(default)]
-    pub envs: BTreeMap<String, String>,
-    #[serde(default)]
-    pub network: NetworkRequest,
-    #[serde(default)]
-    pub on_timeout: TimeoutAction,
-    pub timeout_ms: u64,
-    #[serde(default)]
-    pub volumes: Vec<SandboxVolume>,
-    /// The template build (and its bases) the layer was made on: pinned while the snapshot lives.
-    pub template_dir: PathBuf,
-    #[serde(default)]
-    pub template_bases: Vec<PathBuf>,
-    /// First host id of the source's range: the image's files are owned from there.
-    pub id_base: u32,
-}
+pub use crate::store::SnapshotSource;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct CloneBuild {
@@ -434,7 +415,7 @@ impl Sandboxes {
         }
         // The source's executions so far are its own: metered now, and a clone's restored agent
         // (with the source's execution log) is counted from this position on.
-        crate::metering::sample(self, sb).await;
+        crate::sandboxes::metering::sample(self, sb).await;
         let agent_log_seq = self
             .store
             .get_usage(&sb.id)
@@ -929,7 +910,7 @@ impl Sandboxes {
 
 /// The API answer for a clone or fork: the new sandbox with its restore report.
 pub fn clone_info(sb: &Sandbox, report: HibernationReport) -> SandboxInfo {
-    let mut info = crate::api::info(sb);
+    let mut info = super::info(sb);
     info.restore = Some(report);
     info
 }
