@@ -6,11 +6,10 @@
 
 use crate::auth::{self, Principal};
 use crate::sandboxes::metering;
-use crate::sandboxes::{info, CreateSandbox, Sandbox, SandboxError, Sandboxes};
+use crate::sandboxes::{info, CreateSandbox, SandboxError};
 use crate::store::{now_ms, StoreError, StoredState, VolumeRow};
 use crate::volumes::VolumeError;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, patch, post};
@@ -25,22 +24,11 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::state::{visible, AppState, Auth};
 /// Largest request body accepted on control routes and forwarded execute requests.
 pub use lizard_http::api::MAX_BODY_BYTES;
 use lizard_http::api::{error_chain, stream_response, Framing};
 pub use lizard_http::api::{ApiError, ApiJson, ApiQuery};
-
-pub struct AppState {
-    pub sandboxes: Arc<Sandboxes>,
-    /// E2B compatibility: sandbox tokens and debug mode.
-    pub e2b: crate::e2b::E2b,
-    /// Requests per principal (`None`: no limit); applied by [`crate::gate`].
-    pub limiter: Option<crate::ratelimit::RateLimiter>,
-    /// How long and how many audit events are kept ([`crate::audit::run_retention`]).
-    pub audit_retention: crate::audit::Retention,
-    /// User templates (`/v1/templates`).
-    pub templates: Arc<crate::templates::Templates>,
-}
 
 type St = State<Arc<AppState>>;
 
@@ -105,50 +93,10 @@ impl From<VolumeError> for ApiError {
     }
 }
 
-/// The caller, from `Authorization: Bearer <key>` (or E2B's `X-API-Key`).
-pub struct Auth(pub Principal);
-
-/// The credential a request carries: `Authorization: Bearer <key>`, or E2B's `X-API-Key`.
-pub(crate) fn bearer_token(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .or_else(|| {
-            // E2B's SDKs send the key in X-API-Key.
-            headers.get("x-api-key").and_then(|v| v.to_str().ok())
-        })
-        .map(str::trim)
-}
-
-impl FromRequestParts<Arc<AppState>> for Auth {
-    type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, st: &Arc<AppState>) -> Result<Self, ApiError> {
-        // The gate (crate::gate) has usually looked the key up already.
-        if let Some(c) = parts.extensions.get::<auth::Caller>() {
-            return Ok(Auth(c.principal.clone()));
-        }
-        let unauth = || {
-            ApiError::new(
-                ErrorCode::Unauthenticated,
-                "missing or unknown API key: send `Authorization: Bearer <key>` (LIZARD_API_KEY)",
-            )
-        };
-        let token = bearer_token(&parts.headers).ok_or_else(unauth)?;
-        match auth::principal(&st.sandboxes.store, token)? {
-            Some(p) => Ok(Auth(p)),
-            None => Err(unauth()),
-        }
-    }
-}
-
-/// The server's router.
-pub fn router(state: Arc<AppState>) -> Router {
+/// Lizard's own routes: `/health`, `/metrics`, `/v1/...` and the agent routes forwarded into
+/// each sandbox ([`crate::router`] adds E2B's, the fallbacks and the layers).
+pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
-        .merge(crate::e2b::routes())
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
@@ -233,31 +181,6 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/v1/sandboxes/{id}/files/{*rest}",
             any(crate::proxy::forward),
         )
-        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
-        .method_not_allowed_fallback(|| async {
-            let mut r = ApiError::invalid("method not allowed on this route").into_response();
-            *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-            r
-        })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        // E2B sandbox traffic is routed by header before any path matching.
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::e2b::sandbox_traffic,
-        ))
-        // Outermost: who is calling, rate limits, the audit log (crate::gate).
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::gate::gate,
-        ))
-        // Around everything: a body left unread by an early answer is drained, so the client's
-        // kept-alive connection survives it (lizard_http::drain).
-        .layer(axum::middleware::map_request(drain_unread_body))
-        .with_state(state)
-}
-
-async fn drain_unread_body(req: Request) -> Request {
-    lizard_http::drain::drain_unread_body(req).map(axum::body::Body::new)
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -270,14 +193,6 @@ async fn openapi() -> Response {
         crate::openapi_json(),
     )
         .into_response()
-}
-
-/// A sandbox visible to the caller (404 otherwise, whether it exists or not).
-pub fn visible(st: &AppState, who: &Principal, id: &str) -> Result<Arc<Sandbox>, ApiError> {
-    match st.sandboxes.get(id) {
-        Some(sb) if who.can_see(&sb.project) => Ok(sb),
-        _ => Err(ApiError::not_found("sandbox")),
-    }
 }
 
 async fn create_sandbox(

@@ -13,24 +13,22 @@
 //! `<data>/e2b-secret`, so it needs no storage and survives restarts. This module owns no sandbox
 //! logic: it translates and relays.
 
-use crate::api::{ApiError, AppState, Auth};
+pub use crate::e2b_shared::E2b;
+use crate::e2b_shared::{E2bError, E2bJson};
 use crate::sandboxes::{CreateSandbox, Sandbox, SandboxError};
+use crate::state::{AppState, Auth};
 use crate::store::StoredState;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use hmac::Mac;
+use lizard_http::api::ApiError;
 use lizard_proto::e2b::{api, rfc3339_ms, CODE_INTERPRETER_PORT, DEBUG_SANDBOX_ID, ENVD_PORT};
 use lizard_proto::{LimitsRequest, TimeoutAction};
-use sha2::Digest;
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path as FsPath;
 use std::sync::Arc;
 
 /// E2B's template names that mean "the default template" here: `base` (E2B's plain image) is a
@@ -46,123 +44,10 @@ const SNAPSHOT_NAME: &str = "lizard.e2b.name";
 /// forks have started, and never listed as one of E2B's snapshots).
 const FORK_MARK: &str = "lizard.e2b.fork";
 
-/// E2B state of the server: the token secret and, in debug mode, the default sandbox's project.
-pub struct E2b {
-    secret: [u8; 32],
-    debug_project: Option<String>,
-    debug_lock: tokio::sync::Mutex<()>,
-    /// E2B template builds and their uploads (`crate::e2b_templates`).
-    pub(crate) builds: crate::e2b_templates::Builds,
-}
-
-impl E2b {
-    /// Load (or create, 0600) the token secret in `data_dir`. `debug_project`: serve debug mode
-    /// with a default sandbox in that project.
-    pub fn open(data_dir: &FsPath, debug_project: Option<String>) -> std::io::Result<E2b> {
-        let path = data_dir.join("e2b-secret");
-        let secret = match std::fs::read(&path) {
-            Ok(b) if b.len() == 32 => b,
-            _ => {
-                let mut b = vec![0u8; 32];
-                getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
-                let mut f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(&path)?;
-                f.write_all(&b)?;
-                b
-            }
-        };
-        let mut s = [0u8; 32];
-        s.copy_from_slice(&secret);
-        Ok(E2b {
-            secret: s,
-            debug_project,
-            debug_lock: tokio::sync::Mutex::new(()),
-            builds: Default::default(),
-        })
-    }
-
-    /// The access token of a sandbox.
-    pub fn token(&self, sandbox_id: &str) -> String {
-        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.secret)
-            .expect("HMAC takes keys of any length");
-        mac.update(b"lizard-e2b-token:");
-        mac.update(sandbox_id.as_bytes());
-        let tag = mac.finalize().into_bytes();
-        tag.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// Whether `given` is the sandbox's token (compared as digests, so timing says nothing).
-    pub(crate) fn token_ok(&self, sandbox_id: &str, given: &str) -> bool {
-        sha2::Sha256::digest(self.token(sandbox_id).as_bytes())
-            == sha2::Sha256::digest(given.as_bytes())
-    }
-
-    pub fn debug(&self) -> bool {
-        self.debug_project.is_some()
-    }
-}
-
 // ---- errors ----
-
-/// E2B's error body `{code, message}` with `code` = the HTTP status.
-#[derive(Debug)]
-pub struct E2bError(pub StatusCode, pub String);
-
-impl IntoResponse for E2bError {
-    fn into_response(self) -> Response {
-        let body = api::Error {
-            code: self.0.as_u16(),
-            message: self.1,
-        };
-        (self.0, Json(body)).into_response()
-    }
-}
-
-impl From<ApiError> for E2bError {
-    fn from(e: ApiError) -> Self {
-        E2bError(
-            StatusCode::from_u16(e.0.code.http_status())
-                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            e.0.message,
-        )
-    }
-}
-
-impl From<SandboxError> for E2bError {
-    fn from(e: SandboxError) -> Self {
-        ApiError::from(e).into()
-    }
-}
 
 fn not_found(id: &str) -> E2bError {
     E2bError(StatusCode::NOT_FOUND, format!("sandbox {id} not found"))
-}
-
-/// A JSON body whose failures are E2B errors (an empty body is `{}`).
-pub(crate) struct E2bJson<T>(pub T);
-
-impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for E2bJson<T> {
-    type Rejection = E2bError;
-    async fn from_request(req: Request, state: &S) -> Result<Self, E2bError> {
-        let body = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| E2bError(StatusCode::BAD_REQUEST, e.body_text()))?;
-        let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &body
-        };
-        serde_json::from_slice(body).map(E2bJson).map_err(|e| {
-            E2bError(
-                StatusCode::BAD_REQUEST,
-                format!("invalid request body: {e}"),
-            )
-        })
-    }
 }
 
 type St = State<Arc<AppState>>;
@@ -178,7 +63,7 @@ fn visible(
     who: &crate::auth::Principal,
     id: &str,
 ) -> Result<Arc<Sandbox>, E2bError> {
-    crate::api::visible(st, who, id).map_err(|_| not_found(id))
+    crate::state::visible(st, who, id).map_err(|_| not_found(id))
 }
 
 // ---- control plane ----
@@ -206,8 +91,7 @@ pub fn routes() -> Router<Arc<AppState>> {
             axum::routing::delete(delete_snapshot),
         )
         .route("/sandboxes/{id}/fork", post(fork))
-        // Template builds (`Template.build`, `Template.exists`).
-        .merge(crate::e2b_templates::routes())
+    // Template builds (`Template.build`, `Template.exists`).
 }
 
 fn sandbox_body(st: &AppState, sb: &Sandbox) -> api::Sandbox {

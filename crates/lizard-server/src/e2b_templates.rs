@@ -24,8 +24,8 @@
 //! uploads kept); a restart forgets pending E2B builds (a started build goes on in
 //! [`crate::templates`] and its template is there when it is done).
 
-use crate::api::{ApiError, AppState};
-use crate::e2b::{who, E2bError, E2bJson};
+use crate::e2b_shared::*;
+use crate::state::{AppState, Auth};
 use crate::templates::{BuildRequest, Started, TemplateError};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -33,140 +33,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use bytes::Bytes;
+use lizard_http::api::ApiError;
 use lizard_proto::e2b::templates as wire;
 use lizard_proto::{TemplateBuildEvent, TemplateState};
 use lizard_template::dockerfile::{Action, Base, Plan, Step, DEBIAN_SUITES};
 use sha2::Digest;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Read;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// How long a requested build (and its log) is remembered.
-const BUILD_TTL: Duration = Duration::from_secs(3 * 3600);
-/// Builds remembered per project.
-const MAX_BUILDS_PER_PROJECT: usize = 32;
-/// Log entries kept per build (the SDKs read them by offset: the first ones are kept).
-const MAX_LOG_ENTRIES: usize = 10_000;
-/// How long uploaded files are kept for a build (and answered `present`).
-const UPLOAD_TTL: Duration = Duration::from_secs(3600);
-/// Bytes of uploads kept over all projects.
-const MAX_STORED_UPLOADS: usize = 256 * 1024 * 1024;
-/// Entries of one build context.
-const MAX_CONTEXT_ENTRIES: usize = 100_000;
-/// How long an upload link works.
-const LINK_TTL: Duration = Duration::from_secs(3600);
-/// One upload (and the merged context) at most.
-const MAX_UPLOAD: usize = lizard_proto::template::MAX_CONTEXT_BYTES;
-
-/// E2B's base image: Lizard's default template is its counterpart (Debian with Python and Node).
-const E2B_BASE_IMAGES: &[&str] = &["e2bdev/base", "e2bdev/base:latest"];
-
-/// The E2B builds and uploads of the server.
-#[derive(Default)]
-pub struct Builds {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Default)]
-struct Inner {
-    builds: HashMap<String, Build>,
-    /// (project, files hash) → the uploaded archive.
-    uploads: HashMap<(String, String), Upload>,
-    /// Upload link token → (project, files hash), until it is used or expires.
-    links: HashMap<String, Link>,
-    stored: usize,
-}
-
-struct Build {
-    project: String,
-    name: String,
-    created: Instant,
-    started: bool,
-    status: wire::TemplateBuildStatus,
-    entries: Vec<wire::BuildLogEntry>,
-    reason: Option<wire::BuildStatusReason>,
-}
-
-struct Upload {
-    bytes: Bytes,
-    at: Instant,
-}
-
-struct Link {
-    project: String,
-    hash: String,
-    expires: Instant,
-}
-
-impl Inner {
-    fn prune(&mut self, now: Instant) {
-        self.builds
-            .retain(|_, b| now.duration_since(b.created) < BUILD_TTL);
-        self.links.retain(|_, l| l.expires > now);
-        let mut freed = 0;
-        self.uploads.retain(|_, u| {
-            let keep = now.duration_since(u.at) < UPLOAD_TTL;
-            if !keep {
-                freed += u.bytes.len();
-            }
-            keep
-        });
-        self.stored -= freed;
-    }
-}
-
-impl Builds {
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Inner>, E2bError> {
-        self.inner.lock().map_err(|_| {
-            E2bError(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the build registry is unavailable".into(),
-            )
-        })
-    }
-
-    fn log(&self, build_id: &str, level: &str, message: String) {
-        if let Ok(mut g) = self.inner.lock() {
-            if let Some(b) = g.builds.get_mut(build_id) {
-                push_entry(b, level, message);
-            }
-        }
-    }
-
-    fn finish(&self, build_id: &str, status: wire::TemplateBuildStatus, reason: Option<String>) {
-        if let Ok(mut g) = self.inner.lock() {
-            if let Some(b) = g.builds.get_mut(build_id) {
-                if let Some(m) = &reason {
-                    push_entry(b, "error", m.clone());
-                }
-                b.status = status;
-                b.reason = reason.map(|message| wire::BuildStatusReason {
-                    message,
-                    step: None,
-                    log_entries: Vec::new(),
-                });
-            }
-        }
-    }
-}
-
-fn push_entry(b: &mut Build, level: &str, message: String) {
-    if b.entries.len() >= MAX_LOG_ENTRIES {
-        return;
-    }
-    let message = if b.entries.len() + 1 == MAX_LOG_ENTRIES {
-        format!("… the log is longer than {MAX_LOG_ENTRIES} entries: the rest is in GET /v1/templates/{}", b.name)
-    } else {
-        message
-    };
-    b.entries.push(wire::BuildLogEntry {
-        timestamp: lizard_proto::e2b::rfc3339_ms(crate::store::now_ms() as i64),
-        message,
-        level: level.into(),
-        step: None,
-    });
-}
+use std::sync::Arc;
+use std::time::Instant;
 
 fn bad(m: impl Into<String>) -> E2bError {
     E2bError(StatusCode::BAD_REQUEST, m.into())
@@ -179,10 +54,11 @@ fn random_hex(n: usize) -> String {
 }
 
 type St = State<Arc<AppState>>;
-type Who = Result<crate::api::Auth, ApiError>;
+type Who = Result<Auth, ApiError>;
 
 fn project_of(w: Who) -> Result<String, E2bError> {
-    who(w)?
+    w.map(|Auth(p)| p)
+        .map_err(E2bError::from)?
         .project_for(None)
         .ok_or_else(|| E2bError(StatusCode::FORBIDDEN, "this key has no project".into()))
 }

@@ -10,14 +10,15 @@
 //! client one principal). E2B's debug listeners do not pass through here (they have no keys and
 //! serve one local developer).
 
-use crate::api::{bearer_token, ApiError, AppState};
 use crate::audit::{self, Action};
 use crate::auth::{self, Caller};
+use crate::state::{bearer_token, AppState};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use lizard_http::api::ApiError;
 use lizard_proto::{AuditEvent, ErrorCode};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -260,7 +261,7 @@ async fn typed_errors(resp: Response, e2b: bool) -> Response {
         text
     };
     let mut r = if e2b {
-        crate::e2b::E2bError(status, message).into_response()
+        crate::e2b_shared::E2bError(status, message).into_response()
     } else {
         let code = match status.as_u16() {
             401 => ErrorCode::Unauthenticated,
@@ -301,7 +302,7 @@ fn header(req: &Request, name: &str) -> Option<String> {
 fn too_many(e2b: bool, retry_after: u64) -> Response {
     let message = format!("rate limit exceeded: retry after {retry_after} s");
     let mut r = if e2b {
-        crate::e2b::E2bError(StatusCode::TOO_MANY_REQUESTS, message).into_response()
+        crate::e2b_shared::E2bError(StatusCode::TOO_MANY_REQUESTS, message).into_response()
     } else {
         ApiError::new(ErrorCode::RateLimited, message).into_response()
     };

@@ -19,13 +19,14 @@
 //! `target` here for the `/v1` routes, `crate::e2b` for E2B's), or response headers (the agent's
 //! answer is passed back as it is).
 
-use crate::api::{visible, ApiError, AppState, Auth};
 use crate::sandboxes::Sandbox;
+use crate::state::{visible, AppState, Auth};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use lizard_http::api::ApiError;
 use lizard_proto::ErrorCode;
 use std::sync::Arc;
 

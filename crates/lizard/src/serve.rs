@@ -4,8 +4,9 @@
 //! all) and a short deadline for request heads.
 
 use anyhow::{Context as _, Result};
-use lizard_server::api::{router, AppState};
+use lizard_server::router::router;
 use lizard_server::sandboxes::{SandboxConfig, Sandboxes};
+use lizard_server::state::AppState;
 use lizard_server::store::Store;
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt;
