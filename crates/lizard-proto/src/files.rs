@@ -51,6 +51,8 @@ pub struct EntryInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PathQuery {
+    /// Relative paths resolve against the user's home (`/home/user`, or `/root` as `root`);
+    /// normalised; empty or with a NUL byte is a 400.
     pub path: String,
     /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
     /// then resolve against `/root`).
@@ -63,7 +65,10 @@ pub struct PathQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
+    /// Relative paths resolve against the user's home (`/home/user`, or `/root` as `root`);
+    /// normalised; empty or with a NUL byte is a 400.
     pub path: String,
+    /// How many levels deep (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
     /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
@@ -76,7 +81,10 @@ pub struct ListQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WatchQuery {
+    /// Relative paths resolve against the user's home (`/home/user`, or `/root` as `root`);
+    /// normalised; empty or with a NUL byte is a 400.
     pub path: String,
+    /// Also every directory below `path`.
     #[serde(default)]
     pub recursive: bool,
 }

@@ -46,21 +46,21 @@ pub use ids::ContextId;
 pub use language::{Language, UnknownLanguage};
 pub use sandbox::{
     CreateProjectRequest, CreateSandboxRequest, Egress, EgressRules, EgressTraffic, ExecutionRow,
-    InjectRequest, LimitsRequest, MirrorTraffic, NetworkLog, NetworkRequest, ProjectCreated,
-    ProjectSettings, ProjectUsage, RefusedRequest, SandboxInfo, SandboxLimits, SandboxState,
-    SandboxUsage, SecretInfo, SetSecretRequest, SetTimeoutRequest, TimeoutAction,
-    UpdateNetworkRequest, UpdateProjectRequest, UsageTotals,
+    ExecutionsQuery, InjectRequest, LimitsRequest, MirrorTraffic, NetworkLog, NetworkRequest,
+    ProjectCreated, ProjectSettings, ProjectUsage, RefusedRequest, SandboxInfo, SandboxLimits,
+    SandboxListQuery, SandboxState, SandboxUsage, SecretInfo, SetSecretRequest, SetTimeoutRequest,
+    TimeoutAction, UpdateNetworkRequest, UpdateProjectRequest, UsageQuery, UsageTotals,
 };
 pub use snapshot::{
     CreateSnapshotRequest, ForkSandboxRequest, SnapshotInfo, SnapshotQuery, SnapshotUsage,
 };
 pub use template::{
     BuildTemplateRequest, LogStream, TemplateBuildEvent, TemplateInfo, TemplateList,
-    TemplatePackages, TemplateState, TemplateVersion,
+    TemplatePackages, TemplateQuery, TemplateState, TemplateVersion,
 };
 pub use volume::{
     check_mount_path, mount_paths_overlap, valid_volume_name, CreateVolumeRequest, SandboxVolume,
-    VolumeInfo, VolumeMountRequest, VolumeUsage,
+    VolumeInfo, VolumeMountRequest, VolumeQuery, VolumeUsage,
 };
 
 use serde::{Deserialize, Serialize};

@@ -480,6 +480,51 @@ pub struct ExecutionRow {
     pub finished_at_ms: u64,
 }
 
+/// `GET /v1/sandboxes?project=&state=&metadata=`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SandboxListQuery {
+    /// Admin keys: only this project's sandboxes (a project key always sees its own only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Only sandboxes in this state: `running`, `paused` or `hibernated`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["running", "paused", "hibernated"]))]
+    pub state: Option<String>,
+    /// `k1=v1,k2=v2`: only sandboxes whose metadata has every pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<String>,
+}
+
+/// `GET /v1/projects/{project}/usage?from=&to=`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UsageQuery {
+    /// Milliseconds since the epoch (inclusive); default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
+    /// Milliseconds since the epoch (exclusive); default now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<u64>,
+}
+
+/// `GET /v1/projects/{project}/executions?sandbox=&from=&to=&limit=`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionsQuery {
+    /// Only this sandbox's runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// Milliseconds since the epoch (inclusive); default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
+    /// Milliseconds since the epoch (exclusive); default now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<u64>,
+    /// At most this many runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -166,3 +166,12 @@ pub enum TemplateBuildEvent {
     /// COPY source missing from the context; `build_failed` for a failed step).
     Error { error: crate::ErrorBody },
 }
+
+/// `?project=` of `GET /v1/templates`, `GET|DELETE /v1/templates/{name}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateQuery {
+    /// The project (admin keys; default: the key's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+}

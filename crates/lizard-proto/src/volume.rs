@@ -134,6 +134,19 @@ pub fn mount_paths_overlap(a: &str, b: &str) -> bool {
     under(a, b) || under(b, a)
 }
 
+/// `?project=&force=` of `GET /v1/volumes`, `GET|DELETE /v1/volumes/{volume}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeQuery {
+    /// Project of a volume named by name (default: the key's own; `default` for an admin key).
+    /// Listing with an admin key: only this project's (every project's when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Delete only: kill the sandboxes that mount the volume first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

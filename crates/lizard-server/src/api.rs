@@ -20,7 +20,6 @@ use lizard_proto::{
     VolumeInfo,
 };
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -433,13 +432,6 @@ impl From<crate::templates::TemplateError> for ApiError {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TemplateQuery {
-    #[serde(default)]
-    project: Option<String>,
-}
-
 /// `POST /v1/templates`: start a build (streamed with an NDJSON/SSE `Accept`, else 202). The
 /// answer names the template for the audit log (`audit::Created`), so the gate never reads a
 /// streamed body.
@@ -571,7 +563,7 @@ fn event_stream(
 async fn list_templates(
     State(st): St,
     Auth(who): Auth,
-    ApiQuery(q): ApiQuery<TemplateQuery>,
+    ApiQuery(q): ApiQuery<lizard_proto::TemplateQuery>,
 ) -> Result<Json<lizard_proto::TemplateList>, ApiError> {
     let project = match (&who, q.project.as_deref()) {
         // An admin lists every project's templates unless it names one.
@@ -586,7 +578,7 @@ async fn get_template(
     State(st): St,
     Auth(who): Auth,
     Path(name): Path<String>,
-    ApiQuery(q): ApiQuery<TemplateQuery>,
+    ApiQuery(q): ApiQuery<lizard_proto::TemplateQuery>,
 ) -> Result<Json<lizard_proto::TemplateInfo>, ApiError> {
     let project = project_of(&who, q.project.as_deref())?;
     Ok(Json(st.templates.get(&project, &name)?))
@@ -596,7 +588,7 @@ async fn delete_template(
     State(st): St,
     Auth(who): Auth,
     Path(name): Path<String>,
-    ApiQuery(q): ApiQuery<TemplateQuery>,
+    ApiQuery(q): ApiQuery<lizard_proto::TemplateQuery>,
 ) -> Result<StatusCode, ApiError> {
     let project = project_of(&who, q.project.as_deref())?;
     st.templates.delete(&project, &name)?;
@@ -631,16 +623,6 @@ async fn create_volume(
     Ok((StatusCode::CREATED, Json(v.info(&row, Vec::new()))))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct VolumeQuery {
-    #[serde(default)]
-    project: Option<String>,
-    /// Delete only: kill the sandboxes that mount the volume first.
-    #[serde(default)]
-    force: Option<bool>,
-}
-
 fn volume_info(st: &AppState, row: &VolumeRow) -> VolumeInfo {
     st.sandboxes
         .volumes
@@ -650,7 +632,7 @@ fn volume_info(st: &AppState, row: &VolumeRow) -> VolumeInfo {
 async fn list_volumes(
     State(st): St,
     Auth(who): Auth,
-    ApiQuery(q): ApiQuery<VolumeQuery>,
+    ApiQuery(q): ApiQuery<lizard_proto::VolumeQuery>,
 ) -> Result<Json<Vec<VolumeInfo>>, ApiError> {
     let project = match (&who, q.project.as_deref()) {
         // An admin lists every project's volumes unless it names one.
@@ -687,7 +669,7 @@ async fn get_volume(
     State(st): St,
     Auth(who): Auth,
     Path(key): Path<String>,
-    ApiQuery(q): ApiQuery<VolumeQuery>,
+    ApiQuery(q): ApiQuery<lizard_proto::VolumeQuery>,
 ) -> Result<Json<VolumeInfo>, ApiError> {
     let row = find_volume(&st, &who, &key, q.project.as_deref())?;
     Ok(Json(volume_info(&st, &row)))
@@ -697,7 +679,7 @@ async fn delete_volume(
     State(st): St,
     Auth(who): Auth,
     Path(key): Path<String>,
-    ApiQuery(q): ApiQuery<VolumeQuery>,
+    ApiQuery(q): ApiQuery<lizard_proto::VolumeQuery>,
 ) -> Result<StatusCode, ApiError> {
     let row = find_volume(&st, &who, &key, q.project.as_deref())?;
     st.sandboxes
@@ -706,21 +688,10 @@ async fn delete_volume(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Debug, Deserialize)]
-struct ListQuery {
-    #[serde(default)]
-    project: Option<String>,
-    #[serde(default)]
-    state: Option<String>,
-    /// `metadata=k1=v1,k2=v2` (all must match).
-    #[serde(default)]
-    metadata: Option<String>,
-}
-
 async fn list_sandboxes(
     State(st): St,
     Auth(who): Auth,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(q): ApiQuery<lizard_proto::SandboxListQuery>,
 ) -> Result<Json<Vec<SandboxInfo>>, ApiError> {
     let mut want_meta = BTreeMap::new();
     if let Some(m) = &q.metadata {
@@ -1045,22 +1016,11 @@ async fn create_project(
     ))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UsageQuery {
-    /// Milliseconds since the epoch (inclusive); default 0.
-    #[serde(default)]
-    from: Option<u64>,
-    /// Milliseconds since the epoch (exclusive); default now.
-    #[serde(default)]
-    to: Option<u64>,
-}
-
 async fn project_usage(
     State(st): St,
     Auth(who): Auth,
     Path(project): Path<String>,
-    ApiQuery(q): ApiQuery<UsageQuery>,
+    ApiQuery(q): ApiQuery<lizard_proto::UsageQuery>,
 ) -> Result<Json<ProjectUsage>, ApiError> {
     let store = &st.sandboxes.store;
     if !who.can_see(&project) || !store.project_exists(&project)? {
@@ -1105,25 +1065,12 @@ async fn project_usage(
     }))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExecutionsQuery {
-    #[serde(default)]
-    sandbox: Option<String>,
-    #[serde(default)]
-    from: Option<u64>,
-    #[serde(default)]
-    to: Option<u64>,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
 /// Per-execution usage (wall, CPU, peak RSS) of a project's sandboxes.
 async fn project_executions(
     State(st): St,
     Auth(who): Auth,
     Path(project): Path<String>,
-    ApiQuery(q): ApiQuery<ExecutionsQuery>,
+    ApiQuery(q): ApiQuery<lizard_proto::ExecutionsQuery>,
 ) -> Result<Json<Vec<lizard_proto::ExecutionRow>>, ApiError> {
     let store = &st.sandboxes.store;
     if !who.can_see(&project) || !store.project_exists(&project)? {
@@ -1300,10 +1247,10 @@ mod query_tests {
         ]) {
             let q: String = form_urlencoded::byte_serialize(q.as_bytes()).collect::<String>()
                 .replace("%3D", "=").replace("%26", "&");
-            let _ = parse::<VolumeQuery>(&q);
-            let _ = parse::<ListQuery>(&q);
-            let _ = parse::<UsageQuery>(&q);
-            let _ = parse::<ExecutionsQuery>(&q);
+            let _ = parse::<lizard_proto::VolumeQuery>(&q);
+            let _ = parse::<lizard_proto::SandboxListQuery>(&q);
+            let _ = parse::<lizard_proto::UsageQuery>(&q);
+            let _ = parse::<lizard_proto::ExecutionsQuery>(&q);
             let _ = parse::<lizard_proto::AuditQuery>(&q);
         }
 
@@ -1312,11 +1259,11 @@ mod query_tests {
         fn usage_bounds_parse_exactly(from in proptest::option::of(proptest::prelude::any::<u64>()), junk in "[a-z]{1,5}") {
             proptest::prop_assume!(junk != "from" && junk != "to");
             let q = from.map(|f| format!("from={f}")).unwrap_or_default();
-            let u: UsageQuery = parse(&q).unwrap().unwrap();
+            let u: lizard_proto::UsageQuery = parse(&q).unwrap().unwrap();
             proptest::prop_assert_eq!(u.from, from);
-            let bad_number = parse::<UsageQuery>(&format!("from={junk}")).unwrap();
+            let bad_number = parse::<lizard_proto::UsageQuery>(&format!("from={junk}")).unwrap();
             proptest::prop_assert!(bad_number.is_err());
-            let unknown = parse::<UsageQuery>(&format!("{junk}=1")).unwrap();
+            let unknown = parse::<lizard_proto::UsageQuery>(&format!("{junk}=1")).unwrap();
             proptest::prop_assert!(unknown.is_err(), "unknown fields are refused");
         }
     }

@@ -26,6 +26,9 @@ fn raw(json: &'static str) -> Schema {
 /// Content types and their schemas (of a body or a response).
 type Content = Vec<(&'static str, Schema)>;
 
+/// A query type: its name and its schema.
+pub type QueryType = (&'static str, fn(&mut SchemaGenerator) -> schemars::Schema);
+
 /// One route and method of the API.
 pub struct Operation {
     pub method: &'static str,
@@ -36,6 +39,9 @@ pub struct Operation {
     public: bool,
     /// Parameters other than the path's own `{name}`s (those are strings, added from the path).
     params: Vec<(&'static str, &'static str, bool, &'static str, Schema)>,
+    /// The query parameters: the properties of this type (the one the handler's `ApiQuery<T>`
+    /// takes, by name), each with its field's documentation.
+    pub query: Option<QueryType>,
     body: Option<(bool, Content)>,
     /// `(status, description, content)`.
     responses: Vec<(&'static str, &'static str, Content)>,
@@ -49,6 +55,7 @@ fn op(method: &'static str, path: &'static str, summary: &'static str) -> Operat
         description: None,
         public: false,
         params: Vec::new(),
+        query: None,
         body: None,
         responses: Vec::new(),
     }
@@ -91,6 +98,12 @@ impl Operation {
             .push((location, name, required, description, schema));
         self
     }
+    /// Query parameters from `T` (see [`Operation::query`]).
+    fn query<T: JsonSchema>(mut self) -> Self {
+        let name = std::any::type_name::<T>();
+        self.query = Some((name.rsplit("::").next().unwrap_or(name), T::json_schema));
+        self
+    }
     fn body(mut self, required: bool, content: Content) -> Self {
         self.body = Some((required, content));
         self
@@ -130,8 +143,7 @@ pub fn operations() -> Vec<Operation> {
             .body(true, vec![("application/json", of::<UpdateProjectRequest>())])
             .response("200", "The settings now", vec![("application/json", of::<ProjectSettings>())]),
         get("/v1/projects/{project}/usage", "Usage totals and per-sandbox rows")
-            .param("query", "from", false, "", raw(r##"{"type":"integer"}"##))
-            .param("query", "to", false, "", raw(r##"{"type":"integer"}"##))
+            .query::<UsageQuery>()
             .response("200", "Usage", vec![("application/json", of::<ProjectUsage>())]),
         post("/v1/projects/{project}/secrets", "Set (create or replace) a secret of a project")
             .describe("Secrets are write-only: the answer, like every other, holds the name and times, never the value. Sandboxes use them through network.inject; the value never enters a sandbox. An admin key may set any project's, a project key its own (404 not_found for another project or one that does not exist). 400 invalid_request for a bad name or value; 409 conflict beyond 256 secrets in a project. Running sandboxes that use a replaced secret get the new value at their next PATCH /v1/sandboxes/{id}/network or start.")
@@ -144,9 +156,7 @@ pub fn operations() -> Vec<Operation> {
             .describe("Running sandboxes that use it keep its value until their next start or rule change; there, rules still naming it fail (a PATCH is refused with 400; at a start — resume, server restart — the sandbox's egress cannot be set up): change those rules before deleting a secret they use. New sandboxes naming it are refused (400). 404 not_found if there is no such secret (or the project is not the key's).")
             .response("204", "Deleted", vec![]),
         get("/v1/sandboxes", "List sandboxes")
-            .param("query", "project", false, "", raw(r##"{"type":"string"}"##))
-            .param("query", "state", false, "", raw(r##"{"type":"string","enum":["running","paused","hibernated"]}"##))
-            .param("query", "metadata", false, "k=v[,k=v...]", raw(r##"{"type":"string"}"##))
+            .query::<SandboxListQuery>()
             .response("200", "Sandboxes", vec![("application/json", of::<Vec<SandboxInfo>>())]),
         post("/v1/sandboxes", "Create a sandbox")
             .body(true, vec![("application/json", of::<CreateSandboxRequest>())])
@@ -190,15 +200,10 @@ pub fn operations() -> Vec<Operation> {
         post("/v1/sandboxes/{id}/hibernate", "Hibernate: every context saves its state to disk (per language: variables, functions, classes, imports, cwd...), then the sandbox's processes are stopped; it holds no memory, survives a server restart, and its writable layer is kept. From running or paused; idempotent (no `hibernation` in the answer when it was already hibernated). Code cannot run until it is resumed (409).")
             .response("200", "Hibernated; `hibernation` says what each context saved and what it could not", vec![("application/json", of::<SandboxInfo>())]),
         get("/v1/projects/{project}/executions", "Per-execution usage: wall ms, CPU ms and peak RSS of each run")
-            .param("query", "sandbox", false, "", raw(r##"{"type":"string"}"##))
-            .param("query", "from", false, "", raw(r##"{"type":"integer"}"##))
-            .param("query", "to", false, "", raw(r##"{"type":"integer"}"##))
-            .param("query", "limit", false, "", raw(r##"{"type":"integer"}"##))
+            .query::<ExecutionsQuery>()
             .response("200", "Runs", vec![("application/json", of::<Vec<ExecutionRow>>())]),
         get("/v1/audit", "The audit log: lifecycle calls (sandbox create/kill/pause/resume/hibernate/set-timeout, project create, volume create/delete, E2B create/kill/connect/pause/timeout) and authentication failures, newest first. An admin key sees every event, a project key its own project's.")
-            .param("query", "from", false, "Milliseconds since the epoch (inclusive); default 0.", raw(r##"{"type":"integer"}"##))
-            .param("query", "to", false, "Milliseconds since the epoch (exclusive); default now.", raw(r##"{"type":"integer"}"##))
-            .param("query", "limit", false, "At most this many events (default 1000, at most 10000).", raw(r##"{"type":"integer"}"##))
+            .query::<AuditQuery>()
             .response("200", "Events, newest first", vec![("application/json", of::<Vec<AuditEvent>>())]),
         get("/v1/sandboxes/{id}/commands", "Running commands and terminals")
             .response("200", "Processes", vec![("application/json", of::<Vec<ProcessInfo>>())]),
@@ -211,7 +216,7 @@ pub fn operations() -> Vec<Operation> {
             .response("200", "Process", vec![("application/json", of::<ProcessInfo>())]),
         get("/v1/sandboxes/{id}/commands/{pid}/stream", "Reattach: buffered output (last 1 MiB per stream), then live output and end. Without a streaming Accept: wait and return the CommandResult.")
             .param("path", "pid", true, "", raw(r##"{"type":"integer"}"##))
-            .param("query", "base64", false, "", raw(r##"{"type":"boolean"}"##))
+            .query::<StreamQuery>()
             .response("200", "Events or result", vec![("application/json", of::<CommandResult>()), ("application/x-ndjson", of::<CommandEvent>()), ("text/event-stream", of::<CommandEvent>())]),
         post("/v1/sandboxes/{id}/commands/{pid}/stdin", "Write to stdin (commands started with stdin: true, or terminals); 409 otherwise or after exit")
             .param("path", "pid", true, "", raw(r##"{"type":"integer"}"##))
@@ -237,21 +242,20 @@ pub fn operations() -> Vec<Operation> {
             .body(true, vec![("application/json", of::<PtySize>())])
             .response("204", "Done", vec![]),
         get("/v1/sandboxes/{id}/files", "Read a file (streamed raw bytes)")
-            .param("query", "path", true, "Relative paths resolve against /home/user; normalised; empty or NUL is a 400.", raw(r##"{"type":"string"}"##))
+            .query::<PathQuery>()
             .response("200", "The bytes", vec![("application/octet-stream", raw(r##"{"type":"string","format":"binary"}"##))]),
         put("/v1/sandboxes/{id}/files", "Write a file from the raw request body (streamed, no size limit; parents created; atomic replace through a temporary file)")
-            .param("query", "path", true, "Relative paths resolve against /home/user; normalised; empty or NUL is a 400.", raw(r##"{"type":"string"}"##))
+            .query::<PathQuery>()
             .body(true, vec![("application/octet-stream", raw(r##"{"type":"string","format":"binary"}"##))])
             .response("200", "The written file", vec![("application/json", of::<EntryInfo>())]),
         delete("/v1/sandboxes/{id}/files", "Remove a file, symlink or directory (recursively)")
-            .param("query", "path", true, "Relative paths resolve against /home/user; normalised; empty or NUL is a 400.", raw(r##"{"type":"string"}"##))
+            .query::<PathQuery>()
             .response("204", "Done", vec![]),
         get("/v1/sandboxes/{id}/files/stat", "Stat a path (symlinks not followed); 404 when it does not exist")
-            .param("query", "path", true, "Relative paths resolve against /home/user; normalised; empty or NUL is a 400.", raw(r##"{"type":"string"}"##))
+            .query::<PathQuery>()
             .response("200", "Entry", vec![("application/json", of::<EntryInfo>())]),
         get("/v1/sandboxes/{id}/files/list", "List a directory, depth levels deep, sorted by path")
-            .param("query", "path", true, "Relative paths resolve against /home/user; normalised; empty or NUL is a 400.", raw(r##"{"type":"string"}"##))
-            .param("query", "depth", false, "", raw(r##"{"type":"integer","minimum":1,"default":1}"##))
+            .query::<ListQuery>()
             .response("200", "Entries", vec![("application/json", of::<Vec<EntryInfo>>())]),
         post("/v1/sandboxes/{id}/files/mkdir", "Create a directory and its parents; 409 conflict when it exists")
             .body(true, vec![("application/json", of::<MakeDirRequest>())])
@@ -260,36 +264,34 @@ pub fn operations() -> Vec<Operation> {
             .body(true, vec![("application/json", of::<RenameRequest>())])
             .response("200", "The moved entry", vec![("application/json", of::<EntryInfo>())]),
         get("/v1/sandboxes/{id}/files/watch", "Watch a path: NDJSON FsEvents until the client disconnects")
-            .param("query", "path", true, "Relative paths resolve against /home/user; normalised; empty or NUL is a 400.", raw(r##"{"type":"string"}"##))
-            .param("query", "recursive", false, "", raw(r##"{"type":"boolean"}"##))
+            .query::<WatchQuery>()
             .response("200", "Events", vec![("application/x-ndjson", of::<FsEvent>())]),
         get("/v1/volumes", "List volumes (an admin key without ?project= lists every project's)")
-            .param("query", "project", false, "Project of a volume named by name (default: the key's own; `default` for an admin key).", raw(r##"{"type":"string"}"##))
+            .query::<VolumeQuery>()
             .response("200", "Volumes", vec![("application/json", of::<Vec<VolumeInfo>>())]),
         post("/v1/volumes", "Create a volume (a sparse ext4 image, mounted on the host)")
             .body(true, vec![("application/json", of::<CreateVolumeRequest>())])
             .response("201", "Created", vec![("application/json", of::<VolumeInfo>())]),
         get("/v1/volumes/{volume}", "Get a volume")
             .param("path", "volume", true, "Volume id (vol_...) or name.", raw(r##"{"type":"string"}"##))
-            .param("query", "project", false, "Project of a volume named by name (default: the key's own; `default` for an admin key).", raw(r##"{"type":"string"}"##))
+            .query::<VolumeQuery>()
             .response("200", "Volume", vec![("application/json", of::<VolumeInfo>())]),
         delete("/v1/volumes/{volume}", "Delete a volume and its data. Refused with 409 volume_in_use while a running or paused sandbox mounts it, unless force=true, which kills those sandboxes first.")
             .param("path", "volume", true, "Volume id (vol_...) or name.", raw(r##"{"type":"string"}"##))
-            .param("query", "project", false, "Project of a volume named by name (default: the key's own; `default` for an admin key).", raw(r##"{"type":"string"}"##))
-            .param("query", "force", false, "", raw(r##"{"type":"boolean","default":false}"##))
+            .query::<VolumeQuery>()
             .response("204", "Deleted", vec![]),
         get("/v1/templates", "List templates: the project's own, public ones and the built-ins (an admin key without ?project= lists every project's)")
-            .param("query", "project", false, "The project (admin keys; default: the key's own).", raw(r##"{"type":"string"}"##))
+            .query::<TemplateQuery>()
             .response("200", "Templates", vec![("application/json", of::<TemplateList>())]),
         post("/v1/templates", "Build a user template from a Dockerfile inside a build sandbox of its base. With Accept application/x-ndjson or text/event-stream the build's events stream (200); otherwise 202 with the template (state building), or 200 on a cache hit.")
             .body(true, vec![("application/json", of::<BuildTemplateRequest>())])
             .response("200", "A cache hit, or the event stream", vec![("application/json", of::<TemplateInfo>()), ("application/x-ndjson", of::<TemplateBuildEvent>()), ("text/event-stream", of::<TemplateBuildEvent>())])
             .response("202", "The build runs", vec![("application/json", of::<TemplateInfo>())]),
         get("/v1/templates/{name}", "A template with its state, versions and build log")
-            .param("query", "project", false, "The project (admin keys; default: the key's own).", raw(r##"{"type":"string"}"##))
+            .query::<TemplateQuery>()
             .response("200", "The template", vec![("application/json", of::<TemplateInfo>())]),
         delete("/v1/templates/{name}", "Delete a user template (sandboxes running on it keep working). 403 for built-ins, 409 template_in_use while another template is built on it.")
-            .param("query", "project", false, "The project (admin keys; default: the key's own).", raw(r##"{"type":"string"}"##))
+            .query::<TemplateQuery>()
             .response("204", "Deleted", vec![]),
         post("/v1/sandboxes/{id}/snapshots", "Snapshot a running or paused sandbox: its kernels save their state (method `per-language` today; the answer's `method`/`method_reason` say which and why), then its disk image is copied while the sandbox is frozen briefly. The sandbox keeps running (or stays paused). 404 for a sandbox the key cannot see or that was killed; 409 for a hibernated one.")
             .body(false, vec![("application/json", of::<CreateSnapshotRequest>())])
@@ -298,8 +300,7 @@ pub fn operations() -> Vec<Operation> {
             .body(false, vec![("application/json", of::<ForkSandboxRequest>())])
             .response("201", "The new sandbox; `restore` says what each context got back and what was lost", vec![("application/json", of::<SandboxInfo>())]),
         get("/v1/snapshots", "Snapshots of the key's project (an admin key: every project's, or `project`'s), oldest first.")
-            .param("query", "sandbox_id", false, "", raw(r##"{"type":"string"}"##))
-            .param("query", "project", false, "", raw(r##"{"type":"string"}"##))
+            .query::<SnapshotQuery>()
             .response("200", "Snapshots", vec![("application/json", of::<Vec<SnapshotInfo>>())]),
         get("/v1/snapshots/{snapshot}", "One snapshot (404 for another project's).")
             .response("200", "The snapshot", vec![("application/json", of::<SnapshotInfo>())]),
@@ -349,6 +350,49 @@ fn content(g: &mut SchemaGenerator, c: &[(&str, Schema)]) -> Value {
     Value::Object(m)
 }
 
+/// The query parameters of a query type's (inline) schema: one per property, required as the
+/// schema says, described by the field's documentation, its type without the `null` an `Option`
+/// adds (an absent parameter is the `None`).
+fn query_params(schema: &Value) -> Vec<Value> {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = schema["properties"].as_object() else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, prop)| {
+            let mut prop = prop.clone();
+            let description = prop.as_object_mut().and_then(|o| o.remove("description"));
+            // `#[serde(default)]` on an `Option`: absent is `None`, not a `null` to send.
+            if prop["default"].is_null() {
+                if let Some(o) = prop.as_object_mut() {
+                    o.remove("default");
+                }
+            }
+            if let Some(types) = prop["type"].as_array() {
+                let types: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+                prop["type"] = match types.as_slice() {
+                    [one] => one.clone(),
+                    _ => Value::Array(types),
+                };
+            }
+            let mut p = json!({
+                "name": name,
+                "in": "query",
+                "required": required.contains(&name.as_str()),
+                "schema": prop,
+            });
+            if let Some(d) = description {
+                p["description"] = d;
+            }
+            p
+        })
+        .collect()
+}
+
 /// The whole document.
 pub fn document() -> Value {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
@@ -366,6 +410,9 @@ pub fn document() -> Value {
             if !o.params.iter().any(|p| p.0 == "path" && p.1 == name) {
                 params.push(json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}));
             }
+        }
+        if let Some((_, schema)) = o.query {
+            params.extend(query_params(&schema(&mut g).to_value()));
         }
         for (location, name, required, description, schema) in &o.params {
             let mut p = json!({"name": name, "in": location, "required": required, "schema": schema_value(&mut g, schema)});

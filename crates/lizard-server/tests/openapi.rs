@@ -295,3 +295,80 @@ fn the_server_handlers_take_and_answer_the_documented_types() {
         "only {checked} handler types read: the reader no longer finds them"
     );
 }
+
+/// The `T` of `ApiQuery<T>` in handler `name`'s signature in `src`, by its last path segment.
+fn query_type(src: &str, name: &str) -> Option<String> {
+    let at = src.find(&format!("async fn {name}("))?;
+    let sig = &src[at..];
+    let sig = &sig[..sig.find('{')?];
+    let i = sig.find("ApiQuery<")? + "ApiQuery<".len();
+    let end = sig[i..].find('>')?;
+    Some(type_name(&sig[i..i + end]))
+}
+
+/// Every handler, the server's and the agent's (for the routes forwarded to it), takes the query
+/// type whose properties the document lists as its parameters (`Operation::query`), and a route
+/// with no query type documents no query parameters: a field added to a query type is documented,
+/// and a handler changed to another query type fails here.
+#[test]
+fn handlers_take_the_documented_query_types() {
+    let ops = lizard_server::openapi::operations();
+    let documented: std::collections::BTreeMap<(String, String), Option<&str>> = ops
+        .iter()
+        .map(|o| ((o.method.to_string(), shape(o.path)), o.query.map(|q| q.0)))
+        .collect();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    let sources = std::iter::once(("", SERVER_ROUTER))
+        .chain(AGENT_ROUTERS.iter().map(|s| ("/v1/sandboxes/{id}", *s)));
+    for (prefix, src) in sources {
+        for (path, handlers) in route_args(src) {
+            for (m, handler) in handlers_of(&handlers) {
+                let key = (m.clone(), shape(&format!("{prefix}{path}")));
+                // The agent's host-only routes and the proxies of any method are not documented
+                // operations of their own.
+                let Some(doc) = documented.get(&key) else {
+                    continue;
+                };
+                let taken = query_type(src, &handler);
+                if taken.as_deref() != *doc {
+                    wrong.push(format!(
+                        "{m} {prefix}{path} ({handler}): takes {taken:?}, documented {doc:?}"
+                    ));
+                }
+                checked += usize::from(taken.is_some());
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert!(
+        checked >= 15,
+        "only {checked} query types read: the reader no longer finds them"
+    );
+}
+
+/// A query type's fields are the operation's parameters, with their documentation; `Option`
+/// fields are optional parameters of the inner type.
+#[test]
+fn query_parameters_come_from_the_query_type() {
+    let doc = lizard_server::openapi::document();
+    let params = doc["paths"]["/v1/projects/{project}/executions"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let limit = params.iter().find(|p| p["name"] == "limit").unwrap();
+    assert_eq!(limit["in"], "query");
+    assert_eq!(limit["required"], false);
+    assert_eq!(limit["schema"]["type"], "integer");
+    assert_eq!(limit["description"], "At most this many runs.");
+    let read = doc["paths"]["/v1/sandboxes/{id}/files"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let names: Vec<&str> = read.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert!(
+        names.contains(&"path") && names.contains(&"user"),
+        "{names:?}"
+    );
+    assert!(read
+        .iter()
+        .any(|p| p["name"] == "path" && p["required"] == true));
+}
