@@ -6,17 +6,18 @@
 //!
 //! Not here: HTTP (see `crate::api`), how kernels are spoken to (see `crate::kernel`).
 
-use crate::kernel::{
-    ExitInfo, Kernel, KernelConfig, KernelError, KernelMsg, Launcher, RunnerEvent, RunnerStatus,
-};
+mod run;
+
+use crate::kernel::{Kernel, KernelConfig, KernelError, Launcher};
 use lizard_jail::cgroup::CgroupError;
 use lizard_jail::delegation::{ContextCgroup, Delegation};
 use lizard_jail::procfs;
 use lizard_jail::Signal;
 use lizard_proto::{
     Context, ContextId, ContextLimits, ContextState, EventFrame, ExecutionError, ExecutionEvent,
-    ExecutionLog, ExecutionRecord, ExecutionResult, ExecutionStatus, ExecutionUsage, Language,
+    ExecutionLog, ExecutionRecord, ExecutionStatus, ExecutionUsage, Language,
 };
+use run::{Action, Input, Run, Warning};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -82,14 +83,6 @@ pub struct RunRequest {
     pub code: String,
     pub env: BTreeMap<String, String>,
     pub timeout: Option<Duration>,
-}
-
-/// Why a cell is being stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StopReason {
-    Interrupt,
-    Timeout,
-    ClientGone,
 }
 
 /// What happened to the kernel process at the end of a run.
@@ -776,6 +769,9 @@ impl Contexts {
         rx
     }
 
+    /// Drive one run: the state machine (`run::Run`, whose docs list every path) decides what
+    /// happens; this waits for its inputs and performs its actions, then measures usage, replaces
+    /// a kernel that died, records the run and sends `end`.
     async fn run_task(&self, h: Arc<ContextHandle>, req: RunRequest, tx: mpsc::Sender<EventFrame>) {
         let mut out = Emitter { tx, seq: 0 };
         let started = Instant::now();
@@ -818,203 +814,76 @@ impl Contexts {
         .await;
 
         let grace = self.cfg.interrupt_grace;
-        let deadline = req.timeout.map(|t| tokio::time::Instant::now() + t);
-        let mut stop: Option<(StopReason, tokio::time::Instant)> = None;
-        let mut killed_unresponsive = false;
-        let mut next_sigint = far_future();
-        let mut budget = OutputBudget::new(self.cfg.max_output_bytes);
-        let mut status = ExecutionStatus::Ok;
-        let mut died: Option<ExitInfo> = None;
-        let mut usage = None;
-        let mut saw_error = false;
-        let mut client_gone = false;
-
+        let mut run = Run::new(
+            count,
+            req.timeout,
+            grace,
+            self.cfg.max_output_bytes,
+            tokio::time::Instant::now(),
+        );
+        let mut actions = Vec::new();
         if let Err(e) = sent {
             tracing::warn!(context = %h.id, error = %e, "cannot send cell");
-            kernel.signal(Signal::SIGKILL);
+            actions = run.send_failed();
         }
         loop {
-            let stop_requested = stop.is_some();
-            tokio::select! {
-                msg = kernel.recv() => match msg {
-                    Some(KernelMsg::Stdout(text)) => {
-                        if let Some(text) = budget.take(text) {
-                            out.send(ExecutionEvent::Stdout { text }).await
-                        }
+            for action in actions.drain(..) {
+                match action {
+                    Action::Emit(event) => out.send(event).await,
+                    Action::Signal(signal) => kernel.signal(signal),
+                    Action::Warn(Warning::StrayDone { id, count }) => {
+                        tracing::warn!(context = %h.id, id, count, "done for another run")
                     }
-                    Some(KernelMsg::Stderr(text)) => {
-                        if let Some(text) = budget.take(text) {
-                            out.send(ExecutionEvent::Stderr { text }).await
-                        }
-                    }
-                    Some(KernelMsg::Event(RunnerEvent::Result { main, data, metadata })) => {
-                        out.send(ExecutionEvent::Result(ExecutionResult {
-                            is_main_result: main,
-                            data,
-                            metadata: metadata.filter(|m| !is_empty_json(m)),
-                        }))
-                        .await
-                    }
-                    Some(KernelMsg::Event(RunnerEvent::Error { name, value, traceback })) => {
-                        saw_error = true;
-                        // The kernel reports the SIGINT we sent for `timeout_ms` as an interrupt;
-                        // the client should learn why.
-                        let (name, value) = match (stop, req.timeout) {
-                            (Some((StopReason::Timeout, _)), Some(t)) => (
-                                "Timeout".to_string(),
-                                format!("the cell ran longer than timeout_ms ({} ms) and was interrupted", t.as_millis()),
-                            ),
-                            _ => (name, value),
-                        };
-                        out.send(ExecutionEvent::Error(ExecutionError {
-                            name,
-                            value,
-                            traceback: traceback.into_text(),
-                        }))
-                        .await
-                    }
-                    Some(KernelMsg::Event(RunnerEvent::Done { id, status: s, exit_code })) => {
-                        if id != count {
-                            tracing::warn!(context = %h.id, id, count, "done for another run");
-                            continue;
-                        }
-                        status = match s {
-                            RunnerStatus::Ok => ExecutionStatus::Ok,
-                            RunnerStatus::Error => ExecutionStatus::Error,
-                            RunnerStatus::Interrupted => ExecutionStatus::Interrupted,
-                        };
-                        if !saw_error {
-                            match (s, exit_code) {
-                                (RunnerStatus::Error, Some(code)) => {
-                                    out.error("ExitCode", code.to_string()).await;
-                                }
-                                (RunnerStatus::Interrupted, _) => match (stop, req.timeout) {
-                                    (Some((StopReason::Timeout, _)), Some(t)) => {
-                                        out.error("Timeout", format!(
-                                            "the cell ran longer than timeout_ms ({} ms) and was interrupted",
-                                            t.as_millis()
-                                        ))
-                                        .await;
-                                    }
-                                    _ => out.error("KeyboardInterrupt", "interrupted".into()).await,
-                                },
-                                (RunnerStatus::Error, None) => {
-                                    out.error("Error", "the cell failed".into()).await;
-                                }
-                                _ => {}
-                            }
-                        }
-                        break;
-                    }
-                    Some(KernelMsg::Event(RunnerEvent::ProtocolError { message })) => {
-                        tracing::warn!(context = %h.id, %message, "runner protocol error");
-                    }
-                    Some(KernelMsg::Event(
-                        RunnerEvent::Ready
-                        | RunnerEvent::Report { .. }
-                        | RunnerEvent::Forked { .. }
-                        | RunnerEvent::Unknown
-                        | RunnerEvent::Stdout { .. }
-                        | RunnerEvent::Stderr { .. },
-                    )) => {}
-                    Some(KernelMsg::Exited(exit)) => { died = Some(exit); break; }
-                    None => { died = Some(ExitInfo::Unknown); break; }
-                },
-                _ = async { sleep_until(deadline.unwrap_or_else(far_future)).await },
-                    if deadline.is_some() && !stop_requested => {
-                    stop = Some((StopReason::Timeout, tokio::time::Instant::now() + grace));
-                    kernel.signal(Signal::SIGINT);
-                    next_sigint = tokio::time::Instant::now() + SIGINT_REPEAT;
-                }
-                _ = h.interrupt.notified(), if !stop_requested => {
-                    stop = Some((StopReason::Interrupt, tokio::time::Instant::now() + grace));
-                    kernel.signal(Signal::SIGINT);
-                    next_sigint = tokio::time::Instant::now() + SIGINT_REPEAT;
-                }
-                _ = out.tx.closed(), if !client_gone && !stop_requested => {
-                    client_gone = true;
-                    stop = Some((StopReason::ClientGone, tokio::time::Instant::now() + grace));
-                    kernel.signal(Signal::SIGINT);
-                    next_sigint = tokio::time::Instant::now() + SIGINT_REPEAT;
-                }
-                _ = async { sleep_until(next_sigint).await }, if stop_requested && !killed_unresponsive => {
-                    if stop.is_some_and(|s| tokio::time::Instant::now() >= s.1) {
-                        killed_unresponsive = true;
-                        kernel.signal(Signal::SIGKILL);
-                    } else {
-                        // A SIGINT that arrived before the runner entered the cell is ignored by
-                        // it; repeat until the cell reports or the grace period is over.
-                        kernel.signal(Signal::SIGINT);
-                        next_sigint = (tokio::time::Instant::now() + SIGINT_REPEAT)
-                            .min(stop.map(|s| s.1).unwrap_or_else(far_future));
+                    Action::Warn(Warning::Protocol { message }) => {
+                        tracing::warn!(context = %h.id, %message, "runner protocol error")
                     }
                 }
             }
+            if run.is_over() {
+                break;
+            }
+            let wants = run.wants();
+            let input = tokio::select! {
+                msg = kernel.recv() => match msg {
+                    Some(msg) => Input::Kernel(msg),
+                    None => Input::PumpEnded,
+                },
+                _ = async { sleep_until(wants.deadline.unwrap_or_else(far_future)).await },
+                    if wants.deadline.is_some() => Input::Deadline,
+                _ = h.interrupt.notified(), if wants.interrupt => Input::Interrupt,
+                _ = out.tx.closed(), if wants.client_gone => Input::ClientGone,
+                _ = async { sleep_until(wants.sigint_at.unwrap_or_else(far_future)).await },
+                    if wants.sigint_at.is_some() => Input::SigintDue,
+            };
+            actions = run.step(tokio::time::Instant::now(), input);
         }
         kernel.set_forwarding(false);
-        if let Some(notice) = budget.notice() {
+        let ending = run.finish();
+        if let Some(notice) = ending.notice {
             out.send(ExecutionEvent::Stderr { text: notice }).await;
         }
-        if died.is_none() {
+        let mut usage = None;
+        if ending.death.is_none() {
             let cpu_after = procfs::cpu_time_ms(pid).unwrap_or(cpu_before);
             usage = Some(ExecutionUsage {
                 cpu_ms: cpu_after.saturating_sub(cpu_before),
                 peak_rss_bytes: procfs::peak_rss_bytes(pid).unwrap_or(0),
             });
         }
-        match stop.map(|s| s.0) {
-            Some(StopReason::Timeout) => status = ExecutionStatus::Timeout,
-            Some(StopReason::Interrupt | StopReason::ClientGone)
-                if status == ExecutionStatus::Error =>
-            {
-                status = ExecutionStatus::Interrupted
-            }
-            _ => {}
-        }
 
-        if let Some(exit) = died {
+        if let Some(death) = ending.death {
             *slot = None;
             h.pid.store(0, Ordering::SeqCst);
             let replacing = h.replacing.lock().ok().and_then(|r| *r);
-            let (name, message) = match replacing {
-                Some(Replace::Delete) => ("ContextDeleted", "the context was deleted".to_string()),
-                Some(Replace::Restart) => (
-                    "ContextRestarted",
-                    "the context was restarted; its state was cleared".to_string(),
-                ),
-                None if killed_unresponsive => (
-                    "KernelDied",
-                    format!(
-                        "the {} kernel did not stop within {} ms of an interrupt and was killed; \
-                         the context was restarted and its state was lost",
-                        h.language,
-                        grace.as_millis()
-                    ),
-                ),
-                None if h.new_oom_kill() => (
-                    "KernelDied",
-                    format!(
-                        "the {} kernel was killed by the out-of-memory killer ({}); the context \
-                         was restarted and its state was lost",
-                        h.language,
-                        match h.limits.and_then(|l| l.memory_mb) {
-                            Some(mb) => format!("the context's memory limit is {mb} MiB"),
-                            None => "the sandbox's memory limit was reached".to_string(),
-                        }
-                    ),
-                ),
-                None => (
-                    "KernelDied",
-                    format!(
-                        "the {} kernel exited ({exit}); the context was restarted and its state \
-                         was lost",
-                        h.language
-                    ),
-                ),
-            };
-            out.error(name, message.clone()).await;
-            status = ExecutionStatus::KernelDied;
-            if replacing.is_none() {
+            let report = death.report(
+                replacing,
+                || h.new_oom_kill(),
+                h.language,
+                grace,
+                h.limits.and_then(|l| l.memory_mb),
+            );
+            out.error(report.name, report.message.clone()).await;
+            if report.replace {
                 // Start the replacement now, so the next run finds a ready kernel.
                 match self.fresh_kernel(&h).await {
                     Ok(k) => {
@@ -1025,13 +894,18 @@ impl Contexts {
                         tracing::warn!(context = %h.id, error = %e, "cannot restart kernel")
                     }
                 }
-                h.note_restart(message);
+                h.note_restart(report.message);
             }
         }
         drop(slot);
         h.busy.store(false, Ordering::SeqCst);
-        self.record(&h, status, started.elapsed().as_millis() as u64, usage);
-        out.end(status, started, usage).await;
+        self.record(
+            &h,
+            ending.status,
+            started.elapsed().as_millis() as u64,
+            usage,
+        );
+        out.end(ending.status, started, usage).await;
     }
 }
 
@@ -1093,52 +967,6 @@ fn remove_cgroup_later(cg: ContextCgroup, slot: Option<Arc<crate::users::UidSlot
     });
 }
 
-/// Caps the output of one run.
-struct OutputBudget {
-    left: u64,
-    limit: u64,
-    dropped: u64,
-}
-
-impl OutputBudget {
-    fn new(limit: u64) -> Self {
-        OutputBudget {
-            left: limit,
-            limit,
-            dropped: 0,
-        }
-    }
-
-    /// The part of `text` that still fits (cut on a character boundary), if any.
-    fn take(&mut self, mut text: String) -> Option<String> {
-        let len = text.len() as u64;
-        if len <= self.left {
-            self.left -= len;
-            return Some(text);
-        }
-        let mut cut = self.left as usize;
-        while cut > 0 && !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        self.dropped += len - cut as u64;
-        self.left = 0;
-        text.truncate(cut);
-        (!text.is_empty()).then_some(text)
-    }
-
-    fn notice(&self) -> Option<String> {
-        (self.dropped > 0).then(|| {
-            format!(
-                "\n[lizard: output truncated: this run wrote more than {} bytes; {} bytes were dropped]\n",
-                self.limit, self.dropped
-            )
-        })
-    }
-}
-
-/// How often SIGINT is repeated while an interrupted cell has not stopped.
-const SIGINT_REPEAT: Duration = Duration::from_millis(250);
-
 fn set_replacing(h: &ContextHandle, r: Option<Replace>) {
     if let Ok(mut g) = h.replacing.lock() {
         *g = r;
@@ -1147,14 +975,6 @@ fn set_replacing(h: &ContextHandle, r: Option<Replace>) {
 
 fn far_future() -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(86400 * 365)
-}
-
-fn is_empty_json(v: &serde_json::Value) -> bool {
-    match v {
-        serde_json::Value::Null => true,
-        serde_json::Value::Object(m) => m.is_empty(),
-        _ => false,
-    }
 }
 
 /// Numbers the frames of one run and tolerates a receiver that went away.
@@ -1195,20 +1015,5 @@ impl Emitter {
             usage,
         })
         .await
-    }
-}
-
-#[cfg(test)]
-mod budget_tests {
-    use super::OutputBudget;
-
-    #[test]
-    fn output_is_cut_on_a_character_boundary_and_counted() {
-        let mut b = OutputBudget::new(5);
-        assert_eq!(b.take("abc".into()).as_deref(), Some("abc"));
-        assert_eq!(b.take("déf".into()).as_deref(), Some("d"));
-        assert_eq!(b.take("more".into()), None);
-        assert!(b.notice().unwrap().contains("7 bytes were dropped"));
-        assert!(OutputBudget::new(10).notice().is_none());
     }
 }
