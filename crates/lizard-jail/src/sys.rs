@@ -106,11 +106,6 @@ fn prctl(option: libc::c_int, arg2: libc::c_ulong, arg3: libc::c_ulong) -> io::R
     check(ret as libc::c_long).map(drop)
 }
 
-/// Drop every capability (0..=the kernel's last) from the bounding set. Needs CAP_SETPCAP.
-pub(crate) fn drop_bounding_set() -> io::Result<()> {
-    drop_bounding_set_except(0)
-}
-
 /// Drop every capability not in `keep` (bit n = capability n) from the bounding set. Needs
 /// CAP_SETPCAP.
 pub(crate) fn drop_bounding_set_except(keep: u64) -> io::Result<()> {
@@ -149,17 +144,6 @@ pub(crate) fn set_securebits(bits: libc::c_ulong) -> io::Result<()> {
     prctl(libc::PR_SET_SECUREBITS, bits, 0)
 }
 
-/// Empty the effective, permitted and inheritable capability sets of the calling thread.
-pub(crate) fn clear_capabilities() -> io::Result<()> {
-    set_capabilities(0)
-}
-
-/// Set the effective, permitted and inheritable capability sets of the calling thread to `caps`
-/// (bit n = capability n). Async-signal-safe (one system call, no allocation).
-fn set_capabilities(caps: u64) -> io::Result<()> {
-    set_capability_sets(caps, caps, caps)
-}
-
 /// Set the calling thread's effective, permitted and inheritable capability sets (bit n =
 /// capability n). Async-signal-safe (one system call, no allocation).
 pub(crate) fn set_capability_sets(
@@ -196,6 +180,69 @@ pub(crate) fn set_capability_sets(
     // sets the thread already has.
     let ret = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
     check(ret).map(drop)
+}
+
+/// `linux/securebits.h`, the bits [`set_securebits`] sets that are not locks.
+pub(crate) const SECBIT_NOROOT: libc::c_ulong = 1;
+#[cfg(test)]
+pub(crate) const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+
+/// The system calls with which a sandbox's first process gives up its privileges (see
+/// `sandbox::child::drop_privileges`), behind a trait so that their order and arguments — the
+/// logic that decides what a sandbox keeps — are unit-tested without root, against a recorder;
+/// [`Linux`] makes them. youki's `Syscall` is the model.
+pub(crate) trait Syscall {
+    fn setgroups_empty(&self) -> io::Result<()>;
+    fn setresgid(&self, gid: u32) -> io::Result<()>;
+    fn setresuid(&self, uid: u32) -> io::Result<()>;
+    fn set_securebits(&self, bits: libc::c_ulong) -> io::Result<()>;
+    /// Drop from the bounding set every capability not in `keep`.
+    fn drop_bounding_set_except(&self, keep: u64) -> io::Result<()>;
+    fn clear_ambient(&self) -> io::Result<()>;
+    fn set_capability_sets(
+        &self,
+        effective: u64,
+        permitted: u64,
+        inheritable: u64,
+    ) -> io::Result<()>;
+    fn set_no_new_privs(&self) -> io::Result<()>;
+}
+
+/// The real system calls.
+pub(crate) struct Linux;
+
+impl Syscall for Linux {
+    fn setgroups_empty(&self) -> io::Result<()> {
+        nix::unistd::setgroups(&[]).map_err(io::Error::from)
+    }
+    fn setresgid(&self, gid: u32) -> io::Result<()> {
+        let g = nix::unistd::Gid::from_raw(gid);
+        nix::unistd::setresgid(g, g, g).map_err(io::Error::from)
+    }
+    fn setresuid(&self, uid: u32) -> io::Result<()> {
+        let u = nix::unistd::Uid::from_raw(uid);
+        nix::unistd::setresuid(u, u, u).map_err(io::Error::from)
+    }
+    fn set_securebits(&self, bits: libc::c_ulong) -> io::Result<()> {
+        set_securebits(bits)
+    }
+    fn drop_bounding_set_except(&self, keep: u64) -> io::Result<()> {
+        drop_bounding_set_except(keep)
+    }
+    fn clear_ambient(&self) -> io::Result<()> {
+        clear_ambient()
+    }
+    fn set_capability_sets(
+        &self,
+        effective: u64,
+        permitted: u64,
+        inheritable: u64,
+    ) -> io::Result<()> {
+        set_capability_sets(effective, permitted, inheritable)
+    }
+    fn set_no_new_privs(&self) -> io::Result<()> {
+        nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)
+    }
 }
 
 /// `setgroups(0)`, `setresgid(gid ×3)`, `setresuid(uid ×3)`: the calling thread becomes

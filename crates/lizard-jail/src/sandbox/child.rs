@@ -31,7 +31,6 @@ use crate::seccomp::Filter;
 use crate::sys;
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::stat::{umask, Mode};
-use nix::unistd::{Gid, Uid};
 use std::convert::Infallible;
 use std::ffi::CString;
 use std::fmt::Display;
@@ -232,11 +231,7 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
         .collect::<Result<_, _>>()?;
     // From here on: root of the sandbox's user namespace, which owns our mount, pid, net, ipc and
     // uts namespaces, with every capability in it (none in the host's).
-    nix::unistd::setgroups(&[]).step("setgroups", "[]")?;
-    nix::unistd::setresgid(Gid::from_raw(0), Gid::from_raw(0), Gid::from_raw(0))
-        .step("setresgid", 0)?;
-    nix::unistd::setresuid(Uid::from_raw(0), Uid::from_raw(0), Uid::from_raw(0))
-        .step("setresuid", 0)?;
+    become_namespace_root(&sys::Linux)?;
     // The sandbox's own (loopback-only) network namespace, as a CRIU restore makes it too: every
     // port bindable by anyone, loopback up. The sysctl is written through the host's `/proc` (we
     // have not pivoted yet): net sysctls act on the writer's network namespace, which is ours,
@@ -253,42 +248,7 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
     unshare(CloneFlags::CLONE_NEWCGROUP).step("unshare", "cgroup namespace")?;
 
     // Use the capabilities of the user namespace to give everything up.
-    let gid = Gid::from_raw(p.gid);
-    let uid = Uid::from_raw(p.uid);
-    if p.keep_caps != 0 {
-        // The sandbox's root with `keep_caps` (validated: uid 0). SECBIT_NOROOT stays off (and is
-        // locked off) so that exec as root yields exactly the bounding set, which is `keep_caps`
-        // for every process of the sandbox from here on; SECBIT_NO_SETUID_FIXUP locked off, so
-        // a change away from uid 0 clears every capability; SECBIT_KEEP_CAPS locked off (nothing
-        // can keep capabilities across that change); SECBIT_NO_CAP_AMBIENT_RAISE | _LOCKED (no
-        // ambient capabilities, ever).
-        sys::set_securebits(
-            sys::SECBIT_NOROOT_LOCKED
-                | sys::SECBIT_NO_SETUID_FIXUP_LOCKED
-                | sys::SECBIT_KEEP_CAPS_LOCKED
-                | sys::SECBIT_NO_CAP_AMBIENT_RAISE
-                | sys::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
-        )
-        .step("prctl", "PR_SET_SECUREBITS")?;
-        sys::drop_bounding_set_except(p.keep_caps).step("prctl", "PR_CAPBSET_DROP")?;
-        sys::clear_ambient().step("prctl", "PR_CAP_AMBIENT_CLEAR_ALL")?;
-        nix::unistd::setresgid(gid, gid, gid).step("setresgid", p.gid)?;
-        nix::unistd::setresuid(uid, uid, uid).step("setresuid", p.uid)?;
-        // Effective and permitted = the kept set, inheritable empty: exec as root gives
-        // permitted = bounding set = the kept set (no more, `no_new_privs` below forbids growth).
-        sys::set_capability_sets(p.keep_caps, p.keep_caps, 0).step("capset", "the kept set")?;
-    } else {
-        // SECBIT_NOROOT | _LOCKED, SECBIT_KEEP_CAPS_LOCKED (off), SECBIT_NO_CAP_AMBIENT_RAISE |
-        // _LOCKED: uid 0 never regains capabilities through exec, and nothing can re-enable
-        // capability keeping.
-        sys::set_securebits(0x01 | 0x02 | 0x20 | 0x40 | 0x80).step("prctl", "PR_SET_SECUREBITS")?;
-        sys::drop_bounding_set().step("prctl", "PR_CAPBSET_DROP")?;
-        sys::clear_ambient().step("prctl", "PR_CAP_AMBIENT_CLEAR_ALL")?;
-        nix::unistd::setresgid(gid, gid, gid).step("setresgid", p.gid)?;
-        nix::unistd::setresuid(uid, uid, uid).step("setresuid", p.uid)?;
-        sys::clear_capabilities().step("capset", "all sets empty")?;
-    }
-    nix::sys::prctl::set_no_new_privs().step("prctl", "PR_SET_NO_NEW_PRIVS")?;
+    drop_privileges(&sys::Linux, p.uid, p.gid, p.keep_caps)?;
     nix::unistd::chdir(p.cwd.as_c_str()).step("chdir", p.cwd.to_string_lossy())?;
     umask(Mode::from_bits_truncate(0o022));
     // The handed-over fds at 3, 4, …: dup2 clears close-on-exec on the copy. Every fd the child
@@ -314,9 +274,222 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
     }
 }
 
+/// Become root of the sandbox's user namespace (whose maps the parent has written): no
+/// supplementary groups, gid and uid 0.
+fn become_namespace_root(sys: &impl sys::Syscall) -> Result<(), SetupError> {
+    sys.setgroups_empty().step("setgroups", "[]")?;
+    sys.setresgid(0).step("setresgid", 0)?;
+    sys.setresuid(0).step("setresuid", 0)?;
+    Ok(())
+}
+
+/// Step 3's credentials: with the user namespace's capabilities, give up everything — securebits
+/// locked, bounding and ambient sets emptied, `uid`/`gid`, capability sets emptied — or, for the
+/// sandbox's root with `keep_caps` (validated: uid 0), everything but `keep_caps`; then
+/// `no_new_privs`. The first failing call ends it: nothing after it runs.
+pub(crate) fn drop_privileges(
+    sys: &impl sys::Syscall,
+    uid: u32,
+    gid: u32,
+    keep_caps: u64,
+) -> Result<(), SetupError> {
+    if keep_caps != 0 {
+        // SECBIT_NOROOT stays off (and is locked off) so that exec as root yields exactly the
+        // bounding set, which is `keep_caps` for every process of the sandbox from here on;
+        // SECBIT_NO_SETUID_FIXUP locked off, so a change away from uid 0 clears every capability;
+        // SECBIT_KEEP_CAPS locked off (nothing can keep capabilities across that change);
+        // SECBIT_NO_CAP_AMBIENT_RAISE | _LOCKED (no ambient capabilities, ever).
+        sys.set_securebits(
+            sys::SECBIT_NOROOT_LOCKED
+                | sys::SECBIT_NO_SETUID_FIXUP_LOCKED
+                | sys::SECBIT_KEEP_CAPS_LOCKED
+                | sys::SECBIT_NO_CAP_AMBIENT_RAISE
+                | sys::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+        )
+        .step("prctl", "PR_SET_SECUREBITS")?;
+        sys.drop_bounding_set_except(keep_caps)
+            .step("prctl", "PR_CAPBSET_DROP")?;
+        sys.clear_ambient()
+            .step("prctl", "PR_CAP_AMBIENT_CLEAR_ALL")?;
+        sys.setresgid(gid).step("setresgid", gid)?;
+        sys.setresuid(uid).step("setresuid", uid)?;
+        // Effective and permitted = the kept set, inheritable empty: exec as root gives
+        // permitted = bounding set = the kept set (no more, `no_new_privs` below forbids growth).
+        sys.set_capability_sets(keep_caps, keep_caps, 0)
+            .step("capset", "the kept set")?;
+    } else {
+        // SECBIT_NOROOT | _LOCKED, SECBIT_KEEP_CAPS_LOCKED (off), SECBIT_NO_CAP_AMBIENT_RAISE |
+        // _LOCKED: uid 0 never regains capabilities through exec, and nothing can re-enable
+        // capability keeping.
+        sys.set_securebits(
+            sys::SECBIT_NOROOT
+                | sys::SECBIT_NOROOT_LOCKED
+                | sys::SECBIT_KEEP_CAPS_LOCKED
+                | sys::SECBIT_NO_CAP_AMBIENT_RAISE
+                | sys::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+        )
+        .step("prctl", "PR_SET_SECUREBITS")?;
+        sys.drop_bounding_set_except(0)
+            .step("prctl", "PR_CAPBSET_DROP")?;
+        sys.clear_ambient()
+            .step("prctl", "PR_CAP_AMBIENT_CLEAR_ALL")?;
+        sys.setresgid(gid).step("setresgid", gid)?;
+        sys.setresuid(uid).step("setresuid", uid)?;
+        sys.set_capability_sets(0, 0, 0)
+            .step("capset", "all sets empty")?;
+    }
+    sys.set_no_new_privs()
+        .step("prctl", "PR_SET_NO_NEW_PRIVS")?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records every call; fails the one named in `fail`.
+    #[derive(Default)]
+    struct Recorder {
+        calls: std::cell::RefCell<Vec<String>>,
+        fail: Option<&'static str>,
+    }
+
+    impl Recorder {
+        fn call(&self, name: &'static str, args: String) -> io::Result<()> {
+            self.calls.borrow_mut().push(format!("{name}{args}"));
+            if self.fail == Some(name) {
+                return Err(io::Error::from_raw_os_error(libc::EPERM));
+            }
+            Ok(())
+        }
+        fn calls(&self) -> Vec<String> {
+            self.calls.borrow().clone()
+        }
+    }
+
+    impl sys::Syscall for Recorder {
+        fn setgroups_empty(&self) -> io::Result<()> {
+            self.call("setgroups", "([])".into())
+        }
+        fn setresgid(&self, gid: u32) -> io::Result<()> {
+            self.call("setresgid", format!("({gid})"))
+        }
+        fn setresuid(&self, uid: u32) -> io::Result<()> {
+            self.call("setresuid", format!("({uid})"))
+        }
+        fn set_securebits(&self, bits: libc::c_ulong) -> io::Result<()> {
+            self.call("securebits", format!("({bits:#x})"))
+        }
+        fn drop_bounding_set_except(&self, keep: u64) -> io::Result<()> {
+            self.call("bounding_keep", format!("({keep:#x})"))
+        }
+        fn clear_ambient(&self) -> io::Result<()> {
+            self.call("clear_ambient", String::new())
+        }
+        fn set_capability_sets(&self, e: u64, p: u64, i: u64) -> io::Result<()> {
+            self.call("capset", format!("({e:#x},{p:#x},{i:#x})"))
+        }
+        fn set_no_new_privs(&self) -> io::Result<()> {
+            self.call("no_new_privs", String::new())
+        }
+    }
+
+    /// Without kept capabilities: every set emptied, root can never regain any through exec,
+    /// the uid changes only after the bounding set is gone, and no_new_privs comes last.
+    #[test]
+    fn a_sandbox_user_gives_up_every_capability_in_order() {
+        let r = Recorder::default();
+        drop_privileges(&r, 1000, 1000, 0).unwrap();
+        let bits = sys::SECBIT_NOROOT
+            | sys::SECBIT_NOROOT_LOCKED
+            | sys::SECBIT_KEEP_CAPS_LOCKED
+            | sys::SECBIT_NO_CAP_AMBIENT_RAISE
+            | sys::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+        assert_eq!(
+            r.calls(),
+            [
+                format!("securebits({bits:#x})"),
+                "bounding_keep(0x0)".into(),
+                "clear_ambient".into(),
+                "setresgid(1000)".into(),
+                "setresuid(1000)".into(),
+                "capset(0x0,0x0,0x0)".into(),
+                "no_new_privs".into(),
+            ]
+        );
+        // The bits of the old literal (0x01 | 0x02 | 0x20 | 0x40 | 0x80), and never
+        // NO_SETUID_FIXUP: leaving uid 0 must clear capabilities.
+        assert_eq!(bits, 0xe3);
+        assert_eq!(bits & sys::SECBIT_NO_SETUID_FIXUP, 0);
+    }
+
+    /// The sandbox's root with `keep_caps`: the bounding set and the effective and permitted sets
+    /// are exactly the kept set, inheritable stays empty, NOROOT is locked off so exec as root
+    /// yields the bounding set, and setuid fixups stay on.
+    #[test]
+    fn the_sandbox_root_keeps_exactly_its_kept_set() {
+        let keep = (1 << 0) | (1 << 12); // CAP_CHOWN, CAP_NET_ADMIN
+        let r = Recorder::default();
+        drop_privileges(&r, 0, 0, keep).unwrap();
+        let calls = r.calls();
+        let bits: libc::c_ulong = calls[0]
+            .strip_prefix("securebits(0x")
+            .and_then(|s| s.strip_suffix(')'))
+            .and_then(|s| libc::c_ulong::from_str_radix(s, 16).ok())
+            .unwrap();
+        assert_eq!(
+            bits & sys::SECBIT_NOROOT,
+            0,
+            "exec as root yields the bounding set"
+        );
+        assert_ne!(
+            bits & sys::SECBIT_NOROOT_LOCKED,
+            0,
+            "and that cannot be changed"
+        );
+        assert_eq!(bits & sys::SECBIT_NO_SETUID_FIXUP, 0);
+        assert_eq!(
+            calls[1..],
+            [
+                format!("bounding_keep({keep:#x})"),
+                "clear_ambient".into(),
+                "setresgid(0)".into(),
+                "setresuid(0)".into(),
+                format!("capset({keep:#x},{keep:#x},0x0)"),
+                "no_new_privs".into(),
+            ]
+        );
+    }
+
+    /// A failing call ends the drop: nothing after it runs (above all not the exec that follows),
+    /// and the error names the step.
+    #[test]
+    fn a_failed_drop_stops_at_the_failing_step() {
+        for (fail, step) in [
+            ("securebits", "prctl"),
+            ("bounding_keep", "prctl"),
+            ("setresuid", "setresuid"),
+            ("capset", "capset"),
+            ("no_new_privs", "prctl"),
+        ] {
+            let r = Recorder {
+                fail: Some(fail),
+                ..Default::default()
+            };
+            let e = drop_privileges(&r, 1000, 1000, 0).unwrap_err();
+            assert_eq!(e.step, step, "{fail}");
+            assert_eq!(e.source.raw_os_error(), Some(libc::EPERM));
+            let calls = r.calls();
+            assert!(calls.last().unwrap().starts_with(fail), "{fail}: {calls:?}");
+        }
+    }
+
+    #[test]
+    fn the_child_first_becomes_root_of_its_user_namespace() {
+        let r = Recorder::default();
+        become_namespace_root(&r).unwrap();
+        assert_eq!(r.calls(), ["setgroups([])", "setresgid(0)", "setresuid(0)"]);
+    }
 
     #[test]
     fn reports_round_trip() {
