@@ -37,7 +37,7 @@ pub struct BenchArgs {
     jupyter_python: Option<PathBuf>,
     /// The TypeScript SDK's entry module, for the create → first result figure through it
     /// (skipped when missing).
-    #[arg(long, default_value = "sdk/typescript/src/index.js")]
+    #[arg(long, default_value = "sdk/typescript/dist/index.js")]
     ts_sdk: PathBuf,
     /// Skip the Jupyter baseline.
     #[arg(long)]

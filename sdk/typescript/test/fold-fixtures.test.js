@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Execution, ExecutionError, Result } from '../src/index.js';
+import { Execution, ExecutionError, Result } from '../dist/index.js';
 
 const FIXTURES = fileURLToPath(new URL('../../../tests/fixtures/executions/', import.meta.url));
 const NAMES = readdirSync(FIXTURES)

@@ -1,14 +1,14 @@
 // The SDK's HTTP layer alone, against a local server that sends a streamed body's first line and
 // then never finishes (what a cell stuck in a sandbox looks like to the client): a client deadline
 // must end the body read, also when garbage collections run while it waits (Node 20 drops
-// `AbortSignal.timeout`'s and undici's weak links then; see `deadlineSignal` in src/http.js).
+// `AbortSignal.timeout`'s and undici's weak links then; see `deadlineSignal` in src/http.ts).
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { HttpClient } from '../src/http.js';
+import { HttpClient } from '../dist/http.js';
 
 v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc');

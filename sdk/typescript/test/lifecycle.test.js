@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { startServer } from './helpers/server.js';
-import { CodeSandbox, ConflictError, InvalidArgumentError, NotFoundError } from '../src/index.js';
+import { CodeSandbox, ConflictError, InvalidArgumentError, NotFoundError } from '../dist/index.js';
 
 /** A non-loopback IPv4 address of this host (the source address of a route outside). */
 async function hostIpv4() {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { startServer } from './helpers/server.js';
-import { AuthenticationError, CodeSandbox, ConflictError, InvalidArgumentError } from '../src/index.js';
+import { AuthenticationError, CodeSandbox, ConflictError, InvalidArgumentError } from '../dist/index.js';
 
 /** A non-loopback IPv4 address of this host (the source address of a route outside). */
 async function hostIpv4() {

@@ -22,7 +22,7 @@ import {
   NotFoundError,
   Result,
   TimeoutError,
-} from '../src/index.js';
+} from '../dist/index.js';
 
 let server;
 /** @type {CodeSandbox} */
@@ -60,7 +60,7 @@ async function countingFetch(fn) {
 }
 
 test('the package exports exactly the declared API', async () => {
-  const sdk = await import('../src/index.js');
+  const sdk = await import('../dist/index.js');
   assert.deepEqual(Object.keys(sdk).sort(), [
     'AuthenticationError',
     'CodeSandbox',

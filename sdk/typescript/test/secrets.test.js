@@ -8,7 +8,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer } from './helpers/server.js';
-import { CodeSandbox, InvalidArgumentError, NotFoundError, Secrets } from '../src/index.js';
+import { CodeSandbox, InvalidArgumentError, NotFoundError, Secrets } from '../dist/index.js';
 
 const VALUE = 'sk-ts-5a1e7c0ffee-never-in-an-answer';
 

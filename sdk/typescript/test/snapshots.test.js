@@ -6,7 +6,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startServer } from './helpers/server.js';
-import { CodeSandbox, ConflictError, InvalidArgumentError, NotFoundError, Snapshots } from '../src/index.js';
+import { CodeSandbox, ConflictError, InvalidArgumentError, NotFoundError, Snapshots } from '../dist/index.js';
 
 let server;
 

@@ -19,8 +19,8 @@ import {
   NotFoundError,
   TemplateBuildError,
   Templates,
-} from '../src/index.js';
-import { tarGzDirectory } from '../src/tar.js';
+} from '../dist/index.js';
+import { tarGzDirectory } from '../dist/tar.js';
 
 const run = promisify(execFile);
 const PROJECT = 'ts-templates';

@@ -1,10 +1,11 @@
-// Compile-time checks of the SDK's hand-written types (src/index.d.ts) against the server's wire
-// types (src/wire.d.ts, generated from crates/lizard-server/openapi.json by `npm run gen:wire`).
+// Compile-time checks of the SDK's public types (declared in src/*.ts, re-exported by src/index.ts)
+// against the server's wire types (src/wire.ts, generated from crates/lizard-server/openapi.json by
+// `npm run gen:wire`).
 // Nothing here runs: test/wire.test.js type-checks this file with `tsc --noEmit --strict`, and
 // every `Ok<…>` below fails to compile, naming the field, when the two disagree. So a field added
 // to, removed from, renamed or retyped in a wire schema (crates/lizard-proto) fails the SDK's tests
-// until index.d.ts — and the code that builds that type, named next to each check — follow it.
-// The answers' converters are in src/convert.js, typed with both sides and type-checked too (a
+// until the SDK's type — and the code that builds it, named next to each check — follow it.
+// The answers' converters are in src/convert.ts, typed with both sides and type-checked too (a
 // field they read that the wire renames is an error there).
 //
 // How the SDK's public types map to the wire (the rules `Problems` applies, at every depth):
@@ -186,40 +187,40 @@ type WithKey<U, K extends string> = Omit<Extract<U, Record<K, unknown>>, 'type' 
 
 // ---- answers: wire → SDK -------------------------------------------------------------------------
 
-// convert.js toInfo (with toNetwork, toReport, toContextReports). The SDK's `state`
+// convert.ts toInfo (with toNetwork, toReport, toContextReports). The SDK's `state`
 // also has no widening: a new SandboxState value must be added to sdk.SandboxState.
 export type SandboxInfo = Ok<
   Problems<sdk.SandboxInfo, W['SandboxInfo'], 'SandboxInfo', { defaulted: 'metadata' | 'lost' | 'restored' }>
 >;
 export type SandboxState = Ok<Problems<sdk.SandboxState, W['SandboxState'], 'SandboxState'>>;
 
-// convert.js toContext.
+// convert.ts toContext.
 export type Context = Ok<Problems<sdk.Context, W['Context'], 'Context'>>;
-// convert.js toForkedContext: toContext plus forkedFrom and lost.
+// convert.ts toForkedContext: toContext plus forkedFrom and lost.
 export type ForkedContext = Ok<Problems<sdk.ForkedContext, W['ContextFork'], 'ContextFork', { defaulted: 'lost' }>>;
 
-// convert.js toSnapshotInfo.
+// convert.ts toSnapshotInfo.
 export type SnapshotInfo = Ok<
   Problems<sdk.SnapshotInfo, W['SnapshotInfo'], 'SnapshotInfo', { defaulted: 'metadata' | 'lost' | 'restored' }>
 >;
 
-// convert.js toNetworkLog (every counter defaults to 0).
+// convert.ts toNetworkLog (every counter defaults to 0).
 export type NetworkLog = Ok<Problems<sdk.NetworkLog, W['NetworkLog'], 'NetworkLog'>>;
 
-// convert.js toSecretInfo; `created` of Secrets.set comes from the HTTP status (201 or 200).
+// convert.ts toSecretInfo; `created` of Secrets.set comes from the HTTP status (201 or 200).
 export type SecretInfo = Ok<Problems<sdk.SecretInfo, W['SecretInfo'], 'SecretInfo'>>;
 export type SecretSetResult = Ok<
   Problems<sdk.SecretSetResult, W['SecretInfo'], 'SecretSetResult', { sdkOnly: 'created' }>
 >;
 
-// convert.js toVolumeInfo.
+// convert.ts toVolumeInfo.
 export type VolumeInfo = Ok<Problems<sdk.VolumeInfo, W['VolumeInfo'], 'VolumeInfo'>>;
 
-// convert.js toTemplateInfo. `error.code` is a string in the SDK (it is also an SDK error's code).
+// convert.ts toTemplateInfo. `error.code` is a string in the SDK (it is also an SDK error's code).
 export type TemplateInfo = Ok<
   Problems<sdk.TemplateInfo, W['TemplateInfo'], 'TemplateInfo', { defaulted: 'buildLog' }>
 >;
-// templates.js build: the `step` and `log` events are handed to onStep and onLog as they are.
+// templates.ts build: the `step` and `log` events are handed to onStep and onLog as they are.
 export type TemplateBuildStep = Ok<
   Problems<sdk.TemplateBuildStep, Variant<W['TemplateBuildEvent'], 'step'>, 'TemplateBuildEvent(step)'>
 >;
@@ -239,18 +240,18 @@ export type TemplateBuildFailed = Ok<
   Problems<{ error: { code: string; message: string } }, Variant<W['TemplateBuildEvent'], 'error'>, 'TemplateBuildEvent(error)'>
 >;
 
-// convert.js toEntry and toFsEvent (watchDir drops the `start` event, so `type` lacks it).
+// convert.ts toEntry and toFsEvent (watchDir drops the `start` event, so `type` lacks it).
 export type EntryInfo = Ok<Problems<sdk.EntryInfo, W['EntryInfo'], 'EntryInfo'>>;
 export type FilesystemEvent = Ok<
   | Problems<Omit<sdk.FilesystemEvent, 'type'>, Omit<W['FsEvent'], 'type'>, 'FsEvent'>
   | Problems<sdk.FilesystemEvent['type'], Exclude<W['FsEventType'], 'start'>, 'FsEvent.type'>
 >;
 
-// convert.js toProcessInfo and toEnd (`env` is `envs` like every option of the SDK's).
+// convert.ts toProcessInfo and toEnd (`env` is `envs` like every option of the SDK's).
 export type ProcessInfo = Ok<
   Problems<sdk.ProcessInfo, W['ProcessInfo'], 'ProcessInfo', { rename: { env: 'envs' }; defaulted: 'envs' | 'timedOut' }>
 >;
-// commands.js Fold.result, from the command stream's `start`, `stdout`/`stderr` and `end` events
+// commands.ts Fold.result, from the command stream's `start`, `stdout`/`stderr` and `end` events
 // (the shape of a foreground command's answer, CommandResult). `exitCode` is the exit status or
 // 128 + the signal's number, -1 when unknown (so never absent); the byte counts of dropped
 // output, the raw bytes (base64) and `truncated` are not surfaced.
@@ -276,13 +277,13 @@ export type CommandEvents = Ok<
   | Problems<{ text: string; dataB64?: string }, Variant<W['CommandEvent'], 'stderr'>, 'CommandEvent(stderr)'>
   | Problems<sdk.ProcessEnd, W['CommandEnd'], 'CommandEnd', { defaulted: 'timedOut' }>
 >;
-// pty.js: a terminal's end is the same event, with the exit code of exitCodeOf.
+// pty.ts: a terminal's end is the same event, with the exit code of exitCodeOf.
 export type PtyResult = Ok<
   Problems<Omit<sdk.PtyResult, 'pid'>, W['CommandEnd'], 'PtyResult', { defaulted: 'exitCode' | 'timedOut' }>
 >;
 export type PtySize = Ok<Problems<sdk.PtySize, W['PtySize'], 'PtySize'>>;
 
-// execution.js Execution.apply, one event frame at a time. The `Execution` class derives most of
+// execution.ts Execution.apply, one event frame at a time. The `Execution` class derives most of
 // its fields (output, text, formats, outputs, success, logs); what comes from the frames:
 //   start  → executionCount, contextId;   stdout/stderr → logs.stdout/stderr (stdout/stderr joined);
 //   result → results[] (Result);          error → error (ExecutionError);
@@ -306,7 +307,7 @@ export type ExecutionFrames = Ok<
     >
   | Problems<{ seq: number }, Pick<W['EventFrame'], 'seq'>, 'EventFrame'>
 >;
-// The non-streamed form of a whole run (W['Execution']), which sandbox.js folds back into frames.
+// The non-streamed form of a whole run (W['Execution']), which sandbox.ts folds back into frames.
 export type ExecutionJson = Ok<
   Problems<
     Pick<sdk.Execution, 'executionCount' | 'contextId' | 'status' | 'durationMs' | 'usage'> & {
@@ -319,7 +320,7 @@ export type ExecutionJson = Ok<
     'Execution'
   >
 >;
-// execution.js Result takes the `result` frame (or an Execution's results[]) as it is: its
+// execution.ts Result takes the `result` frame (or an Execution's results[]) as it is: its
 // accessors read the MIME bundle `data` (`raw`), `isMainResult` and `metadata`.
 type ResultWire = { isMainResult: boolean; data: Record<string, unknown>; metadata?: unknown };
 export type ResultFrame = Ok<
@@ -327,19 +328,19 @@ export type ResultFrame = Ok<
   | Problems<ResultWire, WithKey<W['EventFrame'], 'is_main_result'>, 'EventFrame(result)'>
   | Problems<Pick<sdk.Result, 'isMainResult' | 'raw' | 'metadata'>, W['ExecutionResult'], 'Result', { rename: { data: 'raw' } }>
 >;
-// execution.js ExecutionError (plus `message`, the same as `value`, and `toString`).
+// execution.ts ExecutionError (plus `message`, the same as `value`, and `toString`).
 export type ExecutionError = Ok<
   | Problems<Omit<sdk.ExecutionError, 'message' | 'toString'>, W['ExecutionError'], 'ExecutionError'>
   | Problems<Omit<sdk.ExecutionError, 'message' | 'toString'>, WithKey<W['EventFrame'], 'traceback'>, 'EventFrame(error)'>
 >;
 export type ExecutionStatus = Ok<Problems<sdk.ExecutionStatus, W['ExecutionStatus'], 'ExecutionStatus'>>;
 
-// errors.js (http.js errorFromResponse): `{ code, message }` → LizardError's `code` and message.
+// errors.ts (http.ts errorFromResponse): `{ code, message }` → LizardError's `code` and message.
 export type ErrorBody = Ok<Problems<{ code: string; message: string }, W['ErrorBody'], 'ErrorBody'>>;
 
 // ---- requests: SDK options → wire body -----------------------------------------------------------
 
-// sandbox.js create: the options that are not the body's are the connection's and `snapshot`
+// sandbox.ts create: the options that are not the body's are the connection's and `snapshot`
 // (which makes the body `{ snapshot_id, … }` of _fromSnapshot); `egress` and `inject` make its
 // `network` (networkBody, checked below); `volumes` names become `{ name }` (volumeMountsBody).
 export type CreateOptions = Ok<
@@ -367,20 +368,20 @@ export type SetNetworkOptions = Ok<
 export type VolumeMount = Ok<Problems<sdk.VolumeMount, W['VolumeMountRequest'], 'VolumeMountRequest', { dir: 'in' }>>;
 export type Limits = Ok<Problems<Partial<sdk.SandboxLimits>, W['LimitsRequest'], 'LimitsRequest', { dir: 'in' }>>;
 
-// sandbox.js createContext and forkContext.
+// sandbox.ts createContext and forkContext.
 export type CreateContextOptions = Ok<
   Problems<sdk.CreateContextOptions, W['CreateContextRequest'], 'CreateContextRequest', { dir: 'in'; converted: 'language' }>
 >;
 export type ForkContextOptions = Ok<
   Problems<sdk.ForkContextOptions, W['ForkContextRequest'], 'ForkContextRequest', { dir: 'in' }>
 >;
-// sandbox.js createSnapshot and fork.
+// sandbox.ts createSnapshot and fork.
 export type CreateSnapshotOptions = Ok<
   Problems<sdk.CreateSnapshotOptions, W['CreateSnapshotRequest'], 'CreateSnapshotRequest', { dir: 'in' }>
 >;
 export type ForkOptions = Ok<Problems<sdk.ForkOptions, W['ForkSandboxRequest'], 'ForkSandboxRequest', { dir: 'in' }>>;
 
-// sandbox.js runCode: `context` (an object or an id) becomes the id; `envs` the body's `env`.
+// sandbox.ts runCode: `context` (an object or an id) becomes the id; `envs` the body's `env`.
 export type RunCodeOptions = Ok<
   Problems<
     sdk.RunCodeOptions & { code: string },
@@ -403,7 +404,7 @@ export type RunCodeOptions = Ok<
   >
 >;
 
-// volumes.js create.
+// volumes.ts create.
 export type VolumeCreateOptions = Ok<
   Problems<
     sdk.VolumeCreateOptions,
@@ -413,7 +414,7 @@ export type VolumeCreateOptions = Ok<
   >
 >;
 
-// templates.js build (a `context` is packed into a tar.gz and sent base64; `fromSandbox` is its id).
+// templates.ts build (a `context` is packed into a tar.gz and sent base64; `fromSandbox` is its id).
 export type TemplateBuildOptions = Ok<
   Problems<
     sdk.TemplateBuildOptions,
@@ -427,7 +428,7 @@ export type TemplateBuildOptions = Ok<
   >
 >;
 
-// commands.js run and pty.js create: `cmd` runs as `bash -c`; `stdin` data is sent after start.
+// commands.ts run and pty.ts create: `cmd` runs as `bash -c`; `stdin` data is sent after start.
 export type CommandStartOptions = Ok<
   Problems<
     sdk.CommandStartOptions & { cmd: string; background?: boolean },
@@ -452,22 +453,22 @@ export type PtyCreateOptions = Ok<
 >;
 
 // Bodies the SDK builds inline (the SDK side is the literal shape its code sends).
-// secrets.js set.
+// secrets.ts set.
 export type SetSecretBody = Ok<Problems<{ name: string; value: string }, W['SetSecretRequest'], 'SetSecretRequest', { dir: 'in' }>>;
-// sandbox.js setTimeout.
+// sandbox.ts setTimeout.
 export type SetTimeoutBody = Ok<Problems<{ timeoutMs: number }, W['SetTimeoutRequest'], 'SetTimeoutRequest', { dir: 'in' }>>;
-// commands.js kill and pty.js kill.
+// commands.ts kill and pty.ts kill.
 export type SignalBody = Ok<Problems<{ signal: 'SIGKILL' }, W['SignalRequest'], 'SignalRequest', { dir: 'in' }>>;
-// files.js makeDir and rename (the only user is `user`, the server's default).
+// files.ts makeDir and rename (the only user is `user`, the server's default).
 export type MakeDirBody = Ok<Problems<{ path: string }, W['MakeDirRequest'], 'MakeDirRequest', { dir: 'in'; wireOnly: 'user' }>>;
 export type RenameBody = Ok<
   Problems<{ from: string; to: string }, W['RenameRequest'], 'RenameRequest', { dir: 'in'; wireOnly: 'user' }>
 >;
-// commands.js and pty.js inputBody: text as `data`, bytes as `data_b64`.
+// commands.ts and pty.ts inputBody: text as `data`, bytes as `data_b64`.
 export type InputBody = Ok<
   Problems<{ data?: string; dataB64?: string }, W['ProcessInputRequest'], 'ProcessInputRequest', { dir: 'in' }>
 >;
-// templates.js list reads `{ templates }`.
+// templates.ts list reads `{ templates }`.
 export type TemplateList = Ok<
   Problems<{ templates: sdk.TemplateInfo[] }, W['TemplateList'], 'TemplateList', { defaulted: 'buildLog' }>
 >;

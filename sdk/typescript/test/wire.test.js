@@ -1,6 +1,6 @@
-// The SDK's types against the server's wire types, no server needed: src/wire.d.ts is what
+// The SDK's types against the server's wire types, no server needed: src/wire.ts is what
 // `npm run gen:wire` makes of crates/lizard-server/openapi.json today (byte for byte); the
-// compile-time checks in test/wire-check.ts and the typed converters in src/convert.js pass under
+// compile-time checks in test/wire-check.ts and the typed converters in src/convert.ts pass under
 // `tsc --strict`, and they fail — naming the fields — when a wire schema changes (a copy of the
 // document with a field renamed, one removed, one added and one retyped; the real document is
 // never touched); and every wire schema is checked or listed as not used by the SDK.
@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -29,7 +29,7 @@ async function generate(input, output) {
   await run(process.execPath, [GEN, '--input', input, '--output', output], { cwd: SDK_DIR });
 }
 
-/** `tsc --noEmit --strict` over `<root>/test/wire-check.ts` and `<root>/src/convert.js`
+/** `tsc --noEmit --strict` over `<root>/test/wire-check.ts` and `<root>/src/convert.ts`
  * (test/tsconfig.wire.json): `{ ok, output }`. */
 async function checkWire(root) {
   const args = [TSC, '-p', join(root, 'test/tsconfig.wire.json')];
@@ -42,21 +42,21 @@ async function checkWire(root) {
   }
 }
 
-test('src/wire.d.ts is generated from the current openapi.json (else run `npm run gen:wire`)', async (t) => {
-  const out = join(await tempDir(t), 'wire.d.ts');
+test('src/wire.ts is generated from the current openapi.json (else run `npm run gen:wire`)', async (t) => {
+  const out = join(await tempDir(t), 'wire.ts');
   await generate(OPENAPI, out);
   const fresh = await readFile(out, 'utf8');
-  const committed = await readFile(join(SDK_DIR, 'src/wire.d.ts'), 'utf8');
+  const committed = await readFile(join(SDK_DIR, 'src/wire.ts'), 'utf8');
   assert.match(fresh, /^\/\/ GENERATED FILE/);
   assert.ok(
     fresh === committed,
-    'src/wire.d.ts differs from what crates/lizard-server/openapi.json generates: run `npm run gen:wire` in sdk/typescript, then make the checks (npm test) pass',
+    'src/wire.ts differs from what crates/lizard-server/openapi.json generates: run `npm run gen:wire` in sdk/typescript, then make the checks (npm test) pass',
   );
 });
 
-test("the SDK's types and converters match the wire types (tsc --strict over test/wire-check.ts, src/convert.js)", async () => {
+test("the SDK's types and converters match the wire types (tsc --strict over test/wire-check.ts, src/convert.ts)", async () => {
   const { ok, output } = await checkWire(SDK_DIR);
-  assert.ok(ok, `the SDK's types in src/index.d.ts disagree with src/wire.d.ts:\n${output}`);
+  assert.ok(ok, `the SDK's types in src/ disagree with src/wire.ts:\n${output}`);
 });
 
 test('a wire schema changed in openapi.json (renamed, removed, added field) fails the checks', async (t) => {
@@ -79,9 +79,13 @@ test('a wire schema changed in openapi.json (renamed, removed, added field) fail
   s.SecretInfo.properties.name = { type: 'integer' };
   const mutated = join(root, 'openapi.json');
   await writeFile(mutated, JSON.stringify(doc));
-  await generate(mutated, join(root, 'src/wire.d.ts'));
-  for (const f of ['index.d.ts', 'convert.js']) await copyFile(join(SDK_DIR, 'src', f), join(root, 'src', f));
+  await generate(mutated, join(root, 'src/wire.ts'));
+  const sources = (await readdir(join(SDK_DIR, 'src'))).filter((f) => f.endsWith('.ts') && f !== 'wire.ts');
+  assert.ok(sources.includes('convert.ts') && sources.includes('index.ts'), sources.join(' '));
+  for (const f of sources) await copyFile(join(SDK_DIR, 'src', f), join(root, 'src', f));
   for (const f of ['wire-check.ts', 'tsconfig.wire.json']) await copyFile(join(SDK_DIR, 'test', f), join(root, 'test', f));
+  // (the compiler's own types, @types/node, from the SDK's install)
+  await symlink(join(SDK_DIR, 'node_modules'), join(root, 'node_modules'), 'dir');
 
   const { ok, output } = await checkWire(root);
   assert.equal(ok, false, `the checks passed against a changed schema:\n${output}`);
@@ -91,8 +95,8 @@ test('a wire schema changed in openapi.json (renamed, removed, added field) fail
     'VolumeInfo.usedBytes: in the SDK but not on the wire',
     "EntryInfo: the wire's inode is not in the SDK (expected as inode)",
     "SecretInfo.name: the wire's values do not fit the SDK's type",
-    // …and where src/convert.js reads them
-    "src/convert.js(",
+    // …and where src/convert.ts reads them
+    "src/convert.ts(",
     "Property 'sandbox_id' does not exist",
     "Property 'used_bytes' does not exist",
     "Type 'number' is not assignable to type 'string'",
@@ -101,7 +105,7 @@ test('a wire schema changed in openapi.json (renamed, removed, added field) fail
   }
 
   // The same copy, unchanged, passes: the failures above are the mutations', not the copy's.
-  await generate(OPENAPI, join(root, 'src/wire.d.ts'));
+  await generate(OPENAPI, join(root, 'src/wire.ts'));
   const clean = await checkWire(root);
   assert.ok(clean.ok, clean.output);
 });

@@ -11,24 +11,35 @@ import {
   errorFromResponse,
 } from './errors.js';
 
-/** Where `lizard serve` listens by default. */
-export const DEFAULT_API_URL = 'http://127.0.0.1:8787';
+/** Where `lizard serve` listens by default: `'http://127.0.0.1:8787'`. */
+export const DEFAULT_API_URL: string = 'http://127.0.0.1:8787';
 /** Deadline of control requests (create, info, contexts, …) unless `requestTimeoutMs` says otherwise. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** Media type of a streamed execution: one JSON event frame per line. */
 export const NDJSON = 'application/x-ndjson';
 
-/**
- * Connection settings resolved from options and the environment.
- * @typedef {{ apiUrl: string, apiKey: string, requestTimeoutMs: number }} ResolvedConfig
- */
+/** Where and how to reach the Lizard server. */
+export interface ConnectionOptions {
+  /** Base URL of `lizard serve`, e.g. `http://127.0.0.1:8787`. Default: `LIZARD_API_URL`, else `http://127.0.0.1:8787`. */
+  apiUrl?: string;
+  /** API key (`lz_…`). Default: `LIZARD_API_KEY`. */
+  apiKey?: string;
+  /** Client-side deadline of each control request (not of `runCode`), in ms. Default 60000. */
+  requestTimeoutMs?: number;
+}
 
-/**
- * @param {{ apiUrl?: string, apiKey?: string, requestTimeoutMs?: number }} [opts]
- * @returns {ResolvedConfig}
- */
-export function resolveConfig(opts = {}) {
-  const env = globalThis.process?.env ?? {};
+/** Connection settings resolved from options and the environment. */
+export interface ResolvedConfig {
+  apiUrl: string;
+  apiKey: string;
+  requestTimeoutMs: number;
+}
+
+/** A parsed NDJSON frame (an event of a stream): its fields as the server sent them. */
+export type Frame = Record<string, unknown> & { type?: unknown };
+
+export function resolveConfig(opts: ConnectionOptions = {}): ResolvedConfig {
+  const env: Record<string, string | undefined> = globalThis.process?.env ?? {};
   const apiUrl = String(opts.apiUrl ?? env.LIZARD_API_URL ?? DEFAULT_API_URL).replace(/\/+$/, '');
   const apiKey = opts.apiKey ?? env.LIZARD_API_KEY;
   if (!apiKey) {
@@ -50,9 +61,9 @@ export function resolveConfig(opts = {}) {
  * (nodejs/node#55428). Here the timer's callback holds the controller; the timer is unref'd, so
  * it never keeps a finished program alive.
  */
-function deadlineSignal(ms) {
+function deadlineSignal(ms: number): AbortSignal {
   const ctrl = new AbortController();
-  const timer = setTimeout(() => {
+  const timer: { unref?: () => unknown } = setTimeout(() => {
     ctrl.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
   }, ms);
   timer.unref?.();
@@ -60,8 +71,8 @@ function deadlineSignal(ms) {
 }
 
 /** Combine an optional caller signal with an optional deadline. */
-function requestSignal(signal, timeoutMs) {
-  const signals = [];
+function requestSignal(signal: AbortSignal | undefined, timeoutMs: number | null | undefined): AbortSignal | undefined {
+  const signals: AbortSignal[] = [];
   if (signal) signals.push(signal);
   if (timeoutMs !== undefined && timeoutMs !== null && timeoutMs > 0 && Number.isFinite(timeoutMs)) {
     signals.push(deadlineSignal(timeoutMs));
@@ -71,21 +82,40 @@ function requestSignal(signal, timeoutMs) {
   return AbortSignal.any(signals);
 }
 
-/** Translate what `fetch` throws into SDK errors (a caller's own abort is passed through). */
-function fetchFailure(err, method, url, signal, timeoutMs) {
-  if (err instanceof LizardError) return err;
-  if (signal?.aborted && err === signal.reason) return err;
-  if (err?.name === 'TimeoutError') {
-    return new TimeoutError(`${method} ${url} took longer than ${timeoutMs} ms`, { cause: err });
-  }
-  if (err?.name === 'AbortError') return err;
-  const detail = err?.cause?.code || err?.cause?.message || err?.message || String(err);
-  return new ConnectionError(`cannot reach the Lizard server at ${url}: ${detail}`, { cause: err });
+/** `err.name`, `err.message`, … when `err` is an object with that string property. */
+export function prop(err: unknown, key: string): unknown {
+  return err !== null && (typeof err === 'object' || typeof err === 'function')
+    ? (err as Record<string, unknown>)[key]
+    : undefined;
 }
 
-async function readError(res) {
+/** `err?.message ?? err`, for error messages. */
+export function messageOf(err: unknown): unknown {
+  return prop(err, 'message') ?? err;
+}
+
+/** Translate what `fetch` throws into SDK errors (a caller's own abort is passed through). */
+export function fetchFailure(
+  err: unknown,
+  method: string,
+  url: string,
+  signal: AbortSignal | undefined,
+  timeoutMs: number | null | undefined,
+): unknown {
+  if (err instanceof LizardError) return err;
+  if (signal?.aborted && err === signal.reason) return err;
+  if (prop(err, 'name') === 'TimeoutError') {
+    return new TimeoutError(`${method} ${url} took longer than ${timeoutMs} ms`, { cause: err });
+  }
+  if (prop(err, 'name') === 'AbortError') return err;
+  const cause = prop(err, 'cause');
+  const detail = prop(cause, 'code') || prop(cause, 'message') || prop(err, 'message') || String(err);
+  return new ConnectionError(`cannot reach the Lizard server at ${url}: ${String(detail)}`, { cause: err });
+}
+
+async function readError(res: Response): Promise<LizardError> {
   const text = await res.text().catch(() => '');
-  let body;
+  let body: unknown;
   try {
     body = JSON.parse(text);
   } catch {
@@ -94,43 +124,60 @@ async function readError(res) {
   return errorFromResponse(res.status, body, text);
 }
 
+/** Options of {@link HttpClient.send}. */
+export interface SendOptions {
+  body?: unknown;
+  /** Raw bytes (file uploads): a string, bytes, a Blob or a ReadableStream, sent as they are. */
+  rawBody?: string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
+  accept?: string;
+  signal?: AbortSignal;
+  /** `null` means no client deadline (streamed executions). */
+  timeoutMs?: number | null;
+}
+
+/** What {@link HttpClient.send} resolves to. */
+export interface Sent {
+  res: Response;
+  signal: AbortSignal | undefined;
+  url: string;
+  timeoutMs: number | null | undefined;
+}
+
 /** A small client bound to one server and key. */
 export class HttpClient {
-  /** @param {ResolvedConfig} config */
-  constructor(config) {
+  readonly config: ResolvedConfig;
+
+  constructor(config: ResolvedConfig) {
     this.config = config;
   }
 
   /**
    * Send a request; resolve to the `Response` once its headers arrived with a 2xx status, throw a
    * typed error otherwise.
-   * @param {string} method
-   * @param {string} path starting with `/`
-   * @param {{ body?: unknown, rawBody?: unknown, accept?: string, signal?: AbortSignal, timeoutMs?: number | null }} [opts]
-   *   `timeoutMs: null` means no client deadline (streamed executions).
    */
-  async send(method, path, opts = {}) {
+  async send(method: string, path: string, opts: SendOptions = {}): Promise<Sent> {
     const url = this.config.apiUrl + path;
     const timeoutMs = opts.timeoutMs === undefined ? this.config.requestTimeoutMs : opts.timeoutMs;
     const signal = requestSignal(opts.signal, timeoutMs);
-    const headers = {
+    const headers: Record<string, string> = {
       authorization: `Bearer ${this.config.apiKey}`,
       accept: opts.accept ?? 'application/json',
     };
-    let body;
-    let duplex;
+    let body: RequestInit['body'];
+    let duplex: 'half' | undefined;
     if (opts.rawBody !== undefined) {
       // Raw bytes (file uploads): a string, bytes, a Blob or a ReadableStream, sent as they are.
       headers['content-type'] = 'application/octet-stream';
-      body = opts.rawBody;
+      body = opts.rawBody as RequestInit['body'];
       if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream) duplex = 'half';
     } else if (opts.body !== undefined) {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(opts.body);
     }
-    let res;
+    let res: Response;
     try {
-      res = await fetch(url, { method, headers, body, signal, ...(duplex ? { duplex } : {}) });
+      const init: RequestInit & { duplex?: 'half' } = { method, headers, body, signal, ...(duplex ? { duplex } : {}) };
+      res = await fetch(url, init);
     } catch (err) {
       throw fetchFailure(err, method, url, opts.signal, timeoutMs);
     }
@@ -139,22 +186,21 @@ export class HttpClient {
       // The body read answers to the signal through a pipe of our own: undici's link from the
       // signal to a response it already returned does not survive every garbage collection
       // (nodejs/undici#4068), which would leave a streamed execution without its deadline.
-      const body = res.body.pipeThrough(new TransformStream(), { signal });
+      const body = res.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>(), { signal });
       res = new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
     }
     return { res, signal, url, timeoutMs };
   }
 
-  /**
-   * A JSON request: the parsed body, or `undefined` for an empty (204) response.
-   * @param {string} method
-   * @param {string} path
-   * @param {unknown} [body]
-   * @param {{ signal?: AbortSignal, timeoutMs?: number | null }} [opts]
-   */
-  async json(method, path, body, opts = {}) {
+  /** A JSON request: the parsed body, or `undefined` for an empty (204) response. */
+  async json(
+    method: string,
+    path: string,
+    body?: unknown,
+    opts: { signal?: AbortSignal; timeoutMs?: number | null } = {},
+  ): Promise<unknown> {
     const { res, url, timeoutMs } = await this.send(method, path, { ...opts, body });
-    let text;
+    let text: string;
     try {
       text = await res.text();
     } catch (err) {
@@ -162,7 +208,7 @@ export class HttpClient {
     }
     if (!text.trim()) return undefined;
     try {
-      return JSON.parse(text);
+      return JSON.parse(text) as unknown;
     } catch (err) {
       throw new SandboxError(`${method} ${path}: the server sent a body that is not JSON`, { cause: err });
     }
@@ -172,10 +218,8 @@ export class HttpClient {
 /**
  * Read an NDJSON body as parsed frames, one per line, as they arrive. Chunks are decoded as UTF-8
  * incrementally (a character split across network chunks is kept whole).
- * @param {ReadableStream<Uint8Array>} body
- * @returns {AsyncGenerator<Record<string, unknown>>}
  */
-export async function* ndjsonFrames(body) {
+export async function* ndjsonFrames(body: ReadableStream<Uint8Array>): AsyncGenerator<Frame, void, undefined> {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
   let finished = false;
@@ -203,9 +247,9 @@ export async function* ndjsonFrames(body) {
   }
 }
 
-function parseFrame(line) {
+function parseFrame(line: string): Frame {
   try {
-    return JSON.parse(line);
+    return JSON.parse(line) as Frame;
   } catch (err) {
     throw new SandboxError(`malformed execution event from the server: ${line.slice(0, 200)}`, {
       code: 'stream_malformed',

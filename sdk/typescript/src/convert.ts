@@ -1,21 +1,20 @@
-// @ts-check
 // The SDK's converters from the server's wire types (snake_case JSON, src/wire.d.ts, generated
-// from crates/lizard-server/openapi.json) to its public camelCase types (src/index.d.ts). Each one
-// is typed with both, and test/wire.test.js type-checks this file with `tsc --strict --checkJs`:
+// from crates/lizard-server/openapi.json) to its public camelCase types (re-exported by src/index.ts). Each one
+// is typed with both, and test/wire.test.js type-checks this file with `tsc --strict`:
 // a field the wire renames or drops is an error here, where the field is read. The mapping rules
 // (and the fields deliberately not surfaced) are stated in test/wire-check.ts. Not here: requests
-// (the modules that send them build their bodies) and the streamed frames (execution.js,
-// commands.js, pty.js, templates.js fold them).
+// (the modules that send them build their bodies) and the streamed frames (execution.ts,
+// commands.ts, pty.ts, templates.ts fold them).
 
-/** @typedef {import('./wire.js').components['schemas']} W */
-/** @typedef {import('./index.js')} Sdk */
+import type { components } from './wire.js';
+import type * as Sdk from './index.js';
+
+type W = components['schemas'];
 
 /**
  * A context as the API reports it.
- * @param {W['Context']} w
- * @returns {import('./index.js').Context}
  */
-export function toContext(w) {
+export function toContext(w: W['Context']): Sdk.Context {
   return {
     id: w.id,
     language: w.language,
@@ -39,10 +38,8 @@ export function toContext(w) {
 
 /**
  * The answer of a context fork: a context, where it was forked from, and what it lost.
- * @param {W['ContextFork']} w
- * @returns {import('./index.js').ForkedContext}
  */
-export function toForkedContext(w) {
+export function toForkedContext(w: W['ContextFork']): Sdk.ForkedContext {
   return {
     ...toContext(w),
     forkedFrom: w.forked_from,
@@ -52,10 +49,8 @@ export function toForkedContext(w) {
 
 /**
  * A sandbox's or a snapshot's limits.
- * @param {W['SandboxLimits']} l
- * @returns {import('./index.js').SandboxLimits}
  */
-export function toLimits(l) {
+export function toLimits(l: W['SandboxLimits']): Sdk.SandboxLimits {
   return {
     memoryMb: l.memory_mb,
     cpuMillicores: l.cpu_millicores,
@@ -67,10 +62,8 @@ export function toLimits(l) {
 
 /**
  * A sandbox as the API reports it.
- * @param {W['SandboxInfo']} w
- * @returns {import('./index.js').SandboxInfo}
  */
-export function toInfo(w) {
+export function toInfo(w: W['SandboxInfo']): Sdk.SandboxInfo {
   return {
     sandboxId: w.sandbox_id,
     project: w.project,
@@ -95,10 +88,8 @@ export function toInfo(w) {
 
 /**
  * A hibernation report: per context, what was saved/restored and what was lost.
- * @param {W['HibernationReport']} r
- * @returns {import('./index.js').HibernationReport}
  */
-export function toReport(r) {
+export function toReport(r: W['HibernationReport']): Sdk.HibernationReport {
   return {
     method: r.method,
     methodReason: r.method_reason,
@@ -108,10 +99,8 @@ export function toReport(r) {
 
 /**
  * Per-context reports (saved/restored items and what was lost).
- * @param {W['ContextReport'][] | undefined} contexts
- * @returns {import('./index.js').ContextReport[]}
  */
-export function toContextReports(contexts) {
+export function toContextReports(contexts: W['ContextReport'][] | undefined): Sdk.ContextReport[] {
   return (contexts ?? []).map((c) => ({
     id: c.id,
     language: c.language,
@@ -122,10 +111,8 @@ export function toContextReports(contexts) {
 
 /**
  * The `network` of a `SandboxInfo` (`{ egress, inject? }`, the same shape in camelCase).
- * @param {W['NetworkRequest'] | undefined} w
- * @returns {import('./index.js').SandboxNetwork}
  */
-export function toNetwork(w) {
+export function toNetwork(w: W['NetworkRequest'] | undefined): Sdk.SandboxNetwork {
   const e = w?.egress ?? 'none';
   const rules = w?.inject ?? [];
   const inject = rules.length ? { inject: rules.map((r) => ({ host: r.host, headers: { ...r.headers } })) } : {};
@@ -141,14 +128,10 @@ export function toNetwork(w) {
 
 /**
  * `GET …/network/log`.
- * @param {W['NetworkLog']} w
- * @returns {import('./index.js').NetworkLog}
  */
-export function toNetworkLog(w) {
-  /** @type {Partial<W['MirrorTraffic']>} */
-  const m = w.mirror ?? {};
-  /** @type {Partial<W['EgressTraffic']>} */
-  const e = w.egress ?? {};
+export function toNetworkLog(w: W['NetworkLog']): Sdk.NetworkLog {
+  const m: Partial<W['MirrorTraffic']> = w.mirror ?? {};
+  const e: Partial<W['EgressTraffic']> = w.egress ?? {};
   return {
     sandboxId: w.sandbox_id,
     mirror: {
@@ -177,10 +160,8 @@ export function toNetworkLog(w) {
 
 /**
  * A snapshot as the API reports it.
- * @param {W['SnapshotInfo']} w
- * @returns {import('./index.js').SnapshotInfo}
  */
-export function toSnapshotInfo(w) {
+export function toSnapshotInfo(w: W['SnapshotInfo']): Sdk.SnapshotInfo {
   return {
     snapshotId: w.snapshot_id,
     sandboxId: w.sandbox_id,
@@ -199,10 +180,8 @@ export function toSnapshotInfo(w) {
 
 /**
  * A secret as the API reports it (never its value).
- * @param {W['SecretInfo']} w
- * @returns {import('./index.js').SecretInfo}
  */
-export function toSecretInfo(w) {
+export function toSecretInfo(w: W['SecretInfo']): Sdk.SecretInfo {
   return {
     project: w.project,
     name: w.name,
@@ -213,10 +192,8 @@ export function toSecretInfo(w) {
 
 /**
  * A volume as the API reports it.
- * @param {W['VolumeInfo']} w
- * @returns {import('./index.js').VolumeInfo}
  */
-export function toVolumeInfo(w) {
+export function toVolumeInfo(w: W['VolumeInfo']): Sdk.VolumeInfo {
   return {
     volumeId: w.volume_id,
     project: w.project,
@@ -228,17 +205,14 @@ export function toVolumeInfo(w) {
   };
 }
 
-/** @param {unknown} v @returns {v is Record<string, unknown>} */
-function isPlainObject(v) {
+function isPlainObject<T>(v: T): v is T & Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 /**
  * A template as the API reports it.
- * @param {W['TemplateInfo']} w
- * @returns {import('./index.js').TemplateInfo}
  */
-export function toTemplateInfo(w) {
+export function toTemplateInfo(w: W['TemplateInfo']): Sdk.TemplateInfo {
   const p = w.packages;
   return {
     name: w.name,
@@ -272,10 +246,8 @@ export function toTemplateInfo(w) {
 
 /**
  * A filesystem entry.
- * @param {W['EntryInfo']} w
- * @returns {import('./index.js').EntryInfo}
  */
-export function toEntry(w) {
+export function toEntry(w: W['EntryInfo']): Sdk.EntryInfo {
   return {
     name: w.name,
     path: w.path,
@@ -292,19 +264,15 @@ export function toEntry(w) {
 
 /**
  * A watch event other than the stream's first (`start`, which the caller skips).
- * @param {W['FsEvent'] & { type: Exclude<W['FsEventType'], 'start'> }} w
- * @returns {import('./index.js').FilesystemEvent}
  */
-export function toFsEvent(w) {
+export function toFsEvent(w: W['FsEvent'] & { type: Exclude<W['FsEventType'], 'start'> }): Sdk.FilesystemEvent {
   return { type: w.type, path: w.path, name: w.name, isDir: Boolean(w.is_dir) };
 }
 
 /**
  * How a process ended.
- * @param {W['CommandEnd'] | null | undefined} w
- * @returns {import('./index.js').ProcessEnd | undefined}
  */
-export function toEnd(w) {
+export function toEnd(w: W['CommandEnd'] | null | undefined): Sdk.ProcessEnd | undefined {
   if (!w) return undefined;
   return {
     ...(w.exit_code != null ? { exitCode: w.exit_code } : {}),
@@ -316,10 +284,8 @@ export function toEnd(w) {
 
 /**
  * A process as `GET …/commands` lists it.
- * @param {W['ProcessInfo']} w
- * @returns {import('./index.js').ProcessInfo}
  */
-export function toProcessInfo(w) {
+export function toProcessInfo(w: W['ProcessInfo']): Sdk.ProcessInfo {
   const end = toEnd(w.end);
   return {
     pid: w.pid,

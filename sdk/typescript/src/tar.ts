@@ -11,15 +11,24 @@ import { gzipSync } from 'node:zlib';
 const BLOCK = 512;
 const enc = new TextEncoder();
 
+/** One entry's header fields. */
+interface Header {
+  name: string;
+  mode: number;
+  size?: number;
+  type: string;
+  linkname?: string;
+}
+
 /** Write `value` as a NUL-terminated octal field of `len` bytes at `off`. */
-function octal(buf, off, len, value) {
+function octal(buf: Uint8Array, off: number, len: number, value: number): void {
   const s = value.toString(8).padStart(len - 1, '0');
   if (s.length > len - 1) throw new RangeError(`tar: ${value} does not fit in ${len} bytes`);
   buf.set(enc.encode(s), off);
 }
 
 /** One 512-byte ustar header; `name`/`linkname` longer than the fields go in a PAX header first. */
-function header({ name, mode, size, type, linkname = '' }) {
+function header({ name, mode, size = 0, type, linkname = '' }: Header): Uint8Array {
   const h = new Uint8Array(BLOCK);
   h.set(enc.encode(name).subarray(0, 100), 0);
   octal(h, 100, 8, mode & 0o7777);
@@ -38,7 +47,7 @@ function header({ name, mode, size, type, linkname = '' }) {
 }
 
 /** A PAX record `"<len> key=value\n"` (len counts the whole record, itself included). */
-function paxRecord(key, value) {
+function paxRecord(key: string, value: string): string {
   const body = ` ${key}=${value}\n`;
   const n = enc.encode(body).length;
   let len = n + String(n).length;
@@ -46,14 +55,14 @@ function paxRecord(key, value) {
   return `${len}${body}`;
 }
 
-function padded(bytes) {
+function padded(bytes: Uint8Array): Uint8Array[] {
   const rest = bytes.length % BLOCK;
   return rest === 0 ? [bytes] : [bytes, new Uint8Array(BLOCK - rest)];
 }
 
 /** The tar blocks of one entry (with its PAX header when a name does not fit ustar's 100 bytes). */
-function entry(e, data) {
-  const out = [];
+function entry(e: Header, data?: Uint8Array): Uint8Array[] {
+  const out: Uint8Array[] = [];
   let pax = '';
   if (enc.encode(e.name).length > 100) pax += paxRecord('path', e.name);
   if (e.linkname && enc.encode(e.linkname).length > 100) pax += paxRecord('linkpath', e.linkname);
@@ -67,23 +76,21 @@ function entry(e, data) {
 }
 
 /**
- * Pack the directory `dir` (its contents, names relative to it) as a tar.gz.
- * @param {string} dir
- * @param {{ maxRawBytes?: number }} [opts] stop with a RangeError past this many bytes of tar
- * @returns {Promise<Uint8Array>}
+ * Pack the directory `dir` (its contents, names relative to it) as a tar.gz; with `maxRawBytes`,
+ * stop with a RangeError past this many bytes of tar.
  */
-export async function tarGzDirectory(dir, opts = {}) {
+export async function tarGzDirectory(dir: string, opts: { maxRawBytes?: number } = {}): Promise<Uint8Array> {
   const maxRaw = opts.maxRawBytes ?? 512 * 1024 * 1024;
-  const chunks = [];
+  const chunks: Uint8Array[] = [];
   let total = 0;
-  const push = (blocks) => {
+  const push = (blocks: Uint8Array[]) => {
     for (const b of blocks) {
       total += b.length;
       chunks.push(b);
     }
     if (total > maxRaw) throw new RangeError(`the build context ${dir} is larger than ${maxRaw} bytes`);
   };
-  const walk = async (abs, rel) => {
+  const walk = async (abs: string, rel: string): Promise<void> => {
     const names = (await readdir(abs)).sort();
     for (const n of names) {
       const full = join(abs, n);

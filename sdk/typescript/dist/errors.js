@@ -1,0 +1,142 @@
+// Typed errors of the Lizard SDK, and the mapping from the server's error body `{code, message}`
+// (and HTTP status) to them. It does not cover errors *inside* a cell: a Python exception or a
+// Bash exit status is an `ExecutionError` in `Execution.error` (see execution.ts), never thrown.
+/**
+ * Base class of every error the SDK throws. `code` is the server's error code (`not_found`,
+ * `unauthenticated`, `invalid_request`, `conflict`, …) or an SDK one (`invalid_argument`,
+ * `timeout`, `connection`, `stream_ended`); `status` is the HTTP status when there was a response.
+ */
+export class LizardError extends Error {
+    constructor(message, opts = {}) {
+        super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+        this.name = new.target.name;
+        this.code = opts.code ?? 'unknown';
+        this.status = opts.status;
+    }
+}
+/** Invalid argument or malformed request (400, 413, 415), also thrown before any request for bad options. */
+export class InvalidArgumentError extends LizardError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'invalid_argument', ...opts });
+    }
+}
+/** Missing or unknown API key (401). */
+export class AuthenticationError extends LizardError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'unauthenticated', ...opts });
+    }
+}
+/** No such sandbox, context, template, volume or project visible to this key (404). */
+export class NotFoundError extends LizardError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'not_found', ...opts });
+    }
+}
+/** The request conflicts with the object's state, e.g. running code in a paused sandbox (409). */
+export class ConflictError extends LizardError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'conflict', ...opts });
+    }
+}
+/** The volume is mounted by a running or paused sandbox (`volume_in_use`, 409); delete with `force: true`. */
+export class VolumeInUseError extends ConflictError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'volume_in_use', ...opts });
+    }
+}
+/** Another template is built on this one (`template_in_use`, 409). */
+export class TemplateInUseError extends ConflictError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'template_in_use', ...opts });
+    }
+}
+/** A template build failed: `code` is `invalid_dockerfile` (the message names the line) or
+ * `build_failed` (a step failed, naming its line); `log` is the output received (its last 1 MiB). */
+export class TemplateBuildError extends LizardError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'build_failed', ...opts });
+        this.log = opts.log ?? '';
+    }
+}
+/** Too many requests (429). */
+export class RateLimitError extends LizardError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'rate_limited', ...opts });
+    }
+}
+/** A client-side deadline passed (`requestTimeoutMs`, `exec`'s `timeout`). */
+export class TimeoutError extends LizardError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'timeout', ...opts });
+    }
+}
+/** The sandbox or server failed (503, 500), or an execution stream ended early. */
+export class SandboxError extends LizardError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'internal', ...opts });
+    }
+}
+/** The server could not be reached. */
+export class ConnectionError extends LizardError {
+    constructor(message, opts = {}) {
+        super(message, { code: 'connection', ...opts });
+    }
+}
+/** A `commands.run` command (or a handle's `wait()`) exited non-zero or was killed by a signal. */
+export class CommandExitError extends LizardError {
+    constructor(result, command) {
+        const how = result.signal ? `was killed by ${result.signal}` : `exited with status ${result.exitCode}`;
+        super(`command ${command !== undefined ? `${JSON.stringify(command)} ` : ''}${how}`, { code: 'command_exit' });
+        this.result = result;
+        this.exitCode = result.exitCode;
+        this.stdout = result.stdout;
+        this.stderr = result.stderr;
+        this.signal = result.signal;
+    }
+}
+const BY_CODE = {
+    invalid_request: InvalidArgumentError,
+    payload_too_large: InvalidArgumentError,
+    unsupported_media_type: InvalidArgumentError,
+    unauthenticated: AuthenticationError,
+    not_found: NotFoundError,
+    conflict: ConflictError,
+    volume_in_use: VolumeInUseError,
+    template_in_use: TemplateInUseError,
+    invalid_dockerfile: TemplateBuildError,
+    build_failed: TemplateBuildError,
+    rate_limited: RateLimitError,
+    unavailable: SandboxError,
+    unsupported: SandboxError,
+    internal: SandboxError,
+};
+const BY_STATUS = {
+    400: InvalidArgumentError,
+    401: AuthenticationError,
+    403: AuthenticationError,
+    404: NotFoundError,
+    405: InvalidArgumentError,
+    409: ConflictError,
+    413: InvalidArgumentError,
+    415: InvalidArgumentError,
+    429: RateLimitError,
+    408: TimeoutError,
+    504: TimeoutError,
+};
+/** The string at `body[key]`, when `body` is an object that has one. */
+function stringField(body, key) {
+    if (!body || typeof body !== 'object')
+        return undefined;
+    const v = body[key];
+    return typeof v === 'string' ? v : undefined;
+}
+/**
+ * The typed error for a non-2xx response. `body` is the parsed `{code, message}` when the server
+ * sent one; the class is chosen by `code` first, then by HTTP status.
+ */
+export function errorFromResponse(status, body, fallbackText) {
+    const code = stringField(body, 'code');
+    const message = stringField(body, 'message') ?? (fallbackText?.trim() || `HTTP ${status}`);
+    const Cls = (code && BY_CODE[code]) || BY_STATUS[status] || (status >= 500 ? SandboxError : LizardError);
+    return new Cls(message, { code: code ?? `http_${status}`, status });
+}

@@ -1,0 +1,69 @@
+/** Where `lizard serve` listens by default: `'http://127.0.0.1:8787'`. */
+export declare const DEFAULT_API_URL: string;
+/** Deadline of control requests (create, info, contexts, …) unless `requestTimeoutMs` says otherwise. */
+export declare const DEFAULT_REQUEST_TIMEOUT_MS = 60000;
+/** Media type of a streamed execution: one JSON event frame per line. */
+export declare const NDJSON = "application/x-ndjson";
+/** Where and how to reach the Lizard server. */
+export interface ConnectionOptions {
+    /** Base URL of `lizard serve`, e.g. `http://127.0.0.1:8787`. Default: `LIZARD_API_URL`, else `http://127.0.0.1:8787`. */
+    apiUrl?: string;
+    /** API key (`lz_…`). Default: `LIZARD_API_KEY`. */
+    apiKey?: string;
+    /** Client-side deadline of each control request (not of `runCode`), in ms. Default 60000. */
+    requestTimeoutMs?: number;
+}
+/** Connection settings resolved from options and the environment. */
+export interface ResolvedConfig {
+    apiUrl: string;
+    apiKey: string;
+    requestTimeoutMs: number;
+}
+/** A parsed NDJSON frame (an event of a stream): its fields as the server sent them. */
+export type Frame = Record<string, unknown> & {
+    type?: unknown;
+};
+export declare function resolveConfig(opts?: ConnectionOptions): ResolvedConfig;
+/** `err.name`, `err.message`, … when `err` is an object with that string property. */
+export declare function prop(err: unknown, key: string): unknown;
+/** `err?.message ?? err`, for error messages. */
+export declare function messageOf(err: unknown): unknown;
+/** Translate what `fetch` throws into SDK errors (a caller's own abort is passed through). */
+export declare function fetchFailure(err: unknown, method: string, url: string, signal: AbortSignal | undefined, timeoutMs: number | null | undefined): unknown;
+/** Options of {@link HttpClient.send}. */
+export interface SendOptions {
+    body?: unknown;
+    /** Raw bytes (file uploads): a string, bytes, a Blob or a ReadableStream, sent as they are. */
+    rawBody?: string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
+    accept?: string;
+    signal?: AbortSignal;
+    /** `null` means no client deadline (streamed executions). */
+    timeoutMs?: number | null;
+}
+/** What {@link HttpClient.send} resolves to. */
+export interface Sent {
+    res: Response;
+    signal: AbortSignal | undefined;
+    url: string;
+    timeoutMs: number | null | undefined;
+}
+/** A small client bound to one server and key. */
+export declare class HttpClient {
+    readonly config: ResolvedConfig;
+    constructor(config: ResolvedConfig);
+    /**
+     * Send a request; resolve to the `Response` once its headers arrived with a 2xx status, throw a
+     * typed error otherwise.
+     */
+    send(method: string, path: string, opts?: SendOptions): Promise<Sent>;
+    /** A JSON request: the parsed body, or `undefined` for an empty (204) response. */
+    json(method: string, path: string, body?: unknown, opts?: {
+        signal?: AbortSignal;
+        timeoutMs?: number | null;
+    }): Promise<unknown>;
+}
+/**
+ * Read an NDJSON body as parsed frames, one per line, as they arrive. Chunks are decoded as UTF-8
+ * incrementally (a character split across network chunks is kept whole).
+ */
+export declare function ndjsonFrames(body: ReadableStream<Uint8Array>): AsyncGenerator<Frame, void, undefined>;
