@@ -32,6 +32,7 @@ pub mod creds;
 pub mod delegation;
 pub mod disk;
 pub mod exe;
+pub mod ext4;
 pub mod fdpass;
 pub mod hostpath;
 pub mod inotify;

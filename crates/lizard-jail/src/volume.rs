@@ -2,7 +2,8 @@
 //! server (host root) at a directory of its own. This module creates the image (`mkfs.ext4`, root
 //! directory owned by the sandbox user's host ids, mode 02775, no `lost+found`), mounts it
 //! (`mount -o loop,nosuid,nodev,discard`), tells whether it is mounted, unmounts it, and reports how
-//! many bytes are in use.
+//! many bytes are in use. The image file, `mkfs.ext4`, the loop mount and the mount check are
+//! [`crate::ext4`]'s, with this module's options.
 //!
 //! The size limit is the image size: a write past it fails with `ENOSPC` inside the file system,
 //! and `discard` gives the blocks of deleted files back to the host (the image stays sparse).
@@ -12,10 +13,13 @@
 //! the *contents* of a volume, which sandboxes write: only the fresh file system's root is touched,
 //! right after `mkfs`, before any sandbox has seen it.
 
+use crate::ext4::{self, io_err, Ext4Error};
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+pub use crate::ext4::is_mounted;
 
 /// Smallest image `create_image` makes (ext4 with a journal needs a few MiB of metadata).
 pub const MIN_SIZE_BYTES: u64 = 16 * 1024 * 1024;
@@ -40,33 +44,51 @@ pub enum VolumeError {
     TooSmall(u64),
 }
 
-fn io_err(step: &'static str, path: &Path) -> impl FnOnce(io::Error) -> VolumeError {
-    let path = path.to_path_buf();
-    move |source| VolumeError::Io { step, path, source }
+impl From<Ext4Error> for VolumeError {
+    fn from(e: Ext4Error) -> Self {
+        match e {
+            Ext4Error::Io { step, path, source } => VolumeError::Io { step, path, source },
+            Ext4Error::Spawn {
+                program, source, ..
+            } => VolumeError::Io {
+                step: "running a file system tool",
+                path: program,
+                source,
+            },
+            Ext4Error::Failed {
+                step,
+                path,
+                status,
+                stderr,
+            } => VolumeError::Tool {
+                program: step,
+                path,
+                message: format!("{status}: {stderr}"),
+            },
+        }
+    }
 }
 
-fn run(program: &'static str, cmd: &mut Command, path: &Path) -> Result<(), VolumeError> {
-    let out = cmd
-        .env("LC_ALL", "C")
-        .output()
-        .map_err(io_err("running a file system tool", Path::new(program)))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(VolumeError::Tool {
-        program,
-        path: path.to_path_buf(),
-        message: format!(
-            "{}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+/// `mkfs.ext4` options (after `-q -F -m 0`): the label, the root directory owned by `owner`, lazy
+/// inode table and journal initialisation, no discard of the fresh image.
+fn mkfs_options(owner: (u32, u32)) -> [String; 4] {
+    [
+        "-L".into(),
+        "lizard-volume".into(),
+        "-E".into(),
+        format!(
+            "root_owner={}:{},lazy_itable_init=1,lazy_journal_init=1,nodiscard",
+            owner.0, owner.1
         ),
-    })
+    ]
 }
+
+/// Mount options (after `loop,`): `discard` gives deleted files' blocks back to the host.
+const MOUNT_OPTIONS: &str = "nosuid,nodev,discard,noatime";
 
 /// Create a sparse ext4 image of `size_bytes` at `image` (which must not exist) whose root
-/// directory is owned by `owner` (host uid, gid) with mode 02775 (setgid, group-writable), and mount it at `mountpoint`
-/// (created). On error nothing is left behind.
+/// directory is owned by `owner` (host uid, gid) with mode 02775 (setgid, group-writable), and
+/// mount it at `mountpoint` (created). On error nothing is left behind.
 pub fn create_image(
     image: &Path,
     mountpoint: &Path,
@@ -76,35 +98,16 @@ pub fn create_image(
     if size_bytes < MIN_SIZE_BYTES {
         return Err(VolumeError::TooSmall(size_bytes));
     }
-    let result = (|| {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(image)
-            .map_err(io_err("creating the volume image", image))?;
-        f.set_len(size_bytes)
-            .map_err(io_err("sizing the volume image", image))?;
-        drop(f);
-        std::fs::set_permissions(image, std::fs::Permissions::from_mode(0o600))
-            .map_err(io_err("chmod of the volume image", image))?;
-        run(
-            "mkfs.ext4",
-            Command::new("mkfs.ext4")
-                .args(["-q", "-F", "-m", "0", "-L", "lizard-volume", "-E"])
-                .arg(format!(
-                    "root_owner={}:{},lazy_itable_init=1,lazy_journal_init=1,nodiscard",
-                    owner.0, owner.1
-                ))
-                .arg(image),
-            image,
-        )?;
+    let result = (|| -> Result<(), VolumeError> {
+        ext4::create_sparse(image, size_bytes, Some(0o600))?;
+        ext4::mkfs(image, mkfs_options(owner))?;
         mount(image, mountpoint)?;
         // The fresh file system has only `lost+found`; the sandbox user could not remove it.
         let lf = mountpoint.join("lost+found");
         match std::fs::remove_dir(&lf) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err("removing lost+found", &lf)(e)),
+            Err(e) => return Err(io_err("removing lost+found", &lf)(e).into()),
         }
         // Setgid and group-writable, like the sandbox user's home: contexts run as uids of their
         // own in the user's group and share files through it.
@@ -120,66 +123,15 @@ pub fn create_image(
     result
 }
 
-/// Whether a file system is mounted at `dir` (its device differs from its parent's, or it is
-/// listed in `/proc/self/mountinfo`).
-pub fn is_mounted(dir: &Path) -> bool {
-    let (Ok(me), Some(Ok(parent))) = (
-        std::fs::symlink_metadata(dir),
-        dir.parent().map(std::fs::metadata),
-    ) else {
-        return false;
-    };
-    if me.dev() != parent.dev() {
-        return true;
-    }
-    // A bind of the same device would not show in st_dev; mountinfo is authoritative.
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = dir.to_string_lossy();
-    info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|p| unescape_mountinfo(p) == want)
-}
-
-fn unescape_mountinfo(s: &str) -> String {
-    // Spaces, tabs, newlines and backslashes are octal escapes (`\040`) in mountinfo.
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && s.is_char_boundary(i + 4) {
-            if let Ok(n) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
-                out.push(n);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Loop-mount `image` at `mountpoint` (created if missing) with `nosuid,nodev,discard`.
 /// Idempotent: an already mounted `mountpoint` is left as it is.
 pub fn mount(image: &Path, mountpoint: &Path) -> Result<(), VolumeError> {
     match std::fs::create_dir(mountpoint) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io_err("creating the volume mount point", mountpoint)(e)),
+        Err(e) => return Err(io_err("creating the volume mount point", mountpoint)(e).into()),
     }
-    if is_mounted(mountpoint) {
-        return Ok(());
-    }
-    run(
-        "mount",
-        Command::new("mount")
-            .args(["-t", "ext4", "-o", "loop,nosuid,nodev,discard,noatime"])
-            .arg(image)
-            .arg(mountpoint),
-        image,
-    )
+    Ok(ext4::ensure_loop_mounted(image, mountpoint, MOUNT_OPTIONS)?)
 }
 
 /// Unmount the volume at `mountpoint` if mounted (its loop device is released with the last
@@ -193,13 +145,13 @@ pub fn unmount(mountpoint: &Path) -> Result<(), VolumeError> {
     // fork and exec (EBUSY for that moment): a few tries, then the error.
     let mut tries = 0;
     loop {
-        match run("umount", Command::new("umount").arg(mountpoint), mountpoint) {
+        match ext4::run("umount", Command::new("umount").arg(mountpoint), mountpoint) {
             Ok(()) => return Ok(()),
             Err(_) if tries < 10 && is_mounted(mountpoint) => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(50 * tries));
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -226,7 +178,7 @@ pub fn used_bytes(image: &Path, mountpoint: &Path) -> Result<u64, VolumeError> {
 pub fn disk_usage(image: &Path) -> Result<u64, VolumeError> {
     std::fs::metadata(image)
         .map(|m| m.blocks() * 512)
-        .map_err(io_err("reading the volume image", image))
+        .map_err(|e| io_err("reading the volume image", image)(e).into())
 }
 
 /// Unmount, then remove the image and the mount point.
@@ -235,12 +187,12 @@ pub fn destroy(image: &Path, mountpoint: &Path) -> Result<(), VolumeError> {
     match std::fs::remove_dir(mountpoint) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err("removing the volume mount point", mountpoint)(e)),
+        Err(e) => return Err(io_err("removing the volume mount point", mountpoint)(e).into()),
     }
     match std::fs::remove_file(image) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(io_err("removing the volume image", image)(e)),
+        Err(e) => Err(io_err("removing the volume image", image)(e).into()),
     }
 }
 
@@ -249,10 +201,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mountinfo_escapes() {
-        assert_eq!(unescape_mountinfo("/a\\040b"), "/a b");
-        assert_eq!(unescape_mountinfo("/plain"), "/plain");
-        assert_eq!(unescape_mountinfo("/x\\"), "/x\\");
+    fn mkfs_and_mount_arguments_are_the_volume_s() {
+        let (img, mnt) = (Path::new("/v/a.img"), Path::new("/v/a"));
+        let mkfs: Vec<String> = ext4::mkfs_args(mkfs_options((4242, 4243)), img)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            mkfs.join(" "),
+            "-q -F -m 0 -L lizard-volume -E \
+             root_owner=4242:4243,lazy_itable_init=1,lazy_journal_init=1,nodiscard /v/a.img"
+        );
+        let mount: Vec<String> = ext4::mount_args(img, mnt, MOUNT_OPTIONS)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            mount.join(" "),
+            "-t ext4 -o loop,nosuid,nodev,discard,noatime /v/a.img /v/a"
+        );
     }
 
     #[test]
