@@ -10,6 +10,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn health_over_unix_socket_and_tcp() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let (s, v) = a.call("GET", "/health", None).await;
     assert_eq!(s, 200);
@@ -35,6 +36,7 @@ async fn health_over_unix_socket_and_tcp() {
 
 #[tokio::test]
 async fn contexts_crud_and_restart_clears_state() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("python").await;
     let (s, list) = a.call("GET", "/contexts", None).await;
@@ -69,6 +71,7 @@ async fn contexts_crud_and_restart_clears_state() {
 
 #[tokio::test]
 async fn delete_kills_the_kernel_process_tree() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     for lang in ["python", "javascript", "bash"] {
         let id = a.context(lang).await;
@@ -96,6 +99,7 @@ async fn delete_kills_the_kernel_process_tree() {
 
 #[tokio::test]
 async fn contexts_are_isolated() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let p1 = a.context("python").await;
     let p2 = a.context("python").await;
@@ -120,6 +124,7 @@ async fn contexts_are_isolated() {
 
 #[tokio::test]
 async fn default_contexts_per_language() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     a.exec(json!({"code": "x = 1"})).await;
     let py = a.exec(json!({"code": "x + 1", "language": "python"})).await;
@@ -139,6 +144,7 @@ async fn default_contexts_per_language() {
 
 #[tokio::test]
 async fn concurrent_first_runs_share_one_default_context() {
+    lizard_test_support::needs_root!();
     let a = std::sync::Arc::new(Agent::start());
     let mut tasks = Vec::new();
     for _ in 0..4 {
@@ -156,6 +162,7 @@ async fn concurrent_first_runs_share_one_default_context() {
 
 #[tokio::test]
 async fn execution_count_is_monotonic() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("javascript").await;
     for i in 1..=5 {
@@ -167,6 +174,7 @@ async fn execution_count_is_monotonic() {
 
 #[tokio::test]
 async fn bad_requests_get_typed_errors() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let (s, v) = a
         .call(
@@ -255,6 +263,7 @@ async fn bad_requests_get_typed_errors() {
 
 #[tokio::test]
 async fn context_cwd() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let dir = tempfile::tempdir().unwrap();
     let (s, c) = a
@@ -274,6 +283,7 @@ async fn context_cwd() {
 
 #[tokio::test]
 async fn sse_framing() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let req = hyper::Request::post("/execute")
         .header("host", "x")
@@ -312,6 +322,7 @@ async fn sse_framing() {
 
 #[tokio::test]
 async fn execution_log_for_metering() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     a.exec(json!({"code": "sum(range(10**6))"})).await;
     a.exec(json!({"code": "1/0"})).await;
@@ -335,6 +346,7 @@ async fn execution_log_for_metering() {
 /// contexts without limits work as usual, with no memory figure of their own.
 #[tokio::test]
 async fn context_limits_without_a_delegated_cgroup_are_refused() {
+    lizard_test_support::needs_root!();
     let empty = tempfile::tempdir().unwrap();
     let dir = empty.path().display().to_string();
     for agent in [
@@ -375,14 +387,8 @@ async fn context_limits_without_a_delegated_cgroup_are_refused() {
 /// not a Unix stream socket is refused at start.
 #[test]
 fn an_inherited_socket_is_served_and_anything_else_refused() {
+    lizard_test_support::needs_root!();
     use std::io::{Read, Write};
-    if !std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    {
-        return; // the trusted-directory checks need root's directories, as in production
-    }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("agent.sock");
     let sock = lizard_jail::hostpath::bind_unix_listener(&path).unwrap();

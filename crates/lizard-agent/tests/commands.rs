@@ -43,6 +43,7 @@ async fn connect(a: &Agent, pid: u64, query: &str) -> Lines {
 
 #[tokio::test]
 async fn exit_codes_output_env_and_cwd() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let r = run(&a, json!({"cmd": "echo out; echo err >&2; exit 3"})).await;
     assert_eq!(r["exit_code"], 3, "{r}");
@@ -83,6 +84,7 @@ async fn exit_codes_output_env_and_cwd() {
 
 #[tokio::test]
 async fn streams_events_live_in_order() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let mut s = stream(
         &a,
@@ -133,6 +135,7 @@ async fn streams_events_live_in_order() {
 
 #[tokio::test]
 async fn invalid_utf8_and_binary_output_survive() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     // Every byte value, once, in order.
     let all = r#"for i in $(seq 0 255); do printf "\\x$(printf %02x $i)"; done"#;
@@ -170,6 +173,7 @@ async fn invalid_utf8_and_binary_output_survive() {
 
 #[tokio::test]
 async fn stdin_pipe_and_close() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let pid = background(&a, json!({"cmd": "cat; echo eof", "stdin": true})).await;
     let mut s = connect(&a, pid, "?base64=true").await;
@@ -245,6 +249,7 @@ async fn stdin_pipe_and_close() {
 
 #[tokio::test]
 async fn background_list_reconnect_and_signal() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let pid = background(
         &a,
@@ -356,6 +361,7 @@ async fn background_list_reconnect_and_signal() {
 
 #[tokio::test]
 async fn client_disconnect_does_not_stop_the_command() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let mut s = stream(&a, "/commands", json!({"cmd": "sleep 0.5; echo finished"})).await;
     let pid = s.next_within(T).await.unwrap()["pid"].as_u64().unwrap();
@@ -377,6 +383,7 @@ async fn client_disconnect_does_not_stop_the_command() {
 
 #[tokio::test]
 async fn timeout_stops_the_process_group() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let t0 = Instant::now();
     let r = run(
@@ -412,6 +419,7 @@ async fn timeout_stops_the_process_group() {
 
 #[tokio::test]
 async fn late_readers_get_the_last_mib_and_live_readers_get_everything() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     // 3 MiB with nobody attached: a later reader gets the last 1 MiB (give or take a chunk) and is
     // told how much it missed.
@@ -472,6 +480,7 @@ async fn late_readers_get_the_last_mib_and_live_readers_get_everything() {
 
 #[tokio::test]
 async fn terminal_echo_resize_input_and_kill() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let (s, v) = a
         .call(
@@ -607,6 +616,7 @@ async fn terminal_echo_resize_input_and_kill() {
 
 #[tokio::test]
 async fn bad_requests_get_typed_errors() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     for body in [
         json!({}),

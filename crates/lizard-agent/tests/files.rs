@@ -52,6 +52,7 @@ async fn stat(a: &Agent, path: &str) -> (u16, Value) {
 
 #[tokio::test]
 async fn round_trip_stat_list_mkdir_rename_remove() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     // Text, with parents created.
     let (s, e) = put(&a, "notes/day1/a.txt", "hello\n").await;
@@ -250,6 +251,7 @@ async fn round_trip_stat_list_mkdir_rename_remove() {
 
 #[tokio::test]
 async fn bad_paths_and_requests_get_typed_errors() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     put(&a, "f.txt", "x").await;
     for (method, path, code) in [
@@ -291,6 +293,7 @@ async fn bad_paths_and_requests_get_typed_errors() {
 
 #[tokio::test]
 async fn large_bodies_stream_past_the_json_limit() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     // 48 MiB (3× the 16 MiB JSON body limit), sent in 1 MiB chunks without a Content-Length.
     let chunk = |i: u32| Bytes::from(vec![(i % 251) as u8; 1 << 20]);
@@ -350,6 +353,7 @@ async fn large_bodies_stream_past_the_json_limit() {
 
 #[tokio::test]
 async fn interrupted_upload_leaves_the_old_file() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     put(&a, "keep.txt", "old").await;
     let frames = futures_util::stream::iter(vec![
@@ -411,6 +415,7 @@ async fn await_events(
 
 #[tokio::test]
 async fn watch_reports_changes() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     a.call("POST", "/files/mkdir", Some(json!({"path": "w/sub"})))
         .await;
@@ -475,6 +480,7 @@ async fn watch_reports_changes() {
 
 #[tokio::test]
 async fn kernel_file_systems_are_refused_however_the_path_gets_there() {
+    lizard_test_support::needs_root!();
     // The files API runs in the agent: /proc/self there is the agent's own memory, descriptors
     // and environment (in a sandbox its descriptors name host files), not a file of the sandbox.
     let a = Agent::start();

@@ -17,6 +17,7 @@ fn stdout(ex: &lizard_proto::Execution) -> String {
 
 #[tokio::test]
 async fn every_language_forks_outside_a_sandbox_too() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     for (lang, set, get) in [
         ("python", "v = [1, 2]", "print(v)"),
@@ -50,6 +51,7 @@ async fn every_language_forks_outside_a_sandbox_too() {
 
 #[tokio::test]
 async fn a_spawned_python_kernel_forks_and_a_threaded_node_is_refused() {
+    lizard_test_support::needs_root!();
     let a = Agent::start_with(&[
         "--python-zygote",
         "false",

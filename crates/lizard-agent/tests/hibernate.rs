@@ -24,6 +24,7 @@ fn names(report: &Value, ctx: &str, key: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn contexts_survive_a_new_agent() {
+    lizard_test_support::needs_root!();
     let state = tempfile::tempdir().unwrap();
     let dir = state.path().join("hib");
     let a = Agent::start();
@@ -136,6 +137,7 @@ async fn contexts_survive_a_new_agent() {
 
 #[tokio::test]
 async fn bad_hibernation_requests_are_typed_errors() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let (st, v) = a
         .call(

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 #[tokio::test]
 async fn python_state_and_results() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("python").await;
     assert_eq!(
@@ -34,6 +35,7 @@ async fn python_state_and_results() {
 
 #[tokio::test]
 async fn python_rich_results() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("python").await;
     let df = a
@@ -109,6 +111,7 @@ async fn python_rich_results() {
 /// environment (Python 3.11); `crates/lizard/tests/stack.rs` checks the same in the template (3.14).
 #[tokio::test]
 async fn python_pil_images_are_results() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("python").await;
     let r = a
@@ -146,6 +149,7 @@ img",
 
 #[tokio::test]
 async fn python_errors_are_typed_and_colourless() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("python").await;
     let e = a.run_in(&id, "def g():\n    return 1 / 0\ng()").await;
@@ -167,6 +171,7 @@ async fn python_errors_are_typed_and_colourless() {
 
 #[tokio::test]
 async fn javascript_state_results_and_errors() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("javascript").await;
     assert_eq!(
@@ -241,6 +246,7 @@ async fn javascript_state_results_and_errors() {
 /// JavaScript kernel.
 #[tokio::test]
 async fn typescript_cells_run_in_javascript_contexts() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let (s, v) = a
         .call("POST", "/contexts", Some(json!({"language": "ts"})))
@@ -310,6 +316,7 @@ async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
 /// breaks a kernel. (Kernels forked from the zygote inherit acorn compiled.)
 #[tokio::test]
 async fn javascript_parser_code_cache_is_shared_and_survives_corruption() {
+    lizard_test_support::needs_root!();
     let a = Agent::start_with(&["--javascript-zygote", "false"]);
     let cache = a.run_dir().join("acorn.v8cache");
     let id = a.context("javascript").await;
@@ -342,6 +349,7 @@ async fn javascript_parser_code_cache_is_shared_and_survives_corruption() {
 
 #[tokio::test]
 async fn bash_state_and_exit_codes() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("bash").await;
     a.run_in(
@@ -366,6 +374,7 @@ async fn bash_state_and_exit_codes() {
 
 #[tokio::test]
 async fn per_run_env_is_visible_only_during_the_run() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     for (lang, read) in [
         (
@@ -386,6 +395,7 @@ async fn per_run_env_is_visible_only_during_the_run() {
 
 #[tokio::test]
 async fn output_streams_while_the_cell_runs() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     for (lang, code) in [
         ("python", "import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.6)"),
@@ -420,6 +430,7 @@ async fn output_streams_while_the_cell_runs() {
 
 #[tokio::test]
 async fn interrupt_stops_the_cell_and_keeps_state() {
+    lizard_test_support::needs_root!();
     let a = std::sync::Arc::new(Agent::start());
     for (lang, setup, busy, check) in [
         ("python", "x = 7", "while True: pass", "print(x)"),
@@ -487,6 +498,7 @@ async fn interrupt_stops_the_cell_and_keeps_state() {
 
 #[tokio::test]
 async fn timeout_interrupts_and_keeps_state() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("python").await;
     a.run_in(&id, "x = 1").await;
@@ -508,6 +520,7 @@ async fn timeout_interrupts_and_keeps_state() {
 
 #[tokio::test]
 async fn kernel_ignoring_sigint_is_killed_and_reported() {
+    lizard_test_support::needs_root!();
     let a = Agent::start_with(&["--interrupt-grace-ms", "500"]);
     let id = a.context("python").await;
     let ex = a
@@ -532,6 +545,7 @@ async fn kernel_ignoring_sigint_is_killed_and_reported() {
 
 #[tokio::test]
 async fn kernel_death_is_an_event_and_the_context_recovers() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     for (lang, setup, die, probe) in [
         (
@@ -576,6 +590,7 @@ async fn kernel_death_is_an_event_and_the_context_recovers() {
 
 #[tokio::test]
 async fn client_disconnect_interrupts_the_cell() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("python").await;
     a.run_in(&id, "x = 5").await;
@@ -599,6 +614,7 @@ async fn client_disconnect_interrupts_the_cell() {
 
 #[tokio::test]
 async fn huge_and_binary_output() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("python").await;
     let big = a
@@ -632,6 +648,7 @@ async fn huge_and_binary_output() {
 
 #[tokio::test]
 async fn twenty_contexts_in_parallel() {
+    lizard_test_support::needs_root!();
     let a = std::sync::Arc::new(Agent::start());
     let langs = ["python", "javascript", "bash"];
     let mut tasks = Vec::new();
@@ -659,6 +676,7 @@ async fn twenty_contexts_in_parallel() {
 
 #[tokio::test]
 async fn bash_cells_may_use_low_file_descriptors() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let id = a.context("bash").await;
     let out = a
@@ -673,6 +691,7 @@ async fn bash_cells_may_use_low_file_descriptors() {
 
 #[tokio::test]
 async fn output_flood_is_truncated_with_a_notice() {
+    lizard_test_support::needs_root!();
     let a = Agent::start_with(&["--max-output-bytes", "1000000"]);
     let id = a.context("python").await;
     let ex = a

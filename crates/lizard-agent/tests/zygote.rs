@@ -60,6 +60,7 @@ fn zygote_in(agent: u32, dir: &str) -> Option<i64> {
 
 #[tokio::test]
 async fn forked_contexts_are_isolated_and_fresh() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     let dir = tempfile::tempdir().unwrap();
     let (s, v) = a
@@ -299,26 +300,31 @@ async fn a_killed_zygote_is_replaced(l: &Lang) {
 
 #[tokio::test]
 async fn forked_kernels_interrupt_time_out_crash_and_die_alone() {
+    lizard_test_support::needs_root!();
     forked_kernels_die_alone(&PY).await;
 }
 
 #[tokio::test]
 async fn forked_javascript_kernels_interrupt_time_out_crash_and_die_alone() {
+    lizard_test_support::needs_root!();
     forked_kernels_die_alone(&JS).await;
 }
 
 #[tokio::test]
 async fn a_killed_zygote_falls_back_and_is_replaced() {
+    lizard_test_support::needs_root!();
     a_killed_zygote_is_replaced(&PY).await;
 }
 
 #[tokio::test]
 async fn a_killed_javascript_zygote_falls_back_and_is_replaced() {
+    lizard_test_support::needs_root!();
     a_killed_zygote_is_replaced(&JS).await;
 }
 
 #[tokio::test]
 async fn twenty_concurrent_forks() {
+    lizard_test_support::needs_root!();
     let a = std::sync::Arc::new(Agent::start());
     let mut tasks = Vec::new();
     for i in 0..20 {
@@ -342,6 +348,7 @@ async fn twenty_concurrent_forks() {
 
 #[tokio::test]
 async fn without_the_zygote_kernels_are_spawned() {
+    lizard_test_support::needs_root!();
     let a = Agent::start_with(&["--python-zygote", "false"]);
     let one = a.context("python").await;
     assert_eq!(how(&a, &one).await, "spawned");
@@ -391,6 +398,7 @@ async fn js_context_with_helper(a: &Agent) -> (tempfile::TempDir, String) {
 
 #[tokio::test]
 async fn javascript_creates_take_a_prestarted_spare() {
+    lizard_test_support::needs_root!();
     let a = Agent::start_with(&["--javascript-zygote", "false"]);
     assert!(
         js_spares(a.pid()).is_empty(),
@@ -449,6 +457,7 @@ async fn js_how(a: &Agent, ctx: &str) -> String {
 
 #[tokio::test]
 async fn javascript_contexts_are_forked_isolated_and_fresh() {
+    lizard_test_support::needs_root!();
     let a = Agent::start();
     assert_eq!(
         js_zygote_pid(a.pid()),
@@ -559,6 +568,7 @@ console.log(text.length > 0, zipped.length < 5000, echoed, spawned, reply, typeo
 
 #[tokio::test]
 async fn without_the_javascript_zygote_kernels_are_spawned() {
+    lizard_test_support::needs_root!();
     let a = Agent::start_with(&[
         "--javascript-zygote",
         "false",
@@ -574,6 +584,7 @@ async fn without_the_javascript_zygote_kernels_are_spawned() {
 /// are spawned (and a spare kept) instead, and they work.
 #[tokio::test]
 async fn a_node_that_cannot_fork_falls_back_to_spawning() {
+    lizard_test_support::needs_root!();
     let old_node = std::path::Path::new("/usr/bin/node");
     assert!(
         old_node.exists(),
@@ -603,6 +614,7 @@ async fn a_node_that_cannot_fork_falls_back_to_spawning() {
 /// dead attempt shares the context's channels (every cell is answered once, in order).
 #[tokio::test]
 async fn a_javascript_fork_that_dies_before_answering_is_tried_again() {
+    lizard_test_support::needs_root!();
     for fault in ["intermediate-dies", "dies-after-fork"] {
         let a = Agent::start_with_env(&[], &[("LIZARD_TEST_ZYGOTE_FAULT", fault)]);
         let ctx = a.context("javascript").await;

@@ -110,6 +110,7 @@ fn connect_from(ns: &NetNs, to: SocketAddrV4) -> std::io::Result<tokio::net::Tcp
 
 #[test]
 fn the_ruleset_redirects_tcp_and_dns_with_the_original_destination_and_rejects_the_rest() {
+    lizard_test_support::needs_root!();
     let sb = NetNs::sandbox();
     // Applying the script again replaces it (a restore, an upgrade): still one table each.
     sb.cmd(&["nft", "-f", "-"], Some(&nft::ruleset()));
@@ -310,6 +311,7 @@ async fn http_get(sb: &NetNs, dst: SocketAddrV4, host: &str) -> String {
 
 #[test]
 fn the_relay_reaches_allowed_names_and_refuses_tricks() {
+    lizard_test_support::needs_root!();
     let sb = NetNs::sandbox();
     let host = NetNs::new();
     host.cmd(
@@ -525,6 +527,7 @@ fn the_relay_reaches_allowed_names_and_refuses_tricks() {
 /// not asserted (`--nocapture` to see it).
 #[test]
 fn relay_throughput() {
+    lizard_test_support::needs_root!();
     let sb = NetNs::sandbox();
     let host = NetNs::new();
     host.cmd(

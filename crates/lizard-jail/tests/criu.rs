@@ -205,6 +205,7 @@ fn gone(pid: i32) -> bool {
 
 #[test]
 fn a_dumped_tree_is_restored_and_goes_on_counting() {
+    lizard_test_support::needs_root!();
     let Some(criu) = criu() else { return };
     let check = criu.check(Duration::from_secs(30));
     assert!(check.ok, "{check:?}");
@@ -308,6 +309,7 @@ fn a_dumped_tree_is_restored_and_goes_on_counting() {
 
 #[test]
 fn a_dump_that_leaves_the_tree_running_does_not_stop_it() {
+    lizard_test_support::needs_root!();
     let Some(criu) = criu() else { return };
     let tree = Tree::start();
     let before = wait_count_above(tree.pid, 3);
@@ -328,6 +330,7 @@ fn a_dump_that_leaves_the_tree_running_does_not_stop_it() {
 
 #[test]
 fn a_restore_without_images_fails_with_criu_s_reason() {
+    lizard_test_support::needs_root!();
     let Some(criu) = criu() else { return };
     let base = tempfile::tempdir().unwrap();
     std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -357,6 +360,7 @@ mod common;
 /// (`sandbox::mount_sources`, `DumpSpec::of_sandbox`) is what the server will use.
 #[test]
 fn a_lizard_sandbox_is_dumped_and_restored() {
+    lizard_test_support::needs_root!();
     let Some(criu) = criu() else { return };
     let t = common::TestDir::new();
     let sock_dir = t.path().join("sock");

@@ -54,6 +54,7 @@ fn reap(pid: i32) {
 }
 
 fn main() {
+    lizard_test_support::needs_root!();
     let t = TestDir::new();
 
     // A second thread makes `launch` refuse.

@@ -62,6 +62,7 @@ const DNS: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(127, 100, 0, 1), 53);
 
 #[test]
 fn egress_setup_configures_the_namespace_and_binds_inside_it() {
+    lizard_test_support::needs_root!();
     let holder = NetnsHolder::start();
     holder.run(&["ip", "link", "set", "lo", "up"]).unwrap();
     let pidfd = lizard_jail::process::pidfd_open(holder.pid()).unwrap();
@@ -113,6 +114,7 @@ fn egress_setup_configures_the_namespace_and_binds_inside_it() {
 
 #[test]
 fn a_bad_ruleset_is_an_error_naming_nft() {
+    lizard_test_support::needs_root!();
     let holder = NetnsHolder::start();
     holder.run(&["ip", "link", "set", "lo", "up"]).unwrap();
     let pidfd = lizard_jail::process::pidfd_open(holder.pid()).unwrap();

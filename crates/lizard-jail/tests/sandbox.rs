@@ -67,6 +67,7 @@ echo "done=yes"
 
 #[test]
 fn isolation_seen_from_inside() {
+    lizard_test_support::needs_root!();
     let t = TestDir::new();
     let id = unique_id("probe");
     let mut sb = launch(&t.spec(&id, PROBE)).unwrap();
@@ -235,6 +236,7 @@ fn isolation_seen_from_inside() {
 
 #[test]
 fn limits_apply_and_kill_all_leaves_nothing() {
+    lizard_test_support::needs_root!();
     let mountinfo_before = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let t = TestDir::new();
     let mut spec = t.spec(
@@ -364,6 +366,7 @@ fn limits_apply_and_kill_all_leaves_nothing() {
 /// written.
 #[test]
 fn a_program_run_by_descriptor_leaves_no_host_path_inside() {
+    lizard_test_support::needs_root!();
     let t = TestDir::new();
     let exe =
         lizard_jail::exe::SealedExe::copy_of(Path::new("/bin/bash"), "sandbox-agent").unwrap();
@@ -395,6 +398,7 @@ echo "mountinfo=$(cut -d' ' -f4,5 /proc/self/mountinfo | tr '\n' ';')"
 
 #[test]
 fn inherited_descriptors_arrive_at_3_and_up_and_nothing_else() {
+    lizard_test_support::needs_root!();
     use lizard_jail::sandbox::InheritFd;
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     let t = TestDir::new();
@@ -464,6 +468,7 @@ echo "chan_inside=$(grep -c chan /proc/self/mountinfo)"
 
 #[test]
 fn memory_bomb_is_oom_killed_and_counted() {
+    lizard_test_support::needs_root!();
     let t = TestDir::new();
     let mut spec = t.spec(
         &unique_id("oom"),
@@ -486,6 +491,7 @@ fn memory_bomb_is_oom_killed_and_counted() {
 
 #[test]
 fn fork_bomb_hits_the_pids_limit() {
+    lizard_test_support::needs_root!();
     let t = TestDir::new();
     let mut spec = t.spec(
         &unique_id("pids"),
@@ -531,6 +537,7 @@ fn cgroup_would_be(id: &str) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn setup_failures_name_the_step_and_leave_nothing() {
+    lizard_test_support::needs_root!();
     let t = TestDir::new();
     let mut spec = t.spec(&unique_id("noexec"), "");
     spec.program = "/nope".into();
@@ -560,6 +567,7 @@ fn setup_failures_name_the_step_and_leave_nothing() {
 
 #[test]
 fn planted_symlinks_cannot_redirect_mounts_to_the_host() {
+    lizard_test_support::needs_root!();
     let t = TestDir::new();
     // A previous life of the sandbox left `/opt` pointing at a host directory (absolute link).
     let host_dir = t.path().join("host-secret");
@@ -601,6 +609,7 @@ fn planted_symlinks_cannot_redirect_mounts_to_the_host() {
 /// a plain path is created and bound, read-only when asked.
 #[test]
 fn no_symlink_binds_refuse_any_link() {
+    lizard_test_support::needs_root!();
     let t = TestDir::new();
     let vol = t.path().join("volume");
     fs::create_dir(&vol).unwrap();
@@ -652,6 +661,7 @@ fn no_symlink_binds_refuse_any_link() {
 /// the idmapped bind stays in the shared range on disk (so sandboxes of other ranges share it).
 #[test]
 fn an_own_id_range_keeps_the_template_and_shared_binds_unchanged() {
+    lizard_test_support::needs_root!();
     let own = SHIFT + 65536 * 7;
     let t = TestDir::new();
     lchown(t.path().join("run"), Some(own + USER), Some(own + USER)).unwrap();
@@ -730,6 +740,7 @@ exec sleep 60
 /// controller-less cgroup2 mount, with a plain host process (no limits: no controllers there).
 #[test]
 fn cgroup_v2_core_freeze_and_kill() {
+    lizard_test_support::needs_root!();
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let Some(mount) = mountinfo.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
@@ -787,6 +798,7 @@ fn cgroup_v2_core_freeze_and_kill() {
 /// with the sandbox's cgroup.
 #[test]
 fn delegated_context_cgroups() {
+    lizard_test_support::needs_root!();
     let t = TestDir::new();
     let mut spec = t.spec(
         &unique_id("deleg"),
@@ -838,6 +850,7 @@ fn delegated_context_cgroups() {
 /// capabilities give nothing over the sandbox's namespaces (no mount, no new user namespace).
 #[test]
 fn pid1_is_the_sandboxs_root_with_only_the_kept_capabilities() {
+    lizard_test_support::needs_root!();
     use lizard_jail::sandbox::{Capability, UserSpec};
     let t = TestDir::new();
     let mut spec = t.spec(
@@ -925,6 +938,7 @@ fn pid1_is_the_sandboxs_root_with_only_the_kept_capabilities() {
 /// bottom) is removed with its cgroup, bottom-up, by descriptor.
 #[test]
 fn a_cgroup_tree_deeper_than_path_max_is_removed() {
+    lizard_test_support::needs_root!();
     use lizard_jail::cgroup::{Cgroup, CgroupLimits};
     use nix::fcntl::{openat, OFlag};
     use nix::sys::stat::Mode;
@@ -960,6 +974,7 @@ fn a_cgroup_tree_deeper_than_path_max_is_removed() {
 /// replaces a directory (the `trusted.overlay.opaque` xattr); what it does not touch is the base's.
 #[test]
 fn several_lower_layers_stack_top_first_through_one_id_map() {
+    lizard_test_support::needs_root!();
     let own = SHIFT + 65536 * 9;
     let t = TestDir::new();
     lchown(t.path().join("run"), Some(own + USER), Some(own + USER)).unwrap();

@@ -166,6 +166,7 @@ async fn put_zeros(s: &Server, id: &str, path: &str, len: usize) -> (u16, Value)
 /// code, another sandbox is unaffected, also while the disk is filled over and over.
 #[tokio::test]
 async fn disk_fill_of_the_writable_layer() {
+    lizard_test_support::needs_root!();
     let _one = ONE_BOMB.lock().await;
     let s = Server::start();
     let key = s.admin_key.clone();
@@ -209,6 +210,7 @@ async fn disk_fill_of_the_writable_layer() {
 /// Filling `/tmp` (a tmpfs of `limits.tmp_mb`) gives ENOSPC; the agent keeps working.
 #[tokio::test]
 async fn disk_fill_of_tmp() {
+    lizard_test_support::needs_root!();
     let _one = ONE_BOMB.lock().await;
     let s = Server::start();
     let key = s.admin_key.clone();
@@ -247,6 +249,7 @@ async fn disk_fill_of_tmp() {
 /// deleting them in a loop does not slow another sandbox down.
 #[tokio::test]
 async fn ten_thousand_files() {
+    lizard_test_support::needs_root!();
     let _one = ONE_BOMB.lock().await;
     let s = Server::start();
     let key = s.admin_key.clone();
@@ -316,6 +319,7 @@ fn cgroup_cpu_ns(runtime: &Value) -> u64 {
 /// delay kill: the sandbox is gone in bounded time with no process, cgroup, mount or file left.
 #[tokio::test]
 async fn sigterm_ignoring_sandbox_is_killed_cleanly() {
+    lizard_test_support::needs_root!();
     let _one = ONE_BOMB.lock().await;
     let s = Server::start();
     let key = s.admin_key.clone();
@@ -385,6 +389,7 @@ async fn sigterm_ignoring_sandbox_is_killed_cleanly() {
 /// limit, so another sandbox's round trip stays within 2× idle.
 #[tokio::test]
 async fn busy_loops_in_every_context() {
+    lizard_test_support::needs_root!();
     let _one = ONE_BOMB.lock().await;
     let s = Server::start();
     let key = s.admin_key.clone();
@@ -440,6 +445,7 @@ async fn busy_loops_in_every_context() {
 /// flood), and the context keeps working.
 #[tokio::test]
 async fn output_flood_is_truncated_and_the_server_stays_small() {
+    lizard_test_support::needs_root!();
     let _one = ONE_BOMB.lock().await;
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
@@ -479,6 +485,7 @@ async fn output_flood_is_truncated_and_the_server_stays_small() {
 /// does not fit is refused at the pipe; the agent goes on logging.
 #[tokio::test]
 async fn host_side_logs_stay_bounded() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let dir = s.data_dir.path().join("sandboxes").join(&id);

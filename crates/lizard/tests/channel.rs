@@ -54,6 +54,7 @@ async fn python(s: &Server, id: &str, code: &str) -> String {
 /// ran in B.)
 #[tokio::test]
 async fn the_sandbox_cannot_redirect_the_servers_channel_to_its_agent() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let (key_a, key_b) = (s.project_key("alpha").await, s.project_key("beta").await);
     let a = s.create(&key_a, json!({})).await;
@@ -127,6 +128,7 @@ async fn the_sandbox_cannot_redirect_the_servers_channel_to_its_agent() {
 /// and PID 1's descriptors (where it is fd 3) cannot be read.
 #[tokio::test]
 async fn the_agents_socket_is_invisible_inside() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let host_socket = runtime_json(&s, &id)["socket"]
@@ -223,6 +225,7 @@ fn stored_state(s: &Server, id: &str) -> Option<lizard_server::store::StoredStat
 /// (here: SIGKILL from the host), the server notices, says `killed` and leaves nothing behind.
 #[tokio::test]
 async fn pid_1_ignores_signals_from_inside_and_its_death_is_cleaned_up() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     python(&s, &id, "kept = 42").await;
@@ -301,6 +304,7 @@ async fn pid_1_ignores_signals_from_inside_and_its_death_is_cleaned_up() {
 /// adopted as before, and their PID 1 is watched again.
 #[tokio::test]
 async fn a_sandbox_with_its_socket_inside_is_not_adopted() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let old = s.create(&s.admin_key.clone(), json!({})).await;
     let keep = s.create(&s.admin_key.clone(), json!({})).await;

@@ -35,6 +35,7 @@ fn lizard(s: &Server, args: &[&str], stdin: Option<&str>) -> (i32, String, Strin
 
 #[tokio::test]
 async fn sandbox_run_and_context_commands() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let (code, id, err) = lizard(&s, &["sandbox", "create", "--metadata", "who=cli"], None);
     assert_eq!(code, 0, "{err}");
@@ -138,6 +139,7 @@ async fn sandbox_run_and_context_commands() {
 
 #[tokio::test]
 async fn rust_client_streams_events_as_they_happen() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let c = lizard_client::Client::new(&format!("http://{}", s.addr), &s.admin_key).unwrap();
     let sb = c.create_sandbox(&Default::default()).await.unwrap();
@@ -188,6 +190,7 @@ async fn rust_client_streams_events_as_they_happen() {
 
 #[tokio::test]
 async fn exec_and_files_commands() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let (_, id, _) = lizard(&s, &["sandbox", "create"], None);
     let id = id.trim().to_string();
@@ -245,6 +248,7 @@ async fn exec_and_files_commands() {
 
 #[tokio::test]
 async fn shell_and_host_commands() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let (_, id, _) = lizard(&s, &["sandbox", "create"], None);
     let id = id.trim().to_string();
@@ -268,6 +272,7 @@ async fn shell_and_host_commands() {
 /// `lizard volume create|list|info|delete` and `lizard sandbox create --volume NAME:/PATH[:ro]`.
 #[tokio::test]
 async fn volume_commands() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let (code, vid, err) = lizard(&s, &["volume", "create", "cli-vol", "--size", "16M"], None);
     assert_eq!(code, 0, "{err}");
@@ -338,6 +343,7 @@ async fn volume_commands() {
 
 #[tokio::test]
 async fn sandbox_hibernate_and_resume_print_the_reports() {
+    lizard_test_support::needs_root!();
     // The per-language report (its `lost` lines), asked for: CRIU is the default.
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let (code, id, err) = lizard(&s, &["sandbox", "create"], None);
@@ -367,6 +373,7 @@ async fn sandbox_hibernate_and_resume_print_the_reports() {
 
 #[tokio::test]
 async fn secret_commands() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let r = s
         .admin(

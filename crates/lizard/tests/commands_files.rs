@@ -179,6 +179,7 @@ fn terminal_lines(raw: &[u8]) -> Vec<String> {
 
 #[tokio::test]
 async fn commands_through_the_server() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let key = s.admin_key.clone();
     let id = s.create(&key, json!({"env": {"GREETING": "hi"}})).await;
@@ -368,6 +369,7 @@ async fn commands_through_the_server() {
 
 #[tokio::test]
 async fn concurrent_commands_keep_their_exit_codes() {
+    lizard_test_support::needs_root!();
     // The agent is PID 1 and reaps orphans; it must never take a command's exit status.
     let s = Server::start();
     let key = s.admin_key.clone();
@@ -391,6 +393,7 @@ async fn concurrent_commands_keep_their_exit_codes() {
 
 #[tokio::test]
 async fn terminal_through_the_server() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let key = s.admin_key.clone();
     let id = s.create(&key, json!({})).await;
@@ -445,6 +448,7 @@ async fn terminal_through_the_server() {
 
 #[tokio::test]
 async fn files_through_the_server() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let key = s.admin_key.clone();
     let id = s.create(&key, json!({})).await;
@@ -709,6 +713,7 @@ async fn files_through_the_server() {
 /// A rename between file systems (the overlay home and the /tmp tmpfs) moves the data.
 #[tokio::test]
 async fn rename_across_file_systems() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.sh(&id, "mkdir -p ~/d/sub && echo moved > ~/d/sub/f.txt")

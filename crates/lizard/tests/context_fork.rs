@@ -66,6 +66,7 @@ fn id_of(v: &Value) -> String {
 /// then the two diverge. Forking twice, and forking a fork, work the same way.
 #[tokio::test]
 async fn a_python_fork_has_the_sources_state_and_then_diverges() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let a = context(&s, &id, "python").await;
@@ -124,6 +125,7 @@ async fn a_python_fork_has_the_sources_state_and_then_diverges() {
 /// (the event loop is forked with uv_loop_fork), a listening server is reported as shared.
 #[tokio::test]
 async fn a_javascript_fork_keeps_closures_and_timers() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let a = context(&s, &id, "javascript").await;
@@ -199,6 +201,7 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
 /// fork of the fork works.
 #[tokio::test]
 async fn a_bash_fork_keeps_variables_functions_and_aliases() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let a = context(&s, &id, "bash").await;
@@ -262,6 +265,7 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
 /// source's running threads are reported lost.
 #[tokio::test]
 async fn fork_refusals_and_losses_are_said() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let r = fork(&s, &id, "0123456789abcdef0123456789abcdef").await;
@@ -352,6 +356,7 @@ async fn fork_refusals_and_losses_are_said() {
 /// the other way round); killing the source's kernel or deleting the source leaves the fork.
 #[tokio::test]
 async fn a_fork_lives_on_its_own() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let a = context(&s, &id, "python").await;
@@ -419,6 +424,7 @@ async fn a_fork_lives_on_its_own() {
 /// the fork (the pid of another context's process) does not make the agent adopt that process.
 #[tokio::test]
 async fn a_fork_cannot_reach_an_unrelated_context() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let a = context(&s, &id, "python").await;
@@ -508,6 +514,7 @@ R["_fork_op"] = _lie"#
 /// checks every thread — and the half-joined process is gone, the source untouched.
 #[tokio::test]
 async fn a_fork_that_leaves_a_thread_in_its_sources_cgroup_is_refused() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let a = context(&s, &id, "python").await;
@@ -562,6 +569,7 @@ print(x, mine)"#;
 #[tokio::test]
 #[ignore]
 async fn fork_latency() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     for lang in ["python", "javascript", "bash"] {
@@ -636,6 +644,7 @@ async fn fork_latency() {
 /// limits, or the request's: a fork over its memory limit dies alone.
 #[tokio::test]
 async fn a_fork_has_its_own_cgroup_and_limits() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let r = s

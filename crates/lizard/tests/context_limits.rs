@@ -43,6 +43,7 @@ fn host_memory_cgroup(id: &str) -> Option<PathBuf> {
 /// own cgroup; killing the sandbox leaves no cgroup behind.
 #[tokio::test]
 async fn memory_bomb_in_a_limited_context_dies_alone() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let limited = context(
@@ -132,6 +133,7 @@ async fn memory_bomb_in_a_limited_context_dies_alone() {
 /// own `cpuacct.usage` over 2 s; the CFS throttling counters show the quota at work.
 #[tokio::test]
 async fn cpu_quota_is_respected() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let c = context(
@@ -173,6 +175,7 @@ async fn cpu_quota_is_respected() {
 /// nothing is created.
 #[tokio::test]
 async fn limits_above_the_sandboxs_are_refused() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s
         .create(
@@ -231,6 +234,7 @@ async fn limits_above_the_sandboxs_are_refused() {
 /// context removes it.
 #[tokio::test]
 async fn unlimited_contexts_are_accounted_and_cleaned_up() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let c = context(&s, &id, json!({"language": "javascript"})).await;
@@ -272,6 +276,7 @@ async fn unlimited_contexts_are_accounted_and_cleaned_up() {
 /// is in its own, limited cgroup again.
 #[tokio::test]
 async fn limits_survive_hibernation() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let c = context(
@@ -314,6 +319,7 @@ async fn limits_survive_hibernation() {
 /// is renamed to the context's) each run in their context's cgroup with the context's limits.
 #[tokio::test]
 async fn javascript_contexts_get_their_cgroup_and_limits() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     for mb in [64u64, 96, 128] {
@@ -350,6 +356,7 @@ async fn javascript_contexts_get_their_cgroup_and_limits() {
 /// limits, and old nurseries do not pile up.
 #[tokio::test]
 async fn forked_kernels_start_in_their_contexts_cgroup() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let ctx_dir = host_memory_cgroup(&id).unwrap().join("ctx");

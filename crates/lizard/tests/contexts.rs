@@ -31,6 +31,7 @@ async fn command(s: &Server, id: &str, cmd: &str) -> Value {
 /// state. (Before: every context ran as uid 1000, and all three worked.)
 #[tokio::test]
 async fn one_context_cannot_read_write_or_kill_another() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let a = context(&s, &id, "python").await;
@@ -112,6 +113,7 @@ print("uid", os.getuid())
 /// only dropped because PID 1 installs no handler, and any handler would have let it through.)
 #[tokio::test]
 async fn user_code_cannot_signal_the_agent() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let r = command(
@@ -149,6 +151,7 @@ async fn user_code_cannot_signal_the_agent() {
 /// can. (Before: `POST /execute {context_id: B}` from context A ran code in B.)
 #[tokio::test]
 async fn a_context_cannot_drive_the_agent_over_tcp() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let b = context(&s, &id, "python").await;
@@ -186,6 +189,7 @@ except urllib.error.HTTPError as e:
 /// context is importable in another; `whoami` works in a context and in a command.
 #[tokio::test]
 async fn contexts_share_files_through_the_group() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let a = context(&s, &id, "python").await;

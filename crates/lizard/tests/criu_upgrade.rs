@@ -175,6 +175,7 @@ fn sha256(path: &Path) -> String {
 
 #[tokio::test]
 async fn checkpoints_are_restored_exactly_by_an_upgraded_server() {
+    lizard_test_support::needs_root!();
     let Some(criu) = cached_criu() else {
         return;
     };
@@ -295,6 +296,7 @@ async fn checkpoints_are_restored_exactly_by_an_upgraded_server() {
 /// alone) and says why.
 #[tokio::test]
 async fn a_missing_agent_binary_relaunches_with_fresh_contexts_and_the_reason() {
+    lizard_test_support::needs_root!();
     let Some(criu) = cached_criu() else {
         return;
     };

@@ -23,6 +23,7 @@ async fn metrics(s: &Server, key: &str, id: &str, query: &str) -> (u16, Value) {
 /// image in use against `disk_mb`; `start`/`end` select a window; a bad query is a 400.
 #[tokio::test]
 async fn e2b_metrics_are_a_series_of_samples() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
         &["--pool-size", "0", "--sample-interval-s", "1"],
@@ -99,6 +100,7 @@ async fn e2b_metrics_are_a_series_of_samples() {
 /// same body. With its token, a killed sandbox's traffic says it is gone (502).
 #[tokio::test]
 async fn sandbox_traffic_does_not_tell_which_ids_exist() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let key = s.project_key("oracle").await;
     let (live, live_token) = e2b_create(&s, &key).await;
@@ -158,6 +160,7 @@ async fn sandbox_traffic_does_not_tell_which_ids_exist() {
 /// the passing snapshot deleted — none is left behind, to E2B's list or Lizard's.
 #[tokio::test]
 async fn a_multi_fork_leaves_no_snapshot_behind_when_the_caller_hangs_up() {
+    lizard_test_support::needs_root!();
     use tokio::io::AsyncWriteExt;
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let key = s.project_key("forks").await;

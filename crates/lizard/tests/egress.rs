@@ -209,6 +209,7 @@ async fn network_log(s: &Server, id: &str) -> Value {
 /// and failing is immediate (no route), not a time-out.
 #[tokio::test]
 async fn default_is_loopback_only() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let id = f.s.create(&f.key, json!({})).await;
     let ex = f.s.run(&id, probe(&[f.outside.addr()])).await;
@@ -225,6 +226,7 @@ async fn default_is_loopback_only() {
 /// resolved to, and every refusal is in the network log with its reason.
 #[tokio::test]
 async fn rules_decide_by_name() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let port = f.outside.port;
     let id =
@@ -321,6 +323,7 @@ for n in ['allowed.test', 'a.wild.test', 'other.test', 'nowhere.invalid']:
 /// address rule naming the private neighbour does reach it.
 #[tokio::test]
 async fn egress_all_reaches_outside_but_not_the_host() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let id =
         f.s.create(&f.key, json!({"network": {"egress": "all"}}))
@@ -381,6 +384,7 @@ except OSError as e:
 /// rule is a typed 400 that changes nothing.
 #[tokio::test]
 async fn rules_change_live() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let addr = f.outside.addr();
     let id =
@@ -470,6 +474,7 @@ async fn rules_change_live() {
 /// the relay's listener is refused; egress stays as configured afterwards.
 #[tokio::test]
 async fn network_rules_cannot_be_changed_from_inside() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let id =
         f.s.create(
@@ -518,6 +523,7 @@ fn shell_quote(s: &str) -> String {
 /// does not resolve (yet) is a valid rule.
 #[tokio::test]
 async fn egress_needs_the_projects_permission() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let plain = f.s.project_key("plain").await;
     let r =
@@ -579,6 +585,7 @@ async fn egress_needs_the_projects_permission() {
 /// new server makes its listeners in the sandbox's namespace and reinstalls the ruleset).
 #[tokio::test]
 async fn egress_survives_a_server_restart() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let id =
         f.s.create(
@@ -605,6 +612,7 @@ async fn egress_survives_a_server_restart() {
 /// holds nothing of its own: the restore and the server make it again), and its egress works after the resume.
 #[tokio::test]
 async fn egress_sandboxes_hibernate_exactly() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }
@@ -636,6 +644,7 @@ async fn egress_sandboxes_hibernate_exactly() {
 /// a network option an E2B sandbox of a project with egress reaches everything public.
 #[tokio::test]
 async fn e2b_network_options_map_onto_the_rules() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let create = |body: String| {
         let (addr, key) = (f.s.addr.clone(), f.key.clone());
@@ -725,6 +734,7 @@ async fn e2b_network_options_map_onto_the_rules() {
 /// egress under the source's rules (their own listeners and ruleset in their own namespaces).
 #[tokio::test]
 async fn egress_sandboxes_are_cloned_and_forked_exactly() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }

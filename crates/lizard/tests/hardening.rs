@@ -49,6 +49,7 @@ fn retry_after(a: &Answer) -> u64 {
 
 #[tokio::test]
 async fn rate_limits_are_per_principal_with_retry_after() {
+    lizard_test_support::needs_root!();
     // One request every 5 s after a burst of 3: any loop of 20 quick requests is cut.
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
@@ -226,6 +227,7 @@ fn find<'a>(evs: &'a [Value], action: &str, object: &str) -> &'a Value {
 
 #[tokio::test]
 async fn audit_log_records_lifecycle_calls_and_auth_failures() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "1"]);
     let admin = s.admin_key.clone();
     let key = s.project_key("audited").await;
@@ -573,6 +575,7 @@ fn random_body(r: &mut Rng) -> Vec<u8> {
 
 #[tokio::test]
 async fn random_and_malformed_requests_get_typed_answers() {
+    lizard_test_support::needs_root!();
     // Without rate limits (tested above), so every request reaches its route's parsers.
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),

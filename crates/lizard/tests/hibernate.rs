@@ -54,6 +54,7 @@ async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
 
 #[tokio::test]
 async fn hibernate_resume_restores_the_survival_list() {
+    lizard_test_support::needs_root!();
     // The per-language save, asked for (with CRIU, the default, nothing is lost).
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
@@ -249,6 +250,7 @@ async fn hibernate_resume_restores_the_survival_list() {
 
 #[tokio::test]
 async fn hibernated_sandbox_survives_a_server_kill_9_and_kill_removes_it() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let ex = s
@@ -309,6 +311,7 @@ async fn hibernated_sandbox_survives_a_server_kill_9_and_kill_removes_it() {
 
 #[tokio::test]
 async fn paused_sandboxes_hibernate_after_the_idle_period() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--hibernate-after", "1s"]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&id, json!({"code": "kept = 'idle'"})).await;
@@ -343,6 +346,7 @@ async fn paused_sandboxes_hibernate_after_the_idle_period() {
 
 #[tokio::test]
 async fn concurrent_hibernate_and_resume_calls_are_safe() {
+    lizard_test_support::needs_root!();
     let s = std::sync::Arc::new(Server::start());
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&id, json!({"code": "x = 'one'"})).await;
@@ -375,6 +379,7 @@ async fn concurrent_hibernate_and_resume_calls_are_safe() {
 
 #[tokio::test]
 async fn memory_pressure_hibernates_paused_sandboxes_only() {
+    lizard_test_support::needs_root!();
     // A threshold above any machine's memory: the server always sees pressure.
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
@@ -422,6 +427,7 @@ async fn memory_pressure_hibernates_paused_sandboxes_only() {
 /// them again) and the volume's data and the writable layer's files both there.
 #[tokio::test]
 async fn hibernation_keeps_volumes_mounted() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let r = s
         .admin(

@@ -273,6 +273,7 @@ awk 'NR != $1 { print "line " NR ": " $1; exit } END { print "ok", NR }' ~/seq"#
 /// restore of such a server failed and relaunched).
 #[tokio::test]
 async fn with_criu_a_data_dir_below_mnt_is_restored_exactly() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() || !std::path::Path::new("/mnt").is_dir() {
         return;
     }
@@ -285,6 +286,7 @@ async fn with_criu_a_data_dir_below_mnt_is_restored_exactly() {
 
 #[tokio::test]
 async fn with_criu_hibernation_is_exact_by_default() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }
@@ -297,6 +299,7 @@ async fn with_criu_hibernation_is_exact_by_default() {
 
 #[tokio::test]
 async fn with_criu_a_failed_restore_relaunches_with_fresh_contexts_and_says_why() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }
@@ -318,6 +321,7 @@ async fn with_criu_a_failed_restore_relaunches_with_fresh_contexts_and_says_why(
 
 #[tokio::test]
 async fn with_criu_a_dump_that_fails_falls_back_per_language() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }
@@ -353,6 +357,7 @@ async fn with_criu_a_dump_that_fails_falls_back_per_language() {
 
 #[tokio::test]
 async fn with_criu_a_sandbox_is_hibernated_and_resumed_exactly() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }
@@ -361,6 +366,7 @@ async fn with_criu_a_sandbox_is_hibernated_and_resumed_exactly() {
 
 #[tokio::test]
 async fn with_criu_exact_hibernation_survives_a_server_restart() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }
@@ -369,6 +375,7 @@ async fn with_criu_exact_hibernation_survives_a_server_restart() {
 
 #[tokio::test]
 async fn without_criu_hibernation_is_per_language_and_says_so() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let (hib, restore) = hibernate_and_resume(&s).await;
     assert_eq!(hib["method"], "per-language", "{hib}");

@@ -117,6 +117,7 @@ async fn assert_nothing_left(s: &Server, id: &str, pid: i64) {
 
 #[tokio::test]
 async fn a_hanging_agent_slows_no_one_else() {
+    lizard_test_support::needs_root!();
     let s = start(&[]);
     let plain = create_plain(&s, json!({})).await;
     let before = round_trip(&s, &plain, 15).await;
@@ -179,6 +180,7 @@ async fn a_hanging_agent_slows_no_one_else() {
 
 #[tokio::test]
 async fn a_restarted_server_listens_while_an_agent_hangs() {
+    lizard_test_support::needs_root!();
     let s = start(&[]);
     let plain = create_plain(&s, json!({})).await;
     s.run(&plain, json!({"code": "kept = 41"})).await;
@@ -220,6 +222,7 @@ async fn a_restarted_server_listens_while_an_agent_hangs() {
 
 #[tokio::test]
 async fn a_flooding_agent_does_not_grow_the_server() {
+    lizard_test_support::needs_root!();
     let s = start(&[]);
     let pid = server_pid(s.data_dir.path());
     let plain = create_plain(&s, json!({})).await;
@@ -279,6 +282,7 @@ fn stored_executions(s: &Server, id: &str) -> u64 {
 
 #[tokio::test]
 async fn a_lying_agent_cannot_inflate_the_store() {
+    lizard_test_support::needs_root!();
     let s = start(&[]);
     let hostile = create_hostile(&s, "lie").await;
     let created = Instant::now();
@@ -308,6 +312,7 @@ async fn a_lying_agent_cannot_inflate_the_store() {
 
 #[tokio::test]
 async fn an_agent_flooding_its_log_stays_bounded() {
+    lizard_test_support::needs_root!();
     let s = start(&[]);
     let hostile = create_hostile(&s, "log-flood").await;
     let log = s
@@ -332,6 +337,7 @@ async fn an_agent_flooding_its_log_stays_bounded() {
 
 #[tokio::test]
 async fn a_dying_agent_is_noticed() {
+    lizard_test_support::needs_root!();
     let s = start(&[]);
     let hostile = create_hostile(&s, "die").await;
     let pid = runtime_json(&s, &hostile)["pid"].as_i64().unwrap_or(0);
@@ -349,6 +355,7 @@ async fn a_dying_agent_is_noticed() {
 
 #[tokio::test]
 async fn redirects_and_garbage_from_an_agent_are_typed_errors() {
+    lizard_test_support::needs_root!();
     let s = start(&[]);
     let hostile = create_hostile(&s, "redirect").await;
     // Server-side calls on the agent answer with typed errors, never by following the agent.
@@ -367,6 +374,7 @@ async fn redirects_and_garbage_from_an_agent_are_typed_errors() {
 
 #[tokio::test]
 async fn a_hanging_snapshot_does_not_hold_other_sandboxes_memory_relief() {
+    lizard_test_support::needs_root!();
     // Always under "memory pressure": every paused sandbox is to be hibernated, one at a time.
     // The hostile snapshot may hang for 30 s (longer than the 10 s one hibernation may hold the
     // next back; short enough that the hostile sandbox's kill, which waits for its hibernation

@@ -16,6 +16,7 @@ async fn sandbox(s: &Server) -> String {
 /// seccomp. The agent (PID 1) is the sandbox's root with only the kept capabilities.
 #[tokio::test]
 async fn runs_unprivileged_with_no_capabilities() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let probe = "id -u; id -g; id -G; echo $HOME; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status";
@@ -65,6 +66,7 @@ async fn runs_unprivileged_with_no_capabilities() {
 /// PID 1 is the agent, no host process is visible, the hostname is the sandbox id.
 #[tokio::test]
 async fn own_pid_and_uts_namespaces() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let (out, _) = s
@@ -84,6 +86,7 @@ async fn own_pid_and_uts_namespaces() {
 /// Only loopback networking: no other interface, no route to the host's services.
 #[tokio::test]
 async fn loopback_only_network() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let (out, _) = s
@@ -109,6 +112,7 @@ async fn loopback_only_network() {
 /// directories exist (no devices, no host or other-sandbox cgroups).
 #[tokio::test]
 async fn host_files_are_not_visible() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let data_dir = s.data_dir.path().display().to_string();
@@ -138,6 +142,7 @@ async fn host_files_are_not_visible() {
 /// kernel modules, writing to cgroup files.
 #[tokio::test]
 async fn privileged_operations_fail() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let code = r#"
@@ -193,6 +198,7 @@ attempt("sethostname", lambda: libc.sethostname(b"x", 1))
 /// sandbox's life, never reach the template or another sandbox.
 #[tokio::test]
 async fn writable_layer_is_private() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let a = sandbox(&s).await;
     let b = sandbox(&s).await;
@@ -211,6 +217,7 @@ async fn writable_layer_is_private() {
 /// sandboxes keep working.
 #[tokio::test]
 async fn memory_bomb_is_contained() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let small = s
         .create(&s.admin_key.clone(), json!({"limits": {"memory_mb": 200}}))
@@ -235,6 +242,7 @@ async fn memory_bomb_is_contained() {
 /// A fork bomb hits the pids limit; the sandbox can still be killed and others are unaffected.
 #[tokio::test]
 async fn fork_bomb_is_contained() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let bomb = s
         .create(&s.admin_key.clone(), json!({"limits": {"pids": 64}}))
@@ -264,6 +272,7 @@ async fn fork_bomb_is_contained() {
 /// Sandboxes cannot see each other's processes or files.
 #[tokio::test]
 async fn sandboxes_cannot_see_each_other() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let a = sandbox(&s).await;
     let b = sandbox(&s).await;
@@ -284,6 +293,7 @@ async fn sandboxes_cannot_see_each_other() {
 /// user's — 2,000 cgroups from one sandbox, nesting past PATH_MAX, raising any context's limit.)
 #[tokio::test]
 async fn delegated_cgroups_cannot_raise_the_sandboxs_limits() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let a = sandbox(&s).await;
     let b = sandbox(&s).await;
@@ -394,6 +404,7 @@ grep ':memory:' /proc/self/cgroup
 /// `/proc/<pid>/fd` (and could write to it past the sandbox's disk quota).
 #[tokio::test]
 async fn sandbox_processes_hold_no_host_files() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     // The default Python context (forked from the zygote), a JavaScript one (and its spare), a
@@ -445,6 +456,7 @@ async fn sandbox_processes_hold_no_host_files() {
 /// host path (see docs/SECURITY.md, "CRIU checkpoints").
 #[tokio::test]
 async fn mountinfo_does_not_reveal_host_paths() {
+    lizard_test_support::needs_root!();
     for extra in [&["--criu", "none"][..], &[][..]] {
         let s = Server::start_in(tempfile::tempdir().unwrap(), extra);
         let id = s.create(&s.admin_key.clone(), json!({})).await;
@@ -539,6 +551,7 @@ fn own_range(p: &Procs) -> std::ops::Range<u32> {
 /// sandbox's range; a sandbox created after the restart gets another one.
 #[tokio::test]
 async fn each_sandbox_has_its_own_host_id_range() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let a = sandbox(&s).await;
     let b = sandbox(&s).await;
@@ -617,6 +630,7 @@ async fn each_sandbox_has_its_own_host_id_range() {
 /// PTY or open-file counts. The masks are read-only.
 #[tokio::test]
 async fn proc_does_not_reveal_other_sandboxes_or_the_host() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let a = sandbox(&s).await;
     let b = sandbox(&s).await;
@@ -676,6 +690,7 @@ for p in ("/proc/loadavg", "/proc/diskstats", "/proc/sys/kernel/random/boot_id")
 /// (ENOSPC) while the host's PTY count grows by no more than that; the PTY API still works.
 #[tokio::test]
 async fn ptys_are_bounded_per_sandbox() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let host_nr = || -> u64 {

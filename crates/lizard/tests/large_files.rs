@@ -54,6 +54,7 @@ fn frames(items: Vec<Bytes>) -> StreamBody<FrameStream> {
 
 #[tokio::test]
 async fn one_gib_round_trip_with_bounded_memory() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let key = s.admin_key.clone();
     // 1 GiB of data needs more than the default 1 GiB writable layer.

@@ -16,14 +16,37 @@ fn user_processes() -> Vec<(i32, String)> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| pid != 2)
         .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-            let (comm, rest) = stat.split_at(stat.rfind(')')?);
-            let ppid: i32 = rest[1..].split_whitespace().nth(1)?.parse().ok()?;
-            let comm = comm[comm.find('(')? + 1..].to_string();
+            let (comm, ppid) = comm_and_ppid(pid)?;
             (ppid != 2).then_some((pid, comm))
         })
         .collect()
+}
+
+/// `comm` and parent of `pid`, from `/proc/<pid>/stat` ("pid (comm) state ppid ...": comm may
+/// hold spaces and parentheses).
+fn comm_and_ppid(pid: i32) -> Option<(String, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (comm, rest) = stat.split_at(stat.rfind(')')?);
+    let ppid: i32 = rest[1..].split_whitespace().nth(1)?.parse().ok()?;
+    Some((comm[comm.find('(')? + 1..].to_string(), ppid))
+}
+
+/// Whether `pid` is this test's or its server's: below the server (a subreaper: whatever its
+/// sandboxes and helpers leave is reparented to it, never to init) or below this test process.
+/// The machine may run other work meanwhile (other test binaries, builds): that is not counted.
+fn ours(pid: i32, server: i32) -> bool {
+    let me = std::process::id() as i32;
+    let mut p = pid;
+    for _ in 0..64 {
+        if p == server || p == me {
+            return true;
+        }
+        match comm_and_ppid(p) {
+            Some((_, ppid)) if ppid > 1 => p = ppid,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// `pid (comm)` with its state, parent and pids cgroup, to tell a zombie nobody reaps from a
@@ -47,8 +70,11 @@ fn describe(pid: i32, comm: String) -> String {
     )
 }
 
-fn host_counts() -> (usize, usize, usize) {
-    let procs = user_processes().len();
+fn host_counts(server: i32) -> (usize, usize, usize) {
+    let procs = user_processes()
+        .into_iter()
+        .filter(|(p, _)| ours(*p, server))
+        .count();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
@@ -73,13 +99,15 @@ fn walk_dirs(p: &Path) -> usize {
 
 #[tokio::test]
 async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
+    lizard_test_support::needs_root!();
     // No warm pool here: its background refills would blur the counts.
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     // Warm up once (first-use caches), then count.
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
         .await;
-    let (p0, m0, c0) = host_counts();
+    let server = server_pid(s.data_dir.path());
+    let (p0, m0, c0) = host_counts(server as i32);
     let before: std::collections::HashSet<i32> =
         user_processes().into_iter().map(|(p, _)| p).collect();
     for _ in 0..100 {
@@ -107,7 +135,6 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
     }
     // With egress: the server's relay and DNS listeners in the sandbox's network namespace (and
     // the namespace they hold) go with the sandbox.
-    let server = server_pid(s.data_dir.path());
     let fds = || {
         std::fs::read_dir(format!("/proc/{server}/fd"))
             .map(|d| d.count())
@@ -139,16 +166,16 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
         fds()
     );
     let settled = eventually(Duration::from_secs(20), || async {
-        let (p1, m1, c1) = host_counts();
-        // Other tests run concurrently on this machine: allow a little process noise, none for
-        // mounts and cgroups of ours.
+        let (p1, m1, c1) = host_counts(server as i32);
+        // Only this test's and its server's processes are counted (see `ours`); allow a little
+        // noise still (a kernel's helper that is just exiting), none for mounts and cgroups.
         p1 <= p0 + 10 && m1 <= m0 && c1 <= c0
     })
     .await;
-    let (p1, m1, c1) = host_counts();
+    let (p1, m1, c1) = host_counts(server as i32);
     let new: Vec<_> = user_processes()
         .into_iter()
-        .filter(|(p, _)| !before.contains(p))
+        .filter(|(p, _)| !before.contains(p) && ours(*p, server as i32))
         .map(|(p, comm)| describe(p, comm))
         .collect();
     assert!(

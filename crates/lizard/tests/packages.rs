@@ -106,6 +106,7 @@ async fn py(s: &Server, id: &str, code: &str) -> Value {
 
 #[tokio::test]
 async fn the_mirror_reaches_only_its_registries_whatever_the_sandbox_sends() {
+    lizard_test_support::needs_root!();
     let up = Upstream::start().await;
     let reg = format!("pypi={}", up.url);
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--package-registry", &reg]);
@@ -276,6 +277,7 @@ async fn the_mirror_reaches_only_its_registries_whatever_the_sandbox_sends() {
 
 #[tokio::test]
 async fn one_sandbox_holding_every_connection_does_not_slow_another() {
+    lizard_test_support::needs_root!();
     let up = Upstream::start().await;
     let reg = format!("pypi={}", up.url);
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--package-registry", &reg]);
@@ -340,6 +342,7 @@ async fn probe(s: &Server, id: &str) -> String {
 
 #[tokio::test]
 async fn the_mirror_follows_the_sandbox_through_hibernation_clones_and_a_server_restart() {
+    lizard_test_support::needs_root!();
     let up = Upstream::start().await;
     let reg = format!("pypi={}", up.url);
     let s = Server::start_in(
@@ -420,6 +423,7 @@ for i in $(seq 1 600); do [ -s /tmp/conn ] && break; sleep 0.1; done; cat /tmp/c
 
 #[tokio::test]
 async fn a_project_without_package_registries_is_told_so() {
+    lizard_test_support::needs_root!();
     let up = Upstream::start().await;
     let reg = format!("pypi={}", up.url);
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--package-registry", &reg]);
@@ -508,6 +512,7 @@ async fn released(server: u32, inode: &str) -> bool {
 #[tokio::test]
 async fn killing_or_hibernating_a_sandbox_closes_its_listener_and_a_squatter_deprives_only_itself()
 {
+    lizard_test_support::needs_root!();
     let up = Upstream::start().await;
     let reg = format!("pypi={}", up.url);
     let args = ["--package-registry", reg.as_str(), "--pool-size", "0"];

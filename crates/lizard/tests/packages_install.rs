@@ -12,6 +12,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn pip_and_npm_install_without_egress_and_the_second_sandbox_installs_from_the_cache() {
+    lizard_test_support::needs_root!();
     let py_pkg = TestPackage::new("lizard-probe", "1.0.0", "VALUE = 42\n");
     let js_pkg = TestPackage::new("lizard-probe-js", "1.0.0", "module.exports = 42;\n");
     let pypi = PyPiServer::start(std::slice::from_ref(&py_pkg));

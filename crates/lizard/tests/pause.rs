@@ -9,6 +9,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn pause_resume_keeps_kernel_state() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&id, json!({"code": "import numpy as np\nx = 42\narr = np.arange(10)\nf = open('/home/user/notes.txt', 'w+')\nf.write('kept')\nf.flush()"})).await;
@@ -59,6 +60,7 @@ async fn pause_resume_keeps_kernel_state() {
 
 #[tokio::test]
 async fn twenty_pause_resume_cycles_lose_nothing() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     for i in 0..20 {
@@ -85,6 +87,7 @@ async fn twenty_pause_resume_cycles_lose_nothing() {
 
 #[tokio::test]
 async fn concurrent_pause_and_resume_calls_are_safe() {
+    lizard_test_support::needs_root!();
     let s = std::sync::Arc::new(Server::start());
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&id, json!({"code": "x = 1"})).await;
@@ -115,6 +118,7 @@ async fn concurrent_pause_and_resume_calls_are_safe() {
 
 #[tokio::test]
 async fn a_running_cell_continues_after_resume() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let runner = {
@@ -148,6 +152,7 @@ async fn a_running_cell_continues_after_resume() {
 
 #[tokio::test]
 async fn server_kill_9_and_restart_loses_nothing() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let running = s.create(&s.admin_key.clone(), json!({})).await;
     let paused = s.create(&s.admin_key.clone(), json!({})).await;
@@ -186,6 +191,7 @@ async fn server_kill_9_and_restart_loses_nothing() {
 /// which adopts it; a paused one stays frozen.
 #[tokio::test]
 async fn a_running_sandbox_left_frozen_by_a_dead_server_is_thawed_by_the_next() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let running = s.create(&s.admin_key.clone(), json!({})).await;
     let paused = s.create(&s.admin_key.clone(), json!({})).await;
@@ -235,6 +241,7 @@ async fn a_running_sandbox_left_frozen_by_a_dead_server_is_thawed_by_the_next() 
 
 #[tokio::test]
 async fn timeout_can_pause_instead_of_kill() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s
         .create(
@@ -267,6 +274,7 @@ async fn timeout_can_pause_instead_of_kill() {
 /// stay in the sandbox's writable layer across pause/resume cycles.
 #[tokio::test]
 async fn pip_install_user_survives_pause_resume() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let make_wheel = r#"

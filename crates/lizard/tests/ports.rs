@@ -55,6 +55,7 @@ assert _listening.wait(10)
 
 #[tokio::test]
 async fn http_service_in_the_sandbox_is_reachable_through_the_server() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.sh(&id, "mkdir -p ~/site && echo '<h1>hello from the sandbox</h1>' > ~/site/index.html && (cd ~/site && nohup python -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)")
@@ -122,6 +123,7 @@ async fn http_service_in_the_sandbox_is_reachable_through_the_server() {
 
 #[tokio::test]
 async fn websocket_service_in_the_sandbox_is_reachable_through_the_server() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let ex = s.run(&id, json!({"code": WS_ECHO})).await;
@@ -194,6 +196,7 @@ fn seen(echo: &serde_json::Value, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn services_get_end_to_end_headers_but_not_the_servers() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let key = s.project_key("headers").await;
     // Created through E2B's control plane, so the same sandbox is reachable both ways.
@@ -263,6 +266,7 @@ async fn services_get_end_to_end_headers_but_not_the_servers() {
 /// throttled the whole project). The server's own 401s still count.
 #[tokio::test]
 async fn a_services_401_is_not_the_servers() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
         &["--rate-limit-rps", "1", "--rate-limit-burst", "200"],
@@ -316,6 +320,7 @@ threading.Thread(target=srv.serve_forever, daemon=True).start()
 /// does. The public routes still answer on TCP.
 #[tokio::test]
 async fn the_agents_port_is_not_a_service() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let key = s.project_key("agentport").await;
     let id = s.create(&key, json!({})).await;

@@ -74,6 +74,7 @@ async fn upload(s: &Server, id: &str, path: &str, bytes: Vec<u8>) {
 /// written files are root's; the common flags work and an unknown one is a clear error.
 #[tokio::test]
 async fn sudo_runs_commands_as_the_sandboxs_root() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let r = sh(
@@ -153,6 +154,7 @@ async fn sudo_runs_commands_as_the_sandboxs_root() {
 /// `user=root`; any other user is a 400.
 #[tokio::test]
 async fn commands_and_files_as_root() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let r = root_sh(
@@ -283,6 +285,7 @@ fn build_deb(dir: &std::path::Path) -> Vec<u8> {
 /// `/usr/bin`, a set-group-id file keeps its bit, the postinst runs); `dpkg -r` removes it.
 #[tokio::test]
 async fn sudo_installs_packages() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let tmp = tempfile::tempdir().unwrap();
@@ -350,6 +353,7 @@ async fn end_of(s: &Server, id: &str, pid: u64) -> Value {
 /// child too: no root process is left behind.
 #[tokio::test]
 async fn sudo_relays_signals_and_dies_with_its_caller() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     for (signal, code) in [("SIGTERM", Some(143)), ("SIGKILL", None)] {
@@ -396,6 +400,7 @@ async fn sudo_relays_signals_and_dies_with_its_caller() {
 /// message that says why and how to run as root instead.
 #[tokio::test]
 async fn a_contexts_kernel_is_refused_sudo() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     let (o, ex) = s.sh(&id, "sudo id -u; echo status=$?").await;
@@ -466,6 +471,7 @@ print("caps", open("/proc/self/status").read().split("CapEff:")[1].split()[0])
 /// owned on the host by the sandbox's own id range, never by host root.
 #[tokio::test]
 async fn root_inside_cannot_cross_the_boundary() {
+    lizard_test_support::needs_root!();
     let host_ports = || std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start");
     let before = host_ports().unwrap();
     let s = Server::start();
@@ -550,6 +556,7 @@ async fn root_inside_cannot_cross_the_boundary() {
 /// work go on meanwhile.
 #[tokio::test]
 async fn a_flood_of_idle_sudo_connections_does_not_block_the_agent() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = sandbox(&s).await;
     // 200 connections that send nothing, held open in the background (the limit is 64).

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn lifecycle_and_statefulness_through_the_server() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let r = s.req(None, "GET", "/health", None).await;
     assert_eq!(r.status, 200);
@@ -148,6 +149,7 @@ async fn bad_requests_get_typed_errors() {
 
 #[tokio::test]
 async fn timeout_kills_the_sandbox() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s
         .create(&s.admin_key.clone(), json!({"timeout_ms": 1500}))
@@ -164,6 +166,7 @@ async fn timeout_kills_the_sandbox() {
 
 #[tokio::test]
 async fn projects_are_scoped_by_key() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let ka = s.project_key("alpha").await;
     let kb = s.project_key("beta").await;
@@ -233,6 +236,7 @@ async fn projects_are_scoped_by_key() {
 
 #[tokio::test]
 async fn project_create_cli_works_on_the_data_dir() {
+    lizard_test_support::needs_root!();
     let dir = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
         .args(["project", "create", "cli-proj", "--json", "--data-dir"])
@@ -300,6 +304,7 @@ async fn project_create_cli_works_on_the_data_dir() {
 
 #[tokio::test]
 async fn usage_is_metered_and_exported() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--sample-interval-s", "1"]);
     let key = s.project_key("metered").await;
     let id = s.create(&key, json!({})).await;
@@ -389,6 +394,7 @@ async fn usage_is_metered_and_exported() {
 
 #[tokio::test]
 async fn twenty_sandboxes_at_once() {
+    lizard_test_support::needs_root!();
     let s = std::sync::Arc::new(Server::start());
     let mut tasks = Vec::new();
     for i in 0..20 {
@@ -416,6 +422,7 @@ async fn twenty_sandboxes_at_once() {
 /// The agent is PID 1 of its sandbox: orphaned processes that exit are reaped, not left as zombies.
 #[tokio::test]
 async fn orphans_are_reaped_by_the_agent() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.sh(&id, "for i in 1 2 3 4 5; do (sleep 0.2 &) ; done")
@@ -433,6 +440,7 @@ async fn orphans_are_reaped_by_the_agent() {
 /// other; the pool refills itself, and unclaimed pooled sandboxes disappear with the server.
 #[tokio::test]
 async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "2"]);
     let pooled_dirs = || {
         std::fs::read_dir(s.data_dir.path().join("sandboxes"))
@@ -490,6 +498,7 @@ async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
 /// is reaped with its exit status (pidfd + `waitid` under the sandbox's seccomp profile).
 #[tokio::test]
 async fn python_contexts_are_forked_from_the_zygote_in_a_sandbox() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     // A kernel is not dumpable, so its own /proc/self/environ is root's: the zygote's `-s` in the
@@ -538,6 +547,7 @@ async fn python_contexts_are_forked_from_the_zygote_in_a_sandbox() {
 /// sandbox's seccomp filter allow it), with their own pid, group, random state and directory.
 #[tokio::test]
 async fn javascript_contexts_are_forked_from_the_zygote_in_a_sandbox() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     // Not dumpable: the zygote's `--single-threaded` in the cmdline tells a fork from a spawn.
@@ -582,6 +592,7 @@ async fn javascript_contexts_are_forked_from_the_zygote_in_a_sandbox() {
 /// instead of forked), after the creator's own environment.
 #[tokio::test]
 async fn agent_env_configures_every_sandboxs_agent() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
         &[
@@ -606,6 +617,7 @@ async fn agent_env_configures_every_sandboxs_agent() {
 /// layer), through hibernation too, and unpins it when killed.
 #[tokio::test]
 async fn sandboxes_pin_their_template_build() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let pins = |id: &str| -> Vec<std::path::PathBuf> {
@@ -644,6 +656,7 @@ async fn sandboxes_pin_their_template_build() {
 /// the audit log records each create with 400. Just inside the bounds still works.
 #[tokio::test]
 async fn oversized_metadata_and_env_are_refused_before_launch() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let key = s.project_key("bounded").await;
     let big = |n: usize, k: usize, v: usize| -> serde_json::Map<String, serde_json::Value> {
@@ -735,6 +748,7 @@ async fn oversized_metadata_and_env_are_refused_before_launch() {
 /// sandbox's disk commits is counted against the next create.
 #[tokio::test]
 async fn disks_beyond_the_hosts_free_space_are_refused() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let key = s.project_key("disk").await;
     let free_mib = {
@@ -821,6 +835,7 @@ async fn disks_beyond_the_hosts_free_space_are_refused() {
 /// other), with no other sandbox directory beside it.
 #[tokio::test]
 async fn a_create_whose_client_hangs_up_is_not_orphaned() {
+    lizard_test_support::needs_root!();
     use tokio::io::AsyncWriteExt;
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
     let key = s.project_key("hangup").await;
@@ -892,6 +907,7 @@ fn read_response(c: &mut std::io::BufReader<std::net::TcpStream>) -> (u16, Strin
 /// body is sent only once the answer has been read.
 #[tokio::test]
 async fn an_early_answer_keeps_the_connection_when_the_body_comes_late() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s
         .create(&s.admin_key.clone(), json!({"project": "keep-alive"}))

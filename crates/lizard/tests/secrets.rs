@@ -195,6 +195,7 @@ fn sandbox_holds(s: &Server, id: &str, needle: &[u8]) -> Vec<String> {
 /// taking effect at the next rule change.
 #[tokio::test]
 async fn a_secret_reaches_its_host_and_nothing_inside_the_sandbox() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let set = |value: &str| {
         let (s, key, value) = (&f.s, f.key.clone(), value.to_string());
@@ -319,6 +320,7 @@ async fn a_secret_reaches_its_host_and_nothing_inside_the_sandbox() {
 /// deleted secret cannot be used by a new sandbox.
 #[tokio::test]
 async fn secrets_and_rules_are_checked() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let post = |body: Value| {
         let (s, key) = (&f.s, f.key.clone());
@@ -433,6 +435,7 @@ async fn secrets_and_rules_are_checked() {
 /// never its start or the rest of its egress.
 #[tokio::test]
 async fn a_deleted_secret_costs_only_its_injection() {
+    lizard_test_support::needs_root!();
     let f = fixture().await;
     let r =
         f.s.req(

@@ -91,6 +91,7 @@ async fn clone(s: &Server, key: &str, snap: &str) -> Value {
 
 #[tokio::test]
 async fn clones_have_the_sources_state_and_stay_apart() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let key = s.admin_key.clone();
     let src = source(&s, &key).await;
@@ -294,6 +295,7 @@ async fn clones_have_the_sources_state_and_stay_apart() {
 
 #[tokio::test]
 async fn fork_and_a_snapshot_across_a_server_restart() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let key = s.admin_key.clone();
     let src = source(&s, &key).await;
@@ -341,6 +343,7 @@ async fn fork_and_a_snapshot_across_a_server_restart() {
 
 #[tokio::test]
 async fn snapshots_belong_to_their_project_and_bad_input_is_typed() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let a = s.project_key("snap-a").await;
     let b = s.project_key("snap-b").await;
@@ -422,6 +425,7 @@ async fn snapshots_belong_to_their_project_and_bad_input_is_typed() {
 /// own files, and a lying saved state only costs the clone its contexts.
 #[tokio::test]
 async fn a_hostile_sandbox_cannot_make_the_host_follow_or_read_its_saved_state() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let key = s.admin_key.clone();
     let id = s.create(&key, json!({})).await;
@@ -503,6 +507,7 @@ fn hostile_agent() -> std::path::PathBuf {
 /// frozen, and an ordinary sandbox's snapshot meanwhile is unaffected.
 #[tokio::test]
 async fn a_hostile_agent_cannot_hang_flood_or_fool_a_snapshot() {
+    lizard_test_support::needs_root!();
     let wrapper = hostile_agent();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
@@ -589,6 +594,7 @@ fn cli(s: &Server, args: &[&str]) -> (i32, String, String) {
 /// The CLI (through the Rust client) and the OpenAPI document cover snapshots.
 #[tokio::test]
 async fn the_cli_and_the_openapi_document_cover_snapshots() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&id, json!({"code": "v = 'from-cli'"})).await;

@@ -206,6 +206,7 @@ fn exact(answer: &Value) -> String {
 
 #[tokio::test]
 async fn exact_clones_are_alive_and_stay_apart() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }
@@ -433,6 +434,7 @@ async fn exact_clones_are_alive_and_stay_apart() {
 
 #[tokio::test]
 async fn exact_fork_and_a_clone_after_a_server_kill_9() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }
@@ -489,6 +491,7 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
 
 #[tokio::test]
 async fn without_criu_snapshots_are_per_language_and_say_why() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let snap = snapshot(&s, &id).await;
@@ -507,6 +510,7 @@ async fn without_criu_snapshots_are_per_language_and_say_why() {
 /// on the launcher's socket, and the source is served meanwhile.
 #[tokio::test]
 async fn a_restored_agent_that_never_answers_the_handover_holds_nothing() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }
@@ -573,6 +577,7 @@ fn merging(s: &Server, id: &str, min_bytes: u64) -> (u64, bool) {
 /// changes neither the other nor the source (copy-on-write of the merged pages).
 #[tokio::test]
 async fn clones_share_their_identical_pages_with_share_clone_memory() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }

@@ -81,6 +81,7 @@ async fn py(s: &Server, id: &str, code: &str, context: Option<&str>) -> Value {
 
 #[tokio::test]
 async fn python_3_14_imports_the_whole_stack() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let ex = py(&s, &id, "import sys; print(sys.version)", None).await;
@@ -149,6 +150,7 @@ async fn the_build_records_its_versions() {
 
 #[tokio::test]
 async fn pil_images_are_results() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let png_results = |ex: &Value| -> Vec<(bool, usize)> {
@@ -214,6 +216,7 @@ async fn pil_images_are_results() {
 
 #[tokio::test]
 async fn kernel_start_imports_none_of_the_stack() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let probe = format!("import sys\nprint([m for m in {HEAVY:?} if m in sys.modules])");
@@ -241,6 +244,7 @@ async fn kernel_start_imports_none_of_the_stack() {
 /// public base, `SyntaxError`, as on 3.11 and in E2B.
 #[tokio::test]
 async fn incomplete_input_is_a_syntax_error() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let ex = py(&s, &id, "fib(", None).await;

@@ -74,6 +74,7 @@ fn signal(pid: u64, sig: &str) {
 
 #[tokio::test]
 async fn half_sent_heads_from_one_client_do_not_take_the_api_down() {
+    lizard_test_support::needs_root!();
     // The server starts as an operator's would: with the usual soft open-file limit of 1024
     // (it must raise it itself); this test process needs more for its attack.
     lizard_jail::process::set_nofile_soft(1024).unwrap();
@@ -176,6 +177,7 @@ async fn half_sent_heads_from_one_client_do_not_take_the_api_down() {
 
 #[tokio::test]
 async fn a_hung_agent_delays_neither_a_restart_nor_its_own_kill() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let key = s.admin_key.clone();
     let hung = s.create(&key, json!({})).await;
@@ -245,6 +247,7 @@ async fn a_hung_agent_delays_neither_a_restart_nor_its_own_kill() {
 
 #[tokio::test]
 async fn a_hung_agent_does_not_hold_up_other_sandboxes_timeouts() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let key = s.admin_key.clone();
     // Its timeout comes first, and its agent never answers the kill's last look.
@@ -271,6 +274,7 @@ async fn a_hung_agent_does_not_hold_up_other_sandboxes_timeouts() {
 /// restarted server adopts it).
 #[tokio::test]
 async fn a_streaming_cell_does_not_hold_the_servers_shutdown() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--shutdown-grace", "1s"]);
     let key = s.admin_key.clone();
     let id = s.create(&key, json!({})).await;

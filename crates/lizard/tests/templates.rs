@@ -115,6 +115,7 @@ ENV GREETING="${GREETING_WORD} template"
 
 #[tokio::test]
 async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
         &["--template-build-egress", "none", "--pool-size", "0"],
@@ -424,6 +425,7 @@ fn layers(data: &Path) -> Vec<PathBuf> {
 
 #[tokio::test]
 async fn build_steps_are_sandboxed_and_hostile_layers_import_safely() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
         &[
@@ -551,6 +553,7 @@ async fn build_steps_are_sandboxed_and_hostile_layers_import_safely() {
 /// the API, progress streamed, exit status 1 when the build fails.
 #[tokio::test]
 async fn the_cli_builds_lists_and_deletes_templates() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
         &["--template-build-egress", "none", "--pool-size", "0"],
@@ -644,6 +647,7 @@ async fn the_cli_builds_lists_and_deletes_templates() {
 /// sandbox keeps running with its state; another project cannot snapshot it.
 #[tokio::test]
 async fn a_template_from_a_running_sandbox() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
         &["--template-build-egress", "none", "--pool-size", "0"],
@@ -693,6 +697,7 @@ async fn a_template_from_a_running_sandbox() {
 /// (`cancel_on_disconnect`): its build sandbox goes, the template is `failed`. SSE framing.
 #[tokio::test]
 async fn a_build_is_cancelled_on_disconnect_only_when_asked() {
+    lizard_test_support::needs_root!();
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
@@ -769,6 +774,7 @@ async fn a_build_is_cancelled_on_disconnect_only_when_asked() {
 /// Bash while Python and JavaScript get a typed `unsupported`.
 #[tokio::test]
 async fn a_template_from_debian_bookworm_runs_commands_without_python() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
         &["--template-build-egress", "none", "--pool-size", "0"],
@@ -870,6 +876,7 @@ async fn a_template_from_debian_bookworm_runs_commands_without_python() {
 /// strips the bits and the attributes (each named in the build log), on the host and in a sandbox.
 #[tokio::test]
 async fn root_build_steps_write_anywhere_and_their_privileges_are_stripped() {
+    lizard_test_support::needs_root!();
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
         &["--template-build-egress", "none", "--pool-size", "0"],

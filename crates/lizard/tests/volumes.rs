@@ -65,6 +65,7 @@ async fn delete_all_volumes(s: &Server) {
 /// user's; pause/resume keeps the mount; info and list show the volumes.
 #[tokio::test]
 async fn data_outlives_the_sandbox_that_wrote_it() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
@@ -203,6 +204,7 @@ async fn data_outlives_the_sandbox_that_wrote_it() {
 /// page cache: a write is visible to the other as soon as the writer's write() returns).
 #[tokio::test]
 async fn concurrent_mounts_see_each_others_writes() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
@@ -236,6 +238,7 @@ async fn concurrent_mounts_see_each_others_writes() {
 /// volume at the same time still writes.
 #[tokio::test]
 async fn read_only_mount_refuses_writes() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
@@ -298,6 +301,7 @@ async fn read_only_mount_refuses_writes() {
 /// storage and the volume keep working, and deleting files frees the space again.
 #[tokio::test]
 async fn size_limit_is_enforced() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
@@ -357,6 +361,7 @@ async fn size_limit_is_enforced() {
 /// sandboxes); names are per project.
 #[tokio::test]
 async fn cross_project_access_is_refused() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let k1 = s.project_key("p1").await;
@@ -450,6 +455,7 @@ async fn cross_project_access_is_refused() {
 /// the server never follows them; the sandbox's mount table does not show the host path.
 #[tokio::test]
 async fn symlinks_in_a_volume_do_not_escape() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
@@ -548,6 +554,7 @@ async fn symlinks_in_a_volume_do_not_escape() {
 /// `force=true` kills them, then unmounts and removes the volume.
 #[tokio::test]
 async fn delete_while_mounted() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
@@ -618,6 +625,7 @@ async fn delete_while_mounted() {
 /// as in use, and a new sandbox sees the data.
 #[tokio::test]
 async fn volumes_survive_a_server_restart() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
@@ -667,6 +675,7 @@ async fn volumes_survive_a_server_restart() {
 /// directories or leave the allowed roots, overlaps, unknown volumes, duplicates.
 #[tokio::test]
 async fn bad_volume_requests_get_typed_errors() {
+    lizard_test_support::needs_root!();
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
@@ -784,6 +793,7 @@ async fn bad_volume_requests_get_typed_errors() {
 /// reads and writes, and inside both it is owned by the user (1000).
 #[tokio::test]
 async fn volumes_are_shared_across_id_ranges() {
+    lizard_test_support::needs_root!();
     use std::os::unix::fs::MetadataExt;
     let s = Server::start();
     let _cleanup = Cleanup(&s);
@@ -845,6 +855,7 @@ async fn volumes_are_shared_across_id_ranges() {
 /// stay writable; what the kernels held in memory is back.
 #[tokio::test]
 async fn a_sandbox_with_a_volume_is_checkpointed_exactly() {
+    lizard_test_support::needs_root!();
     if cached_criu().is_none() {
         return;
     }

@@ -281,6 +281,7 @@ async fn record_fixtures() {
         eprintln!("record_fixtures: skipped (set LIZARD_UPDATE_FIXTURES=1 to re-record tests/fixtures/executions)");
         return;
     }
+    lizard_test_support::needs_root!();
     let cap = format!("LIZARD_MAX_OUTPUT_BYTES={MAX_OUTPUT_BYTES}");
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),

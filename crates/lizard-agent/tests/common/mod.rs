@@ -1,5 +1,6 @@
 //! Test harness: starts the real `lizard-agent` binary with the real kernel environment and talks
-//! HTTP to it over its Unix socket (and TCP where a test is about TCP).
+//! HTTP to it over its Unix socket (and TCP where a test is about TCP). What every crate's tests
+//! share (the root check, waiting, processes) is in `lizard-test-support`.
 
 #![allow(dead_code)]
 
@@ -7,12 +8,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
 use lizard_proto::{EventFrame, Execution, ExecutionEvent};
+use lizard_test_support as support;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 pub struct Agent {
@@ -24,16 +24,13 @@ pub struct Agent {
 
 /// The kernel environment made by `scripts/kernel-env.sh`.
 pub fn kernel_env() -> PathBuf {
-    let p = std::env::var_os("LIZARD_KERNEL_ENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/kernel-env"));
-    assert!(
-        p.join(".stamp").exists(),
-        "kernel environment {} missing: run scripts/kernel-env.sh first (the README's test \
-         command does)",
-        p.display()
-    );
-    p
+    support::built(
+        "LIZARD_KERNEL_ENV",
+        "kernel-env",
+        |p| p.join(".stamp").exists(),
+        "the kernel environment",
+        "run scripts/kernel-env.sh first (the README's test command does)",
+    )
 }
 
 impl Agent {
@@ -47,32 +44,24 @@ impl Agent {
 
     /// Started with `extra` arguments and `env` added to its environment.
     pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Agent {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = support::temp_dir("agent-test");
         let socket = dir.path().join("agent.sock");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lizard-agent"))
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--kernel-env")
-            .arg(kernel_env())
-            .arg("--run-dir")
-            .arg(dir.path().join("run"))
-            .args(extra)
-            .envs(env.iter().copied())
-            .env(
-                "LIZARD_LOG",
-                std::env::var("LIZARD_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start lizard-agent");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let ready: Value = serde_json::from_str(&line).expect("listening line");
+        let (child, line) = support::spawn_ready(
+            Command::new(env!("CARGO_BIN_EXE_lizard-agent"))
+                .arg("--listen")
+                .arg("127.0.0.1:0")
+                .arg("--socket")
+                .arg(&socket)
+                .arg("--kernel-env")
+                .arg(kernel_env())
+                .arg("--run-dir")
+                .arg(dir.path().join("run"))
+                .args(extra)
+                .envs(env.iter().copied()),
+            "lizard-agent",
+        );
+        let ready: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("lizard-agent did not start ({e}): {line:?}"));
         Agent {
             child,
             socket,
@@ -93,11 +82,7 @@ impl Agent {
 
     async fn send(&self, req: Request<Full<Bytes>>) -> Response<Incoming> {
         let stream = tokio::net::UnixStream::connect(&self.socket).await.unwrap();
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        sender.send_request(req).await.unwrap()
+        support::send_over(stream, req).await.unwrap()
     }
 
     /// Any request; returns the status and the body parsed as JSON (Null when empty).
@@ -193,18 +178,7 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        support::stop_within(&mut self.child, "-TERM", Duration::from_secs(10));
     }
 }
 
@@ -222,22 +196,10 @@ pub fn main_text(ex: &Execution) -> Option<String> {
 
 /// Whether a process exists.
 pub fn alive(pid: i64) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.contains(") Z "))
-            .unwrap_or(true)
+    u32::try_from(pid).is_ok_and(|p| !support::gone_or_zombie(p))
 }
 
 /// Poll `f` until it is true or `timeout` passes.
 pub async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    support::eventually(timeout, || std::future::ready(f())).await
 }

@@ -1,7 +1,8 @@
 //! Shared helpers of the sandbox tests: a tiny template rootfs assembled from host binaries (plus
 //! their libraries and the dynamic loader), owned by the sandbox's shifted root like a real
 //! template; a spec for a bash script; launching through the single-threaded `lizard-jail-init`
-//! helper; and a guard that kills and removes a sandbox when a test ends, even by panic.
+//! helper; and a guard that kills and removes a sandbox when a test ends, even by panic. What
+//! every crate's tests share (the root check, waiting) is in `lizard-test-support`.
 
 #![allow(dead_code)]
 
@@ -10,12 +11,14 @@ use lizard_jail::process::{try_reap, Exit};
 use lizard_jail::sandbox::{
     launch_with_helper, Bind, IdMap, JailError, Launched, Limits, RootfsSpec, SandboxSpec, UserSpec,
 };
+#[allow(unused_imports)] // each test binary uses a part of the harness
+pub use lizard_test_support::poll;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{lchown, symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const SHIFT: u32 = 100_000;
 pub const USER: u32 = 1000;
@@ -33,10 +36,7 @@ pub struct TestDir {
 
 impl TestDir {
     pub fn new() -> TestDir {
-        let dir = tempfile::Builder::new()
-            .prefix("lizard-jail-test")
-            .tempdir()
-            .unwrap();
+        let dir = lizard_test_support::temp_dir("jail-test");
         let t = TestDir { dir };
         build_template(&t.template());
         for d in ["upper", "work", "rootfs", "run"] {
@@ -244,13 +244,10 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.launched.cgroup.kill_all();
         if self.reaped.is_none() {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if !matches!(try_reap(self.launched.pid), Ok(None)) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
+            let pid = self.launched.pid;
+            lizard_test_support::wait_for(Duration::from_secs(5), || {
+                (!matches!(try_reap(pid), Ok(None))).then_some(())
+            });
         }
         let _ = self.launched.cgroup.remove();
     }
@@ -265,20 +262,6 @@ pub fn launch(spec: &SandboxSpec) -> Result<Running, JailError> {
         launched,
         reaped: None,
     })
-}
-
-/// Poll `f` until it returns `Some`, with a deadline.
-pub fn poll<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    let mut pause = Duration::from_micros(200);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(20));
-    }
 }
 
 /// `key=value` lines of a probe's output.

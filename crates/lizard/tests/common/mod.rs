@@ -1,5 +1,7 @@
 //! Test harness: a real `lizard serve` on a free port with a temporary data dir, sharing the
-//! template built once by `scripts/test.sh` (`LIZARD_TEMPLATE_DIR`), and a small HTTP client.
+//! template built once by `scripts/test.sh` (`LIZARD_TEMPLATES_FROM`), and a small HTTP client.
+//! What every crate's tests share (the root check, waiting, processes, raw HTTP) is in
+//! `lizard-test-support`.
 
 #![allow(dead_code)]
 
@@ -8,12 +10,13 @@ pub mod registries;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use lizard_test_support as support;
+#[allow(unused_imports)] // each test binary uses a part of the harness
+pub use lizard_test_support::{cached_criu, eventually, gone_or_zombie};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
+use std::time::Duration;
 
 pub struct Server {
     child: Option<Child>,
@@ -24,15 +27,13 @@ pub struct Server {
 
 /// The data dir holding the built templates (made by `lizard template build`, see scripts/test.sh).
 pub fn templates_from() -> PathBuf {
-    let p = std::env::var_os("LIZARD_TEMPLATES_FROM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/lizard-data"));
-    assert!(
-        p.join("templates").is_dir(),
-        "no templates in {}: run scripts/test.sh (it builds code-interpreter-v1 first)",
-        p.display()
-    );
-    p
+    support::built(
+        "LIZARD_TEMPLATES_FROM",
+        "lizard-data",
+        |p| p.join("templates").is_dir(),
+        "the built templates",
+        "run scripts/test.sh (it builds code-interpreter-v1 first)",
+    )
 }
 
 pub struct Resp {
@@ -52,10 +53,6 @@ pub async fn send(
     body: Vec<u8>,
 ) -> Resp {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
     let mut b = hyper::Request::builder()
         .method(method)
         .uri(path)
@@ -63,8 +60,7 @@ pub async fn send(
     for (k, v) in headers {
         b = b.header(*k, v.as_str());
     }
-    let resp = tx
-        .send_request(b.body(Full::new(Bytes::from(body))).unwrap())
+    let resp = support::send_over(stream, b.body(Full::new(Bytes::from(body))).unwrap())
         .await
         .unwrap_or_else(|e| panic!("{method} {path}: no answer ({e})"));
     let status = resp.status().as_u16();
@@ -94,24 +90,15 @@ impl Server {
 
     /// [`Server::start_in`] with another `lizard` binary (e.g. a stand-in for an upgrade).
     pub fn start_from(program: &Path, data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
-        let mut child = Command::new(program)
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir.path())
-            .arg("--templates-from")
-            .arg(templates_from())
-            .args(extra)
-            .env(
-                "LIZARD_LOG",
-                std::env::var("LIZARD_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start lizard serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let (child, line) = support::spawn_ready(
+            Command::new(program)
+                .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+                .arg(data_dir.path())
+                .arg("--templates-from")
+                .arg(templates_from())
+                .args(extra),
+            "lizard serve",
+        );
         let ready: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("lizard serve did not start ({e}): {line:?}"));
         let admin_key = std::fs::read_to_string(data_dir.path().join("admin-key"))
@@ -140,9 +127,7 @@ impl Server {
     /// Stop the server process (sandboxes keep running), returning the data dir for a restart.
     pub fn stop(mut self, signal: &str) -> tempfile::TempDir {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .args([signal, &c.id().to_string()])
-                .status();
+            support::signal(c.id(), signal);
             let _ = c.wait();
         }
         let dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap());
@@ -154,21 +139,7 @@ impl Server {
     /// if it was still running then (it is SIGKILLed, so a failing test never leaves it behind).
     pub fn stop_within(mut self, signal: &str, deadline: Duration) -> Option<tempfile::TempDir> {
         let mut c = self.child.take()?;
-        let _ = Command::new("kill")
-            .args([signal, &c.id().to_string()])
-            .status();
-        let end = std::time::Instant::now() + deadline;
-        let exited = loop {
-            if c.try_wait().ok().flatten().is_some() {
-                break true;
-            }
-            if std::time::Instant::now() > end {
-                let _ = c.kill();
-                let _ = c.wait();
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let exited = support::stop_within(&mut c, signal, deadline);
         let dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap());
         std::mem::forget(self);
         if !exited {
@@ -266,20 +237,12 @@ impl Server {
 }
 
 impl Server {
-    /// One blocking request with a raw HTTP/1.1 client (for `Drop`, which cannot await).
-    fn blocking_req(&self, method: &str, path: &str) -> Option<String> {
-        use std::io::{Read, Write};
-        let mut c = std::net::TcpStream::connect(&self.addr).ok()?;
-        c.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-        write!(
-            c,
-            "{method} {path} HTTP/1.1\r\nHost: lizard\r\nAuthorization: Bearer {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.admin_key
-        )
-        .ok()?;
-        let mut out = String::new();
-        c.read_to_string(&mut out).ok()?;
-        Some(out)
+    /// One blocking request as admin with a raw HTTP/1.1 client (for `Drop`, which cannot
+    /// await): the answer's body.
+    fn blocking_req(&self, method: &str, path: &str) -> Option<Vec<u8>> {
+        let auth = format!("Bearer {}", self.admin_key);
+        let headers = [("Host", "lizard"), ("Authorization", auth.as_str())];
+        support::http(self.addr.parse().ok()?, method, path, &headers, b"").map(|a| a.body)
     }
 }
 
@@ -291,8 +254,7 @@ impl Drop for Server {
             let list = self
                 .blocking_req("GET", "/v1/sandboxes")
                 .unwrap_or_default();
-            let json = list.find("\r\n\r\n").map(|i| &list[i + 4..]).unwrap_or("");
-            let ids: Vec<String> = serde_json::from_str::<Value>(json)
+            let ids: Vec<String> = serde_json::from_slice::<Value>(&list)
                 .ok()
                 .and_then(|v| v.as_array().cloned())
                 .unwrap_or_default()
@@ -304,7 +266,7 @@ impl Drop for Server {
             }
         }
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill").arg(c.id().to_string()).status();
+            support::signal(c.id(), "-TERM");
             let _ = c.wait();
         }
     }
@@ -324,44 +286,11 @@ pub fn stderr(ex: &Value) -> String {
         .unwrap_or_default()
 }
 
-pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if f().await {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Whether host process `pid` is gone or a zombie (it has exited; its parent may reap it late).
-pub fn gone_or_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(true)
-}
-
 /// Peak resident memory (VmHWM) of a process, in bytes.
 pub fn vm_hwm(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap()
+    support::proc_status(pid, "VmHWM")
+        .and_then(|v| v.trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no VmHWM of process {pid}"))
         * 1024
 }
 
@@ -405,14 +334,12 @@ pub async fn raw(
     tcp.write_all(req.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
     tcp.read_to_end(&mut answer).await.unwrap();
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status: {answer}"));
-    (status, serde_json::from_str(body).unwrap_or_default())
+    let a = support::parse_answer(&answer)
+        .unwrap_or_else(|| panic!("no status: {}", String::from_utf8_lossy(&answer)));
+    (
+        a.status,
+        serde_json::from_slice(&a.body).unwrap_or_default(),
+    )
 }
 
 /// Create a sandbox of the default template through E2B's control plane with `key`; its id and
@@ -491,10 +418,7 @@ pub fn sandbox_pids(s: &Server, id: &str) -> Vec<u32> {
 /// The four ids (real, effective, saved, fs) of `Uid` or `Gid` in `/proc/<pid>/status`; empty if
 /// the process is gone.
 pub fn host_ids(pid: u32, key: &str) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+    support::proc_status(pid, key)
         .map(|v| {
             v.split_whitespace()
                 .filter_map(|x| x.parse().ok())
@@ -544,30 +468,6 @@ pub async fn context(s: &Server, id: &str, language: &str) -> String {
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.body["id"].as_str().unwrap().to_string()
-}
-
-/// The CRIU that `scripts/criu.sh` caches next to the build directory, or None (with a note on
-/// stderr) when it is not installed — unless `LIZARD_REQUIRE_CRIU=1` (set by `scripts/test.sh`,
-/// which installs it): then a missing CRIU fails the test instead of skipping it.
-pub fn cached_criu() -> Option<std::path::PathBuf> {
-    let p = std::path::Path::new(env!("CARGO_BIN_EXE_lizard"))
-        .parent()?
-        .parent()?
-        .join("criu")
-        .join("criu");
-    if p.is_file() {
-        return Some(p);
-    }
-    let why = format!(
-        "the cached CRIU is not installed at {} (scripts/criu.sh installs it)",
-        p.display()
-    );
-    assert!(
-        std::env::var_os("LIZARD_REQUIRE_CRIU").is_none_or(|v| v != "1"),
-        "LIZARD_REQUIRE_CRIU=1 but {why}"
-    );
-    eprintln!("SKIPPED: {why}");
-    None
 }
 
 /// After a failed exact restore, sandbox `id` runs again with fresh contexts: its restore report

@@ -78,13 +78,11 @@ impl Outside {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut port = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-            &mut port,
-        )
-        .unwrap();
-        let port: u16 = port.trim().parse().unwrap();
+        let port = lizard_test_support::first_line(&mut server);
+        let port: u16 = port
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the outside server's port: {port:?}"));
         Outside {
             netns,
             link,

@@ -11,14 +11,13 @@
 //! `target/test-registries` are used). A missing program is a panic naming that script: the tests
 //! fail, they never skip.
 
+#[allow(unused_imports)] // each test binary uses a part of the harness
+pub use lizard_test_support::run_within;
+use lizard_test_support::{self as support, free_port, nonce, tail, Daemon};
 use serde_json::{json, Value};
-use std::io::{Read, Seek, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// How long a registry may take to answer after it was started (a noisy 2-core machine).
 const START_DEADLINE: Duration = Duration::from_secs(120);
@@ -26,8 +25,6 @@ const START_DEADLINE: Duration = Duration::from_secs(120);
 const START_ATTEMPTS: usize = 5;
 /// How long one helper command (wheel build, `npm publish`) may take.
 pub const COMMAND_DEADLINE: Duration = Duration::from_secs(300);
-/// The most bytes [`http`] reads of an answer.
-const MAX_ANSWER: u64 = 64 << 20;
 
 /// A package to serve. The same description gives a wheel for [`PyPiServer`] and an npm package
 /// for [`NpmRegistry`].
@@ -93,94 +90,14 @@ impl TestPackage {
 /// The program named by `var`, else `target/test-registries/<default>`; a panic naming the install
 /// script if it is not there.
 fn tool(var: &str, default: &str) -> PathBuf {
-    let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../target/test-registries")
-            .join(default)
-    });
-    assert!(
-        p.is_file(),
-        "{} not found (from {var} or its default): run scripts/test-registries.sh, which \
-         scripts/test.sh runs, to install the local package registries the tests use",
-        p.display()
-    );
-    p
-}
-
-/// A string no other running registry uses (for identifying our own server on a port).
-fn nonce() -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "{}-{t}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
+    support::built(
+        var,
+        &format!("test-registries/{default}"),
+        Path::is_file,
+        "a local package registry",
+        "run scripts/test-registries.sh, which scripts/test.sh runs, to install the local \
+         package registries the tests use",
     )
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let s = std::fs::read_to_string(path).unwrap_or_default();
-    let v: Vec<&str> = s.lines().collect();
-    v[v.len().saturating_sub(lines)..].join("\n")
-}
-
-/// A server process in its own process group: the whole group is SIGKILLed and reaped on drop.
-struct Daemon {
-    child: Child,
-    /// Reaped already (its pid may then belong to another process: never signal it again).
-    reaped: bool,
-}
-
-impl Daemon {
-    fn spawn(mut cmd: Command, out: &Path) -> std::io::Result<Daemon> {
-        let f = std::fs::File::create(out)?;
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(f.try_clone()?)
-            .stderr(f)
-            .process_group(0)
-            .spawn()?;
-        Ok(Daemon {
-            child,
-            reaped: false,
-        })
-    }
-
-    fn exited(&mut self) -> Option<ExitStatus> {
-        let s = self.child.try_wait().ok().flatten();
-        self.reaped |= s.is_some();
-        s
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if !self.reaped {
-            kill_group(&mut self.child);
-        }
-    }
-}
-
-/// SIGKILL the process group led by `child` (not reaped yet, so its pid is still its own) and reap
-/// it.
-fn kill_group(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{}", child.id())])
-        .stderr(Stdio::null())
-        .status();
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Start a server on a free port: `make(port)` builds its command, `ready(port, daemon)` says
@@ -199,62 +116,25 @@ fn start_daemon(
         let port = free_port();
         let mut d =
             Daemon::spawn(make(port), out).unwrap_or_else(|e| panic!("{what}: cannot start ({e})"));
-        let end = Instant::now() + START_DEADLINE;
-        loop {
-            if let Some(status) = d.exited() {
-                last = format!("exited ({status}):\n{}", tail(out, 30));
-                break;
-            }
-            if ready(port) {
-                return (d, port);
-            }
-            assert!(
-                Instant::now() < end,
+        let up = support::wait_for(START_DEADLINE, || match d.exited() {
+            Some(status) => Some(Err(status)),
+            None => ready(port).then_some(Ok(())),
+        });
+        match up {
+            Some(Ok(())) => return (d, port),
+            Some(Err(status)) => last = format!("exited ({status}):\n{}", tail(out, 30)),
+            None => panic!(
                 "{what}: not answering on 127.0.0.1:{port} after {START_DEADLINE:?}:\n{}",
                 tail(out, 30)
-            );
-            std::thread::sleep(Duration::from_millis(50));
+            ),
         }
     }
     panic!("{what}: did not start in {START_ATTEMPTS} attempts; last {last}");
 }
 
-/// Run `cmd` to its end within `deadline`, its stdin empty, in its own process group (killed whole
-/// at the deadline, which is a panic): its exit status and its stdout and stderr together.
-pub fn run_within(cmd: &mut Command, deadline: Duration) -> (ExitStatus, String) {
-    let mut f = tempfile::tempfile().unwrap();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(f.try_clone().unwrap())
-        .stderr(f.try_clone().unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let end = Instant::now() + deadline;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > end {
-            kill_group(&mut child);
-            f.rewind().unwrap();
-            let mut s = String::new();
-            let _ = f.read_to_string(&mut s);
-            panic!("{cmd:?} still running after {deadline:?}; output:\n{s}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    f.rewind().unwrap();
-    let mut s = String::new();
-    let _ = f.take(MAX_ANSWER).read_to_string(&mut s);
-    (status, s)
-}
-
 /// [`run_within`] [`COMMAND_DEADLINE`], a panic with its output unless it succeeds: its output.
 pub fn run_ok(cmd: &mut Command) -> String {
-    let (status, out) = run_within(cmd, COMMAND_DEADLINE);
-    assert!(status.success(), "{cmd:?}: {status}; output:\n{out}");
-    out
+    support::run_ok(cmd, COMMAND_DEADLINE)
 }
 
 /// One HTTP/1.1 request to `127.0.0.1:port` on a fresh connection (`Connection: close`; a `Host:
@@ -268,40 +148,7 @@ pub fn http(
     body: &[u8],
 ) -> Option<(u16, Vec<u8>)> {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    s.set_write_timeout(Some(Duration::from_secs(30))).ok()?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-        req.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
-    }
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    s.write_all(req.as_bytes()).ok()?;
-    s.write_all(body).ok()?;
-    let mut raw = Vec::new();
-    s.take(MAX_ANSWER).read_to_end(&mut raw).ok()?;
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-    let status: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
-    let mut rest = &raw[split + 4..];
-    if !head.contains("transfer-encoding: chunked") {
-        return Some((status, rest.to_vec()));
-    }
-    let mut out = Vec::new();
-    loop {
-        let eol = rest.windows(2).position(|w| w == b"\r\n")?;
-        let size_field = std::str::from_utf8(&rest[..eol]).ok()?;
-        let size = usize::from_str_radix(size_field.split(';').next()?.trim(), 16).ok()?;
-        rest = &rest[eol + 2..];
-        if size == 0 {
-            return Some((status, out));
-        }
-        out.extend_from_slice(rest.get(..size)?);
-        rest = rest.get(size + 2..)?;
-    }
+    support::http(addr, method, path, headers, body).map(|a| (a.status, a.body))
 }
 
 /// What both registries have: a server process on `127.0.0.1:<port>`, the log of the requests it
@@ -327,7 +174,7 @@ impl LocalRegistry {
 
     /// The server's process id (also its process group's).
     pub fn pid(&self) -> u32 {
-        self.daemon.child.id()
+        self.daemon.pid()
     }
 
     /// Its temporary directory (packages or storage, config, log), removed on drop.
