@@ -62,6 +62,14 @@ impl ApiError {
     }
 }
 
+/// Any error that knows its API answer (the lifecycle's, see `lizard_proto::ToErrorBody`).
+/// `ApiError` itself does not implement `ToErrorBody`, so this does not overlap `From<T> for T`.
+impl<E: lizard_proto::ToErrorBody> From<E> for ApiError {
+    fn from(e: E) -> Self {
+        ApiError(e.to_error_body())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.0.code.http_status())

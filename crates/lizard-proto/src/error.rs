@@ -97,3 +97,10 @@ impl fmt::Display for ErrorBody {
 }
 
 impl std::error::Error for ErrorBody {}
+
+/// An error that knows what the API answers for it (its code and message). The lifecycle's errors
+/// implement it without knowing HTTP; the HTTP edge (`lizard_http::api::ApiError`) takes any of
+/// them with `?`.
+pub trait ToErrorBody {
+    fn to_error_body(self) -> ErrorBody;
+}

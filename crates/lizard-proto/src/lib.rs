@@ -28,7 +28,7 @@ pub use command::{
     CommandEnd, CommandEvent, CommandResult, ProcessInfo, ProcessInputRequest, PtySize,
     ResizePtyRequest, SignalRequest, StartCommandRequest, StartPtyRequest, StreamQuery,
 };
-pub use error::{ErrorBody, ErrorCode};
+pub use error::{ErrorBody, ErrorCode, ToErrorBody};
 pub use execution::{
     EventFrame, ExecuteRequest, Execution, ExecutionError, ExecutionEvent, ExecutionLog,
     ExecutionRecord, ExecutionResult, ExecutionStatus, ExecutionUsage, MimeBundle, CHART_MIME,

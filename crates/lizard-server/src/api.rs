@@ -6,9 +6,8 @@
 
 use crate::auth::{self, Principal};
 use crate::sandboxes::metering;
-use crate::sandboxes::{info, CreateSandbox, SandboxError};
-use crate::store::{now_ms, StoreError, StoredState, VolumeRow};
-use crate::volumes::VolumeError;
+use crate::sandboxes::{info, CreateSandbox};
+use crate::store::{now_ms, StoredState, VolumeRow};
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -26,71 +25,10 @@ use std::sync::Arc;
 use crate::state::{visible, AppState, Auth};
 /// Largest request body accepted on control routes and forwarded execute requests.
 pub use lizard_http::api::MAX_BODY_BYTES;
-use lizard_http::api::{error_chain, stream_response, Framing};
+use lizard_http::api::{stream_response, Framing};
 pub use lizard_http::api::{ApiError, ApiJson, ApiQuery};
 
 type St = State<Arc<AppState>>;
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::ProjectExists(p) => {
-                ApiError::new(ErrorCode::Conflict, format!("project {p:?} already exists"))
-            }
-            StoreError::VolumeExists(_) => VolumeError::from(e).into(),
-            StoreError::TemplateExists(n) => ApiError::new(
-                ErrorCode::Conflict,
-                format!("template {n:?} already exists"),
-            ),
-            StoreError::TooMany(m) => ApiError::new(ErrorCode::Conflict, m),
-            other => ApiError::internal(&other),
-        }
-    }
-}
-
-impl From<SandboxError> for ApiError {
-    fn from(e: SandboxError) -> Self {
-        let e = match e {
-            SandboxError::Volume(v) => return v.into(),
-            e => e,
-        };
-        match &e {
-            SandboxError::NotFound(_) => ApiError::not_found("sandbox"),
-            SandboxError::UnknownTemplate(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
-            SandboxError::Invalid(m) => ApiError::invalid(m.clone()),
-            SandboxError::Launch(_) | SandboxError::NotReady(_) => {
-                tracing::error!(error = %error_chain(&e), "sandbox start failed");
-                ApiError::new(ErrorCode::Unavailable, e.to_string())
-            }
-            SandboxError::NoSpace(_) => {
-                ApiError::new(ErrorCode::InsufficientStorage, e.to_string())
-            }
-            SandboxError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m.clone()),
-            SandboxError::SnapshotNotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
-            SandboxError::Capture(_) => {
-                tracing::warn!(error = %error_chain(&e), "snapshot failed");
-                ApiError::new(ErrorCode::Unavailable, e.to_string())
-            }
-            SandboxError::Io { .. } | SandboxError::Store(_) => ApiError::internal(&e),
-            SandboxError::Volume(_) => unreachable!("returned above"),
-        }
-    }
-}
-
-impl From<VolumeError> for ApiError {
-    fn from(e: VolumeError) -> Self {
-        match &e {
-            VolumeError::NotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
-            VolumeError::Exists(_) => ApiError::new(ErrorCode::Conflict, e.to_string()),
-            VolumeError::InUse { .. } => ApiError::new(ErrorCode::VolumeInUse, e.to_string()),
-            VolumeError::Invalid(m) => ApiError::invalid(m.clone()),
-            VolumeError::NoSpace(_) => ApiError::new(ErrorCode::InsufficientStorage, e.to_string()),
-            VolumeError::Host(_) | VolumeError::Task(_) | VolumeError::Store(_) => {
-                ApiError::internal(&e)
-            }
-        }
-    }
-}
 
 /// Lizard's own routes: `/health`, `/metrics`, `/v1/...` and the agent routes forwarded into
 /// each sandbox ([`crate::router`] adds E2B's, the fallbacks and the layers).
@@ -422,15 +360,6 @@ async fn delete_snapshot(
 
 /// Largest `POST /v1/templates` body: the base64 of the largest context, and the rest.
 const TEMPLATE_BODY_BYTES: usize = lizard_proto::template::MAX_CONTEXT_BYTES / 3 * 4 + 1024 * 1024;
-
-impl From<crate::templates::TemplateError> for ApiError {
-    fn from(e: crate::templates::TemplateError) -> Self {
-        if let crate::templates::TemplateError::Store(s) = &e {
-            tracing::error!(error = %error_chain(s), "internal error");
-        }
-        ApiError(e.body())
-    }
-}
 
 /// `POST /v1/templates`: start a build (streamed with an NDJSON/SSE `Accept`, else 202). The
 /// answer names the template for the audit log (`audit::Created`), so the gate never reads a

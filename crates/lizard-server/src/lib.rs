@@ -8,29 +8,23 @@
 //! **Architecture Invariant:** the server never parses kernel output; the agent never knows about
 //! projects or billing.
 
-pub mod agent_client;
 pub mod api;
 pub mod audit;
-pub mod auth;
 pub mod e2b;
 pub mod e2b_shared;
 pub mod e2b_templates;
-pub mod egress;
 pub mod gate;
-pub mod host_logs;
-pub mod id_ranges;
-pub mod ids;
 pub mod openapi;
 pub mod proxy;
 pub mod ratelimit;
 pub mod router;
-pub mod sandboxes;
-pub mod secrets;
 pub mod state;
-pub mod storage;
-pub mod store;
-pub mod templates;
-pub mod volumes;
+
+/// The lifecycle's modules, by the paths the HTTP side and the `lizard` binary use.
+pub use lizard_lifecycle::{
+    agent_client, auth, egress, host_logs, id_ranges, ids, sandboxes, secrets, storage, store,
+    templates, volumes,
+};
 
 /// The OpenAPI document served at `/v1/openapi.json` (made once, see [`openapi`]).
 pub fn openapi_json() -> &'static str {

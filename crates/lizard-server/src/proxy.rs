@@ -126,7 +126,11 @@ pub async fn send(sb: &Sandbox, mut req: Request, uri: &str) -> Result<Response,
         .contains_key(header::UPGRADE)
         .then(|| hyper::upgrade::on(&mut req));
     let out = upstream_request(req, uri)?;
-    let mut resp = sb.agent.send(out).await.map_err(|e| unreachable(sb, &e))?;
+    let mut resp = sb
+        .agent
+        .send(out.map(crate::agent_client::body::boxed))
+        .await
+        .map_err(|e| unreachable(sb, &e))?;
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
         if let Some(client) = client_upgrade {
             lizard_http::splice(client, hyper::upgrade::on(&mut resp));

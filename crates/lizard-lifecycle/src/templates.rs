@@ -257,7 +257,7 @@ impl TemplateError {
         };
         let message = match self {
             TemplateError::Store(_) => "internal error (see the server log)".to_string(),
-            e => lizard_http::api::error_chain(e),
+            e => lizard_jail::error_chain(e),
         };
         ErrorBody::new(code, message)
     }
@@ -996,7 +996,7 @@ impl Templates {
                     ErrorCode::BuildFailed,
                     format!(
                         "starting the build sandbox: {}",
-                        lizard_http::api::error_chain(&e)
+                        lizard_jail::error_chain(&e)
                     ),
                 )
             })?;
@@ -1136,7 +1136,7 @@ impl Templates {
                 ErrorCode::BuildFailed,
                 format!(
                     "stopping the build sandbox: {}",
-                    lizard_http::api::error_chain(&e)
+                    lizard_jail::error_chain(&e)
                 ),
             )
         })?;
@@ -1242,11 +1242,11 @@ impl Templates {
         let run = agent.run_command(&req, deadline, 1024 * 1024, &mut on_event);
         if cancel_on_disconnect {
             tokio::select! {
-                r = run => r.map_err(|e| lizard_http::api::error_chain(&e)),
+                r = run => r.map_err(|e| lizard_jail::error_chain(&e)),
                 _ = tx.closed() => Err("cancelled: the client went away".into()),
             }
         } else {
-            run.await.map_err(|e| lizard_http::api::error_chain(&e))
+            run.await.map_err(|e| lizard_jail::error_chain(&e))
         }
     }
 
@@ -1367,7 +1367,7 @@ impl Templates {
                 &mut on_event,
             )
             .await
-            .map_err(|e| lizard_http::api::error_chain(&e))?;
+            .map_err(|e| lizard_jail::error_chain(&e))?;
         if over {
             return Err(format!(
                 "more than {MAX_PACKAGE_LISTING} bytes of output, or output lost"
@@ -1500,7 +1500,7 @@ impl Templates {
                 .sandboxes
                 .with_frozen(id, move |_| copy())
                 .await
-                .map_err(|e| failed(ErrorCode::Conflict, lizard_http::api::error_chain(&e)))?,
+                .map_err(|e| failed(ErrorCode::Conflict, lizard_jail::error_chain(&e)))?,
             None => tokio::task::spawn_blocking(copy)
                 .await
                 .map_err(|e| failed(ErrorCode::Internal, e.to_string()))?,

@@ -18,7 +18,6 @@
 //! Not here: which requests may be forwarded (see `crate::proxy`); validating what the agent
 //! reports (see `crate::sandboxes::metering`).
 
-use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -29,6 +28,34 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// A request body for the agent: a forwarded request's body or bytes of the server's own, boxed.
+pub type Body = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, body::BoxError>;
+
+/// Making [`Body`]s.
+pub mod body {
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+
+    pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+    /// Any body of bytes (a request the server forwards), boxed.
+    pub fn boxed<B>(b: B) -> super::Body
+    where
+        B: hyper::body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        b.map_err(Into::into).boxed_unsync()
+    }
+
+    pub fn empty() -> super::Body {
+        boxed(http_body_util::Empty::<Bytes>::new())
+    }
+
+    pub fn full(bytes: impl Into<Bytes>) -> super::Body {
+        boxed(http_body_util::Full::new(bytes.into()))
+    }
+}
 
 /// Failures talking to an agent.
 #[derive(Debug, thiserror::Error)]
@@ -274,7 +301,7 @@ impl AgentClient {
     fn get(path: &str) -> Request<Body> {
         Request::get(path)
             .header("host", "agent")
-            .body(Body::empty())
+            .body(body::empty())
             .expect("static request")
     }
 
@@ -282,7 +309,7 @@ impl AgentClient {
         Ok(Request::post(path)
             .header("host", "agent")
             .header("content-type", "application/json")
-            .body(Body::from(serde_json::to_vec(body)?))
+            .body(body::full(serde_json::to_vec(body)?))
             .expect("static request"))
     }
 
@@ -299,7 +326,7 @@ impl AgentClient {
         let req = Request::put(format!("/files?{q}"))
             .header("host", "agent")
             .header("content-type", "application/octet-stream")
-            .body(Body::from(bytes))
+            .body(body::full(bytes))
             .expect("static request");
         let limit = CallLimit {
             deadline,
@@ -333,7 +360,7 @@ impl AgentClient {
             .header("host", "agent")
             .header("content-type", "application/json")
             .header("accept", lizard_proto::NDJSON)
-            .body(Body::from(serde_json::to_vec(req)?))
+            .body(body::full(serde_json::to_vec(req)?))
             .expect("static request");
         let exchange = async {
             let stream = self.connect().await?;
