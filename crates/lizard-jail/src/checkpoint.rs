@@ -1407,6 +1407,7 @@ mod tests {
 
     #[test]
     fn images_dir_is_root_only_and_refuses_a_writable_parent() {
+        lizard_test_support::needs_root!();
         let base = tempfile::tempdir().unwrap();
         std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let d = ImagesDir::create(&base.path().join("criu")).unwrap();

@@ -316,6 +316,7 @@ mod tests {
 
     #[test]
     fn a_sealed_copy_runs_and_cannot_be_changed() {
+        lizard_test_support::needs_root!();
         let exe = SealedExe::copy_of(Path::new("/bin/sh"), "test-sh").unwrap();
         assert!(!exe.is_empty());
         let out = Command::new(exe.proc_path())

@@ -890,6 +890,7 @@ mod tests {
 
     #[test]
     fn hostile_entries_are_copied_safely_or_dropped() {
+        lizard_test_support::needs_root!();
         let t = tempfile::tempdir().unwrap();
         let src = t.path().join("upper");
         let dst = t.path().join("layer");
@@ -951,6 +952,7 @@ mod tests {
 
     #[test]
     fn foreign_owners_and_limits_are_refused() {
+        lizard_test_support::needs_root!();
         let t = tempfile::tempdir().unwrap();
         let src = t.path().join("upper");
         std::fs::create_dir(&src).unwrap();
@@ -999,6 +1001,7 @@ mod tests {
 
     #[test]
     fn the_opaque_marker_is_kept_and_capabilities_dropped() {
+        lizard_test_support::needs_root!();
         let t = tempfile::tempdir().unwrap();
         let src = t.path().join("upper");
         let dst = t.path().join("layer");

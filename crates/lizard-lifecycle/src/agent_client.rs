@@ -749,6 +749,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn an_agent_that_never_answers_times_out_every_call() {
+        lizard_test_support::needs_root!();
         let agent = fake_agent(Mode::Silent);
         let c = AgentClient::with_limits(agent.socket(), me(), quick());
         for (name, r) in every_call(&c).await {
@@ -769,6 +770,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn an_endless_body_is_refused_at_the_cap_not_buffered() {
+        lizard_test_support::needs_root!();
         let agent = fake_agent(Mode::Endless);
         let c = AgentClient::with_limits(agent.socket(), me(), quick());
         for (name, r) in every_call(&c).await {
@@ -789,6 +791,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_hundred_mib_answer_is_refused_from_its_length() {
+        lizard_test_support::needs_root!();
         let agent = fake_agent(Mode::Sized(100 * MIB as u64));
         let c = AgentClient::new(agent.socket(), me());
         let t0 = Instant::now();
@@ -807,6 +810,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_body_sent_byte_by_byte_times_out_at_the_deadline() {
+        lizard_test_support::needs_root!();
         let body = serde_json::to_vec(&ExecutionLog::default()).unwrap();
         let agent = fake_agent(Mode::Trickle(body, Duration::from_millis(200)));
         let c = AgentClient::with_limits(agent.socket(), me(), quick());
@@ -826,6 +830,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn an_honest_small_answer_still_works() {
+        lizard_test_support::needs_root!();
         let log = ExecutionLog {
             next: 3,
             records: Vec::new(),

@@ -970,6 +970,7 @@ mod handover_tests {
 
     #[test]
     fn an_agent_that_never_accepts_cannot_hold_the_handover() {
+        lizard_test_support::needs_root!();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agent.sock");
         // Backlog 0: one connection fills the queue; nobody accepts.
@@ -994,6 +995,7 @@ mod handover_tests {
 
     #[test]
     fn an_agent_that_never_answers_cannot_hold_the_handover() {
+        lizard_test_support::needs_root!();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agent.sock");
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
@@ -1014,6 +1016,7 @@ mod handover_tests {
 
     #[test]
     fn an_agent_gets_the_socket_and_the_sandbox_id() {
+        lizard_test_support::needs_root!();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agent.sock");
         let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();

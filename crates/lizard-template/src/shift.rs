@@ -193,6 +193,7 @@ mod tests {
 
     #[test]
     fn chown_tree_does_not_follow_symlinks() {
+        lizard_test_support::needs_root!();
         let passwd_before = owner(Path::new("/etc/passwd"));
         let t = tree();
         let a = t.path().join("a");
@@ -203,6 +204,7 @@ mod tests {
 
     #[test]
     fn shift_moves_owners_strips_setid_and_removes_devices() {
+        lizard_test_support::needs_root!();
         let passwd_before = owner(Path::new("/etc/passwd"));
         let t = tree();
         let a = t.path().join("a");

@@ -381,6 +381,7 @@ mod tests {
 
     #[test]
     fn removal_refuses_to_descend_into_a_mount() {
+        lizard_test_support::needs_root!();
         // A bind mount of a directory holding a precious file under a tree being removed: the
         // mount is detached first, so the precious file survives.
         let t = tempfile::tempdir().unwrap();

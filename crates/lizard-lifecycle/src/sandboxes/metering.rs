@@ -718,6 +718,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_agent_inventing_records_stores_only_a_bounded_validated_page() {
+        lizard_test_support::needs_root!();
         use crate::agent_client::tests::{fake_agent, Mode};
         use crate::agent_client::{AgentClient, AgentLimits, CallLimit};
         let mut records: Vec<_> = (1..=25_000).map(|i| rec(i, u64::MAX)).collect();
