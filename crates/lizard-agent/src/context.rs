@@ -119,7 +119,12 @@ pub struct ContextHandle {
     oom_seen: AtomicU64,
     /// The context this one was forked from (`Contexts::fork`).
     pub forked_from: Option<ContextId>,
+    /// When it was made, in the agent's order of creation (contexts are listed in it).
+    created: u64,
 }
+
+/// The creation order of contexts ([`ContextHandle::created`]).
+static CREATED: AtomicU64 = AtomicU64::new(0);
 
 impl ContextHandle {
     pub fn info(&self) -> Context {
@@ -329,13 +334,14 @@ impl Contexts {
     }
 
     pub fn list(&self) -> Vec<Context> {
-        let mut v: Vec<Context> = self
+        let mut v: Vec<Arc<ContextHandle>> = self
             .map
             .read()
-            .map(|m| m.values().map(|c| c.info()).collect())
+            .map(|m| m.values().cloned().collect())
             .unwrap_or_default();
-        v.sort_by(|a, b| a.id.cmp(&b.id));
-        v
+        // In the order they were made (E2B's SDKs and users expect it), not by their random ids.
+        v.sort_by_key(|c| c.created);
+        v.iter().map(|c| c.info()).collect()
     }
 
     /// Create a context and start its kernel (returns once the kernel is ready).
@@ -496,6 +502,7 @@ impl Contexts {
             uid_slot,
             oom_seen: AtomicU64::new(0),
             forked_from: None,
+            created: CREATED.fetch_add(1, Ordering::SeqCst),
         });
         if let Ok(mut m) = self.map.write() {
             m.insert(id, handle.clone());
@@ -581,6 +588,7 @@ impl Contexts {
             uid_slot: src.uid_slot.clone(),
             oom_seen: AtomicU64::new(0),
             forked_from: Some(src.id.clone()),
+            created: CREATED.fetch_add(1, Ordering::SeqCst),
         });
         tracing::debug!(context = %new, source = %id, pid = handle.pid.load(Ordering::SeqCst), lost = forked.lost.len(), "context forked");
         if let Ok(mut m) = self.map.write() {

@@ -97,6 +97,28 @@ async fn delete_kills_the_kernel_process_tree() {
     }
 }
 
+/// Contexts are listed in the order they were made (E2B's SDKs show them so), not by their
+/// random ids: eight in a row come back in that order.
+#[tokio::test]
+async fn contexts_are_listed_in_creation_order() {
+    lizard_test_support::needs_root!();
+    let a = Agent::start();
+    let mut made = Vec::new();
+    for i in 0..8 {
+        made.push(a.context(if i % 2 == 0 { "bash" } else { "python" }).await);
+    }
+    let (s, list) = a.call("GET", "/contexts", None).await;
+    assert_eq!(s, 200);
+    let listed: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str().map(str::to_string))
+        .filter(|id| made.contains(id))
+        .collect();
+    assert_eq!(listed, made);
+}
+
 #[tokio::test]
 async fn contexts_are_isolated() {
     lizard_test_support::needs_root!();
