@@ -50,7 +50,7 @@ impl ApiError {
     /// A 500 whose message says nothing of the cause; the cause goes to the log.
     pub fn internal(e: &dyn std::error::Error) -> Self {
         tracing::error!(error = %error_chain(e), "internal error");
-        Self::new(ErrorCode::Internal, "internal error (see the server log)")
+        ApiError(ErrorBody::internal())
     }
 
     /// The answer to a body over `limit` bytes.

@@ -15,7 +15,7 @@ fn invalid(message: impl Into<String>) -> ErrorBody {
 /// A 500 whose message says nothing of the cause; the cause goes to the log.
 fn internal(e: &dyn std::error::Error) -> ErrorBody {
     tracing::error!(error = %lizard_jail::error_chain(e), "internal error");
-    ErrorBody::new(ErrorCode::Internal, "internal error (see the server log)")
+    ErrorBody::internal()
 }
 
 impl ToErrorBody for StoreError {

@@ -241,6 +241,9 @@ pub enum TemplateError {
 
 impl TemplateError {
     pub fn body(&self) -> ErrorBody {
+        if let TemplateError::Store(_) = self {
+            return ErrorBody::internal();
+        }
         let code = match self {
             TemplateError::Invalid(_) => ErrorCode::InvalidRequest,
             TemplateError::Dockerfile(_) => ErrorCode::InvalidDockerfile,
@@ -255,11 +258,7 @@ impl TemplateError {
             TemplateError::Store(_) => ErrorCode::Internal,
             TemplateError::Failed(e) => e.code,
         };
-        let message = match self {
-            TemplateError::Store(_) => "internal error (see the server log)".to_string(),
-            e => lizard_jail::error_chain(e),
-        };
-        ErrorBody::new(code, message)
+        ErrorBody::new(code, lizard_jail::error_chain(self))
     }
 }
 

@@ -80,6 +80,12 @@ impl ErrorBody {
             message: message.into(),
         }
     }
+
+    /// The answer to a failure of the server's own (a store, a task): it says nothing of the
+    /// cause, which goes to the server's log.
+    pub fn internal() -> Self {
+        ErrorBody::new(ErrorCode::Internal, "internal error (see the server log)")
+    }
 }
 
 impl fmt::Display for ErrorBody {

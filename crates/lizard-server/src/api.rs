@@ -23,10 +23,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::state::{visible, AppState, Auth};
-/// Largest request body accepted on control routes and forwarded execute requests.
-pub use lizard_http::api::MAX_BODY_BYTES;
 use lizard_http::api::{stream_response, Framing};
-pub use lizard_http::api::{ApiError, ApiJson, ApiQuery};
+use lizard_http::api::{ApiError, ApiJson, ApiQuery};
 
 type St = State<Arc<AppState>>;
 

@@ -216,8 +216,7 @@ async fn created_object(
         Err(e) => {
             tracing::error!(error = %e, "reading a create answer for the audit log failed");
             return (
-                ApiError::new(ErrorCode::Internal, "internal error (see the server log)")
-                    .into_response(),
+                ApiError(lizard_proto::ErrorBody::internal()).into_response(),
                 None,
             );
         }
