@@ -180,6 +180,11 @@ impl Volumes {
             updated_at_ms: now_ms(),
             ..Default::default()
         };
+        // A taken name is the clearer answer than a storage refusal (the insert below, under the
+        // lock, still refuses a name taken meanwhile).
+        if self.store.find_volume(project, name)?.is_some() {
+            return Err(VolumeError::Exists(name.to_string()));
+        }
         // Before anything is made: the image's size must fit the data dir's file system.
         let _reserved = self
             .storage
