@@ -216,11 +216,21 @@ impl CopyMethod {
     }
 }
 
+/// The most a sparse copy moves between two looks at its deadline.
+pub const COPY_CHUNK: u64 = 64 << 20;
+
 /// Copy the image file `src` (the server's own file, never a sandbox's path) to the new file
 /// `dst` (created, mode 0600; it must not exist): a reflink where the host file system allows,
-/// else a sparse copy. `max_bytes` bounds the data copied (the image's size limit). On failure
-/// `dst` is removed. Returns the method and the bytes of data copied.
-pub fn copy_image(src: &Path, dst: &Path, max_bytes: u64) -> Result<(CopyMethod, u64), DiskError> {
+/// else a sparse copy. `max_bytes` bounds the data copied (the image's size limit); a sparse copy
+/// still going at `deadline` stops there (checked between chunks of [`COPY_CHUNK`] bytes: a copy
+/// made while a sandbox is frozen must not keep it frozen without end). On failure `dst` is
+/// removed. Returns the method and the bytes of data copied.
+pub fn copy_image(
+    src: &Path,
+    dst: &Path,
+    max_bytes: u64,
+    deadline: Option<std::time::Instant>,
+) -> Result<(CopyMethod, u64), DiskError> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let io_err = |step: &'static str, path: &Path| {
@@ -271,7 +281,13 @@ pub fn copy_image(src: &Path, dst: &Path, max_bytes: u64) -> Result<(CopyMethod,
                 .min(end);
             let (mut off_in, mut off_out) = (start, start);
             while off_in < stop {
-                let want = ((stop - off_in) as u64).min(1 << 30) as usize;
+                if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                    return Err(DiskError::Tool {
+                        step: "copying the disk image",
+                        detail: format!("not done by its deadline ({data} bytes copied)"),
+                    });
+                }
+                let want = ((stop - off_in) as u64).min(COPY_CHUNK) as usize;
                 let n = nix::fcntl::copy_file_range(
                     &input,
                     Some(&mut off_in),
@@ -402,7 +418,7 @@ mod tests {
         let copy = dir.path().join("copy.img");
         let (method, data) = {
             let _frozen = FrozenFs::freeze(&mnt).unwrap();
-            copy_image(&img, &copy, 64 * 1024 * 1024).unwrap()
+            copy_image(&img, &copy, 64 * 1024 * 1024, None).unwrap()
         };
         // Thawed again: writable.
         std::fs::write(mnt.join("after"), "x").unwrap();
@@ -410,10 +426,15 @@ mod tests {
         assert_eq!(std::fs::metadata(&copy).unwrap().len(), 64 * 1024 * 1024);
         assert!(allocated_bytes(&copy) < 16 * 1024 * 1024);
         // An existing destination is never overwritten; a bound too small fails and leaves nothing.
-        assert!(copy_image(&img, &copy, u64::MAX).is_err());
+        assert!(copy_image(&img, &copy, u64::MAX, None).is_err());
         let small = dir.path().join("small.img");
         if method == CopyMethod::Sparse {
-            assert!(copy_image(&img, &small, 1024).is_err());
+            assert!(copy_image(&img, &small, 1024, None).is_err());
+            assert!(!small.exists());
+            // A copy past its deadline stops and leaves nothing.
+            let late = copy_image(&img, &small, u64::MAX, Some(std::time::Instant::now()));
+            let e = late.unwrap_err().to_string();
+            assert!(e.contains("deadline"), "{e}");
             assert!(!small.exists());
         }
         let m2 = dir.path().join("m2");

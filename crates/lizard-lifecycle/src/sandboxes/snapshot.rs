@@ -915,9 +915,15 @@ pub fn clone_info(sb: &Sandbox, report: HibernationReport) -> SandboxInfo {
     info
 }
 
+/// How long a sandbox's disk copy may keep it frozen: a sparse copy still going then stops, the
+/// snapshot fails and the sandbox runs on (a 10 GiB image of data copies in well under a minute
+/// here; a host disk this slow would hold the sandbox frozen, and its lifecycle lock, for longer).
+pub const FROZEN_COPY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Copy a running sandbox's disk image consistently (blocking): its processes frozen (unless
 /// already), `while_frozen` run (a CRIU dump, which leaves a frozen cgroup frozen), its file
-/// system frozen (`FIFREEZE`: clean on the image), the image copied, both thawed (the processes
+/// system frozen (`FIFREEZE`: clean on the image), the image copied (by [`FROZEN_COPY_DEADLINE`],
+/// else the snapshot fails and the sandbox is thawed), both thawed (the processes
 /// stay frozen with `processes_stay_frozen`). Returns how it was copied, how long the processes
 /// were frozen, and what `while_frozen` gave.
 #[allow(clippy::too_many_arguments)]
@@ -954,7 +960,8 @@ fn copy_frozen<T>(
             }
             let frozen = lizard_jail::disk::FrozenFs::freeze(mount)
                 .map_err(|e| SandboxError::Launch(lizard_jail::error_chain(&e)))?;
-            let copied = lizard_jail::disk::copy_image(image, dst, max_bytes)
+            let deadline = std::time::Instant::now() + FROZEN_COPY_DEADLINE;
+            let copied = lizard_jail::disk::copy_image(image, dst, max_bytes, Some(deadline))
                 .map_err(|e| SandboxError::Launch(lizard_jail::error_chain(&e)));
             frozen
                 .thaw()
@@ -1016,7 +1023,7 @@ fn prepare_clone(
     if moved {
         std::fs::rename(src_image, &img).map_err(io_err(&img))?;
     } else {
-        lizard_jail::disk::copy_image(src_image, &img, max_bytes)
+        lizard_jail::disk::copy_image(src_image, &img, max_bytes, None)
             .map_err(|e| launch(lizard_jail::error_chain(&e)))?;
     }
     let disk = dir.join("disk");
