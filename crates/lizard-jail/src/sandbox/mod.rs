@@ -723,6 +723,65 @@ fn netns_setup_script(images: &Path, command: &[String]) -> Result<PathBuf, Jail
     Ok(path)
 }
 
+/// Where restores stage their mount sources: `/run/lizard-restore`, root's and not writable by
+/// anyone else (made 0711 if missing), so that the restored user namespace can always traverse
+/// to it whatever the server's `TMPDIR` is; the server's temporary directory only where that
+/// place cannot be used. A fresh, empty directory `<launcher pid>-<nanoseconds>` is made in it
+/// each time; the empty ones left by launchers that died mid-restore are removed first.
+fn restore_staging_dir() -> Result<PathBuf, JailError> {
+    const BASE: &str = "/run/lizard-restore";
+    let base = Path::new(BASE);
+    let _ =
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o711).create(base);
+    let usable = std::fs::symlink_metadata(base)
+        .is_ok_and(|m| m.file_type().is_dir() && m.uid() == 0 && m.mode() & 0o022 == 0);
+    let base = if usable {
+        sweep_restore_staging(base);
+        base.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let staging = base.join(format!(
+        "{}{}-{}",
+        if usable { "" } else { ".lizard-restore-" },
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o711)
+        .create(&staging)
+        .map_err(|source| JailError::Io {
+            step: "making the restore's staging directory",
+            path: staging.clone(),
+            source,
+        })?;
+    Ok(staging)
+}
+
+/// Remove the staging directories in `base` whose launcher is gone (`rmdir`: only empty ones;
+/// their tmpfs was in the launcher's own mount namespace, gone with it).
+fn sweep_restore_staging(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten().take(4096) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(p, _)| p.parse::<i32>().ok())
+            .filter(|p| *p > 0)
+        else {
+            continue;
+        };
+        if kill(Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH) {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
 /// Restore `from` (a CRIU checkpoint of a sandbox launched from this spec) instead of starting
 /// the program: in a staging mount namespace the overlay root is mounted as for a launch, the
 /// listening sockets are bound anew at their paths, and CRIU restores the tree with that root,
@@ -854,17 +913,7 @@ fn restore_into(
     // Where the mount sources are staged: a directory made afresh for this restore (a tmpfs
     // over it in the staging namespace only), so that it hides nothing the restore needs — a
     // fixed place such as `/mnt` would hide a data dir or a CRIU below it.
-    let staging = std::env::temp_dir().join(format!(
-        ".lizard-restore-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o711)
-        .create(&staging)
-        .map_err(io_err("making the restore's staging directory", &staging))?;
+    let staging = restore_staging_dir()?;
     let remove_staging = |staging: &Path| {
         let _ = std::fs::remove_dir(staging);
     };
@@ -1330,6 +1379,25 @@ fn parent_side(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_restore_staging_dirs_of_dead_launchers_are_swept() {
+        let base = tempfile::tempdir().unwrap();
+        // Above any pid_max: no such process.
+        let dead = base.path().join("999999999-1");
+        let live = base.path().join(format!("{}-2", std::process::id()));
+        let full = base.path().join("999999998-3");
+        let other = base.path().join("notes");
+        for d in [&dead, &live, &full, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::fs::write(full.join("f"), "x").unwrap();
+        sweep_restore_staging(base.path());
+        assert!(!dead.exists());
+        assert!(live.exists(), "a live launcher's directory stays");
+        assert!(full.exists(), "only empty directories are removed");
+        assert!(other.exists());
+    }
 
     #[test]
     fn the_netns_action_script_execs_its_command_quoted_and_is_refused_without_one() {
