@@ -723,13 +723,14 @@ fn netns_setup_script(images: &Path, command: &[String]) -> Result<PathBuf, Jail
     Ok(path)
 }
 
-/// Where restores stage their mount sources: `/run/lizard-restore`, root's and not writable by
-/// anyone else (made 0711 if missing), so that the restored user namespace can always traverse
-/// to it whatever the server's `TMPDIR` is; the server's temporary directory only where that
-/// place cannot be used. A fresh, empty directory `<launcher pid>-<nanoseconds>` is made in it
+/// Where restores stage their mount sources: `/var/lib/lizard-restore`, root's and not writable
+/// by anyone else (made 0711 if missing), so that the restored user namespace can always traverse
+/// to it whatever the server's `TMPDIR` is (not below `/run`: CRIU runs with a `/run` of its own,
+/// `checkpoint::private_run`); the server's temporary directory only where that place cannot be
+/// used. A fresh, empty directory `<launcher pid>-<nanoseconds>` is made in it
 /// each time; the empty ones left by launchers that died mid-restore are removed first.
 fn restore_staging_dir() -> Result<PathBuf, JailError> {
-    const BASE: &str = "/run/lizard-restore";
+    const BASE: &str = "/var/lib/lizard-restore";
     let base = Path::new(BASE);
     let _ =
         std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o711).create(base);
