@@ -18,6 +18,7 @@ pub mod host_logs;
 pub mod id_ranges;
 pub mod ids;
 pub mod sandboxes;
+pub mod secret_uses;
 pub mod secrets;
 pub mod storage;
 pub mod store;

@@ -350,6 +350,15 @@ impl Sandbox {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+    /// Whether its network has secret injection rules (without copying the rules).
+    pub fn injects_secrets(&self) -> bool {
+        !self
+            .network
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .inject
+            .is_empty()
+    }
     pub fn is_hibernating(&self) -> bool {
         self.hibernating.load(Ordering::SeqCst)
     }
@@ -580,6 +589,11 @@ pub struct Sandboxes {
     pub volumes: Volumes,
     /// Which sandbox holds which host id range.
     pub id_ranges: crate::id_ranges::IdRanges,
+    /// The audit log's `secret.use` events, coalesced (written by [`SecretUses::run`]), and the
+    /// execute requests in flight per sandbox that they name.
+    ///
+    /// [`SecretUses::run`]: crate::secret_uses::SecretUses::run
+    pub secret_uses: Arc<crate::secret_uses::SecretUses>,
     live: RwLock<HashMap<String, Arc<Sandbox>>>,
     timeouts_changed: Notify,
     pool: Mutex<Vec<LaunchedSandbox>>,
@@ -643,6 +657,7 @@ impl Sandboxes {
                 cfg.disk_overcommit,
             ),
             id_ranges: crate::id_ranges::IdRanges::new(cfg.id_shift),
+            secret_uses: Arc::default(),
             cfg,
             store,
             live: RwLock::new(HashMap::new()),
@@ -684,6 +699,73 @@ impl Sandboxes {
             .get(id)
             .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
         Ok((sb, guard))
+    }
+}
+
+#[cfg(feature = "stand-in")]
+impl Sandboxes {
+    /// Router-level tests only (feature `stand-in`, never in a build of the server): a running
+    /// sandbox `id` of `project` with `network`, no process, disk or cgroup of its own (`dir`, an
+    /// empty directory of the test's, stands for its directory and cgroup), whose agent is
+    /// whatever this process serves on the Unix socket `socket` — a stand-in that speaks the
+    /// agent's protocol. Only calls that reach the agent through the server make sense on it: it
+    /// cannot be killed, paused or checkpointed.
+    pub fn insert_stand_in(
+        &self,
+        id: &str,
+        project: &str,
+        network: NetworkRequest,
+        dir: &Path,
+        socket: PathBuf,
+    ) -> Arc<Sandbox> {
+        let own = std::process::id() as i32;
+        let cgroup = Cgroup::open(lizard_jail::cgroup::CgroupPaths::V2 {
+            path: dir.to_path_buf(),
+        })
+        .expect("the stand-in's directory exists");
+        let sb = Arc::new(Sandbox {
+            agent: AgentClient::with_limits(socket.clone(), own, self.cfg.agent_limits),
+            id: id.to_string(),
+            project: project.to_string(),
+            template: self.cfg.default_template.clone(),
+            created_at_ms: now_ms(),
+            metadata: Default::default(),
+            envs: Default::default(),
+            limits: Default::default(),
+            on_timeout: Default::default(),
+            network: Mutex::new(network),
+            runtime: Runtime {
+                pid: own,
+                cgroup,
+                dir: dir.to_path_buf(),
+                socket,
+                cpu_base_ms: 0,
+                disk: None,
+                template_dir: None,
+                template_bases: Vec::new(),
+                id_base: None,
+                agent_peer: Some(own),
+                criu_restored: false,
+                agent_exe: None,
+            },
+            volumes: Vec::new(),
+            timeout_at_ms: AtomicU64::new(u64::MAX),
+            timeout_ms: AtomicU64::new(u64::MAX),
+            paused_remaining_ms: AtomicU64::new(0),
+            state: Mutex::new(StoredState::Running),
+            paused_at_ms: AtomicU64::new(0),
+            hibernating: Default::default(),
+            lifecycle: Arc::new(tokio::sync::Mutex::new(())),
+            metrics: Default::default(),
+            packages: Default::default(),
+            egress: Default::default(),
+            mirror_metered: Default::default(),
+            egress_metered: Default::default(),
+        });
+        if let Ok(mut m) = self.live.write() {
+            m.insert(id.to_string(), sb.clone());
+        }
+        sb
     }
 }
 

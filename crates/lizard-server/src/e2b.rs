@@ -753,7 +753,7 @@ async fn relay(
         uri.push_str(q);
     }
     // The tokens and routing headers read above stay here (`crate::proxy::upstream_headers`).
-    crate::proxy::send(&sb, req, &uri)
+    crate::proxy::send(st, &sb, req, &uri)
         .await
         .map_err(E2bError::from)
 }

@@ -114,13 +114,26 @@ pub async fn forward(
     req: Request,
 ) -> Result<Response, ApiError> {
     let (sb, uri) = target(&st, &who, &req)?;
-    send(&sb, req, &uri).await
+    send(&st, &sb, req, &uri).await
 }
 
 /// Send `req` to the sandbox's agent at `uri` (a path with its query) and return the agent's
 /// answer, streamed; when the agent switches protocols (WebSocket), the client's connection and the
-/// agent's are spliced together.
-pub async fn send(sb: &Sandbox, mut req: Request, uri: &str) -> Result<Response, ApiError> {
+/// agent's are spliced together. An execution in a sandbox that injects secrets is registered in
+/// flight until its answer's stream ends (the audit log's `secret.use` events name it).
+pub async fn send(
+    st: &AppState,
+    sb: &Sandbox,
+    mut req: Request,
+    uri: &str,
+) -> Result<Response, ApiError> {
+    let running = (is_execution(uri) && sb.injects_secrets()).then(|| {
+        let by = match req.extensions().get::<crate::auth::Caller>() {
+            Some(c) => c.key_prefix.as_str(),
+            None => "sandbox-token",
+        };
+        st.sandboxes.secret_uses.executions.start(&sb.id, by)
+    });
     let client_upgrade = req
         .headers()
         .contains_key(header::UPGRADE)
@@ -137,9 +150,24 @@ pub async fn send(sb: &Sandbox, mut req: Request, uri: &str) -> Result<Response,
         }
     }
     let (parts, body) = resp.into_parts();
-    let mut resp = Response::from_parts(parts, Body::new(body)).into_response();
+    let body = match running {
+        // The registration lives as long as the answer's body: to its end, or the client's leaving.
+        Some(guard) => Body::new(http_body_util::BodyExt::map_frame(body, move |f| {
+            let _in_flight = &guard;
+            f
+        })),
+        None => Body::new(body),
+    };
+    let mut resp = Response::from_parts(parts, body).into_response();
     resp.extensions_mut().insert(FromSandbox);
     Ok(resp)
+}
+
+/// Whether agent URI `uri` runs code: Lizard's `/execute` or E2B's code interpreter's.
+fn is_execution(uri: &str) -> bool {
+    let path = uri.split('?').next().unwrap_or_default();
+    path == "/execute"
+        || path == format!("/e2b/{}/execute", lizard_proto::e2b::CODE_INTERPRETER_PORT)
 }
 
 /// Marks an answer that came from inside a sandbox (its agent, or a service behind the ports

@@ -1,9 +1,11 @@
 //! Router-level tests: the server's whole router (`lizard_server::router::router`, every layer —
 //! the gate, E2B's traffic routing, the body limit, the drain — and every fallback) called in
-//! process, with a real store, keys and lifecycle, but no sandbox: what a request gets before any
-//! sandbox is involved (authentication, project scoping, typed errors for every malformed
-//! request, routing, limits). No root, no processes, no sockets. What reaches a sandbox is tested
-//! end to end with the real agent (`crates/lizard/tests`).
+//! process, with a real store, keys and lifecycle: what a request gets before any sandbox is
+//! involved (authentication, project scoping, typed errors for every malformed request, routing,
+//! limits), and what crosses to a sandbox's agent and back — against a stand-in agent in this
+//! process that speaks the agent's protocol on a Unix socket (`Sandboxes::insert_stand_in`, the
+//! lifecycle's `stand-in` feature). No root, no sandbox processes. The real agent, with real
+//! kernels, is tested end to end (`crates/lizard/tests`).
 
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
@@ -20,6 +22,7 @@ use tower_service::Service;
 
 struct Api {
     router: Router,
+    state: Arc<AppState>,
     admin: String,
     _dir: tempfile::TempDir,
 }
@@ -73,7 +76,8 @@ fn api_with_limits(rate: f64, burst: u32) -> Api {
         templates,
     });
     Api {
-        router: lizard_server::router::router(state),
+        router: lizard_server::router::router(state.clone()),
+        state,
         admin,
         _dir: dir,
     }
@@ -334,4 +338,284 @@ async fn the_rate_limit_answers_429_with_retry_after() {
     let bytes = r.into_body().collect().await.unwrap().to_bytes();
     let e: ErrorBody = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(e.code, ErrorCode::RateLimited);
+}
+
+/// What the stand-in agent was sent.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    uri: String,
+    headers: axum::http::HeaderMap,
+    body: bytes::Bytes,
+}
+
+/// A stand-in for a sandbox's agent, served by this process on a Unix socket: `POST /execute`
+/// answers the agent's NDJSON (`start`, one `stdout` frame at once, `end` once `release` is
+/// notified), every other request a 404 of the agent's shape. It keeps what it was sent.
+struct StandIn {
+    seen: Arc<std::sync::Mutex<Vec<Seen>>>,
+    release: Arc<tokio::sync::Notify>,
+    dir: tempfile::TempDir,
+}
+
+impl StandIn {
+    fn socket(&self) -> std::path::PathBuf {
+        self.dir.path().join("agent.sock")
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn frame(seq: u64, event: lizard_proto::ExecutionEvent) -> String {
+    let mut line = serde_json::to_string(&lizard_proto::EventFrame { seq, event }).unwrap();
+    line.push('\n');
+    line
+}
+
+async fn stand_in() -> StandIn {
+    use axum::response::IntoResponse;
+    use futures_util::StreamExt;
+    use lizard_proto::ExecutionEvent;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("cgroup")).unwrap();
+    let listener = tokio::net::UnixListener::bind(dir.path().join("agent.sock")).unwrap();
+    let seen: Arc<std::sync::Mutex<Vec<Seen>>> = Default::default();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (s, r) = (seen.clone(), release.clone());
+    let app = Router::new().fallback(move |req: Request<Body>| {
+        let (seen, release) = (s.clone(), r.clone());
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = body.collect().await.unwrap().to_bytes();
+            seen.lock().unwrap().push(Seen {
+                method: parts.method.to_string(),
+                uri: parts.uri.to_string(),
+                headers: parts.headers.clone(),
+                body,
+            });
+            if parts.method != Method::POST || parts.uri.path() != "/execute" {
+                return (
+                    StatusCode::NOT_FOUND,
+                    axum::Json(json!({"code": "not_found", "message": "no such route"})),
+                )
+                    .into_response();
+            }
+            let first = futures_util::stream::iter([
+                frame(
+                    0,
+                    ExecutionEvent::Start {
+                        execution_count: 1,
+                        context_id: "ctx_standin".into(),
+                    },
+                ),
+                frame(
+                    1,
+                    ExecutionEvent::Stdout {
+                        text: "hi\n".into(),
+                    },
+                ),
+            ]);
+            let last = futures_util::stream::once(async move {
+                release.notified().await;
+                frame(
+                    2,
+                    ExecutionEvent::End {
+                        status: lizard_proto::ExecutionStatus::Ok,
+                        duration_ms: 1,
+                        usage: None,
+                    },
+                )
+            });
+            let frames = first
+                .chain(last)
+                .map(|line| Ok::<_, std::convert::Infallible>(bytes::Bytes::from(line)));
+            (
+                [(header::CONTENT_TYPE, lizard_proto::NDJSON)],
+                Body::from_stream(frames),
+            )
+                .into_response()
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    StandIn { seen, release, dir }
+}
+
+/// A sandbox `id` of project `project` (made) whose agent is `agent`.
+async fn sandbox_of(a: &mut Api, agent: &StandIn, id: &str, project: &str, network: Value) {
+    let r = a
+        .admin(Method::POST, "/v1/projects", Some(json!({"name": project})))
+        .await;
+    assert!(r.status.is_success(), "{}", r.body);
+    a.state.sandboxes.insert_stand_in(
+        id,
+        project,
+        serde_json::from_value(network).unwrap(),
+        &agent.dir.path().join("cgroup"),
+        agent.socket(),
+    );
+}
+
+fn execute(key: &str, id: &str) -> Request<Body> {
+    Request::post(format!("/v1/sandboxes/{id}/execute?x=1"))
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, lizard_proto::NDJSON)
+        .header("x-api-key", key)
+        .header("x-custom", "kept")
+        .body(Body::from(r#"{"code": "print('hi')"}"#))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_execution_reaches_the_agent_as_it_expects_and_streams_back_frame_by_frame() {
+    let mut a = api();
+    let agent = stand_in().await;
+    sandbox_of(&mut a, &agent, "sbstandin1", "alpha", json!({})).await;
+    let key = a.admin.clone();
+    let r = a.router.call(execute(&key, "sbstandin1")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()[header::CONTENT_TYPE], lizard_proto::NDJSON);
+    // The first frames arrive while the run goes on (nothing is buffered to its end).
+    let mut body = r.into_body();
+    let mut got = String::new();
+    while got.lines().count() < 2 {
+        let f = body.frame().await.unwrap().unwrap();
+        got.push_str(std::str::from_utf8(f.data_ref().unwrap()).unwrap());
+    }
+    assert!(!got.contains("\"end\""), "{got}");
+    agent.release.notify_one();
+    got.push_str(std::str::from_utf8(&body.collect().await.unwrap().to_bytes()).unwrap());
+    let frames: Vec<lizard_proto::EventFrame> = got
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        frames.iter().map(|f| f.event.kind()).collect::<Vec<_>>(),
+        ["start", "stdout", "end"]
+    );
+    let run: lizard_proto::Execution = frames.into_iter().map(|f| f.event).collect();
+    assert_eq!(run.stdout, ["hi\n"]);
+    // What the agent got: its own path with the query, the body as sent, the client's own
+    // headers, and none of the server's credentials.
+    let seen = agent.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let s = &seen[0];
+    assert_eq!(
+        (s.method.as_str(), s.uri.as_str()),
+        ("POST", "/execute?x=1")
+    );
+    assert_eq!(&s.body[..], br#"{"code": "print('hi')"}"#);
+    assert_eq!(s.headers[header::HOST], "agent");
+    assert_eq!(s.headers["x-custom"], "kept");
+    assert_eq!(s.headers[header::ACCEPT], lizard_proto::NDJSON);
+    assert!(
+        !s.headers.contains_key(header::AUTHORIZATION),
+        "{:?}",
+        s.headers
+    );
+    assert!(!s.headers.contains_key("x-api-key"), "{:?}", s.headers);
+    let text = format!("{:?}", s.headers);
+    assert!(!text.contains(&key), "the key crossed: {text}");
+}
+
+#[tokio::test]
+async fn another_projects_key_never_reaches_the_agent() {
+    let mut a = api();
+    let agent = stand_in().await;
+    sandbox_of(&mut a, &agent, "sbstandin2", "alpha", json!({})).await;
+    let r = a
+        .admin(Method::POST, "/v1/projects", Some(json!({"name": "beta"})))
+        .await;
+    let beta = r.body["api_key"].as_str().unwrap().to_string();
+    for (method, path) in [
+        (Method::POST, "/v1/sandboxes/sbstandin2/execute"),
+        (Method::GET, "/v1/sandboxes/sbstandin2/contexts"),
+        (
+            Method::GET,
+            "/v1/sandboxes/sbstandin2/files?path=/etc/passwd",
+        ),
+        (Method::GET, "/v1/sandboxes/sbstandin2/ports/8000/"),
+    ] {
+        let r = a.req(method, path, Some(&beta), None).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.body);
+        assert_eq!(r.error().code, ErrorCode::NotFound);
+    }
+    assert!(agent.seen().is_empty(), "{:?}", agent.seen());
+    // The agent's own port is refused before anything is sent, even to the owner.
+    let r = a
+        .admin(Method::GET, "/v1/sandboxes/sbstandin2/ports/8080/", None)
+        .await;
+    assert_eq!(r.error().code, ErrorCode::PermissionDenied, "{}", r.body);
+    // The owner's requests do reach it, and the agent's answer (here a 404) is passed as it is.
+    let r = a
+        .admin(Method::GET, "/v1/sandboxes/sbstandin2/contexts", None)
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.body["message"], "no such route");
+    assert_eq!(agent.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn an_agent_that_is_not_there_is_a_typed_503() {
+    let mut a = api();
+    let agent = stand_in().await;
+    sandbox_of(&mut a, &agent, "sbstandin3", "alpha", json!({})).await;
+    std::fs::remove_file(agent.socket()).unwrap();
+    let r = a
+        .admin(
+            Method::POST,
+            "/v1/sandboxes/sbstandin3/execute",
+            Some(json!({"code": "1"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    let e = r.error();
+    assert_eq!(e.code, ErrorCode::Unavailable);
+    assert!(
+        e.message.contains("agent is not reachable"),
+        "{}",
+        e.message
+    );
+}
+
+/// A sandbox with secret injection rules: each execution is registered in flight, with the key
+/// that sent it, for exactly as long as its answer streams (the audit log's `secret.use` events
+/// name it); a sandbox without rules registers nothing.
+#[tokio::test]
+async fn executions_are_in_flight_while_their_answer_streams() {
+    let mut a = api();
+    let agent = stand_in().await;
+    let network = json!({
+        "egress": {"allow": ["api.example.com"]},
+        "inject": [{"host": "api.example.com", "headers": {"Authorization": "Bearer ${secret:t}"}}]
+    });
+    sandbox_of(&mut a, &agent, "sbstandin4", "alpha", network).await;
+    sandbox_of(&mut a, &agent, "sbstandin5", "alpha5", json!({})).await;
+    let executions = a.state.sandboxes.secret_uses.executions.clone();
+    let key = a.admin.clone();
+    let r = a.router.call(execute(&key, "sbstandin4")).await.unwrap();
+    let plain = a.router.call(execute(&key, "sbstandin5")).await.unwrap();
+    let during = executions.in_flight("sbstandin4");
+    assert_eq!(during.count, 1, "{during:?}");
+    assert_eq!(
+        during.keys.into_iter().collect::<Vec<_>>(),
+        [key[..8].to_string()]
+    );
+    assert_eq!(executions.in_flight("sbstandin5").count, 0);
+    agent.release.notify_one();
+    let body = r.into_body().collect().await.unwrap().to_bytes();
+    assert!(std::str::from_utf8(&body).unwrap().contains("\"end\""));
+    assert_eq!(
+        executions.in_flight("sbstandin4").count,
+        0,
+        "ended with its stream"
+    );
+    // A client that leaves mid-stream ends it too.
+    let r = a.router.call(execute(&key, "sbstandin4")).await.unwrap();
+    assert_eq!(executions.in_flight("sbstandin4").count, 1);
+    drop(r);
+    assert_eq!(executions.in_flight("sbstandin4").count, 0);
+    drop(plain);
 }

@@ -879,6 +879,12 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             sandboxes.cfg.executions_retention,
             true,
         );
+        tokio::spawn(
+            sandboxes
+                .secret_uses
+                .clone()
+                .run(sandboxes.store.clone(), state.audit_retention),
+        );
         tokio::spawn(lizard_server::audit::run_retention(
             sandboxes.store.clone(),
             state.audit_retention,

@@ -126,6 +126,38 @@ except Exception as e:
     json!({"code": code, "timeout_ms": 60000})
 }
 
+/// The `secret.use` events of the audit log once there are at least `n` (waiting up to 30 s: they
+/// are written about once a second), checked to hold no secret value.
+async fn secret_uses(f: &Fixture, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let audit = f.s.admin("GET", "/v1/audit", None).await;
+        assert!(!audit.text.contains(SECRET), "{}", audit.text);
+        let uses: Vec<Value> = audit
+            .body
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["action"] == "secret.use")
+            .cloned()
+            .collect();
+        if uses.len() >= n || std::time::Instant::now() > deadline {
+            return uses;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// How many requests a `secret.use` event stands for (its ` xN`, else one).
+fn times(object: &str) -> u64 {
+    object
+        .split(" (sandbox")
+        .next()
+        .and_then(|head| head.rsplit_once(" x"))
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(1)
+}
+
 fn seen(f: &Fixture) -> Vec<String> {
     std::fs::read_to_string(&f.log)
         .unwrap()
@@ -253,23 +285,54 @@ async fn a_secret_reaches_its_host_and_nothing_inside_the_sandbox() {
     );
     let holders = sandbox_holds(&f.s, &id, SECRET.as_bytes());
     assert!(holders.is_empty(), "the secret is inside: {holders:?}");
-    // Audited by name, never by value.
-    let audit = f.s.admin("GET", "/v1/audit", None).await;
-    assert!(!audit.text.contains(SECRET), "{}", audit.text);
-    let uses: Vec<&Value> = audit
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["action"] == "secret.use")
-        .collect();
-    assert_eq!(uses.len(), 1, "{}", audit.text);
+    // Audited by name, never by value, with the execution it happened in (the key that ran it);
+    // uses are written off the relay's path, within about a second.
+    let uses = secret_uses(&f, 1).await;
+    assert_eq!(uses.len(), 1, "{uses:?}");
     let object = uses[0]["object"].as_str().unwrap();
     assert!(
         object.contains("token -> api.secret.test GET /hello") && !object.contains("x=1"),
         "{object}"
     );
+    let key_prefix = &f.s.admin_key[..8]; // `run` executes as admin
+    assert!(
+        object.contains("during 1 execution(s) since ") && object.contains(key_prefix),
+        "{object}"
+    );
+    assert_eq!(uses[0]["key_prefix"], key_prefix, "{:?}", uses[0]);
     assert_eq!(uses[0]["project"], "vault");
+    // A burst of requests is counted in a few events, not written one by one.
+    let burst = format!(
+        r#"import urllib.request
+n = 0
+for i in range(60):
+    req = urllib.request.Request("https://api.secret.test:{port}/burst", headers={{'Authorization': 'Bearer fake'}})
+    with urllib.request.urlopen(req, timeout=20) as r:
+        n += r.status == 200
+print(n)
+"#
+    );
+    let ex =
+        f.s.run(&id, json!({"code": burst, "timeout_ms": 120000}))
+            .await;
+    assert_eq!(stdout(&ex).trim(), "60", "{ex}");
+    let mut counted = 0;
+    for _ in 0..100 {
+        let burst: Vec<String> = secret_uses(&f, 2)
+            .await
+            .iter()
+            .filter_map(|e| e["object"].as_str())
+            .filter(|o| o.contains("GET /burst"))
+            .map(String::from)
+            .collect();
+        counted = burst.iter().map(|o| times(o)).sum::<u64>();
+        if counted == 60 {
+            assert!(burst.len() < 60, "{burst:?}");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(counted, 60, "every request of the burst is counted");
     // A rotated value applies from the next rule change (here the same rules again).
     let r = set(ROTATED).await;
     assert_eq!(r.status, 200, "{}", r.text);

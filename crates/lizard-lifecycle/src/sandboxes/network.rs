@@ -149,31 +149,13 @@ impl Sandboxes {
             .await
             .map_err(|e| SandboxError::Launch(e.to_string()))?
             .map_err(|e| SandboxError::Launch(format!("the sandbox's egress CA: {e}")))?;
-        let (store, sandbox, project) = (self.store.clone(), id.to_string(), project.to_string());
+        let (uses, sandbox, project) = (
+            self.secret_uses.clone(),
+            id.to_string(),
+            project.to_string(),
+        );
         let on_use = Arc::new(move |u: lizard_egress::inject::InjectUse| {
-            let object = crate::audit::cut(&format!(
-                "{} -> {} {} {} (sandbox {sandbox})",
-                u.secrets.join(","),
-                u.host,
-                u.method,
-                u.path
-            ));
-            let e = lizard_proto::AuditEvent {
-                id: 0,
-                at_ms: now_ms(),
-                actor: "sandbox".into(),
-                project: Some(project.clone()),
-                key_prefix: None,
-                action: "secret.use".into(),
-                object: Some(object),
-                status: 0,
-                client: sandbox.clone(),
-            };
-            if let Err(err) = store.add_audit(&e) {
-                tracing::warn!(error = %err, "recording a secret's use");
-            }
-            tracing::info!(target: "audit", sandbox = %sandbox, project = %project,
-                secrets = %u.secrets.join(","), host = %u.host, "secret.use");
+            uses.record(&sandbox, &project, &u)
         });
         Ok(Some(Arc::new(self.cfg.egress.injection(
             inject,
