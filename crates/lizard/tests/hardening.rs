@@ -254,7 +254,7 @@ async fn audit_log_records_lifecycle_calls_and_auth_failures() {
             Some(&key),
             "POST",
             "/v1/volumes",
-            Some(json!({"name": "audited-vol"})),
+            Some(json!({"name": "audited-vol", "size_limit_bytes": 16 << 20})),
         )
         .await;
     assert_eq!(v.status, 201, "{}", v.text);
@@ -350,7 +350,7 @@ async fn audit_log_records_lifecycle_calls_and_auth_failures() {
         .admin(
             "POST",
             "/v1/volumes",
-            Some(json!({"name": "admin-vol", "project": "audited"})),
+            Some(json!({"name": "admin-vol", "project": "audited", "size_limit_bytes": 16 << 20})),
         )
         .await;
     assert_eq!(av.status, 201, "{}", av.text);

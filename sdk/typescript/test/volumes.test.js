@@ -66,7 +66,7 @@ test('volume options are checked before any request', async () => {
   await assert.rejects(CodeSandbox.create({ volumes: [{ mountPath: '/data' }] }), InvalidArgumentError);
   await assert.rejects(Volumes.get(''), InvalidArgumentError);
   // A mount path that would shadow a system directory is refused by the server.
-  await Volumes.create({ name: 'ts-bad' });
+  await Volumes.create({ name: 'ts-bad', sizeLimitBytes: 16 * 1024 * 1024 });
   await assert.rejects(CodeSandbox.create({ volumes: [{ name: 'ts-bad', mountPath: '/etc' }] }), InvalidArgumentError);
   assert.equal(await Volumes.delete('ts-bad'), true);
 });
