@@ -55,13 +55,8 @@ pub enum CheckpointError {
     },
     #[error("the images directory {path}: {reason}")]
     ImagesDir { path: PathBuf, reason: String },
-    #[error("{step}: {path}")]
-    Io {
-        step: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::StepIo),
 }
 
 /// A CRIU program: `target/criu/criu` of `scripts/criu.sh` (a wrapper that runs a Debian testing
@@ -84,7 +79,7 @@ pub fn mount_run_dir(dir: &Path) -> Result<(), CheckpointError> {
     use nix::mount::{mount, MsFlags};
     let io = |step: &'static str| {
         let path = dir.to_path_buf();
-        move |source: io::Error| CheckpointError::Io { step, path, source }
+        move |source: io::Error| CheckpointError::Io(crate::StepIo { step, path, source })
     };
     match std::fs::create_dir(dir) {
         Ok(()) => {}
@@ -225,25 +220,31 @@ impl ImagesDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
         }
-        .map_err(|source| CheckpointError::Io {
-            step: "removing an old images directory",
-            path: path.to_path_buf(),
-            source,
+        .map_err(|source| {
+            CheckpointError::Io(crate::StepIo {
+                step: "removing an old images directory",
+                path: path.to_path_buf(),
+                source,
+            })
         })?;
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(path)
-            .map_err(|source| CheckpointError::Io {
-                step: "creating the images directory",
-                path: path.to_path_buf(),
-                source,
+            .map_err(|source| {
+                CheckpointError::Io(crate::StepIo {
+                    step: "creating the images directory",
+                    path: path.to_path_buf(),
+                    source,
+                })
             })?;
         // The umask may have taken bits away, never added: make sure of 0700 anyway.
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(
-            |source| CheckpointError::Io {
-                step: "chmod of the images directory",
-                path: path.to_path_buf(),
-                source,
+            |source| {
+                CheckpointError::Io(crate::StepIo {
+                    step: "chmod of the images directory",
+                    path: path.to_path_buf(),
+                    source,
+                })
             },
         )?;
         Ok(ImagesDir {
@@ -443,10 +444,12 @@ impl Criu {
         let mut mapped = Vec::new();
         for (i, (fd, resource)) in spec.inherit_fds.iter().take(90).enumerate() {
             let n = 10 + i as i32;
-            let dup = fd.try_clone().map_err(|source| CheckpointError::Io {
-                step: "duplicating an inherited descriptor",
-                path: PathBuf::from(resource),
-                source,
+            let dup = fd.try_clone().map_err(|source| {
+                CheckpointError::Io(crate::StepIo {
+                    step: "duplicating an inherited descriptor",
+                    path: PathBuf::from(resource),
+                    source,
+                })
             })?;
             mapped.push((dup, n));
             cmd.arg("--inherit-fd").arg(format!("fd[{n}]:{resource}"));
@@ -474,10 +477,12 @@ impl Criu {
         }
         let text = std::fs::File::open(&pidfile)
             .map(|f| read_tail(f, 64))
-            .map_err(|source| CheckpointError::Io {
-                step: "reading the restored tree's pid",
-                path: pidfile.clone(),
-                source,
+            .map_err(|source| {
+                CheckpointError::Io(crate::StepIo {
+                    step: "reading the restored tree's pid",
+                    path: pidfile.clone(),
+                    source,
+                })
             })?;
         text.trim()
             .parse::<i32>()
@@ -499,19 +504,21 @@ impl Criu {
         deadline: Duration,
     ) -> Result<(ExitStatus, String), CheckpointError> {
         let out = tempfile_in_tmp()?;
-        let err = out.try_clone().map_err(|source| CheckpointError::Io {
-            step: "duplicating the capture file",
-            path: PathBuf::from("(anonymous)"),
-            source,
+        let err = out.try_clone().map_err(|source| {
+            CheckpointError::Io(crate::StepIo {
+                step: "duplicating the capture file",
+                path: PathBuf::from("(anonymous)"),
+                source,
+            })
         })?;
         let mut cmd = self.command();
         cmd.args(args)
             .stdout(Stdio::from(out.try_clone().map_err(|source| {
-                CheckpointError::Io {
+                CheckpointError::Io(crate::StepIo {
                     step: "duplicating the capture file",
                     path: PathBuf::from("(anonymous)"),
                     source,
-                }
+                })
             })?))
             .stderr(Stdio::from(err));
         let status = run_with_deadline(cmd, action, deadline)?;
@@ -929,7 +936,7 @@ fn rewrite_images(
 ) -> Result<usize, CheckpointError> {
     let io = |step: &'static str, path: &Path| {
         let path = path.to_path_buf();
-        move |source: io::Error| CheckpointError::Io { step, path, source }
+        move |source: io::Error| CheckpointError::Io(crate::StepIo { step, path, source })
     };
     let mut n = 0;
     for entry in std::fs::read_dir(images)
@@ -1056,10 +1063,12 @@ fn tempfile_in_tmp() -> Result<std::fs::File, CheckpointError> {
         .mode(0o600)
         .custom_flags(libc::O_TMPFILE)
         .open(&dir)
-        .map_err(|source| CheckpointError::Io {
-            step: "creating a capture file",
-            path: dir,
-            source,
+        .map_err(|source| {
+            CheckpointError::Io(crate::StepIo {
+                step: "creating a capture file",
+                path: dir,
+                source,
+            })
         })
 }
 

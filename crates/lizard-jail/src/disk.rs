@@ -19,13 +19,8 @@ use std::path::{Path, PathBuf};
 /// Failures of creating or mounting a disk image; each names the step.
 #[derive(Debug, thiserror::Error)]
 pub enum DiskError {
-    #[error("{step}: {path}")]
-    Io {
-        step: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::StepIo),
     #[error("{step} failed: {detail}")]
     Tool { step: &'static str, detail: String },
 }
@@ -33,7 +28,7 @@ pub enum DiskError {
 impl From<Ext4Error> for DiskError {
     fn from(e: Ext4Error) -> Self {
         match e {
-            Ext4Error::Io { step, path, source } => DiskError::Io { step, path, source },
+            Ext4Error::Io(e) => DiskError::Io(e),
             Ext4Error::Spawn { step, source, .. } => DiskError::Tool {
                 step,
                 detail: source.to_string(),
@@ -100,11 +95,11 @@ pub fn ensure_mounted(image: &Path, mountpoint: &Path) -> Result<(), DiskError> 
 pub fn unmount(mountpoint: &Path) -> Result<(), DiskError> {
     match nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_DETACH) {
         Ok(()) | Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => Ok(()),
-        Err(e) => Err(DiskError::Io {
+        Err(e) => Err(DiskError::Io(crate::StepIo {
             step: "unmounting the disk image",
             path: mountpoint.to_path_buf(),
             source: e.into(),
-        }),
+        })),
     }
 }
 
@@ -147,20 +142,22 @@ impl FrozenFs {
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(mountpoint)
-            .map_err(|source| DiskError::Io {
-                step: "opening the mounted disk",
-                path: mountpoint.to_path_buf(),
-                source,
+            .map_err(|source| {
+                DiskError::Io(crate::StepIo {
+                    step: "opening the mounted disk",
+                    path: mountpoint.to_path_buf(),
+                    source,
+                })
             })?;
         // SAFETY: `dir` is an open descriptor owned here; FIFREEZE takes no pointer (its int
         // argument is unused), so no memory is shared with the kernel.
         let ret = unsafe { libc::ioctl(dir.as_raw_fd(), FIFREEZE as _, 0) };
         if ret != 0 {
-            return Err(DiskError::Io {
+            return Err(DiskError::Io(crate::StepIo {
                 step: "freezing the disk's file system (FIFREEZE)",
                 path: mountpoint.to_path_buf(),
                 source: io::Error::last_os_error(),
-            });
+            }));
         }
         Ok(FrozenFs { dir, thawed: false })
     }
@@ -181,10 +178,12 @@ impl FrozenFs {
     pub fn thaw(mut self) -> Result<(), DiskError> {
         let r = self.thaw_fd();
         self.thawed = true;
-        r.map_err(|source| DiskError::Io {
-            step: "thawing the disk's file system (FITHAW)",
-            path: PathBuf::new(),
-            source,
+        r.map_err(|source| {
+            DiskError::Io(crate::StepIo {
+                step: "thawing the disk's file system (FITHAW)",
+                path: PathBuf::new(),
+                source,
+            })
         })
     }
 }

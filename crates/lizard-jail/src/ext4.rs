@@ -19,13 +19,8 @@ use std::process::{Command, ExitStatus, Stdio};
 /// [`crate::volume::VolumeError`] are made from it.
 #[derive(Debug, thiserror::Error)]
 pub enum Ext4Error {
-    #[error("{step}: {path}")]
-    Io {
-        step: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::StepIo),
     /// The tool could not be started (not installed, not executable).
     #[error("{step}: cannot run {}", program.display())]
     Spawn {
@@ -50,7 +45,7 @@ pub enum Ext4Error {
 /// caller's error).
 pub fn io_err(step: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Ext4Error {
     let path = path.to_path_buf();
-    move |source| Ext4Error::Io { step, path, source }
+    move |source| Ext4Error::Io(crate::StepIo { step, path, source })
 }
 
 /// Run `cmd` (a file system tool working on `path`) to its end: no stdin, stdout dropped, stderr
@@ -297,7 +292,7 @@ mod tests {
             m.blocks()
         );
         match create_sparse(&img, 1, None) {
-            Err(Ext4Error::Io { step, source, .. }) => {
+            Err(Ext4Error::Io(crate::StepIo { step, source, .. })) => {
                 assert_eq!(step, "creating the image file");
                 assert_eq!(source.kind(), io::ErrorKind::AlreadyExists);
             }

@@ -35,13 +35,8 @@ use std::path::{Component, Path, PathBuf};
 pub enum HostPathError {
     #[error("{path}: {reason}")]
     Untrusted { path: PathBuf, reason: String },
-    #[error("{step}: {path}")]
-    Io {
-        step: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::StepIo),
 }
 
 fn untrusted(path: &Path, reason: impl Into<String>) -> HostPathError {
@@ -52,10 +47,12 @@ fn untrusted(path: &Path, reason: impl Into<String>) -> HostPathError {
 }
 
 fn io_err<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(nix::Error) -> HostPathError + 'a {
-    move |e| HostPathError::Io {
-        step,
-        path: path.to_path_buf(),
-        source: e.into(),
+    move |e| {
+        HostPathError::Io(crate::StepIo {
+            step,
+            path: path.to_path_buf(),
+            source: e.into(),
+        })
     }
 }
 

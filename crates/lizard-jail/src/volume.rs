@@ -27,13 +27,8 @@ pub const MIN_SIZE_BYTES: u64 = 16 * 1024 * 1024;
 /// Volume failures; each names the step and the path.
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
-    #[error("{step}: {path}")]
-    Io {
-        step: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::StepIo),
     #[error("{program} failed on {path}: {message}")]
     Tool {
         program: &'static str,
@@ -47,14 +42,14 @@ pub enum VolumeError {
 impl From<Ext4Error> for VolumeError {
     fn from(e: Ext4Error) -> Self {
         match e {
-            Ext4Error::Io { step, path, source } => VolumeError::Io { step, path, source },
+            Ext4Error::Io(e) => VolumeError::Io(e),
             Ext4Error::Spawn {
                 program, source, ..
-            } => VolumeError::Io {
+            } => VolumeError::Io(crate::StepIo {
                 step: "running a file system tool",
                 path: program,
                 source,
-            },
+            }),
             Ext4Error::Failed {
                 step,
                 path,

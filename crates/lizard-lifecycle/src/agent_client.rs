@@ -194,7 +194,9 @@ impl AgentClient {
         let path = || self.socket.display().to_string();
         let (_dir, target) =
             lizard_jail::hostpath::unix_socket_entry(&self.socket).map_err(|e| match e {
-                lizard_jail::hostpath::HostPathError::Io { source, .. } => AgentError::Connect {
+                lizard_jail::hostpath::HostPathError::Io(lizard_jail::StepIo {
+                    source, ..
+                }) => AgentError::Connect {
                     path: path(),
                     source,
                 },

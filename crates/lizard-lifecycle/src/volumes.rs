@@ -143,11 +143,11 @@ impl Volumes {
         match std::fs::DirBuilder::new().mode(0o700).create(&self.dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(source) => Err(lizard_jail::volume::VolumeError::Io {
+            Err(source) => Err(lizard_jail::volume::VolumeError::Io(lizard_jail::StepIo {
                 step: "creating the volumes directory",
                 path: self.dir.clone(),
                 source,
-            }
+            })
             .into()),
         }
     }

@@ -55,10 +55,12 @@ fn map_and_open(pid: i32, inside: u32, outside: u32, count: u32) -> Result<Owned
     let map = format!("{inside} {outside} {count}\n");
     for file in ["uid_map", "gid_map"] {
         let path = PathBuf::from(format!("/proc/{pid}/{file}"));
-        std::fs::write(&path, &map).map_err(|source| JailError::Io {
-            step: "writing the id map of the idmapped mounts",
-            path,
-            source,
+        std::fs::write(&path, &map).map_err(|source| {
+            JailError::Io(crate::StepIo {
+                step: "writing the id map of the idmapped mounts",
+                path,
+                source,
+            })
         })?;
     }
     let path = PathBuf::from(format!("/proc/{pid}/ns/user"));
@@ -67,9 +69,11 @@ fn map_and_open(pid: i32, inside: u32, outside: u32, count: u32) -> Result<Owned
         OFlag::O_RDONLY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| JailError::Io {
-        step: "opening the id-map user namespace",
-        path,
-        source: e.into(),
+    .map_err(|e| {
+        JailError::Io(crate::StepIo {
+            step: "opening the id-map user namespace",
+            path,
+            source: e.into(),
+        })
     })
 }

@@ -73,13 +73,8 @@ pub enum JailError {
     InvalidSpec(#[from] InvalidSpec),
     #[error("the sandbox launcher must be single-threaded, this process has {threads} threads (run `lizard sandbox-init`)")]
     NotSingleThreaded { threads: usize },
-    #[error("{step}: {path}")]
-    Io {
-        step: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::StepIo),
     #[error("creating the sandbox's cgroup")]
     Cgroup(#[source] CgroupError),
     #[error("moving the sandbox into its cgroup")]
@@ -135,10 +130,12 @@ pub const DEFAULT_PTYS_MAX: u64 = 64;
 /// parse the file use to size themselves).
 fn proc_files() -> Result<Vec<(&'static str, Vec<u8>)>, JailError> {
     let read = |path: &'static str| {
-        std::fs::read_to_string(path).map_err(|source| JailError::Io {
-            step: "reading a /proc value",
-            path: PathBuf::from(path),
-            source,
+        std::fs::read_to_string(path).map_err(|source| {
+            JailError::Io(crate::StepIo {
+                step: "reading a /proc value",
+                path: PathBuf::from(path),
+                source,
+            })
         })
     };
     // Each read of this file is a fresh random (version 4) uuid.
@@ -200,10 +197,12 @@ pub fn mount_sources(
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .and_then(|mut f| f.write_all(&contents))
-            .map_err(|source| JailError::Io {
-                step: "writing a /proc file for a restore",
-                path: path.clone(),
-                source,
+            .map_err(|source| {
+                JailError::Io(crate::StepIo {
+                    step: "writing a /proc file for a restore",
+                    path: path.clone(),
+                    source,
+                })
             })?;
         out.push((PathBuf::from(format!("/proc/{name}")), path));
     }
@@ -383,10 +382,12 @@ fn delegate_contexts(
 
 fn thread_count() -> Result<usize, JailError> {
     let path = Path::new("/proc/self/status");
-    let status = std::fs::read_to_string(path).map_err(|source| JailError::Io {
-        step: "counting threads",
-        path: path.into(),
-        source,
+    let status = std::fs::read_to_string(path).map_err(|source| {
+        JailError::Io(crate::StepIo {
+            step: "counting threads",
+            path: path.into(),
+            source,
+        })
     })?;
     Ok(status
         .lines()
@@ -411,11 +412,11 @@ fn above(fd: OwnedFd, min: i32, what: &'static str, path: &Path) -> Result<Owned
         return Ok(fd);
     }
     let raw = nix::fcntl::fcntl(fd.as_fd(), FcntlArg::F_DUPFD_CLOEXEC(min)).map_err(|e| {
-        JailError::Io {
+        JailError::Io(crate::StepIo {
             step: what,
             path: path.into(),
             source: e.into(),
-        }
+        })
     })?;
     // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
@@ -436,10 +437,12 @@ fn open_inherited(spec: &SandboxSpec, min: i32) -> Result<Vec<Option<OwnedFd>>, 
                     OFlag::O_RDONLY | OFlag::O_CLOEXEC,
                     Mode::empty(),
                 )
-                .map_err(|e| JailError::Io {
-                    step: what,
-                    path: path.clone(),
-                    source: e.into(),
+                .map_err(|e| {
+                    JailError::Io(crate::StepIo {
+                        step: what,
+                        path: path.clone(),
+                        source: e.into(),
+                    })
                 })?;
                 out.push(Some(above(opened, min, what, path)?));
             }
@@ -470,10 +473,12 @@ fn bind_listeners(spec: &SandboxSpec, pid: i32) -> Result<Vec<OwnedFd>, JailErro
             OFlag::O_RDONLY | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| JailError::Io {
-            step: "opening a network namespace",
-            path: path.into(),
-            source: e.into(),
+        .map_err(|e| {
+            JailError::Io(crate::StepIo {
+                step: "opening a network namespace",
+                path: path.into(),
+                source: e.into(),
+            })
         })
     };
     let ours = open_ns("/proc/self/ns/net".to_string())?;
@@ -486,10 +491,12 @@ fn bind_listeners(spec: &SandboxSpec, pid: i32) -> Result<Vec<OwnedFd>, JailErro
     let bound: Result<Vec<OwnedFd>, JailError> = paths
         .iter()
         .map(|path| {
-            crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
-                step: "binding the inherited socket",
-                path: (*path).clone(),
-                source: io::Error::other(crate::error_chain(&e)),
+            crate::hostpath::bind_unix_listener(path).map_err(|e| {
+                JailError::Io(crate::StepIo {
+                    step: "binding the inherited socket",
+                    path: (*path).clone(),
+                    source: io::Error::other(crate::error_chain(&e)),
+                })
             })
         })
         .collect();
@@ -519,7 +526,7 @@ fn prepare(
 ) -> Result<ChildPlan, JailError> {
     let io_err = |step: &'static str, path: &Path| {
         let path = path.to_path_buf();
-        move |source: io::Error| JailError::Io { step, path, source }
+        move |source: io::Error| JailError::Io(crate::StepIo { step, path, source })
     };
     // Read-write and non-blocking: when `log_path` is a FIFO that the server drains (see
     // `SandboxSpec::log_path`), the program never blocks on a full pipe (a line that does not fit
@@ -715,10 +722,12 @@ fn netns_setup_script(images: &Path, command: &[String]) -> Result<PathBuf, Jail
         .mode(0o700)
         .open(&path)
         .and_then(|mut f| f.write_all(script.as_bytes()))
-        .map_err(|source| JailError::Io {
-            step: "writing the restore's network namespace action",
-            path: path.clone(),
-            source,
+        .map_err(|source| {
+            JailError::Io(crate::StepIo {
+                step: "writing the restore's network namespace action",
+                path: path.clone(),
+                source,
+            })
         })?;
     Ok(path)
 }
@@ -753,10 +762,12 @@ fn restore_staging_dir() -> Result<PathBuf, JailError> {
     ));
     std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o711)
         .create(&staging)
-        .map_err(|source| JailError::Io {
-            step: "making the restore's staging directory",
-            path: staging.clone(),
-            source,
+        .map_err(|source| {
+            JailError::Io(crate::StepIo {
+                step: "making the restore's staging directory",
+                path: staging.clone(),
+                source,
+            })
         })?;
     Ok(staging)
 }
@@ -802,7 +813,7 @@ fn restore_into(
     };
     let io_err = |step: &'static str, path: &Path| {
         let path = path.to_path_buf();
-        move |source: io::Error| JailError::Io { step, path, source }
+        move |source: io::Error| JailError::Io(crate::StepIo { step, path, source })
     };
     // Host sources of the external mounts.
     let mut sources = mount_sources(spec, &from.images)?;
@@ -822,11 +833,11 @@ fn restore_into(
             .rev()
             .find(|(inside, _)| inside == mountpoint)
         else {
-            return Err(JailError::Io {
+            return Err(JailError::Io(crate::StepIo {
                 step: "finding the host source of a checkpointed mount",
                 path: mountpoint.clone(),
                 source: io::Error::from(io::ErrorKind::NotFound),
-            });
+            }));
         };
         external_mounts.push((key.clone(), host.clone()));
         idmapped.push(
@@ -877,10 +888,12 @@ fn restore_into(
         })
         .collect();
     for (path, inode) in listeners.iter().zip(&from.dumped.external_unix) {
-        let sock = crate::hostpath::bind_unix_listener(path).map_err(|e| JailError::Io {
-            step: "binding the inherited socket",
-            path: (*path).clone(),
-            source: io::Error::other(crate::error_chain(&e)),
+        let sock = crate::hostpath::bind_unix_listener(path).map_err(|e| {
+            JailError::Io(crate::StepIo {
+                step: "binding the inherited socket",
+                path: (*path).clone(),
+                source: io::Error::other(crate::error_chain(&e)),
+            })
         })?;
         // The restored program listened on it long ago: it must be listening already.
         nix::sys::socket::listen(
@@ -1018,27 +1031,33 @@ fn stage_sources(
                     use std::io::Read;
                     f.take(MAX_COPIED_SOURCE_BYTES).read_to_end(&mut bytes)
                 })
-                .map_err(|source| JailError::Io {
-                    step: "reading a /proc file of the restore",
-                    path: host.clone(),
-                    source,
+                .map_err(|source| {
+                    JailError::Io(crate::StepIo {
+                        step: "reading a /proc file of the restore",
+                        path: host.clone(),
+                        source,
+                    })
                 })?;
             sources.push(Source::Copied(bytes));
             continue;
         }
         let fd = nix::fcntl::open(host, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).map_err(
-            |e| JailError::Io {
-                step: "a mount source of the restore",
-                path: host.clone(),
-                source: e.into(),
+            |e| {
+                JailError::Io(crate::StepIo {
+                    step: "a mount source of the restore",
+                    path: host.clone(),
+                    source: e.into(),
+                })
             },
         )?;
         let is_dir = nix::sys::stat::fstat(&fd)
             .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-            .map_err(|e| JailError::Io {
-                step: "a mount source of the restore",
-                path: host.clone(),
-                source: e.into(),
+            .map_err(|e| {
+                JailError::Io(crate::StepIo {
+                    step: "a mount source of the restore",
+                    path: host.clone(),
+                    source: e.into(),
+                })
             })?;
         sources.push(Source::Opened(fd, is_dir));
     }
@@ -1056,10 +1075,12 @@ fn stage_sources(
         let staged = staging.join(format!("e{i}"));
         let (fd, is_dir) = match source {
             Source::Copied(bytes) => {
-                std::fs::write(&staged, bytes).map_err(|source| JailError::Io {
-                    step: "staging a /proc file of the restore",
-                    path: staged.clone(),
-                    source,
+                std::fs::write(&staged, bytes).map_err(|source| {
+                    JailError::Io(crate::StepIo {
+                        step: "staging a /proc file of the restore",
+                        path: staged.clone(),
+                        source,
+                    })
                 })?;
                 *host = staged;
                 continue;
@@ -1076,26 +1097,30 @@ fn stage_sources(
         } else {
             std::fs::File::create(&staged).map(drop)
         };
-        made.map_err(|source| JailError::Io {
-            step: "staging a mount source of the restore",
-            path: staged.clone(),
-            source,
+        made.map_err(|source| {
+            JailError::Io(crate::StepIo {
+                step: "staging a mount source of the restore",
+                path: staged.clone(),
+                source,
+            })
         })?;
         if let (Some(Some(attrs)), Some(userns)) = (idmapped.get(i), userns) {
             // A volume: shown through the sandbox's id map, as at launch.
             let tree = rootfs::idmapped_tree(&by_fd, *attrs, userns)?;
             let at = nix::fcntl::open(&staged, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
-                .map_err(|e| JailError::Io {
-                    step: "opening a staged mount source of the restore",
-                    path: staged.clone(),
-                    source: e.into(),
+                .map_err(|e| {
+                    JailError::Io(crate::StepIo {
+                        step: "opening a staged mount source of the restore",
+                        path: staged.clone(),
+                        source: e.into(),
+                    })
                 })?;
             crate::sys::move_mount_onto(tree.as_fd(), at.as_fd()).map_err(|source| {
-                JailError::Io {
+                JailError::Io(crate::StepIo {
                     step: "attaching an idmapped mount source of the restore",
                     path: staged.clone(),
                     source,
-                }
+                })
             })?;
             *host = staged;
             continue;
@@ -1130,10 +1155,12 @@ fn start(
         OFlag::O_RDONLY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| JailError::Io {
-        step: "opening the launcher's mount namespace",
-        path: "/proc/self/ns/mnt".into(),
-        source: e.into(),
+    .map_err(|e| {
+        JailError::Io(crate::StepIo {
+            step: "opening the launcher's mount namespace",
+            path: "/proc/self/ns/mnt".into(),
+            source: e.into(),
+        })
     })?;
     let back_home = |host_mntns: &OwnedFd| {
         nix::sched::setns(host_mntns, nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| {
@@ -1232,10 +1259,12 @@ fn start(
 fn enter_dir(dir: &Path) -> Result<OwnedFd, JailError> {
     let io_err = |step: &'static str, path: &Path| {
         let path = path.to_path_buf();
-        move |e: nix::Error| JailError::Io {
-            step,
-            path,
-            source: e.into(),
+        move |e: nix::Error| {
+            JailError::Io(crate::StepIo {
+                step,
+                path,
+                source: e.into(),
+            })
         }
     };
     let before = nix::fcntl::open(
@@ -1355,10 +1384,12 @@ fn parent_side(
     );
     for file in ["uid_map", "gid_map"] {
         let path = PathBuf::from(format!("/proc/{pid}/{file}"));
-        std::fs::write(&path, &map).map_err(|source| JailError::Io {
-            step: "writing the id map",
-            path,
-            source,
+        std::fs::write(&path, &map).map_err(|source| {
+            JailError::Io(crate::StepIo {
+                step: "writing the id map",
+                path,
+                source,
+            })
         })?;
     }
     let proceed = |go: &mut std::fs::File| {
