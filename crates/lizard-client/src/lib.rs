@@ -75,6 +75,19 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// `?k=v&…` of the pairs that have a value (values percent-encoded), or nothing.
+fn query(pairs: &[(&str, Option<&str>)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={}", encode_component(v))))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
 fn encode_component(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
@@ -185,6 +198,35 @@ impl Client {
         Ok(serde_json::from_slice(&bytes)?)
     }
 
+    /// [`Self::call`] on `{base}/{id}[/{rest}]{query}` (`id` path-encoded, `query` from
+    /// [`query`]).
+    async fn on<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        (base, id, rest): (&str, &str, &str),
+        query: &str,
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        let mut path = format!("{base}/{}", encode_component(id));
+        if !rest.is_empty() {
+            path.push('/');
+            path.push_str(rest);
+        }
+        path.push_str(query);
+        self.call(method, &path, body).await
+    }
+
+    /// [`Self::on`] a sandbox: `/v1/sandboxes/{id}/{rest}` (`rest` empty for the sandbox itself).
+    async fn on_sandbox<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        id: &str,
+        rest: &str,
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        self.on(method, ("/v1/sandboxes", id, rest), "", body).await
+    }
+
     // --- sandboxes --------------------------------------------------------------------------
 
     pub async fn create_sandbox(
@@ -195,48 +237,33 @@ impl Client {
     }
 
     pub async fn get_sandbox(&self, id: &str) -> Result<SandboxInfo, ClientError> {
-        self.call::<(), _>(
-            Method::GET,
-            &format!("/v1/sandboxes/{}", encode_component(id)),
-            None,
-        )
-        .await
+        self.on_sandbox::<(), _>(Method::GET, id, "", None).await
     }
 
     pub async fn list_sandboxes(&self, q: &ListSandboxes) -> Result<Vec<SandboxInfo>, ClientError> {
-        let mut params = Vec::new();
-        if let Some(p) = &q.project {
-            params.push(format!("project={}", encode_component(p)));
-        }
-        if let Some(s) = &q.state {
-            params.push(format!("state={}", encode_component(s)));
-        }
-        if !q.metadata.is_empty() {
+        let metadata = (!q.metadata.is_empty()).then(|| {
             let m: Vec<String> = q.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            params.push(format!("metadata={}", encode_component(&m.join(","))));
-        }
-        let query = if params.is_empty() {
-            String::new()
-        } else {
-            format!("?{}", params.join("&"))
-        };
+            m.join(",")
+        });
+        let query = query(&[
+            ("project", q.project.as_deref()),
+            ("state", q.state.as_deref()),
+            ("metadata", metadata.as_deref()),
+        ]);
         self.call::<(), _>(Method::GET, &format!("/v1/sandboxes{query}"), None)
             .await
     }
 
     pub async fn kill_sandbox(&self, id: &str) -> Result<(), ClientError> {
-        self.call::<(), ()>(
-            Method::DELETE,
-            &format!("/v1/sandboxes/{}", encode_component(id)),
-            None,
-        )
-        .await
+        self.on_sandbox::<(), ()>(Method::DELETE, id, "", None)
+            .await
     }
 
     pub async fn set_timeout(&self, id: &str, timeout_ms: u64) -> Result<SandboxInfo, ClientError> {
-        self.call(
+        self.on_sandbox(
             Method::POST,
-            &format!("/v1/sandboxes/{}/timeout", encode_component(id)),
+            id,
+            "timeout",
             Some(&SetTimeoutRequest { timeout_ms }),
         )
         .await
@@ -250,54 +277,34 @@ impl Client {
         id: &str,
         network: &lizard_proto::UpdateNetworkRequest,
     ) -> Result<SandboxInfo, ClientError> {
-        self.call(
-            Method::PATCH,
-            &format!("/v1/sandboxes/{}/network", encode_component(id)),
-            Some(network),
-        )
-        .await
+        self.on_sandbox(Method::PATCH, id, "network", Some(network))
+            .await
     }
 
     /// `GET /v1/sandboxes/{id}/network/log`: what the sandbox did through the package mirror and
     /// its egress, and what was refused.
     pub async fn network_log(&self, id: &str) -> Result<lizard_proto::NetworkLog, ClientError> {
-        self.call::<(), _>(
-            Method::GET,
-            &format!("/v1/sandboxes/{}/network/log", encode_component(id)),
-            None,
-        )
-        .await
+        self.on_sandbox::<(), _>(Method::GET, id, "network/log", None)
+            .await
     }
 
     pub async fn pause(&self, id: &str) -> Result<SandboxInfo, ClientError> {
-        self.call::<(), _>(
-            Method::POST,
-            &format!("/v1/sandboxes/{}/pause", encode_component(id)),
-            None,
-        )
-        .await
+        self.on_sandbox::<(), _>(Method::POST, id, "pause", None)
+            .await
     }
 
     /// Hibernate: contexts saved to disk, processes stopped. `hibernation` in the answer lists what
     /// each context saved and what it could not.
     pub async fn hibernate(&self, id: &str) -> Result<SandboxInfo, ClientError> {
-        self.call::<(), _>(
-            Method::POST,
-            &format!("/v1/sandboxes/{}/hibernate", encode_component(id)),
-            None,
-        )
-        .await
+        self.on_sandbox::<(), _>(Method::POST, id, "hibernate", None)
+            .await
     }
 
     /// Resume a paused or hibernated sandbox; after hibernation `restore` in the answer says what
     /// each context got back and what was lost.
     pub async fn resume(&self, id: &str) -> Result<SandboxInfo, ClientError> {
-        self.call::<(), _>(
-            Method::POST,
-            &format!("/v1/sandboxes/{}/resume", encode_component(id)),
-            None,
-        )
-        .await
+        self.on_sandbox::<(), _>(Method::POST, id, "resume", None)
+            .await
     }
 
     // --- contexts -----------------------------------------------------------------------------
@@ -307,21 +314,13 @@ impl Client {
         sandbox: &str,
         req: &CreateContextRequest,
     ) -> Result<Context, ClientError> {
-        self.call(
-            Method::POST,
-            &format!("/v1/sandboxes/{}/contexts", encode_component(sandbox)),
-            Some(req),
-        )
-        .await
+        self.on_sandbox(Method::POST, sandbox, "contexts", Some(req))
+            .await
     }
 
     pub async fn list_contexts(&self, sandbox: &str) -> Result<Vec<Context>, ClientError> {
-        self.call::<(), _>(
-            Method::GET,
-            &format!("/v1/sandboxes/{}/contexts", encode_component(sandbox)),
-            None,
-        )
-        .await
+        self.on_sandbox::<(), _>(Method::GET, sandbox, "contexts", None)
+            .await
     }
 
     pub async fn restart_context(
@@ -374,6 +373,21 @@ impl Client {
         .await
     }
 
+    /// `POST /v1/sandboxes/{sandbox}/{rest}` with `req` as JSON, its answer read as NDJSON
+    /// frames of `T` as they arrive.
+    async fn stream_from<B: Serialize, T: DeserializeOwned + Send + 'static>(
+        &self,
+        sandbox: &str,
+        rest: &str,
+        req: &B,
+    ) -> Result<impl Stream<Item = Result<T, ClientError>> + Send + Unpin + 'static, ClientError>
+    {
+        let body = serde_json::to_vec(req)?;
+        let path = format!("/v1/sandboxes/{}/{rest}", encode_component(sandbox));
+        let resp = self.send(Method::POST, &path, Some(body), NDJSON).await?;
+        Ok(Box::pin(ndjson_frames(resp.into_body())))
+    }
+
     // --- execution ----------------------------------------------------------------------------
 
     /// Run code; events arrive as the server streams them. Dropping the stream interrupts the cell.
@@ -385,16 +399,7 @@ impl Client {
         impl Stream<Item = Result<EventFrame, ClientError>> + Send + Unpin + 'static,
         ClientError,
     > {
-        let body = serde_json::to_vec(req)?;
-        let resp = self
-            .send(
-                Method::POST,
-                &format!("/v1/sandboxes/{}/execute", encode_component(sandbox)),
-                Some(body),
-                NDJSON,
-            )
-            .await?;
-        Ok(Box::pin(ndjson_frames(resp.into_body())))
+        self.stream_from(sandbox, "execute", req).await
     }
 
     /// Run code and fold the events into an [`Execution`].
@@ -418,16 +423,7 @@ impl Client {
         impl Stream<Item = Result<CommandEvent, ClientError>> + Send + Unpin + 'static,
         ClientError,
     > {
-        let body = serde_json::to_vec(req)?;
-        let resp = self
-            .send(
-                Method::POST,
-                &format!("/v1/sandboxes/{}/commands", encode_component(sandbox)),
-                Some(body),
-                NDJSON,
-            )
-            .await?;
-        Ok(Box::pin(ndjson_frames(resp.into_body())))
+        self.stream_from(sandbox, "commands", req).await
     }
 
     /// Start a process on a pseudo-terminal; its output arrives as `stdout` events (bytes in
@@ -440,16 +436,7 @@ impl Client {
         impl Stream<Item = Result<CommandEvent, ClientError>> + Send + Unpin + 'static,
         ClientError,
     > {
-        let body = serde_json::to_vec(req)?;
-        let resp = self
-            .send(
-                Method::POST,
-                &format!("/v1/sandboxes/{}/pty", encode_component(sandbox)),
-                Some(body),
-                NDJSON,
-            )
-            .await?;
-        Ok(Box::pin(ndjson_frames(resp.into_body())))
+        self.stream_from(sandbox, "pty", req).await
     }
 
     /// Send keystrokes (any bytes) to a terminal.
@@ -596,9 +583,7 @@ impl Client {
         &self,
         project: Option<&str>,
     ) -> Result<Vec<VolumeInfo>, ClientError> {
-        let query = project
-            .map(|p| format!("?project={}", encode_component(p)))
-            .unwrap_or_default();
+        let query = query(&[("project", project)]);
         self.call::<(), _>(Method::GET, &format!("/v1/volumes{query}"), None)
             .await
     }
@@ -609,15 +594,9 @@ impl Client {
         volume: &str,
         project: Option<&str>,
     ) -> Result<VolumeInfo, ClientError> {
-        let query = project
-            .map(|p| format!("?project={}", encode_component(p)))
-            .unwrap_or_default();
-        self.call::<(), _>(
-            Method::GET,
-            &format!("/v1/volumes/{}{query}", encode_component(volume)),
-            None,
-        )
-        .await
+        let query = query(&[("project", project)]);
+        self.on::<(), _>(Method::GET, ("/v1/volumes", volume, ""), &query, None)
+            .await
     }
 
     /// Delete a volume; `force` kills the sandboxes that mount it first (otherwise a mounted
@@ -628,16 +607,10 @@ impl Client {
         project: Option<&str>,
         force: bool,
     ) -> Result<(), ClientError> {
-        let mut q = vec![format!("force={force}")];
-        if let Some(p) = project {
-            q.push(format!("project={}", encode_component(p)));
-        }
-        self.call::<(), ()>(
-            Method::DELETE,
-            &format!("/v1/volumes/{}?{}", encode_component(volume), q.join("&")),
-            None,
-        )
-        .await
+        let force = if force { "true" } else { "false" };
+        let query = query(&[("force", Some(force)), ("project", project)]);
+        self.on::<(), ()>(Method::DELETE, ("/v1/volumes", volume, ""), &query, None)
+            .await
     }
 
     // --- snapshots ------------------------------------------------------------------------------
@@ -649,12 +622,8 @@ impl Client {
         sandbox_id: &str,
         req: &lizard_proto::CreateSnapshotRequest,
     ) -> Result<lizard_proto::SnapshotInfo, ClientError> {
-        self.call(
-            Method::POST,
-            &format!("/v1/sandboxes/{}/snapshots", encode_component(sandbox_id)),
-            Some(req),
-        )
-        .await
+        self.on_sandbox(Method::POST, sandbox_id, "snapshots", Some(req))
+            .await
     }
 
     /// Snapshots the key sees (its project's; every project's for an admin key), of one sandbox
@@ -663,29 +632,19 @@ impl Client {
         &self,
         sandbox_id: Option<&str>,
     ) -> Result<Vec<lizard_proto::SnapshotInfo>, ClientError> {
-        let query = sandbox_id
-            .map(|s| format!("?sandbox_id={}", encode_component(s)))
-            .unwrap_or_default();
+        let query = query(&[("sandbox_id", sandbox_id)]);
         self.call::<(), _>(Method::GET, &format!("/v1/snapshots{query}"), None)
             .await
     }
 
     pub async fn get_snapshot(&self, id: &str) -> Result<lizard_proto::SnapshotInfo, ClientError> {
-        self.call::<(), _>(
-            Method::GET,
-            &format!("/v1/snapshots/{}", encode_component(id)),
-            None,
-        )
-        .await
+        self.on::<(), _>(Method::GET, ("/v1/snapshots", id, ""), "", None)
+            .await
     }
 
     pub async fn delete_snapshot(&self, id: &str) -> Result<(), ClientError> {
-        self.call::<(), ()>(
-            Method::DELETE,
-            &format!("/v1/snapshots/{}", encode_component(id)),
-            None,
-        )
-        .await
+        self.on::<(), ()>(Method::DELETE, ("/v1/snapshots", id, ""), "", None)
+            .await
     }
 
     /// Start a new sandbox from a snapshot (a clone); `restore` in the answer says what each
@@ -709,12 +668,7 @@ impl Client {
         id: &str,
         req: &lizard_proto::ForkSandboxRequest,
     ) -> Result<SandboxInfo, ClientError> {
-        self.call(
-            Method::POST,
-            &format!("/v1/sandboxes/{}/fork", encode_component(id)),
-            Some(req),
-        )
-        .await
+        self.on_sandbox(Method::POST, id, "fork", Some(req)).await
     }
 
     // --- templates ------------------------------------------------------------------------------
@@ -745,9 +699,7 @@ impl Client {
         &self,
         project: Option<&str>,
     ) -> Result<lizard_proto::TemplateList, ClientError> {
-        let query = project
-            .map(|p| format!("?project={}", encode_component(p)))
-            .unwrap_or_default();
+        let query = query(&[("project", project)]);
         self.call::<(), _>(Method::GET, &format!("/v1/templates{query}"), None)
             .await
     }
@@ -757,15 +709,9 @@ impl Client {
         name: &str,
         project: Option<&str>,
     ) -> Result<lizard_proto::TemplateInfo, ClientError> {
-        let query = project
-            .map(|p| format!("?project={}", encode_component(p)))
-            .unwrap_or_default();
-        self.call::<(), _>(
-            Method::GET,
-            &format!("/v1/templates/{}{query}", encode_component(name)),
-            None,
-        )
-        .await
+        let query = query(&[("project", project)]);
+        self.on::<(), _>(Method::GET, ("/v1/templates", name, ""), &query, None)
+            .await
     }
 
     pub async fn delete_template(
@@ -773,15 +719,9 @@ impl Client {
         name: &str,
         project: Option<&str>,
     ) -> Result<(), ClientError> {
-        let query = project
-            .map(|p| format!("?project={}", encode_component(p)))
-            .unwrap_or_default();
-        self.call::<(), ()>(
-            Method::DELETE,
-            &format!("/v1/templates/{}{query}", encode_component(name)),
-            None,
-        )
-        .await
+        let query = query(&[("project", project)]);
+        self.on::<(), ()>(Method::DELETE, ("/v1/templates", name, ""), &query, None)
+            .await
     }
 
     // --- projects and usage ---------------------------------------------------------------------
@@ -953,6 +893,19 @@ fn ndjson_frames<T: DeserializeOwned + Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queries_keep_the_given_pairs_in_order_encoded() {
+        assert_eq!(query(&[("project", None)]), "");
+        assert_eq!(
+            query(&[
+                ("force", Some("true")),
+                ("x", None),
+                ("project", Some("a b&c"))
+            ]),
+            "?force=true&project=a%20b%26c"
+        );
+    }
 
     #[test]
     fn config_is_checked() {
