@@ -336,6 +336,49 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
+    /// A live sandbox: what its stored `row` says (with its `limits` and `network`, which the row
+    /// holds as JSON), its processes' `runtime`, its `agent` client and its `egress` (if served).
+    /// A paused one counts its pause from now (the pause time is not stored).
+    pub(crate) fn new(
+        row: &SandboxRow,
+        limits: SandboxLimits,
+        network: NetworkRequest,
+        runtime: Runtime,
+        agent: AgentClient,
+        egress: Option<crate::egress::EgressHandle>,
+    ) -> Sandbox {
+        let paused_at = match row.state {
+            StoredState::Paused => now_ms(),
+            _ => 0,
+        };
+        Sandbox {
+            id: row.id.clone(),
+            project: row.project.clone(),
+            template: row.template.clone(),
+            created_at_ms: row.created_at_ms,
+            metadata: row.metadata.clone(),
+            envs: row.envs.clone(),
+            limits,
+            on_timeout: row.on_timeout,
+            network: Mutex::new(network),
+            runtime,
+            volumes: row.volumes.clone(),
+            timeout_at_ms: AtomicU64::new(row.timeout_at_ms),
+            timeout_ms: AtomicU64::new(row.timeout_ms),
+            paused_remaining_ms: AtomicU64::new(row.paused_remaining_ms),
+            state: Mutex::new(row.state),
+            paused_at_ms: AtomicU64::new(paused_at),
+            hibernating: Default::default(),
+            lifecycle: Arc::new(tokio::sync::Mutex::new(())),
+            agent,
+            metrics: Default::default(),
+            packages: Default::default(),
+            egress: Mutex::new(egress),
+            mirror_metered: Default::default(),
+            egress_metered: Default::default(),
+        }
+    }
+
     pub fn state(&self) -> StoredState {
         *self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -723,45 +766,47 @@ impl Sandboxes {
             path: dir.to_path_buf(),
         })
         .expect("the stand-in's directory exists");
-        let sb = Arc::new(Sandbox {
-            agent: AgentClient::with_limits(socket.clone(), own, self.cfg.agent_limits),
+        let row = SandboxRow {
             id: id.to_string(),
             project: project.to_string(),
             template: self.cfg.default_template.clone(),
+            state: StoredState::Running,
             created_at_ms: now_ms(),
+            timeout_at_ms: u64::MAX,
+            ended_at_ms: None,
             metadata: Default::default(),
             envs: Default::default(),
-            limits: Default::default(),
+            runtime: serde_json::Value::Null,
+            limits: serde_json::Value::Null,
+            paused_remaining_ms: 0,
             on_timeout: Default::default(),
-            network: Mutex::new(network),
-            runtime: Runtime {
-                pid: own,
-                cgroup,
-                dir: dir.to_path_buf(),
-                socket,
-                cpu_base_ms: 0,
-                disk: None,
-                template_dir: None,
-                template_bases: Vec::new(),
-                id_base: None,
-                agent_peer: Some(own),
-                criu_restored: false,
-                agent_exe: None,
-            },
+            timeout_ms: u64::MAX,
             volumes: Vec::new(),
-            timeout_at_ms: AtomicU64::new(u64::MAX),
-            timeout_ms: AtomicU64::new(u64::MAX),
-            paused_remaining_ms: AtomicU64::new(0),
-            state: Mutex::new(StoredState::Running),
-            paused_at_ms: AtomicU64::new(0),
-            hibernating: Default::default(),
-            lifecycle: Arc::new(tokio::sync::Mutex::new(())),
-            metrics: Default::default(),
-            packages: Default::default(),
-            egress: Default::default(),
-            mirror_metered: Default::default(),
-            egress_metered: Default::default(),
-        });
+            network: serde_json::Value::Null,
+        };
+        let runtime = Runtime {
+            pid: own,
+            cgroup,
+            dir: dir.to_path_buf(),
+            socket: socket.clone(),
+            cpu_base_ms: 0,
+            disk: None,
+            template_dir: None,
+            template_bases: Vec::new(),
+            id_base: None,
+            agent_peer: Some(own),
+            criu_restored: false,
+            agent_exe: None,
+        };
+        let agent = AgentClient::with_limits(socket, own, self.cfg.agent_limits);
+        let sb = Arc::new(Sandbox::new(
+            &row,
+            Default::default(),
+            network,
+            runtime,
+            agent,
+            None,
+        ));
         if let Ok(mut m) = self.live.write() {
             m.insert(id.to_string(), sb.clone());
         }

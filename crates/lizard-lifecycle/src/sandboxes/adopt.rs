@@ -83,6 +83,7 @@ impl Sandboxes {
                         }
                     }
                     let limits = serde_json::from_value(row.limits.clone()).unwrap_or_default();
+                    let network = serde_json::from_value(row.network.clone()).unwrap_or_default();
                     let pid = rt.pid;
                     let agent = AgentClient::with_limits(
                         rt.socket.clone(),
@@ -91,35 +92,8 @@ impl Sandboxes {
                     );
                     // Runs the previous server forwarded may not all be metered yet: one page.
                     agent.allow_runs(crate::agent_client::MAX_EXECUTIONS_PER_PAGE as u64);
-                    let sb = Arc::new(Sandbox {
-                        agent,
-                        id: row.id.clone(),
-                        project: row.project,
-                        template: row.template,
-                        created_at_ms: row.created_at_ms,
-                        metadata: row.metadata,
-                        envs: row.envs,
-                        limits,
-                        on_timeout: row.on_timeout,
-                        network: Mutex::new(
-                            serde_json::from_value(row.network.clone()).unwrap_or_default(),
-                        ),
-                        runtime: rt,
-                        volumes: row.volumes,
-                        timeout_at_ms: AtomicU64::new(row.timeout_at_ms),
-                        timeout_ms: AtomicU64::new(row.timeout_ms),
-                        paused_remaining_ms: AtomicU64::new(row.paused_remaining_ms),
-                        state: Mutex::new(row.state),
-                        // The pause time is not stored: idle hibernation counts from now.
-                        paused_at_ms: AtomicU64::new(now_ms()),
-                        hibernating: Default::default(),
-                        lifecycle: Arc::new(tokio::sync::Mutex::new(())),
-                        metrics: Default::default(),
-                        packages: Default::default(),
-                        egress: Default::default(),
-                        mirror_metered: Default::default(),
-                        egress_metered: Default::default(),
-                    });
+                    // A paused one's pause time is not stored: idle hibernation counts from now.
+                    let sb = Arc::new(Sandbox::new(&row, limits, network, rt, agent, None));
                     // A hibernated one has no processes: its mirror and egress start with its
                     // wake.
                     if sb.state() != StoredState::Hibernated {

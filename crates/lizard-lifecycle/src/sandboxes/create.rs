@@ -133,52 +133,36 @@ impl Sandboxes {
             exited,
             egress,
         } = launched;
-        let sb = Arc::new(Sandbox {
+        let row = SandboxRow {
             id: id.clone(),
-            project: req.project.clone(),
-            template: template_name.clone(),
+            project: req.project,
+            template: template_name,
+            state: StoredState::Running,
             created_at_ms: now,
-            metadata: req.metadata.clone(),
-            envs: req.envs.clone(),
-            limits,
+            timeout_at_ms: now + timeout_ms,
+            ended_at_ms: None,
+            metadata: req.metadata,
+            envs: req.envs,
+            runtime: serde_json::to_value(&runtime).unwrap_or_default(),
+            limits: serde_json::to_value(limits).unwrap_or_default(),
+            paused_remaining_ms: 0,
             on_timeout: req.on_timeout,
-            network: Mutex::new(req.network.clone()),
-            runtime,
+            timeout_ms,
             volumes: volumes.clone(),
-            timeout_at_ms: AtomicU64::new(now + timeout_ms),
-            timeout_ms: AtomicU64::new(timeout_ms),
-            paused_remaining_ms: AtomicU64::new(0),
-            state: Mutex::new(StoredState::Running),
-            paused_at_ms: AtomicU64::new(0),
-            hibernating: Default::default(),
-            lifecycle: Arc::new(tokio::sync::Mutex::new(())),
+            network: serde_json::to_value(&req.network).unwrap_or_default(),
+        };
+        let sb = Arc::new(Sandbox::new(
+            &row,
+            limits,
+            req.network,
+            runtime,
             agent,
-            metrics: Default::default(),
-            packages: Default::default(),
-            egress: Mutex::new(egress),
-            mirror_metered: Default::default(),
-            egress_metered: Default::default(),
-        });
-        let stored = self.store.ensure_project(&req.project).and_then(|()| {
-            self.store.insert_sandbox(&SandboxRow {
-                id: id.clone(),
-                project: req.project,
-                template: template_name,
-                state: StoredState::Running,
-                created_at_ms: now,
-                timeout_at_ms: now + timeout_ms,
-                ended_at_ms: None,
-                metadata: req.metadata,
-                envs: req.envs,
-                runtime: serde_json::to_value(&sb.runtime).unwrap_or_default(),
-                limits: serde_json::to_value(limits).unwrap_or_default(),
-                paused_remaining_ms: 0,
-                on_timeout: req.on_timeout,
-                timeout_ms,
-                volumes: volumes.clone(),
-                network: serde_json::to_value(&req.network).unwrap_or_default(),
-            })
-        });
+            egress,
+        ));
+        let stored = self
+            .store
+            .ensure_project(&row.project)
+            .and_then(|()| self.store.insert_sandbox(&row));
         if let Err(e) = stored {
             destroy_unwatched(&sb.runtime, true);
             self.id_ranges.release(&id);

@@ -770,52 +770,36 @@ impl Sandboxes {
             egress,
             ..
         } = launched;
-        let sb = Arc::new(Sandbox {
+        let stored_row = SandboxRow {
             id: id.clone(),
             project: req.project.clone(),
             template: row.template.clone(),
+            state: StoredState::Running,
             created_at_ms: now,
+            timeout_at_ms: now + timeout_ms,
+            ended_at_ms: None,
             metadata: req.metadata.clone(),
             envs: src.envs.clone(),
-            limits,
+            runtime: serde_json::to_value(&runtime).unwrap_or_default(),
+            limits: serde_json::to_value(limits).unwrap_or_default(),
+            paused_remaining_ms: 0,
             on_timeout,
-            network: Mutex::new(src.network.clone()),
-            runtime,
+            timeout_ms,
             volumes: volumes.clone(),
-            timeout_at_ms: AtomicU64::new(now + timeout_ms),
-            timeout_ms: AtomicU64::new(timeout_ms),
-            paused_remaining_ms: AtomicU64::new(0),
-            state: Mutex::new(StoredState::Running),
-            paused_at_ms: AtomicU64::new(0),
-            hibernating: Default::default(),
-            lifecycle: Arc::new(tokio::sync::Mutex::new(())),
+            network: serde_json::to_value(&src.network).unwrap_or_default(),
+        };
+        let sb = Arc::new(Sandbox::new(
+            &stored_row,
+            limits,
+            src.network.clone(),
+            runtime,
             agent,
-            metrics: Default::default(),
-            packages: Default::default(),
-            egress: Mutex::new(egress),
-            mirror_metered: Default::default(),
-            egress_metered: Default::default(),
-        });
-        let stored = self.store.ensure_project(&req.project).and_then(|()| {
-            self.store.insert_sandbox(&SandboxRow {
-                id: id.clone(),
-                project: req.project.clone(),
-                template: row.template.clone(),
-                state: StoredState::Running,
-                created_at_ms: now,
-                timeout_at_ms: now + timeout_ms,
-                ended_at_ms: None,
-                metadata: req.metadata.clone(),
-                envs: src.envs.clone(),
-                runtime: serde_json::to_value(&sb.runtime).unwrap_or_default(),
-                limits: serde_json::to_value(limits).unwrap_or_default(),
-                paused_remaining_ms: 0,
-                on_timeout,
-                timeout_ms,
-                volumes: volumes.clone(),
-                network: serde_json::to_value(&src.network).unwrap_or_default(),
-            })
-        });
+            egress,
+        ));
+        let stored = self
+            .store
+            .ensure_project(&stored_row.project)
+            .and_then(|()| self.store.insert_sandbox(&stored_row));
         if let Err(e) = stored {
             destroy_unwatched(&sb.runtime, true);
             self.id_ranges.release(&id);
