@@ -3,6 +3,7 @@
 //! else the admin key file of the local data dir). Output is a table or one line for humans, or JSON
 //! with `--json`.
 
+use crate::table::Table;
 use anyhow::{bail, Context as _, Result};
 use futures_util::StreamExt;
 use lizard_client::{Client, ListSandboxes};
@@ -450,24 +451,23 @@ pub fn audit(conn: &Conn, args: AuditArgs) -> Result<()> {
         if args.json {
             return print_json(&events);
         }
-        println!(
-            "{:<8} {:<13} {:<8} {:<10} {:<16} {:<20} {:<26} {:>6} CLIENT",
-            "ID", "AT ms", "ACTOR", "KEY", "PROJECT", "ACTION", "OBJECT", "STATUS"
-        );
+        let mut t = Table::new(&[
+            "ID", "AT ms", "ACTOR", "KEY", "PROJECT", "ACTION", "OBJECT", ">STATUS", "CLIENT",
+        ]);
         for e in &events {
-            println!(
-                "{:<8} {:<13} {:<8} {:<10} {:<16} {:<20} {:<26} {:>6} {}",
-                e.id,
-                e.at_ms,
-                e.actor,
-                e.key_prefix.as_deref().unwrap_or("-"),
-                e.project.as_deref().unwrap_or("-"),
-                e.action,
-                e.object.as_deref().unwrap_or("-"),
-                e.status,
-                e.client
-            );
+            t.row(vec![
+                e.id.to_string(),
+                e.at_ms.to_string(),
+                e.actor.clone(),
+                e.key_prefix.clone().unwrap_or_else(|| "-".into()),
+                e.project.clone().unwrap_or_else(|| "-".into()),
+                e.action.clone(),
+                e.object.clone().unwrap_or_else(|| "-".into()),
+                e.status.to_string(),
+                e.client.clone(),
+            ]);
         }
+        t.print();
         Ok(())
     })
 }
@@ -607,20 +607,17 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                 if json {
                     return print_json(&list);
                 }
-                println!(
-                    "{:<22} {:<16} {:<8} {:<10} TEMPLATE",
-                    "SANDBOX", "PROJECT", "STATE", "CREATED"
-                );
+                let mut t = Table::new(&["SANDBOX", "PROJECT", "STATE", "CREATED", "TEMPLATE"]);
                 for s in list {
-                    println!(
-                        "{:<22} {:<16} {:<8} {:<10} {}",
+                    t.row(vec![
                         s.sandbox_id,
                         s.project,
-                        serde_json::to_value(s.state)?.as_str().unwrap_or(""),
+                        wire_name(s.state),
                         ms_to_age(s.created_at_ms),
-                        s.template
-                    );
+                        s.template,
+                    ]);
                 }
+                t.print();
                 Ok(())
             }
             SandboxCommand::Info { id, json } => {
@@ -744,16 +741,16 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                     e.connections, e.bytes_out, e.bytes_in, e.refused
                 );
                 if !log.refused.is_empty() {
-                    println!("{:<10} {:<8} {:<40} WHY", "WHEN", "METHOD", "DESTINATION");
+                    let mut t = Table::new(&["WHEN", "METHOD", "DESTINATION", "WHY"]);
                     for r in &log.refused {
-                        println!(
-                            "{:<10} {:<8} {:<40} {}",
+                        t.row(vec![
                             ms_to_age(r.at_ms),
-                            r.method,
-                            r.destination,
-                            r.reason.as_deref().unwrap_or("-")
-                        );
+                            r.method.to_string(),
+                            r.destination.clone(),
+                            r.reason.clone().unwrap_or_else(|| "-".into()),
+                        ]);
                     }
+                    t.print();
                 }
                 Ok(())
             }
@@ -851,21 +848,20 @@ pub fn snapshot(conn: &Conn, cmd: SnapshotCommand) -> Result<()> {
                 if json {
                     return print_json(&list);
                 }
-                println!(
-                    "{:<27} {:<22} {:<16} {:<10} {:>10} TEMPLATE",
-                    "SNAPSHOT", "SANDBOX", "PROJECT", "CREATED", "MIB"
-                );
+                let mut t = Table::new(&[
+                    "SNAPSHOT", "SANDBOX", "PROJECT", "CREATED", ">MIB", "TEMPLATE",
+                ]);
                 for s in list {
-                    println!(
-                        "{:<27} {:<22} {:<16} {:<10} {:>10} {}",
+                    t.row(vec![
                         s.snapshot_id,
                         s.sandbox_id,
                         s.project,
                         ms_to_age(s.created_at_ms),
-                        s.size_bytes.div_ceil(1024 * 1024),
-                        s.template
-                    );
+                        s.size_bytes.div_ceil(1024 * 1024).to_string(),
+                        s.template,
+                    ]);
                 }
+                t.print();
                 Ok(())
             }
             SnapshotCommand::Delete { snapshot_id } => {
@@ -991,15 +987,15 @@ pub fn secret(conn: &Conn, cmd: SecretCommand) -> Result<()> {
                 if json {
                     return print_json(&list);
                 }
-                println!("{:<32} {:<10} UPDATED", "NAME", "CREATED");
+                let mut t = Table::new(&["NAME", "CREATED", "UPDATED"]);
                 for s in list {
-                    println!(
-                        "{:<32} {:<10} {}",
+                    t.row(vec![
                         s.name,
                         ms_to_age(s.created_at_ms),
-                        ms_to_age(s.updated_at_ms)
-                    );
+                        ms_to_age(s.updated_at_ms),
+                    ]);
                 }
+                t.print();
                 Ok(())
             }
             SecretCommand::Delete { project, name } => {
@@ -1116,21 +1112,19 @@ pub fn volume(conn: &Conn, cmd: VolumeCommand) -> Result<()> {
                 if json {
                     return print_json(&list);
                 }
-                println!(
-                    "{:<26} {:<16} {:<24} {:>10} {:>10} MOUNTED BY",
-                    "VOLUME", "PROJECT", "NAME", "SIZE", "USED"
-                );
+                let mut t =
+                    Table::new(&["VOLUME", "PROJECT", "NAME", ">SIZE", ">USED", "MOUNTED BY"]);
                 for v in list {
-                    println!(
-                        "{:<26} {:<16} {:<24} {:>10} {:>10} {}",
+                    t.row(vec![
                         v.volume_id,
                         v.project,
                         v.name,
                         human_bytes(v.size_limit_bytes),
                         human_bytes(v.used_bytes),
-                        v.mounted_by.join(",")
-                    );
+                        v.mounted_by.join(","),
+                    ]);
                 }
+                t.print();
                 Ok(())
             }
             VolumeCommand::Info {
@@ -1261,27 +1255,21 @@ pub fn template_list(conn: &Conn, project: Option<String>, json: bool) -> Result
         if json {
             return print_json(&list);
         }
-        println!(
-            "{:<28} {:<16} {:<9} {:<24} {:>10} KEY",
-            "NAME", "PROJECT", "STATE", "BASE", "SIZE"
-        );
+        let mut table = Table::new(&["NAME", "PROJECT", "STATE", "BASE", ">SIZE", "KEY"]);
         for t in list.templates {
-            let state = serde_json::to_value(t.state)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            println!(
-                "{:<28} {:<16} {:<9} {:<24} {:>10} {}",
+            let project = t
+                .project
+                .unwrap_or_else(|| if t.builtin { "(built-in)" } else { "-" }.into());
+            table.row(vec![
                 t.name,
-                t.project
-                    .as_deref()
-                    .unwrap_or(if t.builtin { "(built-in)" } else { "-" }),
-                state,
-                t.base.as_deref().unwrap_or("-"),
+                project,
+                wire_name(t.state),
+                t.base.unwrap_or_else(|| "-".into()),
                 human_bytes(t.size_bytes),
-                t.key.as_deref().unwrap_or("-")
-            );
+                t.key.unwrap_or_else(|| "-".into()),
+            ]);
         }
+        table.print();
         Ok(())
     })
 }
@@ -1332,21 +1320,21 @@ pub fn context(conn: &Conn, cmd: ContextCommand) -> Result<()> {
                 if json {
                     return print_json(&list);
                 }
-                println!(
-                    "{:<34} {:<11} {:<6} {:>6} CWD",
-                    "CONTEXT", "LANGUAGE", "STATE", "RUNS"
-                );
+                let mut t = Table::new(&["CONTEXT", "LANGUAGE", "STATE", ">RUNS", "CWD"]);
                 for ctx in list {
-                    println!(
-                        "{:<34} {:<11} {:<6} {:>6} {}{}",
-                        ctx.id,
-                        ctx.language,
-                        serde_json::to_value(ctx.state)?.as_str().unwrap_or(""),
-                        ctx.execution_count,
-                        ctx.cwd,
-                        if ctx.is_default { " (default)" } else { "" }
-                    );
+                    t.row(vec![
+                        ctx.id.to_string(),
+                        ctx.language.to_string(),
+                        wire_name(ctx.state),
+                        ctx.execution_count.to_string(),
+                        format!(
+                            "{}{}",
+                            ctx.cwd,
+                            if ctx.is_default { " (default)" } else { "" }
+                        ),
+                    ]);
                 }
+                t.print();
                 Ok(())
             }
             ContextCommand::Restart { sandbox, id } => {
@@ -1470,56 +1458,73 @@ pub fn usage(conn: &Conn, args: UsageArgs) -> Result<()> {
         if args.json {
             return print_json(&u);
         }
-        println!(
-            "{:<22} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10}",
-            "SANDBOX", "RUNNING s", "PAUSED s", "HIBER. s", "CPU s", "MEM GiB·s", "EXECUTIONS"
-        );
-        for r in &u.sandboxes {
-            println!(
-                "{:<22} {:>10.1} {:>9.1} {:>9.1} {:>9.2} {:>10.3} {:>10}",
-                r.sandbox_id,
-                r.running_seconds,
-                r.paused_seconds,
-                r.hibernated_seconds,
-                r.cpu_seconds,
-                r.memory_gib_seconds,
-                r.executions
-            );
-        }
+        let mut table = Table::new(&[
+            "SANDBOX",
+            ">RUNNING s",
+            ">PAUSED s",
+            ">HIBER. s",
+            ">CPU s",
+            ">MEM GiB·s",
+            ">EXECUTIONS",
+        ]);
         let t = &u.totals;
-        println!(
-            "{:<22} {:>10.1} {:>9.1} {:>9.1} {:>9.2} {:>10.3} {:>10}",
-            format!("total ({} sandboxes)", t.sandboxes),
-            t.running_seconds,
-            t.paused_seconds,
-            t.hibernated_seconds,
-            t.cpu_seconds,
-            t.memory_gib_seconds,
-            t.executions
+        let total = format!("total ({} sandboxes)", t.sandboxes);
+        let rows = u.sandboxes.iter().map(|r| {
+            (
+                r.sandbox_id.as_str(),
+                [r.running_seconds, r.paused_seconds, r.hibernated_seconds],
+                (r.cpu_seconds, r.memory_gib_seconds, r.executions),
+            )
+        });
+        let totals = (
+            total.as_str(),
+            [t.running_seconds, t.paused_seconds, t.hibernated_seconds],
+            (t.cpu_seconds, t.memory_gib_seconds, t.executions),
         );
+        for (name, [running, paused, hibernated], (cpu, mem, executions)) in
+            rows.chain(std::iter::once(totals))
+        {
+            table.row(vec![
+                name.to_string(),
+                format!("{running:.1}"),
+                format!("{paused:.1}"),
+                format!("{hibernated:.1}"),
+                format!("{cpu:.2}"),
+                format!("{mem:.3}"),
+                executions.to_string(),
+            ]);
+        }
+        table.print();
         if !u.volumes.is_empty() {
             println!();
-            println!(
-                "{:<26} {:<24} {:>10} {:>12}",
-                "VOLUME", "NAME", "USED", "GiB·h"
-            );
+            let mut table = Table::new(&["VOLUME", "NAME", ">USED", ">GiB·h", ""]);
             for v in &u.volumes {
-                println!(
-                    "{:<26} {:<24} {:>10} {:>12.6}{}",
-                    v.volume_id,
-                    v.name,
+                table.row(vec![
+                    v.volume_id.clone(),
+                    v.name.clone(),
                     human_bytes(v.used_bytes),
-                    v.gib_hours,
-                    if v.deleted { " (deleted)" } else { "" }
-                );
+                    format!("{:.6}", v.gib_hours),
+                    if v.deleted { "(deleted)" } else { "" }.into(),
+                ]);
             }
-            println!(
-                "{:<26} {:<24} {:>10} {:>12.6}",
-                "total", "", "", t.volume_gib_hours
-            );
+            table.row(vec![
+                "total".into(),
+                String::new(),
+                String::new(),
+                format!("{:.6}", t.volume_gib_hours),
+            ]);
+            table.print();
         }
         Ok(())
     })
+}
+
+/// How a unit enum is spelled on the wire (`running`, `python`, …), for tables.
+fn wire_name(v: impl serde::Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// A hibernation report, one context per line and one line per lost item.

@@ -9,6 +9,7 @@
 mod bench;
 mod cli;
 mod serve;
+mod table;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
