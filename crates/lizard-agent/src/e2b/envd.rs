@@ -247,6 +247,28 @@ fn check_user_name(user: &str) -> Result<RunAs, RpcError> {
     RunAs::parse(Some(user)).map_err(|m| rpc("permission_denied", m))
 }
 
+/// Who a file operation acts as (`check_user` of its `Authorization`) and where its relative paths
+/// resolve (that user's home).
+struct Fs {
+    who: RunAs,
+    base: PathBuf,
+}
+
+impl axum::extract::FromRequestParts<Arc<Envd>> for Fs {
+    type Rejection = RpcError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        st: &Arc<Envd>,
+    ) -> Result<Fs, RpcError> {
+        let who = check_user(&parts.headers)?;
+        Ok(Fs {
+            who,
+            base: st.base(who),
+        })
+    }
+}
+
 impl Envd {
     /// Where relative paths of `who`'s file operations resolve: its home.
     fn base(&self, who: RunAs) -> PathBuf {
@@ -543,23 +565,17 @@ fn entry(e: &lizard_proto::EntryInfo) -> wire::EntryInfo {
 }
 
 async fn stat(
-    State(st): St,
-    headers: HeaderMap,
+    Fs { who, base }: Fs,
     Msg(req): Msg<wire::PathRequest>,
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
-    let who = check_user(&headers)?;
-    let base = st.base(who);
     let e = files_as(who, files::stat_path(&base, &req.path)).await?;
     Ok(Json(wire::EntryResponse { entry: entry(&e) }))
 }
 
 async fn list_dir(
-    State(st): St,
-    headers: HeaderMap,
+    Fs { who, base }: Fs,
     Msg(req): Msg<wire::ListDirRequest>,
 ) -> Result<Json<wire::ListDirResponse>, RpcError> {
-    let who = check_user(&headers)?;
-    let base = st.base(who);
     let depth = req.depth.unwrap_or(1).max(1);
     let entries = files_as(who, files::list_dir(&base, &req.path, depth)).await?;
     Ok(Json(wire::ListDirResponse {
@@ -568,23 +584,17 @@ async fn list_dir(
 }
 
 async fn make_dir(
-    State(st): St,
-    headers: HeaderMap,
+    Fs { who, base }: Fs,
     Msg(req): Msg<wire::PathRequest>,
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
-    let who = check_user(&headers)?;
-    let base = st.base(who);
     let e = files_as(who, files::make_dir(&base, &req.path)).await?;
     Ok(Json(wire::EntryResponse { entry: entry(&e) }))
 }
 
 async fn move_entry(
-    State(st): St,
-    headers: HeaderMap,
+    Fs { who, base }: Fs,
     Msg(req): Msg<wire::MoveRequest>,
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
-    let who = check_user(&headers)?;
-    let base = st.base(who);
     let e = files_as(
         who,
         files::rename_path(&base, &req.source, &req.destination),
@@ -594,12 +604,9 @@ async fn move_entry(
 }
 
 async fn remove(
-    State(st): St,
-    headers: HeaderMap,
+    Fs { who, base }: Fs,
     Msg(req): Msg<wire::PathRequest>,
 ) -> Result<Json<serde_json::Value>, RpcError> {
-    let who = check_user(&headers)?;
-    let base = st.base(who);
     files_as(who, files::remove_path(&base, &req.path)).await?;
     Ok(Json(serde_json::json!({})))
 }
