@@ -11,12 +11,14 @@
 → ``iter_lines``, ``_async_support`` → ``_sync_support``, ...). Behaviour the two clients do not
 share lives in the hand-written ``_async_support.py`` / ``_sync_support.py``, never in edits of the
 generated file. The only other rewrites are the few docstrings below that describe the client
-itself; each must match exactly once, so a changed source fails loudly instead of drifting.
+itself; each is found by its opening line (exactly once) and pinned by a digest of its async text,
+so a changed source fails loudly instead of drifting.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import sys
 import tempfile
@@ -59,25 +61,14 @@ HEADER = (
     "# Edit src/lizard/async_sandbox.py (or _sync_support.py) and run `python scripts/gen_sync.py`.\n"
 )
 
-#: Docstrings about the client itself: (text in the async source, text in the sync module).
-DOC_REWRITES: List[Tuple[str, str]] = [
+#: Docstrings about the client itself: (the opening line of the docstring in the async source, the
+#: sha256 of that whole docstring, its text in the sync module). The digest pins the async text: a
+#: changed docstring stops the generator until its sync text here is reviewed (and the digest
+#: updated), so the two cannot drift apart unnoticed.
+DOC_REWRITES: List[Tuple[str, str, str]] = [
     (
-        '''"""``AsyncCodeSandbox``: the asyncio client for one Lizard sandbox, on ``httpx.AsyncClient``.
-
-The same surface as ``CodeSandbox`` with every I/O method a coroutine: ``await
-AsyncCodeSandbox.create(...)``, ``await sandbox.run_code(...)``, ``async with sandbox:`` (kills it on
-exit). ``run_code`` callbacks may be plain functions or coroutine functions; a coroutine is awaited
-before the next frame is read, so callbacks see the output in order.
-
-This module is the source of both clients: ``scripts/gen_sync.py`` derives ``sandbox.py``
-(``CodeSandbox``) from it with ``unasync``; what the two do differently is behind
-``_async_support`` / ``_sync_support``. Edit this file, then run ``python scripts/gen_sync.py``.
-
-This module does not build requests or parse the stream itself (``lizard._core`` does) and retries
-nothing. The only tasks it starts are the ones behind ``files.watch_dir`` and ``pty.create``
-(asyncio tasks, so those two need asyncio); everything else uses only httpx primitives and also runs
-under trio.
-"""''',
+        '"""``AsyncCodeSandbox``: the asyncio client for one Lizard sandbox, on ``httpx.AsyncClient``.',
+        "8fb18e3be8d80408",
         '''"""``CodeSandbox``: the synchronous client for one Lizard sandbox, on ``httpx.Client``.
 
 A ``CodeSandbox`` is a handle on a sandbox of the server (``create`` makes one, ``connect`` attaches
@@ -95,17 +86,8 @@ and ``pty.create`` are the only things that start a thread.
 """''',
     ),
     (
-        '''    """A sandbox with stateful Python, JavaScript and Bash kernels (asyncio client).
-
-    Make one with ``await AsyncCodeSandbox.create(project=...)`` or attach with ``await
-    AsyncCodeSandbox.connect(id)``; the constructor only binds a handle to an id and sends nothing.
-    Configuration comes from the arguments, else ``LIZARD_API_URL`` / ``LIZARD_API_KEY``.
-    ``request_timeout`` (seconds) bounds each control request; ``run_code`` has no read timeout
-    unless given ``timeout_ms``. Every method is the coroutine twin of ``CodeSandbox``'s.
-
-    Runs may be awaited concurrently (``asyncio.gather``); runs in the same context are serialized
-    by the server.
-    """''',
+        '    """A sandbox with stateful Python, JavaScript and Bash kernels (asyncio client).',
+        "1b594d6cdcb6b5ea",
         '''    """A sandbox with stateful Python, JavaScript and Bash kernels (synchronous client).
 
     Make one with ``CodeSandbox.create(project=...)`` or attach with ``CodeSandbox.connect(id)``;
@@ -118,11 +100,8 @@ and ``pty.create`` are the only things that start a thread.
     """''',
     ),
     (
-        '''    """A process on a pseudo-terminal, made by ``sandbox.pty.create``. An asyncio task reads the
-    terminal's output and calls ``on_data(bytes)`` (a plain or coroutine function) with each
-    chunk as the program wrote it (escape sequences included: rendering is the caller's job) until
-    the process ends. ``error`` is the exception that ended the reading early (a raising
-    ``on_data``, a lost connection), if any; ``wait`` raises it."""''',
+        '    """A process on a pseudo-terminal, made by ``sandbox.pty.create``. An asyncio task reads the',
+        "bf7a8524afac1e8f",
         '''    """A process on a pseudo-terminal, made by ``sandbox.pty.create``. A daemon thread reads the
     terminal's output and calls ``on_data(bytes)`` with each chunk as the program wrote it
     (escape sequences included: rendering is the caller's job) until the process ends.
@@ -145,6 +124,23 @@ def check_output(text: str, name: str) -> None:
                              "(add a replacement to REPLACEMENTS)")
 
 
+def _rewrite_docstring(text: str, name: str, opening: str, digest: str, new: str) -> str:
+    """``text`` with the docstring that starts with ``opening`` (exactly one must) replaced by
+    ``new``, once the docstring's sha256 is ``digest``."""
+    n = text.count(opening)
+    if n != 1:
+        raise SystemExit(f"gen_sync: {name}: a docstring to rewrite occurs {n} times, not once:\n{opening}")
+    start = text.index(opening)
+    end = text.index('"""', start + len(opening)) + 3
+    seen = hashlib.sha256(text[start:end].encode("utf-8")).hexdigest()[:16]
+    if seen != digest:
+        raise SystemExit(
+            f"gen_sync: {name}: the docstring starting {opening.strip()[:60]!r} changed (sha256 {seen}, "
+            f"not {digest}): bring its sync text in DOC_REWRITES up to date and set its digest to {seen}"
+        )
+    return text[:start] + new + text[end:]
+
+
 def generate(source: str, name: str = "async_sandbox.py") -> str:
     """The sync module for the async module's text ``source``."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -155,11 +151,8 @@ def generate(source: str, name: str = "async_sandbox.py") -> str:
         rule = unasync.Rule(str(src_dir) + "/", str(dst_dir) + "/", additional_replacements=REPLACEMENTS)
         unasync.unasync_files([str(src)], [rule])
         text = (dst_dir / name).read_bytes().decode("utf-8")
-    for old, new in DOC_REWRITES:
-        n = text.count(old)
-        if n != 1:
-            raise SystemExit(f"gen_sync: {name}: a docstring to rewrite occurs {n} times, not once:\n{old[:200]}")
-        text = text.replace(old, new)
+    for opening, digest, new in DOC_REWRITES:
+        text = _rewrite_docstring(text, name, opening, digest, new)
     check_output(text, name)
     return HEADER + text
 

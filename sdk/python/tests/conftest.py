@@ -18,13 +18,14 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import httpx
 import pytest
@@ -52,6 +53,43 @@ class Server:
             headers={"Authorization": f"Bearer {self.admin_key}"},
             timeout=60,
         )
+
+    def project_key(self, name: str, **fields: Any) -> str:
+        """Create the project ``name`` (``fields``: more of its settings, e.g. ``allow_egress=True``)
+        and return its API key."""
+        r = self.api("POST", "/v1/projects", {"name": name, **fields})
+        assert r.is_success, r.text
+        return r.json()["api_key"]
+
+
+def host_ipv4() -> str:
+    """A non-loopback IPv4 address of this host (the source address of a route outside)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.200", 9))
+        return s.getsockname()[0]
+
+
+def greeter() -> Tuple[str, int, socket.socket]:
+    """A TCP server on this host's address that answers every connection with ``hi`` and closes it:
+    its address, port and listening socket (close that to stop it)."""
+    ip = host_ipv4()
+    listener = socket.create_server((ip, 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                c, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                c.sendall(b"hi\n")
+            except OSError:
+                pass
+            c.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return ip, port, listener
 
 
 def _lizard_bin() -> Path:

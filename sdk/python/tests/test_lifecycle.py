@@ -3,15 +3,13 @@ kill, and context managers that kill on exit. Output and results are tested else
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 
 import pytest
 
 from lizard import CodeSandbox, InvalidArgumentError, NotFoundError, SandboxInfo
 
-from .conftest import PROJECT, Server
+from .conftest import PROJECT, Server, greeter
 
 
 def test_create_options_and_info(lizard_server: Server) -> None:
@@ -44,31 +42,9 @@ def test_create_options_and_info(lizard_server: Server) -> None:
         assert sb.get_info().timeout_at_ms >= before + 599_000
 
 
-def _host_ipv4() -> str:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect(("192.0.2.200", 9))
-        return s.getsockname()[0]
-
-
 def test_egress_allow_list(lizard_server: Server) -> None:
     """``egress=[ip:port]`` reaches that server only; without it, nothing outside."""
-    ip = _host_ipv4()
-    listener = socket.create_server((ip, 0))
-    port = listener.getsockname()[1]
-
-    def greet() -> None:
-        for _ in range(100):
-            try:
-                c = listener.accept()[0]
-            except OSError:
-                return
-            try:
-                c.sendall(b"hi")
-            except OSError:
-                pass
-            c.close()
-
-    threading.Thread(target=greet, daemon=True).start()
+    ip, port, listener = greeter()
     # A request, then the answer: the host's egress relay accepts every redirected connection and
     # decides on its first bytes, so a bare connect() would succeed either way.
     probe = (

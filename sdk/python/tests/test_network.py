@@ -11,8 +11,6 @@ client builds, and the shapes it refuses before sending anything.
 
 from __future__ import annotations
 
-import socket
-import threading
 from typing import Any, Tuple
 
 import pytest
@@ -28,36 +26,7 @@ from lizard import (
 )
 from lizard import _core
 
-from .conftest import PROJECT, Server
-
-
-def _host_ipv4() -> str:
-    """A non-loopback IPv4 address of this host (the source address of a route outside)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect(("192.0.2.200", 9))
-        return s.getsockname()[0]
-
-
-def _greeter() -> Tuple[str, int, socket.socket]:
-    """A TCP server on this host's address that answers every connection with ``hi`` and closes."""
-    ip = _host_ipv4()
-    listener = socket.create_server((ip, 0))
-    port = listener.getsockname()[1]
-
-    def serve() -> None:
-        while True:
-            try:
-                c, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                c.sendall(b"hi\n")
-            except OSError:
-                pass
-            c.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return ip, port, listener
+from .conftest import PROJECT, Server, greeter
 
 
 def _probe(ip: str, port: int) -> str:
@@ -91,15 +60,9 @@ def _reach(sb: CodeSandbox, ip: str, port: int) -> Tuple[str, float]:
     return r, float(secs)
 
 
-def _project_key(server: Server, name: str, allow_egress: bool) -> str:
-    r = server.api("POST", "/v1/projects", {"name": name, "allow_egress": allow_egress})
-    assert r.status_code == 201 or r.is_success, r.text
-    return r.json()["api_key"]
-
-
 def test_rules_at_create_in_info_and_changed_live(lizard_server: Server) -> None:
-    key = _project_key(lizard_server, "py-net", True)
-    ip, port, listener = _greeter()
+    key = lizard_server.project_key("py-net", allow_egress=True)
+    ip, port, listener = greeter()
     try:
         with CodeSandbox.create(api_key=key, egress={"allow": []}) as sb:
             assert sb.get_info().network == SandboxNetwork(egress={"allow": []})
@@ -148,7 +111,7 @@ def test_the_server_refuses_409_400_403(lizard_server: Server) -> None:
         assert open_.get_info().network.egress == {"allow": ["example.com"]}
 
     # A project key of a project without allow_egress: nothing that opens; closing is fine.
-    key = _project_key(lizard_server, "py-net-closed", False)
+    key = lizard_server.project_key("py-net-closed", allow_egress=False)
     with CodeSandbox.create(project="py-net-closed", egress={"allow": []}) as sb:
         mine = CodeSandbox.connect(sb.sandbox_id, api_key=key)
         try:

@@ -33,18 +33,12 @@ from .conftest import Server
 VALUE = "sk-py-77d1e4b0a-never-in-an-answer"
 
 
-def _project(server: Server, name: str) -> str:
-    r = server.api("POST", "/v1/projects", {"name": name})
-    assert r.status_code == 201, r.text
-    return r.json()["api_key"]
-
-
 def _rule(host: str, name: str) -> dict:
     return {"host": host, "headers": {"Authorization": "Bearer ${secret:" + name + "}"}}
 
 
 def test_set_list_replace_delete_without_values(lizard_server: Server) -> None:
-    key = _project(lizard_server, "py-sec")
+    key = lizard_server.project_key("py-sec")
     first = Secrets.set("py-sec", "api_token", VALUE)
     assert isinstance(first, SecretInfo)
     assert (first.project, first.name, first.created) == ("py-sec", "api_token", True)
@@ -68,8 +62,8 @@ def test_set_list_replace_delete_without_values(lizard_server: Server) -> None:
 
 
 def test_bad_names_values_and_other_projects(lizard_server: Server) -> None:
-    _project(lizard_server, "py-sec-bad")
-    key = _project(lizard_server, "py-sec-other")
+    lizard_server.project_key("py-sec-bad")
+    key = lizard_server.project_key("py-sec-other")
     for name in ["", "a b", "a/b", "x" * 65]:
         with pytest.raises(InvalidArgumentError) as e:
             Secrets.set("py-sec-bad", name, "v")
@@ -94,7 +88,7 @@ def test_bad_names_values_and_other_projects(lizard_server: Server) -> None:
 
 
 def test_inject_at_create_and_set_network(lizard_server: Server) -> None:
-    _project(lizard_server, "py-inj")
+    lizard_server.project_key("py-inj")
     Secrets.set("py-inj", "tok", VALUE)
     with pytest.raises(InvalidArgumentError, match="missing_one") as e:
         CodeSandbox.create(project="py-inj", egress=["api.example.com"], inject=[_rule("api.example.com", "missing_one")])
@@ -131,7 +125,7 @@ def test_inject_at_create_and_set_network(lizard_server: Server) -> None:
 
 @pytest.mark.anyio
 async def test_async_secrets_and_inject(lizard_server: Server) -> None:
-    _project(lizard_server, "py-inj-async")
+    lizard_server.project_key("py-inj-async")
     s = await AsyncSecrets.set("py-inj-async", "tok", VALUE)
     assert s.created is True
     assert (await AsyncSecrets.set("py-inj-async", "tok", VALUE)).created is False

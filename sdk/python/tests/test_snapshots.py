@@ -22,12 +22,6 @@ from lizard import (
 )
 
 
-def _project_key(server, name: str) -> str:
-    r = server.api("POST", "/v1/projects", {"name": name})
-    assert r.status_code == 201, r.text
-    return r.json()["api_key"]
-
-
 def _out(sb: CodeSandbox, code: str) -> str:
     ex = sb.run_code(code)
     assert ex.error is None, ex.error
@@ -40,8 +34,8 @@ def _restored(report) -> set:
 
 def test_snapshot_two_independent_clones_list_get_delete(lizard_server) -> None:
     name = f"py-snaps-{uuid.uuid4().hex[:8]}"
-    key = _project_key(lizard_server, name)
-    other = _project_key(lizard_server, f"{name}-other")
+    key = lizard_server.project_key(name)
+    other = lizard_server.project_key(f"{name}-other")
     with CodeSandbox.create(api_key=key) as src:
         _out(src, "answer = 41 + 1\nopen('/home/user/on-disk.txt', 'w').write('disk')")
         snap = src.create_snapshot(metadata={"purpose": "py-test"})

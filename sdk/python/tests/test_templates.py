@@ -64,12 +64,6 @@ RUN pip install --no-index --no-deps /home/user/wheels/tinypkg-1.0-py3-none-any.
 """
 
 
-def _project_key(server, name: str) -> str:
-    r = server.api("POST", "/v1/projects", {"name": name})
-    assert r.status_code in (200, 201), r.text
-    return r.json()["api_key"]
-
-
 def test_build_use_list_get_delete(lizard_server, tmp_path: Path) -> None:
     ctx = tmp_path / "ctx"
     (ctx / "wheels").mkdir(parents=True)
@@ -122,7 +116,7 @@ def test_build_use_list_get_delete(lizard_server, tmp_path: Path) -> None:
     assert again.key == tpl.key and again_steps == []
 
     # Another project's key sees none of it.
-    other = _project_key(lizard_server, "py-tpl-other")
+    other = lizard_server.project_key("py-tpl-other")
     with pytest.raises(NotFoundError):
         Templates.get("py-tpl", api_key=other)
     with pytest.raises(NotFoundError):

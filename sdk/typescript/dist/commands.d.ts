@@ -75,10 +75,33 @@ export declare function envMap(value: unknown): Record<string, string> | undefin
 export declare function positiveMs(value: unknown, what: string): number | undefined;
 /** Call a user callback; await it when it returns a promise, so callbacks run in frame order. */
 export declare function callback<A extends unknown[]>(fn: ((...args: A) => unknown) | undefined, ...args: A): Promise<void>;
+/**
+ * The user callbacks of one stream: `call` runs one (see {@link callback}) and `failed` remembers
+ * that one threw, so the stream's reader rethrows that error as is (see {@link streamError}).
+ */
+export declare class Callbacks {
+    failed: boolean;
+    call<A extends unknown[]>(fn: ((...args: A) => unknown) | undefined, ...args: A): Promise<void>;
+}
+/**
+ * What a stream's reader throws for `err`, which broke off its reading: a callback's own error, a
+ * `LizardError` and the caller's abort reason as they are; with `timedOut`, a fetch timeout as a
+ * `TimeoutError` of that message; anything else as a `ConnectionError` (the connection broke `during`).
+ */
+export declare function streamError(err: unknown, callbacks: Callbacks, signal: AbortSignal | undefined, during: string, timedOut?: string): unknown;
 /** The end of a process's stream, as the server sends it. */
 export type WireEnd = Partial<W['CommandEnd']>;
 /** The exit status an `end` event stands for: `exit_code`, or 128 + the signal's number. */
 export declare function exitCodeOf(end: WireEnd): number;
+/**
+ * The text or bytes of `data` as the body of a process's input (stdin, a terminal's keystrokes);
+ * `what` names it in the `InvalidArgumentError` for anything else.
+ */
+export declare function inputBody(data: unknown, what: string): {
+    data: string;
+} | {
+    data_b64: string;
+};
 /** A running (or finished) command: from `commands.run(…, { background: true })` or `commands.connect(pid)`. */
 export declare class CommandHandle {
     readonly pid: number;
@@ -96,8 +119,14 @@ export declare class CommandHandle {
     /** Close stdin (end of input). */
     closeStdin(): Promise<void>;
 }
+/**
+ * What `sandbox.commands`, `sandbox.files` and `sandbox.pty` share: the sandbox they act on (kept
+ * as a non-enumerable property) and its HTTP client.
+ */
+export declare class SandboxNamespace {
+}
 /** `sandbox.commands`: shell commands and other processes of the sandbox. */
-export declare class Commands {
+export declare class Commands extends SandboxNamespace {
     /**
      * Run `bash -c cmd` and wait for it: resolves to `{ exitCode, stdout, stderr, … }`; a non-zero exit
      * throws a {@link CommandExitError} (with `.result`), a `timeoutMs` stop a `TimeoutError` (with `.result`).

@@ -1,7 +1,7 @@
 // `sandbox.commands`: processes started in the sandbox besides kernels (E2B-style `run`, `list`,
 // `connect`, `kill`), over the server's `/v1/sandboxes/{id}/commands` routes. Wire types are the
 // server's (crates/lizard-proto/src/command.rs), converted to camelCase by convert.ts.
-import { NDJSON, messageOf, ndjsonFrames } from './http.js';
+import { NDJSON, messageOf, ndjsonFrames, prop } from './http.js';
 import { toProcessInfo } from './convert.js';
 import { CommandExitError, ConnectionError, InvalidArgumentError, LizardError, NotFoundError, SandboxError, TimeoutError, } from './errors.js';
 const enc = encodeURIComponent;
@@ -49,6 +49,38 @@ export async function callback(fn, ...args) {
     if (r && typeof r.then === 'function')
         await r;
 }
+/**
+ * The user callbacks of one stream: `call` runs one (see {@link callback}) and `failed` remembers
+ * that one threw, so the stream's reader rethrows that error as is (see {@link streamError}).
+ */
+export class Callbacks {
+    constructor() {
+        this.failed = false;
+    }
+    async call(fn, ...args) {
+        try {
+            await callback(fn, ...args);
+        }
+        catch (err) {
+            this.failed = true;
+            throw err;
+        }
+    }
+}
+/**
+ * What a stream's reader throws for `err`, which broke off its reading: a callback's own error, a
+ * `LizardError` and the caller's abort reason as they are; with `timedOut`, a fetch timeout as a
+ * `TimeoutError` of that message; anything else as a `ConnectionError` (the connection broke `during`).
+ */
+export function streamError(err, callbacks, signal, during, timedOut) {
+    if (callbacks.failed || err instanceof LizardError)
+        return err;
+    if (signal?.aborted && err === signal.reason)
+        return err;
+    if (timedOut !== undefined && prop(err, 'name') === 'TimeoutError')
+        return new TimeoutError(timedOut, { cause: err });
+    return new ConnectionError(`the connection broke ${during}: ${messageOf(err)}`, { cause: err });
+}
 /** The exit status an `end` event stands for: `exit_code`, or 128 + the signal's number. */
 export function exitCodeOf(end) {
     if (end.exit_code !== undefined && end.exit_code !== null)
@@ -87,30 +119,21 @@ function text(frame) {
  * at the `start` event. Resolves to the fold; throws when the stream breaks or ends without `end`.
  */
 async function consume(body, opts, fold, onStart) {
-    let callbackFailed = false;
-    const call = async (fn, ...args) => {
-        try {
-            await callback(fn, ...args);
-        }
-        catch (err) {
-            callbackFailed = true;
-            throw err;
-        }
-    };
+    const callbacks = new Callbacks();
     try {
         for await (const frame of ndjsonFrames(body)) {
             switch (frame.type) {
                 case 'start':
                     fold.pid = frame.pid;
-                    await call(onStart, frame.pid);
+                    await callbacks.call(onStart, frame.pid);
                     break;
                 case 'stdout':
                     fold.stdout += text(frame);
-                    await call(opts.onStdout, text(frame));
+                    await callbacks.call(opts.onStdout, text(frame));
                     break;
                 case 'stderr':
                     fold.stderr += text(frame);
-                    await call(opts.onStderr, text(frame));
+                    await callbacks.call(opts.onStderr, text(frame));
                     break;
                 case 'end':
                     fold.end = frame;
@@ -121,13 +144,7 @@ async function consume(body, opts, fold, onStart) {
         }
     }
     catch (err) {
-        if (callbackFailed || err instanceof LizardError)
-            throw err;
-        if (opts.signal?.aborted && err === opts.signal.reason)
-            throw err;
-        throw new ConnectionError(`the connection broke while reading the command's output: ${messageOf(err)}`, {
-            cause: err,
-        });
+        throw streamError(err, callbacks, opts.signal, "while reading the command's output");
     }
     if (!fold.end) {
         throw new SandboxError("the command's stream ended before its `end` event (the server or sandbox went away)", {
@@ -136,15 +153,18 @@ async function consume(body, opts, fold, onStart) {
     }
     return fold;
 }
-/** The text or bytes of `data` as the stdin request body. */
-function inputBody(data) {
+/**
+ * The text or bytes of `data` as the body of a process's input (stdin, a terminal's keystrokes);
+ * `what` names it in the `InvalidArgumentError` for anything else.
+ */
+export function inputBody(data, what) {
     if (typeof data === 'string')
         return { data };
     if (data instanceof Uint8Array)
         return { data_b64: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64') };
     if (data instanceof ArrayBuffer)
         return { data_b64: Buffer.from(data).toString('base64') };
-    throw new InvalidArgumentError('stdin data must be a string or a Uint8Array');
+    throw new InvalidArgumentError(`${what} must be a string or a Uint8Array`);
 }
 /** A running (or finished) command: from `commands.run(…, { background: true })` or `commands.connect(pid)`. */
 export class CommandHandle {
@@ -195,8 +215,11 @@ export class CommandHandle {
         return this._commands.closeStdin(this.pid);
     }
 }
-/** `sandbox.commands`: shell commands and other processes of the sandbox. */
-export class Commands {
+/**
+ * What `sandbox.commands`, `sandbox.files` and `sandbox.pty` share: the sandbox they act on (kept
+ * as a non-enumerable property) and its HTTP client.
+ */
+export class SandboxNamespace {
     /** @internal */
     constructor(sandbox) {
         Object.defineProperty(this, '_sandbox', { value: sandbox });
@@ -205,6 +228,9 @@ export class Commands {
     get _http() {
         return this._sandbox._http;
     }
+}
+/** `sandbox.commands`: shell commands and other processes of the sandbox. */
+export class Commands extends SandboxNamespace {
     /** @internal */
     get _base() {
         return `${this._sandbox._base}/commands`;
@@ -243,7 +269,7 @@ export class Commands {
         if (timeoutMs !== undefined)
             body.timeout_ms = timeoutMs;
         const stdinData = opts.stdin !== undefined && opts.stdin !== null && opts.stdin !== false && opts.stdin !== true
-            ? inputBody(opts.stdin)
+            ? inputBody(opts.stdin, 'stdin data')
             : undefined;
         if (opts.stdin !== undefined && opts.stdin !== null && opts.stdin !== false)
             body.stdin = true;
@@ -312,7 +338,7 @@ export class Commands {
     }
     /** Write to a process's stdin. */
     async sendStdin(pid, data) {
-        await this._http.json('POST', `${this._base}/${enc(String(pid))}/stdin`, inputBody(data));
+        await this._http.json('POST', `${this._base}/${enc(String(pid))}/stdin`, inputBody(data, 'stdin data'));
     }
     /** Close a process's stdin. */
     async closeStdin(pid) {

@@ -1,3 +1,4 @@
+import { SandboxNamespace } from './commands.js';
 /** A filesystem entry (symlinks are not followed). */
 export interface EntryInfo {
     /** The last path component. */
@@ -41,7 +42,7 @@ export interface FileRequestOptions {
     requestTimeoutMs?: number;
 }
 /** `sandbox.files`: the sandbox's filesystem. Relative paths start at `/home/user`. */
-export declare class Files {
+export declare class Files extends SandboxNamespace {
     read(path: string, opts?: FileRequestOptions & {
         format?: 'text';
     }): Promise<string>;

@@ -3,7 +3,7 @@
 // `/home/user` on the server. Wire types are the server's (crates/lizard-proto/src/files.rs),
 // converted to camelCase by convert.ts.
 import { ndjsonFrames } from './http.js';
-import { bodyOf } from './commands.js';
+import { SandboxNamespace, bodyOf } from './commands.js';
 import { toEntry, toFsEvent } from './convert.js';
 import { ConflictError, InvalidArgumentError, NotFoundError } from './errors.js';
 const OCTETS = 'application/octet-stream';
@@ -23,15 +23,7 @@ function uploadBody(data) {
     throw new InvalidArgumentError('file data must be a string, Uint8Array, ArrayBuffer, Blob or ReadableStream');
 }
 /** `sandbox.files`: the sandbox's filesystem. Relative paths start at `/home/user`. */
-export class Files {
-    /** @internal */
-    constructor(sandbox) {
-        Object.defineProperty(this, '_sandbox', { value: sandbox });
-    }
-    /** @internal */
-    get _http() {
-        return this._sandbox._http;
-    }
+export class Files extends SandboxNamespace {
     /** @internal */
     _url(route, params) {
         const q = new URLSearchParams();
@@ -124,10 +116,8 @@ export class Files {
     async watchDir(path, onEvent, opts = {}) {
         if (typeof onEvent !== 'function')
             throw new InvalidArgumentError('watchDir takes an onEvent callback');
-        const ctrl = new AbortController();
-        const signal = opts.signal ? AbortSignal.any([opts.signal, ctrl.signal]) : ctrl.signal;
         const url = this._url('/watch', { path: checkPath(path), recursive: opts.recursive ? 'true' : undefined });
-        const { res } = await this._http.send('GET', url, { accept: 'application/x-ndjson', signal, timeoutMs: null });
+        const { res, ctrl } = await this._http.sendStream('GET', url, { signal: opts.signal, timeoutMs: null });
         const frames = ndjsonFrames(bodyOf(res));
         // The first frame (`start`) says the watch is in place.
         const first = await frames.next();

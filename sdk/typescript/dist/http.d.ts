@@ -24,6 +24,8 @@ export type Frame = Record<string, unknown> & {
     type?: unknown;
 };
 export declare function resolveConfig(opts?: ConnectionOptions): ResolvedConfig;
+/** A query string (`?a=1&b=2`, or `''` when empty) of the `params` that are neither `undefined` nor `null`. */
+export declare function query(params: Record<string, unknown>): string;
 /** `err.name`, `err.message`, … when `err` is an object with that string property. */
 export declare function prop(err: unknown, key: string): unknown;
 /** `err?.message ?? err`, for error messages. */
@@ -56,6 +58,19 @@ export declare class HttpClient {
      * typed error otherwise.
      */
     send(method: string, path: string, opts?: SendOptions): Promise<Sent>;
+    /**
+     * Send a request for an NDJSON stream (no client deadline unless `timeoutMs`) under an abort
+     * controller of our own, joined with the caller's `signal`: the reader aborts `ctrl` when it gives
+     * up (a callback that throws), which closes the stream even when the caller gave no signal.
+     */
+    sendStream(method: string, path: string, opts: {
+        body?: unknown;
+        signal?: AbortSignal | undefined;
+        timeoutMs: number | null;
+    }): Promise<{
+        res: Response;
+        ctrl: AbortController;
+    }>;
     /** A JSON request: the parsed body, or `undefined` for an empty (204) response. */
     json(method: string, path: string, body?: unknown, opts?: {
         signal?: AbortSignal;

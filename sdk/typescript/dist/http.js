@@ -50,6 +50,15 @@ function requestSignal(signal, timeoutMs) {
         return signals[0];
     return AbortSignal.any(signals);
 }
+/** A query string (`?a=1&b=2`, or `''` when empty) of the `params` that are neither `undefined` nor `null`. */
+export function query(params) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params))
+        if (v !== undefined && v !== null)
+            q.set(k, String(v));
+    const s = q.toString();
+    return s ? `?${s}` : '';
+}
 /** `err.name`, `err.message`, … when `err` is an object with that string property. */
 export function prop(err, key) {
     return err !== null && (typeof err === 'object' || typeof err === 'function')
@@ -134,6 +143,17 @@ export class HttpClient {
             res = new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
         }
         return { res, signal, url, timeoutMs };
+    }
+    /**
+     * Send a request for an NDJSON stream (no client deadline unless `timeoutMs`) under an abort
+     * controller of our own, joined with the caller's `signal`: the reader aborts `ctrl` when it gives
+     * up (a callback that throws), which closes the stream even when the caller gave no signal.
+     */
+    async sendStream(method, path, opts) {
+        const ctrl = new AbortController();
+        const signal = opts.signal ? AbortSignal.any([opts.signal, ctrl.signal]) : ctrl.signal;
+        const { res } = await this.send(method, path, { body: opts.body, accept: NDJSON, signal, timeoutMs: opts.timeoutMs });
+        return { res, ctrl };
     }
     /** A JSON request: the parsed body, or `undefined` for an empty (204) response. */
     async json(method, path, body, opts = {}) {

@@ -1,3 +1,4 @@
+import { SandboxNamespace } from './commands.js';
 /** A terminal size in character cells (1 to 4096 each). */
 export interface PtySize {
     cols: number;
@@ -48,7 +49,7 @@ export declare class PtyHandle {
     kill(): Promise<boolean>;
 }
 /** `sandbox.pty`: interactive terminals. */
-export declare class Pty {
+export declare class Pty extends SandboxNamespace {
     /** Start a program (default `bash -i`) on a new pseudo-terminal: resolves once it exists. */
     create(opts: PtyCreateOptions): Promise<PtyHandle>;
     /** Reattach to a terminal's output (what is still buffered is replayed first). */

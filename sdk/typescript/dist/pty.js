@@ -4,7 +4,7 @@
 // `stdout` events that always carry `data_b64` (crates/lizard-proto/src/command.rs); killing and
 // reattaching go through `/commands/{pid}/…`. Not here: terminal emulation (`onData` gets raw bytes).
 import { NDJSON, messageOf, ndjsonFrames } from './http.js';
-import { bodyOf, envMap, exitCodeOf, positiveMs } from './commands.js';
+import { Callbacks, SandboxNamespace, bodyOf, envMap, exitCodeOf, inputBody, positiveMs, streamError } from './commands.js';
 import { ConnectionError, InvalidArgumentError, LizardError, NotFoundError, SandboxError } from './errors.js';
 const enc = encodeURIComponent;
 const MAX_CELLS = 4096;
@@ -27,16 +27,6 @@ function checkPid(pid, what) {
         throw new InvalidArgumentError(`${what} takes a pid`);
     return pid;
 }
-/** The text or bytes of `data` as a `/pty/{pid}/input` body. */
-function inputBody(data) {
-    if (typeof data === 'string')
-        return { data };
-    if (data instanceof Uint8Array)
-        return { data_b64: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64') };
-    if (data instanceof ArrayBuffer)
-        return { data_b64: Buffer.from(data).toString('base64') };
-    throw new InvalidArgumentError('pty input must be a string or a Uint8Array');
-}
 /** The bytes of a `stdout` event: `data_b64` when present, else the text as UTF-8. */
 function frameBytes(frame) {
     if (typeof frame.data_b64 === 'string') {
@@ -50,7 +40,7 @@ function frameBytes(frame) {
  * Resolves to the `end` event; throws when the stream breaks or ends without one.
  */
 async function pump(frames, onData, signal) {
-    let callbackFailed = false;
+    const callbacks = new Callbacks();
     let end;
     try {
         for (;;) {
@@ -58,17 +48,8 @@ async function pump(frames, onData, signal) {
             if (done)
                 break;
             if (frame.type === 'stdout' || frame.type === 'stderr') {
-                if (typeof onData === 'function') {
-                    try {
-                        const r = onData(frameBytes(frame));
-                        if (r && typeof r.then === 'function')
-                            await r;
-                    }
-                    catch (err) {
-                        callbackFailed = true;
-                        throw err;
-                    }
-                }
+                if (typeof onData === 'function')
+                    await callbacks.call(onData, frameBytes(frame));
             }
             else if (frame.type === 'end') {
                 end = frame;
@@ -77,13 +58,7 @@ async function pump(frames, onData, signal) {
     }
     catch (err) {
         await frames.return?.().catch(() => { });
-        if (callbackFailed || err instanceof LizardError)
-            throw err;
-        if (signal?.aborted && err === signal.reason)
-            throw err;
-        throw new ConnectionError(`the connection broke while reading the terminal's output: ${messageOf(err)}`, {
-            cause: err,
-        });
+        throw streamError(err, callbacks, signal, "while reading the terminal's output");
     }
     if (!end) {
         throw new SandboxError("the terminal's stream ended before its `end` event (the server or sandbox went away)", {
@@ -150,15 +125,7 @@ export class PtyHandle {
     }
 }
 /** `sandbox.pty`: interactive terminals. */
-export class Pty {
-    /** @internal */
-    constructor(sandbox) {
-        Object.defineProperty(this, '_sandbox', { value: sandbox });
-    }
-    /** @internal */
-    get _http() {
-        return this._sandbox._http;
-    }
+export class Pty extends SandboxNamespace {
     /** @internal */
     get _base() {
         return this._sandbox._base;
@@ -227,7 +194,7 @@ export class Pty {
     /** Type into a terminal. */
     async sendInput(pid, data) {
         checkPid(pid, 'pty.sendInput');
-        await this._http.json('POST', `${this._base}/pty/${enc(String(pid))}/input`, inputBody(data));
+        await this._http.json('POST', `${this._base}/pty/${enc(String(pid))}/input`, inputBody(data, 'pty input'));
     }
     /** Change a terminal's size. */
     async resize(pid, size) {

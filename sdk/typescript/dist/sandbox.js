@@ -4,15 +4,15 @@
 // commands, and the `commands` (commands.ts), `pty` (pty.ts) and `files` (files.ts) namespaces. It does not
 // re-implement the wire types: they are the server's (see crates/lizard-proto), converted to
 // camelCase at this boundary (convert.ts).
-import { Commands, bodyOf, callback } from './commands.js';
+import { Callbacks, Commands, bodyOf, callback, streamError } from './commands.js';
 import { Execution } from './execution.js';
 import { Files } from './files.js';
 import { Pty } from './pty.js';
-import { HttpClient, NDJSON, messageOf, ndjsonFrames, prop, resolveConfig } from './http.js';
+import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
 import { volumeMountsBody } from './volumes.js';
 import { snapshotId } from './snapshots.js';
 import { toContext, toForkedContext, toInfo, toNetworkLog, toSnapshotInfo } from './convert.js';
-import { ConnectionError, InvalidArgumentError, LizardError, NotFoundError, SandboxError, TimeoutError, } from './errors.js';
+import { InvalidArgumentError, NotFoundError, SandboxError, TimeoutError } from './errors.js';
 /** The template `create` uses when none is given: `'code-interpreter-v1'`. */
 export const DEFAULT_TEMPLATE = 'code-interpreter-v1';
 const enc = encodeURIComponent;
@@ -474,14 +474,11 @@ export class CodeSandbox {
         const timeoutMs = positiveInt(opts.timeoutMs, 'timeoutMs');
         if (timeoutMs !== undefined)
             body.timeout_ms = timeoutMs;
-        // Our own controller, so a callback that throws closes the stream (the server then interrupts
-        // the cell) even when the caller gave no signal.
-        const ctrl = new AbortController();
-        const signal = opts.signal ? AbortSignal.any([opts.signal, ctrl.signal]) : ctrl.signal;
-        const { res } = await this._http.send('POST', `${this._base}/execute`, {
+        // `ctrl` is our own: a callback that throws closes the stream (the server then interrupts the
+        // cell) even when the caller gave no signal.
+        const { res, ctrl } = await this._http.sendStream('POST', `${this._base}/execute`, {
             body,
-            accept: NDJSON,
-            signal,
+            signal: opts.signal,
             timeoutMs: opts.requestTimeoutMs ?? null,
         });
         const execution = Execution.empty();
@@ -492,16 +489,7 @@ export class CodeSandbox {
             return execution;
         }
         let ended = false;
-        let callbackFailed = false;
-        const call = async (fn, ...args) => {
-            try {
-                await callback(fn, ...args);
-            }
-            catch (err) {
-                callbackFailed = true;
-                throw err;
-            }
-        };
+        const callbacks = new Callbacks();
         try {
             for await (const frame of ndjsonFrames(bodyOf(res))) {
                 const ev = execution.apply(frame);
@@ -509,18 +497,18 @@ export class CodeSandbox {
                     continue;
                 switch (ev.kind) {
                     case 'stdout':
-                        await call(opts.onStdout, ev.text);
-                        await call(opts.onOutput, ev.text, 'stdout');
+                        await callbacks.call(opts.onStdout, ev.text);
+                        await callbacks.call(opts.onOutput, ev.text, 'stdout');
                         break;
                     case 'stderr':
-                        await call(opts.onStderr, ev.text);
-                        await call(opts.onOutput, ev.text, 'stderr');
+                        await callbacks.call(opts.onStderr, ev.text);
+                        await callbacks.call(opts.onOutput, ev.text, 'stderr');
                         break;
                     case 'result':
-                        await call(opts.onResult, ev.result);
+                        await callbacks.call(opts.onResult, ev.result);
                         break;
                     case 'error':
-                        await call(opts.onError, ev.error);
+                        await callbacks.call(opts.onError, ev.error);
                         break;
                     case 'end':
                         ended = true;
@@ -530,18 +518,8 @@ export class CodeSandbox {
         }
         catch (err) {
             ctrl.abort(err);
-            if (callbackFailed || err instanceof LizardError)
-                throw err; // a callback's own error, as is
-            if (opts.signal?.aborted && err === opts.signal.reason)
-                throw err;
-            if (prop(err, 'name') === 'TimeoutError') {
-                throw new TimeoutError(`the execution took longer than requestTimeoutMs (${opts.requestTimeoutMs} ms)`, {
-                    cause: err,
-                });
-            }
-            throw new ConnectionError(`the connection broke during the execution: ${messageOf(err)}`, {
-                cause: err,
-            });
+            const timedOut = `the execution took longer than requestTimeoutMs (${opts.requestTimeoutMs} ms)`;
+            throw streamError(err, callbacks, opts.signal, 'during the execution', timedOut);
         }
         if (!ended) {
             throw new SandboxError('the execution stream ended before its `end` event (the server or sandbox went away)', {

@@ -3,7 +3,7 @@
 // `CodeSandbox.create({ snapshot })` (clones: each its own copy of the disk and of the kernels'
 // state). Wire types are the server's (see crates/lizard-proto/src/snapshot.rs), converted to
 // camelCase at this boundary (convert.ts). Not here: the capture itself (the server does it).
-import { HttpClient, resolveConfig } from './http.js';
+import { HttpClient, query, resolveConfig } from './http.js';
 import { toSnapshotInfo } from './convert.js';
 import { InvalidArgumentError, NotFoundError } from './errors.js';
 const enc = encodeURIComponent;
@@ -17,14 +17,6 @@ export function snapshotId(snapshot) {
             return id;
     }
     throw new InvalidArgumentError('a snapshot must be a snapshot id (snap_…) or a SnapshotInfo');
-}
-function query(params) {
-    const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params))
-        if (v !== undefined && v !== null)
-            q.set(k, String(v));
-    const s = q.toString();
-    return s ? `?${s}` : '';
 }
 /** Saved copies of running sandboxes: taken with {@link CodeSandbox.createSnapshot}, started from
  * with `CodeSandbox.create({ snapshot })`. */

@@ -3,7 +3,7 @@
 // readOnly }] })`; its data outlives every sandbox. Wire types are the server's (see
 // crates/lizard-proto/src/volume.rs), converted to camelCase at this boundary (convert.ts). Not here: mounting
 // (the server does it at create).
-import { HttpClient, resolveConfig } from './http.js';
+import { HttpClient, query, resolveConfig } from './http.js';
 import { toVolumeInfo } from './convert.js';
 import { InvalidArgumentError, NotFoundError } from './errors.js';
 const enc = encodeURIComponent;
@@ -27,14 +27,6 @@ export function volumeMountsBody(volumes) {
             m.read_only = Boolean(mount.readOnly);
         return m;
     });
-}
-function query(params) {
-    const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params))
-        if (v !== undefined && v !== null)
-            q.set(k, String(v));
-    const s = q.toString();
-    return s ? `?${s}` : '';
 }
 function key(nameOrId) {
     if (typeof nameOrId !== 'string' || !nameOrId)

@@ -2,7 +2,7 @@
 // `connect`, `kill`), over the server's `/v1/sandboxes/{id}/commands` routes. Wire types are the
 // server's (crates/lizard-proto/src/command.rs), converted to camelCase by convert.ts.
 
-import { NDJSON, messageOf, ndjsonFrames } from './http.js';
+import { NDJSON, messageOf, ndjsonFrames, prop } from './http.js';
 import type { Frame, HttpClient } from './http.js';
 import { toProcessInfo } from './convert.js';
 import {
@@ -144,6 +144,41 @@ export async function callback<A extends unknown[]>(fn: ((...args: A) => unknown
   if (r && typeof (r as { then?: unknown }).then === 'function') await r;
 }
 
+/**
+ * The user callbacks of one stream: `call` runs one (see {@link callback}) and `failed` remembers
+ * that one threw, so the stream's reader rethrows that error as is (see {@link streamError}).
+ */
+export class Callbacks {
+  failed = false;
+
+  async call<A extends unknown[]>(fn: ((...args: A) => unknown) | undefined, ...args: A): Promise<void> {
+    try {
+      await callback(fn, ...args);
+    } catch (err) {
+      this.failed = true;
+      throw err;
+    }
+  }
+}
+
+/**
+ * What a stream's reader throws for `err`, which broke off its reading: a callback's own error, a
+ * `LizardError` and the caller's abort reason as they are; with `timedOut`, a fetch timeout as a
+ * `TimeoutError` of that message; anything else as a `ConnectionError` (the connection broke `during`).
+ */
+export function streamError(
+  err: unknown,
+  callbacks: Callbacks,
+  signal: AbortSignal | undefined,
+  during: string,
+  timedOut?: string,
+): unknown {
+  if (callbacks.failed || err instanceof LizardError) return err;
+  if (signal?.aborted && err === signal.reason) return err;
+  if (timedOut !== undefined && prop(err, 'name') === 'TimeoutError') return new TimeoutError(timedOut, { cause: err });
+  return new ConnectionError(`the connection broke ${during}: ${messageOf(err)}`, { cause: err });
+}
+
 /** The end of a process's stream, as the server sends it. */
 export type WireEnd = Partial<W['CommandEnd']>;
 
@@ -190,29 +225,21 @@ async function consume(
   fold: Fold,
   onStart?: (pid: number) => unknown,
 ): Promise<Fold> {
-  let callbackFailed = false;
-  const call = async <A extends unknown[]>(fn: ((...args: A) => unknown) | undefined, ...args: A) => {
-    try {
-      await callback(fn, ...args);
-    } catch (err) {
-      callbackFailed = true;
-      throw err;
-    }
-  };
+  const callbacks = new Callbacks();
   try {
     for await (const frame of ndjsonFrames(body)) {
       switch (frame.type) {
         case 'start':
           fold.pid = frame.pid as number;
-          await call(onStart, frame.pid as number);
+          await callbacks.call(onStart, frame.pid as number);
           break;
         case 'stdout':
           fold.stdout += text(frame);
-          await call(opts.onStdout, text(frame));
+          await callbacks.call(opts.onStdout, text(frame));
           break;
         case 'stderr':
           fold.stderr += text(frame);
-          await call(opts.onStderr, text(frame));
+          await callbacks.call(opts.onStderr, text(frame));
           break;
         case 'end':
           fold.end = frame as WireEnd;
@@ -222,11 +249,7 @@ async function consume(
       }
     }
   } catch (err) {
-    if (callbackFailed || err instanceof LizardError) throw err;
-    if (opts.signal?.aborted && err === opts.signal.reason) throw err;
-    throw new ConnectionError(`the connection broke while reading the command's output: ${messageOf(err)}`, {
-      cause: err,
-    });
+    throw streamError(err, callbacks, opts.signal, "while reading the command's output");
   }
   if (!fold.end) {
     throw new SandboxError("the command's stream ended before its `end` event (the server or sandbox went away)", {
@@ -236,12 +259,15 @@ async function consume(
   return fold;
 }
 
-/** The text or bytes of `data` as the stdin request body. */
-function inputBody(data: unknown): { data: string } | { data_b64: string } {
+/**
+ * The text or bytes of `data` as the body of a process's input (stdin, a terminal's keystrokes);
+ * `what` names it in the `InvalidArgumentError` for anything else.
+ */
+export function inputBody(data: unknown, what: string): { data: string } | { data_b64: string } {
   if (typeof data === 'string') return { data };
   if (data instanceof Uint8Array) return { data_b64: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64') };
   if (data instanceof ArrayBuffer) return { data_b64: Buffer.from(data).toString('base64') };
-  throw new InvalidArgumentError('stdin data must be a string or a Uint8Array');
+  throw new InvalidArgumentError(`${what} must be a string or a Uint8Array`);
 }
 
 /** A running (or finished) command: from `commands.run(…, { background: true })` or `commands.connect(pid)`. */
@@ -312,10 +338,13 @@ export class CommandHandle {
   }
 }
 
-/** `sandbox.commands`: shell commands and other processes of the sandbox. */
-export class Commands {
+/**
+ * What `sandbox.commands`, `sandbox.files` and `sandbox.pty` share: the sandbox they act on (kept
+ * as a non-enumerable property) and its HTTP client.
+ */
+export class SandboxNamespace {
   /** @internal */
-  declare private readonly _sandbox: CodeSandbox;
+  declare protected readonly _sandbox: CodeSandbox;
 
   /** @internal */
   constructor(sandbox: CodeSandbox) {
@@ -323,10 +352,13 @@ export class Commands {
   }
 
   /** @internal */
-  private get _http(): HttpClient {
+  protected get _http(): HttpClient {
     return this._sandbox._http;
   }
+}
 
+/** `sandbox.commands`: shell commands and other processes of the sandbox. */
+export class Commands extends SandboxNamespace {
   /** @internal */
   private get _base(): string {
     return `${this._sandbox._base}/commands`;
@@ -370,7 +402,7 @@ export class Commands {
     const timeoutMs = positiveMs(opts.timeoutMs, 'timeoutMs');
     if (timeoutMs !== undefined) body.timeout_ms = timeoutMs;
     const stdinData = opts.stdin !== undefined && opts.stdin !== null && opts.stdin !== false && opts.stdin !== true
-      ? inputBody(opts.stdin)
+      ? inputBody(opts.stdin, 'stdin data')
       : undefined;
     if (opts.stdin !== undefined && opts.stdin !== null && opts.stdin !== false) body.stdin = true;
     if (opts.user !== undefined) body.user = opts.user;
@@ -443,7 +475,7 @@ export class Commands {
 
   /** Write to a process's stdin. */
   async sendStdin(pid: number, data: string | Uint8Array): Promise<void> {
-    await this._http.json('POST', `${this._base}/${enc(String(pid))}/stdin`, inputBody(data));
+    await this._http.json('POST', `${this._base}/${enc(String(pid))}/stdin`, inputBody(data, 'stdin data'));
   }
 
   /** Close a process's stdin. */

@@ -4,11 +4,9 @@
 // converted to camelCase by convert.ts.
 
 import { ndjsonFrames } from './http.js';
-import type { HttpClient } from './http.js';
-import { bodyOf } from './commands.js';
+import { SandboxNamespace, bodyOf } from './commands.js';
 import { toEntry, toFsEvent } from './convert.js';
 import { ConflictError, InvalidArgumentError, NotFoundError } from './errors.js';
-import type { CodeSandbox } from './sandbox.js';
 import type { components } from './wire.js';
 
 type W = components['schemas'];
@@ -78,20 +76,7 @@ function uploadBody(data: unknown): FileData {
 }
 
 /** `sandbox.files`: the sandbox's filesystem. Relative paths start at `/home/user`. */
-export class Files {
-  /** @internal */
-  declare private readonly _sandbox: CodeSandbox;
-
-  /** @internal */
-  constructor(sandbox: CodeSandbox) {
-    Object.defineProperty(this, '_sandbox', { value: sandbox });
-  }
-
-  /** @internal */
-  private get _http(): HttpClient {
-    return this._sandbox._http;
-  }
-
+export class Files extends SandboxNamespace {
   /** @internal */
   private _url(route: string, params: Record<string, unknown>): string {
     const q = new URLSearchParams();
@@ -201,10 +186,8 @@ export class Files {
     opts: { recursive?: boolean; signal?: AbortSignal; onExit?: (err?: unknown) => unknown } = {},
   ): Promise<WatchHandle> {
     if (typeof onEvent !== 'function') throw new InvalidArgumentError('watchDir takes an onEvent callback');
-    const ctrl = new AbortController();
-    const signal = opts.signal ? AbortSignal.any([opts.signal, ctrl.signal]) : ctrl.signal;
     const url = this._url('/watch', { path: checkPath(path), recursive: opts.recursive ? 'true' : undefined });
-    const { res } = await this._http.send('GET', url, { accept: 'application/x-ndjson', signal, timeoutMs: null });
+    const { res, ctrl } = await this._http.sendStream('GET', url, { signal: opts.signal, timeoutMs: null });
     const frames = ndjsonFrames(bodyOf(res));
     // The first frame (`start`) says the watch is in place.
     const first = await frames.next();

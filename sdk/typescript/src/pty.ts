@@ -5,11 +5,10 @@
 // reattaching go through `/commands/{pid}/…`. Not here: terminal emulation (`onData` gets raw bytes).
 
 import { NDJSON, messageOf, ndjsonFrames } from './http.js';
-import type { Frame, HttpClient } from './http.js';
-import { bodyOf, envMap, exitCodeOf, positiveMs } from './commands.js';
+import type { Frame } from './http.js';
+import { Callbacks, SandboxNamespace, bodyOf, envMap, exitCodeOf, inputBody, positiveMs, streamError } from './commands.js';
 import type { WireEnd } from './commands.js';
 import { ConnectionError, InvalidArgumentError, LizardError, NotFoundError, SandboxError } from './errors.js';
-import type { CodeSandbox } from './sandbox.js';
 
 const enc = encodeURIComponent;
 const MAX_CELLS = 4096;
@@ -82,14 +81,6 @@ function checkPid(pid: unknown, what: string): number {
   return pid as number;
 }
 
-/** The text or bytes of `data` as a `/pty/{pid}/input` body. */
-function inputBody(data: unknown): { data: string } | { data_b64: string } {
-  if (typeof data === 'string') return { data };
-  if (data instanceof Uint8Array) return { data_b64: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64') };
-  if (data instanceof ArrayBuffer) return { data_b64: Buffer.from(data).toString('base64') };
-  throw new InvalidArgumentError('pty input must be a string or a Uint8Array');
-}
-
 /** The bytes of a `stdout` event: `data_b64` when present, else the text as UTF-8. */
 function frameBytes(frame: Frame): Uint8Array {
   if (typeof frame.data_b64 === 'string') {
@@ -104,33 +95,21 @@ function frameBytes(frame: Frame): Uint8Array {
  * Resolves to the `end` event; throws when the stream breaks or ends without one.
  */
 async function pump(frames: Frames, onData: StreamOptions['onData'], signal: AbortSignal | undefined): Promise<WireEnd> {
-  let callbackFailed = false;
+  const callbacks = new Callbacks();
   let end: WireEnd | undefined;
   try {
     for (;;) {
       const { value: frame, done } = await frames.next();
       if (done) break;
       if (frame.type === 'stdout' || frame.type === 'stderr') {
-        if (typeof onData === 'function') {
-          try {
-            const r: unknown = onData(frameBytes(frame));
-            if (r && typeof (r as { then?: unknown }).then === 'function') await r;
-          } catch (err) {
-            callbackFailed = true;
-            throw err;
-          }
-        }
+        if (typeof onData === 'function') await callbacks.call(onData, frameBytes(frame));
       } else if (frame.type === 'end') {
         end = frame as WireEnd;
       } // other event types are ignored
     }
   } catch (err) {
     await frames.return?.().catch(() => {});
-    if (callbackFailed || err instanceof LizardError) throw err;
-    if (signal?.aborted && err === signal.reason) throw err;
-    throw new ConnectionError(`the connection broke while reading the terminal's output: ${messageOf(err)}`, {
-      cause: err,
-    });
+    throw streamError(err, callbacks, signal, "while reading the terminal's output");
   }
   if (!end) {
     throw new SandboxError("the terminal's stream ended before its `end` event (the server or sandbox went away)", {
@@ -214,20 +193,7 @@ export class PtyHandle {
 }
 
 /** `sandbox.pty`: interactive terminals. */
-export class Pty {
-  /** @internal */
-  declare private readonly _sandbox: CodeSandbox;
-
-  /** @internal */
-  constructor(sandbox: CodeSandbox) {
-    Object.defineProperty(this, '_sandbox', { value: sandbox });
-  }
-
-  /** @internal */
-  private get _http(): HttpClient {
-    return this._sandbox._http;
-  }
-
+export class Pty extends SandboxNamespace {
   /** @internal */
   private get _base(): string {
     return this._sandbox._base;
@@ -290,7 +256,7 @@ export class Pty {
   /** Type into a terminal. */
   async sendInput(pid: number, data: string | Uint8Array): Promise<void> {
     checkPid(pid, 'pty.sendInput');
-    await this._http.json('POST', `${this._base}/pty/${enc(String(pid))}/input`, inputBody(data));
+    await this._http.json('POST', `${this._base}/pty/${enc(String(pid))}/input`, inputBody(data, 'pty input'));
   }
 
   /** Change a terminal's size. */

@@ -5,27 +5,20 @@
 // re-implement the wire types: they are the server's (see crates/lizard-proto), converted to
 // camelCase at this boundary (convert.ts).
 
-import { Commands, bodyOf, callback } from './commands.js';
+import { Callbacks, Commands, bodyOf, callback, streamError } from './commands.js';
 import type { CommandResult } from './commands.js';
 import { Execution } from './execution.js';
 import type { ExecutionError, Result } from './execution.js';
 import { Files } from './files.js';
 import { Pty } from './pty.js';
-import { HttpClient, NDJSON, messageOf, ndjsonFrames, prop, resolveConfig } from './http.js';
+import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
 import type { ConnectionOptions } from './http.js';
 import { volumeMountsBody } from './volumes.js';
 import type { SandboxVolume, VolumeMount } from './volumes.js';
 import { snapshotId } from './snapshots.js';
 import type { CreateSnapshotOptions, ForkOptions, SnapshotInfo, SnapshotMethod } from './snapshots.js';
 import { toContext, toForkedContext, toInfo, toNetworkLog, toSnapshotInfo } from './convert.js';
-import {
-  ConnectionError,
-  InvalidArgumentError,
-  LizardError,
-  NotFoundError,
-  SandboxError,
-  TimeoutError,
-} from './errors.js';
+import { InvalidArgumentError, NotFoundError, SandboxError, TimeoutError } from './errors.js';
 import type { components } from './wire.js';
 
 type W = components['schemas'];
@@ -887,14 +880,11 @@ export class CodeSandbox {
     const timeoutMs = positiveInt(opts.timeoutMs, 'timeoutMs');
     if (timeoutMs !== undefined) body.timeout_ms = timeoutMs;
 
-    // Our own controller, so a callback that throws closes the stream (the server then interrupts
-    // the cell) even when the caller gave no signal.
-    const ctrl = new AbortController();
-    const signal = opts.signal ? AbortSignal.any([opts.signal, ctrl.signal]) : ctrl.signal;
-    const { res } = await this._http.send('POST', `${this._base}/execute`, {
+    // `ctrl` is our own: a callback that throws closes the stream (the server then interrupts the
+    // cell) even when the caller gave no signal.
+    const { res, ctrl } = await this._http.sendStream('POST', `${this._base}/execute`, {
       body,
-      accept: NDJSON,
-      signal,
+      signal: opts.signal,
       timeoutMs: opts.requestTimeoutMs ?? null,
     });
 
@@ -906,33 +896,25 @@ export class CodeSandbox {
       return execution;
     }
     let ended = false;
-    let callbackFailed = false;
-    const call = async <A extends unknown[]>(fn: ((...args: A) => unknown) | undefined, ...args: A) => {
-      try {
-        await callback(fn, ...args);
-      } catch (err) {
-        callbackFailed = true;
-        throw err;
-      }
-    };
+    const callbacks = new Callbacks();
     try {
       for await (const frame of ndjsonFrames(bodyOf(res))) {
         const ev = execution.apply(frame);
         if (!ev) continue;
         switch (ev.kind) {
           case 'stdout':
-            await call(opts.onStdout, ev.text);
-            await call(opts.onOutput, ev.text, 'stdout');
+            await callbacks.call(opts.onStdout, ev.text);
+            await callbacks.call(opts.onOutput, ev.text, 'stdout');
             break;
           case 'stderr':
-            await call(opts.onStderr, ev.text);
-            await call(opts.onOutput, ev.text, 'stderr');
+            await callbacks.call(opts.onStderr, ev.text);
+            await callbacks.call(opts.onOutput, ev.text, 'stderr');
             break;
           case 'result':
-            await call(opts.onResult, ev.result);
+            await callbacks.call(opts.onResult, ev.result);
             break;
           case 'error':
-            await call(opts.onError, ev.error);
+            await callbacks.call(opts.onError, ev.error);
             break;
           case 'end':
             ended = true;
@@ -941,16 +923,8 @@ export class CodeSandbox {
       }
     } catch (err) {
       ctrl.abort(err);
-      if (callbackFailed || err instanceof LizardError) throw err; // a callback's own error, as is
-      if (opts.signal?.aborted && err === opts.signal.reason) throw err;
-      if (prop(err, 'name') === 'TimeoutError') {
-        throw new TimeoutError(`the execution took longer than requestTimeoutMs (${opts.requestTimeoutMs} ms)`, {
-          cause: err,
-        });
-      }
-      throw new ConnectionError(`the connection broke during the execution: ${messageOf(err)}`, {
-        cause: err,
-      });
+      const timedOut = `the execution took longer than requestTimeoutMs (${opts.requestTimeoutMs} ms)`;
+      throw streamError(err, callbacks, opts.signal, 'during the execution', timedOut);
     }
     if (!ended) {
       throw new SandboxError('the execution stream ended before its `end` event (the server or sandbox went away)', {

@@ -4,7 +4,7 @@
 // state). Wire types are the server's (see crates/lizard-proto/src/snapshot.rs), converted to
 // camelCase at this boundary (convert.ts). Not here: the capture itself (the server does it).
 
-import { HttpClient, resolveConfig } from './http.js';
+import { HttpClient, query, resolveConfig } from './http.js';
 import type { ConnectionOptions } from './http.js';
 import { toSnapshotInfo } from './convert.js';
 import { InvalidArgumentError, NotFoundError } from './errors.js';
@@ -77,13 +77,6 @@ export function snapshotId(snapshot: unknown): string {
     if (typeof id === 'string' && id) return id;
   }
   throw new InvalidArgumentError('a snapshot must be a snapshot id (snap_…) or a SnapshotInfo');
-}
-
-function query(params: Record<string, unknown>): string {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) q.set(k, String(v));
-  const s = q.toString();
-  return s ? `?${s}` : '';
 }
 
 /** Saved copies of running sandboxes: taken with {@link CodeSandbox.createSnapshot}, started from

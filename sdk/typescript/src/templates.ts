@@ -7,18 +7,11 @@
 // sandbox; the Dockerfile subset is in templates/README.md).
 
 import { readFile, stat } from 'node:fs/promises';
-import { HttpClient, NDJSON, messageOf, ndjsonFrames, prop, resolveConfig } from './http.js';
+import { HttpClient, ndjsonFrames, prop, query, resolveConfig } from './http.js';
 import type { ConnectionOptions } from './http.js';
-import { bodyOf, callback } from './commands.js';
+import { Callbacks, bodyOf, streamError } from './commands.js';
 import { toTemplateInfo } from './convert.js';
-import {
-  ConnectionError,
-  InvalidArgumentError,
-  LizardError,
-  SandboxError,
-  TemplateBuildError,
-  TimeoutError,
-} from './errors.js';
+import { InvalidArgumentError, SandboxError, TemplateBuildError } from './errors.js';
 import type { CodeSandbox } from './sandbox.js';
 import { tarGzDirectory } from './tar.js';
 import type { components } from './wire.js';
@@ -151,13 +144,6 @@ function isPlainObject<T>(v: T): v is T & Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-function query(params: Record<string, unknown>): string {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) q.set(k, String(v));
-  const s = q.toString();
-  return s ? `?${s}` : '';
-}
-
 function key(name: unknown): string {
   if (typeof name !== 'string' || !name) throw new InvalidArgumentError('a template name is required');
   return enc(name);
@@ -248,25 +234,14 @@ export class Templates {
     const http = new HttpClient(resolveConfig(opts));
     if (opts.context !== undefined && opts.context !== null) body.context = await contextBytes(opts.context);
 
-    // Our own controller, so a callback that throws closes the stream even without a caller signal.
-    const ctrl = new AbortController();
-    const signal = opts.signal ? AbortSignal.any([opts.signal, ctrl.signal]) : ctrl.signal;
-    const { res } = await http.send('POST', '/v1/templates', {
+    // `ctrl` is our own: a callback that throws closes the stream even without a caller signal.
+    const { res, ctrl } = await http.sendStream('POST', '/v1/templates', {
       body,
-      accept: NDJSON,
-      signal,
+      signal: opts.signal,
       timeoutMs: timeoutMs ?? null,
     });
     let log = '';
-    let callbackFailed = false;
-    const call = async <A>(fn: ((arg: A) => unknown) | undefined, arg: A) => {
-      try {
-        await callback(fn, arg);
-      } catch (err) {
-        callbackFailed = true;
-        throw err;
-      }
-    };
+    const callbacks = new Callbacks();
     try {
       for await (const raw of ndjsonFrames(bodyOf(res))) {
         // Fields as the server sends them (W['TemplateBuildEvent']); unknown types are skipped.
@@ -281,12 +256,12 @@ export class Templates {
         };
         switch (frame.type) {
           case 'step':
-            await call(opts.onStep, { index: frame.index as number, total: frame.total as number, name: frame.name as string });
+            await callbacks.call(opts.onStep, { index: frame.index as number, total: frame.total as number, name: frame.name as string });
             break;
           case 'log':
             log += frame.text ?? '';
             if (log.length > 2 * MAX_LOG_CHARS) log = log.slice(-MAX_LOG_CHARS);
-            await call(opts.onLog, { stream: frame.stream as 'stdout' | 'stderr', text: frame.text ?? '' });
+            await callbacks.call(opts.onLog, { stream: frame.stream as 'stdout' | 'stderr', text: frame.text ?? '' });
             break;
           case 'done':
             return toTemplateInfo(frame.template ?? ({} as W['TemplateInfo']));
@@ -301,17 +276,9 @@ export class Templates {
       }
     } catch (err) {
       ctrl.abort(err);
-      if (callbackFailed || err instanceof LizardError) throw err;
-      if (opts.signal?.aborted && err === opts.signal.reason) throw err;
-      if (prop(err, 'name') === 'TimeoutError') {
-        throw new TimeoutError(
-          `the template build took longer than timeoutMs (${timeoutMs} ms); it goes on on the server unless cancelOnDisconnect`,
-          { cause: err },
-        );
-      }
-      throw new ConnectionError(`the connection broke during the template build: ${messageOf(err)}`, {
-        cause: err,
-      });
+      const timedOut =
+        `the template build took longer than timeoutMs (${timeoutMs} ms); it goes on on the server unless cancelOnDisconnect`;
+      throw streamError(err, callbacks, opts.signal, 'during the template build', timedOut);
     }
     throw new SandboxError(
       'the template build stream ended before its `done` or `error` event (the server went away; the build may go on: see Templates.get)',

@@ -4,7 +4,7 @@
 // crates/lizard-proto/src/volume.rs), converted to camelCase at this boundary (convert.ts). Not here: mounting
 // (the server does it at create).
 
-import { HttpClient, resolveConfig } from './http.js';
+import { HttpClient, query, resolveConfig } from './http.js';
 import type { ConnectionOptions } from './http.js';
 import { toVolumeInfo } from './convert.js';
 import { InvalidArgumentError, NotFoundError } from './errors.js';
@@ -87,13 +87,6 @@ export function volumeMountsBody(volumes: unknown): MountBody[] | undefined {
     if (mount.readOnly !== undefined) m.read_only = Boolean(mount.readOnly);
     return m;
   });
-}
-
-function query(params: Record<string, unknown>): string {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) q.set(k, String(v));
-  const s = q.toString();
-  return s ? `?${s}` : '';
 }
 
 function key(nameOrId: unknown): string {

@@ -5,19 +5,8 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import dgram from 'node:dgram';
-import net from 'node:net';
-import { startServer } from './helpers/server.js';
+import { greeter, startServer } from './helpers/server.js';
 import { CodeSandbox, ConflictError, InvalidArgumentError, NotFoundError } from '../dist/index.js';
-
-/** A non-loopback IPv4 address of this host (the source address of a route outside). */
-async function hostIpv4() {
-  const sock = dgram.createSocket('udp4');
-  await new Promise((resolve, reject) => sock.connect(9, '192.0.2.200', (e) => (e ? reject(e) : resolve())));
-  const { address } = sock.address();
-  sock.close();
-  return address;
-}
 
 let server;
 
@@ -31,13 +20,8 @@ after(async () => {
 
 describe('lifecycle', { concurrency: true }, () => {
   test('egress: an allow-list reaches its server only; the default is loopback only', async () => {
-    const ip = await hostIpv4();
-    const srv = net.createServer((c) => {
-      c.on('error', () => {});
-      c.end('hi\n');
-    });
-    await new Promise((resolve) => srv.listen(0, ip, resolve));
-    const { port } = srv.address();
+    const srv = await greeter();
+    const { ip, port } = srv;
     // A request, then the answer: the host's egress relay accepts every redirected connection and
     // decides once it has read the first bytes, so a bare connect() would succeed either way.
     const probe = (p) =>

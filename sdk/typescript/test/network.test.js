@@ -7,19 +7,8 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import dgram from 'node:dgram';
-import net from 'node:net';
-import { startServer } from './helpers/server.js';
+import { createProject, greeter, startServer } from './helpers/server.js';
 import { AuthenticationError, CodeSandbox, ConflictError, InvalidArgumentError } from '../dist/index.js';
-
-/** A non-loopback IPv4 address of this host (the source address of a route outside). */
-async function hostIpv4() {
-  const sock = dgram.createSocket('udp4');
-  await new Promise((resolve, reject) => sock.connect(9, '192.0.2.200', (e) => (e ? reject(e) : resolve())));
-  const { address } = sock.address();
-  sock.close();
-  return address;
-}
 
 let server;
 
@@ -31,15 +20,7 @@ after(async () => {
   await server?.stop();
 });
 
-async function projectKey(name, allowEgress) {
-  const res = await fetch(`${server.url}/v1/projects`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name, allow_egress: allowEgress }),
-  });
-  assert.ok(res.ok, await res.clone().text());
-  return (await res.json()).api_key;
-}
+const projectKey = (name, allowEgress) => createProject(server, name, { allow_egress: allowEgress });
 
 /**
  * Python that sends an HTTP request to ip:port and prints what came back: `ok` (the test server's
@@ -69,17 +50,6 @@ async function reach(sb, ip, port) {
   assert.equal(ex.error, undefined, JSON.stringify(ex.error));
   const [r, secs] = ex.stdout.trim().split(' ');
   return { r, secs: Number(secs) };
-}
-
-/** A TCP server on this host's address that greets with `hi` and closes. */
-async function greeter() {
-  const ip = await hostIpv4();
-  const srv = net.createServer((c) => {
-    c.on('error', () => {});
-    c.end('hi\n');
-  });
-  await new Promise((resolve) => srv.listen(0, ip, resolve));
-  return { ip, port: srv.address().port, close: () => srv.close() };
 }
 
 describe('network', { concurrency: true }, () => {

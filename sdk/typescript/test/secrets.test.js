@@ -7,7 +7,7 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer } from './helpers/server.js';
+import { createProject, startServer } from './helpers/server.js';
 import { CodeSandbox, InvalidArgumentError, NotFoundError, Secrets } from '../dist/index.js';
 
 const VALUE = 'sk-ts-5a1e7c0ffee-never-in-an-answer';
@@ -22,15 +22,7 @@ after(async () => {
   await server?.stop();
 });
 
-async function project(name) {
-  const res = await fetch(`${server.url}/v1/projects`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name }),
-  });
-  assert.ok(res.ok, await res.clone().text());
-  return (await res.json()).api_key;
-}
+const project = (name) => createProject(server, name);
 
 const rule = (host, name) => ({ host, headers: { Authorization: `Bearer \${secret:${name}}` } });
 

@@ -5,7 +5,7 @@
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer } from './helpers/server.js';
+import { createProject, startServer } from './helpers/server.js';
 import { CodeSandbox, ConflictError, InvalidArgumentError, NotFoundError, Snapshots } from '../dist/index.js';
 
 let server;
@@ -20,15 +20,7 @@ after(async () => {
   await server?.stop();
 });
 
-async function projectKey(name) {
-  const res = await fetch(`${server.url}/v1/projects`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name }),
-  });
-  assert.ok(res.ok, await res.clone().text());
-  return (await res.json()).api_key;
-}
+const projectKey = (name) => createProject(server, name);
 
 async function py(sb, code) {
   const ex = await sb.runCode(code);

@@ -11,7 +11,7 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile, chmod } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { startServer } from './helpers/server.js';
+import { createProject, startServer } from './helpers/server.js';
 import {
   AuthenticationError,
   CodeSandbox,
@@ -37,15 +37,7 @@ after(async () => {
   if (scratch) await rm(scratch, { recursive: true, force: true });
 });
 
-async function projectKey(name) {
-  const res = await fetch(`${server.url}/v1/projects`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name }),
-  });
-  assert.ok(res.ok, await res.clone().text());
-  return (await res.json()).api_key;
-}
+const projectKey = (name) => createProject(server, name);
 
 const DOCKERFILE = `FROM code-interpreter-v1
 ENV GREETING="hello from the ts template"
@@ -62,13 +54,12 @@ test('build from a directory context, use it, list/get/delete, isolation', async
   await writeFile(join(ctx, 'data.txt'), 'from the context\n');
   await writeFile(join(ctx, 'sub', 'nested.txt'), 'nested\n');
 
+  // What is built: the same again below is a cache hit.
+  const content = { name: 'ts-tpl', dockerfile: DOCKERFILE, context: ctx, project: PROJECT };
   const steps = [];
   let log = '';
   const tpl = await Templates.build({
-    name: 'ts-tpl',
-    dockerfile: DOCKERFILE,
-    context: ctx,
-    project: PROJECT,
+    ...content,
     onStep: (s) => steps.push(s),
     onLog: async ({ text }) => {
       log += text;
@@ -126,13 +117,7 @@ test('build from a directory context, use it, list/get/delete, isolation', async
 
   // The same content again is a cache hit: the same key, no steps.
   const again = [];
-  const hit = await Templates.build({
-    name: 'ts-tpl',
-    dockerfile: DOCKERFILE,
-    context: ctx,
-    project: PROJECT,
-    onStep: (s) => again.push(s),
-  });
+  const hit = await Templates.build({ ...content, onStep: (s) => again.push(s) });
   assert.equal(hit.key, tpl.key);
   assert.deepEqual(again, []);
 

@@ -151,6 +151,28 @@ def _ms(name: str, v: Optional[int]) -> Optional[int]:
     return int(v)
 
 
+def _run_fields(
+    body: Dict[str, Any], envs: Optional[Mapping[str, str]], timeout_ms: Optional[int], cwd: Optional[str] = None
+) -> Dict[str, Any]:
+    """``body`` with what a run (a cell, a command, a terminal) takes: ``cwd``, ``env`` and
+    ``timeout_ms``, each only when given."""
+    if cwd is not None:
+        body["cwd"] = str(cwd)
+    env = _str_map("envs", envs)
+    if env:
+        body["env"] = env
+    t = _ms("timeout_ms", timeout_ms)
+    if t is not None:
+        body["timeout_ms"] = t
+    return body
+
+
+def _cmd(cmd: str) -> str:
+    if not isinstance(cmd, str) or not cmd:
+        raise InvalidArgumentError(f"cmd must be a non-empty str, not {cmd!r}", code="invalid_argument")
+    return cmd
+
+
 def create_request(
     *,
     project: Optional[str],
@@ -168,12 +190,7 @@ def create_request(
         body["project"] = project
     if template is not None:
         body["template"] = template
-    t = _ms("timeout_ms", timeout_ms)
-    if t is not None:
-        body["timeout_ms"] = t
-    meta = _str_map("metadata", metadata)
-    if meta:
-        body["metadata"] = meta
+    body.update(_labels_body(metadata, timeout_ms))
     env = _str_map("envs", envs)
     if env:
         body["env"] = env
@@ -684,13 +701,7 @@ def execute_request(
         body["context"] = context_id(context)
     if language is not None:
         body["language"] = language
-    env = _str_map("envs", envs)
-    if env:
-        body["env"] = env
-    t = _ms("timeout_ms", timeout_ms)
-    if t is not None:
-        body["timeout_ms"] = t
-    return Req("POST", sandbox_path(sandbox_id, "/execute"), json=body)
+    return Req("POST", sandbox_path(sandbox_id, "/execute"), json=_run_fields(body, envs, timeout_ms))
 
 
 def create_context_request(
@@ -848,17 +859,7 @@ def start_command_request(
     stdin: bool,
 ) -> Req:
     """``POST /commands``: ``bash -c CMD`` in the sandbox."""
-    if not isinstance(cmd, str) or not cmd:
-        raise InvalidArgumentError(f"cmd must be a non-empty str, not {cmd!r}", code="invalid_argument")
-    body: Dict[str, Any] = {"cmd": cmd}
-    if cwd is not None:
-        body["cwd"] = str(cwd)
-    env = _str_map("envs", envs)
-    if env:
-        body["env"] = env
-    t = _ms("timeout_ms", timeout_ms)
-    if t is not None:
-        body["timeout_ms"] = t
+    body = _run_fields({"cmd": _cmd(cmd)}, envs, timeout_ms, cwd)
     if background:
         body["background"] = True
     if stdin:
@@ -876,14 +877,18 @@ def command_path(sandbox_id: str, pid: int, action: str = "") -> str:
     return sandbox_path(sandbox_id, f"/commands/{_pid(pid)}{action}")
 
 
-def stdin_request(sandbox_id: str, pid: int, data: Union[str, bytes]) -> Req:
+def _data_body(data: Union[str, bytes], what: str) -> Dict[str, str]:
+    """The body that sends ``data`` to a process: ``{"data": text}`` for a str, ``{"data_b64": ...}``
+    for bytes; ``InvalidArgumentError`` (naming it ``what``) for anything else."""
     if isinstance(data, str):
-        body = {"data": data}
-    elif isinstance(data, (bytes, bytearray, memoryview)):
-        body = {"data_b64": base64.b64encode(bytes(data)).decode("ascii")}
-    else:
-        raise InvalidArgumentError(f"stdin data must be str or bytes, not {type(data).__name__}", code="invalid_argument")
-    return Req("POST", command_path(sandbox_id, pid, "/stdin"), json=body)
+        return {"data": data}
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return {"data_b64": base64.b64encode(bytes(data)).decode("ascii")}
+    raise InvalidArgumentError(f"{what} must be str or bytes, not {type(data).__name__}", code="invalid_argument")
+
+
+def stdin_request(sandbox_id: str, pid: int, data: Union[str, bytes]) -> Req:
+    return Req("POST", command_path(sandbox_id, pid, "/stdin"), json=_data_body(data, "stdin data"))
 
 
 def signal_request(sandbox_id: str, pid: int, sig: str = "SIGKILL") -> Req:
@@ -900,54 +905,80 @@ def _signal_exit_code(name: str) -> int:
         return 128
 
 
-class CommandFold:
-    """Folds the NDJSON ``CommandEvent``s of one process. ``feed_line`` returns ``("stdout", str)``
-    or ``("stderr", str)`` for the callbacks, else ``None``; ``finish`` returns the
-    ``CommandResult`` (exit code 128 + N for a process killed by signal N), raises ``TimeoutError``
-    when the process passed its ``timeout_ms``, and ``SandboxError`` for a stream without ``end``."""
+class _ProcessFold:
+    """What ``CommandFold`` and ``PtyFold`` share: a process's NDJSON ``CommandEvent``s, of which
+    ``start`` gives ``pid`` and ``end`` the exit code (``exit_code``); the output frames are the
+    subclass's. ``_STREAM`` names the stream and ``_PROCESS`` the process in errors."""
+
+    _STREAM: str
+    _PROCESS: str
 
     def __init__(self) -> None:
         self.pid: Optional[int] = None
-        self._stdout: List[str] = []
-        self._stderr: List[str] = []
         self._end: Optional[Mapping[str, Any]] = None
 
     @property
     def ended(self) -> bool:
         return self._end is not None
 
-    def feed_line(self, line: Union[str, bytes]) -> Optional[StreamEvent]:
-        frame = _parse_frame(line, "command")
+    def _output_frame(self, line: Union[str, bytes]) -> Optional[Dict[str, Any]]:
+        """The frame of ``line`` when it is output (``stdout``/``stderr``), else ``None`` (a
+        ``start`` or ``end`` frame is taken in here)."""
+        frame = _parse_frame(line, self._STREAM)
         if frame is None:
             return None
         kind = frame.get("type")
         if kind == "stdout" or kind == "stderr":
-            text = str(frame.get("text", ""))
-            (self._stdout if kind == "stdout" else self._stderr).append(text)
-            return (kind, text)
+            return frame
         if kind == "start":
             self.pid = int(frame.get("pid", 0))
         elif kind == "end":
             self._end = frame
         return None
 
-    def finish(self) -> CommandResult:
+    def exit_code(self) -> int:
+        """The exit code of ``end`` (128 + N for a process killed by signal N); ``TimeoutError``
+        when the process passed its ``timeout_ms``, ``SandboxError`` for a stream without ``end``."""
         end = self._end
         if end is None:
             raise SandboxError(
-                "the command stream ended before its `end` event (the server or the sandbox went away)",
+                f"the {self._STREAM} stream ended before its `end` event (the server or the sandbox went away)",
                 code="unavailable",
             )
         if end.get("timed_out"):
-            raise TimeoutError(
-                "the command did not finish within timeout_ms and was stopped", code="timeout"
-            )
+            raise TimeoutError(f"{self._PROCESS} did not finish within timeout_ms and was stopped", code="timeout")
         if end.get("exit_code") is not None:
-            code = int(end["exit_code"])
-        elif end.get("signal"):
-            code = _signal_exit_code(str(end["signal"]))
-        else:
-            code = -1
+            return int(end["exit_code"])
+        if end.get("signal"):
+            return _signal_exit_code(str(end["signal"]))
+        return -1
+
+
+class CommandFold(_ProcessFold):
+    """Folds the NDJSON ``CommandEvent``s of one process. ``feed_line`` returns ``("stdout", str)``
+    or ``("stderr", str)`` for the callbacks, else ``None``; ``finish`` returns the
+    ``CommandResult`` (exit code 128 + N for a process killed by signal N), raises ``TimeoutError``
+    when the process passed its ``timeout_ms``, and ``SandboxError`` for a stream without ``end``."""
+
+    _STREAM = "command"
+    _PROCESS = "the command"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stdout: List[str] = []
+        self._stderr: List[str] = []
+
+    def feed_line(self, line: Union[str, bytes]) -> Optional[StreamEvent]:
+        frame = self._output_frame(line)
+        if frame is None:
+            return None
+        kind = str(frame["type"])
+        text = str(frame.get("text", ""))
+        (self._stdout if kind == "stdout" else self._stderr).append(text)
+        return (kind, text)
+
+    def finish(self) -> CommandResult:
+        code = self.exit_code()
         return CommandResult("".join(self._stdout), "".join(self._stderr), code)
 
 
@@ -981,18 +1012,8 @@ def start_pty_request(
     terminal of ``cols`` x ``rows`` cells."""
     body: Dict[str, Any] = {"cols": _cells("cols", cols), "rows": _cells("rows", rows)}
     if cmd is not None:
-        if not isinstance(cmd, str) or not cmd:
-            raise InvalidArgumentError(f"cmd must be a non-empty str, not {cmd!r}", code="invalid_argument")
-        body["cmd"] = cmd
-    if cwd is not None:
-        body["cwd"] = str(cwd)
-    env = _str_map("envs", envs)
-    if env:
-        body["env"] = env
-    t = _ms("timeout_ms", timeout_ms)
-    if t is not None:
-        body["timeout_ms"] = t
-    return Req("POST", sandbox_path(sandbox_id, "/pty"), json=body)
+        body["cmd"] = _cmd(cmd)
+    return Req("POST", sandbox_path(sandbox_id, "/pty"), json=_run_fields(body, envs, timeout_ms, cwd))
 
 
 def pty_path(sandbox_id: str, pid: int, action: str) -> str:
@@ -1001,13 +1022,7 @@ def pty_path(sandbox_id: str, pid: int, action: str) -> str:
 
 def pty_input_request(sandbox_id: str, pid: int, data: Union[str, bytes]) -> Req:
     """``POST /pty/{pid}/input``: keystrokes (``\\r`` is Enter, ``\\x03`` Ctrl-C)."""
-    if isinstance(data, str):
-        body = {"data": data}
-    elif isinstance(data, (bytes, bytearray, memoryview)):
-        body = {"data_b64": base64.b64encode(bytes(data)).decode("ascii")}
-    else:
-        raise InvalidArgumentError(f"terminal input must be str or bytes, not {type(data).__name__}", code="invalid_argument")
-    return Req("POST", pty_path(sandbox_id, pid, "/input"), json=body)
+    return Req("POST", pty_path(sandbox_id, pid, "/input"), json=_data_body(data, "terminal input"))
 
 
 def pty_resize_request(sandbox_id: str, pid: int, cols: int, rows: int) -> Req:
@@ -1015,51 +1030,24 @@ def pty_resize_request(sandbox_id: str, pid: int, cols: int, rows: int) -> Req:
                json={"cols": _cells("cols", cols), "rows": _cells("rows", rows)})
 
 
-class PtyFold:
+class PtyFold(_ProcessFold):
     """Folds a terminal's NDJSON ``CommandEvent``s: ``feed_line`` returns the raw bytes of a
     ``stdout`` chunk (from ``data_b64``, else the UTF-8 of ``text``), else ``None``; ``pid`` comes
     from ``start``, ``exit_code`` from ``end`` (128 + N for a process killed by signal N)."""
 
-    def __init__(self) -> None:
-        self.pid: Optional[int] = None
-        self._end: Optional[Mapping[str, Any]] = None
-
-    @property
-    def ended(self) -> bool:
-        return self._end is not None
+    _STREAM = "terminal"
+    _PROCESS = "the terminal's process"
 
     def feed_line(self, line: Union[str, bytes]) -> Optional[bytes]:
-        frame = _parse_frame(line, "terminal")
+        frame = self._output_frame(line)
         if frame is None:
             return None
-        kind = frame.get("type")
-        if kind == "stdout" or kind == "stderr":
-            b64 = frame.get("data_b64")
-            if b64 is not None:
-                data = base64.b64decode(str(b64))
-            else:
-                data = str(frame.get("text", "")).encode("utf-8")
-            return data or None
-        if kind == "start":
-            self.pid = int(frame.get("pid", 0))
-        elif kind == "end":
-            self._end = frame
-        return None
-
-    def exit_code(self) -> int:
-        end = self._end
-        if end is None:
-            raise SandboxError(
-                "the terminal stream ended before its `end` event (the server or the sandbox went away)",
-                code="unavailable",
-            )
-        if end.get("timed_out"):
-            raise TimeoutError("the terminal's process did not finish within timeout_ms and was stopped", code="timeout")
-        if end.get("exit_code") is not None:
-            return int(end["exit_code"])
-        if end.get("signal"):
-            return _signal_exit_code(str(end["signal"]))
-        return -1
+        b64 = frame.get("data_b64")
+        if b64 is not None:
+            data = base64.b64decode(str(b64))
+        else:
+            data = str(frame.get("text", "")).encode("utf-8")
+        return data or None
 
 
 # ---- files ----------------------------------------------------------------------------------
@@ -1144,15 +1132,7 @@ def watch_params(path: str, recursive: bool) -> Dict[str, str]:
 
 def watch_event(line: Union[str, bytes]) -> Optional[FilesystemEvent]:
     """One NDJSON line of ``/files/watch`` as an event, ``None`` for blanks."""
-    if isinstance(line, bytes):
-        line = line.decode("utf-8", "replace")
-    line = line.strip()
-    if not line:
-        return None
-    try:
-        frame = json.loads(line)
-    except ValueError as e:
-        raise SandboxError(f"malformed frame in the watch stream: {line[:200]!r}", code="protocol") from e
-    if not isinstance(frame, dict):
+    frame = _parse_frame(line, "watch")
+    if frame is None:
         return None
     return FilesystemEvent.from_wire(frame)

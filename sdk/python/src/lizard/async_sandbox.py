@@ -79,6 +79,38 @@ async def _send(client: httpx.AsyncClient, cfg: ClientConfig, req: Req) -> Any:
     return resp.json()
 
 
+async def _stream_fold(
+    client: httpx.AsyncClient,
+    req: Req,
+    timeout: httpx.Timeout,
+    fold: Any,
+    handlers: Mapping[str, Optional[Callable[[Any], Any]]],
+    *,
+    until_end: bool = True,
+    check: Optional[Callable[[], None]] = None,
+) -> None:
+    """Send ``req`` for an NDJSON stream and feed each line to ``fold`` (a ``lizard._core`` fold),
+    handing each event it returns to ``handlers[kind]`` (if set) before the next line is read; what
+    a handler returns goes to ``_support.maybe_await``. Stops when the stream ends, or once
+    ``fold.ended`` when ``until_end``; ``check`` runs after each line and may raise. An error status
+    raises its typed error; httpx's errors are the caller's to map."""
+    async with client.stream(
+        req.method, req.path, json=req.json, headers={"Accept": NDJSON}, timeout=timeout,
+    ) as resp:
+        if resp.status_code >= 400:
+            raise error_from_response(resp.status_code, await resp.aread())
+        async for line in resp.aiter_lines():
+            event = fold.feed_line(line)
+            if event is not None:
+                handler = handlers[event[0]]
+                if handler is not None:
+                    await _support.maybe_await(handler(event[1]))
+            if until_end and fold.ended:
+                break
+            if check is not None:
+                check()
+
+
 class AsyncCodeSandbox:
     """A sandbox with stateful Python, JavaScript and Bash kernels (asyncio client).
 
@@ -316,18 +348,9 @@ class AsyncCodeSandbox:
         }
         fold = _core.ExecutionFold()
         try:
-            async with self._http.stream(
-                req.method, req.path, json=req.json,
-                headers={"Accept": NDJSON}, timeout=self._cfg.execute_timeout(timeout_ms),
-            ) as resp:
-                if resp.status_code >= 400:
-                    raise error_from_response(resp.status_code, await resp.aread())
-                async for line in resp.aiter_lines():
-                    event = fold.feed_line(line)
-                    if event is not None:
-                        handler = handlers[event[0]]
-                        if handler is not None:
-                            await _support.maybe_await(handler(event[1]))
+            await _stream_fold(
+                self._http, req, self._cfg.execute_timeout(timeout_ms), fold, handlers, until_end=False
+            )
         except httpx.HTTPError as e:
             raise _core.transport_error(e, self._cfg) from e
         return fold.finish()
@@ -365,20 +388,9 @@ class AsyncCodeSandbox:
         handlers: Dict[str, Optional[Callable[[Any], Any]]] = {"stdout": on_stdout, "stderr": on_stderr}
         fold = _core.CommandFold()
         try:
-            async with self._http.stream(
-                method, path, json=body,
-                headers={"Accept": NDJSON}, timeout=self._cfg.execute_timeout(timeout_ms),
-            ) as resp:
-                if resp.status_code >= 400:
-                    raise error_from_response(resp.status_code, await resp.aread())
-                async for line in resp.aiter_lines():
-                    event = fold.feed_line(line)
-                    if event is not None:
-                        handler = handlers[event[0]]
-                        if handler is not None:
-                            await _support.maybe_await(handler(event[1]))
-                    if fold.ended:
-                        break
+            await _stream_fold(
+                self._http, Req(method, path, json=body), self._cfg.execute_timeout(timeout_ms), fold, handlers
+            )
         except httpx.HTTPError as e:
             raise _core.transport_error(e, self._cfg) from e
         return fold.finish()

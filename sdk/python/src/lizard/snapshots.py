@@ -13,9 +13,8 @@ from typing import List, Optional, Union
 
 from . import _core
 from ._core import DEFAULT_REQUEST_TIMEOUT
-from .errors import NotFoundError
 from .models import SnapshotInfo
-from .volumes import _async_send, _sync_send
+from .volumes import _async_deleted, _async_send, _sync_deleted, _sync_send
 
 __all__ = ["Snapshots", "AsyncSnapshots"]
 
@@ -61,12 +60,7 @@ class Snapshots:
     ) -> bool:
         """Delete a snapshot (its files; clones made from it keep running): ``True`` if deleted,
         ``False`` if it did not exist (or this key cannot see it)."""
-        req = _core.snapshot_delete_request(snapshot)
-        try:
-            _sync_send(req, api_url, api_key, request_timeout)
-        except NotFoundError:
-            return False
-        return True
+        return _sync_deleted(_core.snapshot_delete_request(snapshot), api_url, api_key, request_timeout)
 
 
 class AsyncSnapshots:
@@ -103,9 +97,4 @@ class AsyncSnapshots:
         *,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> bool:
-        req = _core.snapshot_delete_request(snapshot)
-        try:
-            await _async_send(req, api_url, api_key, request_timeout)
-        except NotFoundError:
-            return False
-        return True
+        return await _async_deleted(_core.snapshot_delete_request(snapshot), api_url, api_key, request_timeout)

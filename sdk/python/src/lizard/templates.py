@@ -12,17 +12,17 @@ folded, by ``lizard._core``).
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
-from typing import Any, Callable, List, Mapping, Optional, Union
+from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
 
 import httpx
 
 from . import _core
-from ._core import DEFAULT_REQUEST_TIMEOUT, NDJSON, ClientConfig, Req
-from .errors import TimeoutError, error_from_response
+from ._core import DEFAULT_REQUEST_TIMEOUT, ClientConfig, Req
+from .errors import TimeoutError
 from .models import TemplateBuildLog, TemplateBuildStep, TemplateInfo
+from .volumes import _async_send, _sync_send
 
 __all__ = ["Templates", "AsyncTemplates"]
 
@@ -52,18 +52,39 @@ def _deadline_error(timeout_ms: int) -> TimeoutError:
     )
 
 
-def _sync_send(req: Req, api_url: Optional[str], api_key: Optional[str], request_timeout: Optional[float]):
-    from .volumes import _sync_send as send
+def _deadline_check(timeout_ms: Optional[int]) -> Optional[Callable[[], None]]:
+    """What the build stream checks after each event: ``TimeoutError`` once ``timeout_ms`` (from
+    now) has passed; nothing without one."""
+    if timeout_ms is None:
+        return None
+    ms = timeout_ms
+    deadline = time.monotonic() + ms / 1000.0
 
-    return send(req, api_url, api_key, request_timeout)
+    def check() -> None:
+        if time.monotonic() > deadline:
+            raise _deadline_error(ms)
+
+    return check
 
 
-async def _async_send(
-    req: Req, api_url: Optional[str], api_key: Optional[str], request_timeout: Optional[float]
-):
-    from .volumes import _async_send as send
+def _stream_error(e: httpx.HTTPError, cfg: ClientConfig, timeout_ms: Optional[int]) -> Exception:
+    """The error to raise for an httpx error of the build stream: a read timeout is the build's
+    deadline when it has one."""
+    if isinstance(e, httpx.TimeoutException) and timeout_ms is not None:
+        return _deadline_error(timeout_ms)
+    return _core.transport_error(e, cfg)
 
-    return await send(req, api_url, api_key, request_timeout)
+
+def _build_request(name: str, dockerfile: Optional[str], context: Optional[ContextLike],
+                   build_args: Optional[Mapping[str, str]], project: Optional[str], public: bool,
+                   cancel_on_disconnect: bool, from_sandbox: Any) -> Tuple[Optional[str], Req]:
+    """``build``'s request, and the id of ``from_sandbox`` (``None`` for a Dockerfile build)."""
+    sid = _sandbox_id(from_sandbox) if from_sandbox is not None else None
+    req = _core.template_build_request(
+        name, dockerfile=dockerfile, context=context, build_args=build_args, project=project,
+        public=public, cancel_on_disconnect=cancel_on_disconnect, from_sandbox=sid,
+    )
+    return sid, req
 
 
 class Templates:
@@ -105,42 +126,22 @@ class Templates:
         that sandbox's files (see ``from_sandbox``).
         """
         timeout_ms = _core._ms("timeout_ms", timeout_ms)
-        sid = _sandbox_id(from_sandbox) if from_sandbox is not None else None
-        req = _core.template_build_request(
-            name, dockerfile=dockerfile, context=context, build_args=build_args, project=project,
-            public=public, cancel_on_disconnect=cancel_on_disconnect, from_sandbox=sid,
+        sid, req = _build_request(
+            name, dockerfile, context, build_args, project, public, cancel_on_disconnect, from_sandbox
         )
         if sid is not None:
             return TemplateInfo.from_wire(_sync_send(req, api_url, api_key, request_timeout))
-        from .sandbox import _new_client
+        from .sandbox import _new_client, _stream_fold
 
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
         fold = _core.TemplateBuildFold()
-        handlers = {"step": on_step, "log": on_log}
-        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
+        check = _deadline_check(timeout_ms)
         try:
-            with _new_client(cfg) as client, client.stream(
-                req.method, req.path, json=req.json,
-                headers={"Accept": NDJSON}, timeout=_build_timeout(cfg, timeout_ms),
-            ) as resp:
-                if resp.status_code >= 400:
-                    raise error_from_response(resp.status_code, resp.read())
-                for line in resp.iter_lines():
-                    event = fold.feed_line(line)
-                    if event is not None:
-                        handler = handlers[event[0]]
-                        if handler is not None:
-                            handler(event[1])
-                    if fold.ended:
-                        break
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise _deadline_error(timeout_ms or 0)
-        except httpx.TimeoutException as e:
-            if timeout_ms is not None:
-                raise _deadline_error(timeout_ms) from e
-            raise _core.transport_error(e, cfg) from e
+            with _new_client(cfg) as client:
+                _stream_fold(client, req, _build_timeout(cfg, timeout_ms), fold,
+                             {"step": on_step, "log": on_log}, check=check)
         except httpx.HTTPError as e:
-            raise _core.transport_error(e, cfg) from e
+            raise _stream_error(e, cfg, timeout_ms) from e
         return fold.finish()
 
     @staticmethod
@@ -227,44 +228,22 @@ class AsyncTemplates:
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> TemplateInfo:
         timeout_ms = _core._ms("timeout_ms", timeout_ms)
-        sid = _sandbox_id(from_sandbox) if from_sandbox is not None else None
-        req = _core.template_build_request(
-            name, dockerfile=dockerfile, context=context, build_args=build_args, project=project,
-            public=public, cancel_on_disconnect=cancel_on_disconnect, from_sandbox=sid,
+        sid, req = _build_request(
+            name, dockerfile, context, build_args, project, public, cancel_on_disconnect, from_sandbox
         )
         if sid is not None:
             return TemplateInfo.from_wire(await _async_send(req, api_url, api_key, request_timeout))
-        from .async_sandbox import _new_client
+        from .async_sandbox import _new_client, _stream_fold
 
         cfg = _core.resolve_config(api_url, api_key, request_timeout)
         fold = _core.TemplateBuildFold()
-        handlers = {"step": on_step, "log": on_log}
-        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
+        check = _deadline_check(timeout_ms)
         try:
-            async with _new_client(cfg) as client, client.stream(
-                req.method, req.path, json=req.json,
-                headers={"Accept": NDJSON}, timeout=_build_timeout(cfg, timeout_ms),
-            ) as resp:
-                if resp.status_code >= 400:
-                    raise error_from_response(resp.status_code, await resp.aread())
-                async for line in resp.aiter_lines():
-                    event = fold.feed_line(line)
-                    if event is not None:
-                        handler = handlers[event[0]]
-                        if handler is not None:
-                            ret = handler(event[1])
-                            if inspect.isawaitable(ret):
-                                await ret
-                    if fold.ended:
-                        break
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise _deadline_error(timeout_ms or 0)
-        except httpx.TimeoutException as e:
-            if timeout_ms is not None:
-                raise _deadline_error(timeout_ms) from e
-            raise _core.transport_error(e, cfg) from e
+            async with _new_client(cfg) as client:
+                await _stream_fold(client, req, _build_timeout(cfg, timeout_ms), fold,
+                                   {"step": on_step, "log": on_log}, check=check)
         except httpx.HTTPError as e:
-            raise _core.transport_error(e, cfg) from e
+            raise _stream_error(e, cfg, timeout_ms) from e
         return fold.finish()
 
     @staticmethod

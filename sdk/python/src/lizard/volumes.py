@@ -40,6 +40,28 @@ async def _async_send(
         return await _send(client, cfg, req)
 
 
+def _sync_deleted(
+    req: _core.Req, api_url: Optional[str], api_key: Optional[str], request_timeout: Optional[float]
+) -> bool:
+    """Send ``req`` (a delete): ``True`` when it deleted, ``False`` on ``NotFoundError``."""
+    try:
+        _sync_send(req, api_url, api_key, request_timeout)
+    except NotFoundError:
+        return False
+    return True
+
+
+async def _async_deleted(
+    req: _core.Req, api_url: Optional[str], api_key: Optional[str], request_timeout: Optional[float]
+) -> bool:
+    """``_sync_deleted``, awaitable."""
+    try:
+        await _async_send(req, api_url, api_key, request_timeout)
+    except NotFoundError:
+        return False
+    return True
+
+
 class Volumes:
     """Persistent volumes (synchronous). All methods are static: ``Volumes.create("data")``."""
 
@@ -97,11 +119,7 @@ class Volumes:
         """Delete a volume and its data: ``True`` if deleted, ``False`` if it did not exist. While a
         sandbox mounts it, ``VolumeInUseError`` unless ``force``, which kills those sandboxes."""
         req = _core.volume_delete_request(name_or_id, project, force)
-        try:
-            _sync_send(req, api_url, api_key, request_timeout)
-        except NotFoundError:
-            return False
-        return True
+        return _sync_deleted(req, api_url, api_key, request_timeout)
 
 
 class AsyncVolumes:
@@ -154,8 +172,4 @@ class AsyncVolumes:
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> bool:
         req = _core.volume_delete_request(name_or_id, project, force)
-        try:
-            await _async_send(req, api_url, api_key, request_timeout)
-        except NotFoundError:
-            return False
-        return True
+        return await _async_deleted(req, api_url, api_key, request_timeout)

@@ -2,10 +2,14 @@
 // port with a temporary data dir and the shared template build (LIZARD_TEMPLATES_FROM or
 // target/lizard-data), points LIZARD_API_URL / LIZARD_API_KEY at it, and at the end kills every
 // sandbox on that server (sandboxes outlive the server by design), deletes its volumes and stops it.
-// It mocks nothing.
+// It mocks nothing. Also what several suites need around it: a project's key, and a TCP server on
+// this host's address for the egress tests.
 
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import dgram from 'node:dgram';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -116,4 +120,45 @@ export async function startServer(extraArgs = []) {
     return stopped;
   };
   return { url, apiKey, dataDir, log: () => log, stop };
+}
+
+/**
+ * Create the project `name` on `server` (from {@link startServer}) with its admin key and return the
+ * project's API key. `fields` are more of the project's settings, e.g. `{ allow_egress: true }`.
+ * @param {{ url: string, apiKey: string }} server
+ * @param {string} name
+ * @param {Record<string, unknown>} [fields]
+ * @returns {Promise<string>}
+ */
+export async function createProject(server, name, fields = {}) {
+  const res = await fetch(`${server.url}/v1/projects`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name, ...fields }),
+  });
+  assert.ok(res.ok, await res.clone().text());
+  return (await res.json()).api_key;
+}
+
+/** A non-loopback IPv4 address of this host (the source address of a route outside). */
+export async function hostIpv4() {
+  const sock = dgram.createSocket('udp4');
+  await new Promise((resolve, reject) => sock.connect(9, '192.0.2.200', (e) => (e ? reject(e) : resolve())));
+  const { address } = sock.address();
+  sock.close();
+  return address;
+}
+
+/**
+ * A TCP server on this host's address that greets every connection with `hi` and closes it.
+ * @returns {Promise<{ ip: string, port: number, close: () => void }>}
+ */
+export async function greeter() {
+  const ip = await hostIpv4();
+  const srv = net.createServer((c) => {
+    c.on('error', () => {});
+    c.end('hi\n');
+  });
+  await new Promise((resolve) => srv.listen(0, ip, resolve));
+  return { ip, port: srv.address().port, close: () => srv.close() };
 }
