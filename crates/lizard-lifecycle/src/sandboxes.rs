@@ -656,6 +656,18 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
 
 pub use crate::ids::new_sandbox_id;
 
+/// Freeze (`true`) or thaw a sandbox's cgroup, off the runtime's threads.
+pub(crate) async fn freezer(cg: &Cgroup, freeze: bool) -> Result<(), SandboxError> {
+    let cg = cg.clone();
+    tokio::task::spawn_blocking(move || if freeze { cg.freeze() } else { cg.thaw() })
+        .await
+        .map_err(|e| SandboxError::Launch(e.to_string()))?
+        .map_err(|e| {
+            let what = if freeze { "freezing" } else { "thawing" };
+            SandboxError::Launch(format!("{what} the sandbox: {e}"))
+        })
+}
+
 pub fn to_api_state(s: StoredState) -> lizard_proto::SandboxState {
     match s {
         StoredState::Running => lizard_proto::SandboxState::Running,

@@ -3,21 +3,42 @@
 
 use super::*;
 
+/// A new sandbox's place: its id, its directory (not made yet), its disk's storage reservation
+/// (held while it is being made) and its own host id range (released by the caller on failure).
+pub(super) struct NewPlace<'a> {
+    pub id: String,
+    pub dir: PathBuf,
+    pub reserved: crate::storage::Reservation<'a>,
+    pub id_base: u32,
+}
+
+/// What to launch (or restore into): sandbox `id` in `dir` (a new directory, or the kept one of a
+/// hibernated sandbox, whose writable layer is reused) of `project`'s `template`, with its
+/// environment, limits, volumes and egress; `fresh`: whether it is a new sandbox; `id_base`: the
+/// first host id of its own range (`None`: the shared range of sandboxes from before per-sandbox
+/// ranges); `cpu_base_ms`: CPU time of its earlier lives.
+pub(super) struct Launch<'a> {
+    pub id: String,
+    pub dir: &'a Path,
+    pub project: &'a str,
+    pub template: &'a str,
+    pub envs: &'a BTreeMap<String, String>,
+    pub limits: SandboxLimits,
+    pub volumes: &'a [SandboxVolume],
+    pub egress: Option<&'a NetworkRequest>,
+    pub fresh: bool,
+    pub id_base: Option<u32>,
+    pub cpu_base_ms: u64,
+}
+
 impl Sandboxes {
-    /// Launch a sandbox of `template_name` and wait until its agent answers.
-    pub(super) async fn launch_new(
-        &self,
-        (project, template_name): (&str, &str),
-        envs: &BTreeMap<String, String>,
-        limits: SandboxLimits,
-        volumes: &[SandboxVolume],
-        egress: Option<&NetworkRequest>,
-    ) -> Result<LaunchedSandbox, SandboxError> {
+    /// A new sandbox's id, directory, disk reservation (before anything is made, the disk image
+    /// must fit the data dir's file system; counted as a create in progress while held) and host
+    /// id range.
+    pub(super) fn new_place(&self, limits: SandboxLimits) -> Result<NewPlace<'_>, SandboxError> {
         let id = new_sandbox_id();
         let dir = self.sandboxes_dir().join(&id);
-        // Before anything is made: the disk image must fit the data dir's file system (counted
-        // as a create in progress until this returns).
-        let _reserved = self.volumes.storage.reserve(
+        let reserved = self.volumes.storage.reserve(
             &dir.join("disk.img"),
             limits.disk_mb * 1024 * 1024,
             "a sandbox disk",
@@ -28,18 +49,45 @@ impl Sandboxes {
                 self.id_ranges.held()
             ))
         })?;
+        Ok(NewPlace {
+            id,
+            dir,
+            reserved,
+            id_base,
+        })
+    }
+}
+
+impl Sandboxes {
+    /// Launch a sandbox of `template_name` and wait until its agent answers.
+    pub(super) async fn launch_new(
+        &self,
+        (project, template_name): (&str, &str),
+        envs: &BTreeMap<String, String>,
+        limits: SandboxLimits,
+        volumes: &[SandboxVolume],
+        egress: Option<&NetworkRequest>,
+    ) -> Result<LaunchedSandbox, SandboxError> {
+        let NewPlace {
+            id,
+            dir,
+            reserved: _reserved,
+            id_base,
+        } = self.new_place(limits)?;
         let launched = self
-            .launch_in(
-                id.clone(),
-                &dir,
-                (project, template_name),
+            .launch_in(Launch {
+                id: id.clone(),
+                dir: &dir,
+                project,
+                template: template_name,
                 envs,
                 limits,
                 volumes,
                 egress,
-                (true, Some(id_base)),
-                0,
-            )
+                fresh: true,
+                id_base: Some(id_base),
+                cpu_base_ms: 0,
+            })
             .await;
         if launched.is_err() {
             self.id_ranges.release(&id);
@@ -103,55 +151,32 @@ impl Sandboxes {
         Ok(template)
     }
 
-    /// Launch sandbox `id` in `dir` (a new directory, or the kept one of a hibernated sandbox:
-    /// its writable layer is reused) and wait until its agent answers. On failure a new
-    /// sandbox's directory is removed, a hibernated one's kept. `(fresh, id_base)`: whether it
-    /// is a new sandbox, and the first host id of its own range (`None`: the shared range of
-    /// sandboxes from before per-sandbox ranges).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn launch_in(
-        &self,
-        id: String,
-        dir: &Path,
-        (project, template_name): (&str, &str),
-        envs: &BTreeMap<String, String>,
-        limits: SandboxLimits,
-        volumes: &[SandboxVolume],
-        egress: Option<&NetworkRequest>,
-        (fresh, id_base): (bool, Option<u32>),
-        cpu_base_ms: u64,
-    ) -> Result<LaunchedSandbox, SandboxError> {
-        self.launch_or_restore_in(
-            id,
-            dir,
-            (project, template_name),
-            envs,
-            limits,
-            volumes,
-            egress,
-            (fresh, id_base),
-            cpu_base_ms,
-            None,
-        )
-        .await
+    /// Launch `l` and wait until its agent answers. On failure a new sandbox's directory is
+    /// removed, a hibernated one's kept.
+    pub(super) async fn launch_in(&self, l: Launch<'_>) -> Result<LaunchedSandbox, SandboxError> {
+        self.launch_or_restore_in(l, None).await
     }
 
     /// [`Self::launch_in`], or with `restore` a CRIU restore of the sandbox into the same host
     /// side (`SandboxSpec::restore`).
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn launch_or_restore_in(
         &self,
-        id: String,
-        dir: &Path,
-        (project, template_name): (&str, &str),
-        envs: &BTreeMap<String, String>,
-        limits: SandboxLimits,
-        volumes: &[SandboxVolume],
-        egress: Option<&NetworkRequest>,
-        (fresh, id_base): (bool, Option<u32>),
-        cpu_base_ms: u64,
+        l: Launch<'_>,
         restore: Option<(lizard_jail::sandbox::RestoreFrom, Option<String>)>,
     ) -> Result<LaunchedSandbox, SandboxError> {
+        let Launch {
+            id,
+            dir,
+            project,
+            template: template_name,
+            envs,
+            limits,
+            volumes,
+            egress,
+            fresh,
+            id_base,
+            cpu_base_ms,
+        } = l;
         // The agent binary it will run: a restore's is the checkpoint's (its digest, second).
         let agent_file = match (&self.cfg.checkpoint.agent_exes, &restore) {
             (None, _) => None,

@@ -81,19 +81,12 @@ impl Sandboxes {
         };
         let cg = sb.runtime.cgroup.clone();
         if running {
-            let cg = cg.clone();
-            tokio::task::spawn_blocking(move || cg.freeze())
-                .await
-                .map_err(|e| SandboxError::Launch(e.to_string()))?
-                .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))?;
+            freezer(&cg, true).await?;
         }
         let rt = sb.runtime.clone();
         let out = tokio::task::spawn_blocking(move || f(&rt)).await;
         if running {
-            tokio::task::spawn_blocking(move || cg.thaw())
-                .await
-                .map_err(|e| SandboxError::Launch(e.to_string()))?
-                .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
+            freezer(&cg, false).await?;
         }
         out.map_err(|e| SandboxError::Launch(e.to_string()))
     }
@@ -153,10 +146,7 @@ impl Sandboxes {
         }
         crate::sandboxes::metering::sample_within(self, &sb, self.cfg.final_sample_deadline).await;
         let cg = sb.runtime.cgroup.clone();
-        tokio::task::spawn_blocking(move || cg.freeze())
-            .await
-            .map_err(|e| SandboxError::Launch(e.to_string()))?
-            .map_err(|e| SandboxError::Launch(format!("freezing the sandbox: {e}")))?;
+        freezer(&cg, true).await?;
         let remaining = if timed_out {
             sb.timeout_ms.load(Ordering::SeqCst)
         } else {
@@ -189,10 +179,7 @@ impl Sandboxes {
         }
         crate::sandboxes::metering::sample(self, &sb).await;
         let cg = sb.runtime.cgroup.clone();
-        tokio::task::spawn_blocking(move || cg.thaw())
-            .await
-            .map_err(|e| SandboxError::Launch(e.to_string()))?
-            .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
+        freezer(&cg, false).await?;
         let at = now_ms() + sb.paused_remaining_ms.load(Ordering::SeqCst).max(1);
         sb.timeout_at_ms.store(at, Ordering::SeqCst);
         sb.set_state(StoredState::Running);
@@ -225,11 +212,7 @@ impl Sandboxes {
         let cg = sb.runtime.cgroup.clone();
         if was_paused {
             // The kernels must run to save their state.
-            let cg = cg.clone();
-            tokio::task::spawn_blocking(move || cg.thaw())
-                .await
-                .map_err(|e| SandboxError::Launch(e.to_string()))?
-                .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
+            freezer(&cg, false).await?;
             // Metered as paused up to now.
             crate::sandboxes::metering::sample(self, &sb).await;
             sb.set_state(StoredState::Running);
@@ -298,7 +281,7 @@ impl Sandboxes {
                     sb.hibernating.store(false, Ordering::SeqCst);
                     if was_paused {
                         let cg = cg.clone();
-                        let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
+                        let _ = freezer(&cg, true).await;
                         sb.set_state(StoredState::Paused);
                     }
                     return Err(SandboxError::Launch(format!(
@@ -355,15 +338,7 @@ impl Sandboxes {
             let started = std::time::Instant::now();
             let restored = self
                 .launch_or_restore_in(
-                    sb.id.clone(),
-                    &sb.runtime.dir,
-                    (&sb.project, &sb.template),
-                    &sb.envs,
-                    sb.limits,
-                    &sb.volumes,
-                    egress.as_ref().map(|_| &network),
-                    (false, sb.runtime.id_base),
-                    cpu_base_ms,
+                    relaunch(sb, egress.as_ref().map(|_| &network), cpu_base_ms),
                     Some((from, manifest.agent_exe.clone())),
                 )
                 .await;
@@ -391,17 +366,7 @@ impl Sandboxes {
         // A new agent, whose execution log starts again at 1.
         crate::sandboxes::metering::reset_agent_log(self, &sb.id);
         let launched = self
-            .launch_in(
-                sb.id.clone(),
-                &sb.runtime.dir,
-                (&sb.project, &sb.template),
-                &sb.envs,
-                sb.limits,
-                &sb.volumes,
-                egress.as_ref().map(|_| &network),
-                (false, sb.runtime.id_base),
-                cpu_base_ms,
-            )
+            .launch_in(relaunch(sb, egress.as_ref().map(|_| &network), cpu_base_ms))
             .await?;
         let report = match launched.agent.hibernate_restore(HIBERNATE_DIR).await {
             Ok(mut r) => {
@@ -543,5 +508,26 @@ pub(super) fn destroy(rt: &Runtime) {
         for base in &rt.template_bases {
             lizard_template::store::unpin(base, &id.to_string_lossy());
         }
+    }
+}
+
+/// The launch that wakes hibernated sandbox `sb` again in its own directory and host id range.
+fn relaunch<'a>(
+    sb: &'a Sandbox,
+    egress: Option<&'a NetworkRequest>,
+    cpu_base_ms: u64,
+) -> super::launch::Launch<'a> {
+    super::launch::Launch {
+        id: sb.id.clone(),
+        dir: &sb.runtime.dir,
+        project: &sb.project,
+        template: &sb.template,
+        envs: &sb.envs,
+        limits: sb.limits,
+        volumes: &sb.volumes,
+        egress,
+        fresh: false,
+        id_base: sb.runtime.id_base,
+        cpu_base_ms,
     }
 }

@@ -252,11 +252,7 @@ impl Sandboxes {
         let started = std::time::Instant::now();
         if was_paused {
             // The kernels must run to save their state.
-            let cg = cg.clone();
-            tokio::task::spawn_blocking(move || cg.thaw())
-                .await
-                .map_err(|e| SandboxError::Launch(e.to_string()))?
-                .map_err(|e| SandboxError::Launch(format!("thawing the sandbox: {e}")))?;
+            freezer(&cg, false).await?;
         }
         let (capture, reason) = Capture::select(&self.cfg.checkpoint);
         let sdir = self.snapshots_dir().join(&snap_id);
@@ -277,7 +273,7 @@ impl Sandboxes {
                     if was_paused {
                         // Left frozen by the attempt; the kernels must run to save themselves.
                         let cg = cg.clone();
-                        let _ = tokio::task::spawn_blocking(move || cg.thaw()).await;
+                        let _ = freezer(&cg, false).await;
                     }
                 }
             }
@@ -293,7 +289,7 @@ impl Sandboxes {
                     Err(e) => {
                         if was_paused {
                             let cg = cg.clone();
-                            let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
+                            let _ = freezer(&cg, true).await;
                         }
                         return Err(e);
                     }
@@ -331,7 +327,7 @@ impl Sandboxes {
                 if was_paused {
                     // Paused it was, paused it stays (its thaw above was for the kernels' save).
                     let cg = cg.clone();
-                    let _ = tokio::task::spawn_blocking(move || cg.freeze()).await;
+                    let _ = freezer(&cg, true).await;
                 }
                 match copied {
                     Ok(((method, copy_ms), ())) => (report, method, copy_ms, save_ms),
@@ -641,19 +637,12 @@ impl Sandboxes {
             .collect();
         let (volumes, _claim) = self.claim_volumes(&req.project, wanted).await?;
         let egress = crate::egress::rules(&src.network.egress)?;
-        let id = new_sandbox_id();
-        let dir = self.sandboxes_dir().join(&id);
-        let _reserved = self.volumes.storage.reserve(
-            &dir.join("disk.img"),
-            limits.disk_mb * 1024 * 1024,
-            "a sandbox disk",
-        )?;
-        let id_base = self.id_ranges.take(&id).ok_or_else(|| {
-            SandboxError::Launch(format!(
-                "every host id range is in use ({} sandboxes)",
-                self.id_ranges.held()
-            ))
-        })?;
+        let super::launch::NewPlace {
+            id,
+            dir,
+            reserved: _reserved,
+            id_base,
+        } = self.new_place(limits)?;
         let started = std::time::Instant::now();
         let moved = matches!(image, Image::Move(_));
         let prepared = {
@@ -709,15 +698,19 @@ impl Sandboxes {
         let manifest = exact.as_ref().map(|(m, _)| m.clone());
         let launched = self
             .launch_or_restore_in(
-                id.clone(),
-                &dir,
-                (&req.project, &row.template),
-                &src.envs,
-                limits,
-                &volumes,
-                egress.as_ref().map(|_| &src.network),
-                (false, Some(id_base)),
-                0,
+                super::launch::Launch {
+                    id: id.clone(),
+                    dir: &dir,
+                    project: &req.project,
+                    template: &row.template,
+                    envs: &src.envs,
+                    limits,
+                    volumes: &volumes,
+                    egress: egress.as_ref().map(|_| &src.network),
+                    fresh: false,
+                    id_base: Some(id_base),
+                    cpu_base_ms: 0,
+                },
                 exact.map(|(m, from)| (from, m.agent_exe)),
             )
             .await;
