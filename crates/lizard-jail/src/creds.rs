@@ -118,9 +118,7 @@ mod tests {
 
     #[test]
     fn a_command_becomes_the_user_and_files_are_made_as_the_fs_user() {
-        if !nix::unistd::geteuid().is_root() {
-            return; // needs CAP_SETUID (the tests run as root)
-        }
+        lizard_test_support::needs_root!();
         let out = std::process::Command::new("sh")
             .args([
                 "-c",

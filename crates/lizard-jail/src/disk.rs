@@ -360,10 +360,7 @@ mod tests {
     /// Needs root (loop devices); skipped otherwise.
     #[test]
     fn a_full_disk_is_enospc_and_unmounts() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        lizard_test_support::needs_root!();
         let dir = tempfile::tempdir().unwrap();
         let (img, mnt) = (dir.path().join("disk.img"), dir.path().join("disk"));
         create(&img, &mnt, MIN_BYTES).unwrap();
@@ -406,10 +403,7 @@ mod tests {
     /// Needs root (loop devices); skipped otherwise.
     #[test]
     fn a_frozen_image_copies_sparsely_and_mounts() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        lizard_test_support::needs_root!();
         let dir = tempfile::tempdir().unwrap();
         let (img, mnt) = (dir.path().join("disk.img"), dir.path().join("disk"));
         create(&img, &mnt, 64 * 1024 * 1024).unwrap();

@@ -315,10 +315,7 @@ mod tests {
     /// otherwise.
     #[test]
     fn a_same_device_bind_is_found_through_mountinfo() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        lizard_test_support::needs_root!();
         let d = tempfile::tempdir().unwrap();
         let (src, at) = (d.path().join("src"), d.path().join("at"));
         std::fs::create_dir(&src).unwrap();

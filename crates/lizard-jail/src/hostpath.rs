@@ -336,9 +336,7 @@ mod tests {
 
     #[test]
     fn a_socket_is_made_in_the_netns_of_a_pidfd() {
-        if !nix::unistd::geteuid().is_root() {
-            return;
-        }
+        lizard_test_support::needs_root!();
         // A process in a network namespace of its own (`unshare -n`).
         let Ok(mut child) = std::process::Command::new("unshare")
             .args(["-n", "sleep", "60"])
@@ -391,9 +389,7 @@ mod tests {
 
     #[test]
     fn trusted_dirs_refuse_symlinks_and_writable_components() {
-        if !nix::unistd::geteuid().is_root() {
-            return;
-        }
+        lizard_test_support::needs_root!();
         let t = root_dir();
         let good = t.path().join("good");
         std::fs::create_dir(&good).unwrap();
@@ -424,9 +420,7 @@ mod tests {
 
     #[test]
     fn a_bound_listener_is_a_private_socket_that_accepts_once_listening() {
-        if !nix::unistd::geteuid().is_root() {
-            return;
-        }
+        lizard_test_support::needs_root!();
         let t = root_dir();
         let path = t.path().join("agent.sock");
         std::fs::write(&path, "old").unwrap();
@@ -451,9 +445,7 @@ mod tests {
 
     #[test]
     fn owned_subdirs_never_follow_a_symlink() {
-        if !nix::unistd::geteuid().is_root() {
-            return;
-        }
+        lizard_test_support::needs_root!();
         let t = root_dir();
         let dir = TrustedDir::open(t.path()).unwrap();
         dir.own_subdir(OsStr::new("run"), 1000, 1001, 0o755)

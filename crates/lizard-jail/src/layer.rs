@@ -733,10 +733,7 @@ mod tests {
 
     #[test]
     fn owners_are_shifted_without_following_links() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        lizard_test_support::needs_root!();
         let t = tempfile::tempdir().unwrap();
         let root = t.path().join("disk");
         std::fs::create_dir_all(root.join("upper/home/d")).unwrap();
@@ -841,10 +838,7 @@ mod tests {
 
     #[test]
     fn acls_are_shifted_without_following_links() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: needs root");
-            return;
-        }
+        lizard_test_support::needs_root!();
         let t = tempfile::tempdir().unwrap();
         let root = t.path().join("disk");
         std::fs::create_dir_all(root.join("upper/d")).unwrap();

@@ -435,15 +435,7 @@ impl AgentClient {
         &self,
         dir: &str,
     ) -> Result<lizard_proto::HibernationReport, AgentError> {
-        let req = lizard_proto::HibernateDirRequest { dir: dir.into() };
-        let l = self.limits.hibernate;
-        self.call_json(
-            "hibernate/snapshot",
-            Self::post("/hibernate/snapshot", &req)?,
-            l,
-            l.deadline,
-        )
-        .await
+        self.hibernate("hibernate/snapshot", dir).await
     }
 
     /// Resume from hibernation: recreate the contexts saved in `dir` with their state.
@@ -451,15 +443,20 @@ impl AgentClient {
         &self,
         dir: &str,
     ) -> Result<lizard_proto::HibernationReport, AgentError> {
+        self.hibernate("hibernate/restore", dir).await
+    }
+
+    /// `POST /{call}` with `dir`, under the hibernation limits.
+    async fn hibernate(
+        &self,
+        call: &'static str,
+        dir: &str,
+    ) -> Result<lizard_proto::HibernationReport, AgentError> {
         let req = lizard_proto::HibernateDirRequest { dir: dir.into() };
         let l = self.limits.hibernate;
-        self.call_json(
-            "hibernate/restore",
-            Self::post("/hibernate/restore", &req)?,
-            l,
-            l.deadline,
-        )
-        .await
+        let path = format!("/{call}");
+        self.call_json(call, Self::post(&path, &req)?, l, l.deadline)
+            .await
     }
 
     /// The sandbox's contexts.

@@ -232,10 +232,7 @@ mod tests {
 
     #[test]
     fn an_interrupted_builds_proc_is_detached_and_nothing_is_followed() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("skipped: mounting /proc needs root");
-            return;
-        }
+        lizard_test_support::needs_root!();
         // What a host-side build killed by SIGKILL leaves: `.build-*` with /proc mounted in its
         // chroot (and a tmpfs under that chroot), plus a leftover `.build-*` symlink to a
         // directory with a mount of its own: both must survive (the code before followed it

@@ -456,14 +456,7 @@ fn open_inherited(spec: &SandboxSpec, min: i32) -> Result<Vec<Option<OwnedFd>>, 
 /// made in: the sandbox's own, so that a checkpoint of the sandbox holds it), in order. We enter
 /// that namespace for the `socket()` calls and return to ours.
 fn bind_listeners(spec: &SandboxSpec, pid: i32) -> Result<Vec<OwnedFd>, JailError> {
-    let paths: Vec<&PathBuf> = spec
-        .inherit_fds
-        .iter()
-        .filter_map(|f| match f {
-            InheritFd::UnixListener { path } => Some(path),
-            InheritFd::ReadOnlyFile { .. } => None,
-        })
-        .collect();
+    let paths = spec.unix_listener_paths();
     if paths.is_empty() {
         return Ok(Vec::new());
     }
@@ -879,14 +872,7 @@ fn restore_into(
         };
         inherit_fds.push((fd, f.resource()));
     }
-    let listeners: Vec<&PathBuf> = spec
-        .inherit_fds
-        .iter()
-        .filter_map(|f| match f {
-            InheritFd::UnixListener { path } => Some(path),
-            InheritFd::ReadOnlyFile { .. } => None,
-        })
-        .collect();
+    let listeners = spec.unix_listener_paths();
     for (path, inode) in listeners.iter().zip(&from.dumped.external_unix) {
         let sock = crate::hostpath::bind_unix_listener(path).map_err(|e| {
             JailError::Io(crate::StepIo {

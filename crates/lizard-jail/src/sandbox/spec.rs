@@ -290,6 +290,17 @@ impl Limits {
 }
 
 impl SandboxSpec {
+    /// The paths of its `inherit_fds` that are Unix listeners, in order.
+    pub fn unix_listener_paths(&self) -> Vec<&PathBuf> {
+        self.inherit_fds
+            .iter()
+            .filter_map(|f| match f {
+                InheritFd::UnixListener { path } => Some(path),
+                InheritFd::ReadOnlyFile { .. } => None,
+            })
+            .collect()
+    }
+
     /// Check everything that can be checked before launching; the error names the field.
     pub fn validate(&self) -> Result<(), InvalidSpec> {
         let bad = |field: &str, reason: String| {
