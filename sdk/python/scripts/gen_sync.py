@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Generate the synchronous client from the asyncio one (issue #20: the async client is the source).
 
-    python scripts/gen_sync.py              # rewrite src/lizard/sandbox.py
-    python scripts/gen_sync.py --check      # exit 1 if the committed file is not what this makes
+    python scripts/gen_sync.py              # rewrite the generated modules (MODULES below)
+    python scripts/gen_sync.py --check      # exit 1 if a committed file is not what this makes
     python scripts/gen_sync.py --out-dir D  # write the generated file(s) into D instead
 
-``src/lizard/async_sandbox.py`` is turned into ``src/lizard/sandbox.py`` by ``unasync`` (pinned in
-``requirements-test.txt``): ``async``/``await`` are dropped and the names below are renamed
-(``AsyncCodeSandbox`` → ``CodeSandbox``, ``httpx.AsyncClient`` → ``httpx.Client``, ``aiter_lines``
-→ ``iter_lines``, ``_async_support`` → ``_sync_support``, ...). Behaviour the two clients do not
-share lives in the hand-written ``_async_support.py`` / ``_sync_support.py``, never in edits of the
-generated file. The only other rewrites are the few docstrings below that describe the client
-itself; each is found by its opening line (exactly once) and pinned by a digest of its async text,
-so a changed source fails loudly instead of drifting.
+Each async module of ``MODULES`` is turned into its sync module by ``unasync`` (pinned in
+``requirements-test.txt``): ``src/lizard/async_sandbox.py`` into ``src/lizard/sandbox.py``, and
+``_async_<name>.py`` into ``_sync_<name>.py`` for templates, volumes, snapshots and secrets (the
+public ``<name>.py`` re-exports both classes). ``async``/``await`` are dropped and the names below
+are renamed (``AsyncCodeSandbox`` → ``CodeSandbox``, ``httpx.AsyncClient`` → ``httpx.Client``,
+``aiter_lines`` → ``iter_lines``, ``_async_support`` → ``_sync_support``, each source module's name
+→ its generated one, ...). Behaviour the two clients do not share lives in the hand-written
+``_async_support.py`` / ``_sync_support.py``, never in edits of a generated file. The only other
+rewrites are the few docstrings below that describe a client class itself; each is found by its
+opening line (exactly once in its module) and pinned by a digest of its async text, so a changed
+source fails loudly instead of drifting.
 """
 
 from __future__ import annotations
@@ -32,7 +35,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "lizard"
 
 #: Source module → generated module, in ``PACKAGE``.
-MODULES: Dict[str, str] = {"async_sandbox.py": "sandbox.py"}
+MODULES: Dict[str, str] = {
+    "async_sandbox.py": "sandbox.py",
+    "_async_templates.py": "_sync_templates.py",
+    "_async_volumes.py": "_sync_volumes.py",
+    "_async_snapshots.py": "_sync_snapshots.py",
+    "_async_secrets.py": "_sync_secrets.py",
+}
 
 #: unasync's token replacements, on top of its defaults (``__aenter__`` → ``__enter__``,
 #: ``AsyncIterator`` → ``Iterator``, ...). A name left out that starts with ``Async`` would become
@@ -46,6 +55,10 @@ REPLACEMENTS: Dict[str, str] = {
     "AsyncPty": "Pty",
     "AsyncPtyHandle": "PtyHandle",
     "AsyncWatchHandle": "WatchHandle",
+    "AsyncTemplates": "Templates",
+    "AsyncVolumes": "Volumes",
+    "AsyncSnapshots": "Snapshots",
+    "AsyncSecrets": "Secrets",
     # httpx.
     "AsyncClient": "Client",
     "aclose": "close",
@@ -54,18 +67,21 @@ REPLACEMENTS: Dict[str, str] = {
     "aiter_bytes": "iter_bytes",
     # What the two clients do differently.
     "_async_support": "_sync_support",
+    # A source module imports another by the name of its generated twin (``.async_sandbox`` →
+    # ``.sandbox``, ``._async_volumes`` → ``._sync_volumes``).
+    **{Path(source).stem: Path(target).stem for source, target in MODULES.items()},
 }
 
 HEADER = (
-    "# generated from async_sandbox.py by scripts/gen_sync.py; do not edit.\n"
-    "# Edit src/lizard/async_sandbox.py (or _sync_support.py) and run `python scripts/gen_sync.py`.\n"
+    "# generated from {source} by scripts/gen_sync.py; do not edit.\n"
+    "# Edit src/lizard/{source} (or _sync_support.py) and run `python scripts/gen_sync.py`.\n"
 )
 
-#: Docstrings about the client itself: (the opening line of the docstring in the async source, the
-#: sha256 of that whole docstring, its text in the sync module). The digest pins the async text: a
-#: changed docstring stops the generator until its sync text here is reviewed (and the digest
-#: updated), so the two cannot drift apart unnoticed.
-DOC_REWRITES: List[Tuple[str, str, str]] = [
+#: Docstrings about a client itself, per source module: (the opening line of the docstring in the
+#: async source, the sha256 of that whole docstring, its text in the sync module). The digest pins
+#: the async text: a changed docstring stops the generator until its sync text here is reviewed (and
+#: the digest updated), so the two cannot drift apart unnoticed.
+DOC_REWRITES: Dict[str, List[Tuple[str, str, str]]] = {"async_sandbox.py": [
     (
         '"""``AsyncCodeSandbox``: the asyncio client for one Lizard sandbox, on ``httpx.AsyncClient``.',
         "8fb18e3be8d80408",
@@ -108,10 +124,36 @@ and ``pty.create`` are the only things that start a thread.
     ``error`` is the exception that ended the reading early (a raising ``on_data``, a lost
     connection), if any; ``wait`` raises it."""''',
     ),
-]
+], "_async_templates.py": [
+    (
+        '    """User templates (asyncio); the same methods as ``Templates``, awaitable. ``on_step`` and',
+        "8a63f55319f8eb99",
+        '''    """User templates (synchronous). All methods are static: ``Templates.list()``."""''',
+    ),
+], "_async_volumes.py": [
+    (
+        '    """Persistent volumes (asyncio); the same methods as ``Volumes``, awaitable.',
+        "fa0963d1f7a7584c",
+        '''    """Persistent volumes (synchronous). All methods are static: ``Volumes.create("data")``."""''',
+    ),
+], "_async_snapshots.py": [
+    (
+        '    """Snapshots (asyncio); the same methods as ``Snapshots``, awaitable.',
+        "a3cc42f297b9b616",
+        '''    """Snapshots (synchronous). All methods are static: ``Snapshots.list()``."""''',
+    ),
+], "_async_secrets.py": [
+    (
+        '    """A project\'s secrets (asyncio); the same methods as ``Secrets``, awaitable.',
+        "1b4e16d0d1cef83b",
+        '''    """A project's secrets (synchronous). All methods are static: ``Secrets.set("p", "n", v)``.
+    An admin key reaches every project's, a project key its own (another project is a
+    ``NotFoundError``)."""''',
+    ),
+]}
 
-#: Names that must not survive into the sync module.
-_ASYNC_NAMES = {"async", "await", "asyncio", "aclose", "aread", "aiter_lines", "aiter_bytes", "_async_support"}
+#: Names that must not survive into the sync module (besides any name with "async" in it).
+_ASYNC_NAMES = {"await", "aclose", "aread", "aiter_lines", "aiter_bytes"}
 
 
 def check_output(text: str, name: str) -> None:
@@ -119,7 +161,7 @@ def check_output(text: str, name: str) -> None:
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type != tokenize.NAME:
             continue
-        if tok.string in _ASYNC_NAMES or tok.string.startswith(("Async", "Sync")):
+        if tok.string in _ASYNC_NAMES or "async" in tok.string.lower() or tok.string.startswith("Sync"):
             raise SystemExit(f"gen_sync: {name}:{tok.start[0]}: {tok.string!r} left in the sync module "
                              "(add a replacement to REPLACEMENTS)")
 
@@ -151,10 +193,10 @@ def generate(source: str, name: str = "async_sandbox.py") -> str:
         rule = unasync.Rule(str(src_dir) + "/", str(dst_dir) + "/", additional_replacements=REPLACEMENTS)
         unasync.unasync_files([str(src)], [rule])
         text = (dst_dir / name).read_bytes().decode("utf-8")
-    for opening, digest, new in DOC_REWRITES:
+    for opening, digest, new in DOC_REWRITES.get(name, []):
         text = _rewrite_docstring(text, name, opening, digest, new)
     check_output(text, name)
-    return HEADER + text
+    return HEADER.format(source=name) + text
 
 
 def main(argv: List[str]) -> int:

@@ -1,14 +1,18 @@
 """The sync client is generated from the async one (issue #20): ``src/lizard/sandbox.py`` must be
-exactly what ``scripts/gen_sync.py`` makes of ``src/lizard/async_sandbox.py`` today, and the two
+exactly what ``scripts/gen_sync.py`` makes of ``src/lizard/async_sandbox.py`` today, and so must
+``_sync_<name>.py`` be of ``_async_<name>.py`` (templates, volumes, snapshots, secrets); the two
 clients must offer the same methods with the same parameters. No server needed.
 
-The files are read from the source tree (next to this directory), not from the installed package.
+The files are read from the source tree (next to this directory), not from the installed package;
+only ``test_public_modules_export_both_clients`` imports the installed one.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +24,7 @@ import pytest
 SDK = Path(__file__).resolve().parents[1]
 PACKAGE = SDK / "src" / "lizard"
 SCRIPT = SDK / "scripts" / "gen_sync.py"
-HEADER_LINE = "# generated from async_sandbox.py by scripts/gen_sync.py; do not edit."
+HEADER_LINE = "# generated from {source} by scripts/gen_sync.py; do not edit."
 
 
 def _gen_sync() -> ModuleType:
@@ -39,14 +43,14 @@ def test_committed_sync_module_is_generated(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     gen = _gen_sync()
     assert gen.MODULES, "nothing to generate"
-    for target in gen.MODULES.values():
+    for source, target in gen.MODULES.items():
         fresh = (tmp_path / target).read_bytes()
         committed = (PACKAGE / target).read_bytes()
         assert fresh == committed, (
             f"src/lizard/{target} is not what scripts/gen_sync.py generates: edit the async source "
             "(or _sync_support.py) and run `python scripts/gen_sync.py`, do not edit the generated file"
         )
-        assert committed.decode("utf-8").splitlines()[0] == HEADER_LINE
+        assert committed.decode("utf-8").splitlines()[0] == HEADER_LINE.format(source=source)
 
 
 def test_check_mode_sees_an_edited_sync_module(tmp_path: Path) -> None:
@@ -99,10 +103,13 @@ def _surface(path: Path) -> Dict[str, Dict[str, Signature]]:
     return out
 
 
-def test_sync_and_async_clients_have_the_same_methods() -> None:
+@pytest.mark.parametrize("source", ["async_sandbox.py", "_async_templates.py", "_async_volumes.py",
+                                    "_async_snapshots.py", "_async_secrets.py"])
+def test_sync_and_async_clients_have_the_same_methods(source: str) -> None:
     gen = _gen_sync()
-    sync = _surface(PACKAGE / "sandbox.py")
-    async_ = _surface(PACKAGE / "async_sandbox.py")
+    sync = _surface(PACKAGE / gen.MODULES[source])
+    async_ = _surface(PACKAGE / source)
+    assert async_, source
     assert {gen.REPLACEMENTS.get(c, c) for c in async_} == set(sync)
     for acls, amethods in async_.items():
         scls = gen.REPLACEMENTS[acls]
@@ -111,3 +118,26 @@ def test_sync_and_async_clients_have_the_same_methods() -> None:
         for name, (_, _, params) in amethods.items():
             assert smethods[name][2] == params, f"{scls}.{name} and {acls}.{name} differ"
             assert not smethods[name][1], f"{scls}.{name} is a coroutine"
+
+
+@pytest.mark.parametrize("name", ["templates", "volumes", "snapshots", "secrets"])
+def test_public_modules_export_both_clients(name: str) -> None:
+    # ``lizard.<name>`` (and ``lizard``) keep exporting the sync class, generated into
+    # ``_sync_<name>``, and the async one, written in ``_async_<name>``.
+    import lizard
+
+    public = importlib.import_module(f"lizard.{name}")
+    sync_name = name.capitalize()
+    async_name = "Async" + sync_name
+    assert sorted(public.__all__) == sorted([sync_name, async_name])
+    sync_cls = getattr(public, sync_name)
+    async_cls = getattr(public, async_name)
+    assert sync_cls is getattr(importlib.import_module(f"lizard._sync_{name}"), sync_name)
+    assert async_cls is getattr(importlib.import_module(f"lizard._async_{name}"), async_name)
+    assert getattr(lizard, sync_name) is sync_cls and getattr(lizard, async_name) is async_cls
+    for method in vars(async_cls):
+        if method.startswith("_"):
+            continue
+        assert inspect.iscoroutinefunction(getattr(async_cls, method)), (async_name, method)
+        assert not inspect.iscoroutinefunction(getattr(sync_cls, method)), (sync_name, method)
+        assert getattr(sync_cls, method).__doc__ == getattr(async_cls, method).__doc__, (sync_name, method)
