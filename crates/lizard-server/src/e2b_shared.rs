@@ -172,6 +172,26 @@ pub(crate) struct Inner {
     pub(crate) stored: usize,
 }
 
+impl Inner {
+    /// Build `build_id` of `project`'s template `template_id` (another project's is not found).
+    pub(crate) fn of(
+        &self,
+        project: &str,
+        template_id: &str,
+        build_id: &str,
+    ) -> Result<&Build, E2bError> {
+        self.builds
+            .get(build_id)
+            .filter(|b| b.project == project && b.name == template_id)
+            .ok_or_else(|| {
+                E2bError(
+                    axum::http::StatusCode::NOT_FOUND,
+                    format!("build {build_id} of template {template_id} not found"),
+                )
+            })
+    }
+}
+
 pub(crate) struct Build {
     pub(crate) project: String,
     pub(crate) name: String,

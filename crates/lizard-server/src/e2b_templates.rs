@@ -279,16 +279,7 @@ async fn trigger(
     let archives = {
         let mut g = st.e2b.builds.lock()?;
         g.prune(Instant::now());
-        let b = g
-            .builds
-            .get(&build_id)
-            .filter(|b| b.project == project && b.name == template_id)
-            .ok_or_else(|| {
-                E2bError(
-                    StatusCode::NOT_FOUND,
-                    format!("build {build_id} of template {template_id} not found"),
-                )
-            })?;
+        let b = g.of(&project, &template_id, &build_id)?;
         if b.started {
             return Err(E2bError(
                 StatusCode::CONFLICT,
@@ -426,16 +417,7 @@ async fn status(
     let project = project_of(w)?;
     let offset = q.ok().and_then(|Query(q)| q.logs_offset).unwrap_or(0);
     let g = st.e2b.builds.lock()?;
-    let b = g
-        .builds
-        .get(&build_id)
-        .filter(|b| b.project == project && b.name == template_id)
-        .ok_or_else(|| {
-            E2bError(
-                StatusCode::NOT_FOUND,
-                format!("build {build_id} of template {template_id} not found"),
-            )
-        })?;
+    let b = g.of(&project, &template_id, &build_id)?;
     let from = offset.min(b.entries.len());
     let to = (from + wire::MAX_STATUS_ENTRIES).min(b.entries.len());
     Ok(Json(wire::TemplateBuildInfo {

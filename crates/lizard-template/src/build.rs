@@ -726,12 +726,8 @@ impl<'a> Builder<'a> {
                 .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
             &mut crate::NoProgress,
         )?;
-        self.versions.python = lock::parse_pip_list(&list).map_err(|e| TemplateError::Io {
-            step: S_PIP,
-            action: "reading `pip list`".into(),
-            path: self.host(&py.venv),
-            source: std::io::Error::other(e),
-        })?;
+        self.versions.python = lock::parse_pip_list(&list)
+            .map_err(|e| refused(S_PIP, "reading `pip list`", self.host(&py.venv), e))?;
         self.check_section("python")?;
         // The venv stays root's: the agent's zygote runs as the sandbox's root and imports from
         // it, so nothing user code can write may be in it. `pip install` in the sandbox installs
@@ -808,15 +804,12 @@ impl<'a> Builder<'a> {
         )?;
         let version = version.trim().trim_start_matches('v').to_owned();
         if version != node.version {
-            return Err(TemplateError::Io {
-                step: S_NODE,
-                action: "checking".into(),
-                path: self.host(meta::NODE_BIN),
-                source: std::io::Error::other(format!(
-                    "it reports {version}, the spec says {}",
-                    node.version
-                )),
-            });
+            return Err(refused(
+                S_NODE,
+                "checking",
+                self.host(meta::NODE_BIN),
+                format!("it reports {version}, the spec says {}", node.version),
+            ));
         }
         if node.npm.is_some() {
             run(
@@ -859,12 +852,8 @@ impl<'a> Builder<'a> {
             &format!("{}/package-lock.json", node.prefix),
             PACKAGE_LOCK_LIMIT,
         )?;
-        self.versions.node = lock::parse_package_lock(&text).map_err(|e| TemplateError::Io {
-            step: S_NPM,
-            action: "parsing".into(),
-            path: lock_file.clone(),
-            source: std::io::Error::other(e),
-        })?;
+        self.versions.node = lock::parse_package_lock(&text)
+            .map_err(|e| refused(S_NPM, "parsing", lock_file.clone(), e))?;
         self.check_section("node")?;
         Ok(())
     }
@@ -1101,11 +1090,13 @@ impl<'a> Builder<'a> {
             self.progress
                 .message(&format!("removed the older build {}", old.display()));
         }
-        store::read_build(&self.data_dir, &s.name, &key).ok_or_else(|| TemplateError::Io {
-            step,
-            action: "reading back".into(),
-            path: self.tdir.join(&key),
-            source: std::io::Error::other("the published build is not readable"),
+        store::read_build(&self.data_dir, &s.name, &key).ok_or_else(|| {
+            refused(
+                step,
+                "reading back",
+                self.tdir.join(&key),
+                "the published build is not readable",
+            )
         })
     }
 }
@@ -1121,22 +1112,22 @@ fn read_in_rootfs(step: &'static str, rootfs: &Path, inside: &str, limit: u64) -
     let mut p = rootfs.to_path_buf();
     for c in Path::new(inside.trim_start_matches('/')).components() {
         let Component::Normal(c) = c else {
-            return Err(TemplateError::Io {
+            return Err(refused(
                 step,
-                action: "resolving".into(),
-                path: p,
-                source: std::io::Error::other(format!("unexpected component in {inside}")),
-            });
+                "resolving",
+                p,
+                format!("unexpected component in {inside}"),
+            ));
         };
         p.push(c);
         let md = fs::symlink_metadata(&p).at(step, "reading", &p)?;
         if md.file_type().is_symlink() {
-            return Err(TemplateError::Io {
+            return Err(refused(
                 step,
-                action: "reading".into(),
-                path: p,
-                source: std::io::Error::other("a symlink in the rootfs (refusing to follow it)"),
-            });
+                "reading",
+                p,
+                "a symlink in the rootfs (refusing to follow it)",
+            ));
         }
     }
     let f = fs::OpenOptions::new()
@@ -1149,14 +1140,29 @@ fn read_in_rootfs(step: &'static str, rootfs: &Path, inside: &str, limit: u64) -
         .read_to_string(&mut text)
         .at(step, "reading", &p)?;
     if text.len() as u64 > limit {
-        return Err(TemplateError::Io {
+        return Err(refused(
             step,
-            action: "reading".into(),
-            path: p,
-            source: std::io::Error::other(format!("larger than {limit} bytes")),
-        });
+            "reading",
+            p,
+            format!("larger than {limit} bytes"),
+        ));
     }
     Ok(text)
+}
+
+/// A step's refusal of `path` (`action` on it), for a reason of ours rather than an OS error.
+fn refused(
+    step: &'static str,
+    action: &str,
+    path: PathBuf,
+    why: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> TemplateError {
+    TemplateError::Io {
+        step,
+        action: action.into(),
+        path,
+        source: std::io::Error::other(why),
+    }
 }
 
 /// See [`Builder::target`].
@@ -1167,25 +1173,23 @@ fn prepare_target(step: &'static str, rootfs: &Path, inside: &str) -> Result<Pat
         .collect();
     for (i, c) in comps.iter().enumerate() {
         let Component::Normal(c) = c else {
-            return Err(TemplateError::Io {
+            return Err(refused(
                 step,
-                action: "resolving".into(),
-                path: p,
-                source: std::io::Error::other(format!("unexpected component in {inside}")),
-            });
+                "resolving",
+                p,
+                format!("unexpected component in {inside}"),
+            ));
         };
         p.push(c);
         let last = i + 1 == comps.len();
         match fs::symlink_metadata(&p) {
             Ok(md) if md.file_type().is_symlink() && !last => {
-                return Err(TemplateError::Io {
+                return Err(refused(
                     step,
-                    action: "writing under".into(),
-                    path: p,
-                    source: std::io::Error::other(
-                        "a symlink in the rootfs (refusing to follow it)",
-                    ),
-                })
+                    "writing under",
+                    p,
+                    "a symlink in the rootfs (refusing to follow it)",
+                ))
             }
             Ok(md) if last && !md.is_dir() => fs::remove_file(&p).at(step, "replacing", &p)?,
             Ok(_) => {}

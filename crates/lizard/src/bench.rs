@@ -229,15 +229,9 @@ async fn lizard_figures(
     let mut create_only = Vec::new();
     for _ in 0..n {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let t = Instant::now();
-        let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
-        create_only.push(ms(t.elapsed()));
-        let ex = c.run(&sb.sandbox_id, &exec("1+1")).await?;
-        create_first.push(ms(t.elapsed()));
-        if ex.main_result().is_none() {
-            bail!("1+1 gave no result: {ex:?}");
-        }
-        c.kill_sandbox(&sb.sandbox_id).await?;
+        let (create, first) = create_first_result(c).await?;
+        create_only.push(create);
+        create_first.push(first);
     }
     out.push(stats(
         "create sandbox (API, warm pool)",
@@ -468,6 +462,21 @@ async fn memory_figures(
     Ok(out)
 }
 
+/// One sandbox created, `1+1` run in it (checked) and killed: (ms to the create's answer, ms to
+/// the first result).
+async fn create_first_result(c: &Client) -> Result<(f64, f64)> {
+    let t = Instant::now();
+    let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+    let created = ms(t.elapsed());
+    let ex = c.run(&sb.sandbox_id, &exec("1+1")).await?;
+    let first = ms(t.elapsed());
+    if ex.main_result().is_none() {
+        bail!("1+1 gave no result: {ex:?}");
+    }
+    c.kill_sandbox(&sb.sandbox_id).await?;
+    Ok((created, first))
+}
+
 /// `--only-contexts`: create → first result (warm pool), createContext per language and memory per
 /// idle sandbox: the figures the Python zygote changes.
 async fn context_only_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>> {
@@ -475,14 +484,7 @@ async fn context_only_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure
     let mut create_first = Vec::new();
     for _ in 0..args.samples {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let t = Instant::now();
-        let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
-        let ex = c.run(&sb.sandbox_id, &exec("1+1")).await?;
-        create_first.push(ms(t.elapsed()));
-        if ex.main_result().is_none() {
-            bail!("1+1 gave no result: {ex:?}");
-        }
-        c.kill_sandbox(&sb.sandbox_id).await?;
+        create_first.push(create_first_result(c).await?.1);
     }
     out.push(stats(
         "create → first runCode('1+1') (Rust client, warm pool)",
