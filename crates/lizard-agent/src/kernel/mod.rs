@@ -166,6 +166,23 @@ pub enum KernelError {
     Setup { language: Language, message: String },
 }
 
+/// Spawn a kernel's (or zygote's) command. The command is dropped right after: that closes the
+/// parent's copies of the child's pipe ends, so the pump sees end-of-file when the kernel's
+/// process tree is gone.
+pub(crate) fn spawn(
+    mut cmd: tokio::process::Command,
+    language: Language,
+    program: &Path,
+) -> Result<tokio::process::Child, KernelError> {
+    let spawned = cmd.spawn();
+    drop(cmd);
+    spawned.map_err(|source| KernelError::Spawn {
+        language,
+        program: program.display().to_string(),
+        source,
+    })
+}
+
 fn stderr_hint(stderr: &str) -> String {
     let tail: Vec<&str> = stderr.trim_end().lines().rev().take(5).collect();
     if tail.is_empty() {
@@ -455,15 +472,7 @@ impl Kernel {
             }
         }
 
-        let spawned = cmd.spawn();
-        // Dropping the command closes the parent's copies of the child's pipe ends, so the pump sees
-        // end-of-file when the kernel's process tree is gone.
-        drop(cmd);
-        let mut child = spawned.map_err(|source| KernelError::Spawn {
-            language,
-            program: program.display().to_string(),
-            source,
-        })?;
+        let mut child = spawn(cmd, language, &program)?;
         let pid = child.id().map(|p| p as i32).unwrap_or(-1);
         // Under memory pressure the OOM killer should take a kernel (its context reports the death),
         // never the agent.

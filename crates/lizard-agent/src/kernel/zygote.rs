@@ -138,13 +138,7 @@ impl Zygote {
             .process_group(0)
             .kill_on_drop(true);
         lizard_jail::map_fds(cmd.as_std_mut(), vec![(theirs, ZYGOTE_FD)]);
-        let spawned = cmd.spawn();
-        drop(cmd);
-        let mut child = spawned.map_err(|source| KernelError::Spawn {
-            language,
-            program: program.display().to_string(),
-            source,
-        })?;
+        let mut child = super::spawn(cmd, language, &program)?;
         if let Some(stderr) = child.stderr.take() {
             tokio::spawn(forward_stderr(stderr));
         }

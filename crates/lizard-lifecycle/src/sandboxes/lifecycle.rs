@@ -16,14 +16,7 @@ impl Sandboxes {
     /// [`Sandboxes::discard_stopped`] with the returned runtime when the layer is imported.
     pub async fn stop_keep_layer(&self, id: &str) -> Result<Runtime, SandboxError> {
         let (_sb, _guard) = self.locked(id).await?;
-        let sb = {
-            let mut m = self
-                .live
-                .write()
-                .map_err(|_| SandboxError::NotFound(id.to_string()))?;
-            m.remove(id)
-                .ok_or_else(|| SandboxError::NotFound(id.to_string()))?
-        };
+        let sb = self.take_live(id)?;
         sb.set_state(StoredState::Killed);
         sb.stop_packages();
         let rt = sb.runtime.clone();
@@ -103,15 +96,18 @@ impl Sandboxes {
         }
     }
 
+    /// Take sandbox `id` out of the live ones (its lifecycle lock held by the caller).
+    fn take_live(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
+        let mut m = self
+            .live
+            .write()
+            .map_err(|_| SandboxError::NotFound(id.to_string()))?;
+        m.remove(id)
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))
+    }
+
     pub(super) async fn kill_locked(&self, id: &str) -> Result<(), SandboxError> {
-        let sb = {
-            let mut m = self
-                .live
-                .write()
-                .map_err(|_| SandboxError::NotFound(id.to_string()))?;
-            m.remove(id)
-                .ok_or_else(|| SandboxError::NotFound(id.to_string()))?
-        };
+        let sb = self.take_live(id)?;
         // The cgroup's counters are read host-side; the agent's execution log only if it answers
         // at once: nothing the agent does can stop the kill.
         crate::sandboxes::metering::sample_within(self, &sb, self.cfg.final_sample_deadline).await;

@@ -114,14 +114,23 @@ impl Sandboxes {
                 "network.inject needs network.egress allowing its hosts".into(),
             ));
         };
-        crate::egress::inject_rules(
+        self.inject_rules(network, rules, project).map(drop)
+    }
+
+    /// `network.inject` as the egress's inject rules, with `project`'s secrets substituted.
+    fn inject_rules(
+        &self,
+        network: &NetworkRequest,
+        rules: &lizard_egress::Rules,
+        project: &str,
+    ) -> Result<Vec<lizard_egress::inject::InjectRule>, SandboxError> {
+        Ok(crate::egress::inject_rules(
             &network.inject,
             rules,
             project,
             &self.store,
             &self.cfg.secrets,
-        )?;
-        Ok(())
+        )?)
     }
 
     /// The secret injection of sandbox `id` (of `project`, directory `dir`) for `network`: its
@@ -137,13 +146,7 @@ impl Sandboxes {
         if network.inject.is_empty() {
             return Ok(None);
         }
-        let inject = crate::egress::inject_rules(
-            &network.inject,
-            rules,
-            project,
-            &self.store,
-            &self.cfg.secrets,
-        )?;
+        let inject = self.inject_rules(network, rules, project)?;
         let (dir, sid) = (dir.to_path_buf(), id.to_string());
         let ca = tokio::task::spawn_blocking(move || crate::egress::load_or_make_ca(&dir, &sid))
             .await
