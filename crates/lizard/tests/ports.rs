@@ -104,12 +104,7 @@ async fn http_service_in_the_sandbox_is_reachable_through_the_server() {
     let r = s
         .admin("GET", &format!("/v1/sandboxes/{id}/ports/8001/"), None)
         .await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (503, Some("unavailable")),
-        "{}",
-        r.text
-    );
+    r.expect_error(503, "unavailable");
     let r = s
         .admin("GET", &format!("/v1/sandboxes/{id}/ports/99999/"), None)
         .await;

@@ -769,12 +769,7 @@ async fn disks_beyond_the_hosts_free_space_are_refused() {
             Some(json!({"limits": {"disk_mb": free_mib * 2}})),
         )
         .await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (507, Some("insufficient_storage")),
-        "{}",
-        r.text
-    );
+    r.expect_error(507, "insufficient_storage");
     assert!(
         r.body["message"].as_str().unwrap().contains("MiB free"),
         "{}",
@@ -788,12 +783,7 @@ async fn disks_beyond_the_hosts_free_space_are_refused() {
             Some(json!({"name": "huge", "size_limit_bytes": free_mib * 2 * 1024 * 1024})),
         )
         .await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (507, Some("insufficient_storage")),
-        "{}",
-        r.text
-    );
+    r.expect_error(507, "insufficient_storage");
     // Nothing was made.
     let r = s.req(Some(&key), "GET", "/v1/sandboxes", None).await;
     assert_eq!(r.body, json!([]), "{}", r.text);

@@ -176,12 +176,7 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
             Some(json!({"name": "bad", "dockerfile": "FROM code-interpreter-v1\n\nEXPOSE 80\n"})),
         )
         .await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (400, Some("invalid_dockerfile")),
-        "{}",
-        r.text
-    );
+    r.expect_error(400, "invalid_dockerfile");
     assert!(
         r.body["message"].as_str().unwrap().contains("line 3"),
         "{}",
@@ -195,12 +190,7 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
             Some(json!({"name": "bad", "dockerfile": "FROM nope\n"})),
         )
         .await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (400, Some("invalid_dockerfile")),
-        "{}",
-        r.text
-    );
+    r.expect_error(400, "invalid_dockerfile");
     let r = s
         .req(
             Some(&ka),

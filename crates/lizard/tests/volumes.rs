@@ -346,12 +346,7 @@ async fn size_limit_is_enforced() {
                 Some(json!({"name": "x", "size_limit_bytes": size})),
             )
             .await;
-        assert_eq!(
-            (r.status, r.body["code"].as_str()),
-            (400, Some("invalid_request")),
-            "{}",
-            r.text
-        );
+        r.expect_error(400, "invalid_request");
     }
     s.kill_all().await;
     delete_all_volumes(&s).await;
@@ -415,12 +410,7 @@ async fn cross_project_access_is_refused() {
                 Some(json!({"volumes": [{"name": vol}]})),
             )
             .await;
-        assert_eq!(
-            (r.status, r.body["code"].as_str()),
-            (404, Some("not_found")),
-            "{}",
-            r.text
-        );
+        r.expect_error(404, "not_found");
         let r = s
             .req(
                 Some(&k2),
@@ -490,12 +480,7 @@ async fn symlinks_in_a_volume_do_not_escape() {
     // The hostname link leads into /proc, which the files API (running in the agent) refuses
     // however the path gets there; from code it reads B's own hostname (its id), below.
     let r = s.admin("GET", &format!("{base}?path=/data/hn"), None).await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (403, Some("permission_denied")),
-        "{}",
-        r.text
-    );
+    r.expect_error(403, "permission_denied");
     // `/` through the link is the sandbox's root: no host directories.
     let r = s
         .admin("GET", &format!("{base}/list?path=/data/root"), None)
@@ -572,12 +557,7 @@ async fn delete_while_mounted() {
     s.sh(&a, "echo x > /home/user/busy/f").await;
 
     let r = s.admin("DELETE", "/v1/volumes/busy", None).await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (409, Some("volume_in_use")),
-        "{}",
-        r.text
-    );
+    r.expect_error(409, "volume_in_use");
     assert!(
         r.body["message"].as_str().unwrap().contains(&a),
         "{}",
@@ -702,12 +682,7 @@ async fn bad_volume_requests_get_typed_errors() {
     let r = s
         .admin("POST", "/v1/volumes", Some(json!({"name": "v"})))
         .await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (409, Some("conflict")),
-        "{}",
-        r.text
-    );
+    r.expect_error(409, "conflict");
 
     for path in [
         "/",
@@ -766,12 +741,7 @@ async fn bad_volume_requests_get_typed_errors() {
             Some(json!({"volumes": [{"name": "nope"}]})),
         )
         .await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (404, Some("not_found")),
-        "{}",
-        r.text
-    );
+    r.expect_error(404, "not_found");
     let r = s
         .admin(
             "POST",

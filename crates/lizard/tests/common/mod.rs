@@ -43,6 +43,19 @@ pub struct Resp {
     pub text: String,
 }
 
+impl Resp {
+    /// Assert that this is the typed error `code` with HTTP `status`.
+    #[track_caller]
+    pub fn expect_error(&self, status: u16, code: &str) {
+        assert_eq!(
+            (self.status, self.body["code"].as_str()),
+            (status, Some(code)),
+            "{}",
+            self.text
+        );
+    }
+}
+
 /// One request with arbitrary method, headers and body bytes on a fresh connection; the answer
 /// with its headers, its body as JSON (Null if it is not) and as text.
 pub async fn send(
