@@ -531,7 +531,9 @@ async fn set_timeout(
     E2bJson(req): E2bJson<api::TimeoutRequest>,
 ) -> Result<StatusCode, E2bError> {
     visible(&st, &who(w)?, &id)?;
-    st.sandboxes.set_timeout(&id, seconds_ms(req.timeout))?;
+    // E2B's `setTimeout(0)` ends the sandbox's time now (its timeout action follows at once).
+    st.sandboxes
+        .set_timeout(&id, seconds_ms(req.timeout).max(1))?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -609,8 +611,9 @@ async fn connect(
         st.sandboxes.resume(&id).await?;
         StatusCode::CREATED
     };
+    // E2B's connect only ever extends a sandbox's time, never shortens it.
     if let Some(t) = req.timeout.filter(|t| *t > 0) {
-        st.sandboxes.set_timeout(&id, seconds_ms(t))?;
+        st.sandboxes.extend_timeout(&id, seconds_ms(t))?;
     }
     Ok((status, Json(sandbox_body(&st, &sb))))
 }

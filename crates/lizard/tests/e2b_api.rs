@@ -218,3 +218,79 @@ async fn a_multi_fork_leaves_no_snapshot_behind_when_the_caller_hangs_up() {
     assert_eq!((status, listed), (200, json!([])));
     s.kill_all().await;
 }
+
+/// E2B's lifecycle calls as E2B's SDKs rely on them: `connect` with a timeout only ever extends a
+/// running sandbox's time (a shorter one leaves its end as it was); `setTimeout(0)` is accepted and
+/// ends its time now, so its timeout action (here a kill) follows.
+#[tokio::test]
+async fn connect_only_extends_and_a_zero_timeout_ends_the_sandbox_now() {
+    lizard_test_support::needs_root!();
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("lifecycle").await;
+    let (id, _) = e2b_create(&s, &key).await;
+    let call = |method: &'static str, path: String, body: &'static str| {
+        let (addr, key) = (s.addr.clone(), key.clone());
+        async move {
+            raw(
+                &addr,
+                method,
+                &path,
+                &[
+                    ("X-API-Key", key.as_str()),
+                    ("Content-Type", "application/json"),
+                    ("Connection", "close"),
+                ],
+                body,
+            )
+            .await
+        }
+    };
+    let end = |info: &Value| info["endAt"].as_str().unwrap().to_string();
+    let (status, before) = call("GET", format!("/sandboxes/{id}"), "").await;
+    assert_eq!(status, 200, "{before}");
+    // A shorter timeout than the one in force: the end stays.
+    let (status, c) = call(
+        "POST",
+        format!("/sandboxes/{id}/connect"),
+        r#"{"timeout":5}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{c}");
+    let (_, after) = call("GET", format!("/sandboxes/{id}"), "").await;
+    assert_eq!(
+        end(&after),
+        end(&before),
+        "connect shortened the sandbox's time"
+    );
+    // A longer one extends it.
+    let (status, c) = call(
+        "POST",
+        format!("/sandboxes/{id}/connect"),
+        r#"{"timeout":7200}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{c}");
+    let (_, longer) = call("GET", format!("/sandboxes/{id}"), "").await;
+    assert!(end(&longer) > end(&before), "{longer} vs {before}");
+    // setTimeout(0): accepted, and the sandbox goes.
+    let (status, t) = call(
+        "POST",
+        format!("/sandboxes/{id}/timeout"),
+        r#"{"timeout":0}"#,
+    )
+    .await;
+    assert_eq!(status, 204, "{t}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (status, _) = call("GET", format!("/sandboxes/{id}"), "").await;
+        if status == 404 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still there 60 s after setTimeout(0): {status}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    s.kill_all().await;
+}

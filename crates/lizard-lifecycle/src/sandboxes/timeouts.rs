@@ -6,6 +6,21 @@ use super::*;
 impl Sandboxes {
     /// Move the sandbox's timeout to `timeout_ms` from now.
     pub fn set_timeout(&self, id: &str, timeout_ms: u64) -> Result<u64, SandboxError> {
+        self.move_timeout(id, timeout_ms, false)
+    }
+
+    /// [`Self::set_timeout`] that only ever pushes the end later (E2B's `connect`): a timeout
+    /// ending before the current one leaves it as it is. Returns the end time in force.
+    pub fn extend_timeout(&self, id: &str, timeout_ms: u64) -> Result<u64, SandboxError> {
+        self.move_timeout(id, timeout_ms, true)
+    }
+
+    fn move_timeout(
+        &self,
+        id: &str,
+        timeout_ms: u64,
+        only_later: bool,
+    ) -> Result<u64, SandboxError> {
         if timeout_ms == 0 || timeout_ms > self.cfg.max_timeout_ms {
             return Err(SandboxError::Invalid(format!(
                 "timeout_ms must be between 1 and {}",
@@ -16,6 +31,9 @@ impl Sandboxes {
             .get(id)
             .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
         let at = now_ms() + timeout_ms;
+        if only_later && at <= sb.timeout_at_ms() {
+            return Ok(sb.timeout_at_ms());
+        }
         sb.timeout_at_ms.store(at, Ordering::SeqCst);
         sb.timeout_ms.store(timeout_ms, Ordering::SeqCst);
         self.store.set_timeout(id, at)?;
