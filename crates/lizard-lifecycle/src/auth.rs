@@ -57,12 +57,32 @@ pub fn issue_key(store: &Store, project: Option<&str>) -> Result<String, StoreEr
     Ok(key)
 }
 
+/// The key a token names: `lz_<hex>` as it is, and `e2b_<hex>` as `lz_<hex>` — the same key in
+/// the shape E2B's SDKs (about Python 2.24 / JS 2.26 to the mid-2026 releases) check before they
+/// send anything (`^e2b_[0-9a-f]+$`), so that an E2B user's `E2B_API_KEY` needs no
+/// `E2B_VALIDATE_API_KEY=false`. Anything else is looked up as it is (and found by no hash).
+pub fn canonical_key(token: &str) -> std::borrow::Cow<'_, str> {
+    match token.strip_prefix("e2b_") {
+        Some(hex) if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            std::borrow::Cow::Owned(format!("lz_{}", hex.to_ascii_lowercase()))
+        }
+        _ => std::borrow::Cow::Borrowed(token),
+    }
+}
+
+/// The `e2b_<hex>` form of key `key` (`lz_<hex>`): what to give E2B's SDKs as `E2B_API_KEY`.
+pub fn e2b_form(key: &str) -> Option<String> {
+    key.strip_prefix("lz_").map(|hex| format!("e2b_{hex}"))
+}
+
 /// Resolve a bearer token.
 pub fn principal(store: &Store, token: &str) -> Result<Option<Principal>, StoreError> {
-    Ok(store.key_project(&KeyHash::of(token))?.map(|p| match p {
-        None => Principal::Admin,
-        Some(p) => Principal::Project(p),
-    }))
+    Ok(store
+        .key_project(&KeyHash::of(&canonical_key(token)))?
+        .map(|p| match p {
+            None => Principal::Admin,
+            Some(p) => Principal::Project(p),
+        }))
 }
 
 /// An authenticated caller, as the gate found it (kept in the request's extensions so the key is
@@ -78,7 +98,7 @@ pub struct Caller {
 
 /// Resolve a bearer token to its caller (with the key's prefix and hash).
 pub fn caller(store: &Store, token: &str) -> Result<Option<Caller>, StoreError> {
-    let key_hash = KeyHash::of(token);
+    let key_hash = KeyHash::of(&canonical_key(token));
     Ok(store
         .key_lookup(&key_hash)?
         .map(|(project, key_prefix)| Caller {
@@ -103,6 +123,35 @@ pub fn valid_project_name(n: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keys_e2b_form_is_the_same_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let key = issue_key(&store, Some("p")).unwrap();
+        let e2b = e2b_form(&key).unwrap();
+        assert!(
+            e2b.starts_with("e2b_") && e2b.len() == key.len() + 1,
+            "{e2b}"
+        );
+        let p = Some(Principal::Project("p".into()));
+        assert_eq!(principal(&store, &key).unwrap(), p);
+        assert_eq!(principal(&store, &e2b).unwrap(), p);
+        assert_eq!(
+            principal(&store, &e2b.to_uppercase().replacen("E2B_", "e2b_", 1)).unwrap(),
+            p
+        );
+        let (a, b) = (
+            caller(&store, &key).unwrap().unwrap(),
+            caller(&store, &e2b).unwrap().unwrap(),
+        );
+        assert_eq!(a, b, "one key: one prefix, one rate-limit bucket");
+        // Not an alias: other shapes are looked up as they are.
+        for t in ["e2b_", "e2b_xyz", &format!("e2b_{}-", &key[3..]), "E2B_00"] {
+            assert_eq!(canonical_key(t), t);
+            assert_eq!(principal(&store, t).unwrap(), None);
+        }
+    }
 
     #[test]
     fn keys_are_random_and_hashed() {

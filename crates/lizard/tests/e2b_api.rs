@@ -294,3 +294,31 @@ async fn connect_only_extends_and_a_zero_timeout_ends_the_sandbox_now() {
     }
     s.kill_all().await;
 }
+
+/// A key's `e2b_<hex>` form (what E2B's SDKs from about Python 2.24 / JS 2.26 to mid-2026 insist
+/// on before sending anything) is the same key, on E2B's control plane and on Lizard's API alike;
+/// a made-up one is a 401.
+#[tokio::test]
+async fn a_keys_e2b_form_is_the_same_key() {
+    lizard_test_support::needs_root!();
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("e2bform").await;
+    let e2b = format!("e2b_{}", key.strip_prefix("lz_").unwrap());
+    let (id, _) = e2b_create(&s, &e2b).await;
+    let r = s
+        .req(Some(&e2b), "GET", &format!("/v1/sandboxes/{id}"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["project"], "e2bform");
+    let made_up = format!("e2b_{}", "0".repeat(64));
+    let (status, _) = raw(
+        &s.addr,
+        "GET",
+        "/v2/sandboxes",
+        &[("X-API-Key", made_up.as_str()), ("Connection", "close")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 401);
+    s.kill_all().await;
+}
