@@ -37,4 +37,11 @@ echo "== TypeScript SDK"
 echo "== E2B compatibility (E2B's own SDKs, pinned, unmodified)"
 if [ ! -x target/e2b-venv/bin/python ]; then python3 -m venv target/e2b-venv; fi
 target/e2b-venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/e2b/requirements.txt
+# Older SDKs as people have pinned them (tests/e2b/versions/): a venv or node_modules each.
+for req in tests/e2b/versions/python-*.txt; do
+  venv="target/e2b-venv-$(basename "$req" .txt)"
+  if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv"; fi
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
+done
+for dir in tests/e2b/versions/js-*/; do (cd "$dir" && npm ci --no-audit --no-fund --silent); done
 (cd tests/e2b && npm ci --no-audit --no-fund --silent && npm test)

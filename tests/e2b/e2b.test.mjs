@@ -1,6 +1,6 @@
 // E2B compatibility: the real, pinned E2B SDKs (JavaScript: package.json; Python:
-// requirements.txt) run unmodified scenario scripts (scenario.mjs, scenario.py) against a real
-// `lizard serve`, in E2B's two self-hosting modes:
+// requirements.txt; older ones in versions/, with core_scenario.*) run unmodified scenario scripts
+// (scenario.mjs, scenario.py) against a real `lizard serve`, in E2B's two self-hosting modes:
 //  - self-hosted: E2B_API_KEY (a Lizard project key), E2B_API_URL and E2B_SANDBOX_URL (both the
 //    server) — the SDKs use the control plane and route sandbox traffic by header;
 //  - debug: E2B_DEBUG=true against `lizard serve --e2b-debug` — no control plane, one default
@@ -110,6 +110,31 @@ async function scenario(lang, mode) {
 for (const mode of ['self-hosted', 'debug']) {
   test(`@e2b/code-interpreter (JavaScript) unmodified, ${mode} mode`, { timeout: 300_000 }, () => scenario('js', mode));
   test(`e2b-code-interpreter (Python) unmodified, ${mode} mode`, { timeout: 300_000 }, () => scenario('py', mode));
+}
+
+// Older SDKs, as people have pinned them over 2026 (tests/e2b/versions/: the oldest that checks the
+// key's shape before any request and honours E2B_SANDBOX_URL for code, and a mid-2026 one), run the core scenario with the project key
+// in E2B's shape, `e2b_<hex>`, after checking that they refuse its `lz_<hex>` spelling.
+const VERSIONS = ['python-2.39.1', 'python-2.45.1', 'js-2.28.0', 'js-2.45.0'];
+for (const name of VERSIONS) {
+  test(`E2B SDK ${name} (checks the key's shape) unmodified, self-hosted mode`, { timeout: 300_000 }, async () => {
+    const env = envFor('self-hosted');
+    env.E2B_API_KEY = `e2b_${server.projectKey.replace(/^lz_/, '')}`;
+    env.LIZARD_LZ_KEY = server.projectKey;
+    let cmd;
+    let args;
+    if (name.startsWith('js-')) {
+      [cmd, args] = [process.execPath, ['core_scenario.mjs']];
+      env.E2B_SDK_DIR = join(HERE, 'versions', name);
+    } else {
+      [cmd, args] = [join(REPO, `target/e2b-venv-${name}/bin/python`), ['core_scenario.py']];
+    }
+    const r = await run(cmd, args, env);
+    const detail = `${name} exited ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- server log\n${server.log()}`;
+    assert.equal(r.code, 0, detail);
+    const want = ['format', 'create', 'state', 'commands', 'files'].map((s) => `ok ${s}`);
+    assert.deepEqual(r.stdout.trim().split('\n'), [...want, 'done'], detail);
+  });
 }
 
 // E2B's template build API: the SDKs' `Template` builder and `Template.build` / `Template.exists`,
