@@ -39,8 +39,9 @@ async function startServer() {
   const templatesFrom = process.env.LIZARD_TEMPLATES_FROM || join(REPO, 'target/lizard-data');
   const dataDir = await mkdtemp(join(tmpdir(), 'lizard-e2b-'));
   const fixed = (await portFree(49999)) && (await portFree(49983));
+  // 2 GiB template build disks (default 8): each is promised disk space up front.
   const args = ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--templates-from', templatesFrom,
-    '--pool-size', '1', '--e2b-debug'];
+    '--pool-size', '1', '--e2b-debug', '--template-build-disk-mb', '2048'];
   if (!fixed) args.push('--e2b-debug-ci-listen', '127.0.0.1:0', '--e2b-debug-envd-listen', '127.0.0.1:0');
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LIZARD_LOG: 'warn' } });
   let log = '';

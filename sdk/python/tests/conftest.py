@@ -154,7 +154,9 @@ def lizard_server() -> Iterator[Server]:
         # lost variable, is what these tests read: asked for (CRIU, the server's default where
         # it is installed, is tested in crates/lizard/tests/hibernate_exact.rs, snapshots_exact.rs).
         [str(binary), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data_dir),
-         "--templates-from", str(templates), "--criu", "none"],
+         "--templates-from", str(templates), "--criu", "none",
+         # 2 GiB build disks (default 8): each is promised disk space up front.
+         "--template-build-disk-mb", "2048"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=None,  # the server's log goes to the test output

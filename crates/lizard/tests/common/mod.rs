@@ -92,6 +92,11 @@ pub async fn send(
     }
 }
 
+/// Template build sandboxes get 2 GiB disks in tests, not the default 8 GiB: every disk is promised
+/// space on the data dir's file system up front, and a CI machine's may have less than 9 GiB free
+/// (the builds of the tests need far less).
+pub const SMALL_BUILD_DISK: [&str; 2] = ["--template-build-disk-mb", "2048"];
+
 impl Server {
     pub fn start() -> Server {
         Self::start_in(tempfile::tempdir().unwrap(), &[])
@@ -109,6 +114,7 @@ impl Server {
                 .arg(data_dir.path())
                 .arg("--templates-from")
                 .arg(templates_from())
+                .args(SMALL_BUILD_DISK)
                 .args(extra),
             "lizard serve",
         );

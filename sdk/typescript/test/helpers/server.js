@@ -35,7 +35,9 @@ export async function startServer(extraArgs = []) {
   const dataDir = await mkdtemp(join(tmpdir(), 'lizard-ts-sdk-'));
   const child = spawn(
     bin,
-    ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--templates-from', templatesFrom, ...extraArgs],
+    ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--templates-from', templatesFrom,
+      // 2 GiB template build disks (default 8): each is promised disk space up front.
+      '--template-build-disk-mb', '2048', ...extraArgs],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, LIZARD_LOG: process.env.LIZARD_LOG || 'warn' },
