@@ -4,7 +4,8 @@
 # tests/registries/pypiserver/requirements.txt, and verdaccio (npm) into DIR/verdaccio with `npm ci`
 # from the committed tests/registries/verdaccio/package{,-lock}.json (verdaccio 6.8.0: later
 # releases want Node 22; node-fetch is overridden to 2.7.0, with which it installs). DIR defaults to
-# target/test-registries. Idempotent: each part keeps a stamp of the files it was installed from; a
+# target/test-registries; the real wheels of tests/registries/pypiserver/uv.txt into DIR/wheels
+# (served by the tests' pypiserver next to the ones they build). Idempotent: each part keeps a stamp of the files it was installed from; a
 # matching stamp whose program runs is a no-op, anything else is installed again from scratch.
 # The tests find the programs through LIZARD_TEST_PYPISERVER and LIZARD_TEST_VERDACCIO (exported by
 # scripts/test.sh; crates/lizard/tests/common/registries.rs).
@@ -27,6 +28,23 @@ if ! { [ -f "$venv/.stamp" ] && [ "$(cat "$venv/.stamp")" = "$stamp" ] &&
     exit 1
   }
   echo "$stamp" >"$venv/.stamp"
+fi
+
+# Real wheels the tests serve besides the ones they build (uv), pinned and hashed.
+wheels=$dir/wheels
+req=$here/tests/registries/pypiserver/uv.txt
+stamp=$(sha256sum <"$req" | cut -c1-16)
+if ! { [ -f "$wheels/.stamp" ] && [ "$(cat "$wheels/.stamp")" = "$stamp" ]; }; then
+  echo "downloading the test wheels into $wheels" >&2
+  rm -rf "$wheels"
+  mkdir -p "$wheels"
+  "$venv/bin/python" -m pip download --quiet --no-input --disable-pip-version-check \
+    --progress-bar off --no-deps --only-binary=:all: --platform manylinux_2_17_x86_64 \
+    --python-version 3.14 --require-hashes -r "$req" -d "$wheels" >"$dir/wheels.log" 2>&1 || {
+    tail -n 30 "$dir/wheels.log" >&2
+    exit 1
+  }
+  echo "$stamp" >"$wheels/.stamp"
 fi
 
 vd=$dir/verdaccio

@@ -20,6 +20,7 @@ export LIZARD_REQUIRE_CRIU=1
 # The local package registries (PyPI, npm) installed above, for the package-install tests.
 export LIZARD_TEST_PYPISERVER="$root/target/test-registries/pypiserver-venv/bin/pypi-server"
 export LIZARD_TEST_VERDACCIO="$root/target/test-registries/verdaccio/node_modules/.bin/verdaccio"
+export LIZARD_TEST_WHEELS="$root/target/test-registries/wheels"
 
 echo "== Rust: unit and end-to-end tests"
 cargo test --workspace --locked "$@"

@@ -113,3 +113,36 @@ async fn pip_and_npm_install_without_egress_and_the_second_sandbox_installs_from
     );
     s.kill_all().await;
 }
+
+/// `uv` in a sandbox with no egress at all: `pip install uv` (a real published wheel, from the
+/// local registry through the mirror), then `uv venv` and `uv pip install` of a package — uv
+/// finds the mirror through the sandbox's `UV_DEFAULT_INDEX`, with no flag — and the package is
+/// importable from that environment.
+#[tokio::test]
+async fn uv_installs_without_egress_through_the_mirror() {
+    lizard_test_support::needs_root!();
+    let py_pkg = TestPackage::new("lizard-probe-uv", "1.0.0", "VALUE = 7\n");
+    let pypi = PyPiServer::start_with(std::slice::from_ref(&py_pkg), &[published_wheel("uv-")]);
+    let pypi_root = pypi.url().trim_end_matches("/simple").to_string();
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &["--package-registry", &format!("pypi={pypi_root}")],
+    );
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (out, ex) = s
+        .sh(
+            &id,
+            "pip install --disable-pip-version-check --quiet uv 2>&1 | tail -3; \
+             export PATH=$HOME/.local/bin:$PATH; \
+             uv venv --quiet /tmp/uvenv 2>&1 | tail -3; \
+             VIRTUAL_ENV=/tmp/uvenv uv pip install --quiet lizard-probe-uv 2>&1 | tail -3; \
+             /tmp/uvenv/bin/python -c 'import lizard_probe_uv; print(\"value\", lizard_probe_uv.VALUE)'",
+        )
+        .await;
+    assert!(out.contains("value 7"), "{ex}");
+    // The package came from the local registry, through the mirror (nothing else is reachable;
+    // uv may read a wheel's metadata with a range request before fetching it whole).
+    let wheel = format!("GET /packages/{}", py_pkg.wheel_file());
+    assert!(pypi.requests_matching(&wheel) >= 1, "{:?}", pypi.requests());
+    s.kill_all().await;
+}

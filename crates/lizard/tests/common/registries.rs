@@ -244,8 +244,35 @@ impl std::ops::Deref for PyPiServer {
     }
 }
 
+/// A real published wheel that `scripts/test-registries.sh` downloaded (pinned and hashed in
+/// `tests/registries/pypiserver/*.txt`) into `target/test-registries/wheels` (or
+/// `LIZARD_TEST_WHEELS`), by its file name's start (`uv-`).
+pub fn published_wheel(prefix: &str) -> PathBuf {
+    let dir = support::built(
+        "LIZARD_TEST_WHEELS",
+        "test-registries/wheels",
+        Path::is_dir,
+        "the published test wheels",
+        "run scripts/test-registries.sh, which scripts/test.sh runs",
+    );
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with(prefix) && name.ends_with(".whl")
+        })
+        .unwrap_or_else(|| panic!("no {prefix}*.whl in {}", dir.display()))
+}
+
 impl PyPiServer {
     pub fn start(packages: &[TestPackage]) -> PyPiServer {
+        Self::start_with(packages, &[])
+    }
+
+    /// [`PyPiServer::start`] serving `wheels` (real published ones, [`published_wheel`]) too.
+    pub fn start_with(packages: &[TestPackage], wheels: &[PathBuf]) -> PyPiServer {
         let program = tool("LIZARD_TEST_PYPISERVER", "pypiserver-venv/bin/pypi-server");
         let python = program.with_file_name("python3");
         let dir = tempfile::tempdir().unwrap();
@@ -266,6 +293,9 @@ impl PyPiServer {
                 .arg(&spec_file)
                 .arg(&pkgs),
         );
+        for w in wheels {
+            std::fs::copy(w, pkgs.join(w.file_name().unwrap())).unwrap();
+        }
         let log = dir.path().join("access.log");
         let out = dir.path().join("pypiserver.out");
         // Answered only by the server started here: another on a raced port 404s it.
