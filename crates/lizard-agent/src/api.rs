@@ -42,9 +42,9 @@ impl From<ContextError> for ApiError {
             | ContextError::Kernel(crate::kernel::KernelError::ForkRefused { .. }) => {
                 ApiError::new(ErrorCode::Conflict, e.to_string())
             }
-            ContextError::BadCwd(_) | ContextError::InvalidLimits(_) => {
-                ApiError::invalid(e.to_string())
-            }
+            ContextError::BadCwd(_)
+            | ContextError::CwdDenied(_)
+            | ContextError::InvalidLimits(_) => ApiError::invalid(e.to_string()),
             ContextError::LimitsUnsupported(_) | ContextError::NoInterpreter(_) => {
                 ApiError::new(ErrorCode::Unsupported, e.to_string())
             }

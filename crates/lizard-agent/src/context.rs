@@ -33,6 +33,10 @@ pub enum ContextError {
     NotFound(ContextId),
     #[error("working directory {0:?} does not exist or is not a directory")]
     BadCwd(String),
+    #[error(
+        "working directory {0:?} is not accessible to the sandbox user the context's kernel runs          as: pick a directory it can enter (e.g. under /home/user or /tmp), or run as root          through the commands API (`user: \"root\"`)"
+    )]
+    CwdDenied(String),
     #[error(transparent)]
     Kernel(#[from] KernelError),
     #[error("{0}")]
@@ -458,6 +462,18 @@ impl Contexts {
                 };
                 if !p.is_dir() {
                     return Err(ContextError::BadCwd(c));
+                }
+                // The kernel runs as the sandbox user: a directory it cannot enter (`/root`)
+                // would fail its start with a bare "Permission denied".
+                let probe = p.clone();
+                let enterable = tokio::task::spawn_blocking(move || {
+                    crate::users::with_sandbox_user(|| lizard_jail::creds::can_search(&probe))
+                })
+                .await;
+                if let Ok(Err(e)) = enterable {
+                    if e.kind() == std::io::ErrorKind::PermissionDenied {
+                        return Err(ContextError::CwdDenied(c));
+                    }
                 }
                 p
             }

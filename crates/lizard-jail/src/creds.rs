@@ -90,6 +90,18 @@ impl FsUser {
     }
 }
 
+/// Whether the calling thread's fs ids may search (enter) directory `path`: `faccessat(X_OK,
+/// AT_EACCESS)`, which checks with the fs ids — call it inside an [`FsUser`] to ask for that user.
+pub fn can_search(path: &std::path::Path) -> io::Result<()> {
+    nix::unistd::faccessat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        nix::unistd::AccessFlags::X_OK,
+        nix::fcntl::AtFlags::AT_EACCESS,
+    )
+    .map_err(io::Error::from)
+}
+
 impl Drop for FsUser {
     fn drop(&mut self) {
         // The fs uid first: back at 0 the thread has CAP_SETGID again for the fs gid.
@@ -115,6 +127,24 @@ fn set_fsgid(gid: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn can_search_asks_as_the_fs_user() {
+        lizard_test_support::needs_root!();
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (open, closed) = (dir.path().join("open"), dir.path().join("closed"));
+        for (d, mode) in [(&open, 0o755), (&closed, 0o700)] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        assert!(can_search(&closed).is_ok(), "root may");
+        let _nobody = FsUser::enter(65534, 65534).unwrap();
+        assert!(can_search(&open).is_ok());
+        let e = can_search(&closed).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+    }
 
     #[test]
     fn a_command_becomes_the_user_and_files_are_made_as_the_fs_user() {

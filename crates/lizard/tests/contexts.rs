@@ -291,3 +291,31 @@ print(getpass.getuser())
     assert_eq!(stdout(&ex).trim(), "42", "{ex}");
     s.kill_all().await;
 }
+
+/// A context whose working directory the sandbox user cannot enter (`/root`) is a typed 400 that
+/// says why and what to do (it was a 503 "cannot start the python kernel: Permission denied");
+/// one it can enter starts there; one that does not exist is a 400 too.
+#[tokio::test]
+async fn a_cwd_the_user_cannot_enter_is_a_typed_400() {
+    lizard_test_support::needs_root!();
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let path = format!("/v1/sandboxes/{id}/contexts");
+    let r = s.admin("POST", &path, Some(json!({"cwd": "/root"}))).await;
+    r.expect_error(400, "invalid_request");
+    let message = r.body["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"/root\" is not accessible to the sandbox user"),
+        "{message}"
+    );
+    let r = s
+        .admin("POST", &path, Some(json!({"cwd": "/nowhere"})))
+        .await;
+    r.expect_error(400, "invalid_request");
+    let r = s.admin("POST", &path, Some(json!({"cwd": "/tmp"}))).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let ctx = r.body["id"].as_str().unwrap().to_string();
+    let ex = run_in(&s, &id, &ctx, "import os; os.getcwd()").await;
+    assert_eq!(ex["results"][0]["data"]["text/plain"], "'/tmp'", "{ex}");
+    s.kill_all().await;
+}
