@@ -4,7 +4,7 @@
 // answer with assert and prints one line per step; e2b.test.mjs runs it against a real
 // `lizard serve` in both modes and compares the printed lines.
 import assert from 'node:assert/strict';
-import { NotFoundError, Sandbox } from '@e2b/code-interpreter';
+import { InvalidArgumentError, NotFoundError, Sandbox } from '@e2b/code-interpreter';
 
 const debug = (process.env.E2B_DEBUG || '').toLowerCase() === 'true';
 const step = (name) => console.log(`ok ${name}`);
@@ -158,8 +158,11 @@ await sbx.files.write('/home/user/e2b/sub/watched.txt', 'w');
 for (let i = 0; i < 100 && !seen.includes('watched.txt'); i++) await new Promise((r) => setTimeout(r, 100));
 assert.ok(seen.includes('watched.txt'), `watch events: ${seen}`);
 await watch.stop();
+await sbx.files.write('/home/user/e2b/plain.txt', 'not a directory');
+await assert.rejects(sbx.files.watchDir('/home/user/e2b/plain.txt', () => {}), (e) => e instanceof InvalidArgumentError);
 await sbx.files.remove('/home/user/e2b');
 assert.equal(await sbx.files.exists('/home/user/e2b'), false);
+await sbx.files.remove('/home/user/e2b'); // already gone: a no-op, as E2B's
 await assert.rejects(sbx.files.read('/home/user/e2b/missing.txt'), (e) => e instanceof NotFoundError);
 step('files');
 

@@ -10,7 +10,12 @@ import base64
 import os
 import time
 
-from e2b import CommandExitException, NotFoundException, TimeoutException
+from e2b import (
+    CommandExitException,
+    InvalidArgumentException,
+    NotFoundException,
+    TimeoutException,
+)
 from e2b_code_interpreter import Sandbox
 
 debug = os.environ.get("E2B_DEBUG", "").lower() == "true"
@@ -166,8 +171,15 @@ for _ in range(100):
     time.sleep(0.1)
 assert "watched.txt" in seen, seen
 watch.stop()
+sbx.files.write("/home/user/e2b/plain.txt", "not a directory")
+try:
+    sbx.files.watch_dir("/home/user/e2b/plain.txt")
+    raise AssertionError("expected InvalidArgumentException: watching a file")
+except InvalidArgumentException:
+    pass
 sbx.files.remove("/home/user/e2b")
 assert sbx.files.exists("/home/user/e2b") is False
+sbx.files.remove("/home/user/e2b")  # already gone: a no-op, as E2B's
 try:
     sbx.files.read("/home/user/e2b/missing.txt")
     raise AssertionError("expected NotFoundException")

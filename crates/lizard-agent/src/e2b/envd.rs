@@ -121,6 +121,33 @@ impl IntoResponse for RpcError {
     }
 }
 
+/// An error of a server-streaming call (`Process.Start`, `Process.Connect`, `Filesystem.WatchDir`).
+/// The Connect protocol answers a stream with HTTP 200 and puts the error in its end-of-stream
+/// message; a client maps any other status to `internal` (E2B's JS SDK then says "[internal] HTTP
+/// 400" instead of the error's own code and message).
+struct StreamError(RpcError);
+
+impl<E: Into<RpcError>> From<E> for StreamError {
+    fn from(e: E) -> Self {
+        StreamError(e.into())
+    }
+}
+
+impl IntoResponse for StreamError {
+    fn into_response(self) -> Response {
+        let body = EndStream {
+            error: Some(self.0 .0),
+        }
+        .envelope();
+        let mut r = Response::new(Body::from(body));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(wire::CONNECT_STREAM_JSON),
+        );
+        r
+    }
+}
+
 fn rpc(code: &str, message: impl Into<String>) -> RpcError {
     RpcError(ConnectError::new(code, message))
 }
@@ -314,11 +341,11 @@ async fn start(
     State(st): St,
     headers: HeaderMap,
     StreamMsg(req): StreamMsg<wire::StartRequest>,
-) -> Result<Response, RpcError> {
+) -> Result<Response, StreamError> {
     let who = check_user(&headers)?;
     let p = req.process;
     if p.cmd.is_empty() {
-        return Err(rpc("invalid_argument", "process.cmd is empty"));
+        return Err(rpc("invalid_argument", "process.cmd is empty").into());
     }
     let mut argv = vec![p.cmd];
     argv.extend(p.args);
@@ -367,10 +394,10 @@ async fn connect(
     State(st): St,
     headers: HeaderMap,
     StreamMsg(req): StreamMsg<wire::SelectRequest>,
-) -> Result<Response, RpcError> {
+) -> Result<Response, StreamError> {
     let proc = select(&st.procs, &req.process)?;
     if !proc.is_running() {
-        return Err(rpc("not_found", format!("process {} has exited", proc.pid)));
+        return Err(rpc("not_found", format!("process {} has exited", proc.pid)).into());
     }
     Ok(stream_process(proc.subscribe(true), keepalive(&headers)))
 }
@@ -607,8 +634,23 @@ async fn remove(
     Fs { who, base }: Fs,
     Msg(req): Msg<wire::PathRequest>,
 ) -> Result<Json<serde_json::Value>, RpcError> {
-    files_as(who, files::remove_path(&base, &req.path)).await?;
-    Ok(Json(serde_json::json!({})))
+    match files_as(who, files::remove_path(&base, &req.path)).await {
+        // envd removes like `rm -rf`: a path that is not there is already removed.
+        Ok(()) | Err(FilesError::NotFound(_)) => Ok(Json(serde_json::json!({}))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// envd watches directories only: a path that is not one is `invalid_argument`, as E2B's.
+async fn watched_dir(home: &std::path::Path, path: &str) -> Result<(), RpcError> {
+    let e = files::stat_path(home, path).await?;
+    if e.file_type != lizard_proto::FileType::Dir {
+        return Err(rpc(
+            "invalid_argument",
+            format!("path {path} is not a directory"),
+        ));
+    }
+    Ok(())
 }
 
 fn fs_events(events: Vec<lizard_proto::FsEvent>) -> Vec<wire::FilesystemEvent> {
@@ -628,9 +670,10 @@ async fn watch_dir(
     State(st): St,
     headers: HeaderMap,
     StreamMsg(req): StreamMsg<wire::WatchDirRequest>,
-) -> Result<Response, RpcError> {
+) -> Result<Response, StreamError> {
     // Watching acts as the sandbox user whoever asks (what it cannot read is not watched).
     check_user(&headers)?;
+    watched_dir(&st.home, &req.path).await?;
     let (_, mut w) = files::open_watch(&st.home, &req.path, req.recursive).await?;
     let keepalive = keepalive(&headers);
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
@@ -695,6 +738,7 @@ async fn create_watcher(
             format!("at most {MAX_WATCHERS} watchers: remove some first"),
         ));
     }
+    watched_dir(&st.home, &req.path).await?;
     let (_, mut w) = files::open_watch(&st.home, &req.path, req.recursive).await?;
     let events: Arc<std::sync::Mutex<std::collections::VecDeque<wire::FilesystemEvent>>> =
         Default::default();
