@@ -20,7 +20,7 @@ use crate::state::{AppState, Auth};
 use crate::store::StoredState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -460,11 +460,24 @@ struct ListFilter {
     states: Vec<String>,
     metadata: BTreeMap<String, String>,
     limit: Option<usize>,
+    /// `order=asc`: oldest first (else newest first, E2B's default).
+    ascending: bool,
+    /// `startedAfter` (RFC 3339): only sandboxes created at or after it, in ms since the epoch.
+    started_after_ms: Option<u64>,
+    /// `template`: only sandboxes of this template (`base` is the default template, as at create).
+    template: Option<String>,
+    /// `nextToken`: the page after the sandbox it names (a previous page's `X-Next-Token`).
+    after: Option<(u64, String)>,
 }
 
-/// Parse E2B's list query (`state=running,paused&metadata=k%3Dv&limit=N`); unknown parameters and
-/// unparsable limits are ignored, as E2B does.
-fn list_filter(query: &str) -> ListFilter {
+/// Sandboxes per page at the most (E2B's SDKs ask for 100 unless told).
+const MAX_LIST_PAGE: usize = 1000;
+
+/// Parse E2B's list query (`state=running,paused&metadata=k%3Dv&limit=N&order=asc&startedAfter=…
+/// &template=…&nextToken=…`); unknown parameters, an unparsable limit and an order other than
+/// `asc` are passed over, as E2B does. A filter that cannot be read (`startedAfter`, `nextToken`)
+/// is an error: ignoring it would list, and let a cleanup job kill, what it was meant to leave out.
+fn list_filter(query: &str) -> Result<ListFilter, String> {
     let mut f = ListFilter::default();
     for (k, v) in form_urlencoded::parse(query.as_bytes()) {
         match k.as_ref() {
@@ -474,25 +487,41 @@ fn list_filter(query: &str) -> ListFilter {
                 form_urlencoded::parse(v.as_bytes()).map(|(a, b)| (a.into_owned(), b.into_owned())),
             ),
             "limit" => f.limit = v.parse().ok(),
+            "order" => f.ascending = v.eq_ignore_ascii_case("asc"),
+            "startedAfter" => {
+                let t =
+                    time::OffsetDateTime::parse(&v, &time::format_description::well_known::Rfc3339)
+                        .map_err(|e| format!("startedAfter {v:?} is not an RFC 3339 time: {e}"))?;
+                f.started_after_ms = Some((t.unix_timestamp_nanos() / 1_000_000).max(0) as u64);
+            }
+            "template" if !v.is_empty() => f.template = Some(v.into_owned()),
+            "nextToken" if !v.is_empty() => {
+                f.after = Some(
+                    v.split_once('_')
+                        .and_then(|(ms, id)| Some((ms.parse().ok()?, id.to_string())))
+                        .filter(|(_, id)| !id.is_empty())
+                        .ok_or_else(|| format!("nextToken {v:?} is not one this server gave"))?,
+                )
+            }
             _ => {}
         }
     }
-    f
+    Ok(f)
 }
 
-/// `GET /sandboxes` and `GET /v2/sandboxes?state=running,paused&metadata=k%3Dv&…`: one page with
-/// everything (no `X-Next-Token`).
-async fn list(
-    State(st): St,
-    w: Who,
-    req: Request,
-) -> Result<Json<Vec<api::SandboxDetail>>, E2bError> {
+/// `GET /sandboxes` and `GET /v2/sandboxes?state=running,paused&metadata=k%3Dv&…`: the sandboxes
+/// the key sees that pass the filter, in start order (newest first unless `order=asc`), a page of
+/// `limit` (100 unless asked, at most [`MAX_LIST_PAGE`]) at a time: `X-Next-Token` names the last
+/// one when more follow.
+async fn list(State(st): St, w: Who, req: Request) -> Result<Response, E2bError> {
     let who = who(w)?;
-    let ListFilter {
-        states,
-        metadata: want,
-        limit,
-    } = list_filter(req.uri().query().unwrap_or(""));
+    let f = list_filter(req.uri().query().unwrap_or(""))
+        .map_err(|m| E2bError(StatusCode::BAD_REQUEST, m))?;
+    let template = f.template.as_deref().map(|t| match t {
+        BASE_TEMPLATE => st.sandboxes.cfg.default_template.as_str(),
+        t => t,
+    });
+    let key = |sb: &Sandbox| (sb.created_at_ms, sb.id.clone());
     let mut out: Vec<Arc<Sandbox>> = st
         .sandboxes
         .all()
@@ -504,15 +533,37 @@ async fn list(
             } else {
                 "paused"
             };
-            states.is_empty() || states.iter().any(|w| w == s)
+            f.states.is_empty() || f.states.iter().any(|w| w == s)
         })
-        .filter(|sb| want.iter().all(|(k, v)| sb.metadata.get(k) == Some(v)))
+        .filter(|sb| {
+            f.metadata
+                .iter()
+                .all(|(k, v)| sb.metadata.get(k) == Some(v))
+        })
+        .filter(|sb| f.started_after_ms.is_none_or(|t| sb.created_at_ms >= t))
+        .filter(|sb| template.is_none_or(|t| sb.template == t))
+        .filter(|sb| match &f.after {
+            None => true,
+            Some(after) if f.ascending => key(sb) > *after,
+            Some(after) => key(sb) < *after,
+        })
         .collect();
-    out.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.id.cmp(&b.id)));
-    if let Some(l) = limit.filter(|l| *l > 0) {
-        out.truncate(l);
+    out.sort_by_key(|sb| key(sb));
+    if !f.ascending {
+        out.reverse();
     }
-    Ok(Json(out.iter().map(|sb| detail_body(&st, sb)).collect()))
+    let limit = f.limit.filter(|l| *l > 0).unwrap_or(100).min(MAX_LIST_PAGE);
+    let next = (out.len() > limit).then(|| {
+        let last = &out[limit - 1];
+        format!("{}_{}", last.created_at_ms, last.id)
+    });
+    out.truncate(limit);
+    let body: Vec<api::SandboxDetail> = out.iter().map(|sb| detail_body(&st, sb)).collect();
+    let mut resp = Json(body).into_response();
+    if let Some(n) = next.and_then(|n| HeaderValue::from_str(&n).ok()) {
+        resp.headers_mut().insert("x-next-token", n);
+    }
+    Ok(resp)
 }
 
 async fn kill(State(st): St, w: Who, Path(id): Path<String>) -> Result<StatusCode, E2bError> {
@@ -825,6 +876,29 @@ mod tests {
         );
     }
 
+    #[test]
+    fn list_queries_read_order_start_template_and_page() {
+        let f = list_filter(
+            "order=ASC&startedAfter=2026-12-06T10%3A00%3A00.5%2B01%3A00&template=base&nextToken=17_abc&limit=2",
+        )
+        .unwrap();
+        assert!(f.ascending);
+        // 09:00:00.5 UTC on 2026-12-06.
+        assert_eq!(f.started_after_ms, Some(1_796_547_600_500));
+        assert_eq!(f.template.as_deref(), Some("base"));
+        assert_eq!(f.after, Some((17, "abc".to_string())));
+        assert_eq!(f.limit, Some(2));
+        assert!(!list_filter("order=sideways").unwrap().ascending);
+        for bad in [
+            "startedAfter=yesterday",
+            "nextToken=nope",
+            "nextToken=12_",
+            "nextToken=x_y",
+        ] {
+            assert!(list_filter(bad).is_err(), "{bad}");
+        }
+    }
+
     proptest::proptest! {
         /// Any query string parses (never panics); a query built from a filter parses back to it.
         #[test]
@@ -849,8 +923,8 @@ mod tests {
                 q.append_pair("limit", &l.to_string());
             }
             q.append_pair("unknown", "ignored");
-            let f = list_filter(&q.finish());
-            proptest::prop_assert_eq!(f, ListFilter { states, metadata: meta, limit });
+            let f = list_filter(&q.finish()).unwrap();
+            proptest::prop_assert_eq!(f, ListFilter { states, metadata: meta, limit, ..Default::default() });
         }
     }
 }

@@ -322,3 +322,94 @@ async fn a_keys_e2b_form_is_the_same_key() {
     assert_eq!(status, 401);
     s.kill_all().await;
 }
+
+/// E2B's `Sandbox.list` as its SDKs page through it: `limit` pages with `X-Next-Token` until the
+/// last one, newest first or `order=asc`, `startedAfter` and `template` filter (a cleanup job that
+/// filters by template must not list, and then kill, other sandboxes), and a filter it cannot read
+/// is a 400 rather than ignored.
+#[tokio::test]
+async fn list_pages_orders_and_filters_as_e2b_does() {
+    lizard_test_support::needs_root!();
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let key = s.project_key("listing").await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(e2b_create(&s, &key).await.0);
+        // Distinct start times (milliseconds) for the order and the startedAfter filter.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let list = |q: String| {
+        let (s, key) = (&s, key.clone());
+        async move {
+            let r = s
+                .req(Some(&key), "GET", &format!("/v2/sandboxes?{q}"), None)
+                .await;
+            assert_eq!(r.status, 200, "{q}: {}", r.text);
+            let ids: Vec<String> = r
+                .body
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["sandboxID"].as_str().unwrap().to_string())
+                .collect();
+            let next = r
+                .headers
+                .get("x-next-token")
+                .map(|v| v.to_str().unwrap().to_string());
+            (ids, next, r.body)
+        }
+    };
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    let (all, next, body) = list(String::new()).await;
+    assert_eq!(all, newest_first);
+    assert!(next.is_none());
+    // One at a time, following the token.
+    let (mut paged, mut token) = (Vec::new(), None::<String>);
+    loop {
+        let q = match &token {
+            Some(t) => format!("limit=1&nextToken={t}"),
+            None => "limit=1".to_string(),
+        };
+        let (page, next, _) = list(q).await;
+        assert!(page.len() <= 1);
+        paged.extend(page);
+        match next {
+            Some(t) => token = Some(t),
+            None => break,
+        }
+    }
+    assert_eq!(paged, newest_first);
+    let (asc, _, _) = list("order=asc".into()).await;
+    assert_eq!(asc, ids);
+    // startedAfter: the second sandbox's start (an RFC 3339 time E2B's answer gave) and later.
+    let started = body.as_array().unwrap()[1]["startedAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let q: String = form_urlencoded_pair("startedAfter", &started);
+    let (after, _, _) = list(q).await;
+    assert_eq!(after, newest_first[..2].to_vec());
+    // template: `base` is the default template every one of these runs; another has none.
+    let (base, _, _) = list("template=base".into()).await;
+    assert_eq!(base, newest_first);
+    let (none, _, _) = list("template=someone-elses-template".into()).await;
+    assert!(none.is_empty(), "{none:?}");
+    for bad in ["startedAfter=yesterday", "nextToken=garbage"] {
+        let r = s
+            .req(Some(&key), "GET", &format!("/v2/sandboxes?{bad}"), None)
+            .await;
+        assert_eq!(r.status, 400, "{bad}: {}", r.text);
+    }
+    s.kill_all().await;
+}
+
+fn form_urlencoded_pair(k: &str, v: &str) -> String {
+    let enc: String = v
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
+            b => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("{k}={enc}")
+}
