@@ -158,6 +158,8 @@ await sbx.files.write('/home/user/e2b/sub/watched.txt', 'w');
 for (let i = 0; i < 100 && !seen.includes('watched.txt'); i++) await new Promise((r) => setTimeout(r, 100));
 assert.ok(seen.includes('watched.txt'), `watch events: ${seen}`);
 await watch.stop();
+await sbx.files.write('/home/user/e2b/gz.txt', 'sent compressed '.repeat(100), { gzip: true });
+assert.equal(await sbx.files.read('/home/user/e2b/gz.txt'), 'sent compressed '.repeat(100));
 await sbx.files.write('/home/user/e2b/plain.txt', 'not a directory');
 await assert.rejects(sbx.files.watchDir('/home/user/e2b/plain.txt', () => {}), (e) => e instanceof InvalidArgumentError);
 await sbx.files.remove('/home/user/e2b');

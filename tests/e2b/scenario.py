@@ -171,6 +171,8 @@ for _ in range(100):
     time.sleep(0.1)
 assert "watched.txt" in seen, seen
 watch.stop()
+sbx.files.write("/home/user/e2b/gz.txt", "sent compressed " * 100, gzip=True)
+assert sbx.files.read("/home/user/e2b/gz.txt") == "sent compressed " * 100
 sbx.files.write("/home/user/e2b/plain.txt", "not a directory")
 try:
     sbx.files.watch_dir("/home/user/e2b/plain.txt")

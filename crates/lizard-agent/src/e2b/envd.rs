@@ -871,8 +871,29 @@ async fn write_files(
                 "missing ?path= for a raw upload".into(),
             )
         })?;
+        let gzip = req
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_ascii_lowercase());
         let mut body = req.into_body().into_data_stream();
-        let result = files_as(who, files::write_file(&st.base(who), &path, &mut body)).await;
+        let result = match gzip.as_deref() {
+            None | Some("identity") => {
+                files_as(who, files::write_file(&st.base(who), &path, &mut body)).await
+            }
+            // E2B's SDKs' `write(…, { gzip: true })`: the file is what the body inflates to.
+            Some("gzip") => {
+                let inflated = gunzip(&mut body);
+                files_as(who, files::write_file(&st.base(who), &path, inflated)).await
+            }
+            Some(other) => {
+                lizard_http::api::drain(&mut body).await;
+                return Err(HttpError(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    format!("Content-Encoding {other:?} is not supported (gzip and identity are)"),
+                ));
+            }
+        };
         if result.is_err() {
             lizard_http::api::drain(&mut body).await;
         }
@@ -896,6 +917,42 @@ async fn write_files(
     let result = files_as(who, write_parts(&st, &q, who, req)).await;
     lizard_http::api::drain(&mut Box::pin(share(shared))).await;
     result
+}
+
+/// `body`, a gzip stream, inflated chunk by chunk as it arrives (nothing held but the chunk at
+/// hand: the file's size is bounded by the sandbox's disk, like any upload's). A stream that is
+/// not gzip, or is cut short, ends in an error.
+fn gunzip<'a, S>(
+    body: S,
+) -> impl futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin + 'a
+where
+    S: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin + 'a,
+{
+    use std::io::Write as _;
+    let inflate = |dec: &mut flate2::write::GzDecoder<Vec<u8>>, chunk: Option<&[u8]>| {
+        match chunk {
+            Some(c) => dec.write_all(c),
+            None => dec.try_finish(),
+        }
+        .map(|()| Bytes::from(std::mem::take(dec.get_mut())))
+        .map_err(|e| axum::Error::new(std::io::Error::new(e.kind(), format!("gzip body: {e}"))))
+    };
+    let state = (body, Some(flate2::write::GzDecoder::new(Vec::new())));
+    Box::pin(futures_util::stream::unfold(
+        state,
+        move |(mut body, dec)| async move {
+            let mut dec = dec?;
+            let out = match body.next().await {
+                Some(Ok(chunk)) => match inflate(&mut dec, Some(&chunk)) {
+                    Ok(b) => return Some((Ok(b), (body, Some(dec)))),
+                    Err(e) => Err(e),
+                },
+                Some(Err(e)) => Err(e),
+                None => inflate(&mut dec, None),
+            };
+            Some((out, (body, None)))
+        },
+    ))
 }
 
 async fn write_parts(
@@ -944,4 +1001,44 @@ async fn envs() -> Json<std::collections::BTreeMap<String, String>> {
             .filter(|(k, _)| !k.starts_with("LIZARD_"))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn inflate(chunks: Vec<Vec<u8>>) -> Result<Vec<u8>, String> {
+        let body = futures_util::stream::iter(
+            chunks
+                .into_iter()
+                .map(|c| Ok::<_, axum::Error>(Bytes::from(c))),
+        );
+        let mut out = Vec::new();
+        let mut s = gunzip(body);
+        while let Some(c) = s.next().await {
+            out.extend_from_slice(&c.map_err(|e| e.to_string())?);
+        }
+        Ok(out)
+    }
+
+    #[tokio::test]
+    async fn gzip_bodies_inflate_chunk_by_chunk_and_bad_ones_fail() {
+        use std::io::Write as _;
+        let text = b"sent compressed ".repeat(1000);
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(&text).unwrap();
+        let gz = enc.finish().unwrap();
+        // In one piece, and split at every 7 bytes.
+        assert_eq!(inflate(vec![gz.clone()]).await.unwrap(), text);
+        assert_eq!(
+            inflate(gz.chunks(7).map(<[u8]>::to_vec).collect())
+                .await
+                .unwrap(),
+            text
+        );
+        // Not gzip, or cut short: an error, not a file of whatever came out.
+        let e = inflate(vec![b"plain text".to_vec()]).await.unwrap_err();
+        assert!(e.contains("gzip body"), "{e}");
+        assert!(inflate(vec![gz[..gz.len() / 2].to_vec()]).await.is_err());
+    }
 }
