@@ -147,6 +147,10 @@ assert.equal(hello.owner, 'user');
 assert.ok(hello.modifiedTime instanceof Date);
 assert.equal(await sbx.files.exists('/home/user/e2b/hello.txt'), true);
 assert.equal(await sbx.files.exists('/home/user/e2b/nope.txt'), false);
+// A symlink's info is what it leads to, with its absolute target, as E2B's envd says.
+await sbx.commands.run('ln -s hello.txt /home/user/e2b/link');
+const link = await sbx.files.getInfo('/home/user/e2b/link');
+assert.deepEqual([link.type, link.symlinkTarget], ['file', '/home/user/e2b/hello.txt']);
 assert.equal(await sbx.files.makeDir('/home/user/e2b/sub'), true);
 assert.equal(await sbx.files.makeDir('/home/user/e2b/sub'), false);
 await sbx.files.rename('/home/user/e2b/hello.txt', '/home/user/e2b/sub/moved.txt');

@@ -156,6 +156,10 @@ hello = next(e for e in entries if e.name == "hello.txt")
 assert hello.path == "/home/user/e2b/hello.txt" and hello.size == 13 and hello.owner == "user"
 assert sbx.files.exists("/home/user/e2b/hello.txt") is True
 assert sbx.files.exists("/home/user/e2b/nope.txt") is False
+# A symlink's info is what it leads to, with its absolute target, as E2B's envd says.
+sbx.commands.run("ln -s hello.txt /home/user/e2b/link")
+link = sbx.files.get_info("/home/user/e2b/link")
+assert link.type.value == "file" and link.symlink_target == "/home/user/e2b/hello.txt", link
 assert sbx.files.make_dir("/home/user/e2b/sub") is True
 assert sbx.files.make_dir("/home/user/e2b/sub") is False
 sbx.files.rename("/home/user/e2b/hello.txt", "/home/user/e2b/sub/moved.txt")

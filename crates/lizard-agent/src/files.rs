@@ -599,6 +599,22 @@ pub(crate) async fn stat_path(base: &Path, path: &str) -> Result<EntryInfo, File
     Ok(entry(&path, &meta, &names))
 }
 
+/// Where the symlink at `path` leads: its target's absolute path (every link on the way
+/// resolved) and type, as the sandbox user sees them; `None` for a dangling link or one it cannot
+/// follow.
+pub(crate) async fn followed(path: &str) -> Option<(String, lizard_proto::FileType)> {
+    let target = ufs::canonicalize(Path::new(path)).await.ok()?;
+    let meta = ufs::metadata(&target).await.ok()?;
+    let kind = if meta.is_dir() {
+        lizard_proto::FileType::Dir
+    } else if meta.is_file() {
+        lizard_proto::FileType::File
+    } else {
+        lizard_proto::FileType::Other
+    };
+    Some((target.display().to_string(), kind))
+}
+
 /// `GET /files/list?path=&depth=`.
 async fn list(
     State(st): St,

@@ -591,12 +591,30 @@ fn entry(e: &lizard_proto::EntryInfo) -> wire::EntryInfo {
     e.into()
 }
 
+/// [`entry`] as envd reports a symlink: the type of what it leads to and its absolute target
+/// (the link itself when it leads nowhere). Call inside the request's `files_as`.
+async fn entry_followed(e: &lizard_proto::EntryInfo) -> wire::EntryInfo {
+    if e.file_type != lizard_proto::FileType::Symlink {
+        return entry(e);
+    }
+    let mut e = e.clone();
+    if let Some((target, kind)) = files::followed(&e.path).await {
+        e.file_type = kind;
+        e.symlink_target = Some(target);
+    }
+    entry(&e)
+}
+
 async fn stat(
     Fs { who, base }: Fs,
     Msg(req): Msg<wire::PathRequest>,
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
-    let e = files_as(who, files::stat_path(&base, &req.path)).await?;
-    Ok(Json(wire::EntryResponse { entry: entry(&e) }))
+    let entry = files_as(who, async {
+        let e = files::stat_path(&base, &req.path).await?;
+        Ok::<_, FilesError>(entry_followed(&e).await)
+    })
+    .await?;
+    Ok(Json(wire::EntryResponse { entry }))
 }
 
 async fn list_dir(
@@ -604,10 +622,15 @@ async fn list_dir(
     Msg(req): Msg<wire::ListDirRequest>,
 ) -> Result<Json<wire::ListDirResponse>, RpcError> {
     let depth = req.depth.unwrap_or(1).max(1);
-    let entries = files_as(who, files::list_dir(&base, &req.path, depth)).await?;
-    Ok(Json(wire::ListDirResponse {
-        entries: entries.iter().map(entry).collect(),
-    }))
+    let entries = files_as(who, async {
+        let mut out = Vec::new();
+        for e in files::list_dir(&base, &req.path, depth).await? {
+            out.push(entry_followed(&e).await);
+        }
+        Ok::<_, FilesError>(out)
+    })
+    .await?;
+    Ok(Json(wire::ListDirResponse { entries }))
 }
 
 async fn make_dir(
