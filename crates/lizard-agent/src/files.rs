@@ -933,6 +933,7 @@ pub(crate) async fn open_watch(
         root_watch,
         recursive,
         paths: HashMap::from([(root_watch, root.clone())]),
+        upload_moves: Default::default(),
         done: false,
     };
     if recursive {
@@ -965,8 +966,14 @@ pub(crate) struct Watcher {
     root_watch: Watch,
     recursive: bool,
     paths: HashMap<Watch, PathBuf>,
+    /// Rename cookies of upload temporaries moved away (an upload writes `UPLOAD_PREFIX…` and
+    /// renames it into place): their arrival is a write too. At most [`MAX_UPLOAD_COOKIES`].
+    upload_moves: std::collections::VecDeque<u32>,
     done: bool,
 }
+
+/// Upload renames remembered at the most (their two halves normally come in one read).
+const MAX_UPLOAD_COOKIES: usize = 64;
 
 impl Watcher {
     /// [`Watcher::watch_tree`] as the sandbox user (what it may not read is not watched).
@@ -1050,11 +1057,25 @@ impl Watcher {
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with(UPLOAD_PREFIX))
             {
+                if m.moved_from {
+                    if self.upload_moves.len() == MAX_UPLOAD_COOKIES {
+                        self.upload_moves.pop_front();
+                    }
+                    self.upload_moves.push_back(ev.cookie);
+                }
                 continue;
             }
+            // A file written through the files API arrives whole by a rename: a create and a
+            // write, as the same write made in place shows them.
+            let uploaded = m.moved_to
+                && !m.is_dir
+                && match self.upload_moves.iter().position(|c| *c == ev.cookie) {
+                    Some(i) => self.upload_moves.remove(i).is_some(),
+                    None => false,
+                };
             let kinds: &[(bool, FsEventType)] = &[
                 (m.create || m.moved_to, FsEventType::Create),
-                (m.modify, FsEventType::Write),
+                (m.modify || uploaded, FsEventType::Write),
                 (m.attrib, FsEventType::Chmod),
                 (m.moved_from || m.move_self, FsEventType::Rename),
                 (m.delete || m.delete_self, FsEventType::Remove),

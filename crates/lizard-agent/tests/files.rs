@@ -456,7 +456,14 @@ async fn watch_reports_changes() {
     await_events(&mut events, &root, &[("create", "d2")], &mut seen).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     put(&a, "w/d2/d3/inner", "x").await;
-    await_events(&mut events, &root, &[("create", "d2/d3/inner")], &mut seen).await;
+    // An upload is a create and a write, as a write in place shows (E2B's SDKs wait for both).
+    await_events(
+        &mut events,
+        &root,
+        &[("create", "d2/d3/inner"), ("write", "d2/d3/inner")],
+        &mut seen,
+    )
+    .await;
     assert!(
         seen.iter().all(|(_, n)| !n.contains(".lizard-upload-")),
         "upload temporaries are hidden: {seen:?}"
