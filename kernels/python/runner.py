@@ -283,6 +283,68 @@ os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
 os.environ.setdefault("PAGER", "cat")
 os.environ.setdefault("GIT_PAGER", "cat")
 
+
+class _BoxplotLabels:
+    """`boxplot(labels=...)`, the spelling matplotlib removed in 3.11 (for `tick_labels`) and that
+    code written for E2B's and older kernels still uses: both spellings work. Installed as an import
+    hook, so matplotlib is patched when user code imports it (never imported here); a matplotlib
+    that still takes `labels` is left as it is."""
+
+    MODULES = ("matplotlib.axes._axes", "matplotlib.pyplot")
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.MODULES:
+            return None
+        import importlib.util
+
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        real_exec = loader.exec_module
+
+        def exec_module(module, _real=real_exec, _patch=self.patch):
+            _real(module)
+            _patch(module)
+
+        try:
+            loader.exec_module = exec_module
+        except (AttributeError, TypeError):
+            return None
+        return spec
+
+    @staticmethod
+    def patch(module):
+        import functools
+        import inspect
+
+        owner = getattr(module, "Axes", None) if module.__name__.endswith("_axes") else module
+        fn = getattr(owner, "boxplot", None)
+        if fn is None:
+            return
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            return
+        if "labels" in params or "tick_labels" not in params:
+            return
+
+        @functools.wraps(fn)
+        def boxplot(*args, labels=None, **kwargs):
+            if labels is not None and kwargs.get("tick_labels") is None:
+                kwargs["tick_labels"] = labels
+            return fn(*args, **kwargs)
+
+        setattr(owner, "boxplot", boxplot)
+
+
+sys.meta_path.insert(0, _BoxplotLabels())
+
 # `python runner.py` puts the runner's directory first on sys.path; a kernel imports from its
 # working directory instead, as Jupyter does.
 if sys.path and sys.path[0] and os.path.abspath(sys.path[0]) == os.path.dirname(
@@ -935,10 +997,16 @@ def _table_data(df):
 def _chart_data(fig):
     """A matplotlib figure as a chart object (type, title, axes, elements), when it is a chart the
     `e2b_charts` package understands; nothing otherwise."""
+    import warnings
+
     try:
         from e2b_charts import chart_figure_to_dict
 
-        chart = chart_figure_to_dict(fig)
+        # Its warnings (pydantic's about numpy ticks of a box plot) are about our extraction, not
+        # the user's code: they stay out of the cell's stderr.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            chart = chart_figure_to_dict(fig)
     except Exception:
         return None
     return chart or None

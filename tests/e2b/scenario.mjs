@@ -88,6 +88,15 @@ assert.ok(fig, 'a PNG result');
 assert.ok(Buffer.from(fig.png, 'base64').subarray(1, 4).toString() === 'PNG');
 assert.equal(fig.chart?.type, 'line');
 assert.equal(fig.chart?.title, 'growth');
+// Code written for older matplotlib (and E2B's kernel): boxplot(labels=...) still works.
+ex = await sbx.runCode(
+  "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.boxplot([[1, 2, 3], [4, 5, 6]], labels=['a', 'b'])\n" +
+    "names = [t.get_text() for t in ax.get_xticklabels()]\nplt.figure()\nplt.boxplot([[1, 2]], labels=['c'])\n" +
+    "plt.close('all')\nnames",
+);
+assert.equal(ex.error, undefined, JSON.stringify(ex.error));
+assert.equal(ex.text, "['a', 'b']");
+assert.deepEqual(ex.logs.stderr, []);
 step('matplotlib');
 
 // pandas: text, HTML and the data.

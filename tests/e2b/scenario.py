@@ -98,6 +98,14 @@ fig = next(r for r in ex.results if r.png)
 assert base64.b64decode(fig.png)[1:4] == b"PNG"
 assert fig.chart is not None and fig.chart.type.value == "line", fig.chart
 assert fig.chart.title == "growth"
+# Code written for older matplotlib (and E2B's kernel): boxplot(labels=...) still works.
+ex = sbx.run_code(
+    "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n"
+    "ax.boxplot([[1, 2, 3], [4, 5, 6]], labels=['a', 'b'])\n"
+    "names = [t.get_text() for t in ax.get_xticklabels()]\n"
+    "plt.figure()\nplt.boxplot([[1, 2]], labels=['c'])\nplt.close('all')\nnames"
+)
+assert ex.error is None and ex.text == "['a', 'b']" and not ex.logs.stderr, ex
 step("matplotlib")
 
 # pandas: text, HTML and the data.
