@@ -70,27 +70,35 @@ fn describe(pid: i32, comm: String) -> String {
     )
 }
 
-fn host_counts(server: i32) -> (usize, usize, usize) {
+/// What this test's server holds on the host: its processes, the mounts that name its data dir,
+/// and the cgroup directories of the sandboxes it made (named by their ids, with everything
+/// below them). Only its own: the machine is shared, and other servers (other tests, other
+/// jobs) mount and make cgroups meanwhile.
+fn host_counts(server: i32, data_dir: &Path, ids: &[String]) -> (usize, usize, usize) {
     let procs = user_processes()
         .into_iter()
         .filter(|(p, _)| ours(*p, server))
         .count();
+    let data = data_dir.to_string_lossy().into_owned();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
+        .filter(|l| l.contains(&data))
         .count();
-    let cgroups = walk_dirs(Path::new("/sys/fs/cgroup"));
+    let cgroups = walk_dirs(Path::new("/sys/fs/cgroup"), ids, false);
     (procs, mounts, cgroups)
 }
 
 use std::path::Path;
 
-fn walk_dirs(p: &Path) -> usize {
+/// Directories below `p` named by one of `ids`, and everything below those (`inside`: `p` is one).
+fn walk_dirs(p: &Path, ids: &[String], inside: bool) -> usize {
     let mut n = 0;
     if let Ok(rd) = std::fs::read_dir(p) {
         for e in rd.flatten() {
             if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                n += 1 + walk_dirs(&e.path());
+                let ours = inside || ids.iter().any(|id| e.file_name() == id.as_str());
+                n += usize::from(ours) + walk_dirs(&e.path(), ids, ours);
             }
         }
     }
@@ -107,11 +115,13 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
     s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
         .await;
     let server = server_pid(s.data_dir.path());
-    let (p0, m0, c0) = host_counts(server as i32);
+    let mut ids: Vec<String> = vec![id.clone()];
+    let (p0, m0, c0) = host_counts(server as i32, s.data_dir.path(), &ids);
     let before: std::collections::HashSet<i32> =
         user_processes().into_iter().map(|(p, _)| p).collect();
     for _ in 0..100 {
         let id = s.create(&s.admin_key.clone(), json!({})).await;
+        ids.push(id.clone());
         let r = s
             .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
             .await;
@@ -121,6 +131,7 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
     // leave nothing behind either.
     for _ in 0..20 {
         let id = s.create(&s.admin_key.clone(), json!({})).await;
+        ids.push(id.clone());
         s.run(&id, json!({"code": "x = 1"})).await;
         for op in ["hibernate", "resume", "hibernate"] {
             let r = s
@@ -148,6 +159,7 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
                 json!({"network": {"egress": {"allow": ["example.test"]}}}),
             )
             .await;
+        ids.push(id.clone());
         // A refused connection: the relay was used.
         s.run(
             &id,
@@ -166,13 +178,13 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
         fds()
     );
     let settled = eventually(Duration::from_secs(20), || async {
-        let (p1, m1, c1) = host_counts(server as i32);
+        let (p1, m1, c1) = host_counts(server as i32, s.data_dir.path(), &ids);
         // Only this test's and its server's processes are counted (see `ours`); allow a little
         // noise still (a kernel's helper that is just exiting), none for mounts and cgroups.
         p1 <= p0 + 10 && m1 <= m0 && c1 <= c0
     })
     .await;
-    let (p1, m1, c1) = host_counts(server as i32);
+    let (p1, m1, c1) = host_counts(server as i32, s.data_dir.path(), &ids);
     let new: Vec<_> = user_processes()
         .into_iter()
         .filter(|(p, _)| !before.contains(p) && ours(*p, server as i32))
