@@ -167,7 +167,10 @@ pub async fn send(
 fn is_execution(uri: &str) -> bool {
     let path = uri.split('?').next().unwrap_or_default();
     path == "/execute"
-        || path == format!("/e2b/{}/execute", lizard_proto::e2b::CODE_INTERPRETER_PORT)
+        || path
+            .strip_prefix("/e2b/")
+            .and_then(|p| p.strip_suffix("/execute"))
+            .is_some_and(|port| port.parse() == Ok(lizard_proto::e2b::CODE_INTERPRETER_PORT))
 }
 
 /// Marks an answer that came from inside a sandbox (its agent, or a service behind the ports
@@ -240,6 +243,21 @@ mod tests {
     use super::*;
     use axum::http::header::HeaderName;
     use axum::http::Method;
+
+    #[test]
+    fn executions_are_lizards_and_e2bs_execute_only() {
+        assert!(is_execution("/execute"));
+        assert!(is_execution("/execute?x=1"));
+        assert!(is_execution("/e2b/49999/execute"));
+        for other in [
+            "/executes",
+            "/e2b/49983/execute",
+            "/contexts",
+            "/ports/8000/execute",
+        ] {
+            assert!(!is_execution(other), "{other}");
+        }
+    }
 
     #[test]
     fn the_agents_port_is_refused() {
