@@ -70,11 +70,6 @@ pub fn canonical_key(token: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// The `e2b_<hex>` form of key `key` (`lz_<hex>`): what to give E2B's SDKs as `E2B_API_KEY`.
-pub fn e2b_form(key: &str) -> Option<String> {
-    key.strip_prefix("lz_").map(|hex| format!("e2b_{hex}"))
-}
-
 /// Resolve a bearer token.
 pub fn principal(store: &Store, token: &str) -> Result<Option<Principal>, StoreError> {
     Ok(store
@@ -129,7 +124,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).unwrap();
         let key = issue_key(&store, Some("p")).unwrap();
-        let e2b = e2b_form(&key).unwrap();
+        let e2b = format!("e2b_{}", key.strip_prefix("lz_").unwrap());
         assert!(
             e2b.starts_with("e2b_") && e2b.len() == key.len() + 1,
             "{e2b}"
