@@ -290,3 +290,93 @@ test("E2B snapshots and fork: another project's key sees none of them; bad count
     for (const id of made) await call(server.projectKey, 'DELETE', `/sandboxes/${id}`);
   }
 });
+
+test("E2B's getHost, signed file URLs and pause({ keepMemory: false }) unmodified", { timeout: 300_000 }, async () => {
+  const { Sandbox } = await import('@e2b/code-interpreter');
+  const http = await import('node:http');
+  const opts = { apiKey: server.projectKey, apiUrl: server.url, sandboxUrl: server.url };
+  const sbx = await Sandbox.create({ ...opts, network: { allowPublicTraffic: true } });
+  try {
+    // getHost(port) names the sandbox's port under the server's sandbox domain
+    // (localhost:<port> by default): a request to that host name reaches the service inside.
+    const host = sbx.getHost(8000);
+    assert.equal(host, `8000-${sbx.sandboxId}.localhost:${new URL(server.url).port}`);
+    await sbx.commands.run('echo served > /tmp/index.html && cd /tmp && python3 -m http.server 8000 --bind 127.0.0.1', { background: true });
+    const viaHost = () => new Promise((ok, fail) => {
+      const u = new URL(server.url);
+      const req = http.request({ host: u.hostname, port: u.port, path: '/index.html', headers: { host } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => { body += d; });
+        res.on('end', () => ok({ status: res.statusCode, body }));
+      });
+      req.on('error', fail);
+      req.end();
+    });
+    let got;
+    for (let i = 0; i < 100; i++) {
+      got = await viaHost();
+      if (got.status === 200) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.deepEqual(got, { status: 200, body: 'served\n' });
+    // Signed URLs made by the SDK open with no header at all (here at E2B_SANDBOX_URL, the
+    // server's own address: the signature names the sandbox).
+    await sbx.files.write('/home/user/signed.txt', 'signed content');
+    const down = await fetch(await sbx.downloadUrl('/home/user/signed.txt', { useSignatureExpiration: 600 }));
+    assert.equal(down.status, 200);
+    assert.equal(await down.text(), 'signed content');
+    const form = new FormData();
+    form.append('file', new Blob(['uploaded by URL']), 'up.txt');
+    const up = await fetch(await sbx.uploadUrl('/home/user/up.txt'), { method: 'POST', body: form });
+    assert.equal(up.status, 200, await up.clone().text());
+    assert.equal(await sbx.files.read('/home/user/up.txt'), 'uploaded by URL');
+    const tampered = (await sbx.downloadUrl('/home/user/signed.txt')).replace('signed.txt', 'up.txt');
+    assert.equal((await fetch(tampered)).status, 401);
+    // pause({ keepMemory: false }) hibernates: the memory goes to disk; connect brings it back.
+    await sbx.runCode('kept = 6 * 7');
+    assert.equal(await Sandbox.pause(sbx.sandboxId, { ...opts, keepMemory: false }), true);
+    const info = await (await fetch(`${server.url}/v1/sandboxes/${sbx.sandboxId}`, { headers: { authorization: `Bearer ${server.admin}` } })).json();
+    assert.equal(info.state, 'hibernated');
+    const back = await Sandbox.connect(sbx.sandboxId, opts);
+    assert.equal((await back.runCode('kept')).text, '42');
+    // autoResume is not offered: a clear error, not silently ignored.
+    await assert.rejects(
+      Sandbox.create({ ...opts, lifecycle: { onTimeout: 'pause', autoResume: true } }),
+      /autoResume is not offered/,
+    );
+  } finally {
+    await sbx.kill().catch(() => {});
+  }
+});
+
+test('killing a sandbox mid-stream is "the sandbox was killed" in both SDKs', { timeout: 300_000 }, async () => {
+  const py = `
+import threading, time
+from e2b_code_interpreter import Sandbox
+sbx = Sandbox.create()
+seen = []
+def killer():
+    while not seen:
+        time.sleep(0.05)
+    Sandbox.kill(sbx.sandbox_id)
+threading.Thread(target=killer).start()
+try:
+    sbx.run_code("import time\\nfor i in range(600):\\n    print(i, flush=True)\\n    time.sleep(0.1)", on_stdout=seen.append)
+    print("returned")
+except Exception as e:
+    print(type(e).__name__, e)
+`;
+  const r = await run(PYTHON, ['-c', py], envFor('self-hosted'));
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^TimeoutException The sandbox was killed while the request was in progress/, r.stdout + r.stderr);
+  const { Sandbox } = await import('@e2b/code-interpreter');
+  const opts = { apiKey: server.projectKey, apiUrl: server.url, sandboxUrl: server.url };
+  const sbx = await Sandbox.create(opts);
+  let killed;
+  const running = sbx.runCode('import time\nfor i in range(600):\n    print(i, flush=True)\n    time.sleep(0.1)', {
+    onStdout: () => { killed ??= Sandbox.kill(sbx.sandboxId, opts); },
+  });
+  await assert.rejects(running, /sandbox was killed|not running|terminated/i);
+  await killed;
+});

@@ -576,6 +576,9 @@ enum TimedAction {
     Kill,
     Pause,
     Hibernate,
+    /// A timeout's hibernation: paused first, so that the timeout it resumes with is a whole one
+    /// (as a timeout's pause).
+    TimeoutHibernate,
 }
 
 /// A launched sandbox whose agent answers, not (yet) owned by any project.

@@ -731,6 +731,7 @@ impl Store {
                 match s.on_timeout {
                     lizard_proto::TimeoutAction::Kill => "kill",
                     lizard_proto::TimeoutAction::Pause => "pause",
+                    lizard_proto::TimeoutAction::Hibernate => "hibernate",
                 },
                 s.timeout_ms as i64,
                 serde_json::to_string(&s.volumes)?,
@@ -837,6 +838,7 @@ impl Store {
             paused_remaining_ms: r.get::<_, Option<i64>>(11)?.unwrap_or(0) as u64,
             on_timeout: match r.get::<_, String>(12)?.as_str() {
                 "pause" => lizard_proto::TimeoutAction::Pause,
+                "hibernate" => lizard_proto::TimeoutAction::Hibernate,
                 _ => lizard_proto::TimeoutAction::Kill,
             },
             timeout_ms: r.get::<_, i64>(13)? as u64,

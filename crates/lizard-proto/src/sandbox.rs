@@ -25,7 +25,8 @@ pub struct CreateSandboxRequest {
     /// Resource limits; server defaults for what is absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsRequest>,
-    /// What happens when the timeout passes: `kill` (default) or `pause`.
+    /// What happens when the timeout passes: `kill` (default), `pause` (kept in memory) or
+    /// `hibernate` (checkpointed to disk, its memory freed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_timeout: Option<TimeoutAction>,
     /// Volumes of the project to mount (fixed for the sandbox's life).
@@ -53,6 +54,11 @@ pub struct NetworkRequest {
     /// certificate of the sandbox's own CA, which the sandbox trusts. At most 16 rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inject: Vec<InjectRequest>,
+    /// Let anyone who can reach the server open the sandbox's own ports (a service started
+    /// inside, not the agent) by host name, `<port>-<sandbox id>.<sandbox domain>`, without its
+    /// access token: E2B's `allowPublicTraffic`. Off unless asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub public_ports: bool,
 }
 
 /// `PATCH /v1/sandboxes/{id}/network`: what is given replaces that part of the sandbox's network;
@@ -64,6 +70,8 @@ pub struct UpdateNetworkRequest {
     pub egress: Option<Egress>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inject: Option<Vec<InjectRequest>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_ports: Option<bool>,
 }
 
 impl UpdateNetworkRequest {
@@ -78,6 +86,7 @@ impl UpdateNetworkRequest {
                 .inject
                 .clone()
                 .unwrap_or_else(|| current.inject.clone()),
+            public_ports: self.public_ports.unwrap_or(current.public_ports),
         }
     }
 }
@@ -236,6 +245,9 @@ pub enum TimeoutAction {
     Kill,
     /// Pause it: its processes are frozen with their state, until resumed or killed.
     Pause,
+    /// Hibernate it: its state is checkpointed to disk and its memory freed, until resumed or
+    /// killed (E2B's pause with `keepMemory: false`).
+    Hibernate,
 }
 
 /// Optional overrides of [`SandboxLimits`].

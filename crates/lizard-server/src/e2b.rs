@@ -91,6 +91,13 @@ pub fn routes() -> Router<Arc<AppState>> {
             axum::routing::delete(delete_snapshot),
         )
         .route("/sandboxes/{id}/fork", post(fork))
+        // Signed file URLs made for `E2B_SANDBOX_URL` = this server (no sandbox named).
+        .route(
+            "/files",
+            get(signed_files)
+                .post(signed_files)
+                .layer(axum::extract::DefaultBodyLimit::disable()),
+        )
     // Template builds (`Template.build`, `Template.exists`).
 }
 
@@ -103,6 +110,7 @@ fn sandbox_body(st: &AppState, sb: &Sandbox) -> api::Sandbox {
         envd_version: lizard_proto::e2b::ENVD_VERSION.into(),
         envd_access_token: token.clone(),
         traffic_access_token: token,
+        domain: domain(st),
     }
 }
 
@@ -127,10 +135,16 @@ fn detail_body(st: &AppState, sb: &Sandbox) -> api::SandboxDetail {
             auto_resume: false,
             on_timeout: match sb.on_timeout {
                 TimeoutAction::Kill => "kill".into(),
-                TimeoutAction::Pause => "pause".into(),
+                TimeoutAction::Pause | TimeoutAction::Hibernate => "pause".into(),
             },
         },
+        domain: domain(st),
     }
+}
+
+/// The create answer's `domain`: the sandbox domain of host-name routing (`crate::hosts`).
+fn domain(st: &AppState) -> Option<String> {
+    Some(st.e2b.sandbox_domain().to_string()).filter(|d| !d.is_empty())
 }
 
 fn seconds_ms(s: u64) -> u64 {
@@ -167,6 +181,13 @@ async fn create(
     } else {
         lizard_proto::Egress::None
     };
+    if req.auto_resume.as_ref().is_some_and(|a| a.enabled) {
+        return Err(E2bError(
+            StatusCode::BAD_REQUEST,
+            "autoResume is not offered by this server: resume a paused sandbox with connect()"
+                .into(),
+        ));
+    }
     // `Sandbox.create(<snapshotID>)`: a snapshot is a template to E2B.
     if crate::sandboxes::snapshot::valid_snapshot_id(&req.template_id) {
         return create_from_snapshot(&st, project, req).await;
@@ -175,6 +196,7 @@ async fn create(
         "" | BASE_TEMPLATE => None,
         t => Some(t.to_string()),
     };
+    let on_timeout = timeout_action(&req);
     let sb = st
         .sandboxes
         .create_detached(CreateSandbox {
@@ -184,19 +206,30 @@ async fn create(
             metadata: req.metadata.unwrap_or_default(),
             envs: req.env_vars.unwrap_or_default(),
             limits: LimitsRequest::default(),
-            on_timeout: if req.auto_pause == Some(true) {
-                TimeoutAction::Pause
-            } else {
-                TimeoutAction::Kill
-            },
+            on_timeout,
             volumes: Vec::new(),
             network: lizard_proto::NetworkRequest {
                 egress,
+                public_ports: req
+                    .network
+                    .as_ref()
+                    .is_some_and(|n| n.allow_public_traffic == Some(true)),
                 ..Default::default()
             },
         })
         .await?;
     Ok(created(&st, &sb))
+}
+
+/// A create's timeout action: `autoPause` pauses, in memory unless `autoPauseMemory: false`
+/// (then the sandbox hibernates: its memory goes to disk, which is what E2B's filesystem-only
+/// pause is for, and Lizard's keeps the processes too).
+fn timeout_action(req: &api::NewSandbox) -> TimeoutAction {
+    match (req.auto_pause, req.auto_pause_memory) {
+        (Some(true), Some(false)) => TimeoutAction::Hibernate,
+        (Some(true), _) => TimeoutAction::Pause,
+        _ => TimeoutAction::Kill,
+    }
 }
 
 /// The 201 answer to a create (named for the audit log).
@@ -260,6 +293,7 @@ async fn create_from_snapshot(
         ));
     }
     let row = e2b_snapshot(st, &project, &req.template_id)?;
+    let on_timeout = req.auto_pause.map(|_| timeout_action(&req));
     let (sb, _report) = st
         .sandboxes
         .clone_detached(
@@ -268,13 +302,7 @@ async fn create_from_snapshot(
                 project,
                 timeout_ms: req.timeout.map(seconds_ms),
                 metadata: req.metadata.unwrap_or_default(),
-                on_timeout: req.auto_pause.map(|p| {
-                    if p {
-                        TimeoutAction::Pause
-                    } else {
-                        TimeoutAction::Kill
-                    }
-                }),
+                on_timeout,
             },
         )
         .await?;
@@ -617,6 +645,7 @@ async fn set_network(
     let update = lizard_proto::UpdateNetworkRequest {
         egress: Some(req.egress().unwrap_or(lizard_proto::Egress::All)),
         inject: None,
+        public_ports: req.allow_public_traffic,
     };
     st.sandboxes.set_network(&id, update).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -635,7 +664,14 @@ async fn refresh(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn pause(State(st): St, w: Who, Path(id): Path<String>) -> Result<StatusCode, E2bError> {
+/// `pause({ keepMemory })`: in memory (the cgroup freezer), or, with `keepMemory: false`,
+/// hibernated (its memory to disk and freed; Lizard keeps its processes' state there too).
+async fn pause(
+    State(st): St,
+    w: Who,
+    Path(id): Path<String>,
+    E2bJson(req): E2bJson<api::PauseRequest>,
+) -> Result<StatusCode, E2bError> {
     let sb = visible(&st, &who(w)?, &id)?;
     if sb.state() != StoredState::Running {
         return Err(E2bError(
@@ -643,7 +679,11 @@ async fn pause(State(st): St, w: Who, Path(id): Path<String>) -> Result<StatusCo
             format!("sandbox {id} is already paused"),
         ));
     }
-    st.sandboxes.pause(&id).await?;
+    if req.memory == Some(false) {
+        st.sandboxes.hibernate(&id).await?;
+    } else {
+        st.sandboxes.pause(&id).await?;
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -777,18 +817,25 @@ async fn relay(
         let given = header(req.headers(), "x-access-token")
             .or_else(|| header(req.headers(), "e2b-traffic-access-token"))
             .unwrap_or_default();
-        if !st.e2b.token_ok(id, &given) {
-            return Err(E2bError(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong access token for this sandbox (X-Access-Token)".into(),
-            ));
-        }
-        st.sandboxes.get(id).ok_or_else(|| {
+        let gone = || {
             E2bError(
                 StatusCode::BAD_GATEWAY,
                 format!("sandbox {id} is not running (it was killed or timed out)"),
             )
-        })?
+        };
+        if st.e2b.token_ok(id, &given) {
+            st.sandboxes.get(id).ok_or_else(gone)?
+        } else {
+            match st.sandboxes.get(id) {
+                Some(sb) if other_credentials_ok(st, &sb, port, &req) => sb,
+                _ => {
+                    return Err(E2bError(
+                        StatusCode::UNAUTHORIZED,
+                        "missing or wrong access token for this sandbox (X-Access-Token)".into(),
+                    ))
+                }
+            }
+        }
     };
     if sb.state() != StoredState::Running {
         return Err(E2bError(
@@ -810,6 +857,68 @@ async fn relay(
     crate::proxy::send(st, &sb, req, &uri)
         .await
         .map_err(E2bError::from)
+}
+
+/// Sandbox traffic without the sandbox's token may still pass with: a key that sees the sandbox
+/// (Lizard's own callers: `Authorization: Bearer`); E2B's signed file URL for envd's
+/// `/files` (`downloadUrl`/`uploadUrl`); or nothing at all for a port of a sandbox created with
+/// public ports (E2B's `allowPublicTraffic`) — a service inside, never envd or the code
+/// interpreter, which always need the token.
+fn other_credentials_ok(st: &AppState, sb: &Sandbox, port: u16, req: &Request) -> bool {
+    // Lizard's own spelling of a key only: E2B's SDKs send theirs (`X-API-Key`) on sandbox
+    // traffic too, where E2B does not take it for the sandbox's token.
+    let bearer = header(req.headers(), "authorization");
+    if let Some(key) = bearer.as_deref().and_then(|v| v.strip_prefix("Bearer ")) {
+        if let Ok(Some(p)) = crate::auth::principal(&st.sandboxes.store, key.trim()) {
+            return p.can_see(&sb.project);
+        }
+    }
+    match port {
+        ENVD_PORT => {
+            req.uri().path() == "/files"
+                && st.e2b.file_signature_ok(
+                    &sb.id,
+                    req.method(),
+                    req.uri().query(),
+                    crate::store::now_ms() / 1000,
+                )
+        }
+        CODE_INTERPRETER_PORT => false,
+        _ => sb.network().public_ports,
+    }
+}
+
+/// `GET|POST /files?…&signature=…` without a sandbox named (E2B's `downloadUrl`/`uploadUrl` when
+/// the SDK's sandbox URL is this server's own address, `E2B_SANDBOX_URL`): the running sandbox
+/// whose token signed it, as envd's `/files` of that sandbox; `401` when none did.
+async fn signed_files(State(st): St, req: Request) -> Response {
+    let now_s = crate::store::now_ms() / 1000;
+    let signer = st.sandboxes.all().into_iter().find(|sb| {
+        st.e2b
+            .file_signature_ok(&sb.id, req.method(), req.uri().query(), now_s)
+    });
+    let Some(sb) = signer else {
+        return E2bError(
+            StatusCode::UNAUTHORIZED,
+            "missing, wrong or expired file URL signature".into(),
+        )
+        .into_response();
+    };
+    if sb.state() != StoredState::Running {
+        return E2bError(
+            StatusCode::BAD_GATEWAY,
+            format!("sandbox {} is paused: connect() resumes it", sb.id),
+        )
+        .into_response();
+    }
+    let mut uri = format!("/e2b/{ENVD_PORT}/files");
+    if let Some(q) = req.uri().query() {
+        uri.push('?');
+        uri.push_str(q);
+    }
+    crate::proxy::send(&st, &sb, req, &uri)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
 /// The debug-mode sandbox: found by its metadata mark, created when there is none, resumed when

@@ -28,6 +28,8 @@ pub struct E2b {
     pub(crate) debug_lock: tokio::sync::Mutex<()>,
     /// E2B template builds and their uploads (`crate::e2b_templates`).
     pub(crate) builds: Builds,
+    /// The domain of host-name routing (`crate::hosts`), also the create answer's `domain`.
+    sandbox_domain: String,
 }
 
 impl E2b {
@@ -57,7 +59,21 @@ impl E2b {
             debug_project,
             debug_lock: tokio::sync::Mutex::new(()),
             builds: Default::default(),
+            sandbox_domain: String::new(),
         })
+    }
+
+    /// Route `<port>-<sandbox id>.<domain>` to sandboxes (`crate::hosts`); `domain` is a host
+    /// name, with `:port` when clients reach the server on a port of its own
+    /// (`localhost:8787`). Empty: no host-name routing.
+    pub fn with_sandbox_domain(mut self, domain: &str) -> E2b {
+        self.sandbox_domain = domain.trim().trim_start_matches('.').to_ascii_lowercase();
+        self
+    }
+
+    /// See [`E2b::with_sandbox_domain`].
+    pub fn sandbox_domain(&self) -> &str {
+        &self.sandbox_domain
     }
 
     /// The access token of a sandbox.
@@ -76,8 +92,74 @@ impl E2b {
             == sha2::Sha256::digest(given.as_bytes())
     }
 
+    /// Whether a request (`method`, `query`) to envd's `/files` carries a valid E2B file URL
+    /// signature for `sandbox_id` (`downloadUrl`/`uploadUrl`), unexpired at `now_s` (Unix
+    /// seconds). E2B's scheme: `signature` = `v1_` + base64 (unpadded) of the SHA-256 of
+    /// `path:operation:username:token[:signature_expiration]`, `operation` `read` for a GET and
+    /// `write` for a POST; `username` is empty when the URL has none.
+    pub(crate) fn file_signature_ok(
+        &self,
+        sandbox_id: &str,
+        method: &axum::http::Method,
+        query: Option<&str>,
+        now_s: u64,
+    ) -> bool {
+        let op = match *method {
+            axum::http::Method::GET | axum::http::Method::HEAD => "read",
+            axum::http::Method::POST => "write",
+            _ => return false,
+        };
+        let q = FileQuery::parse(query);
+        let (Some(path), Some(given)) = (q.path, q.signature) else {
+            return false;
+        };
+        let mut raw = format!(
+            "{path}:{op}:{}:{}",
+            q.username.unwrap_or_default(),
+            self.token(sandbox_id)
+        );
+        if let Some(exp) = q.expiration {
+            match exp.parse::<u64>() {
+                Ok(e) if e >= now_s => raw.push_str(&format!(":{exp}")),
+                _ => return false,
+            }
+        }
+        use base64::Engine as _;
+        let want = format!(
+            "v1_{}",
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(sha2::Sha256::digest(raw))
+        );
+        sha2::Sha256::digest(want.as_bytes()) == sha2::Sha256::digest(given.as_bytes())
+    }
+
     pub fn debug(&self) -> bool {
         self.debug_project.is_some()
+    }
+}
+
+/// The parameters of a signed `/files` URL.
+#[derive(Default)]
+struct FileQuery {
+    path: Option<String>,
+    username: Option<String>,
+    signature: Option<String>,
+    expiration: Option<String>,
+}
+
+impl FileQuery {
+    fn parse(query: Option<&str>) -> FileQuery {
+        let mut q = FileQuery::default();
+        for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            let slot = match k.as_ref() {
+                "path" => &mut q.path,
+                "username" => &mut q.username,
+                "signature" => &mut q.signature,
+                "signature_expiration" => &mut q.expiration,
+                _ => continue,
+            };
+            slot.get_or_insert_with(|| v.into_owned());
+        }
+        q
     }
 }
 

@@ -14,6 +14,7 @@ pub mod e2b;
 pub mod e2b_shared;
 pub mod e2b_templates;
 pub mod gate;
+pub mod hosts;
 pub mod openapi;
 pub mod proxy;
 pub mod ratelimit;

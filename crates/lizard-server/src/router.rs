@@ -1,7 +1,8 @@
 //! The server's router: Lizard's own routes ([`crate::api`]), E2B's control plane and template
 //! builds ([`crate::e2b`], [`crate::e2b_templates`]), the fallbacks, and the layers every request
 //! passes: the body limit, E2B sandbox traffic routed by header ([`crate::e2b::sandbox_traffic`]),
-//! the gate ([`crate::gate`]: caller, rate limits, audit) and the drain of unread bodies.
+//! the gate ([`crate::gate`]: caller, rate limits, audit), host-name routing of sandbox traffic
+//! ([`crate::hosts`]) and the drain of unread bodies.
 
 use crate::state::AppState;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -34,6 +35,12 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::gate::gate,
+        ))
+        // Outside the gate: a request to `<port>-<id>.<sandbox domain>` becomes sandbox traffic
+        // (crate::hosts), which the gate then sees as it sees E2B's headers.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::hosts::host_routing,
         ))
         // Around everything: a body left unread by an early answer is drained, so the client's
         // kept-alive connection survives it (lizard_http::drain).

@@ -535,7 +535,11 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                     });
                 let inject = inject_arg(&inject)?;
                 let network = match egress_arg(egress_all, egress_closed, allow, deny) {
-                    Some(egress) => Some(lizard_proto::NetworkRequest { egress, inject }),
+                    Some(egress) => Some(lizard_proto::NetworkRequest {
+                        egress,
+                        inject,
+                        ..Default::default()
+                    }),
                     None if inject.is_empty() => None,
                     None => bail!(
                         "--inject needs egress to its hosts (--allow HOST, or --egress-all)"
@@ -713,6 +717,7 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                     let update = lizard_proto::UpdateNetworkRequest {
                         egress,
                         inject: (no_inject || !inject.is_empty()).then_some(inject),
+                        public_ports: None,
                     };
                     c.set_network(&id, &update).await?
                 };

@@ -82,6 +82,13 @@ pub struct ServeArgs {
     /// code-interpreter and envd addresses below, with no API key. Local use only.
     #[arg(long, env = "LIZARD_E2B_DEBUG")]
     e2b_debug: bool,
+    /// The domain of sandbox host names: a request to `<port>-<sandbox id>.<domain>` reaches that
+    /// port of the sandbox (with its access token, a key that sees it, or, for a sandbox created
+    /// with public ports, nothing). Give the host name clients use, with `:port` when they reach
+    /// the server on a port of its own, and a wildcard DNS record for it (`*.<domain>`). Default:
+    /// `localhost:<the listener's port>`, which browsers resolve without DNS.
+    #[arg(long, env = "LIZARD_SANDBOX_DOMAIN")]
+    sandbox_domain: Option<String>,
     /// Project that owns the debug-mode sandbox.
     #[arg(long, default_value = "default")]
     e2b_debug_project: String,
@@ -836,7 +843,11 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             &data_dir,
             args.e2b_debug.then(|| args.e2b_debug_project.clone()),
         )
-        .context("opening the E2B token secret")?;
+        .context("opening the E2B token secret")?
+        .with_sandbox_domain(&match &args.sandbox_domain {
+            Some(d) => d.clone(),
+            None => format!("localhost:{}", listener.local_addr()?.port()),
+        });
         let template_cfg = {
             let mut c = lizard_server::templates::TemplateConfig::default();
             if let Some(list) = &args.template_build_egress {

@@ -98,12 +98,16 @@ export function toContextReports(contexts) {
     }));
 }
 /**
- * The `network` of a `SandboxInfo` (`{ egress, inject? }`, the same shape in camelCase).
+ * The `network` of a `SandboxInfo` (`{ egress, inject?, publicPorts? }`, the same shape in
+ * camelCase).
  */
 export function toNetwork(w) {
     const e = w?.egress ?? 'none';
     const rules = w?.inject ?? [];
-    const inject = rules.length ? { inject: rules.map((r) => ({ host: r.host, headers: { ...r.headers } })) } : {};
+    const inject = {
+        ...(rules.length ? { inject: rules.map((r) => ({ host: r.host, headers: { ...r.headers } })) } : {}),
+        ...(w?.public_ports ? { publicPorts: true } : {}),
+    };
     if (typeof e === 'string')
         return { egress: e, ...inject };
     return {

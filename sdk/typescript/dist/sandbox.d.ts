@@ -57,6 +57,10 @@ export interface CreateOptions extends ConnectionOptions {
      * 'Bearer ${secret:example}' } }]`. The values never enter the sandbox. Each host must be
      * allowed by `egress` (so `egress` is needed too). See {@link InjectRule}. */
     inject?: InjectRule[];
+    /** Let anyone who can reach the server open the sandbox's own ports by host name,
+     * `http://<port>-<sandbox id>.<sandbox domain>/` (`lizard serve --sandbox-domain`;
+     * `localhost:<port>` by default), without its access token. Off unless asked. */
+    publicPorts?: boolean;
     /**
      * Start from a snapshot (its id or the {@link SnapshotInfo} of `createSnapshot()`): a clone with
      * the snapshot's disk and kernels' state (see {@link CodeSandbox.restoreReport}), template,
@@ -112,14 +116,22 @@ export interface SandboxNetwork {
     /** Its header injection rules, as given — the templates, never the secrets' values (absent
      * when there are none). */
     inject?: InjectRule[];
+    /** Whether its ports open by host name without its access token (absent: they do not). */
+    publicPorts?: boolean;
 }
-/** Options of {@link CodeSandbox.setNetwork}: at least one; the one not given is kept. */
+/** Options of {@link CodeSandbox.setNetwork}: at least one; those not given are kept. */
 export type SetNetworkOptions = {
     egress: Egress;
     inject?: InjectRule[];
+    publicPorts?: boolean;
 } | {
     egress?: Egress;
     inject: InjectRule[];
+    publicPorts?: boolean;
+} | {
+    egress?: Egress;
+    inject?: InjectRule[];
+    publicPorts: boolean;
 };
 /** One refused request in {@link NetworkLog}. */
 export interface RefusedRequest {

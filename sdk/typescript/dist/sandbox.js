@@ -128,16 +128,30 @@ function injectBody(inject) {
     }
     return inject.map((r) => ({ host: r.host, headers: { ...r.headers } }));
 }
-/** `create`'s `egress` and `inject` → the request's `network` (absent when neither is given). */
-function networkBody(egress, inject) {
+/** `create`'s `egress`, `inject` and `publicPorts` → the request's `network` (absent when none
+ * is given). */
+function networkBody(egress, inject, publicPorts) {
     const noEgress = egress === undefined || egress === null;
     const noInject = inject === undefined || inject === null;
+    const ports = publicPortsBody(publicPorts);
     if (noEgress && noInject)
-        return undefined;
+        return ports ? { public_ports: true } : undefined;
     if (noEgress) {
         throw new InvalidArgumentError('inject needs egress to its hosts: give egress as well (e.g. egress: [host])');
     }
-    return { egress: egressBody(egress), ...(noInject ? {} : { inject: injectBody(inject) }) };
+    return {
+        egress: egressBody(egress),
+        ...(noInject ? {} : { inject: injectBody(inject) }),
+        ...(ports ? { public_ports: true } : {}),
+    };
+}
+/** `publicPorts`: a boolean or absent. */
+function publicPortsBody(v) {
+    if (v === undefined || v === null)
+        return undefined;
+    if (typeof v !== 'boolean')
+        throw new InvalidArgumentError('publicPorts must be true or false');
+    return v;
 }
 // ---- the sandbox ---------------------------------------------------------------------------------
 /**
@@ -179,7 +193,7 @@ export class CodeSandbox {
             env: stringMap(opts.envs, 'envs'),
             limits: limitsBody(opts.limits),
             volumes: volumeMountsBody(opts.volumes),
-            network: networkBody(opts.egress, opts.inject),
+            network: networkBody(opts.egress, opts.inject, opts.publicPorts),
         };
         dropUndefined(body);
         const http = new HttpClient(resolveConfig(opts));
@@ -189,7 +203,7 @@ export class CodeSandbox {
     /** @internal `create({ snapshot })`: a clone; only its own lifetime and labels may be given. */
     static async _fromSnapshot(opts) {
         const id = snapshotId(opts.snapshot);
-        for (const k of ['template', 'envs', 'limits', 'volumes', 'egress', 'inject']) {
+        for (const k of ['template', 'envs', 'limits', 'volumes', 'egress', 'inject', 'publicPorts']) {
             if (opts[k] !== undefined) {
                 throw new InvalidArgumentError(`a sandbox from a snapshot has the snapshot's template, envs, limits, volumes and network: ${k} cannot be given with snapshot`);
             }
@@ -373,8 +387,8 @@ export class CodeSandbox {
     async setNetwork(opts) {
         const given = (v) => v !== undefined && v !== null;
         const o = opts;
-        if (!isPlainObject(o) || (!given(o.egress) && !given(o.inject))) {
-            throw new InvalidArgumentError('setNetwork takes { egress?, inject? } (at least one)');
+        if (!isPlainObject(o) || (!given(o.egress) && !given(o.inject) && !given(o.publicPorts))) {
+            throw new InvalidArgumentError('setNetwork takes { egress?, inject?, publicPorts? } (at least one)');
         }
         // The server keeps the part not given.
         const body = {};
@@ -382,6 +396,8 @@ export class CodeSandbox {
             body.egress = egressBody(o.egress);
         if (given(o.inject))
             body.inject = injectBody(o.inject);
+        if (given(o.publicPorts))
+            body.public_ports = publicPortsBody(o.publicPorts);
         return this._update('PATCH', `${this._base}/network`, body);
     }
     /** What the sandbox did through the package mirror and its egress, and what was refused. */

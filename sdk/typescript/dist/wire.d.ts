@@ -3573,7 +3573,10 @@ export interface components {
             };
             /** @description Network access; loopback only when absent. Egress needs a project with `allow_egress`. */
             network?: components["schemas"]["NetworkRequest"] | null;
-            /** @description What happens when the timeout passes: `kill` (default) or `pause`. */
+            /**
+             * @description What happens when the timeout passes: `kill` (default), `pause` (kept in memory) or
+             *     `hibernate` (checkpointed to disk, its memory freed).
+             */
             on_timeout?: components["schemas"]["TimeoutAction"] | null;
             /** @description The project that owns the sandbox; a project key's own project when absent. */
             project?: string | null;
@@ -3971,6 +3974,12 @@ export interface components {
              *     certificate of the sandbox's own CA, which the sandbox trusts. At most 16 rules.
              */
             inject?: components["schemas"]["InjectRequest"][];
+            /**
+             * @description Let anyone who can reach the server open the sandbox's own ports (a service started
+             *     inside, not the agent) by host name, `<port>-<sandbox id>.<sandbox domain>`, without its
+             *     access token: E2B's `allowPublicTraffic`. Off unless asked.
+             */
+            public_ports?: boolean;
         };
         /** @description A process as `GET /commands` and `GET /commands/{pid}` report it. */
         ProcessInfo: {
@@ -4461,7 +4470,7 @@ export interface components {
             state: components["schemas"]["TemplateState"];
         };
         /** @description What the server does with a sandbox whose timeout passed. */
-        TimeoutAction: "kill" | "pause";
+        TimeoutAction: "kill" | "pause" | "hibernate";
         /**
          * @description `PATCH /v1/sandboxes/{id}/network`: what is given replaces that part of the sandbox's network;
          *     what is absent stays as it is.
@@ -4469,6 +4478,7 @@ export interface components {
         UpdateNetworkRequest: {
             egress?: components["schemas"]["Egress"] | null;
             inject?: components["schemas"]["InjectRequest"][] | null;
+            public_ports?: boolean | null;
         };
         /**
          * @description `PATCH /v1/projects/{project}` (admin keys only): the settings given change, the others stay.

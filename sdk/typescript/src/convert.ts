@@ -110,12 +110,16 @@ export function toContextReports(contexts: W['ContextReport'][] | undefined): Sd
 }
 
 /**
- * The `network` of a `SandboxInfo` (`{ egress, inject? }`, the same shape in camelCase).
+ * The `network` of a `SandboxInfo` (`{ egress, inject?, publicPorts? }`, the same shape in
+ * camelCase).
  */
 export function toNetwork(w: W['NetworkRequest'] | undefined): Sdk.SandboxNetwork {
   const e = w?.egress ?? 'none';
   const rules = w?.inject ?? [];
-  const inject = rules.length ? { inject: rules.map((r) => ({ host: r.host, headers: { ...r.headers } })) } : {};
+  const inject = {
+    ...(rules.length ? { inject: rules.map((r) => ({ host: r.host, headers: { ...r.headers } })) } : {}),
+    ...(w?.public_ports ? { publicPorts: true } : {}),
+  };
   if (typeof e === 'string') return { egress: e, ...inject };
   return {
     egress: {

@@ -78,6 +78,10 @@ export interface CreateOptions extends ConnectionOptions {
    * 'Bearer ${secret:example}' } }]`. The values never enter the sandbox. Each host must be
    * allowed by `egress` (so `egress` is needed too). See {@link InjectRule}. */
   inject?: InjectRule[];
+  /** Let anyone who can reach the server open the sandbox's own ports by host name,
+   * `http://<port>-<sandbox id>.<sandbox domain>/` (`lizard serve --sandbox-domain`;
+   * `localhost:<port>` by default), without its access token. Off unless asked. */
+  publicPorts?: boolean;
   /**
    * Start from a snapshot (its id or the {@link SnapshotInfo} of `createSnapshot()`): a clone with
    * the snapshot's disk and kernels' state (see {@link CodeSandbox.restoreReport}), template,
@@ -138,12 +142,15 @@ export interface SandboxNetwork {
   /** Its header injection rules, as given — the templates, never the secrets' values (absent
    * when there are none). */
   inject?: InjectRule[];
+  /** Whether its ports open by host name without its access token (absent: they do not). */
+  publicPorts?: boolean;
 }
 
-/** Options of {@link CodeSandbox.setNetwork}: at least one; the one not given is kept. */
+/** Options of {@link CodeSandbox.setNetwork}: at least one; those not given are kept. */
 export type SetNetworkOptions =
-  | { egress: Egress; inject?: InjectRule[] }
-  | { egress?: Egress; inject: InjectRule[] };
+  | { egress: Egress; inject?: InjectRule[]; publicPorts?: boolean }
+  | { egress?: Egress; inject: InjectRule[]; publicPorts?: boolean }
+  | { egress?: Egress; inject?: InjectRule[]; publicPorts: boolean };
 
 /** One refused request in {@link NetworkLog}. */
 export interface RefusedRequest {
@@ -504,15 +511,32 @@ function injectBody(inject: unknown): InjectRule[] {
   return inject.map((r) => ({ host: r.host, headers: { ...r.headers } }));
 }
 
-/** `create`'s `egress` and `inject` → the request's `network` (absent when neither is given). */
-function networkBody(egress: unknown, inject: unknown): { egress: W['Egress']; inject?: InjectRule[] } | undefined {
+/** `create`'s `egress`, `inject` and `publicPorts` → the request's `network` (absent when none
+ * is given). */
+function networkBody(
+  egress: unknown,
+  inject: unknown,
+  publicPorts: unknown,
+): { egress?: W['Egress']; inject?: InjectRule[]; public_ports?: boolean } | undefined {
   const noEgress = egress === undefined || egress === null;
   const noInject = inject === undefined || inject === null;
-  if (noEgress && noInject) return undefined;
+  const ports = publicPortsBody(publicPorts);
+  if (noEgress && noInject) return ports ? { public_ports: true } : undefined;
   if (noEgress) {
     throw new InvalidArgumentError('inject needs egress to its hosts: give egress as well (e.g. egress: [host])');
   }
-  return { egress: egressBody(egress), ...(noInject ? {} : { inject: injectBody(inject) }) };
+  return {
+    egress: egressBody(egress),
+    ...(noInject ? {} : { inject: injectBody(inject) }),
+    ...(ports ? { public_ports: true } : {}),
+  };
+}
+
+/** `publicPorts`: a boolean or absent. */
+function publicPortsBody(v: unknown): boolean | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') throw new InvalidArgumentError('publicPorts must be true or false');
+  return v;
 }
 
 // ---- the sandbox ---------------------------------------------------------------------------------
@@ -568,7 +592,7 @@ export class CodeSandbox {
       env: stringMap(opts.envs, 'envs'),
       limits: limitsBody(opts.limits),
       volumes: volumeMountsBody(opts.volumes),
-      network: networkBody(opts.egress, opts.inject),
+      network: networkBody(opts.egress, opts.inject, opts.publicPorts),
     };
     dropUndefined(body);
     const http = new HttpClient(resolveConfig(opts));
@@ -579,7 +603,7 @@ export class CodeSandbox {
   /** @internal `create({ snapshot })`: a clone; only its own lifetime and labels may be given. */
   static async _fromSnapshot(opts: CreateOptions): Promise<CodeSandbox> {
     const id = snapshotId(opts.snapshot);
-    for (const k of ['template', 'envs', 'limits', 'volumes', 'egress', 'inject'] as const) {
+    for (const k of ['template', 'envs', 'limits', 'volumes', 'egress', 'inject', 'publicPorts'] as const) {
       if (opts[k] !== undefined) {
         throw new InvalidArgumentError(
           `a sandbox from a snapshot has the snapshot's template, envs, limits, volumes and network: ${k} cannot be given with snapshot`,
@@ -772,13 +796,14 @@ export class CodeSandbox {
   async setNetwork(opts: SetNetworkOptions): Promise<SandboxInfo> {
     const given = (v: unknown) => v !== undefined && v !== null;
     const o: unknown = opts;
-    if (!isPlainObject(o) || (!given(o.egress) && !given(o.inject))) {
-      throw new InvalidArgumentError('setNetwork takes { egress?, inject? } (at least one)');
+    if (!isPlainObject(o) || (!given(o.egress) && !given(o.inject) && !given(o.publicPorts))) {
+      throw new InvalidArgumentError('setNetwork takes { egress?, inject?, publicPorts? } (at least one)');
     }
     // The server keeps the part not given.
     const body: Record<string, unknown> = {};
     if (given(o.egress)) body.egress = egressBody(o.egress);
     if (given(o.inject)) body.inject = injectBody(o.inject);
+    if (given(o.publicPorts)) body.public_ports = publicPortsBody(o.publicPorts);
     return this._update('PATCH', `${this._base}/network`, body);
   }
 

@@ -352,13 +352,18 @@ export type CreateOptions = Ok<
       dir: 'in';
       rename: { env: 'envs'; snapshot_id: 'snapshot' };
       wireOnly: 'network';
-      sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' | 'egress' | 'inject';
+      sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' | 'egress' | 'inject' | 'publicPorts';
       converted: 'snapshot' | 'volumes';
     }
   >
 >;
 export type CreateNetwork = Ok<
-  Problems<Pick<sdk.CreateOptions, 'egress' | 'inject'>, W['NetworkRequest'], 'NetworkRequest', { dir: 'in'; converted: 'egress' }>
+  Problems<
+    Pick<sdk.CreateOptions, 'egress' | 'inject' | 'publicPorts'>,
+    W['NetworkRequest'],
+    'NetworkRequest',
+    { dir: 'in'; converted: 'egress' }
+  >
 >;
 // networkBody turns a list into `{ allow: list }`; the rest of an Egress is the wire's.
 export type EgressBody = Ok<Problems<Exclude<sdk.Egress, string[]>, W['Egress'], 'Egress', { dir: 'in' }>>;

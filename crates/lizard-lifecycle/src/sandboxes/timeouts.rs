@@ -64,6 +64,10 @@ impl Sandboxes {
                     TimedAction::Kill => me.kill(&id).await,
                     TimedAction::Pause => me.pause_inner(&id, true).await.map(|_| ()),
                     TimedAction::Hibernate => me.hibernate(&id).await.map(|_| ()),
+                    TimedAction::TimeoutHibernate => match me.pause_inner(&id, true).await {
+                        Ok(_) => me.hibernate(&id).await.map(|_| ()),
+                        Err(e) => Err(e),
+                    },
                 };
                 let ok = r.is_ok();
                 if let Err(e) = r {
@@ -142,6 +146,7 @@ impl Sandboxes {
                     let action = match sb.on_timeout {
                         TimeoutAction::Kill => TimedAction::Kill,
                         TimeoutAction::Pause => TimedAction::Pause,
+                        TimeoutAction::Hibernate => TimedAction::TimeoutHibernate,
                     };
                     if start(&sb, action) {
                         tracing::info!(sandbox = %sb.id, ?action, "timeout reached");

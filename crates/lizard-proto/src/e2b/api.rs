@@ -17,6 +17,13 @@ pub struct NewSandbox {
     /// Pause instead of kill on timeout.
     #[serde(default, rename = "autoPause")]
     pub auto_pause: Option<bool>,
+    /// With `autoPause`: `false` pauses without keeping the memory (`keepMemory: false`), which
+    /// Lizard does by hibernating (the memory goes to disk).
+    #[serde(default, rename = "autoPauseMemory")]
+    pub auto_pause_memory: Option<bool>,
+    /// Resume a paused sandbox when traffic reaches it (not offered: a `400` when enabled).
+    #[serde(default, rename = "autoResume")]
+    pub auto_resume: Option<AutoResume>,
     #[serde(default)]
     pub metadata: Option<BTreeMap<String, String>>,
     #[serde(default, rename = "envVars")]
@@ -121,6 +128,21 @@ pub struct RefreshRequest {
     pub duration: Option<u64>,
 }
 
+/// `autoResume` of a create.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoResume {
+    #[serde(default)]
+    pub enabled: bool,
+}
+
+/// `POST /sandboxes/{id}/pause` (E2B's `pause({ keepMemory })`; an empty body keeps it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseRequest {
+    /// `false`: pause without keeping the memory, which Lizard does by hibernating.
+    #[serde(default)]
+    pub memory: Option<bool>,
+}
+
 /// The answer to create and connect.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sandbox {
@@ -138,6 +160,9 @@ pub struct Sandbox {
     /// Sent back as `E2B-Traffic-Access-Token` on every code-interpreter call.
     #[serde(rename = "trafficAccessToken")]
     pub traffic_access_token: String,
+    /// The domain of the sandbox's host names (`getHost(port)` = `<port>-<id>.<domain>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 /// `running` or `paused` (a hibernated Lizard sandbox is `paused` to E2B).
@@ -180,6 +205,9 @@ pub struct SandboxDetail {
     )]
     pub envd_access_token: Option<String>,
     pub lifecycle: Lifecycle,
+    /// See [`Sandbox::domain`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 /// What happens at the timeout.

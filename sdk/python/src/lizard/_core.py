@@ -184,6 +184,7 @@ def create_request(
     volumes: Optional[Any] = None,
     egress: Any = None,
     inject: Any = None,
+    public_ports: bool = False,
 ) -> Req:
     body: Dict[str, Any] = {}
     if project is not None:
@@ -208,6 +209,10 @@ def create_request(
         body["network"] = {"egress": egress_body(egress)}
         if inject is not None:
             body["network"]["inject"] = inject_body(inject)
+    if not isinstance(public_ports, bool):
+        raise InvalidArgumentError("public_ports must be True or False", code="invalid_argument")
+    if public_ports:
+        body.setdefault("network", {})["public_ports"] = True
     return Req("POST", "/v1/sandboxes", json=body)
 
 
@@ -263,21 +268,29 @@ def egress_body(egress: Any) -> Any:
     )
 
 
-def check_set_network(egress: Any, inject: Any) -> None:
+def check_set_network(egress: Any, inject: Any, public_ports: Optional[bool] = None) -> None:
     """``set_network``'s arguments: at least one, each of its form (before any request)."""
-    if egress is None and inject is None:
-        raise InvalidArgumentError("set_network needs egress or inject", code="invalid_argument")
+    if egress is None and inject is None and public_ports is None:
+        raise InvalidArgumentError(
+            "set_network needs egress, inject or public_ports", code="invalid_argument"
+        )
+    if public_ports is not None and not isinstance(public_ports, bool):
+        raise InvalidArgumentError("public_ports must be True or False", code="invalid_argument")
     if egress is not None:
         egress_body(egress)
     if inject is not None:
         inject_body(inject)
 
 
-def set_network_request(sandbox_id: str, egress: Any, inject: Any = None) -> Req:
-    """``PATCH /v1/sandboxes/{id}/network``: replace the sandbox's egress and/or injection rules,
-    live; the server keeps the part not given."""
-    check_set_network(egress, inject)
+def set_network_request(
+    sandbox_id: str, egress: Any, inject: Any = None, public_ports: Optional[bool] = None
+) -> Req:
+    """``PATCH /v1/sandboxes/{id}/network``: replace the sandbox's egress and/or injection rules
+    and/or whether its ports are public, live; the server keeps the part not given."""
+    check_set_network(egress, inject, public_ports)
     body: Dict[str, Any] = {}
+    if public_ports is not None:
+        body["public_ports"] = public_ports
     if egress is not None:
         body["egress"] = egress_body(egress)
     if inject is not None:

@@ -169,6 +169,7 @@ class AsyncCodeSandbox:
         volumes: Optional[List[Any]] = None,
         egress: Optional[EgressLike] = None,
         inject: Optional[InjectLike] = None,
+        public_ports: bool = False,
         snapshot: Optional[Union[str, SnapshotInfo]] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "AsyncCodeSandbox":
@@ -189,7 +190,10 @@ class AsyncCodeSandbox:
         adds headers with the project's secrets (``Secrets``) to the sandbox's requests to some
         hosts, on the host, so the values never enter the sandbox: ``[{"host": "api.example.com",
         "headers": {"Authorization": "Bearer ${secret:NAME}"}}]`` (each host allowed by
-        ``egress``; an unknown secret is an ``InvalidArgumentError`` naming it).
+        ``egress``; an unknown secret is an ``InvalidArgumentError`` naming it). ``public_ports``
+        lets anyone who can reach the server open the sandbox's own ports by host name,
+        ``http://<port>-<sandbox id>.<sandbox domain>/`` (``lizard serve --sandbox-domain``;
+        ``localhost:<port>`` by default), without its access token.
 
         ``snapshot`` (a ``snap_…`` id or the ``SnapshotInfo`` of ``create_snapshot()``) makes a
         clone: the snapshot's disk and kernels' state (``restore_report`` says what each context
@@ -201,13 +205,14 @@ class AsyncCodeSandbox:
             req = _core.clone_request(
                 snapshot, project=project, timeout_ms=timeout_ms, metadata=metadata,
                 refused={"template": template not in (None, DEFAULT_TEMPLATE), "envs": envs, "limits": limits,
-                         "volumes": volumes, "egress": egress is not None, "inject": inject is not None},
+                         "volumes": volumes, "egress": egress is not None, "inject": inject is not None,
+                         "public_ports": public_ports},
             )
         else:
             req = _core.create_request(
                 project=project, template=template, timeout_ms=timeout_ms,
                 metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
-                inject=inject,
+                inject=inject, public_ports=public_ports,
             )
         client = _new_client(cfg)
         try:
@@ -470,7 +475,11 @@ class AsyncCodeSandbox:
         ))
 
     async def set_network(
-        self, egress: Optional[EgressLike] = None, *, inject: Optional[InjectLike] = None
+        self,
+        egress: Optional[EgressLike] = None,
+        *,
+        inject: Optional[InjectLike] = None,
+        public_ports: Optional[bool] = None,
     ) -> SandboxInfo:
         """Replace the sandbox's egress rules and/or header injection rules, live (``PATCH
         /v1/sandboxes/{id}/network``): its next connection and DNS query are decided by them, its
@@ -481,8 +490,11 @@ class AsyncCodeSandbox:
         rules that open anything need an admin key or a project with ``allow_egress`` (else an
         ``AuthenticationError`` with code ``permission_denied``); a bad entry is an
         ``InvalidArgumentError`` naming it (as are an inject host the egress does not allow and an
-        unknown secret). Returns the sandbox's info (``info.network``)."""
-        return SandboxInfo.from_wire(await self._call(_core.set_network_request(self._id, egress, inject)))
+        unknown secret). ``public_ports`` opens or closes its ports by host name without its
+        access token (see ``create``). Returns the sandbox's info (``info.network``)."""
+        return SandboxInfo.from_wire(
+            await self._call(_core.set_network_request(self._id, egress, inject, public_ports))
+        )
 
     async def network_log(self) -> NetworkLog:
         """What the sandbox did through the package registries' mirror and its egress since its

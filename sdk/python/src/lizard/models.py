@@ -557,6 +557,8 @@ class SandboxNetwork:
     #: Header injection rules ``[{"host": ..., "headers": {name: template}}]`` as given: the
     #: templates (``Bearer ${secret:NAME}``), never the secrets' values.
     inject: List[Dict[str, Any]] = field(default_factory=list)
+    #: Whether its ports open by host name without its access token.
+    public_ports: bool = False
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> "SandboxNetwork":
@@ -570,7 +572,7 @@ class SandboxNetwork:
             egress = {str(k): [str(x) for x in v] for k, v in e.items() if v is not None}
         else:
             egress = str(e) if e is not None else "none"
-        return cls(egress=egress, inject=inject)
+        return cls(egress=egress, inject=inject, public_ports=bool(obj.get("public_ports", False)))
 
 
 @dataclass(frozen=True)
