@@ -104,7 +104,7 @@ async function scenario(lang, mode) {
   const r = await run(cmd, args, envFor(mode));
   const detail = `${lang} ${mode} exited ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- server log\n${server.log()}`;
   assert.equal(r.code, 0, detail);
-  const want = [...STEPS, ...(mode === 'self-hosted' ? ['snapshots', 'lifecycle'] : [])].map((s) => `ok ${s}`);
+  const want = [...STEPS, ...(mode === 'self-hosted' ? ['snapshots', 'lifecycle'] : []), 'metadata'].map((s) => `ok ${s}`);
   assert.deepEqual(r.stdout.trim().split('\n'), [...want, 'done'], detail);
 }
 
@@ -230,7 +230,7 @@ test('sandbox traffic needs the sandbox token; the control plane needs a key', a
   });
   assert.equal(res.status, 201);
   const sb = await res.json();
-  assert.equal(sb.envdVersion, '0.5.7');
+  assert.equal(sb.envdVersion, '0.6.4');
   const route = { 'e2b-sandbox-id': sb.sandboxID, 'e2b-sandbox-port': '49999' };
   assert.equal((await ci(route)).status, 401, 'no token');
   assert.equal((await ci({ ...route, 'x-access-token': 'wrong' })).status, 401, 'wrong token');

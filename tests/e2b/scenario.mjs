@@ -246,4 +246,56 @@ if (!debug) {
   await assert.rejects(Sandbox.connect(sbx.sandboxId), (e) => e instanceof NotFoundError);
   step('lifecycle');
 }
+
+// ---- envd 0.6.x: file metadata (0.6.2), entries in watch events (0.6.3), allowNetworkMounts
+// (0.6.4). The SDK refuses these client-side below the envd version the sandbox reports. ----
+{
+  const msb = debug ? sbx : await Sandbox.create({ timeoutMs: 60_000 });
+  const dir = '/home/user/meta';
+  // Metadata keys come back lowercased (they travel as X-Metadata-<key> headers).
+  const meta = { author: 'lizard', purpose: 'e2b compat' };
+  const w = await msb.files.write(`${dir}/a.txt`, 'with metadata', { metadata: { Author: 'lizard', purpose: 'e2b compat' } });
+  assert.deepEqual(w.metadata, meta);
+  assert.deepEqual((await msb.files.getInfo(`${dir}/a.txt`)).metadata, meta);
+  await msb.files.write(`${dir}/plain.txt`, 'no metadata');
+  const listed = await msb.files.list(dir);
+  assert.deepEqual(listed.map((e) => [e.name, e.metadata]), [['a.txt', meta], ['plain.txt', undefined]]);
+  // A rename keeps it; a new write replaces it (with none: none).
+  assert.deepEqual((await msb.files.rename(`${dir}/a.txt`, `${dir}/b.txt`)).metadata, meta);
+  await msb.files.write(`${dir}/b.txt`, 'rewritten');
+  assert.equal((await msb.files.getInfo(`${dir}/b.txt`)).metadata, undefined);
+  // As root, on a file of root's.
+  const rw = await msb.files.write('/root/meta.txt', 'root', { user: 'root', metadata: { by: 'root' } });
+  assert.deepEqual(rw.metadata, { by: 'root' });
+  const rinfo = await msb.files.getInfo('/root/meta.txt', { user: 'root' });
+  assert.deepEqual([rinfo.owner, rinfo.metadata], ['root', { by: 'root' }]);
+  // Past envd's limit (4 KiB in all): a 400, which the SDK raises as InvalidArgumentError; no file.
+  await assert.rejects(
+    msb.files.write(`${dir}/big.txt`, 'x', { metadata: { big: 'v'.repeat(5000) } }),
+    (e) => e instanceof InvalidArgumentError && /total metadata size/.test(e.message),
+  );
+  assert.equal(await msb.files.exists(`${dir}/big.txt`), false);
+  // A watch with includeEntry: creates and writes carry the entry (with its metadata), removes none.
+  const events = [];
+  const watch = await msb.files.watchDir(dir, (e) => events.push(e), { includeEntry: true, allowNetworkMounts: true });
+  const until = async (ok) => { for (let i = 0; i < 100 && !ok(); i++) await new Promise((r) => setTimeout(r, 100)); };
+  await msb.files.write(`${dir}/w.txt`, 'watched', { metadata: { tag: 'w' } });
+  await until(() => events.some((e) => e.name === 'w.txt' && e.type === 'create'));
+  await msb.files.remove(`${dir}/w.txt`);
+  await until(() => events.some((e) => e.name === 'w.txt' && e.type === 'remove'));
+  await watch.stop();
+  const created = events.find((e) => e.name === 'w.txt' && e.type === 'create');
+  assert.ok(created?.entry, `watch events: ${JSON.stringify(events)}`);
+  assert.deepEqual(
+    [created.entry.name, created.entry.path, created.entry.type, created.entry.size, created.entry.metadata],
+    ['w.txt', `${dir}/w.txt`, 'file', 7, { tag: 'w' }],
+  );
+  const removed = events.find((e) => e.name === 'w.txt' && e.type === 'remove');
+  assert.ok(removed, `watch events: ${JSON.stringify(events)}`);
+  assert.equal(removed.entry, undefined);
+  await msb.files.remove(dir);
+  await msb.files.remove('/root/meta.txt', { user: 'root' });
+  if (!debug) assert.equal(await msb.kill(), true);
+  step('metadata');
+}
 console.log('done');

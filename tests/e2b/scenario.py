@@ -269,4 +269,68 @@ if not debug:
     except NotFoundException:
         pass
     step("lifecycle")
+
+# ---- envd 0.6.x: file metadata (0.6.2), entries in watch events (0.6.3), allow_network_mounts
+# (0.6.4). The SDK refuses these client-side below the envd version the sandbox reports. ----
+msb = sbx if debug else Sandbox.create(timeout=60)
+mdir = "/home/user/meta"
+# Metadata keys come back lowercased (they travel as X-Metadata-<key> headers).
+meta = {"author": "lizard", "purpose": "e2b compat"}
+w = msb.files.write(
+    f"{mdir}/a.txt", "with metadata", metadata={"Author": "lizard", "purpose": "e2b compat"}
+)
+assert w.metadata == meta, w
+assert msb.files.get_info(f"{mdir}/a.txt").metadata == meta
+msb.files.write(f"{mdir}/plain.txt", "no metadata")
+listed = msb.files.list(mdir)
+assert [(e.name, e.metadata) for e in listed] == [("a.txt", meta), ("plain.txt", None)], listed
+# A rename keeps it; a new write replaces it (with none: none).
+assert msb.files.rename(f"{mdir}/a.txt", f"{mdir}/b.txt").metadata == meta
+msb.files.write(f"{mdir}/b.txt", "rewritten")
+assert msb.files.get_info(f"{mdir}/b.txt").metadata is None
+# As root, on a file of root's.
+rw = msb.files.write("/root/meta.txt", "root", user="root", metadata={"by": "root"})
+assert rw.metadata == {"by": "root"}, rw
+rinfo = msb.files.get_info("/root/meta.txt", user="root")
+assert (rinfo.owner, rinfo.metadata) == ("root", {"by": "root"}), rinfo
+# Past envd's limit (4 KiB in all): a 400, which the SDK raises as InvalidArgumentException.
+try:
+    msb.files.write(f"{mdir}/big.txt", "x", metadata={"big": "v" * 5000})
+    raise AssertionError("expected InvalidArgumentException: too much metadata")
+except InvalidArgumentException as e:
+    assert "total metadata size" in str(e), e
+assert msb.files.exists(f"{mdir}/big.txt") is False
+# A watch with include_entry: creates and writes carry the entry (with its metadata), removes none.
+watch = msb.files.watch_dir(mdir, include_entry=True, allow_network_mounts=True)
+msb.files.write(f"{mdir}/w.txt", "watched", metadata={"tag": "w"})
+events = []
+for _ in range(100):
+    events += watch.get_new_events()
+    if any(e.name == "w.txt" and e.type.value == "create" for e in events):
+        break
+    time.sleep(0.1)
+msb.files.remove(f"{mdir}/w.txt")
+for _ in range(100):
+    events += watch.get_new_events()
+    if any(e.name == "w.txt" and e.type.value == "remove" for e in events):
+        break
+    time.sleep(0.1)
+watch.stop()
+created = next((e for e in events if e.name == "w.txt" and e.type.value == "create"), None)
+assert created is not None and created.entry is not None, events
+ce = created.entry
+assert (ce.name, ce.path, ce.type.value, ce.size, ce.metadata) == (
+    "w.txt",
+    f"{mdir}/w.txt",
+    "file",
+    7,
+    {"tag": "w"},
+), ce
+removed = next((e for e in events if e.name == "w.txt" and e.type.value == "remove"), None)
+assert removed is not None and removed.entry is None, events
+msb.files.remove(mdir)
+msb.files.remove("/root/meta.txt", user="root")
+if not debug:
+    assert msb.kill() is True
+step("metadata")
 print("done")

@@ -15,7 +15,9 @@
 //!
 //! Watching uses inotify: `GET /files/watch` streams [`FsEvent`]s as NDJSON until the client leaves.
 //! A rename shows as `rename` (old path) and `create` (new path). A file written through `PUT`
-//! appears as one `create` of its final name. Not here: quotas, ownership changes, extended
+//! appears as one `create` of its final name. E2B's file metadata (`user.e2b.*` extended
+//! attributes, [`metadata`]) is stored by [`write_file_with`] and read by the E2B adapter; Lizard's
+//! own routes neither set nor report it. Not here: quotas, ownership changes, other extended
 //! attributes, partial reads (`Range`), compression.
 //!
 //! `user` (query or body): `user` (the default) or `root`, the sandbox's own root — the operation
@@ -79,6 +81,9 @@ pub enum FilesError {
          only (read such entries with a command)"
     )]
     KernelFs(String),
+    /// File metadata refused (envd's limits) or that does not fit the file system.
+    #[error("{0}")]
+    Metadata(String),
     #[error("the upload of {path} was interrupted")]
     Upload {
         path: String,
@@ -121,6 +126,7 @@ impl From<FilesError> for ApiError {
             | FilesError::NotAFile(_)
             | FilesError::Root(_)
             | FilesError::Depth
+            | FilesError::Metadata(_)
             | FilesError::Upload { .. } => ErrorCode::InvalidRequest,
             FilesError::NotFound(_) => ErrorCode::NotFound,
             FilesError::KernelFs(_) => ErrorCode::PermissionDenied,
@@ -316,6 +322,11 @@ mod ufs {
             .await
             .map(tokio::fs::File::from_std)
     }
+    /// `statfs`'s file system type (its magic number).
+    pub async fn fs_type(p: &Path) -> io::Result<u32> {
+        let p = p.to_path_buf();
+        run(move || lizard_jail::fileattrs::fs_magic(&p)).await
+    }
     pub async fn open_read(p: &Path) -> io::Result<tokio::fs::File> {
         let mut opts = std::fs::OpenOptions::new();
         opts.read(true);
@@ -453,6 +464,26 @@ pub(crate) async fn write_file<B>(base: &Path, path: &str, body: B) -> Result<En
 where
     B: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
 {
+    Ok(write_file_with(base, path, body, None).await?.0)
+}
+
+/// [`write_file`], and with `metadata` the file's metadata becomes exactly that map (see
+/// [`metadata`]; an empty one clears what a file written in place had): it is stored before the
+/// file takes its name, so whoever sees the file sees its metadata. The `bool` says whether it was
+/// stored — `false` on a file system without extended attributes (as envd, the write still
+/// succeeds) or without `metadata`.
+pub(crate) async fn write_file_with<B>(
+    base: &Path,
+    path: &str,
+    body: B,
+    metadata: Option<&std::collections::BTreeMap<String, String>>,
+) -> Result<(EntryInfo, bool), FilesError>
+where
+    B: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
+{
+    if let Some(m) = metadata {
+        lizard_proto::e2b::envd::validate_metadata(m).map_err(FilesError::Metadata)?;
+    }
     let path = resolve_checked(base, path)?;
     // Through a symlink, the link's target is written (as `echo > link` would); a dangling link is
     // replaced.
@@ -472,7 +503,7 @@ where
     let tmp = parent.join(format!("{UPLOAD_PREFIX}{}", crate::ids::new_id()));
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
-    let (file, in_place) = match ufs::open(opts, &tmp).await {
+    let (mut file, in_place) = match ufs::open(opts, &tmp).await {
         Ok(f) => {
             let f = f.into_std().await;
             if let Err(e) = refuse_kernel_file(&f, &path) {
@@ -498,7 +529,17 @@ where
         Err(e) => return Err(FilesError::io("write", &path, e)),
     };
     let target = if in_place { &path } else { &tmp };
-    let copied = copy_body(body, file, target, &path).await;
+    let mut copied = copy_body(body, &mut file, target, &path).await;
+    let mut stored = false;
+    if let (Ok(()), Some(m)) = (&copied, metadata) {
+        // A new file has none to clear; one written in place keeps its own (as `O_TRUNC` does).
+        if in_place || !m.is_empty() {
+            match metadata::store(file, m.clone(), in_place, &path).await {
+                Ok(s) => stored = s && !m.is_empty(),
+                Err(e) => copied = Err(e),
+            }
+        }
+    }
     if let Err(e) = copied {
         if !in_place {
             let _ = ufs::remove_file(&tmp).await;
@@ -519,12 +560,12 @@ where
     let meta = ufs::symlink_metadata(&path)
         .await
         .map_err(|e| FilesError::io("stat", &path, e))?;
-    Ok(entry(&path, &meta, &names))
+    Ok((entry(&path, &meta, &names), stored))
 }
 
 async fn copy_body<B>(
     mut stream: B,
-    mut file: tokio::fs::File,
+    file: &mut tokio::fs::File,
     written: &Path,
     target: &Path,
 ) -> Result<(), FilesError>
@@ -1136,6 +1177,145 @@ impl Watcher {
     }
 }
 
+/// Whether `path` is on a network file system — NFS, CIFS/SMB or FUSE, by `statfs`'s magic number,
+/// as E2B's envd tells them — which envd watches only when asked (`allowNetworkMounts`).
+pub(crate) async fn on_network_fs(path: &str) -> Result<bool, FilesError> {
+    const NETWORK: [u32; 5] = [0x6969, 0xFF53_4D42, 0x517B, 0xFE53_4D42, 0x6573_5546];
+    let p = PathBuf::from(path);
+    let kind = ufs::fs_type(&p)
+        .await
+        .map_err(|e| FilesError::io("watch", &p, e))?;
+    Ok(NETWORK.contains(&kind))
+}
+
+/// File metadata as E2B's envd keeps it: key `k` is the extended attribute `user.e2b.k`
+/// ([`lizard_proto::e2b::envd::METADATA_XATTR_PREFIX`]) of the file, value its bytes; other
+/// attributes are not metadata. Keys and values are checked before they are stored
+/// ([`lizard_proto::e2b::envd::validate_metadata`]: printable ASCII, envd's sizes); what is read
+/// back is whatever UTF-8 is there (set with `setfattr` too). The kernel's own rules apply on
+/// top: a `user.*` attribute is the file's, read with read permission and written with write
+/// permission, on regular files and directories.
+pub(crate) mod metadata {
+    use super::FilesError;
+    use lizard_jail::fileattrs;
+    use lizard_proto::e2b::envd::METADATA_XATTR_PREFIX as PREFIX;
+    use std::collections::BTreeMap;
+    use std::ffi::CString;
+    use std::io;
+    use std::os::fd::AsFd;
+    use std::path::Path;
+
+    pub type Metadata = BTreeMap<String, String>;
+
+    /// No extended attributes on this file system.
+    fn unsupported(e: &io::Error) -> bool {
+        e.raw_os_error() == Some(libc::EOPNOTSUPP)
+    }
+
+    /// The metadata key of an attribute name (`None`: not metadata).
+    fn key(name: &[u8]) -> Option<&[u8]> {
+        name.strip_prefix(PREFIX.as_bytes())
+            .filter(|k| !k.is_empty())
+    }
+
+    /// The metadata of the file at `path` (a symlink is followed), as the calling thread may read
+    /// it. Best effort, like envd's: nothing on a file system without extended attributes or for a
+    /// path that is gone, and an entry that cannot be read or is not UTF-8 is left out.
+    pub fn read(path: &Path) -> Metadata {
+        let mut out = Metadata::new();
+        let Ok(names) = fileattrs::names(path) else {
+            return out;
+        };
+        for name in names {
+            let Some(k) = key(&name).and_then(|k| std::str::from_utf8(k).ok()) else {
+                continue;
+            };
+            let Ok(cname) = CString::new(name.clone()) else {
+                continue;
+            };
+            if let Ok(Some(v)) = fileattrs::value(path, &cname) {
+                if let Ok(v) = String::from_utf8(v) {
+                    out.insert(k.to_string(), v);
+                }
+            }
+        }
+        out
+    }
+
+    /// Make the metadata of the open `file` exactly `m` (with `clear`, keys not in `m` are removed;
+    /// other attributes stay). `Ok(false)`: the file system has no extended attributes.
+    pub fn write(file: &std::fs::File, m: &Metadata, clear: bool) -> io::Result<bool> {
+        let fd = file.as_fd();
+        if clear {
+            let names = match fileattrs::fd_names(fd) {
+                Ok(n) => n,
+                Err(e) if unsupported(&e) => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            for name in names {
+                let keep = key(&name)
+                    .map(|k| std::str::from_utf8(k).is_ok_and(|k| m.contains_key(k)))
+                    .unwrap_or(true);
+                if !keep {
+                    fileattrs::fd_remove(fd, &CString::new(name)?)?;
+                }
+            }
+        }
+        for (k, v) in m {
+            match fileattrs::fd_set(fd, &CString::new(format!("{PREFIX}{k}"))?, v.as_bytes()) {
+                Ok(()) => {}
+                Err(e) if unsupported(&e) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// [`write`] as the request's user (`crate::users::as_sandbox_user`), for the file written to
+    /// `path`: whether it was stored, or the failure as a [`FilesError`].
+    pub(super) async fn store(
+        file: tokio::fs::File,
+        m: Metadata,
+        clear: bool,
+        path: &Path,
+    ) -> Result<bool, FilesError> {
+        let file = file.into_std().await;
+        match crate::users::as_sandbox_user(move || write(&file, &m, clear)).await {
+            Ok(true) => Ok(true),
+            Ok(false) => {
+                tracing::info!(
+                    path = %path.display(),
+                    "file metadata not stored: the file system has no extended attributes"
+                );
+                Ok(false)
+            }
+            // ext4 keeps a file's attributes in one block: a set that does not fit is ENOSPC.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOSPC | libc::E2BIG | libc::ERANGE)
+                ) =>
+            {
+                Err(FilesError::Metadata(format!(
+                    "the metadata does not fit in the extended attributes of {}: {e}",
+                    path.display()
+                )))
+            }
+            Err(e) => Err(FilesError::io("store the metadata of", path, e)),
+        }
+    }
+
+    /// [`read`] for each of `paths`, as the request's user, in one blocking task.
+    pub(crate) async fn read_all(paths: Vec<String>) -> Vec<Metadata> {
+        let n = paths.len();
+        crate::users::as_sandbox_user(move || {
+            Ok(paths.iter().map(|p| read(Path::new(p))).collect())
+        })
+        .await
+        .unwrap_or_else(|_| vec![Metadata::new(); n])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1153,6 +1333,113 @@ mod tests {
         assert_eq!(r("/").unwrap(), "/");
         assert!(matches!(r(""), Err(FilesError::EmptyPath)));
         assert!(matches!(r("a\0b"), Err(FilesError::NulInPath)));
+    }
+
+    fn body(
+        text: &'static str,
+    ) -> impl futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin {
+        futures_util::stream::iter(vec![Ok(Bytes::from(text))])
+    }
+
+    fn meta(pairs: &[(&str, &str)]) -> metadata::Metadata {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn metadata_is_stored_with_the_file_and_refused_past_envds_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path();
+        let m = meta(&[("author", "me"), ("purpose", "a test")]);
+        let (e, stored) = write_file_with(base, "d/a.txt", body("x"), Some(&m))
+            .await
+            .unwrap();
+        if !stored {
+            return; // this file system keeps no extended attributes
+        }
+        assert_eq!(e.path, base.join("d/a.txt").display().to_string());
+        assert_eq!(metadata::read(Path::new(&e.path)), m);
+        // Through a symlink: the target's; a path that is not there has none.
+        std::os::unix::fs::symlink("a.txt", base.join("d/link")).unwrap();
+        assert_eq!(metadata::read(&base.join("d/link")), m);
+        assert!(metadata::read(&base.join("d/missing")).is_empty());
+        let all = metadata::read_all(vec![e.path.clone(), base.join("d").display().to_string()]);
+        assert_eq!(all.await, vec![m.clone(), metadata::Metadata::new()]);
+        // Written again with none (envd: the new write's set replaces the old), or with other
+        // metadata: only that.
+        let (_, stored) = write_file_with(base, "d/a.txt", body("y"), Some(&meta(&[])))
+            .await
+            .unwrap();
+        assert!(!stored, "nothing to store");
+        assert!(metadata::read(Path::new(&e.path)).is_empty());
+        write_file_with(base, "d/a.txt", body("z"), Some(&meta(&[("k", "v")])))
+            .await
+            .unwrap();
+        assert_eq!(metadata::read(Path::new(&e.path)), meta(&[("k", "v")]));
+        // Past envd's limits: refused before anything is written (a 400).
+        for bad in [
+            meta(&[("k", &"v".repeat(5000))]),
+            meta(&[("", "v")]),
+            meta(&[("k", "tab\t")]),
+        ] {
+            let err = write_file_with(base, "d/b.txt", body("x"), Some(&bad))
+                .await
+                .unwrap_err();
+            assert!(matches!(err, FilesError::Metadata(_)), "{err:?}");
+            assert_eq!(ApiError::from(err).0.code, ErrorCode::InvalidRequest);
+            assert!(!base.join("d/b.txt").exists());
+        }
+        // Without metadata (Lizard's own PUT) nothing is stored.
+        let (_, stored) = write_file_with(base, "d/c.txt", body("x"), None)
+            .await
+            .unwrap();
+        assert!(!stored);
+    }
+
+    #[test]
+    fn metadata_writes_replace_the_set_and_leave_other_attributes() {
+        use lizard_jail::fileattrs;
+        use std::os::fd::AsFd;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"x").unwrap();
+        let f = std::fs::File::options().write(true).open(&p).unwrap();
+        if !metadata::write(&f, &meta(&[("a", "1"), ("b", "2")]), true).unwrap() {
+            return; // no extended attributes here
+        }
+        // Attributes that are not metadata: another `user.*` one, an empty key, a value that
+        // is not UTF-8 (set from inside the sandbox, say).
+        fileattrs::fd_set(f.as_fd(), c"user.foreign", b"kept").unwrap();
+        fileattrs::fd_set(f.as_fd(), c"user.e2b.", b"no key").unwrap();
+        fileattrs::fd_set(f.as_fd(), c"user.e2b.bin", &[0xff, 0xfe]).unwrap();
+        assert_eq!(metadata::read(&p), meta(&[("a", "1"), ("b", "2")]));
+        // Replacing: `b` (and the unreadable `bin`) go, `a` changes, the foreign one stays.
+        assert!(metadata::write(&f, &meta(&[("a", "3")]), true).unwrap());
+        assert_eq!(metadata::read(&p), meta(&[("a", "3")]));
+        assert_eq!(
+            fileattrs::value(&p, c"user.foreign").unwrap(),
+            Some(b"kept".to_vec())
+        );
+        assert_eq!(fileattrs::value(&p, c"user.e2b.bin").unwrap(), None);
+        // Without `clear`, keys are added to what is there.
+        assert!(metadata::write(&f, &meta(&[("c", "4")]), false).unwrap());
+        assert_eq!(metadata::read(&p), meta(&[("a", "3"), ("c", "4")]));
+        // An empty set clears them all.
+        metadata::write(&f, &meta(&[]), true).unwrap();
+        assert!(metadata::read(&p).is_empty());
+        assert!(fileattrs::value(&p, c"user.foreign").unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn local_file_systems_are_not_network_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!on_network_fs(dir.path().to_str().unwrap()).await.unwrap());
+        assert!(matches!(
+            on_network_fs("/no/such/dir").await,
+            Err(FilesError::NotFound(_))
+        ));
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! - [`volume`]: persistent volumes on the host (sparse ext4 images, loop mounts).
 //! - [`disk`]: per-sandbox disk quota (a sparse ext4 image, loop-mounted).
 //! - [`exe`]: a sealed in-memory copy of a program, executed in a sandbox without a mount.
+//! - [`fileattrs`]: extended attributes and file-system types of a sandbox's files (the agent's
+//!   E2B file metadata).
 //! - [`layer`]: import a stopped sandbox's writable layer as a template layer (no symlink
 //!   followed, bounded, only directories, files, symlinks and whiteouts kept).
 //! - [`mounts`]: detach every mount under a host directory without following a symlink.
@@ -34,6 +36,7 @@ pub mod disk;
 pub mod exe;
 pub mod ext4;
 pub mod fdpass;
+pub mod fileattrs;
 pub mod hostpath;
 pub mod inotify;
 pub mod ksm;

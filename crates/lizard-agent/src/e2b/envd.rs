@@ -13,10 +13,16 @@
 //!
 //! Watching: `WatchDir` streams events (after a `start`); `CreateWatcher` keeps a watcher whose events
 //! collect (at most [`MAX_POLLED_EVENTS`], oldest dropped) until `GetWatcherEvents` takes them, and
-//! `RemoveWatcher` ends it; both ride on `crate::files`'s inotify watcher.
+//! `RemoveWatcher` ends it; both ride on `crate::files`'s inotify watcher. With `includeEntry`
+//! (envd 0.6.3) create, write and chmod events carry the entry as it is when the event is sent; a
+//! directory on a network file system is watched only with `allowNetworkMounts` (0.6.4).
 //!
-//! Not here: `StreamInput` (client streaming), file metadata (xattrs), gzip bodies, signed
-//! download URLs. Users: `user` (the default) and `root` (the sandbox's own root, see
+//! File metadata (envd 0.6.2): `POST /files` stores its `X-Metadata-<key>` headers (keys
+//! lowercased, envd's limits: `lizard_proto::e2b::envd::validate_metadata`) on every file it
+//! writes, as `user.e2b.<key>` extended attributes (`crate::files::metadata`), replacing what the
+//! file had; every `EntryInfo` (`Stat`, `ListDir`, `MakeDir`, `Move`, watch entries) reports them.
+//!
+//! Not here: `StreamInput` (client streaming), signed download URLs. Users: `user` (the default) and `root` (the sandbox's own root, see
 //! `crate::users`: processes run as it, file operations act as it, relative paths resolve against
 //! `/root`); any other name is refused with `permission_denied`.
 
@@ -591,6 +597,25 @@ fn entry(e: &lizard_proto::EntryInfo) -> wire::EntryInfo {
     e.into()
 }
 
+/// `entries` with their files' metadata (read as the request's user: call inside its
+/// `files_as`).
+async fn with_metadata(mut entries: Vec<wire::EntryInfo>) -> Vec<wire::EntryInfo> {
+    let paths = entries.iter().map(|e| e.path.clone()).collect();
+    for (e, m) in entries
+        .iter_mut()
+        .zip(files::metadata::read_all(paths).await)
+    {
+        e.metadata = m;
+    }
+    entries
+}
+
+/// [`entry`] with its metadata.
+async fn entry_with_metadata(e: &lizard_proto::EntryInfo) -> wire::EntryInfo {
+    let mut out = with_metadata(vec![entry(e)]).await;
+    out.pop().unwrap_or_else(|| entry(e))
+}
+
 /// [`entry`] as envd reports a symlink: the type of what it leads to and its absolute target
 /// (the link itself when it leads nowhere). Call inside the request's `files_as`.
 async fn entry_followed(e: &lizard_proto::EntryInfo) -> wire::EntryInfo {
@@ -611,7 +636,8 @@ async fn stat(
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
     let entry = files_as(who, async {
         let e = files::stat_path(&base, &req.path).await?;
-        Ok::<_, FilesError>(entry_followed(&e).await)
+        let e = entry_followed(&e).await;
+        Ok::<_, FilesError>(with_metadata(vec![e.clone()]).await.pop().unwrap_or(e))
     })
     .await?;
     Ok(Json(wire::EntryResponse { entry }))
@@ -627,7 +653,7 @@ async fn list_dir(
         for e in files::list_dir(&base, &req.path, depth).await? {
             out.push(entry_followed(&e).await);
         }
-        Ok::<_, FilesError>(out)
+        Ok::<_, FilesError>(with_metadata(out).await)
     })
     .await?;
     Ok(Json(wire::ListDirResponse { entries }))
@@ -637,20 +663,24 @@ async fn make_dir(
     Fs { who, base }: Fs,
     Msg(req): Msg<wire::PathRequest>,
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
-    let e = files_as(who, files::make_dir(&base, &req.path)).await?;
-    Ok(Json(wire::EntryResponse { entry: entry(&e) }))
+    let entry = files_as(who, async {
+        let e = files::make_dir(&base, &req.path).await?;
+        Ok::<_, FilesError>(entry_with_metadata(&e).await)
+    })
+    .await?;
+    Ok(Json(wire::EntryResponse { entry }))
 }
 
 async fn move_entry(
     Fs { who, base }: Fs,
     Msg(req): Msg<wire::MoveRequest>,
 ) -> Result<Json<wire::EntryResponse>, RpcError> {
-    let e = files_as(
-        who,
-        files::rename_path(&base, &req.source, &req.destination),
-    )
+    let entry = files_as(who, async {
+        let e = files::rename_path(&base, &req.source, &req.destination).await?;
+        Ok::<_, FilesError>(entry_with_metadata(&e).await)
+    })
     .await?;
-    Ok(Json(wire::EntryResponse { entry: entry(&e) }))
+    Ok(Json(wire::EntryResponse { entry }))
 }
 
 async fn remove(
@@ -664,8 +694,10 @@ async fn remove(
     }
 }
 
-/// envd watches directories only: a path that is not one is `invalid_argument`, as E2B's.
-async fn watched_dir(home: &std::path::Path, path: &str) -> Result<(), RpcError> {
+/// envd watches directories only: a path that is not one is `invalid_argument`, as E2B's, and so
+/// is one on a network file system unless `allowNetworkMounts` says otherwise.
+async fn watched_dir(home: &std::path::Path, req: &wire::WatchDirRequest) -> Result<(), RpcError> {
+    let path = &req.path;
     let e = files::stat_path(home, path).await?;
     if e.file_type != lizard_proto::FileType::Dir {
         return Err(rpc(
@@ -673,19 +705,47 @@ async fn watched_dir(home: &std::path::Path, path: &str) -> Result<(), RpcError>
             format!("path {path} is not a directory"),
         ));
     }
+    if !req.allow_network_mounts && files::on_network_fs(&e.path).await? {
+        return Err(rpc(
+            "invalid_argument",
+            format!(
+                "cannot watch path on network filesystem: {} (set allowNetworkMounts to watch it)",
+                e.path
+            ),
+        ));
+    }
     Ok(())
 }
 
-fn fs_events(events: Vec<lizard_proto::FsEvent>) -> Vec<wire::FilesystemEvent> {
-    events
-        .into_iter()
-        .filter_map(|e| {
-            Some(wire::FilesystemEvent {
-                event_type: wire::EventType::from_lizard(e.event_type)?,
-                name: e.name,
-            })
-        })
-        .collect()
+/// E2B's events of a batch; with `entries`, creates, writes and chmods carry the entry at their
+/// path as it is now (as the sandbox user sees it; none when it is gone), as envd's do.
+async fn fs_events(
+    events: Vec<lizard_proto::FsEvent>,
+    entries: Option<&std::path::Path>,
+) -> Vec<wire::FilesystemEvent> {
+    let mut out = Vec::with_capacity(events.len());
+    for e in events {
+        let Some(event_type) = wire::EventType::from_lizard(e.event_type) else {
+            continue;
+        };
+        let entry = match entries {
+            Some(home) if event_type.carries_entry() => event_entry(home, &e.path).await,
+            _ => None,
+        };
+        out.push(wire::FilesystemEvent {
+            event_type,
+            name: e.name,
+            entry,
+        });
+    }
+    out
+}
+
+/// The entry at `path` for a watch event, if it is still there.
+async fn event_entry(home: &std::path::Path, path: &str) -> Option<Box<wire::EntryInfo>> {
+    let e = files::stat_path(home, path).await.ok()?;
+    let e = entry_followed(&e).await;
+    with_metadata(vec![e]).await.pop().map(Box::new)
 }
 
 /// `WatchDir`: `start`, then events as they happen (keepalives while quiet) until the client leaves.
@@ -696,9 +756,10 @@ async fn watch_dir(
 ) -> Result<Response, StreamError> {
     // Watching acts as the sandbox user whoever asks (what it cannot read is not watched).
     check_user(&headers)?;
-    watched_dir(&st.home, &req.path).await?;
+    watched_dir(&st.home, &req).await?;
     let (_, mut w) = files::open_watch(&st.home, &req.path, req.recursive).await?;
     let keepalive = keepalive(&headers);
+    let entries = req.include_entry.then(|| st.home.clone());
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     let msg = |m: wire::WatchDirResponse| {
         Bytes::from(wire::envelope(
@@ -728,7 +789,7 @@ async fn watch_dir(
                 let _ = tx.send(Bytes::from(EndStream::default().envelope())).await;
                 return;
             };
-            for e in fs_events(batch) {
+            for e in fs_events(batch, entries.as_deref()).await {
                 if tx
                     .send(msg(wire::WatchDirResponse::Filesystem(e)))
                     .await
@@ -761,15 +822,17 @@ async fn create_watcher(
             format!("at most {MAX_WATCHERS} watchers: remove some first"),
         ));
     }
-    watched_dir(&st.home, &req.path).await?;
+    watched_dir(&st.home, &req).await?;
     let (_, mut w) = files::open_watch(&st.home, &req.path, req.recursive).await?;
+    let entries = req.include_entry.then(|| st.home.clone());
     let events: Arc<std::sync::Mutex<std::collections::VecDeque<wire::FilesystemEvent>>> =
         Default::default();
     let sink = events.clone();
     let task = tokio::spawn(async move {
         while let Some(batch) = w.next().await {
+            let batch = fs_events(batch, entries.as_deref()).await;
             let Ok(mut q) = sink.lock() else { return };
-            for e in fs_events(batch) {
+            for e in batch {
                 if q.len() == MAX_POLLED_EVENTS {
                     q.pop_front();
                 }
@@ -818,6 +881,7 @@ async fn remove_watcher(
 // ---- HTTP ----
 
 /// envd's HTTP error body: `{"code": <status>, "message": …}`.
+#[derive(Debug)]
 struct HttpError(StatusCode, String);
 
 impl IntoResponse for HttpError {
@@ -865,12 +929,22 @@ async fn read_file(
     Ok(files_as(who, files::read_file(&st.base(who), &path)).await?)
 }
 
-fn written(e: &lizard_proto::EntryInfo) -> wire::WrittenFile {
+/// A written file as `POST /files` answers it, with the metadata stored on it (`None`: none).
+fn written(e: &lizard_proto::EntryInfo, metadata: Option<&Metadata>) -> wire::WrittenFile {
     wire::WrittenFile {
         path: e.path.clone(),
         name: e.name.clone(),
         file_type: "file".into(),
+        metadata: metadata.cloned().unwrap_or_default(),
     }
+}
+
+type Metadata = std::collections::BTreeMap<String, String>;
+
+/// The upload's metadata from its `X-Metadata-*` headers (envd's checks; a refusal is a 400).
+fn upload_metadata(headers: &HeaderMap) -> Result<Metadata, HttpError> {
+    wire::metadata_from_headers(headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())))
+        .map_err(|m| HttpError(StatusCode::BAD_REQUEST, m))
 }
 
 /// `POST /files`: multipart (part `file`, its filename the path when `?path=` is absent) or a raw
@@ -882,6 +956,13 @@ async fn write_files(
 ) -> Result<Json<Vec<wire::WrittenFile>>, HttpError> {
     let Query(q) = q.map_err(|e| HttpError(StatusCode::BAD_REQUEST, e.body_text()))?;
     let who = check_query_user(&q)?;
+    let metadata = match upload_metadata(req.headers()) {
+        Ok(m) => m,
+        Err(e) => {
+            lizard_http::api::drain(&mut req.into_body().into_data_stream()).await;
+            return Err(e);
+        }
+    };
     let is_multipart = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -900,14 +981,17 @@ async fn write_files(
             .and_then(|v| v.to_str().ok())
             .map(|v| v.trim().to_ascii_lowercase());
         let mut body = req.into_body().into_data_stream();
+        let base = st.base(who);
         let result = match gzip.as_deref() {
             None | Some("identity") => {
-                files_as(who, files::write_file(&st.base(who), &path, &mut body)).await
+                let write = files::write_file_with(&base, &path, &mut body, Some(&metadata));
+                files_as(who, write).await
             }
             // E2B's SDKs' `write(…, { gzip: true })`: the file is what the body inflates to.
             Some("gzip") => {
                 let inflated = gunzip(&mut body);
-                files_as(who, files::write_file(&st.base(who), &path, inflated)).await
+                let write = files::write_file_with(&base, &path, inflated, Some(&metadata));
+                files_as(who, write).await
             }
             Some(other) => {
                 lizard_http::api::drain(&mut body).await;
@@ -920,8 +1004,8 @@ async fn write_files(
         if result.is_err() {
             lizard_http::api::drain(&mut body).await;
         }
-        let e = result?;
-        return Ok(Json(vec![written(&e)]));
+        let (e, stored) = result?;
+        return Ok(Json(vec![written(&e, stored.then_some(&metadata))]));
     }
     // The body is shared so that whatever the multipart parser leaves unread (the epilogue, the
     // chunked terminator) is drained at the end: an HTTP/1 server that answers before reading its
@@ -937,7 +1021,7 @@ async fn write_files(
         })
     };
     let req = Request::from_parts(parts, Body::from_stream(share(shared.clone())));
-    let result = files_as(who, write_parts(&st, &q, who, req)).await;
+    let result = files_as(who, write_parts(&st, &q, who, req, &metadata)).await;
     lizard_http::api::drain(&mut Box::pin(share(shared))).await;
     result
 }
@@ -983,6 +1067,7 @@ async fn write_parts(
     q: &FilesQuery,
     who: RunAs,
     req: Request,
+    metadata: &Metadata,
 ) -> Result<Json<Vec<wire::WrittenFile>>, HttpError> {
     let mut mp = Multipart::from_request(req, &())
         .await
@@ -1005,8 +1090,10 @@ async fn write_parts(
             }
         };
         let body = field.map_err(axum::Error::new).into_stream();
-        let e = files::write_file(&st.base(who), &target, Box::pin(body)).await?;
-        out.push(written(&e));
+        let base = st.base(who);
+        let (e, stored) =
+            files::write_file_with(&base, &target, Box::pin(body), Some(metadata)).await?;
+        out.push(written(&e, stored.then_some(metadata)));
     }
     if out.is_empty() {
         return Err(HttpError(
@@ -1042,6 +1129,85 @@ mod tests {
             out.extend_from_slice(&c.map_err(|e| e.to_string())?);
         }
         Ok(out)
+    }
+
+    #[test]
+    fn upload_metadata_comes_from_x_metadata_headers() {
+        let mut h = HeaderMap::new();
+        h.insert("x-metadata-Author", HeaderValue::from_static("me"));
+        h.append("x-metadata-author", HeaderValue::from_static("not me"));
+        h.insert("x-access-token", HeaderValue::from_static("t"));
+        assert_eq!(
+            upload_metadata(&h).unwrap(),
+            Metadata::from([("author".to_string(), "me".to_string())])
+        );
+        h.insert(
+            "x-metadata-big",
+            HeaderValue::from_str(&"v".repeat(5000)).unwrap(),
+        );
+        let Err(HttpError(status, message)) = upload_metadata(&h) else {
+            panic!("5000 bytes of metadata were accepted");
+        };
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(message.contains("total metadata size"), "{message}");
+        let r = HttpError(status, message).into_response();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        // The /files answer carries what was stored, and nothing when nothing was.
+        let e = lizard_proto::EntryInfo {
+            name: "a".into(),
+            path: "/a".into(),
+            file_type: lizard_proto::FileType::File,
+            size: 0,
+            mode: 0o644,
+            permissions: "-rw-r--r--".into(),
+            owner: "user".into(),
+            group: "user".into(),
+            modified_ms: 0,
+            symlink_target: None,
+        };
+        let m = Metadata::from([("k".to_string(), "v".to_string())]);
+        assert_eq!(written(&e, Some(&m)).metadata, m);
+        assert!(written(&e, None).metadata.is_empty());
+    }
+
+    #[tokio::test]
+    async fn watch_events_carry_entries_when_asked() {
+        use lizard_proto::{FsEvent, FsEventType};
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let m = Metadata::from([("k".to_string(), "v".to_string())]);
+        let body = futures_util::stream::iter(vec![Ok::<_, axum::Error>(Bytes::from("x"))]);
+        let (_, stored) = files::write_file_with(home, "f.txt", body, Some(&m))
+            .await
+            .unwrap();
+        let ev = |t, name: &str| FsEvent {
+            event_type: t,
+            path: home.join(name).display().to_string(),
+            name: name.into(),
+            is_dir: false,
+        };
+        let batch = || {
+            vec![
+                ev(FsEventType::Start, ""),
+                ev(FsEventType::Create, "f.txt"),
+                ev(FsEventType::Write, "f.txt"),
+                ev(FsEventType::Remove, "f.txt"),
+                ev(FsEventType::Create, "gone.txt"),
+            ]
+        };
+        let plain = fs_events(batch(), None).await;
+        assert_eq!(plain.len(), 4, "no start event");
+        assert!(plain.iter().all(|e| e.entry.is_none()));
+        let full = fs_events(batch(), Some(home)).await;
+        let entry = full[0].entry.as_ref().expect("a create carries its entry");
+        assert_eq!(entry.path, home.join("f.txt").display().to_string());
+        assert_eq!(entry.file_type, wire::FileType::File);
+        if stored {
+            assert_eq!(entry.metadata, m);
+        }
+        assert!(full[1].entry.is_some(), "a write too");
+        assert!(full[2].entry.is_none(), "a remove never does");
+        assert!(full[3].entry.is_none(), "nor an entry that is gone");
     }
 
     #[tokio::test]

@@ -305,6 +305,13 @@ pub struct WatchDirRequest {
     pub path: String,
     #[serde(default)]
     pub recursive: bool,
+    /// Each create, write and chmod event carries the entry's info (envd 0.6.3).
+    #[serde(default, rename = "includeEntry", alias = "include_entry")]
+    pub include_entry: bool,
+    /// Watching a directory on a network file system (NFS, CIFS/SMB, FUSE) is refused unless
+    /// this is set (envd 0.6.4).
+    #[serde(default, rename = "allowNetworkMounts", alias = "allow_network_mounts")]
+    pub allow_network_mounts: bool,
 }
 
 /// `Filesystem/GetWatcherEvents`, `RemoveWatcher`.
@@ -344,6 +351,9 @@ pub struct EntryInfo {
     pub modified_time: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symlink_target: Option<String>,
+    /// The file's user metadata ([`METADATA_XATTR_PREFIX`] extended attributes), envd 0.6.2.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl From<&crate::EntryInfo> for EntryInfo {
@@ -364,6 +374,7 @@ impl From<&crate::EntryInfo> for EntryInfo {
             group: e.group.clone(),
             modified_time: super::rfc3339_ms(e.modified_ms),
             symlink_target: e.symlink_target.clone(),
+            metadata: BTreeMap::new(),
         }
     }
 }
@@ -409,12 +420,27 @@ impl EventType {
     }
 }
 
-/// One filesystem event: `name` is relative to the watched directory.
+/// One filesystem event: `name` is relative to the watched directory; `entry` (asked for with
+/// `includeEntry`) is what is at the path as the event is sent, for creates, writes and chmods
+/// (never for removes and renames, whose entry is gone), and absent when it is gone by then.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilesystemEvent {
     pub name: String,
     #[serde(rename = "type")]
     pub event_type: EventType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<Box<EntryInfo>>,
+}
+
+impl EventType {
+    /// Whether an event of this kind names an entry that is still at its path (envd attaches
+    /// entries to these only).
+    pub fn carries_entry(self) -> bool {
+        matches!(
+            self,
+            EventType::Create | EventType::Write | EventType::Chmod
+        )
+    }
 }
 
 /// The messages of a `WatchDir` stream.
@@ -444,6 +470,87 @@ pub struct WrittenFile {
     pub name: String,
     #[serde(rename = "type")]
     pub file_type: String,
+    /// The metadata stored on it (the request's `X-Metadata-*`, keys lowercased).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+}
+
+// ---- file metadata (envd 0.6.2) ----
+
+/// The extended-attribute namespace of file metadata: key `k` is the xattr `user.e2b.k`, as in
+/// E2B's envd (`user.` is the namespace unprivileged users may write; other `user.*` attributes
+/// are not metadata).
+pub const METADATA_XATTR_PREFIX: &str = "user.e2b.";
+/// The request headers that carry metadata on `POST /files`: `X-Metadata-<key>: <value>`.
+pub const METADATA_HEADER_PREFIX: &str = "x-metadata-";
+/// The longest key: Linux limits an xattr name (prefix included) to 255 bytes.
+pub const MAX_METADATA_KEY_LEN: usize = 255 - METADATA_XATTR_PREFIX.len();
+/// The most metadata one file takes, counted as envd counts it: every key's stored name
+/// (prefix + key) plus its value. ext4 keeps a file's xattrs in one 4 KiB block.
+pub const MAX_METADATA_TOTAL_LEN: usize = 4096;
+
+/// Why metadata is refused: envd's checks and wording.
+pub fn validate_metadata(metadata: &BTreeMap<String, String>) -> Result<(), String> {
+    let printable = |label: &str, s: &str| match s.bytes().position(|c| !(0x20..=0x7e).contains(&c))
+    {
+        Some(i) => Err(format!(
+            "metadata {label} contains non-printable-ASCII byte 0x{:02x} at offset {i}",
+            s.as_bytes()[i]
+        )),
+        None => Ok(()),
+    };
+    let mut total = 0;
+    for (k, v) in metadata {
+        if k.is_empty() {
+            return Err("metadata key must not be empty".into());
+        }
+        if k.len() > MAX_METADATA_KEY_LEN {
+            return Err(format!(
+                "metadata key {k:?} exceeds {MAX_METADATA_KEY_LEN} bytes"
+            ));
+        }
+        printable("key", k)?;
+        printable(&format!("value for key {k:?}"), v)?;
+        total += METADATA_XATTR_PREFIX.len() + k.len() + v.len();
+    }
+    if total > MAX_METADATA_TOTAL_LEN {
+        return Err(format!(
+            "total metadata size {total} exceeds {MAX_METADATA_TOTAL_LEN} bytes"
+        ));
+    }
+    Ok(())
+}
+
+/// The metadata of an upload from its request headers (name, value): every `X-Metadata-<key>`,
+/// the key lowercased (header names are case-insensitive; envd lowercases them too), the first
+/// value of a repeated one, a header with an empty key ignored; then [`validate_metadata`].
+pub fn metadata_from_headers<'a>(
+    headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for (name, value) in headers {
+        let name = name.to_ascii_lowercase();
+        let Some(key) = name.strip_prefix(METADATA_HEADER_PREFIX) else {
+            continue;
+        };
+        if key.is_empty() || out.contains_key(key) {
+            continue;
+        }
+        let value = match std::str::from_utf8(value) {
+            Ok(v) => v.to_string(),
+            Err(_) => {
+                let i = value.iter().position(|c| !c.is_ascii()).unwrap_or(0);
+                return Err(format!(
+                    "metadata value for key {key:?} contains non-printable-ASCII byte 0x{:02x} \
+                     at offset {i}",
+                    value[i]
+                ));
+            }
+        };
+        out.insert(key.to_string(), value);
+    }
+    validate_metadata(&out)?;
+    Ok(out)
 }
 
 // ---- enums as names or numbers ----
@@ -573,5 +680,105 @@ mod tests {
                    "size": "5", "mode": 420, "permissions": "-rw-r--r--", "owner": "user",
                    "group": "user", "modifiedTime": "1970-01-01T00:00:00.000000Z"})
         );
+        // Metadata and watch entries, as the SDKs read them (envd 0.6.2, 0.6.3).
+        let mut with_meta = EntryInfo::from(&e);
+        with_meta.metadata = BTreeMap::from([("author".to_string(), "me".to_string())]);
+        assert_eq!(
+            serde_json::to_value(&with_meta).unwrap()["metadata"],
+            json!({"author": "me"})
+        );
+        let ev = FilesystemEvent {
+            name: "a.txt".into(),
+            event_type: EventType::Create,
+            entry: Some(Box::new(with_meta)),
+        };
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(v["type"], "EVENT_TYPE_CREATE");
+        assert_eq!(v["entry"]["path"], "/home/user/a.txt");
+        assert_eq!(v["entry"]["metadata"]["author"], "me");
+        let bare = FilesystemEvent { entry: None, ..ev };
+        assert_eq!(
+            serde_json::to_value(&bare).unwrap(),
+            json!({"name": "a.txt", "type": "EVENT_TYPE_CREATE"})
+        );
+        assert!(EventType::Write.carries_entry() && EventType::Chmod.carries_entry());
+        assert!(!EventType::Remove.carries_entry() && !EventType::Rename.carries_entry());
+        let w = WrittenFile {
+            path: "/a".into(),
+            name: "a".into(),
+            file_type: "file".into(),
+            metadata: BTreeMap::new(),
+        };
+        assert_eq!(
+            serde_json::to_value(&w).unwrap(),
+            json!({"path": "/a", "name": "a", "type": "file"})
+        );
+    }
+
+    #[test]
+    fn watch_requests_take_both_spellings() {
+        let w: WatchDirRequest = serde_json::from_str(
+            r#"{"path":"/d","recursive":true,"includeEntry":true,"allowNetworkMounts":true}"#,
+        )
+        .unwrap();
+        assert!(w.recursive && w.include_entry && w.allow_network_mounts);
+        let w: WatchDirRequest =
+            serde_json::from_str(r#"{"path":"/d","include_entry":true}"#).unwrap();
+        assert!(w.include_entry && !w.allow_network_mounts);
+        let w: WatchDirRequest = serde_json::from_str(r#"{"path":"/d"}"#).unwrap();
+        assert!(!w.include_entry && !w.recursive);
+    }
+
+    #[test]
+    fn metadata_headers_and_limits_are_envds() {
+        let h = |pairs: &[(&'static str, &'static str)]| {
+            metadata_from_headers(pairs.iter().map(|(n, v)| (*n, v.as_bytes())))
+        };
+        assert_eq!(h(&[("x-access-token", "t")]).unwrap(), BTreeMap::new());
+        assert_eq!(
+            h(&[
+                ("X-Metadata-Author", "first"),
+                ("x-metadata-author", "second"),
+                ("x-metadata-Purpose", "upload"),
+                ("x-metadata-", "dropped"),
+                ("content-type", "application/octet-stream"),
+            ])
+            .unwrap(),
+            BTreeMap::from([
+                ("author".to_string(), "first".to_string()),
+                ("purpose".to_string(), "upload".to_string())
+            ])
+        );
+        let e = metadata_from_headers([("x-metadata-k", "café".as_bytes())]).unwrap_err();
+        assert!(
+            e.contains("non-printable-ASCII byte 0xc3 at offset 3"),
+            "{e}"
+        );
+        let e = metadata_from_headers([("x-metadata-k", &b"\xff"[..])]).unwrap_err();
+        assert!(e.contains("non-printable-ASCII byte 0xff"), "{e}");
+        let m = |pairs: Vec<(String, String)>| validate_metadata(&pairs.into_iter().collect());
+        assert!(m(vec![]).is_ok());
+        assert!(m(vec![("k".into(), "v".repeat(2048))]).is_ok());
+        assert!(m(vec![("".into(), "v".into())])
+            .unwrap_err()
+            .contains("must not be empty"));
+        let long = "k".repeat(MAX_METADATA_KEY_LEN + 1);
+        assert!(m(vec![(long, "v".into())])
+            .unwrap_err()
+            .contains("exceeds 246 bytes"));
+        assert!(m(vec![("k".repeat(MAX_METADATA_KEY_LEN), "".into())]).is_ok());
+        assert!(m(vec![("k".into(), "tab\there".into())])
+            .unwrap_err()
+            .contains("non-printable"));
+        assert!(m(vec![("k".into(), "v".repeat(MAX_METADATA_TOTAL_LEN))])
+            .unwrap_err()
+            .contains("total metadata size"));
+        let half = "v".repeat(MAX_METADATA_TOTAL_LEN / 2);
+        assert!(m(vec![("a".into(), half.clone()), ("b".into(), half)])
+            .unwrap_err()
+            .contains("total metadata size"));
+        // Exactly at the limit: 9 + 1 + 4086.
+        assert!(m(vec![("k".into(), "v".repeat(4086))]).is_ok());
+        assert!(m(vec![("k".into(), "v".repeat(4087))]).is_err());
     }
 }

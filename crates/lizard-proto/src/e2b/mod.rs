@@ -25,9 +25,11 @@ pub const CODE_INTERPRETER_PORT: u16 = 49999;
 pub const ENVD_PORT: u16 = 49983;
 /// The sandbox id the SDKs use in debug mode (`E2B_DEBUG=true`).
 pub const DEBUG_SANDBOX_ID: &str = "debug_sandbox_id";
-/// The envd version Lizard reports: the SDKs gate features on it (octet-stream uploads need 0.5.7;
-/// file metadata (xattrs, 0.6.2) and watch entries (0.6.3) are not offered).
-pub const ENVD_VERSION: &str = "0.5.7";
+/// The envd version Lizard reports: the SDKs gate features on it — octet-stream uploads (0.5.7),
+/// file metadata as `user.e2b.*` xattrs (0.6.2), entries in watch events (0.6.3) and
+/// `allowNetworkMounts` (0.6.4), the newest gate of E2B's SDKs (JavaScript `e2b` 2.51, Python
+/// `e2b` 2.63). Lizard's envd has them all (`lizard-agent`'s `e2b::envd`).
+pub const ENVD_VERSION: &str = "0.6.4";
 
 /// Milliseconds since the Unix epoch as RFC 3339 UTC with microseconds
 /// (`2025-01-01T12:00:00.123000Z`), the form E2B's timestamps take.
