@@ -25,6 +25,21 @@ def step(name):
     print(f"ok {name}", flush=True)
 
 
+# Older SDKs (tests/e2b/versions/) check the key's shape before any request: with LIZARD_LZ_KEY
+# (the key as Lizard prints it, `lz_<hex>`; E2B_API_KEY is then its `e2b_<hex>` form) this SDK
+# must refuse it without sending anything.
+lz = os.environ.get("LIZARD_LZ_KEY")
+if lz:
+    try:
+        Sandbox.create(api_key=lz, timeout=60)
+        raise AssertionError("this SDK sent a key not shaped e2b_<hex>: it does not check")
+    except AssertionError:
+        raise
+    except Exception as e:
+        assert "Invalid API key format" in str(e), e
+    step("format")
+
+
 sbx = Sandbox.create(timeout=120)
 assert sbx.sandbox_id
 step("create")

@@ -116,6 +116,18 @@ pub struct SandboxRow {
     pub network: serde_json::Value,
 }
 
+/// A project's secret as the store lists it: never its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRow {
+    pub name: String,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+    /// 1 when set first, one more at each change of its value.
+    pub version: u64,
+    /// Labels (E2B's secret metadata); empty unless set.
+    pub metadata: BTreeMap<String, String>,
+}
+
 /// One volume row (deleted volumes keep theirs, for usage).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct VolumeRow {
@@ -200,6 +212,8 @@ CREATE TABLE IF NOT EXISTS secrets (
     sealed BLOB NOT NULL,
     created_at_ms INTEGER NOT NULL,
     updated_at_ms INTEGER NOT NULL,
+    version INTEGER NOT NULL DEFAULT 1,
+    metadata TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (project, name)
 );
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -309,7 +323,7 @@ CREATE INDEX IF NOT EXISTS audit_project ON audit(project, at_ms);
 ";
 
 /// Columns added after the first release of a table: added to older databases on open.
-const ADDED_COLUMNS: [(&str, &str, &str); 13] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 15] = [
     ("sandboxes", "paused_remaining_ms", "INTEGER"),
     ("sandboxes", "on_timeout", "TEXT NOT NULL DEFAULT 'kill'"),
     ("sandboxes", "timeout_ms", "INTEGER NOT NULL DEFAULT 300000"),
@@ -327,6 +341,8 @@ const ADDED_COLUMNS: [(&str, &str, &str); 13] = [
     ("usage", "egress_bytes_out", "INTEGER NOT NULL DEFAULT 0"),
     ("usage", "egress_bytes_in", "INTEGER NOT NULL DEFAULT 0"),
     ("usage", "egress_refused", "INTEGER NOT NULL DEFAULT 0"),
+    ("secrets", "version", "INTEGER NOT NULL DEFAULT 1"),
+    ("secrets", "metadata", "TEXT NOT NULL DEFAULT '{}'"),
 ];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
@@ -428,7 +444,8 @@ impl Store {
         let conn = self.conn();
         let now = now_ms() as i64;
         let updated = conn.execute(
-            "UPDATE secrets SET sealed = ?3, updated_at_ms = ?4 WHERE project = ?1 AND name = ?2",
+            "UPDATE secrets SET sealed = ?3, updated_at_ms = ?4, version = version + 1
+             WHERE project = ?1 AND name = ?2",
             params![project, name, sealed, now],
         )?;
         if updated > 0 {
@@ -452,21 +469,36 @@ impl Store {
         Ok(true)
     }
 
-    /// The project's secrets' names with when they were created and last set, by name.
-    pub fn list_secrets(&self, project: &str) -> Result<Vec<(String, u64, u64)>, StoreError> {
+    /// The project's secrets (never their values), by name.
+    pub fn list_secrets(&self, project: &str) -> Result<Vec<SecretRow>, StoreError> {
         let conn = self.conn();
         let mut st = conn.prepare(
-            "SELECT name, created_at_ms, updated_at_ms FROM secrets WHERE project = ?1
-             ORDER BY name",
+            "SELECT name, created_at_ms, updated_at_ms, version, metadata FROM secrets
+             WHERE project = ?1 ORDER BY name",
         )?;
         let rows = st.query_map([project], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)? as u64,
-                r.get::<_, i64>(2)? as u64,
-            ))
+            Ok(SecretRow {
+                name: r.get(0)?,
+                created_at_ms: r.get::<_, i64>(1)? as u64,
+                updated_at_ms: r.get::<_, i64>(2)? as u64,
+                version: r.get::<_, i64>(3)? as u64,
+                metadata: serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or_default(),
+            })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Replace the labels of one secret; false if there is no such secret.
+    pub fn set_secret_metadata(
+        &self,
+        project: &str,
+        name: &str,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<bool, StoreError> {
+        Ok(self.conn().execute(
+            "UPDATE secrets SET metadata = ?3 WHERE project = ?1 AND name = ?2",
+            params![project, name, serde_json::to_string(metadata)?],
+        )? > 0)
     }
 
     /// The sealed value of one secret.

@@ -59,6 +59,12 @@ pub struct NetworkRequest {
     /// access token: E2B's `allowPublicTraffic`. Off unless asked.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub public_ports: bool,
+    /// Resume the sandbox when a request reaches it while it is paused or hibernated (its ports,
+    /// by path or host name; the agent's routes: execute, contexts, commands, files, pty; E2B's
+    /// sandbox traffic), instead of answering that it is paused: E2B's `lifecycle.autoResume`.
+    /// Off unless asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_resume: bool,
 }
 
 /// `PATCH /v1/sandboxes/{id}/network`: what is given replaces that part of the sandbox's network;
@@ -72,6 +78,8 @@ pub struct UpdateNetworkRequest {
     pub inject: Option<Vec<InjectRequest>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_ports: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_resume: Option<bool>,
 }
 
 impl UpdateNetworkRequest {
@@ -87,6 +95,7 @@ impl UpdateNetworkRequest {
                 .clone()
                 .unwrap_or_else(|| current.inject.clone()),
             public_ports: self.public_ports.unwrap_or(current.public_ports),
+            auto_resume: self.auto_resume.unwrap_or(current.auto_resume),
         }
     }
 }

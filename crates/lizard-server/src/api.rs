@@ -841,14 +841,12 @@ fn secret_infos(
     Ok(store
         .list_secrets(project)?
         .into_iter()
-        .map(
-            |(name, created_at_ms, updated_at_ms)| lizard_proto::SecretInfo {
-                project: project.to_string(),
-                name,
-                created_at_ms,
-                updated_at_ms,
-            },
-        )
+        .map(|r| lizard_proto::SecretInfo {
+            project: project.to_string(),
+            name: r.name,
+            created_at_ms: r.created_at_ms,
+            updated_at_ms: r.updated_at_ms,
+        })
         .collect())
 }
 

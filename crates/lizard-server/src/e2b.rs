@@ -132,7 +132,7 @@ fn detail_body(st: &AppState, sb: &Sandbox) -> api::SandboxDetail {
         metadata: sb.metadata.clone(),
         envd_access_token: Some(st.e2b.token(&sb.id)),
         lifecycle: api::Lifecycle {
-            auto_resume: false,
+            auto_resume: sb.network().auto_resume,
             on_timeout: match sb.on_timeout {
                 TimeoutAction::Kill => "kill".into(),
                 TimeoutAction::Pause | TimeoutAction::Hibernate => "pause".into(),
@@ -167,6 +167,9 @@ async fn create(
     if let Some(why) = req.network.as_ref().and_then(|n| n.check().err()) {
         return Err(E2bError(StatusCode::BAD_REQUEST, why));
     }
+    if let Some(why) = req.refused() {
+        return Err(E2bError(StatusCode::BAD_REQUEST, why));
+    }
     let egress = if req.allow_internet_access != Some(false)
         && st
             .sandboxes
@@ -181,13 +184,6 @@ async fn create(
     } else {
         lizard_proto::Egress::None
     };
-    if req.auto_resume.as_ref().is_some_and(|a| a.enabled) {
-        return Err(E2bError(
-            StatusCode::BAD_REQUEST,
-            "autoResume is not offered by this server: resume a paused sandbox with connect()"
-                .into(),
-        ));
-    }
     // `Sandbox.create(<snapshotID>)`: a snapshot is a template to E2B.
     if crate::sandboxes::snapshot::valid_snapshot_id(&req.template_id) {
         return create_from_snapshot(&st, project, req).await;
@@ -207,14 +203,28 @@ async fn create(
             envs: req.env_vars.unwrap_or_default(),
             limits: LimitsRequest::default(),
             on_timeout,
-            volumes: Vec::new(),
+            volumes: req
+                .volume_mounts
+                .iter()
+                .flatten()
+                .map(|m| lizard_proto::VolumeMountRequest {
+                    name: m.name.clone(),
+                    mount_path: Some(m.path.clone()),
+                    read_only: false,
+                })
+                .collect(),
             network: lizard_proto::NetworkRequest {
                 egress,
+                inject: req
+                    .network
+                    .as_ref()
+                    .and_then(|n| n.inject())
+                    .unwrap_or_default(),
                 public_ports: req
                     .network
                     .as_ref()
                     .is_some_and(|n| n.allow_public_traffic == Some(true)),
-                ..Default::default()
+                auto_resume: req.auto_resume.as_ref().is_some_and(|a| a.enabled),
             },
         })
         .await?;
@@ -289,6 +299,16 @@ async fn create_from_snapshot(
             StatusCode::BAD_REQUEST,
             "a sandbox from a snapshot has the snapshot's environment: envVars cannot be given \
              with a snapshot"
+                .into(),
+        ));
+    }
+    if req.volume_mounts.as_ref().is_some_and(|v| !v.is_empty())
+        || req.network.as_ref().is_some_and(|n| n.rules.is_some())
+    {
+        return Err(E2bError(
+            StatusCode::BAD_REQUEST,
+            "a sandbox from a snapshot has the snapshot's volumes and network: volumeMounts and \
+             network rules cannot be given with a snapshot"
                 .into(),
         ));
     }
@@ -630,7 +650,17 @@ async fn set_network(
     if let Err(why) = req.check() {
         return Err(E2bError(StatusCode::BAD_REQUEST, why));
     }
-    if who != crate::auth::Principal::Admin
+    if let Some(why) = req.refused() {
+        return Err(E2bError(StatusCode::BAD_REQUEST, why));
+    }
+    // `allowInternetAccess: false` closes it (no permission needed for that).
+    let egress = if req.allow_internet_access == Some(false) {
+        lizard_proto::Egress::None
+    } else {
+        req.egress().unwrap_or(lizard_proto::Egress::All)
+    };
+    if egress != lizard_proto::Egress::None
+        && who != crate::auth::Principal::Admin
         && !st
             .sandboxes
             .store
@@ -643,9 +673,10 @@ async fn set_network(
         ));
     }
     let update = lizard_proto::UpdateNetworkRequest {
-        egress: Some(req.egress().unwrap_or(lizard_proto::Egress::All)),
-        inject: None,
+        egress: Some(egress),
+        inject: req.inject(),
         public_ports: req.allow_public_traffic,
+        auto_resume: None,
     };
     st.sandboxes.set_network(&id, update).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -837,6 +868,7 @@ async fn relay(
             }
         }
     };
+    let sb = crate::proxy::auto_resumed(st, sb).await?;
     if sb.state() != StoredState::Running {
         return Err(E2bError(
             StatusCode::BAD_GATEWAY,
@@ -903,6 +935,10 @@ async fn signed_files(State(st): St, req: Request) -> Response {
             "missing, wrong or expired file URL signature".into(),
         )
         .into_response();
+    };
+    let sb = match crate::proxy::auto_resumed(&st, sb).await {
+        Ok(sb) => sb,
+        Err(e) => return E2bError::from(e).into_response(),
     };
     if sb.state() != StoredState::Running {
         return E2bError(

@@ -38,6 +38,12 @@ fn is_e2b(path: &str, sandbox_traffic: bool) -> bool {
         || path == "/sandboxes"
         || path.starts_with("/sandboxes/")
         || path == "/snapshots"
+        || path == "/files"
+        || path == "/volumes"
+        || path.starts_with("/volumes/")
+        || path.starts_with("/volumecontent/")
+        || path == "/secrets"
+        || path.starts_with("/secrets/")
         || path.starts_with("/v2/")
         || path.starts_with("/v3/")
         || path.starts_with("/templates/")

@@ -11,6 +11,7 @@
 pub mod api;
 pub mod audit;
 pub mod e2b;
+pub mod e2b_resources;
 pub mod e2b_shared;
 pub mod e2b_templates;
 pub mod gate;

@@ -113,8 +113,51 @@ pub async fn forward(
     Auth(who): Auth,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let (sb, uri) = target(&st, &who, &req)?;
+    let (sb, uri) = match target(&st, &who, &req) {
+        Ok(t) => t,
+        // A paused sandbox that resumes on requests: resume it, then look again.
+        Err(e) => match paused_visible(&st, &who, &req) {
+            Some(sb) => {
+                auto_resumed(&st, sb).await?;
+                target(&st, &who, &req)?
+            }
+            None => return Err(e),
+        },
+    };
     send(&st, &sb, req, &uri).await
+}
+
+/// The sandbox a `/v1/sandboxes/{id}/…` request names, if the caller sees it and it is paused
+/// or hibernated with `network.auto_resume`.
+fn paused_visible(
+    st: &AppState,
+    who: &crate::auth::Principal,
+    req: &Request,
+) -> Option<Arc<Sandbox>> {
+    let rest = req.uri().path().strip_prefix("/v1/sandboxes/")?;
+    let id = rest.split('/').next()?;
+    let sb = visible(st, who, id).ok()?;
+    let paused = matches!(
+        sb.state(),
+        crate::store::StoredState::Paused | crate::store::StoredState::Hibernated
+    );
+    (paused && !sb.is_hibernating() && sb.network().auto_resume).then_some(sb)
+}
+
+/// `sb`, resumed first if it is paused or hibernated and resumes on requests
+/// (`network.auto_resume`, E2B's `autoResume`); as it is otherwise. The sandbox that answers is
+/// the one returned (a wake from hibernation relaunches it).
+pub async fn auto_resumed(st: &AppState, sb: Arc<Sandbox>) -> Result<Arc<Sandbox>, ApiError> {
+    let paused = matches!(
+        sb.state(),
+        crate::store::StoredState::Paused | crate::store::StoredState::Hibernated
+    );
+    if !paused || !sb.network().auto_resume {
+        return Ok(sb);
+    }
+    tracing::info!(sandbox = %sb.id, "a request resumes the sandbox (auto_resume)");
+    let (sb, _report) = st.sandboxes.resume(&sb.id).await?;
+    Ok(sb)
 }
 
 /// Send `req` to the sandbox's agent at `uri` (a path with its query) and return the agent's

@@ -18,6 +18,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .merge(crate::e2b::routes())
         .merge(crate::e2b_templates::routes())
+        .merge(crate::e2b_resources::routes())
         .merge(crate::api::routes())
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {

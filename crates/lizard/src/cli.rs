@@ -718,6 +718,7 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                         egress,
                         inject: (no_inject || !inject.is_empty()).then_some(inject),
                         public_ports: None,
+                        auto_resume: None,
                     };
                     c.set_network(&id, &update).await?
                 };

@@ -2,7 +2,7 @@
 //! server), and what else E2B's SDKs reach that way: the create answer's `domain`, public ports
 //! (`allowPublicTraffic`), the one-time token link a browser follows (a cookie of that host only,
 //! never shown to the service inside), E2B's signed file URLs, and pausing without keeping the
-//! memory (`keepMemory: false`: hibernation).
+//! memory (`keepMemory: false`: hibernation), and resuming on a request (`autoResume`).
 
 mod common;
 
@@ -351,16 +351,6 @@ async fn pausing_without_keeping_memory_hibernates() {
             .await
         }
     };
-    // E2B's autoResume is not offered: said, not ignored.
-    let (status, b) = e2b_create(
-        &s,
-        &key,
-        json!({"templateID": "base", "autoPause": true, "autoResume": {"enabled": true}}),
-    )
-    .await;
-    assert_eq!(status, 400, "{b}");
-    assert!(b["message"].as_str().unwrap().contains("autoResume"), "{b}");
-
     let (status, b) = e2b_create(&s, &key, json!({"templateID": "base"})).await;
     assert_eq!(status, 201, "{b}");
     let id = b["sandboxID"].as_str().unwrap().to_string();
@@ -408,5 +398,91 @@ async fn pausing_without_keeping_memory_hibernates() {
     })
     .await;
     assert!(hibernated, "the timeout did not hibernate the sandbox");
+    s.kill_all().await;
+}
+
+#[tokio::test]
+async fn a_request_resumes_a_sandbox_that_asked_for_it() {
+    lizard_test_support::needs_root!();
+    let s = Server::start();
+    let key = s.project_key("resume").await;
+    // E2B's lifecycle.autoResume: a pause, then sandbox traffic resumes it (and it says so).
+    let (status, b) = e2b_create(
+        &s,
+        &key,
+        json!({"templateID": "base", "autoPause": true, "autoResume": {"enabled": true}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{b}");
+    let id = b["sandboxID"].as_str().unwrap().to_string();
+    let token = b["envdAccessToken"].as_str().unwrap().to_string();
+    s.run(
+        &id,
+        json!({"code": "kept = 'before the pause'", "language": "python"}),
+    )
+    .await;
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["network"]["auto_resume"], true, "{}", r.text);
+    let a = get(
+        &s,
+        "lizard",
+        "/health",
+        &[
+            ("E2b-Sandbox-Id", &id),
+            ("E2b-Sandbox-Port", "49983"),
+            ("X-Access-Token", &token),
+        ],
+    );
+    assert!(a.status < 300, "{} {}", a.status, text(&a));
+    let r = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(r.body["state"], "running", "{}", r.text);
+    let (status, b) = raw(
+        &s.addr,
+        "GET",
+        &format!("/sandboxes/{id}"),
+        &[("X-API-Key", &key), ("Connection", "close")],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (status, &b["lifecycle"]["autoResume"]),
+        (200, &json!(true)),
+        "{b}"
+    );
+
+    // Lizard's network.auto_resume: an execute resumes it from hibernation too.
+    let id = s
+        .create(&key, json!({"network": {"auto_resume": true}}))
+        .await;
+    s.run(&id, json!({"code": "kept = 7", "language": "python"}))
+        .await;
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let ex = s
+        .run(&id, json!({"code": "kept * 6", "language": "python"}))
+        .await;
+    assert_eq!(ex["results"][0]["data"]["text/plain"], "42", "{ex}");
+
+    // Without it, a paused sandbox stays paused and says so.
+    let id = s.create(&key, json!({})).await;
+    let r = s
+        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/execute"),
+            Some(json!({"code": "1"})),
+        )
+        .await;
+    r.expect_error(409, "conflict");
+    let r = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
+    assert_eq!(r.body["state"], "paused", "{}", r.text);
     s.kill_all().await;
 }

@@ -202,3 +202,36 @@ def test_network_log_parses() -> None:
     assert log.refused[0].reason == "not allowed" and log.refused[1].reason is None
     # An older server without the egress part still parses.
     assert NetworkLog.from_wire({"sandbox_id": "s", "mirror": {}, "refused": []}).egress.connections == 0
+
+
+def test_public_ports_and_auto_resume(lizard_server: Server) -> None:
+    """``public_ports`` opens a port by host name without a token, ``auto_resume`` resumes a
+    paused sandbox on a request; both show in ``network`` and change live with ``set_network``."""
+    import httpx
+
+    sb = CodeSandbox.create(project=PROJECT, public_ports=True, auto_resume=True)
+    try:
+        net = sb.get_info().network
+        assert (net.public_ports, net.auto_resume) == (True, True)
+        sb.run_code(
+            "import http.server, threading\n"
+            "srv = http.server.ThreadingHTTPServer(('127.0.0.1', 8000), "
+            "http.server.SimpleHTTPRequestHandler)\n"
+            "threading.Thread(target=srv.serve_forever, daemon=True).start()"
+        )
+        port = lizard_server.url.rsplit(":", 1)[1]
+        host = f"8000-{sb.sandbox_id}.localhost:{port}"
+        assert httpx.get(lizard_server.url + "/", headers={"Host": host}).status_code == 200
+        sb.pause()
+        assert sb.run_code("srv.server_address[1]").text == "8000"
+        assert sb.get_info().state == "running"
+        info = sb.set_network(public_ports=False, auto_resume=False)
+        assert (info.network.public_ports, info.network.auto_resume) == (False, False)
+        assert httpx.get(lizard_server.url + "/", headers={"Host": host}).status_code == 401
+        sb.pause()
+        with pytest.raises(ConflictError):
+            sb.run_code("1")
+        with pytest.raises(InvalidArgumentError):
+            CodeSandbox.create(project=PROJECT, auto_resume="yes")  # type: ignore[arg-type]
+    finally:
+        sb.kill()

@@ -26,8 +26,8 @@ export declare function toReport(r: W['HibernationReport']): Sdk.HibernationRepo
  */
 export declare function toContextReports(contexts: W['ContextReport'][] | undefined): Sdk.ContextReport[];
 /**
- * The `network` of a `SandboxInfo` (`{ egress, inject?, publicPorts? }`, the same shape in
- * camelCase).
+ * The `network` of a `SandboxInfo` (`{ egress, inject?, publicPorts?, autoResume? }`, the same
+ * shape in camelCase).
  */
 export declare function toNetwork(w: W['NetworkRequest'] | undefined): Sdk.SandboxNetwork;
 /**

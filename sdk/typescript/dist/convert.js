@@ -98,8 +98,8 @@ export function toContextReports(contexts) {
     }));
 }
 /**
- * The `network` of a `SandboxInfo` (`{ egress, inject?, publicPorts? }`, the same shape in
- * camelCase).
+ * The `network` of a `SandboxInfo` (`{ egress, inject?, publicPorts?, autoResume? }`, the same
+ * shape in camelCase).
  */
 export function toNetwork(w) {
     const e = w?.egress ?? 'none';
@@ -107,6 +107,7 @@ export function toNetwork(w) {
     const inject = {
         ...(rules.length ? { inject: rules.map((r) => ({ host: r.host, headers: { ...r.headers } })) } : {}),
         ...(w?.public_ports ? { publicPorts: true } : {}),
+        ...(w?.auto_resume ? { autoResume: true } : {}),
     };
     if (typeof e === 'string')
         return { egress: e, ...inject };

@@ -61,6 +61,10 @@ export interface CreateOptions extends ConnectionOptions {
      * `http://<port>-<sandbox id>.<sandbox domain>/` (`lizard serve --sandbox-domain`;
      * `localhost:<port>` by default), without its access token. Off unless asked. */
     publicPorts?: boolean;
+    /** Resume the sandbox when a request reaches it while it is paused or hibernated (code, files,
+     * commands, its ports), instead of failing with a {@link ConflictError}: E2B's `autoResume`.
+     * Off unless asked. */
+    autoResume?: boolean;
     /**
      * Start from a snapshot (its id or the {@link SnapshotInfo} of `createSnapshot()`): a clone with
      * the snapshot's disk and kernels' state (see {@link CodeSandbox.restoreReport}), template,
@@ -118,20 +122,30 @@ export interface SandboxNetwork {
     inject?: InjectRule[];
     /** Whether its ports open by host name without its access token (absent: they do not). */
     publicPorts?: boolean;
+    /** Whether a request resumes it when it is paused or hibernated (absent: it does not). */
+    autoResume?: boolean;
 }
 /** Options of {@link CodeSandbox.setNetwork}: at least one; those not given are kept. */
 export type SetNetworkOptions = {
     egress: Egress;
     inject?: InjectRule[];
     publicPorts?: boolean;
+    autoResume?: boolean;
 } | {
     egress?: Egress;
     inject: InjectRule[];
     publicPorts?: boolean;
+    autoResume?: boolean;
 } | {
     egress?: Egress;
     inject?: InjectRule[];
     publicPorts: boolean;
+    autoResume?: boolean;
+} | {
+    egress?: Egress;
+    inject?: InjectRule[];
+    publicPorts?: boolean;
+    autoResume: boolean;
 };
 /** One refused request in {@link NetworkLog}. */
 export interface RefusedRequest {

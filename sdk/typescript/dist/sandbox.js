@@ -128,29 +128,28 @@ function injectBody(inject) {
     }
     return inject.map((r) => ({ host: r.host, headers: { ...r.headers } }));
 }
-/** `create`'s `egress`, `inject` and `publicPorts` → the request's `network` (absent when none
- * is given). */
-function networkBody(egress, inject, publicPorts) {
+/** `create`'s `egress`, `inject`, `publicPorts` and `autoResume` → the request's `network`
+ * (absent when none is given). */
+function networkBody(egress, inject, publicPorts, autoResume) {
     const noEgress = egress === undefined || egress === null;
     const noInject = inject === undefined || inject === null;
-    const ports = publicPortsBody(publicPorts);
+    const flags = {
+        ...(flagBody(publicPorts, 'publicPorts') ? { public_ports: true } : {}),
+        ...(flagBody(autoResume, 'autoResume') ? { auto_resume: true } : {}),
+    };
     if (noEgress && noInject)
-        return ports ? { public_ports: true } : undefined;
+        return Object.keys(flags).length ? flags : undefined;
     if (noEgress) {
         throw new InvalidArgumentError('inject needs egress to its hosts: give egress as well (e.g. egress: [host])');
     }
-    return {
-        egress: egressBody(egress),
-        ...(noInject ? {} : { inject: injectBody(inject) }),
-        ...(ports ? { public_ports: true } : {}),
-    };
+    return { egress: egressBody(egress), ...(noInject ? {} : { inject: injectBody(inject) }), ...flags };
 }
-/** `publicPorts`: a boolean or absent. */
-function publicPortsBody(v) {
+/** A boolean option (`publicPorts`, `autoResume`), or absent. */
+function flagBody(v, name) {
     if (v === undefined || v === null)
         return undefined;
     if (typeof v !== 'boolean')
-        throw new InvalidArgumentError('publicPorts must be true or false');
+        throw new InvalidArgumentError(`${name} must be true or false`);
     return v;
 }
 // ---- the sandbox ---------------------------------------------------------------------------------
@@ -193,7 +192,7 @@ export class CodeSandbox {
             env: stringMap(opts.envs, 'envs'),
             limits: limitsBody(opts.limits),
             volumes: volumeMountsBody(opts.volumes),
-            network: networkBody(opts.egress, opts.inject, opts.publicPorts),
+            network: networkBody(opts.egress, opts.inject, opts.publicPorts, opts.autoResume),
         };
         dropUndefined(body);
         const http = new HttpClient(resolveConfig(opts));
@@ -203,7 +202,7 @@ export class CodeSandbox {
     /** @internal `create({ snapshot })`: a clone; only its own lifetime and labels may be given. */
     static async _fromSnapshot(opts) {
         const id = snapshotId(opts.snapshot);
-        for (const k of ['template', 'envs', 'limits', 'volumes', 'egress', 'inject', 'publicPorts']) {
+        for (const k of ['template', 'envs', 'limits', 'volumes', 'egress', 'inject', 'publicPorts', 'autoResume']) {
             if (opts[k] !== undefined) {
                 throw new InvalidArgumentError(`a sandbox from a snapshot has the snapshot's template, envs, limits, volumes and network: ${k} cannot be given with snapshot`);
             }
@@ -387,8 +386,8 @@ export class CodeSandbox {
     async setNetwork(opts) {
         const given = (v) => v !== undefined && v !== null;
         const o = opts;
-        if (!isPlainObject(o) || (!given(o.egress) && !given(o.inject) && !given(o.publicPorts))) {
-            throw new InvalidArgumentError('setNetwork takes { egress?, inject?, publicPorts? } (at least one)');
+        if (!isPlainObject(o) || !['egress', 'inject', 'publicPorts', 'autoResume'].some((k) => given(o[k]))) {
+            throw new InvalidArgumentError('setNetwork takes { egress?, inject?, publicPorts?, autoResume? } (at least one)');
         }
         // The server keeps the part not given.
         const body = {};
@@ -397,7 +396,9 @@ export class CodeSandbox {
         if (given(o.inject))
             body.inject = injectBody(o.inject);
         if (given(o.publicPorts))
-            body.public_ports = publicPortsBody(o.publicPorts);
+            body.public_ports = flagBody(o.publicPorts, 'publicPorts');
+        if (given(o.autoResume))
+            body.auto_resume = flagBody(o.autoResume, 'autoResume');
         return this._update('PATCH', `${this._base}/network`, body);
     }
     /** What the sandbox did through the package mirror and its egress, and what was refused. */

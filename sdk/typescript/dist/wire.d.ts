@@ -3965,6 +3965,13 @@ export interface components {
         };
         /** @description The network of a sandbox: `{"egress": "none" | "all" | {"allow": [...], "deny": [...]}}`. */
         NetworkRequest: {
+            /**
+             * @description Resume the sandbox when a request reaches it while it is paused or hibernated (its ports,
+             *     by path or host name; the agent's routes: execute, contexts, commands, files, pty; E2B's
+             *     sandbox traffic), instead of answering that it is paused: E2B's `lifecycle.autoResume`.
+             *     Off unless asked.
+             */
+            auto_resume?: boolean;
             /** @default none */
             egress: components["schemas"]["Egress"];
             /**
@@ -4476,6 +4483,7 @@ export interface components {
          *     what is absent stays as it is.
          */
         UpdateNetworkRequest: {
+            auto_resume?: boolean | null;
             egress?: components["schemas"]["Egress"] | null;
             inject?: components["schemas"]["InjectRequest"][] | null;
             public_ports?: boolean | null;

@@ -110,8 +110,8 @@ export function toContextReports(contexts: W['ContextReport'][] | undefined): Sd
 }
 
 /**
- * The `network` of a `SandboxInfo` (`{ egress, inject?, publicPorts? }`, the same shape in
- * camelCase).
+ * The `network` of a `SandboxInfo` (`{ egress, inject?, publicPorts?, autoResume? }`, the same
+ * shape in camelCase).
  */
 export function toNetwork(w: W['NetworkRequest'] | undefined): Sdk.SandboxNetwork {
   const e = w?.egress ?? 'none';
@@ -119,6 +119,7 @@ export function toNetwork(w: W['NetworkRequest'] | undefined): Sdk.SandboxNetwor
   const inject = {
     ...(rules.length ? { inject: rules.map((r) => ({ host: r.host, headers: { ...r.headers } })) } : {}),
     ...(w?.public_ports ? { publicPorts: true } : {}),
+    ...(w?.auto_resume ? { autoResume: true } : {}),
   };
   if (typeof e === 'string') return { egress: e, ...inject };
   return {

@@ -82,6 +82,10 @@ export interface CreateOptions extends ConnectionOptions {
    * `http://<port>-<sandbox id>.<sandbox domain>/` (`lizard serve --sandbox-domain`;
    * `localhost:<port>` by default), without its access token. Off unless asked. */
   publicPorts?: boolean;
+  /** Resume the sandbox when a request reaches it while it is paused or hibernated (code, files,
+   * commands, its ports), instead of failing with a {@link ConflictError}: E2B's `autoResume`.
+   * Off unless asked. */
+  autoResume?: boolean;
   /**
    * Start from a snapshot (its id or the {@link SnapshotInfo} of `createSnapshot()`): a clone with
    * the snapshot's disk and kernels' state (see {@link CodeSandbox.restoreReport}), template,
@@ -144,13 +148,16 @@ export interface SandboxNetwork {
   inject?: InjectRule[];
   /** Whether its ports open by host name without its access token (absent: they do not). */
   publicPorts?: boolean;
+  /** Whether a request resumes it when it is paused or hibernated (absent: it does not). */
+  autoResume?: boolean;
 }
 
 /** Options of {@link CodeSandbox.setNetwork}: at least one; those not given are kept. */
 export type SetNetworkOptions =
-  | { egress: Egress; inject?: InjectRule[]; publicPorts?: boolean }
-  | { egress?: Egress; inject: InjectRule[]; publicPorts?: boolean }
-  | { egress?: Egress; inject?: InjectRule[]; publicPorts: boolean };
+  | { egress: Egress; inject?: InjectRule[]; publicPorts?: boolean; autoResume?: boolean }
+  | { egress?: Egress; inject: InjectRule[]; publicPorts?: boolean; autoResume?: boolean }
+  | { egress?: Egress; inject?: InjectRule[]; publicPorts: boolean; autoResume?: boolean }
+  | { egress?: Egress; inject?: InjectRule[]; publicPorts?: boolean; autoResume: boolean };
 
 /** One refused request in {@link NetworkLog}. */
 export interface RefusedRequest {
@@ -511,31 +518,31 @@ function injectBody(inject: unknown): InjectRule[] {
   return inject.map((r) => ({ host: r.host, headers: { ...r.headers } }));
 }
 
-/** `create`'s `egress`, `inject` and `publicPorts` → the request's `network` (absent when none
- * is given). */
+/** `create`'s `egress`, `inject`, `publicPorts` and `autoResume` → the request's `network`
+ * (absent when none is given). */
 function networkBody(
   egress: unknown,
   inject: unknown,
   publicPorts: unknown,
-): { egress?: W['Egress']; inject?: InjectRule[]; public_ports?: boolean } | undefined {
+  autoResume: unknown,
+): { egress?: W['Egress']; inject?: InjectRule[]; public_ports?: boolean; auto_resume?: boolean } | undefined {
   const noEgress = egress === undefined || egress === null;
   const noInject = inject === undefined || inject === null;
-  const ports = publicPortsBody(publicPorts);
-  if (noEgress && noInject) return ports ? { public_ports: true } : undefined;
+  const flags = {
+    ...(flagBody(publicPorts, 'publicPorts') ? { public_ports: true } : {}),
+    ...(flagBody(autoResume, 'autoResume') ? { auto_resume: true } : {}),
+  };
+  if (noEgress && noInject) return Object.keys(flags).length ? flags : undefined;
   if (noEgress) {
     throw new InvalidArgumentError('inject needs egress to its hosts: give egress as well (e.g. egress: [host])');
   }
-  return {
-    egress: egressBody(egress),
-    ...(noInject ? {} : { inject: injectBody(inject) }),
-    ...(ports ? { public_ports: true } : {}),
-  };
+  return { egress: egressBody(egress), ...(noInject ? {} : { inject: injectBody(inject) }), ...flags };
 }
 
-/** `publicPorts`: a boolean or absent. */
-function publicPortsBody(v: unknown): boolean | undefined {
+/** A boolean option (`publicPorts`, `autoResume`), or absent. */
+function flagBody(v: unknown, name: string): boolean | undefined {
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'boolean') throw new InvalidArgumentError('publicPorts must be true or false');
+  if (typeof v !== 'boolean') throw new InvalidArgumentError(`${name} must be true or false`);
   return v;
 }
 
@@ -592,7 +599,7 @@ export class CodeSandbox {
       env: stringMap(opts.envs, 'envs'),
       limits: limitsBody(opts.limits),
       volumes: volumeMountsBody(opts.volumes),
-      network: networkBody(opts.egress, opts.inject, opts.publicPorts),
+      network: networkBody(opts.egress, opts.inject, opts.publicPorts, opts.autoResume),
     };
     dropUndefined(body);
     const http = new HttpClient(resolveConfig(opts));
@@ -603,7 +610,7 @@ export class CodeSandbox {
   /** @internal `create({ snapshot })`: a clone; only its own lifetime and labels may be given. */
   static async _fromSnapshot(opts: CreateOptions): Promise<CodeSandbox> {
     const id = snapshotId(opts.snapshot);
-    for (const k of ['template', 'envs', 'limits', 'volumes', 'egress', 'inject', 'publicPorts'] as const) {
+    for (const k of ['template', 'envs', 'limits', 'volumes', 'egress', 'inject', 'publicPorts', 'autoResume'] as const) {
       if (opts[k] !== undefined) {
         throw new InvalidArgumentError(
           `a sandbox from a snapshot has the snapshot's template, envs, limits, volumes and network: ${k} cannot be given with snapshot`,
@@ -796,14 +803,15 @@ export class CodeSandbox {
   async setNetwork(opts: SetNetworkOptions): Promise<SandboxInfo> {
     const given = (v: unknown) => v !== undefined && v !== null;
     const o: unknown = opts;
-    if (!isPlainObject(o) || (!given(o.egress) && !given(o.inject) && !given(o.publicPorts))) {
-      throw new InvalidArgumentError('setNetwork takes { egress?, inject?, publicPorts? } (at least one)');
+    if (!isPlainObject(o) || !['egress', 'inject', 'publicPorts', 'autoResume'].some((k) => given(o[k]))) {
+      throw new InvalidArgumentError('setNetwork takes { egress?, inject?, publicPorts?, autoResume? } (at least one)');
     }
     // The server keeps the part not given.
     const body: Record<string, unknown> = {};
     if (given(o.egress)) body.egress = egressBody(o.egress);
     if (given(o.inject)) body.inject = injectBody(o.inject);
-    if (given(o.publicPorts)) body.public_ports = publicPortsBody(o.publicPorts);
+    if (given(o.publicPorts)) body.public_ports = flagBody(o.publicPorts, 'publicPorts');
+    if (given(o.autoResume)) body.auto_resume = flagBody(o.autoResume, 'autoResume');
     return this._update('PATCH', `${this._base}/network`, body);
   }
 

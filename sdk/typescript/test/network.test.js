@@ -170,3 +170,46 @@ describe('network', { concurrency: true }, () => {
     }
   });
 });
+
+describe('public ports and auto-resume', () => {
+  test('publicPorts opens a port by host name without a token; autoResume resumes on a request; both change live', async () => {
+    const sb = await CodeSandbox.create({ project: 'my-project', publicPorts: true, autoResume: true });
+    try {
+      const { network } = await sb.getInfo();
+      assert.deepEqual({ publicPorts: network.publicPorts, autoResume: network.autoResume }, { publicPorts: true, autoResume: true });
+      await sb.runCode(
+        "import http.server, threading\n" +
+          "srv = http.server.ThreadingHTTPServer(('127.0.0.1', 8000), http.server.SimpleHTTPRequestHandler)\n" +
+          "threading.Thread(target=srv.serve_forever, daemon=True).start()",
+      );
+      const host = `8000-${sb.sandboxId}.localhost:${new URL(server.url).port}`;
+      const viaHost = async () => {
+        const { request } = await import('node:http');
+        const u = new URL(server.url);
+        return new Promise((ok, fail) => {
+          const r = request({ host: u.hostname, port: u.port, path: '/', headers: { host } }, (res) => {
+            res.resume();
+            res.on('end', () => ok(res.statusCode));
+          });
+          r.on('error', fail);
+          r.end();
+        });
+      };
+      assert.equal(await viaHost(), 200);
+      // Paused, then a request: it resumes (its Python state kept).
+      await sb.pause();
+      assert.equal((await sb.runCode('srv.server_address[1]')).text, '8000');
+      assert.equal((await sb.getInfo()).state, 'running');
+      // Both off, live: the port wants a token again, and a paused sandbox stays paused.
+      const info = await sb.setNetwork({ publicPorts: false, autoResume: false });
+      assert.equal(info.network.publicPorts, undefined);
+      assert.equal(info.network.autoResume, undefined);
+      assert.equal(await viaHost(), 401);
+      await sb.pause();
+      await assert.rejects(sb.runCode('1'), ConflictError);
+      await assert.rejects(CodeSandbox.create({ project: 'my-project', autoResume: 'yes' }), InvalidArgumentError);
+    } finally {
+      await sb.kill();
+    }
+  });
+});

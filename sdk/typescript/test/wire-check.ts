@@ -352,14 +352,14 @@ export type CreateOptions = Ok<
       dir: 'in';
       rename: { env: 'envs'; snapshot_id: 'snapshot' };
       wireOnly: 'network';
-      sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' | 'egress' | 'inject' | 'publicPorts';
+      sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' | 'egress' | 'inject' | 'publicPorts' | 'autoResume';
       converted: 'snapshot' | 'volumes';
     }
   >
 >;
 export type CreateNetwork = Ok<
   Problems<
-    Pick<sdk.CreateOptions, 'egress' | 'inject' | 'publicPorts'>,
+    Pick<sdk.CreateOptions, 'egress' | 'inject' | 'publicPorts' | 'autoResume'>,
     W['NetworkRequest'],
     'NetworkRequest',
     { dir: 'in'; converted: 'egress' }

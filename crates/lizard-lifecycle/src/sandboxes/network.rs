@@ -190,7 +190,8 @@ impl Sandboxes {
     /// them for its next lives (wake, restart, snapshots). `none` becomes
     /// "nothing allowed" (`{"allow": []}`): the sandbox keeps its egress plumbing, so that rules
     /// can be widened again. A sandbox created without egress cannot get it now (409): its tools
-    /// were pointed at the package mirror as their proxy when it started.
+    /// were pointed at the package mirror as their proxy when it started. The ingress flags
+    /// (`public_ports`, `auto_resume`) alone change on any sandbox.
     pub async fn set_network(
         &self,
         id: &str,
@@ -198,6 +199,13 @@ impl Sandboxes {
     ) -> Result<Arc<Sandbox>, SandboxError> {
         let (sb, _guard) = self.locked(id).await?;
         let mut network = update.applied_to(&sb.network());
+        if update.egress.is_none() && update.inject.is_none() {
+            // Only the ingress flags (public ports, resume on requests): no egress to change.
+            self.store
+                .set_network(id, &serde_json::to_value(&network).unwrap_or_default())?;
+            *sb.network.lock().unwrap_or_else(|e| e.into_inner()) = network;
+            return Ok(sb);
+        }
         if sb.network().egress.is_none() {
             return Err(SandboxError::Conflict(format!(
                 "sandbox {id} was created without egress, so its tools use the package mirror as \

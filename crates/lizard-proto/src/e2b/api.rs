@@ -21,7 +21,7 @@ pub struct NewSandbox {
     /// Lizard does by hibernating (the memory goes to disk).
     #[serde(default, rename = "autoPauseMemory")]
     pub auto_pause_memory: Option<bool>,
-    /// Resume a paused sandbox when traffic reaches it (not offered: a `400` when enabled).
+    /// Resume a paused sandbox when traffic reaches it: Lizard's `network.auto_resume`.
     #[serde(default, rename = "autoResume")]
     pub auto_resume: Option<AutoResume>,
     #[serde(default)]
@@ -30,9 +30,54 @@ pub struct NewSandbox {
     pub env_vars: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub allow_internet_access: Option<bool>,
-    /// E2B's egress rules (`allowOut`, `denyOut`; the ingress fields are accepted and ignored).
+    /// E2B's network: egress (`allowOut`, `denyOut`), header rules (`rules`), public ports.
     #[serde(default)]
     pub network: Option<NetworkConfig>,
+    /// E2B's MCP gateway configuration: not offered (a `400` when given).
+    #[serde(default)]
+    pub mcp: Option<serde_json::Value>,
+    /// E2B's workload identity (`iam.tokens`): not offered (a `400` when it names a token).
+    #[serde(default)]
+    pub iam: Option<Iam>,
+    /// Volumes of the project to mount: `[{name, path}]`.
+    #[serde(default, rename = "volumeMounts")]
+    pub volume_mounts: Option<Vec<VolumeMount>>,
+}
+
+/// `iam` of a create: only whether it names tokens matters (a `400`: not offered).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Iam {
+    #[serde(default)]
+    pub tokens: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+/// One of `volumeMounts`: a volume of the project by name, at `path` in the sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeMount {
+    pub name: String,
+    pub path: String,
+}
+
+impl NewSandbox {
+    /// What E2B's create may ask that Lizard does not offer, as the message of a `400` (never
+    /// silently ignored).
+    pub fn refused(&self) -> Option<String> {
+        if self.mcp.as_ref().is_some_and(|m| !m.is_null()) {
+            return Some(
+                "the MCP gateway (mcp) is not offered by this server: use Lizard's own MCP server"
+                    .into(),
+            );
+        }
+        if self
+            .iam
+            .as_ref()
+            .and_then(|i| i.tokens.as_ref())
+            .is_some_and(|t| !t.is_empty())
+        {
+            return Some("workload identity (iam.tokens) is not offered by this server".into());
+        }
+        self.network.as_ref().and_then(NetworkConfig::refused)
+    }
 }
 
 /// E2B's `SandboxNetworkConfig`: CIDRs, addresses (and, in newer SDKs, domains) allowed and denied
@@ -48,9 +93,125 @@ pub struct NetworkConfig {
     pub allow_public_traffic: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mask_request_host: Option<String>,
+    /// Headers set on the sandbox's HTTPS requests to a host (`{"api.example.com": [{"transform":
+    /// {"headers": {...}}}]}`): Lizard's `network.inject`, the values taken literally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<BTreeMap<String, Vec<NetworkRule>>>,
+    /// DNS servers the sandbox may reach for names in `allowOut`: nothing to do here (the
+    /// sandbox's names are resolved on the host, by its own egress relay); accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_servers: Option<Vec<String>>,
+    /// A SOCKS5 proxy for the sandbox's egress: not offered (a `400`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_proxy: Option<serde_json::Value>,
+    /// Ports that serve HTTPS: not offered (a `400`; the ports proxy speaks HTTP to them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https_ports: Option<Vec<u16>>,
+    /// `updateNetwork`'s `allowInternetAccess` (spelt as at create).
+    #[serde(
+        default,
+        rename = "allow_internet_access",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allow_internet_access: Option<bool>,
+}
+
+/// A header value of E2B's rules as a Lizard inject template: E2B's secret placeholder
+/// `${e2b.secrets.NAME}` (`Secret.fill(NAME)`) becomes Lizard's `${secret:NAME}` (the project's
+/// secret, which E2B's `/secrets` API sets), and every other `$` is taken literally (`$$`).
+pub fn inject_template(value: &str) -> String {
+    const OPEN: &str = "${e2b.secrets.";
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        match tail
+            .strip_prefix(OPEN)
+            .and_then(|t| t.split_once('}'))
+            .filter(|(name, _)| !name.is_empty())
+        {
+            Some((name, after)) => {
+                out.push_str("${secret:");
+                out.push_str(name);
+                out.push('}');
+                rest = after;
+            }
+            None => {
+                out.push_str("$$");
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// One rule of [`NetworkConfig::rules`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NetworkRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<NetworkTransform>,
+}
+
+/// What a [`NetworkRule`] does: headers set (replacing the sandbox's own of the same name).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NetworkTransform {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
 }
 
 impl NetworkConfig {
+    /// What of it Lizard does not offer, as the message of a `400`.
+    pub fn refused(&self) -> Option<String> {
+        if self.egress_proxy.as_ref().is_some_and(|p| !p.is_null()) {
+            return Some(
+                "an egress proxy (network.egressProxy) is not offered by this server".into(),
+            );
+        }
+        if self.https_ports.as_ref().is_some_and(|p| !p.is_empty()) {
+            return Some(
+                "HTTPS ports (network.httpsPorts) are not offered by this server: its ports proxy \
+                 speaks plain HTTP to the sandbox's services"
+                    .into(),
+            );
+        }
+        if self
+            .mask_request_host
+            .as_ref()
+            .is_some_and(|m| !m.is_empty())
+        {
+            return Some("network.maskRequestHost is not offered by this server".into());
+        }
+        None
+    }
+
+    /// `rules` as Lizard's `network.inject`: per host, the headers of its rules in order (a later
+    /// one wins), each value translated by [`inject_template`]. `None`: no `rules` given.
+    pub fn inject(&self) -> Option<Vec<crate::InjectRequest>> {
+        let rules = self.rules.as_ref()?;
+        Some(
+            rules
+                .iter()
+                .filter_map(|(host, list)| {
+                    let mut headers = BTreeMap::new();
+                    for h in list
+                        .iter()
+                        .filter_map(|r| r.transform.as_ref()?.headers.as_ref())
+                    {
+                        for (k, v) in h {
+                            headers.insert(k.clone(), inject_template(v));
+                        }
+                    }
+                    (!headers.is_empty()).then(|| crate::InjectRequest {
+                        host: host.to_ascii_lowercase(),
+                        headers,
+                    })
+                })
+                .collect(),
+        )
+    }
+
     /// E2B's own checks of the lists: `denyOut` holds addresses and CIDRs only, and a host name
     /// in `allowOut` needs `denyOut` to deny everything (`0.0.0.0/0`).
     pub fn check(&self) -> Result<(), String> {
@@ -315,9 +476,128 @@ pub struct Error {
     pub message: String,
 }
 
+/// `POST /volumes`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewVolume {
+    pub name: String,
+}
+
+/// A volume in `GET /volumes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeEntry {
+    #[serde(rename = "volumeID")]
+    pub volume_id: String,
+    pub name: String,
+}
+
+/// A volume with the token of E2B's volume content API (`POST /volumes`, `GET /volumes/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeAndToken {
+    #[serde(rename = "volumeID")]
+    pub volume_id: String,
+    pub name: String,
+    pub token: String,
+}
+
+/// `POST /secrets`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewSecret {
+    pub name: String,
+    pub value: String,
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+/// `POST /secrets/{id}`: a new value, and new metadata when given.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretUpdate {
+    pub value: String,
+    #[serde(default)]
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+/// A secret as E2B's API shows it: never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretInfo {
+    #[serde(rename = "secretID")]
+    pub secret_id: String,
+    pub name: String,
+    pub current_version: u64,
+    pub metadata: BTreeMap<String, String>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+}
+
+/// `?limit=&nextToken=` of a paged list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListQuery {
+    #[serde(default)]
+    pub limit: Option<u64>,
+    #[serde(default)]
+    pub next_token: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_rules_become_inject_templates() {
+        assert_eq!(
+            inject_template("Bearer ${e2b.secrets.openai-key}"),
+            "Bearer ${secret:openai-key}"
+        );
+        assert_eq!(inject_template("a$b ${x} $"), "a$$b $${x} $$");
+        assert_eq!(inject_template("${e2b.secrets.}"), "$${e2b.secrets.}");
+        assert_eq!(inject_template("${e2b.secrets.k"), "$${e2b.secrets.k");
+        let n: NetworkConfig = serde_json::from_str(
+            r#"{"rules":{"API.example.com":[{"transform":{"headers":{"A":"1","B":"x$"}}},
+                {"transform":{"headers":{"A":"2"}}},{}],"empty.example.com":[{}]}}"#,
+        )
+        .unwrap();
+        let inject = n.inject().unwrap();
+        assert_eq!(inject.len(), 1);
+        assert_eq!(inject[0].host, "api.example.com");
+        assert_eq!(
+            inject[0].headers,
+            [
+                ("A".to_string(), "2".to_string()),
+                ("B".into(), "x$$".into())
+            ]
+            .into()
+        );
+        assert_eq!(NetworkConfig::default().inject(), None);
+    }
+
+    #[test]
+    fn what_is_not_offered_is_refused_not_ignored() {
+        let refused = |j: &str| serde_json::from_str::<NewSandbox>(j).unwrap().refused();
+        assert_eq!(refused(r#"{"templateID":"base"}"#), None);
+        assert_eq!(
+            refused(r#"{"templateID":"base","mcp":null,"iam":{"tokens":{}}}"#),
+            None
+        );
+        for j in [
+            r#"{"templateID":"base","mcp":{"github":{}}}"#,
+            r#"{"templateID":"base","iam":{"tokens":{"t":{"audience":"a","tokenType":"jwt"}}}}"#,
+            r#"{"templateID":"base","network":{"egressProxy":{"address":"p:1080"}}}"#,
+            r#"{"templateID":"base","network":{"httpsPorts":[8443]}}"#,
+            r#"{"templateID":"base","network":{"maskRequestHost":"localhost:${PORT}"}}"#,
+        ] {
+            assert!(refused(j).is_some(), "{j}");
+        }
+        let n: NewSandbox = serde_json::from_str(
+            r#"{"templateID":"base","volumeMounts":[{"name":"data","path":"/data"}],
+                "network":{"dnsServers":["8.8.8.8"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(n.refused(), None);
+        assert_eq!(n.volume_mounts.unwrap()[0].path, "/data");
+    }
 
     #[test]
     fn e2b_network_rules_map_onto_lizards() {

@@ -185,6 +185,7 @@ def create_request(
     egress: Any = None,
     inject: Any = None,
     public_ports: bool = False,
+    auto_resume: bool = False,
 ) -> Req:
     body: Dict[str, Any] = {}
     if project is not None:
@@ -209,10 +210,11 @@ def create_request(
         body["network"] = {"egress": egress_body(egress)}
         if inject is not None:
             body["network"]["inject"] = inject_body(inject)
-    if not isinstance(public_ports, bool):
-        raise InvalidArgumentError("public_ports must be True or False", code="invalid_argument")
-    if public_ports:
-        body.setdefault("network", {})["public_ports"] = True
+    for name, flag in (("public_ports", public_ports), ("auto_resume", auto_resume)):
+        if not isinstance(flag, bool):
+            raise InvalidArgumentError(f"{name} must be True or False", code="invalid_argument")
+        if flag:
+            body.setdefault("network", {})[name] = True
     return Req("POST", "/v1/sandboxes", json=body)
 
 
@@ -268,14 +270,17 @@ def egress_body(egress: Any) -> Any:
     )
 
 
-def check_set_network(egress: Any, inject: Any, public_ports: Optional[bool] = None) -> None:
+def check_set_network(
+    egress: Any, inject: Any, public_ports: Optional[bool] = None, auto_resume: Optional[bool] = None
+) -> None:
     """``set_network``'s arguments: at least one, each of its form (before any request)."""
-    if egress is None and inject is None and public_ports is None:
+    if egress is None and inject is None and public_ports is None and auto_resume is None:
         raise InvalidArgumentError(
-            "set_network needs egress, inject or public_ports", code="invalid_argument"
+            "set_network needs egress, inject, public_ports or auto_resume", code="invalid_argument"
         )
-    if public_ports is not None and not isinstance(public_ports, bool):
-        raise InvalidArgumentError("public_ports must be True or False", code="invalid_argument")
+    for name, flag in (("public_ports", public_ports), ("auto_resume", auto_resume)):
+        if flag is not None and not isinstance(flag, bool):
+            raise InvalidArgumentError(f"{name} must be True or False", code="invalid_argument")
     if egress is not None:
         egress_body(egress)
     if inject is not None:
@@ -283,14 +288,21 @@ def check_set_network(egress: Any, inject: Any, public_ports: Optional[bool] = N
 
 
 def set_network_request(
-    sandbox_id: str, egress: Any, inject: Any = None, public_ports: Optional[bool] = None
+    sandbox_id: str,
+    egress: Any,
+    inject: Any = None,
+    public_ports: Optional[bool] = None,
+    auto_resume: Optional[bool] = None,
 ) -> Req:
     """``PATCH /v1/sandboxes/{id}/network``: replace the sandbox's egress and/or injection rules
-    and/or whether its ports are public, live; the server keeps the part not given."""
-    check_set_network(egress, inject, public_ports)
+    and/or whether its ports are public and requests resume it, live; the server keeps the part
+    not given."""
+    check_set_network(egress, inject, public_ports, auto_resume)
     body: Dict[str, Any] = {}
     if public_ports is not None:
         body["public_ports"] = public_ports
+    if auto_resume is not None:
+        body["auto_resume"] = auto_resume
     if egress is not None:
         body["egress"] = egress_body(egress)
     if inject is not None:

@@ -559,6 +559,8 @@ class SandboxNetwork:
     inject: List[Dict[str, Any]] = field(default_factory=list)
     #: Whether its ports open by host name without its access token.
     public_ports: bool = False
+    #: Whether a request resumes it when it is paused or hibernated.
+    auto_resume: bool = False
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> "SandboxNetwork":
@@ -572,7 +574,12 @@ class SandboxNetwork:
             egress = {str(k): [str(x) for x in v] for k, v in e.items() if v is not None}
         else:
             egress = str(e) if e is not None else "none"
-        return cls(egress=egress, inject=inject, public_ports=bool(obj.get("public_ports", False)))
+        return cls(
+            egress=egress,
+            inject=inject,
+            public_ports=bool(obj.get("public_ports", False)),
+            auto_resume=bool(obj.get("auto_resume", False)),
+        )
 
 
 @dataclass(frozen=True)

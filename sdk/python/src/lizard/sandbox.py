@@ -170,6 +170,7 @@ class CodeSandbox:
         egress: Optional[EgressLike] = None,
         inject: Optional[InjectLike] = None,
         public_ports: bool = False,
+        auto_resume: bool = False,
         snapshot: Optional[Union[str, SnapshotInfo]] = None,
         request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
     ) -> "CodeSandbox":
@@ -193,7 +194,9 @@ class CodeSandbox:
         ``egress``; an unknown secret is an ``InvalidArgumentError`` naming it). ``public_ports``
         lets anyone who can reach the server open the sandbox's own ports by host name,
         ``http://<port>-<sandbox id>.<sandbox domain>/`` (``lizard serve --sandbox-domain``;
-        ``localhost:<port>`` by default), without its access token.
+        ``localhost:<port>`` by default), without its access token. ``auto_resume``: a request
+        that reaches the sandbox while it is paused or hibernated resumes it (E2B's
+        ``autoResume``) instead of failing with a ``ConflictError``.
 
         ``snapshot`` (a ``snap_…`` id or the ``SnapshotInfo`` of ``create_snapshot()``) makes a
         clone: the snapshot's disk and kernels' state (``restore_report`` says what each context
@@ -206,13 +209,13 @@ class CodeSandbox:
                 snapshot, project=project, timeout_ms=timeout_ms, metadata=metadata,
                 refused={"template": template not in (None, DEFAULT_TEMPLATE), "envs": envs, "limits": limits,
                          "volumes": volumes, "egress": egress is not None, "inject": inject is not None,
-                         "public_ports": public_ports},
+                         "public_ports": public_ports, "auto_resume": auto_resume},
             )
         else:
             req = _core.create_request(
                 project=project, template=template, timeout_ms=timeout_ms,
                 metadata=metadata, envs=envs, limits=limits, volumes=volumes, egress=egress,
-                inject=inject, public_ports=public_ports,
+                inject=inject, public_ports=public_ports, auto_resume=auto_resume,
             )
         client = _new_client(cfg)
         try:
@@ -480,6 +483,7 @@ class CodeSandbox:
         *,
         inject: Optional[InjectLike] = None,
         public_ports: Optional[bool] = None,
+        auto_resume: Optional[bool] = None,
     ) -> SandboxInfo:
         """Replace the sandbox's egress rules and/or header injection rules, live (``PATCH
         /v1/sandboxes/{id}/network``): its next connection and DNS query are decided by them, its
@@ -491,9 +495,11 @@ class CodeSandbox:
         ``AuthenticationError`` with code ``permission_denied``); a bad entry is an
         ``InvalidArgumentError`` naming it (as are an inject host the egress does not allow and an
         unknown secret). ``public_ports`` opens or closes its ports by host name without its
-        access token (see ``create``). Returns the sandbox's info (``info.network``)."""
+        access token, ``auto_resume`` whether a request resumes it (see ``create``). Returns the sandbox's info (``info.network``)."""
         return SandboxInfo.from_wire(
-            self._call(_core.set_network_request(self._id, egress, inject, public_ports))
+            self._call(_core.set_network_request(
+                self._id, egress, inject, public_ports, auto_resume
+            ))
         )
 
     def network_log(self) -> NetworkLog:
