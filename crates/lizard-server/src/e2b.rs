@@ -892,16 +892,22 @@ async fn relay(
 }
 
 /// Sandbox traffic without the sandbox's token may still pass with: a key that sees the sandbox
-/// (Lizard's own callers: `Authorization: Bearer`); E2B's signed file URL for envd's
+/// (Lizard's own callers: `Authorization: Bearer`), for its own services; E2B's signed file URL for envd's
 /// `/files` (`downloadUrl`/`uploadUrl`); or nothing at all for a port of a sandbox created with
 /// public ports (E2B's `allowPublicTraffic`) — a service inside, never envd or the code
 /// interpreter, which always need the token.
 fn other_credentials_ok(st: &AppState, sb: &Sandbox, port: u16, req: &Request) -> bool {
     // Lizard's own spelling of a key only: E2B's SDKs send theirs (`X-API-Key`) on sandbox
-    // traffic too, where E2B does not take it for the sandbox's token.
+    // traffic too, where E2B does not take it for the sandbox's token. And only for the
+    // sandbox's own services: envd and the code interpreter always want the token (a key
+    // reaches them through `/v1/sandboxes/{id}/…`).
     let bearer = header(req.headers(), "authorization");
+    let service = !matches!(port, ENVD_PORT | CODE_INTERPRETER_PORT);
     if let Some(key) = bearer.as_deref().and_then(|v| v.strip_prefix("Bearer ")) {
-        if let Ok(Some(p)) = crate::auth::principal(&st.sandboxes.store, key.trim()) {
+        if let (true, Ok(Some(p))) = (
+            service,
+            crate::auth::principal(&st.sandboxes.store, key.trim()),
+        ) {
             return p.can_see(&sb.project);
         }
     }

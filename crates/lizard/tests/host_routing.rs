@@ -108,6 +108,16 @@ async fn a_sandbox_port_is_reached_by_host_name_with_its_token_a_key_or_a_browse
     let bearer = format!("Bearer {key}");
     let a = get(&s, &host, "/k", &[("Authorization", &bearer)]);
     assert_eq!(a.status, 200, "{}", text(&a));
+    // Not for envd or the code interpreter: those want the sandbox's token.
+    for p in [49983, 49999] {
+        let a = get(
+            &s,
+            &format!("{p}-{}.{}", sbx.id, sbx.domain),
+            "/health",
+            &[("Authorization", &bearer)],
+        );
+        assert_eq!(a.status, 401, "port {p}: {}", text(&a));
+    }
     let other = format!("Bearer {}", s.project_key("other").await);
     let a = get(&s, &host, "/k", &[("Authorization", &other)]);
     assert_eq!(a.status, 401, "{}", text(&a));
