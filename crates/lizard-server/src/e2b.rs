@@ -868,6 +868,7 @@ async fn relay(
             }
         }
     };
+    crate::proxy::refuse_agent_port(port)?;
     let sb = crate::proxy::auto_resumed(st, sb).await?;
     if sb.state() != StoredState::Running {
         return Err(E2bError(
@@ -875,7 +876,6 @@ async fn relay(
             format!("sandbox {} is paused: connect() resumes it", sb.id),
         ));
     }
-    crate::proxy::refuse_agent_port(port)?;
     let path = req.uri().path();
     let mut uri = match port {
         CODE_INTERPRETER_PORT | ENVD_PORT => format!("/e2b/{port}{path}"),
