@@ -399,7 +399,7 @@ except Exception as e:
 });
 
 test("E2B's Volume and Secret, volumeMounts, network rules and the refusals, unmodified", { timeout: 300_000 }, async () => {
-  const { Sandbox, Volume, Secret } = await import('e2b');
+  const { Sandbox, Volume, VolumePathNotFoundError, Secret } = await import('e2b');
   // A project that may have egress (network rules need it: their hosts must be allowed).
   const made = await fetch(`${server.url}/v1/projects`, {
     method: 'POST',
@@ -421,8 +421,33 @@ test("E2B's Volume and Secret, volumeMounts, network rules and the refusals, unm
   const reader = await Sandbox.create({ ...opts, volumeMounts: { '/mnt/v': 'e2b-data' } });
   assert.equal((await reader.commands.run('cat /mnt/v/note.txt')).stdout, 'kept\n');
   await reader.kill();
-  // The content API is not offered: a clear error.
-  await assert.rejects(vol.list('/', { ...opts, apiUrl: server.url }), /volume content API is not offered/);
+  // The content API (its own URL, E2B_VOLUME_API_URL; the volume's token), run by a helper
+  // sandbox that mounts the volume: the host never resolves a path among the volume's files.
+  const at = { apiUrl: server.url };
+  assert.equal((await vol.readFile('/note.txt', at)), 'kept\n');
+  const dir = await vol.makeDir('/made/deep', { ...at, force: true });
+  assert.deepEqual([dir.name, dir.type, dir.path, dir.uid], ['deep', 'directory', '/made/deep', 1000]);
+  const w = await vol.writeFile('/made/deep/a.txt', 'from the content API', { ...at, mode: 0o640 });
+  assert.deepEqual([w.path, w.size, w.mode, w.uid], ['/made/deep/a.txt', 20, 0o640, 1000]);
+  await assert.rejects(vol.writeFile('/made/deep/a.txt', 'again', at), /already exists/);
+  await vol.writeFile('/made/deep/a.txt', 'overwritten', { ...at, force: true });
+  assert.equal(await vol.readFile('/made/deep/a.txt', at), 'overwritten');
+  assert.deepEqual((await vol.list('/', at)).map((e) => e.name), ['made', 'note.txt']);
+  assert.deepEqual((await vol.list('/made', { ...at, depth: 3 })).map((e) => e.path), ['/made/deep', '/made/deep/a.txt']);
+  assert.equal((await vol.getInfo('/made/deep/a.txt', at)).size, 11);
+  assert.equal((await vol.updateMetadata('/made/deep/a.txt', { mode: 0o600 }, at)).mode, 0o600);
+  assert.equal(await vol.exists('/made/deep/a.txt', at), true);
+  await vol.remove('/made', at);
+  assert.equal(await vol.exists('/made', at), false);
+  await assert.rejects(vol.readFile('/missing.txt', at), (e) => e instanceof VolumePathNotFoundError);
+  await assert.rejects(vol.getInfo('/../etc/passwd', at), /\.\./);
+  // Another volume's token opens nothing.
+  const other = await Volume.create('e2b-other', opts);
+  await assert.rejects(
+    new Volume(vol.volumeId, vol.name, other.token, undefined, false).readFile('/note.txt', at),
+    /volume token/,
+  );
+  assert.equal(await Volume.destroy(other.volumeId, opts), true);
   assert.equal(await Volume.destroy(vol.volumeId, opts), true);
   assert.equal(await Volume.destroy(vol.volumeId, opts), false);
 

@@ -3,8 +3,8 @@
 //!
 //! - A volume is a Lizard volume of the project (its id is `vol_…`, its size the server's default);
 //!   E2B's `volumeMounts` at create mount it (`crate::e2b`). E2B's volume *content* API
-//!   (`Volume.readFile`/`writeFile`/`list`/…, at `E2B_VOLUME_API_URL`) is not offered: a `501`
-//!   that says to mount the volume in a sandbox and use its files API.
+//!   (`Volume.readFile`/`writeFile`/`list`/…, at `E2B_VOLUME_API_URL`) is
+//!   `crate::e2b_volume_content`.
 //! - A secret is a Lizard secret of the project: its value is sealed and never read back, and a
 //!   sandbox gets it only through header rules (E2B's `network.rules` with
 //!   `${e2b.secrets.NAME}` = Lizard's `network.inject` with `${secret:NAME}`), added on the host.
@@ -31,7 +31,11 @@ pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/volumes", get(list_volumes).post(create_volume))
         .route("/volumes/{id}", get(get_volume).delete(delete_volume))
-        .route("/volumecontent/{*rest}", any(volume_content))
+        .route(
+            "/volumecontent/{id}/{kind}",
+            any(crate::e2b_volume_content::volume_content)
+                .layer(axum::extract::DefaultBodyLimit::disable()),
+        )
         .route("/secrets", get(list_secrets).post(create_secret))
         .route(
             "/secrets/{id}",
@@ -114,18 +118,10 @@ async fn delete_volume(
     Path(id): Path<String>,
 ) -> Result<StatusCode, E2bError> {
     let row = volume(&st, &project(w)?, &id)?;
+    // Its content API's helper sandbox is the server's, not a user of the volume.
+    crate::e2b_volume_content::kill_helpers(&st, &row.id).await;
     st.sandboxes.delete_volume(&row, false).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// E2B's volume content API: not offered.
-async fn volume_content() -> E2bError {
-    E2bError(
-        StatusCode::NOT_IMPLEMENTED,
-        "the volume content API is not offered by this server: mount the volume in a sandbox \
-         (volumeMounts) and use the sandbox's files API"
-            .into(),
-    )
 }
 
 // ---- secrets ------------------------------------------------------------------------------------

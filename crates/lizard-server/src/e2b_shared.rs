@@ -28,6 +28,8 @@ pub struct E2b {
     pub(crate) debug_lock: tokio::sync::Mutex<()>,
     /// E2B template builds and their uploads (`crate::e2b_templates`).
     pub(crate) builds: Builds,
+    /// Held while a volume's helper sandbox is found or made (`crate::e2b_volume_content`).
+    pub(crate) volume_helpers: tokio::sync::Mutex<()>,
     /// The domain of host-name routing (`crate::hosts`), also the create answer's `domain`.
     sandbox_domain: String,
 }
@@ -59,6 +61,7 @@ impl E2b {
             debug_project,
             debug_lock: tokio::sync::Mutex::new(()),
             builds: Default::default(),
+            volume_helpers: tokio::sync::Mutex::new(()),
             sandbox_domain: String::new(),
         })
     }
@@ -81,8 +84,8 @@ impl E2b {
         self.mac(b"lizard-e2b-token:", sandbox_id)
     }
 
-    /// The token E2B's volume content API would take for volume `id` (given with the volume, as
-    /// E2B gives it; that API is not offered, see `crate::e2b_resources`).
+    /// The token of E2B's volume content API for volume `id` (given with the volume, as E2B gives
+    /// it: `crate::e2b_resources`, `crate::e2b_volume_content`).
     pub fn volume_token(&self, volume_id: &str) -> String {
         self.mac(b"lizard-e2b-volume:", volume_id)
     }

@@ -14,6 +14,7 @@ pub mod e2b;
 pub mod e2b_resources;
 pub mod e2b_shared;
 pub mod e2b_templates;
+pub mod e2b_volume_content;
 pub mod gate;
 pub mod hosts;
 pub mod openapi;
