@@ -482,3 +482,24 @@ test("E2B's Volume and Secret, volumeMounts, network rules and the refusals, unm
     await assert.rejects(Sandbox.create({ ...opts, ...extra }), new RegExp(`${what}|not offered`), what);
   }
 });
+
+test("E2B's 2026 surface through the Python SDK unmodified (Secret, Volume, rules, URLs, lifecycle)", { timeout: 300_000 }, async () => {
+  const made = await fetch(`${server.url}/v1/projects`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${server.admin}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'e2b-py-resources', allow_egress: true }),
+  });
+  assert.equal(made.status, 201, await made.clone().text());
+  const env = envFor('self-hosted');
+  Object.assign(env, {
+    E2B_API_KEY: (await made.json()).api_key,
+    E2B_VOLUME_API_URL: server.url,
+    LIZARD_URL: server.url,
+    LIZARD_ADMIN_KEY: server.admin,
+  });
+  const r = await run(PYTHON, ['resources.py'], env);
+  const detail = `resources.py exited ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}\n--- server log\n${server.log()}`;
+  assert.equal(r.code, 0, detail);
+  const want = ['secrets', 'volumes', 'rules', 'urls', 'lifecycle', 'refusals'].map((s) => `ok ${s}`);
+  assert.deepEqual(r.stdout.trim().split('\n'), [...want, 'done'], detail);
+});

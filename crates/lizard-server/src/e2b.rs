@@ -44,6 +44,9 @@ const SNAPSHOT_NAME: &str = "lizard.e2b.name";
 /// forks have started, and never listed as one of E2B's snapshots).
 const FORK_MARK: &str = "lizard.e2b.fork";
 
+/// How long `pause({ requireHealthyGuest })` waits for the agent's answer.
+const HEALTH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 // ---- errors ----
 
 fn not_found(id: &str) -> E2bError {
@@ -710,6 +713,16 @@ async fn pause(
             format!("sandbox {id} is already paused"),
         ));
     }
+    if req.require_healthy_guest == Some(true)
+        && tokio::time::timeout(HEALTH_DEADLINE, sb.agent.health())
+            .await
+            .map_or(true, |r| r.is_err())
+    {
+        return Err(E2bError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("sandbox {id}'s agent does not answer: not paused (requireHealthyGuest)"),
+        ));
+    }
     if req.memory == Some(false) {
         st.sandboxes.hibernate(&id).await?;
     } else {
@@ -727,6 +740,14 @@ async fn connect(
     E2bJson(req): E2bJson<api::ConnectSandbox>,
 ) -> Result<(StatusCode, Json<api::Sandbox>), E2bError> {
     let sb = visible(&st, &who(w)?, &id)?;
+    if req.memory == Some(false) && sb.state() != StoredState::Running {
+        return Err(E2bError(
+            StatusCode::BAD_REQUEST,
+            "a fresh resume (memory: false, on_resume=\"fresh\") is not offered by this server: \
+             a paused sandbox resumes with its memory"
+                .into(),
+        ));
+    }
     let status = if sb.state() == StoredState::Running {
         StatusCode::OK
     } else {

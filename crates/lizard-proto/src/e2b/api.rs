@@ -274,6 +274,10 @@ impl NetworkConfig {
 pub struct ConnectSandbox {
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// `false` (`connect(on_resume="fresh")`): resume a paused sandbox from its disk only, its
+    /// memory dropped. Not offered: a `400` (a paused sandbox resumes with its memory).
+    #[serde(default)]
+    pub memory: Option<bool>,
 }
 
 /// `POST /sandboxes/{id}/timeout`: seconds from now.
@@ -302,6 +306,9 @@ pub struct PauseRequest {
     /// `false`: pause without keeping the memory, which Lizard does by hibernating.
     #[serde(default)]
     pub memory: Option<bool>,
+    /// Refuse (`503`) rather than pause a sandbox whose agent does not answer.
+    #[serde(default, rename = "requireHealthyGuest")]
+    pub require_healthy_guest: Option<bool>,
 }
 
 /// The answer to create and connect.
