@@ -35,6 +35,11 @@ target/sdk-venv/bin/python -m pytest sdk/python/tests -q -p no:cacheprovider
 echo "== TypeScript SDK"
 (cd sdk/typescript && npm ci --no-audit --no-fund --silent && npm test)
 
+echo "== MCP (the official MCP client SDKs, pinned, against lizard serve and lizard mcp)"
+if [ ! -x target/mcp-venv/bin/python ]; then python3 -m venv target/mcp-venv; fi
+target/mcp-venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
+(cd tests/mcp && npm ci --no-audit --no-fund --silent && npm test)
+
 echo "== E2B compatibility (E2B's own SDKs, pinned, unmodified)"
 if [ ! -x target/e2b-venv/bin/python ]; then python3 -m venv target/e2b-venv; fi
 target/e2b-venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/e2b/requirements.txt

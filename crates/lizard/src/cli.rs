@@ -35,7 +35,17 @@ impl Conn {
     }
 
     fn client(&self) -> Result<Client> {
-        let key = match &self.api_key {
+        Ok(Client::new(&self.api_url, &self.key()?)?)
+    }
+
+    /// The server's URL.
+    pub fn api_url(&self) -> &str {
+        &self.api_url
+    }
+
+    /// The API key: `--api-key`/`LIZARD_API_KEY`, else the local data dir's admin key.
+    pub fn key(&self) -> Result<String> {
+        Ok(match &self.api_key {
             Some(k) => k.clone(),
             None => {
                 let dir = crate::data_dir(self.data_dir.clone())?;
@@ -49,8 +59,7 @@ impl Conn {
                         )
                     })?
             }
-        };
-        Ok(Client::new(&self.api_url, &key)?)
+        })
     }
 }
 

@@ -123,6 +123,16 @@ enum Command {
     },
     /// Measure Lizard on this machine next to a Jupyter baseline (medians, p95, ratios; JSON too).
     Bench(bench::BenchArgs),
+    /// Serve Lizard as an MCP server on stdin/stdout (for assistants that launch a command): its
+    /// tools call the server at LIZARD_API_URL with LIZARD_API_KEY. `lizard serve` also serves
+    /// MCP over Streamable HTTP at /mcp.
+    Mcp {
+        #[command(flatten)]
+        conn: cli::Conn,
+        /// Keep the sandbox the session made for itself when the session ends (killed otherwise).
+        #[arg(long)]
+        keep_sandbox: bool,
+    },
     /// Print the API's OpenAPI document (generated from the wire types; the server serves the same
     /// at /v1/openapi.json, and crates/lizard-server/openapi.json is a committed copy).
     Openapi,
@@ -295,6 +305,18 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Serve(args) => {
             init_tracing("lizard=info,lizard_server=info");
             ok(serve::serve(*args))
+        }
+        Command::Mcp { conn, keep_sandbox } => {
+            // stdout is the protocol's: logs go to stderr.
+            init_tracing("warn");
+            let server = lizard_mcp::LizardMcp::with_key(conn.api_url(), &conn.key()?)
+                .keep_session_sandbox(keep_sandbox);
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(lizard_mcp::serve_stdio(server))
+                .map_err(|e| anyhow::anyhow!("the MCP session failed: {e}"))?;
+            Ok(0)
         }
         Command::Template { command } => match command {
             TemplateCommand::Build {

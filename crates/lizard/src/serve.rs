@@ -908,8 +908,18 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             shutdown_grace: args.shutdown_grace,
             conns,
         };
-        let app = router(state.clone());
         let addr = listener.local_addr()?;
+        // MCP over Streamable HTTP at /mcp: its tools call this server's own API (on loopback)
+        // with each request's key; a request without a valid key is refused before the session
+        // (`mcp_auth`).
+        let self_url = format!("http://127.0.0.1:{}", addr.port());
+        let app = router(state.clone()).nest_service(
+            "/mcp",
+            axum::Router::new()
+                .fallback_service(lizard_mcp::http_service(&self_url))
+                .layer(axum::middleware::from_fn_with_state(state.clone(), mcp_auth))
+                .with_state(state.clone()),
+        );
         let mut e2b_debug = serde_json::Value::Null;
         if args.e2b_debug {
             let mut addrs = serde_json::Map::new();
@@ -971,6 +981,33 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// `/mcp` needs a valid API key (`Authorization: Bearer`), like the API its tools call: `401`
+/// otherwise, before any MCP session is made.
+async fn mcp_auth(
+    axum::extract::State(st): axum::extract::State<Arc<AppState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let key = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match key.map(|k| lizard_server::auth::principal(&st.sandboxes.store, k)) {
+        Some(Ok(Some(_))) => next.run(req).await,
+        _ => (
+            axum::http::StatusCode::UNAUTHORIZED,
+            axum::Json(serde_json::json!({
+                "code": "unauthenticated",
+                "message": "missing or unknown API key: send `Authorization: Bearer <key>`",
+            })),
+        )
+            .into_response(),
+    }
 }
 
 #[cfg(test)]
