@@ -131,6 +131,16 @@ async function flows(client) {
   assert.equal(r.isError, true);
   assert.match(text(r), /exit code: 3/);
   assert.match(text(r), /via MCP/);
+  // Pause and resume the session's sandbox: its kernels keep their state.
+  const mine = JSON.parse(text(await client.callTool({ name: 'list_sandboxes', arguments: {} })))
+    .filter((s) => s.metadata['lizard.mcp'] === 'session');
+  assert.equal(mine.length, 1, JSON.stringify(mine));
+  r = await client.callTool({ name: 'pause_sandbox', arguments: { sandbox_id: mine[0].sandbox_id } });
+  assert.equal(JSON.parse(text(r)).state, 'paused');
+  r = await client.callTool({ name: 'resume_sandbox', arguments: { sandbox_id: mine[0].sandbox_id } });
+  assert.equal(JSON.parse(text(r)).state, 'running');
+  r = await client.callTool({ name: 'run_code', arguments: { code: 'x + 1' } });
+  assert.match(text(r), /42/);
 }
 
 test('Streamable HTTP at /mcp: tools, state, charts, languages, progress, cancel, files; keys scope it', { timeout: 300_000 }, async () => {
@@ -169,6 +179,23 @@ async function sessionSandboxGone(key) {
   }
   assert.fail('the MCP session sandbox was not killed when the session ended');
 }
+
+test('Streamable HTTP: X-Lizard-Keep-Sandbox keeps the session sandbox after the session', { timeout: 300_000 }, async () => {
+  const key = await server.project('mcp-keep');
+  const client = new Client({ name: 'lizard-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
+    requestInit: { headers: { Authorization: `Bearer ${key}`, 'X-Lizard-Keep-Sandbox': 'true' } },
+  });
+  await client.connect(transport);
+  const r = await client.callTool({ name: 'run_code', arguments: { code: 'kept = 1' } });
+  assert.ok(!r.isError, text(r));
+  await transport.terminateSession();
+  await client.close();
+  // The session is gone; its sandbox is still running (give a kill, were it wrongly sent, time).
+  await new Promise((ok) => setTimeout(ok, 500));
+  const list = await (await fetch(`${server.url}/v1/sandboxes?metadata=lizard.mcp=session`, { headers: { authorization: `Bearer ${key}` } })).json();
+  assert.deepEqual(list.map((s) => s.state), ['running']);
+});
 
 test('stdio (`lizard mcp`): the same flows; the session sandbox is killed when the client leaves', { timeout: 300_000 }, async () => {
   const key = await server.project('mcp-stdio');

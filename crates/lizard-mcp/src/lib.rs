@@ -40,6 +40,10 @@ use tokio::sync::Mutex;
 /// the rest is cut with a notice, so a large output does not flood a model's context.
 pub const MAX_TEXT: usize = 100_000;
 
+/// The HTTP header by which a Streamable HTTP client asks to keep its session's sandbox when the
+/// session ends (`lizard mcp --keep-sandbox` for stdio).
+pub const KEEP_HEADER: &str = "x-lizard-keep-sandbox";
+
 /// The most bytes of a file `read_file` reads.
 pub const MAX_FILE: usize = 10 * 1024 * 1024;
 
@@ -252,13 +256,21 @@ impl LizardMcp {
         }
     }
 
-    /// The API client for a call: the fixed key, or the request's `Authorization: Bearer`.
+    /// The API client for a call: the fixed key, or the request's `Authorization: Bearer`. Over
+    /// HTTP, a request with `X-Lizard-Keep-Sandbox: true` asks to keep the session's sandbox.
     fn client(&self, ctx: &RequestContext<RoleServer>) -> Result<Client, ErrorData> {
+        let parts = ctx.extensions.get::<http::request::Parts>();
+        if parts
+            .and_then(|p| p.headers.get(KEEP_HEADER))
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+        {
+            self.session
+                .keep
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let key = match &self.credentials {
             Credentials::Fixed(k) => k.clone(),
-            Credentials::PerRequest => ctx
-                .extensions
-                .get::<http::request::Parts>()
+            Credentials::PerRequest => parts
                 .and_then(|p| p.headers.get(http::header::AUTHORIZATION))
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "))
