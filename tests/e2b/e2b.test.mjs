@@ -10,16 +10,13 @@
 // scenarios (template_scenario.py, template_scenario.mjs) build templates with E2B's `Template`.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { REPO, startServer as serve } from '../support/serve.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const REPO = resolve(HERE, '../..');
 const PYTHON = process.env.LIZARD_E2B_PYTHON || join(REPO, 'target/e2b-venv/bin/python');
 const STEPS = ['create', 'state', 'streaming', 'error', 'contexts', 'languages', 'env', 'matplotlib',
   'dataframe', 'timeout', 'commands', 'root', 'files'];
@@ -35,35 +32,13 @@ async function portFree(port) {
 }
 
 async function startServer() {
-  const bin = process.env.LIZARD_BIN || join(REPO, 'target/debug/lizard');
-  const templatesFrom = process.env.LIZARD_TEMPLATES_FROM || join(REPO, 'target/lizard-data');
-  const dataDir = await mkdtemp(join(tmpdir(), 'lizard-e2b-'));
   const fixed = (await portFree(49999)) && (await portFree(49983));
-  // 2 GiB template build disks (default 8): each is promised disk space up front.
-  const args = ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--templates-from', templatesFrom,
-    '--pool-size', '1', '--e2b-debug', '--template-build-disk-mb', '2048'];
-  if (!fixed) args.push('--e2b-debug-ci-listen', '127.0.0.1:0', '--e2b-debug-envd-listen', '127.0.0.1:0');
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LIZARD_LOG: 'warn' } });
-  let log = '';
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (d) => { log = (log + d).slice(-64 * 1024); });
-  process.once('exit', () => child.kill('SIGKILL'));
-  const ready = await new Promise((ok, fail) => {
-    const rl = createInterface({ input: child.stdout });
-    rl.once('line', (l) => { try { ok(JSON.parse(l)); } catch { fail(new Error(`not a ready line: ${l}\n${log}`)); } rl.on('line', () => {}); });
-    child.once('exit', (c) => fail(new Error(`lizard serve exited (${c}):\n${log}`)));
-  });
-  const url = `http://${ready.addr}`;
-  const admin = (await readFile(join(dataDir, 'admin-key'), 'utf8')).trim();
+  const extra = ['--e2b-debug'];
+  if (!fixed) extra.push('--e2b-debug-ci-listen', '127.0.0.1:0', '--e2b-debug-envd-listen', '127.0.0.1:0');
+  const s = await serve(extra);
   // A project and its key: the key E2B's SDKs get as E2B_API_KEY.
-  const res = await fetch(`${url}/v1/projects`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'e2b-compat' }),
-  });
-  assert.equal(res.status, 201, await res.clone().text());
-  const { api_key: projectKey } = await res.json();
-  return { child, url, admin, projectKey, fixed, debug: ready.e2b_debug, log: () => log };
+  const projectKey = await s.project('e2b-compat');
+  return { ...s, projectKey, fixed, debug: s.ready.e2b_debug };
 }
 
 before(async () => { server = await startServer(); });

@@ -3,49 +3,16 @@
 // (`lizard mcp`). Nothing is mocked: real sandboxes, real kernels.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { BIN, REPO, startServer } from '../support/serve.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const REPO = resolve(HERE, '../..');
-const BIN = process.env.LIZARD_BIN || join(REPO, 'target/debug/lizard');
 let server;
-
-async function startServer() {
-  const templatesFrom = process.env.LIZARD_TEMPLATES_FROM || join(REPO, 'target/lizard-data');
-  const dataDir = await mkdtemp(join(tmpdir(), 'lizard-mcp-'));
-  const args = ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir, '--templates-from', templatesFrom,
-    '--pool-size', '1', '--template-build-disk-mb', '2048'];
-  const child = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LIZARD_LOG: 'warn' } });
-  let log = '';
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (d) => { log = (log + d).slice(-64 * 1024); });
-  process.once('exit', () => child.kill('SIGKILL'));
-  const ready = await new Promise((ok, fail) => {
-    const rl = createInterface({ input: child.stdout });
-    rl.once('line', (l) => { try { ok(JSON.parse(l)); } catch { fail(new Error(`not a ready line: ${l}\n${log}`)); } rl.on('line', () => {}); });
-    child.once('exit', (c) => fail(new Error(`lizard serve exited (${c}):\n${log}`)));
-  });
-  const url = `http://${ready.addr}`;
-  const admin = (await readFile(join(dataDir, 'admin-key'), 'utf8')).trim();
-  const project = async (name) => {
-    const res = await fetch(`${url}/v1/projects`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name }),
-    });
-    assert.equal(res.status, 201, await res.clone().text());
-    return (await res.json()).api_key;
-  };
-  return { child, url, admin, project, log: () => log };
-}
 
 before(async () => { server = await startServer(); });
 after(() => server?.child.kill('SIGTERM'));
@@ -92,6 +59,10 @@ async function flows(client) {
   assert.match(text(r), /42/);
   r = await client.callTool({ name: 'run_code', arguments: { code: 'echo "$((40 + 2))"', language: 'bash' } });
   assert.match(text(r), /42/);
+  // A sandbox's huge output reaches the model cut, with a notice.
+  r = await client.callTool({ name: 'run_code', arguments: { code: 'print("x" * 300_000)' } });
+  assert.ok(text(r).length < 110_000, `${text(r).length} characters`);
+  assert.match(text(r), /cut: \d+ more characters not shown/);
   // An error is a tool error with the traceback.
   r = await client.callTool({ name: 'run_code', arguments: { code: '1/0' } });
   assert.equal(r.isError, true);
