@@ -44,6 +44,52 @@ pub const MAX_TEXT: usize = 100_000;
 /// session ends (`lizard mcp --keep-sandbox` for stdio).
 pub const KEEP_HEADER: &str = "x-lizard-keep-sandbox";
 
+/// The most bytes of rich results (images, tables) one `run_code` answers with; further results
+/// are counted and left out.
+pub const MAX_RESULT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Text gathered from a sandbox (a stream's chunks), kept up to [`MAX_TEXT`] characters; what
+/// comes past it is only counted, so a sandbox printing without end cannot grow this process's
+/// memory.
+#[derive(Default)]
+struct Capped {
+    text: String,
+    chars: usize,
+    dropped: usize,
+}
+
+impl Capped {
+    fn push(&mut self, s: &str) {
+        let room = MAX_TEXT - self.chars;
+        let n = s.chars().count();
+        if n <= room {
+            self.text.push_str(s);
+            self.chars += n;
+        } else {
+            let cut = s.char_indices().nth(room).map_or(s.len(), |(i, _)| i);
+            self.text.push_str(&s[..cut]);
+            self.chars = MAX_TEXT;
+            self.dropped += n - room;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.chars == 0 && self.dropped == 0
+    }
+
+    /// The text kept, with a notice of how much was left out.
+    fn finish(self) -> String {
+        if self.dropped == 0 {
+            self.text
+        } else {
+            format!(
+                "{}\n[… cut: {} more characters not shown]",
+                self.text, self.dropped
+            )
+        }
+    }
+}
+
 /// The most bytes of a file `read_file` reads.
 pub const MAX_FILE: usize = 10 * 1024 * 1024;
 
@@ -527,7 +573,12 @@ impl LizardMcp {
             Ok(s) => s,
             Err(e) => return Ok(tool_error(e)),
         };
-        let mut ex = lizard_proto::Execution::default();
+        // What the cell sends is the sandbox's: kept only up to the limits, the rest counted, so
+        // a cell printing without end cannot grow this process's memory.
+        let (mut stdout, mut stderr) = (Capped::default(), Capped::default());
+        let mut results = Vec::new();
+        let (mut result_bytes, mut results_dropped) = (0usize, 0usize);
+        let mut error = None;
         let mut step = 0u64;
         loop {
             let frame = tokio::select! {
@@ -554,21 +605,42 @@ impl LizardMcp {
                     .with_message(bounded(text));
                 let _ = ctx.peer.notify_progress(p).await;
             }
-            ex.apply(event);
+            match event {
+                ExecutionEvent::Stdout { text } => stdout.push(&text),
+                ExecutionEvent::Stderr { text } => stderr.push(&text),
+                ExecutionEvent::Result(r) => {
+                    let size: usize = r
+                        .data
+                        .values()
+                        .map(|v| v.as_str().map_or_else(|| v.to_string().len(), str::len))
+                        .sum();
+                    if result_bytes + size > MAX_RESULT_BYTES {
+                        results_dropped += 1;
+                    } else {
+                        result_bytes += size;
+                        results.push(r);
+                    }
+                }
+                ExecutionEvent::Error(e) => error = Some(e),
+                _ => {}
+            }
         }
         let mut content = Vec::new();
-        let stdout = ex.stdout.concat();
-        let stderr = ex.stderr.concat();
         if !stdout.is_empty() {
-            content.push(ContentBlock::text(bounded(&format!("[stdout]\n{stdout}"))));
+            content.push(ContentBlock::text(format!("[stdout]\n{}", stdout.finish())));
         }
         if !stderr.is_empty() {
-            content.push(ContentBlock::text(bounded(&format!("[stderr]\n{stderr}"))));
+            content.push(ContentBlock::text(format!("[stderr]\n{}", stderr.finish())));
         }
-        for r in &ex.results {
+        for r in &results {
             content.extend(result_content(r));
         }
-        Ok(match &ex.error {
+        if results_dropped > 0 {
+            content.push(ContentBlock::text(format!(
+                "[… cut: {results_dropped} more results not shown (over {MAX_RESULT_BYTES} bytes)]"
+            )));
+        }
+        Ok(match &error {
             Some(err) => {
                 content.push(ContentBlock::text(bounded(&format!(
                     "[error] {}: {}\n{}",
@@ -605,11 +677,11 @@ impl LizardMcp {
                 ..Default::default()
             };
             let mut s = client.run_command(&sandbox, &req).await?;
-            let (mut out, mut err, mut end) = (String::new(), String::new(), None);
+            let (mut out, mut err, mut end) = (Capped::default(), Capped::default(), None);
             while let Some(ev) = s.next().await {
                 match ev? {
-                    lizard_proto::CommandEvent::Stdout { text, .. } => out.push_str(&text),
-                    lizard_proto::CommandEvent::Stderr { text, .. } => err.push_str(&text),
+                    lizard_proto::CommandEvent::Stdout { text, .. } => out.push(&text),
+                    lizard_proto::CommandEvent::Stderr { text, .. } => err.push(&text),
                     lizard_proto::CommandEvent::End(e) => end = Some(e),
                     _ => {}
                 }
@@ -624,10 +696,10 @@ impl LizardMcp {
                     code.map_or_else(|| "none (killed or timed out)".into(), |c| c.to_string())
                 ))];
                 if !out.is_empty() {
-                    content.push(ContentBlock::text(bounded(&format!("[stdout]\n{out}"))));
+                    content.push(ContentBlock::text(format!("[stdout]\n{}", out.finish())));
                 }
                 if !err.is_empty() {
-                    content.push(ContentBlock::text(bounded(&format!("[stderr]\n{err}"))));
+                    content.push(ContentBlock::text(format!("[stderr]\n{}", err.finish())));
                 }
                 if code == Some(0) {
                     CallToolResult::success(content)
@@ -905,6 +977,20 @@ mod tests {
         );
         assert_eq!(parse_file_uri("lizard://sandboxes//files/x"), None);
         assert_eq!(parse_file_uri("file:///etc/passwd"), None);
+    }
+
+    #[test]
+    fn gathered_text_stops_growing_at_the_limit() {
+        let mut c = Capped::default();
+        assert!(c.is_empty());
+        for _ in 0..(MAX_TEXT / 1000 + 50) {
+            c.push(&"é".repeat(1000));
+        }
+        assert_eq!(c.text.chars().count(), MAX_TEXT);
+        assert_eq!(c.dropped, 50_000);
+        assert!(c
+            .finish()
+            .ends_with("[… cut: 50000 more characters not shown]"));
     }
 
     #[test]
