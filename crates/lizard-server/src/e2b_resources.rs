@@ -68,7 +68,11 @@ fn volume(st: &AppState, project: &str, id: &str) -> Result<crate::store::Volume
         .ok_or_else(|| E2bError(StatusCode::NOT_FOUND, format!("volume {id} not found")))
 }
 
-/// `Volume.create(name)`: a volume of the server's default size.
+/// The size of a volume made through E2B's API, which has no size: 1 GiB (a Lizard volume of
+/// another size is made with Lizard's API and used by E2B's SDKs as well).
+const E2B_VOLUME_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// `Volume.create(name)`: a volume of [`E2B_VOLUME_BYTES`].
 async fn create_volume(
     State(st): St,
     w: Who,
@@ -78,7 +82,7 @@ async fn create_volume(
     let row = st
         .sandboxes
         .volumes
-        .create(&project, &req.name, None)
+        .create(&project, &req.name, Some(E2B_VOLUME_BYTES))
         .await
         .map_err(ApiError::from)?;
     Ok((StatusCode::CREATED, Json(volume_body(&st, &row))))
