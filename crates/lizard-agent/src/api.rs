@@ -78,6 +78,10 @@ pub(crate) fn routes(host: bool) -> Router<AppState> {
         .route("/execute", post(execute));
     if host {
         r.route("/executions", get(executions))
+            // Not below /contexts: the server forwards that prefix to this socket for clients.
+            .route("/context-forks/{id}/prepare", post(prepare_fork))
+            .route("/context-forks/{id}/adopt", post(adopt_fork))
+            .route("/context-forks/{id}/abort", post(abort_fork))
             .route("/hibernate/snapshot", post(hibernate_snapshot))
             .route("/hibernate/restore", post(hibernate_restore))
     } else {
@@ -194,6 +198,12 @@ async fn fork_context(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?
     };
+    if req.exact == Some(true) {
+        return Err(ApiError::invalid(
+            "an exact fork (a checkpoint of the kernel's processes) is made by the server: \
+             POST /v1/sandboxes/{id}/contexts/{context_id}/fork",
+        ));
+    }
     let source = ContextId(id);
     let (h, lost) = c.fork(&source, req.limits).await?;
     Ok((
@@ -202,8 +212,68 @@ async fn fork_context(
             context: h.info(),
             forked_from: source,
             lost,
+            method: lizard_proto::ForkMethod::Live,
+            checkpoint_error: None,
         }),
     ))
+}
+
+/// Host only: `POST /context-forks/{id}/prepare` (`Contexts::prepare_fork`): a live fork when it
+/// carries everything, else the plan of an exact one.
+async fn prepare_fork(
+    State(c): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<lizard_proto::PreparedFork>, ApiError> {
+    let req: ForkContextRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        ForkContextRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?
+    };
+    let source = ContextId(id);
+    Ok(Json(match c.prepare_fork(&source, req.limits).await? {
+        crate::context::PreparedForkOut::Live(h, lost) => {
+            lizard_proto::PreparedFork::Live(ContextFork {
+                context: h.info(),
+                forked_from: source,
+                lost,
+                method: lizard_proto::ForkMethod::Live,
+                checkpoint_error: None,
+            })
+        }
+        crate::context::PreparedForkOut::Checkpoint(plan) => {
+            lizard_proto::PreparedFork::Checkpoint(plan)
+        }
+    }))
+}
+
+/// Host only: `POST /context-forks/{id}/adopt` (`Contexts::adopt_fork`), `id` the planned fork.
+async fn adopt_fork(
+    State(c): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<lizard_proto::AdoptFork>,
+) -> Result<(StatusCode, Json<ContextFork>), ApiError> {
+    let (h, source) = c.adopt_fork(&ContextId(id), req.kernel_pid).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ContextFork {
+            context: h.info(),
+            forked_from: source,
+            lost: Vec::new(),
+            method: lizard_proto::ForkMethod::Checkpoint,
+            checkpoint_error: None,
+        }),
+    ))
+}
+
+/// Host only: `POST /context-forks/{id}/abort` (`Contexts::abort_fork`).
+async fn abort_fork(
+    State(c): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    c.abort_fork(&ContextId(id))?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn get_context(

@@ -6,7 +6,10 @@
 //!
 //! Not here: HTTP (see `crate::api`), how kernels are spoken to (see `crate::kernel`).
 
+mod exact_fork;
 mod run;
+
+pub use exact_fork::PreparedForkOut;
 
 use crate::kernel::{Kernel, KernelConfig, KernelError, Launcher};
 use lizard_jail::cgroup::CgroupError;
@@ -131,6 +134,41 @@ pub struct ContextHandle {
 static CREATED: AtomicU64 = AtomicU64::new(0);
 
 impl ContextHandle {
+    /// The handle of `id`, a fork of `src` whose kernel is `kernel`, at `execution_count`.
+    fn fork_of(
+        src: &ContextHandle,
+        id: ContextId,
+        kernel: Kernel,
+        execution_count: u64,
+        scratch: String,
+        limits: Option<ContextLimits>,
+        cgroup: Option<ContextCgroup>,
+    ) -> ContextHandle {
+        ContextHandle {
+            id,
+            language: src.language,
+            cwd: src.cwd.clone(),
+            is_default: false,
+            pid: AtomicI32::new(kernel.pid()),
+            kernel: tokio::sync::Mutex::new(Some(kernel)),
+            busy: AtomicBool::new(false),
+            interrupt: Notify::new(),
+            execution_count: AtomicU64::new(execution_count),
+            kernel_restarts: AtomicU64::new(0),
+            last_restart_reason: Mutex::new(None),
+            replacing: Mutex::new(None),
+            scratch,
+            limits,
+            cgroup,
+            // Shared: the uid goes back only when the source, every fork and their cgroups are
+            // gone.
+            uid_slot: src.uid_slot.clone(),
+            oom_seen: AtomicU64::new(0),
+            forked_from: Some(src.id.clone()),
+            created: CREATED.fetch_add(1, Ordering::SeqCst),
+        }
+    }
+
     pub fn info(&self) -> Context {
         Context {
             id: self.id.clone(),
@@ -215,6 +253,13 @@ pub struct Contexts {
     /// Default context per language; the async lock makes concurrent first runs create only one.
     defaults: tokio::sync::Mutex<HashMap<Language, ContextId>>,
     log: Mutex<RunLog>,
+    /// Exact forks waiting for the host's checkpoint (`exact_fork`).
+    pending: Mutex<HashMap<ContextId, exact_fork::PendingFork>>,
+}
+
+/// The name of context `id`'s cgroup (in each delegated directory).
+fn cgroup_name(id: &ContextId) -> String {
+    format!("ctx-{}", id.0)
 }
 
 /// Bounded log of finished runs, read by the server for metering.
@@ -257,6 +302,7 @@ impl Contexts {
             map: RwLock::new(HashMap::new()),
             defaults: tokio::sync::Mutex::new(HashMap::new()),
             log: Mutex::new(RunLog::default()),
+            pending: Mutex::new(HashMap::new()),
         }
     }
 
@@ -395,7 +441,7 @@ impl Contexts {
                 None => Ok(None),
             };
         };
-        let name = format!("ctx-{}", id.0);
+        let name = cgroup_name(id);
         let Some(l) = limits else {
             return match d.create(&name, &Default::default()) {
                 Ok(cg) => Ok(Some(cg)),
@@ -583,29 +629,15 @@ impl Contexts {
                 return Err(e.into());
             }
         };
-        let handle = Arc::new(ContextHandle {
-            id: new.clone(),
-            language: src.language,
-            cwd: src.cwd.clone(),
-            is_default: false,
-            pid: AtomicI32::new(forked.kernel.pid()),
-            kernel: tokio::sync::Mutex::new(Some(forked.kernel)),
-            busy: AtomicBool::new(false),
-            interrupt: Notify::new(),
-            execution_count: AtomicU64::new(count),
-            kernel_restarts: AtomicU64::new(0),
-            last_restart_reason: Mutex::new(None),
-            replacing: Mutex::new(None),
+        let handle = Arc::new(ContextHandle::fork_of(
+            &src,
+            new.clone(),
+            forked.kernel,
+            count,
             scratch,
             limits,
             cgroup,
-            // Shared: the uid goes back only when the source, every fork and their cgroups are
-            // gone.
-            uid_slot: src.uid_slot.clone(),
-            oom_seen: AtomicU64::new(0),
-            forked_from: Some(src.id.clone()),
-            created: CREATED.fetch_add(1, Ordering::SeqCst),
-        });
+        ));
         tracing::debug!(context = %new, source = %id, pid = handle.pid.load(Ordering::SeqCst), lost = forked.lost.len(), "context forked");
         if let Ok(mut m) = self.map.write() {
             m.insert(new, handle.clone());

@@ -117,6 +117,18 @@ pub fn unmount_run_dir(dir: &Path) {
 /// In the child of [`Criu::command`], before exec: a mount namespace of its own whose `/run` is
 /// `run_dir`. Raw syscalls on strings made before the fork only (no allocation, no lock).
 fn private_run(run_dir: &std::ffi::CStr) -> io::Result<()> {
+    private_mounts(Some(run_dir), false)
+}
+
+/// In the child of [`Criu::command_with_own_proc`], before exec: a private mount namespace with a
+/// new proc on `/proc` and `run_dir` on `/run`.
+fn own_proc(run_dir: Option<&std::ffi::CStr>) -> io::Result<()> {
+    private_mounts(run_dir, true)
+}
+
+/// A mount namespace of the calling (forked, single-threaded) child's own, with `run_dir` bound on
+/// `/run` and, with `new_proc`, a new proc (of its pid namespace for children) on `/proc`.
+fn private_mounts(run_dir: Option<&std::ffi::CStr>, new_proc: bool) -> io::Result<()> {
     let check = |r: libc::c_int| {
         if r == 0 {
             Ok(())
@@ -127,8 +139,8 @@ fn private_run(run_dir: &std::ffi::CStr) -> io::Result<()> {
     // SAFETY: unshare takes plain flags; the child is single-threaded (after fork).
     check(unsafe { libc::unshare(libc::CLONE_NEWNS) })?;
     // SAFETY: valid NUL-terminated strings and null pointers where mount(2) allows them; MS_SLAVE
-    // first, so that the bind below stays in this namespace (it would propagate to the caller's
-    // through shared mounts otherwise) while the caller's mounts still show here.
+    // first, so that the mounts below stay in this namespace (they would propagate to the
+    // caller's through shared mounts otherwise) while the caller's mounts still show here.
     check(unsafe {
         libc::mount(
             std::ptr::null(),
@@ -138,15 +150,48 @@ fn private_run(run_dir: &std::ffi::CStr) -> io::Result<()> {
             std::ptr::null(),
         )
     })?;
-    // SAFETY: as above; `run_dir` outlives the call.
-    check(unsafe {
-        libc::mount(
-            run_dir.as_ptr(),
-            c"/run".as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND,
-            std::ptr::null(),
-        )
+    if new_proc {
+        // SAFETY: as above: a new proc instance (of this process's pid namespace) on /proc.
+        check(unsafe {
+            libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            )
+        })?;
+    }
+    if let Some(dir) = run_dir {
+        // SAFETY: as above; `dir` outlives the call.
+        check(unsafe {
+            libc::mount(
+                dir.as_ptr(),
+                c"/run".as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Run a CRIU `cmd` within `deadline`; a failure says CRIU's errors from `log`.
+pub(crate) fn run_checked(
+    cmd: Command,
+    action: &'static str,
+    deadline: Duration,
+    log: &Path,
+) -> Result<(), CheckpointError> {
+    let status = run_with_deadline(cmd, action, deadline)?;
+    if status.success() {
+        return Ok(());
+    }
+    Err(CheckpointError::Failed {
+        action,
+        status: status.to_string(),
+        detail: log_errors(log),
     })
 }
 
@@ -295,6 +340,32 @@ impl Criu {
                 unsafe { cmd.pre_exec(move || private_run(&dir)) };
             }
         }
+        cmd
+    }
+
+    /// A command running this CRIU in a private mount namespace whose `/proc` is a new one, of the
+    /// caller's pid namespace for children (see `crate::subtree`: CRIU then sees the pids of the
+    /// namespace it was started in), its `/run` [`Criu::run_dir`], and, with `cgroup`, in that
+    /// cgroup (what it restores is born there).
+    pub(crate) fn command_with_own_proc(&self, cgroup: Option<crate::cgroup::Cgroup>) -> Command {
+        use std::os::unix::ffi::OsStrExt;
+        let mut cmd = Command::new(&self.program);
+        let run_dir = self
+            .run_dir
+            .as_ref()
+            .and_then(|d| std::ffi::CString::new(d.as_os_str().as_bytes()).ok());
+        // SAFETY: runs in the forked child before exec. The callers are single-threaded (the
+        // `context-fork` helper), so allocating here is sound; it makes mount system calls and
+        // writes its pid into the cgroup's files.
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(cg) = &cgroup {
+                    cg.add_pid(std::process::id() as i32)
+                        .map_err(|e| io::Error::other(e.to_string()))?;
+                }
+                own_proc(run_dir.as_deref())
+            })
+        };
         cmd
     }
 

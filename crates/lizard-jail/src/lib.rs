@@ -48,6 +48,7 @@ pub mod procfs;
 pub mod pty;
 pub mod sandbox;
 pub mod seccomp;
+pub mod subtree;
 mod sys;
 pub mod volume;
 

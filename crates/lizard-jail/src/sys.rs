@@ -408,12 +408,23 @@ pub(crate) fn move_mount_onto(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> i
 /// returned fd is the detached mount's root: files can be made in it with `openat`, and
 /// [`open_tree_clone`] of a file in it gives a bind of that file to attach anywhere.
 pub(crate) fn detached_tmpfs(options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
+    detached_fs(c"tmpfs", options, attrs)
+}
+
+/// A new proc file system mounted nowhere (see [`detached_tmpfs`]): it shows the processes of the
+/// calling process's active pid namespace.
+pub(crate) fn detached_proc(attrs: u64) -> io::Result<OwnedFd> {
+    detached_fs(c"proc", &[], attrs)
+}
+
+fn detached_fs(fstype: &CStr, options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
     const FSOPEN_CLOEXEC: libc::c_uint = 1;
     const FSCONFIG_SET_STRING: libc::c_uint = 1;
     const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
     const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-    // SAFETY: the name is a NUL-terminated static string; the call returns a new close-on-exec fd.
-    let ret = unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) };
+    // SAFETY: the name is a NUL-terminated string that outlives the call; the call returns a new
+    // close-on-exec fd.
+    let ret = unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) };
     // SAFETY: fsopen returned a new fd that nothing else owns.
     let fs = unsafe { OwnedFd::from_raw_fd(check(ret)? as RawFd) };
     for (key, value) in options {
@@ -583,4 +594,36 @@ pub(crate) fn set_xattr(fd: BorrowedFd<'_>, name: &CStr, value: &[u8]) -> io::Re
         )
     };
     check(ret as libc::c_long).map(|_| ())
+}
+
+/// `pidfd_getfd(pidfd, fd, 0)`: a duplicate (close-on-exec) of the open file `fd` of the process
+/// `pidfd` refers to. Needs ptrace access to that process (the host's root has it).
+pub(crate) fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: integers only; the call returns a new close-on-exec fd or -1 with errno.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    let fd = check(ret)?;
+    // SAFETY: pidfd_getfd returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `pidfd_send_signal(pidfd, signal, NULL, 0)`: signal the process `pidfd` refers to (never a
+/// later process that reused its pid).
+pub(crate) fn pidfd_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: a null siginfo is documented (the kernel fills one in as for kill(2)); integers
+    // otherwise.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    check(ret).map(drop)
+}
+
+/// Set `PR_SET_NO_NEW_PRIVS`: no exec from here on can gain privileges.
+pub(crate) fn set_no_new_privs() -> io::Result<()> {
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0)
 }

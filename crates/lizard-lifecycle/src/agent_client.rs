@@ -111,6 +111,8 @@ pub struct AgentLimits {
     pub contexts: CallLimit,
     pub executions: CallLimit,
     pub hibernate: CallLimit,
+    /// The calls of a context fork (the live fork, its plan, the adoption): 30 s / 1 MiB.
+    pub fork: CallLimit,
 }
 
 impl Default for AgentLimits {
@@ -128,6 +130,10 @@ impl Default for AgentLimits {
             },
             hibernate: CallLimit {
                 deadline: Duration::from_secs(300),
+                max_body_bytes: MIB,
+            },
+            fork: CallLimit {
+                deadline: Duration::from_secs(30),
                 max_body_bytes: MIB,
             },
         }
@@ -459,6 +465,88 @@ impl AgentClient {
             .await
     }
 
+    /// Context forks (`lizard_proto::fork`): `POST {path}` with `body`, the agent's 2xx answer
+    /// parsed (`None` for an empty one), within the fork limit.
+    async fn fork_call<B: serde::Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        call: &'static str,
+        path: &str,
+        body: &B,
+    ) -> Result<Option<T>, AgentError> {
+        let l = self.limits.fork;
+        let (status, bytes) = self
+            .call(call, Self::post(path, body)?, l, l.deadline)
+            .await?;
+        if !(200..300).contains(&status) {
+            let text = String::from_utf8_lossy(&bytes);
+            return Err(AgentError::Status {
+                status,
+                body: text.chars().take(MAX_ERROR_TEXT).collect(),
+            });
+        }
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(serde_json::from_slice(&bytes)?))
+    }
+
+    /// A live fork of context `ctx` (the agent's public `fork`). `ctx` must be a plain id.
+    pub async fn fork_live(
+        &self,
+        ctx: &str,
+        req: &lizard_proto::ForkContextRequest,
+    ) -> Result<lizard_proto::ContextFork, AgentError> {
+        self.fork_call("fork", &format!("/contexts/{ctx}/fork"), req)
+            .await?
+            .ok_or(AgentError::Status {
+                status: 201,
+                body: "an empty fork answer".into(),
+            })
+    }
+
+    /// A live fork of `ctx` if it loses nothing, else the plan of an exact one.
+    pub async fn fork_prepare(
+        &self,
+        ctx: &str,
+        req: &lizard_proto::ForkContextRequest,
+    ) -> Result<lizard_proto::PreparedFork, AgentError> {
+        self.fork_call(
+            "fork/prepare",
+            &format!("/context-forks/{ctx}/prepare"),
+            req,
+        )
+        .await?
+        .ok_or(AgentError::Status {
+            status: 200,
+            body: "an empty fork plan".into(),
+        })
+    }
+
+    /// The restored copy becomes the planned fork `new`'s kernel.
+    pub async fn fork_adopt(
+        &self,
+        new: &str,
+        adopt: &lizard_proto::AdoptFork,
+    ) -> Result<lizard_proto::ContextFork, AgentError> {
+        self.fork_call("fork/adopt", &format!("/context-forks/{new}/adopt"), adopt)
+            .await?
+            .ok_or(AgentError::Status {
+                status: 201,
+                body: "an empty fork answer".into(),
+            })
+    }
+
+    /// Forget the planned fork `new`.
+    pub async fn fork_abort(&self, new: &str) -> Result<(), AgentError> {
+        self.fork_call::<_, serde_json::Value>(
+            "fork/abort",
+            &format!("/context-forks/{new}/abort"),
+            &serde_json::json!({}),
+        )
+        .await
+        .map(drop)
+    }
+
     /// The sandbox's contexts.
     pub async fn contexts(&self) -> Result<Vec<lizard_proto::Context>, AgentError> {
         let l = self.limits.contexts;
@@ -730,6 +818,7 @@ pub(crate) mod tests {
             contexts: l,
             executions: l,
             hibernate: l,
+            fork: l,
         }
     }
 

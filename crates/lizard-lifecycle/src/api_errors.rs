@@ -41,6 +41,7 @@ impl ToErrorBody for SandboxError {
         let e = self;
         let e = match e {
             SandboxError::Volume(v) => return v.to_error_body(),
+            SandboxError::Agent(body) => return body,
             e => e,
         };
         match &e {
@@ -61,7 +62,7 @@ impl ToErrorBody for SandboxError {
                 ErrorBody::new(ErrorCode::Unavailable, e.to_string())
             }
             SandboxError::Io { .. } | SandboxError::Store(_) => internal(&e),
-            SandboxError::Volume(_) => unreachable!("returned above"),
+            SandboxError::Volume(_) | SandboxError::Agent(_) => unreachable!("returned above"),
         }
     }
 }

@@ -37,6 +37,7 @@
 
 mod adopt;
 pub mod agent_exe;
+mod context_fork;
 mod create;
 mod criu;
 mod launch;
@@ -102,6 +103,10 @@ pub enum SandboxError {
     /// The sandbox's memory state could not be captured (its agent failed, hung or lied).
     #[error("the snapshot failed: {0}")]
     Capture(String),
+    /// The sandbox's agent answered with this error (passed on as it is: the sandbox's own
+    /// answer about its contexts).
+    #[error("{}", .0.message)]
+    Agent(lizard_proto::ErrorBody),
 }
 
 /// Environment variable names a sandbox's creator may not set: the agent's settings.

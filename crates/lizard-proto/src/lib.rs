@@ -38,7 +38,10 @@ pub use files::{
     EntryInfo, FileType, FsEvent, FsEventType, ListQuery, MakeDirRequest, PathQuery, RenameRequest,
     WatchQuery,
 };
-pub use fork::{ContextFork, ForkContextRequest};
+pub use fork::{
+    AdoptFork, CheckpointPlan, ContextFork, ForkChannel, ForkContextRequest, ForkMethod,
+    PreparedFork,
+};
 pub use hibernate::{
     ContextReport, HibernateDirRequest, HibernationMethod, HibernationReport, LostItem, StateItem,
 };

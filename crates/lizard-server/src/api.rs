@@ -84,10 +84,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         )
         .route("/v1/sandboxes/{id}/execute", any(crate::proxy::forward))
         .route("/v1/sandboxes/{id}/contexts", any(crate::proxy::forward))
-        .route(
-            "/v1/sandboxes/{id}/contexts/{*rest}",
-            any(crate::proxy::forward),
-        )
+        .route("/v1/sandboxes/{id}/contexts/{*rest}", any(contexts_rest))
         .route("/v1/sandboxes/{id}/commands", any(crate::proxy::forward))
         .route(
             "/v1/sandboxes/{id}/commands/{*rest}",
@@ -285,6 +282,29 @@ async fn create_snapshot(
 
 /// `POST /v1/sandboxes/{id}/fork`: a new running sandbox with the source's memory state and
 /// files, in one call.
+/// `/v1/sandboxes/{id}/contexts/{*rest}`: forwarded to the agent as it is, but for
+/// `POST …/contexts/{context_id}/fork` — a live fork of the context's kernel, or an exact one (a
+/// CRIU checkpoint of its processes) when the live fork would lose something, which the server
+/// makes (`Sandboxes::fork_context`).
+async fn contexts_rest(
+    State(st): St,
+    Auth(who): Auth,
+    Path((id, rest)): Path<(String, String)>,
+    req: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    let ctx = rest.strip_suffix("/fork").filter(|c| !c.contains('/'));
+    let (Some(ctx), &axum::http::Method::POST) = (ctx, req.method()) else {
+        return crate::proxy::forward(State(st), Auth(who), req).await;
+    };
+    let body = axum::body::to_bytes(req.into_body(), 64 * 1024)
+        .await
+        .map_err(|e| ApiError::invalid(format!("invalid request body: {e}")))?;
+    let fork: lizard_proto::ForkContextRequest = optional_body(&body)?;
+    let sb = visible(&st, &who, &id)?;
+    let f = st.sandboxes.fork_context(&sb, ctx, fork).await?;
+    Ok((StatusCode::CREATED, Json(f)).into_response())
+}
+
 async fn fork_sandbox(
     State(st): St,
     Auth(who): Auth,

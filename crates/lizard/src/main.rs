@@ -142,6 +142,10 @@ enum Command {
     /// Internal: CRIU's action during a sandbox's restore (configures its network namespace).
     #[command(hide = true, name = lizard_jail::sandbox::NETNS_SETUP_COMMAND)]
     SandboxNetnsSetup,
+    /// Internal: fork one process tree of a running sandbox with CRIU, from a JSON spec on stdin
+    /// (used by the server for an exact fork of a context).
+    #[command(hide = true)]
+    ContextFork,
 }
 
 #[derive(Debug, Subcommand)]
@@ -293,6 +297,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         // Single-threaded on purpose: it forks/clones into namespaces.
         Command::SandboxInit => lizard_jail::sandbox::init_main(),
+        // Single-threaded on purpose too: it enters namespaces.
+        Command::ContextFork => lizard_jail::subtree::fork_main(),
         Command::SandboxNetnsSetup => ok(lizard_jail::checkpoint::setup_restored_netns()
             .map_err(|e| anyhow::anyhow!(lizard_jail::error_chain(&e)))),
         Command::Agent(args) => {

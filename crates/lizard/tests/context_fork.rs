@@ -8,6 +8,15 @@ use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
+async fn fork_with(s: &Server, id: &str, ctx: &str, body: Value) -> Resp {
+    s.admin(
+        "POST",
+        &format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"),
+        Some(body),
+    )
+    .await
+}
+
 async fn fork(s: &Server, id: &str, ctx: &str) -> Resp {
     s.admin(
         "POST",
@@ -122,7 +131,8 @@ async fn a_python_fork_has_the_sources_state_and_then_diverges() {
 }
 
 /// JavaScript: a closure and its captured state come along, timers keep firing in both kernels
-/// (the event loop is forked with uv_loop_fork), a listening server is reported as shared.
+/// (the event loop is forked with uv_loop_fork), a listening server is reported as shared by a
+/// live fork.
 #[tokio::test]
 async fn a_javascript_fork_keeps_closures_and_timers() {
     lizard_test_support::needs_root!();
@@ -186,7 +196,11 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
         "globalThis.cp = require('child_process').spawn('sleep', ['300']);",
     )
     .await;
-    let c = forked(&s, &id, &a).await;
+    // Asked for a live fork: the exact one (the default) would carry them (see
+    // `an_exact_fork_carries_threads_servers_and_commands`).
+    let c = fork_with(&s, &id, &a, json!({"exact": false})).await;
+    assert_eq!(c.status, 201, "{}", c.text);
+    let c = c.body;
     let lost = c["lost"].to_string();
     assert!(lost.contains("listening socket"), "{c}");
     assert!(lost.contains("child process"), "{c}");
@@ -336,7 +350,17 @@ async fn fork_refusals_and_losses_are_said() {
         "import asyncio\nawait asyncio.sleep(0)\npending = asyncio.ensure_future(asyncio.sleep(300))",
     )
     .await;
-    let b = forked(&s, &id, &a).await;
+    // Asked for a live fork (`exact: false`; by default the server would checkpoint instead).
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
+            Some(json!({"exact": false})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let b = r.body;
+    assert_eq!(b["method"], "live", "{b}");
     let lost = b["lost"].to_string();
     assert!(lost.contains("thread sleeper"), "{b}");
     assert!(lost.contains("asyncio tasks"), "{b}");
@@ -695,5 +719,249 @@ async fn a_fork_has_its_own_cgroup_and_limits() {
     );
     assert_eq!(out(&s, &id, &a, "print(x)").await, "1\n");
     assert_eq!(out(&s, &id, &b, "print(x)").await, "1\n");
+    s.kill_all().await;
+}
+
+/// Wait until `code`'s output (a number) in `ctx` is above `above`; returns it.
+async fn grows(s: &Server, id: &str, ctx: &str, code: &str, above: u64) -> u64 {
+    let mut last = 0;
+    for _ in 0..200 {
+        last = out(s, id, ctx, code).await.trim().parse().unwrap_or(0);
+        if last > above {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{code}: stayed at {last}, not above {above}");
+}
+
+/// An exact fork (a CRIU checkpoint of the kernel's processes, by default when a live fork would
+/// lose something): a thread still counting, a TCP server started in a cell still answering and
+/// a background command still running — in the fork, independently of its source — for Python,
+/// JavaScript and Bash.
+#[tokio::test]
+async fn an_exact_fork_carries_threads_servers_and_commands() {
+    lizard_test_support::needs_root!();
+    if lizard_test_support::cached_criu().is_none() {
+        assert!(
+            std::env::var_os("LIZARD_REQUIRE_CRIU").is_none(),
+            "LIZARD_REQUIRE_CRIU is set but scripts/criu.sh's CRIU is missing"
+        );
+        eprintln!("skipped: no CRIU (run scripts/criu.sh)");
+        return;
+    }
+    let s = Server::start();
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+
+    // Python.
+    let py = context(&s, &id, "python").await;
+    out(
+        &s,
+        &id,
+        &py,
+        "import threading, time, socket, subprocess\n\
+         n = 0\n\
+         def count():\n    global n\n    while True:\n        n += 1\n        time.sleep(0.01)\n\
+         threading.Thread(target=count, daemon=True).start()\n\
+         srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()\n\
+         port = srv.getsockname()[1]\n\
+         def serve():\n    while True:\n        c, _ = srv.accept(); c.sendall(b'answer %d' % n); c.close()\n\
+         threading.Thread(target=serve, daemon=True).start()\n\
+         bg = subprocess.Popen(['sleep', '600'])\n\
+         x = 'source'",
+    )
+    .await;
+    let f = fork(&s, &id, &py).await;
+    assert_eq!(f.status, 201, "{}", f.text);
+    assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
+    assert_eq!(f.body["lost"], json!([]), "{}", f.text);
+    let fp = id_of(&f.body);
+    let n0: u64 = out(&s, &id, &fp, "print(n)").await.trim().parse().unwrap();
+    grows(&s, &id, &fp, "print(n)", n0).await;
+    let answer = out(
+        &s,
+        &id,
+        &fp,
+        "c = socket.create_connection(('127.0.0.1', port)); print(c.recv(100).decode()); c.close()",
+    )
+    .await;
+    assert!(answer.starts_with("answer "), "{answer}");
+    assert_eq!(
+        out(&s, &id, &fp, "print(bg.poll(), x); x = 'fork'").await,
+        "None source\n"
+    );
+    assert_eq!(
+        out(&s, &id, &py, "print(x, bg.poll())").await,
+        "source None\n"
+    );
+    // Interrupting the fork's cell keeps its state.
+    let (addr, key, path, fp2) = (
+        s.addr.clone(),
+        s.admin_key.clone(),
+        format!("/v1/sandboxes/{id}/execute"),
+        fp.clone(),
+    );
+    let long = tokio::spawn(async move {
+        let body = json!({"code": "time.sleep(120)", "context": fp2});
+        send(
+            &addr,
+            "POST",
+            &path,
+            &[
+                ("authorization", format!("Bearer {key}")),
+                ("content-type", "application/json".into()),
+            ],
+            body.to_string().into_bytes(),
+        )
+        .await
+    });
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            get_context(&s, &id, &fp).await["state"] == "busy"
+        })
+        .await
+    );
+    let r = s
+        .admin(
+            "POST",
+            &format!("/v1/sandboxes/{id}/contexts/{fp}/interrupt"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    assert_eq!(long.await.unwrap().body["status"], "interrupted");
+    assert_eq!(out(&s, &id, &fp, "print(x)").await, "fork\n");
+
+    // JavaScript: a timer counting, a server listening, a child process.
+    let js = context(&s, &id, "javascript").await;
+    let ex = run(
+        &s,
+        &id,
+        &js,
+        "const net = require('net'); const cp = require('child_process');\n\
+         globalThis.ticks = 0; setInterval(() => { globalThis.ticks++ }, 10);\n\
+         globalThis.srv = net.createServer(c => c.end('js answer ' + globalThis.ticks));\n\
+         await new Promise(r => globalThis.srv.listen(0, '127.0.0.1', r));\n\
+         globalThis.jsport = globalThis.srv.address().port;\n\
+         globalThis.child = cp.spawn('sleep', ['600'], { stdio: 'ignore' });\n\
+         globalThis.y = 'source';",
+    )
+    .await;
+    assert_eq!(ex["status"], "ok", "{ex}");
+    let f = fork(&s, &id, &js).await;
+    assert_eq!(f.status, 201, "{}", f.text);
+    assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
+    let fj = id_of(&f.body);
+    let t0: u64 = out(&s, &id, &fj, "console.log(globalThis.ticks)")
+        .await
+        .trim()
+        .parse()
+        .unwrap();
+    grows(&s, &id, &fj, "console.log(globalThis.ticks)", t0).await;
+    let answer = out(
+        &s,
+        &id,
+        &fj,
+        "const got = await new Promise((ok, bad) => { const c = require('net').connect(globalThis.jsport, '127.0.0.1'); let d = ''; c.on('data', x => d += x); c.on('end', () => ok(d)); c.on('error', bad); }); console.log(got)",
+    )
+    .await;
+    assert!(answer.starts_with("js answer "), "{answer}");
+    assert_eq!(
+        out(
+            &s,
+            &id,
+            &fj,
+            "console.log(process.kill(globalThis.child.pid, 0), globalThis.y); globalThis.y = 'fork'"
+        )
+        .await,
+        "true source\n"
+    );
+    assert_eq!(
+        out(&s, &id, &js, "console.log(globalThis.y)").await,
+        "source\n"
+    );
+
+    // Bash: a variable and a background job still running.
+    let sh = context(&s, &id, "bash").await;
+    out(
+        &s,
+        &id,
+        &sh,
+        "V=source; (i=0; while :; do i=$((i+1)); echo $i > /tmp/forkbg; sleep 0.02; done) >/dev/null 2>&1 & JOB=$!",
+    )
+    .await;
+    let f = fork(&s, &id, &sh).await;
+    assert_eq!(f.status, 201, "{}", f.text);
+    assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
+    let fb = id_of(&f.body);
+    assert_eq!(
+        out(&s, &id, &fb, "kill -0 $JOB && echo $V alive; V=fork").await,
+        "source alive\n"
+    );
+    assert_eq!(out(&s, &id, &sh, "echo $V").await, "source\n");
+    assert_eq!(out(&s, &id, &fb, "echo $V").await, "fork\n");
+
+    // Deleting a fork ends every process it had (its init with them); the source's go on.
+    let r = s
+        .admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{fp}"), None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+    let sleepers = "import os, time\n\
+        def k():\n    \
+            n = 0\n    \
+            for p in os.listdir('/proc'):\n        \
+                try:\n            \
+                    n += p.isdigit() and open(f'/proc/{p}/cmdline', 'rb').read() == b'sleep\\x00600\\x00'\n        \
+                except OSError:\n            \
+                    pass\n    \
+            return n\n\
+        for _ in range(200):\n    \
+            if k() == 3: break\n    \
+            time.sleep(0.05)\n\
+        print(k(), bg.poll())";
+    // The source's `sleep 600`, the JavaScript one's and its fork's: the Python fork's went.
+    assert_eq!(out(&s, &id, &py, sleepers).await, "3 None\n");
+    s.kill_all().await;
+}
+
+/// Without CRIU (`--criu none`) the fork is live and says what it lost and why it is not exact;
+/// asking for an exact one is a typed 409.
+#[tokio::test]
+async fn without_criu_a_fork_is_live_and_says_why() {
+    lizard_test_support::needs_root!();
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let a = context(&s, &id, "python").await;
+    out(
+        &s,
+        &id,
+        &a,
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(120,), name='sleeper', daemon=True).start()",
+    )
+    .await;
+    let f = fork(&s, &id, &a).await;
+    assert_eq!(f.status, 201, "{}", f.text);
+    assert_eq!(f.body["method"], "live", "{}", f.text);
+    assert!(f.body["lost"].to_string().contains("sleeper"), "{}", f.text);
+    assert!(
+        f.body["checkpoint_error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{}",
+        f.text
+    );
+    // The agent's host-only half of an exact fork is no client's to call.
+    for path in [
+        format!("/v1/sandboxes/{id}/contexts/{a}/fork/prepare"),
+        format!("/v1/sandboxes/{id}/context-forks/{a}/prepare"),
+        format!("/v1/sandboxes/{id}/context-forks/{a}/adopt"),
+    ] {
+        let r = s.admin("POST", &path, Some(json!({}))).await;
+        assert_eq!(r.status, 404, "{path}: {}", r.text);
+    }
+    let r = fork_with(&s, &id, &a, json!({"exact": true})).await;
+    assert_eq!(r.status, 409, "{}", r.text);
+    assert_eq!(r.body["code"], "conflict", "{}", r.text);
+    assert!(r.text.contains("CRIU"), "{}", r.text);
     s.kill_all().await;
 }

@@ -3459,6 +3459,11 @@ export interface components {
          *     came from and what of the source's live state it does not have.
          */
         ContextFork: {
+            /**
+             * @description Why a live fork was made although it loses something (the checkpoint was not possible:
+             *     no usable CRIU on the host, or it failed).
+             */
+            checkpoint_error?: string | null;
             cwd: string;
             /**
              * Format: uint64
@@ -3495,6 +3500,11 @@ export interface components {
              *     sandbox, cgroup v2 hosts).
              */
             memory_bytes?: number | null;
+            /**
+             * @description How it was forked.
+             * @default live
+             */
+            method: components["schemas"]["ForkMethod"];
             state: components["schemas"]["ContextState"];
         };
         /** @description The id of a context inside one sandbox. Opaque to clients. */
@@ -3815,9 +3825,18 @@ export interface components {
         FileType: ("file" | "dir" | "symlink") | "other";
         /** @description The (optional) body of a fork request. An empty body means all defaults. */
         ForkContextRequest: {
+            /**
+             * @description `true`: the fork must carry everything (threads, child processes, listening sockets): a
+             *     checkpoint of the kernel's process tree when a live fork would lose something, and an error
+             *     when that cannot be made. `false`: a live fork only (the fastest; what it loses is in
+             *     `lost`). Absent: exact when the server can checkpoint, else live.
+             */
+            exact?: boolean | null;
             /** @description Limits of the fork's own cgroup; the source context's limits when absent. */
             limits?: components["schemas"]["ContextLimits"] | null;
         };
+        /** @description How a context was forked. */
+        ForkMethod: "live" | "checkpoint";
         /**
          * @description `POST /v1/sandboxes/{id}/fork` (the body is optional): the new sandbox's own lifetime and
          *     labels; the rest (template, limits, environment, network, volumes) is the source's.

@@ -300,6 +300,7 @@ impl Kernel {
             pipe::Sender::from_owned_fd(take(&mut ch.control)?).map_err(pipe_err("control"))?;
         let control = match language {
             Language::Bash => Control::Bash {
+                inode: super::pipe_inode(std::os::fd::AsRawFd::as_raw_fd(&ctl)),
                 stdin: Box::new(ctl),
                 cell_file: cfg.run_dir.join(format!("{}.cell.sh", scratch_of(&ch.dir))),
                 owner: user,
@@ -314,6 +315,60 @@ impl Kernel {
         let kernel = Kernel::attach(cfg, language, pid, proc_, control, fds, false).await?;
         ch.keepers.clear();
         Ok(LiveFork { kernel, lost })
+    }
+}
+
+/// The agent's ends of the pipes an exact fork's kernel got in place of its source's
+/// (`crate::context::Contexts::prepare_fork`): what it writes on stdout, stderr and events, and
+/// what the agent writes to it (control, or Bash's stdin).
+pub struct AdoptedChannels {
+    pub out: OwnedFd,
+    pub err: OwnedFd,
+    pub events: OwnedFd,
+    pub control: OwnedFd,
+}
+
+impl Kernel {
+    /// Take on a kernel the host restored from a checkpoint of another (an exact fork): `pid` in
+    /// the sandbox's pid namespace, not the agent's child (its init is), already past `ready`
+    /// and waiting for its next message. Checked like a live fork's answer: a live process of the
+    /// context's ids, no other context's kernel.
+    pub async fn adopt(
+        cfg: &KernelConfig,
+        language: Language,
+        pid: i32,
+        scratch: &str,
+        user: Option<Ids>,
+        ch: AdoptedChannels,
+        is_other_kernel: impl Fn(i32) -> bool,
+    ) -> Result<Kernel, KernelError> {
+        let failed = |message: String| KernelError::ForkFailed { language, message };
+        let pipe_err = |what| move |source| KernelError::Pipe { what, source };
+        if pid <= 1 || is_other_kernel(pid) {
+            return Err(failed(format!("the restored kernel has pid {pid}")));
+        }
+        let pidfd =
+            lizard_jail::process::pidfd_open(pid).map_err(|e| failed(format!("pid {pid}: {e}")))?;
+        if !runs_as(pid, user).unwrap_or(false) {
+            return Err(failed(format!(
+                "pid {pid} is not a process of the context's user"
+            )));
+        }
+        let proc_ = pump::Proc::Forked {
+            pid,
+            pidfd: async_fd(pidfd, tokio::io::Interest::READABLE).map_err(pipe_err("pidfd"))?,
+        };
+        let ctl = pipe::Sender::from_owned_fd(ch.control).map_err(pipe_err("control"))?;
+        let control = match language {
+            Language::Bash => Control::Bash {
+                inode: super::pipe_inode(std::os::fd::AsRawFd::as_raw_fd(&ctl)),
+                stdin: Box::new(ctl),
+                cell_file: cfg.run_dir.join(format!("{scratch}.cell.sh")),
+                owner: user,
+            },
+            _ => Control::Json(ctl),
+        };
+        Kernel::attach_running(language, pid, proc_, control, [ch.out, ch.err, ch.events])
     }
 }
 

@@ -12,7 +12,7 @@ mod pump;
 mod zygote;
 
 pub use launch::Launcher;
-pub use live_fork::LiveFork;
+pub use live_fork::{AdoptedChannels, LiveFork};
 pub use zygote::{Zygote, ZygoteError};
 
 use crate::users::Ids;
@@ -398,7 +398,25 @@ enum Control {
         /// The kernel's ids: the cell file is theirs alone (mode 0600), not another context's
         /// to read.
         owner: Option<Ids>,
+        /// The inode of the stdin pipe (see [`Kernel::channel_inodes`]).
+        inode: u64,
     },
+}
+
+use std::os::fd::AsRawFd as _;
+
+/// The inode of the pipe (or FIFO) at the agent's `fd`, from `/proc/self/fd` (0 when it is none).
+fn pipe_inode(fd: std::os::fd::RawFd) -> u64 {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .ok()
+        .and_then(|l| {
+            l.to_str()?
+                .strip_prefix("pipe:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
 }
 
 /// A running kernel process. Dropping it kills the process group.
@@ -408,6 +426,8 @@ pub struct Kernel {
     control: Control,
     msgs: mpsc::Receiver<KernelMsg>,
     forward: Arc<AtomicBool>,
+    /// Inodes of its stdout, stderr, events and control (or stdin) pipes.
+    pipes: [u64; 4],
 }
 
 impl Kernel {
@@ -488,6 +508,7 @@ impl Kernel {
                     .take()
                     .ok_or_else(|| pipe_err("stdin")(io::Error::other("stdin not piped")))?;
                 Control::Bash {
+                    inode: pipe_inode(std::os::fd::AsRawFd::as_raw_fd(&stdin)),
                     stdin: Box::new(stdin),
                     cell_file: cfg.run_dir.join(format!("{scratch}.cell.sh")),
                     owner: user,
@@ -566,29 +587,10 @@ impl Kernel {
         [out_r, err_r, evt_r]: [OwnedFd; 3],
         prelude: bool,
     ) -> Result<Kernel, KernelError> {
-        let pipe_err = |what| move |source| KernelError::Pipe { what, source };
-        let forward = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel(256);
-        let pump = match pump::Pump::new(out_r, err_r, evt_r) {
-            Ok(p) => p,
-            Err(e) => {
-                if pid > 0 {
-                    let _ = signal_group(pid, Signal::SIGKILL);
-                }
-                return Err(pipe_err("pump")(e));
-            }
-        };
+        let mut kernel =
+            Kernel::attach_running(language, pid, proc_, control, [out_r, err_r, evt_r])?;
         // During start-up stderr is forwarded too, so a failing start can say why.
-        forward.store(true, Ordering::SeqCst);
-        tokio::spawn(pump.run(proc_, tx, forward.clone()));
-
-        let mut kernel = Kernel {
-            language,
-            pid,
-            control,
-            msgs: rx,
-            forward,
-        };
+        kernel.forward.store(true, Ordering::SeqCst);
         if let (Control::Bash { stdin, .. }, true) = (&mut kernel.control, prelude) {
             stdin
                 .write_all(bash::PRELUDE.as_bytes())
@@ -598,6 +600,48 @@ impl Kernel {
         kernel.wait_ready(cfg.start_timeout).await?;
         kernel.forward.store(false, Ordering::SeqCst);
         Ok(kernel)
+    }
+
+    /// Start the pump of a started process (its output not forwarded between cells).
+    fn attach_running(
+        language: Language,
+        pid: i32,
+        proc_: pump::Proc,
+        control: Control,
+        [out_r, err_r, evt_r]: [OwnedFd; 3],
+    ) -> Result<Kernel, KernelError> {
+        let forward = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel(256);
+        let pipes = [
+            pipe_inode(out_r.as_raw_fd()),
+            pipe_inode(err_r.as_raw_fd()),
+            pipe_inode(evt_r.as_raw_fd()),
+            match &control {
+                Control::Json(w) => pipe_inode(w.as_raw_fd()),
+                Control::Bash { inode, .. } => *inode,
+            },
+        ];
+        let pump = match pump::Pump::new(out_r, err_r, evt_r) {
+            Ok(p) => p,
+            Err(e) => {
+                if pid > 0 {
+                    let _ = signal_group(pid, Signal::SIGKILL);
+                }
+                return Err(KernelError::Pipe {
+                    what: "pump",
+                    source: e,
+                });
+            }
+        };
+        tokio::spawn(pump.run(proc_, tx, forward.clone()));
+        Ok(Kernel {
+            language,
+            pid,
+            control,
+            msgs: rx,
+            forward,
+            pipes,
+        })
     }
 
     async fn wait_ready(&mut self, timeout: Duration) -> Result<(), KernelError> {
@@ -643,6 +687,12 @@ impl Kernel {
         self.pid
     }
 
+    /// Inodes of the pipes the kernel has for stdout, stderr, events and control (Bash: stdin),
+    /// whatever descriptors it holds them at (an exact fork gets new pipes in their place).
+    pub fn channel_inodes(&self) -> [u64; 4] {
+        self.pipes
+    }
+
     pub fn language(&self) -> Language {
         self.language
     }
@@ -672,6 +722,7 @@ impl Kernel {
                 stdin,
                 cell_file,
                 owner,
+                ..
             } => {
                 write_private(cell_file, code.as_bytes().to_vec(), *owner)
                     .await

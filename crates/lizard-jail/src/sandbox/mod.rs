@@ -380,7 +380,7 @@ fn delegate_contexts(
         .collect())
 }
 
-fn thread_count() -> Result<usize, JailError> {
+pub(crate) fn thread_count() -> Result<usize, JailError> {
     let path = Path::new("/proc/self/status");
     let status = std::fs::read_to_string(path).map_err(|source| {
         JailError::Io(crate::StepIo {
