@@ -48,6 +48,9 @@ enum Mode {
     LogFlood,
     /// Exit (PID 1 of the sandbox dies, and with it every process in it).
     Die,
+    /// Answer the host-only half of a context fork (`/context-forks/{id}/prepare`) with plans
+    /// that lie, a different lie each call (see [`fork_lie`]); every other request with `{}`.
+    ForkLie,
 }
 
 impl Mode {
@@ -61,6 +64,7 @@ impl Mode {
             "redirect" => Mode::Redirect,
             "log-flood" => Mode::LogFlood,
             "die" => Mode::Die,
+            "fork-lie" => Mode::ForkLie,
             _ => return None,
         })
     }
@@ -88,6 +92,7 @@ fn main() {
         mode,
         armed: AtomicBool::new(false),
         lies: AtomicU64::new(0),
+        child: std::sync::Mutex::new(None),
     });
     eprintln!("lizard-hostile-agent: serving in mode {mode:?}");
     for conn in listener.incoming() {
@@ -116,6 +121,8 @@ struct State {
     armed: AtomicBool,
     /// Execution-log pages invented so far.
     lies: AtomicU64,
+    /// A child (`sleep`) whose stdin pipe the fork lies name, once armed.
+    child: std::sync::Mutex<Option<std::process::Child>>,
 }
 
 impl State {
@@ -194,7 +201,58 @@ impl State {
             }
             // Its arming thread ends the process.
             Mode::Die => {}
+            Mode::ForkLie => {
+                let body = if path.starts_with("/context-forks/") && path.ends_with("/prepare") {
+                    self.fork_lie(self.lies.fetch_add(1, Ordering::Relaxed))
+                } else {
+                    b"{}".to_vec()
+                };
+                let _ = respond(&mut conn, "200 OK", "application/json", &body);
+            }
         }
+    }
+
+    /// The `n`th lying plan of an exact context fork: the host must refuse each before it
+    /// checkpoints anything (and leave nothing behind).
+    fn fork_lie(&self, n: u64) -> Vec<u8> {
+        let (child, pipe) = self
+            .child
+            .lock()
+            .ok()
+            .and_then(|c| {
+                let c = c.as_ref()?;
+                let fd = std::os::fd::AsRawFd::as_raw_fd(c.stdin.as_ref()?);
+                Some((c.id() as i64, (fd, pipe_inode(fd))))
+            })
+            .unwrap_or((0, (0, 0)));
+        let channel =
+            |inode: u64, fd: i32| serde_json::json!({"pipe_inode": inode, "agent_fd": fd});
+        let four = |inode: u64, fd: i32| vec![channel(inode, fd); 4];
+        let (kernel, channels, cgroup) = match n % 5 {
+            // Itself (the sandbox's PID 1) as the kernel.
+            0 => (1, four(pipe.1, pipe.0), serde_json::Value::Null),
+            // Its listening socket (fd 3) as a pipe.
+            1 => (child, four(pipe.1, SOCKET_FD), serde_json::Value::Null),
+            // A pipe the kernel does not hold.
+            2 => (child, four(12345, pipe.0), serde_json::Value::Null),
+            // A cgroup outside its own.
+            3 => (
+                child,
+                four(pipe.1, pipe.0),
+                serde_json::json!("../../../../evil"),
+            ),
+            // A pid that is no child of its.
+            _ => (999_999, four(pipe.1, pipe.0), serde_json::Value::Null),
+        };
+        serde_json::json!({"checkpoint": {
+            "context_id": format!("lie{n}"),
+            "kernel_pid": kernel,
+            "channels": channels,
+            "cgroup": cgroup,
+            "lost": [],
+        }})
+        .to_string()
+        .into_bytes()
     }
 
     /// Start what a mode does by itself, not in answer to a request.
@@ -218,9 +276,33 @@ impl State {
                     std::process::exit(0)
                 });
             }
+            Mode::ForkLie => {
+                let child = std::process::Command::new("sleep")
+                    .arg("600")
+                    .stdin(std::process::Stdio::piped())
+                    .spawn()
+                    .ok();
+                if let Ok(mut c) = self.child.lock() {
+                    *c = child;
+                }
+            }
             _ => {}
         }
     }
+}
+
+/// The inode of the pipe at this process's `fd` (0 when it is none).
+fn pipe_inode(fd: i32) -> u64 {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .ok()
+        .and_then(|l| {
+            l.to_str()?
+                .strip_prefix("pipe:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
 }
 
 /// Keep the connection open, reading whatever comes, never answering.

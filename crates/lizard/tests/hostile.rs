@@ -411,3 +411,64 @@ async fn a_hanging_snapshot_does_not_hold_other_sandboxes_memory_relief() {
     kill_completely(&s, &hostile).await;
     s.kill_all().await;
 }
+
+/// An agent that lies in the host-only half of an exact context fork (its plan: itself as the
+/// kernel, its socket as a pipe, a pipe the kernel does not hold, a cgroup outside its own, a pid
+/// that is not its child): the host refuses each plan before it checkpoints anything, answers a
+/// typed error, and leaves nothing behind (no images, no copy's init).
+#[tokio::test]
+async fn a_lying_agent_gets_no_context_fork() {
+    lizard_test_support::needs_root!();
+    if lizard_test_support::cached_criu().is_none() {
+        assert!(
+            std::env::var_os("LIZARD_REQUIRE_CRIU").is_none(),
+            "LIZARD_REQUIRE_CRIU is set but scripts/criu.sh's CRIU is missing"
+        );
+        eprintln!("skipped: no CRIU (run scripts/criu.sh)");
+        return;
+    }
+    let s = start(&[]);
+    let id = create_hostile(&s, "fork-lie").await;
+    let refusals = [
+        "is not a kernel",
+        "not a pipe",
+        "holds no pipe 12345",
+        "names cgroup",
+        "no child of the sandbox's PID 1",
+    ];
+    for (n, why) in refusals.iter().enumerate() {
+        let r = s
+            .admin(
+                "POST",
+                &format!("/v1/sandboxes/{id}/contexts/ctx{n}/fork"),
+                Some(json!({"exact": true})),
+            )
+            .await;
+        assert_eq!(r.status, 409, "{}", r.text);
+        assert_eq!(r.body["code"], "conflict", "{}", r.text);
+        assert!(r.text.contains(why), "lie {n}: {}", r.text);
+    }
+    let dir = s.data_dir.path().join("sandboxes").join(&id);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("ctxfork-"))
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "images left behind: {left:?}");
+    // No copy's init (a child of the sandbox's PID 1 running the helper's code) was left.
+    let pid1 = runtime_json(&s, &id)["pid"].as_i64().unwrap();
+    let inits = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+            status.contains(&format!("\nPPid:\t{pid1}\n"))
+                && std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c == b"lizard\0context-fork\0")
+        })
+        .count();
+    assert_eq!(inits, 0, "a copy's init is left");
+    kill_completely(&s, &id).await;
+    s.kill_all().await;
+}
