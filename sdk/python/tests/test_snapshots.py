@@ -157,6 +157,25 @@ def test_fork_context_copies_the_live_kernel(sandbox: CodeSandbox) -> None:
     sandbox.delete_context(src)
 
 
+def test_fork_context_without_criu_is_live_and_says_why(sandbox: CodeSandbox) -> None:
+    """This server has no CRIU (``--criu none``): a fork that loses a thread is live, says what
+    it lost and why it is not exact; ``exact=True`` is a ConflictError. (The exact fork itself:
+    crates/lizard/tests/context_fork.rs.)"""
+    src = sandbox.create_context(language="python")
+    sandbox.run_code(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(120,), name='counter', daemon=True).start()",
+        context=src,
+    )
+    fork = sandbox.fork_context(src)
+    assert fork.method == "live"
+    assert any("counter" in i.name for i in fork.lost), fork.lost
+    assert fork.checkpoint_error and "criu none" in fork.checkpoint_error
+    with pytest.raises(ConflictError):
+        sandbox.fork_context(src, exact=True)
+    assert sandbox.fork_context(src, exact=False).checkpoint_error is None
+
+
 @pytest.mark.anyio
 async def test_fork_context_async(lizard_server) -> None:
     sb = await AsyncCodeSandbox.create(project="sdk-tests")

@@ -37,6 +37,8 @@ export function toForkedContext(w) {
         ...toContext(w),
         forkedFrom: w.forked_from,
         lost: (w.lost ?? []).map((l) => ({ name: l.name, reason: l.reason })),
+        method: w.method ?? 'live',
+        ...(w.checkpoint_error != null ? { checkpointError: w.checkpoint_error } : {}),
     };
 }
 /**

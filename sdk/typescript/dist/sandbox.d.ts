@@ -305,6 +305,13 @@ export interface CreateContextOptions {
 export interface ForkContextOptions {
     /** Limits of the fork's own cgroup; default: the source's. Above the sandbox's → `InvalidArgumentError`. */
     limits?: ContextLimits;
+    /**
+     * `true`: the fork must carry everything (threads, child processes, listening servers) — a
+     * checkpoint of the kernel's processes, or `ConflictError` when the server cannot make one.
+     * `false`: a live fork only (fastest; what it loses is in `lost`). Default: exact when the
+     * server can checkpoint and a live fork would lose something.
+     */
+    exact?: boolean;
 }
 /** A context made by {@link CodeSandbox.forkContext}. */
 export interface ForkedContext extends Context {
@@ -315,6 +322,10 @@ export interface ForkedContext extends Context {
         name: string;
         reason: string;
     }[];
+    /** `'live'` (fork(2) of the kernel) or `'checkpoint'` (its processes checkpointed and restored). */
+    method: 'live' | 'checkpoint';
+    /** Why a live fork that loses something was made instead of a checkpoint. */
+    checkpointError?: string;
 }
 /** Options of {@link CodeSandbox.runCode}. Pass `context` or `language`, not both. */
 export interface RunCodeOptions {
@@ -468,8 +479,9 @@ export declare class CodeSandbox {
     /** Replace the context's kernel with a fresh one: its variables and state are cleared. */
     restartContext(ctx: ContextRef): Promise<Context>;
     /**
-     * Fork a context: a new context holding a copy of the live kernel's state (copy-on-write). A
-     * source running a cell → `ConflictError`.
+     * Fork a context: a new context holding a copy of the live kernel's state (copy-on-write), or,
+     * when that would lose threads, child processes or servers, a checkpoint of the kernel's
+     * processes (see {@link ForkContextOptions.exact}). A source running a cell → `ConflictError`.
      */
     forkContext(ctx: ContextRef, opts?: ForkContextOptions): Promise<ForkedContext>;
     /** Interrupt the cell running in the context (state kept). */

@@ -431,13 +431,16 @@ export class CodeSandbox {
         return toContext((await this._http.json('POST', `${this._base}/contexts/${enc(contextId(ctx))}/restart`)));
     }
     /**
-     * Fork a context: a new context holding a copy of the live kernel's state (copy-on-write). A
-     * source running a cell → `ConflictError`.
+     * Fork a context: a new context holding a copy of the live kernel's state (copy-on-write), or,
+     * when that would lose threads, child processes or servers, a checkpoint of the kernel's
+     * processes (see {@link ForkContextOptions.exact}). A source running a cell → `ConflictError`.
      */
     async forkContext(ctx, opts = {}) {
         const body = {};
         if (opts.limits !== undefined)
             body.limits = contextLimitsBody(opts.limits);
+        if (opts.exact !== undefined)
+            body.exact = opts.exact;
         const w = (await this._http.json('POST', `${this._base}/contexts/${enc(contextId(ctx))}/fork`, body));
         return toForkedContext(w);
     }

@@ -328,6 +328,13 @@ export interface CreateContextOptions {
 export interface ForkContextOptions {
   /** Limits of the fork's own cgroup; default: the source's. Above the sandbox's → `InvalidArgumentError`. */
   limits?: ContextLimits;
+  /**
+   * `true`: the fork must carry everything (threads, child processes, listening servers) — a
+   * checkpoint of the kernel's processes, or `ConflictError` when the server cannot make one.
+   * `false`: a live fork only (fastest; what it loses is in `lost`). Default: exact when the
+   * server can checkpoint and a live fork would lose something.
+   */
+  exact?: boolean;
 }
 
 /** A context made by {@link CodeSandbox.forkContext}. */
@@ -336,6 +343,10 @@ export interface ForkedContext extends Context {
   forkedFrom: string;
   /** What the fork could not carry (threads other than the kernel's, background jobs, …), with why. */
   lost: { name: string; reason: string }[];
+  /** `'live'` (fork(2) of the kernel) or `'checkpoint'` (its processes checkpointed and restored). */
+  method: 'live' | 'checkpoint';
+  /** Why a live fork that loses something was made instead of a checkpoint. */
+  checkpointError?: string;
 }
 
 // ---- runCode -------------------------------------------------------------------------------------
@@ -850,12 +861,14 @@ export class CodeSandbox {
   }
 
   /**
-   * Fork a context: a new context holding a copy of the live kernel's state (copy-on-write). A
-   * source running a cell → `ConflictError`.
+   * Fork a context: a new context holding a copy of the live kernel's state (copy-on-write), or,
+   * when that would lose threads, child processes or servers, a checkpoint of the kernel's
+   * processes (see {@link ForkContextOptions.exact}). A source running a cell → `ConflictError`.
    */
   async forkContext(ctx: ContextRef, opts: ForkContextOptions = {}): Promise<ForkedContext> {
     const body: Record<string, unknown> = {};
     if (opts.limits !== undefined) body.limits = contextLimitsBody(opts.limits);
+    if (opts.exact !== undefined) body.exact = opts.exact;
     const w = (await this._http.json('POST', `${this._base}/contexts/${enc(contextId(ctx))}/fork`, body)) as W['ContextFork'];
     return toForkedContext(w);
   }

@@ -304,6 +304,21 @@ describe('contexts', () => {
     assert.equal((await sandbox.runCode('print(secret)', { context: a })).stdout, '1\n');
     await assert.rejects(sandbox.forkContext('no-such-context'), NotFoundError);
     await sandbox.deleteContext(fork);
+    assert.equal(fork.method, 'live', 'nothing to lose: the fast live fork');
+
+    // A thread running, on this server without CRIU (`--criu none`): the fork is live, says what
+    // it lost and why it is not exact; demanding an exact one is a ConflictError. (The exact
+    // fork itself: crates/lizard/tests/context_fork.rs.)
+    await sandbox.runCode(
+      'import threading, time\nthreading.Thread(target=time.sleep, args=(120,), name="ticker", daemon=True).start()',
+      { context: a },
+    );
+    const live = await sandbox.forkContext(a);
+    assert.equal(live.method, 'live');
+    assert.ok(live.lost.some((l) => l.name.includes('ticker')), JSON.stringify(live.lost));
+    assert.match(live.checkpointError ?? '', /criu none/);
+    await sandbox.deleteContext(live);
+    await assert.rejects(sandbox.forkContext(a, { exact: true }), ConflictError);
 
     const restarted = await sandbox.restartContext(a);
     assert.equal(restarted.id, a.id);

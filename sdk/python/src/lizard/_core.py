@@ -746,10 +746,17 @@ def create_context_request(
     return Req("POST", sandbox_path(sandbox_id, "/contexts"), json=body)
 
 
-def fork_context_request(sandbox_id: str, ctx: ContextLike, limits: Optional[ContextLimitsLike] = None) -> Req:
+def fork_context_request(
+    sandbox_id: str,
+    ctx: ContextLike,
+    limits: Optional[ContextLimitsLike] = None,
+    exact: Optional[bool] = None,
+) -> Req:
     body: Dict[str, Any] = {}
     if limits is not None:
         body["limits"] = limits.to_wire() if isinstance(limits, ContextLimits) else dict(limits)
+    if exact is not None:
+        body["exact"] = bool(exact)
     return Req("POST", sandbox_path(sandbox_id, f"/contexts/{_seg(context_id(ctx))}/fork"), json=body)
 
 

@@ -437,6 +437,11 @@ class ForkedContext(Context):
 
     forked_from: str = ""
     lost: List[LostItem] = field(default_factory=list)
+    #: ``"live"`` (fork(2) of the kernel) or ``"checkpoint"`` (its processes checkpointed and
+    #: restored: threads, child processes and servers come along).
+    method: str = "live"
+    #: Why a live fork that loses something was made instead of a checkpoint.
+    checkpoint_error: Optional[str] = None
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> "ForkedContext":
@@ -449,6 +454,10 @@ class ForkedContext(Context):
                 for i in obj.get("lost") or []
                 if isinstance(i, Mapping)
             ],
+            method=str(obj.get("method") or "live"),
+            checkpoint_error=(
+                str(obj["checkpoint_error"]) if obj.get("checkpoint_error") is not None else None
+            ),
         )
 
 

@@ -428,14 +428,20 @@ class CodeSandbox:
         return Context.from_wire(self._call(_core.context_request(self._id, "POST", context, "/restart")))
 
     def fork_context(
-        self, context: ContextLike, limits: Optional[ContextLimitsLike] = None
+        self,
+        context: ContextLike,
+        limits: Optional[ContextLimitsLike] = None,
+        exact: Optional[bool] = None,
     ) -> ForkedContext:
         """A new context holding a copy of ``context``'s live kernel — its variables, functions
-        and imports, copy-on-write, nothing serialised — that then goes its own way. ``limits``
-        bound the fork's own cgroup (default: the source's). A source running a cell raises
-        :class:`ConflictError`; what the fork could not carry is in ``lost``."""
+        and imports, copy-on-write, nothing serialised — that then goes its own way. When that
+        copy would lose threads, child processes or servers, the server checkpoints the kernel's
+        processes instead (``method == "checkpoint"``): everything comes along. ``exact=True``
+        demands that (:class:`ConflictError` when the server cannot), ``exact=False`` forbids it
+        (what the live fork loses is in ``lost``). ``limits`` bound the fork's own cgroup
+        (default: the source's). A source running a cell raises :class:`ConflictError`."""
         return ForkedContext.from_wire(
-            self._call(_core.fork_context_request(self._id, context, limits))
+            self._call(_core.fork_context_request(self._id, context, limits, exact))
         )
 
     def delete_context(self, context: ContextLike) -> None:
