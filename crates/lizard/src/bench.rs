@@ -753,6 +753,44 @@ async fn checkpoint_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>>
             v,
             Some("≤ 10 ms"),
         ));
+        // With something a live fork loses (a thread, a listening server, a background job):
+        // the exact fork (a CRIU checkpoint of the kernel's processes), where the server has CRIU.
+        let busy = match lang {
+            Language::Python => {
+                "import threading, time\nthreading.Thread(target=time.sleep, args=(3600,), daemon=True).start()"
+            }
+            Language::Javascript => "globalThis.srv = require('net').createServer().listen(0)",
+            Language::Bash => "sleep 3600 &",
+        };
+        c.run(&id, &in_context(busy, src.id.as_str())).await?;
+        let mut v = Vec::new();
+        for _ in 0..args.samples.min(20) {
+            let t = Instant::now();
+            let f = c
+                .fork_context(&id, src.id.as_str(), &Default::default())
+                .await?;
+            if f.method != lizard_proto::ForkMethod::Checkpoint {
+                c.delete_context(&id, f.context.id.as_str()).await?;
+                break;
+            }
+            let probe = if lang == Language::Bash {
+                "echo $x"
+            } else {
+                "x"
+            };
+            c.run(&id, &in_context(probe, f.context.id.as_str()))
+                .await?;
+            v.push(ms(t.elapsed()));
+            c.delete_context(&id, f.context.id.as_str()).await?;
+        }
+        if !v.is_empty() {
+            out.push(stats(
+                &format!("exact fork of a context({lang}) → first result"),
+                "ms",
+                v,
+                None,
+            ));
+        }
         c.delete_context(&id, src.id.as_str()).await?;
     }
     c.kill_sandbox(&id).await?;
