@@ -844,7 +844,8 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
          await new Promise(r => globalThis.srv.listen(0, '127.0.0.1', r));\n\
          globalThis.jsport = globalThis.srv.address().port;\n\
          globalThis.child = cp.spawn('sleep', ['600'], { stdio: 'ignore' });\n\
-         globalThis.y = 'source';",
+         globalThis.y = 'source';\n\
+         const next = (() => { let c = 0; return () => ++c; })(); next(); next();",
     )
     .await;
     assert_eq!(ex["status"], "ok", "{ex}");
@@ -880,6 +881,10 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
         out(&s, &id, &js, "console.log(globalThis.y)").await,
         "source\n"
     );
+    // A closure's captured state, in each on its own.
+    assert_eq!(out(&s, &id, &fj, "console.log(next())").await, "3\n");
+    assert_eq!(out(&s, &id, &fj, "console.log(next())").await, "4\n");
+    assert_eq!(out(&s, &id, &js, "console.log(next())").await, "3\n");
 
     // Bash: a variable and a background job still running.
     let sh = context(&s, &id, "bash").await;
