@@ -78,18 +78,8 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// `e`'s message followed by each of its `source()`s, joined by `": "` (`"writing x: disk full"`):
-/// the one way an error becomes an API message or a log line.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+/// The one way an error becomes an API message or a log line (`lizard_errors`).
+pub use lizard_errors::error_chain;
 
 /// `Json<T>` whose rejections are [`ApiError`]s, for bodies of at most `LIMIT` bytes (the route's
 /// `DefaultBodyLimit` must allow as much).

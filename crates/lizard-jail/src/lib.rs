@@ -54,26 +54,4 @@ pub mod volume;
 
 pub use process::{cloexec_pipe, map_fds, signal_group, Signal};
 
-/// An I/O failure at a named step on a host path: how every error of this crate that stems from a
-/// file system call says so (`{step}: {path}`, with the `io::Error` as its source).
-#[derive(Debug, thiserror::Error)]
-#[error("{step}: {path}")]
-pub struct StepIo {
-    pub step: &'static str,
-    pub path: std::path::PathBuf,
-    #[source]
-    pub source: std::io::Error,
-}
-
-/// `e`'s message followed by each of its `source()`s, joined by `": "` (`error: cause: cause`).
-/// (The HTTP services have theirs in `lizard-http`; the jail depends on no Lizard crate.)
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub use lizard_errors::{error_chain, StepIo};

@@ -1,6 +1,7 @@
 //! Serving one sandbox's listener: the accept loop with its connection budget, the request
 //! handler (target, checks, cache, upstream), and the streamed bodies.
 
+use lizard_errors::error_chain;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io;
@@ -1124,17 +1125,6 @@ fn text(status: StatusCode, reason: Option<&'static str>, body: String) -> Respo
 
 fn never(n: Infallible) -> io::Error {
     match n {}
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    s
 }
 
 /// Upstream's headers without the hop-by-hop ones (and those named by `Connection`), cookies, HSTS.
