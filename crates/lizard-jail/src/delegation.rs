@@ -50,6 +50,30 @@ pub struct DelegatedDir {
     pub host_path: PathBuf,
 }
 
+/// The host's view of the context cgroup `name` that a sandbox's PID 1 made in the delegated
+/// sub-tree of the sandbox cgroup `cg` (`ctx/<name>` in the delegated hierarchies; the sandbox's
+/// own directory in the others, pids and freezer). `name` is checked like any cgroup name; on v2
+/// (nothing delegated) it is `cg` itself.
+pub fn context_cgroup_paths(cg: &Cgroup, name: &str) -> Result<CgroupPaths, CgroupError> {
+    check_name(name)?;
+    Ok(match cg.paths().clone() {
+        CgroupPaths::V1 {
+            memory,
+            pids,
+            cpu,
+            cpuacct,
+            freezer,
+        } => CgroupPaths::V1 {
+            memory: memory.join(DELEGATED_DIR).join(name),
+            cpu: cpu.join(DELEGATED_DIR).join(name),
+            cpuacct: cpuacct.join(DELEGATED_DIR).join(name),
+            pids,
+            freezer,
+        },
+        v2 => v2,
+    })
+}
+
 /// Make the delegated sub-tree of the sandbox cgroup `cg` for the host ids `uid`/`gid`, with
 /// `limits` (the sandbox's own) copied onto it. Returns nothing on cgroup v2 (see the module docs).
 pub fn delegate(

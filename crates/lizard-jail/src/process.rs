@@ -222,6 +222,19 @@ pub fn make_fifo(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
         .map_err(std::io::Error::from)
 }
 
+/// The end of a helper process (`lizard sandbox-init`, `lizard context-fork`): `reply` as one JSON
+/// line on stdout, then exit 1 if it says a failure (`failed`), else 0.
+pub fn reply_and_exit<T: serde::Serialize>(reply: &T, failed: bool) -> ! {
+    use std::io::Write;
+    let mut line = serde_json::to_string(reply)
+        .unwrap_or_else(|_| r#"{"error":"cannot serialize the reply"}"#.to_string());
+    line.push('\n');
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.as_bytes());
+    let _ = out.flush();
+    std::process::exit(i32::from(failed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,7 @@ use crate::cgroup::{Cgroup, CgroupPaths};
 use crate::checkpoint::{CheckpointError, Criu, ImagesDir};
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -154,14 +154,8 @@ pub fn fork_main() -> ! {
         },
         Err(e) => SubtreeReply::Error(format!("invalid spec: {e}")),
     };
-    let code = i32::from(matches!(reply, SubtreeReply::Error(_)));
-    let mut line = serde_json::to_string(&reply)
-        .unwrap_or_else(|_| r#"{"error":"cannot serialize the reply"}"#.to_string());
-    line.push('\n');
-    let mut out = io::stdout().lock();
-    let _ = out.write_all(line.as_bytes());
-    let _ = out.flush();
-    std::process::exit(code)
+    let failed = matches!(reply, SubtreeReply::Error(_));
+    crate::process::reply_and_exit(&reply, failed)
 }
 
 /// Read at most [`MAX_PROC_BYTES`] of a `/proc` file.

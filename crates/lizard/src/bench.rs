@@ -731,22 +731,7 @@ async fn checkpoint_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>>
             Language::Bash => "x=1",
         };
         c.run(&id, &in_context(warm, src.id.as_str())).await?;
-        let mut v = Vec::new();
-        for _ in 0..args.samples.min(20) {
-            let t = Instant::now();
-            let f = c
-                .fork_context(&id, src.id.as_str(), &Default::default())
-                .await?;
-            let probe = if lang == Language::Bash {
-                "echo $x"
-            } else {
-                "x"
-            };
-            c.run(&id, &in_context(probe, f.context.id.as_str()))
-                .await?;
-            v.push(ms(t.elapsed()));
-            c.delete_context(&id, f.context.id.as_str()).await?;
-        }
+        let v = fork_samples(c, &id, src.id.as_str(), lang, args.samples.min(20), None).await?;
         out.push(stats(
             &format!("fork a context({lang}) → first result"),
             "ms",
@@ -763,26 +748,15 @@ async fn checkpoint_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>>
             Language::Bash => "sleep 3600 &",
         };
         c.run(&id, &in_context(busy, src.id.as_str())).await?;
-        let mut v = Vec::new();
-        for _ in 0..args.samples.min(20) {
-            let t = Instant::now();
-            let f = c
-                .fork_context(&id, src.id.as_str(), &Default::default())
-                .await?;
-            if f.method != lizard_proto::ForkMethod::Checkpoint {
-                c.delete_context(&id, f.context.id.as_str()).await?;
-                break;
-            }
-            let probe = if lang == Language::Bash {
-                "echo $x"
-            } else {
-                "x"
-            };
-            c.run(&id, &in_context(probe, f.context.id.as_str()))
-                .await?;
-            v.push(ms(t.elapsed()));
-            c.delete_context(&id, f.context.id.as_str()).await?;
-        }
+        let v = fork_samples(
+            c,
+            &id,
+            src.id.as_str(),
+            lang,
+            args.samples.min(20),
+            Some(lizard_proto::ForkMethod::Checkpoint),
+        )
+        .await?;
         if !v.is_empty() {
             out.push(stats(
                 &format!("exact fork of a context({lang}) → first result"),
@@ -795,6 +769,36 @@ async fn checkpoint_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure>>
     }
     c.kill_sandbox(&id).await?;
     Ok(out)
+}
+
+/// `n` times: fork context `src` of sandbox `id` and run a probe of `x` in the fork (ms each);
+/// with `method`, stop at the first fork made otherwise (then fewer samples, maybe none).
+async fn fork_samples(
+    c: &lizard_client::Client,
+    id: &str,
+    src: &str,
+    lang: Language,
+    n: usize,
+    method: Option<lizard_proto::ForkMethod>,
+) -> Result<Vec<f64>> {
+    let probe = if lang == Language::Bash {
+        "echo $x"
+    } else {
+        "x"
+    };
+    let mut v = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let f = c.fork_context(id, src, &Default::default()).await?;
+        if method.is_some_and(|m| m != f.method) {
+            c.delete_context(id, f.context.id.as_str()).await?;
+            break;
+        }
+        c.run(id, &in_context(probe, f.context.id.as_str())).await?;
+        v.push(ms(t.elapsed()));
+        c.delete_context(id, f.context.id.as_str()).await?;
+    }
+    Ok(v)
 }
 
 fn in_context(code: &str, ctx: &str) -> ExecuteRequest {

@@ -236,14 +236,8 @@ pub fn init_main() -> ! {
         Ok(l) => InitReply::Ok(l),
         Err(e) => InitReply::Error(crate::error_chain(&e)),
     };
-    let code = i32::from(matches!(reply, InitReply::Error(_)));
-    let mut line = serde_json::to_string(&reply)
-        .unwrap_or_else(|_| r#"{"error":"cannot serialize the reply"}"#.to_string());
-    line.push('\n');
-    let mut out = io::stdout().lock();
-    let _ = out.write_all(line.as_bytes());
-    let _ = out.flush();
-    std::process::exit(code)
+    let failed = matches!(reply, InitReply::Error(_));
+    crate::process::reply_and_exit(&reply, failed)
 }
 
 fn read_spec() -> Result<SandboxSpec, JailError> {

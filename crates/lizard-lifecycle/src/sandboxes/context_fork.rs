@@ -141,36 +141,15 @@ impl Sandboxes {
         plan: &lizard_proto::CheckpointPlan,
         criu: &lizard_jail::checkpoint::Criu,
     ) -> Result<lizard_jail::subtree::SubtreeFork, String> {
-        use lizard_jail::cgroup::CgroupPaths;
         let rt = &sb.runtime;
         if plan.channels.len() != 4 || plan.channels.iter().any(|c| c.agent_fd < 0) {
             return Err("the agent's plan names unexpected descriptors".into());
         }
         // The fork's cgroup: the sandbox's, with the delegated controllers' `ctx/<name>` below.
-        let cgroup = match (&plan.cgroup, rt.cgroup.paths().clone()) {
-            (
-                Some(name),
-                CgroupPaths::V1 {
-                    memory,
-                    pids,
-                    cpu,
-                    cpuacct,
-                    freezer,
-                },
-            ) => {
-                if !plain_id(name) {
-                    return Err(format!("the agent's plan names cgroup {name:?}"));
-                }
-                let d = lizard_jail::delegation::DELEGATED_DIR;
-                CgroupPaths::V1 {
-                    memory: memory.join(d).join(name),
-                    cpu: cpu.join(d).join(name),
-                    cpuacct: cpuacct.join(d).join(name),
-                    pids,
-                    freezer,
-                }
-            }
-            (_, paths) => paths,
+        let cgroup = match &plan.cgroup {
+            Some(name) => lizard_jail::delegation::context_cgroup_paths(&rt.cgroup, name)
+                .map_err(|e| format!("the agent's plan names cgroup {name:?}: {e}"))?,
+            None => rt.cgroup.paths().clone(),
         };
         let spec = lizard_jail::subtree::SubtreeForkSpec {
             criu: criu.program.clone(),
