@@ -296,23 +296,10 @@ async fn fork_refusals_and_losses_are_said() {
     assert_eq!(r.status, 400, "{}", r.text);
 
     // Busy: a cell runs (started in the background), the fork is refused and the cell goes on.
-    let (addr, key) = (s.addr.clone(), s.admin_key.clone());
-    let path = format!("/v1/sandboxes/{id}/execute");
-    let a2 = a.clone();
-    let long = tokio::spawn(async move {
-        let body = json!({"code": "import time\nfor i in range(600): time.sleep(0.05)\nprint('finished')", "context": a2});
-        send(
-            &addr,
-            "POST",
-            &path,
-            &[
-                ("authorization", format!("Bearer {key}")),
-                ("content-type", "application/json".into()),
-            ],
-            body.to_string().into_bytes(),
-        )
-        .await
-    });
+    let long = s.run_in_background(
+        &id,
+        json!({"code": "import time\nfor i in range(600): time.sleep(0.05)\nprint('finished')", "context": a}),
+    );
     assert!(
         eventually(Duration::from_secs(30), || async {
             get_context(&s, &id, &a).await["state"] == "busy"
@@ -795,26 +782,7 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
         "source None\n"
     );
     // Interrupting the fork's cell keeps its state.
-    let (addr, key, path, fp2) = (
-        s.addr.clone(),
-        s.admin_key.clone(),
-        format!("/v1/sandboxes/{id}/execute"),
-        fp.clone(),
-    );
-    let long = tokio::spawn(async move {
-        let body = json!({"code": "time.sleep(120)", "context": fp2});
-        send(
-            &addr,
-            "POST",
-            &path,
-            &[
-                ("authorization", format!("Bearer {key}")),
-                ("content-type", "application/json".into()),
-            ],
-            body.to_string().into_bytes(),
-        )
-        .await
-    });
+    let long = s.run_in_background(&id, json!({"code": "time.sleep(120)", "context": fp}));
     assert!(
         eventually(Duration::from_secs(30), || async {
             get_context(&s, &id, &fp).await["state"] == "busy"

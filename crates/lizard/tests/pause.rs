@@ -121,17 +121,10 @@ async fn a_running_cell_continues_after_resume() {
     lizard_test_support::needs_root!();
     let s = Server::start();
     let id = s.create(&s.admin_key.clone(), json!({})).await;
-    let runner = {
-        let addr = s.addr.clone();
-        let key = s.admin_key.clone();
-        let id = id.clone();
-        tokio::spawn(async move {
-            let client = Server::client_for(&addr, &key);
-            client
-                .run(&id, json!({"code": "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.25)"}))
-                .await
-        })
-    };
+    let runner = s.run_in_background(
+        &id,
+        json!({"code": "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.25)"}),
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         s.admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
@@ -146,7 +139,8 @@ async fn a_running_cell_continues_after_resume() {
         200
     );
     let ex = runner.await.unwrap();
-    assert_eq!(stdout(&ex), "0\n1\n2\n3\n4\n5\n");
+    assert_eq!(ex.status, 200, "{}", ex.text);
+    assert_eq!(stdout(&ex.body), "0\n1\n2\n3\n4\n5\n");
     s.kill_all().await;
 }
 

@@ -213,6 +213,26 @@ impl Server {
         r.body
     }
 
+    /// Start a run in sandbox `id` in the background (as admin); the answer when it ends.
+    #[allow(dead_code)]
+    pub fn run_in_background(&self, id: &str, body: Value) -> tokio::task::JoinHandle<Resp> {
+        let (addr, key) = (self.addr.clone(), self.admin_key.clone());
+        let path = format!("/v1/sandboxes/{id}/execute");
+        tokio::spawn(async move {
+            send(
+                &addr,
+                "POST",
+                &path,
+                &[
+                    ("authorization", format!("Bearer {key}")),
+                    ("content-type", "application/json".into()),
+                ],
+                body.to_string().into_bytes(),
+            )
+            .await
+        })
+    }
+
     /// Run bash in a sandbox; returns (stdout, whole execution).
     pub async fn sh(&self, id: &str, code: &str) -> (String, Value) {
         let ex = self
