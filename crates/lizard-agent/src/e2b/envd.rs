@@ -496,14 +496,7 @@ fn stream_process(mut sub: Subscription, keepalive: Duration) -> Response {
             }
         }
     });
-    let mut r = Response::new(Body::from_stream(
-        ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
-    ));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(wire::CONNECT_STREAM_JSON),
-    );
-    r
+    connect_stream(rx)
 }
 
 async fn list(State(st): St) -> Json<wire::ListResponse> {
@@ -800,14 +793,7 @@ async fn watch_dir(
             }
         }
     });
-    let mut r = Response::new(Body::from_stream(
-        ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
-    ));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(wire::CONNECT_STREAM_JSON),
-    );
-    Ok(r)
+    Ok(connect_stream(rx))
 }
 
 async fn create_watcher(
@@ -1111,6 +1097,18 @@ async fn envs() -> Json<std::collections::BTreeMap<String, String>> {
             .filter(|(k, _)| !k.starts_with("LIZARD_"))
             .collect(),
     )
+}
+
+/// A Connect server stream (`application/connect+json`) of the frames `rx` yields.
+fn connect_stream(rx: tokio::sync::mpsc::Receiver<bytes::Bytes>) -> Response {
+    let mut r = Response::new(Body::from_stream(
+        ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
+    ));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(wire::CONNECT_STREAM_JSON),
+    );
+    r
 }
 
 #[cfg(test)]
