@@ -50,6 +50,19 @@ fn is_e2b(path: &str, sandbox_traffic: bool) -> bool {
         || path.starts_with("/e2b/")
 }
 
+/// The sandbox a request of the API is its own traffic of (`/v1/sandboxes/{id}/` followed by
+/// `execute`, `contexts`, `commands`, `files`, `ports` or `pty`), if it is.
+fn own_sandbox_traffic(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/v1/sandboxes/")?;
+    let (id, rest) = rest.split_once('/')?;
+    let first = rest.split('/').next().unwrap_or("");
+    matches!(
+        first,
+        "execute" | "contexts" | "commands" | "files" | "ports" | "pty"
+    )
+    .then_some(id)
+}
+
 /// The middleware (`axum::middleware::from_fn_with_state`).
 pub async fn gate(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     let peer = req
@@ -60,17 +73,34 @@ pub async fn gate(State(st): State<Arc<AppState>>, mut req: Request, next: Next)
     let sandbox_id = header(&req, "e2b-sandbox-id");
     let e2b = is_e2b(req.uri().path(), sandbox_id.is_some());
 
-    // Who: a valid sandbox token, a valid key, or the client's address.
+    // Who: a valid sandbox token, a valid key, or the client's address. A sandbox's own traffic
+    // (by its token, or by a key that may use it) counts against the sandbox's bucket: the
+    // control plane (creates, lists, lifecycle calls) stays limited per key, and one honest
+    // client running cells back to back in its sandbox is not throttled at the control plane's
+    // rate.
     let mut caller: Option<Caller> = None;
+    let mut sandbox_traffic = false;
     let bucket = if let Some(id) = &sandbox_id {
         let token = header(&req, "x-access-token")
             .or_else(|| header(&req, "e2b-traffic-access-token"))
             .unwrap_or_default();
-        st.e2b.token_ok(id, &token).then(|| format!("sbx:{id}"))
+        sandbox_traffic = st.e2b.token_ok(id, &token);
+        sandbox_traffic.then(|| format!("sbx:{id}"))
     } else if let Some(token) = bearer_token(req.headers()) {
         // A store failure here is reported by the handler's own lookup.
         caller = auth::caller(&st.sandboxes.store, token).ok().flatten();
-        caller.as_ref().map(|c| format!("key:{}", c.key_hash.0))
+        caller.as_ref().map(|c| {
+            match own_sandbox_traffic(req.uri().path())
+                .and_then(|id| st.sandboxes.get(id))
+                .filter(|sb| c.principal.can_see(&sb.project))
+            {
+                Some(sb) => {
+                    sandbox_traffic = true;
+                    format!("sbx:{}", sb.id)
+                }
+                None => format!("key:{}", c.key_hash.0),
+            }
+        })
     } else {
         None
     };
@@ -79,7 +109,11 @@ pub async fn gate(State(st): State<Arc<AppState>>, mut req: Request, next: Next)
         None => "ip:unknown".to_string(),
     });
 
-    if let Some(limiter) = &st.limiter {
+    let limiter = match sandbox_traffic {
+        true => &st.sandbox_limiter,
+        false => &st.limiter,
+    };
+    if let Some(limiter) = limiter {
         if let Err(wait) = limiter.check(&bucket, Instant::now()) {
             return too_many(e2b, crate::ratelimit::retry_after_secs(wait));
         }
@@ -126,7 +160,7 @@ pub async fn gate(State(st): State<Arc<AppState>>, mut req: Request, next: Next)
         .is_some();
 
     if status == StatusCode::UNAUTHORIZED && !from_sandbox {
-        if let Some(limiter) = &st.limiter {
+        if let Some(limiter) = limiter {
             // The one taken on the way in counts too.
             limiter.charge(&bucket, AUTH_FAILURE_COST - 1.0, Instant::now());
         }
@@ -318,6 +352,27 @@ fn too_many(e2b: bool, retry_after: u64) -> Response {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_sandboxs_own_traffic_is_its_code_files_ports_and_terminals() {
+        for (path, id) in [
+            ("/v1/sandboxes/abc/execute", Some("abc")),
+            ("/v1/sandboxes/abc/contexts/c1/fork", Some("abc")),
+            ("/v1/sandboxes/abc/commands", Some("abc")),
+            ("/v1/sandboxes/abc/files/list", Some("abc")),
+            ("/v1/sandboxes/abc/ports/8080/x", Some("abc")),
+            ("/v1/sandboxes/abc/pty", Some("abc")),
+            ("/v1/sandboxes/abc", None),
+            ("/v1/sandboxes/abc/pause", None),
+            ("/v1/sandboxes/abc/snapshots", None),
+            ("/v1/sandboxes", None),
+            ("/v1/projects/p/usage", None),
+            ("/v1/sandboxes/abc/executeX", None),
+        ] {
+            assert_eq!(own_sandbox_traffic(path), id, "{path}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -16,8 +16,12 @@ pub struct AppState {
     pub sandboxes: Arc<Sandboxes>,
     /// E2B compatibility: sandbox tokens and debug mode.
     pub e2b: crate::e2b_shared::E2b,
-    /// Requests per principal (`None`: no limit); applied by [`crate::gate`].
+    /// Requests per principal (`None`: no limit); applied by [`crate::gate`] to every request but
+    /// the ones on a sandbox the caller may use.
     pub limiter: Option<crate::ratelimit::RateLimiter>,
+    /// Requests per sandbox on its own traffic (its code, contexts, commands, files, ports and
+    /// terminals, by a key that may use it, or E2B's sandbox traffic); `None`: no limit.
+    pub sandbox_limiter: Option<crate::ratelimit::RateLimiter>,
     /// How long and how many audit events are kept ([`crate::audit::run_retention`]).
     pub audit_retention: crate::audit::Retention,
     /// User templates (`/v1/templates`).

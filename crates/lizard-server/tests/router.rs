@@ -72,6 +72,8 @@ fn api_with_limits(rate: f64, burst: u32) -> Api {
         sandboxes,
         e2b: lizard_server::e2b::E2b::open(&data, None).unwrap(),
         limiter: lizard_server::ratelimit::RateLimiter::new(rate, burst),
+        // A sandbox's own traffic: the server's default budget.
+        sandbox_limiter: lizard_server::ratelimit::RateLimiter::new(5000.0, 10_000),
         audit_retention: Retention::default(),
         templates,
     });
@@ -618,4 +620,58 @@ async fn executions_are_in_flight_while_their_answer_streams() {
     drop(r);
     assert_eq!(executions.in_flight("sbstandin4").count, 0);
     drop(plain);
+}
+
+/// The rate limit of a key is the control plane's: a sandbox's own traffic (here its contexts) by a
+/// key that may use it counts against the sandbox's budget, not the key's — and by a key that may
+/// not, against that key's (it cannot spend a sandbox's budget it does not own).
+#[tokio::test]
+async fn a_sandboxs_own_traffic_does_not_spend_the_keys_budget() {
+    let mut a = api_with_limits(0.01, 3);
+    let agent = stand_in().await;
+    sandbox_of(&mut a, &agent, "sbrate1", "alpha", json!({})).await;
+    // Its project was made with one of the key's 3 tokens.
+    for i in 0..30 {
+        let r = a
+            .admin(Method::GET, "/v1/sandboxes/sbrate1/contexts", None)
+            .await;
+        assert_ne!(
+            r.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "call {i}: {}",
+            r.body
+        );
+    }
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(a.admin(Method::GET, "/v1/projects", None).await.status);
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == StatusCode::OK).count(),
+        2,
+        "the control plane kept its own budget: {statuses:?}"
+    );
+    assert_eq!(statuses[3], StatusCode::TOO_MANY_REQUESTS);
+    // Another project's key: its calls to a sandbox it cannot see are its own key's.
+    let mut b = api_with_limits(0.01, 3);
+    sandbox_of(&mut b, &agent, "sbrate2", "alpha", json!({})).await;
+    let r = b
+        .admin(Method::POST, "/v1/projects", Some(json!({"name": "beta"})))
+        .await;
+    let beta = r.body["api_key"].as_str().unwrap().to_string();
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        got.push(
+            b.req(
+                Method::GET,
+                "/v1/sandboxes/sbrate2/contexts",
+                Some(&beta),
+                None,
+            )
+            .await
+            .status,
+        );
+    }
+    assert_eq!(&got[..3], [StatusCode::NOT_FOUND; 3], "{got:?}");
+    assert_eq!(got[3], StatusCode::TOO_MANY_REQUESTS, "{got:?}");
 }

@@ -106,6 +106,15 @@ pub struct ServeArgs {
     /// Requests a principal may send at once above the average rate.
     #[arg(long, env = "LIZARD_RATE_LIMIT_BURST", default_value_t = 400)]
     rate_limit_burst: u32,
+    /// Requests a second per sandbox on its own traffic — its code, contexts, commands, files,
+    /// ports and terminals, by a key that may use it (or E2B's sandbox traffic) — on average;
+    /// `0` = no limit. These do not count against the key's `--rate-limit-rps`, which then
+    /// limits the control plane (creates, lists, lifecycle calls) and calls on other sandboxes.
+    #[arg(long, env = "LIZARD_SANDBOX_RATE_LIMIT_RPS", default_value_t = 5000.0)]
+    sandbox_rate_limit_rps: f64,
+    /// Requests a sandbox's own traffic may send at once above its average rate.
+    #[arg(long, env = "LIZARD_SANDBOX_RATE_LIMIT_BURST", default_value_t = 10000)]
+    sandbox_rate_limit_burst: u32,
     /// Largest request head (request line + headers) in bytes; larger → 431.
     #[arg(long, default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(1024..=16 * 1024 * 1024))]
     max_header_bytes: u64,
@@ -878,6 +887,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             limiter: lizard_server::ratelimit::RateLimiter::new(
                 args.rate_limit_rps,
                 args.rate_limit_burst,
+            ),
+            sandbox_limiter: lizard_server::ratelimit::RateLimiter::new(
+                args.sandbox_rate_limit_rps,
+                args.sandbox_rate_limit_burst,
             ),
             audit_retention: lizard_server::audit::Retention {
                 max_age: (!args.audit_retention.is_zero()).then_some(args.audit_retention),

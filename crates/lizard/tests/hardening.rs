@@ -60,13 +60,18 @@ async fn rate_limits_are_per_principal_with_retry_after() {
             "0.2",
             "--rate-limit-burst",
             "3",
+            "--sandbox-rate-limit-rps",
+            "0.2",
+            "--sandbox-rate-limit-burst",
+            "3",
         ],
     );
     let other = s.project_key("other").await;
     let e2b_key = s.project_key("e2b").await;
     let admin = s.admin_key.clone();
 
-    // E2B sandbox traffic is limited per sandbox (its token), in E2B's error shape.
+    // E2B sandbox traffic is limited per sandbox (its token; `--sandbox-rate-limit-*`), in E2B's
+    // error shape.
     let xkey = vec![
         ("x-api-key", e2b_key.clone()),
         ("content-type", "application/json".to_string()),
@@ -579,7 +584,14 @@ async fn random_and_malformed_requests_get_typed_answers() {
     // Without rate limits (tested above), so every request reaches its route's parsers.
     let s = Server::start_in(
         tempfile::tempdir().unwrap(),
-        &["--pool-size", "1", "--rate-limit-rps", "0"],
+        &[
+            "--pool-size",
+            "1",
+            "--rate-limit-rps",
+            "0",
+            "--sandbox-rate-limit-rps",
+            "0",
+        ],
     );
     let admin = s.admin_key.clone();
     let live = s.create(&admin, json!({})).await;
@@ -847,4 +859,43 @@ async fn audit_events_are_logged_with_target_audit() {
         "{text}"
     );
     assert!(!text.contains(wrong), "{text}");
+}
+
+/// One honest client running cells back to back in its own sandbox is not throttled at the
+/// control plane's rate: the key's budget (here 5 at once, 1 a second) limits creates and lists,
+/// the sandbox's own traffic has the sandbox's budget (the default).
+#[tokio::test]
+async fn cells_in_ones_own_sandbox_do_not_spend_the_keys_budget() {
+    lizard_test_support::needs_root!();
+    let s = Server::start_in(
+        tempfile::tempdir().unwrap(),
+        &[
+            "--pool-size",
+            "0",
+            "--rate-limit-rps",
+            "1",
+            "--rate-limit-burst",
+            "5",
+        ],
+    );
+    let key = s.project_key("honest").await;
+    let id = s.create(&key, json!({})).await;
+    for i in 0..40 {
+        let r = s
+            .req(
+                Some(&key),
+                "POST",
+                &format!("/v1/sandboxes/{id}/execute"),
+                Some(json!({"code": format!("{i} + 1")})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "cell {i}: {}", r.text);
+    }
+    let (limited, sent) = until_429(&s.addr, &bearer(&key), "/v1/sandboxes", 20).await;
+    assert!(
+        sent >= 1,
+        "the key kept a token for its control plane ({sent})"
+    );
+    assert_eq!(limited.body["code"], "rate_limited", "{}", limited.text);
+    s.kill_all().await;
 }
