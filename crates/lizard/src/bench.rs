@@ -104,6 +104,24 @@ struct BenchServer {
 
 impl Drop for BenchServer {
     fn drop(&mut self) {
+        // Sandboxes outlive their server: a bench that stopped half-way (an error) must not leave
+        // its sandboxes running. Killed through the API, from a thread of its own (this may run
+        // inside the bench's runtime, which cannot block on another future).
+        let client = self.client.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let all = client.list_sandboxes(&Default::default()).await.ok()?;
+                for sb in all {
+                    let _ = client.kill_sandbox(&sb.sandbox_id).await;
+                }
+                Some(())
+            })
+        })
+        .join();
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
