@@ -43,13 +43,7 @@ async function startServer() {
 
 before(async () => { server = await startServer(); });
 
-after(async () => {
-  if (!server) return;
-  const auth = { authorization: `Bearer ${server.admin}` };
-  const list = await (await fetch(`${server.url}/v1/sandboxes`, { headers: auth })).json();
-  for (const sb of list) await fetch(`${server.url}/v1/sandboxes/${sb.sandbox_id}`, { method: 'DELETE', headers: auth });
-  server.child.kill('SIGTERM');
-});
+after(async () => { await server?.stop(); });
 
 function envFor(mode) {
   const env = { ...process.env };

@@ -15,7 +15,7 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 let server;
 
 before(async () => { server = await startServer(); });
-after(() => server?.child.kill('SIGTERM'));
+after(async () => { await server?.stop(); });
 
 const http = async (key) => {
   const client = new Client({ name: 'lizard-test', version: '1.0.0' });

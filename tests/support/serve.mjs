@@ -17,7 +17,7 @@ export const BIN = process.env.LIZARD_BIN || join(REPO, 'target/debug/lizard');
 /**
  * Start `lizard serve` with `extraArgs` and wait for its ready line.
  * @returns {Promise<{ child, url: string, admin: string, ready: object, log: () => string,
- *   project: (name: string, fields?: object) => Promise<string> }>}
+ *   project: (name: string, fields?: object) => Promise<string>, stop: () => Promise<void> }>}
  */
 export async function startServer(extraArgs = []) {
   const templatesFrom = process.env.LIZARD_TEMPLATES_FROM || join(REPO, 'target/lizard-data');
@@ -46,5 +46,24 @@ export async function startServer(extraArgs = []) {
     assert.equal(res.status, 201, await res.clone().text());
     return (await res.json()).api_key;
   };
-  return { child, url, admin, ready, log: () => log, project };
+  // Sandboxes outlive their server (by design): kill every one (and delete the volumes) before
+  // the server goes, so a suite leaves nothing running on the machine.
+  const stop = async () => {
+    const auth = { authorization: `Bearer ${admin}` };
+    try {
+      const list = await (await fetch(`${url}/v1/sandboxes`, { headers: auth })).json();
+      for (const sb of list) await fetch(`${url}/v1/sandboxes/${sb.sandbox_id}`, { method: 'DELETE', headers: auth });
+      const vols = await (await fetch(`${url}/v1/volumes`, { headers: auth })).json();
+      for (const v of vols) await fetch(`${url}/v1/volumes/${v.volume_id}?force=true`, { method: 'DELETE', headers: auth });
+    } catch (e) {
+      console.error(`could not clean up the server's sandboxes: ${e.message}`);
+    }
+    child.kill('SIGTERM');
+    await new Promise((ok) => {
+      if (child.exitCode !== null || child.signalCode !== null) return ok();
+      const t = setTimeout(ok, 10_000);
+      child.once('exit', () => { clearTimeout(t); ok(); });
+    });
+  };
+  return { child, url, admin, ready, log: () => log, project, stop };
 }
