@@ -35,9 +35,12 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 }
 
 async fn forward(
-    Path(params): Path<HashMap<String, String>>,
+    params: Result<Path<HashMap<String, String>>, axum::extract::rejection::PathRejection>,
     mut req: Request,
 ) -> Result<Response, ApiError> {
+    // A path that is no valid UTF-8 is the caller's error, typed like every other.
+    let Path(params) =
+        params.map_err(|e| ApiError::invalid(format!("invalid path: {}", e.body_text())))?;
     let port: u16 = params
         .get("port")
         .and_then(|p| p.parse().ok())
