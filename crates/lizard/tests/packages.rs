@@ -556,7 +556,7 @@ async fn killing_or_hibernating_a_sandbox_closes_its_listener_and_a_squatter_dep
         .sh(
             &b,
             "nohup python3 -c '
-import socket, time
+import os, socket, time
 while True:
     l = socket.socket()
     try:
@@ -565,7 +565,9 @@ while True:
         break
     except OSError:
         l.close()
-        open(\"/tmp/refused\", \"w\").write(\"yes\")
+        if not os.path.exists(\"/tmp/refused\"):
+            open(\"/tmp/refused.new\", \"w\").write(\"yes\")
+            os.rename(\"/tmp/refused.new\", \"/tmp/refused\")
         time.sleep(0.05)
 open(\"/tmp/squatting\", \"w\").write(\"yes\")
 while True:
