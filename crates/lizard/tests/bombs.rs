@@ -26,9 +26,7 @@ async fn round_trip(s: &Server, id: &str) -> Duration {
 
 async fn set_paused(s: &Server, id: &str, paused: bool) {
     let action = if paused { "pause" } else { "resume" };
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/{action}"), None)
-        .await;
+    let r = s.act(&id, action).await;
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
@@ -72,6 +70,35 @@ async fn assert_unaffected(s: &Server, victim: &str, bomb: &str, what: &str) {
         seen.push(format!("{idle:?} -> {during:?} ({ratio:.2}x)"));
     }
     panic!("{what}: a second sandbox's round trip was slowed more than 2x: {seen:?}");
+}
+
+/// The set-up of most tests here: the only bomb test running, a server, a sandbox created with
+/// `body` for the bomb and a plain one for the victim.
+async fn bomb_and_victim(
+    body: Value,
+) -> (tokio::sync::MutexGuard<'static, ()>, Server, String, String) {
+    let one = ONE_BOMB.lock().await;
+    let s = Server::start();
+    let key = s.admin_key.clone();
+    let bomb = s.create(&key, body).await;
+    let victim = s.create(&key, json!({})).await;
+    (one, s, bomb, victim)
+}
+
+/// Starts `cmd` in the background in `bomb`, waits until it made the file `started`, checks that
+/// `victim` is not slowed down by it, and kills every sandbox.
+async fn background_leaves_others_alone(
+    s: &Server,
+    bomb: &str,
+    victim: &str,
+    cmd: &str,
+    started: &str,
+    what: &str,
+) {
+    background(s, bomb, cmd).await;
+    wait_for_file(s, bomb, started).await;
+    assert_unaffected(s, victim, bomb, what).await;
+    s.kill_all().await;
 }
 
 /// Start `cmd` in the background in sandbox `id`.
@@ -167,11 +194,7 @@ async fn put_zeros(s: &Server, id: &str, path: &str, len: usize) -> (u16, Value)
 #[tokio::test]
 async fn disk_fill_of_the_writable_layer() {
     lizard_test_support::needs_root!();
-    let _one = ONE_BOMB.lock().await;
-    let s = Server::start();
-    let key = s.admin_key.clone();
-    let bomb = s.create(&key, json!({"limits": {"disk_mb": 128}})).await;
-    let victim = s.create(&key, json!({})).await;
+    let (_one, s, bomb, victim) = bomb_and_victim(json!({"limits": {"disk_mb": 128}})).await;
     let (out, _) = s
         .sh(
             &bomb,
@@ -196,26 +219,17 @@ async fn disk_fill_of_the_writable_layer() {
         .await;
     assert_eq!(out, "x\n");
 
-    background(
-        &s,
-        &bomb,
-        "touch /tmp/started; while :; do dd if=/dev/zero of=$HOME/fill bs=1M 2>/dev/null; rm -f $HOME/fill; done",
-    )
-    .await;
-    wait_for_file(&s, &bomb, "/tmp/started").await;
-    assert_unaffected(&s, &victim, &bomb, "disk fill loop").await;
-    s.kill_all().await;
+    // In a loop, in the background: the other sandbox is not slowed down.
+    let cmd = "touch /tmp/started; while :; do dd if=/dev/zero of=$HOME/fill bs=1M 2>/dev/null; rm -f $HOME/fill; done";
+    let (started, what) = ("/tmp/started", "disk fill loop");
+    background_leaves_others_alone(&s, &bomb, &victim, cmd, started, what).await;
 }
 
 /// Filling `/tmp` (a tmpfs of `limits.tmp_mb`) gives ENOSPC; the agent keeps working.
 #[tokio::test]
 async fn disk_fill_of_tmp() {
     lizard_test_support::needs_root!();
-    let _one = ONE_BOMB.lock().await;
-    let s = Server::start();
-    let key = s.admin_key.clone();
-    let bomb = s.create(&key, json!({"limits": {"tmp_mb": 64}})).await;
-    let victim = s.create(&key, json!({})).await;
+    let (_one, s, bomb, victim) = bomb_and_victim(json!({"limits": {"tmp_mb": 64}})).await;
     let (out, _) = s
         .sh(
             &bomb,
@@ -234,15 +248,10 @@ async fn disk_fill_of_tmp() {
     assert_eq!(stdout(&ex), "js alive\n", "{ex}");
     s.sh(&bomb, "rm /tmp/fill").await;
 
-    background(
-        &s,
-        &bomb,
-        "touch $HOME/started; while :; do dd if=/dev/zero of=/tmp/fill bs=1M 2>/dev/null; rm -f /tmp/fill; done",
-    )
-    .await;
-    wait_for_file(&s, &bomb, "started").await;
-    assert_unaffected(&s, &victim, &bomb, "/tmp fill loop").await;
-    s.kill_all().await;
+    // In a loop, in the background: the other sandbox is not slowed down.
+    let cmd = "touch $HOME/started; while :; do dd if=/dev/zero of=/tmp/fill bs=1M 2>/dev/null; rm -f /tmp/fill; done";
+    let (started, what) = ("started", "/tmp fill loop");
+    background_leaves_others_alone(&s, &bomb, &victim, cmd, started, what).await;
 }
 
 /// 10,000 files: created, then listed through the files API in bounded time; creating and
@@ -250,11 +259,7 @@ async fn disk_fill_of_tmp() {
 #[tokio::test]
 async fn ten_thousand_files() {
     lizard_test_support::needs_root!();
-    let _one = ONE_BOMB.lock().await;
-    let s = Server::start();
-    let key = s.admin_key.clone();
-    let bomb = s.create(&key, json!({})).await;
-    let victim = s.create(&key, json!({})).await;
+    let (_one, s, bomb, victim) = bomb_and_victim(json!({})).await;
     let ex = s
         .run(
             &bomb,
@@ -275,15 +280,10 @@ async fn ten_thousand_files() {
     assert_eq!(r.body.as_array().map(|a| a.len()), Some(10000));
     assert!(took < Duration::from_secs(10), "listing took {took:?}");
 
-    background(
-        &s,
-        &bomb,
-        "touch /tmp/started; while :; do mkdir -p churn && (cd churn && seq 10000 | xargs touch) && rm -rf churn; done",
-    )
-    .await;
-    wait_for_file(&s, &bomb, "/tmp/started").await;
-    assert_unaffected(&s, &victim, &bomb, "10,000-file churn").await;
-    s.kill_all().await;
+    // In a loop, in the background: the other sandbox is not slowed down.
+    let cmd = "touch /tmp/started; while :; do mkdir -p churn && (cd churn && seq 10000 | xargs touch) && rm -rf churn; done";
+    background_leaves_others_alone(&s, &bomb, &victim, cmd, "/tmp/started", "10,000-file churn")
+        .await;
 }
 
 /// Every string under `v` that looks like a cgroup path.
@@ -321,9 +321,7 @@ fn cgroup_cpu_ns(runtime: &Value) -> u64 {
 async fn sigterm_ignoring_sandbox_is_killed_cleanly() {
     lizard_test_support::needs_root!();
     let _one = ONE_BOMB.lock().await;
-    let s = Server::start();
-    let key = s.admin_key.clone();
-    let id = s.create(&key, json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     s.run(
         &id,
         json!({"code": "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nsignal.signal(signal.SIGINT, signal.SIG_IGN)"}),
@@ -390,11 +388,7 @@ async fn sigterm_ignoring_sandbox_is_killed_cleanly() {
 #[tokio::test]
 async fn busy_loops_in_every_context() {
     lizard_test_support::needs_root!();
-    let _one = ONE_BOMB.lock().await;
-    let s = Server::start();
-    let key = s.admin_key.clone();
-    let bomb = s.create(&key, json!({})).await;
-    let victim = s.create(&key, json!({})).await;
+    let (_one, s, bomb, victim) = bomb_and_victim(json!({})).await;
     let mut tasks = Vec::new();
     for (language, code) in [
         ("python", "open('/tmp/py', 'w').close()\nwhile True: pass"),
@@ -447,8 +441,7 @@ async fn busy_loops_in_every_context() {
 async fn output_flood_is_truncated_and_the_server_stays_small() {
     lizard_test_support::needs_root!();
     let _one = ONE_BOMB.lock().await;
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let pid = server_pid(s.data_dir.path());
     let before = vm_hwm(pid);
     let ex = s
@@ -486,7 +479,7 @@ async fn output_flood_is_truncated_and_the_server_stays_small() {
 #[tokio::test]
 async fn host_side_logs_stay_bounded() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let dir = s.data_dir.path().join("sandboxes").join(&id);
     let log = dir.join("agent.log");

@@ -55,7 +55,7 @@ async fn python(s: &Server, id: &str, code: &str) -> String {
 #[tokio::test]
 async fn the_sandbox_cannot_redirect_the_servers_channel_to_its_agent() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let (key_a, key_b) = (s.project_key("alpha").await, s.project_key("beta").await);
     let a = s.create(&key_a, json!({})).await;
     let b = s.create(&key_b, json!({})).await;
@@ -129,7 +129,7 @@ async fn the_sandbox_cannot_redirect_the_servers_channel_to_its_agent() {
 #[tokio::test]
 async fn the_agents_socket_is_invisible_inside() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let host_socket = runtime_json(&s, &id)["socket"]
         .as_str()
@@ -226,7 +226,7 @@ fn stored_state(s: &Server, id: &str) -> Option<lizard_server::store::StoredStat
 #[tokio::test]
 async fn pid_1_ignores_signals_from_inside_and_its_death_is_cleaned_up() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     python(&s, &id, "kept = 42").await;
     let (out, _) = s
@@ -305,7 +305,7 @@ async fn pid_1_ignores_signals_from_inside_and_its_death_is_cleaned_up() {
 #[tokio::test]
 async fn a_sandbox_with_its_socket_inside_is_not_adopted() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let old = s.create(&s.admin_key.clone(), json!({})).await;
     let keep = s.create(&s.admin_key.clone(), json!({})).await;
     python(&s, &keep, "v = 7").await;

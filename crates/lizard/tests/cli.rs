@@ -345,7 +345,7 @@ async fn volume_commands() {
 async fn sandbox_hibernate_and_resume_print_the_reports() {
     lizard_test_support::needs_root!();
     // The per-language report (its `lost` lines), asked for: CRIU is the default.
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let s = Server::with_flags("--criu none");
     let (code, id, err) = lizard(&s, &["sandbox", "create"], None);
     assert_eq!(code, 0, "{err}");
     let id = id.trim().to_string();

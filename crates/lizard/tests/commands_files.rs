@@ -371,9 +371,7 @@ async fn commands_through_the_server() {
 async fn concurrent_commands_keep_their_exit_codes() {
     lizard_test_support::needs_root!();
     // The agent is PID 1 and reaps orphans; it must never take a command's exit status.
-    let s = Server::start();
-    let key = s.admin_key.clone();
-    let id = s.create(&key, json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let mut tasks = Vec::new();
     for i in 0..40 {
         let c = Server::client_for(&s.addr, &s.admin_key);
@@ -394,9 +392,7 @@ async fn concurrent_commands_keep_their_exit_codes() {
 #[tokio::test]
 async fn terminal_through_the_server() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let key = s.admin_key.clone();
-    let id = s.create(&key, json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let base = format!("/v1/sandboxes/{id}");
     let mut out = stream_post(&s, &format!("{base}/pty"), json!({"cols": 80, "rows": 24})).await;
     let pid = out.next().await.unwrap()["pid"].as_u64().unwrap();
@@ -449,9 +445,7 @@ async fn terminal_through_the_server() {
 #[tokio::test]
 async fn files_through_the_server() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let key = s.admin_key.clone();
-    let id = s.create(&key, json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let base = format!("/v1/sandboxes/{id}");
     let put = |path: &str, data: Vec<u8>| {
         let url = format!("{base}/files?path={}", enc(path));
@@ -714,8 +708,7 @@ async fn files_through_the_server() {
 #[tokio::test]
 async fn rename_across_file_systems() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     s.sh(&id, "mkdir -p ~/d/sub && echo moved > ~/d/sub/f.txt")
         .await;
     let r = s

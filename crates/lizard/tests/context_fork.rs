@@ -76,8 +76,7 @@ fn id_of(v: &Value) -> String {
 #[tokio::test]
 async fn a_python_fork_has_the_sources_state_and_then_diverges() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let a = context(&s, &id, "python").await;
     out(&s, &id, &a, "import math\nx = 41\ndef f(): return x + 1").await;
     out(&s, &id, &a, "x += 1").await;
@@ -136,8 +135,7 @@ async fn a_python_fork_has_the_sources_state_and_then_diverges() {
 #[tokio::test]
 async fn a_javascript_fork_keeps_closures_and_timers() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let a = context(&s, &id, "javascript").await;
     out(
         &s,
@@ -216,8 +214,7 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
 #[tokio::test]
 async fn a_bash_fork_keeps_variables_functions_and_aliases() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let a = context(&s, &id, "bash").await;
     out(
         &s,
@@ -280,8 +277,7 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
 #[tokio::test]
 async fn fork_refusals_and_losses_are_said() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let r = fork(&s, &id, "0123456789abcdef0123456789abcdef").await;
     assert_eq!(r.status, 404, "{}", r.text);
     assert_eq!(r.body["code"], "not_found", "{}", r.text);
@@ -368,8 +364,7 @@ async fn fork_refusals_and_losses_are_said() {
 #[tokio::test]
 async fn a_fork_lives_on_its_own() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let a = context(&s, &id, "python").await;
     out(&s, &id, &a, "x = 1").await;
     let b = id_of(&forked(&s, &id, &a).await);
@@ -436,8 +431,7 @@ async fn a_fork_lives_on_its_own() {
 #[tokio::test]
 async fn a_fork_cannot_reach_an_unrelated_context() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let a = context(&s, &id, "python").await;
     let u = context(&s, &id, "python").await;
     out(
@@ -526,8 +520,7 @@ R["_fork_op"] = _lie"#
 #[tokio::test]
 async fn a_fork_that_leaves_a_thread_in_its_sources_cgroup_is_refused() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let a = context(&s, &id, "python").await;
     let marker = "lizard-left-behind";
     let split = format!(
@@ -581,8 +574,7 @@ print(x, mine)"#;
 #[ignore]
 async fn fork_latency() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     for lang in ["python", "javascript", "bash"] {
         let a = context(&s, &id, lang).await;
         let code = match lang {
@@ -656,8 +648,7 @@ async fn fork_latency() {
 #[tokio::test]
 async fn a_fork_has_its_own_cgroup_and_limits() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let r = s
         .admin(
             "POST",
@@ -729,16 +720,11 @@ async fn grows(s: &Server, id: &str, ctx: &str, code: &str, above: u64) -> u64 {
 #[tokio::test]
 async fn an_exact_fork_carries_threads_servers_and_commands() {
     lizard_test_support::needs_root!();
+    // (It says why when it skips, and fails instead when LIZARD_REQUIRE_CRIU=1.)
     if lizard_test_support::cached_criu().is_none() {
-        assert!(
-            std::env::var_os("LIZARD_REQUIRE_CRIU").is_none(),
-            "LIZARD_REQUIRE_CRIU is set but scripts/criu.sh's CRIU is missing"
-        );
-        eprintln!("skipped: no CRIU (run scripts/criu.sh)");
         return;
     }
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
 
     // Python.
     let py = context(&s, &id, "python").await;
@@ -902,7 +888,7 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
 #[tokio::test]
 async fn without_criu_a_fork_is_live_and_says_why() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let s = Server::with_flags("--criu none");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let a = context(&s, &id, "python").await;
     out(

@@ -44,8 +44,7 @@ fn host_memory_cgroup(id: &str) -> Option<PathBuf> {
 #[tokio::test]
 async fn memory_bomb_in_a_limited_context_dies_alone() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let limited = context(
         &s,
         &id,
@@ -134,8 +133,7 @@ async fn memory_bomb_in_a_limited_context_dies_alone() {
 #[tokio::test]
 async fn cpu_quota_is_respected() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let c = context(
         &s,
         &id,
@@ -235,8 +233,7 @@ async fn limits_above_the_sandboxs_are_refused() {
 #[tokio::test]
 async fn unlimited_contexts_are_accounted_and_cleaned_up() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let c = context(&s, &id, json!({"language": "javascript"})).await;
     let cid = c["id"].as_str().unwrap().to_string();
     // A kernel forked from the zygote starts with (nearly) nothing of its own: the pages it shares
@@ -277,8 +274,7 @@ async fn unlimited_contexts_are_accounted_and_cleaned_up() {
 #[tokio::test]
 async fn limits_survive_hibernation() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let c = context(
         &s,
         &id,
@@ -288,9 +284,7 @@ async fn limits_survive_hibernation() {
     let cid = c["id"].as_str().unwrap().to_string();
     py(&s, &id, &cid, "y = 5").await;
     for op in ["hibernate", "resume"] {
-        let r = s
-            .admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
-            .await;
+        let r = s.act(&id, op).await;
         assert_eq!(r.status, 200, "{op}: {}", r.text);
     }
     let info = s
@@ -320,8 +314,7 @@ async fn limits_survive_hibernation() {
 #[tokio::test]
 async fn javascript_contexts_get_their_cgroup_and_limits() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     for mb in [64u64, 96, 128] {
         let c = context(
             &s,
@@ -357,8 +350,7 @@ async fn javascript_contexts_get_their_cgroup_and_limits() {
 #[tokio::test]
 async fn forked_kernels_start_in_their_contexts_cgroup() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let ctx_dir = host_memory_cgroup(&id).unwrap().join("ctx");
     let nurseries = || {
         std::fs::read_dir(&ctx_dir)

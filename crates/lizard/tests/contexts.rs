@@ -32,8 +32,7 @@ async fn command(s: &Server, id: &str, cmd: &str) -> Value {
 #[tokio::test]
 async fn one_context_cannot_read_write_or_kill_another() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let a = context(&s, &id, "python").await;
     let b = context(&s, &id, "python").await;
     let ex = run_in(
@@ -114,8 +113,7 @@ print("uid", os.getuid())
 #[tokio::test]
 async fn user_code_cannot_signal_the_agent() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let r = command(
         &s,
         &id,
@@ -152,8 +150,7 @@ async fn user_code_cannot_signal_the_agent() {
 #[tokio::test]
 async fn a_context_cannot_drive_the_agent_over_tcp() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let b = context(&s, &id, "python").await;
     let ex = s
         .run(
@@ -190,8 +187,7 @@ except urllib.error.HTTPError as e:
 #[tokio::test]
 async fn contexts_share_files_through_the_group() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let a = context(&s, &id, "python").await;
     let b = context(&s, &id, "javascript").await;
     let ex = run_in(
@@ -298,8 +294,7 @@ print(getpass.getuser())
 #[tokio::test]
 async fn a_cwd_the_user_cannot_enter_is_a_typed_400() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let path = format!("/v1/sandboxes/{id}/contexts");
     let r = s.admin("POST", &path, Some(json!({"cwd": "/root"}))).await;
     r.expect_error(400, "invalid_request");

@@ -24,10 +24,7 @@ async fn metrics(s: &Server, key: &str, id: &str, query: &str) -> (u16, Value) {
 #[tokio::test]
 async fn e2b_metrics_are_a_series_of_samples() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--pool-size", "0", "--sample-interval-s", "1"],
-    );
+    let s = Server::with_flags("--pool-size 0 --sample-interval-s 1");
     let key = s.project_key("metrics").await;
     let (id, _token) = e2b_create(&s, &key).await;
     let busy = s
@@ -101,7 +98,7 @@ async fn e2b_metrics_are_a_series_of_samples() {
 #[tokio::test]
 async fn sandbox_traffic_does_not_tell_which_ids_exist() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let key = s.project_key("oracle").await;
     let (live, live_token) = e2b_create(&s, &key).await;
     let (dead, dead_token) = e2b_create(&s, &key).await;
@@ -162,7 +159,7 @@ async fn sandbox_traffic_does_not_tell_which_ids_exist() {
 async fn a_multi_fork_leaves_no_snapshot_behind_when_the_caller_hangs_up() {
     lizard_test_support::needs_root!();
     use tokio::io::AsyncWriteExt;
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let key = s.project_key("forks").await;
     let (id, _token) = e2b_create(&s, &key).await;
     let body = r#"{"count":3,"timeout":120}"#;
@@ -225,7 +222,7 @@ async fn a_multi_fork_leaves_no_snapshot_behind_when_the_caller_hangs_up() {
 #[tokio::test]
 async fn connect_only_extends_and_a_zero_timeout_ends_the_sandbox_now() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let key = s.project_key("lifecycle").await;
     let (id, _) = e2b_create(&s, &key).await;
     let call = |method: &'static str, path: String, body: &'static str| {
@@ -301,7 +298,7 @@ async fn connect_only_extends_and_a_zero_timeout_ends_the_sandbox_now() {
 #[tokio::test]
 async fn a_keys_e2b_form_is_the_same_key() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let key = s.project_key("e2bform").await;
     let e2b = format!("e2b_{}", key.strip_prefix("lz_").unwrap());
     let (id, _) = e2b_create(&s, &e2b).await;
@@ -330,7 +327,7 @@ async fn a_keys_e2b_form_is_the_same_key() {
 #[tokio::test]
 async fn list_pages_orders_and_filters_as_e2b_does() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let key = s.project_key("listing").await;
     let mut ids = Vec::new();
     for _ in 0..3 {

@@ -420,9 +420,7 @@ async fn rules_change_live() {
     );
     // Kept across a hibernation (exact or not).
     for op in ["hibernate", "resume"] {
-        let r =
-            f.s.admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
-                .await;
+        let r = f.s.act(&id, op).await;
         assert_eq!(r.status, 200, "{op}: {}", r.text);
     }
     let ex = f.s.run(&id, probe(std::slice::from_ref(&addr))).await;
@@ -624,14 +622,10 @@ async fn egress_sandboxes_hibernate_exactly() {
         )
         .await;
     f.s.run(&id, json!({"code": "x = 41"})).await;
-    let r =
-        f.s.admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-            .await;
+    let r = f.s.act(&id, "hibernate").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["hibernation"]["method"], "criu", "{}", r.text);
-    let r =
-        f.s.admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-            .await;
+    let r = f.s.act(&id, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     let ex = f.s.run(&id, json!({"code": "x + 1"})).await;
     assert_eq!(ex["results"][0]["data"]["text/plain"], "42", "{ex}");

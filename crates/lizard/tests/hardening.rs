@@ -51,21 +51,7 @@ fn retry_after(a: &Answer) -> u64 {
 async fn rate_limits_are_per_principal_with_retry_after() {
     lizard_test_support::needs_root!();
     // One request every 5 s after a burst of 3: any loop of 20 quick requests is cut.
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &[
-            "--pool-size",
-            "0",
-            "--rate-limit-rps",
-            "0.2",
-            "--rate-limit-burst",
-            "3",
-            "--sandbox-rate-limit-rps",
-            "0.2",
-            "--sandbox-rate-limit-burst",
-            "3",
-        ],
-    );
+    let s = Server::with_flags("--pool-size 0 --rate-limit-rps 0.2 --rate-limit-burst 3 --sandbox-rate-limit-rps 0.2 --sandbox-rate-limit-burst 3");
     let other = s.project_key("other").await;
     let e2b_key = s.project_key("e2b").await;
     let admin = s.admin_key.clone();
@@ -154,7 +140,7 @@ async fn rate_limits_are_per_principal_with_retry_after() {
 
 #[tokio::test]
 async fn default_limits_do_not_throttle_ordinary_use() {
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     for _ in 0..150 {
         let a = get(&s.addr, &s.admin_key, "/v1/sandboxes").await;
         assert_eq!(a.status, 200, "{}", a.text);
@@ -189,10 +175,7 @@ fn raw_status(addr: &str, request: &[u8]) -> u16 {
 
 #[tokio::test]
 async fn oversized_request_heads_get_431() {
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--pool-size", "0", "--max-header-bytes", "16384"],
-    );
+    let s = Server::with_flags("--pool-size 0 --max-header-bytes 16384");
     let key = s.admin_key.clone();
     let head = |extra: &str| {
         format!(
@@ -233,7 +216,7 @@ fn find<'a>(evs: &'a [Value], action: &str, object: &str) -> &'a Value {
 #[tokio::test]
 async fn audit_log_records_lifecycle_calls_and_auth_failures() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "1"]);
+    let s = Server::with_flags("--pool-size 1");
     let admin = s.admin_key.clone();
     let key = s.project_key("audited").await;
     let addr = s.addr.clone();
@@ -487,10 +470,7 @@ async fn audit_log_records_lifecycle_calls_and_auth_failures() {
 /// written, and events older than `--audit-retention` are deleted when the server starts.
 #[tokio::test]
 async fn audit_log_is_bounded_by_count_and_age() {
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--pool-size", "0", "--audit-max-events", "3"],
-    );
+    let s = Server::with_flags("--pool-size 0 --audit-max-events 3");
     let admin = s.admin_key.clone();
     for i in 0..6 {
         let r = get(&s.addr, &format!("lz_wrong{i}"), "/v1/sandboxes").await;
@@ -582,17 +562,7 @@ fn random_body(r: &mut Rng) -> Vec<u8> {
 async fn random_and_malformed_requests_get_typed_answers() {
     lizard_test_support::needs_root!();
     // Without rate limits (tested above), so every request reaches its route's parsers.
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &[
-            "--pool-size",
-            "1",
-            "--rate-limit-rps",
-            "0",
-            "--sandbox-rate-limit-rps",
-            "0",
-        ],
-    );
+    let s = Server::with_flags("--pool-size 1 --rate-limit-rps 0 --sandbox-rate-limit-rps 0");
     let admin = s.admin_key.clone();
     let live = s.create(&admin, json!({})).await;
     let seed = std::env::var("LIZARD_FUZZ_SEED")
@@ -779,7 +749,7 @@ async fn typed_answer(
 /// no JSON body: no route ever sees them) and the connection is closed; the server keeps serving.
 #[tokio::test]
 async fn malformed_http_gets_a_status_and_the_server_survives() {
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let mut r = Rng(0x9e37_79b9_7f4a_7c15);
     let mut cases: Vec<Vec<u8>> = vec![
         // (Empty lines alone are skipped by the parser, which then waits for a request: 10 s.)
@@ -893,17 +863,7 @@ async fn audit_events_are_logged_with_target_audit() {
 #[tokio::test]
 async fn cells_in_ones_own_sandbox_do_not_spend_the_keys_budget() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &[
-            "--pool-size",
-            "0",
-            "--rate-limit-rps",
-            "1",
-            "--rate-limit-burst",
-            "5",
-        ],
-    );
+    let s = Server::with_flags("--pool-size 0 --rate-limit-rps 1 --rate-limit-burst 5");
     let key = s.project_key("honest").await;
     let id = s.create(&key, json!({})).await;
     for i in 0..40 {

@@ -56,7 +56,7 @@ async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
 async fn hibernate_resume_restores_the_survival_list() {
     lizard_test_support::needs_root!();
     // The per-language save, asked for (with CRIU, the default, nothing is lost).
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let s = Server::with_flags("--criu none");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let py = context(&s, &id, "python").await;
     let sh = context(&s, &id, "bash").await;
@@ -100,9 +100,7 @@ async fn hibernate_resume_restores_the_survival_list() {
     .await;
     assert_eq!(ex["status"], "ok", "{ex}");
 
-    let h = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-        .await;
+    let h = s.act(&id, "hibernate").await;
     assert_eq!(h.status, 200, "{}", h.text);
     assert_eq!(h.body["state"], "hibernated");
     let hib = &h.body["hibernation"];
@@ -122,9 +120,7 @@ async fn hibernate_resume_restores_the_survival_list() {
         assert!(!Path::new(d).exists(), "cgroup {d} still exists");
     }
     // Idempotent, and code cannot run meanwhile.
-    let again = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-        .await;
+    let again = s.act(&id, "hibernate").await;
     assert_eq!(
         (again.status, again.body["state"].as_str()),
         (200, Some("hibernated"))
@@ -141,9 +137,7 @@ async fn hibernate_resume_restores_the_survival_list() {
     let l = s.admin("GET", "/v1/sandboxes?state=hibernated", None).await;
     assert_eq!(l.body.as_array().unwrap().len(), 1, "{}", l.text);
 
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
+    let r = s.act(&id, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["state"], "running");
     let rep = &r.body["restore"];
@@ -251,8 +245,7 @@ async fn hibernate_resume_restores_the_survival_list() {
 #[tokio::test]
 async fn hibernated_sandbox_survives_a_server_kill_9_and_kill_removes_it() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let ex = s
         .run(
             &id,
@@ -261,13 +254,9 @@ async fn hibernated_sandbox_survives_a_server_kill_9_and_kill_removes_it() {
         .await;
     assert_eq!(ex["status"], "ok", "{ex}");
     // From paused, too.
-    let p = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-        .await;
+    let p = s.act(&id, "pause").await;
     assert_eq!(p.status, 200);
-    let h = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-        .await;
+    let h = s.act(&id, "hibernate").await;
     assert_eq!(
         (h.status, h.body["state"].as_str()),
         (200, Some("hibernated")),
@@ -279,9 +268,7 @@ async fn hibernated_sandbox_survives_a_server_kill_9_and_kill_removes_it() {
     let s = Server::start_in(dir, &[]);
     let g = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
     assert_eq!(g.body["state"], "hibernated", "{}", g.text);
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
+    let r = s.act(&id, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     let ex = s
         .run(
@@ -292,9 +279,7 @@ async fn hibernated_sandbox_survives_a_server_kill_9_and_kill_removes_it() {
     assert_eq!(stdout(&ex), "survivor 1000 on disk\n", "{ex}");
 
     // Hibernate again and kill: the writable layer goes with it.
-    let h = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-        .await;
+    let h = s.act(&id, "hibernate").await;
     assert_eq!(h.status, 200, "{}", h.text);
     let sandbox_dir = s.data_dir.path().join("sandboxes").join(&id);
     assert!(sandbox_dir.join("disk/upper").is_dir());
@@ -312,14 +297,12 @@ async fn hibernated_sandbox_survives_a_server_kill_9_and_kill_removes_it() {
 #[tokio::test]
 async fn paused_sandboxes_hibernate_after_the_idle_period() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--hibernate-after", "1s"]);
+    let s = Server::with_flags("--hibernate-after 1s");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&id, json!({"code": "kept = 'idle'"})).await;
     // A running sandbox is never hibernated for idleness.
     let running = s.create(&s.admin_key.clone(), json!({})).await;
-    let p = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-        .await;
+    let p = s.act(&id, "pause").await;
     assert_eq!(p.status, 200);
     let hibernated = eventually(Duration::from_secs(60), || async {
         s.admin("GET", &format!("/v1/sandboxes/{id}"), None)
@@ -333,9 +316,7 @@ async fn paused_sandboxes_hibernate_after_the_idle_period() {
         .admin("GET", &format!("/v1/sandboxes/{running}"), None)
         .await;
     assert_eq!(g.body["state"], "running");
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
+    let r = s.act(&id, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(
         stdout(&s.run(&id, json!({"code": "print(kept)"})).await),
@@ -347,55 +328,18 @@ async fn paused_sandboxes_hibernate_after_the_idle_period() {
 #[tokio::test]
 async fn concurrent_hibernate_and_resume_calls_are_safe() {
     lizard_test_support::needs_root!();
-    let s = std::sync::Arc::new(Server::start());
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
-    s.run(&id, json!({"code": "x = 'one'"})).await;
-    let mut tasks = Vec::new();
-    for i in 0..6 {
-        let s = s.clone();
-        let id = id.clone();
-        tasks.push(tokio::spawn(async move {
-            let op = if i % 2 == 0 { "hibernate" } else { "resume" };
-            let r = s
-                .admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
-                .await;
-            (r.status, r.text)
-        }));
-    }
-    for t in tasks {
-        let (status, text) = t.await.unwrap();
-        assert_eq!(status, 200, "{text}");
-    }
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
-    assert_eq!(r.body["state"], "running", "{}", r.text);
-    assert_eq!(
-        stdout(&s.run(&id, json!({"code": "print(x)"})).await),
-        "one\n"
-    );
-    s.kill_all().await;
+    concurrent_calls_keep_state("hibernate", 6).await;
 }
 
 #[tokio::test]
 async fn memory_pressure_hibernates_paused_sandboxes_only() {
     lizard_test_support::needs_root!();
     // A threshold above any machine's memory: the server always sees pressure.
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &[
-            "--hibernate-after",
-            "0",
-            "--hibernate-below-mb",
-            "1000000000",
-        ],
-    );
+    let s = Server::with_flags("--hibernate-after 0 --hibernate-below-mb 1000000000");
     let paused = s.create(&s.admin_key.clone(), json!({})).await;
     let running = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&paused, json!({"code": "v = 'pressure'"})).await;
-    let p = s
-        .admin("POST", &format!("/v1/sandboxes/{paused}/pause"), None)
-        .await;
+    let p = s.act(&paused, "pause").await;
     assert_eq!(p.status, 200);
     let hibernated = eventually(Duration::from_secs(60), || async {
         s.admin("GET", &format!("/v1/sandboxes/{paused}"), None)
@@ -412,9 +356,7 @@ async fn memory_pressure_hibernates_paused_sandboxes_only() {
         .admin("GET", &format!("/v1/sandboxes/{running}"), None)
         .await;
     assert_eq!(g.body["state"], "running");
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{paused}/resume"), None)
-        .await;
+    let r = s.act(&paused, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(
         stdout(&s.run(&paused, json!({"code": "print(v)"})).await),
@@ -451,9 +393,7 @@ async fn hibernation_keeps_volumes_mounted() {
         .await;
     assert_eq!(out, "ok\n", "{ex}");
     for op in ["hibernate", "resume"] {
-        let r = s
-            .admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
-            .await;
+        let r = s.act(&id, op).await;
         assert_eq!(r.status, 200, "{op}: {}", r.text);
     }
     let (out, ex) = s

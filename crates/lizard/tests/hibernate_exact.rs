@@ -71,18 +71,14 @@ async fn fill(s: &Server, id: &str) -> (String, String, String) {
 }
 
 async fn hibernate(s: &Server, id: &str) -> Value {
-    let h = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-        .await;
+    let h = s.act(&id, "hibernate").await;
     assert_eq!(h.status, 200, "{}", h.text);
     assert_eq!(h.body["state"], "hibernated", "{}", h.text);
     h.body["hibernation"].clone()
 }
 
 async fn resume(s: &Server, id: &str) -> Value {
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
+    let r = s.act(&id, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["state"], "running");
     // CRIU's images never outlive the resume (and were never where the sandbox could reach).
@@ -101,8 +97,7 @@ fn int(ex: &Value) -> u64 {
 /// The exact method end to end: hibernate, optionally restart the server (`kill -9`), resume; the
 /// live state of every kind is there and still moving.
 async fn exact_round_trip(restart: bool) {
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &[]);
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let (py, js, sh) = fill(&s, &id).await;
     // A thread counting, a TCP server answering, a background command writing, all started in
     // cells.
@@ -303,8 +298,7 @@ async fn with_criu_a_failed_restore_relaunches_with_fresh_contexts_and_says_why(
     if cached_criu().is_none() {
         return;
     }
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &[]);
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let (py, _js, _sh) = fill(&s, &id).await;
     let hib = hibernate(&s, &id).await;
     assert_eq!(hib["method"], "criu", "{hib}");
@@ -325,8 +319,7 @@ async fn with_criu_a_dump_that_fails_falls_back_per_language() {
     if cached_criu().is_none() {
         return;
     }
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &[]);
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let (py, js, sh) = fill(&s, &id).await;
     // An open file of 2 MB already deleted: CRIU would have to copy it into the checkpoint and
     // refuses (its ghost-file limit is 1 MB), so the dump fails and the sandbox runs on.
@@ -376,7 +369,7 @@ async fn with_criu_exact_hibernation_survives_a_server_restart() {
 #[tokio::test]
 async fn without_criu_hibernation_is_per_language_and_says_so() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let s = Server::with_flags("--criu none");
     let (hib, restore) = hibernate_and_resume(&s).await;
     assert_eq!(hib["method"], "per-language", "{hib}");
     let why = hib["method_reason"].as_str().unwrap();

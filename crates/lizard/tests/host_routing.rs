@@ -431,9 +431,7 @@ async fn a_request_resumes_a_sandbox_that_asked_for_it() {
         json!({"code": "kept = 'before the pause'", "language": "python"}),
     )
     .await;
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-        .await;
+    let r = s.act(&id, "pause").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["network"]["auto_resume"], true, "{}", r.text);
     let a = get(
@@ -469,9 +467,7 @@ async fn a_request_resumes_a_sandbox_that_asked_for_it() {
         .await;
     s.run(&id, json!({"code": "kept = 7", "language": "python"}))
         .await;
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-        .await;
+    let r = s.act(&id, "hibernate").await;
     assert_eq!(r.status, 200, "{}", r.text);
     let ex = s
         .run(&id, json!({"code": "kept * 6", "language": "python"}))
@@ -480,9 +476,7 @@ async fn a_request_resumes_a_sandbox_that_asked_for_it() {
 
     // Without it, a paused sandbox stays paused and says so.
     let id = s.create(&key, json!({})).await;
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-        .await;
+    let r = s.act(&id, "pause").await;
     assert_eq!(r.status, 200, "{}", r.text);
     let r = s
         .admin(

@@ -405,8 +405,7 @@ grep ':memory:' /proc/self/cgroup
 #[tokio::test]
 async fn sandbox_processes_hold_no_host_files() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     // The default Python context (forked from the zygote), a JavaScript one (and its spare), a
     // Bash one: every kind of process the agent starts.
     for (language, code) in [
@@ -603,13 +602,9 @@ async fn each_sandbox_has_its_own_host_id_range() {
     assert_eq!(own_range(&host_ids_of(&s, &a)), ra);
 
     // Hibernation and wake: the same range, the writable layer's files still the user's.
-    let h = s
-        .admin("POST", &format!("/v1/sandboxes/{a}/hibernate"), None)
-        .await;
+    let h = s.act(&a, "hibernate").await;
     assert_eq!(h.status, 200, "{}", h.text);
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{a}/resume"), None)
-        .await;
+    let r = s.act(&a, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     let (out, _) = s
         .sh(

@@ -109,7 +109,7 @@ fn walk_dirs(p: &Path, ids: &[String], inside: bool) -> usize {
 async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
     lizard_test_support::needs_root!();
     // No warm pool here: its background refills would blur the counts.
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     // Warm up once (first-use caches), then count.
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
@@ -134,9 +134,7 @@ async fn no_leaks_after_100_create_kill_and_20_hibernation_cycles() {
         ids.push(id.clone());
         s.run(&id, json!({"code": "x = 1"})).await;
         for op in ["hibernate", "resume", "hibernate"] {
-            let r = s
-                .admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
-                .await;
+            let r = s.act(&id, op).await;
             assert_eq!(r.status, 200, "{op}: {}", r.text);
         }
         let r = s

@@ -362,9 +362,7 @@ for i in $(seq 1 600); do [ -s /tmp/conn ] && break; sleep 0.1; done; cat /tmp/c
         .await;
     assert_eq!(stdout(&ex).trim(), "1", "{ex}");
     for op in ["hibernate", "resume"] {
-        let r = s
-            .admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
-            .await;
+        let r = s.act(&id, op).await;
         assert_eq!(r.status, 200, "{op}: {}", r.text);
         if cached_criu().is_some() {
             let report = if op == "hibernate" {
@@ -528,18 +526,14 @@ async fn killing_or_hibernating_a_sandbox_closes_its_listener_and_a_squatter_dep
         holds_socket(server, &inode),
         "the server holds a's listener"
     );
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{a}/hibernate"), None)
-        .await;
+    let r = s.act(&a, "hibernate").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert!(
         released(server, &inode).await,
         "a hibernated sandbox's listener is still open"
     );
     // ...and a new one is made at the resume, closed again at the kill.
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{a}/resume"), None)
-        .await;
+    let r = s.act(&a, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert!(probe(&s, &a).await.contains("upstream saw"));
     let inode = mirror_listener_inode(init_pid(&s, &a)).expect("a's mirror listener");

@@ -10,20 +10,15 @@ use std::time::Duration;
 #[tokio::test]
 async fn pause_resume_keeps_kernel_state() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     s.run(&id, json!({"code": "import numpy as np\nx = 42\narr = np.arange(10)\nf = open('/home/user/notes.txt', 'w+')\nf.write('kept')\nf.flush()"})).await;
     s.run(&id, json!({"code": "y=7", "language": "bash"})).await;
 
-    let p = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-        .await;
+    let p = s.act(&id, "pause").await;
     assert_eq!(p.status, 200, "{}", p.text);
     assert_eq!(p.body["state"], "paused");
     // Idempotent.
-    let p = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-        .await;
+    let p = s.act(&id, "pause").await;
     assert_eq!((p.status, p.body["state"].as_str()), (200, Some("paused")));
     // A paused sandbox rejects execute with a clear error.
     let e = s
@@ -38,13 +33,9 @@ async fn pause_resume_keeps_kernel_state() {
     let l = s.admin("GET", "/v1/sandboxes?state=paused", None).await;
     assert_eq!(l.body.as_array().unwrap().len(), 1);
 
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
+    let r = s.act(&id, "resume").await;
     assert_eq!((r.status, r.body["state"].as_str()), (200, Some("running")));
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
+    let r = s.act(&id, "resume").await;
     assert_eq!(r.status, 200);
     let ex = s
         .run(
@@ -61,21 +52,16 @@ async fn pause_resume_keeps_kernel_state() {
 #[tokio::test]
 async fn twenty_pause_resume_cycles_lose_nothing() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     for i in 0..20 {
         s.run(
             &id,
             json!({"code": format!("v{i} = {i}\nopen('/home/user/f{i}', 'w').write('{i}')")}),
         )
         .await;
-        let p = s
-            .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-            .await;
+        let p = s.act(&id, "pause").await;
         assert_eq!(p.status, 200);
-        let r = s
-            .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-            .await;
+        let r = s.act(&id, "resume").await;
         assert_eq!(r.status, 200);
     }
     let ex = s
@@ -88,56 +74,20 @@ async fn twenty_pause_resume_cycles_lose_nothing() {
 #[tokio::test]
 async fn concurrent_pause_and_resume_calls_are_safe() {
     lizard_test_support::needs_root!();
-    let s = std::sync::Arc::new(Server::start());
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
-    s.run(&id, json!({"code": "x = 1"})).await;
-    let mut tasks = Vec::new();
-    for i in 0..10 {
-        let s = s.clone();
-        let id = id.clone();
-        tasks.push(tokio::spawn(async move {
-            let op = if i % 2 == 0 { "pause" } else { "resume" };
-            s.admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
-                .await
-                .status
-        }));
-    }
-    for t in tasks {
-        assert_eq!(t.await.unwrap(), 200);
-    }
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
-    assert_eq!(r.body["state"], "running");
-    assert_eq!(
-        stdout(&s.run(&id, json!({"code": "print(x)"})).await),
-        "1\n"
-    );
-    s.kill_all().await;
+    concurrent_calls_keep_state("pause", 10).await;
 }
 
 #[tokio::test]
 async fn a_running_cell_continues_after_resume() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let runner = s.run_in_background(
         &id,
         json!({"code": "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.25)"}),
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        s.admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-            .await
-            .status,
-        200
-    );
-    assert_eq!(
-        s.admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-            .await
-            .status,
-        200
-    );
+    assert_eq!(s.act(&id, "pause").await.status, 200);
+    assert_eq!(s.act(&id, "resume").await.status, 200);
     let ex = runner.await.unwrap();
     assert_eq!(ex.status, 200, "{}", ex.text);
     assert_eq!(stdout(&ex.body), "0\n1\n2\n3\n4\n5\n");
@@ -147,13 +97,11 @@ async fn a_running_cell_continues_after_resume() {
 #[tokio::test]
 async fn server_kill_9_and_restart_loses_nothing() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let running = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, running) = Server::with_sandbox().await;
     let paused = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&running, json!({"code": "x = 'still here'"})).await;
     s.run(&paused, json!({"code": "y = 'me too'"})).await;
-    s.admin("POST", &format!("/v1/sandboxes/{paused}/pause"), None)
-        .await;
+    s.act(&paused, "pause").await;
     let key = s.admin_key.clone();
 
     let dir = s.stop("-KILL");
@@ -171,8 +119,7 @@ async fn server_kill_9_and_restart_loses_nothing() {
         stdout(&s.run(&running, json!({"code": "print(x)"})).await),
         "still here\n"
     );
-    s.admin("POST", &format!("/v1/sandboxes/{paused}/resume"), None)
-        .await;
+    s.act(&paused, "resume").await;
     assert_eq!(
         stdout(&s.run(&paused, json!({"code": "print(y)"})).await),
         "me too\n"
@@ -186,12 +133,10 @@ async fn server_kill_9_and_restart_loses_nothing() {
 #[tokio::test]
 async fn a_running_sandbox_left_frozen_by_a_dead_server_is_thawed_by_the_next() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let running = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, running) = Server::with_sandbox().await;
     let paused = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&running, json!({"code": "x = 'thawed'"})).await;
-    s.admin("POST", &format!("/v1/sandboxes/{paused}/pause"), None)
-        .await;
+    s.act(&paused, "pause").await;
     let state = |id: &str| {
         let cg = host_cgroup("/sys/fs/cgroup/freezer", id).expect("the freezer cgroup");
         move || {
@@ -252,9 +197,7 @@ async fn timeout_can_pause_instead_of_kill() {
     })
     .await;
     assert!(paused, "the sandbox was not paused by its timeout");
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
+    let r = s.act(&id, "resume").await;
     assert_eq!(r.body["state"], "running");
     assert_eq!(r.body["on_timeout"], "pause");
     assert_eq!(
@@ -269,8 +212,7 @@ async fn timeout_can_pause_instead_of_kill() {
 #[tokio::test]
 async fn pip_install_user_survives_pause_resume() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let make_wheel = r#"
 import base64, hashlib, zipfile
 name, ver = "lzdemo", "1.0"
@@ -293,18 +235,8 @@ with zipfile.ZipFile("/home/user/lzdemo-1.0-py3-none-any.whl", "w") as z:
         .await;
     assert!(out.contains("Successfully installed lzdemo"), "{out}\n{ex}");
     for _ in 0..5 {
-        assert_eq!(
-            s.admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-                .await
-                .status,
-            200
-        );
-        assert_eq!(
-            s.admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-                .await
-                .status,
-            200
-        );
+        assert_eq!(s.act(&id, "pause").await.status, 200);
+        assert_eq!(s.act(&id, "resume").await.status, 200);
     }
     // A new context (a fresh Python process) imports it from the user site.
     let c = s

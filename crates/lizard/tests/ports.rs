@@ -56,8 +56,7 @@ assert _listening.wait(10)
 #[tokio::test]
 async fn http_service_in_the_sandbox_is_reachable_through_the_server() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     s.sh(&id, "mkdir -p ~/site && echo '<h1>hello from the sandbox</h1>' > ~/site/index.html && (cd ~/site && nohup python -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)")
         .await;
     let up = eventually(Duration::from_secs(20), || async {
@@ -119,8 +118,7 @@ async fn http_service_in_the_sandbox_is_reachable_through_the_server() {
 #[tokio::test]
 async fn websocket_service_in_the_sandbox_is_reachable_through_the_server() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let ex = s.run(&id, json!({"code": WS_ECHO})).await;
     assert_eq!(ex["status"], "ok", "{ex}");
     let (reply, head) = {
@@ -262,10 +260,7 @@ async fn services_get_end_to_end_headers_but_not_the_servers() {
 #[tokio::test]
 async fn a_services_401_is_not_the_servers() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--rate-limit-rps", "1", "--rate-limit-burst", "200"],
-    );
+    let s = Server::with_flags("--rate-limit-rps 1 --rate-limit-burst 200");
     let key = s.project_key("p401").await;
     let id = s.create(&key, json!({})).await;
     let code = r#"

@@ -305,7 +305,7 @@ async fn project_create_cli_works_on_the_data_dir() {
 #[tokio::test]
 async fn usage_is_metered_and_exported() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--sample-interval-s", "1"]);
+    let s = Server::with_flags("--sample-interval-s 1");
     let key = s.project_key("metered").await;
     let id = s.create(&key, json!({})).await;
     let r = s
@@ -423,8 +423,7 @@ async fn twenty_sandboxes_at_once() {
 #[tokio::test]
 async fn orphans_are_reaped_by_the_agent() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     s.sh(&id, "for i in 1 2 3 4 5; do (sleep 0.2 &) ; done")
         .await;
     let reaped = eventually(Duration::from_secs(10), || async {
@@ -441,7 +440,7 @@ async fn orphans_are_reaped_by_the_agent() {
 #[tokio::test]
 async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "2"]);
+    let s = Server::with_flags("--pool-size 2");
     let pooled_dirs = || {
         std::fs::read_dir(s.data_dir.path().join("sandboxes"))
             .map(|d| d.count())
@@ -499,8 +498,7 @@ async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
 #[tokio::test]
 async fn python_contexts_are_forked_from_the_zygote_in_a_sandbox() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     // A kernel is not dumpable, so its own /proc/self/environ is root's: the zygote's `-s` in the
     // (world-readable) cmdline tells a fork from a spawn.
     let probe = "import os\nprint(b'-s' in open('/proc/self/cmdline','rb').read().split(b'\\0'), os.getppid(), os.getpgid(0) == os.getpid())";
@@ -548,8 +546,7 @@ async fn python_contexts_are_forked_from_the_zygote_in_a_sandbox() {
 #[tokio::test]
 async fn javascript_contexts_are_forked_from_the_zygote_in_a_sandbox() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     // Not dumpable: the zygote's `--single-threaded` in the cmdline tells a fork from a spawn.
     let probe = "const fs = require('fs');\nconsole.log(fs.readFileSync('/proc/self/cmdline', 'latin1').split('\\0').includes('--single-threaded'), process.ppid, process.pid === Number(fs.readlinkSync('/proc/self')), process.cwd())";
     let mut randoms = Vec::new();
@@ -593,14 +590,8 @@ async fn javascript_contexts_are_forked_from_the_zygote_in_a_sandbox() {
 #[tokio::test]
 async fn agent_env_configures_every_sandboxs_agent() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &[
-            "--agent-env",
-            "LIZARD_JAVASCRIPT_ZYGOTE=false",
-            "--agent-env",
-            "LIZARD_JAVASCRIPT_SPARE=false",
-        ],
+    let s = Server::with_flags(
+        "--agent-env LIZARD_JAVASCRIPT_ZYGOTE=false --agent-env LIZARD_JAVASCRIPT_SPARE=false",
     );
     let id = s
         .create(&s.admin_key.clone(), json!({"env": {"MINE": "1"}}))
@@ -618,8 +609,7 @@ async fn agent_env_configures_every_sandboxs_agent() {
 #[tokio::test]
 async fn sandboxes_pin_their_template_build() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let pins = |id: &str| -> Vec<std::path::PathBuf> {
         let mut found = Vec::new();
         let root = templates_from().join("templates");
@@ -634,14 +624,10 @@ async fn sandboxes_pin_their_template_build() {
         found
     };
     assert_eq!(pins(&id).len(), 1, "one pinned build");
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-        .await;
+    let r = s.act(&id, "hibernate").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(pins(&id).len(), 1, "kept while hibernated");
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
+    let r = s.act(&id, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     let r = s
         .admin("DELETE", &format!("/v1/sandboxes/{id}"), None)
@@ -657,7 +643,7 @@ async fn sandboxes_pin_their_template_build() {
 #[tokio::test]
 async fn oversized_metadata_and_env_are_refused_before_launch() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let key = s.project_key("bounded").await;
     let big = |n: usize, k: usize, v: usize| -> serde_json::Map<String, serde_json::Value> {
         (0..n)
@@ -749,7 +735,7 @@ async fn oversized_metadata_and_env_are_refused_before_launch() {
 #[tokio::test]
 async fn disks_beyond_the_hosts_free_space_are_refused() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let key = s.project_key("disk").await;
     let free_mib = {
         let out = std::process::Command::new("df")
@@ -827,7 +813,7 @@ async fn disks_beyond_the_hosts_free_space_are_refused() {
 async fn a_create_whose_client_hangs_up_is_not_orphaned() {
     lizard_test_support::needs_root!();
     use tokio::io::AsyncWriteExt;
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--pool-size", "0"]);
+    let s = Server::with_flags("--pool-size 0");
     let key = s.project_key("hangup").await;
     let body = r#"{"timeout_ms": 120000}"#;
     let mut tcp = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
@@ -902,9 +888,7 @@ async fn an_early_answer_keeps_the_connection_when_the_body_comes_late() {
     let id = s
         .create(&s.admin_key.clone(), json!({"project": "keep-alive"}))
         .await;
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/pause"), None)
-        .await;
+    let r = s.act(&id, "pause").await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     let (addr, key) = (s.addr.clone(), s.admin_key.clone());
     tokio::task::spawn_blocking(move || {

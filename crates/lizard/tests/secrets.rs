@@ -356,9 +356,7 @@ print(n)
         "the rotated secret is inside: {holders:?}"
     );
     // A fork has the same rules and trusts the same CA (its layer is a copy).
-    let r =
-        f.s.admin("POST", &format!("/v1/sandboxes/{id}/fork"), None)
-            .await;
+    let r = f.s.act(&id, "fork").await;
     assert_eq!(r.status, 201, "{}", r.text);
     let fork = r.body["sandbox_id"].as_str().unwrap().to_string();
     let ex =
@@ -548,9 +546,7 @@ async fn a_deleted_secret_costs_only_its_injection() {
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
     for op in ["hibernate", "resume"] {
-        let r =
-            f.s.admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None)
-                .await;
+        let r = f.s.act(&id, op).await;
         assert_eq!(r.status, 200, "{op}: {}", r.text);
     }
     // No injection now: the upstream's own certificate, which the sandbox does not trust.

@@ -92,7 +92,7 @@ async fn clone(s: &Server, key: &str, snap: &str) -> Value {
 #[tokio::test]
 async fn clones_have_the_sources_state_and_stay_apart() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let s = Server::with_flags("--criu none");
     let key = s.admin_key.clone();
     let src = source(&s, &key).await;
 
@@ -296,7 +296,7 @@ async fn clones_have_the_sources_state_and_stay_apart() {
 #[tokio::test]
 async fn fork_and_a_snapshot_across_a_server_restart() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let s = Server::with_flags("--criu none");
     let key = s.admin_key.clone();
     let src = source(&s, &key).await;
     let t = Instant::now();
@@ -426,7 +426,7 @@ async fn snapshots_belong_to_their_project_and_bad_input_is_typed() {
 #[tokio::test]
 async fn a_hostile_sandbox_cannot_make_the_host_follow_or_read_its_saved_state() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let s = Server::with_flags("--criu none");
     let key = s.admin_key.clone();
     let id = s.create(&key, json!({})).await;
     let py = context(&s, &id, "python").await;
@@ -531,12 +531,9 @@ async fn a_hostile_agent_cannot_hang_flood_or_fool_a_snapshot() {
             )
             .await;
         for op in ["snapshots", "fork"] {
-            let r = tokio::time::timeout(
-                Duration::from_secs(120),
-                s.admin("POST", &format!("/v1/sandboxes/{id}/{op}"), None),
-            )
-            .await
-            .unwrap_or_else(|_| panic!("{mode} {op}: no answer"));
+            let r = tokio::time::timeout(Duration::from_secs(120), s.act(&id, op))
+                .await
+                .unwrap_or_else(|_| panic!("{mode} {op}: no answer"));
             assert!(r.status >= 400, "{mode} {op}: {} {}", r.status, r.text);
             assert!(r.body["code"].is_string(), "{mode} {op}: {}", r.text);
         }
@@ -595,7 +592,7 @@ fn cli(s: &Server, args: &[&str]) -> (i32, String, String) {
 #[tokio::test]
 async fn the_cli_and_the_openapi_document_cover_snapshots() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let s = Server::with_flags("--criu none");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&id, json!({"code": "v = 'from-cli'"})).await;
     let (code, out, err) = cli(&s, &["snapshot", "create", &id, "--metadata", "k=v"]);

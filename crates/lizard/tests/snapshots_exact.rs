@@ -438,8 +438,7 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
     if cached_criu().is_none() {
         return;
     }
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let src = live_source(&s, id).await;
     let f = s
         .admin(
@@ -492,7 +491,7 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
 #[tokio::test]
 async fn without_criu_snapshots_are_per_language_and_say_why() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", "none"]);
+    let s = Server::with_flags("--criu none");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let snap = snapshot(&s, &id).await;
     assert_eq!(snap["method"], "per-language", "{snap}");
@@ -514,10 +513,7 @@ async fn a_restored_agent_that_never_answers_the_handover_holds_nothing() {
     if cached_criu().is_none() {
         return;
     }
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--agent-env", "LIZARD_TEST_RELISTEN_FAULT=hang"],
-    );
+    let s = Server::with_flags("--agent-env LIZARD_TEST_RELISTEN_FAULT=hang");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let py = context(&s, &id, "python").await;
     run_in(&s, &id, &py, "x = 41").await;
@@ -581,7 +577,7 @@ async fn clones_share_their_identical_pages_with_share_clone_memory() {
     if cached_criu().is_none() {
         return;
     }
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--share-clone-memory"]);
+    let s = Server::with_flags("--share-clone-memory");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let py = context(&s, &id, "python").await;
     let digest = "import hashlib; print(hashlib.sha256(state).hexdigest())";

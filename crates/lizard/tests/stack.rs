@@ -82,8 +82,7 @@ async fn py(s: &Server, id: &str, code: &str, context: Option<&str>) -> Value {
 #[tokio::test]
 async fn python_3_14_imports_the_whole_stack() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let ex = py(&s, &id, "import sys; print(sys.version)", None).await;
     assert!(stdout(&ex).starts_with("3.14."), "{ex}");
     // One cell importing everything, and each package's version (a broken wheel fails here).
@@ -151,8 +150,7 @@ async fn the_build_records_its_versions() {
 #[tokio::test]
 async fn pil_images_are_results() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let png_results = |ex: &Value| -> Vec<(bool, usize)> {
         ex["results"]
             .as_array()
@@ -217,8 +215,7 @@ async fn pil_images_are_results() {
 #[tokio::test]
 async fn kernel_start_imports_none_of_the_stack() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let probe = format!("import sys\nprint([m for m in {HEAVY:?} if m in sys.modules])");
     let ex = py(&s, &id, &probe, None).await;
     assert_eq!(stdout(&ex), "[]\n", "default context: {ex}");
@@ -245,8 +242,7 @@ async fn kernel_start_imports_none_of_the_stack() {
 #[tokio::test]
 async fn incomplete_input_is_a_syntax_error() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let (s, id) = Server::with_sandbox().await;
     let ex = py(&s, &id, "fib(", None).await;
     assert_eq!(ex["error"]["name"], "SyntaxError", "{ex}");
     let ex = py(&s, &id, "def f(:\n    pass", None).await;

@@ -178,9 +178,8 @@ async fn half_sent_heads_from_one_client_do_not_take_the_api_down() {
 #[tokio::test]
 async fn a_hung_agent_delays_neither_a_restart_nor_its_own_kill() {
     lizard_test_support::needs_root!();
-    let s = Server::start();
+    let (s, hung) = Server::with_sandbox().await;
     let key = s.admin_key.clone();
-    let hung = s.create(&key, json!({})).await;
     let thawed = s.create(&key, json!({})).await;
     s.sh(&thawed, "x=1").await;
     let pid = |id: &str| runtime_json(&s, id)["pid"].as_u64().unwrap();
@@ -275,7 +274,7 @@ async fn a_hung_agent_does_not_hold_up_other_sandboxes_timeouts() {
 #[tokio::test]
 async fn a_streaming_cell_does_not_hold_the_servers_shutdown() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--shutdown-grace", "1s"]);
+    let s = Server::with_flags("--shutdown-grace 1s");
     let key = s.admin_key.clone();
     let id = s.create(&key, json!({})).await;
     let mut stream = tokio::net::TcpStream::connect(&s.addr).await.unwrap();

@@ -11,6 +11,11 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A server whose template builds have no egress and that keeps no pool.
+fn offline_builder() -> Server {
+    Server::with_flags("--template-build-egress none --pool-size 0")
+}
+
 /// A build context (tar.gz) made by the host's Python: the files given, and a tiny pure-Python
 /// wheel `tinypkg-1.0-py3-none-any.whl` when `wheel`.
 fn context(files: &[(&str, &str)], wheel: bool) -> String {
@@ -116,10 +121,7 @@ ENV GREETING="${GREETING_WORD} template"
 #[tokio::test]
 async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--template-build-egress", "none", "--pool-size", "0"],
-    );
+    let s = offline_builder();
     let ka = s.project_key("alpha").await;
     let kb = s.project_key("beta").await;
     let body = json!({
@@ -416,16 +418,8 @@ fn layers(data: &Path) -> Vec<PathBuf> {
 #[tokio::test]
 async fn build_steps_are_sandboxed_and_hostile_layers_import_safely() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &[
-            "--template-build-egress",
-            "none",
-            "--pool-size",
-            "0",
-            "--template-build-max-files",
-            "5000",
-        ],
+    let s = Server::with_flags(
+        "--template-build-egress none --pool-size 0 --template-build-max-files 5000",
     );
     let k = s.project_key("gamma").await;
     let host_data = s.data_dir.path().display().to_string();
@@ -544,10 +538,7 @@ async fn build_steps_are_sandboxed_and_hostile_layers_import_safely() {
 #[tokio::test]
 async fn the_cli_builds_lists_and_deletes_templates() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--template-build-egress", "none", "--pool-size", "0"],
-    );
+    let s = offline_builder();
     let work = tempfile::tempdir().unwrap();
     let ctx = work.path().join("ctx");
     std::fs::create_dir(&ctx).unwrap();
@@ -638,10 +629,7 @@ async fn the_cli_builds_lists_and_deletes_templates() {
 #[tokio::test]
 async fn a_template_from_a_running_sandbox() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--template-build-egress", "none", "--pool-size", "0"],
-    );
+    let s = offline_builder();
     let ka = s.project_key("delta").await;
     let kb = s.project_key("epsilon").await;
     let id = s.create(&ka, json!({})).await;
@@ -689,10 +677,7 @@ async fn a_template_from_a_running_sandbox() {
 async fn a_build_is_cancelled_on_disconnect_only_when_asked() {
     lizard_test_support::needs_root!();
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--template-build-egress", "none", "--pool-size", "0"],
-    );
+    let s = offline_builder();
     let k = s.project_key("zeta").await;
     let body = json!({
         "name": "slow",
@@ -765,10 +750,7 @@ async fn a_build_is_cancelled_on_disconnect_only_when_asked() {
 #[tokio::test]
 async fn a_template_from_debian_bookworm_runs_commands_without_python() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--template-build-egress", "none", "--pool-size", "0"],
-    );
+    let s = offline_builder();
     let k = s.project_key("delta").await;
     let dockerfile = "FROM debian:bookworm\n\
         RUN mkdir -p /opt/app && echo \"made by $(id -u)\" > /opt/app/made && chown -R user:user /opt/app\n\
@@ -867,10 +849,7 @@ async fn a_template_from_debian_bookworm_runs_commands_without_python() {
 #[tokio::test]
 async fn root_build_steps_write_anywhere_and_their_privileges_are_stripped() {
     lizard_test_support::needs_root!();
-    let s = Server::start_in(
-        tempfile::tempdir().unwrap(),
-        &["--template-build-egress", "none", "--pool-size", "0"],
-    );
+    let s = offline_builder();
     let k = s.project_key("epsilon").await;
     // A v2 file capability granting cap_net_raw (effective): what `setcap cap_net_raw+ep` writes.
     let setcap = "import os\n\

@@ -8,7 +8,9 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::Path;
 
-async fn create_volume(s: &Server, key: &str, body: Value) -> Value {
+/// Creates the volume `name` of `mib` MiB with `key`.
+async fn create_volume(s: &Server, key: &str, name: &str, mib: u64) -> Value {
+    let body = json!({"name": name, "size_limit_bytes": mib << 20});
     let r = s.req(Some(key), "POST", "/v1/volumes", Some(body)).await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.body
@@ -69,12 +71,7 @@ async fn data_outlives_the_sandbox_that_wrote_it() {
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
-    let v = create_volume(
-        &s,
-        &key,
-        json!({"name": "data", "size_limit_bytes": 64 << 20}),
-    )
-    .await;
+    let v = create_volume(&s, &key, "data", 64).await;
     assert!(v["volume_id"].as_str().unwrap().starts_with("vol_"));
     assert_eq!(v["size_limit_bytes"], 64 << 20);
     assert_eq!(v["mounted_by"], json!([]));
@@ -124,18 +121,8 @@ async fn data_outlives_the_sandbox_that_wrote_it() {
     assert_eq!(stdout(&ex), "hello\n");
 
     // Pause/resume keeps the mount and the data.
-    assert_eq!(
-        s.admin("POST", &format!("/v1/sandboxes/{a}/pause"), None)
-            .await
-            .status,
-        200
-    );
-    assert_eq!(
-        s.admin("POST", &format!("/v1/sandboxes/{a}/resume"), None)
-            .await
-            .status,
-        200
-    );
+    assert_eq!(s.act(&a, "pause").await.status, 200);
+    assert_eq!(s.act(&a, "resume").await.status, 200);
     let (out, _) = s.sh(&a, "cat /home/user/data/note.txt").await;
     assert_eq!(out, "hello\n");
 
@@ -208,12 +195,7 @@ async fn concurrent_mounts_see_each_others_writes() {
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
-    create_volume(
-        &s,
-        &key,
-        json!({"name": "shared", "size_limit_bytes": 32 << 20}),
-    )
-    .await;
+    create_volume(&s, &key, "shared", 32).await;
     let body = json!({"volumes": [{"name": "shared", "mount_path": "/mnt/shared"}]});
     let a = s.create(&key, body.clone()).await;
     let b = s.create(&key, body).await;
@@ -242,12 +224,7 @@ async fn read_only_mount_refuses_writes() {
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
-    create_volume(
-        &s,
-        &key,
-        json!({"name": "models", "size_limit_bytes": 32 << 20}),
-    )
-    .await;
+    create_volume(&s, &key, "models", 32).await;
     let rw = s
         .create(&key, json!({"volumes": [{"name": "models"}]}))
         .await;
@@ -305,12 +282,7 @@ async fn size_limit_is_enforced() {
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
-    create_volume(
-        &s,
-        &key,
-        json!({"name": "small", "size_limit_bytes": 16 << 20}),
-    )
-    .await;
+    create_volume(&s, &key, "small", 16).await;
     let id = s
         .create(&key, json!({"volumes": [{"name": "small"}]}))
         .await;
@@ -361,12 +333,7 @@ async fn cross_project_access_is_refused() {
     let _cleanup = Cleanup(&s);
     let k1 = s.project_key("p1").await;
     let k2 = s.project_key("p2").await;
-    let v = create_volume(
-        &s,
-        &k1,
-        json!({"name": "secret", "size_limit_bytes": 16 << 20}),
-    )
-    .await;
+    let v = create_volume(&s, &k1, "secret", 16).await;
     let vid = v["volume_id"].as_str().unwrap().to_string();
     assert_eq!(v["project"], "p1");
     let a = s
@@ -422,12 +389,7 @@ async fn cross_project_access_is_refused() {
         assert_eq!(r.status, 404, "{}", r.text);
     }
     // p2 may have its own "secret": a different file system.
-    create_volume(
-        &s,
-        &k2,
-        json!({"name": "secret", "size_limit_bytes": 16 << 20}),
-    )
-    .await;
+    create_volume(&s, &k2, "secret", 16).await;
     let b = s
         .create(&k2, json!({"volumes": [{"name": "secret"}]}))
         .await;
@@ -449,12 +411,7 @@ async fn symlinks_in_a_volume_do_not_escape() {
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
-    let v = create_volume(
-        &s,
-        &key,
-        json!({"name": "links", "size_limit_bytes": 16 << 20}),
-    )
-    .await;
+    let v = create_volume(&s, &key, "links", 16).await;
     let vid = v["volume_id"].as_str().unwrap().to_string();
     let a = s
         .create(&key, json!({"volumes": [{"name": "links"}]}))
@@ -543,12 +500,7 @@ async fn delete_while_mounted() {
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
-    let v = create_volume(
-        &s,
-        &key,
-        json!({"name": "busy", "size_limit_bytes": 16 << 20}),
-    )
-    .await;
+    let v = create_volume(&s, &key, "busy", 16).await;
     let vid = v["volume_id"].as_str().unwrap().to_string();
     let host_dir = s.data_dir.path().join("volumes").join(&vid);
     let image = s.data_dir.path().join("volumes").join(format!("{vid}.img"));
@@ -584,12 +536,7 @@ async fn delete_while_mounted() {
     );
     assert!(!host_mounted(&host_dir) && !host_dir.exists() && !image.exists());
     // A volume nobody mounts deletes without force; the name is free again.
-    create_volume(
-        &s,
-        &key,
-        json!({"name": "busy", "size_limit_bytes": 16 << 20}),
-    )
-    .await;
+    create_volume(&s, &key, "busy", 16).await;
     assert_eq!(
         s.admin("DELETE", "/v1/volumes/busy", None).await.status,
         204
@@ -609,18 +556,8 @@ async fn volumes_survive_a_server_restart() {
     let s = Server::start();
     let cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
-    create_volume(
-        &s,
-        &key,
-        json!({"name": "keep", "size_limit_bytes": 16 << 20}),
-    )
-    .await;
-    create_volume(
-        &s,
-        &key,
-        json!({"name": "idle", "size_limit_bytes": 16 << 20}),
-    )
-    .await;
+    create_volume(&s, &key, "keep", 16).await;
+    create_volume(&s, &key, "idle", 16).await;
     let a = s.create(&key, json!({"volumes": [{"name": "keep"}]})).await;
     s.sh(&a, "echo before > /home/user/keep/f").await;
     std::mem::forget(cleanup);
@@ -678,7 +615,7 @@ async fn bad_volume_requests_get_typed_errors() {
         )
         .await;
     assert_eq!(r.status, 400);
-    create_volume(&s, &key, json!({"name": "v", "size_limit_bytes": 16 << 20})).await;
+    create_volume(&s, &key, "v", 16).await;
     let r = s
         .admin("POST", "/v1/volumes", Some(json!({"name": "v"})))
         .await;
@@ -768,12 +705,7 @@ async fn volumes_are_shared_across_id_ranges() {
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
-    let v = create_volume(
-        &s,
-        &key,
-        json!({"name": "across", "size_limit_bytes": 32 << 20}),
-    )
-    .await;
+    let v = create_volume(&s, &key, "across", 32).await;
     let body = json!({"volumes": [{"name": "across", "mount_path": "/mnt/v"}]});
     let a = s.create(&key, body.clone()).await;
     let b = s.create(&key, body).await;
@@ -832,12 +764,7 @@ async fn a_sandbox_with_a_volume_is_checkpointed_exactly() {
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
-    create_volume(
-        &s,
-        &key,
-        json!({"name": "kept", "size_limit_bytes": 32 << 20}),
-    )
-    .await;
+    create_volume(&s, &key, "kept", 32).await;
     let id = s
         .create(
             &key,
@@ -861,14 +788,10 @@ async fn a_sandbox_with_a_volume_is_checkpointed_exactly() {
     .await;
     let owners = "import os\nprint(sorted((n, os.stat('/mnt/v/' + n).st_uid, os.stat('/mnt/v/' + n).st_gid) for n in os.listdir('/mnt/v')))";
     let before = run(id.clone(), owners).await;
-    let h = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/hibernate"), None)
-        .await;
+    let h = s.act(&id, "hibernate").await;
     assert_eq!(h.status, 200, "{}", h.text);
     assert_eq!(h.body["hibernation"]["method"], "criu", "{}", h.text);
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/resume"), None)
-        .await;
+    let r = s.act(&id, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["restore"]["method"], "criu", "{}", r.text);
     assert_eq!(run(id.clone(), "print(x + 1)").await, "42\n");

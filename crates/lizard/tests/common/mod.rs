@@ -102,6 +102,20 @@ impl Server {
         Self::start_in(tempfile::tempdir().unwrap(), &[])
     }
 
+    /// A server with default flags and one sandbox of the admin's (its id).
+    pub async fn with_sandbox() -> (Server, String) {
+        let s = Server::start();
+        let id = s.create(&s.admin_key.clone(), json!({})).await;
+        (s, id)
+    }
+
+    /// A server in a fresh data dir started with `flags`, split at white space
+    /// (`"--pool-size 0 --rate-limit-rps 0"`).
+    pub fn with_flags(flags: &str) -> Server {
+        let flags: Vec<&str> = flags.split_whitespace().collect();
+        Self::start_in(tempfile::tempdir().unwrap(), &flags)
+    }
+
     pub fn start_in(data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
         Self::start_from(Path::new(env!("CARGO_BIN_EXE_lizard")), data_dir, extra)
     }
@@ -194,6 +208,13 @@ impl Server {
     pub async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> Resp {
         self.req(Some(&self.admin_key.clone()), method, path, body)
             .await
+    }
+
+    /// `POST /v1/sandboxes/{id}/{action}` with the admin key and no body (`pause`, `resume`,
+    /// `hibernate`, …).
+    pub async fn act(&self, id: &str, action: &str) -> Resp {
+        let path = format!("/v1/sandboxes/{id}/{action}");
+        self.admin("POST", &path, None).await
     }
 
     pub async fn create(&self, key: &str, body: Value) -> String {
@@ -534,4 +555,27 @@ pub async fn assert_relaunched_with_fresh_contexts(
         .run(id, json!({"code": "print(1 + 1)", "context": c}))
         .await;
     assert_eq!(stdout(&ex), "2\n", "{ex}");
+}
+
+/// Fires `n` calls at one sandbox at once, `op` and `resume` in turn: each succeeds, and the
+/// kernel's state is there after a last resume.
+pub async fn concurrent_calls_keep_state(op: &'static str, n: usize) {
+    let s = std::sync::Arc::new(Server::start());
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    s.run(&id, json!({"code": "x = 'kept'"})).await;
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let (s, id) = (s.clone(), id.clone());
+            tokio::spawn(async move { s.act(&id, if i % 2 == 0 { op } else { "resume" }).await })
+        })
+        .collect();
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 200, "{op}: {}", r.text);
+    }
+    let r = s.act(&id, "resume").await;
+    assert_eq!(r.body["state"], "running", "{}", r.text);
+    let ex = s.run(&id, json!({"code": "print(x)"})).await;
+    assert_eq!(stdout(&ex), "kept\n", "{ex}");
+    s.kill_all().await;
 }
