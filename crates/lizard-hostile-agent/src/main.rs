@@ -222,7 +222,7 @@ impl State {
             .and_then(|c| {
                 let c = c.as_ref()?;
                 let fd = std::os::fd::AsRawFd::as_raw_fd(c.stdin.as_ref()?);
-                Some((c.id() as i64, (fd, pipe_inode(fd))))
+                Some((c.id() as i64, (fd, lizard_jail::procfs::own_pipe_inode(fd))))
             })
             .unwrap_or((0, (0, 0)));
         let channel =
@@ -289,20 +289,6 @@ impl State {
             _ => {}
         }
     }
-}
-
-/// The inode of the pipe at this process's `fd` (0 when it is none).
-fn pipe_inode(fd: i32) -> u64 {
-    std::fs::read_link(format!("/proc/self/fd/{fd}"))
-        .ok()
-        .and_then(|l| {
-            l.to_str()?
-                .strip_prefix("pipe:[")?
-                .strip_suffix(']')?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
 }
 
 /// Keep the connection open, reading whatever comes, never answering.

@@ -1,4 +1,5 @@
-//! Per-process accounting read from `/proc`: CPU time and peak resident memory.
+//! Per-process facts read from `/proc`: CPU time, peak resident memory, zombies, the pipes a
+//! process holds.
 //!
 //! Not here: cgroup accounting for whole sandboxes.
 
@@ -16,6 +17,23 @@ fn clock_ticks() -> u64 {
             .map(|t| t as u64)
             .unwrap_or(100)
     })
+}
+
+/// The inode of the pipe that the link `link` (a `/proc/<pid>/fd/<n>` entry) names, if it names
+/// a pipe (`pipe:[<inode>]`).
+pub fn pipe_inode_of(link: &std::path::Path) -> Option<u64> {
+    fs::read_link(link)
+        .ok()?
+        .to_str()?
+        .strip_prefix("pipe:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// The inode of the pipe that this process's descriptor `fd` is, or 0 when it is no pipe.
+pub fn own_pipe_inode(fd: std::os::fd::RawFd) -> u64 {
+    pipe_inode_of(std::path::Path::new(&format!("/proc/self/fd/{fd}"))).unwrap_or(0)
 }
 
 /// User + system CPU time of `pid` plus that of its waited-for children, in milliseconds.

@@ -281,14 +281,7 @@ fn pipe_inodes(host_pid: i32) -> Vec<u64> {
     };
     fds.flatten()
         .take(65_536)
-        .filter_map(|fd| {
-            let link = std::fs::read_link(fd.path()).ok()?;
-            link.to_str()?
-                .strip_prefix("pipe:[")?
-                .strip_suffix(']')?
-                .parse()
-                .ok()
-        })
+        .filter_map(|fd| crate::procfs::pipe_inode_of(&fd.path()))
         .collect()
 }
 

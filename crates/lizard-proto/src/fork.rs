@@ -99,13 +99,12 @@ pub struct ForkChannel {
     pub agent_fd: i32,
 }
 
-/// The agent's host-only `POST /context-forks/{id}/adopt`: the restored copy (pids in the
-/// sandbox's pid namespace).
+/// The agent's host-only `POST /context-forks/{id}/adopt`: the restored copy of the kernel (its
+/// pid in the sandbox's pid namespace). The copy's init needs no word: it ends with the fork's
+/// cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdoptFork {
-    /// The copy's init (the agent's child; its end ends the copy).
-    pub init_pid: i32,
     /// The copy of the kernel.
     pub kernel_pid: i32,
 }

@@ -123,12 +123,7 @@ impl Contexts {
         new: &ContextId,
         kernel_pid: i32,
     ) -> Result<(Arc<ContextHandle>, ContextId), ContextError> {
-        let p = self
-            .pending
-            .lock()
-            .ok()
-            .and_then(|mut m| m.remove(new))
-            .ok_or_else(|| ContextError::NotFound(new.clone()))?;
+        let p = self.take_pending(new)?;
         let PendingFork {
             src,
             limits,
@@ -190,14 +185,18 @@ impl Contexts {
         Ok((handle, src.id.clone()))
     }
 
-    /// Forget the planned fork `new` (its cgroup, pipes, and the hold on the source).
-    pub fn abort_fork(&self, new: &ContextId) -> Result<(), ContextError> {
-        let p = self
-            .pending
+    /// The planned fork `new`, out of the table.
+    fn take_pending(&self, new: &ContextId) -> Result<PendingFork, ContextError> {
+        self.pending
             .lock()
             .ok()
             .and_then(|mut m| m.remove(new))
-            .ok_or_else(|| ContextError::NotFound(new.clone()))?;
+            .ok_or_else(|| ContextError::NotFound(new.clone()))
+    }
+
+    /// Forget the planned fork `new` (its cgroup, pipes, and the hold on the source).
+    pub fn abort_fork(&self, new: &ContextId) -> Result<(), ContextError> {
+        let p = self.take_pending(new)?;
         if let Some(cg) = p.cgroup {
             remove_cgroup_later(cg, None);
         }

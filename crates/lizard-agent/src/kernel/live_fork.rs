@@ -300,7 +300,7 @@ impl Kernel {
             pipe::Sender::from_owned_fd(take(&mut ch.control)?).map_err(pipe_err("control"))?;
         let control = match language {
             Language::Bash => Control::Bash {
-                inode: super::pipe_inode(std::os::fd::AsRawFd::as_raw_fd(&ctl)),
+                inode: lizard_jail::procfs::own_pipe_inode(std::os::fd::AsRawFd::as_raw_fd(&ctl)),
                 stdin: Box::new(ctl),
                 cell_file: cfg.run_dir.join(format!("{}.cell.sh", scratch_of(&ch.dir))),
                 owner: user,
@@ -361,7 +361,7 @@ impl Kernel {
         let ctl = pipe::Sender::from_owned_fd(ch.control).map_err(pipe_err("control"))?;
         let control = match language {
             Language::Bash => Control::Bash {
-                inode: super::pipe_inode(std::os::fd::AsRawFd::as_raw_fd(&ctl)),
+                inode: lizard_jail::procfs::own_pipe_inode(std::os::fd::AsRawFd::as_raw_fd(&ctl)),
                 stdin: Box::new(ctl),
                 cell_file: cfg.run_dir.join(format!("{scratch}.cell.sh")),
                 owner: user,

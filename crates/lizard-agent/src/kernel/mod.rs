@@ -18,6 +18,7 @@ pub use zygote::{Zygote, ZygoteError};
 use crate::users::Ids;
 use lizard_jail::delegation::ContextCgroup;
 use lizard_jail::process::join_cgroups_on_exec;
+use lizard_jail::procfs::own_pipe_inode;
 use lizard_jail::{cloexec_pipe, map_fds, signal_group, Signal};
 use lizard_proto::{Language, MimeBundle};
 use serde::Deserialize;
@@ -405,20 +406,6 @@ enum Control {
 
 use std::os::fd::AsRawFd as _;
 
-/// The inode of the pipe (or FIFO) at the agent's `fd`, from `/proc/self/fd` (0 when it is none).
-fn pipe_inode(fd: std::os::fd::RawFd) -> u64 {
-    std::fs::read_link(format!("/proc/self/fd/{fd}"))
-        .ok()
-        .and_then(|l| {
-            l.to_str()?
-                .strip_prefix("pipe:[")?
-                .strip_suffix(']')?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
-}
-
 /// A running kernel process. Dropping it kills the process group.
 pub struct Kernel {
     language: Language,
@@ -508,7 +495,7 @@ impl Kernel {
                     .take()
                     .ok_or_else(|| pipe_err("stdin")(io::Error::other("stdin not piped")))?;
                 Control::Bash {
-                    inode: pipe_inode(std::os::fd::AsRawFd::as_raw_fd(&stdin)),
+                    inode: own_pipe_inode(std::os::fd::AsRawFd::as_raw_fd(&stdin)),
                     stdin: Box::new(stdin),
                     cell_file: cfg.run_dir.join(format!("{scratch}.cell.sh")),
                     owner: user,
@@ -613,11 +600,11 @@ impl Kernel {
         let forward = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel(256);
         let pipes = [
-            pipe_inode(out_r.as_raw_fd()),
-            pipe_inode(err_r.as_raw_fd()),
-            pipe_inode(evt_r.as_raw_fd()),
+            own_pipe_inode(out_r.as_raw_fd()),
+            own_pipe_inode(err_r.as_raw_fd()),
+            own_pipe_inode(evt_r.as_raw_fd()),
             match &control {
-                Control::Json(w) => pipe_inode(w.as_raw_fd()),
+                Control::Json(w) => own_pipe_inode(w.as_raw_fd()),
                 Control::Bash { inode, .. } => *inode,
             },
         ];

@@ -103,7 +103,6 @@ impl Sandboxes {
                 .fork_adopt(
                     &new,
                     &lizard_proto::AdoptFork {
-                        init_pid: f.init_pid,
                         kernel_pid: f.tree_pid,
                     },
                 )
