@@ -128,6 +128,52 @@ pub enum CgroupPaths {
     },
 }
 
+impl CgroupPaths {
+    /// Each directory with its controller (v1), or the one directory (v2, no controller named).
+    pub fn dirs(&self) -> Vec<(Option<&'static str>, &PathBuf)> {
+        match self {
+            CgroupPaths::V1 {
+                memory,
+                pids,
+                cpu,
+                cpuacct,
+                freezer,
+            } => vec![
+                (Some("memory"), memory),
+                (Some("pids"), pids),
+                (Some("cpu"), cpu),
+                (Some("cpuacct"), cpuacct),
+                (Some("freezer"), freezer),
+            ],
+            CgroupPaths::V2 { path } => vec![(None, path)],
+        }
+    }
+
+    /// These paths with `f(controller, directory)` in place of each directory (v2: `None` for the
+    /// controller).
+    pub fn map(&self, f: impl Fn(Option<&'static str>, &Path) -> PathBuf) -> CgroupPaths {
+        match self {
+            CgroupPaths::V1 { .. } => {
+                let mut dirs = self.dirs().into_iter().map(|(c, d)| f(c, d));
+                let mut next = || dirs.next().unwrap_or_default();
+                // In the order of `dirs`, which is the fields' order.
+                let (memory, pids, cpu) = (next(), next(), next());
+                let (cpuacct, freezer) = (next(), next());
+                CgroupPaths::V1 {
+                    memory,
+                    pids,
+                    cpu,
+                    cpuacct,
+                    freezer,
+                }
+            }
+            CgroupPaths::V2 { path } => CgroupPaths::V2 {
+                path: f(None, path),
+            },
+        }
+    }
+}
+
 /// A cgroup (v1: one directory per hierarchy; v2: one directory). Cheap to clone; holds no fds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -268,28 +314,12 @@ impl Cgroup {
     /// itself for the controllers to be delegated.
     pub fn child(&self, name: &str, limits: &CgroupLimits) -> Result<Cgroup, CgroupError> {
         check_name(name)?;
-        let paths = match &self.paths {
-            CgroupPaths::V1 {
-                memory,
-                pids,
-                cpu,
-                cpuacct,
-                freezer,
-            } => CgroupPaths::V1 {
-                memory: memory.join(name),
-                pids: pids.join(name),
-                cpu: cpu.join(name),
-                cpuacct: cpuacct.join(name),
-                freezer: freezer.join(name),
-            },
-            CgroupPaths::V2 { path } => {
-                enable_v2_controllers(path)?;
-                CgroupPaths::V2 {
-                    path: path.join(name),
-                }
-            }
+        if let CgroupPaths::V2 { path } = &self.paths {
+            enable_v2_controllers(path)?;
+        }
+        let cg = Cgroup {
+            paths: self.paths.map(|_, dir| dir.join(name)),
         };
-        let cg = Cgroup { paths };
         for dir in cg.dirs() {
             mkdir_p(&dir)?;
         }
@@ -300,21 +330,10 @@ impl Cgroup {
     /// Every distinct directory of this cgroup (co-mounted v1 controllers share one).
     fn dirs(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
-        match &self.paths {
-            CgroupPaths::V1 {
-                memory,
-                pids,
-                cpu,
-                cpuacct,
-                freezer,
-            } => {
-                for p in [memory, pids, cpu, cpuacct, freezer] {
-                    if !out.contains(p) {
-                        out.push(p.clone());
-                    }
-                }
+        for (_, p) in self.paths.dirs() {
+            if !out.contains(p) {
+                out.push(p.clone());
             }
-            CgroupPaths::V2 { path } => out.push(path.clone()),
         }
         out
     }
@@ -350,25 +369,14 @@ impl Cgroup {
                     path: dir.to_path_buf(),
                 })
         };
-        match &self.paths {
-            CgroupPaths::V1 {
-                memory,
-                pids,
-                cpu,
-                cpuacct,
-                freezer,
-            } => [
-                ("memory", memory),
-                ("pids", pids),
-                ("cpu", cpu),
-                ("cpuacct", cpuacct),
-                ("freezer", freezer),
-            ]
+        self.paths
+            .dirs()
             .into_iter()
-            .map(|(c, dir)| Ok((Some(c), inside(dir, "cgroup", Some(c))?)))
-            .collect(),
-            CgroupPaths::V2 { path } => Ok(vec![(None, inside(path, "cgroup2", None)?)]),
-        }
+            .map(|(c, dir)| {
+                let fstype = if c.is_some() { "cgroup" } else { "cgroup2" };
+                Ok((c, inside(dir, fstype, c)?))
+            })
+            .collect()
     }
 
     /// The directory whose freezer stops the processes (v1: the freezer controller's; v2: the

@@ -50,28 +50,33 @@ pub struct DelegatedDir {
     pub host_path: PathBuf,
 }
 
+/// The v1 controllers whose hierarchies a sandbox's PID 1 gets a sub-tree of.
+const DELEGATED_CONTROLLERS: [&str; 3] = ["memory", "cpu", "cpuacct"];
+
+/// The sandbox cgroup's directories in the [`DELEGATED_CONTROLLERS`]' hierarchies, in that order;
+/// none on v2.
+fn delegated_parents(cg: &Cgroup) -> Option<[(&'static str, &PathBuf); 3]> {
+    match cg.paths() {
+        CgroupPaths::V1 {
+            memory,
+            cpu,
+            cpuacct,
+            ..
+        } => Some([("memory", memory), ("cpu", cpu), ("cpuacct", cpuacct)]),
+        CgroupPaths::V2 { .. } => None,
+    }
+}
+
 /// The host's view of the context cgroup `name` that a sandbox's PID 1 made in the delegated
 /// sub-tree of the sandbox cgroup `cg` (`ctx/<name>` in the delegated hierarchies; the sandbox's
 /// own directory in the others, pids and freezer). `name` is checked like any cgroup name; on v2
 /// (nothing delegated) it is `cg` itself.
 pub fn context_cgroup_paths(cg: &Cgroup, name: &str) -> Result<CgroupPaths, CgroupError> {
     check_name(name)?;
-    Ok(match cg.paths().clone() {
-        CgroupPaths::V1 {
-            memory,
-            pids,
-            cpu,
-            cpuacct,
-            freezer,
-        } => CgroupPaths::V1 {
-            memory: memory.join(DELEGATED_DIR).join(name),
-            cpu: cpu.join(DELEGATED_DIR).join(name),
-            cpuacct: cpuacct.join(DELEGATED_DIR).join(name),
-            pids,
-            freezer,
-        },
-        v2 => v2,
-    })
+    Ok(cg.paths().map(|controller, dir| match controller {
+        Some(c) if DELEGATED_CONTROLLERS.contains(&c) => dir.join(DELEGATED_DIR).join(name),
+        _ => dir.to_path_buf(),
+    }))
 }
 
 /// Make the delegated sub-tree of the sandbox cgroup `cg` for the host ids `uid`/`gid`, with
@@ -82,21 +87,16 @@ pub fn delegate(
     uid: u32,
     gid: u32,
 ) -> Result<Vec<DelegatedDir>, CgroupError> {
-    let CgroupPaths::V1 {
-        memory,
-        cpu,
-        cpuacct,
-        ..
-    } = cg.paths()
-    else {
+    let Some(parents) = delegated_parents(cg) else {
         return Ok(Vec::new());
     };
+    let [memory, cpu, cpuacct] = parents.map(|(_, dir)| dir);
     let hier = memory.join("memory.use_hierarchy");
     if read(&hier)?.trim() != "1" {
         write(&hier, "1")?;
     }
     let mut out = Vec::new();
-    for (controller, parent) in [("memory", memory), ("cpu", cpu), ("cpuacct", cpuacct)] {
+    for (controller, parent) in parents {
         let dir = parent.join(DELEGATED_DIR);
         match fs::create_dir(&dir) {
             Ok(()) => {}
@@ -138,13 +138,7 @@ pub fn delegate(
 /// `uid`/`gid`, as [`delegate`] does. Symbolic links are not followed (cgroupfs has none); at most
 /// [`MAX_REOWNED`] children per hierarchy.
 pub fn reown(cg: &Cgroup, uid: u32, gid: u32) -> Result<(), CgroupError> {
-    let CgroupPaths::V1 {
-        memory,
-        cpu,
-        cpuacct,
-        ..
-    } = cg.paths()
-    else {
+    let Some(parents) = delegated_parents(cg) else {
         return Ok(());
     };
     let chown = |p: &Path| {
@@ -162,7 +156,7 @@ pub fn reown(cg: &Cgroup, uid: u32, gid: u32) -> Result<(), CgroupError> {
         Ok(rd.filter_map(Result::ok).take(MAX_REOWNED).collect())
     };
     let mut done: Vec<&PathBuf> = Vec::new();
-    for parent in [memory, cpu, cpuacct] {
+    for (_, parent) in parents {
         if done.contains(&parent) {
             continue;
         }

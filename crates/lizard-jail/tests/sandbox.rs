@@ -335,23 +335,7 @@ fn limits_apply_and_kill_all_leaves_nothing() {
         assert!(!Path::new(&format!("/proc/{p}")).exists(), "pid {p} left");
     }
     cg.remove().unwrap();
-    let dirs: Vec<std::path::PathBuf> = match cg.paths() {
-        CgroupPaths::V1 {
-            memory,
-            pids,
-            cpu,
-            cpuacct,
-            freezer,
-        } => vec![
-            memory.clone(),
-            pids.clone(),
-            cpu.clone(),
-            cpuacct.clone(),
-            freezer.clone(),
-        ],
-        CgroupPaths::V2 { path } => vec![path.clone()],
-    };
-    for d in dirs {
+    for (_, d) in cg.paths().dirs() {
         assert!(!d.exists(), "{} left", d.display());
     }
     // Only the mounts that name this test's directory count: the machine is shared, and other

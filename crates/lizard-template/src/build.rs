@@ -33,6 +33,7 @@
 //! plain chroot: specs are trusted input).
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -1110,15 +1111,7 @@ fn read_in_rootfs(step: &'static str, rootfs: &Path, inside: &str, limit: u64) -
     use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let mut p = rootfs.to_path_buf();
-    for c in Path::new(inside.trim_start_matches('/')).components() {
-        let Component::Normal(c) = c else {
-            return Err(refused(
-                step,
-                "resolving",
-                p,
-                format!("unexpected component in {inside}"),
-            ));
-        };
+    for c in names_in(step, rootfs, inside)? {
         p.push(c);
         let md = fs::symlink_metadata(&p).at(step, "reading", &p)?;
         if md.file_type().is_symlink() {
@@ -1150,6 +1143,25 @@ fn read_in_rootfs(step: &'static str, rootfs: &Path, inside: &str, limit: u64) -
     Ok(text)
 }
 
+/// The names along the path `inside` the rootfs (a leading `/` is the rootfs's root); a `..` or
+/// `.` among them is refused, naming where it stands.
+fn names_in<'a>(step: &'static str, rootfs: &Path, inside: &'a str) -> Result<Vec<&'a OsStr>> {
+    let mut names = Vec::new();
+    for c in Path::new(inside.trim_start_matches('/')).components() {
+        let Component::Normal(c) = c else {
+            let p: PathBuf = std::iter::once(rootfs.as_os_str()).chain(names).collect();
+            return Err(refused(
+                step,
+                "resolving",
+                p,
+                format!("unexpected component in {inside}"),
+            ));
+        };
+        names.push(c);
+    }
+    Ok(names)
+}
+
 /// A step's refusal of `path` (`action` on it), for a reason of ours rather than an OS error.
 fn refused(
     step: &'static str,
@@ -1168,20 +1180,10 @@ fn refused(
 /// See [`Builder::target`].
 fn prepare_target(step: &'static str, rootfs: &Path, inside: &str) -> Result<PathBuf> {
     let mut p = rootfs.to_path_buf();
-    let comps: Vec<Component> = Path::new(inside.trim_start_matches('/'))
-        .components()
-        .collect();
-    for (i, c) in comps.iter().enumerate() {
-        let Component::Normal(c) = c else {
-            return Err(refused(
-                step,
-                "resolving",
-                p,
-                format!("unexpected component in {inside}"),
-            ));
-        };
+    let names = names_in(step, rootfs, inside)?;
+    for (i, c) in names.iter().enumerate() {
         p.push(c);
-        let last = i + 1 == comps.len();
+        let last = i + 1 == names.len();
         match fs::symlink_metadata(&p) {
             Ok(md) if md.file_type().is_symlink() && !last => {
                 return Err(refused(

@@ -699,10 +699,7 @@ pub fn sandbox(conn: &Conn, cmd: SandboxCommand) -> Result<()> {
                 }
                 Ok(())
             }
-            SandboxCommand::Kill { id } => {
-                c.kill_sandbox(&id).await?;
-                Ok(())
-            }
+            SandboxCommand::Kill { id } => Ok(c.kill_sandbox(&id).await?),
             SandboxCommand::Timeout { id, ms } => {
                 c.set_timeout(&id, ms).await?;
                 Ok(())
@@ -879,10 +876,7 @@ pub fn snapshot(conn: &Conn, cmd: SnapshotCommand) -> Result<()> {
                 t.print();
                 Ok(())
             }
-            SnapshotCommand::Delete { snapshot_id } => {
-                c.delete_snapshot(&snapshot_id).await?;
-                Ok(())
-            }
+            SnapshotCommand::Delete { snapshot_id } => Ok(c.delete_snapshot(&snapshot_id).await?),
         }
     })
 }
@@ -1013,10 +1007,7 @@ pub fn secret(conn: &Conn, cmd: SecretCommand) -> Result<()> {
                 t.print();
                 Ok(())
             }
-            SecretCommand::Delete { project, name } => {
-                c.delete_secret(&project, &name).await?;
-                Ok(())
-            }
+            SecretCommand::Delete { project, name } => Ok(c.delete_secret(&project, &name).await?),
         }
     })
 }
@@ -1166,10 +1157,7 @@ pub fn volume(conn: &Conn, cmd: VolumeCommand) -> Result<()> {
                 volume,
                 project,
                 force,
-            } => {
-                c.delete_volume(&volume, project.as_deref(), force).await?;
-                Ok(())
-            }
+            } => Ok(c.delete_volume(&volume, project.as_deref(), force).await?),
         }
     })
 }
@@ -1291,10 +1279,7 @@ pub fn template_list(conn: &Conn, project: Option<String>, json: bool) -> Result
 
 pub fn template_delete(conn: &Conn, name: &str, project: Option<String>) -> Result<()> {
     let c = conn.client()?;
-    runtime()?.block_on(async move {
-        c.delete_template(name, project.as_deref()).await?;
-        Ok(())
-    })
+    runtime()?.block_on(async move { Ok(c.delete_template(name, project.as_deref()).await?) })
 }
 
 pub fn context(conn: &Conn, cmd: ContextCommand) -> Result<()> {
@@ -1356,10 +1341,7 @@ pub fn context(conn: &Conn, cmd: ContextCommand) -> Result<()> {
                 c.restart_context(&sandbox, &id).await?;
                 Ok(())
             }
-            ContextCommand::Delete { sandbox, id } => {
-                c.delete_context(&sandbox, &id).await?;
-                Ok(())
-            }
+            ContextCommand::Delete { sandbox, id } => Ok(c.delete_context(&sandbox, &id).await?),
         }
     })
 }
@@ -1671,10 +1653,7 @@ pub fn files(conn: &Conn, cmd: FilesCommand) -> Result<()> {
                 c.write_file(&sandbox, &path, data).await?;
                 Ok(())
             }
-            FilesCommand::Rm { sandbox, path } => {
-                c.remove_file(&sandbox, &path).await?;
-                Ok(())
-            }
+            FilesCommand::Rm { sandbox, path } => Ok(c.remove_file(&sandbox, &path).await?),
         }
     })
 }
