@@ -134,6 +134,38 @@ pub struct ContextHandle {
 static CREATED: AtomicU64 = AtomicU64::new(0);
 
 impl ContextHandle {
+    /// The handle of a new context `id` of `language` in `cwd` whose kernel is `kernel`: no
+    /// limits, cgroup or uid of its own, not the default, nothing run yet.
+    fn new(
+        id: ContextId,
+        language: Language,
+        cwd: PathBuf,
+        kernel: Kernel,
+        scratch: String,
+    ) -> Self {
+        ContextHandle {
+            id,
+            language,
+            cwd,
+            is_default: false,
+            pid: AtomicI32::new(kernel.pid()),
+            kernel: tokio::sync::Mutex::new(Some(kernel)),
+            busy: AtomicBool::new(false),
+            interrupt: Notify::new(),
+            execution_count: AtomicU64::new(0),
+            kernel_restarts: AtomicU64::new(0),
+            last_restart_reason: Mutex::new(None),
+            replacing: Mutex::new(None),
+            scratch,
+            limits: None,
+            cgroup: None,
+            uid_slot: None,
+            oom_seen: AtomicU64::new(0),
+            forked_from: None,
+            created: CREATED.fetch_add(1, Ordering::SeqCst),
+        }
+    }
+
     /// The handle of `id`, a fork of `src` whose kernel is `kernel`, at `execution_count`.
     fn fork_of(
         src: &ContextHandle,
@@ -145,27 +177,14 @@ impl ContextHandle {
         cgroup: Option<ContextCgroup>,
     ) -> ContextHandle {
         ContextHandle {
-            id,
-            language: src.language,
-            cwd: src.cwd.clone(),
-            is_default: false,
-            pid: AtomicI32::new(kernel.pid()),
-            kernel: tokio::sync::Mutex::new(Some(kernel)),
-            busy: AtomicBool::new(false),
-            interrupt: Notify::new(),
             execution_count: AtomicU64::new(execution_count),
-            kernel_restarts: AtomicU64::new(0),
-            last_restart_reason: Mutex::new(None),
-            replacing: Mutex::new(None),
-            scratch,
             limits,
             cgroup,
             // Shared: the uid goes back only when the source, every fork and their cgroups are
             // gone.
             uid_slot: src.uid_slot.clone(),
-            oom_seen: AtomicU64::new(0),
             forked_from: Some(src.id.clone()),
-            created: CREATED.fetch_add(1, Ordering::SeqCst),
+            ..Self::new(id, src.language, src.cwd.clone(), kernel, scratch)
         }
     }
 
@@ -546,25 +565,11 @@ impl Contexts {
             }
         };
         let handle = Arc::new(ContextHandle {
-            id: id.clone(),
-            language,
-            cwd,
             is_default,
-            pid: AtomicI32::new(kernel.pid()),
-            kernel: tokio::sync::Mutex::new(Some(kernel)),
-            busy: AtomicBool::new(false),
-            interrupt: Notify::new(),
-            execution_count: AtomicU64::new(0),
-            kernel_restarts: AtomicU64::new(0),
-            last_restart_reason: Mutex::new(None),
-            replacing: Mutex::new(None),
-            scratch,
             limits,
             cgroup,
             uid_slot,
-            oom_seen: AtomicU64::new(0),
-            forked_from: None,
-            created: CREATED.fetch_add(1, Ordering::SeqCst),
+            ..ContextHandle::new(id.clone(), language, cwd, kernel, scratch)
         });
         if let Ok(mut m) = self.map.write() {
             m.insert(id, handle.clone());

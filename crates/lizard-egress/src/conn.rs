@@ -1,5 +1,6 @@
-//! What the relay and the injection proxy share about one connection of a sandbox: how it ended
-//! ([`Outcome`]) and the counted stream that meters it (`Counted`).
+//! What the relay, the injection proxy and the DNS server share about the connections of a
+//! sandbox: the tasks that serve them ([`OwnedTasks`]), how one ended ([`Outcome`]) and the
+//! counted stream that meters it (`Counted`).
 
 use std::io;
 use std::net::SocketAddrV4;
@@ -33,6 +34,41 @@ pub enum Outcome {
 
 /// How long a listener waits after a failed accept or receive before it tries again.
 pub(crate) const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The tasks serving a sandbox's connections or queries, owned by the future of the service:
+/// dropping it ends them all at once, whatever their peers do.
+#[derive(Default)]
+pub(crate) struct OwnedTasks(tokio::task::JoinSet<()>);
+
+impl OwnedTasks {
+    /// What `next` (an accept, a receive) gives, while finished tasks are reaped. A failure (out
+    /// of descriptors) is logged as `what` and paused on for [`ACCEPT_RETRY`], then `None`: the
+    /// caller tries again rather than ending the service for the sandbox's life.
+    pub(crate) async fn next<T>(
+        &mut self,
+        what: &'static str,
+        next: impl std::future::Future<Output = io::Result<T>>,
+    ) -> Option<T> {
+        tokio::pin!(next);
+        loop {
+            tokio::select! {
+                got = &mut next => return match got {
+                    Ok(item) => Some(item),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "{what}");
+                        tokio::time::sleep(ACCEPT_RETRY).await;
+                        None
+                    }
+                },
+                Some(_) = self.0.join_next(), if !self.0.is_empty() => {}
+            }
+        }
+    }
+
+    pub(crate) fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.0.spawn(task);
+    }
+}
 
 /// The sandbox's connection: counts what is read (to the upstreams: `bytes_out`) and written
 /// (`bytes_in`), and notes when a byte last moved (the idle deadline).

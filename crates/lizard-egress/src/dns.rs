@@ -246,19 +246,11 @@ pub async fn serve_udp(
 ) -> io::Result<()> {
     let sock = std::sync::Arc::new(sock);
     let mut buf = vec![0u8; 4096];
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = crate::conn::OwnedTasks::default();
     loop {
-        let received = tokio::select! {
-            r = sock.recv_from(&mut buf) => r,
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
-        };
-        let (n, from) = match received {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::debug!(error = %e, "egress DNS: receiving");
-                tokio::time::sleep(crate::conn::ACCEPT_RETRY).await;
-                continue;
-            }
+        let what = "egress DNS: receiving";
+        let Some((n, from)) = tasks.next(what, sock.recv_from(&mut buf)).await else {
+            continue;
         };
         let query = buf[..n].to_vec();
         let Some(permit) = policy.dns_permit() else {
@@ -289,19 +281,11 @@ pub async fn serve_tcp(
     resolver: std::sync::Arc<dyn Resolve>,
 ) -> io::Result<()> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = crate::conn::OwnedTasks::default();
     loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
-        };
-        let mut conn = match accepted {
-            Ok((conn, _)) => conn,
-            Err(e) => {
-                tracing::debug!(error = %e, "egress DNS: accepting");
-                tokio::time::sleep(crate::conn::ACCEPT_RETRY).await;
-                continue;
-            }
+        let Some((mut conn, _)) = tasks.next("egress DNS: accepting", listener.accept()).await
+        else {
+            continue;
         };
         let Some(permit) = policy.dns_permit() else {
             continue;

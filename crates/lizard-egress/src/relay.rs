@@ -229,19 +229,11 @@ pub async fn serve(
     policy: Arc<SandboxPolicy>,
     resolver: Arc<dyn Resolve>,
 ) -> io::Result<()> {
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = crate::conn::OwnedTasks::default();
     loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
-        };
-        let conn = match accepted {
-            Ok((conn, _)) => conn,
-            Err(e) => {
-                tracing::warn!(error = %e, "egress relay: accepting a connection");
-                tokio::time::sleep(crate::conn::ACCEPT_RETRY).await;
-                continue;
-            }
+        let what = "egress relay: accepting a connection";
+        let Some((conn, _)) = tasks.next(what, listener.accept()).await else {
+            continue;
         };
         // A loopback destination was not redirected (the ruleset leaves 127/8 alone): the
         // sandbox connected to the listener itself. The host's loopback is never a destination.
