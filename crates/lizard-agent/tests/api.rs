@@ -199,21 +199,16 @@ async fn bad_requests_get_typed_errors() {
     lizard_test_support::needs_root!();
     let a = Agent::start();
     let (s, v) = a
-        .call(
-            "POST",
+        .post(
             "/execute",
-            Some(json!({"code": "1", "language": "python", "context": "x"})),
+            json!({"code": "1", "language": "python", "context": "x"}),
         )
         .await;
     assert_eq!((s, v["code"].as_str()), (400, Some("invalid_request")));
     assert!(v["message"].as_str().unwrap().contains("not both"));
 
     let (s, v) = a
-        .call(
-            "POST",
-            "/execute",
-            Some(json!({"code": "1", "context": "nope"})),
-        )
+        .post("/execute", json!({"code": "1", "context": "nope"}))
         .await;
     assert_eq!((s, v["code"].as_str()), (404, Some("not_found")));
 
@@ -222,35 +217,23 @@ async fn bad_requests_get_typed_errors() {
         .await;
     assert_eq!((s, v["code"].as_str()), (400, Some("invalid_request")));
 
-    let (s, v) = a.call("POST", "/execute", Some(json!({"code": 5}))).await;
+    let (s, v) = a.post("/execute", json!({"code": 5})).await;
     assert_eq!((s, v["code"].as_str()), (400, Some("invalid_request")));
 
     let (s, v) = a
-        .call(
-            "POST",
-            "/execute",
-            Some(json!({"code": "1", "surprise": true})),
-        )
+        .post("/execute", json!({"code": "1", "surprise": true}))
         .await;
     assert_eq!((s, v["code"].as_str()), (400, Some("invalid_request")));
     assert!(v["message"].as_str().unwrap().contains("surprise"));
 
     let (s, v) = a
-        .call(
-            "POST",
-            "/execute",
-            Some(json!({"code": "1", "language": "cobol"})),
-        )
+        .post("/execute", json!({"code": "1", "language": "cobol"}))
         .await;
     assert_eq!((s, v["code"].as_str()), (400, Some("invalid_request")));
     assert!(v["message"].as_str().unwrap().contains("unknown language"));
 
     let (s, v) = a
-        .call(
-            "POST",
-            "/execute",
-            Some(json!({"code": "1", "env": {"A-B": "x"}})),
-        )
+        .post("/execute", json!({"code": "1", "env": {"A-B": "x"}}))
         .await;
     assert_eq!((s, v["code"].as_str()), (400, Some("invalid_request")));
 
@@ -267,10 +250,9 @@ async fn bad_requests_get_typed_errors() {
     assert_eq!((s, v["code"].as_str()), (413, Some("payload_too_large")));
 
     let (s, v) = a
-        .call(
-            "POST",
+        .post(
             "/contexts",
-            Some(json!({"language": "python", "cwd": "/definitely/not/here"})),
+            json!({"language": "python", "cwd": "/definitely/not/here"}),
         )
         .await;
     assert_eq!((s, v["code"].as_str()), (400, Some("invalid_request")));
@@ -289,10 +271,9 @@ async fn context_cwd() {
     let a = Agent::start();
     let dir = tempfile::tempdir().unwrap();
     let (s, c) = a
-        .call(
-            "POST",
+        .post(
             "/contexts",
-            Some(json!({"language": "bash", "cwd": dir.path().display().to_string()})),
+            json!({"language": "bash", "cwd": dir.path().display().to_string()}),
         )
         .await;
     assert_eq!(s, 201);
@@ -376,29 +357,22 @@ async fn context_limits_without_a_delegated_cgroup_are_refused() {
         Agent::start_with(&["--context-cgroups", &dir]),
     ] {
         let (s, v) = agent
-            .call(
-                "POST",
+            .post(
                 "/contexts",
-                Some(json!({"language": "python", "limits": {"memory_mb": 64}})),
+                json!({"language": "python", "limits": {"memory_mb": 64}}),
             )
             .await;
         assert_eq!(s, 501, "{v}");
         assert_eq!(v["code"], "unsupported", "{v}");
         assert!(v["message"].as_str().unwrap().contains("limits"), "{v}");
-        let (s, v) = agent
-            .call("POST", "/contexts", Some(json!({"language": "bash"})))
-            .await;
+        let (s, v) = agent.post("/contexts", json!({"language": "bash"})).await;
         assert_eq!(s, 201, "{v}");
         assert!(
             v.get("memory_bytes").is_none() && v.get("limits").is_none(),
             "{v}"
         );
         let (s, v) = agent
-            .call(
-                "POST",
-                "/contexts",
-                Some(json!({"language": "bash", "limits": {}})),
-            )
+            .post("/contexts", json!({"language": "bash", "limits": {}}))
             .await;
         assert_eq!(s, 201, "empty limits are no limits: {v}");
     }

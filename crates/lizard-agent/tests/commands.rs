@@ -14,7 +14,7 @@ const T: Duration = Duration::from_secs(30);
 
 /// Run a command and wait for its aggregated result.
 async fn run(a: &Agent, body: Value) -> Value {
-    let (s, v) = a.call("POST", "/commands", Some(body)).await;
+    let (s, v) = a.post("/commands", body).await;
     assert_eq!(s, 200, "{v}");
     v
 }
@@ -23,7 +23,7 @@ async fn run(a: &Agent, body: Value) -> Value {
 async fn background(a: &Agent, body: Value) -> u64 {
     let mut body = body;
     body["background"] = json!(true);
-    let (s, v) = a.call("POST", "/commands", Some(body)).await;
+    let (s, v) = a.post("/commands", body).await;
     assert_eq!(s, 201, "{v}");
     v["pid"].as_u64().unwrap()
 }
@@ -65,9 +65,7 @@ async fn exit_codes_output_env_and_cwd() {
     let out: Vec<&str> = r["stdout"].as_str().unwrap().lines().collect();
     assert_eq!(out[0], "hi there");
     let home = out[1].to_string();
-    let (s, _) = a
-        .call("POST", "/files/mkdir", Some(json!({"path": "sub/dir"})))
-        .await;
+    let (s, _) = a.post("/files/mkdir", json!({"path": "sub/dir"})).await;
     assert_eq!(s, 201);
     let r = run(&a, json!({"cmd": "pwd", "cwd": "sub/dir"})).await;
     assert_eq!(
@@ -179,20 +177,18 @@ async fn stdin_pipe_and_close() {
     let mut s = connect(&a, pid, "?base64=true").await;
     assert_eq!(s.next_within(T).await.unwrap()["type"], "start");
     let (st, v) = a
-        .call(
-            "POST",
+        .post(
             &format!("/commands/{pid}/stdin"),
-            Some(json!({"data": "hello\n"})),
+            json!({"data": "hello\n"}),
         )
         .await;
     assert_eq!(st, 204, "{v}");
     let e = s.next_within(T).await.unwrap();
     assert_eq!(e["text"], "hello\n");
     let (st, _) = a
-        .call(
-            "POST",
+        .post(
             &format!("/commands/{pid}/stdin"),
-            Some(json!({"data_b64": "AP8K"})),
+            json!({"data_b64": "AP8K"}),
         )
         .await;
     assert_eq!(st, 204);
@@ -207,11 +203,7 @@ async fn stdin_pipe_and_close() {
     assert_eq!(rest.last().unwrap()["exit_code"], 0);
     // Exited: input is a conflict.
     let (st, v) = a
-        .call(
-            "POST",
-            &format!("/commands/{pid}/stdin"),
-            Some(json!({"data": "x"})),
-        )
+        .post(&format!("/commands/{pid}/stdin"), json!({"data": "x"}))
         .await;
     assert_eq!((st, v["code"].as_str()), (409, Some("conflict")), "{v}");
 
@@ -220,11 +212,7 @@ async fn stdin_pipe_and_close() {
     assert_eq!(r["stdout"], "done\n", "cat read /dev/null");
     let pid = background(&a, json!({"cmd": "sleep 30"})).await;
     let (st, v) = a
-        .call(
-            "POST",
-            &format!("/commands/{pid}/stdin"),
-            Some(json!({"data": "x"})),
-        )
+        .post(&format!("/commands/{pid}/stdin"), json!({"data": "x"}))
         .await;
     assert_eq!((st, v["code"].as_str()), (409, Some("conflict")), "{v}");
     assert!(
@@ -232,17 +220,15 @@ async fn stdin_pipe_and_close() {
         "{v}"
     );
     let (st, v) = a
-        .call(
-            "POST",
+        .post(
             &format!("/commands/{pid}/stdin"),
-            Some(json!({"data": "x", "data_b64": "eA=="})),
+            json!({"data": "x", "data_b64": "eA=="}),
         )
         .await;
     assert_eq!(st, 400, "{v}");
-    a.call(
-        "POST",
+    a.post(
         &format!("/commands/{pid}/signal"),
-        Some(json!({"signal": "SIGKILL"})),
+        json!({"signal": "SIGKILL"}),
     )
     .await;
 }
@@ -295,10 +281,9 @@ async fn background_list_reconnect_and_signal() {
     assert_eq!(s2.next_within(T).await.unwrap()["text"], "line1\n");
 
     let (st, v) = a
-        .call(
-            "POST",
+        .post(
             &format!("/commands/{pid}/signal"),
-            Some(json!({"signal": "SIGTERM"})),
+            json!({"signal": "SIGTERM"}),
         )
         .await;
     assert_eq!(st, 204, "{v}");
@@ -320,10 +305,9 @@ async fn background_list_reconnect_and_signal() {
         .iter()
         .all(|p| p["pid"].as_u64() != Some(pid)));
     let (st, v) = a
-        .call(
-            "POST",
+        .post(
             &format!("/commands/{pid}/signal"),
-            Some(json!({"signal": "SIGKILL"})),
+            json!({"signal": "SIGKILL"}),
         )
         .await;
     assert_eq!((st, v["code"].as_str()), (404, Some("not_found")), "{v}");
@@ -346,10 +330,9 @@ async fn background_list_reconnect_and_signal() {
         .parse()
         .unwrap();
     assert!(alive(child));
-    a.call(
-        "POST",
+    a.post(
         &format!("/commands/{pid}/signal"),
-        Some(json!({"signal": "KILL"})),
+        json!({"signal": "KILL"}),
     )
     .await;
     assert_eq!(s.rest(T).await.last().unwrap()["signal"], "SIGKILL");
@@ -483,11 +466,7 @@ async fn terminal_echo_resize_input_and_kill() {
     lizard_test_support::needs_root!();
     let a = Agent::start();
     let (s, v) = a
-        .call(
-            "POST",
-            "/pty",
-            Some(json!({"cols": 80, "rows": 24, "background": true})),
-        )
+        .post("/pty", json!({"cols": 80, "rows": 24, "background": true}))
         .await;
     assert_eq!(s, 201, "{v}");
     let pid = v["pid"].as_u64().unwrap();
@@ -500,7 +479,7 @@ async fn terminal_echo_resize_input_and_kill() {
         let path = format!("/pty/{pid}/input");
         let a = &a;
         async move {
-            let (s, v) = a.call("POST", &path, Some(json!({"data": keys}))).await;
+            let (s, v) = a.post(&path, json!({"data": keys})).await;
             assert_eq!(s, 204, "{v}");
         }
     };
@@ -526,10 +505,9 @@ async fn terminal_echo_resize_input_and_kill() {
     read_until(&mut out, &mut raw, "42").await;
 
     let (s, v) = a
-        .call(
-            "POST",
+        .post(
             &format!("/pty/{pid}/resize"),
-            Some(json!({"cols": 100, "rows": 50})),
+            json!({"cols": 100, "rows": 50}),
         )
         .await;
     assert_eq!(s, 204, "{v}");
@@ -542,21 +520,16 @@ async fn terminal_echo_resize_input_and_kill() {
     read_until(&mut out, &mut raw, "sleeping").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (s, _) = a
-        .call(
-            "POST",
-            &format!("/pty/{pid}/input"),
-            Some(json!({"data_b64": "Aw=="})),
-        )
+        .post(&format!("/pty/{pid}/input"), json!({"data_b64": "Aw=="}))
         .await;
     assert_eq!(s, 204);
     send_keys("test -t 0 && echo is-a-tty\r").await;
     read_until(&mut out, &mut raw, "is-a-tty").await;
 
     let (s, _) = a
-        .call(
-            "POST",
+        .post(
             &format!("/commands/{pid}/signal"),
-            Some(json!({"signal": "SIGKILL"})),
+            json!({"signal": "SIGKILL"}),
         )
         .await;
     assert_eq!(s, 204);
@@ -579,25 +552,19 @@ async fn terminal_echo_resize_input_and_kill() {
     // PTY routes refuse plain commands, and sizes are checked.
     let cpid = background(&a, json!({"cmd": "sleep 30"})).await;
     let (s, v) = a
-        .call(
-            "POST",
-            &format!("/pty/{cpid}/input"),
-            Some(json!({"data": "x"})),
-        )
+        .post(&format!("/pty/{cpid}/input"), json!({"data": "x"}))
         .await;
     assert_eq!((s, v["code"].as_str()), (409, Some("conflict")));
     let (s, _) = a
-        .call(
-            "POST",
+        .post(
             &format!("/pty/{cpid}/resize"),
-            Some(json!({"cols": 10, "rows": 10})),
+            json!({"cols": 10, "rows": 10}),
         )
         .await;
     assert_eq!(s, 409);
-    a.call(
-        "POST",
+    a.post(
         &format!("/commands/{cpid}/signal"),
-        Some(json!({"signal": "SIGKILL"})),
+        json!({"signal": "SIGKILL"}),
     )
     .await;
     for body in [
@@ -605,7 +572,7 @@ async fn terminal_echo_resize_input_and_kill() {
         json!({"cols": 80}),
         json!({"cols": 80, "rows": 24, "x": 1}),
     ] {
-        let (s, v) = a.call("POST", "/pty", Some(body)).await;
+        let (s, v) = a.post("/pty", body).await;
         assert_eq!(
             (s, v["code"].as_str()),
             (400, Some("invalid_request")),
@@ -635,7 +602,7 @@ async fn bad_requests_get_typed_errors() {
         json!({"cmd": 5}),
         json!({"argv": ["/no/such/program"]}),
     ] {
-        let (s, v) = a.call("POST", "/commands", Some(body.clone())).await;
+        let (s, v) = a.post("/commands", body.clone()).await;
         assert_eq!(
             (s, v["code"].as_str()),
             (400, Some("invalid_request")),
@@ -650,21 +617,13 @@ async fn bad_requests_get_typed_errors() {
     let (s, _) = a.call("GET", "/commands/4000000/stream", None).await;
     assert_eq!(s, 404);
     let (s, _) = a
-        .call(
-            "POST",
-            "/commands/4000000/signal",
-            Some(json!({"signal": "SIGTERM"})),
-        )
+        .post("/commands/4000000/signal", json!({"signal": "SIGTERM"}))
         .await;
     assert_eq!(s, 404);
     let pid = background(&a, json!({"cmd": "sleep 30"})).await;
     for sig in ["SIGNOPE", "", "9"] {
         let (s, v) = a
-            .call(
-                "POST",
-                &format!("/commands/{pid}/signal"),
-                Some(json!({"signal": sig})),
-            )
+            .post(&format!("/commands/{pid}/signal"), json!({"signal": sig}))
             .await;
         assert_eq!(
             (s, v["code"].as_str()),
@@ -676,10 +635,9 @@ async fn bad_requests_get_typed_errors() {
         .call("GET", &format!("/commands/{pid}/stream?bogus=1"), None)
         .await;
     assert_eq!(s, 400);
-    a.call(
-        "POST",
+    a.post(
         &format!("/commands/{pid}/signal"),
-        Some(json!({"signal": "SIGKILL"})),
+        json!({"signal": "SIGKILL"}),
     )
     .await;
 }

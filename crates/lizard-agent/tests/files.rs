@@ -113,28 +113,16 @@ async fn round_trip_stat_list_mkdir_rename_remove() {
 
     // mkdir: 201, then 409 when it exists (E2B's makeDir → false).
     let (s, m) = a
-        .call(
-            "POST",
-            "/files/mkdir",
-            Some(json!({"path": "notes/day2/deep"})),
-        )
+        .post("/files/mkdir", json!({"path": "notes/day2/deep"}))
         .await;
     assert_eq!(s, 201, "{m}");
     assert_eq!(m["type"], "dir");
     let (s, m) = a
-        .call(
-            "POST",
-            "/files/mkdir",
-            Some(json!({"path": "notes/day2/deep"})),
-        )
+        .post("/files/mkdir", json!({"path": "notes/day2/deep"}))
         .await;
     assert_eq!((s, m["code"].as_str()), (409, Some("conflict")));
     let (s, _) = a
-        .call(
-            "POST",
-            "/files/mkdir",
-            Some(json!({"path": "notes/day1/a.txt"})),
-        )
+        .post("/files/mkdir", json!({"path": "notes/day1/a.txt"}))
         .await;
     assert_eq!(s, 409, "a file is in the way");
 
@@ -173,12 +161,8 @@ async fn round_trip_stat_list_mkdir_rename_remove() {
     );
 
     // A symlink is reported as one, with its target, and not followed by list.
-    a.call(
-        "POST",
-        "/commands",
-        Some(json!({"cmd": "ln -s day1 notes/link"})),
-    )
-    .await;
+    a.post("/commands", json!({"cmd": "ln -s day1 notes/link"}))
+        .await;
     let (_, ln) = stat(&a, "notes/link").await;
     assert_eq!(
         (ln["type"].as_str(), ln["symlink_target"].as_str()),
@@ -189,10 +173,9 @@ async fn round_trip_stat_list_mkdir_rename_remove() {
         bin,
         "reads follow symlinks"
     );
-    a.call(
-        "POST",
+    a.post(
         "/commands",
-        Some(json!({"cmd": "ln -s day1/a.txt notes/file-link"})),
+        json!({"cmd": "ln -s day1/a.txt notes/file-link"}),
     )
     .await;
     put(&a, "notes/file-link", "through the link").await;
@@ -206,10 +189,9 @@ async fn round_trip_stat_list_mkdir_rename_remove() {
 
     // rename (parents of the target are created); remove.
     let (s, r) = a
-        .call(
-            "POST",
+        .post(
             "/files/rename",
-            Some(json!({"from": "notes/day1/a.txt", "to": "archive/2024/a.txt"})),
+            json!({"from": "notes/day1/a.txt", "to": "archive/2024/a.txt"}),
         )
         .await;
     assert_eq!(s, 200, "{r}");
@@ -217,11 +199,7 @@ async fn round_trip_stat_list_mkdir_rename_remove() {
     assert_eq!(stat(&a, "notes/day1/a.txt").await.0, 404);
     assert_eq!(get(&a, "archive/2024/a.txt").await.1, bin);
     let (s, v) = a
-        .call(
-            "POST",
-            "/files/rename",
-            Some(json!({"from": "nope", "to": "x"})),
-        )
+        .post("/files/rename", json!({"from": "nope", "to": "x"}))
         .await;
     assert_eq!((s, v["code"].as_str()), (404, Some("not_found")));
     let (s, _) = a
@@ -278,15 +256,11 @@ async fn bad_paths_and_requests_get_typed_errors() {
         assert!((400..500).contains(&s), "{method} {path} → {s}");
     }
     for body in [json!({}), json!({"path": ""}), json!({"path": "x", "y": 1})] {
-        let (s, _) = a.call("POST", "/files/mkdir", Some(body)).await;
+        let (s, _) = a.post("/files/mkdir", body).await;
         assert_eq!(s, 400);
     }
     let (s, _) = a
-        .call(
-            "POST",
-            "/files/rename",
-            Some(json!({"from": "f.txt", "to": "/"})),
-        )
+        .post("/files/rename", json!({"from": "f.txt", "to": "/"}))
         .await;
     assert_eq!(s, 400);
 }
@@ -417,8 +391,7 @@ async fn await_events(
 async fn watch_reports_changes() {
     lizard_test_support::needs_root!();
     let a = Agent::start();
-    a.call("POST", "/files/mkdir", Some(json!({"path": "w/sub"})))
-        .await;
+    a.post("/files/mkdir", json!({"path": "w/sub"})).await;
     let req = hyper::Request::get("/files/watch?path=w&recursive=true")
         .header("host", "agent")
         .body(http_body_util::Empty::<Bytes>::new())
@@ -435,10 +408,7 @@ async fn watch_reports_changes() {
     let script =
         "cd w && echo more >> sub/new.txt && chmod 600 sub/new.txt && mv sub/new.txt moved.txt \
                   && rm moved.txt";
-    let r = a
-        .call("POST", "/commands", Some(json!({"cmd": script})))
-        .await
-        .1;
+    let r = a.post("/commands", json!({"cmd": script})).await.1;
     assert_eq!(r["exit_code"], 0, "{r}");
     let want = [
         ("create", "sub/new.txt"),
@@ -451,8 +421,7 @@ async fn watch_reports_changes() {
     let mut seen: Vec<(String, String)> = Vec::new();
     await_events(&mut events, &root, &want, &mut seen).await;
     // New directories are watched too (once their `create` is seen).
-    a.call("POST", "/files/mkdir", Some(json!({"path": "w/d2/d3"})))
-        .await;
+    a.post("/files/mkdir", json!({"path": "w/d2/d3"})).await;
     await_events(&mut events, &root, &[("create", "d2")], &mut seen).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     put(&a, "w/d2/d3/inner", "x").await;
@@ -531,10 +500,9 @@ async fn kernel_file_systems_are_refused_however_the_path_gets_there() {
         .await;
     refused(status, &body, "list a link to /sys");
     let (status, body) = a
-        .call(
-            "POST",
+        .post(
             "/files/rename",
-            Some(json!({"from": p("hop"), "to": "/proc/self/x"})),
+            json!({"from": p("hop"), "to": "/proc/self/x"}),
         )
         .await;
     refused(status, &body, "rename into /proc");

@@ -66,10 +66,9 @@ async fn contexts_survive_a_new_agent() {
     assert_eq!(r.error, None, "{r:?}");
 
     let (st, snap) = a
-        .call(
-            "POST",
+        .post(
             "/hibernate/snapshot",
-            Some(json!({"dir": dir.display().to_string()})),
+            json!({"dir": dir.display().to_string()}),
         )
         .await;
     assert_eq!(st, 200, "{snap}");
@@ -85,10 +84,9 @@ async fn contexts_survive_a_new_agent() {
 
     let b = Agent::start();
     let (st, rep) = b
-        .call(
-            "POST",
+        .post(
             "/hibernate/restore",
-            Some(json!({"dir": dir.display().to_string()})),
+            json!({"dir": dir.display().to_string()}),
         )
         .await;
     assert_eq!(st, 200, "{rep}");
@@ -140,18 +138,13 @@ async fn bad_hibernation_requests_are_typed_errors() {
     lizard_test_support::needs_root!();
     let a = Agent::start();
     let (st, v) = a
-        .call(
-            "POST",
-            "/hibernate/restore",
-            Some(json!({"dir": "relative"})),
-        )
+        .post("/hibernate/restore", json!({"dir": "relative"}))
         .await;
     assert_eq!(st, 400, "{v}");
     let (st, v) = a
-        .call(
-            "POST",
+        .post(
             "/hibernate/restore",
-            Some(json!({"dir": "/nonexistent-lizard-hib"})),
+            json!({"dir": "/nonexistent-lizard-hib"}),
         )
         .await;
     assert_eq!(st, 404, "{v}");

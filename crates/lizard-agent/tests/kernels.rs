@@ -248,9 +248,7 @@ async fn javascript_state_results_and_errors() {
 async fn typescript_cells_run_in_javascript_contexts() {
     lizard_test_support::needs_root!();
     let a = Agent::start();
-    let (s, v) = a
-        .call("POST", "/contexts", Some(json!({"language": "ts"})))
-        .await;
+    let (s, v) = a.post("/contexts", json!({"language": "ts"})).await;
     assert_eq!(s, 201, "{v}");
     assert_eq!(v["language"], "javascript");
     let id = v["id"].as_str().unwrap().to_string();

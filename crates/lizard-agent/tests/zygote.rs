@@ -64,10 +64,9 @@ async fn forked_contexts_are_isolated_and_fresh() {
     let a = Agent::start();
     let dir = tempfile::tempdir().unwrap();
     let (s, v) = a
-        .call(
-            "POST",
+        .post(
             "/contexts",
-            Some(json!({"language": "python", "cwd": dir.path()})),
+            json!({"language": "python", "cwd": dir.path()}),
         )
         .await;
     assert_eq!(s, 201, "{v}");
@@ -386,10 +385,9 @@ async fn js_context_with_helper(a: &Agent) -> (tempfile::TempDir, String) {
     )
     .unwrap();
     let (s, v) = a
-        .call(
-            "POST",
+        .post(
             "/contexts",
-            Some(json!({"language": "javascript", "cwd": dir.path()})),
+            json!({"language": "javascript", "cwd": dir.path()}),
         )
         .await;
     assert_eq!(s, 201, "{v}");

@@ -104,10 +104,9 @@ async fn background_leaves_others_alone(
 /// Start `cmd` in the background in sandbox `id`.
 async fn background(s: &Server, id: &str, cmd: &str) {
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/commands"),
-            Some(json!({"cmd": cmd, "background": true})),
+            json!({"cmd": cmd, "background": true}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -402,7 +401,7 @@ async fn busy_loops_in_every_context() {
         let body = json!({"code": code, "language": language, "timeout_ms": 120000});
         let path = format!("/v1/sandboxes/{bomb}/execute");
         tasks.push(tokio::spawn(async move {
-            c.admin("POST", &path, Some(body)).await;
+            c.post(&path, body).await;
         }));
     }
     for f in ["/tmp/py", "/tmp/js", "/tmp/sh"] {

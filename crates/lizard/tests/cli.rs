@@ -376,11 +376,7 @@ async fn secret_commands() {
     lizard_test_support::needs_root!();
     let s = Server::start();
     let r = s
-        .admin(
-            "POST",
-            "/v1/projects",
-            Some(serde_json::json!({"name": "cli-sec"})),
-        )
+        .post("/v1/projects", serde_json::json!({"name": "cli-sec"}))
         .await;
     assert_eq!(r.status, 201, "{:?}", r.body);
     const VALUE: &str = "tok-3f9a0c1d-never-shown";

@@ -131,9 +131,7 @@ async fn connect(s: &Server, id: &str, pid: u64) -> Lines {
 
 /// Run a command and return its aggregated result.
 async fn run(s: &Server, id: &str, body: Value) -> Value {
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/commands"), Some(body))
-        .await;
+    let r = s.post(&format!("/v1/sandboxes/{id}/commands"), body).await;
     assert_eq!(r.status, 200, "{}", r.text);
     r.body
 }
@@ -205,10 +203,9 @@ async fn commands_through_the_server() {
     .await;
     assert_eq!(r["stdout"], "['a b']\n", "{r}");
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("{base}/commands"),
-            Some(json!({"cmd": "id", "user": "nobody"})),
+            json!({"cmd": "id", "user": "nobody"}),
         )
         .await;
     assert_eq!(
@@ -247,19 +244,17 @@ async fn commands_through_the_server() {
 
     // stdin.
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("{base}/commands"),
-            Some(json!({"cmd": "tr a-z A-Z", "stdin": true, "background": true})),
+            json!({"cmd": "tr a-z A-Z", "stdin": true, "background": true}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     let pid = r.body["pid"].as_u64().unwrap();
     let w = s
-        .admin(
-            "POST",
+        .post(
             &format!("{base}/commands/{pid}/stdin"),
-            Some(json!({"data": "hello\n"})),
+            json!({"data": "hello\n"}),
         )
         .await;
     assert_eq!(w.status, 204, "{}", w.text);
@@ -277,10 +272,9 @@ async fn commands_through_the_server() {
 
     // Background, list, reconnect, kill.
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("{base}/commands"),
-            Some(json!({"cmd": "echo started; sleep 300", "background": true})),
+            json!({"cmd": "echo started; sleep 300", "background": true}),
         )
         .await;
     let pid = r.body["pid"].as_u64().unwrap();
@@ -302,10 +296,9 @@ async fn commands_through_the_server() {
         "replayed on reconnect"
     );
     let k = s
-        .admin(
-            "POST",
+        .post(
             &format!("{base}/commands/{pid}/signal"),
-            Some(json!({"signal": "SIGKILL"})),
+            json!({"signal": "SIGKILL"}),
         )
         .await;
     assert_eq!(k.status, 204, "{}", k.text);
@@ -315,10 +308,9 @@ async fn commands_through_the_server() {
         (Some("end"), Some("SIGKILL"))
     );
     let k = s
-        .admin(
-            "POST",
+        .post(
             &format!("{base}/commands/{pid}/signal"),
-            Some(json!({"signal": "SIGKILL"})),
+            json!({"signal": "SIGKILL"}),
         )
         .await;
     assert_eq!(k.status, 404, "an exited process is gone for kill");
@@ -399,11 +391,7 @@ async fn terminal_through_the_server() {
     let mut raw = Vec::new();
     async fn keys(s: &Server, base: &str, pid: u64, data: &str) {
         let r = s
-            .admin(
-                "POST",
-                &format!("{base}/pty/{pid}/input"),
-                Some(json!({"data": data})),
-            )
+            .post(&format!("{base}/pty/{pid}/input"), json!({"data": data}))
             .await;
         assert_eq!(r.status, 204, "{}", r.text);
     }
@@ -422,10 +410,9 @@ async fn terminal_through_the_server() {
     keys(&s, &base, pid, "echo $((6*7))\r").await;
     read_until(&mut out, &mut raw, "42").await;
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("{base}/pty/{pid}/resize"),
-            Some(json!({"cols": 132, "rows": 43})),
+            json!({"cols": 132, "rows": 43}),
         )
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
@@ -519,26 +506,17 @@ async fn files_through_the_server() {
         r.text
     );
     let r = s
-        .admin(
-            "POST",
-            &format!("{base}/files/mkdir"),
-            Some(json!({"path": "docs/sub"})),
-        )
+        .post(&format!("{base}/files/mkdir"), json!({"path": "docs/sub"}))
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     let r = s
-        .admin(
-            "POST",
-            &format!("{base}/files/mkdir"),
-            Some(json!({"path": "docs/sub"})),
-        )
+        .post(&format!("{base}/files/mkdir"), json!({"path": "docs/sub"}))
         .await;
     assert_eq!((r.status, r.body["code"].as_str()), (409, Some("conflict")));
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("{base}/files/rename"),
-            Some(json!({"from": "docs/blob.bin", "to": "docs/sub/blob.bin"})),
+            json!({"from": "docs/blob.bin", "to": "docs/sub/blob.bin"}),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -649,12 +627,8 @@ async fn files_through_the_server() {
     }
 
     // Watch: create, write, chmod, rename, remove.
-    s.admin(
-        "POST",
-        &format!("{base}/files/mkdir"),
-        Some(json!({"path": "watched"})),
-    )
-    .await;
+    s.post(&format!("{base}/files/mkdir"), json!({"path": "watched"}))
+        .await;
     let mut w = Lines::new(
         send(
             &s,
@@ -712,10 +686,9 @@ async fn rename_across_file_systems() {
     s.sh(&id, "mkdir -p ~/d/sub && echo moved > ~/d/sub/f.txt")
         .await;
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/files/rename"),
-            Some(json!({"from": "d", "to": "/tmp/d2"})),
+            json!({"from": "d", "to": "/tmp/d2"}),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);

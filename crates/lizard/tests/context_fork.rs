@@ -9,12 +9,8 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 async fn fork_with(s: &Server, id: &str, ctx: &str, body: Value) -> Resp {
-    s.admin(
-        "POST",
-        &format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"),
-        Some(body),
-    )
-    .await
+    s.post(&format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"), body)
+        .await
 }
 
 async fn fork(s: &Server, id: &str, ctx: &str) -> Resp {
@@ -283,10 +279,9 @@ async fn fork_refusals_and_losses_are_said() {
     assert_eq!(r.body["code"], "not_found", "{}", r.text);
     let a = context(&s, &id, "python").await;
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
-            Some(json!({"bogus": 1})),
+            json!({"bogus": 1}),
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
@@ -335,10 +330,9 @@ async fn fork_refusals_and_losses_are_said() {
     .await;
     // Asked for a live fork (`exact: false`; by default the server would checkpoint instead).
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
-            Some(json!({"exact": false})),
+            json!({"exact": false}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -650,10 +644,9 @@ async fn a_fork_has_its_own_cgroup_and_limits() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({"language": "python", "limits": {"memory_mb": 512}})),
+            json!({"language": "python", "limits": {"memory_mb": 512}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -663,20 +656,18 @@ async fn a_fork_has_its_own_cgroup_and_limits() {
     assert_eq!(b["limits"]["memory_mb"], 512, "the source's limits: {b}");
     let b = id_of(&b);
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
-            Some(json!({"limits": {"memory_mb": 128}})),
+            json!({"limits": {"memory_mb": 128}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     assert_eq!(r.body["limits"]["memory_mb"], 128, "{}", r.text);
     let c = id_of(&r.body);
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
-            Some(json!({"limits": {"memory_mb": 1 << 30}})),
+            json!({"limits": {"memory_mb": 1 << 30}}),
         )
         .await;
     assert_eq!(r.status, 400, "limits above the sandbox's: {}", r.text);
@@ -915,7 +906,7 @@ async fn without_criu_a_fork_is_live_and_says_why() {
         format!("/v1/sandboxes/{id}/context-forks/{a}/prepare"),
         format!("/v1/sandboxes/{id}/context-forks/{a}/adopt"),
     ] {
-        let r = s.admin("POST", &path, Some(json!({}))).await;
+        let r = s.post(&path, json!({})).await;
         assert_eq!(r.status, 404, "{path}: {}", r.text);
     }
     let r = fork_with(&s, &id, &a, json!({"exact": true})).await;

@@ -10,9 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 async fn context(s: &Server, id: &str, body: Value) -> Value {
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/contexts"), Some(body))
-        .await;
+    let r = s.post(&format!("/v1/sandboxes/{id}/contexts"), body).await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.body
 }
@@ -196,10 +194,9 @@ async fn limits_above_the_sandboxs_are_refused() {
         (json!({"memory_mb": -5}), "invalid"),
     ] {
         let r = s
-            .admin(
-                "POST",
+            .post(
                 &format!("/v1/sandboxes/{id}/contexts"),
-                Some(json!({"language": "python", "limits": limits})),
+                json!({"language": "python", "limits": limits}),
             )
             .await;
         assert_eq!(r.status, 400, "{limits}: {}", r.text);

@@ -16,10 +16,9 @@ async fn run_in(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
 /// A command's aggregated result.
 async fn command(s: &Server, id: &str, cmd: &str) -> Value {
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/commands"),
-            Some(json!({ "cmd": cmd })),
+            json!({ "cmd": cmd }),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -296,18 +295,16 @@ async fn a_cwd_the_user_cannot_enter_is_a_typed_400() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
     let path = format!("/v1/sandboxes/{id}/contexts");
-    let r = s.admin("POST", &path, Some(json!({"cwd": "/root"}))).await;
+    let r = s.post(&path, json!({"cwd": "/root"})).await;
     r.expect_error(400, "invalid_request");
     let message = r.body["message"].as_str().unwrap();
     assert!(
         message.contains("\"/root\" is not accessible to the sandbox user"),
         "{message}"
     );
-    let r = s
-        .admin("POST", &path, Some(json!({"cwd": "/nowhere"})))
-        .await;
+    let r = s.post(&path, json!({"cwd": "/nowhere"})).await;
     r.expect_error(400, "invalid_request");
-    let r = s.admin("POST", &path, Some(json!({"cwd": "/tmp"}))).await;
+    let r = s.post(&path, json!({"cwd": "/tmp"})).await;
     assert_eq!(r.status, 201, "{}", r.text);
     let ctx = r.body["id"].as_str().unwrap().to_string();
     let ex = run_in(&s, &id, &ctx, "import os; os.getcwd()").await;

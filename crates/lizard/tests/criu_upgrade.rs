@@ -186,11 +186,7 @@ async fn checkpoints_are_restored_exactly_by_an_upgraded_server() {
     let src = s.create(&s.admin_key.clone(), json!({})).await;
     let src_py = counting(&s, &src).await;
     let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{src}/snapshots"),
-            Some(json!({})),
-        )
+        .post(&format!("/v1/sandboxes/{src}/snapshots"), json!({}))
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     assert_eq!(r.body["method"], "criu", "{}", r.text);
@@ -240,11 +236,7 @@ async fn checkpoints_are_restored_exactly_by_an_upgraded_server() {
 
     // The snapshot of the first binary clones exactly too.
     let c = s
-        .admin(
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({ "snapshot_id": snap })),
-        )
+        .post("/v1/sandboxes", json!({ "snapshot_id": snap }))
         .await;
     assert_eq!(c.status, 201, "{}", c.text);
     assert_eq!(c.body["restore"]["method"], "criu", "{}", c.text);

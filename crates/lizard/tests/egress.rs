@@ -178,11 +178,7 @@ async fn fixture() -> Fixture {
     );
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--egress-host", &hosts]);
     let r = s
-        .admin(
-            "POST",
-            "/v1/projects",
-            Some(json!({"name": "net", "allow_egress": true})),
-        )
+        .post("/v1/projects", json!({"name": "net", "allow_egress": true}))
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     let key = r.body["api_key"].as_str().unwrap().to_string();
@@ -445,10 +441,9 @@ async fn rules_change_live() {
     // A project without allow_egress: 403 (an admin made its sandbox with egress).
     let other = f.s.project_key("closed").await;
     let r =
-        f.s.admin(
-            "POST",
+        f.s.post(
             "/v1/sandboxes",
-            Some(json!({"project": "closed", "network": {"egress": {"allow": []}}})),
+            json!({"project": "closed", "network": {"egress": {"allow": []}}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -525,21 +520,19 @@ async fn egress_needs_the_projects_permission() {
     let f = fixture().await;
     let plain = f.s.project_key("plain").await;
     let r =
-        f.s.req(
-            Some(&plain),
-            "POST",
+        f.s.post_as(
+            &plain,
             "/v1/sandboxes",
-            Some(json!({"network": {"egress": "all"}})),
+            json!({"network": {"egress": "all"}}),
         )
         .await;
     assert_eq!(r.status, 403, "{}", r.text);
     assert_eq!(r.body["code"], "permission_denied");
     let r =
-        f.s.req(
-            Some(&plain),
-            "POST",
+        f.s.post_as(
+            &plain,
             "/v1/sandboxes",
-            Some(json!({"network": {"egress": "none"}})),
+            json!({"network": {"egress": "none"}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -560,19 +553,16 @@ async fn egress_needs_the_projects_permission() {
         (json!({"network": {"egress": "sometimes"}}), "sometimes"),
         (json!({"network": {"egress": {"alow": []}}}), "alow"),
     ] {
-        let r =
-            f.s.req(Some(&f.key), "POST", "/v1/sandboxes", Some(bad.clone()))
-                .await;
+        let r = f.s.post_as(&f.key, "/v1/sandboxes", bad.clone()).await;
         assert_eq!(r.status, 400, "{bad}: {}", r.text);
         assert_eq!(r.body["code"], "invalid_request");
         assert!(r.text.contains(names), "{bad}: {}", r.text);
     }
     let r =
-        f.s.req(
-            Some(&f.key),
-            "POST",
+        f.s.post_as(
+            &f.key,
             "/v1/sandboxes",
-            Some(json!({"network": {"egress": {"allow": ["not-yet.invalid"]}}})),
+            json!({"network": {"egress": {"allow": ["not-yet.invalid"]}}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);

@@ -238,11 +238,10 @@ async fn audit_log_records_lifecycle_calls_and_auth_failures() {
         assert!(r.status < 300, "{method} {path}: {}", r.text);
     }
     let v = s
-        .req(
-            Some(&key),
-            "POST",
+        .post_as(
+            &key,
             "/v1/volumes",
-            Some(json!({"name": "audited-vol", "size_limit_bytes": 16 << 20})),
+            json!({"name": "audited-vol", "size_limit_bytes": 16 << 20}),
         )
         .await;
     assert_eq!(v.status, 201, "{}", v.text);
@@ -335,10 +334,9 @@ async fn audit_log_records_lifecycle_calls_and_auth_failures() {
 
     // An admin's calls on a project's objects belong to that project.
     let av = s
-        .admin(
-            "POST",
+        .post(
             "/v1/volumes",
-            Some(json!({"name": "admin-vol", "project": "audited", "size_limit_bytes": 16 << 20})),
+            json!({"name": "admin-vol", "project": "audited", "size_limit_bytes": 16 << 20}),
         )
         .await;
     assert_eq!(av.status, 201, "{}", av.text);
@@ -868,11 +866,10 @@ async fn cells_in_ones_own_sandbox_do_not_spend_the_keys_budget() {
     let id = s.create(&key, json!({})).await;
     for i in 0..40 {
         let r = s
-            .req(
-                Some(&key),
-                "POST",
+            .post_as(
+                &key,
                 &format!("/v1/sandboxes/{id}/execute"),
-                Some(json!({"code": format!("{i} + 1")})),
+                json!({"code": format!("{i} + 1")}),
             )
             .await;
         assert_eq!(r.status, 200, "cell {i}: {}", r.text);

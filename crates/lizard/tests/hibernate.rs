@@ -126,11 +126,7 @@ async fn hibernate_resume_restores_the_survival_list() {
         (200, Some("hibernated"))
     );
     let e = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/execute"),
-            Some(json!({"code": "1"})),
-        )
+        .post(&format!("/v1/sandboxes/{id}/execute"), json!({"code": "1"}))
         .await;
     assert_eq!(e.status, 409, "{}", e.text);
     assert!(e.body["message"].as_str().unwrap().contains("hibernated"));
@@ -372,10 +368,9 @@ async fn hibernation_keeps_volumes_mounted() {
     lizard_test_support::needs_root!();
     let s = Server::start();
     let r = s
-        .admin(
-            "POST",
+        .post(
             "/v1/volumes",
-            Some(json!({"name": "hib-vol", "size_limit_bytes": 64 * 1024 * 1024})),
+            json!({"name": "hib-vol", "size_limit_bytes": 64 * 1024 * 1024}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);

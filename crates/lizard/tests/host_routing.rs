@@ -479,11 +479,7 @@ async fn a_request_resumes_a_sandbox_that_asked_for_it() {
     let r = s.act(&id, "pause").await;
     assert_eq!(r.status, 200, "{}", r.text);
     let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/execute"),
-            Some(json!({"code": "1"})),
-        )
+        .post(&format!("/v1/sandboxes/{id}/execute"), json!({"code": "1"}))
         .await;
     r.expect_error(409, "conflict");
     let r = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;

@@ -196,10 +196,9 @@ async fn a_restarted_server_listens_while_an_agent_hangs() {
     assert_eq!(health.status, 200, "{}", health.text);
     // The plain sandbox was adopted with its state.
     let ok = eventually(Duration::from_secs(30), || async {
-        s.admin(
-            "POST",
+        s.post(
             &format!("/v1/sandboxes/{plain}/execute"),
-            Some(json!({"code": "kept + 1"})),
+            json!({"code": "kept + 1"}),
         )
         .await
         .text
@@ -425,10 +424,9 @@ async fn a_lying_agent_gets_no_context_fork() {
     ];
     for (n, why) in refusals.iter().enumerate() {
         let r = s
-            .admin(
-                "POST",
+            .post(
                 &format!("/v1/sandboxes/{id}/contexts/ctx{n}/fork"),
-                Some(json!({"exact": true})),
+                json!({"exact": true}),
             )
             .await;
         assert_eq!(r.status, 409, "{}", r.text);

@@ -40,10 +40,9 @@ async fn runs_unprivileged_with_no_capabilities() {
     let uid = check(&out, "context");
     assert!((2000..2064).contains(&uid), "a context runs as {uid}");
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/commands"),
-            Some(json!({"cmd": probe})),
+            json!({"cmd": probe}),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -300,10 +299,9 @@ async fn delegated_cgroups_cannot_raise_the_sandboxs_limits() {
     s.sh(&b, "sleep 300 &").await;
     // A second context in a, with a limit: its cgroup is a target.
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{a}/contexts"),
-            Some(json!({"language": "python", "limits": {"memory_mb": 256}})),
+            json!({"language": "python", "limits": {"memory_mb": 256}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -368,11 +366,7 @@ grep ':memory:' /proc/self/cgroup
     assert!(out.contains(":memory:/ctx/ctx-"), "{out}");
     // The same from a command (the sandbox user).
     let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{a}/commands"),
-            Some(json!({"cmd": "mkdir /sys/fs/cgroup/memory/x 2>&1; echo $$ > /sys/fs/cgroup/memory/ctx-{other}/cgroup.procs 2>&1; echo end".replace("{other}", &other)})),
-        )
+        .post(&format!("/v1/sandboxes/{a}/commands"), json!({"cmd": "mkdir /sys/fs/cgroup/memory/x 2>&1; echo $$ > /sys/fs/cgroup/memory/ctx-{other}/cgroup.procs 2>&1; echo end".replace("{other}", &other)}))
         .await;
     let text = format!(
         "{}{}",

@@ -378,11 +378,7 @@ for i in $(seq 1 600); do [ -s /tmp/conn ] && break; sleep 0.1; done; cat /tmp/c
         "after hibernate and resume"
     );
     let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/snapshots"),
-            Some(json!({})),
-        )
+        .post(&format!("/v1/sandboxes/{id}/snapshots"), json!({}))
         .await;
     assert!(r.status == 200 || r.status == 201, "{}", r.text);
     let snap = r.body["snapshot_id"].as_str().unwrap().to_string();
@@ -426,10 +422,9 @@ async fn a_project_without_package_registries_is_told_so() {
     let reg = format!("pypi={}", up.url);
     let s = Server::start_in(tempfile::tempdir().unwrap(), &["--package-registry", &reg]);
     let r = s
-        .admin(
-            "POST",
+        .post(
             "/v1/projects",
-            Some(json!({"name": "offline", "package_registries": false})),
+            json!({"name": "offline", "package_registries": false}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);

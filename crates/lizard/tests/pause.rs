@@ -22,11 +22,7 @@ async fn pause_resume_keeps_kernel_state() {
     assert_eq!((p.status, p.body["state"].as_str()), (200, Some("paused")));
     // A paused sandbox rejects execute with a clear error.
     let e = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/execute"),
-            Some(json!({"code": "1"})),
-        )
+        .post(&format!("/v1/sandboxes/{id}/execute"), json!({"code": "1"}))
         .await;
     assert_eq!((e.status, e.body["code"].as_str()), (409, Some("conflict")));
     assert!(e.body["message"].as_str().unwrap().contains("paused"));
@@ -240,10 +236,9 @@ with zipfile.ZipFile("/home/user/lzdemo-1.0-py3-none-any.whl", "w") as z:
     }
     // A new context (a fresh Python process) imports it from the user site.
     let c = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({"language": "python"})),
+            json!({"language": "python"}),
         )
         .await;
     let ctx = c.body["id"].as_str().unwrap();

@@ -361,10 +361,9 @@ for m, p in [("GET", "/executions?after=0"), ("POST", "/hibernate/snapshot"),
 "#;
     // From a command (the sandbox user, whom the port serves): the public routes only.
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/commands"),
-            Some(json!({"argv": ["python3", "-c", code]})),
+            json!({"argv": ["python3", "-c", code]}),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);

@@ -34,9 +34,7 @@ async fn sandbox(s: &Server) -> String {
 /// Run a command with `body` (aggregated, or `background`: its info); the result.
 async fn command(s: &Server, id: &str, body: Value) -> Value {
     let want = if body["background"] == true { 201 } else { 200 };
-    let r = s
-        .admin("POST", &format!("/v1/sandboxes/{id}/commands"), Some(body))
-        .await;
+    let r = s.post(&format!("/v1/sandboxes/{id}/commands"), body).await;
     assert_eq!(r.status, want, "{}", r.text);
     r.body
 }
@@ -137,10 +135,9 @@ async fn sudo_runs_commands_as_the_sandboxs_root() {
 
     // From a terminal.
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/pty"),
-            Some(json!({"cmd": "sudo id -u; sudo -u user id -un", "cols": 80, "rows": 24})),
+            json!({"cmd": "sudo id -u; sudo -u user id -un", "cols": 80, "rows": 24}),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -183,10 +180,9 @@ async fn commands_and_files_as_root() {
     let r = command(&s, &id, json!({"cmd": "pwd", "user": "root", "cwd": "d"})).await;
     assert_eq!(out(&r), "/root/d\n", "{r}");
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/commands"),
-            Some(json!({"cmd": "id", "user": "nobody"})),
+            json!({"cmd": "id", "user": "nobody"}),
         )
         .await;
     r.expect_error(400, "invalid_request");
@@ -366,10 +362,9 @@ async fn sudo_relays_signals_and_dies_with_its_caller() {
         .await;
         assert!(started.is_some(), "no root sleep started");
         let r = s
-            .admin(
-                "POST",
+            .post(
                 &format!("/v1/sandboxes/{id}/commands/{pid}/signal"),
-                Some(json!({ "signal": signal })),
+                json!({ "signal": signal }),
             )
             .await;
         assert_eq!(r.status, 204, "{}", r.text);
@@ -571,10 +566,9 @@ async fn a_flood_of_idle_sudo_connections_does_not_block_the_agent() {
     .await;
     assert!(recovered.is_some(), "sudo never recovered");
     let _ = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/commands/{flood_pid}/signal"),
-            Some(json!({"signal": "SIGKILL"})),
+            json!({"signal": "SIGKILL"}),
         )
         .await;
     s.admin("DELETE", &format!("/v1/sandboxes/{id}"), None)

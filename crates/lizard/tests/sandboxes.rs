@@ -53,10 +53,9 @@ async fn lifecycle_and_statefulness_through_the_server() {
 
     // Contexts are reachable under the sandbox.
     let c = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({"language": "python"})),
+            json!({"language": "python"}),
         )
         .await;
     assert_eq!(c.status, 201, "{}", c.text);
@@ -70,10 +69,9 @@ async fn lifecycle_and_statefulness_through_the_server() {
 
     // Streaming passes through as NDJSON.
     let stream = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/execute"),
-            Some(json!({"code": "print(1)"})),
+            json!({"code": "print(1)"}),
         )
         .await;
     assert_eq!(stream.status, 200);
@@ -87,10 +85,9 @@ async fn lifecycle_and_statefulness_through_the_server() {
     assert!(l.body.as_array().unwrap().is_empty());
 
     let t = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/timeout"),
-            Some(json!({"timeout_ms": 600000})),
+            json!({"timeout_ms": 600000}),
         )
         .await;
     assert_eq!(t.status, 200);
@@ -105,11 +102,7 @@ async fn lifecycle_and_statefulness_through_the_server() {
     let g = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
     assert_eq!(g.status, 404);
     let e = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/execute"),
-            Some(json!({"code": "1"})),
-        )
+        .post(&format!("/v1/sandboxes/{id}/execute"), json!({"code": "1"}))
         .await;
     assert_eq!(e.status, 404);
 }
@@ -132,7 +125,7 @@ async fn bad_requests_get_typed_errors() {
         ),
         (json!({"project": "bad name"}), "invalid_request"),
     ] {
-        let r = s.admin("POST", "/v1/sandboxes", Some(body.clone())).await;
+        let r = s.post("/v1/sandboxes", body.clone()).await;
         assert_eq!(r.body["code"], code, "{body}: {}", r.text);
     }
     let r = s.admin("GET", "/v1/nope", None).await;
@@ -178,11 +171,10 @@ async fn projects_are_scoped_by_key() {
         .await;
     assert_eq!(r.status, 404);
     let r = s
-        .req(
-            Some(&ka),
-            "POST",
+        .post_as(
+            &ka,
             &format!("/v1/sandboxes/{b}/execute"),
-            Some(json!({"code": "1"})),
+            json!({"code": "1"}),
         )
         .await;
     assert_eq!(r.status, 404);
@@ -200,12 +192,7 @@ async fn projects_are_scoped_by_key() {
         .collect();
     assert_eq!(ids, [a.as_str()]);
     let r = s
-        .req(
-            Some(&ka),
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"project": "beta"})),
-        )
+        .post_as(&ka, "/v1/sandboxes", json!({"project": "beta"}))
         .await;
     assert_eq!(r.status, 404);
     let r = s
@@ -213,21 +200,15 @@ async fn projects_are_scoped_by_key() {
         .await;
     assert_eq!(r.status, 404);
     let r = s
-        .req(
-            Some(&ka),
-            "POST",
-            "/v1/projects",
-            Some(json!({"name": "gamma"})),
-        )
+        .post_as(&ka, "/v1/projects", json!({"name": "gamma"}))
         .await;
     assert_eq!(r.status, 404);
     // The owner can.
     let r = s
-        .req(
-            Some(&kb),
-            "POST",
+        .post_as(
+            &kb,
             &format!("/v1/sandboxes/{b}/execute"),
-            Some(json!({"code": "print(2)"})),
+            json!({"code": "print(2)"}),
         )
         .await;
     assert_eq!(stdout(&r.body), "2\n");
@@ -260,12 +241,7 @@ async fn project_create_cli_works_on_the_data_dir() {
     assert_eq!(r.body["project"], "cli-proj");
     // Without --allow-egress the project's key may not grant egress; with it, it may.
     let r = s
-        .req(
-            Some(&key),
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"network": {"egress": "all"}})),
-        )
+        .post_as(&key, "/v1/sandboxes", json!({"network": {"egress": "all"}}))
         .await;
     assert_eq!(r.status, 403, "{}", r.text);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
@@ -309,15 +285,10 @@ async fn usage_is_metered_and_exported() {
     let key = s.project_key("metered").await;
     let id = s.create(&key, json!({})).await;
     let r = s
-        .req(
-            Some(&key),
-            "POST",
-            &format!("/v1/sandboxes/{id}/execute"),
-            Some(
+        .post_as(&key, &format!("/v1/sandboxes/{id}/execute"), 
                 // One second of CPU time, however loaded the machine is.
                 json!({"code": "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"}),
-            ),
-        )
+            )
         .await;
     assert_eq!(r.body["status"], "ok", "{}", r.text);
     let u = s
@@ -505,10 +476,9 @@ async fn python_contexts_are_forked_from_the_zygote_in_a_sandbox() {
     let ex = s.run(&id, json!({ "code": probe })).await;
     assert_eq!(stdout(&ex), "True 1 True\n", "default context: {ex}");
     let c = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({"language": "python", "cwd": "/tmp"})),
+            json!({"language": "python", "cwd": "/tmp"}),
         )
         .await;
     assert_eq!(c.status, 201, "{}", c.text);
@@ -552,10 +522,9 @@ async fn javascript_contexts_are_forked_from_the_zygote_in_a_sandbox() {
     let mut randoms = Vec::new();
     for cwd in ["/tmp", "/home/user"] {
         let c = s
-            .admin(
-                "POST",
+            .post(
                 &format!("/v1/sandboxes/{id}/contexts"),
-                Some(json!({"language": "javascript", "cwd": cwd})),
+                json!({"language": "javascript", "cwd": cwd}),
             )
             .await;
         assert_eq!(c.status, 201, "{}", c.text);
@@ -660,9 +629,7 @@ async fn oversized_metadata_and_env_are_refused_before_launch() {
         json!({ "env": big(65, 4, 1).into_iter().map(|(k, v)| (format!("E{k}"), v)).collect::<serde_json::Map<_, _>>() }),
     ];
     for body in &bodies {
-        let r = s
-            .req(Some(&key), "POST", "/v1/sandboxes", Some(body.clone()))
-            .await;
+        let r = s.post_as(&key, "/v1/sandboxes", body.clone()).await;
         assert_eq!(
             (r.status, r.body["code"].as_str()),
             (400, Some("invalid_request")),
@@ -748,11 +715,10 @@ async fn disks_beyond_the_hosts_free_space_are_refused() {
     };
     // Twice the free space: refused, whatever else writes to this disk meanwhile.
     let r = s
-        .req(
-            Some(&key),
-            "POST",
+        .post_as(
+            &key,
             "/v1/sandboxes",
-            Some(json!({"limits": {"disk_mb": free_mib * 2}})),
+            json!({"limits": {"disk_mb": free_mib * 2}}),
         )
         .await;
     r.expect_error(507, "insufficient_storage");
@@ -762,11 +728,10 @@ async fn disks_beyond_the_hosts_free_space_are_refused() {
         r.text
     );
     let r = s
-        .req(
-            Some(&key),
-            "POST",
+        .post_as(
+            &key,
             "/v1/volumes",
-            Some(json!({"name": "huge", "size_limit_bytes": free_mib * 2 * 1024 * 1024})),
+            json!({"name": "huge", "size_limit_bytes": free_mib * 2 * 1024 * 1024}),
         )
         .await;
     r.expect_error(507, "insufficient_storage");
@@ -785,11 +750,10 @@ async fn disks_beyond_the_hosts_free_space_are_refused() {
         .create(&key, json!({"limits": {"disk_mb": free_mib * 3 / 5}}))
         .await;
     let r = s
-        .req(
-            Some(&key),
-            "POST",
+        .post_as(
+            &key,
             "/v1/sandboxes",
-            Some(json!({"limits": {"disk_mb": free_mib * 3 / 5}})),
+            json!({"limits": {"disk_mb": free_mib * 3 / 5}}),
         )
         .await;
     assert_eq!(r.status, 507, "{}", r.text);

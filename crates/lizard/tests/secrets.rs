@@ -93,10 +93,9 @@ async fn fixture() -> Fixture {
         &["--egress-host", &hosts, "--egress-ca", ca.to_str().unwrap()],
     );
     let r = s
-        .admin(
-            "POST",
+        .post(
             "/v1/projects",
-            Some(json!({"name": "vault", "allow_egress": true})),
+            json!({"name": "vault", "allow_egress": true}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -232,11 +231,10 @@ async fn a_secret_reaches_its_host_and_nothing_inside_the_sandbox() {
     let set = |value: &str| {
         let (s, key, value) = (&f.s, f.key.clone(), value.to_string());
         async move {
-            s.req(
-                Some(&key),
-                "POST",
+            s.post_as(
+                &key,
                 "/v1/projects/vault/secrets",
-                Some(json!({"name": "token", "value": value})),
+                json!({"name": "token", "value": value}),
             )
             .await
         }
@@ -385,10 +383,7 @@ async fn secrets_and_rules_are_checked() {
     let f = fixture().await;
     let post = |body: Value| {
         let (s, key) = (&f.s, f.key.clone());
-        async move {
-            s.req(Some(&key), "POST", "/v1/projects/vault/secrets", Some(body))
-                .await
-        }
+        async move { s.post_as(&key, "/v1/projects/vault/secrets", body).await }
     };
     for (body, says) in [
         (json!({"name": "a b", "value": "x"}), "secret name"),
@@ -415,13 +410,8 @@ async fn secrets_and_rules_are_checked() {
     let create = |network: Value| {
         let (s, key) = (&f.s, f.key.clone());
         async move {
-            s.req(
-                Some(&key),
-                "POST",
-                "/v1/sandboxes",
-                Some(json!({ "network": network })),
-            )
-            .await
+            s.post_as(&key, "/v1/sandboxes", json!({ "network": network }))
+                .await
         }
     };
     let rule = |host: &str, header: &str, value: &str| {
@@ -499,11 +489,10 @@ async fn a_deleted_secret_costs_only_its_injection() {
     lizard_test_support::needs_root!();
     let f = fixture().await;
     let r =
-        f.s.req(
-            Some(&f.key),
-            "POST",
+        f.s.post_as(
+            &f.key,
             "/v1/projects/vault/secrets",
-            Some(json!({"name": "token", "value": SECRET})),
+            json!({"name": "token", "value": SECRET}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);

@@ -65,11 +65,10 @@ async fn assert_has_source_state(s: &Server, id: &str, src: &Source) {
 
 async fn snapshot(s: &Server, key: &str, id: &str) -> Value {
     let r = s
-        .req(
-            Some(key),
-            "POST",
+        .post_as(
+            key,
             &format!("/v1/sandboxes/{id}/snapshots"),
-            Some(json!({"metadata": {"why": "test"}})),
+            json!({"metadata": {"why": "test"}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -78,12 +77,7 @@ async fn snapshot(s: &Server, key: &str, id: &str) -> Value {
 
 async fn clone(s: &Server, key: &str, snap: &str) -> Value {
     let r = s
-        .req(
-            Some(key),
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"snapshot_id": snap})),
-        )
+        .post_as(key, "/v1/sandboxes", json!({"snapshot_id": snap}))
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.body
@@ -256,11 +250,7 @@ async fn clones_have_the_sources_state_and_stay_apart() {
         assert_eq!(r.body["code"], "not_found");
     }
     let r = s
-        .admin(
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"snapshot_id": snap_id})),
-        )
+        .post("/v1/sandboxes", json!({"snapshot_id": snap_id}))
         .await;
     assert_eq!(r.status, 404, "{}", r.text);
     // Clones outlive their snapshot.
@@ -385,18 +375,15 @@ async fn snapshots_belong_to_their_project_and_bad_input_is_typed() {
         (json!({"snapshot_id": snap_id, "env": {"A": "b"}}), 400),
         (json!({"snapshot_id": snap_id, "timeout_ms": 0}), 400),
     ] {
-        let r = s
-            .req(Some(&a), "POST", "/v1/sandboxes", Some(body.clone()))
-            .await;
+        let r = s.post_as(&a, "/v1/sandboxes", body.clone()).await;
         assert_eq!(r.status, status, "{body}: {}", r.text);
         assert!(r.body["code"].is_string(), "{}", r.text);
     }
     let r = s
-        .req(
-            Some(&a),
-            "POST",
+        .post_as(
+            &a,
             &format!("/v1/sandboxes/{id}/snapshots"),
-            Some(json!({"bogus": 1})),
+            json!({"bogus": 1}),
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.text);

@@ -134,10 +134,9 @@ async fn identities(s: &Server, id: &str) -> Vec<String> {
     let mut out = Vec::new();
     for user in ["user", "root"] {
         let r = s
-            .admin(
-                "POST",
+            .post(
                 &format!("/v1/sandboxes/{id}/commands"),
-                Some(json!({"cmd": "echo $LIZARD_SANDBOX_ID $HOSTNAME $(uname -n)", "user": user})),
+                json!({"cmd": "echo $LIZARD_SANDBOX_ID $HOSTNAME $(uname -n)", "user": user}),
             )
             .await;
         assert_eq!(r.status, 200, "{}", r.text);
@@ -177,11 +176,7 @@ async fn assert_identity(s: &Server, id: &str) {
 
 async fn snapshot(s: &Server, id: &str) -> Value {
     let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/snapshots"),
-            Some(json!({})),
-        )
+        .post(&format!("/v1/sandboxes/{id}/snapshots"), json!({}))
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.body
@@ -189,11 +184,7 @@ async fn snapshot(s: &Server, id: &str) -> Value {
 
 async fn clone(s: &Server, snap: &str) -> Value {
     let r = s
-        .admin(
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({ "snapshot_id": snap })),
-        )
+        .post("/v1/sandboxes", json!({ "snapshot_id": snap }))
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.body
@@ -216,10 +207,9 @@ async fn exact_clones_are_alive_and_stay_apart() {
     // A context with a memory limit of its own: its kernel must be in its limited cgroup in a
     // clone (the clone's, not the source's).
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{}/contexts", src.id),
-            Some(json!({"language": "python", "limits": {"memory_mb": 200}})),
+            json!({"language": "python", "limits": {"memory_mb": 200}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -352,10 +342,9 @@ async fn exact_clones_are_alive_and_stay_apart() {
     }
     // New contexts with limits of their own start in the clone.
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{a}/contexts"),
-            Some(json!({"language": "python", "limits": {"memory_mb": 100}})),
+            json!({"language": "python", "limits": {"memory_mb": 100}}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -407,10 +396,7 @@ async fn exact_clones_are_alive_and_stay_apart() {
     // Nor its credentials: the source's E2B token is held by the server only (derived from the
     // sandbox id), so nothing a clone can read holds it.
     let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{a}/commands"),
-            Some(json!({
+        .post(&format!("/v1/sandboxes/{a}/commands"), json!({
                 // (The token in two halves, joined in a pipe: the scan's own command line and
                 // environment never hold it whole.)
                 "cmd": format!(
@@ -419,8 +405,7 @@ async fn exact_clones_are_alive_and_stay_apart() {
                     &token[token.len() / 2..]
                 ),
                 "user": "root",
-            })),
-        )
+            }))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(
@@ -441,11 +426,7 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
     let (s, id) = Server::with_sandbox().await;
     let src = live_source(&s, id).await;
     let f = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{}/fork", src.id),
-            Some(json!({})),
-        )
+        .post(&format!("/v1/sandboxes/{}/fork", src.id), json!({}))
         .await;
     assert_eq!(f.status, 201, "{}", f.text);
     let forked = exact(&f.body);

@@ -174,10 +174,9 @@ async fn pil_images_are_results() {
     assert!(r.len() == 1 && r[0].0 && r[0].1 > 20, "{ex}");
     // `show()` displays it (no viewer is started), in the cell it is first imported in too.
     let c = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({"language": "python"})),
+            json!({"language": "python"}),
         )
         .await;
     assert_eq!(c.status, 201, "{}", c.text);
@@ -220,10 +219,9 @@ async fn kernel_start_imports_none_of_the_stack() {
     let ex = py(&s, &id, &probe, None).await;
     assert_eq!(stdout(&ex), "[]\n", "default context: {ex}");
     let c = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/contexts"),
-            Some(json!({"language": "python"})),
+            json!({"language": "python"}),
         )
         .await;
     assert_eq!(c.status, 201, "{}", c.text);

@@ -159,9 +159,7 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
             "invalid_request",
         ),
     ] {
-        let r = s
-            .req(Some(&ka), "POST", "/v1/templates", Some(body.clone()))
-            .await;
+        let r = s.post_as(&ka, "/v1/templates", body.clone()).await;
         assert_eq!(
             (r.status, r.body["code"].as_str()),
             (status, Some(code)),
@@ -171,11 +169,10 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
     }
     // Dockerfile errors are 400s that name the line, before anything is built.
     let r = s
-        .req(
-            Some(&ka),
-            "POST",
+        .post_as(
+            &ka,
             "/v1/templates",
-            Some(json!({"name": "bad", "dockerfile": "FROM code-interpreter-v1\n\nEXPOSE 80\n"})),
+            json!({"name": "bad", "dockerfile": "FROM code-interpreter-v1\n\nEXPOSE 80\n"}),
         )
         .await;
     r.expect_error(400, "invalid_dockerfile");
@@ -185,22 +182,18 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
         r.text
     );
     let r = s
-        .req(
-            Some(&ka),
-            "POST",
+        .post_as(
+            &ka,
             "/v1/templates",
-            Some(json!({"name": "bad", "dockerfile": "FROM nope\n"})),
+            json!({"name": "bad", "dockerfile": "FROM nope\n"}),
         )
         .await;
     r.expect_error(400, "invalid_dockerfile");
     let r = s
-        .req(
-            Some(&ka),
-            "POST",
+        .post_as(
+            &ka,
             "/v1/templates",
-            Some(
-                json!({"name": "code-interpreter-v1", "dockerfile": "FROM code-interpreter-v1\n"}),
-            ),
+            json!({"name": "code-interpreter-v1", "dockerfile": "FROM code-interpreter-v1\n"}),
         )
         .await;
     assert_eq!(r.status, 409, "built-in names are reserved: {}", r.text);
@@ -240,9 +233,7 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
     );
 
     // The same build again is a cache hit: at once, the same key.
-    let r = s
-        .req(Some(&ka), "POST", "/v1/templates", Some(body.clone()))
-        .await;
+    let r = s.post_as(&ka, "/v1/templates", body.clone()).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(
         (r.body["state"].as_str(), r.body["key"].as_str()),
@@ -303,11 +294,10 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
     // An admin may publish one to every project: another project sees and uses it, but cannot
     // delete it.
     let r = s
-        .admin(
-            "POST",
+        .post(
             "/v1/templates",
-            Some(json!({"name": "shared", "project": "alpha", "public": true,
-                        "dockerfile": "FROM code-interpreter-v1\nENV SHARED=yes\n"})),
+            json!({"name": "shared", "project": "alpha", "public": true,
+                        "dockerfile": "FROM code-interpreter-v1\nENV SHARED=yes\n"}),
         )
         .await;
     assert!(r.status == 202 || r.status == 200, "{}", r.text);
@@ -333,12 +323,7 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
     let r = s.req(Some(&kb), "GET", "/v1/templates/mytpl", None).await;
     assert_eq!(r.status, 404, "{}", r.text);
     let r = s
-        .req(
-            Some(&kb),
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"template": "mytpl"})),
-        )
+        .post_as(&kb, "/v1/sandboxes", json!({"template": "mytpl"}))
         .await;
     assert_eq!(r.status, 404, "{}", r.text);
     let r = s
@@ -362,12 +347,7 @@ async fn a_dockerfile_template_is_built_used_cached_isolated_and_deleted() {
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
     let r = s
-        .req(
-            Some(&ka),
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"template": "mytpl"})),
-        )
+        .post_as(&ka, "/v1/sandboxes", json!({"template": "mytpl"}))
         .await;
     assert_eq!(r.status, 404, "{}", r.text);
     let ex = python(&s, &id, "import tinypkg; print(tinypkg.VALUE)").await;
@@ -641,20 +621,18 @@ async fn a_template_from_a_running_sandbox() {
     .await;
     assert_eq!(stdout(&ex).trim(), "ok", "{ex}");
     let r = s
-        .req(
-            Some(&kb),
-            "POST",
+        .post_as(
+            &kb,
             "/v1/templates",
-            Some(json!({"name": "snap", "from_sandbox": id})),
+            json!({"name": "snap", "from_sandbox": id}),
         )
         .await;
     assert_eq!(r.status, 404, "another project's sandbox: {}", r.text);
     let r = s
-        .req(
-            Some(&ka),
-            "POST",
+        .post_as(
+            &ka,
             "/v1/templates",
-            Some(json!({"name": "snap", "from_sandbox": id})),
+            json!({"name": "snap", "from_sandbox": id}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -788,13 +766,10 @@ async fn a_template_from_debian_bookworm_runs_commands_without_python() {
     let id = s.create(&k, json!({"template": "plain"})).await;
     // A command, through the commands API.
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{id}/commands"),
-            Some(
-                json!({"cmd": "cat /opt/app/made /opt/app/out; echo \"$APP_MODE $(id -un)\"; \
+            json!({"cmd": "cat /opt/app/made /opt/app/out; echo \"$APP_MODE $(id -un)\"; \
                 . /etc/os-release; echo $VERSION_CODENAME; command -v python3 node || echo none"}),
-            ),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -817,10 +792,9 @@ async fn a_template_from_debian_bookworm_runs_commands_without_python() {
     // Python and JavaScript: a clear typed error, not a hang or a 500.
     for lang in ["python", "javascript"] {
         let r = s
-            .admin(
-                "POST",
+            .post(
                 &format!("/v1/sandboxes/{id}/execute"),
-                Some(json!({"code": "1+1", "language": lang})),
+                json!({"code": "1+1", "language": lang}),
             )
             .await;
         assert_eq!(

@@ -11,7 +11,7 @@ use std::path::Path;
 /// Creates the volume `name` of `mib` MiB with `key`.
 async fn create_volume(s: &Server, key: &str, name: &str, mib: u64) -> Value {
     let body = json!({"name": name, "size_limit_bytes": mib << 20});
-    let r = s.req(Some(key), "POST", "/v1/volumes", Some(body)).await;
+    let r = s.post_as(key, "/v1/volumes", body).await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.body
 }
@@ -77,11 +77,10 @@ async fn data_outlives_the_sandbox_that_wrote_it() {
     assert_eq!(v["mounted_by"], json!([]));
 
     let r = s
-        .req(
-            Some(&key),
-            "POST",
+        .post_as(
+            &key,
             "/v1/sandboxes",
-            Some(json!({"volumes": [{"name": "data"}]})),
+            json!({"volumes": [{"name": "data"}]}),
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -255,10 +254,9 @@ async fn read_only_mount_refuses_writes() {
         .await;
     assert_eq!(stdout(&ex), "30\n", "EROFS");
     let r = s
-        .admin(
-            "POST",
+        .post(
             &format!("/v1/sandboxes/{ro}/files/mkdir"),
-            Some(json!({"path": "/data/models/newdir"})),
+            json!({"path": "/data/models/newdir"}),
         )
         .await;
     assert!(r.status >= 400 && r.status < 500, "{} {}", r.status, r.text);
@@ -312,10 +310,9 @@ async fn size_limit_is_enforced() {
     // Bad sizes are refused up front.
     for size in [json!(1024), json!(1u64 << 50), json!(-1), json!("big")] {
         let r = s
-            .admin(
-                "POST",
+            .post(
                 "/v1/volumes",
-                Some(json!({"name": "x", "size_limit_bytes": size})),
+                json!({"name": "x", "size_limit_bytes": size}),
             )
             .await;
         r.expect_error(400, "invalid_request");
@@ -370,20 +367,14 @@ async fn cross_project_access_is_refused() {
     assert_eq!(l.status, 404);
     for vol in ["secret", vid.as_str()] {
         let r = s
-            .req(
-                Some(&k2),
-                "POST",
-                "/v1/sandboxes",
-                Some(json!({"volumes": [{"name": vol}]})),
-            )
+            .post_as(&k2, "/v1/sandboxes", json!({"volumes": [{"name": vol}]}))
             .await;
         r.expect_error(404, "not_found");
         let r = s
-            .req(
-                Some(&k2),
-                "POST",
+            .post_as(
+                &k2,
                 "/v1/sandboxes",
-                Some(json!({"project": "p1", "volumes": [{"name": vol}]})),
+                json!({"project": "p1", "volumes": [{"name": vol}]}),
             )
             .await;
         assert_eq!(r.status, 404, "{}", r.text);
@@ -597,9 +588,7 @@ async fn bad_volume_requests_get_typed_errors() {
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
     for name in ["", "Data", "../x", "a/b", "vol_x", "-a", &"a".repeat(64)] {
-        let r = s
-            .admin("POST", "/v1/volumes", Some(json!({"name": name})))
-            .await;
+        let r = s.post("/v1/volumes", json!({"name": name})).await;
         assert_eq!(
             (r.status, r.body["code"].as_str()),
             (400, Some("invalid_request")),
@@ -608,17 +597,11 @@ async fn bad_volume_requests_get_typed_errors() {
         );
     }
     let r = s
-        .admin(
-            "POST",
-            "/v1/volumes",
-            Some(json!({"name": "v", "bogus": 1})),
-        )
+        .post("/v1/volumes", json!({"name": "v", "bogus": 1}))
         .await;
     assert_eq!(r.status, 400);
     create_volume(&s, &key, "v", 16).await;
-    let r = s
-        .admin("POST", "/v1/volumes", Some(json!({"name": "v"})))
-        .await;
+    let r = s.post("/v1/volumes", json!({"name": "v"})).await;
     r.expect_error(409, "conflict");
 
     for path in [
@@ -642,10 +625,9 @@ async fn bad_volume_requests_get_typed_errors() {
         "/mnt",
     ] {
         let r = s
-            .admin(
-                "POST",
+            .post(
                 "/v1/sandboxes",
-                Some(json!({"volumes": [{"name": "v", "mount_path": path}]})),
+                json!({"volumes": [{"name": "v", "mount_path": path}]}),
             )
             .await;
         assert_eq!(
@@ -656,34 +638,21 @@ async fn bad_volume_requests_get_typed_errors() {
         );
     }
     let r = s
-        .admin(
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"volumes": [{"name": "v", "mount_path": "/data"}, {"name": "v", "mount_path": "/data/in"}]})),
-        )
+        .post("/v1/sandboxes", json!({"volumes": [{"name": "v", "mount_path": "/data"}, {"name": "v", "mount_path": "/data/in"}]}))
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
     let r = s
-        .admin(
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"volumes": [{"name": "v", "mount_path": "/data"}, {"name": "v", "mount_path": "/mnt/v"}]})),
-        )
+        .post("/v1/sandboxes", json!({"volumes": [{"name": "v", "mount_path": "/data"}, {"name": "v", "mount_path": "/mnt/v"}]}))
         .await;
     assert_eq!(r.status, 400, "listed twice: {}", r.text);
     let r = s
-        .admin(
-            "POST",
-            "/v1/sandboxes",
-            Some(json!({"volumes": [{"name": "nope"}]})),
-        )
+        .post("/v1/sandboxes", json!({"volumes": [{"name": "nope"}]}))
         .await;
     r.expect_error(404, "not_found");
     let r = s
-        .admin(
-            "POST",
+        .post(
             "/v1/sandboxes",
-            Some(json!({"volumes": [{"name": "v", "size": 1}]})),
+            json!({"volumes": [{"name": "v", "size": 1}]}),
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
@@ -799,19 +768,14 @@ async fn a_sandbox_with_a_volume_is_checkpointed_exactly() {
     run(id.clone(), "open('/mnt/v/after', 'w').write('a')").await;
     // A clone: the same volume, seen through the clone's own id range.
     let snap = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/snapshots"),
-            Some(json!({})),
-        )
+        .post(&format!("/v1/sandboxes/{id}/snapshots"), json!({}))
         .await;
     assert_eq!(snap.status, 201, "{}", snap.text);
     assert_eq!(snap.body["method"], "criu", "{}", snap.text);
     let c = s
-        .admin(
-            "POST",
+        .post(
             "/v1/sandboxes",
-            Some(json!({"snapshot_id": snap.body["snapshot_id"]})),
+            json!({"snapshot_id": snap.body["snapshot_id"]}),
         )
         .await;
     assert_eq!(c.status, 201, "{}", c.text);

@@ -123,6 +123,11 @@ impl Agent {
         }
     }
 
+    /// `POST path` with the JSON `body`.
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call("POST", path, Some(body)).await
+    }
+
     /// Create a context, returning its id.
     pub async fn context(&self, language: &str) -> String {
         let (s, v) = self

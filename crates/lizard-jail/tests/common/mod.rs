@@ -264,6 +264,19 @@ pub fn launch(spec: &SandboxSpec) -> Result<Running, JailError> {
     })
 }
 
+/// Launches `spec` (a probe whose output goes to `t`'s log), waits up to `secs` for it to exit
+/// with 0, and returns the `key=value` lines it printed.
+pub fn probe_facts(t: &TestDir, spec: &SandboxSpec, secs: u64) -> BTreeMap<String, String> {
+    let mut sb = launch(spec).unwrap();
+    assert_eq!(
+        sb.wait(Duration::from_secs(secs)),
+        Exit::Code(0),
+        "{}",
+        t.log()
+    );
+    facts(&t.log())
+}
+
 /// `key=value` lines of a probe's output.
 pub fn facts(log: &str) -> BTreeMap<String, String> {
     log.lines()

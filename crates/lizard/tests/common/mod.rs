@@ -210,6 +210,16 @@ impl Server {
             .await
     }
 
+    /// `POST path` with `key` and the JSON `body`.
+    pub async fn post_as(&self, key: &str, path: &str, body: Value) -> Resp {
+        self.req(Some(key), "POST", path, Some(body)).await
+    }
+
+    /// `POST path` with the admin key and the JSON `body`.
+    pub async fn post(&self, path: &str, body: Value) -> Resp {
+        self.admin("POST", path, Some(body)).await
+    }
+
     /// `POST /v1/sandboxes/{id}/{action}` with the admin key and no body (`pause`, `resume`,
     /// `hibernate`, …).
     pub async fn act(&self, id: &str, action: &str) -> Resp {
