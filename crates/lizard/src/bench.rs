@@ -266,13 +266,7 @@ async fn lizard_figures(
     if let Some(cold) = cold {
         let mut v = Vec::new();
         for _ in 0..n.min(15) {
-            let t = Instant::now();
-            let sb = cold
-                .create_sandbox(&CreateSandboxRequest::default())
-                .await?;
-            cold.run(&sb.sandbox_id, &exec("1+1")).await?;
-            v.push(ms(t.elapsed()));
-            cold.kill_sandbox(&sb.sandbox_id).await?;
+            v.push(create_first_result(cold).await?.1);
         }
         out.push(stats(
             "create → first runCode('1+1') (no pool: cold start)",
