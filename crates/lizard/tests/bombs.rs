@@ -26,7 +26,7 @@ async fn round_trip(s: &Server, id: &str) -> Duration {
 
 async fn set_paused(s: &Server, id: &str, paused: bool) {
     let action = if paused { "pause" } else { "resume" };
-    let r = s.act(&id, action).await;
+    let r = s.act(id, action).await;
     assert_eq!(r.status, 200, "{}", r.text);
 }
 

@@ -89,7 +89,7 @@ fn manifest_digest(path: &Path) -> Option<String> {
 }
 
 async fn hibernate(s: &Server, id: &str) -> Value {
-    let h = s.act(&id, "hibernate").await;
+    let h = s.act(id, "hibernate").await;
     assert_eq!(h.status, 200, "{}", h.text);
     assert_eq!(h.body["state"], "hibernated", "{}", h.text);
     let h = h.body["hibernation"].clone();
@@ -98,7 +98,7 @@ async fn hibernate(s: &Server, id: &str) -> Value {
 }
 
 async fn resume(s: &Server, id: &str) -> Value {
-    let r = s.act(&id, "resume").await;
+    let r = s.act(id, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     r.body["restore"].clone()
 }

@@ -71,14 +71,14 @@ async fn fill(s: &Server, id: &str) -> (String, String, String) {
 }
 
 async fn hibernate(s: &Server, id: &str) -> Value {
-    let h = s.act(&id, "hibernate").await;
+    let h = s.act(id, "hibernate").await;
     assert_eq!(h.status, 200, "{}", h.text);
     assert_eq!(h.body["state"], "hibernated", "{}", h.text);
     h.body["hibernation"].clone()
 }
 
 async fn resume(s: &Server, id: &str) -> Value {
-    let r = s.act(&id, "resume").await;
+    let r = s.act(id, "resume").await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["state"], "running");
     // CRIU's images never outlive the resume (and were never where the sandbox could reach).

@@ -234,7 +234,7 @@ async fn a_flooding_agent_does_not_grow_the_server() {
     // The server's own calls to these agents: sampler rounds (execution log), hibernation (the
     // snapshot report), and clients of the sandboxes that read a little and go away.
     for id in &hostile {
-        let r = tokio::time::timeout(Duration::from_secs(120), s.act(&id, "hibernate"))
+        let r = tokio::time::timeout(Duration::from_secs(120), s.act(id, "hibernate"))
             .await
             .expect("hibernate returns even when the agent floods");
         assert!(
