@@ -117,8 +117,8 @@ export class Files extends SandboxNamespace {
         if (typeof onEvent !== 'function')
             throw new InvalidArgumentError('watchDir takes an onEvent callback');
         const url = this._url('/watch', { path: checkPath(path), recursive: opts.recursive ? 'true' : undefined });
-        const { res, ctrl } = await this._http.sendStream('GET', url, { signal: opts.signal, timeoutMs: null });
-        const frames = ndjsonFrames(bodyOf(res));
+        const { res, ctrl, signal } = await this._http.sendStream('GET', url, { signal: opts.signal, timeoutMs: null });
+        const frames = ndjsonFrames(bodyOf(res), signal);
         // The first frame (`start`) says the watch is in place.
         const first = await frames.next();
         if (first.done || first.value?.type !== 'start') {

@@ -135,7 +135,7 @@ export class HttpClient {
         }
         if (!res.ok)
             throw await readError(res);
-        if (signal && res.body) {
+        if (signal && res.body && !opts.signalRead) {
             // The body read answers to the signal through a pipe of our own: undici's link from the
             // signal to a response it already returned does not survive every garbage collection
             // (nodejs/undici#4068), which would leave a streamed execution without its deadline.
@@ -151,9 +151,16 @@ export class HttpClient {
      */
     async sendStream(method, path, opts) {
         const ctrl = new AbortController();
-        const signal = opts.signal ? AbortSignal.any([opts.signal, ctrl.signal]) : ctrl.signal;
-        const { res } = await this.send(method, path, { body: opts.body, accept: NDJSON, signal, timeoutMs: opts.timeoutMs });
-        return { res, ctrl };
+        const joined = opts.signal ? AbortSignal.any([opts.signal, ctrl.signal]) : ctrl.signal;
+        const sent = await this.send(method, path, {
+            body: opts.body,
+            accept: NDJSON,
+            signal: joined,
+            timeoutMs: opts.timeoutMs,
+            signalRead: true,
+        });
+        // `sent.signal` is `joined`, or `joined` with the deadline: what must end the read.
+        return { res: sent.res, ctrl, signal: sent.signal ?? joined };
     }
     /** A JSON request: the parsed body, or `undefined` for an empty (204) response. */
     async json(method, path, body, opts = {}) {
@@ -177,20 +184,34 @@ export class HttpClient {
 }
 /**
  * Read an NDJSON body as parsed frames, one per line, as they arrive. Chunks are decoded as UTF-8
- * incrementally (a character split across network chunks is kept whole).
+ * incrementally (a character split across network chunks is kept whole). With `signal`, its abort
+ * ends the read with its reason (the body is then closed): what {@link HttpClient.sendStream}'s
+ * callers rely on. The generator holds the signal for as long as it reads, so no garbage
+ * collection can cut the link (undici's own link can be cut: nodejs/undici#4068).
  */
-export async function* ndjsonFrames(body) {
-    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+export async function* ndjsonFrames(body, signal) {
+    signal?.throwIfAborted();
+    const reader = body.getReader();
+    const decoder = new TextDecoder();
+    let onAbort = () => { };
+    const aborted = signal
+        ? new Promise((_, reject) => {
+            onAbort = () => reject(signal.reason);
+            signal.addEventListener('abort', onAbort, { once: true });
+        })
+        : undefined;
+    aborted?.catch(() => { });
     let buf = '';
     let finished = false;
     try {
         for (;;) {
-            const { value, done } = await reader.read();
+            const { value, done } = await (aborted ? Promise.race([reader.read(), aborted]) : reader.read());
             if (done) {
+                buf += decoder.decode();
                 finished = true;
                 break;
             }
-            buf += value;
+            buf += decoder.decode(value, { stream: true });
             let nl;
             while ((nl = buf.indexOf('\n')) >= 0) {
                 const line = buf.slice(0, nl);
@@ -203,6 +224,7 @@ export async function* ndjsonFrames(body) {
             yield parseFrame(buf);
     }
     finally {
+        signal?.removeEventListener('abort', onAbort);
         // A consumer that stops early (a callback threw) closes the response: the server then
         // interrupts the cell, as it does for any client that goes away.
         if (!finished)

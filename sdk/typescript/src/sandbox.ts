@@ -928,7 +928,7 @@ export class CodeSandbox {
 
     // `ctrl` is our own: a callback that throws closes the stream (the server then interrupts the
     // cell) even when the caller gave no signal.
-    const { res, ctrl } = await this._http.sendStream('POST', `${this._base}/execute`, {
+    const { res, ctrl, signal } = await this._http.sendStream('POST', `${this._base}/execute`, {
       body,
       signal: opts.signal,
       timeoutMs: opts.requestTimeoutMs ?? null,
@@ -944,7 +944,7 @@ export class CodeSandbox {
     let ended = false;
     const callbacks = new Callbacks();
     try {
-      for await (const frame of ndjsonFrames(bodyOf(res))) {
+      for await (const frame of ndjsonFrames(bodyOf(res), signal)) {
         const ev = execution.apply(frame);
         if (!ev) continue;
         switch (ev.kind) {
