@@ -39,6 +39,10 @@ pub struct BenchArgs {
     /// (skipped when missing).
     #[arg(long, default_value = "sdk/typescript/dist/index.js")]
     ts_sdk: PathBuf,
+    /// A Python interpreter with the Python SDK installed (`pip install ./sdk/python`), for its
+    /// figures (skipped when missing).
+    #[arg(long, default_value = "target/sdk-venv/bin/python")]
+    python_sdk: PathBuf,
     /// Skip the Jupyter baseline.
     #[arg(long)]
     no_jupyter: bool,
@@ -53,6 +57,10 @@ pub struct BenchArgs {
     /// Measure only snapshots, clones, sandbox forks and context forks (a minute or two).
     #[arg(long)]
     only_checkpoints: bool,
+    /// Measure only the warm round trip through the Rust client, the TypeScript SDK and the
+    /// Python SDK (a minute).
+    #[arg(long)]
+    only_round_trips: bool,
     /// Agent settings (`KEY=VALUE`, repeatable) of every sandbox of the bench's servers (`lizard
     /// serve --agent-env`), e.g. `LIZARD_PYTHON_ZYGOTE=false` to measure without the zygote.
     #[arg(long, value_name = "KEY=VALUE", value_parser = crate::serve::parse_env_pair)]
@@ -68,6 +76,8 @@ struct Figure {
     samples: usize,
     target: Option<String>,
     jupyter_median: Option<f64>,
+    /// The same figure through the Rust client in the same run (the SDKs' round trips).
+    rust_median: Option<f64>,
 }
 
 fn stats(name: &str, unit: &str, mut v: Vec<f64>, target: Option<&str>) -> Figure {
@@ -87,6 +97,7 @@ fn stats(name: &str, unit: &str, mut v: Vec<f64>, target: Option<&str>) -> Figur
         samples: v.len(),
         target: target.map(str::to_string),
         jupyter_median: None,
+        rust_median: None,
     }
 }
 
@@ -281,18 +292,7 @@ async fn lizard_figures(
     c.run(&id, &exec("1+1")).await?;
 
     // 2. trivial round trip in a warm context.
-    let mut rt = Vec::new();
-    for _ in 0..n * 10 {
-        let t = Instant::now();
-        c.run(&id, &exec("1+1")).await?;
-        rt.push(ms(t.elapsed()));
-    }
-    out.push(stats(
-        "runCode('1+1') round trip, warm",
-        "ms",
-        rt,
-        Some("≤ 2 ms, ≤ 1.0× Jupyter"),
-    ));
+    out.push(round_trip_figure(c, &id, n).await?);
 
     // 3. createContext per language.
     out.extend(create_context_figures(c, &id, n).await?);
@@ -474,6 +474,63 @@ async fn memory_figures(
     Ok(out)
 }
 
+/// `n × 10` runs of `1+1` in the warm default context of `id`, through the Rust client.
+async fn round_trip_figure(c: &Client, id: &str, n: usize) -> Result<Figure> {
+    let mut rt = Vec::new();
+    for _ in 0..n * 10 {
+        let t = Instant::now();
+        c.run(id, &exec("1+1")).await?;
+        rt.push(ms(t.elapsed()));
+    }
+    Ok(stats(
+        RUST_ROUND_TRIP,
+        "ms",
+        rt,
+        Some("≤ 2 ms, ≤ 1.0× Jupyter"),
+    ))
+}
+
+/// The name of the Rust client's round-trip figure, which the SDKs' are compared with.
+const RUST_ROUND_TRIP: &str = "runCode('1+1') round trip, warm";
+
+/// `--only-round-trips`: the round trip through the Rust client, the TypeScript SDK and the
+/// Python SDK, on one server.
+fn round_trip_figures(args: &BenchArgs, server: &BenchServer) -> Result<Vec<Figure>> {
+    let rt = runtime()?;
+    let c = &server.client;
+    let mut figures = rt.block_on(async {
+        let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
+        c.run(&sb.sandbox_id, &exec("1+1")).await?;
+        let f = round_trip_figure(c, &sb.sandbox_id, args.samples).await?;
+        c.kill_sandbox(&sb.sandbox_id).await?;
+        anyhow::Ok(vec![f])
+    })?;
+    sdk_figures(args, server, &mut figures, 1);
+    Ok(figures)
+}
+
+/// Adds the SDKs' figures (the TypeScript SDK's at `ts_at`), their round trips compared with the
+/// Rust client's in `figures`. An SDK that cannot run is skipped with a note.
+fn sdk_figures(args: &BenchArgs, server: &BenchServer, figures: &mut Vec<Figure>, ts_at: usize) {
+    match ts_figures(args, server) {
+        Ok(f) => figures.splice(ts_at..ts_at, f).for_each(drop),
+        Err(e) => eprintln!("TypeScript SDK figures skipped: {e:#}"),
+    }
+    match python_figures(args, server) {
+        Ok(f) => figures.extend(f),
+        Err(e) => eprintln!("Python SDK figure skipped: {e:#}"),
+    }
+    let rust = figures
+        .iter()
+        .find(|f| f.name == RUST_ROUND_TRIP)
+        .map(|f| f.median);
+    for f in figures.iter_mut() {
+        if f.name.starts_with(RUST_ROUND_TRIP) && f.name != RUST_ROUND_TRIP {
+            f.rust_median = rust;
+        }
+    }
+}
+
 /// One sandbox created, `1+1` run in it (checked) and killed: (ms to the create's answer, ms to
 /// the first result).
 async fn create_first_result(c: &Client) -> Result<(f64, f64)> {
@@ -516,17 +573,41 @@ async fn context_only_figures(args: &BenchArgs, c: &Client) -> Result<Vec<Figure
 const TS_BENCH: &str = r#"
 const { CodeSandbox } = await import(process.argv[1]);
 const n = Number(process.argv[2]);
-const times = [];
+const createFirst = [], roundTrip = [];
 for (let i = 0; i < n; i++) {
   await new Promise((r) => setTimeout(r, 400));
   const t = performance.now();
   const sandbox = await CodeSandbox.create({ project: 'bench' });
   const r = await sandbox.runCode('1+1');
-  times.push(performance.now() - t);
+  createFirst.push(performance.now() - t);
   if (r.results[0]?.data !== '2') throw new Error('unexpected result');
   await sandbox.kill();
 }
-console.log(JSON.stringify(times));
+const sandbox = await CodeSandbox.create({ project: 'bench' });
+for (let i = 0; i < 20; i++) await sandbox.runCode('1+1');
+for (let i = 0; i < n * 10; i++) {
+  const t = performance.now();
+  await sandbox.runCode('1+1');
+  roundTrip.push(performance.now() - t);
+}
+await sandbox.kill();
+console.log(JSON.stringify({ create_first: createFirst, round_trip: roundTrip }));
+"#;
+
+const PY_BENCH: &str = r#"
+import json, sys, time
+from lizard import CodeSandbox
+n = int(sys.argv[1])
+sandbox = CodeSandbox.create(project="bench")
+for _ in range(20):
+    sandbox.run_code("1+1")
+rts = []
+for _ in range(n * 10):
+    t = time.perf_counter()
+    sandbox.run_code("1+1")
+    rts.append((time.perf_counter() - t) * 1000)
+sandbox.kill()
+print(json.dumps({"round_trip": rts}))
 "#;
 
 /// A new sandbox holding 200 MB of numpy state (`state`) in its Python context.
@@ -820,31 +901,76 @@ fn in_context(code: &str, ctx: &str) -> ExecuteRequest {
     }
 }
 
-/// create → first result through the TypeScript SDK, as a user's Node program would see it.
-fn ts_figure(args: &BenchArgs, server: &BenchServer) -> Result<Figure> {
+/// create → first result and the round trip through the TypeScript SDK, as a user's Node
+/// program would see them.
+fn ts_figures(args: &BenchArgs, server: &BenchServer) -> Result<Vec<Figure>> {
     let module = std::path::absolute(&args.ts_sdk)?;
     if !module.exists() {
         bail!("{} not found", module.display());
     }
-    let out = Command::new("node")
-        .args(["--input-type=module", "-e", TS_BENCH])
-        .arg(&module)
+    let v = sdk_bench(
+        Command::new("node")
+            .args(["--input-type=module", "-e", TS_BENCH])
+            .arg(&module),
+        args,
+        server,
+    )?;
+    Ok(vec![
+        stats(
+            "create → first runCode('1+1') (TypeScript SDK, warm pool)",
+            "ms",
+            samples_of(&v, "create_first")?,
+            Some("≤ 50 ms"),
+        ),
+        stats(
+            "runCode('1+1') round trip, warm (TypeScript SDK)",
+            "ms",
+            samples_of(&v, "round_trip")?,
+            Some("≤ 1.15× the Rust client's"),
+        ),
+    ])
+}
+
+/// The round trip through the Python SDK (its synchronous client).
+fn python_figures(args: &BenchArgs, server: &BenchServer) -> Result<Vec<Figure>> {
+    if !args.python_sdk.exists() {
+        bail!("{} not found", args.python_sdk.display());
+    }
+    let v = sdk_bench(
+        Command::new(&args.python_sdk).args(["-c", PY_BENCH]),
+        args,
+        server,
+    )?;
+    Ok(vec![stats(
+        "runCode('1+1') round trip, warm (Python SDK)",
+        "ms",
+        samples_of(&v, "round_trip")?,
+        Some("≤ 1.15× the Rust client's"),
+    )])
+}
+
+/// Runs an SDK's benchmark program against `server` (samples per figure as its last argument),
+/// and reads the JSON it prints.
+fn sdk_bench(
+    cmd: &mut Command,
+    args: &BenchArgs,
+    server: &BenchServer,
+) -> Result<serde_json::Value> {
+    let out = cmd
         .arg(args.samples.to_string())
         .env("LIZARD_API_URL", &server.url)
         .env("LIZARD_API_KEY", &server.key)
         .stderr(Stdio::inherit())
         .output()
-        .context("running node")?;
+        .context("running the SDK's benchmark")?;
     if !out.status.success() {
-        bail!("the TypeScript SDK benchmark failed");
+        bail!("the SDK benchmark failed ({})", out.status);
     }
-    let v: Vec<f64> = serde_json::from_slice(&out.stdout)?;
-    Ok(stats(
-        "create → first runCode('1+1') (TypeScript SDK, warm pool)",
-        "ms",
-        v,
-        Some("≤ 50 ms"),
-    ))
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+fn samples_of(v: &serde_json::Value, key: &str) -> Result<Vec<f64>> {
+    Ok(serde_json::from_value(v[key].clone())?)
 }
 
 const JUPYTER_BENCH: &str = r#"
@@ -1025,6 +1151,12 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         figures.extend(shared_clone_memory_figures(&templates_from, &args)?);
         return report(&args, &figures);
     }
+    if args.only_round_trips {
+        let server = start_server(&templates_from, 2, &args.agent_env)?;
+        eprintln!("measuring round trips ({} samples × 10)…", args.samples);
+        let figures = round_trip_figures(&args, &server)?;
+        return report(&args, &figures);
+    }
     if args.only_contexts {
         let server = start_server(&templates_from, 2, &args.agent_env)?;
         let rt = runtime()?;
@@ -1040,10 +1172,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let rt = runtime()?;
     eprintln!("measuring Lizard ({} samples per figure)…", args.samples);
     let mut figures = rt.block_on(lizard_figures(&args, &server.client, Some(&cold.client)))?;
-    match ts_figure(&args, &server) {
-        Ok(f) => figures.insert(2, f),
-        Err(e) => eprintln!("TypeScript SDK figure skipped: {e:#}"),
-    }
+    sdk_figures(&args, &server, &mut figures, 2);
     drop(server);
     drop(cold);
     figures.extend(shared_clone_memory_figures(&templates_from, &args)?);
@@ -1072,22 +1201,26 @@ pub fn bench(args: BenchArgs) -> Result<()> {
 /// Print the table and write the JSON file.
 fn report(args: &BenchArgs, figures: &[Figure]) -> Result<()> {
     println!(
-        "{:<60} {:>10} {:>10} {:>9} {:>12} {:>8}  target",
-        "figure", "median", "p95", "unit", "jupyter", "ratio"
+        "{:<60} {:>10} {:>10} {:>9} {:>12} {:>8} {:>8}  target",
+        "figure", "median", "p95", "unit", "jupyter", "ratio", "vs rust"
     );
     for f in figures {
         let (j, r) = match f.jupyter_median {
             Some(j) => (format!("{j:.2}"), format!("{:.2}×", f.median / j)),
             None => (String::from("-"), String::from("-")),
         };
+        let vs_rust = f
+            .rust_median
+            .map_or(String::from("-"), |m| format!("{:.2}×", f.median / m));
         println!(
-            "{:<60} {:>10.2} {:>10.2} {:>9} {:>12} {:>8}  {}",
+            "{:<60} {:>10.2} {:>10.2} {:>9} {:>12} {:>8} {:>8}  {}",
             f.name,
             f.median,
             f.p95,
             f.unit,
             j,
             r,
+            vs_rust,
             f.target.as_deref().unwrap_or("")
         );
     }
