@@ -195,6 +195,10 @@ impl Sandboxes {
             ),
         };
         let restore = restore.map(|(from, _)| from);
+        // Where a launch spends its time (debug log at the end): the figures behind a cold create.
+        let t0 = std::time::Instant::now();
+        let mut phases: Vec<(&str, u128)> = Vec::new();
+        let mut phase = |name| phases.push((name, t0.elapsed().as_micros()));
         // A relaunch keeps the lower layer its writable layer was made on, when it is still there.
         let chain = match (!fresh).then(|| self.previous_build(dir)).flatten() {
             Some(c) => c,
@@ -251,6 +255,7 @@ impl Sandboxes {
             cleanup(&dir);
             return Err(e);
         }
+        phase("disk");
         // The sandbox's host-side logs: it writes into pipes the server drains (capped at the
         // writer, see `crate::host_logs`), never into a host file.
         for name in crate::host_logs::FILES {
@@ -321,6 +326,7 @@ impl Sandboxes {
         let agent_exe = agent_file.map(|f| f.digest);
         let restoring = restore.is_some();
         spec.restore = restore;
+        phase("prepared");
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
             Ok(l) => l,
             Err(e) => {
@@ -328,6 +334,7 @@ impl Sandboxes {
                 return Err(e);
             }
         };
+        phase("jail");
         let runtime = Runtime {
             pid: launched.pid,
             cgroup: launched.cgroup,
@@ -369,6 +376,7 @@ impl Sandboxes {
             runtime.agent_peer(),
             self.cfg.agent_limits,
         );
+        phase("egress");
         if let Err(e) = agent.wait_ready(self.cfg.ready_timeout).await {
             tracing::warn!(sandbox = %id, error = %e, log = %dir.join("agent.log").display(),
                 "agent not ready; killing the sandbox");
@@ -408,6 +416,8 @@ impl Sandboxes {
                     "the restored agent keeps the launcher's socket"),
             }
         }
+        phase("ready");
+        tracing::debug!(sandbox = %id, restoring, phases_us = ?phases, "launched");
         Ok(LaunchedSandbox {
             id,
             runtime,
