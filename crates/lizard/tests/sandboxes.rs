@@ -278,17 +278,51 @@ async fn project_create_cli_works_on_the_data_dir() {
     s.kill_all().await;
 }
 
+/// Every cell of a tight loop is metered, also those that end while the sampler reads the
+/// agent's execution log (the bounds that check the log are read after it, not before: read
+/// before, the cells that ended meanwhile were dropped as impossible).
+#[tokio::test]
+async fn every_cell_of_a_tight_loop_is_metered() {
+    lizard_test_support::needs_root!();
+    let s = Server::with_flags("--sample-interval-s 1");
+    let key = s.project_key("looped").await;
+    let id = s.create(&key, json!({})).await;
+    // Cells back to back across several samples.
+    let (mut cells, t0) = (0u64, std::time::Instant::now());
+    while t0.elapsed() < Duration::from_secs(4) {
+        let ex = s.run(&id, json!({"code": "1+1"})).await;
+        assert_eq!(ex["status"], "ok", "{ex}");
+        cells += 1;
+    }
+    let executions = || async {
+        let u = s
+            .req(Some(&key), "GET", "/v1/projects/looped/usage", None)
+            .await;
+        u.body["totals"]["executions"].as_u64().unwrap_or(0)
+    };
+    let all = eventually(Duration::from_secs(60), || async {
+        executions().await >= cells
+    })
+    .await;
+    assert!(all, "{} of {cells} cells metered", executions().await);
+    assert_eq!(executions().await, cells);
+    s.kill_all().await;
+}
+
 #[tokio::test]
 async fn usage_is_metered_and_exported() {
     lizard_test_support::needs_root!();
     let s = Server::with_flags("--sample-interval-s 1");
     let key = s.project_key("metered").await;
     let id = s.create(&key, json!({})).await;
+    // One second of CPU time, however loaded the machine is.
+    let code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass";
     let r = s
-        .post_as(&key, &format!("/v1/sandboxes/{id}/execute"), 
-                // One second of CPU time, however loaded the machine is.
-                json!({"code": "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass"}),
-            )
+        .post_as(
+            &key,
+            &format!("/v1/sandboxes/{id}/execute"),
+            json!({"code": code}),
+        )
         .await;
     assert_eq!(r.body["status"], "ok", "{}", r.text);
     let u = s

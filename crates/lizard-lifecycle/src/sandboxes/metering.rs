@@ -159,13 +159,16 @@ pub async fn sample_within(sandboxes: &Sandboxes, sb: &Sandbox, log_deadline: Du
         }
     }
     if sb.state() == StoredState::Running {
-        let bounds = Bounds::of(sb, now);
         match sb
             .agent
             .executions_within(u.agent_log_seq, log_deadline)
             .await
         {
             Ok(log) => {
+                // Read once the page is in: every run it reports started with a request counted
+                // by now and ended by now. (Read before, the runs that ended meanwhile would be
+                // dropped as impossible: honest cells lost from the usage.)
+                let bounds = Bounds::of(sb, now_ms());
                 let any = !log.records.is_empty();
                 record_executions(store, sb, &mut u, log, &bounds);
                 if any && sandboxes.cfg.executions_retention.max_events.is_some() {
