@@ -61,6 +61,19 @@ pub struct BenchArgs {
     /// Python SDK (a minute).
     #[arg(long)]
     only_round_trips: bool,
+    /// Measure only create → first result under load through the TypeScript SDK: a burst of
+    /// creates at once, then creates at a sustained rate (a minute or two).
+    #[arg(long)]
+    only_load: bool,
+    /// Creates at once in the burst figure.
+    #[arg(long, default_value_t = 20)]
+    burst: usize,
+    /// Creates a second in the sustained figure.
+    #[arg(long, default_value_t = 10)]
+    sustained_rate: usize,
+    /// Seconds of the sustained figure.
+    #[arg(long, default_value_t = 60)]
+    sustained_s: usize,
     /// Agent settings (`KEY=VALUE`, repeatable) of every sandbox of the bench's servers (`lizard
     /// serve --agent-env`), e.g. `LIZARD_PYTHON_ZYGOTE=false` to measure without the zygote.
     #[arg(long, value_name = "KEY=VALUE", value_parser = crate::serve::parse_env_pair)]
@@ -594,6 +607,38 @@ await sandbox.kill();
 console.log(JSON.stringify({ create_first: createFirst, round_trip: roundTrip }));
 "#;
 
+const TS_LOAD_BENCH: &str = r#"
+const { CodeSandbox } = await import(process.argv[1]);
+const [burst, rate, seconds] = process.argv.slice(2).map(Number);
+async function first() {
+  const t = performance.now();
+  const sandbox = await CodeSandbox.create({ project: 'bench' });
+  const r = await sandbox.runCode('1+1');
+  const ms = performance.now() - t;
+  if (r.results[0]?.data !== '2') throw new Error('unexpected result');
+  return { sandbox, ms };
+}
+// A burst: `burst` creates at once, as a fleet of agents starting together.
+const b = await Promise.all(Array.from({ length: burst }, first));
+await Promise.all(b.map(({ sandbox }) => sandbox.kill()));
+// The pool refills before the next figure (a pause, as between two bursts of a fleet).
+await new Promise((r) => setTimeout(r, 5000));
+// Sustained: `rate` creates a second for `seconds`, each sandbox killed once it answered.
+const sustained = [];
+const pending = [];
+const start = performance.now();
+for (let i = 0; i < rate * seconds; i++) {
+  const wait = start + (i * 1000) / rate - performance.now();
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  pending.push(first().then(async ({ sandbox, ms }) => {
+    sustained.push(ms);
+    await sandbox.kill();
+  }));
+}
+await Promise.all(pending);
+console.log(JSON.stringify({ burst: b.map(({ ms }) => ms), sustained }));
+"#;
+
 const PY_BENCH: &str = r#"
 import json, sys, time
 from lizard import CodeSandbox
@@ -931,6 +976,53 @@ fn ts_figures(args: &BenchArgs, server: &BenchServer) -> Result<Vec<Figure>> {
     ])
 }
 
+/// create → first result under load, through the TypeScript SDK, on a server of its own with
+/// the default pool: a burst of `--burst` creates at once, then `--sustained-rate` creates a
+/// second for `--sustained-s`. Its disks may promise 8× the free space (a burst of 1 GiB disks on
+/// a small test disk would otherwise be refused; nothing is written to them).
+fn load_figures(args: &BenchArgs, templates_from: &std::path::Path) -> Result<Vec<Figure>> {
+    let module = std::path::absolute(&args.ts_sdk)?;
+    if !module.exists() {
+        bail!("{} not found", module.display());
+    }
+    let server = start_server_with(
+        templates_from,
+        2,
+        &args.agent_env,
+        &["--disk-overcommit", "8"],
+    )?;
+    let v = sdk_bench(
+        Command::new("node")
+            .args(["--input-type=module", "-e", TS_LOAD_BENCH])
+            .arg(&module)
+            .arg(args.burst.to_string())
+            .arg(args.sustained_rate.to_string())
+            .arg(args.sustained_s.to_string()),
+        args,
+        &server,
+    )?;
+    Ok(vec![
+        stats(
+            &format!(
+                "create → first result, TypeScript SDK, {} creates at once",
+                args.burst
+            ),
+            "ms",
+            samples_of(&v, "burst")?,
+            Some("p95 ≤ 50 ms"),
+        ),
+        stats(
+            &format!(
+                "create → first result, TypeScript SDK, {}/s for {} s",
+                args.sustained_rate, args.sustained_s
+            ),
+            "ms",
+            samples_of(&v, "sustained")?,
+            Some("p95 ≤ 25 ms"),
+        ),
+    ])
+}
+
 /// The round trip through the Python SDK (its synchronous client).
 fn python_figures(args: &BenchArgs, server: &BenchServer) -> Result<Vec<Figure>> {
     if !args.python_sdk.exists() {
@@ -1157,6 +1249,14 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         let figures = round_trip_figures(&args, &server)?;
         return report(&args, &figures);
     }
+    if args.only_load {
+        eprintln!(
+            "measuring creates under load ({} at once, {}/s for {} s)…",
+            args.burst, args.sustained_rate, args.sustained_s
+        );
+        let figures = load_figures(&args, &templates_from)?;
+        return report(&args, &figures);
+    }
     if args.only_contexts {
         let server = start_server(&templates_from, 2, &args.agent_env)?;
         let rt = runtime()?;
@@ -1175,6 +1275,10 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     sdk_figures(&args, &server, &mut figures, 2);
     drop(server);
     drop(cold);
+    match load_figures(&args, &templates_from) {
+        Ok(f) => figures.extend(f),
+        Err(e) => eprintln!("load figures skipped: {e:#}"),
+    }
     figures.extend(shared_clone_memory_figures(&templates_from, &args)?);
 
     if !args.no_jupyter {
