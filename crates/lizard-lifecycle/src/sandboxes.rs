@@ -206,6 +206,9 @@ pub struct SandboxConfig {
     pub ready_timeout: Duration,
     /// Ready sandboxes (default template, Python kernel started) kept for fast creates; 0 = none.
     pub pool_size: usize,
+    /// The most ready sandboxes the pool grows to when bursts of creates ask for more than
+    /// `pool_size` (see `pool::Demand`); at most `pool_size` means a fixed pool.
+    pub pool_max: usize,
     /// Host uid and gid of the sandbox user: owner of a new volume's root directory.
     pub volume_owner: (u32, u32),
     /// Sandboxes' egress: the relay and DNS responder served in each egress sandbox's network
@@ -648,6 +651,8 @@ pub struct Sandboxes {
     live: RwLock<HashMap<String, Arc<Sandbox>>>,
     timeouts_changed: Notify,
     pool: Mutex<Vec<LaunchedSandbox>>,
+    /// The recent pool-eligible creates, which size the pool between `pool_size` and `pool_max`.
+    pool_demand: Mutex<pool::Demand>,
     pool_wanted: Notify,
     /// Held by the pool filler while it launches one sandbox; taken by `drain_pool` to close.
     pool_filling: tokio::sync::Mutex<bool>,
@@ -726,6 +731,7 @@ impl Sandboxes {
             live: RwLock::new(HashMap::new()),
             timeouts_changed: Notify::new(),
             pool: Mutex::new(Vec::new()),
+            pool_demand: Mutex::default(),
             pool_wanted: Notify::new(),
             pool_filling: tokio::sync::Mutex::new(false),
         })

@@ -1054,7 +1054,23 @@ async fn metrics(State(st): St, Auth(who): Auth) -> Result<Response, ApiError> {
     if let (Principal::Admin, Some(proxy)) = (&who, &st.sandboxes.cfg.packages) {
         text.push_str(&package_metrics(&proxy.stats()));
     }
+    // The warm pool is the server's too.
+    if who == Principal::Admin {
+        text.push_str(&pool_metrics(&st.sandboxes));
+    }
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+/// The warm pool's gauges in Prometheus' text format.
+fn pool_metrics(sandboxes: &lizard_lifecycle::sandboxes::Sandboxes) -> String {
+    format!(
+        "# HELP lizard_pool_ready Ready sandboxes in the warm pool.\n\
+         # TYPE lizard_pool_ready gauge\nlizard_pool_ready {}\n\
+         # HELP lizard_pool_target The warm pool's size now (--pool-size, or the largest recent \
+         burst up to --pool-max).\n# TYPE lizard_pool_target gauge\nlizard_pool_target {}\n",
+        sandboxes.pool_ready(),
+        sandboxes.pool_target()
+    )
 }
 
 /// The package registries' mirror's counters in Prometheus' text format.

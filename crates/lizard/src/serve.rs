@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// Ready sandboxes (default template, Python kernel started) kept so that creates are instant.
     #[arg(long, env = "LIZARD_POOL_SIZE", default_value_t = 2)]
     pool_size: usize,
+    /// The most ready sandboxes the pool grows to when bursts of creates ask for more than
+    /// --pool-size: it holds as many as the largest burst of the last five minutes (the creates
+    /// of any ten seconds), then shrinks back. Default: --pool-size (a fixed pool).
+    #[arg(long, env = "LIZARD_POOL_MAX")]
+    pool_max: Option<usize>,
     /// Environment of every sandbox's agent, `KEY=VALUE` (repeatable): agent settings such as
     /// `LIZARD_JAVASCRIPT_ZYGOTE=false` (see `lizard agent --help`). A create's own `env` may not
     /// use `LIZARD_` names.
@@ -782,6 +787,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 id_shift,
                 ready_timeout: Duration::from_secs(30),
                 pool_size: args.pool_size,
+                pool_max: args.pool_max.unwrap_or(args.pool_size).max(args.pool_size),
                 volume_owner,
                 egress: std::sync::Arc::new(lizard_server::egress::EgressService::with_roots(
                     egress_hosts,

@@ -497,6 +497,66 @@ async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
     assert_eq!(left, 0, "pooled sandboxes left behind after shutdown");
 }
 
+/// A gauge of the server's `/metrics` (admin's), `name` with its trailing space.
+async fn gauge(s: &Server, name: &str) -> usize {
+    let m = s.admin("GET", "/metrics", None).await;
+    m.text
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// With `--pool-max` above `--pool-size`, a burst of creates grows the pool to the burst (at most
+/// `--pool-max`), so that the next burst finds its sandboxes ready.
+#[tokio::test]
+async fn a_burst_of_creates_grows_the_pool_up_to_its_max() {
+    lizard_test_support::needs_root!();
+    let s = Server::with_flags("--pool-size 1 --pool-max 3");
+    assert!(
+        eventually(Duration::from_secs(60), || async {
+            gauge(&s, "lizard_pool_ready ").await == 1
+        })
+        .await
+    );
+    // A burst of four: the pool is then sized for three (its max), besides the four claimed.
+    let key = s.admin_key.clone();
+    let burst = futures_util::future::join_all((0..4).map(|_| s.create(&key, json!({})))).await;
+    assert_eq!(gauge(&s, "lizard_pool_target ").await, 3);
+    let grown = eventually(Duration::from_secs(120), || async {
+        gauge(&s, "lizard_pool_ready ").await == 3
+    })
+    .await;
+    assert!(
+        grown,
+        "{} ready in the pool, 3 expected",
+        gauge(&s, "lizard_pool_ready ").await
+    );
+    let listed = s.admin("GET", "/v1/sandboxes", None).await;
+    assert_eq!(
+        listed.body.as_array().map(Vec::len),
+        Some(4),
+        "{}",
+        listed.text
+    );
+    // The next burst is served by the grown pool: sandboxes that were ready before it.
+    let ready: Vec<String> = std::fs::read_dir(s.data_dir.path().join("sandboxes"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|id| !burst.contains(id))
+        .collect();
+    for _ in 0..3 {
+        let id = s.create(&key, json!({})).await;
+        assert!(ready.contains(&id), "{id} was not pooled ({ready:?})");
+    }
+    s.kill_all().await;
+    let dir = s.stop("-TERM");
+    let left = std::fs::read_dir(dir.path().join("sandboxes"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0, "pooled sandboxes left behind after shutdown");
+}
+
 /// Inside a real sandbox (agent = PID 1, seccomp on), Python contexts are forked from the zygote:
 /// the default one and created ones, each a child of PID 1 in its own process group, and a crash
 /// is reaped with its exit status (pidfd + `waitid` under the sandbox's seccomp profile).

@@ -106,6 +106,7 @@ impl Sandboxes {
         let egress = crate::egress::rules(&req.network.egress)?;
         self.check_inject(&req.project, &req.network, egress.as_ref())?;
         let pooled = if self.pool_eligible(&template_name, &req) {
+            self.note_pool_demand();
             self.take_pooled()
         } else {
             None

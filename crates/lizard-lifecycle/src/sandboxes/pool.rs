@@ -1,6 +1,56 @@
 //! The warm pool: sandboxes launched ahead of demand for creates that any pooled sandbox fits.
+//! It holds `pool_size` of them, or more up to `pool_max` when bursts of creates asked for more
+//! lately ([`Demand`]).
 
 use super::*;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// How far back creates count for the pool's size.
+const WINDOW: Duration = Duration::from_secs(300);
+/// A burst: the creates of this long.
+const SPAN: Duration = Duration::from_secs(10);
+/// The most creates remembered (a flood of creates costs no more than this).
+const REMEMBERED: usize = 4096;
+
+/// The recent pool-eligible creates: the pool is sized for the largest burst among them.
+#[derive(Debug, Default)]
+pub(super) struct Demand {
+    creates: VecDeque<Instant>,
+}
+
+impl Demand {
+    pub(super) fn note(&mut self, at: Instant) {
+        self.forget_before(at);
+        if self.creates.len() == REMEMBERED {
+            self.creates.pop_front();
+        }
+        self.creates.push_back(at);
+    }
+
+    fn forget_before(&mut self, now: Instant) {
+        while self
+            .creates
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > WINDOW)
+        {
+            self.creates.pop_front();
+        }
+    }
+
+    /// The most creates within any [`SPAN`] of the last [`WINDOW`] before `now`.
+    pub(super) fn largest_burst(&mut self, now: Instant) -> usize {
+        self.forget_before(now);
+        let (mut most, mut first) = (0, 0);
+        for (last, t) in self.creates.iter().enumerate() {
+            while t.saturating_duration_since(self.creates[first]) >= SPAN {
+                first += 1;
+            }
+            most = most.max(last + 1 - first);
+        }
+        most
+    }
+}
 
 impl Sandboxes {
     /// Whether a create request can be served by a pooled sandbox: the default template, with
@@ -14,6 +64,50 @@ impl Sandboxes {
             && req.network.egress.is_none()
     }
 
+    /// Counts a pool-eligible create (served from the pool or not) for the pool's size.
+    pub(super) fn note_pool_demand(&self) {
+        if let Ok(mut d) = self.pool_demand.lock() {
+            d.note(Instant::now());
+        }
+    }
+
+    /// The ready sandboxes in the pool now.
+    pub fn pool_ready(&self) -> usize {
+        self.pool.lock().map(|p| p.len()).unwrap_or(0)
+    }
+
+    /// How many ready sandboxes the pool holds now: `pool_size`, or the largest recent burst up
+    /// to `pool_max`.
+    pub fn pool_target(&self) -> usize {
+        let burst = self
+            .pool_demand
+            .lock()
+            .map(|mut d| d.largest_burst(Instant::now()))
+            .unwrap_or(0);
+        burst.clamp(
+            self.cfg.pool_size,
+            self.cfg.pool_max.max(self.cfg.pool_size),
+        )
+    }
+
+    /// Kills the pooled sandboxes beyond the pool's size (after a burst has aged out).
+    fn shrink_pool(&self) {
+        let target = self.pool_target();
+        let extra: Vec<LaunchedSandbox> = self
+            .pool
+            .lock()
+            .map(|mut p| {
+                let extra = p.len().saturating_sub(target);
+                p.drain(..extra).collect()
+            })
+            .unwrap_or_default();
+        for l in extra {
+            tracing::debug!(sandbox = %l.id, "the pool shrinks");
+            destroy(&l.runtime);
+            self.id_ranges.release(&l.id);
+        }
+    }
+
     pub(super) fn take_pooled(&self) -> Option<LaunchedSandbox> {
         self.pool.lock().ok().and_then(|mut p| p.pop())
     }
@@ -25,14 +119,15 @@ impl Sandboxes {
         }
     }
 
-    /// Keep `pool_size` ready sandboxes of the default template, each with a started Python
-    /// kernel, so that `create` is a claim and the first run is warm. Runs until the process ends.
+    /// Keep the pool's ready sandboxes of the default template (see [`Demand`]), each with a
+    /// started Python kernel, so that `create` is a claim and the first run is warm. Runs until the
+    /// process ends.
     pub async fn run_pool(self: Arc<Self>) {
         if self.cfg.pool_size == 0 {
             return;
         }
         loop {
-            while self.pool.lock().map(|p| p.len()).unwrap_or(0) < self.cfg.pool_size {
+            while self.pool_ready() < self.pool_target() {
                 let closed = self.pool_filling.lock().await;
                 if *closed {
                     return;
@@ -74,7 +169,13 @@ impl Sandboxes {
                     }
                 }
             }
-            self.pool_wanted.notified().await;
+            if self.cfg.pool_max > self.cfg.pool_size {
+                // A grown pool shrinks back once its burst is older than the window.
+                let _ = tokio::time::timeout(SPAN, self.pool_wanted.notified()).await;
+                self.shrink_pool();
+            } else {
+                self.pool_wanted.notified().await;
+            }
         }
     }
 
@@ -91,5 +192,50 @@ impl Sandboxes {
             destroy(&l.runtime);
             self.id_ranges.release(&l.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_burst_is_the_most_creates_of_any_span() {
+        let t0 = Instant::now();
+        let mut d = Demand::default();
+        assert_eq!(d.largest_burst(t0), 0);
+        // 3 creates in the first second, then 5 within ten seconds a minute later.
+        for ms in [0, 100, 900] {
+            d.note(t0 + Duration::from_millis(ms));
+        }
+        for s in [60, 61, 65, 69, 69] {
+            d.note(t0 + Duration::from_secs(s));
+        }
+        assert_eq!(d.largest_burst(t0 + Duration::from_secs(70)), 5);
+        // A span is under ten seconds: 60 and 70 are not in one.
+        d.note(t0 + Duration::from_secs(70));
+        assert_eq!(d.largest_burst(t0 + Duration::from_secs(70)), 5);
+    }
+
+    #[test]
+    fn bursts_age_out_of_the_window() {
+        let t0 = Instant::now();
+        let mut d = Demand::default();
+        for _ in 0..20 {
+            d.note(t0);
+        }
+        assert_eq!(d.largest_burst(t0 + WINDOW), 20);
+        assert_eq!(d.largest_burst(t0 + WINDOW + Duration::from_secs(1)), 0);
+    }
+
+    #[test]
+    fn a_flood_of_creates_is_remembered_up_to_a_bound() {
+        let t0 = Instant::now();
+        let mut d = Demand::default();
+        for _ in 0..REMEMBERED * 3 {
+            d.note(t0);
+        }
+        assert_eq!(d.creates.len(), REMEMBERED);
+        assert_eq!(d.largest_burst(t0), REMEMBERED);
     }
 }
