@@ -40,6 +40,10 @@ if [ ! -x target/mcp-venv/bin/python ]; then python3 -m venv target/mcp-venv; fi
 target/mcp-venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
 (cd tests/mcp && npm ci --no-audit --no-fund --silent && npm test)
 
+echo "== Web console (console/dist is the build of console/src; the console in headless Chromium against lizard serve)"
+(cd console && npm ci --no-audit --no-fund --silent && npm test)
+(cd tests/console && npm ci --no-audit --no-fund --silent && npm test)
+
 echo "== E2B compatibility (E2B's own SDKs, pinned, unmodified)"
 if [ ! -x target/e2b-venv/bin/python ]; then python3 -m venv target/e2b-venv; fi
 target/e2b-venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/e2b/requirements.txt

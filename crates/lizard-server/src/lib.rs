@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod console;
 pub mod e2b;
 pub mod e2b_resources;
 pub mod e2b_shared;

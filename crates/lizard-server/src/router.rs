@@ -1,8 +1,9 @@
 //! The server's router: Lizard's own routes ([`crate::api`]), E2B's control plane and template
-//! builds ([`crate::e2b`], [`crate::e2b_templates`]), the fallbacks, and the layers every request
-//! passes: the body limit, E2B sandbox traffic routed by header ([`crate::e2b::sandbox_traffic`]),
-//! the gate ([`crate::gate`]: caller, rate limits, audit), host-name routing of sandbox traffic
-//! ([`crate::hosts`]) and the drain of unread bodies.
+//! builds ([`crate::e2b`], [`crate::e2b_templates`]), the web console's files
+//! ([`crate::console`]), the fallbacks, and the layers every request passes: the body limit, E2B
+//! sandbox traffic routed by header ([`crate::e2b::sandbox_traffic`]), the gate ([`crate::gate`]:
+//! caller, rate limits, audit), host-name routing of sandbox traffic ([`crate::hosts`]) and the
+//! drain of unread bodies.
 
 use crate::state::AppState;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -20,6 +21,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(crate::e2b_templates::routes())
         .merge(crate::e2b_resources::routes())
         .merge(crate::api::routes())
+        .merge(crate::console::routes())
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             let mut r = ApiError::invalid("method not allowed on this route").into_response();

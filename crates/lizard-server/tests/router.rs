@@ -150,6 +150,31 @@ async fn public_routes_answer_without_a_key() {
 }
 
 #[tokio::test]
+async fn the_web_console_is_served_at_the_root_without_a_key() {
+    let mut a = api();
+    for key in [None, Some("lz_not_a_key")] {
+        for (uri, ct) in [
+            ("/", "text/html; charset=utf-8"),
+            ("/console/console.js", "text/javascript; charset=utf-8"),
+            ("/console/console.css", "text/css; charset=utf-8"),
+        ] {
+            let mut b = Request::builder().uri(uri);
+            if let Some(k) = key {
+                b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
+            }
+            let r = a.router.call(b.body(Body::empty()).unwrap()).await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{uri} {key:?}");
+            assert_eq!(r.headers()[header::CONTENT_TYPE], ct, "{uri}");
+        }
+    }
+    // The console's pages are fragments of `/`: the API and E2B's routes are as they were.
+    let r = a.req(Method::GET, "/sandboxes", None, None).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = a.req(Method::POST, "/", None, None).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
 async fn every_route_needs_a_known_key_and_says_how_to_send_one() {
     let mut a = api();
     for (method, uri) in [

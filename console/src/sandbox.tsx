@@ -1,0 +1,98 @@
+// One sandbox: its state and lifecycle buttons (kept current by polling `GET /v1/sandboxes/{id}`),
+// and the cell runner on its contexts while it is running.
+
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, type SandboxInfo } from './api';
+import { LifecycleButtons } from './lifecycle';
+import { CellRunner } from './notebook';
+import type { Session } from './session';
+import { Busy, Empty, ErrorBox, StateBadge, age, mib } from './ui';
+
+const POLL_MS = 3000;
+
+export function SandboxPage({ session, id }: { session: Session; id: string }) {
+  const { api } = session;
+  const path = `/v1/sandboxes/${encodeURIComponent(id)}`;
+  const [sb, setSb] = useState<SandboxInfo | null>(null);
+  const [gone, setGone] = useState<unknown>(null);
+  const [error, setError] = useState<unknown>(null);
+
+  useEffect(() => {
+    let stop = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    setSb(null);
+    setGone(null);
+    const load = async () => {
+      if (!document.hidden) {
+        try {
+          const info = await api.get<SandboxInfo>(path);
+          if (stop) return;
+          setSb(info);
+        } catch (e) {
+          if (stop) return;
+          if (e instanceof ApiError && e.status === 404) {
+            setGone(e);
+            return;
+          }
+          setError(e);
+        }
+      }
+      if (!stop) timer = setTimeout(load, POLL_MS);
+    };
+    load();
+    return () => {
+      stop = true;
+      clearTimeout(timer);
+    };
+  }, [api, path]);
+
+  if (gone) {
+    return (
+      <div class="page">
+        <ErrorBox error={gone} />
+        <Empty title="This sandbox is not there.">
+          It was killed, or it belongs to a project this key does not see. <a href="#/sandboxes">Back to the sandboxes</a>.
+        </Empty>
+      </div>
+    );
+  }
+  if (!sb) {
+    return <div class="page">{error ? <ErrorBox error={error} /> : <Busy>Loading the sandbox…</Busy>}</div>;
+  }
+  return (
+    <div class="page">
+      <div class="sandbox-head">
+        <h1 class="mono">{sb.sandbox_id}</h1>
+        <StateBadge state={sb.state} />
+        <LifecycleButtons
+          api={api}
+          sb={sb}
+          onDone={(info) => {
+            if (info) setSb(info);
+            else location.hash = '#/sandboxes';
+          }}
+          onError={setError}
+        />
+      </div>
+      <dl class="facts">
+        <dt>Project</dt>
+        <dd>{sb.project}</dd>
+        <dt>Template</dt>
+        <dd>{sb.template}</dd>
+        <dt>Age</dt>
+        <dd>{age(sb.created_at_ms)}</dd>
+        <dt>Limits</dt>
+        <dd>
+          {(sb.limits.cpu_millicores / 1000).toFixed(1)} CPU, {mib(sb.limits.memory_mb)} memory, {mib(sb.limits.disk_mb)} disk
+        </dd>
+        <dt>Timeout</dt>
+        <dd>{sb.state === 'running' ? `in ${age(Date.now(), sb.timeout_at_ms)}` : 'not counting'}</dd>
+      </dl>
+      <ErrorBox error={error} onClose={() => setError(null)} />
+      {sb.state !== 'running' && (
+        <Empty title={`This sandbox is ${sb.state}.`}>Resume it to run code.</Empty>
+      )}
+      <CellRunner api={api} sandbox={sb.sandbox_id} canRun={sb.state === 'running'} />
+    </div>
+  );
+}

@@ -1,0 +1,94 @@
+// Small pieces every page uses: the error box (the API's message as it said it), a busy marker,
+// and formatting of ages and sizes.
+
+import type { ComponentChildren } from 'preact';
+import { ApiError, messageOf } from './api';
+
+/** An error as the API put it: its message, with the code when there is one. */
+export function ErrorBox({ error, onClose }: { error: unknown; onClose?: () => void }) {
+  if (error === null || error === undefined) return null;
+  const code = error instanceof ApiError && error.status !== 0 ? error.code : null;
+  return (
+    <div class="error-box" role="alert">
+      {code && <span class="error-code">{code}</span>}
+      <span class="error-message">{messageOf(error)}</span>
+      {onClose && (
+        <button class="link" type="button" onClick={onClose} aria-label="Dismiss">
+          ×
+        </button>
+      )}
+    </div>
+  );
+}
+
+/** A spinner with a label, for work in progress. */
+export function Busy({ children }: { children: ComponentChildren }) {
+  return (
+    <div class="busy" role="status">
+      <span class="spinner" aria-hidden="true" />
+      {children}
+    </div>
+  );
+}
+
+/** What to do when there is nothing to show. */
+export function Empty({ title, children }: { title: string; children?: ComponentChildren }) {
+  return (
+    <div class="empty">
+      <strong>{title}</strong>
+      {children && <p>{children}</p>}
+    </div>
+  );
+}
+
+/** `3 s`, `5 min`, `2 h 10 min`, `3 d 4 h`: how long ago `ms` was. */
+export function age(ms: number, now: number = Date.now()): string {
+  const s = Math.max(0, Math.floor((now - ms) / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h} h ${m % 60} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+/** `512 MiB`, `2.0 GiB`. */
+export function mib(n: number): string {
+  return n >= 1024 ? `${(n / 1024).toFixed(1)} GiB` : `${n} MiB`;
+}
+
+/** The state as a coloured label. */
+export function StateBadge({ state }: { state: string }) {
+  return <span class={`state state-${state}`}>{state}</span>;
+}
+
+/** A labelled `<select>` whose options are `options` (each its own label), after `first` ([value, label]) when given. */
+export function Select({
+  label,
+  name,
+  value,
+  options,
+  first,
+  onChange,
+}: {
+  label: string;
+  name: string;
+  value: string;
+  options: readonly string[];
+  first?: [string, string];
+  onChange: (value: string) => void;
+}) {
+  return (
+    <label>
+      {label}
+      <select name={name} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+        {first && <option value={first[0]}>{first[1]}</option>}
+        {options.map((o) => (
+          <option key={o} value={o}>
+            {o}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}

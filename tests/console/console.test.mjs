@@ -1,0 +1,267 @@
+// The web console (console/, embedded in `lizard serve` and served at `/`) driven as a person would
+// drive it: headless Chromium (Debian's `chromium`, LIZARD_CHROMIUM to use another) through
+// playwright-core, against a real `lizard serve` with real sandboxes and kernels. Nothing is
+// mocked. Waits are for what the page shows, never for a time.
+//
+// LIZARD_CONSOLE_SCREENSHOTS=<dir> also saves screenshots of the main pages there (docs/console/
+// holds the committed ones).
+import assert from 'node:assert/strict';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { chromium } from 'playwright-core';
+import { startServer } from '../support/serve.mjs';
+
+const CHROMIUM = process.env.LIZARD_CHROMIUM || '/usr/bin/chromium';
+const SHOTS = process.env.LIZARD_CONSOLE_SCREENSHOTS;
+/** How long the page may take to show what a step waits for (a sandbox start, a kernel's first import). */
+const WAIT = 120_000;
+
+let server;
+let browser;
+
+before(async () => {
+  server = await startServer();
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+});
+after(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+/** A fresh browser context (its own session storage) with a page; the page's errors fail the test. */
+async function newPage(t) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  t.after(() => context.close());
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT);
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    // Chromium's word that a result's HTML tried to run a script in its inert frame is no error of the page's.
+    const expected = /Failed to load resource|Blocked script execution in 'about:srcdoc'/;
+    if (m.type() === 'error' && !expected.test(m.text())) problems.push(`console error: ${m.text()}`);
+  });
+  t.after(() => assert.deepEqual(problems, [], 'the page reported errors'));
+  return page;
+}
+
+async function shot(page, name) {
+  if (!SHOTS) return;
+  await mkdir(SHOTS, { recursive: true });
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+async function signIn(page, key) {
+  await page.goto(`${server.url}/`);
+  await page.locator('input[name="api-key"]').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.locator('.topbar').waitFor();
+}
+
+/** Call the API directly (setting up what the console is then checked against). */
+async function api(key, method, path, body) {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  assert.ok(res.ok, `${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+/** Type `code` into the notebook's last cell and run it with Ctrl+Enter; the cell's locator. */
+async function runCell(page, code) {
+  const cell = page.locator('.cell').last();
+  const editor = cell.locator('textarea.code');
+  if ((await editor.inputValue()) !== '') {
+    await page.getByRole('button', { name: '+ Cell' }).click();
+    return runCell(page, code);
+  }
+  await editor.fill(code);
+  await editor.press('Control+Enter');
+  return cell;
+}
+
+/** Wait until `cell` has finished (its status line shows); the status text. */
+async function finished(cell) {
+  const status = cell.locator('.cell-status');
+  await status.waitFor();
+  return (await status.textContent()).trim();
+}
+
+test('the console is served at / with its script and stylesheet, offline', async (t) => {
+  const page = await newPage(t);
+  const outside = [];
+  page.on('request', (r) => {
+    if (!r.url().startsWith(server.url) && !r.url().startsWith('data:')) outside.push(r.url());
+  });
+  const res = await page.goto(`${server.url}/`);
+  assert.equal(res.status(), 200);
+  assert.match(res.headers()['content-security-policy'], /script-src 'self'/);
+  await page.locator('input[name="api-key"]').waitFor();
+  assert.equal(await page.title(), 'Lizard console');
+  // A wrong key is refused with the API's own message.
+  await page.locator('input[name="api-key"]').fill('lz_not_a_key');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  const err = page.locator('.error-box');
+  await err.waitFor();
+  assert.match(await err.textContent(), /unauthenticated/);
+  await shot(page, 'sign-in');
+  assert.deepEqual(outside, [], 'the console fetched something from elsewhere');
+});
+
+test('admin: create a sandbox, run cells (values, charts, HTML, errors, streamed output, interrupt), kill it', async (t) => {
+  const page = await newPage(t);
+  await signIn(page, server.admin);
+  await page.getByText('No sandboxes yet.').waitFor();
+
+  // An API error is shown as the API said it.
+  await page.locator('input[name="filter-metadata"]').fill('no-equals-sign');
+  await page.locator('input[name="filter-metadata"]').press('Enter');
+  await page.locator('.error-box', { hasText: 'metadata filter is k=v' }).waitFor();
+  await page.locator('input[name="filter-metadata"]').fill('');
+  await page.locator('input[name="filter-metadata"]').press('Enter');
+  await page.getByText('No sandboxes yet.').waitFor();
+
+  await page.locator('input[name="metadata"]').fill('purpose=console-test');
+  await page.getByRole('button', { name: 'Create sandbox' }).click();
+  await page.waitForURL(/#\/sandboxes\/[^/]+$/);
+  const id = decodeURIComponent(page.url().split('/').pop());
+  await page.locator('.sandbox-head .state', { hasText: 'running' }).waitFor();
+  await page.locator('select[name="context"]').waitFor();
+
+  // 1+1 shows 2, as the cell's main result.
+  let cell = await runCell(page, '1+1');
+  assert.match(await finished(cell), /^ok · \d+ ms$/);
+  assert.equal((await cell.locator('pre.result.main').textContent()).trim(), '2');
+
+  // A matplotlib chart is an image.
+  cell = await runCell(page, 'import matplotlib.pyplot as plt\nplt.plot([1, 4, 2, 3])\nplt.title("console")\nplt.show()');
+  await finished(cell);
+  const img = cell.locator('img[alt="image/png result"]');
+  await img.waitFor();
+  assert.ok(await img.evaluate((el) => el.complete && el.naturalWidth > 100), 'the PNG did not load');
+
+  // Streamed output: the first line is on the page while the cell still runs (it waits for a file
+  // that only this test writes, after it saw that line), then the rest arrives.
+  cell = await runCell(
+    page,
+    'import os, time\nprint("first line", flush=True)\nwhile not os.path.exists("/tmp/console-go"):\n    time.sleep(0.05)\nprint("second line")',
+  );
+  await cell.locator('pre.stdout', { hasText: 'first line' }).waitFor();
+  assert.ok(await cell.evaluate((el) => el.classList.contains('running')), 'the cell is not running any more');
+  assert.equal(await cell.locator('.cell-status').count(), 0);
+  assert.doesNotMatch(await cell.locator('pre.stdout').textContent(), /second line/);
+  await shot(page, 'sandbox-streaming');
+  await api(server.admin, 'PUT', `/v1/sandboxes/${id}/files?path=/tmp/console-go`, 'go');
+  assert.match(await finished(cell), /^ok/);
+  assert.equal(await cell.locator('pre.stdout').textContent(), 'first line\nsecond line\n');
+
+  // HTML (a DataFrame) is shown in an inert frame: no scripts, an opaque origin.
+  cell = await runCell(
+    page,
+    'import pandas as pd\nfrom IPython.display import HTML, display\n' +
+      'display(HTML(\'<p id="x">static</p><script>document.getElementById("x").textContent = "ran"</script>\'))\n' +
+      'pd.DataFrame({"name": ["a", "b"], "value": [1, 2]})',
+  );
+  await finished(cell);
+  const frames = cell.locator('iframe.html');
+  await frames.nth(1).waitFor();
+  for (const i of [0, 1]) assert.equal(await frames.nth(i).getAttribute('sandbox'), '');
+  assert.equal(await cell.frameLocator('iframe.html >> nth=0').locator('#x').textContent(), 'static');
+  await cell.frameLocator('iframe.html >> nth=1').locator('table', { hasText: 'value' }).waitFor();
+
+  // An error with its traceback.
+  cell = await runCell(page, 'def f():\n    return 1 / 0\nf()');
+  assert.match(await finished(cell), /^error/);
+  assert.match(await cell.locator('.cell-error strong').textContent(), /ZeroDivisionError: division by zero/);
+  assert.match(await cell.locator('.cell-error pre.traceback').textContent(), /in f\b/);
+  await shot(page, 'sandbox-cells');
+
+  // Interrupt.
+  cell = await runCell(page, 'import time\nprint("sleeping", flush=True)\ntime.sleep(600)');
+  await cell.locator('pre.stdout', { hasText: 'sleeping' }).waitFor();
+  await cell.getByRole('button', { name: 'Interrupt' }).click();
+  assert.match(await finished(cell), /^interrupted/);
+  assert.match(await cell.locator('.cell-error strong').textContent(), /KeyboardInterrupt/);
+
+  // A JavaScript context of its own.
+  await page.locator('select[name="language"]').selectOption('javascript');
+  await page.getByRole('button', { name: 'New context' }).click();
+  await page.locator('select[name="context"] option:checked', { hasText: 'javascript' }).waitFor({ state: 'attached' });
+  cell = await runCell(page, 'const o = { answer: 6 * 7 }; o.answer');
+  await finished(cell);
+  assert.equal((await cell.locator('pre.result.main').textContent()).trim(), '42');
+
+  // The list shows it, with its metadata; the metadata filter finds it.
+  await page.getByRole('link', { name: 'Sandboxes' }).click();
+  const row = page.locator(`tr[data-sandbox="${id}"]`);
+  await row.locator('.state', { hasText: 'running' }).waitFor();
+  assert.match(await row.textContent(), /purpose=console-test/);
+  await page.locator('input[name="filter-metadata"]').fill('purpose=console-test');
+  await page.locator('input[name="filter-metadata"]').press('Enter');
+  await row.waitFor();
+  await shot(page, 'sandboxes');
+  await page.locator('input[name="filter-metadata"]').fill('purpose=other');
+  await page.locator('input[name="filter-metadata"]').press('Enter');
+  await page.getByText('No sandbox matches these filters.').waitFor();
+  await page.locator('input[name="filter-metadata"]').fill('');
+  await page.locator('input[name="filter-metadata"]').press('Enter');
+
+  // Pause and resume from the list.
+  await row.getByRole('button', { name: 'Pause' }).click();
+  await row.locator('.state', { hasText: 'paused' }).waitFor();
+  await row.getByRole('button', { name: 'Resume' }).click();
+  await row.locator('.state', { hasText: 'running' }).waitFor();
+
+  // Kill it from its page.
+  await row.getByRole('link', { name: id }).click();
+  await page.locator('.sandbox-head .state', { hasText: 'running' }).waitFor();
+  page.once('dialog', (d) => d.accept());
+  await page.locator('.sandbox-head').getByRole('button', { name: 'Kill' }).click();
+  await page.waitForURL(/#\/sandboxes$/);
+  await page.getByText('No sandboxes yet.').waitFor();
+  const left = await api(server.admin, 'GET', '/v1/sandboxes');
+  assert.ok(!left.some((s) => s.sandbox_id === id), JSON.stringify(left));
+});
+
+test("a project key's session shows its own project only", async (t) => {
+  const alpha = await server.project('console-alpha');
+  const beta = await server.project('console-beta');
+  const theirs = await api(beta, 'POST', '/v1/sandboxes', { metadata: { owner: 'beta' } });
+
+  const page = await newPage(t);
+  await signIn(page, alpha);
+  assert.equal((await page.locator('.topbar .who').textContent()).trim(), 'project console-alpha');
+  await page.getByText('No sandboxes yet.').waitFor();
+  // No project picker: the key has one project.
+  assert.equal(await page.locator('select[name="project"]').count(), 0);
+  await page.getByRole('button', { name: 'Create sandbox' }).click();
+  await page.waitForURL(/#\/sandboxes\/[^/]+$/);
+  const mine = decodeURIComponent(page.url().split('/').pop());
+  await page.locator('.facts dd', { hasText: 'console-alpha' }).waitFor();
+  await page.getByRole('link', { name: 'Sandboxes' }).click();
+  await page.locator(`tr[data-sandbox="${mine}"]`).waitFor();
+  assert.equal(await page.locator('tr[data-sandbox]').count(), 1);
+  assert.ok(!(await page.content()).includes(theirs.sandbox_id), "the other project's sandbox is on the page");
+  // Its page by id is a 404, as the API says.
+  await page.goto(`${server.url}/#/sandboxes/${theirs.sandbox_id}`);
+  await page.getByText('This sandbox is not there.').waitFor();
+  assert.match(await page.locator('.error-box').textContent(), /not_found/);
+
+  // The admin's session sees both projects, and filters by project.
+  const admin = await newPage(t);
+  await signIn(admin, server.admin);
+  await admin.locator(`tr[data-sandbox="${theirs.sandbox_id}"]`).waitFor();
+  await admin.locator(`tr[data-sandbox="${mine}"]`).waitFor();
+  await admin.locator('select[name="filter-project"]').selectOption('console-beta');
+  await admin.locator(`tr[data-sandbox="${mine}"]`).waitFor({ state: 'detached' });
+  await admin.locator(`tr[data-sandbox="${theirs.sandbox_id}"]`).waitFor();
+
+  for (const [key, sb] of [[alpha, mine], [beta, theirs.sandbox_id]]) await api(key, 'DELETE', `/v1/sandboxes/${sb}`);
+});
