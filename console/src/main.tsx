@@ -4,11 +4,13 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import './style.css';
+import { AuditPage } from './audit';
 import { SandboxesPage } from './sandboxes';
 import { SandboxPage } from './sandbox';
 import { type Session, signIn, signOut, storedKey } from './session';
 import { SignIn } from './signin';
 import { Busy, ErrorBox } from './ui';
+import { UsagePage } from './usage';
 
 /** The route of a hash: `['sandboxes']`, `['sandboxes', id]`. */
 function route(hash: string): string[] {
@@ -65,7 +67,11 @@ function App() {
   const parts = route(hash);
   let page;
   if (parts[0] === 'sandboxes' && parts[1]) {
-    page = <SandboxPage session={session} id={parts[1]} />;
+    page = <SandboxPage key={parts[1]} session={session} id={parts[1]} {...(parts[2] ? { tab: parts[2] } : {})} />;
+  } else if (parts[0] === 'audit') {
+    page = <AuditPage session={session} />;
+  } else if (parts[0] === 'usage') {
+    page = <UsagePage session={session} />;
   } else {
     page = <SandboxesPage session={session} />;
   }
@@ -79,6 +85,12 @@ function App() {
         <nav>
           <a href="#/sandboxes" class={here === 'sandboxes' ? 'active' : ''}>
             Sandboxes
+          </a>
+          <a href="#/usage" class={here === 'usage' ? 'active' : ''}>
+            Usage
+          </a>
+          <a href="#/audit" class={here === 'audit' ? 'active' : ''}>
+            Audit log
           </a>
         </nav>
         <span class="who" title="The projects this key sees">

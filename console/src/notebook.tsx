@@ -77,6 +77,14 @@ export function CellRunner({ api, sandbox, canRun }: { api: Api; sandbox: string
   useEffect(() => {
     if (canRun) load();
   }, [sandbox, canRun]);
+  // A sandbox that has just started makes its default Python context a moment later: while there
+  // is none, the list is asked again.
+  const none = contexts !== null && contexts.length === 0;
+  useEffect(() => {
+    if (!none || !canRun) return;
+    const timer = setInterval(() => load(), 2000);
+    return () => clearInterval(timer);
+  }, [none, canRun]);
 
   const act = async (label: string, fn: () => Promise<string | undefined | void>) => {
     setBusy(label);
@@ -141,7 +149,9 @@ export function CellRunner({ api, sandbox, canRun }: { api: Api; sandbox: string
       {contexts === null ? (
         error ? null : <Busy>Loading contexts…</Busy>
       ) : !ctx ? (
-        <Empty title="No context to run code in.">Pick a language and press “New context”: it starts a kernel.</Empty>
+        <Empty title="No context to run code in yet.">
+          A new sandbox's default Python context shows here in a moment; or pick a language and press “New context”.
+        </Empty>
       ) : (
         <Cells key={ctx.id} api={api} sandbox={sandbox} ctx={ctx} onRan={() => load()} />
       )}

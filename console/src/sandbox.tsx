@@ -4,18 +4,33 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, type SandboxInfo } from './api';
 import { LifecycleButtons } from './lifecycle';
+import { FileBrowser } from './files';
 import { CellRunner } from './notebook';
+import { TerminalPanel } from './terminal';
 import type { Session } from './session';
 import { Busy, Empty, ErrorBox, StateBadge, age, mib } from './ui';
 
 const POLL_MS = 3000;
 
-export function SandboxPage({ session, id }: { session: Session; id: string }) {
+const TABS = [
+  ['code', 'Code'],
+  ['files', 'Files'],
+  ['terminal', 'Terminal'],
+] as const;
+type Tab = (typeof TABS)[number][0];
+
+export function SandboxPage({ session, id, tab = 'code' }: { session: Session; id: string; tab?: string }) {
   const { api } = session;
   const path = `/v1/sandboxes/${encodeURIComponent(id)}`;
   const [sb, setSb] = useState<SandboxInfo | null>(null);
   const [gone, setGone] = useState<unknown>(null);
   const [error, setError] = useState<unknown>(null);
+  const shown: Tab = TABS.some(([t]) => t === tab) ? (tab as Tab) : 'code';
+  // The files tab lists its folder once it was first shown.
+  const [visited, setVisited] = useState<Set<Tab>>(new Set());
+  useEffect(() => {
+    if (!visited.has(shown)) setVisited(new Set([...visited, shown]));
+  }, [shown]);
 
   useEffect(() => {
     let stop = false;
@@ -92,7 +107,25 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
       {sb.state !== 'running' && (
         <Empty title={`This sandbox is ${sb.state}.`}>Resume it to run code.</Empty>
       )}
-      <CellRunner api={api} sandbox={sb.sandbox_id} canRun={sb.state === 'running'} />
+      {sb.state === 'running' && (
+        <>
+          <nav class="tabs">
+            {TABS.map(([t, label]) => (
+              <a key={t} href={`#/sandboxes/${encodeURIComponent(sb.sandbox_id)}${t === 'code' ? '' : `/${t}`}`} class={shown === t ? 'active' : ''}>
+                {label}
+              </a>
+            ))}
+          </nav>
+          {/* Every tab stays mounted while the page is shown: a running cell, the folder and the terminal survive a switch. */}
+          <div hidden={shown !== 'code'}>
+            <CellRunner api={api} sandbox={sb.sandbox_id} canRun />
+          </div>
+          <div hidden={shown !== 'files'}>{visited.has('files') && <FileBrowser api={api} sandbox={sb.sandbox_id} />}</div>
+          <div hidden={shown !== 'terminal'}>
+            <TerminalPanel api={api} sandbox={sb.sandbox_id} visible={shown === 'terminal'} />
+          </div>
+        </>
+      )}
     </div>
   );
 }

@@ -57,6 +57,16 @@ export function mib(n: number): string {
   return n >= 1024 ? `${(n / 1024).toFixed(1)} GiB` : `${n} MiB`;
 }
 
+/** Have the browser save `blob` as a download named `name`. */
+export function saveBlob(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
 /** The state as a coloured label. */
 export function StateBadge({ state }: { state: string }) {
   return <span class={`state state-${state}`}>{state}</span>;

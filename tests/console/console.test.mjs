@@ -6,7 +6,7 @@
 // LIZARD_CONSOLE_SCREENSHOTS=<dir> also saves screenshots of the main pages there (docs/console/
 // holds the committed ones).
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
@@ -264,4 +264,72 @@ test("a project key's session shows its own project only", async (t) => {
   await admin.locator(`tr[data-sandbox="${theirs.sandbox_id}"]`).waitFor();
 
   for (const [key, sb] of [[alpha, mine], [beta, theirs.sandbox_id]]) await api(key, 'DELETE', `/v1/sandboxes/${sb}`);
+});
+
+test("a sandbox's files (upload, view, download), its terminal, and the usage page", async (t) => {
+  const page = await newPage(t);
+  await signIn(page, server.admin);
+  await page.getByRole('button', { name: 'Create sandbox' }).click();
+  await page.waitForURL(/#\/sandboxes\/[^/]+$/);
+  const id = decodeURIComponent(page.url().split('/').pop());
+  t.after(() => api(server.admin, 'DELETE', `/v1/sandboxes/${id}`).catch(() => {}));
+  await page.locator('select[name="context"]').waitFor();
+  const cell = await runCell(page, 'print("metered")');
+  assert.match(await finished(cell), /^ok/);
+
+  // Files: upload into /home/user, view it, download it.
+  await page.locator('.tabs').getByRole('link', { name: 'Files' }).click();
+  await page.locator('input[name="path"]').waitFor();
+  const content = `hello from the console ${Date.now()}\n`;
+  await page.locator('input[name="upload"]').setInputFiles({ name: 'hello.txt', mimeType: 'text/plain', buffer: Buffer.from(content) });
+  const row = page.locator('tr[data-path="/home/user/hello.txt"]');
+  await row.waitFor();
+  const viaApi = await fetch(`${server.url}/v1/sandboxes/${id}/files?path=/home/user/hello.txt`, {
+    headers: { authorization: `Bearer ${server.admin}` },
+  });
+  assert.equal(await viaApi.text(), content);
+  await row.getByRole('button', { name: 'View' }).click();
+  await page.locator('pre.file-text', { hasText: 'hello from the console' }).waitFor();
+  assert.equal(await page.locator('pre.file-text').textContent(), content);
+  await shot(page, 'sandbox-files');
+  const [download] = await Promise.all([page.waitForEvent('download'), row.getByRole('button', { name: 'Download' }).click()]);
+  assert.equal(download.suggestedFilename(), 'hello.txt');
+  assert.equal(await readFile(await download.path(), 'utf8'), content);
+
+  // Terminal: an interactive shell; what is typed runs, its output shows.
+  await page.locator('.tabs').getByRole('link', { name: 'Terminal' }).click();
+  await page.getByRole('button', { name: 'Open terminal' }).click();
+  await page.locator('.xterm').waitFor();
+  await page.locator('.xterm-helper-textarea').focus();
+  await page.keyboard.type('echo console-$((6 * 7))');
+  await page.keyboard.press('Enter');
+  await page.locator('.xterm-rows', { hasText: 'console-42' }).waitFor();
+  await shot(page, 'sandbox-terminal');
+  await page.getByRole('button', { name: 'Close terminal' }).click();
+  await page.getByRole('button', { name: 'Open terminal' }).waitFor();
+
+  // Usage: the default project's charts, this sandbox's row, the CSV.
+  await page.locator('.topbar').getByRole('link', { name: 'Usage' }).click();
+  await page.locator('select[name="usage-project"]').selectOption('default');
+  for (const m of ['CPU-seconds', 'Memory GiB-hours', 'Executions', 'Volume GiB-hours']) {
+    await page.locator(`figure.chart[data-measure="${m}"] canvas`).waitFor();
+  }
+  const usageRow = page.locator(`.usage-table tr[data-sandbox="${id}"]`);
+  await usageRow.waitFor();
+  await shot(page, 'usage');
+  const [csv] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export CSV' }).click()]);
+  const lines = (await readFile(await csv.path(), 'utf8')).trim().split('\n');
+  assert.match(lines[0], /^sandbox_id,running_seconds,/);
+  assert.ok(lines.some((l) => l.startsWith(`${id},`)), lines.join('\n'));
+
+  // The audit log has the create, and its filters narrow it.
+  await page.locator('.topbar').getByRole('link', { name: 'Audit log' }).click();
+  await page.locator('select[name="audit-action"]').selectOption('sandbox.create');
+  const created = page.locator('table.audit tr[data-action="sandbox.create"]', { hasText: id });
+  await created.waitFor();
+  assert.equal(await page.locator('table.audit tr[data-action="auth.failed"]').count(), 0);
+  await shot(page, 'audit');
+  await page.locator('select[name="audit-action"]').selectOption('auth.failed');
+  await page.locator('table.audit tr[data-action="auth.failed"]').first().waitFor();
+  assert.equal(await created.count(), 0);
 });
