@@ -17,6 +17,7 @@ export type ErrorCode = Schemas['ErrorCode'];
 export type EntryInfo = Schemas['EntryInfo'];
 export type ProjectUsage = Schemas['ProjectUsage'];
 export type AuditEvent = Schemas['AuditEvent'];
+export type MetricSample = Schemas['MetricSample'];
 
 export const LANGUAGES: Language[] = ['python', 'javascript', 'bash'];
 

@@ -5,10 +5,11 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, type SandboxInfo } from './api';
 import { LifecycleButtons } from './lifecycle';
 import { FileBrowser } from './files';
+import { MetricsPanel } from './metrics';
 import { CellRunner } from './notebook';
 import { TerminalPanel } from './terminal';
 import type { Session } from './session';
-import { Busy, Empty, ErrorBox, StateBadge, age, mib } from './ui';
+import { Busy, Empty, ErrorBox, StateBadge, age, mib, usePoll } from './ui';
 
 const POLL_MS = 3000;
 
@@ -16,6 +17,7 @@ const TABS = [
   ['code', 'Code'],
   ['files', 'Files'],
   ['terminal', 'Terminal'],
+  ['metrics', 'Metrics'],
 ] as const;
 type Tab = (typeof TABS)[number][0];
 
@@ -32,34 +34,23 @@ export function SandboxPage({ session, id, tab = 'code' }: { session: Session; i
     if (!visited.has(shown)) setVisited(new Set([...visited, shown]));
   }, [shown]);
 
-  useEffect(() => {
-    let stop = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    setSb(null);
-    setGone(null);
-    const load = async () => {
-      if (!document.hidden) {
-        try {
-          const info = await api.get<SandboxInfo>(path);
-          if (stop) return;
-          setSb(info);
-        } catch (e) {
-          if (stop) return;
-          if (e instanceof ApiError && e.status === 404) {
-            setGone(e);
-            return;
-          }
-          setError(e);
+  usePoll(
+    async (stopped) => {
+      try {
+        const info = await api.get<SandboxInfo>(path);
+        if (!stopped()) setSb(info);
+      } catch (e) {
+        if (stopped()) return;
+        if (e instanceof ApiError && e.status === 404) {
+          setGone(e);
+          return false;
         }
+        setError(e);
       }
-      if (!stop) timer = setTimeout(load, POLL_MS);
-    };
-    load();
-    return () => {
-      stop = true;
-      clearTimeout(timer);
-    };
-  }, [api, path]);
+    },
+    POLL_MS,
+    [api, path],
+  );
 
   if (gone) {
     return (
@@ -123,6 +114,9 @@ export function SandboxPage({ session, id, tab = 'code' }: { session: Session; i
           <div hidden={shown !== 'files'}>{visited.has('files') && <FileBrowser api={api} sandbox={sb.sandbox_id} />}</div>
           <div hidden={shown !== 'terminal'}>
             <TerminalPanel api={api} sandbox={sb.sandbox_id} visible={shown === 'terminal'} />
+          </div>
+          <div hidden={shown !== 'metrics'}>
+            <MetricsPanel api={api} sandbox={sb.sandbox_id} visible={shown === 'metrics'} />
           </div>
         </>
       )}

@@ -2,10 +2,19 @@
 // state and metadata, the lifecycle buttons of each, and the form that creates one.
 
 import { useEffect, useState } from 'preact/hooks';
-import { type CreateSandboxRequest, type SandboxInfo, type TemplateInfo, parseMetadata, query } from './api';
+import { type CreateSandboxRequest, type MetricSample, type SandboxInfo, type TemplateInfo, parseMetadata, query } from './api';
 import { LifecycleButtons } from './lifecycle';
 import type { Session } from './session';
-import { Busy, Empty, ErrorBox, Select, StateBadge, age, mib } from './ui';
+import { Busy, Empty, ErrorBox, Select, StateBadge, age, mib, usePoll } from './ui';
+
+/** The list asks for the latest sample of at most this many running sandboxes. */
+const MAX_METRICS = 50;
+
+/** `12% · 85 MiB`: a sample's CPU (of the limit) and memory; `–` without one. */
+function nowText(s: MetricSample | undefined): string {
+  if (!s) return '–';
+  return `${Math.round(s.cpu_pct)}% · ${mib(Math.round(s.memory_bytes / (1 << 20)))}`;
+}
 
 /** The states a list can be filtered by. */
 const STATES = ['running', 'paused', 'hibernated'] as const;
@@ -28,32 +37,39 @@ export function SandboxesPage({ session }: { session: Session }) {
   const [actionError, setActionError] = useState<unknown>(null);
   const [tick, setTick] = useState(0);
   const [now, setNow] = useState(Date.now());
+  const [usageNow, setUsageNow] = useState(new Map<string, MetricSample>());
 
-  useEffect(() => {
-    let stop = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const load = async () => {
-      if (!document.hidden) {
-        try {
-          // A metadata filter that does not parse is the API's to refuse, with its own message.
-          const q = query({ project: filters.project, state: filters.state, metadata: filters.metadata.replace(/\s+/g, '') });
-          const l = await api.get<SandboxInfo[]>(`/v1/sandboxes${q}`);
-          if (stop) return;
-          setList(l);
-          setListError(null);
-          setNow(Date.now());
-        } catch (e) {
-          if (!stop) setListError(e);
-        }
+  usePoll(
+    async (stopped) => {
+      try {
+        // A metadata filter that does not parse is the API's to refuse, with its own message.
+        const q = query({ project: filters.project, state: filters.state, metadata: filters.metadata.replace(/\s+/g, '') });
+        const l = await api.get<SandboxInfo[]>(`/v1/sandboxes${q}`);
+        if (stopped()) return;
+        setList(l);
+        setListError(null);
+        setNow(Date.now());
+        // CPU and memory now: each running sandbox's latest sample (of the last 30 s).
+        const from = Date.now() - 30_000;
+        const latest = await Promise.all(
+          l
+            .filter((sb) => sb.state === 'running')
+            .slice(0, MAX_METRICS)
+            .map((sb) =>
+              api
+                .get<MetricSample[]>(`/v1/sandboxes/${encodeURIComponent(sb.sandbox_id)}/metrics${query({ from })}`)
+                .then((s): [string, MetricSample | undefined] => [sb.sandbox_id, s[s.length - 1]])
+                .catch((): [string, undefined] => [sb.sandbox_id, undefined]),
+            ),
+        );
+        if (!stopped()) setUsageNow(new Map(latest.filter((e): e is [string, MetricSample] => e[1] !== undefined)));
+      } catch (e) {
+        if (!stopped()) setListError(e);
       }
-      if (!stop) timer = setTimeout(load, POLL_MS);
-    };
-    load();
-    return () => {
-      stop = true;
-      clearTimeout(timer);
-    };
-  }, [api, filters.project, filters.state, filters.metadata, tick]);
+    },
+    POLL_MS,
+    [api, filters.project, filters.state, filters.metadata, tick],
+  );
 
   const refresh = () => setTick((t) => t + 1);
   const set = (k: keyof Filters) => (value: string) => setFilters({ ...filters, [k]: value });
@@ -105,6 +121,7 @@ export function SandboxesPage({ session }: { session: Session }) {
               <th>Project</th>
               <th>Template</th>
               <th>Age</th>
+              <th>CPU, memory now</th>
               <th>Limits</th>
               <th>Metadata</th>
               <th />
@@ -124,6 +141,7 @@ export function SandboxesPage({ session }: { session: Session }) {
                 <td>{sb.project}</td>
                 <td>{sb.template}</td>
                 <td title={new Date(sb.created_at_ms).toISOString()}>{age(sb.created_at_ms, now)}</td>
+                <td class="now">{nowText(usageNow.get(sb.sandbox_id))}</td>
                 <td class="dim">
                   {(sb.limits.cpu_millicores / 1000).toFixed(1)} CPU, {mib(sb.limits.memory_mb)}
                 </td>

@@ -2,7 +2,29 @@
 // and formatting of ages and sizes.
 
 import type { ComponentChildren } from 'preact';
+import { useEffect } from 'preact/hooks';
 import { ApiError, messageOf } from './api';
+
+/**
+ * Run `step` now and again `ms` after each run ends, while the component is mounted and `deps`
+ * are unchanged; skipped while the tab is hidden. `step` gets whether the poll was stopped
+ * meanwhile (its results are then stale) and returns `false` to stop polling.
+ */
+export function usePoll(step: (stopped: () => boolean) => Promise<boolean | void>, ms: number, deps: unknown[]): void {
+  useEffect(() => {
+    let stop = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const run = async () => {
+      const again = document.hidden ? true : (await step(() => stop)) !== false;
+      if (!stop && again) timer = setTimeout(run, ms);
+    };
+    run();
+    return () => {
+      stop = true;
+      clearTimeout(timer);
+    };
+  }, deps);
+}
 
 /** An error as the API put it: its message, with the code when there is one. */
 export function ErrorBox({ error, onClose }: { error: unknown; onClose?: () => void }) {

@@ -2,11 +2,10 @@
 // bucket of the chosen range (the charts: CPU-seconds, memory GiB-hours, executions, volume
 // GiB-hours, drawn with uPlot) and one for the whole range (the table per sandbox, and its CSV).
 
-import { useEffect, useRef, useState } from 'preact/hooks';
-import uPlot from 'uplot';
-import 'uplot/dist/uPlot.min.css';
+import { useEffect, useState } from 'preact/hooks';
 import { type ProjectUsage, query } from './api';
 import type { Session } from './session';
+import { Chart, round } from './charts';
 import { Busy, Empty, ErrorBox, Select, saveBlob } from './ui';
 
 const RANGES: Record<string, { label: string; bucketMs: number; buckets: number }> = {
@@ -100,7 +99,7 @@ export function UsagePage({ session }: { session: Session }) {
         <>
           <div class="charts">
             {MEASURES.map(([name, read]) => (
-              <Chart key={name} title={name} xs={data.starts.map((s) => s / 1000)} ys={data.buckets.map(read)} />
+              <Chart key={name} title={name} xs={data.starts.map((s) => s / 1000)} ys={data.buckets.map(read)} bars total />
             ))}
           </div>
           <SandboxTable usage={data.whole} />
@@ -108,45 +107,6 @@ export function UsagePage({ session }: { session: Session }) {
       )}
     </div>
   );
-}
-
-/** One measure over the buckets, as bars. */
-function Chart({ title, xs, ys }: { title: string; xs: number[]; ys: number[] }) {
-  const box = useRef<HTMLDivElement>(null);
-  useEffect(() => {
-    if (!box.current) return;
-    const plot = new uPlot(
-      {
-        title,
-        width: 560,
-        height: 200,
-        legend: { show: false },
-        scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
-        series: [{}, { label: title, stroke: '#2f7d4f', fill: 'rgba(47,125,79,0.35)', paths: uPlot.paths.bars!({ size: [0.7, 40] }) }],
-        axes: [{}, { size: 70, values: (_u, vals) => vals.map(round) }],
-      },
-      [xs, ys],
-      box.current,
-    );
-    return () => plot.destroy();
-  }, [title, xs.join(), ys.join()]);
-  const total = ys.reduce((a, b) => a + b, 0);
-  return (
-    <figure class="card chart" data-measure={title}>
-      <div ref={box} />
-      <figcaption class="dim">
-        {title}: {round(total)} in the range
-      </figcaption>
-    </figure>
-  );
-}
-
-/** A measure for reading: whole numbers as they are, small ones with two significant digits. */
-function round(n: number): string {
-  if (Number.isInteger(n)) return String(n);
-  if (Math.abs(n) >= 100) return n.toFixed(0);
-  if (Math.abs(n) >= 1) return n.toFixed(2);
-  return String(Number(n.toPrecision(2)));
 }
 
 const COLUMNS: [string, (s: ProjectUsage['sandboxes'][number]) => number | string][] = [

@@ -266,7 +266,7 @@ test("a project key's session shows its own project only", async (t) => {
   for (const [key, sb] of [[alpha, mine], [beta, theirs.sandbox_id]]) await api(key, 'DELETE', `/v1/sandboxes/${sb}`);
 });
 
-test("a sandbox's files (upload, view, download), its terminal, and the usage page", async (t) => {
+test("a sandbox's files (upload, view, download), terminal and metrics; the usage page and the audit log", async (t) => {
   const page = await newPage(t);
   await signIn(page, server.admin);
   await page.getByRole('button', { name: 'Create sandbox' }).click();
@@ -307,6 +307,15 @@ test("a sandbox's files (upload, view, download), its terminal, and the usage pa
   await shot(page, 'sandbox-terminal');
   await page.getByRole('button', { name: 'Close terminal' }).click();
   await page.getByRole('button', { name: 'Open terminal' }).waitFor();
+
+  // The sandbox's own metrics, charted; and its CPU and memory now in the list, once sampled.
+  await page.locator('.tabs').getByRole('link', { name: 'Metrics' }).click();
+  const memory = page.locator('figure.chart[data-measure="Memory (MiB)"]');
+  await memory.locator('canvas').waitFor();
+  assert.match(await memory.locator('figcaption').textContent(), /Memory \(MiB\): [\d.]+ now/);
+  await shot(page, 'sandbox-metrics');
+  await page.locator('.topbar').getByRole('link', { name: 'Sandboxes' }).click();
+  await page.locator(`tr[data-sandbox="${id}"] td.now`, { hasText: /\d+% · \d+ MiB/ }).waitFor();
 
   // Usage: the default project's charts, this sandbox's row, the CSV.
   await page.locator('.topbar').getByRole('link', { name: 'Usage' }).click();

@@ -49,10 +49,11 @@ pub use ids::ContextId;
 pub use language::{Language, UnknownLanguage};
 pub use sandbox::{
     CreateProjectRequest, CreateSandboxRequest, Egress, EgressRules, EgressTraffic, ExecutionRow,
-    ExecutionsQuery, InjectRequest, LimitsRequest, MirrorTraffic, NetworkLog, NetworkRequest,
-    ProjectCreated, ProjectSettings, ProjectUsage, RefusedRequest, SandboxInfo, SandboxLimits,
-    SandboxListQuery, SandboxState, SandboxUsage, SecretInfo, SetSecretRequest, SetTimeoutRequest,
-    TimeoutAction, UpdateNetworkRequest, UpdateProjectRequest, UsageQuery, UsageTotals,
+    ExecutionsQuery, InjectRequest, LimitsRequest, MetricSample, MetricsQuery, MirrorTraffic,
+    NetworkLog, NetworkRequest, ProjectCreated, ProjectSettings, ProjectUsage, RefusedRequest,
+    SandboxInfo, SandboxLimits, SandboxListQuery, SandboxState, SandboxUsage, SecretInfo,
+    SetSecretRequest, SetTimeoutRequest, TimeoutAction, UpdateNetworkRequest, UpdateProjectRequest,
+    UsageQuery, UsageTotals,
 };
 pub use snapshot::{
     CreateSnapshotRequest, ForkSandboxRequest, SnapshotInfo, SnapshotQuery, SnapshotUsage,

@@ -528,6 +528,32 @@ pub struct UsageQuery {
     pub to: Option<u64>,
 }
 
+/// `GET /v1/sandboxes/{id}/metrics?from=&to=`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsQuery {
+    /// Milliseconds since the epoch (inclusive); default: the oldest sample kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
+    /// Milliseconds since the epoch (inclusive); default: now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<u64>,
+}
+
+/// One sample of a sandbox's resource use (`GET /v1/sandboxes/{id}/metrics`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MetricSample {
+    /// When it was taken, milliseconds since the epoch.
+    pub at_ms: u64,
+    /// CPU used since the sample before, in percent of the sandbox's CPU limit (0-100).
+    pub cpu_pct: f64,
+    /// Memory charged to the sandbox (all its processes and its `/tmp`).
+    pub memory_bytes: u64,
+    /// Bytes in use on its writable layer, when it has one of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_used_bytes: Option<u64>,
+}
+
 /// `GET /v1/projects/{project}/executions?sandbox=&from=&to=&limit=`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -72,6 +72,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/v1/sandboxes/{id}/timeout", post(set_timeout))
         .route("/v1/sandboxes/{id}/network", patch(set_network))
         .route("/v1/sandboxes/{id}/network/log", get(network_log))
+        .route("/v1/sandboxes/{id}/metrics", get(sandbox_metrics))
         .route("/v1/sandboxes/{id}/pause", post(pause_sandbox))
         .route("/v1/sandboxes/{id}/resume", post(resume_sandbox))
         .route("/v1/sandboxes/{id}/hibernate", post(hibernate_sandbox))
@@ -780,6 +781,43 @@ async fn network_log(
     Path(id): Path<String>,
 ) -> Result<Json<lizard_proto::NetworkLog>, ApiError> {
     Ok(Json(visible(&st, &who, &id)?.network_log()))
+}
+
+/// `GET /v1/sandboxes/{id}/metrics?from=&to=`: the usage sampler's samples of the sandbox
+/// (every `--sample-interval-s`, the last hour), oldest first; without `from`/`to` and before the
+/// sampler has two samples, one taken now.
+async fn sandbox_metrics(
+    State(st): St,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    ApiQuery(q): ApiQuery<lizard_proto::MetricsQuery>,
+) -> Result<Json<Vec<lizard_proto::MetricSample>>, ApiError> {
+    let sb = visible(&st, &who, &id)?;
+    let cores = (sb.limits.cpu_millicores as f64 / 1000.0).max(0.001);
+    let mut points = sb
+        .metrics
+        .window(q.from.unwrap_or(0), q.to.unwrap_or(u64::MAX), cores);
+    if points.is_empty() && q.from.is_none() && q.to.is_none() {
+        let (memory_bytes, pct) = metering::instant(&sb).await;
+        let point = metering::Point {
+            at_ms: now_ms(),
+            cpu_ns: 0,
+            memory_bytes,
+            disk_used_bytes: metering::disk_used_bytes(&sb),
+        };
+        points.push((point, pct));
+    }
+    Ok(Json(
+        points
+            .into_iter()
+            .map(|(p, cpu_pct)| lizard_proto::MetricSample {
+                at_ms: p.at_ms,
+                cpu_pct,
+                memory_bytes: p.memory_bytes,
+                disk_used_bytes: p.disk_used_bytes,
+            })
+            .collect(),
+    ))
 }
 
 async fn list_projects(State(st): St, Auth(who): Auth) -> Result<Json<Vec<String>>, ApiError> {

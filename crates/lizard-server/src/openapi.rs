@@ -171,6 +171,10 @@ pub fn operations() -> Vec<Operation> {
             .response("200", "Sandbox (its network field has the new rules)", vec![("application/json", of::<SandboxInfo>())]),
         get("/v1/sandboxes/{id}/network/log", "A sandbox's traffic through the package registries' mirror and its egress, and its refused requests")
             .response("200", "The log", vec![("application/json", of::<NetworkLog>())]),
+        get("/v1/sandboxes/{id}/metrics", "A sandbox's resource use: the usage sampler's samples (CPU in percent of its limit, memory, disk), oldest first")
+            .describe("Samples are taken every --sample-interval-s (default 5 s) and kept for the last hour. Without from and to, before the sampler has two samples, one sample taken now.")
+            .query::<MetricsQuery>()
+            .response("200", "Samples", vec![("application/json", of::<Vec<MetricSample>>())]),
         post("/v1/sandboxes/{id}/timeout", "Set the timeout from now")
             .body(true, vec![("application/json", of::<SetTimeoutRequest>())])
             .response("200", "Sandbox", vec![("application/json", of::<SandboxInfo>())]),

@@ -701,3 +701,47 @@ async fn a_sandboxs_own_traffic_does_not_spend_the_keys_budget() {
     assert_eq!(&got[..3], [StatusCode::NOT_FOUND; 3], "{got:?}");
     assert_eq!(got[3], StatusCode::TOO_MANY_REQUESTS, "{got:?}");
 }
+
+#[tokio::test]
+async fn a_sandboxs_metrics_are_its_cgroups_and_only_for_keys_that_see_it() {
+    let mut a = api();
+    let agent = stand_in().await;
+    sandbox_of(&mut a, &agent, "sbmetrics1", "alpha", json!({})).await;
+    std::fs::write(agent.dir.path().join("cgroup/memory.current"), "12345\n").unwrap();
+    let before = lizard_server::store::now_ms();
+    // Before the sampler's first two samples: one taken now, from the sandbox's cgroup.
+    let r = a
+        .admin(Method::GET, "/v1/sandboxes/sbmetrics1/metrics", None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let samples: Vec<lizard_proto::MetricSample> = serde_json::from_value(r.body).unwrap();
+    assert_eq!(samples.len(), 1, "{samples:?}");
+    assert_eq!(samples[0].memory_bytes, 12345);
+    assert!(samples[0].at_ms >= before, "{samples:?}");
+    assert!((0.0..=100.0).contains(&samples[0].cpu_pct), "{samples:?}");
+    // A range asks the sampler only (nothing sampled yet here).
+    let r = a
+        .admin(Method::GET, "/v1/sandboxes/sbmetrics1/metrics?from=0", None)
+        .await;
+    assert_eq!(r.body, json!([]));
+    let r = a
+        .admin(Method::GET, "/v1/sandboxes/sbmetrics1/metrics?from=x", None)
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.error().code, ErrorCode::InvalidRequest);
+    // Another project's key: not found, as for every other route of the sandbox.
+    let r = a
+        .admin(Method::POST, "/v1/projects", Some(json!({"name": "beta"})))
+        .await;
+    let beta = r.body["api_key"].as_str().unwrap().to_string();
+    let r = a
+        .req(
+            Method::GET,
+            "/v1/sandboxes/sbmetrics1/metrics",
+            Some(&beta),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.error().code, ErrorCode::NotFound);
+}

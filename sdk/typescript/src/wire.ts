@@ -1976,6 +1976,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A sandbox's resource use: the usage sampler's samples (CPU in percent of its limit, memory, disk), oldest first
+         * @description Samples are taken every --sample-interval-s (default 5 s) and kept for the last hour. Without from and to, before the sampler has two samples, one sample taken now.
+         */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Milliseconds since the epoch (inclusive); default: the oldest sample kept. */
+                    from?: number;
+                    /** @description Milliseconds since the epoch (inclusive); default: now. */
+                    to?: number;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Samples */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["MetricSample"][];
+                    };
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/network": {
         parameters: {
             query?: never;
@@ -3928,6 +3983,29 @@ export interface components {
              *     then resolve against `/root`).
              */
             user?: string | null;
+        };
+        /** @description One sample of a sandbox's resource use (`GET /v1/sandboxes/{id}/metrics`). */
+        MetricSample: {
+            /**
+             * Format: uint64
+             * @description When it was taken, milliseconds since the epoch.
+             */
+            at_ms: number;
+            /**
+             * Format: double
+             * @description CPU used since the sample before, in percent of the sandbox's CPU limit (0-100).
+             */
+            cpu_pct: number;
+            /**
+             * Format: uint64
+             * @description Bytes in use on its writable layer, when it has one of its own.
+             */
+            disk_used_bytes?: number | null;
+            /**
+             * Format: uint64
+             * @description Memory charged to the sandbox (all its processes and its `/tmp`).
+             */
+            memory_bytes: number;
         };
         /** @description A sandbox's traffic through the package registries' mirror. */
         MirrorTraffic: {

@@ -481,8 +481,8 @@ export type TemplateList = Ok<
 // ---- coverage ------------------------------------------------------------------------------------
 
 /**
- * The wire schemas the SDK does not use: the operator's APIs (projects, API keys, audit, usage),
- * which this SDK does not wrap. test/wire.test.js checks that every schema of openapi.json is
+ * The wire schemas the SDK does not use: the operator's APIs (projects, API keys, audit, usage, a
+ * sandbox's metrics samples), which this SDK does not wrap. test/wire.test.js checks that every schema of openapi.json is
  * either named as `W['…']` in a check above (or reached from one through `$ref`) or listed here,
  * so a new schema cannot go unnoticed.
  */
@@ -490,6 +490,7 @@ export type NotInSdk =
   | 'AuditEvent'
   | 'CreateProjectRequest'
   | 'ExecutionRow'
+  | 'MetricSample'
   | 'ProjectCreated'
   | 'ProjectSettings'
   | 'ProjectUsage'
