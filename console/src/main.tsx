@@ -9,6 +9,7 @@ import { SandboxesPage } from './sandboxes';
 import { SandboxPage } from './sandbox';
 import { type Session, signIn, signOut, storedKey } from './session';
 import { SignIn } from './signin';
+import { TemplatesPage } from './templates';
 import { Busy, ErrorBox } from './ui';
 import { UsagePage } from './usage';
 
@@ -68,6 +69,8 @@ function App() {
   let page;
   if (parts[0] === 'sandboxes' && parts[1]) {
     page = <SandboxPage key={parts[1]} session={session} id={parts[1]} {...(parts[2] ? { tab: parts[2] } : {})} />;
+  } else if (parts[0] === 'templates') {
+    page = <TemplatesPage session={session} />;
   } else if (parts[0] === 'audit') {
     page = <AuditPage session={session} />;
   } else if (parts[0] === 'usage') {
@@ -85,6 +88,9 @@ function App() {
         <nav>
           <a href="#/sandboxes" class={here === 'sandboxes' ? 'active' : ''}>
             Sandboxes
+          </a>
+          <a href="#/templates" class={here === 'templates' ? 'active' : ''}>
+            Templates
           </a>
           <a href="#/usage" class={here === 'usage' ? 'active' : ''}>
             Usage

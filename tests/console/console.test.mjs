@@ -342,3 +342,22 @@ test("a sandbox's files (upload, view, download), terminal and metrics; the usag
   await page.locator('table.audit tr[data-action="auth.failed"]').first().waitFor();
   assert.equal(await created.count(), 0);
 });
+
+test('templates: a build from a Dockerfile shows its steps and output as it goes, then the template is listed and deleted', async (t) => {
+  const page = await newPage(t);
+  await signIn(page, server.admin);
+  await page.locator('.topbar').getByRole('link', { name: 'Templates' }).click();
+  await page.locator('tr[data-template="code-interpreter-v1"]').waitFor();
+  await page.locator('input[name="template-name"]').fill('console-tpl');
+  await page.locator('textarea[name="dockerfile"]').fill('FROM code-interpreter-v1\nRUN echo built-by-the-console && echo done > /opt/console.txt\n');
+  await page.getByRole('button', { name: 'Build template' }).click();
+  await page.locator('.build-progress .step', { hasText: /Step \d+\/\d+/ }).waitFor();
+  await page.locator('.notice', { hasText: 'Template console-tpl is ready' }).waitFor();
+  assert.match(await page.locator('pre.build-log').textContent(), /built-by-the-console/);
+  const row = page.locator('tr[data-template="console-tpl"]');
+  await row.locator('.state', { hasText: 'ready' }).waitFor();
+  await shot(page, 'templates');
+  page.once('dialog', (d) => d.accept());
+  await row.getByRole('button', { name: 'Delete' }).click();
+  await row.waitFor({ state: 'detached' });
+});
