@@ -176,6 +176,11 @@ test('admin: create a sandbox, run cells (values, charts, HTML, errors, streamed
   assert.equal(await cell.frameLocator('iframe.html >> nth=0').locator('#x').textContent(), 'static');
   await cell.frameLocator('iframe.html >> nth=1').locator('table', { hasText: 'value' }).waitFor();
 
+  // JSON is shown as JSON.
+  cell = await runCell(page, 'from IPython.display import JSON\nJSON({"answer": 42, "items": [1, 2]})');
+  await finished(cell);
+  assert.deepEqual(JSON.parse(await cell.locator('pre.json').textContent()), { answer: 42, items: [1, 2] });
+
   // An error with its traceback.
   cell = await runCell(page, 'def f():\n    return 1 / 0\nf()');
   assert.match(await finished(cell), /^error/);
