@@ -19,6 +19,8 @@ const WAIT = 120_000;
 
 let server;
 let browser;
+/** Every request a console page made to the server: `[method, path]`. */
+const calls = [];
 
 before(async () => {
   server = await startServer();
@@ -38,6 +40,10 @@ async function newPage(t) {
   t.after(() => context.close());
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT);
+  page.on('request', (r) => {
+    const url = new URL(r.url());
+    if (url.origin === server.url) calls.push([r.method(), url.pathname]);
+  });
   const problems = [];
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('console', (m) => {
@@ -365,4 +371,22 @@ test('templates: a build from a Dockerfile shows its steps and output as it goes
   page.once('dialog', (d) => d.accept());
   await row.getByRole('button', { name: 'Delete' }).click();
   await row.waitFor({ state: 'detached' });
+});
+
+test('every call the console made is a route of the public API (its OpenAPI document), besides its own files', async () => {
+  const doc = await (await fetch(`${server.url}/v1/openapi.json`)).json();
+  const routes = Object.entries(doc.paths).map(([path, item]) => [
+    new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`),
+    new Set(Object.keys(item).map((m) => m.toUpperCase())),
+  ]);
+  const seen = new Set(calls.map(([m, p]) => `${m} ${p}`));
+  assert.ok(seen.size > 20, [...seen].join('\n'));
+  const own = (m, p) => m === 'GET' && (p === '/' || /^\/console\/[^/]+$/.test(p));
+  const undocumented = [...seen].filter((c) => {
+    const [m, p] = c.split(' ');
+    return !own(m, p) && !routes.some(([re, methods]) => re.test(p) && methods.has(m));
+  });
+  assert.deepEqual(undocumented, []);
+  // The native API only: none of E2B's routes.
+  assert.deepEqual([...seen].filter((c) => !own(...c.split(' ')) && !c.split(' ')[1].startsWith('/v1/')), []);
 });
