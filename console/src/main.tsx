@@ -55,6 +55,18 @@ function App() {
       .finally(() => setResuming(false));
   }, []);
 
+  // Projects made since sign-in (an admin's `default` comes with its first sandbox) show up at
+  // the next page change.
+  useEffect(() => {
+    if (!session) return;
+    session.api
+      .get<string[]>('/v1/projects')
+      .then((projects) => {
+        if (projects.join() !== session.projects.join()) setSession({ ...session, projects });
+      })
+      .catch(() => {});
+  }, [hash]);
+
   if (resuming) return <Busy>Signing in…</Busy>;
   if (!session) {
     return (

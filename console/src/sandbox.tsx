@@ -2,14 +2,14 @@
 // and the cell runner on its contexts while it is running.
 
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type SandboxInfo } from './api';
+import { type Api, ApiError, type SandboxInfo } from './api';
 import { LifecycleButtons } from './lifecycle';
 import { FileBrowser } from './files';
 import { MetricsPanel } from './metrics';
 import { CellRunner } from './notebook';
 import { TerminalPanel } from './terminal';
 import type { Session } from './session';
-import { Busy, Empty, ErrorBox, StateBadge, age, mib, usePoll } from './ui';
+import { Busy, Empty, ErrorBox, LIFETIMES, StateBadge, age, mib, usePoll } from './ui';
 
 const POLL_MS = 3000;
 
@@ -20,6 +20,46 @@ const TABS = [
   ['metrics', 'Metrics'],
 ] as const;
 type Tab = (typeof TABS)[number][0];
+
+/** Set the timeout to a lifetime from now (`POST /v1/sandboxes/{id}/timeout`). */
+function ExtendTimeout({
+  api,
+  id,
+  onDone,
+  onError,
+}: {
+  api: Api;
+  id: string;
+  onDone: (sb: SandboxInfo) => void;
+  onError: (e: unknown) => void;
+}) {
+  const [lifetime, setLifetime] = useState('30 min');
+  const [busy, setBusy] = useState(false);
+  const set = async () => {
+    setBusy(true);
+    try {
+      onDone(await api.json<SandboxInfo>('POST', `/v1/sandboxes/${encodeURIComponent(id)}/timeout`, { timeout_ms: LIFETIMES[lifetime]! }));
+    } catch (e) {
+      onError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <span class="extend">
+      <select name="extend" aria-label="New timeout" value={lifetime} onChange={(e) => setLifetime(e.currentTarget.value)}>
+        {Object.keys(LIFETIMES).map((l) => (
+          <option key={l} value={l}>
+            {l} from now
+          </option>
+        ))}
+      </select>
+      <button type="button" class="secondary small" disabled={busy} onClick={set}>
+        Set timeout
+      </button>
+    </span>
+  );
+}
 
 export function SandboxPage({ session, id, tab = 'code' }: { session: Session; id: string; tab?: string }) {
   const { api } = session;
@@ -92,7 +132,10 @@ export function SandboxPage({ session, id, tab = 'code' }: { session: Session; i
           {(sb.limits.cpu_millicores / 1000).toFixed(1)} CPU, {mib(sb.limits.memory_mb)} memory, {mib(sb.limits.disk_mb)} disk
         </dd>
         <dt>Timeout</dt>
-        <dd>{sb.state === 'running' ? `in ${age(Date.now(), sb.timeout_at_ms)}` : 'not counting'}</dd>
+        <dd>
+          {sb.state === 'running' ? `in ${age(Date.now(), sb.timeout_at_ms)} (then ${sb.on_timeout})` : 'not counting'}
+          {sb.state === 'running' && <ExtendTimeout api={api} id={sb.sandbox_id} onDone={setSb} onError={setError} />}
+        </dd>
       </dl>
       <ErrorBox error={error} onClose={() => setError(null)} />
       {sb.state !== 'running' && (

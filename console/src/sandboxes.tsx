@@ -5,7 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { type CreateSandboxRequest, type MetricSample, type SandboxInfo, type TemplateInfo, parseMetadata, query } from './api';
 import { LifecycleButtons } from './lifecycle';
 import type { Session } from './session';
-import { Busy, Empty, ErrorBox, Select, StateBadge, age, mib, usePoll } from './ui';
+import { Busy, Empty, ErrorBox, LIFETIMES, Select, StateBadge, age, mib, usePoll } from './ui';
 
 /** The list asks for the latest sample of at most this many running sandboxes. */
 const MAX_METRICS = 50;
@@ -169,6 +169,7 @@ function CreateSandbox({ session }: { session: Session }) {
   const [template, setTemplate] = useState('code-interpreter-v1');
   const [project, setProject] = useState(session.projects.length === 1 ? session.projects[0]! : '');
   const [metadata, setMetadata] = useState('');
+  const [lifetime, setLifetime] = useState('30 min');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
 
@@ -184,7 +185,7 @@ function CreateSandbox({ session }: { session: Session }) {
     setError(null);
     setBusy(true);
     try {
-      const body: CreateSandboxRequest = { template, metadata: parseMetadata(metadata) };
+      const body: CreateSandboxRequest = { template, metadata: parseMetadata(metadata), timeout_ms: LIFETIMES[lifetime]! };
       if (project) body.project = project;
       const sb = await api.json<SandboxInfo>('POST', '/v1/sandboxes', body);
       location.hash = `#/sandboxes/${encodeURIComponent(sb.sandbox_id)}`;
@@ -201,6 +202,7 @@ function CreateSandbox({ session }: { session: Session }) {
       {session.projects.length > 1 && (
         <Select label="Project" name="project" value={project} options={session.projects} first={['', 'default']} onChange={setProject} />
       )}
+      <Select label="Timeout" name="lifetime" value={lifetime} options={Object.keys(LIFETIMES)} onChange={setLifetime} />
       <label>
         Metadata
         <input name="metadata" placeholder="key=value,…" value={metadata} onInput={(e) => setMetadata(e.currentTarget.value)} />

@@ -74,6 +74,14 @@ export function age(ms: number, now: number = Date.now()): string {
   return `${Math.floor(h / 24)} d ${h % 24} h`;
 }
 
+/** Lifetimes a person picks from (a sandbox is killed, or paused, when its timeout passes). */
+export const LIFETIMES: Record<string, number> = {
+  '5 min': 5 * 60_000,
+  '30 min': 30 * 60_000,
+  '1 h': 3_600_000,
+  '4 h': 4 * 3_600_000,
+};
+
 /** `512 MiB`, `2.0 GiB`. */
 export function mib(n: number): string {
   return n >= 1024 ? `${(n / 1024).toFixed(1)} GiB` : `${n} MiB`;

@@ -140,6 +140,11 @@ test('admin: create a sandbox, run cells (values, charts, HTML, errors, streamed
   const id = decodeURIComponent(page.url().split('/').pop());
   await page.locator('.sandbox-head .state', { hasText: 'running' }).waitFor();
   await page.locator('select[name="context"]').waitFor();
+  // Made with the form's default lifetime (30 min); set to an hour from now.
+  await page.locator('.facts dd', { hasText: /in (29|30) min \(then kill\)/ }).waitFor();
+  await page.locator('select[name="extend"]').selectOption('1 h');
+  await page.getByRole('button', { name: 'Set timeout' }).click();
+  await page.locator('.facts dd', { hasText: /in (59 min|1 h 0 min) \(then kill\)/ }).waitFor();
 
   // 1+1 shows 2, as the cell's main result.
   let cell = await runCell(page, '1+1');
