@@ -86,7 +86,8 @@ export function CellRunner({ api, sandbox, canRun }: { api: Api; sandbox: string
     return () => clearInterval(timer);
   }, [none, canRun]);
 
-  const act = async (label: string, fn: () => Promise<string | undefined | void>) => {
+  /** Run a context action, then list the contexts again (choosing the one `fn` names, if any). */
+  const act = async (label: string, fn: () => Promise<string | void>) => {
     setBusy(label);
     setError(null);
     try {
@@ -101,7 +102,10 @@ export function CellRunner({ api, sandbox, canRun }: { api: Api; sandbox: string
   const ctxPath = (id: string) => `${base}/contexts/${encodeURIComponent(id)}`;
   const create = () =>
     act('Starting a kernel…', async () => (await api.json<Context>('POST', `${base}/contexts`, { language })).id);
-  const restart = (id: string) => act('Restarting the kernel…', () => api.json('POST', `${ctxPath(id)}/restart`));
+  const restart = (id: string) =>
+    act('Restarting the kernel…', async () => {
+      await api.json('POST', `${ctxPath(id)}/restart`);
+    });
   const remove = (id: string) => {
     if (!confirm(`Delete context ${id}? Its kernel and its state are gone.`)) return;
     act('Deleting the context…', async () => {
@@ -123,6 +127,7 @@ export function CellRunner({ api, sandbox, canRun }: { api: Api; sandbox: string
                 <option key={c.id} value={c.id}>
                   {c.language} · {c.id}
                   {c.is_default ? ' (default)' : ''}
+                  {c.kernel_restarts > 0 ? ` · restarted ${c.kernel_restarts}×` : ''}
                 </option>
               ))}
             </select>

@@ -213,6 +213,16 @@ test('admin: create a sandbox, run cells (values, charts, HTML, errors, streamed
   cell = await runCell(page, 'const o = { answer: 6 * 7 }; o.answer');
   await finished(cell);
   assert.equal((await cell.locator('pre.result.main').textContent()).trim(), '42');
+  // Restart clears its state; Delete removes it (the default Python context is chosen again).
+  await page.locator('.contexts-bar').getByRole('button', { name: 'Restart' }).click();
+  await page.locator('select[name="context"] option:checked', { hasText: 'restarted 1×' }).waitFor({ state: 'attached' });
+  cell = await runCell(page, 'typeof o');
+  await finished(cell);
+  assert.equal((await cell.locator('pre.result.main').textContent()).trim(), "'undefined'");
+  page.once('dialog', (d) => d.accept());
+  await page.locator('.contexts-bar').getByRole('button', { name: 'Delete' }).click();
+  await page.locator('select[name="context"] option:checked', { hasText: 'python' }).waitFor({ state: 'attached' });
+  assert.equal(await page.locator('select[name="context"] option', { hasText: 'javascript' }).count(), 0);
 
   // The list shows it, with its metadata; the metadata filter finds it.
   await page.getByRole('link', { name: 'Sandboxes' }).click();
