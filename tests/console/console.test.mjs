@@ -280,6 +280,17 @@ test("a project key's session shows its own project only", async (t) => {
   await page.getByText('This sandbox is not there.').waitFor();
   assert.match(await page.locator('.error-box').textContent(), /not_found/);
 
+  // Its usage and audit log are its project's only.
+  await page.locator('.topbar').getByRole('link', { name: 'Usage' }).click();
+  await page.locator('figure.chart canvas').first().waitFor();
+  assert.deepEqual(await page.locator('select[name="usage-project"] option').allTextContents(), ['console-alpha']);
+  assert.ok(!(await page.content()).includes(theirs.sandbox_id), "the other project's usage is on the page");
+  await page.locator('.topbar').getByRole('link', { name: 'Audit log' }).click();
+  await page.locator('table.audit tr[data-action="sandbox.create"]', { hasText: mine }).waitFor();
+  const projects = await page.locator('table.audit tbody tr td:nth-child(4)').allTextContents();
+  assert.deepEqual([...new Set(projects)], ['console-alpha']);
+  assert.ok(!(await page.content()).includes(theirs.sandbox_id), "the other project's events are on the page");
+
   // The admin's session sees both projects, and filters by project.
   const admin = await newPage(t);
   await signIn(admin, server.admin);
