@@ -48,6 +48,25 @@ pub fn parse_host(host: &str, domain: &str) -> Option<(u16, String)> {
     id_ok.then(|| (port, id.to_string()))
 }
 
+/// A sandbox's answer given at the server's own address, the origin of the web console (where a
+/// signed-in person's key is) and of the API: whatever the sandbox says, a browser never runs it
+/// as a page of that origin (an opaque origin, no script, nothing loaded), never sniffs it into
+/// something else, and takes from it no cookie, no service-worker scope and no order to clear the
+/// origin's data. (At a sandbox's own host name it is that host's origin, and passes as it is.)
+fn confine(h: &mut axum::http::HeaderMap) {
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    for name in ["service-worker-allowed", "clear-site-data", "set-cookie"] {
+        h.remove(name);
+    }
+}
+
 /// The middleware (`axum::middleware::from_fn_with_state`), outside the gate.
 pub async fn host_routing(
     State(st): State<Arc<AppState>>,
@@ -61,7 +80,15 @@ pub async fn host_routing(
         .map(str::to_string)
         .or_else(|| req.uri().authority().map(|a| a.to_string()));
     let Some((port, id)) = host.and_then(|h| parse_host(&h, st.e2b.sandbox_domain())) else {
-        return next.run(req).await;
+        let mut resp = next.run(req).await;
+        if resp
+            .extensions()
+            .get::<crate::proxy::FromSandbox>()
+            .is_some()
+        {
+            confine(resp.headers_mut());
+        }
+        return resp;
     };
     // A link with the token: check it, then set it as this host's cookie and send the browser on
     // to the same URL without it (so it is not left in the address bar, history or logs).

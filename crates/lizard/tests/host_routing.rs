@@ -29,6 +29,27 @@ srv = http.server.ThreadingHTTPServer(("127.0.0.1", 8000), H)
 threading.Thread(target=srv.serve_forever, daemon=True).start()
 "#;
 
+/// A hostile page on port 8001: HTML with a script, and headers that would reach into the origin
+/// it is shown at (a cookie, a service worker's scope, an order to clear the origin's data).
+const HOSTILE_PAGE: &str = r#"
+import http.server, threading
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"<script>navigator.serviceWorker.register('/sw.js')</script>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Set-Cookie", "planted=1; Path=/")
+        self.send_header("Service-Worker-Allowed", "/")
+        self.send_header("Clear-Site-Data", '"*"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 8001), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+"#;
+
 struct Sbx {
     id: String,
     token: String,
@@ -484,5 +505,72 @@ async fn a_request_resumes_a_sandbox_that_asked_for_it() {
     r.expect_error(409, "conflict");
     let r = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
     assert_eq!(r.body["state"], "paused", "{}", r.text);
+    s.kill_all().await;
+}
+
+/// What a sandbox answers at the server's own address — the origin of the web console and the
+/// API, where a person's key is — is confined: an opaque origin with nothing run or loaded
+/// (`Content-Security-Policy: sandbox`), no sniffing, and none of its cookies, service-worker
+/// scope or `Clear-Site-Data`. At the sandbox's own host name (its own origin) it passes as it is.
+#[tokio::test]
+async fn a_sandboxs_page_never_runs_at_the_servers_own_origin() {
+    lizard_test_support::needs_root!();
+    let s = Server::start();
+    let key = s.project_key("pages").await;
+    let sbx = echo_sandbox(&s, &key, json!({})).await;
+    let ex = s
+        .run(&sbx.id, json!({"code": HOSTILE_PAGE, "language": "python"}))
+        .await;
+    assert!(ex["error"].is_null(), "{ex}");
+    let bearer = format!("Bearer {key}");
+    let own = get(
+        &s,
+        &s.addr,
+        &format!("/v1/sandboxes/{}/ports/8001/", sbx.id),
+        &[("Authorization", &bearer)],
+    );
+    assert_eq!(own.status, 200, "{}", text(&own));
+    assert!(
+        text(&own).contains("<script>"),
+        "the body passes: {}",
+        text(&own)
+    );
+    assert!(
+        own.head
+            .contains("content-security-policy: sandbox; default-src 'none'"),
+        "{}",
+        own.head
+    );
+    assert!(
+        own.head.contains("x-content-type-options: nosniff"),
+        "{}",
+        own.head
+    );
+    for h in ["set-cookie", "service-worker-allowed", "clear-site-data"] {
+        assert!(!own.head.contains(h), "{h} passed: {}", own.head);
+    }
+    // E2B's envd at the server's own address (a signed file URL's way): confined too.
+    let envd = get(
+        &s,
+        &s.addr,
+        "/health",
+        &[
+            ("E2B-Sandbox-Id", &sbx.id),
+            ("E2B-Sandbox-Port", "49983"),
+            ("X-Access-Token", &sbx.token),
+        ],
+    );
+    assert!(envd.status < 300, "{}", text(&envd));
+    assert!(
+        envd.head.contains("content-security-policy: sandbox"),
+        "{}",
+        envd.head
+    );
+    // The sandbox's own origin gets its page as it is.
+    let host = format!("8001-{}.{}", sbx.id, sbx.domain);
+    let a = get(&s, &host, "/", &[("E2B-Traffic-Access-Token", &sbx.token)]);
+    assert_eq!(a.status, 200, "{}", text(&a));
+    assert!(a.head.contains("set-cookie: planted=1"), "{}", a.head);
+    assert!(!a.head.contains("content-security-policy"), "{}", a.head);
     s.kill_all().await;
 }
