@@ -89,6 +89,7 @@ struct Figure {
     unit: String,
     median: f64,
     p95: f64,
+    p99: f64,
     samples: usize,
     target: Option<String>,
     jupyter_median: Option<f64>,
@@ -110,6 +111,7 @@ fn stats(name: &str, unit: &str, mut v: Vec<f64>, target: Option<&str>) -> Figur
         unit: unit.to_string(),
         median: pick(0.5),
         p95: pick(0.95),
+        p99: pick(0.99),
         samples: v.len(),
         target: target.map(str::to_string),
         jupyter_median: None,
@@ -1342,8 +1344,8 @@ pub fn bench(args: BenchArgs) -> Result<()> {
 /// Print the table and write the JSON file.
 fn report(args: &BenchArgs, figures: &[Figure]) -> Result<()> {
     println!(
-        "{:<60} {:>10} {:>10} {:>9} {:>12} {:>8} {:>8}  target",
-        "figure", "median", "p95", "unit", "jupyter", "ratio", "vs rust"
+        "{:<60} {:>10} {:>10} {:>10} {:>9} {:>12} {:>8} {:>8}  target",
+        "figure", "median", "p95", "p99", "unit", "jupyter", "ratio", "vs rust"
     );
     for f in figures {
         let (j, r) = match f.jupyter_median {
@@ -1354,10 +1356,11 @@ fn report(args: &BenchArgs, figures: &[Figure]) -> Result<()> {
             .rust_median
             .map_or(String::from("-"), |m| format!("{:.2}×", f.median / m));
         println!(
-            "{:<60} {:>10.2} {:>10.2} {:>9} {:>12} {:>8} {:>8}  {}",
+            "{:<60} {:>10.2} {:>10.2} {:>10.2} {:>9} {:>12} {:>8} {:>8}  {}",
             f.name,
             f.median,
             f.p95,
+            f.p99,
             f.unit,
             j,
             r,
