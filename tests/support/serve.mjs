@@ -5,7 +5,7 @@
 // node_modules).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -64,6 +64,16 @@ export async function startServer(extraArgs = []) {
       const t = setTimeout(ok, 10_000);
       child.once('exit', () => { clearTimeout(t); ok(); });
     });
+    // Its data dir goes too, unless something is still mounted in it (a sandbox or volume that
+    // could not be removed: then it is left as it is, and said so).
+    const mounts = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n');
+    const held = mounts.some((l) => (l.split(' ')[4] ?? '').startsWith(`${dataDir}/`));
+    if (held) console.error(`left the server's data dir ${dataDir}: something is mounted in it`);
+    else {
+      await rm(dataDir, { recursive: true, force: true }).catch((e) => {
+        console.error(`left the server's data dir ${dataDir}: ${e.message}`);
+      });
+    }
   };
   return { child, url, admin, ready, log: () => log, project, stop };
 }
