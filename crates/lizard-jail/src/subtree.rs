@@ -38,7 +38,7 @@ use crate::checkpoint::{CheckpointError, Criu, ImagesDir};
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -529,12 +529,14 @@ impl ForkInit {
     ) -> Result<ForkInit, SubtreeError> {
         let (report_r, report_w) = crate::process::cloexec_pipe().map_err(sys("pipe"))?;
         let (go_r, go_w) = crate::process::cloexec_pipe().map_err(sys("pipe"))?;
+        let (ready_r, ready_w) = crate::process::cloexec_pipe().map_err(sys("pipe"))?;
         // SAFETY (of the forks below): this process is single-threaded (checked by
         // `fork_subtree`); the children only make system calls and `_exit`.
         match crate::sys::clone_process(0).map_err(sys("fork"))? {
             Some(x) => {
                 drop(report_w);
                 drop(go_r);
+                drop(ready_w);
                 let status = crate::process::reap_within(x, INIT_DEADLINE);
                 let mut buf = [0u8; 64];
                 let n = read_within(report_r.as_fd(), &mut buf, INIT_DEADLINE);
@@ -545,11 +547,26 @@ impl ForkInit {
                         text.trim()
                     ))
                 })?;
+                // Z's namespaces are its own only once it says so: opened before, its mount
+                // namespace would still be the sandbox's (and the copy's /proc would be mounted
+                // over the sandbox's own).
+                let mut b = [0u8; 1];
+                if read_within(ready_r.as_fd(), &mut b, INIT_DEADLINE) != 1 {
+                    return Err(SubtreeError::Init(
+                        "it did not make its namespaces in time".into(),
+                    ));
+                }
                 let parent = children_host_of_ns_pid(agent, pid)?;
                 let pidfd =
                     crate::process::pidfd_open(parent).map_err(sys("opening the copy's init"))?;
                 let mnt = std::fs::File::open(format!("/proc/{parent}/ns/mnt"))
                     .map_err(sys("opening the copy's mount namespace"))?;
+                // Its /proc is mounted there: never in the sandbox's own mount namespace.
+                if same_namespace(&mnt, ns.mnt) {
+                    return Err(SubtreeError::Init(
+                        "its mount namespace is the sandbox's".into(),
+                    ));
+                }
                 Ok(ForkInit {
                     pid,
                     host_pid: parent,
@@ -561,7 +578,13 @@ impl ForkInit {
             None => {
                 drop(report_r);
                 drop(go_w);
-                let code = match x_main(agent, ns, cgroup, own_netns, report_w, go_r) {
+                drop(ready_r);
+                let pipes = InitPipes {
+                    report: report_w,
+                    ready: ready_w,
+                    go: go_r,
+                };
+                let code = match x_main(agent, ns, cgroup, own_netns, pipes) {
                     Ok(()) => 0,
                     Err(_) => 1,
                 };
@@ -628,6 +651,16 @@ impl ForkInit {
     }
 }
 
+/// Whether two `/proc/*/ns/*` files are the same namespace.
+fn same_namespace(a: &std::fs::File, b: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (a.metadata(), b.metadata()) {
+        (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+        // Unknown: taken as the same (the fork fails rather than touch the sandbox's mounts).
+        _ => true,
+    }
+}
+
 /// The host pid of the child of the sandbox's PID 1 whose pid there is `pid`.
 fn children_host_of_ns_pid(agent: &OwnedFd, pid: i32) -> Result<i32, SubtreeError> {
     // The agent's host pid, from its pidfd's fdinfo.
@@ -673,15 +706,23 @@ struct SandboxNs<'a> {
     net: &'a std::fs::File,
 }
 
+/// The write ends X, Y and Z report on, and the read end Z waits for the go on.
+struct InitPipes {
+    /// Y writes Z's pid (in the sandbox's pid namespace).
+    report: OwnedFd,
+    /// Z writes a byte once its namespaces are its own.
+    ready: OwnedFd,
+    go: OwnedFd,
+}
+
 /// X: in the fork's cgroup, enter the sandbox's namespaces and become its root; Y (its child)
-/// makes the new pid namespace and Z; X reports Z's pid.
+/// makes the new pid namespace and Z; Y reports Z's pid, Z says when it is ready.
 fn x_main(
     agent: &OwnedFd,
     ns: SandboxNs<'_>,
     cgroup: &Cgroup,
     own_netns: bool,
-    report: OwnedFd,
-    go: OwnedFd,
+    pipes: InitPipes,
 ) -> io::Result<()> {
     use nix::sched::{setns, unshare, CloneFlags};
     cgroup
@@ -697,23 +738,23 @@ fn x_main(
     match crate::sys::clone_process(0)? {
         // X: wait for Y, which reports.
         Some(y) => {
-            drop(go);
-            drop(report);
+            drop(pipes);
             let _ = crate::process::reap_within(y, INIT_DEADLINE);
             Ok(())
         }
         None => {
             // Y, in the sandbox's pid namespace.
             unshare(CloneFlags::CLONE_NEWPID)?;
+            let InitPipes { report, ready, go } = pipes;
             match crate::sys::clone_process(0)? {
                 Some(z) => {
-                    drop(go);
+                    drop((go, ready));
                     nix::unistd::write(&report, z.to_string().as_bytes())?;
                     crate::sys::exit_now(0)
                 }
                 None => {
                     drop(report);
-                    let code = i32::from(z_main(own_netns, go).is_err());
+                    let code = i32::from(z_main(own_netns, ready, go).is_err());
                     crate::sys::exit_now(code)
                 }
             }
@@ -721,9 +762,9 @@ fn x_main(
     }
 }
 
-/// Z: its own network (if asked) and mount namespaces, no privilege left; waits for the go, then
-/// reaps until no process of its namespace is left.
-fn z_main(own_netns: bool, go: OwnedFd) -> io::Result<()> {
+/// Z: its own network (if asked) and mount namespaces, no privilege left; says it is ready, waits
+/// for the go, then reaps until no process of its namespace is left.
+fn z_main(own_netns: bool, ready: OwnedFd, go: OwnedFd) -> io::Result<()> {
     use nix::sched::{unshare, CloneFlags};
     if own_netns {
         unshare(CloneFlags::CLONE_NEWNET)?;
@@ -732,10 +773,10 @@ fn z_main(own_netns: bool, go: OwnedFd) -> io::Result<()> {
     unshare(CloneFlags::CLONE_NEWNS)?;
     crate::process::set_dumpable(false)?;
     let _ = std::env::set_current_dir("/");
-    // Nothing of the helper's stays open but the go pipe.
-    let go = go.as_raw_fd();
+    // Nothing of the helper's stays open but the go and ready pipes.
+    let go = go.into_raw_fd();
     for fd in 0..1024 {
-        if fd != go {
+        if fd != go && fd != ready.as_raw_fd() {
             // SAFETY: closing descriptors of this (single-threaded) process; none is used again.
             unsafe { libc::close(fd) };
         }
@@ -743,6 +784,8 @@ fn z_main(own_netns: bool, go: OwnedFd) -> io::Result<()> {
     crate::sys::drop_bounding_set_except(0)?;
     crate::sys::set_no_new_privs()?;
     crate::sys::set_capability_sets(0, 0, 0)?;
+    nix::unistd::write(&ready, b"r")?;
+    drop(ready);
     let mut b = [0u8; 1];
     // SAFETY: `go` is this process's open descriptor (kept above) and `b` a valid buffer.
     let n = unsafe { libc::read(go, b.as_mut_ptr().cast(), 1) };

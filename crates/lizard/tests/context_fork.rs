@@ -758,6 +758,17 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
         out(&s, &id, &py, "print(x, bg.poll())").await,
         "source None\n"
     );
+    // The copy's /proc is its own: the sandbox's (the source's, its agent's) is untouched.
+    assert_eq!(
+        out(
+            &s,
+            &id,
+            &py,
+            "import os\nprint(os.readlink('/proc/self') == str(os.getpid()))"
+        )
+        .await,
+        "True\n"
+    );
     // Interrupting the fork's cell keeps its state.
     let long = s.run_in_background(&id, json!({"code": "time.sleep(120)", "context": fp}));
     assert!(

@@ -122,29 +122,46 @@ impl Drop for Channels {
     }
 }
 
-/// Whether `pid` runs with `ids` (real, effective, saved and file-system uid and gid), or with the
-/// agent's own uid when contexts have no uids of their own.
-fn runs_as(pid: i32, ids: Option<Ids>) -> io::Result<bool> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let field = |name: &str| -> Vec<u32> {
+/// Check that `pid` is a live process (a thread group's leader) that runs with `ids` (real,
+/// effective, saved and file-system uid and gid), or with the agent's own uid when contexts have
+/// no uids of their own; the error says what it found instead.
+fn runs_as(pid: i32, ids: Option<Ids>) -> Result<(), String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("its status cannot be read: {e}"))?;
+    let line = |name: &str| {
         status
             .lines()
             .find_map(|l| l.strip_prefix(name))
-            .map(|v| {
-                v.split_whitespace()
-                    .filter_map(|x| x.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default()
+            .unwrap_or("")
+    };
+    let field = |name: &str| -> Vec<u32> {
+        line(name)
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect()
     };
     let (uids, gids, tgid) = (field("Uid:"), field("Gid:"), field("Tgid:"));
+    let found = || {
+        format!(
+            "Tgid {:?}, Uid {:?}, Gid {:?}, State {:?}",
+            line("Tgid:").trim(),
+            line("Uid:").trim(),
+            line("Gid:").trim(),
+            line("State:").trim()
+        )
+    };
     if tgid.first().copied() != Some(pid as u32) || uids.len() != 4 {
-        return Ok(false);
+        return Err(found());
     }
-    Ok(match ids {
+    let ok = match ids {
         Some(ids) => uids.iter().all(|u| *u == ids.uid) && gids.iter().all(|g| *g == ids.gid),
         None => uids.iter().all(|u| *u == lizard_jail::creds::euid()),
-    })
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(found())
+    }
 }
 
 impl Kernel {
@@ -277,9 +294,9 @@ impl Kernel {
         }
         let pidfd =
             lizard_jail::process::pidfd_open(pid).map_err(|e| failed(format!("pid {pid}: {e}")))?;
-        if !runs_as(pid, user).unwrap_or(false) {
+        if let Err(found) = runs_as(pid, user) {
             return Err(failed(format!(
-                "pid {pid} is not a process of the context's user"
+                "pid {pid} is not a process of the context's user ({found})"
             )));
         }
         // From here on the process is the family's (same ids): killed if the fork fails.
@@ -349,9 +366,9 @@ impl Kernel {
         }
         let pidfd =
             lizard_jail::process::pidfd_open(pid).map_err(|e| failed(format!("pid {pid}: {e}")))?;
-        if !runs_as(pid, user).unwrap_or(false) {
+        if let Err(found) = runs_as(pid, user) {
             return Err(failed(format!(
-                "pid {pid} is not a process of the context's user"
+                "pid {pid} is not a process of the context's user ({found})"
             )));
         }
         let proc_ = pump::Proc::Forked {
@@ -412,12 +429,13 @@ mod tests {
     #[test]
     fn a_pid_must_run_as_the_contexts_ids() {
         let me = std::process::id() as i32;
-        assert!(runs_as(me, None).unwrap());
+        assert_eq!(runs_as(me, None), Ok(()));
         let other = Ids {
             uid: lizard_jail::creds::euid() + 12345,
             gid: 1,
         };
-        assert!(!runs_as(me, Some(other)).unwrap());
+        let found = runs_as(me, Some(other)).unwrap_err();
+        assert!(found.contains(&format!("Tgid \"{me}\"")), "{found}");
         assert!(runs_as(i32::MAX, None).is_err());
     }
 }
