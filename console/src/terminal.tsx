@@ -1,8 +1,9 @@
-// A terminal in the sandbox: xterm.js fed from the PTY API. `POST /v1/sandboxes/{id}/pty` with
-// `Accept: application/x-ndjson` starts an interactive shell on a pseudo-terminal and streams its
-// bytes (`stdout` events with `data_b64`); keys go to `POST …/pty/{pid}/input` (one request at a
-// time, in order), size changes to `POST …/pty/{pid}/resize`. Leaving the sandbox's page kills
-// the shell (`POST …/commands/{pid}/signal`): a client disconnect alone would not.
+// A terminal in the sandbox: xterm.js on the PTY API's WebSocket. `GET /v1/sandboxes/{id}/pty/ws`
+// starts an interactive shell on a pseudo-terminal; binary messages carry its bytes both ways and
+// text messages JSON control (`start` with the pid and `end` from the server, `resize` from here).
+// A browser cannot set `Authorization` on a WebSocket: the key goes as a second subprotocol,
+// `lizard.key.<key>`, which the server takes and never echoes. Closing the socket (closing the
+// terminal, leaving the page) ends the shell.
 
 import { FitAddon } from '@xterm/addon-fit';
 import { Terminal } from '@xterm/xterm';
@@ -11,20 +12,20 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Api } from './api';
 import { Busy, ErrorBox } from './ui';
 
-function bytesOf(frame: Record<string, unknown>): Uint8Array | string {
-  if (typeof frame.data_b64 === 'string') return Uint8Array.from(atob(frame.data_b64), (c) => c.charCodeAt(0));
-  return String(frame.text ?? '');
-}
-
-/** One open terminal: the emulator, the shell's pid once it started, and how to end both. */
+/** One open terminal: the emulator and how to end it with its shell. */
 interface Session {
   term: Terminal;
   fit: FitAddon;
   close: () => void;
 }
 
+/** The WebSocket URL of a new terminal of sandbox `sandbox`, `cols` × `rows`. */
+function terminalUrl(sandbox: string, cols: number, rows: number): string {
+  const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return `${scheme}//${location.host}/v1/sandboxes/${encodeURIComponent(sandbox)}/pty/ws?cols=${cols}&rows=${rows}`;
+}
+
 export function TerminalPanel({ api, sandbox, visible }: { api: Api; sandbox: string; visible: boolean }) {
-  const base = `/v1/sandboxes/${encodeURIComponent(sandbox)}`;
   const host = useRef<HTMLDivElement>(null);
   const session = useRef<Session | null>(null);
   const [state, setState] = useState<'closed' | 'starting' | 'open'>('closed');
@@ -48,72 +49,55 @@ export function TerminalPanel({ api, sandbox, visible }: { api: Api; sandbox: st
     host.current.classList.remove('hidden');
     term.open(host.current);
     fit.fit();
-    const ctrl = new AbortController();
-    let pid: number | null = null;
-    let done = false;
-    let pending = '';
-    let sending = false;
-    const flush = async () => {
-      if (sending || pending === '' || pid === null || done) return;
-      sending = true;
-      const data = pending;
-      pending = '';
-      try {
-        await api.json('POST', `${base}/pty/${pid}/input`, { data });
-      } catch (e) {
-        if (!done) setError(e);
-      } finally {
-        sending = false;
-        flush();
+    const ws = new WebSocket(terminalUrl(sandbox, term.cols, term.rows), ['lizard.pty.v1', `lizard.key.${api.key}`]);
+    ws.binaryType = 'arraybuffer';
+    const encoder = new TextEncoder();
+    let started = false;
+    let closing = false;
+    const send = (data: string | Uint8Array) => {
+      if (ws.readyState === WebSocket.OPEN) ws.send(data);
+    };
+    term.onData((d) => send(encoder.encode(d)));
+    term.onBinary((d) => send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
+    term.onResize(({ cols, rows }) => send(JSON.stringify({ type: 'resize', cols, rows })));
+    ws.onmessage = (m) => {
+      if (m.data instanceof ArrayBuffer) {
+        term.write(new Uint8Array(m.data));
+        return;
+      }
+      const msg = JSON.parse(String(m.data)) as Record<string, unknown>;
+      if (msg.type === 'start') {
+        started = true;
+        setState('open');
+        term.focus();
+      } else if (msg.type === 'end') {
+        const how = msg.signal ? `killed by ${String(msg.signal)}` : `exited with code ${String(msg.exit_code)}`;
+        setEnded(`The shell ${how}.`);
+      } else if (msg.type === 'error') {
+        setError(new Error(String(msg.message)));
       }
     };
-    term.onData((d) => {
-      pending += d;
-      flush();
-    });
-    term.onResize(({ cols, rows }) => {
-      if (pid !== null && !done) api.json('POST', `${base}/pty/${pid}/resize`, { cols, rows }).catch(() => {});
-    });
+    ws.onclose = (e) => {
+      if (closing) return;
+      if (!started) {
+        // The handshake was refused: the API's own message is not readable from a WebSocket.
+        setError(new Error(`The terminal could not be opened (WebSocket closed with code ${e.code}). Is the sandbox running, and may this key use it?`));
+        close();
+        setState('closed');
+      } else {
+        setEnded((s) => s ?? 'The terminal\'s connection closed.');
+      }
+    };
     const onWindowResize = () => fit.fit();
     addEventListener('resize', onWindowResize);
     const close = () => {
+      closing = true;
       removeEventListener('resize', onWindowResize);
-      if (pid !== null && !done) {
-        api.json('POST', `${base}/commands/${pid}/signal`, { signal: 'SIGKILL' }).catch(() => {});
-      }
-      done = true;
-      ctrl.abort();
+      ws.close();
       term.dispose();
       session.current = null;
     };
     session.current = { term, fit, close };
-    api
-      .stream(
-        `${base}/pty`,
-        { cols: term.cols, rows: term.rows },
-        (frame) => {
-          if (frame.type === 'start') {
-            pid = Number(frame.pid);
-            setState('open');
-            term.focus();
-            flush();
-          } else if (frame.type === 'stdout' || frame.type === 'stderr') {
-            term.write(bytesOf(frame));
-          } else if (frame.type === 'end') {
-            done = true;
-            const how = frame.signal ? `killed by ${String(frame.signal)}` : `exited with code ${String(frame.exit_code)}`;
-            setEnded(`The shell ${how}.`);
-          }
-        },
-        ctrl.signal,
-      )
-      .catch((e) => {
-        if (!ctrl.signal.aborted) setError(e);
-      })
-      .finally(() => {
-        done = true;
-        if (!ctrl.signal.aborted) setState((s) => (s === 'starting' ? 'closed' : s));
-      });
   };
 
   // Leaving the page (or the sandbox) ends the shell.

@@ -44,6 +44,11 @@ async function newPage(t) {
     const url = new URL(r.url());
     if (url.origin === server.url) calls.push([r.method(), url.pathname]);
   });
+  // WebSockets are GETs of the API too (`ws:` of the same host).
+  page.on('websocket', (ws) => {
+    const url = new URL(ws.url());
+    if (url.host === new URL(server.url).host) calls.push(['GET', url.pathname]);
+  });
   const problems = [];
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('console', (m) => {
@@ -333,17 +338,27 @@ test("a sandbox's files (upload, view, download), terminal and metrics; the usag
   assert.equal(download.suggestedFilename(), 'hello.txt');
   assert.equal(await readFile(await download.path(), 'utf8'), content);
 
-  // Terminal: an interactive shell; what is typed runs, its output shows.
+  // Terminal: an interactive shell on the PTY API's WebSocket; what is typed runs, its output
+  // shows; closing the terminal ends the shell.
   await page.locator('.tabs').getByRole('link', { name: 'Terminal' }).click();
+  const socket = page.waitForEvent('websocket');
   await page.getByRole('button', { name: 'Open terminal' }).click();
+  assert.match((await socket).url(), /\/v1\/sandboxes\/[^/]+\/pty\/ws\?cols=\d+&rows=\d+$/);
   await page.locator('.xterm').waitFor();
   await page.locator('.xterm-helper-textarea').focus();
   await page.keyboard.type('echo console-$((6 * 7))');
   await page.keyboard.press('Enter');
   await page.locator('.xterm-rows', { hasText: 'console-42' }).waitFor();
   await shot(page, 'sandbox-terminal');
+  const shells = async () =>
+    (await api(server.admin, 'GET', `/v1/sandboxes/${id}/commands`)).filter((p) => p.tag === 'websocket' && !p.end);
+  assert.equal((await shells()).length, 1);
   await page.getByRole('button', { name: 'Close terminal' }).click();
   await page.getByRole('button', { name: 'Open terminal' }).waitFor();
+  for (let i = 0; (await shells()).length > 0; i++) {
+    assert.ok(i < 200, 'closing the terminal ends its shell');
+    await new Promise((r) => setTimeout(r, 100));
+  }
 
   // The sandbox's own metrics, charted; and its CPU and memory now in the list, once sampled.
   await page.locator('.tabs').getByRole('link', { name: 'Metrics' }).click();

@@ -106,6 +106,63 @@ pub struct StartPtyRequest {
     pub tag: Option<String>,
 }
 
+/// `GET /pty/ws` (a WebSocket): start a process on a new pseudo-terminal, as `POST /pty` does,
+/// and drive it over one WebSocket. Subprotocol [`PTY_WS_PROTOCOL`]. Binary messages carry the
+/// terminal's bytes both ways; text messages are JSON control messages: [`PtyWsServerMessage`]
+/// from the server (`start` first, `end` last, then the socket closes), [`PtyWsClientMessage`]
+/// from the client. Closing the socket kills the process's group (a terminal's hang-up).
+///
+/// Browsers cannot set `Authorization` on a WebSocket: Lizard's server also takes the API key
+/// as a second subprotocol, `lizard.key.<key>`, which it never forwards nor echoes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PtyWsQuery {
+    /// Columns (default 80).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u16>,
+    /// Rows (default 24).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u16>,
+    /// A shell command line to run (`bash -c`); an interactive `bash -i` without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// `user` (the default) or `root`, as for commands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// The subprotocol of `GET /pty/ws`.
+pub const PTY_WS_PROTOCOL: &str = "lizard.pty.v1";
+
+/// The prefix of the subprotocol that carries an API key to Lizard's server (`GET /pty/ws`).
+pub const WS_KEY_PROTOCOL_PREFIX: &str = "lizard.key.";
+
+/// A JSON control message the server sends on a terminal's WebSocket (`GET /pty/ws`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PtyWsServerMessage {
+    /// The process started (its pid, for `GET /commands/{pid}` and signals).
+    Start { pid: u32 },
+    /// The process ended; the socket closes next.
+    End(CommandEnd),
+    /// A control message was refused (the terminal goes on).
+    Error { message: String },
+}
+
+/// A JSON control message a client sends on a terminal's WebSocket (`GET /pty/ws`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PtyWsClientMessage {
+    /// The terminal's new size (the program gets SIGWINCH).
+    Resize { cols: u16, rows: u16 },
+    /// Text to type (binary messages carry raw bytes).
+    Input { data: String },
+    /// A signal to the process's group, e.g. `SIGINT`.
+    Signal { signal: String },
+}
+
 /// `POST /pty/{pid}/resize`.
 pub type ResizePtyRequest = PtySize;
 

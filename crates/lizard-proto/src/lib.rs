@@ -26,7 +26,8 @@ pub mod volume;
 pub use audit::{AuditEvent, AuditQuery};
 pub use command::{
     CommandEnd, CommandEvent, CommandResult, ProcessInfo, ProcessInputRequest, PtySize,
-    ResizePtyRequest, SignalRequest, StartCommandRequest, StartPtyRequest, StreamQuery,
+    PtyWsClientMessage, PtyWsQuery, PtyWsServerMessage, ResizePtyRequest, SignalRequest,
+    StartCommandRequest, StartPtyRequest, StreamQuery, PTY_WS_PROTOCOL, WS_KEY_PROTOCOL_PREFIX,
 };
 pub use error::{ErrorBody, ErrorCode, ToErrorBody};
 pub use execution::{

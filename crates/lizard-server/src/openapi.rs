@@ -245,6 +245,9 @@ pub fn operations() -> Vec<Operation> {
             .param("path", "pid", true, "", raw(r##"{"type":"integer"}"##))
             .body(true, vec![("application/json", of::<PtySize>())])
             .response("204", "Done", vec![]),
+        get("/v1/sandboxes/{id}/pty/ws", "A terminal on a WebSocket (subprotocol lizard.pty.v1; a browser sends its key as a second subprotocol, lizard.key.<key>): binary messages are the terminal's bytes both ways, text messages JSON control (PtyWsServerMessage from the server: start, end, error; PtyWsClientMessage from the client: resize, input, signal). Closing the socket kills the process's group")
+            .query::<PtyWsQuery>()
+            .response("101", "Switching to the WebSocket protocol (its messages: PtyWsServerMessage, PtyWsClientMessage)", vec![]),
         get("/v1/sandboxes/{id}/files", "Read a file (streamed raw bytes)")
             .query::<PathQuery>()
             .response("200", "The bytes", vec![("application/octet-stream", raw(r##"{"type":"string","format":"binary"}"##))]),
@@ -456,6 +459,10 @@ pub fn document() -> Value {
         v["responses"] = Value::Object(responses);
         let entry = paths.entry(o.path.to_string()).or_insert_with(|| json!({}));
         entry[o.method] = v;
+    }
+    // Messages of WebSockets (no operation's body): named in components for generated clients.
+    for message in [of::<PtyWsServerMessage>(), of::<PtyWsClientMessage>()] {
+        schema_value(&mut g, &message);
     }
     let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({

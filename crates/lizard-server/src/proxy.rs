@@ -239,8 +239,8 @@ fn upstream_request(req: Request, uri: &str) -> Result<Request, ApiError> {
 }
 
 /// The headers of a request as they go to the agent: its end-to-end headers (an upgrade stays an
-/// upgrade) without those named by its `Connection` header, the [`SERVER_ONLY`] ones and a Bearer
-/// `Authorization`; `Host: agent`.
+/// upgrade) without those named by its `Connection` header, the [`SERVER_ONLY`] ones, a Bearer
+/// `Authorization` and a `lizard.key.*` WebSocket subprotocol; `Host: agent`.
 fn upstream_headers(from: &HeaderMap) -> HeaderMap {
     let mut out = lizard_http::end_to_end_headers(from, from.get(header::UPGRADE));
     for name in SERVER_ONLY {
@@ -255,6 +255,16 @@ fn upstream_headers(from: &HeaderMap) -> HeaderMap {
     out.remove(header::AUTHORIZATION);
     for v in kept {
         out.append(header::AUTHORIZATION, v);
+    }
+    // An API key offered as a WebSocket subprotocol is the server's (crate::state::ws_key).
+    let protocols: Vec<&str> = crate::state::ws_protocols(from)
+        .filter(|p| !p.starts_with(lizard_proto::WS_KEY_PROTOCOL_PREFIX))
+        .collect();
+    out.remove(header::SEC_WEBSOCKET_PROTOCOL);
+    if let Ok(v) = HeaderValue::from_str(&protocols.join(", ")) {
+        if !protocols.is_empty() {
+            out.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
+        }
     }
     out.insert(header::HOST, HeaderValue::from_static("agent"));
     out
@@ -327,6 +337,34 @@ mod tests {
             .iter()
             .map(|v| v.to_str().unwrap().to_string())
             .collect()
+    }
+
+    #[test]
+    fn a_key_offered_as_a_websocket_subprotocol_is_taken_and_never_forwarded() {
+        let h = headers(&[
+            ("upgrade", "websocket"),
+            ("connection", "Upgrade"),
+            (
+                "sec-websocket-protocol",
+                "lizard.pty.v1, lizard.key.lz_secret",
+            ),
+            ("sec-websocket-protocol", "other"),
+        ]);
+        assert_eq!(crate::state::bearer_token(&h), Some("lz_secret"));
+        let out = upstream_headers(&h);
+        assert_eq!(
+            values(&out, "sec-websocket-protocol"),
+            ["lizard.pty.v1, other"]
+        );
+        // Only the key: nothing offered is left out.
+        let h = headers(&[
+            ("upgrade", "websocket"),
+            ("sec-websocket-protocol", "lizard.key.k"),
+        ]);
+        assert!(upstream_headers(&h).get("sec-websocket-protocol").is_none());
+        // Not a WebSocket handshake: no key from there.
+        let h = headers(&[("sec-websocket-protocol", "lizard.key.k")]);
+        assert_eq!(crate::state::bearer_token(&h), None);
     }
 
     #[test]

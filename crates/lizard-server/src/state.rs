@@ -31,7 +31,8 @@ pub struct AppState {
 /// The caller, from `Authorization: Bearer <key>` (or E2B's `X-API-Key`).
 pub struct Auth(pub Principal);
 
-/// The credential a request carries: `Authorization: Bearer <key>`, or E2B's `X-API-Key`.
+/// The credential a request carries: `Authorization: Bearer <key>`, E2B's `X-API-Key`, or on a
+/// WebSocket handshake (a browser cannot set headers on one) a [`ws_key`].
 pub(crate) fn bearer_token(headers: &axum::http::HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
@@ -44,7 +45,29 @@ pub(crate) fn bearer_token(headers: &axum::http::HeaderMap) -> Option<&str> {
             // E2B's SDKs send the key in X-API-Key.
             headers.get("x-api-key").and_then(|v| v.to_str().ok())
         })
+        .or_else(|| ws_key(headers))
         .map(str::trim)
+}
+
+/// The key a WebSocket handshake carries as the subprotocol `lizard.key.<key>`
+/// (`lizard_proto::WS_KEY_PROTOCOL_PREFIX`); never forwarded (`crate::proxy`) nor echoed.
+pub(crate) fn ws_key(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let upgrade = headers.get(header::UPGRADE)?.to_str().ok()?;
+    if !upgrade.trim().eq_ignore_ascii_case("websocket") {
+        return None;
+    }
+    ws_protocols(headers).find_map(|p| p.strip_prefix(lizard_proto::WS_KEY_PROTOCOL_PREFIX))
+}
+
+/// The subprotocols a WebSocket handshake offers, in order.
+pub(crate) fn ws_protocols(headers: &axum::http::HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
 }
 
 impl FromRequestParts<Arc<AppState>> for Auth {

@@ -429,6 +429,127 @@ async fn terminal_through_the_server() {
     s.kill_all().await;
 }
 
+/// The terminal over a WebSocket, as a browser opens it: the key as a subprotocol (never
+/// echoed), bytes both ways, JSON control (resize, a refused message), and the socket's close
+/// killing the shell. Without a key, or with a key of another project, no terminal opens.
+#[tokio::test]
+async fn terminal_over_a_websocket() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
+    lizard_test_support::needs_root!();
+    let (s, id) = Server::with_sandbox().await;
+    let url = format!("ws://{}/v1/sandboxes/{id}/pty/ws?cols=80&rows=24", s.addr);
+    let open = |protocols: String| {
+        let mut req = url.as_str().into_client_request().unwrap();
+        req.headers_mut()
+            .insert("sec-websocket-protocol", protocols.parse().unwrap());
+        tokio_tungstenite::connect_async(req)
+    };
+    // No key, a wrong key, another project's key: refused before any terminal starts.
+    let other = s.project_key("other-project").await;
+    for (protocols, status) in [
+        ("lizard.pty.v1".to_string(), 401),
+        ("lizard.pty.v1, lizard.key.lz_nope".to_string(), 401),
+        (format!("lizard.pty.v1, lizard.key.{other}"), 404),
+    ] {
+        match open(protocols.clone()).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+                assert_eq!(r.status().as_u16(), status, "{protocols}")
+            }
+            other => panic!("{protocols}: {:?}", other.map(|_| ())),
+        }
+    }
+
+    let (mut ws, resp) = open(format!("lizard.pty.v1, lizard.key.{}", s.admin_key))
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["sec-websocket-protocol"],
+        "lizard.pty.v1",
+        "only the terminal's subprotocol is chosen; the key is never echoed"
+    );
+    let mut raw = Vec::new();
+    let mut control = Vec::new();
+    let first = ws.next().await.unwrap().unwrap();
+    let start: Value = serde_json::from_str(first.to_text().unwrap()).unwrap();
+    assert_eq!(start["type"], "start", "{start}");
+    let pid = start["pid"].as_u64().unwrap();
+    async fn read_until(
+        ws: &mut (impl StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin),
+        raw: &mut Vec<u8>,
+        control: &mut Vec<Value>,
+        want: &str,
+    ) {
+        let deadline = Instant::now() + T;
+        while !terminal_lines(raw).iter().any(|l| l == want) {
+            assert!(
+                Instant::now() < deadline,
+                "no line {want:?} in {:?}",
+                terminal_lines(raw)
+            );
+            match ws.next().await.expect("terminal ended").unwrap() {
+                Message::Binary(b) => raw.extend_from_slice(&b),
+                Message::Text(t) => control.push(serde_json::from_str(t.as_str()).unwrap()),
+                _ => {}
+            }
+        }
+    }
+    ws.send(Message::binary(&b"echo $((6*7))\r"[..]))
+        .await
+        .unwrap();
+    read_until(&mut ws, &mut raw, &mut control, "42").await;
+    ws.send(Message::text(r#"{"type":"resize","cols":132,"rows":43}"#))
+        .await
+        .unwrap();
+    ws.send(Message::text(r#"{"type":"resize","cols":0,"rows":43}"#))
+        .await
+        .unwrap();
+    ws.send(Message::text(
+        r#"{"type":"input","data":"stty size; whoami\r"}"#,
+    ))
+    .await
+    .unwrap();
+    read_until(&mut ws, &mut raw, &mut control, "43 132").await;
+    read_until(&mut ws, &mut raw, &mut control, "user").await;
+    assert!(
+        control
+            .iter()
+            .any(|m| m["type"] == "error" && m["message"].as_str().unwrap().contains("cols")),
+        "{control:?}"
+    );
+    // The terminal is a process of the sandbox's: listed, and killed when the socket closes.
+    let info = s
+        .admin("GET", &format!("/v1/sandboxes/{id}/commands/{pid}"), None)
+        .await;
+    assert_eq!(info.status, 200, "{}", info.text);
+    ws.close(None).await.unwrap();
+    let gone = eventually(T, || async {
+        let r = s
+            .admin("GET", &format!("/v1/sandboxes/{id}/commands/{pid}"), None)
+            .await;
+        r.status == 404 || r.body["end"].is_object()
+    })
+    .await;
+    assert!(gone, "closing the socket ends the shell");
+
+    // A shell that exits says how, then the socket closes.
+    let (mut ws, _) = open(format!("lizard.pty.v1, lizard.key.{}", s.admin_key))
+        .await
+        .unwrap();
+    ws.send(Message::binary(&b"exit 5\r"[..])).await.unwrap();
+    let mut end = None;
+    while let Some(Ok(m)) = ws.next().await {
+        if let Message::Text(t) = m {
+            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+            if v["type"] == "end" {
+                end = Some(v);
+            }
+        }
+    }
+    assert_eq!(end.unwrap()["exit_code"], 5);
+    s.kill_all().await;
+}
+
 #[tokio::test]
 async fn files_through_the_server() {
     lizard_test_support::needs_root!();

@@ -2703,6 +2703,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/pty/ws": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A terminal on a WebSocket (subprotocol lizard.pty.v1; a browser sends its key as a second subprotocol, lizard.key.<key>): binary messages are the terminal's bytes both ways, text messages JSON control (PtyWsServerMessage from the server: start, end, error; PtyWsClientMessage from the client: resize, input, signal). Closing the socket kills the process's group */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description A shell command line to run (`bash -c`); an interactive `bash -i` without it. */
+                    cmd?: string;
+                    /** @description Columns (default 80). */
+                    cols?: number;
+                    cwd?: string;
+                    /** @description Rows (default 24). */
+                    rows?: number;
+                    /** @description `user` (the default) or `root`, as for commands. */
+                    user?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Switching to the WebSocket protocol (its messages: PtyWsServerMessage, PtyWsClientMessage) */
+                101: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Error */
+                default: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorBody"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/resume": {
         parameters: {
             query?: never;
@@ -4156,6 +4211,34 @@ export interface components {
             cols: number;
             /** Format: uint16 */
             rows: number;
+        };
+        /** @description A JSON control message a client sends on a terminal's WebSocket (`GET /pty/ws`). */
+        PtyWsClientMessage: {
+            /** Format: uint16 */
+            cols: number;
+            /** Format: uint16 */
+            rows: number;
+            /** @constant */
+            type: "resize";
+        } | {
+            data: string;
+            /** @constant */
+            type: "input";
+        } | {
+            signal: string;
+            /** @constant */
+            type: "signal";
+        };
+        /** @description A JSON control message the server sends on a terminal's WebSocket (`GET /pty/ws`). */
+        PtyWsServerMessage: {
+            /** Format: uint32 */
+            pid: number;
+            /** @constant */
+            type: "start";
+        } | components["schemas"]["CommandEnd"] | {
+            message: string;
+            /** @constant */
+            type: "error";
         };
         /** @description One refused request. */
         RefusedRequest: {
