@@ -180,7 +180,7 @@ function BuildTemplate({ session, onBuilt }: { session: Session; onBuilt: () => 
           Dockerfile (<code>FROM</code> a template or <code>debian:bookworm</code>, then <code>RUN</code>, <code>ENV</code>, <code>WORKDIR</code>,{' '}
           <code>USER</code>, <code>COPY</code>…)
         </span>
-        <textarea name="dockerfile" class="mono" rows={4} value={dockerfile} onInput={(e) => setDockerfile(e.currentTarget.value)} />
+        <textarea name="dockerfile" class="mono" rows={6} value={dockerfile} onInput={(e) => setDockerfile(e.currentTarget.value)} />
       </label>
       <div class="build-context">
         <span>
