@@ -4,7 +4,7 @@
 
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { type Api, type EntryInfo, query } from './api';
-import { Busy, Empty, ErrorBox, saveBlob } from './ui';
+import { Busy, Empty, ErrorBox, saveBlob, size } from './ui';
 
 /** Files larger than this are not shown inline (download them instead). */
 const VIEW_LIMIT = 1 << 20;
@@ -16,13 +16,6 @@ function parentOf(path: string): string {
 
 function join(dir: string, name: string): string {
   return dir.endsWith('/') ? dir + name : `${dir}/${name}`;
-}
-
-function size(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1 << 20) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1 << 30) return `${(n / (1 << 20)).toFixed(1)} MiB`;
-  return `${(n / (1 << 30)).toFixed(1)} GiB`;
 }
 
 export function FileBrowser({ api, sandbox }: { api: Api; sandbox: string }) {

@@ -1,11 +1,13 @@
 // Templates: the list (`GET /v1/templates`: the built-ins, the key's project's own and the public
 // ones), delete, and a build from a Dockerfile (`POST /v1/templates` with
-// `Accept: application/x-ndjson`): its steps and output shown as the build goes.
+// `Accept: application/x-ndjson`) and the files picked or dropped as its build context: its steps
+// and output shown as the build goes.
 
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, type TemplateInfo } from './api';
+import { type ContextFile, MAX_CONTEXT_BYTES, dropped, merge, pack, picked, totalSize } from './buildcontext';
 import type { Session } from './session';
-import { Busy, Empty, ErrorBox, Select, StateBadge, age } from './ui';
+import { Busy, Empty, ErrorBox, Select, StateBadge, age, size } from './ui';
 
 const EXAMPLE = 'FROM code-interpreter-v1\nRUN pip list > /opt/packages.txt\n';
 
@@ -99,8 +101,27 @@ function BuildTemplate({ session, onBuilt }: { session: Session; onBuilt: () => 
   const [name, setName] = useState('');
   const [dockerfile, setDockerfile] = useState(EXAMPLE);
   const [project, setProject] = useState(session.projects.length === 1 ? session.projects[0]! : '');
+  const [context, setContext] = useState<ContextFile[]>([]);
+  const [contextError, setContextError] = useState<unknown>(null);
+  const [dragging, setDragging] = useState(false);
   const [building, setBuilding] = useState(false);
   const [progress, setProgress] = useState<Progress | null>(null);
+
+  const add = (more: ContextFile[]) => setContext((files) => merge(files, more));
+  const pick = (e: Event) => {
+    const input = e.currentTarget as HTMLInputElement;
+    if (input.files) add(picked(input.files));
+    input.value = '';
+  };
+  // Files dropped anywhere on the form (text dropped in the Dockerfile is left to the browser).
+  const withFiles = (e: DragEvent) => !building && !!e.dataTransfer?.types.includes('Files');
+  const drop = (e: DragEvent) => {
+    if (!withFiles(e)) return;
+    e.preventDefault();
+    setDragging(false);
+    setContextError(null);
+    dropped(e.dataTransfer!).then(add, setContextError);
+  };
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -111,6 +132,7 @@ function BuildTemplate({ session, onBuilt }: { session: Session; onBuilt: () => 
     try {
       const body: Record<string, unknown> = { name: name.trim(), dockerfile };
       if (project) body.project = project;
+      if (context.length > 0) body.context = await pack(context);
       await api.stream('/v1/templates', body, (f) => {
         if (f.type === 'step') update({ step: { index: Number(f.index), total: Number(f.total), name: String(f.name) } });
         else if (f.type === 'log') update({ log: p.log + String(f.text ?? '') });
@@ -130,7 +152,17 @@ function BuildTemplate({ session, onBuilt }: { session: Session; onBuilt: () => 
 
   const pct = progress?.step ? Math.round((100 * (progress.step.index - (progress.done ? 0 : 1))) / Math.max(1, progress.step.total)) : 0;
   return (
-    <form class="card build" onSubmit={submit}>
+    <form
+      class={`card build${dragging ? ' dragging' : ''}`}
+      onSubmit={submit}
+      onDragOver={(e) => {
+        if (!withFiles(e)) return;
+        e.preventDefault();
+        setDragging(true);
+      }}
+      onDragLeave={(e) => !e.currentTarget.contains(e.relatedTarget as Node | null) && setDragging(false)}
+      onDrop={drop}
+    >
       <div class="build-fields">
         <label>
           Name
@@ -146,10 +178,46 @@ function BuildTemplate({ session, onBuilt }: { session: Session; onBuilt: () => 
       <label class="dockerfile">
         <span>
           Dockerfile (<code>FROM</code> a template or <code>debian:bookworm</code>, then <code>RUN</code>, <code>ENV</code>, <code>WORKDIR</code>,{' '}
-          <code>USER</code>…; no build context from here)
+          <code>USER</code>, <code>COPY</code>…)
         </span>
-        <textarea name="dockerfile" class="mono" rows={4} value={dockerfile} onInput={(e) => setDockerfile(e.currentTarget.value)} />
+        <textarea name="dockerfile" class="mono" rows={6} value={dockerfile} onInput={(e) => setDockerfile(e.currentTarget.value)} />
       </label>
+      <div class="build-context">
+        <span>
+          Build context: the files <code>COPY</code> and <code>ADD</code> take, by their path in it (a folder's files by their path in the folder);
+          pick them or drop them on this form. At most {MAX_CONTEXT_BYTES >> 20} MiB as a tar.gz.
+        </span>
+        <div class="context-bar">
+          <label class="upload">
+            Add files
+            <input type="file" name="context-files" multiple disabled={building} onChange={pick} />
+          </label>
+          <label class="upload">
+            Add a folder
+            <input type="file" name="context-folder" multiple disabled={building} onChange={pick} {...{ webkitdirectory: true }} />
+          </label>
+          {context.length > 0 && (
+            <>
+              <span class="context-total">
+                {context.length} {context.length === 1 ? 'file' : 'files'}, {size(totalSize(context))}
+              </span>
+              <button type="button" class="secondary small" disabled={building} onClick={() => setContext([])}>
+                Clear
+              </button>
+            </>
+          )}
+        </div>
+        {context.length > 0 && (
+          <ul class="context-files mono">
+            {context.map((f) => (
+              <li key={f.path} data-path={f.path}>
+                {f.path} <span class="dim">{size(f.file.size)}</span>
+              </li>
+            ))}
+          </ul>
+        )}
+        <ErrorBox error={contextError} onClose={() => setContextError(null)} />
+      </div>
       {progress && (
         <div class="build-progress">
           {progress.step && (

@@ -54,8 +54,14 @@ export function TerminalPanel({ api, sandbox, visible }: { api: Api; sandbox: st
     const encoder = new TextEncoder();
     let started = false;
     let closing = false;
+    // What is typed before the socket is open is sent once it is (in order).
+    const early: (string | Uint8Array)[] = [];
     const send = (data: string | Uint8Array) => {
-      if (ws.readyState === WebSocket.OPEN) ws.send(data);
+      if (ws.readyState === WebSocket.CONNECTING) early.push(data);
+      else if (ws.readyState === WebSocket.OPEN) ws.send(data);
+    };
+    ws.onopen = () => {
+      for (const data of early.splice(0)) ws.send(data);
     };
     term.onData((d) => send(encoder.encode(d)));
     term.onBinary((d) => send(Uint8Array.from(d, (c) => c.charCodeAt(0))));

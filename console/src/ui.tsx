@@ -87,6 +87,14 @@ export function mib(n: number): string {
   return n >= 1024 ? `${(n / 1024).toFixed(1)} GiB` : `${n} MiB`;
 }
 
+/** `512 B`, `3.4 KiB`, `1.2 MiB`, `2.0 GiB`: a number of bytes. */
+export function size(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1 << 20) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1 << 30) return `${(n / (1 << 20)).toFixed(1)} MiB`;
+  return `${(n / (1 << 30)).toFixed(1)} GiB`;
+}
+
 /** Have the browser save `blob` as a download named `name`. */
 export function saveBlob(blob: Blob, name: string): void {
   const url = URL.createObjectURL(blob);

@@ -6,7 +6,9 @@
 // LIZARD_CONSOLE_SCREENSHOTS=<dir> also saves screenshots of the main pages there (docs/console/
 // holds the committed ones).
 import assert from 'node:assert/strict';
-import { mkdir, readFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
@@ -383,7 +385,9 @@ test("a sandbox's files (upload, view, download), terminal and metrics; the usag
   assert.match(lines[0], /^sandbox_id,running_seconds,/);
   assert.ok(lines.some((l) => l.startsWith(`${id},`)), lines.join('\n'));
 
-  // The audit log has the create, and its filters narrow it.
+  // The audit log has the create, and its filters narrow it (a failed sign-in of this test's own
+  // is there too, whatever ran before).
+  assert.equal((await fetch(`${server.url}/v1/sandboxes`, { headers: { authorization: 'Bearer lz_not_a_key' } })).status, 401);
   await page.locator('.topbar').getByRole('link', { name: 'Audit log' }).click();
   await page.locator('select[name="audit-action"]').selectOption('sandbox.create');
   const created = page.locator('table.audit tr[data-action="sandbox.create"]', { hasText: id });
@@ -408,10 +412,88 @@ test('templates: a build from a Dockerfile shows its steps and output as it goes
   assert.match(await page.locator('pre.build-log').textContent(), /built-by-the-console/);
   const row = page.locator('tr[data-template="console-tpl"]');
   await row.locator('.state', { hasText: 'ready' }).waitFor();
-  await shot(page, 'templates');
   page.once('dialog', (d) => d.accept());
   await row.getByRole('button', { name: 'Delete' }).click();
   await row.waitFor({ state: 'detached' });
+});
+
+test('templates: a build context of picked files and a folder (COPY), in a sandbox of the template; what the API refuses is shown as it said it', async (t) => {
+  const page = await newPage(t);
+  await signIn(page, server.admin);
+  t.after(async () => {
+    for (const name of ['console-ctx', 'console-ctx-missing']) {
+      await api(server.admin, 'DELETE', `/v1/templates/${name}?project=default`).catch(() => {});
+    }
+  });
+  await page.locator('.topbar').getByRole('link', { name: 'Templates' }).click();
+  await page.locator('tr[data-template="code-interpreter-v1"]').waitFor();
+
+  // A folder on disk (picked whole: its own name is not in the paths) and a file from memory.
+  const dir = await mkdtemp(join(tmpdir(), 'lizard-console-ctx-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const stamp = `${Date.now()}`;
+  const app = `print("app from the console ${stamp}")\n`;
+  const settings = `answer = 42 # ${stamp}\n`;
+  const notes = `notes from the console ${stamp}\n`;
+  await mkdir(join(dir, 'proj/conf'), { recursive: true });
+  await writeFile(join(dir, 'proj/app.py'), app);
+  await writeFile(join(dir, 'proj/conf/settings.ini'), settings);
+  await page.locator('input[name="context-folder"]').setInputFiles(join(dir, 'proj'));
+  await page.locator('input[name="context-files"]').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from(notes) });
+  const listed = page.locator('ul.context-files li');
+  await listed.nth(2).waitFor();
+  assert.deepEqual(await listed.evaluateAll((lis) => lis.map((li) => li.dataset.path)), ['app.py', 'conf/settings.ini', 'notes.txt']);
+  const bytes = Buffer.byteLength(app) + Buffer.byteLength(settings) + Buffer.byteLength(notes);
+  assert.equal((await page.locator('.context-total').textContent()).trim(), `3 files, ${bytes} B`);
+  // Clear empties it; picked again, it is the same.
+  await page.getByRole('button', { name: 'Clear' }).click();
+  await listed.first().waitFor({ state: 'detached' });
+  await page.locator('input[name="context-files"]').setInputFiles({ name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from(notes) });
+  await page.locator('input[name="context-folder"]').setInputFiles(join(dir, 'proj'));
+  await listed.nth(2).waitFor();
+
+  await page.locator('input[name="template-name"]').fill('console-ctx');
+  await page
+    .locator('textarea[name="dockerfile"]')
+    .fill('FROM code-interpreter-v1\nCOPY app.py /opt/ctx/\nCOPY conf /opt/ctx/conf/\nCOPY notes.txt /opt/ctx/notes.txt\n');
+  await page.getByRole('button', { name: 'Build template' }).click();
+  await page.locator('.notice', { hasText: 'Template console-ctx is ready' }).waitFor();
+  await page.locator('tr[data-template="console-ctx"] .state', { hasText: 'ready' }).waitFor();
+  await shot(page, 'templates');
+
+  // A sandbox of the template has the files, byte for byte.
+  const sb = await api(server.admin, 'POST', '/v1/sandboxes', { template: 'console-ctx' });
+  t.after(() => api(server.admin, 'DELETE', `/v1/sandboxes/${sb.sandbox_id}`).catch(() => {}));
+  for (const [path, content] of [['/opt/ctx/app.py', app], ['/opt/ctx/conf/settings.ini', settings], ['/opt/ctx/notes.txt', notes]]) {
+    const res = await fetch(`${server.url}/v1/sandboxes/${sb.sandbox_id}/files?path=${encodeURIComponent(path)}`, {
+      headers: { authorization: `Bearer ${server.admin}` },
+    });
+    assert.equal(res.status, 200, path);
+    assert.equal(await res.text(), content, path);
+  }
+  await api(server.admin, 'DELETE', `/v1/sandboxes/${sb.sandbox_id}`);
+
+  // A COPY of a file that is not in the context: the build fails with the API's message.
+  await page.locator('input[name="template-name"]').fill('console-ctx-missing');
+  await page.locator('textarea[name="dockerfile"]').fill('FROM code-interpreter-v1\nCOPY missing.txt /opt/\n');
+  await page.getByRole('button', { name: 'Build template' }).click();
+  const refused = page.locator('.build-progress .error-box');
+  await refused.waitFor();
+  assert.equal(await refused.locator('.error-code').textContent(), 'invalid_dockerfile');
+  assert.match(await refused.locator('.error-message').textContent(), /COPY missing\.txt/);
+  assert.match(await page.locator('pre.build-log').textContent(), /no such file in the build context: missing\.txt/);
+
+  // A context larger than the API takes is refused in the page: nothing is sent.
+  await page.getByRole('button', { name: 'Clear' }).click();
+  await writeFile(join(dir, 'big.bin'), randomBytes(65 << 20));
+  await page.locator('input[name="context-files"]').setInputFiles(join(dir, 'big.bin'));
+  await page.locator('.context-total', { hasText: '1 file, 65.0 MiB' }).waitFor();
+  await page.locator('input[name="template-name"]').fill('console-ctx-big');
+  const sent = [];
+  page.on('request', (r) => r.method() === 'POST' && new URL(r.url()).pathname === '/v1/templates' && sent.push(r.url()));
+  await page.getByRole('button', { name: 'Build template' }).click();
+  await page.locator('.build-progress .error-box', { hasText: /the build context is [\d.]+ MiB as a tar\.gz: the API takes at most 64 MiB/ }).waitFor();
+  assert.deepEqual(sent, []);
 });
 
 test('every call the console made is a route of the public API (its OpenAPI document), besides its own files', async () => {
