@@ -236,7 +236,8 @@ function nodeModules(): NodeModules | undefined {
   const proc = globalThis.process;
   const v = proc?.versions;
   // (getBuiltinModule: Node ≥ 20.16; an older Node uses `fetch`)
-  if (!v?.node || v.bun || v.deno || typeof proc.getBuiltinModule !== 'function') return undefined;
+  if (!v?.node || v.bun || v.deno || 'Bun' in globalThis || 'Deno' in globalThis) return undefined;
+  if (typeof proc.getBuiltinModule !== 'function') return undefined;
   return {
     http: proc.getBuiltinModule('node:http'),
     https: proc.getBuiltinModule('node:https'),
