@@ -153,6 +153,4 @@ export declare class Commands extends SandboxNamespace {
     /** Close a process's stdin. */
     closeStdin(pid: number): Promise<void>;
 }
-/** A streamed response's body (a 2xx answer to a streamed request always has one). */
-export declare function bodyOf(res: Response): ReadableStream<Uint8Array>;
 export {};

@@ -301,7 +301,7 @@ export class Commands extends SandboxNamespace {
                 await this.closeStdin(pid);
             }
             : undefined;
-        await consume(bodyOf(res), opts, fold, onStart);
+        await consume(res, opts, fold, onStart);
         return { fold, timeoutMs };
     }
     /** @internal */
@@ -311,7 +311,7 @@ export class Commands extends SandboxNamespace {
             signal: opts.signal,
             timeoutMs: null,
         });
-        return new CommandHandle(this, pid, bodyOf(res), opts, command);
+        return new CommandHandle(this, pid, res, opts, command);
     }
     /** Running processes, and those that ended in the last 60 s. */
     async list() {
@@ -344,8 +344,4 @@ export class Commands extends SandboxNamespace {
     async closeStdin(pid) {
         await this._http.json('POST', `${this._base}/${enc(String(pid))}/stdin/close`);
     }
-}
-/** A streamed response's body (a 2xx answer to a streamed request always has one). */
-export function bodyOf(res) {
-    return res.body;
 }

@@ -3,7 +3,7 @@
 // `/home/user` on the server. Wire types are the server's (crates/lizard-proto/src/files.rs),
 // converted to camelCase by convert.ts.
 import { ndjsonFrames } from './http.js';
-import { SandboxNamespace, bodyOf } from './commands.js';
+import { SandboxNamespace } from './commands.js';
 import { toEntry, toFsEvent } from './convert.js';
 import { ConflictError, InvalidArgumentError, NotFoundError } from './errors.js';
 const OCTETS = 'application/octet-stream';
@@ -47,9 +47,9 @@ export class Files extends SandboxNamespace {
             timeoutMs: format === 'stream' ? null : opts.requestTimeoutMs,
         });
         if (format === 'stream')
-            return bodyOf(res);
+            return res.stream();
         if (format === 'bytes')
-            return new Uint8Array(await res.arrayBuffer());
+            return res.bytes();
         return res.text();
     }
     async write(pathOrFiles, data, opts = {}) {
@@ -118,7 +118,7 @@ export class Files extends SandboxNamespace {
             throw new InvalidArgumentError('watchDir takes an onEvent callback');
         const url = this._url('/watch', { path: checkPath(path), recursive: opts.recursive ? 'true' : undefined });
         const { res, ctrl, signal } = await this._http.sendStream('GET', url, { signal: opts.signal, timeoutMs: null });
-        const frames = ndjsonFrames(bodyOf(res), signal);
+        const frames = ndjsonFrames(res, signal);
         // The first frame (`start`) says the watch is in place.
         const first = await frames.next();
         if (first.done || first.value?.type !== 'start') {

@@ -12,12 +12,18 @@ export interface ConnectionOptions {
     apiKey?: string;
     /** Client-side deadline of each control request (not of `runCode`), in ms. Default 60000. */
     requestTimeoutMs?: number;
+    /**
+     * A `fetch` of your own for every request (a proxy's, a test double). Without it the SDK uses
+     * `node:http` in Node (unless LIZARD_SDK_TRANSPORT=fetch) and the global `fetch` elsewhere.
+     */
+    fetch?: typeof globalThis.fetch;
 }
 /** Connection settings resolved from options and the environment. */
 export interface ResolvedConfig {
     apiUrl: string;
     apiKey: string;
     requestTimeoutMs: number;
+    fetch?: typeof globalThis.fetch | undefined;
 }
 /** A parsed NDJSON frame (an event of a stream): its fields as the server sent them. */
 export type Frame = Record<string, unknown> & {
@@ -30,27 +36,59 @@ export declare function query(params: Record<string, unknown>): string;
 export declare function prop(err: unknown, key: string): unknown;
 /** `err?.message ?? err`, for error messages. */
 export declare function messageOf(err: unknown): unknown;
-/** Translate what `fetch` throws into SDK errors (a caller's own abort is passed through). */
+/** Translate what a transport throws (as `fetch` does) into SDK errors (a caller's own abort is passed through). */
 export declare function fetchFailure(err: unknown, method: string, url: string, signal: AbortSignal | undefined, timeoutMs: number | null | undefined): unknown;
+/** A request's body as the transports send it. */
+type RequestBody = string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
+/** A chunk of a body, or its end, as a web stream's reader reads it. */
+export type Chunk = {
+    done: false;
+    value: Uint8Array;
+} | {
+    done: true;
+    value?: Uint8Array | undefined;
+};
+/** A body's chunks, read as from a web stream's reader; `cancel` closes the body. */
+export interface BodyReader {
+    read(): Promise<Chunk>;
+    cancel(): Promise<void>;
+}
+/**
+ * A response whose headers arrived, from either transport. Its body is read once, by one of
+ * `reader`, `stream`, `bytes`, `text` or `json`; as with `fetch`, a read fails with the request
+ * signal's reason once that aborted, and with a `TypeError` when the connection broke.
+ */
+export interface Reply {
+    readonly status: number;
+    /** A header's value (the name in any case), `null` when absent. */
+    header(name: string): string | null;
+    reader(): BodyReader;
+    /** The body as a web stream (file downloads). */
+    stream(): ReadableStream<Uint8Array>;
+    bytes(): Promise<Uint8Array>;
+    /** The body as UTF-8 text (a BOM dropped, invalid bytes replaced, as `Response.text`). */
+    text(): Promise<string>;
+    json(): Promise<unknown>;
+}
 /** Options of {@link HttpClient.send}. */
 export interface SendOptions {
     body?: unknown;
     /** Raw bytes (file uploads): a string, bytes, a Blob or a ReadableStream, sent as they are. */
-    rawBody?: string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
+    rawBody?: RequestBody;
     accept?: string;
     signal?: AbortSignal;
     /** `null` means no client deadline (streamed executions). */
     timeoutMs?: number | null;
     /**
      * The caller reads the body with {@link ndjsonFrames} given the request's signal, which then
-     * ends the read: no pipe of our own is put in between (it costs a fraction of a millisecond on
-     * every cell).
+     * ends the read: the fetch transport puts no pipe of its own in between (it costs a fraction
+     * of a millisecond on every cell).
      */
     signalRead?: boolean;
 }
 /** What {@link HttpClient.send} resolves to. */
 export interface Sent {
-    res: Response;
+    res: Reply;
     signal: AbortSignal | undefined;
     url: string;
     timeoutMs: number | null | undefined;
@@ -58,9 +96,10 @@ export interface Sent {
 /** A small client bound to one server and key. */
 export declare class HttpClient {
     readonly config: ResolvedConfig;
+    private readonly transport;
     constructor(config: ResolvedConfig);
     /**
-     * Send a request; resolve to the `Response` once its headers arrived with a 2xx status, throw a
+     * Send a request; resolve to the reply once its headers arrived with a 2xx status, throw a
      * typed error otherwise.
      */
     send(method: string, path: string, opts?: SendOptions): Promise<Sent>;
@@ -74,7 +113,7 @@ export declare class HttpClient {
         signal?: AbortSignal | undefined;
         timeoutMs: number | null;
     }): Promise<{
-        res: Response;
+        res: Reply;
         ctrl: AbortController;
         signal: AbortSignal;
     }>;
@@ -91,4 +130,5 @@ export declare class HttpClient {
  * callers rely on. The generator holds the signal for as long as it reads, so no garbage
  * collection can cut the link (undici's own link can be cut: nodejs/undici#4068).
  */
-export declare function ndjsonFrames(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<Frame, void, undefined>;
+export declare function ndjsonFrames(body: Reply, signal?: AbortSignal): AsyncGenerator<Frame, void, undefined>;
+export {};

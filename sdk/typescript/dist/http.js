@@ -1,6 +1,10 @@
 // The HTTP layer of the SDK: configuration (options or LIZARD_API_URL / LIZARD_API_KEY), JSON
-// requests with typed errors, and reading an NDJSON execution stream frame by frame. It uses only
-// Node's own `fetch` and web streams. It knows nothing about sandboxes, contexts or results.
+// requests with typed errors, and reading an NDJSON execution stream frame by frame. Requests go
+// through one of two transports, chosen once: `node:http` / `node:https` with a keep-alive agent
+// in Node (a warm round trip ≈ 0.5 ms shorter than through undici's `fetch`), the runtime's
+// `fetch` elsewhere (browsers, Deno, Bun, edge), when LIZARD_SDK_TRANSPORT=fetch, or when the
+// caller passes a `fetch` of their own. Both give the same `Reply`, errors and abort semantics.
+// Only the runtime's built-ins are used. It knows nothing about sandboxes, contexts or results.
 import { AuthenticationError, ConnectionError, LizardError, SandboxError, TimeoutError, errorFromResponse, } from './errors.js';
 /** Where `lizard serve` listens by default: `'http://127.0.0.1:8787'`. */
 export const DEFAULT_API_URL = 'http://127.0.0.1:8787';
@@ -19,6 +23,7 @@ export function resolveConfig(opts = {}) {
         apiUrl,
         apiKey,
         requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+        ...(opts.fetch ? { fetch: opts.fetch } : {}),
     };
 }
 /**
@@ -69,7 +74,7 @@ export function prop(err, key) {
 export function messageOf(err) {
     return prop(err, 'message') ?? err;
 }
-/** Translate what `fetch` throws into SDK errors (a caller's own abort is passed through). */
+/** Translate what a transport throws (as `fetch` does) into SDK errors (a caller's own abort is passed through). */
 export function fetchFailure(err, method, url, signal, timeoutMs) {
     if (err instanceof LizardError)
         return err;
@@ -95,13 +100,183 @@ async function readError(res) {
     }
     return errorFromResponse(res.status, body, text);
 }
+/** The runtime's `fetch` (looked up at each request), or the caller's. */
+function fetchTransport(fetchFn) {
+    return async ({ method, url, headers, body, signal, signalRead }) => {
+        const duplex = typeof ReadableStream !== 'undefined' && body instanceof ReadableStream;
+        const init = {
+            method,
+            headers,
+            body: body,
+            signal,
+            ...(duplex ? { duplex: 'half' } : {}),
+        };
+        let res = await (fetchFn ?? globalThis.fetch)(url, init);
+        if (signal && res.body && !signalRead) {
+            // The body read answers to the signal through a pipe of our own: undici's link from the
+            // signal to a response it already returned does not survive every garbage collection
+            // (nodejs/undici#4068), which would leave a streamed execution without its deadline.
+            const piped = res.body.pipeThrough(new TransformStream(), { signal });
+            res = new Response(piped, { status: res.status, statusText: res.statusText, headers: res.headers });
+        }
+        const stream = () => res.body ?? new Blob([]).stream();
+        return {
+            status: res.status,
+            header: (name) => res.headers.get(name),
+            reader: () => stream().getReader(),
+            stream,
+            bytes: async () => new Uint8Array(await res.arrayBuffer()),
+            text: () => res.text(),
+            json: () => res.json(),
+        };
+    };
+}
+/** Node's own modules, when this runs in Node (not in Bun or Deno, whose `node:http` is theirs). */
+function nodeModules() {
+    const proc = globalThis.process;
+    const v = proc?.versions;
+    // (getBuiltinModule: Node ≥ 20.16; an older Node uses `fetch`)
+    if (!v?.node || v.bun || v.deno || 'Bun' in globalThis || 'Deno' in globalThis)
+        return undefined;
+    if (typeof proc.getBuiltinModule !== 'function')
+        return undefined;
+    return {
+        http: proc.getBuiltinModule('node:http'),
+        https: proc.getBuiltinModule('node:https'),
+        stream: proc.getBuiltinModule('node:stream'),
+    };
+}
+/**
+ * Requests over `node:http` / `node:https`, on one keep-alive agent per scheme shared by every
+ * client of the process (an agent pools its sockets per host and port). An idle socket is closed
+ * after 4 s (as undici does), before the server's 10 s `--header-read-timeout` could close it
+ * under a new request; idle sockets never keep the process alive. It fails as `fetch` does: with
+ * the signal's reason once that aborted (the request or its body read then ends, and the socket
+ * is closed), otherwise with a `TypeError` whose `cause` is Node's error.
+ */
+function nodeTransport(m) {
+    const agents = {
+        'http:': new m.http.Agent({ keepAlive: true, timeout: 4_000 }),
+        'https:': new m.https.Agent({ keepAlive: true, timeout: 4_000 }),
+    };
+    return ({ method, url, headers, body, signal }) => new Promise((resolve, reject) => {
+        if (signal?.aborted)
+            return reject(signal.reason);
+        const target = new URL(url);
+        const lib = target.protocol === 'https:' ? m.https : m.http;
+        const req = lib.request(target, { method, headers, agent: agents[target.protocol] });
+        let res;
+        const onAbort = () => {
+            (res ?? req).destroy(signal?.reason);
+            reject(signal?.reason);
+        };
+        // `release` holds the signal from the response until it closes: no garbage collection can
+        // cut the link while the body is read (it is what a deadline needs).
+        const release = () => signal?.removeEventListener('abort', onAbort);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        req.on('error', (err) => {
+            release();
+            reject(new TypeError('fetch failed', { cause: err }));
+        });
+        req.on('response', (r) => {
+            res = r;
+            r.on('close', release);
+            // (a read reports the error; a body nobody reads must not crash the process)
+            r.on('error', () => { });
+            resolve(nodeReply(r, signal));
+        });
+        if (body === undefined || typeof body === 'string' || body instanceof Uint8Array || body instanceof ArrayBuffer) {
+            const bytes = body instanceof ArrayBuffer ? new Uint8Array(body) : body;
+            if (bytes !== undefined)
+                req.setHeader('content-length', typeof bytes === 'string' ? Buffer.byteLength(bytes) : bytes.byteLength);
+            req.end(bytes);
+        }
+        else {
+            // A Blob (its size known) or a stream (chunked), with the socket's backpressure.
+            if (body instanceof Blob)
+                req.setHeader('content-length', body.size);
+            const web = body instanceof Blob ? body.stream() : body;
+            m.stream.pipeline(m.stream.Readable.fromWeb(web), req, (err) => {
+                if (err)
+                    req.destroy(err);
+            });
+        }
+    });
+}
+/** A {@link Reply} of `node:http`'s response, its body read chunk by chunk as it arrives. */
+function nodeReply(res, signal) {
+    const failure = (err) => (signal?.aborted ? signal.reason : new TypeError('terminated', { cause: err }));
+    const reader = () => {
+        const chunks = res[Symbol.asyncIterator]();
+        return {
+            read: () => chunks.next().then((r) => r, (err) => {
+                throw failure(err);
+            }),
+            // (a body read to its end leaves the socket to the agent; an unfinished one closes it)
+            cancel: async () => {
+                res.destroy();
+            },
+        };
+    };
+    const bytes = async () => {
+        const r = reader();
+        const parts = [];
+        let size = 0;
+        for (let c = await r.read(); !c.done; c = await r.read()) {
+            parts.push(c.value);
+            size += c.value.byteLength;
+        }
+        const out = new Uint8Array(size);
+        let at = 0;
+        for (const p of parts) {
+            out.set(p, at);
+            at += p.byteLength;
+        }
+        return out;
+    };
+    const text = async () => new TextDecoder().decode(await bytes());
+    return {
+        status: res.statusCode ?? 0,
+        header: (name) => {
+            const v = res.headers[name.toLowerCase()];
+            return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
+        },
+        reader,
+        stream: () => {
+            const r = reader();
+            return new ReadableStream({
+                async pull(ctrl) {
+                    const c = await r.read();
+                    if (c.done)
+                        ctrl.close();
+                    else
+                        ctrl.enqueue(c.value);
+                },
+                cancel: () => r.cancel(),
+            });
+        },
+        bytes,
+        text,
+        json: async () => JSON.parse(await text()),
+    };
+}
+let chosen;
+/** The transport of clients without a `fetch` of their own: chosen once, at the first. */
+function defaultTransport() {
+    if (!chosen) {
+        const nodeMods = globalThis.process?.env?.LIZARD_SDK_TRANSPORT === 'fetch' ? undefined : nodeModules();
+        chosen = nodeMods ? nodeTransport(nodeMods) : fetchTransport();
+    }
+    return chosen;
+}
 /** A small client bound to one server and key. */
 export class HttpClient {
     constructor(config) {
         this.config = config;
+        this.transport = config.fetch ? fetchTransport(config.fetch) : defaultTransport();
     }
     /**
-     * Send a request; resolve to the `Response` once its headers arrived with a 2xx status, throw a
+     * Send a request; resolve to the reply once its headers arrived with a 2xx status, throw a
      * typed error otherwise.
      */
     async send(method, path, opts = {}) {
@@ -113,13 +288,10 @@ export class HttpClient {
             accept: opts.accept ?? 'application/json',
         };
         let body;
-        let duplex;
         if (opts.rawBody !== undefined) {
             // Raw bytes (file uploads): a string, bytes, a Blob or a ReadableStream, sent as they are.
             headers['content-type'] = 'application/octet-stream';
             body = opts.rawBody;
-            if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream)
-                duplex = 'half';
         }
         else if (opts.body !== undefined) {
             headers['content-type'] = 'application/json';
@@ -127,21 +299,13 @@ export class HttpClient {
         }
         let res;
         try {
-            const init = { method, headers, body, signal, ...(duplex ? { duplex } : {}) };
-            res = await fetch(url, init);
+            res = await this.transport({ method, url, headers, body, signal, signalRead: Boolean(opts.signalRead) });
         }
         catch (err) {
             throw fetchFailure(err, method, url, opts.signal, timeoutMs);
         }
-        if (!res.ok)
+        if (res.status < 200 || res.status > 299)
             throw await readError(res);
-        if (signal && res.body && !opts.signalRead) {
-            // The body read answers to the signal through a pipe of our own: undici's link from the
-            // signal to a response it already returned does not survive every garbage collection
-            // (nodejs/undici#4068), which would leave a streamed execution without its deadline.
-            const body = res.body.pipeThrough(new TransformStream(), { signal });
-            res = new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
-        }
         return { res, signal, url, timeoutMs };
     }
     /**
@@ -191,7 +355,7 @@ export class HttpClient {
  */
 export async function* ndjsonFrames(body, signal) {
     signal?.throwIfAborted();
-    const reader = body.getReader();
+    const reader = body.reader();
     const decoder = new TextDecoder();
     let onAbort = () => { };
     const aborted = signal
@@ -229,8 +393,6 @@ export async function* ndjsonFrames(body, signal) {
         // interrupts the cell, as it does for any client that goes away.
         if (!finished)
             await reader.cancel().catch(() => { });
-        else
-            reader.releaseLock();
     }
 }
 function parseFrame(line) {

@@ -4,7 +4,7 @@
 // `stdout` events that always carry `data_b64` (crates/lizard-proto/src/command.rs); killing and
 // reattaching go through `/commands/{pid}/…`. Not here: terminal emulation (`onData` gets raw bytes).
 import { NDJSON, messageOf, ndjsonFrames } from './http.js';
-import { Callbacks, SandboxNamespace, bodyOf, envMap, exitCodeOf, inputBody, positiveMs, streamError } from './commands.js';
+import { Callbacks, SandboxNamespace, envMap, exitCodeOf, inputBody, positiveMs, streamError } from './commands.js';
 import { ConnectionError, InvalidArgumentError, LizardError, NotFoundError, SandboxError } from './errors.js';
 const enc = encodeURIComponent;
 const MAX_CELLS = 4096;
@@ -162,7 +162,7 @@ export class Pty extends SandboxNamespace {
             signal: opts.signal,
             timeoutMs: null,
         });
-        return this._handle(bodyOf(res), opts);
+        return this._handle(res, opts);
     }
     /** Reattach to a terminal's output (what is still buffered is replayed first). */
     async connect(pid, opts = {}) {
@@ -172,7 +172,7 @@ export class Pty extends SandboxNamespace {
             signal: opts.signal,
             timeoutMs: null,
         });
-        return this._handle(bodyOf(res), opts);
+        return this._handle(res, opts);
     }
     /** @internal */
     async _handle(body, opts) {

@@ -4,7 +4,7 @@
 // commands, and the `commands` (commands.ts), `pty` (pty.ts) and `files` (files.ts) namespaces. It does not
 // re-implement the wire types: they are the server's (see crates/lizard-proto), converted to
 // camelCase at this boundary (convert.ts).
-import { Callbacks, Commands, bodyOf, callback, streamError } from './commands.js';
+import { Callbacks, Commands, callback, streamError } from './commands.js';
 import { Execution } from './execution.js';
 import { Files } from './files.js';
 import { Pty } from './pty.js';
@@ -502,7 +502,7 @@ export class CodeSandbox {
             timeoutMs: opts.requestTimeoutMs ?? null,
         });
         const execution = Execution.empty();
-        const contentType = res.headers.get('content-type') ?? '';
+        const contentType = res.header('content-type') ?? '';
         if (!contentType.includes(NDJSON)) {
             // A server that answered with the aggregated execution instead of a stream.
             await foldAggregate(execution, (await res.json()), opts);
@@ -511,7 +511,7 @@ export class CodeSandbox {
         let ended = false;
         const callbacks = new Callbacks();
         try {
-            for await (const frame of ndjsonFrames(bodyOf(res), signal)) {
+            for await (const frame of ndjsonFrames(res, signal)) {
                 const ev = execution.apply(frame);
                 if (!ev)
                     continue;

@@ -7,7 +7,7 @@
 // sandbox; the Dockerfile subset is in templates/README.md).
 import { readFile, stat } from 'node:fs/promises';
 import { HttpClient, ndjsonFrames, prop, query, resolveConfig } from './http.js';
-import { Callbacks, bodyOf, streamError } from './commands.js';
+import { Callbacks, streamError } from './commands.js';
 import { toTemplateInfo } from './convert.js';
 import { InvalidArgumentError, SandboxError, TemplateBuildError } from './errors.js';
 import { tarGzDirectory } from './tar.js';
@@ -132,7 +132,7 @@ export class Templates {
         let log = '';
         const callbacks = new Callbacks();
         try {
-            for await (const raw of ndjsonFrames(bodyOf(res))) {
+            for await (const raw of ndjsonFrames(res)) {
                 // Fields as the server sends them (W['TemplateBuildEvent']); unknown types are skipped.
                 const frame = raw;
                 switch (frame.type) {

@@ -3,7 +3,7 @@
 // server's (crates/lizard-proto/src/command.rs), converted to camelCase by convert.ts.
 
 import { NDJSON, messageOf, ndjsonFrames, prop } from './http.js';
-import type { Frame, HttpClient } from './http.js';
+import type { Frame, HttpClient, Reply } from './http.js';
 import { toProcessInfo } from './convert.js';
 import {
   CommandExitError,
@@ -220,7 +220,7 @@ function text(frame: Frame): string {
  * at the `start` event. Resolves to the fold; throws when the stream breaks or ends without `end`.
  */
 async function consume(
-  body: ReadableStream<Uint8Array>,
+  body: Reply,
   opts: StreamOptions,
   fold: Fold,
   onStart?: (pid: number) => unknown,
@@ -283,7 +283,7 @@ export class CommandHandle {
   declare private readonly _done: Promise<{ result: CommandResult; error?: undefined } | { error: unknown; result?: undefined }>;
 
   /** @internal */
-  constructor(commands: Commands, pid: number, body: ReadableStream<Uint8Array>, opts: StreamOptions, command?: string) {
+  constructor(commands: Commands, pid: number, body: Reply, opts: StreamOptions, command?: string) {
     this.pid = pid;
     Object.defineProperty(this, '_commands', { value: commands });
     Object.defineProperty(this, '_command', { value: command });
@@ -433,7 +433,7 @@ export class Commands extends SandboxNamespace {
           await this.closeStdin(pid);
         }
       : undefined;
-    await consume(bodyOf(res), opts, fold, onStart);
+    await consume(res, opts, fold, onStart);
     return { fold, timeoutMs };
   }
 
@@ -444,7 +444,7 @@ export class Commands extends SandboxNamespace {
       signal: opts.signal,
       timeoutMs: null,
     });
-    return new CommandHandle(this, pid, bodyOf(res), opts, command);
+    return new CommandHandle(this, pid, res, opts, command);
   }
 
   /** Running processes, and those that ended in the last 60 s. */
@@ -484,7 +484,3 @@ export class Commands extends SandboxNamespace {
   }
 }
 
-/** A streamed response's body (a 2xx answer to a streamed request always has one). */
-export function bodyOf(res: Response): ReadableStream<Uint8Array> {
-  return res.body as ReadableStream<Uint8Array>;
-}

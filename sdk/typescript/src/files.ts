@@ -4,7 +4,7 @@
 // converted to camelCase by convert.ts.
 
 import { ndjsonFrames } from './http.js';
-import { SandboxNamespace, bodyOf } from './commands.js';
+import { SandboxNamespace } from './commands.js';
 import { toEntry, toFsEvent } from './convert.js';
 import { ConflictError, InvalidArgumentError, NotFoundError } from './errors.js';
 import type { components } from './wire.js';
@@ -104,8 +104,8 @@ export class Files extends SandboxNamespace {
       signal: opts.signal,
       timeoutMs: format === 'stream' ? null : opts.requestTimeoutMs,
     });
-    if (format === 'stream') return bodyOf(res);
-    if (format === 'bytes') return new Uint8Array(await res.arrayBuffer());
+    if (format === 'stream') return res.stream();
+    if (format === 'bytes') return res.bytes();
     return res.text();
   }
 
@@ -188,7 +188,7 @@ export class Files extends SandboxNamespace {
     if (typeof onEvent !== 'function') throw new InvalidArgumentError('watchDir takes an onEvent callback');
     const url = this._url('/watch', { path: checkPath(path), recursive: opts.recursive ? 'true' : undefined });
     const { res, ctrl, signal } = await this._http.sendStream('GET', url, { signal: opts.signal, timeoutMs: null });
-    const frames = ndjsonFrames(bodyOf(res), signal);
+    const frames = ndjsonFrames(res, signal);
     // The first frame (`start`) says the watch is in place.
     const first = await frames.next();
     if (first.done || first.value?.type !== 'start') {

@@ -5,8 +5,8 @@
 // reattaching go through `/commands/{pid}/…`. Not here: terminal emulation (`onData` gets raw bytes).
 
 import { NDJSON, messageOf, ndjsonFrames } from './http.js';
-import type { Frame } from './http.js';
-import { Callbacks, SandboxNamespace, bodyOf, envMap, exitCodeOf, inputBody, positiveMs, streamError } from './commands.js';
+import type { Frame, Reply } from './http.js';
+import { Callbacks, SandboxNamespace, envMap, exitCodeOf, inputBody, positiveMs, streamError } from './commands.js';
 import type { WireEnd } from './commands.js';
 import { ConnectionError, InvalidArgumentError, LizardError, NotFoundError, SandboxError } from './errors.js';
 
@@ -224,7 +224,7 @@ export class Pty extends SandboxNamespace {
       signal: opts.signal,
       timeoutMs: null,
     });
-    return this._handle(bodyOf(res), opts);
+    return this._handle(res, opts);
   }
 
   /** Reattach to a terminal's output (what is still buffered is replayed first). */
@@ -235,11 +235,11 @@ export class Pty extends SandboxNamespace {
       signal: opts.signal,
       timeoutMs: null,
     });
-    return this._handle(bodyOf(res), opts);
+    return this._handle(res, opts);
   }
 
   /** @internal */
-  private async _handle(body: ReadableStream<Uint8Array>, opts: StreamOptions): Promise<PtyHandle> {
+  private async _handle(body: Reply, opts: StreamOptions): Promise<PtyHandle> {
     const frames = ndjsonFrames(body);
     let pid: number;
     try {

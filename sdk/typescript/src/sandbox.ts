@@ -5,7 +5,7 @@
 // re-implement the wire types: they are the server's (see crates/lizard-proto), converted to
 // camelCase at this boundary (convert.ts).
 
-import { Callbacks, Commands, bodyOf, callback, streamError } from './commands.js';
+import { Callbacks, Commands, callback, streamError } from './commands.js';
 import type { CommandResult } from './commands.js';
 import { Execution } from './execution.js';
 import type { ExecutionError, Result } from './execution.js';
@@ -935,7 +935,7 @@ export class CodeSandbox {
     });
 
     const execution = Execution.empty();
-    const contentType = res.headers.get('content-type') ?? '';
+    const contentType = res.header('content-type') ?? '';
     if (!contentType.includes(NDJSON)) {
       // A server that answered with the aggregated execution instead of a stream.
       await foldAggregate(execution, (await res.json()) as W['Execution'], opts);
@@ -944,7 +944,7 @@ export class CodeSandbox {
     let ended = false;
     const callbacks = new Callbacks();
     try {
-      for await (const frame of ndjsonFrames(bodyOf(res), signal)) {
+      for await (const frame of ndjsonFrames(res, signal)) {
         const ev = execution.apply(frame);
         if (!ev) continue;
         switch (ev.kind) {

@@ -1,7 +1,8 @@
 // The SDK's HTTP layer alone, against a local server that sends a streamed body's first line and
 // then never finishes (what a cell stuck in a sandbox looks like to the client): a client deadline
 // must end the body read, also when garbage collections run while it waits (Node 20 drops
-// `AbortSignal.timeout`'s and undici's weak links then; see `deadlineSignal` in src/http.ts).
+// `AbortSignal.timeout`'s and undici's weak links then; see `deadlineSignal` in src/http.ts), through
+// both transports.
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -30,9 +31,10 @@ after(() => {
   srv.close();
 });
 
+for (const [transport, extra] of [['node:http', {}], ['fetch', { fetch: globalThis.fetch }]])
 for (const withCallerSignal of [false, true]) {
-  test(`a deadline ends a stalled streamed body through garbage collections (caller signal: ${withCallerSignal})`, async () => {
-    const client = new HttpClient({ apiUrl: url, apiKey: 'k', requestTimeoutMs: 60_000 });
+  test(`a deadline ends a stalled streamed body through garbage collections (${transport}, caller signal: ${withCallerSignal})`, async () => {
+    const client = new HttpClient({ apiUrl: url, apiKey: 'k', requestTimeoutMs: 60_000, ...extra });
     const caller = new AbortController();
     // Long enough that the headers come first on a loaded machine (a 300 ms budget was once
     // spent before them, under two test suites at once), short enough for a quick test.
@@ -46,7 +48,7 @@ for (const withCallerSignal of [false, true]) {
     const guard = new Promise((_, reject) => setTimeout(() => reject(new Error('the deadline never fired')), 20_000).unref());
     try {
       const read = (async () => {
-        for await (const _chunk of res.body) {
+        for await (const _chunk of res.stream()) {
           /* the first line, then nothing */
         }
       })();

@@ -8,6 +8,7 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import diagnostics_channel from 'node:diagnostics_channel';
 import { startServer } from './helpers/server.js';
 import {
   AuthenticationError,
@@ -40,14 +41,12 @@ after(async () => {
   await server?.stop();
 });
 
-/** Count the `fetch` calls made while `fn` runs. */
-async function countingFetch(fn) {
-  const real = globalThis.fetch;
+/** Count the HTTP requests (through `node:http` or `fetch`) made while `fn` runs. */
+async function countingRequests(fn) {
   let calls = 0;
-  globalThis.fetch = (...args) => {
-    calls++;
-    return real(...args);
-  };
+  const count = () => calls++;
+  const channels = ['http.client.request.start', 'undici:request:create'];
+  for (const name of channels) diagnostics_channel.subscribe(name, count);
   try {
     const value = await fn().then(
       (v) => ({ v }),
@@ -55,7 +54,7 @@ async function countingFetch(fn) {
     );
     return { calls, ...value };
   } finally {
-    globalThis.fetch = real;
+    for (const name of channels) diagnostics_channel.unsubscribe(name, count);
   }
 }
 
@@ -364,7 +363,7 @@ describe('contexts', () => {
 
 describe('typed errors', () => {
   test('context and language together: InvalidArgumentError before any request', async () => {
-    const { calls, e } = await countingFetch(() =>
+    const { calls, e } = await countingRequests(() =>
       sandbox.runCode('1', { context: 'any-id', language: 'python' }),
     );
     assert.ok(e instanceof InvalidArgumentError, String(e));
@@ -392,7 +391,7 @@ describe('typed errors', () => {
     const saved = process.env.LIZARD_API_KEY;
     delete process.env.LIZARD_API_KEY;
     try {
-      const { calls, e } = await countingFetch(() => CodeSandbox.create({ project: 'p' }));
+      const { calls, e } = await countingRequests(() => CodeSandbox.create({ project: 'p' }));
       assert.ok(e instanceof AuthenticationError);
       assert.equal(calls, 0);
     } finally {

@@ -352,7 +352,7 @@ export type CreateOptions = Ok<
       dir: 'in';
       rename: { env: 'envs'; snapshot_id: 'snapshot' };
       wireOnly: 'network';
-      sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' | 'egress' | 'inject' | 'publicPorts' | 'autoResume';
+      sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' | 'fetch' | 'egress' | 'inject' | 'publicPorts' | 'autoResume';
       converted: 'snapshot' | 'volumes';
     }
   >
@@ -415,7 +415,7 @@ export type VolumeCreateOptions = Ok<
     sdk.VolumeCreateOptions,
     W['CreateVolumeRequest'],
     'CreateVolumeRequest',
-    { dir: 'in'; sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' }
+    { dir: 'in'; sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' | 'fetch' }
   >
 >;
 
@@ -428,7 +428,7 @@ export type TemplateBuildOptions = Ok<
     {
       dir: 'in';
       converted: 'context' | 'fromSandbox';
-      sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' | 'onStep' | 'onLog' | 'signal' | 'timeoutMs';
+      sdkOnly: 'apiUrl' | 'apiKey' | 'requestTimeoutMs' | 'fetch' | 'onStep' | 'onLog' | 'signal' | 'timeoutMs';
     }
   >
 >;
