@@ -482,7 +482,8 @@ export type TemplateList = Ok<
 
 /**
  * The wire schemas the SDK does not use: the operator's APIs (projects, API keys, audit, usage, a
- * sandbox's metrics samples), which this SDK does not wrap. test/wire.test.js checks that every schema of openapi.json is
+ * sandbox's metrics samples), which this SDK does not wrap, and the terminal WebSocket's messages
+ * (`GET /pty/ws`, for browsers: the SDK's terminals use the PTY API's NDJSON stream). test/wire.test.js checks that every schema of openapi.json is
  * either named as `W['…']` in a check above (or reached from one through `$ref`) or listed here,
  * so a new schema cannot go unnoticed.
  */
@@ -494,6 +495,8 @@ export type NotInSdk =
   | 'ProjectCreated'
   | 'ProjectSettings'
   | 'ProjectUsage'
+  | 'PtyWsClientMessage'
+  | 'PtyWsServerMessage'
   | 'SandboxUsage'
   | 'SnapshotUsage'
   | 'UpdateProjectRequest'

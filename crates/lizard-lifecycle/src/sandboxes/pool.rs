@@ -91,7 +91,7 @@ impl Sandboxes {
     }
 
     /// Kills the pooled sandboxes beyond the pool's size (after a burst has aged out).
-    fn shrink_pool(&self) {
+    async fn shrink_pool(&self) {
         let target = self.pool_target();
         let extra: Vec<LaunchedSandbox> = self
             .pool
@@ -103,9 +103,16 @@ impl Sandboxes {
             .unwrap_or_default();
         for l in extra {
             tracing::debug!(sandbox = %l.id, "the pool shrinks");
-            destroy(&l.runtime);
-            self.id_ranges.release(&l.id);
+            self.destroy_pooled(l).await;
         }
+    }
+
+    /// Tear a pooled sandbox down (unmounts and cgroup removal block: not on the runtime's
+    /// threads), then give its id range back.
+    async fn destroy_pooled(&self, l: LaunchedSandbox) {
+        let LaunchedSandbox { id, runtime, .. } = l;
+        let _ = tokio::task::spawn_blocking(move || destroy(&runtime)).await;
+        self.id_ranges.release(&id);
     }
 
     pub(super) fn take_pooled(&self) -> Option<LaunchedSandbox> {
@@ -172,7 +179,7 @@ impl Sandboxes {
             if self.cfg.pool_max > self.cfg.pool_size {
                 // A grown pool shrinks back once its burst is older than the window.
                 let _ = tokio::time::timeout(SPAN, self.pool_wanted.notified()).await;
-                self.shrink_pool();
+                self.shrink_pool().await;
             } else {
                 self.pool_wanted.notified().await;
             }
@@ -189,8 +196,7 @@ impl Sandboxes {
             .map(|mut p| p.drain(..).collect())
             .unwrap_or_default();
         for l in pooled {
-            destroy(&l.runtime);
-            self.id_ranges.release(&l.id);
+            self.destroy_pooled(l).await;
         }
     }
 }
