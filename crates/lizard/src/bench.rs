@@ -504,37 +504,172 @@ async fn memory_figures(
 
 /// `n × 10` runs of `1+1` in the warm default context of `id`, through the Rust client.
 async fn round_trip_figure(c: &Client, id: &str, n: usize) -> Result<Figure> {
-    let mut rt = Vec::new();
-    for _ in 0..n * 10 {
+    Ok(stats(
+        RUST_ROUND_TRIP,
+        "ms",
+        round_trips(c, id, n * 10).await?,
+        Some("≤ 2 ms, ≤ 1.0× Jupyter"),
+    ))
+}
+
+/// `n` warm round trips of `1+1` in sandbox `id` through the Rust client, in ms.
+async fn round_trips(c: &Client, id: &str, n: usize) -> Result<Vec<f64>> {
+    let mut rt = Vec::with_capacity(n);
+    for _ in 0..n {
         let t = Instant::now();
         c.run(id, &exec("1+1")).await?;
         rt.push(ms(t.elapsed()));
     }
-    Ok(stats(
-        RUST_ROUND_TRIP,
-        "ms",
-        rt,
-        Some("≤ 2 ms, ≤ 1.0× Jupyter"),
-    ))
+    Ok(rt)
 }
 
 /// The name of the Rust client's round-trip figure, which the SDKs' are compared with.
 const RUST_ROUND_TRIP: &str = "runCode('1+1') round trip, warm";
 
+/// Rounds of `--only-round-trips`: each client measures a share of its samples in turn, so that
+/// the machine's drift (a shared VM's speed changes over minutes) weighs on all of them alike and
+/// the "vs rust" ratios compare like with like.
+const ROUND_TRIP_ROUNDS: usize = 5;
+
 /// `--only-round-trips`: the round trip through the Rust client, the TypeScript SDK and the
-/// Python SDK, on one server.
+/// Python SDK, on one server and one sandbox, in [`ROUND_TRIP_ROUNDS`] interleaved rounds. Each
+/// SDK runs as one program for the whole figure ([`SdkRounds`]: warmed up once, as a long-lived
+/// agent would be), told when to measure its share of each round. An SDK that cannot run is
+/// skipped with a note.
 fn round_trip_figures(args: &BenchArgs, server: &BenchServer) -> Result<Vec<Figure>> {
     let rt = runtime()?;
     let c = &server.client;
-    let mut figures = rt.block_on(async {
+    let per_round = (args.samples * 10).div_ceil(ROUND_TRIP_ROUNDS);
+    let id = rt.block_on(async {
         let sb = c.create_sandbox(&CreateSandboxRequest::default()).await?;
         c.run(&sb.sandbox_id, &exec("1+1")).await?;
-        let f = round_trip_figure(c, &sb.sandbox_id, args.samples).await?;
-        c.kill_sandbox(&sb.sandbox_id).await?;
-        anyhow::Ok(vec![f])
+        anyhow::Ok(sb.sandbox_id)
     })?;
-    sdk_figures(args, server, &mut figures, 1);
+    let ts_module = std::path::absolute(&args.ts_sdk)?;
+    let ts = || -> Result<SdkRounds> {
+        if !ts_module.exists() {
+            bail!("{} not found", ts_module.display());
+        }
+        SdkRounds::start(
+            Command::new("node")
+                .args([
+                    "--input-type=module",
+                    "-e",
+                    &format!("{TS_POOL}{TS_ROUND_TRIP}"),
+                ])
+                .arg(&ts_module),
+            server,
+            &id,
+        )
+    };
+    let py = || -> Result<SdkRounds> {
+        if !args.python_sdk.exists() {
+            bail!("{} not found", args.python_sdk.display());
+        }
+        SdkRounds::start(
+            Command::new(&args.python_sdk).args(["-c", PY_ROUND_TRIP]),
+            server,
+            &id,
+        )
+    };
+    let mut sdks: Vec<(&str, Option<SdkRounds>, Vec<f64>)> = Vec::new();
+    for (name, started) in [
+        ("runCode('1+1') round trip, warm (TypeScript SDK)", ts()),
+        ("runCode('1+1') round trip, warm (Python SDK)", py()),
+    ] {
+        match started {
+            Ok(p) => sdks.push((name, Some(p), Vec::new())),
+            Err(e) => eprintln!("{name} skipped: {e:#}"),
+        }
+    }
+    let mut rust = Vec::new();
+    for _ in 0..ROUND_TRIP_ROUNDS {
+        for (name, program, samples) in sdks.iter_mut() {
+            let Some(p) = program else { continue };
+            match p.round(per_round) {
+                Ok(v) => samples.extend(v),
+                Err(e) => {
+                    eprintln!("{name} skipped: {e:#}");
+                    *program = None;
+                    samples.clear();
+                }
+            }
+        }
+        rust.extend(rt.block_on(round_trips(c, &id, per_round))?);
+    }
+    // The SDKs' programs end (their stdin closed) before their sandbox goes.
+    for (_, program, _) in sdks.iter_mut() {
+        *program = None;
+    }
+    rt.block_on(c.kill_sandbox(&id))?;
+    let mut figures = vec![stats(
+        RUST_ROUND_TRIP,
+        "ms",
+        rust,
+        Some("≤ 2 ms, ≤ 1.0× Jupyter"),
+    )];
+    let rust_median = figures[0].median;
+    for (name, _, samples) in sdks {
+        if samples.is_empty() {
+            continue;
+        }
+        let mut f = stats(name, "ms", samples, Some("≤ 1.15× the Rust client's"));
+        f.rust_median = Some(rust_median);
+        figures.push(f);
+    }
     Ok(figures)
+}
+
+/// An SDK's round-trip program ([`TS_ROUND_TRIP`], [`PY_ROUND_TRIP`]) connected to one sandbox:
+/// each line `N` written to it measures `N` round trips, answered with one JSON line; its stdin's
+/// end ends it.
+struct SdkRounds {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl SdkRounds {
+    fn start(cmd: &mut Command, server: &BenchServer, sandbox: &str) -> Result<SdkRounds> {
+        let mut child = cmd
+            .arg(sandbox)
+            .env("LIZARD_API_URL", &server.url)
+            .env("LIZARD_API_KEY", &server.key)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting the SDK's benchmark")?;
+        let stdin = child.stdin.take();
+        let stdout = child
+            .stdout
+            .take()
+            .context("the SDK's benchmark has no stdout")?;
+        Ok(SdkRounds {
+            child,
+            stdin,
+            stdout: std::io::BufReader::new(stdout),
+        })
+    }
+
+    fn round(&mut self, n: usize) -> Result<Vec<f64>> {
+        use std::io::{BufRead, Write};
+        let stdin = self.stdin.as_mut().context("ended")?;
+        writeln!(stdin, "{n}")?;
+        stdin.flush()?;
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line)? == 0 {
+            bail!("the SDK's benchmark ended ({:?})", self.child.wait()?);
+        }
+        samples_of(&serde_json::from_str(&line)?, "round_trip")
+    }
+}
+
+impl Drop for SdkRounds {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
 }
 
 /// Adds the SDKs' figures (the TypeScript SDK's at `ts_at`), their round trips compared with the
@@ -646,6 +781,25 @@ for (let i = 0; i < n; i++) {
 console.log(JSON.stringify({ create_first: createFirst, round_trip: roundTrip }));
 "#;
 
+/// The TypeScript SDK's program of `--only-round-trips` ([`SdkRounds`]): connect to sandbox
+/// `argv[2]`, warm up, then for each line `N` on stdin wait for the pool and measure `N` round trips.
+const TS_ROUND_TRIP: &str = r#"
+const { CodeSandbox } = await import(process.argv[1]);
+const { createInterface } = await import('node:readline');
+const sandbox = await CodeSandbox.connect(process.argv[2]);
+for (let i = 0; i < 50; i++) await sandbox.runCode('1+1');
+for await (const line of createInterface({ input: process.stdin })) {
+  await refilled();
+  const roundTrip = [];
+  for (let i = 0; i < Number(line); i++) {
+    const t = performance.now();
+    await sandbox.runCode('1+1');
+    roundTrip.push(performance.now() - t);
+  }
+  console.log(JSON.stringify({ round_trip: roundTrip }));
+}
+"#;
+
 const TS_LOAD_BENCH: &str = r#"
 const { CodeSandbox } = await import(process.argv[1]);
 const [burst, rate, seconds] = process.argv.slice(2).map(Number);
@@ -709,6 +863,31 @@ for _ in range(n * 10):
     rts.append((time.perf_counter() - t) * 1000)
 sandbox.kill()
 print(json.dumps({"round_trip": rts}))
+"#;
+
+/// The Python SDK's program of `--only-round-trips` (as [`TS_ROUND_TRIP`]).
+const PY_ROUND_TRIP: &str = r#"
+import json, os, re, sys, time, urllib.request
+from lizard import CodeSandbox
+sandbox = CodeSandbox.connect(sys.argv[1])
+for _ in range(50):
+    sandbox.run_code("1+1")
+req = urllib.request.Request(os.environ["LIZARD_API_URL"] + "/metrics",
+                             headers={"authorization": "Bearer " + os.environ["LIZARD_API_KEY"]})
+for line in sys.stdin:
+    until = time.monotonic() + 60
+    while time.monotonic() < until:
+        text = urllib.request.urlopen(req).read().decode()
+        g = {k: int(v) for k, v in re.findall(r"^(lizard_pool_\w+) (\d+)$", text, re.M)}
+        if g.get("lizard_pool_ready", 0) >= g.get("lizard_pool_target", 0):
+            break
+        time.sleep(0.2)
+    rts = []
+    for _ in range(int(line)):
+        t = time.perf_counter()
+        sandbox.run_code("1+1")
+        rts.append((time.perf_counter() - t) * 1000)
+    print(json.dumps({"round_trip": rts}), flush=True)
 "#;
 
 /// A new sandbox holding 200 MB of numpy state (`state`) in its Python context.
@@ -1116,8 +1295,12 @@ fn sdk_bench(
     args: &BenchArgs,
     server: &BenchServer,
 ) -> Result<serde_json::Value> {
+    sdk_run(cmd.arg(args.samples.to_string()), server)
+}
+
+/// Runs an SDK's benchmark program against `server` and reads the JSON it prints.
+fn sdk_run(cmd: &mut Command, server: &BenchServer) -> Result<serde_json::Value> {
     let out = cmd
-        .arg(args.samples.to_string())
         .env("LIZARD_API_URL", &server.url)
         .env("LIZARD_API_KEY", &server.key)
         .stderr(Stdio::inherit())
