@@ -48,6 +48,9 @@ enum Mode {
     LogFlood,
     /// Exit (PID 1 of the sandbox dies, and with it every process in it).
     Die,
+    /// Answer every request with the request head it got: what the server forwards into a
+    /// sandbox, for tests that look for a client's credentials in it.
+    Eavesdrop,
     /// Answer the host-only half of a context fork (`/context-forks/{id}/prepare`) with plans
     /// that lie, a different lie each call (see [`fork_lie`]); every other request with `{}`.
     ForkLie,
@@ -65,6 +68,7 @@ impl Mode {
             "log-flood" => Mode::LogFlood,
             "die" => Mode::Die,
             "fork-lie" => Mode::ForkLie,
+            "eavesdrop" => Mode::Eavesdrop,
             _ => return None,
         })
     }
@@ -127,7 +131,7 @@ struct State {
 
 impl State {
     fn serve(&self, mut conn: UnixStream) {
-        let Some(path) = read_request_head(&mut conn) else {
+        let Some((path, head)) = read_request_head(&mut conn) else {
             return;
         };
         let armed = self.armed.load(Ordering::SeqCst);
@@ -201,6 +205,9 @@ impl State {
             }
             // Its arming thread ends the process.
             Mode::Die => {}
+            Mode::Eavesdrop => {
+                let _ = respond(&mut conn, "200 OK", "text/plain", &head);
+            }
             Mode::ForkLie => {
                 let body = if path.starts_with("/context-forks/") && path.ends_with("/prepare") {
                     self.fork_lie(self.lies.fetch_add(1, Ordering::Relaxed))
@@ -299,7 +306,8 @@ fn hang(mut conn: UnixStream) {
 }
 
 /// Read up to the end of the request head (at most 64 KiB); the request's path.
-fn read_request_head(conn: &mut UnixStream) -> Option<String> {
+/// The request's path and its whole head (as received).
+fn read_request_head(conn: &mut UnixStream) -> Option<(String, Vec<u8>)> {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -311,7 +319,8 @@ fn read_request_head(conn: &mut UnixStream) -> Option<String> {
     }
     let line = head.split(|b| *b == b'\r').next()?;
     let line = String::from_utf8_lossy(line);
-    line.split_whitespace().nth(1).map(str::to_string)
+    let path = line.split_whitespace().nth(1)?.to_string();
+    Some((path, head))
 }
 
 fn respond(conn: &mut UnixStream, status: &str, ctype: &str, body: &[u8]) -> std::io::Result<()> {

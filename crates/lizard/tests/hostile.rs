@@ -366,6 +366,58 @@ async fn redirects_and_garbage_from_an_agent_are_typed_errors() {
     s.kill_all().await;
 }
 
+/// What the server forwards into a sandbox carries no credential of the client's: an agent that
+/// answers every request with the head it got sees no key, whether it came as a bearer token,
+/// as E2B's `X-API-Key` or offered as a WebSocket subprotocol for a terminal (a browser's way).
+#[tokio::test]
+async fn an_eavesdropping_agent_sees_no_key() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    lizard_test_support::needs_root!();
+    let s = start(&[]);
+    let id = create_hostile(&s, "eavesdrop").await;
+    let key = s.admin_key.clone();
+    let handshake = format!(
+        "GET /v1/sandboxes/{id}/pty/ws?cols=80&rows=24 HTTP/1.1\r\nHost: {}\r\n\
+         Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+         Sec-WebSocket-Protocol: lizard.pty.v1, lizard.key.{key}\r\n\r\n",
+        s.addr
+    );
+    let api_key = format!(
+        "GET /v1/sandboxes/{id}/commands HTTP/1.1\r\nHost: {}\r\nX-API-Key: {key}\r\n\
+         Connection: close\r\n\r\n",
+        s.addr
+    );
+    let bearer = format!(
+        "GET /v1/sandboxes/{id}/commands HTTP/1.1\r\nHost: {}\r\n\
+         Authorization: Bearer {key}\r\nConnection: close\r\n\r\n",
+        s.addr
+    );
+    for (what, request, seen) in [
+        (
+            "a terminal's handshake",
+            handshake,
+            "GET /pty/ws?cols=80&rows=24",
+        ),
+        ("X-API-Key", api_key, "GET /commands"),
+        ("a bearer token", bearer, "GET /commands"),
+    ] {
+        let mut c = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+        c.write_all(request.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(60), c.read_to_end(&mut got)).await;
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.contains(seen), "{what}: the agent's answer is {got:?}");
+        assert!(
+            !got.contains(&key),
+            "{what}: the agent saw the key: {got:?}"
+        );
+        assert!(!got.contains("lizard.key."), "{what}: {got:?}");
+    }
+    kill_completely(&s, &id).await;
+    s.kill_all().await;
+}
+
 #[tokio::test]
 async fn a_hanging_snapshot_does_not_hold_other_sandboxes_memory_relief() {
     lizard_test_support::needs_root!();
