@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 import lizard
+import lizard._http
 from lizard import (
     AsyncCodeSandbox,
     AuthenticationError,
@@ -39,6 +40,7 @@ def no_requests(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(httpx.Client, "send", refuse)
     monkeypatch.setattr(httpx.AsyncClient, "send", refuse)
+    monkeypatch.setattr(lizard._http.Client, "send", refuse)
 
 
 def test_bad_key_is_an_authentication_error(lizard_server: Server, sandbox: CodeSandbox) -> None:

@@ -7,7 +7,8 @@ from it with ``unasync`` (``await`` and ``async`` dropped, ``Async*`` names rena
 What cannot be derived that way — a background reader is an asyncio task here and a daemon thread
 there, the HTTP client needs a lock only when shared between threads, a callback may be a
 coroutine only here — is behind the names of this module, which ``_sync_support`` defines the
-same way for the sync client.
+same way for the sync client. That includes the HTTP client: httpx's ``AsyncClient`` here, the
+standard library's ``http.client`` (``lizard._http``) there.
 """
 
 from __future__ import annotations
@@ -19,11 +20,26 @@ from typing import Any, Callable, ContextManager, Optional, Sequence
 
 import httpx
 
-__all__ = ["READER_ERRORS", "Worker", "client_lock", "maybe_await", "open_after_init", "open_in_init"]
+from ._core import ClientConfig
+
+__all__ = [
+    "READER_ERRORS", "Client", "Request", "Response", "Worker", "client_lock", "maybe_await", "new_client",
+    "open_after_init", "open_in_init",
+]
+
+#: The HTTP client the sandbox talks through, and its requests and responses.
+Client = httpx.AsyncClient
+Request = httpx.Request
+Response = httpx.Response
 
 #: What a background reader reports through its handle's ``error`` (``stop()`` cancels the task:
 #: ``CancelledError`` is not one of them).
 READER_ERRORS = Exception
+
+
+def new_client(cfg: ClientConfig) -> Client:
+    """A client for the API at ``cfg.api_url`` with its headers and timeout."""
+    return httpx.AsyncClient(base_url=cfg.api_url, headers=cfg.headers(), timeout=cfg.timeout())
 
 
 def client_lock() -> ContextManager[Any]:
@@ -77,7 +93,7 @@ class Worker:
                 raise  # the caller is being cancelled
         return True
 
-    async def stop(self, resp: httpx.Response) -> None:
+    async def stop(self, resp: Response) -> None:
         """Stop reading (the task is cancelled; its ``finally`` closes ``resp``) and wait for the
         worker to end, unless called from the worker itself."""
         if not self._task.done():

@@ -11,6 +11,7 @@ from typing import Any, List, Optional, Tuple
 
 import httpx
 
+from . import _sync_support as _support
 from . import _core
 from ._core import DEFAULT_REQUEST_TIMEOUT
 from .sandbox import _new_client
@@ -20,7 +21,7 @@ from .models import SecretInfo
 __all__ = ["Secrets"]
 
 
-def _answer(resp: httpx.Response) -> Tuple[int, Any]:
+def _answer(resp: _support.Response) -> Tuple[int, Any]:
     if resp.status_code >= 400:
         raise error_from_response(resp.status_code, resp.content)
     return resp.status_code, (resp.json() if resp.content else None)

@@ -3,22 +3,59 @@
 ``scripts/gen_sync.py`` and imports this module as ``_support``.
 
 Background readers are daemon threads; the HTTP client is reopened under a lock because one
-``CodeSandbox`` may be used from several threads; callbacks are plain functions.
+``CodeSandbox`` may be used from several threads; callbacks are plain functions. Requests go over
+the standard library's ``http.client`` (``lizard._http``, keep-alive connections pooled per
+client), not httpx, which costs more per call than the rest of a warm ``run_code`` on the client
+(issue #24). httpx is used instead when a proxy is configured (``HTTP_PROXY``, ``HTTPS_PROXY``,
+``ALL_PROXY``, which httpx honours and ``lizard._http`` does not) or when
+``LIZARD_SDK_TRANSPORT=httpx``.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
-from typing import Any, Callable, ContextManager, Optional, Sequence
+import urllib.request
+from typing import Any, Callable, ContextManager, Optional, Sequence, Union
+from urllib.parse import urlsplit
 
 import httpx
 
-__all__ = ["READER_ERRORS", "Worker", "client_lock", "maybe_await", "open_after_init", "open_in_init"]
+from . import _http
+from ._core import ClientConfig
+
+__all__ = [
+    "READER_ERRORS", "Client", "Request", "Response", "Worker", "client_lock", "maybe_await", "new_client",
+    "open_after_init", "open_in_init",
+]
+
+#: The HTTP client the sandbox talks through, and its requests and responses (see ``new_client``).
+Client = Union[_http.Client, httpx.Client]
+Request = Union[_http.Request, httpx.Request]
+Response = Union[_http.Response, httpx.Response]
 
 #: What a background reader reports through its handle's ``error``: anything that ends the
 #: thread (a callback's exception included).
 READER_ERRORS = BaseException
+
+
+def use_httpx(api_url: str) -> bool:
+    """Whether requests to ``api_url`` go through httpx: ``LIZARD_SDK_TRANSPORT=httpx``, or a
+    proxy configured for its scheme (what httpx reads: ``urllib.request.getproxies()``, ``no_proxy``
+    left to httpx)."""
+    if os.environ.get("LIZARD_SDK_TRANSPORT", "").strip().lower() == "httpx":
+        return True
+    proxies = urllib.request.getproxies()
+    return bool(proxies.get(urlsplit(api_url).scheme) or proxies.get("all"))
+
+
+def new_client(cfg: ClientConfig) -> Client:
+    """A client for the API at ``cfg.api_url`` with its headers and timeout: ``lizard._http``'s,
+    or httpx's (``use_httpx``)."""
+    if use_httpx(cfg.api_url):
+        return httpx.Client(base_url=cfg.api_url, headers=cfg.headers(), timeout=cfg.timeout())
+    return _http.Client(cfg.api_url, cfg.headers(), cfg.timeout())
 
 
 def client_lock() -> ContextManager[Any]:
@@ -40,6 +77,13 @@ def open_after_init(handle: Any) -> None:
     """Nothing: ``open_in_init`` opened the stream already."""
 
 
+def _socket(resp: Response) -> Optional[socket.socket]:
+    if isinstance(resp, _http.Response):
+        return resp.socket
+    stream = resp.extensions.get("network_stream")
+    return stream.get_extra_info("socket") if stream is not None else None
+
+
 class Worker:
     """Runs ``fn(*args)`` (a function reading a stream) in a daemon thread."""
 
@@ -57,12 +101,11 @@ class Worker:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def stop(self, resp: httpx.Response) -> None:
+    def stop(self, resp: Response) -> None:
         """Stop reading: shut the socket of ``resp`` down (a blocked read returns at once) and wait
         for the worker to end, unless called from the worker itself."""
         try:
-            stream = resp.extensions.get("network_stream")
-            sock = stream.get_extra_info("socket") if stream is not None else None
+            sock = _socket(resp)
             if sock is not None:
                 sock.shutdown(socket.SHUT_RDWR)
         except Exception:

@@ -62,11 +62,11 @@ ResultHandler = Callable[[Result], Any]
 ErrorHandler = Callable[[ExecutionError], Any]
 
 
-def _new_client(cfg: ClientConfig) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=cfg.api_url, headers=cfg.headers(), timeout=cfg.timeout())
+def _new_client(cfg: ClientConfig) -> _support.Client:
+    return _support.new_client(cfg)
 
 
-async def _send(client: httpx.AsyncClient, cfg: ClientConfig, req: Req) -> Any:
+async def _send(client: _support.Client, cfg: ClientConfig, req: Req) -> Any:
     """Send a control request; the parsed JSON body, ``None`` for an empty one; typed errors."""
     try:
         resp = await client.request(req.method, req.path, json=req.json, params=req.params)
@@ -80,7 +80,7 @@ async def _send(client: httpx.AsyncClient, cfg: ClientConfig, req: Req) -> Any:
 
 
 async def _stream_fold(
-    client: httpx.AsyncClient,
+    client: _support.Client,
     req: Req,
     timeout: httpx.Timeout,
     fold: Any,
@@ -134,7 +134,7 @@ class AsyncCodeSandbox:
     ) -> None:
         self._init(sandbox_id, _core.resolve_config(api_url, api_key, request_timeout), None)
 
-    def _init(self, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.AsyncClient]) -> None:
+    def _init(self, sandbox_id: str, cfg: ClientConfig, client: Optional[_support.Client]) -> None:
         self._id = sandbox_id
         self._cfg = cfg
         self._client = client
@@ -147,7 +147,7 @@ class AsyncCodeSandbox:
         self.pty = AsyncPty(self)
 
     @classmethod
-    def _bind(cls, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.AsyncClient]) -> "AsyncCodeSandbox":
+    def _bind(cls, sandbox_id: str, cfg: ClientConfig, client: Optional[_support.Client]) -> "AsyncCodeSandbox":
         sb = cls.__new__(cls)
         sb._init(sandbox_id, cfg, client)
         return sb
@@ -282,7 +282,7 @@ class AsyncCodeSandbox:
         return self._cfg.api_url
 
     @property
-    def _http(self) -> httpx.AsyncClient:
+    def _http(self) -> _support.Client:
         # (Re)opened lazily: kill() and close() close the pool, and a later call still works.
         with self._client_lock:
             if self._client is None or self._client.is_closed:
@@ -693,7 +693,7 @@ class AsyncPtyHandle:
     the process ends. ``error`` is the exception that ended the reading early (a raising
     ``on_data``, a lost connection), if any; ``wait`` raises it."""
 
-    def __init__(self, sandbox: "AsyncCodeSandbox", resp: httpx.Response, lines: AsyncIterator[str],
+    def __init__(self, sandbox: "AsyncCodeSandbox", resp: _support.Response, lines: AsyncIterator[str],
                  fold: _core.PtyFold, on_data: Optional[DataHandler]) -> None:
         self._sb = sandbox
         self._resp = resp
@@ -889,7 +889,7 @@ class AsyncFiles:
     async def _get(self, rest: str, params: Dict[str, str]) -> Any:
         return await self._sb._call(Req("GET", _core.files_path(self._sb._id, rest), params=params))
 
-    async def _open(self, request: httpx.Request) -> httpx.Response:
+    async def _open(self, request: _support.Request) -> _support.Response:
         """Send ``request`` with a streamed response; typed errors (the response closed)."""
         try:
             resp = await self._sb._http.send(request, stream=True)
@@ -920,7 +920,7 @@ class AsyncFiles:
             await resp.aclose()
         return data.decode("utf-8", "replace") if fmt == "text" else data
 
-    async def _chunks(self, resp: httpx.Response) -> AsyncIterator[bytes]:
+    async def _chunks(self, resp: _support.Response) -> AsyncIterator[bytes]:
         try:
             async for chunk in resp.aiter_bytes():
                 yield chunk

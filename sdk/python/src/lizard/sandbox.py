@@ -1,11 +1,13 @@
 # generated from async_sandbox.py by scripts/gen_sync.py; do not edit.
 # Edit src/lizard/async_sandbox.py (or _sync_support.py) and run `python scripts/gen_sync.py`.
-"""``CodeSandbox``: the synchronous client for one Lizard sandbox, on ``httpx.Client``.
+"""``CodeSandbox``: the synchronous client for one Lizard sandbox, over ``http.client``.
 
 A ``CodeSandbox`` is a handle on a sandbox of the server (``create`` makes one, ``connect`` attaches
 to an existing one and resumes it when paused). ``run_code`` streams the run as NDJSON and calls the
 callbacks from the calling thread as each frame arrives; the other methods are one request each.
-Used as a context manager, the sandbox is killed on exit.
+Used as a context manager, the sandbox is killed on exit. Requests go over the standard library's
+``http.client`` (``lizard._http``, keep-alive connections pooled per sandbox object), or over
+``httpx.Client`` when a proxy is configured or ``LIZARD_SDK_TRANSPORT=httpx`` (``_sync_support``).
 
 Generated from ``async_sandbox.py`` (``AsyncCodeSandbox``) by ``scripts/gen_sync.py``; what the sync
 client does its own way is in ``_sync_support``. This module does not build requests or parse the
@@ -63,11 +65,11 @@ ResultHandler = Callable[[Result], Any]
 ErrorHandler = Callable[[ExecutionError], Any]
 
 
-def _new_client(cfg: ClientConfig) -> httpx.Client:
-    return httpx.Client(base_url=cfg.api_url, headers=cfg.headers(), timeout=cfg.timeout())
+def _new_client(cfg: ClientConfig) -> _support.Client:
+    return _support.new_client(cfg)
 
 
-def _send(client: httpx.Client, cfg: ClientConfig, req: Req) -> Any:
+def _send(client: _support.Client, cfg: ClientConfig, req: Req) -> Any:
     """Send a control request; the parsed JSON body, ``None`` for an empty one; typed errors."""
     try:
         resp = client.request(req.method, req.path, json=req.json, params=req.params)
@@ -81,7 +83,7 @@ def _send(client: httpx.Client, cfg: ClientConfig, req: Req) -> Any:
 
 
 def _stream_fold(
-    client: httpx.Client,
+    client: _support.Client,
     req: Req,
     timeout: httpx.Timeout,
     fold: Any,
@@ -134,7 +136,7 @@ class CodeSandbox:
     ) -> None:
         self._init(sandbox_id, _core.resolve_config(api_url, api_key, request_timeout), None)
 
-    def _init(self, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.Client]) -> None:
+    def _init(self, sandbox_id: str, cfg: ClientConfig, client: Optional[_support.Client]) -> None:
         self._id = sandbox_id
         self._cfg = cfg
         self._client = client
@@ -147,7 +149,7 @@ class CodeSandbox:
         self.pty = Pty(self)
 
     @classmethod
-    def _bind(cls, sandbox_id: str, cfg: ClientConfig, client: Optional[httpx.Client]) -> "CodeSandbox":
+    def _bind(cls, sandbox_id: str, cfg: ClientConfig, client: Optional[_support.Client]) -> "CodeSandbox":
         sb = cls.__new__(cls)
         sb._init(sandbox_id, cfg, client)
         return sb
@@ -282,7 +284,7 @@ class CodeSandbox:
         return self._cfg.api_url
 
     @property
-    def _http(self) -> httpx.Client:
+    def _http(self) -> _support.Client:
         # (Re)opened lazily: kill() and close() close the pool, and a later call still works.
         with self._client_lock:
             if self._client is None or self._client.is_closed:
@@ -693,7 +695,7 @@ class PtyHandle:
     ``error`` is the exception that ended the reading early (a raising ``on_data``, a lost
     connection), if any; ``wait`` raises it."""
 
-    def __init__(self, sandbox: "CodeSandbox", resp: httpx.Response, lines: Iterator[str],
+    def __init__(self, sandbox: "CodeSandbox", resp: _support.Response, lines: Iterator[str],
                  fold: _core.PtyFold, on_data: Optional[DataHandler]) -> None:
         self._sb = sandbox
         self._resp = resp
@@ -889,7 +891,7 @@ class Files:
     def _get(self, rest: str, params: Dict[str, str]) -> Any:
         return self._sb._call(Req("GET", _core.files_path(self._sb._id, rest), params=params))
 
-    def _open(self, request: httpx.Request) -> httpx.Response:
+    def _open(self, request: _support.Request) -> _support.Response:
         """Send ``request`` with a streamed response; typed errors (the response closed)."""
         try:
             resp = self._sb._http.send(request, stream=True)
@@ -920,7 +922,7 @@ class Files:
             resp.close()
         return data.decode("utf-8", "replace") if fmt == "text" else data
 
-    def _chunks(self, resp: httpx.Response) -> Iterator[bytes]:
+    def _chunks(self, resp: _support.Response) -> Iterator[bytes]:
         try:
             for chunk in resp.iter_bytes():
                 yield chunk
