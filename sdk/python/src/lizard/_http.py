@@ -25,7 +25,6 @@ configured) and no compression asked for.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json as jsonlib
 import select
@@ -75,6 +74,13 @@ def _error(e: BaseException, phase: str) -> Optional[httpx.HTTPError]:
         cls = {"connect": httpx.ConnectError, "write": httpx.WriteError}.get(phase, httpx.ReadError)
         return cls(msg)
     return None
+
+
+def _settimeout(conn: http.client.HTTPConnection, t: Optional[float]) -> None:
+    """``conn``'s socket timeout set to ``t``, unless it is already (a system call saved)."""
+    sock = conn.sock
+    if sock.gettimeout() != t:
+        sock.settimeout(t)
 
 
 def _readable(sock: Optional[socket.socket]) -> bool:
@@ -173,6 +179,12 @@ class Response:
         if pending:
             yield pending.decode("utf-8", "replace")
 
+    def __enter__(self) -> "Response":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def close(self) -> None:
         """Give the connection back when the body was read to its end, else close it."""
         conn, self._conn = self._conn, None
@@ -230,18 +242,18 @@ class Client:
         """Send a request and read its whole answer."""
         return self.send(self.build_request(method, url, **kwargs))
 
-    @contextlib.contextmanager
-    def stream(self, method: str, url: str, **kwargs: Any) -> Iterator[Response]:
-        """Send a request; the answer's body is read from the response in the block, which closes it."""
-        resp = self.send(self.build_request(method, url, **kwargs), stream=True)
-        try:
-            yield resp
-        finally:
-            resp.close()
+    def stream(self, method: str, url: str, **kwargs: Any) -> Response:
+        """Send a request; its answer's body is to be read from the response, a context manager
+        that closes it (``with client.stream(...) as resp:``)."""
+        return self.send(self.build_request(method, url, **kwargs), stream=True)
 
     def send(self, request: Request, *, stream: bool = False) -> Response:
         connect_t, write_t, read_t = _timeouts(request.timeout)
         replayable = request.body is None or isinstance(request.body, (bytes, bytearray))
+        # A small body fits the socket's buffer: sending it does not wait, and the read timeout
+        # serves for both (one system call fewer when it differs from the write timeout).
+        if replayable and len(request.body or b"") <= _CHUNK:
+            write_t = read_t
         for attempt in range(2):
             conn, reused = self._checkout(fresh=attempt > 0)
             phase = "connect"
@@ -250,10 +262,10 @@ class Client:
                     conn.timeout = connect_t
                     conn.connect()
                 phase = "write"
-                conn.sock.settimeout(write_t)
+                _settimeout(conn, write_t)
                 conn.request(request.method, request.target, request.body, request.headers)
                 phase = "read"
-                conn.sock.settimeout(read_t)
+                _settimeout(conn, read_t)
                 raw = conn.getresponse()
                 break
             except BaseException as e:
