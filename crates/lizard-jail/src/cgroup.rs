@@ -239,6 +239,27 @@ impl Hierarchy {
         })
     }
 
+    /// The cgroup `<own>/lizard/<name>` that [`Hierarchy::create`] makes, if any of its
+    /// directories exists; nothing is created. For a caller cleaning up after a launch cut short
+    /// (its processes, if any, are there).
+    pub fn existing(&self, name: &str) -> Result<Option<Cgroup>, CgroupError> {
+        check_name(name)?;
+        let paths = match self {
+            Hierarchy::V1 {
+                memory,
+                pids,
+                cpu,
+                cpuacct,
+                freezer,
+            } => v1_leaves([memory, pids, cpu, cpuacct, freezer], name),
+            Hierarchy::V2 { own } => CgroupPaths::V2 {
+                path: own.join(PARENT_DIR).join(name),
+            },
+        };
+        let cg = Cgroup { paths };
+        Ok((!cg.remaining_dirs().is_empty()).then_some(cg))
+    }
+
     /// Create (or re-use, if it exists) the cgroup `<own>/lizard/<name>` with `limits`.
     pub fn create(&self, name: &str, limits: &CgroupLimits) -> Result<Cgroup, CgroupError> {
         check_name(name)?;
@@ -250,14 +271,7 @@ impl Hierarchy {
                 cpuacct,
                 freezer,
             } => {
-                let leaf = |p: &Path| p.join(PARENT_DIR).join(name);
-                let paths = CgroupPaths::V1 {
-                    memory: leaf(memory),
-                    pids: leaf(pids),
-                    cpu: leaf(cpu),
-                    cpuacct: leaf(cpuacct),
-                    freezer: leaf(freezer),
-                };
+                let paths = v1_leaves([memory, pids, cpu, cpuacct, freezer], name);
                 let cg = Cgroup { paths };
                 for dir in cg.dirs() {
                     mkdir_p(&dir)?;
@@ -279,6 +293,18 @@ impl Hierarchy {
                 Ok(cg)
             }
         }
+    }
+}
+
+/// `<dir>/lizard/<name>` in each v1 hierarchy (memory, pids, cpu, cpuacct, freezer).
+fn v1_leaves(dirs: [&PathBuf; 5], name: &str) -> CgroupPaths {
+    let [memory, pids, cpu, cpuacct, freezer] = dirs.map(|p| p.join(PARENT_DIR).join(name));
+    CgroupPaths::V1 {
+        memory,
+        pids,
+        cpu,
+        cpuacct,
+        freezer,
     }
 }
 

@@ -251,3 +251,45 @@ with zipfile.ZipFile("/home/user/lzdemo-1.0-py3-none-any.whl", "w") as z:
     assert_eq!(stdout(&ex), "42\n", "{ex}");
     s.kill_all().await;
 }
+
+/// A sandbox whose launch a server's end cut short before the server recorded it (its directory
+/// has no runtime file yet; its processes run in the cgroup named after it) is killed when the
+/// next server starts: nothing of it runs on, re-parented to init.
+#[tokio::test]
+async fn a_launch_cut_short_by_a_server_kill_leaves_nothing_running() {
+    lizard_test_support::needs_root!();
+    let s = Server::with_flags("--pool-size 0");
+    let dir = s.stop("-9");
+    // What such a launch leaves: the sandbox's directory, and its processes in its cgroup under
+    // the server's own (the server's cgroups are this test's: it does not move itself).
+    let id = "cutshort0launch0test";
+    std::fs::create_dir_all(dir.path().join("sandboxes").join(id)).unwrap();
+    let cg = lizard_jail::cgroup::Hierarchy::detect()
+        .unwrap()
+        .create(id, &Default::default())
+        .unwrap();
+    let mut orphan = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .unwrap();
+    cg.add_pid(orphan.id() as i32).unwrap();
+
+    let s = Server::start_in(dir, &["--pool-size", "0"]);
+    let killed = eventually(Duration::from_secs(60), || {
+        let done = orphan.try_wait().ok().flatten().is_some();
+        async move { done }
+    })
+    .await;
+    if !killed {
+        let _ = orphan.kill();
+    }
+    assert!(killed, "the cut-short sandbox's process still runs");
+    let gone = eventually(Duration::from_secs(60), || {
+        let left = cg.remaining_dirs();
+        async move { left.is_empty() }
+    })
+    .await;
+    assert!(gone, "its cgroup is left: {:?}", cg.remaining_dirs());
+    assert!(!s.data_dir.path().join("sandboxes").join(id).exists());
+    s.kill_all().await;
+}

@@ -142,13 +142,40 @@ impl Sandboxes {
             for (id, rt, dir) in doomed {
                 match rt {
                     Some(rt) => destroy(&rt),
-                    None => remove_files(&dir, Some(&dir.join("disk"))),
+                    None => {
+                        kill_unrecorded(&id);
+                        remove_files(&dir, Some(&dir.join("disk")));
+                    }
                 }
                 me.id_ranges.release(&id);
             }
         });
         self.timeouts_changed.notify_one();
         Ok((adopted, lost))
+    }
+}
+
+/// A sandbox whose launch a server's end cut short before its runtime file was written: its
+/// processes (its jail was up) are in the cgroup named after it under this server's own, which
+/// goes with them. Without this they would run on, re-parented to init, for ever. Blocking.
+fn kill_unrecorded(id: &str) {
+    let cg = match lizard_jail::cgroup::Hierarchy::detect().and_then(|h| h.existing(id)) {
+        Ok(Some(cg)) => cg,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(sandbox = id, error = %e, "looking for a cut-short sandbox's cgroup");
+            return;
+        }
+    };
+    tracing::warn!(
+        sandbox = id,
+        "a sandbox launched by the previous server never recorded: killing it"
+    );
+    if let Err(e) = cg.kill_all() {
+        tracing::warn!(sandbox = id, error = %e, "killing a cut-short sandbox's processes");
+    }
+    if let Err(e) = cg.remove() {
+        tracing::warn!(sandbox = id, error = %e, "removing a cut-short sandbox's cgroup");
     }
 }
 
