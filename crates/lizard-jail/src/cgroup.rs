@@ -239,31 +239,10 @@ impl Hierarchy {
         })
     }
 
-    /// The cgroup `<own>/lizard/<name>` that [`Hierarchy::create`] makes, if any of its
-    /// directories exists; nothing is created. For a caller cleaning up after a launch cut short
-    /// (its processes, if any, are there).
-    pub fn existing(&self, name: &str) -> Result<Option<Cgroup>, CgroupError> {
+    /// The directories of the cgroup `<own>/lizard/<name>` (nothing is created).
+    fn paths_of(&self, name: &str) -> Result<CgroupPaths, CgroupError> {
         check_name(name)?;
-        let paths = match self {
-            Hierarchy::V1 {
-                memory,
-                pids,
-                cpu,
-                cpuacct,
-                freezer,
-            } => v1_leaves([memory, pids, cpu, cpuacct, freezer], name),
-            Hierarchy::V2 { own } => CgroupPaths::V2 {
-                path: own.join(PARENT_DIR).join(name),
-            },
-        };
-        let cg = Cgroup { paths };
-        Ok((!cg.remaining_dirs().is_empty()).then_some(cg))
-    }
-
-    /// Create (or re-use, if it exists) the cgroup `<own>/lizard/<name>` with `limits`.
-    pub fn create(&self, name: &str, limits: &CgroupLimits) -> Result<Cgroup, CgroupError> {
-        check_name(name)?;
-        match self {
+        Ok(match self {
             Hierarchy::V1 {
                 memory,
                 pids,
@@ -271,40 +250,53 @@ impl Hierarchy {
                 cpuacct,
                 freezer,
             } => {
-                let paths = v1_leaves([memory, pids, cpu, cpuacct, freezer], name);
-                let cg = Cgroup { paths };
+                let [memory, pids, cpu, cpuacct, freezer] =
+                    [memory, pids, cpu, cpuacct, freezer].map(|p| p.join(PARENT_DIR).join(name));
+                CgroupPaths::V1 {
+                    memory,
+                    pids,
+                    cpu,
+                    cpuacct,
+                    freezer,
+                }
+            }
+            Hierarchy::V2 { own } => CgroupPaths::V2 {
+                path: own.join(PARENT_DIR).join(name),
+            },
+        })
+    }
+
+    /// The cgroup `<own>/lizard/<name>` that [`Hierarchy::create`] makes, if any of its
+    /// directories exists; nothing is created. For a caller cleaning up after a launch cut short
+    /// (its processes, if any, are there).
+    pub fn existing(&self, name: &str) -> Result<Option<Cgroup>, CgroupError> {
+        let cg = Cgroup {
+            paths: self.paths_of(name)?,
+        };
+        Ok((!cg.remaining_dirs().is_empty()).then_some(cg))
+    }
+
+    /// Create (or re-use, if it exists) the cgroup `<own>/lizard/<name>` with `limits`.
+    pub fn create(&self, name: &str, limits: &CgroupLimits) -> Result<Cgroup, CgroupError> {
+        let cg = Cgroup {
+            paths: self.paths_of(name)?,
+        };
+        match self {
+            Hierarchy::V1 { .. } => {
                 for dir in cg.dirs() {
                     mkdir_p(&dir)?;
                 }
-                cg.set_limits(limits)?;
-                Ok(cg)
             }
             Hierarchy::V2 { own } => {
                 let parent = own.join(PARENT_DIR);
                 enable_v2_controllers(own)?;
                 mkdir_p(&parent)?;
                 enable_v2_controllers(&parent)?;
-                let path = parent.join(name);
-                mkdir_p(&path)?;
-                let cg = Cgroup {
-                    paths: CgroupPaths::V2 { path },
-                };
-                cg.set_limits(limits)?;
-                Ok(cg)
+                mkdir_p(&parent.join(name))?;
             }
         }
-    }
-}
-
-/// `<dir>/lizard/<name>` in each v1 hierarchy (memory, pids, cpu, cpuacct, freezer).
-fn v1_leaves(dirs: [&PathBuf; 5], name: &str) -> CgroupPaths {
-    let [memory, pids, cpu, cpuacct, freezer] = dirs.map(|p| p.join(PARENT_DIR).join(name));
-    CgroupPaths::V1 {
-        memory,
-        pids,
-        cpu,
-        cpuacct,
-        freezer,
+        cg.set_limits(limits)?;
+        Ok(cg)
     }
 }
 

@@ -567,7 +567,7 @@ fn round_trip_figures(args: &BenchArgs, server: &BenchServer) -> Result<Vec<Figu
             bail!("{} not found", args.python_sdk.display());
         }
         SdkRounds::start(
-            Command::new(&args.python_sdk).args(["-c", PY_ROUND_TRIP]),
+            Command::new(&args.python_sdk).args(["-c", &format!("{PY_POOL}{PY_ROUND_TRIP}")]),
             server,
             &id,
         )
@@ -838,6 +838,23 @@ await Promise.all(pending);
 console.log(JSON.stringify({ burst: b, again, sustained }));
 "#;
 
+/// What the Python benchmarks share: `refilled()` waits until the server's warm pool holds what it
+/// aims at (its `/metrics` gauges; the bench's key is an admin's), at most a minute (as
+/// [`TS_POOL`]).
+const PY_POOL: &str = r#"
+import os, re, time, urllib.request
+def refilled():
+    req = urllib.request.Request(os.environ["LIZARD_API_URL"] + "/metrics",
+                                 headers={"authorization": "Bearer " + os.environ["LIZARD_API_KEY"]})
+    until = time.monotonic() + 60
+    while time.monotonic() < until:
+        text = urllib.request.urlopen(req).read().decode()
+        g = {k: int(v) for k, v in re.findall(r"^(lizard_pool_\w+) (\d+)$", text, re.M)}
+        if g.get("lizard_pool_ready", 0) >= g.get("lizard_pool_target", 0):
+            return
+        time.sleep(0.2)
+"#;
+
 const PY_BENCH: &str = r#"
 import json, sys, time
 from lizard import CodeSandbox
@@ -845,17 +862,8 @@ n = int(sys.argv[1])
 sandbox = CodeSandbox.create(project="bench")
 for _ in range(20):
     sandbox.run_code("1+1")
-# Once the pool has refilled (its /metrics gauges; at most a minute): nothing else runs beside.
-import os, re, urllib.request
-req = urllib.request.Request(os.environ["LIZARD_API_URL"] + "/metrics",
-                             headers={"authorization": "Bearer " + os.environ["LIZARD_API_KEY"]})
-until = time.monotonic() + 60
-while time.monotonic() < until:
-    text = urllib.request.urlopen(req).read().decode()
-    g = {k: int(v) for k, v in re.findall(r"^(lizard_pool_\w+) (\d+)$", text, re.M)}
-    if g.get("lizard_pool_ready", 0) >= g.get("lizard_pool_target", 0):
-        break
-    time.sleep(0.2)
+# Once the pool has refilled: nothing else runs beside.
+refilled()
 rts = []
 for _ in range(n * 10):
     t = time.perf_counter()
@@ -867,21 +875,13 @@ print(json.dumps({"round_trip": rts}))
 
 /// The Python SDK's program of `--only-round-trips` (as [`TS_ROUND_TRIP`]).
 const PY_ROUND_TRIP: &str = r#"
-import json, os, re, sys, time, urllib.request
+import json, sys, time
 from lizard import CodeSandbox
 sandbox = CodeSandbox.connect(sys.argv[1])
 for _ in range(50):
     sandbox.run_code("1+1")
-req = urllib.request.Request(os.environ["LIZARD_API_URL"] + "/metrics",
-                             headers={"authorization": "Bearer " + os.environ["LIZARD_API_KEY"]})
 for line in sys.stdin:
-    until = time.monotonic() + 60
-    while time.monotonic() < until:
-        text = urllib.request.urlopen(req).read().decode()
-        g = {k: int(v) for k, v in re.findall(r"^(lizard_pool_\w+) (\d+)$", text, re.M)}
-        if g.get("lizard_pool_ready", 0) >= g.get("lizard_pool_target", 0):
-            break
-        time.sleep(0.2)
+    refilled()
     rts = []
     for _ in range(int(line)):
         t = time.perf_counter()
@@ -1276,7 +1276,7 @@ fn python_figures(args: &BenchArgs, server: &BenchServer) -> Result<Vec<Figure>>
         bail!("{} not found", args.python_sdk.display());
     }
     let v = sdk_bench(
-        Command::new(&args.python_sdk).args(["-c", PY_BENCH]),
+        Command::new(&args.python_sdk).args(["-c", &format!("{PY_POOL}{PY_BENCH}")]),
         args,
         server,
     )?;
