@@ -111,6 +111,15 @@ async def _stream_fold(
                 check()
 
 
+async def _close_quietly(resp: _support.Response) -> None:
+    """Close the response of a background reader that is ending: an error closing it is not
+    reported (the reader's ``error`` already says why it ended, if it ended early)."""
+    try:
+        await resp.aclose()
+    except Exception:
+        pass
+
+
 class AsyncCodeSandbox:
     """A sandbox with stateful Python, JavaScript and Bash kernels (asyncio client).
 
@@ -720,10 +729,7 @@ class AsyncPtyHandle:
         except _support.READER_ERRORS as e:  # noqa: BLE001 - reported through .error and wait()
             self.error = e
         finally:
-            try:
-                await self._resp.aclose()
-            except Exception:
-                pass
+            await _close_quietly(self._resp)
 
     async def send_input(self, data: Union[str, bytes]) -> None:
         """Type into the terminal: ``str`` (sent as UTF-8) or ``bytes``; ``"\\r"`` is Enter,
@@ -866,10 +872,7 @@ class AsyncWatchHandle:
             if not self._stopped:
                 self.error = e
         finally:
-            try:
-                await self._resp.aclose()
-            except Exception:
-                pass
+            await _close_quietly(self._resp)
 
     async def stop(self) -> None:
         """End the watch and wait for its reader (unless called from ``on_event``)."""

@@ -114,6 +114,15 @@ def _stream_fold(
                 check()
 
 
+def _close_quietly(resp: _support.Response) -> None:
+    """Close the response of a background reader that is ending: an error closing it is not
+    reported (the reader's ``error`` already says why it ended, if it ended early)."""
+    try:
+        resp.close()
+    except Exception:
+        pass
+
+
 class CodeSandbox:
     """A sandbox with stateful Python, JavaScript and Bash kernels (synchronous client).
 
@@ -722,10 +731,7 @@ class PtyHandle:
         except _support.READER_ERRORS as e:  # noqa: BLE001 - reported through .error and wait()
             self.error = e
         finally:
-            try:
-                self._resp.close()
-            except Exception:
-                pass
+            _close_quietly(self._resp)
 
     def send_input(self, data: Union[str, bytes]) -> None:
         """Type into the terminal: ``str`` (sent as UTF-8) or ``bytes``; ``"\\r"`` is Enter,
@@ -868,10 +874,7 @@ class WatchHandle:
             if not self._stopped:
                 self.error = e
         finally:
-            try:
-                self._resp.close()
-            except Exception:
-                pass
+            _close_quietly(self._resp)
 
     def stop(self) -> None:
         """End the watch and wait for its reader (unless called from ``on_event``)."""
