@@ -148,6 +148,24 @@ def answer(body: bytes = b"{}") -> Handler:
     return handle
 
 
+def in_threads(work: Callable[[int], None], n: int) -> List[BaseException]:
+    """Run ``work(0)`` … ``work(n - 1)`` each in a thread of its own; the exceptions they raised."""
+    errors: List[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as e:  # noqa: BLE001 - returned to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 # ---- connections --------------------------------------------------------------------------------
 
 
@@ -171,21 +189,12 @@ def test_threads_share_a_small_pool(fake: Callable[..., FakeServer]) -> None:
 
     srv = fake(slow)
     c = client(srv.url)
-    errors: List[BaseException] = []
 
     def work(i: int) -> None:
-        try:
-            for j in range(20):
-                assert c.request("POST", "/echo", json={"i": i, "j": j}).json() == {"i": i, "j": j}
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for j in range(20):
+            assert c.request("POST", "/echo", json={"i": i, "j": j}).json() == {"i": i, "j": j}
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not in_threads(work, 6)
     assert len(srv.requests) == 120
     assert srv.connections <= 6  # one per thread at most, each reused
     assert len(c._idle) <= _http.MAX_IDLE
@@ -451,22 +460,14 @@ def test_run_code_reuses_one_connection(sandbox: CodeSandbox, monkeypatch: pytes
 
 
 def test_one_sandbox_object_from_several_threads(sandbox: CodeSandbox) -> None:
-    errors: List[BaseException] = []
     ctxs = [sandbox.create_context() for _ in range(4)]
 
     def work(i: int) -> None:
-        try:
-            for j in range(10):
-                ex = sandbox.run_code(f"print({i * 100 + j})", context=ctxs[i])
-                assert ex.stdout == f"{i * 100 + j}\n", ex
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for j in range(10):
+            ex = sandbox.run_code(f"print({i * 100 + j})", context=ctxs[i])
+            assert ex.stdout == f"{i * 100 + j}\n", ex
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = in_threads(work, 4)
     assert not errors, errors
 
 
