@@ -4,36 +4,21 @@
 // `lizard serve`. Only `getSandbox(env.Sandbox, …)` is replaced (by `CodeSandbox.create`), and
 // api.anthropic.com is stubbed (no network here; helpers/anthropic-stub.mjs).
 
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServer } from './helpers/server.js';
-import { cloudflareProgram, installSdk, runNode, sections } from './helpers/snippets.js';
+import { cloudflareProgram, programRuns, runNode, sections } from './helpers/snippets.js';
 
 const STUB = fileURLToPath(new URL('./helpers/anthropic-stub.mjs', import.meta.url));
 
-let server;
-let user;
-const runs = {};
-
-before(async () => {
-  server = await startServer();
-  user = await installSdk();
-  for (const v of ['a', 'b']) {
-    await writeFile(join(user.dir, `guide-${v}.mjs`), await cloudflareProgram(v));
-    runs[v] = runNode(user.dir, `guide-${v}.mjs`, { args: ['--import', STUB] });
-    runs[v].catch(() => {});
-  }
-});
-
-after(async () => {
-  await Promise.allSettled(Object.values(runs));
-  await user?.cleanup();
-  const { killed } = (await server?.stop()) ?? { killed: [] };
-  assert.deepEqual(killed, [], `sandboxes left running by the guide programs: ${killed}`);
-});
+const runs = programRuns(async (dir) => {
+  for (const v of ['a', 'b']) await writeFile(join(dir, `guide-${v}.mjs`), await cloudflareProgram(v));
+  return Object.fromEntries(
+    ['a', 'b'].map((v) => [v, runNode(dir, `guide-${v}.mjs`, { args: ['--import', STUB] })]),
+  );
+}, 'the guide programs');
 
 const FIB = '0\n1\n1\n2\n3\n5\n8\n13\n21\n34\n55\n89\n';
 

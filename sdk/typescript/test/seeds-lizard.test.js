@@ -3,40 +3,23 @@
 // a real `lizard serve`, and its printed output is compared with what the seed's comments promise.
 // Fragments that use the page's `sandbox` share one harness program (see helpers/snippets.js).
 
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startServer } from './helpers/server.js';
-import { installSdk, lizardFragmentsProgram, runNode, sections, snippet } from './helpers/snippets.js';
+import { lizardFragmentsProgram, programRuns, runNode, sections, snippet } from './helpers/snippets.js';
 
-let server;
-let user;
-const runs = {};
-
-before(async () => {
-  server = await startServer();
-  user = await installSdk();
-  await writeFile(join(user.dir, 'run-code.mjs'), await snippet('lizard-run-code'));
-  await writeFile(join(user.dir, 'fragments.mjs'), await lizardFragmentsProgram());
+const runs = programRuns(async (dir) => {
+  await writeFile(join(dir, 'run-code.mjs'), await snippet('lizard-run-code'));
+  await writeFile(join(dir, 'fragments.mjs'), await lizardFragmentsProgram());
   // The checkpoint snippet is the page's last; its `import` is the first snippet's.
   await writeFile(
-    join(user.dir, 'checkpoint.mjs'),
+    join(dir, 'checkpoint.mjs'),
     "import { CodeSandbox } from '@lizard-build/sdk';\n" + (await snippet('lizard-checkpoint')),
   );
   // Start all three at once (the checkpoint's pip install takes a while without network).
-  for (const name of ['run-code', 'fragments', 'checkpoint']) runs[name] = runNode(user.dir, `${name}.mjs`);
-  // Attach handlers now so a failure is reported by its test, not as an unhandled rejection.
-  for (const p of Object.values(runs)) p.catch(() => {});
-});
-
-after(async () => {
-  await Promise.allSettled(Object.values(runs));
-  await user?.cleanup();
-  const { killed } = (await server?.stop()) ?? { killed: [] };
-  // Every snippet kills its own sandbox: nothing should have been left for the clean-up.
-  assert.deepEqual(killed, [], `sandboxes left running by the snippets: ${killed}`);
-});
+  return Object.fromEntries(['run-code', 'fragments', 'checkpoint'].map((name) => [name, runNode(dir, `${name}.mjs`)]));
+}, 'the snippets');
 
 function ok(r) {
   assert.equal(r.code, 0, `exit ${r.code}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`);

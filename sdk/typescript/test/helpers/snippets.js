@@ -5,13 +5,15 @@
 // edited; the harness only adds what the seed's page had earlier (a `sandbox`, a `context`) and, for
 // Cloudflare's Worker-shaped snippets, a function scope (they `return` a Response) and the `env`.
 
+import { after, before } from 'node:test';
+import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { SDK_DIR } from './server.js';
+import { SDK_DIR, startServer } from './server.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 export const SNIPPETS_DIR = join(HERE, '../snippets');
@@ -146,6 +148,37 @@ export async function installSdk() {
     env: { ...process.env, npm_config_update_notifier: 'false' },
   });
   return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * The `before`/`after` hooks of a test file whose programs run as a user's would. Before: a real
+ * `lizard serve` and a folder where the SDK is installed (`installSdk`), then `start(dir)` writes
+ * the programs there and starts them all (resolving to an object of name → `runNode` promise,
+ * without awaiting anything once the first one is started). After: every run is waited for, the
+ * folder removed and the server stopped; each program kills its own sandbox, so a sandbox the
+ * server had to kill fails the file (`what` names the programs in that message).
+ * @param {(dir: string) => Promise<Record<string, ReturnType<typeof runNode>>>} start
+ * @param {string} what
+ * @returns {Record<string, ReturnType<typeof runNode>>} the runs (filled in by `before`)
+ */
+export function programRuns(start, what) {
+  const runs = {};
+  let server;
+  let user;
+  before(async () => {
+    server = await startServer();
+    user = await installSdk();
+    Object.assign(runs, await start(user.dir));
+    // Attach handlers now so a failure is reported by its test, not as an unhandled rejection.
+    for (const p of Object.values(runs)) p.catch(() => {});
+  });
+  after(async () => {
+    await Promise.allSettled(Object.values(runs));
+    await user?.cleanup();
+    const { killed } = (await server?.stop()) ?? { killed: [] };
+    assert.deepEqual(killed, [], `sandboxes left running by ${what}: ${killed}`);
+  });
+  return runs;
 }
 
 /**
