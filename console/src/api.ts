@@ -6,14 +6,11 @@ import type { components } from '../../sdk/typescript/src/wire';
 
 type Schemas = components['schemas'];
 export type SandboxInfo = Schemas['SandboxInfo'];
-export type SandboxState = Schemas['SandboxState'];
 export type Context = Schemas['Context'];
 export type Language = Schemas['Language'];
-export type EventFrame = Schemas['EventFrame'];
 export type ExecutionResult = Schemas['ExecutionResult'];
 export type TemplateInfo = Schemas['TemplateInfo'];
 export type CreateSandboxRequest = Schemas['CreateSandboxRequest'];
-export type ErrorCode = Schemas['ErrorCode'];
 export type EntryInfo = Schemas['EntryInfo'];
 export type ProjectUsage = Schemas['ProjectUsage'];
 export type AuditEvent = Schemas['AuditEvent'];
