@@ -60,6 +60,11 @@ export interface BodyReader {
  */
 export interface Reply {
     readonly status: number;
+    /**
+     * The request's signal when the transport itself ends every read of this body on its abort
+     * (`node:http`), so that {@link ndjsonFrames} need not race each read against it.
+     */
+    readonly signal?: AbortSignal | undefined;
     /** A header's value (the name in any case), `null` when absent. */
     header(name: string): string | null;
     reader(): BodyReader;
@@ -128,7 +133,11 @@ export declare class HttpClient {
  * incrementally (a character split across network chunks is kept whole). With `signal`, its abort
  * ends the read with its reason (the body is then closed): what {@link HttpClient.sendStream}'s
  * callers rely on. The generator holds the signal for as long as it reads, so no garbage
- * collection can cut the link (undici's own link can be cut: nodejs/undici#4068).
+ * collection can cut the link (undici's own link can be cut: nodejs/undici#4068); a `node:http`
+ * reply's reads already end on their request's signal ({@link Reply.signal}), which its response
+ * holds. With `last`, the frame for which it is true ends the frames (a stream's final event):
+ * the rest of the body (the response's end, which may come in a later TCP segment) is read in
+ * the background, so that the connection is kept alive, and nothing of it is waited for.
  */
-export declare function ndjsonFrames(body: Reply, signal?: AbortSignal): AsyncGenerator<Frame, void, undefined>;
+export declare function ndjsonFrames(body: Reply, signal?: AbortSignal, last?: (frame: Frame) => boolean): AsyncGenerator<Frame, void, undefined>;
 export {};

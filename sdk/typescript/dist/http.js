@@ -144,6 +144,7 @@ function nodeModules() {
         http: proc.getBuiltinModule('node:http'),
         https: proc.getBuiltinModule('node:https'),
         stream: proc.getBuiltinModule('node:stream'),
+        url: proc.getBuiltinModule('node:url'),
     };
 }
 /**
@@ -159,12 +160,27 @@ function nodeTransport(m) {
         'http:': new m.http.Agent({ keepAlive: true, timeout: 4_000 }),
         'https:': new m.https.Agent({ keepAlive: true, timeout: 4_000 }),
     };
+    // Each URL as `http.request` would make it into options, kept for the URLs asked for again and
+    // again (a sandbox's `/execute`): parsing one costs microseconds on every request.
+    const targets = new Map();
+    const targetOf = (url) => {
+        let t = targets.get(url);
+        if (!t) {
+            if (targets.size >= 256)
+                targets.clear();
+            t = m.url.urlToHttpOptions(new URL(url));
+            targets.set(url, t);
+        }
+        return t;
+    };
     return ({ method, url, headers, body, signal }) => new Promise((resolve, reject) => {
         if (signal?.aborted)
             return reject(signal.reason);
-        const target = new URL(url);
-        const lib = target.protocol === 'https:' ? m.https : m.http;
-        const req = lib.request(target, { method, headers, agent: agents[target.protocol] });
+        const target = targetOf(url);
+        const protocol = target.protocol === 'https:' ? 'https:' : 'http:';
+        const lib = protocol === 'https:' ? m.https : m.http;
+        // (a copy: `request` adds the options to the URL's)
+        const req = lib.request({ ...target, method, headers, agent: agents[protocol] });
         let res;
         const onAbort = () => {
             (res ?? req).destroy(signal?.reason);
@@ -206,12 +222,49 @@ function nodeTransport(m) {
 /** A {@link Reply} of `node:http`'s response, its body read chunk by chunk as it arrives. */
 function nodeReply(res, signal) {
     const failure = (err) => (signal?.aborted ? signal.reason : new TypeError('terminated', { cause: err }));
+    // The body in paused mode, as Node's own async iterator reads it (what is buffered at once, the
+    // socket resumed as the buffer empties), without that iterator's generator and end-of-stream
+    // machinery on every chunk. The body ends at 'end' (the socket is then back with the agent);
+    // an 'error' (a broken connection, an abort's destroy) or a 'close' before the end fails it.
     const reader = () => {
-        const chunks = res[Symbol.asyncIterator]();
+        let wake;
+        let ended = res.readableEnded;
+        let failed;
+        const poke = () => {
+            const w = wake;
+            wake = undefined;
+            w?.();
+        };
+        res.on('readable', poke);
+        res.on('end', () => {
+            ended = true;
+            poke();
+        });
+        res.on('error', (err) => {
+            failed ??= { err };
+            poke();
+        });
+        res.on('close', () => {
+            if (!ended)
+                failed ??= { err: prematureClose() };
+            poke();
+        });
+        const read = async () => {
+            for (;;) {
+                if (failed)
+                    throw failure(failed.err);
+                const chunk = res.destroyed ? null : res.read();
+                if (chunk !== null)
+                    return { done: false, value: chunk };
+                if (ended)
+                    return { done: true, value: undefined };
+                if (res.destroyed)
+                    throw failure(res.errored ?? prematureClose());
+                await new Promise((resolve) => (wake = resolve));
+            }
+        };
         return {
-            read: () => chunks.next().then((r) => r, (err) => {
-                throw failure(err);
-            }),
+            read,
             // (a body read to its end leaves the socket to the agent; an unfinished one closes it)
             cancel: async () => {
                 res.destroy();
@@ -237,6 +290,7 @@ function nodeReply(res, signal) {
     const text = async () => new TextDecoder().decode(await bytes());
     return {
         status: res.statusCode ?? 0,
+        signal,
         header: (name) => {
             const v = res.headers[name.toLowerCase()];
             return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
@@ -259,6 +313,10 @@ function nodeReply(res, signal) {
         text,
         json: async () => JSON.parse(await text()),
     };
+}
+/** What Node's stream utilities report when a stream closed before its end. */
+function prematureClose() {
+    return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
 }
 let chosen;
 /** The transport of clients without a `fetch` of their own: chosen once, at the first. */
@@ -351,14 +409,18 @@ export class HttpClient {
  * incrementally (a character split across network chunks is kept whole). With `signal`, its abort
  * ends the read with its reason (the body is then closed): what {@link HttpClient.sendStream}'s
  * callers rely on. The generator holds the signal for as long as it reads, so no garbage
- * collection can cut the link (undici's own link can be cut: nodejs/undici#4068).
+ * collection can cut the link (undici's own link can be cut: nodejs/undici#4068); a `node:http`
+ * reply's reads already end on their request's signal ({@link Reply.signal}), which its response
+ * holds. With `last`, the frame for which it is true ends the frames (a stream's final event):
+ * the rest of the body (the response's end, which may come in a later TCP segment) is read in
+ * the background, so that the connection is kept alive, and nothing of it is waited for.
  */
-export async function* ndjsonFrames(body, signal) {
+export async function* ndjsonFrames(body, signal, last) {
     signal?.throwIfAborted();
     const reader = body.reader();
     const decoder = new TextDecoder();
     let onAbort = () => { };
-    const aborted = signal
+    const aborted = signal && signal !== body.signal
         ? new Promise((_, reject) => {
             onAbort = () => reject(signal.reason);
             signal.addEventListener('abort', onAbort, { once: true });
@@ -380,20 +442,39 @@ export async function* ndjsonFrames(body, signal) {
             while ((nl = buf.indexOf('\n')) >= 0) {
                 const line = buf.slice(0, nl);
                 buf = buf.slice(nl + 1);
-                if (line.trim())
-                    yield parseFrame(line);
+                if (!line.trim())
+                    continue;
+                const frame = parseFrame(line);
+                if (last?.(frame)) {
+                    finished = true;
+                    drain(reader);
+                    yield frame;
+                    return;
+                }
+                yield frame;
             }
         }
         if (buf.trim())
             yield parseFrame(buf);
     }
     finally {
-        signal?.removeEventListener('abort', onAbort);
+        if (aborted)
+            signal?.removeEventListener('abort', onAbort);
         // A consumer that stops early (a callback threw) closes the response: the server then
         // interrupts the cell, as it does for any client that goes away.
         if (!finished)
             await reader.cancel().catch(() => { });
     }
+}
+/** Read a body to its end in the background, whatever it holds (a failure ends the read). */
+function drain(reader) {
+    const next = () => {
+        reader.read().then((c) => {
+            if (!c.done)
+                next();
+        }, () => { });
+    };
+    next();
 }
 function parseFrame(line) {
     try {

@@ -16,6 +16,9 @@ import { InvalidArgumentError, NotFoundError, SandboxError, TimeoutError } from 
 /** The template `create` uses when none is given: `'code-interpreter-v1'`. */
 export const DEFAULT_TEMPLATE = 'code-interpreter-v1';
 const enc = encodeURIComponent;
+// ---- runCode -------------------------------------------------------------------------------------
+/** An execution stream's final frame. */
+const isEndFrame = (frame) => frame.type === 'end';
 // ---- helpers -------------------------------------------------------------------------------------
 function isPlainObject(v) {
     return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -511,7 +514,8 @@ export class CodeSandbox {
         let ended = false;
         const callbacks = new Callbacks();
         try {
-            for await (const frame of ndjsonFrames(res, signal)) {
+            // (the `end` frame is the last: the response's own end is not waited for)
+            for await (const frame of ndjsonFrames(res, signal, isEndFrame)) {
                 const ev = execution.apply(frame);
                 if (!ev)
                     continue;

@@ -9,6 +9,7 @@
 import type * as NodeHttp from 'node:http';
 import type * as NodeHttps from 'node:https';
 import type * as NodeStream from 'node:stream';
+import type * as NodeUrl from 'node:url';
 import {
   AuthenticationError,
   ConnectionError,
@@ -167,6 +168,11 @@ export interface BodyReader {
  */
 export interface Reply {
   readonly status: number;
+  /**
+   * The request's signal when the transport itself ends every read of this body on its abort
+   * (`node:http`), so that {@link ndjsonFrames} need not race each read against it.
+   */
+  readonly signal?: AbortSignal | undefined;
   /** A header's value (the name in any case), `null` when absent. */
   header(name: string): string | null;
   reader(): BodyReader;
@@ -229,6 +235,7 @@ interface NodeModules {
   http: typeof NodeHttp;
   https: typeof NodeHttps;
   stream: Pick<typeof NodeStream, 'pipeline' | 'Readable'>;
+  url: Pick<typeof NodeUrl, 'urlToHttpOptions'>;
 }
 
 /** Node's own modules, when this runs in Node (not in Bun or Deno, whose `node:http` is theirs). */
@@ -242,6 +249,7 @@ function nodeModules(): NodeModules | undefined {
     http: proc.getBuiltinModule('node:http'),
     https: proc.getBuiltinModule('node:https'),
     stream: proc.getBuiltinModule('node:stream'),
+    url: proc.getBuiltinModule('node:url'),
   };
 }
 
@@ -258,12 +266,26 @@ function nodeTransport(m: NodeModules): Transport {
     'http:': new m.http.Agent({ keepAlive: true, timeout: 4_000 }),
     'https:': new m.https.Agent({ keepAlive: true, timeout: 4_000 }),
   };
+  // Each URL as `http.request` would make it into options, kept for the URLs asked for again and
+  // again (a sandbox's `/execute`): parsing one costs microseconds on every request.
+  const targets = new Map<string, NodeHttp.RequestOptions>();
+  const targetOf = (url: string): NodeHttp.RequestOptions => {
+    let t = targets.get(url);
+    if (!t) {
+      if (targets.size >= 256) targets.clear();
+      t = m.url.urlToHttpOptions(new URL(url));
+      targets.set(url, t);
+    }
+    return t;
+  };
   return ({ method, url, headers, body, signal }) =>
     new Promise<Reply>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
-      const target = new URL(url);
-      const lib = target.protocol === 'https:' ? m.https : m.http;
-      const req = lib.request(target, { method, headers, agent: agents[target.protocol] });
+      const target = targetOf(url);
+      const protocol = target.protocol === 'https:' ? 'https:' : 'http:';
+      const lib = protocol === 'https:' ? m.https : m.http;
+      // (a copy: `request` adds the options to the URL's)
+      const req = lib.request({ ...target, method, headers, agent: agents[protocol] });
       let res: NodeHttp.IncomingMessage | undefined;
       const onAbort = (): void => {
         (res ?? req).destroy(signal?.reason);
@@ -302,16 +324,44 @@ function nodeTransport(m: NodeModules): Transport {
 /** A {@link Reply} of `node:http`'s response, its body read chunk by chunk as it arrives. */
 function nodeReply(res: NodeHttp.IncomingMessage, signal: AbortSignal | undefined): Reply {
   const failure = (err: unknown): unknown => (signal?.aborted ? signal.reason : new TypeError('terminated', { cause: err }));
+  // The body in paused mode, as Node's own async iterator reads it (what is buffered at once, the
+  // socket resumed as the buffer empties), without that iterator's generator and end-of-stream
+  // machinery on every chunk. The body ends at 'end' (the socket is then back with the agent);
+  // an 'error' (a broken connection, an abort's destroy) or a 'close' before the end fails it.
   const reader = (): BodyReader => {
-    const chunks = res[Symbol.asyncIterator]() as AsyncIterator<Uint8Array, undefined>;
+    let wake: (() => void) | undefined;
+    let ended = res.readableEnded;
+    let failed: { err: unknown } | undefined;
+    const poke = (): void => {
+      const w = wake;
+      wake = undefined;
+      w?.();
+    };
+    res.on('readable', poke);
+    res.on('end', () => {
+      ended = true;
+      poke();
+    });
+    res.on('error', (err) => {
+      failed ??= { err };
+      poke();
+    });
+    res.on('close', () => {
+      if (!ended) failed ??= { err: prematureClose() };
+      poke();
+    });
+    const read = async (): Promise<Chunk> => {
+      for (;;) {
+        if (failed) throw failure(failed.err);
+        const chunk = res.destroyed ? null : (res.read() as Uint8Array | null);
+        if (chunk !== null) return { done: false, value: chunk };
+        if (ended) return { done: true, value: undefined };
+        if (res.destroyed) throw failure(res.errored ?? prematureClose());
+        await new Promise<void>((resolve) => (wake = resolve));
+      }
+    };
     return {
-      read: () =>
-        chunks.next().then(
-          (r) => r as Chunk,
-          (err) => {
-            throw failure(err);
-          },
-        ),
+      read,
       // (a body read to its end leaves the socket to the agent; an unfinished one closes it)
       cancel: async () => {
         res.destroy();
@@ -337,6 +387,7 @@ function nodeReply(res: NodeHttp.IncomingMessage, signal: AbortSignal | undefine
   const text = async (): Promise<string> => new TextDecoder().decode(await bytes());
   return {
     status: res.statusCode ?? 0,
+    signal,
     header: (name) => {
       const v = res.headers[name.toLowerCase()];
       return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
@@ -357,6 +408,11 @@ function nodeReply(res: NodeHttp.IncomingMessage, signal: AbortSignal | undefine
     text,
     json: async () => JSON.parse(await text()) as unknown,
   };
+}
+
+/** What Node's stream utilities report when a stream closed before its end. */
+function prematureClose(): Error {
+  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
 }
 
 let chosen: Transport | undefined;
@@ -487,19 +543,28 @@ export class HttpClient {
  * incrementally (a character split across network chunks is kept whole). With `signal`, its abort
  * ends the read with its reason (the body is then closed): what {@link HttpClient.sendStream}'s
  * callers rely on. The generator holds the signal for as long as it reads, so no garbage
- * collection can cut the link (undici's own link can be cut: nodejs/undici#4068).
+ * collection can cut the link (undici's own link can be cut: nodejs/undici#4068); a `node:http`
+ * reply's reads already end on their request's signal ({@link Reply.signal}), which its response
+ * holds. With `last`, the frame for which it is true ends the frames (a stream's final event):
+ * the rest of the body (the response's end, which may come in a later TCP segment) is read in
+ * the background, so that the connection is kept alive, and nothing of it is waited for.
  */
-export async function* ndjsonFrames(body: Reply, signal?: AbortSignal): AsyncGenerator<Frame, void, undefined> {
+export async function* ndjsonFrames(
+  body: Reply,
+  signal?: AbortSignal,
+  last?: (frame: Frame) => boolean,
+): AsyncGenerator<Frame, void, undefined> {
   signal?.throwIfAborted();
   const reader = body.reader();
   const decoder = new TextDecoder();
   let onAbort = (): void => {};
-  const aborted = signal
-    ? new Promise<never>((_, reject) => {
-        onAbort = () => reject(signal.reason);
-        signal.addEventListener('abort', onAbort, { once: true });
-      })
-    : undefined;
+  const aborted =
+    signal && signal !== body.signal
+      ? new Promise<never>((_, reject) => {
+          onAbort = () => reject(signal.reason);
+          signal.addEventListener('abort', onAbort, { once: true });
+        })
+      : undefined;
   aborted?.catch(() => {});
   let buf = '';
   let finished = false;
@@ -516,16 +581,34 @@ export async function* ndjsonFrames(body: Reply, signal?: AbortSignal): AsyncGen
       while ((nl = buf.indexOf('\n')) >= 0) {
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + 1);
-        if (line.trim()) yield parseFrame(line);
+        if (!line.trim()) continue;
+        const frame = parseFrame(line);
+        if (last?.(frame)) {
+          finished = true;
+          drain(reader);
+          yield frame;
+          return;
+        }
+        yield frame;
       }
     }
     if (buf.trim()) yield parseFrame(buf);
   } finally {
-    signal?.removeEventListener('abort', onAbort);
+    if (aborted) signal?.removeEventListener('abort', onAbort);
     // A consumer that stops early (a callback threw) closes the response: the server then
     // interrupts the cell, as it does for any client that goes away.
     if (!finished) await reader.cancel().catch(() => {});
   }
+}
+
+/** Read a body to its end in the background, whatever it holds (a failure ends the read). */
+function drain(reader: BodyReader): void {
+  const next = (): void => {
+    reader.read().then((c) => {
+      if (!c.done) next();
+    }, () => {});
+  };
+  next();
 }
 
 function parseFrame(line: string): Frame {

@@ -12,7 +12,7 @@ import type { ExecutionError, Result } from './execution.js';
 import { Files } from './files.js';
 import { Pty } from './pty.js';
 import { HttpClient, NDJSON, ndjsonFrames, resolveConfig } from './http.js';
-import type { ConnectionOptions } from './http.js';
+import type { ConnectionOptions, Frame } from './http.js';
 import { volumeMountsBody } from './volumes.js';
 import type { SandboxVolume, VolumeMount } from './volumes.js';
 import { snapshotId } from './snapshots.js';
@@ -350,6 +350,9 @@ export interface ForkedContext extends Context {
 }
 
 // ---- runCode -------------------------------------------------------------------------------------
+
+/** An execution stream's final frame. */
+const isEndFrame = (frame: Frame): boolean => frame.type === 'end';
 
 /** Options of {@link CodeSandbox.runCode}. Pass `context` or `language`, not both. */
 export interface RunCodeOptions {
@@ -944,7 +947,8 @@ export class CodeSandbox {
     let ended = false;
     const callbacks = new Callbacks();
     try {
-      for await (const frame of ndjsonFrames(res, signal)) {
+      // (the `end` frame is the last: the response's own end is not waited for)
+      for await (const frame of ndjsonFrames(res, signal, isEndFrame)) {
         const ev = execution.apply(frame);
         if (!ev) continue;
         switch (ev.kind) {

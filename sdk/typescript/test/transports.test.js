@@ -1,9 +1,10 @@
 // The SDK's two transports (src/http.ts: `node:http`, Node's default, and `fetch`, the fallback
 // elsewhere or given as the `fetch` option) behave alike: against a local server that streams,
 // stalls, breaks connections and echoes uploads (incremental delivery, aborts and early stops
-// that close the connection, deadlines, typed errors, uploads and downloads of every body kind,
-// keep-alive), then against a real `lizard serve` through the public API (streamed cells, abort,
-// deadline, large files, a killed command's stream, no sockets left behind).
+// that close the connection, a last frame that ends the read before the response ends,
+// deadlines, typed errors, uploads and downloads of every body kind, keep-alive), then against
+// a real `lizard serve` through the public API (streamed cells, abort, deadline, large files, a
+// killed command's stream, no sockets left behind).
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -30,6 +31,8 @@ const conns = { opened: 0, closed: 0 };
 /** Per path: resolves when the server's side of that request's connection closed. */
 const closed = new Map();
 let downloadBytes;
+/** Per path: ends the held response of `/last` (the test says when). */
+const holds = new Map();
 
 function onClose(req) {
   let done;
@@ -50,6 +53,12 @@ before(async () => {
       onClose(req);
       res.writeHead(200, { 'content-type': 'application/x-ndjson' });
       res.write('{"n":1}\n');
+    } else if (path === '/last') {
+      // A stream's last frame, then the response held open until the test ends it.
+      onClose(req);
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      res.write('{"n":1}\n{"type":"end"}\n');
+      holds.set(req.url, () => new Promise((resolve) => res.end(resolve)));
     } else if (path === '/no-headers') {
       onClose(req);
     } else if (path === '/broken') {
@@ -139,6 +148,24 @@ for (const [name, extra] of TRANSPORTS) {
       const { res } = await client().send('GET', '/stall?early', { timeoutMs: null });
       for await (const f of ndjsonFrames(res)) if (f.n === 1) break;
       await within(closed.get('/stall?early'), 5_000, 'the connection closed');
+    });
+
+    test('frames read up to a last one end there, before the response does; its connection is kept', async () => {
+      const { res, signal } = await client().sendStream('GET', `/last?${name}`, { timeoutMs: null });
+      const got = [];
+      const read = (async () => {
+        for await (const f of ndjsonFrames(res, signal, (f) => f.type === 'end')) got.push(f);
+      })();
+      // (the server ends the response only once told to)
+      await within(read, 5_000, 'the frames ended');
+      assert.deepEqual(got, [{ n: 1 }, { type: 'end' }]);
+      await holds.get(`/last?${name}`)();
+      // The rest of the body is read in the background: the connection is not closed.
+      const open = await Promise.race([
+        closed.get(`/last?${name}`).then(() => false),
+        new Promise((r) => setTimeout(() => r(true), 300)),
+      ]);
+      assert.ok(open, 'the connection was closed');
     });
 
     test('a deadline before the headers: TimeoutError, the connection closed; an abort: its reason', async () => {
