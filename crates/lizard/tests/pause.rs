@@ -293,3 +293,40 @@ async fn a_launch_cut_short_by_a_server_kill_leaves_nothing_running() {
     assert!(!s.data_dir.path().join("sandboxes").join(id).exists());
     s.kill_all().await;
 }
+
+/// The harness's own check (`common::Server`'s drop): a sandbox that still runs after its server
+/// exited, though the server listed none, was lost by the server; the test that made it fails,
+/// and the sandbox is killed instead of running on for ever under init.
+#[tokio::test]
+async fn a_sandbox_its_server_lost_fails_the_test_and_is_killed() {
+    lizard_test_support::needs_root!();
+    let s = Server::with_flags("--pool-size 0");
+    // What a lost sandbox looks like from the host: its directory in the data dir, and its
+    // processes in its cgroup under the server's own (this test's).
+    let id = "lost0sandbox0harness";
+    std::fs::create_dir_all(s.data_dir.path().join("sandboxes").join(id)).unwrap();
+    let cg = lizard_jail::cgroup::Hierarchy::detect()
+        .unwrap()
+        .create(id, &Default::default())
+        .unwrap();
+    let mut orphan = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .unwrap();
+    cg.add_pid(orphan.id() as i32).unwrap();
+
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(s)));
+    let why = dropped.expect_err("the harness let a lost sandbox pass");
+    let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(why.contains(id), "{why}");
+    let killed = eventually(Duration::from_secs(30), || {
+        let done = orphan.try_wait().ok().flatten().is_some();
+        async move { done }
+    })
+    .await;
+    if !killed {
+        let _ = orphan.kill();
+    }
+    assert!(killed, "the lost sandbox's process still runs");
+    assert!(cg.remaining_dirs().is_empty(), "{:?}", cg.remaining_dirs());
+}

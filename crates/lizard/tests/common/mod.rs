@@ -318,28 +318,78 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // A test that panicked did not reach its own `kill_all`: its sandboxes (which outlive the
-        // server by design) would keep running, bombs included.
-        if std::thread::panicking() && self.child.is_some() {
-            let list = self
-                .blocking_req("GET", "/v1/sandboxes")
-                .unwrap_or_default();
-            let ids: Vec<String> = serde_json::from_slice::<Value>(&list)
-                .ok()
-                .and_then(|v| v.as_array().cloned())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|sb| sb["sandbox_id"].as_str().map(str::to_string))
-                .collect();
-            for id in ids {
-                self.blocking_req("DELETE", &format!("/v1/sandboxes/{id}"));
-            }
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        // Sandboxes outlive their server by design, so a test that did not kill its own (it
+        // panicked first, or left them for the harness) would leave them running for ever,
+        // bombs included: kill what the server still lists.
+        for id in self.listed_sandboxes() {
+            self.blocking_req("DELETE", &format!("/v1/sandboxes/{id}"));
         }
-        if let Some(mut c) = self.child.take() {
-            support::signal(c.id(), "-TERM");
-            let _ = c.wait();
+        support::signal(c.id(), "-TERM");
+        let _ = c.wait();
+        // What runs now under a sandbox of this data dir was lost by the server (neither listed
+        // nor drained with its pool): a leak of the product's, which fails the test.
+        let leaked = kill_leftovers(self.data_dir.path());
+        if !leaked.is_empty() && !std::thread::panicking() {
+            panic!(
+                "sandboxes {leaked:?} still ran after their server (listed none of them) exited: \
+                 the server lost track of them (they are killed now)"
+            );
         }
     }
+}
+
+impl Server {
+    /// The ids the server lists (none if it does not answer).
+    fn listed_sandboxes(&self) -> Vec<String> {
+        let list = self
+            .blocking_req("GET", "/v1/sandboxes")
+            .unwrap_or_default();
+        serde_json::from_slice::<Value>(&list)
+            .ok()
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|sb| sb["sandbox_id"].as_str().map(str::to_string))
+            .collect()
+    }
+}
+
+/// The sandboxes of `data_dir` (its `sandboxes/<id>` directories) whose cgroup (`lizard/<id>`
+/// under this process's own, which the servers it starts share) still holds a process, each
+/// killed whole, its cgroup removed and its disk unmounted: their ids.
+pub fn kill_leftovers(data_dir: &Path) -> Vec<String> {
+    let Ok(hierarchy) = lizard_jail::cgroup::Hierarchy::detect() else {
+        return Vec::new();
+    };
+    let mut leaked = Vec::new();
+    let dirs = std::fs::read_dir(data_dir.join("sandboxes"))
+        .into_iter()
+        .flatten();
+    for id in dirs
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+    {
+        let Ok(Some(cg)) = hierarchy.existing(&id) else {
+            continue;
+        };
+        if cg.pids().unwrap_or_default().is_empty() {
+            continue;
+        }
+        leaked.push(id.clone());
+        let _ = cg.kill_all();
+        let _ = cg.remove();
+        let dir = data_dir.join("sandboxes").join(&id);
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for m in mounts.lines().filter_map(|l| l.split(' ').nth(4)) {
+            if Path::new(m).starts_with(&dir) {
+                let _ = Command::new("umount").args(["-l", m]).status();
+            }
+        }
+    }
+    leaked
 }
 
 pub fn stdout(ex: &Value) -> String {
