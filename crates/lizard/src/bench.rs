@@ -410,22 +410,7 @@ async fn lizard_figures(
 async fn create_context_figures(c: &Client, id: &str, n: usize) -> Result<Vec<Figure>> {
     let mut out = Vec::new();
     for lang in Language::ALL {
-        let mut v = Vec::new();
-        for _ in 0..n.min(20) {
-            let t = Instant::now();
-            let ctx = c
-                .create_context(
-                    id,
-                    &CreateContextRequest {
-                        language: Some(lang),
-                        cwd: None,
-                        limits: None,
-                    },
-                )
-                .await?;
-            v.push(ms(t.elapsed()));
-            c.delete_context(id, ctx.id.as_str()).await?;
-        }
+        let v = time_create_contexts(c, id, lang, n.min(20), Duration::ZERO).await?;
         out.push(stats(
             &format!("createContext({lang})"),
             "ms",
@@ -436,23 +421,8 @@ async fn create_context_figures(c: &Client, id: &str, n: usize) -> Result<Vec<Fi
     // JavaScript creates spaced apart: with the zygote (default) both figures are a fork; with
     // `--agent-env LIZARD_JAVASCRIPT_ZYGOTE=false` (the spare kernel) this one leaves the agent
     // time to start its spare in between, while the back-to-back one waits for a spare starting.
-    let mut v = Vec::new();
-    for _ in 0..n.min(20) {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let t = Instant::now();
-        let ctx = c
-            .create_context(
-                id,
-                &CreateContextRequest {
-                    language: Some(Language::Javascript),
-                    cwd: None,
-                    limits: None,
-                },
-            )
-            .await?;
-        v.push(ms(t.elapsed()));
-        c.delete_context(id, ctx.id.as_str()).await?;
-    }
+    let apart = Duration::from_millis(300);
+    let v = time_create_contexts(c, id, Language::Javascript, n.min(20), apart).await?;
     out.push(stats(
         "createContext(javascript), 300 ms apart",
         "ms",
@@ -460,6 +430,31 @@ async fn create_context_figures(c: &Client, id: &str, n: usize) -> Result<Vec<Fi
         Some("≤ 20 ms"),
     ));
     Ok(out)
+}
+
+/// `n` timed creates of a `lang` context in sandbox `id`, `pause` before each (each context
+/// deleted again): their times in ms.
+async fn time_create_contexts(
+    c: &Client,
+    id: &str,
+    lang: Language,
+    n: usize,
+    pause: Duration,
+) -> Result<Vec<f64>> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        tokio::time::sleep(pause).await;
+        let t = Instant::now();
+        let req = CreateContextRequest {
+            language: Some(lang),
+            cwd: None,
+            limits: None,
+        };
+        let ctx = c.create_context(id, &req).await?;
+        v.push(ms(t.elapsed()));
+        c.delete_context(id, ctx.id.as_str()).await?;
+    }
+    Ok(v)
 }
 
 /// Memory per idle sandbox with a live Python context (PSS: shared pages counted once), and how
