@@ -209,6 +209,8 @@ pub struct SandboxConfig {
     /// The most ready sandboxes the pool grows to when bursts of creates ask for more than
     /// `pool_size` (see `pool::Demand`); at most `pool_size` means a fixed pool.
     pub pool_max: usize,
+    /// The most pool launches at once (at least one).
+    pub pool_refills: usize,
     /// Host uid and gid of the sandbox user: owner of a new volume's root directory.
     pub volume_owner: (u32, u32),
     /// Sandboxes' egress: the relay and DNS responder served in each egress sandbox's network

@@ -52,6 +52,7 @@ fn api_with_limits(rate: f64, burst: u32) -> Api {
         ready_timeout: Duration::from_secs(1),
         pool_size: 0,
         pool_max: 0,
+        pool_refills: 1,
         volume_owner: (1 << 20, 1 << 20),
         egress: Arc::new(lizard_server::egress::EgressService::new(Default::default())),
         secrets: Arc::new(

@@ -40,6 +40,11 @@ pub struct ServeArgs {
     /// of any ten seconds), then shrinks back. Default: --pool-size (a fixed pool).
     #[arg(long, env = "LIZARD_POOL_MAX")]
     pool_max: Option<usize>,
+    /// The most sandboxes the pool launches at once when it refills. Most of a launch is one
+    /// core's work (its Python kernel's start), so one at a time refills at most ≈ 4 a second.
+    /// Default: the number of cores, at most 4.
+    #[arg(long, env = "LIZARD_POOL_REFILLS")]
+    pool_refills: Option<usize>,
     /// Environment of every sandbox's agent, `KEY=VALUE` (repeatable): agent settings such as
     /// `LIZARD_JAVASCRIPT_ZYGOTE=false` (see `lizard agent --help`). A create's own `env` may not
     /// use `LIZARD_` names.
@@ -788,6 +793,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 ready_timeout: Duration::from_secs(30),
                 pool_size: args.pool_size,
                 pool_max: args.pool_max.unwrap_or(args.pool_size).max(args.pool_size),
+                pool_refills: args.pool_refills.unwrap_or_else(|| {
+                    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+                }),
                 volume_owner,
                 egress: std::sync::Arc::new(lizard_server::egress::EgressService::with_roots(
                     egress_hosts,

@@ -446,12 +446,9 @@ async fn orphans_are_reaped_by_the_agent() {
 async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
     lizard_test_support::needs_root!();
     let s = Server::with_flags("--pool-size 2");
-    let pooled_dirs = || {
-        std::fs::read_dir(s.data_dir.path().join("sandboxes"))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    };
-    assert!(eventually(Duration::from_secs(60), || async { pooled_dirs() >= 2 }).await);
+    // Ready, not only launching: the pool launches its sandboxes at once (one per core).
+    let pool_ready = || gauge(&s, "lizard_pool_ready ");
+    assert!(eventually(Duration::from_secs(60), || async { pool_ready().await == 2 }).await);
     let id = s
         .create(
             &s.admin_key.clone(),
@@ -487,8 +484,10 @@ async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
         .create(&s.admin_key.clone(), json!({"env": {"MINE": "1"}}))
         .await;
     assert_eq!(s.sh(&e, "echo $MINE").await.0, "1\n");
-    // The pool refills: one claimed + two ready.
-    assert!(eventually(Duration::from_secs(60), || async { pooled_dirs() >= 4 }).await);
+    // The pool refills: two ready again, besides the claimed one and the fresh one.
+    assert!(eventually(Duration::from_secs(60), || async { pool_ready().await == 2 }).await);
+    let dirs = std::fs::read_dir(s.data_dir.path().join("sandboxes")).unwrap();
+    assert_eq!(dirs.count(), 4);
     s.kill_all().await;
     stop_leaves_no_pooled_sandbox(s);
 }

@@ -129,51 +129,31 @@ impl Sandboxes {
     /// Keep the pool's ready sandboxes of the default template (see [`Demand`]), each with a
     /// started Python kernel, so that `create` is a claim and the first run is warm. Runs until the
     /// process ends.
+    ///
+    /// Up to `pool_refills` launches run at once (`lizard serve --pool-refills`, by default one
+    /// per core): most of a launch is its Python zygote's start-up (≈ 140 ms of one core, see
+    /// docs/PERFORMANCE.md), so one launch at a time refills at most ≈ 4 sandboxes a second
+    /// however many cores are idle.
     pub async fn run_pool(self: Arc<Self>) {
         if self.cfg.pool_size == 0 {
             return;
         }
+        let at_once = self.cfg.pool_refills.max(1);
         loop {
-            while self.pool_ready() < self.pool_target() {
+            loop {
+                let missing = self.pool_target().saturating_sub(self.pool_ready());
+                if missing == 0 {
+                    break;
+                }
                 let closed = self.pool_filling.lock().await;
                 if *closed {
                     return;
                 }
-                let template = self.cfg.default_template.clone();
-                let limits = self.cfg.default_limits;
-                match self
-                    .launch_new(("", &template), &BTreeMap::new(), limits, &[], None)
-                    .await
-                {
-                    Ok(l) => {
-                        // Pooled sandboxes are handed out with their Python kernel running.
-                        if let Err(e) = l
-                            .agent
-                            .wait_default_context(
-                                lizard_proto::Language::Python,
-                                self.cfg.ready_timeout,
-                            )
-                            .await
-                        {
-                            tracing::warn!(sandbox = %l.id, error = %e, "warming a pooled sandbox");
-                            destroy_unwatched(&l.runtime, true);
-                            self.id_ranges.release(&l.id);
-                            break;
-                        }
-                        let flag = Arc::new(AtomicBool::new(false));
-                        let (id, pid) = (l.id.clone(), l.runtime.pid);
-                        if let Ok(mut p) = self.pool.lock() {
-                            p.push(LaunchedSandbox {
-                                exited: Some(flag.clone()),
-                                ..l
-                            });
-                        }
-                        self.watch(&id, pid, Some(flag));
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "filling the sandbox pool");
-                        break;
-                    }
+                let launches = (0..missing.min(at_once)).map(|_| self.launch_pooled());
+                let filled = futures_util::future::join_all(launches).await;
+                drop(closed);
+                if filled.iter().any(|ok| !ok) {
+                    break;
                 }
             }
             if self.cfg.pool_max > self.cfg.pool_size {
@@ -184,6 +164,43 @@ impl Sandboxes {
                 self.pool_wanted.notified().await;
             }
         }
+    }
+
+    /// Launch one sandbox for the pool and add it once its Python kernel runs: whether it did.
+    async fn launch_pooled(&self) -> bool {
+        let template = self.cfg.default_template.clone();
+        let limits = self.cfg.default_limits;
+        let l = match self
+            .launch_new(("", &template), &BTreeMap::new(), limits, &[], None)
+            .await
+        {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "filling the sandbox pool");
+                return false;
+            }
+        };
+        // Pooled sandboxes are handed out with their Python kernel running.
+        if let Err(e) = l
+            .agent
+            .wait_default_context(lizard_proto::Language::Python, self.cfg.ready_timeout)
+            .await
+        {
+            tracing::warn!(sandbox = %l.id, error = %e, "warming a pooled sandbox");
+            destroy_unwatched(&l.runtime, true);
+            self.id_ranges.release(&l.id);
+            return false;
+        }
+        let flag = Arc::new(AtomicBool::new(false));
+        let (id, pid) = (l.id.clone(), l.runtime.pid);
+        if let Ok(mut p) = self.pool.lock() {
+            p.push(LaunchedSandbox {
+                exited: Some(flag.clone()),
+                ..l
+            });
+        }
+        self.watch(&id, pid, Some(flag));
+        true
     }
 
     /// Stop refilling and kill the pooled (unclaimed) sandboxes, e.g. at shutdown. Waits for a
