@@ -263,16 +263,7 @@ async fn a_launch_cut_short_by_a_server_kill_leaves_nothing_running() {
     // What such a launch leaves: the sandbox's directory, and its processes in its cgroup under
     // the server's own (the server's cgroups are this test's: it does not move itself).
     let id = "cutshort0launch0test";
-    std::fs::create_dir_all(dir.path().join("sandboxes").join(id)).unwrap();
-    let cg = lizard_jail::cgroup::Hierarchy::detect()
-        .unwrap()
-        .create(id, &Default::default())
-        .unwrap();
-    let mut orphan = std::process::Command::new("sleep")
-        .arg("600")
-        .spawn()
-        .unwrap();
-    cg.add_pid(orphan.id() as i32).unwrap();
+    let (cg, mut orphan) = stray_sandbox(dir.path(), id);
 
     let s = Server::start_in(dir, &["--pool-size", "0"]);
     let killed = eventually(Duration::from_secs(60), || {
@@ -304,16 +295,7 @@ async fn a_sandbox_its_server_lost_fails_the_test_and_is_killed() {
     // What a lost sandbox looks like from the host: its directory in the data dir, and its
     // processes in its cgroup under the server's own (this test's).
     let id = "lost0sandbox0harness";
-    std::fs::create_dir_all(s.data_dir.path().join("sandboxes").join(id)).unwrap();
-    let cg = lizard_jail::cgroup::Hierarchy::detect()
-        .unwrap()
-        .create(id, &Default::default())
-        .unwrap();
-    let mut orphan = std::process::Command::new("sleep")
-        .arg("600")
-        .spawn()
-        .unwrap();
-    cg.add_pid(orphan.id() as i32).unwrap();
+    let (cg, mut orphan) = stray_sandbox(s.data_dir.path(), id);
 
     let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(s)));
     let why = dropped.expect_err("the harness let a lost sandbox pass");
@@ -329,4 +311,23 @@ async fn a_sandbox_its_server_lost_fails_the_test_and_is_killed() {
     }
     assert!(killed, "the lost sandbox's process still runs");
     assert!(cg.remaining_dirs().is_empty(), "{:?}", cg.remaining_dirs());
+}
+
+/// A sandbox no server knows of, in `data_dir`: its directory `sandboxes/<id>`, and its cgroup
+/// `lizard/<id>` under this test's own (the servers it starts share it) holding a `sleep`.
+fn stray_sandbox(
+    data_dir: &std::path::Path,
+    id: &str,
+) -> (lizard_jail::cgroup::Cgroup, std::process::Child) {
+    std::fs::create_dir_all(data_dir.join("sandboxes").join(id)).unwrap();
+    let cg = lizard_jail::cgroup::Hierarchy::detect()
+        .unwrap()
+        .create(id, &Default::default())
+        .unwrap();
+    let orphan = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .unwrap();
+    cg.add_pid(orphan.id() as i32).unwrap();
+    (cg, orphan)
 }
