@@ -328,6 +328,12 @@ pub struct Sandbox {
     /// Serializes pause, resume, hibernate and kill of this sandbox; shared with the `Sandbox` that
     /// replaces this one when it is relaunched from hibernation.
     lifecycle: Arc<tokio::sync::Mutex<()>>,
+    /// Serializes its usage samples (each reads its usage row and the agent's execution log from
+    /// the row's position, then writes the row back): two at once, e.g. the sampler's and a
+    /// kill's final one, would both take the same runs, the second would drop them as
+    /// impossible (the first had matched them) and its write would undo the first's. Shared like
+    /// `lifecycle`.
+    pub(crate) sampling: Arc<tokio::sync::Mutex<()>>,
     pub agent: AgentClient,
     /// The usage sampler's recent samples (for E2B's `getMetrics`), oldest first.
     pub metrics: crate::sandboxes::metering::Series,
@@ -380,6 +386,7 @@ impl Sandbox {
             paused_at_ms: AtomicU64::new(paused_at),
             hibernating: Default::default(),
             lifecycle: Arc::new(tokio::sync::Mutex::new(())),
+            sampling: Default::default(),
             agent,
             metrics: Default::default(),
             packages: Default::default(),
@@ -441,6 +448,7 @@ impl Sandbox {
             paused_at_ms: AtomicU64::new(0),
             hibernating: Default::default(),
             lifecycle: self.lifecycle.clone(),
+            sampling: self.sampling.clone(),
             // A relaunched sandbox has a new cgroup, whose CPU counter starts again at zero.
             metrics: Default::default(),
             packages: Default::default(),

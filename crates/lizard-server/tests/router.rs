@@ -424,6 +424,9 @@ async fn stand_in() -> StandIn {
                 headers: parts.headers.clone(),
                 body,
             });
+            if parts.method == Method::GET && parts.uri.path() == "/executions" {
+                return execution_log(&seen).await.into_response();
+            }
             if parts.method != Method::POST || parts.uri.path() != "/execute" {
                 return (
                     StatusCode::NOT_FOUND,
@@ -469,6 +472,34 @@ async fn stand_in() -> StandIn {
     });
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     StandIn { seen, release, dir }
+}
+
+/// The stand-in's execution log, from the start: one finished run (the one execution a test
+/// sends). Answered once a second read has come in, or after 300 ms: two reads at once (two usage
+/// samples of the sandbox overlapping) both get the run.
+async fn execution_log(seen: &std::sync::Mutex<Vec<Seen>>) -> axum::Json<Value> {
+    let reads = || {
+        let seen = seen.lock().unwrap();
+        seen.iter()
+            .filter(|r| r.uri.starts_with("/executions"))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_millis(300);
+    while reads() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    axum::Json(json!({
+        "next": 2,
+        "dropped": 0,
+        "records": [{
+            "seq": 1, "context_id": "ctx_standin", "language": "python", "status": "ok",
+            "wall_ms": 1, "cpu_ms": 0, "peak_rss_bytes": 0, "finished_at_ms": now,
+        }],
+    }))
 }
 
 /// A sandbox `id` of project `project` (made) whose agent is `agent`.
@@ -745,4 +776,27 @@ async fn a_sandboxs_metrics_are_its_cgroups_and_only_for_keys_that_see_it() {
         .await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     assert_eq!(r.error().code, ErrorCode::NotFound);
+}
+
+/// Two usage samples of one sandbox at once (the sampler's and a kill's final one) count each of
+/// its runs once: they are taken one after the other. At once, both read the same run from the
+/// agent's log; the second dropped it as impossible (the first had matched it) and wrote back the
+/// usage it had read before the first's write, so the run was lost from the usage.
+#[tokio::test]
+async fn overlapping_usage_samples_lose_no_run() {
+    let mut a = api();
+    let agent = stand_in().await;
+    sandbox_of(&mut a, &agent, "sampledtwice", "p", json!({})).await;
+    let admin = a.admin.clone();
+    // The run ends at once (a permit kept for the stand-in's wait).
+    agent.release.notify_one();
+    let answer = a.call(execute(&admin, "sampledtwice")).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    let sandboxes = &a.state.sandboxes;
+    let sb = sandboxes.get("sampledtwice").unwrap();
+    use lizard_server::sandboxes::metering::sample;
+    tokio::join!(sample(sandboxes, &sb), sample(sandboxes, &sb));
+    let usage = sandboxes.store.get_usage("sampledtwice").unwrap().unwrap();
+    assert_eq!(usage.executions, 1, "{usage:?}");
+    assert_eq!(usage.agent_log_seq, 2, "{usage:?}");
 }

@@ -107,6 +107,8 @@ pub async fn sample(sandboxes: &Sandboxes, sb: &Sandbox) {
 /// execution log only if it answers within `log_deadline` (else that part is skipped: the records
 /// are read at the next sample, or lost with a killed sandbox).
 pub async fn sample_within(sandboxes: &Sandboxes, sb: &Sandbox, log_deadline: Duration) {
+    // One sample of a sandbox at a time (see `Sandbox::sampling`).
+    let _one_at_a_time = sb.sampling.lock().await;
     let store = &sandboxes.store;
     let mut u = match store.get_usage(&sb.id) {
         Ok(Some(u)) => u,
