@@ -290,7 +290,7 @@ impl Sandboxes {
         // restore brings back the same agent with its log (counted up to the sample above).
         crate::sandboxes::metering::sample_within(self, &sb, Duration::ZERO).await;
         if report.method != lizard_proto::HibernationMethod::Criu {
-            crate::sandboxes::metering::reset_agent_log(self, id);
+            crate::sandboxes::metering::reset_agent_log(self, &sb).await;
         }
         tokio::task::spawn_blocking(move || {
             cg.kill_all()?;
@@ -360,7 +360,7 @@ impl Sandboxes {
             }
         }
         // A new agent, whose execution log starts again at 1.
-        crate::sandboxes::metering::reset_agent_log(self, &sb.id);
+        crate::sandboxes::metering::reset_agent_log(self, sb).await;
         let launched = self
             .launch_in(relaunch(sb, egress.as_ref().map(|_| &network), cpu_base_ms))
             .await?;

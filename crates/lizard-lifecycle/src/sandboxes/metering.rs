@@ -344,9 +344,11 @@ fn record_page(
 }
 
 /// Forget the agent's execution-log position: a sandbox relaunched from hibernation has a new
-/// agent whose log starts again at 1.
-pub fn reset_agent_log(sandboxes: &Sandboxes, id: &str) {
-    let store = &sandboxes.store;
+/// agent whose log starts again at 1. Between samples (see `Sandbox::sampling`): a sample
+/// overlapping it would write the old position back.
+pub async fn reset_agent_log(sandboxes: &Sandboxes, sb: &Sandbox) {
+    let _one_at_a_time = sb.sampling.lock().await;
+    let (store, id) = (&sandboxes.store, &sb.id);
     if let Ok(Some(mut u)) = store.get_usage(id) {
         u.agent_log_seq = 0;
         if let Err(e) = store.put_usage(&u) {
