@@ -448,7 +448,12 @@ async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
     let s = Server::with_flags("--pool-size 2");
     // Ready, not only launching: the pool launches its sandboxes at once (one per core).
     let pool_ready = || gauge(&s, "lizard_pool_ready ");
-    assert!(eventually(Duration::from_secs(60), || async { pool_ready().await == 2 }).await);
+    assert!(
+        eventually(Duration::from_secs(60), || async {
+            pool_ready().await == 2
+        })
+        .await
+    );
     let id = s
         .create(
             &s.admin_key.clone(),
@@ -485,7 +490,12 @@ async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
         .await;
     assert_eq!(s.sh(&e, "echo $MINE").await.0, "1\n");
     // The pool refills: two ready again, besides the claimed one and the fresh one.
-    assert!(eventually(Duration::from_secs(60), || async { pool_ready().await == 2 }).await);
+    assert!(
+        eventually(Duration::from_secs(60), || async {
+            pool_ready().await == 2
+        })
+        .await
+    );
     let dirs = std::fs::read_dir(s.data_dir.path().join("sandboxes")).unwrap();
     assert_eq!(dirs.count(), 4);
     s.kill_all().await;
