@@ -133,6 +133,19 @@ pub fn built(
     p
 }
 
+/// At the top of a test that needs root and the cached CRIU: returns from it unless both are
+/// there (see [`needs_root!`] and [`cached_criu`], which say why, or fail it where no test may
+/// skip).
+#[macro_export]
+macro_rules! needs_root_and_criu {
+    () => {
+        $crate::needs_root!();
+        if $crate::cached_criu().is_none() {
+            return;
+        }
+    };
+}
+
 /// The CRIU that `scripts/criu.sh` caches in `target/criu`, or None (with a note on stderr) when
 /// it is not installed — unless `LIZARD_REQUIRE_CRIU=1` (set by `scripts/test.sh`, which installs
 /// it): then a missing CRIU fails the test instead of skipping it.

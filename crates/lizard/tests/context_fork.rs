@@ -710,11 +710,7 @@ async fn grows(s: &Server, id: &str, ctx: &str, code: &str, above: u64) -> u64 {
 /// JavaScript and Bash.
 #[tokio::test]
 async fn an_exact_fork_carries_threads_servers_and_commands() {
-    lizard_test_support::needs_root!();
-    // (It says why when it skips, and fails instead when LIZARD_REQUIRE_CRIU=1.)
-    if lizard_test_support::cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let (s, id) = Server::with_sandbox().await;
 
     // Python.

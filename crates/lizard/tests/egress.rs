@@ -170,6 +170,16 @@ struct Fixture {
     api_port: String,
 }
 
+impl Fixture {
+    /// A sandbox of the fixture's project whose egress allows `allow` (a JSON list of rules).
+    async fn allowing(&self, allow: Value) -> String {
+        let network = json!({"egress": {"allow": allow}});
+        self.s
+            .create(&self.key, json!({ "network": network }))
+            .await
+    }
+}
+
 async fn fixture() -> Fixture {
     let outside = Outside::start(OUTSIDE_SERVER, &[]);
     let hosts = format!(
@@ -225,11 +235,8 @@ async fn rules_decide_by_name() {
     lizard_test_support::needs_root!();
     let f = fixture().await;
     let port = f.outside.port;
-    let id =
-        f.s.create(
-            &f.key,
-            json!({"network": {"egress": {"allow": ["allowed.test", format!("*.wild.test:{port}")]}}}),
-        )
+    let id = f
+        .allowing(json!(["allowed.test", format!("*.wild.test:{port}")]))
         .await;
     let (resolv, _) = f.s.sh(&id, "grep ^nameserver /etc/resolv.conf").await;
     assert_eq!(resolv, "nameserver 127.100.0.1\n");
@@ -361,12 +368,7 @@ except OSError as e:
         out.starts_with("udp refused") && !out.contains("timeout"),
         "{udp}"
     );
-    let named =
-        f.s.create(
-            &f.key,
-            json!({"network": {"egress": {"allow": [f.outside.neighbour.clone()]}}}),
-        )
-        .await;
+    let named = f.allowing(json!([f.outside.neighbour.clone()])).await;
     let ex =
         f.s.run(&named, probe(std::slice::from_ref(&f.outside.neighbour)))
             .await;
@@ -469,12 +471,7 @@ async fn rules_change_live() {
 async fn network_rules_cannot_be_changed_from_inside() {
     lizard_test_support::needs_root!();
     let f = fixture().await;
-    let id =
-        f.s.create(
-            &f.key,
-            json!({"network": {"egress": {"allow": ["allowed.test"]}}}),
-        )
-        .await;
+    let id = f.allowing(json!(["allowed.test"])).await;
     let code = r#"
 import fcntl, socket, struct
 def attempt(name, fn):
@@ -575,12 +572,7 @@ async fn egress_needs_the_projects_permission() {
 async fn egress_survives_a_server_restart() {
     lizard_test_support::needs_root!();
     let f = fixture().await;
-    let id =
-        f.s.create(
-            &f.key,
-            json!({"network": {"egress": {"allow": ["allowed.test"]}}}),
-        )
-        .await;
+    let id = f.allowing(json!(["allowed.test"])).await;
     let Fixture {
         s, key, outside, ..
     } = f;
@@ -600,17 +592,9 @@ async fn egress_survives_a_server_restart() {
 /// holds nothing of its own: the restore and the server make it again), and its egress works after the resume.
 #[tokio::test]
 async fn egress_sandboxes_hibernate_exactly() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let f = fixture().await;
-    let id =
-        f.s.create(
-            &f.key,
-            json!({"network": {"egress": {"allow": ["allowed.test"]}}}),
-        )
-        .await;
+    let id = f.allowing(json!(["allowed.test"])).await;
     f.s.run(&id, json!({"code": "x = 41"})).await;
     let r = f.s.act(&id, "hibernate").await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -718,17 +702,9 @@ async fn e2b_network_options_map_onto_the_rules() {
 /// egress under the source's rules (their own listeners and ruleset in their own namespaces).
 #[tokio::test]
 async fn egress_sandboxes_are_cloned_and_forked_exactly() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let f = fixture().await;
-    let id =
-        f.s.create(
-            &f.key,
-            json!({"network": {"egress": {"allow": ["allowed.test"]}}}),
-        )
-        .await;
+    let id = f.allowing(json!(["allowed.test"])).await;
     let code = "import threading, time\nx = 41\nticks = [0]\ndef tick():\n    while True:\n        ticks[0] += 1\n        time.sleep(0.01)\nthreading.Thread(target=tick, daemon=True).start()";
     f.s.run(&id, json!({ "code": code })).await;
     let call = |method: &'static str, path: String, body: Value| {

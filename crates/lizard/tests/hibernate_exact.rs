@@ -281,10 +281,7 @@ async fn with_criu_a_data_dir_below_mnt_is_restored_exactly() {
 
 #[tokio::test]
 async fn with_criu_hibernation_is_exact_by_default() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let s = Server::start();
     let (hib, restore) = hibernate_and_resume(&s).await;
     assert_eq!(hib["method"], "criu", "{hib}");
@@ -294,10 +291,7 @@ async fn with_criu_hibernation_is_exact_by_default() {
 
 #[tokio::test]
 async fn with_criu_a_failed_restore_relaunches_with_fresh_contexts_and_says_why() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let (s, id) = Server::with_sandbox().await;
     let (py, _js, _sh) = fill(&s, &id).await;
     let hib = hibernate(&s, &id).await;
@@ -315,10 +309,7 @@ async fn with_criu_a_failed_restore_relaunches_with_fresh_contexts_and_says_why(
 
 #[tokio::test]
 async fn with_criu_a_dump_that_fails_falls_back_per_language() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let (s, id) = Server::with_sandbox().await;
     let (py, js, sh) = fill(&s, &id).await;
     // An open file of 2 MB already deleted: CRIU would have to copy it into the checkpoint and
@@ -350,19 +341,13 @@ async fn with_criu_a_dump_that_fails_falls_back_per_language() {
 
 #[tokio::test]
 async fn with_criu_a_sandbox_is_hibernated_and_resumed_exactly() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     exact_round_trip(false).await;
 }
 
 #[tokio::test]
 async fn with_criu_exact_hibernation_survives_a_server_restart() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     exact_round_trip(true).await;
 }
 

@@ -460,11 +460,7 @@ async fn a_hanging_snapshot_does_not_hold_other_sandboxes_memory_relief() {
 /// typed error, and leaves nothing behind (no images, no copy's init).
 #[tokio::test]
 async fn a_lying_agent_gets_no_context_fork() {
-    lizard_test_support::needs_root!();
-    // (It says why when it skips, and fails instead when LIZARD_REQUIRE_CRIU=1.)
-    if lizard_test_support::cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let s = start(&[]);
     let id = create_hostile(&s, "fork-lie").await;
     let refusals = [

@@ -197,10 +197,7 @@ fn exact(answer: &Value) -> String {
 
 #[tokio::test]
 async fn exact_clones_are_alive_and_stay_apart() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let s = Server::start();
     let (src_id, token) = e2b_create(&s, &s.admin_key.clone()).await;
     let src = live_source(&s, src_id).await;
@@ -419,10 +416,7 @@ async fn exact_clones_are_alive_and_stay_apart() {
 
 #[tokio::test]
 async fn exact_fork_and_a_clone_after_a_server_kill_9() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let (s, id) = Server::with_sandbox().await;
     let src = live_source(&s, id).await;
     let f = s
@@ -490,10 +484,7 @@ async fn without_criu_snapshots_are_per_language_and_say_why() {
 /// on the launcher's socket, and the source is served meanwhile.
 #[tokio::test]
 async fn a_restored_agent_that_never_answers_the_handover_holds_nothing() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let s = Server::with_flags("--agent-env LIZARD_TEST_RELISTEN_FAULT=hang");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let py = context(&s, &id, "python").await;
@@ -554,10 +545,7 @@ fn merging(s: &Server, id: &str, min_bytes: u64) -> (u64, bool) {
 /// changes neither the other nor the source (copy-on-write of the merged pages).
 #[tokio::test]
 async fn clones_share_their_identical_pages_with_share_clone_memory() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let s = Server::with_flags("--share-clone-memory");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let py = context(&s, &id, "python").await;

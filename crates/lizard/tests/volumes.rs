@@ -726,10 +726,7 @@ async fn volumes_are_shared_across_id_ranges() {
 /// stay writable; what the kernels held in memory is back.
 #[tokio::test]
 async fn a_sandbox_with_a_volume_is_checkpointed_exactly() {
-    lizard_test_support::needs_root!();
-    if cached_criu().is_none() {
-        return;
-    }
+    lizard_test_support::needs_root_and_criu!();
     let s = Server::start();
     let _cleanup = Cleanup(&s);
     let key = s.admin_key.clone();
