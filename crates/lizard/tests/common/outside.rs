@@ -24,54 +24,13 @@ impl Outside {
     /// as its first line.
     pub fn start(code: &str, args: &[&str]) -> Outside {
         static N: AtomicU32 = AtomicU32::new(0);
-        let n = 1 + (std::process::id() % 100 + N.fetch_add(1, Ordering::SeqCst)) % 250;
-        let netns = format!("lz-egress-{}-{n}", std::process::id());
-        let link = format!("lzh{}{n}", std::process::id() % 10_000);
-        let peer = format!("lzo{}{n}", std::process::id() % 10_000);
-        let (host_ip, ns_ip) = (format!("10.254.{n}.1/30"), format!("10.254.{n}.2"));
-        let ip = |args: &[&str]| {
-            let out = Command::new("ip").args(args).output().unwrap();
-            assert!(
-                out.status.success(),
-                "ip {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        ip(&["netns", "add", &netns]);
-        ip(&["link", "add", &link, "type", "veth", "peer", "name", &peer]);
-        ip(&["link", "set", &peer, "netns", &netns]);
-        ip(&["addr", "add", &host_ip, "dev", &link]);
-        ip(&["link", "set", &link, "up"]);
-        ip(&[
-            "-n",
-            &netns,
-            "addr",
-            "add",
-            &format!("{ns_ip}/30"),
-            "dev",
-            &peer,
-        ]);
-        ip(&["-n", &netns, "link", "set", &peer, "up"]);
-        ip(&["-n", &netns, "link", "set", "lo", "up"]);
-        let far: Ipv4Addr = format!("203.0.113.{n}").parse().unwrap();
-        ip(&[
-            "-n",
-            &netns,
-            "addr",
-            "add",
-            &format!("{far}/32"),
-            "dev",
-            "lo",
-        ]);
-        ip(&[
-            "route",
-            "add",
-            &format!("{far}/32"),
-            "via",
-            &ns_ip,
-            "dev",
-            &link,
-        ]);
+        // The first `n` free on this host: the namespace `lz-outside-<n>` is its claim (made only
+        // if it does not exist), so neither another test binary running now nor what an aborted
+        // run left behind (its namespace, link or route) is taken over.
+        let first = std::process::id() + N.fetch_add(1, Ordering::SeqCst);
+        let (netns, link, far, ns_ip) = (0..250)
+            .find_map(|i| Self::claim(1 + (first + i * 7) % 250))
+            .expect("no free outside network (10.254.<n>.0/30, 203.0.113.<n>) on this host");
         let mut server = Command::new("ip")
             .args(["netns", "exec", &netns, "python3", "-c", code])
             .args(args)
@@ -91,6 +50,50 @@ impl Outside {
             port,
             neighbour: format!("{ns_ip}:{port}"),
         }
+    }
+
+    /// Make outside network `n`: its namespace (the claim), veth pair, addresses and route. None,
+    /// with what was made removed, if any step fails (`n` is taken).
+    fn claim(n: u32) -> Option<(String, String, Ipv4Addr, String)> {
+        let netns = format!("lz-outside-{n}");
+        let (link, peer) = (format!("lzh-out-{n}"), format!("lzo-out-{n}"));
+        let (host_ip, ns_ip) = (format!("10.254.{n}.1/30"), format!("10.254.{n}.2"));
+        let far: Ipv4Addr = format!("203.0.113.{n}").parse().unwrap();
+        let ip = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ip(&["netns", "add", &netns]) {
+            return None;
+        }
+        let far_32 = format!("{far}/32");
+        let made = ip(&["link", "add", &link, "type", "veth", "peer", "name", &peer])
+            && ip(&["link", "set", &peer, "netns", &netns])
+            && ip(&["addr", "add", &host_ip, "dev", &link])
+            && ip(&["link", "set", &link, "up"])
+            && ip(&[
+                "-n",
+                &netns,
+                "addr",
+                "add",
+                &format!("{ns_ip}/30"),
+                "dev",
+                &peer,
+            ])
+            && ip(&["-n", &netns, "link", "set", &peer, "up"])
+            && ip(&["-n", &netns, "link", "set", "lo", "up"])
+            && ip(&["-n", &netns, "addr", "add", &far_32, "dev", "lo"])
+            && ip(&["route", "add", &far_32, "via", &ns_ip, "dev", &link]);
+        if !made {
+            ip(&["link", "del", &link]);
+            ip(&["netns", "del", &netns]);
+            return None;
+        }
+        Some((netns, link, far, ns_ip))
     }
 
     pub fn addr(&self) -> String {
