@@ -5,6 +5,7 @@ mod common;
 mod streaming;
 
 use common::*;
+use lizard_test_support::terminal_lines;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use streaming::*;

@@ -8,27 +8,17 @@ use bytes::Bytes;
 use common::*;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
+use lizard_test_support::url_path;
 use serde_json::{json, Value};
 use std::time::Duration;
 use streaming::*;
 
 const T: Duration = Duration::from_secs(30);
 
-fn enc(p: &str) -> String {
-    p.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 async fn put(a: &Agent, path: &str, data: impl Into<Bytes>) -> (u16, Value) {
     a.raw(
         "PUT",
-        &format!("/files?path={}", enc(path)),
+        &format!("/files?path={}", url_path(path)),
         Some("application/octet-stream"),
         data,
     )
@@ -36,7 +26,7 @@ async fn put(a: &Agent, path: &str, data: impl Into<Bytes>) -> (u16, Value) {
 }
 
 async fn get(a: &Agent, path: &str) -> (u16, Bytes) {
-    let req = hyper::Request::get(format!("/files?path={}", enc(path)))
+    let req = hyper::Request::get(format!("/files?path={}", url_path(path)))
         .header("host", "agent")
         .body(http_body_util::Empty::<Bytes>::new())
         .unwrap();
@@ -46,7 +36,7 @@ async fn get(a: &Agent, path: &str) -> (u16, Bytes) {
 }
 
 async fn stat(a: &Agent, path: &str) -> (u16, Value) {
-    a.call("GET", &format!("/files/stat?path={}", enc(path)), None)
+    a.call("GET", &format!("/files/stat?path={}", url_path(path)), None)
         .await
 }
 
@@ -496,7 +486,11 @@ async fn kernel_file_systems_are_refused_however_the_path_gets_there() {
         refused(status, &body, &format!("write {path}"));
     }
     let (status, body) = a
-        .call("GET", &format!("/files/list?path={}", enc(&p("sys"))), None)
+        .call(
+            "GET",
+            &format!("/files/list?path={}", url_path(&p("sys"))),
+            None,
+        )
         .await;
     refused(status, &body, "list a link to /sys");
     let (status, body) = a

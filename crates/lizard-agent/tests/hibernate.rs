@@ -5,22 +5,8 @@
 mod common;
 
 use common::*;
-use serde_json::{json, Value};
-
-fn names(report: &Value, ctx: &str, key: &str) -> Vec<String> {
-    let c = report["contexts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == ctx)
-        .unwrap_or_else(|| panic!("context {ctx} not in {report}"));
-    c[key]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["name"].as_str().unwrap().to_string())
-        .collect()
-}
+use lizard_test_support::report_names;
+use serde_json::json;
 
 #[tokio::test]
 async fn contexts_survive_a_new_agent() {
@@ -72,12 +58,12 @@ async fn contexts_survive_a_new_agent() {
         )
         .await;
     assert_eq!(st, 200, "{snap}");
-    let lost = names(&snap, &py, "lost");
+    let lost = report_names(&snap, &py, "lost");
     for n in ["gen", "sock", "th"] {
         assert!(lost.contains(&n.to_string()), "{n} not lost: {snap}");
     }
     assert!(
-        names(&snap, &js, "lost").contains(&"timer".to_string()),
+        report_names(&snap, &js, "lost").contains(&"timer".to_string()),
         "{snap}"
     );
     drop(a);
@@ -90,12 +76,12 @@ async fn contexts_survive_a_new_agent() {
         )
         .await;
     assert_eq!(st, 200, "{rep}");
-    let restored = names(&rep, &py, "restored");
+    let restored = report_names(&rep, &py, "restored");
     for n in ["np", "pd", "n", "s", "l", "d", "arr", "df", "sq", "P", "p"] {
         assert!(restored.contains(&n.to_string()), "{n} not restored: {rep}");
     }
     // Lost at snapshot time is still reported at restore time.
-    assert!(names(&rep, &py, "lost").contains(&"gen".to_string()));
+    assert!(report_names(&rep, &py, "lost").contains(&"gen".to_string()));
 
     let check = b
         .run_in(

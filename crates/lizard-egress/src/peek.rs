@@ -167,30 +167,15 @@ pub async fn peek<S: AsyncRead + Unpin>(
 }
 
 #[cfg(test)]
+#[path = "../tests/tls/mod.rs"]
+mod tls;
+
+#[cfg(test)]
 mod tests {
+    use super::tls::client_hello;
     use super::*;
-    use std::sync::Arc;
     use std::time::Duration;
     use tokio::io::AsyncWriteExt;
-
-    /// A real ClientHello, as rustls's client writes it for `name`.
-    pub(crate) fn client_hello(name: &str) -> Vec<u8> {
-        let roots = rustls::RootCertStore::empty();
-        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let server = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
-        let mut conn = rustls::ClientConnection::new(Arc::new(cfg), server).unwrap();
-        let mut out = Vec::new();
-        while conn.wants_write() {
-            conn.write_tls(&mut out).unwrap();
-        }
-        out
-    }
 
     async fn peek_bytes(chunks: Vec<Vec<u8>>, max: usize) -> Peeked {
         let (mut a, mut b) = tokio::io::duplex(64 * 1024);

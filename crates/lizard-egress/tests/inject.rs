@@ -4,6 +4,8 @@
 //! an address rule, and a static resolver maps the name there, so the relay's own decision
 //! (resolve the name, connect to its address) is the one under test — no network namespace.
 
+mod tls;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -19,58 +21,12 @@ use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tls::{client_hello, pki, trusting};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 const NAME: &str = "api.example.test";
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// The upstream's own PKI: a CA the proxy trusts and a leaf for [`NAME`].
-struct UpstreamPki {
-    ca: rustls::pki_types::CertificateDer<'static>,
-    server: Arc<rustls::ServerConfig>,
-}
-
-fn upstream_pki() -> UpstreamPki {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-        .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec![NAME.into()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let server = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    UpstreamPki {
-        ca: ca.der().clone(),
-        server: Arc::new(server),
-    }
-}
-
-fn client_config(root: rustls::pki_types::CertificateDer<'static>) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root).unwrap();
-    Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    )
-}
 
 /// What the upstream saw: `(path, Authorization)` per request.
 type Seen = Arc<Mutex<Vec<(String, String)>>>;
@@ -193,7 +149,7 @@ async fn setup(
         ca: Arc::new(SandboxCa::generate("sb-test").unwrap()),
         uses: Arc::default(),
         outcomes,
-        upstream_tls: client_config(upstream_ca),
+        upstream_tls: trusting(upstream_ca),
     };
     s.policy
         .set_injection(Some(s.injection(vec![rule("s3cret", None)])));
@@ -203,7 +159,7 @@ async fn setup(
 /// The sandbox's client: trusts only the sandbox's CA, offers h2 and HTTP/1.1 as curl does.
 fn sandbox_client(ca: &SandboxCa) -> tokio_rustls::TlsConnector {
     let der = rustls::pki_types::pem::PemObject::from_pem_slice(ca.cert_pem().as_bytes()).unwrap();
-    let mut cfg = (*client_config(der)).clone();
+    let mut cfg = (*trusting(der)).clone();
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     tokio_rustls::TlsConnector::from(Arc::new(cfg))
 }
@@ -239,7 +195,7 @@ async fn get(send: &mut Sender, host: &str, path: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn https_requests_get_the_secret_and_only_for_the_name() {
-    let pki = upstream_pki();
+    let pki = pki(&[NAME]);
     let (up, seen) = upstream(Some(pki.server.clone())).await;
     let lim = Limits {
         // The upstream is on loopback here.
@@ -313,7 +269,7 @@ async fn https_requests_get_the_secret_and_only_for_the_name() {
 
 #[tokio::test]
 async fn plain_http_the_same_and_hostile_clients_end_within_the_limits() {
-    let pki = upstream_pki();
+    let pki = pki(&[NAME]);
     let (up, seen) = upstream(None).await;
     let lim = Limits {
         peek_deadline: Duration::from_millis(500),
@@ -443,20 +399,4 @@ async fn plain_http_the_same_and_hostile_clients_end_within_the_limits() {
     let mut send = http_over(TcpStream::connect(s.front).await.unwrap()).await;
     assert_eq!(get(&mut send, NAME, "/after").await.0, 200);
     assert_eq!(seen.lock().unwrap().last().unwrap().1, "Bearer s3cret");
-}
-
-/// A real ClientHello for `name`, as rustls's client writes it.
-fn client_hello(name: &str) -> Vec<u8> {
-    let cfg = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth();
-    let server = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
-    let mut conn = rustls::ClientConnection::new(Arc::new(cfg), server).unwrap();
-    let mut out = Vec::new();
-    while conn.wants_write() {
-        conn.write_tls(&mut out).unwrap();
-    }
-    out
 }

@@ -14,6 +14,8 @@
 //! Sockets belong to the namespace of the thread that makes them: each is made in a short-lived
 //! thread that entered the namespace (`setns`), the async runtime runs on a thread in "host".
 
+mod tls;
+
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, RecordType};
 use lizard_egress::dns::{self, StaticResolver};
@@ -27,6 +29,7 @@ use std::process::{Command, Stdio};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tls::{pki, trusting, Pki};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A network namespace of the test's own (gone when the fd closes and no thread is in it).
@@ -202,53 +205,8 @@ fn the_ruleset_redirects_tcp_and_dns_with_the_original_destination_and_rejects_t
 
 const UPSTREAM: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
 
-struct Pki {
-    ca: rustls::pki_types::CertificateDer<'static>,
-    server: Arc<rustls::ServerConfig>,
-}
-
-/// A CA and a server certificate for `allowed.test`, `other.test` and `a.wild.test`.
-fn pki() -> Pki {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-        .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec![
-        "allowed.test".into(),
-        "other.test".into(),
-        "a.wild.test".into(),
-    ])
-    .unwrap()
-    .signed_by(&key, &ca)
-    .unwrap();
-    let server = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    Pki {
-        ca: ca.der().clone(),
-        server: Arc::new(server),
-    }
-}
-
 fn tls_client(pki: &Pki) -> tokio_rustls::TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(pki.ca.clone()).unwrap();
-    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    tokio_rustls::TlsConnector::from(trusting(pki.ca.clone()))
 }
 
 /// One DNS question from inside the sandbox, to any resolver address (redirected).
@@ -318,7 +276,7 @@ fn the_relay_reaches_allowed_names_and_refuses_tricks() {
         &["ip", "addr", "add", &format!("{UPSTREAM}/32"), "dev", "lo"],
         None,
     );
-    let pki = pki();
+    let pki = pki(&["allowed.test", "other.test", "a.wild.test"]);
     // The host's listeners in the sandbox's namespace, the upstreams in "host".
     let relay_l = tcp_listener_in(&sb, PROXY_ADDR);
     let dns_l = sb.run(|| {

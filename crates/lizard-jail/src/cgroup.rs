@@ -96,18 +96,49 @@ pub struct CgroupLimits {
     pub cpu_millicores: Option<u64>,
 }
 
+/// A directory in each cgroup v1 hierarchy Lizard uses (two are equal where controllers are
+/// co-mounted, e.g. `cpu,cpuacct`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct V1Dirs {
+    pub memory: PathBuf,
+    pub pids: PathBuf,
+    pub cpu: PathBuf,
+    pub cpuacct: PathBuf,
+    pub freezer: PathBuf,
+}
+
+impl V1Dirs {
+    /// Each directory with its controller, in the fields' order.
+    pub fn each(&self) -> [(&'static str, &PathBuf); 5] {
+        [
+            ("memory", &self.memory),
+            ("pids", &self.pids),
+            ("cpu", &self.cpu),
+            ("cpuacct", &self.cpuacct),
+            ("freezer", &self.freezer),
+        ]
+    }
+
+    /// These directories with `f(controller, directory)` in place of each.
+    pub fn map(&self, f: impl Fn(&'static str, &Path) -> PathBuf) -> V1Dirs {
+        let [memory, pids, cpu, cpuacct, freezer] = self.each().map(|(c, d)| f(c, d));
+        V1Dirs {
+            memory,
+            pids,
+            cpu,
+            cpuacct,
+            freezer,
+        }
+    }
+}
+
 /// Where sandbox cgroups are created: the caller's own cgroup in each hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hierarchy {
     /// cgroup v1: the caller's own cgroup directory in each needed hierarchy (two fields are equal
     /// when controllers are co-mounted, e.g. `cpu,cpuacct`).
-    V1 {
-        memory: PathBuf,
-        pids: PathBuf,
-        cpu: PathBuf,
-        cpuacct: PathBuf,
-        freezer: PathBuf,
-    },
+    V1(V1Dirs),
     /// cgroup v2: the caller's own cgroup directory.
     V2 { own: PathBuf },
 }
@@ -116,35 +147,15 @@ pub enum Hierarchy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "version", rename_all = "lowercase", deny_unknown_fields)]
 pub enum CgroupPaths {
-    V1 {
-        memory: PathBuf,
-        pids: PathBuf,
-        cpu: PathBuf,
-        cpuacct: PathBuf,
-        freezer: PathBuf,
-    },
-    V2 {
-        path: PathBuf,
-    },
+    V1(V1Dirs),
+    V2 { path: PathBuf },
 }
 
 impl CgroupPaths {
     /// Each directory with its controller (v1), or the one directory (v2, no controller named).
     pub fn dirs(&self) -> Vec<(Option<&'static str>, &PathBuf)> {
         match self {
-            CgroupPaths::V1 {
-                memory,
-                pids,
-                cpu,
-                cpuacct,
-                freezer,
-            } => vec![
-                (Some("memory"), memory),
-                (Some("pids"), pids),
-                (Some("cpu"), cpu),
-                (Some("cpuacct"), cpuacct),
-                (Some("freezer"), freezer),
-            ],
+            CgroupPaths::V1(d) => d.each().map(|(c, d)| (Some(c), d)).to_vec(),
             CgroupPaths::V2 { path } => vec![(None, path)],
         }
     }
@@ -153,20 +164,7 @@ impl CgroupPaths {
     /// controller).
     pub fn map(&self, f: impl Fn(Option<&'static str>, &Path) -> PathBuf) -> CgroupPaths {
         match self {
-            CgroupPaths::V1 { .. } => {
-                let mut dirs = self.dirs().into_iter().map(|(c, d)| f(c, d));
-                let mut next = || dirs.next().unwrap_or_default();
-                // In the order of `dirs`, which is the fields' order.
-                let (memory, pids, cpu) = (next(), next(), next());
-                let (cpuacct, freezer) = (next(), next());
-                CgroupPaths::V1 {
-                    memory,
-                    pids,
-                    cpu,
-                    cpuacct,
-                    freezer,
-                }
-            }
+            CgroupPaths::V1(d) => CgroupPaths::V1(d.map(|c, d| f(Some(c), d))),
             CgroupPaths::V2 { path } => CgroupPaths::V2 {
                 path: f(None, path),
             },
@@ -230,36 +228,20 @@ impl Hierarchy {
             })?;
             Ok(join_cgroup(&m.mountpoint, &m.root, &path))
         };
-        Ok(Hierarchy::V1 {
+        Ok(Hierarchy::V1(V1Dirs {
             memory: find("memory")?,
             pids: find("pids")?,
             cpu: find("cpu")?,
             cpuacct: find("cpuacct")?,
             freezer: find("freezer")?,
-        })
+        }))
     }
 
     /// The directories of the cgroup `<own>/lizard/<name>` (nothing is created).
     fn paths_of(&self, name: &str) -> Result<CgroupPaths, CgroupError> {
         check_name(name)?;
         Ok(match self {
-            Hierarchy::V1 {
-                memory,
-                pids,
-                cpu,
-                cpuacct,
-                freezer,
-            } => {
-                let [memory, pids, cpu, cpuacct, freezer] =
-                    [memory, pids, cpu, cpuacct, freezer].map(|p| p.join(PARENT_DIR).join(name));
-                CgroupPaths::V1 {
-                    memory,
-                    pids,
-                    cpu,
-                    cpuacct,
-                    freezer,
-                }
-            }
+            Hierarchy::V1(own) => CgroupPaths::V1(own.map(|_, p| p.join(PARENT_DIR).join(name))),
             Hierarchy::V2 { own } => CgroupPaths::V2 {
                 path: own.join(PARENT_DIR).join(name),
             },
@@ -282,7 +264,7 @@ impl Hierarchy {
             paths: self.paths_of(name)?,
         };
         match self {
-            Hierarchy::V1 { .. } => {
+            Hierarchy::V1(_) => {
                 for dir in cg.dirs() {
                     mkdir_p(&dir)?;
                 }
@@ -406,7 +388,7 @@ impl Cgroup {
     /// The directory whose `cgroup.procs` lists the processes (v1: the freezer's).
     fn procs_dir(&self) -> &Path {
         match &self.paths {
-            CgroupPaths::V1 { freezer, .. } => freezer,
+            CgroupPaths::V1(V1Dirs { freezer, .. }) => freezer,
             CgroupPaths::V2 { path } => path,
         }
     }
@@ -422,9 +404,9 @@ impl Cgroup {
         }
         let quota = limits.cpu_millicores.map(|m| m * CPU_PERIOD_US / 1000);
         match &self.paths {
-            CgroupPaths::V1 {
+            CgroupPaths::V1(V1Dirs {
                 memory, pids, cpu, ..
-            } => {
+            }) => {
                 set_v1_memory(memory, limits.memory_bytes)?;
                 write(&pids.join("pids.max"), &max_or(limits.pids_max))?;
                 write(&cpu.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
@@ -490,7 +472,7 @@ impl Cgroup {
     /// Whether the cgroup is (completely) frozen.
     pub fn is_frozen(&self) -> Result<bool, CgroupError> {
         match &self.paths {
-            CgroupPaths::V1 { freezer, .. } => {
+            CgroupPaths::V1(V1Dirs { freezer, .. }) => {
                 Ok(read(freezer.join("freezer.state"))?.trim() == "FROZEN")
             }
             CgroupPaths::V2 { path } => Ok(keyed(&path.join("cgroup.events"), "frozen")? == 1),
@@ -500,7 +482,7 @@ impl Cgroup {
     fn set_frozen(&self, frozen: bool) -> Result<(), CgroupError> {
         let what = if frozen { "freezing" } else { "thawing" };
         match &self.paths {
-            CgroupPaths::V1 { freezer, .. } => {
+            CgroupPaths::V1(V1Dirs { freezer, .. }) => {
                 let state = freezer.join("freezer.state");
                 let target = if frozen { "FROZEN" } else { "THAWED" };
                 write(&state, target)?;
@@ -577,7 +559,7 @@ impl Cgroup {
     /// CPU time used by the cgroup's processes (children included) since it was created, in ns.
     pub fn cpu_usage_ns(&self) -> Result<u64, CgroupError> {
         match &self.paths {
-            CgroupPaths::V1 { cpuacct, .. } => parse_u64(&cpuacct.join("cpuacct.usage")),
+            CgroupPaths::V1(V1Dirs { cpuacct, .. }) => parse_u64(&cpuacct.join("cpuacct.usage")),
             CgroupPaths::V2 { path } => Ok(keyed(&path.join("cpu.stat"), "usage_usec")? * 1000),
         }
     }
@@ -585,7 +567,9 @@ impl Cgroup {
     /// Memory currently charged to the cgroup, in bytes.
     pub fn memory_bytes(&self) -> Result<u64, CgroupError> {
         match &self.paths {
-            CgroupPaths::V1 { memory, .. } => parse_u64(&memory.join("memory.usage_in_bytes")),
+            CgroupPaths::V1(V1Dirs { memory, .. }) => {
+                parse_u64(&memory.join("memory.usage_in_bytes"))
+            }
             CgroupPaths::V2 { path } => parse_u64(&path.join("memory.current")),
         }
     }
@@ -593,7 +577,9 @@ impl Cgroup {
     /// Highest memory charge since the cgroup was created, in bytes.
     pub fn memory_peak_bytes(&self) -> Result<u64, CgroupError> {
         match &self.paths {
-            CgroupPaths::V1 { memory, .. } => parse_u64(&memory.join("memory.max_usage_in_bytes")),
+            CgroupPaths::V1(V1Dirs { memory, .. }) => {
+                parse_u64(&memory.join("memory.max_usage_in_bytes"))
+            }
             CgroupPaths::V2 { path } => parse_u64(&path.join("memory.peak")),
         }
     }
@@ -601,7 +587,9 @@ impl Cgroup {
     /// How many processes of the cgroup (children included) the OOM killer has killed.
     pub fn oom_kills(&self) -> Result<u64, CgroupError> {
         match &self.paths {
-            CgroupPaths::V1 { memory, .. } => keyed(&memory.join("memory.oom_control"), "oom_kill"),
+            CgroupPaths::V1(V1Dirs { memory, .. }) => {
+                keyed(&memory.join("memory.oom_control"), "oom_kill")
+            }
             CgroupPaths::V2 { path } => keyed(&path.join("memory.events"), "oom_kill"),
         }
     }
@@ -1043,13 +1031,13 @@ mod tests {
     fn hierarchy_paths_are_the_paths_inside_each_hierarchy() {
         let at = |c: &str| PathBuf::from(format!("/sys/fs/cgroup/{c}/srv/lizard/sb1"));
         let cg = Cgroup {
-            paths: CgroupPaths::V1 {
+            paths: CgroupPaths::V1(V1Dirs {
                 memory: at("memory"),
                 pids: at("pids"),
                 cpu: at("cpu"),
                 cpuacct: at("cpuacct"),
                 freezer: at("freezer"),
-            },
+            }),
         };
         let got = cg.hierarchy_paths_in(MOUNTINFO).unwrap();
         assert_eq!(got.len(), 5);
@@ -1080,13 +1068,13 @@ mod tests {
         let h = Hierarchy::from_tables(MOUNTINFO, OWN, |_| Some(String::new())).unwrap();
         assert_eq!(
             h,
-            Hierarchy::V1 {
+            Hierarchy::V1(V1Dirs {
                 memory: "/sys/fs/cgroup/memory/process_api/0df9".into(),
                 pids: "/sys/fs/cgroup/pids".into(),
                 cpu: "/sys/fs/cgroup/cpu".into(),
                 cpuacct: "/sys/fs/cgroup/cpuacct".into(),
                 freezer: "/sys/fs/cgroup/freezer".into(),
-            }
+            })
         );
     }
 
@@ -1115,13 +1103,13 @@ mod tests {
                   35 31 0:32 / /cg/freezer rw - cgroup cgroup rw,freezer\n";
         let own = "5:cpu,cpuacct:/a\n4:memory:/b\n3:pids:/ns/c\n2:freezer:/\n";
         let h = Hierarchy::from_tables(mi, own, |_| None).unwrap();
-        let Hierarchy::V1 {
+        let Hierarchy::V1(V1Dirs {
             memory,
             pids,
             cpu,
             cpuacct,
             freezer,
-        } = h
+        }) = h
         else {
             panic!("v1 expected")
         };
@@ -1157,5 +1145,15 @@ mod tests {
         assert_eq!(json, r#"{"version":"v2","path":"/sys/fs/cgroup/x"}"#);
         let back: Cgroup = serde_json::from_str(&json).unwrap();
         assert_eq!(back, cg);
+        // v1: the directories beside the tag, as sandboxes launched by earlier releases have them.
+        let v1 = r#"{"version":"v1","memory":"/m","pids":"/p","cpu":"/c","cpuacct":"/c","freezer":"/f"}"#;
+        let cg: Cgroup = serde_json::from_str(v1).unwrap();
+        assert_eq!(serde_json::to_string(&cg).unwrap(), v1);
+        assert_eq!(
+            cg.paths().dirs()[4],
+            (Some("freezer"), &PathBuf::from("/f"))
+        );
+        let unknown = v1.replace(r#""pids""#, r#""pidz""#);
+        assert!(serde_json::from_str::<Cgroup>(&unknown).is_err());
     }
 }

@@ -27,7 +27,7 @@
 //! per-context limits with a typed error. Not here either: which context gets which limits.
 
 use crate::cgroup::check_name;
-use crate::cgroup::{parse, read, write, Cgroup, CgroupError, CgroupLimits, CgroupPaths};
+use crate::cgroup::{parse, read, write, Cgroup, CgroupError, CgroupLimits, CgroupPaths, V1Dirs};
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -57,12 +57,12 @@ const DELEGATED_CONTROLLERS: [&str; 3] = ["memory", "cpu", "cpuacct"];
 /// none on v2.
 fn delegated_parents(cg: &Cgroup) -> Option<[(&'static str, &PathBuf); 3]> {
     match cg.paths() {
-        CgroupPaths::V1 {
+        CgroupPaths::V1(V1Dirs {
             memory,
             cpu,
             cpuacct,
             ..
-        } => Some([("memory", memory), ("cpu", cpu), ("cpuacct", cpuacct)]),
+        }) => Some([("memory", memory), ("cpu", cpu), ("cpuacct", cpuacct)]),
         CgroupPaths::V2 { .. } => None,
     }
 }

@@ -362,7 +362,7 @@ mod tests {
 
     /// What a probe saw: the call returned this value, failed with this errno, or the process was
     /// killed by this signal.
-    #[derive(Debug, PartialEq)]
+    #[derive(Debug, Clone, Copy, PartialEq)]
     enum Outcome {
         Ok,
         Errno(i32),
@@ -439,46 +439,20 @@ mod tests {
             probe(|| raw(SYS_personality, [0xffff_ffff, 0, 0, 0, 0])),
             Outcome::Ok
         );
-        assert_eq!(
-            probe(|| raw(
-                SYS_socket,
-                [AF_VSOCK as c_long, SOCK_STREAM as c_long, 0, 0, 0]
-            )),
-            eperm
-        );
-        assert_eq!(
-            probe(|| raw(
-                SYS_socket,
-                [AF_PACKET as c_long, SOCK_DGRAM as c_long, 0, 0, 0]
-            )),
-            eperm
-        );
-        assert_eq!(
-            probe(|| raw(SYS_socket, [AF_INET as c_long, SOCK_RAW as c_long, 1, 0, 0])),
-            eperm
-        );
         // NETLINK_AUDIT (9) is denied; route netlink (getifaddrs) and ordinary sockets are not.
-        assert_eq!(
-            probe(|| raw(
-                SYS_socket,
-                [AF_NETLINK as c_long, SOCK_RAW as c_long, 9, 0, 0]
-            )),
-            eperm
-        );
-        assert_eq!(
-            probe(|| raw(
-                SYS_socket,
-                [AF_NETLINK as c_long, SOCK_RAW as c_long, 0, 0, 0]
-            )),
-            Outcome::Ok
-        );
-        assert_eq!(
-            probe(|| raw(
-                SYS_socket,
-                [AF_INET as c_long, SOCK_STREAM as c_long, 0, 0, 0]
-            )),
-            Outcome::Ok
-        );
+        let sockets = [
+            (AF_VSOCK, SOCK_STREAM, 0, eperm),
+            (AF_PACKET, SOCK_DGRAM, 0, eperm),
+            (AF_INET, SOCK_RAW, 1, eperm),
+            (AF_NETLINK, SOCK_RAW, 9, eperm),
+            (AF_NETLINK, SOCK_RAW, 0, Outcome::Ok),
+            (AF_INET, SOCK_STREAM, 0, Outcome::Ok),
+        ];
+        for (family, ty, proto, want) in sockets {
+            let args = [family as c_long, ty as c_long, proto, 0, 0];
+            let got = probe(move || raw(SYS_socket, args));
+            assert_eq!(got, want, "socket({family}, {ty}, {proto})");
+        }
         assert_eq!(
             probe(|| raw(SYS_ioctl, [0, TIOCSTI as c_long, 0, 0, 0])),
             eperm

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use lizard_jail::cgroup::{CgroupPaths, Hierarchy};
+use lizard_jail::cgroup::{CgroupPaths, Hierarchy, V1Dirs};
 use lizard_jail::process::Exit;
 use lizard_jail::sandbox::Bind;
 use std::fs;
@@ -267,13 +267,13 @@ fn limits_apply_and_kill_all_leaves_nothing() {
     let cg = sb.cgroup().clone();
     let read = |p: &Path| fs::read_to_string(p).unwrap().trim().to_string();
     match cg.paths() {
-        CgroupPaths::V1 {
+        CgroupPaths::V1(V1Dirs {
             memory,
             pids,
             cpu,
             freezer,
             ..
-        } => {
+        }) => {
             assert_eq!(read(&memory.join("memory.limit_in_bytes")), "67108864");
             if memory.join("memory.memsw.limit_in_bytes").exists() {
                 assert_eq!(
@@ -498,7 +498,7 @@ fn fork_bomb_hits_the_pids_limit() {
 /// The cgroup directories a sandbox with this id would have (v1 here).
 fn cgroup_would_be(id: &str) -> Vec<std::path::PathBuf> {
     match Hierarchy::detect().unwrap() {
-        Hierarchy::V1 { memory, pids, .. } => {
+        Hierarchy::V1(V1Dirs { memory, pids, .. }) => {
             vec![memory.join("lizard").join(id), pids.join("lizard").join(id)]
         }
         Hierarchy::V2 { own } => vec![own.join("lizard").join(id)],
@@ -801,7 +801,7 @@ fn delegated_context_cgroups() {
     assert_eq!(f["bomb_status"], "137", "{}", t.log());
     assert_eq!(f["c1_oom"], "1", "{}", t.log());
     assert!(!t.log().lines().any(|l| l == "survived"));
-    let CgroupPaths::V1 { memory, .. } = sb.cgroup().paths().clone() else {
+    let CgroupPaths::V1(V1Dirs { memory, .. }) = sb.cgroup().paths().clone() else {
         return; // v2: nothing is delegated (see `delegation`)
     };
     let ctx = memory.join("ctx");
@@ -847,14 +847,10 @@ fn pid1_is_the_sandboxs_root_with_only_the_kept_capabilities() {
         "#,
     );
     spec.user = UserSpec { uid: 0, gid: 0 };
-    spec.keep_caps = vec![
-        Capability::Setuid,
-        Capability::Setgid,
-        Capability::Kill,
-        Capability::Chown,
-        Capability::Fowner,
-        Capability::DacOverride,
-    ];
+    spec.keep_caps = {
+        use Capability::*;
+        vec![Setuid, Setgid, Kill, Chown, Fowner, DacOverride]
+    };
     spec.context_cgroups = true;
     let sb = launch(&spec).unwrap();
     poll(Duration::from_secs(20), "the script to finish", || {
@@ -891,7 +887,7 @@ fn pid1_is_the_sandboxs_root_with_only_the_kept_capabilities() {
     assert_eq!(f["mkdir"], "Permission denied", "{}", t.log());
     assert_eq!(f["limit"], "Permission denied", "{}", t.log());
     assert_eq!(f["procs"], "Permission denied", "{}", t.log());
-    let CgroupPaths::V1 { memory, .. } = sb.cgroup().paths().clone() else {
+    let CgroupPaths::V1(V1Dirs { memory, .. }) = sb.cgroup().paths().clone() else {
         return;
     };
     let owner = fs::metadata(memory.join("ctx")).unwrap();
@@ -914,7 +910,7 @@ fn a_cgroup_tree_deeper_than_path_max_is_removed() {
     use nix::sys::stat::Mode;
     let cg = Cgroup::create(&unique_id("deep"), &CgroupLimits::default()).unwrap();
     let top = match cg.paths().clone() {
-        CgroupPaths::V1 { memory, .. } => memory,
+        CgroupPaths::V1(V1Dirs { memory, .. }) => memory,
         CgroupPaths::V2 { path } => path,
     };
     let name = "d".repeat(200);

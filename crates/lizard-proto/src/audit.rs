@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 /// One audited call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+// `Default` is for a new event: the log gives it its `id` and `at_ms`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditEvent {
     /// Increasing with time (a cursor for paging).
     pub id: u64,

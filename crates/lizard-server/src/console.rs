@@ -76,26 +76,20 @@ fn serve(file: &str) -> Response {
     };
     let mut r = a.bytes.into_response();
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(a.content_type),
-    );
-    // The files change with the binary, under the same names: revalidate each time.
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    if a.file == INDEX {
-        h.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(CSP),
-        );
-        h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    let page = [
+        (header::CONTENT_SECURITY_POLICY, CSP),
+        (header::X_FRAME_OPTIONS, "DENY"),
+    ];
+    let every = [
+        (header::CONTENT_TYPE, a.content_type),
+        // The files change with the binary, under the same names: revalidate each time.
+        (header::CACHE_CONTROL, "no-cache"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ];
+    let page = if a.file == INDEX { &page[..] } else { &[] };
+    for (name, value) in every.iter().chain(page) {
+        h.insert(name, HeaderValue::from_static(value));
     }
     r
 }

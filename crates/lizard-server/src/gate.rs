@@ -164,19 +164,16 @@ pub async fn gate(State(st): State<Arc<AppState>>, mut req: Request, next: Next)
             // The one taken on the way in counts too.
             limiter.charge(&bucket, AUTH_FAILURE_COST - 1.0, Instant::now());
         }
-        audit::record(
-            &st.sandboxes.store,
-            st.audit_retention,
+        audit(
+            &st,
             AuditEvent {
-                id: 0,
-                at_ms: 0,
                 actor: "anonymous".into(),
-                project: None,
                 key_prefix: sandbox_id.as_ref().map(|_| "sandbox-token".to_string()),
                 action: "auth.failed".into(),
                 object: Some(audit::cut(&path)),
                 status: status.as_u16(),
                 client,
+                ..AuditEvent::default()
             },
         );
         return resp;
@@ -194,6 +191,11 @@ pub async fn gate(State(st): State<Arc<AppState>>, mut req: Request, next: Next)
     };
     record_action(&st, action, caller, object_project, created, status, client);
     resp
+}
+
+/// Into the audit log, which numbers and dates `e`.
+fn audit(st: &AppState, e: AuditEvent) {
+    audit::record(&st.sandboxes.store, st.audit_retention, e);
 }
 
 fn record_action(
@@ -221,12 +223,9 @@ fn record_action(
     let (created_id, created_project) = created.unwrap_or_default();
     // A project key's events are its project's; an admin's belong to the object's project.
     let project = own_project.or(object_project).or(created_project);
-    audit::record(
-        &st.sandboxes.store,
-        st.audit_retention,
+    audit(
+        st,
         AuditEvent {
-            id: 0,
-            at_ms: 0,
             actor: actor.into(),
             project,
             key_prefix,
@@ -236,6 +235,7 @@ fn record_action(
                 .or((!created_id.is_empty()).then_some(created_id)),
             status: status.as_u16(),
             client,
+            ..AuditEvent::default()
         },
     );
 }

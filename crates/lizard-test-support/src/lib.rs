@@ -135,15 +135,16 @@ pub fn built(
 
 /// At the top of a test that needs root and the cached CRIU: returns from it unless both are
 /// there (see [`needs_root!`] and [`cached_criu`], which say why, or fail it where no test may
-/// skip).
+/// skip); else the cached CRIU's path.
 #[macro_export]
 macro_rules! needs_root_and_criu {
-    () => {
+    () => {{
         $crate::needs_root!();
-        if $crate::cached_criu().is_none() {
-            return;
+        match $crate::cached_criu() {
+            Some(criu) => criu,
+            None => return,
         }
-    };
+    }};
 }
 
 /// The CRIU that `scripts/criu.sh` caches in `target/criu`, or None (with a note on stderr) when
@@ -500,6 +501,62 @@ where
     sender.send_request(req).await
 }
 
+// ---------------------------------------------------------------------------------------------
+// What the API answers, read back
+
+/// A path for a query string (`/files?path=…`): unreserved bytes and `/` as they are, every
+/// other byte percent-encoded.
+pub fn url_path(p: &str) -> String {
+    p.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Terminal output as plain lines: escape sequences (CSI `ESC [ … final`, OSC `ESC ] … BEL`,
+/// others `ESC` + one character) and carriage returns removed.
+pub fn terminal_lines(raw: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(raw);
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => {
+                let end: fn(char) -> bool = match chars.next() {
+                    Some('[') => |c: char| ('@'..='~').contains(&c),
+                    Some(']') => |c: char| c == '\x07',
+                    _ => continue,
+                };
+                chars.by_ref().find(|&c| end(c));
+            }
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out.lines().map(str::to_string).collect()
+}
+
+/// The item names in a hibernation or restore report's `contexts[id = ctx][key]` (`restored`
+/// or `lost`).
+pub fn report_names(report: &serde_json::Value, ctx: &str, key: &str) -> Vec<String> {
+    let c = report["contexts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no contexts in {report}"))
+        .iter()
+        .find(|c| c["id"] == ctx)
+        .unwrap_or_else(|| panic!("context {ctx} not in {report}"));
+    c[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} for {ctx} in {report}"))
+        .iter()
+        .map(|i| i["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,5 +611,16 @@ mod tests {
         assert_eq!(pid, std::process::id().to_string());
         assert!(!gone_or_zombie(std::process::id()));
         assert_eq!(proc_status("self", "NoSuchKey"), None);
+    }
+
+    #[test]
+    fn terminal_lines_drop_escapes_and_carriage_returns() {
+        let raw = b"\x1b[1;32mgreen\x1b[0m\r\n\x1b]0;title\x07plain\x1b=\r\n";
+        assert_eq!(terminal_lines(raw), vec!["green", "plain"]);
+    }
+
+    #[test]
+    fn url_path_keeps_slashes_and_encodes_the_rest() {
+        assert_eq!(url_path("/home/user/a b&c.txt"), "/home/user/a%20b%26c.txt");
     }
 }

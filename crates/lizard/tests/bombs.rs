@@ -98,7 +98,6 @@ async fn background_leaves_others_alone(
     background(s, bomb, cmd).await;
     wait_for_file(s, bomb, started).await;
     assert_unaffected(s, victim, bomb, what).await;
-    s.kill_all().await;
 }
 
 /// Start `cmd` in the background in sandbox `id`.
@@ -430,7 +429,6 @@ async fn busy_loops_in_every_context() {
     for t in tasks {
         t.abort();
     }
-    s.kill_all().await;
 }
 
 /// An output flood (100 MB on stdout) reaches the client cut at the agent's cap with a truncation
@@ -468,7 +466,6 @@ async fn output_flood_is_truncated_and_the_server_stays_small() {
     );
     let ex = s.run(&id, json!({"code": "print('still here')"})).await;
     assert_eq!(stdout(&ex), "still here\n", "{ex}");
-    s.kill_all().await;
 }
 
 /// A sandbox's host-side log (the agent's `agent.log`: on the host, outside

@@ -120,7 +120,6 @@ async fn the_sandbox_cannot_redirect_the_servers_channel_to_its_agent() {
         0,
         "the host socket got a connection"
     );
-    s.kill_all().await;
 }
 
 /// The agent's socket is nowhere inside: not in the mount table, not under `/run/lizard` (where
@@ -180,7 +179,6 @@ echo "fds=$(ls /proc/1/fd 2>&1 | head -c 200)"
     assert_eq!(f["fd3"], "refused", "{out}");
     assert!(f["fds"].contains("Permission denied"), "{out}");
     assert!(!out.contains(s.data_dir.path().to_str().unwrap()), "{out}");
-    s.kill_all().await;
 }
 
 fn loop_devices_backing(image: &Path) -> Vec<String> {
@@ -296,7 +294,6 @@ async fn pid_1_ignores_signals_from_inside_and_its_death_is_cleaned_up() {
     // Other sandboxes work as before.
     let other = s.create(&s.admin_key.clone(), json!({})).await;
     assert_eq!(python(&s, &other, "print(1 + 1)").await.trim(), "2");
-    s.kill_all().await;
 }
 
 /// A sandbox whose stored socket is inside its own disk (what servers before the host-side socket
@@ -347,5 +344,4 @@ async fn a_sandbox_with_its_socket_inside_is_not_adopted() {
     })
     .await;
     assert!(noticed, "the adopted sandbox's PID 1 death went unnoticed");
-    s.kill_all().await;
 }

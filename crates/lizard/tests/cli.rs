@@ -8,6 +8,15 @@ use lizard_proto::{ExecuteRequest, ExecutionEvent};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// `lizard <args> --json`, which must succeed: its output parsed, and as printed.
+fn lizard_json(s: &Server, args: &[&str]) -> (serde_json::Value, String) {
+    let args: Vec<&str> = args.iter().copied().chain(["--json"]).collect();
+    let (code, out, err) = lizard(s, &args, None);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
+    (v, out)
+}
+
 fn lizard(s: &Server, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_lizard"))
         .args(args)
@@ -243,7 +252,6 @@ async fn exec_and_files_commands() {
     );
     assert_eq!(code, 1);
     assert!(err.contains("not_found"), "{err}");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -266,7 +274,6 @@ async fn shell_and_host_commands() {
         out.trim(),
         format!("http://{}/v1/sandboxes/{id}/ports/8000", s.addr)
     );
-    s.kill_all().await;
 }
 
 /// `lizard volume create|list|info|delete` and `lizard sandbox create --volume NAME:/PATH[:ro]`.
@@ -368,7 +375,6 @@ async fn sandbox_hibernate_and_resume_print_the_reports() {
     assert_eq!(v["restore"]["contexts"][0]["lost"][0]["name"], "gen");
     let (code, out, _) = lizard(&s, &["run", "--sandbox", &id, "print(kept)"], None);
     assert_eq!((code, out.as_str()), (0, "1\n"));
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -447,7 +453,7 @@ async fn secret_commands() {
     assert!(err.contains("no-such-project"), "{err}");
 
     // `--inject` at create: the templates, never the values, come back.
-    let (code, json, err) = lizard(
+    let (v, json) = lizard_json(
         &s,
         &[
             "sandbox",
@@ -460,12 +466,8 @@ async fn secret_commands() {
             "api.example.com=Authorization: Bearer ${secret:token}",
             "--inject",
             "api.example.com=X-Other:${secret:other}",
-            "--json",
         ],
-        None,
     );
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(
         v["network"]["inject"],
         serde_json::json!([{"host": "api.example.com", "headers": {
@@ -484,7 +486,7 @@ async fn secret_commands() {
         "{info}"
     );
     // A rule change keeps the injection unless told otherwise.
-    let (code, out, err) = lizard(
+    let (v, out) = lizard_json(
         &s,
         &[
             "sandbox",
@@ -494,18 +496,14 @@ async fn secret_commands() {
             "api.example.com",
             "--allow",
             "pypi.org",
-            "--json",
         ],
-        None,
     );
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         v["egress"]["allow"],
         serde_json::json!(["api.example.com", "pypi.org"])
     );
     assert_eq!(v["inject"][0]["host"], "api.example.com", "{out}");
-    let (code, out, err) = lizard(
+    let (v, _) = lizard_json(
         &s,
         &[
             "sandbox",
@@ -513,24 +511,14 @@ async fn secret_commands() {
             &id,
             "--inject",
             "pypi.org=X-Token: $${secret:other}",
-            "--json",
         ],
-        None,
     );
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         v["inject"],
         serde_json::json!([{"host": "pypi.org", "headers": {"X-Token": "$${secret:other}"}}])
     );
     assert_eq!(v["egress"]["allow"][1], "pypi.org");
-    let (code, out, err) = lizard(
-        &s,
-        &["sandbox", "network", &id, "--no-inject", "--json"],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (v, out) = lizard_json(&s, &["sandbox", "network", &id, "--no-inject"]);
     assert!(v.get("inject").is_none(), "{out}");
 
     // An unknown secret, a host the egress does not allow, a malformed --inject: refused.

@@ -10,6 +10,7 @@ use common::*;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use lizard_test_support::{terminal_lines, url_path};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -18,17 +19,6 @@ const NDJSON: &str = "application/x-ndjson";
 
 fn b64(s: &str) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD.decode(s).unwrap()
-}
-
-fn enc(p: &str) -> String {
-    p.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// A request to the server as admin, with any body; the response streams.
@@ -142,37 +132,6 @@ fn text_of(events: &[Value], kind: &str) -> String {
         .filter(|e| e["type"] == kind)
         .filter_map(|e| e["text"].as_str())
         .collect()
-}
-
-/// Terminal output as plain lines: escape sequences and carriage returns removed.
-fn terminal_lines(raw: &[u8]) -> Vec<String> {
-    let text = String::from_utf8_lossy(raw);
-    let mut out = String::new();
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\x1b' => match chars.next() {
-                Some('[') => {
-                    for c in chars.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                }
-                Some(']') => {
-                    for c in chars.by_ref() {
-                        if c == '\x07' {
-                            break;
-                        }
-                    }
-                }
-                _ => {}
-            },
-            '\r' => {}
-            c => out.push(c),
-        }
-    }
-    out.lines().map(str::to_string).collect()
 }
 
 #[tokio::test]
@@ -378,7 +337,6 @@ async fn concurrent_commands_keep_their_exit_codes() {
         let (i, r) = t.await.unwrap();
         assert_eq!(r["exit_code"].as_i64(), Some(i), "{r}");
     }
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -426,7 +384,6 @@ async fn terminal_through_the_server() {
         (end["type"].as_str(), end["exit_code"].as_i64()),
         (Some("end"), Some(5))
     );
-    s.kill_all().await;
 }
 
 /// The terminal over a WebSocket, as a browser opens it: the key as a subprotocol (never
@@ -547,7 +504,6 @@ async fn terminal_over_a_websocket() {
         }
     }
     assert_eq!(end.unwrap()["exit_code"], 5);
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -556,7 +512,7 @@ async fn files_through_the_server() {
     let (s, id) = Server::with_sandbox().await;
     let base = format!("/v1/sandboxes/{id}");
     let put = |path: &str, data: Vec<u8>| {
-        let url = format!("{base}/files?path={}", enc(path));
+        let url = format!("{base}/files?path={}", url_path(path));
         let s = &s;
         async move {
             let r = send(
@@ -576,7 +532,7 @@ async fn files_through_the_server() {
         }
     };
     let get = |path: &str| {
-        let url = format!("{base}/files?path={}", enc(path));
+        let url = format!("{base}/files?path={}", url_path(path));
         let s = &s;
         async move {
             let r = send(s, "GET", &url, &[], Bytes::new()).await;
@@ -796,7 +752,6 @@ async fn files_through_the_server() {
         ));
     }
     drop(w);
-    s.kill_all().await;
 }
 
 /// A rename between file systems (the overlay home and the /tmp tmpfs) moves the data.
@@ -820,5 +775,4 @@ async fn rename_across_file_systems() {
         )
         .await;
     assert_eq!(out, "moved\n1\n");
-    s.kill_all().await;
 }

@@ -8,59 +8,90 @@ use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-async fn fork_with(s: &Server, id: &str, ctx: &str, body: Value) -> Resp {
-    s.post(&format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"), body)
-        .await
+/// A sandbox of the test's server: what the helpers below work on, so that a call names only
+/// the context.
+#[derive(Clone, Copy)]
+struct Sb<'a> {
+    s: &'a Server,
+    id: &'a str,
 }
 
-async fn fork(s: &Server, id: &str, ctx: &str) -> Resp {
-    s.admin(
-        "POST",
-        &format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"),
-        None,
-    )
-    .await
-}
+impl Sb<'_> {
+    async fn context(self, language: &str) -> String {
+        context(self.s, self.id, language).await
+    }
 
-/// Fork `ctx`, expecting success; returns the answer.
-async fn forked(s: &Server, id: &str, ctx: &str) -> Value {
-    let r = fork(s, id, ctx).await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    assert_eq!(r.body["forked_from"], ctx, "{}", r.text);
-    assert_ne!(r.body["id"], ctx, "{}", r.text);
-    r.body
-}
+    async fn fork_with(self, ctx: &str, body: Value) -> Resp {
+        let id = self.id;
+        self.s
+            .post(&format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"), body)
+            .await
+    }
 
-async fn run(s: &Server, id: &str, ctx: &str, code: &str) -> Value {
-    s.run(id, json!({ "code": code, "context": ctx })).await
-}
+    async fn fork(self, ctx: &str) -> Resp {
+        let id = self.id;
+        self.s
+            .admin(
+                "POST",
+                &format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"),
+                None,
+            )
+            .await
+    }
 
-/// Run and return stdout, asserting the run succeeded.
-async fn out(s: &Server, id: &str, ctx: &str, code: &str) -> String {
-    let ex = run(s, id, ctx, code).await;
-    assert_eq!(ex["status"], "ok", "{code}: {ex}");
-    stdout(&ex)
-}
+    /// Fork `ctx`, expecting success; returns the answer.
+    async fn forked(self, ctx: &str) -> Value {
+        let r = self.fork(ctx).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert_eq!(r.body["forked_from"], ctx, "{}", r.text);
+        assert_ne!(r.body["id"], ctx, "{}", r.text);
+        r.body
+    }
 
-async fn get_context(s: &Server, id: &str, ctx: &str) -> Value {
-    let r = s
-        .admin("GET", &format!("/v1/sandboxes/{id}/contexts/{ctx}"), None)
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    r.body
-}
+    async fn run(self, ctx: &str, code: &str) -> Value {
+        self.s
+            .run(self.id, json!({ "code": code, "context": ctx }))
+            .await
+    }
 
-#[allow(dead_code)]
-async fn get_context_resp(s: &Server, id: &str, ctx: &str) -> Resp {
-    s.admin("GET", &format!("/v1/sandboxes/{id}/contexts/{ctx}"), None)
-        .await
-}
+    /// Run and return stdout, asserting the run succeeded.
+    async fn out(self, ctx: &str, code: &str) -> String {
+        let ex = self.run(ctx, code).await;
+        assert_eq!(ex["status"], "ok", "{code}: {ex}");
+        stdout(&ex)
+    }
 
-async fn context_count(s: &Server, id: &str) -> usize {
-    let r = s
-        .admin("GET", &format!("/v1/sandboxes/{id}/contexts"), None)
-        .await;
-    r.body.as_array().map(|a| a.len()).unwrap_or(0)
+    async fn get_context(self, ctx: &str) -> Value {
+        let id = self.id;
+        let r = self
+            .s
+            .admin("GET", &format!("/v1/sandboxes/{id}/contexts/{ctx}"), None)
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.body
+    }
+
+    async fn context_count(self) -> usize {
+        let id = self.id;
+        let r = self
+            .s
+            .admin("GET", &format!("/v1/sandboxes/{id}/contexts"), None)
+            .await;
+        r.body.as_array().map(|a| a.len()).unwrap_or(0)
+    }
+
+    /// Wait until `code`'s output (a number) in `ctx` is above `above`; returns it.
+    async fn grows(self, ctx: &str, code: &str, above: u64) -> u64 {
+        let mut last = 0;
+        for _ in 0..200 {
+            last = self.out(ctx, code).await.trim().parse().unwrap_or(0);
+            if last > above {
+                return last;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{code}: stayed at {last}, not above {above}");
+    }
 }
 
 fn id_of(v: &Value) -> String {
@@ -73,11 +104,13 @@ fn id_of(v: &Value) -> String {
 async fn a_python_fork_has_the_sources_state_and_then_diverges() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
-    let a = context(&s, &id, "python").await;
-    out(&s, &id, &a, "import math\nx = 41\ndef f(): return x + 1").await;
-    out(&s, &id, &a, "x += 1").await;
+    let sb = Sb { s: &s, id: &id };
+    let a = sb.context("python").await;
+    sb.out(&a, "import math\nx = 41\ndef f(): return x + 1")
+        .await;
+    sb.out(&a, "x += 1").await;
 
-    let b = forked(&s, &id, &a).await;
+    let b = sb.forked(&a).await;
     assert_eq!(b["language"], "python", "{b}");
     assert_eq!(
         b["execution_count"], 2,
@@ -85,30 +118,28 @@ async fn a_python_fork_has_the_sources_state_and_then_diverges() {
     );
     assert_eq!(b["lost"], json!([]), "{b}");
     let b = id_of(&b);
-    let ex = run(&s, &id, &b, "print(x, f(), math.pi > 3)").await;
+    let ex = sb.run(&b, "print(x, f(), math.pi > 3)").await;
     assert_eq!(stdout(&ex), "42 43 True\n", "{ex}");
     assert_eq!(ex["execution_count"], 3, "{ex}");
 
     // Divergence: each change stays in its context.
-    out(&s, &id, &b, "x = 'fork'").await;
-    out(&s, &id, &a, "x = 'source'").await;
-    assert_eq!(out(&s, &id, &a, "print(x)").await, "source\n");
-    assert_eq!(out(&s, &id, &b, "print(x)").await, "fork\n");
+    sb.out(&b, "x = 'fork'").await;
+    sb.out(&a, "x = 'source'").await;
+    assert_eq!(sb.out(&a, "print(x)").await, "source\n");
+    assert_eq!(sb.out(&b, "print(x)").await, "fork\n");
     // Different processes, each its own group leader, both children of the agent.
-    let pa = out(
-        &s,
-        &id,
-        &a,
-        "import os; print(os.getpid(), os.getpgid(0), os.getppid())",
-    )
-    .await;
-    let pb = out(
-        &s,
-        &id,
-        &b,
-        "import os; print(os.getpid(), os.getpgid(0), os.getppid())",
-    )
-    .await;
+    let pa = sb
+        .out(
+            &a,
+            "import os; print(os.getpid(), os.getpgid(0), os.getppid())",
+        )
+        .await;
+    let pb = sb
+        .out(
+            &b,
+            "import os; print(os.getpid(), os.getpgid(0), os.getppid())",
+        )
+        .await;
     let (va, vb): (Vec<&str>, Vec<&str>) = (
         pa.split_whitespace().collect(),
         pb.split_whitespace().collect(),
@@ -118,11 +149,10 @@ async fn a_python_fork_has_the_sources_state_and_then_diverges() {
     assert_eq!(va[2], vb[2], "both are the agent's children: {pa} {pb}");
 
     // A second fork of the source, and a fork of the fork.
-    let c = id_of(&forked(&s, &id, &a).await);
-    assert_eq!(out(&s, &id, &c, "print(x)").await, "source\n");
-    let d = id_of(&forked(&s, &id, &b).await);
-    assert_eq!(out(&s, &id, &d, "print(x, f.__name__)").await, "fork f\n");
-    s.kill_all().await;
+    let c = id_of(&sb.forked(&a).await);
+    assert_eq!(sb.out(&c, "print(x)").await, "source\n");
+    let d = id_of(&sb.forked(&b).await);
+    assert_eq!(sb.out(&d, "print(x, f.__name__)").await, "fork f\n");
 }
 
 /// JavaScript: a closure and its captured state come along, timers keep firing in both kernels
@@ -132,24 +162,23 @@ async fn a_python_fork_has_the_sources_state_and_then_diverges() {
 async fn a_javascript_fork_keeps_closures_and_timers() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
-    let a = context(&s, &id, "javascript").await;
-    out(
-        &s,
-        &id,
-        &a,
+    let sb = Sb { s: &s, id: &id };
+    let a = sb.context("javascript").await;
+    sb.out(
+                &a,
         "const mk = () => { let n = 0; return () => ++n; };\nglobalThis.counter = mk();\ncounter(); counter();\nglobalThis.ticks = 0; setInterval(() => { ticks++; }, 10);",
     )
     .await;
-    let b = forked(&s, &id, &a).await;
+    let b = sb.forked(&a).await;
     assert_eq!(b["language"], "javascript", "{b}");
     assert_eq!(b["execution_count"], 1, "{b}");
     assert_eq!(b["lost"], json!([]), "timers go along: {b}");
     let b = id_of(&b);
     assert_eq!(
-        out(&s, &id, &b, "console.log(counter(), counter())").await,
+        sb.out(&b, "console.log(counter(), counter())").await,
         "3 4\n"
     );
-    assert_eq!(out(&s, &id, &a, "console.log(counter())").await, "3\n");
+    assert_eq!(sb.out(&a, "console.log(counter())").await, "3\n");
     // The fork's own process group gets the interrupt; its state stays.
     let ex = s
         .run(
@@ -158,16 +187,18 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
         )
         .await;
     assert_eq!(ex["status"], "timeout", "{ex}");
-    assert_eq!(out(&s, &id, &b, "console.log(counter())").await, "5\n");
+    assert_eq!(sb.out(&b, "console.log(counter())").await, "5\n");
     // The interval runs in the fork's own loop.
-    let t0: u64 = out(&s, &id, &b, "console.log(ticks)")
+    let t0: u64 = sb
+        .out(&b, "console.log(ticks)")
         .await
         .trim()
         .parse()
         .unwrap();
     assert!(
         eventually(Duration::from_secs(20), || async {
-            let t: u64 = out(&s, &id, &b, "console.log(ticks)")
+            let t: u64 = sb
+                .out(&b, "console.log(ticks)")
                 .await
                 .trim()
                 .parse()
@@ -178,31 +209,25 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
         "the fork's timer never fired"
     );
     // process.pid is the fork's own.
-    let pa = out(&s, &id, &a, "console.log(process.pid)").await;
-    let pb = out(&s, &id, &b, "console.log(process.pid)").await;
+    let pa = sb.out(&a, "console.log(process.pid)").await;
+    let pb = sb.out(&b, "console.log(process.pid)").await;
     assert_ne!(pa, pb);
     // A listening socket is shared with the fork: said so.
-    out(&s, &id, &a, "globalThis.srv = require('net').createServer().listen(0, '127.0.0.1');\nawait new Promise((r) => srv.once('listening', r));").await;
-    out(
-        &s,
-        &id,
+    sb.out(&a, "globalThis.srv = require('net').createServer().listen(0, '127.0.0.1');\nawait new Promise((r) => srv.once('listening', r));").await;
+    sb.out(
         &a,
         "globalThis.cp = require('child_process').spawn('sleep', ['300']);",
     )
     .await;
     // Asked for a live fork: the exact one (the default) would carry them (see
     // `an_exact_fork_carries_threads_servers_and_commands`).
-    let c = fork_with(&s, &id, &a, json!({"exact": false})).await;
+    let c = sb.fork_with(&a, json!({"exact": false})).await;
     assert_eq!(c.status, 201, "{}", c.text);
     let c = c.body;
     let lost = c["lost"].to_string();
     assert!(lost.contains("listening socket"), "{c}");
     assert!(lost.contains("child process"), "{c}");
-    assert_eq!(
-        out(&s, &id, &id_of(&c), "console.log(counter())").await,
-        "4\n"
-    );
-    s.kill_all().await;
+    assert_eq!(sb.out(&id_of(&c), "console.log(counter())").await, "4\n");
 }
 
 /// Bash: variables, functions and aliases come along (a forked subshell), the two diverge, and a
@@ -211,35 +236,34 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
 async fn a_bash_fork_keeps_variables_functions_and_aliases() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
-    let a = context(&s, &id, "bash").await;
-    out(
-        &s,
-        &id,
+    let sb = Sb { s: &s, id: &id };
+    let a = sb.context("bash").await;
+    sb.out(
         &a,
         "x=41\nf() { echo \"f:$x\"; }\nalias hi='echo hi'\ncd /tmp\ntrap 'echo got-usr1' USR1",
     )
     .await;
-    let b = forked(&s, &id, &a).await;
+    let b = sb.forked(&a).await;
     assert_eq!(b["execution_count"], 1, "{b}");
     assert_eq!(b["lost"], json!([]), "no background job: {b}");
     let b = id_of(&b);
-    assert_eq!(out(&s, &id, &b, "f; hi; pwd").await, "f:41\nhi\n/tmp\n");
+    assert_eq!(sb.out(&b, "f; hi; pwd").await, "f:41\nhi\n/tmp\n");
     // The source's traps are the fork's too (a subshell would have reset them).
     assert_eq!(
-        out(&s, &id, &b, "kill -USR1 $BASHPID; echo after").await,
+        sb.out(&b, "kill -USR1 $BASHPID; echo after").await,
         "got-usr1\nafter\n"
     );
-    out(&s, &id, &b, "x=2").await;
-    assert_eq!(out(&s, &id, &a, "f").await, "f:41\n");
-    assert_eq!(out(&s, &id, &b, "f").await, "f:2\n");
+    sb.out(&b, "x=2").await;
+    assert_eq!(sb.out(&a, "f").await, "f:41\n");
+    assert_eq!(sb.out(&b, "f").await, "f:2\n");
     // A declare in a cell stays global in the fork too (its loop is at the top level).
-    out(&s, &id, &b, "declare -A m=([k]=v)").await;
-    assert_eq!(out(&s, &id, &b, "echo ${m[k]}").await, "v\n");
+    sb.out(&b, "declare -A m=([k]=v)").await;
+    assert_eq!(sb.out(&b, "echo ${m[k]}").await, "v\n");
     // Own process group; a failing cell and `exit` behave as in any Bash context.
-    let pg = out(&s, &id, &b, "echo $BASHPID $(ps -o pgid= -p $BASHPID)").await;
+    let pg = sb.out(&b, "echo $BASHPID $(ps -o pgid= -p $BASHPID)").await;
     let v: Vec<&str> = pg.split_whitespace().collect();
     assert_eq!(v[0], v[1], "{pg}");
-    let ex = run(&s, &id, &b, "false").await;
+    let ex = sb.run(&b, "false").await;
     assert_eq!(ex["status"], "error", "{ex}");
     // Interrupted by its own process group's SIGINT, the fork's loop survives with its state.
     let ex = s
@@ -249,23 +273,22 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
         )
         .await;
     assert_eq!(ex["status"], "timeout", "{ex}");
-    assert_eq!(out(&s, &id, &b, "f").await, "f:2\n");
-    let c = id_of(&forked(&s, &id, &b).await);
-    assert_eq!(out(&s, &id, &c, "f; hi").await, "f:2\nhi\n");
-    let ex = run(&s, &id, &c, "exit 3").await;
+    assert_eq!(sb.out(&b, "f").await, "f:2\n");
+    let c = id_of(&sb.forked(&b).await);
+    assert_eq!(sb.out(&c, "f; hi").await, "f:2\nhi\n");
+    let ex = sb.run(&c, "exit 3").await;
     assert_eq!(ex["status"], "kernel_died", "{ex}");
     assert_eq!(
-        out(&s, &id, &b, "f").await,
+        sb.out(&b, "f").await,
         "f:2\n",
         "the fork's fork dying leaves the fork"
     );
     // The source's background jobs stay with it, counted in `lost` (no job: nothing said).
-    out(&s, &id, &b, "sleep 60 & sleep 61 &").await;
-    let d = forked(&s, &id, &b).await;
+    sb.out(&b, "sleep 60 & sleep 61 &").await;
+    let d = sb.forked(&b).await;
     assert!(d["lost"].to_string().contains("2 background job(s)"), "{d}");
-    assert_eq!(out(&s, &id, &id_of(&d), "jobs -p | wc -l").await, "0\n");
-    out(&s, &id, &b, "kill $(jobs -p); wait; true").await;
-    s.kill_all().await;
+    assert_eq!(sb.out(&id_of(&d), "jobs -p | wc -l").await, "0\n");
+    sb.out(&b, "kill $(jobs -p); wait; true").await;
 }
 
 /// Unknown context → 404; a context running a cell → 409 (documented: fork between cells); a
@@ -274,10 +297,11 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
 async fn fork_refusals_and_losses_are_said() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
-    let r = fork(&s, &id, "0123456789abcdef0123456789abcdef").await;
+    let sb = Sb { s: &s, id: &id };
+    let r = sb.fork("0123456789abcdef0123456789abcdef").await;
     assert_eq!(r.status, 404, "{}", r.text);
     assert_eq!(r.body["code"], "not_found", "{}", r.text);
-    let a = context(&s, &id, "python").await;
+    let a = sb.context("python").await;
     let r = s
         .post(
             &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
@@ -293,11 +317,11 @@ async fn fork_refusals_and_losses_are_said() {
     );
     assert!(
         eventually(Duration::from_secs(30), || async {
-            get_context(&s, &id, &a).await["state"] == "busy"
+            sb.get_context(&a).await["state"] == "busy"
         })
         .await
     );
-    let r = fork(&s, &id, &a).await;
+    let r = sb.fork(&a).await;
     assert_eq!(r.status, 409, "{}", r.text);
     assert_eq!(r.body["code"], "conflict", "{}", r.text);
     assert!(r.text.contains("between cells"), "{}", r.text);
@@ -313,18 +337,14 @@ async fn fork_refusals_and_losses_are_said() {
     assert_eq!(done.body["status"], "interrupted", "{}", done.text);
 
     // Threads: only the forking one survives; said in `lost`.
-    out(
-        &s,
-        &id,
-        &a,
+    sb.out(
+                &a,
         "import threading, time\nthreading.Thread(target=time.sleep, args=(120,), name='sleeper', daemon=True).start()\ny = 7",
     )
     .await;
     // A task left pending on IPython's asyncio loop: the fork gets a loop of its own.
-    out(
-        &s,
-        &id,
-        &a,
+    sb.out(
+                &a,
         "import asyncio\nawait asyncio.sleep(0)\npending = asyncio.ensure_future(asyncio.sleep(300))",
     )
     .await;
@@ -343,14 +363,14 @@ async fn fork_refusals_and_losses_are_said() {
     assert!(lost.contains("asyncio tasks"), "{b}");
     let b = id_of(&b);
     assert_eq!(
-        out(&s, &id, &b, "import threading\nprint(y, [t.name for t in threading.enumerate() if t.name == 'sleeper'])").await,
+        sb.out(&b, "import threading\nprint(y, [t.name for t in threading.enumerate() if t.name == 'sleeper'])").await,
         "7 []\n"
     );
     assert_eq!(
-        out(&s, &id, &b, "await asyncio.sleep(0.01)\nprint('own loop')").await,
+        sb.out(&b, "await asyncio.sleep(0.01)\nprint('own loop')")
+            .await,
         "own loop\n"
     );
-    s.kill_all().await;
 }
 
 /// A fork is a context of its own: interrupted, restarted and deleted without its source (and
@@ -359,18 +379,19 @@ async fn fork_refusals_and_losses_are_said() {
 async fn a_fork_lives_on_its_own() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
-    let a = context(&s, &id, "python").await;
-    out(&s, &id, &a, "x = 1").await;
-    let b = id_of(&forked(&s, &id, &a).await);
-    let c = id_of(&forked(&s, &id, &a).await);
+    let sb = Sb { s: &s, id: &id };
+    let a = sb.context("python").await;
+    sb.out(&a, "x = 1").await;
+    let b = id_of(&sb.forked(&a).await);
+    let c = id_of(&sb.forked(&a).await);
 
     // Interrupt the fork's cell: its state stays, the source is untouched.
     let ex = s
         .run(&id, json!({"code": "import time\nwhile True: time.sleep(0.01)", "context": b, "timeout_ms": 1500}))
         .await;
     assert_eq!(ex["status"], "timeout", "{ex}");
-    assert_eq!(out(&s, &id, &b, "print(x)").await, "1\n");
-    assert_eq!(out(&s, &id, &a, "print(x)").await, "1\n");
+    assert_eq!(sb.out(&b, "print(x)").await, "1\n");
+    assert_eq!(sb.out(&a, "print(x)").await, "1\n");
 
     // Restart the fork: its state goes, the source's and the sibling's stay.
     let r = s
@@ -381,31 +402,30 @@ async fn a_fork_lives_on_its_own() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let ex = run(&s, &id, &b, "x").await;
+    let ex = sb.run(&b, "x").await;
     assert_eq!(ex["error"]["name"], "NameError", "{ex}");
-    assert_eq!(out(&s, &id, &c, "print(x)").await, "1\n");
+    assert_eq!(sb.out(&c, "print(x)").await, "1\n");
 
     // Kill the source's kernel: the forks live.
-    let ex = run(
-        &s,
-        &id,
-        &a,
-        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
-    )
-    .await;
+    let ex = sb
+        .run(
+            &a,
+            "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+        )
+        .await;
     assert_eq!(ex["status"], "kernel_died", "{ex}");
-    assert_eq!(out(&s, &id, &c, "print(x)").await, "1\n");
+    assert_eq!(sb.out(&c, "print(x)").await, "1\n");
 
     // Delete the source: the fork lives, and the uid it shares is not given to a new context.
-    let uid = out(&s, &id, &c, "import os; print(os.getuid())").await;
+    let uid = sb.out(&c, "import os; print(os.getuid())").await;
     let r = s
         .admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{a}"), None)
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
-    assert_eq!(out(&s, &id, &c, "print(x)").await, "1\n");
+    assert_eq!(sb.out(&c, "print(x)").await, "1\n");
     for _ in 0..3 {
-        let n = context(&s, &id, "python").await;
-        let other = out(&s, &id, &n, "import os; print(os.getuid())").await;
+        let n = sb.context("python").await;
+        let other = sb.out(&n, "import os; print(os.getuid())").await;
         assert_ne!(other, uid, "a new context got the uid a fork still runs as");
     }
     // Delete a fork: the other lives.
@@ -413,10 +433,9 @@ async fn a_fork_lives_on_its_own() {
         .admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{b}"), None)
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
-    assert_eq!(out(&s, &id, &c, "print(x)").await, "1\n");
-    let info = get_context(&s, &id, &c).await;
+    assert_eq!(sb.out(&c, "print(x)").await, "1\n");
+    let info = sb.get_context(&c).await;
     assert_eq!(info["state"], "idle", "{info}");
-    s.kill_all().await;
 }
 
 /// Security, attacked from inside: a fork runs as its source's uid, so it reaches its source (one
@@ -426,24 +445,21 @@ async fn a_fork_lives_on_its_own() {
 async fn a_fork_cannot_reach_an_unrelated_context() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
-    let a = context(&s, &id, "python").await;
-    let u = context(&s, &id, "python").await;
-    out(
-        &s,
-        &id,
+    let sb = Sb { s: &s, id: &id };
+    let a = sb.context("python").await;
+    let u = sb.context("python").await;
+    sb.out(
         &u,
         "secret = 's3'\nimport subprocess\nchild = subprocess.Popen(['sleep', '600'])",
     )
     .await;
-    let upid = out(&s, &id, &u, "import os; print(os.getpid())")
+    let upid = sb
+        .out(&u, "import os; print(os.getpid())")
         .await
         .trim()
         .to_string();
-    let cpid = out(&s, &id, &u, "print(child.pid)")
-        .await
-        .trim()
-        .to_string();
-    let b = id_of(&forked(&s, &id, &a).await);
+    let cpid = sb.out(&u, "print(child.pid)").await.trim().to_string();
+    let b = id_of(&sb.forked(&a).await);
 
     // From inside the fork: no signal, no memory, no fds, no environment of the unrelated kernel.
     let probe = format!(
@@ -463,23 +479,23 @@ for what, f in [
         res.append(what + ":denied")
 print(" ".join(res))"#
     );
-    let got = out(&s, &id, &b, &probe).await;
+    let got = sb.out(&b, &probe).await;
     assert_eq!(
         got.trim(),
         "kill:denied kill-child:denied environ:denied mem:denied fd:denied",
         "{got}"
     );
     // The fork runs as its source's uid (documented: one owner).
-    let ua = out(&s, &id, &a, "import os; print(os.getuid())").await;
-    let ub = out(&s, &id, &b, "import os; print(os.getuid())").await;
-    let uu = out(&s, &id, &u, "import os; print(os.getuid())").await;
+    let ua = sb.out(&a, "import os; print(os.getuid())").await;
+    let ub = sb.out(&b, "import os; print(os.getuid())").await;
+    let uu = sb.out(&u, "import os; print(os.getuid())").await;
     assert_eq!(ua, ub);
     assert_ne!(ub, uu);
 
     // A lying source: its user code (finding the runner's globals through its SIGINT handler)
     // replaces the runner's fork with one that names the unrelated context's child process
     // (another uid), then its kernel: both refused, nothing adopted.
-    let before = context_count(&s, &id).await;
+    let before = sb.context_count().await;
     for victim in [&cpid, &upid] {
         let lie = format!(
             r#"import signal
@@ -490,21 +506,17 @@ def _lie(shell, msg):
     return False
 R["_fork_op"] = _lie"#
         );
-        out(&s, &id, &b, &lie).await;
-        let r = fork(&s, &id, &b).await;
+        sb.out(&b, &lie).await;
+        let r = sb.fork(&b).await;
         assert_eq!(r.status, 503, "{}", r.text);
         assert!(r.text.contains(&format!("pid {victim}")), "{}", r.text);
     }
+    assert_eq!(sb.out(&u, "print(secret, child.poll())").await, "s3 None\n");
     assert_eq!(
-        out(&s, &id, &u, "print(secret, child.poll())").await,
-        "s3 None\n"
-    );
-    assert_eq!(
-        context_count(&s, &id).await,
+        sb.context_count().await,
         before,
         "no context was made of the lies"
     );
-    s.kill_all().await;
 }
 
 /// The new kernel joins its cgroup thread-wise (`tasks`, single-threaded right after the fork):
@@ -515,7 +527,8 @@ R["_fork_op"] = _lie"#
 async fn a_fork_that_leaves_a_thread_in_its_sources_cgroup_is_refused() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
-    let a = context(&s, &id, "python").await;
+    let sb = Sb { s: &s, id: &id };
+    let a = sb.context("python").await;
     let marker = "lizard-left-behind";
     let split = format!(
         r#"import signal, threading, time
@@ -527,8 +540,8 @@ def _split(d, procs, intermediate):
 R["_become_fork"] = _split
 x = 7"#
     );
-    out(&s, &id, &a, &split).await;
-    let r = fork(&s, &id, &a).await;
+    sb.out(&a, &split).await;
+    let r = sb.fork(&a).await;
     assert_eq!(r.status, 503, "{}", r.text);
     assert!(r.text.contains("did not join its cgroup"), "{}", r.text);
     // No context was made of it: there is the source and at most the sandbox's default one
@@ -557,8 +570,7 @@ while True:
         break
     time.sleep(0.05)
 print(x, mine)"#;
-    assert_eq!(out(&s, &id, &a, left).await, "7 []\n");
-    s.kill_all().await;
+    assert_eq!(sb.out(&a, left).await, "7 []\n");
 }
 
 /// Fork → first result in the new context, measured back to back and after 100 ms without a fork
@@ -569,14 +581,15 @@ print(x, mine)"#;
 async fn fork_latency() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
+    let sb = Sb { s: &s, id: &id };
     for lang in ["python", "javascript", "bash"] {
-        let a = context(&s, &id, lang).await;
+        let a = sb.context(lang).await;
         let code = match lang {
             "python" => "import json\nx = list(range(100000))",
             "javascript" => "globalThis.x = Array.from({length: 100000}, (_, i) => i);",
             _ => "x=1",
         };
-        out(&s, &id, &a, code).await;
+        sb.out(&a, code).await;
         // Back to back, and each fork after 100 ms without any (a cgroup move's cost, for one,
         // depends on how recently the last one happened).
         let mut fork_ms = [Vec::new(), Vec::new()];
@@ -587,7 +600,7 @@ async fn fork_latency() {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
             let t = std::time::Instant::now();
-            let b = id_of(&forked(&s, &id, &a).await);
+            let b = id_of(&sb.forked(&a).await);
             let f = t.elapsed();
             let one = if lang == "bash" {
                 "echo 1"
@@ -596,7 +609,7 @@ async fn fork_latency() {
             } else {
                 "console.log(1)"
             };
-            assert_eq!(out(&s, &id, &b, one).await, "1\n");
+            assert_eq!(sb.out(&b, one).await, "1\n");
             total_ms[idle].push(t.elapsed().as_secs_f64() * 1000.0);
             fork_ms[idle].push(f.as_secs_f64() * 1000.0);
             s.admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{b}"), None)
@@ -613,8 +626,8 @@ async fn fork_latency() {
                 "console.log(1)"
             };
             let t = std::time::Instant::now();
-            let b = context(&s, &id, lang).await;
-            assert_eq!(out(&s, &id, &b, one).await, "1\n");
+            let b = sb.context(lang).await;
+            assert_eq!(sb.out(&b, one).await, "1\n");
             create_ms.push(t.elapsed().as_secs_f64() * 1000.0);
             s.admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{b}"), None)
                 .await;
@@ -634,7 +647,6 @@ async fn fork_latency() {
             med(&mut create_ms)
         );
     }
-    s.kill_all().await;
 }
 
 /// A fork has a cgroup of its own (the kernel is in it, not in its source's) with its source's
@@ -643,6 +655,7 @@ async fn fork_latency() {
 async fn a_fork_has_its_own_cgroup_and_limits() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
+    let sb = Sb { s: &s, id: &id };
     let r = s
         .post(
             &format!("/v1/sandboxes/{id}/contexts"),
@@ -651,8 +664,8 @@ async fn a_fork_has_its_own_cgroup_and_limits() {
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     let a = id_of(&r.body);
-    out(&s, &id, &a, "x = 1").await;
-    let b = forked(&s, &id, &a).await;
+    sb.out(&a, "x = 1").await;
+    let b = sb.forked(&a).await;
     assert_eq!(b["limits"]["memory_mb"], 512, "the source's limits: {b}");
     let b = id_of(&b);
     let r = s
@@ -673,35 +686,23 @@ async fn a_fork_has_its_own_cgroup_and_limits() {
     assert_eq!(r.status, 400, "limits above the sandbox's: {}", r.text);
 
     for (ctx, name) in [(&a, &a), (&b, &b), (&c, &c)] {
-        let cg = out(&s, &id, ctx, "print(open('/proc/self/cgroup').read())").await;
+        let cg = sb.out(ctx, "print(open('/proc/self/cgroup').read())").await;
         assert!(
             cg.lines()
                 .any(|l| l.ends_with(&format!(":memory:/ctx/ctx-{name}"))),
             "{ctx}: {cg}"
         );
     }
-    let ex = run(&s, &id, &c, "b = b'x' * (300 << 20)\nprint('survived')").await;
+    let ex = sb
+        .run(&c, "b = b'x' * (300 << 20)\nprint('survived')")
+        .await;
     assert_eq!(ex["status"], "kernel_died", "{ex}");
     assert!(
         ex["error"]["value"].as_str().unwrap().contains("128 MiB"),
         "{ex}"
     );
-    assert_eq!(out(&s, &id, &a, "print(x)").await, "1\n");
-    assert_eq!(out(&s, &id, &b, "print(x)").await, "1\n");
-    s.kill_all().await;
-}
-
-/// Wait until `code`'s output (a number) in `ctx` is above `above`; returns it.
-async fn grows(s: &Server, id: &str, ctx: &str, code: &str, above: u64) -> u64 {
-    let mut last = 0;
-    for _ in 0..200 {
-        last = out(s, id, ctx, code).await.trim().parse().unwrap_or(0);
-        if last > above {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{code}: stayed at {last}, not above {above}");
+    assert_eq!(sb.out(&a, "print(x)").await, "1\n");
+    assert_eq!(sb.out(&b, "print(x)").await, "1\n");
 }
 
 /// An exact fork (a CRIU checkpoint of the kernel's processes, by default when a live fork would
@@ -712,13 +713,12 @@ async fn grows(s: &Server, id: &str, ctx: &str, code: &str, above: u64) -> u64 {
 async fn an_exact_fork_carries_threads_servers_and_commands() {
     lizard_test_support::needs_root_and_criu!();
     let (s, id) = Server::with_sandbox().await;
+    let sb = Sb { s: &s, id: &id };
 
     // Python.
-    let py = context(&s, &id, "python").await;
-    out(
-        &s,
-        &id,
-        &py,
+    let py = sb.context("python").await;
+    sb.out(
+                &py,
         "import threading, time, socket, subprocess\n\
          n = 0\n\
          def count():\n    global n\n    while True:\n        n += 1\n        time.sleep(0.01)\n\
@@ -731,34 +731,27 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
          x = 'source'",
     )
     .await;
-    let f = fork(&s, &id, &py).await;
+    let f = sb.fork(&py).await;
     assert_eq!(f.status, 201, "{}", f.text);
     assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
     assert_eq!(f.body["lost"], json!([]), "{}", f.text);
     let fp = id_of(&f.body);
-    let n0: u64 = out(&s, &id, &fp, "print(n)").await.trim().parse().unwrap();
-    grows(&s, &id, &fp, "print(n)", n0).await;
-    let answer = out(
-        &s,
-        &id,
-        &fp,
+    let n0: u64 = sb.out(&fp, "print(n)").await.trim().parse().unwrap();
+    sb.grows(&fp, "print(n)", n0).await;
+    let answer = sb.out(
+                &fp,
         "c = socket.create_connection(('127.0.0.1', port)); print(c.recv(100).decode()); c.close()",
     )
     .await;
     assert!(answer.starts_with("answer "), "{answer}");
     assert_eq!(
-        out(&s, &id, &fp, "print(bg.poll(), x); x = 'fork'").await,
+        sb.out(&fp, "print(bg.poll(), x); x = 'fork'").await,
         "None source\n"
     );
-    assert_eq!(
-        out(&s, &id, &py, "print(x, bg.poll())").await,
-        "source None\n"
-    );
+    assert_eq!(sb.out(&py, "print(x, bg.poll())").await, "source None\n");
     // The copy's /proc is its own: the sandbox's (the source's, its agent's) is untouched.
     assert_eq!(
-        out(
-            &s,
-            &id,
+        sb.out(
             &py,
             "import os\nprint(os.readlink('/proc/self') == str(os.getpid()))"
         )
@@ -769,7 +762,7 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
     let long = s.run_in_background(&id, json!({"code": "time.sleep(120)", "context": fp}));
     assert!(
         eventually(Duration::from_secs(30), || async {
-            get_context(&s, &id, &fp).await["state"] == "busy"
+            sb.get_context(&fp).await["state"] == "busy"
         })
         .await
     );
@@ -782,15 +775,14 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
     assert_eq!(long.await.unwrap().body["status"], "interrupted");
-    assert_eq!(out(&s, &id, &fp, "print(x)").await, "fork\n");
+    assert_eq!(sb.out(&fp, "print(x)").await, "fork\n");
 
     // JavaScript: a timer counting, a server listening, a child process.
-    let js = context(&s, &id, "javascript").await;
-    let ex = run(
-        &s,
-        &id,
-        &js,
-        "const net = require('net'); const cp = require('child_process');\n\
+    let js = sb.context("javascript").await;
+    let ex = sb
+        .run(
+            &js,
+            "const net = require('net'); const cp = require('child_process');\n\
          globalThis.ticks = 0; setInterval(() => { globalThis.ticks++ }, 10);\n\
          globalThis.srv = net.createServer(c => c.end('js answer ' + globalThis.ticks));\n\
          await new Promise(r => globalThis.srv.listen(0, '127.0.0.1', r));\n\
@@ -798,65 +790,57 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
          globalThis.child = cp.spawn('sleep', ['600'], { stdio: 'ignore' });\n\
          globalThis.y = 'source';\n\
          const next = (() => { let c = 0; return () => ++c; })(); next(); next();",
-    )
-    .await;
+        )
+        .await;
     assert_eq!(ex["status"], "ok", "{ex}");
-    let f = fork(&s, &id, &js).await;
+    let f = sb.fork(&js).await;
     assert_eq!(f.status, 201, "{}", f.text);
     assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
     let fj = id_of(&f.body);
-    let t0: u64 = out(&s, &id, &fj, "console.log(globalThis.ticks)")
+    let t0: u64 = sb
+        .out(&fj, "console.log(globalThis.ticks)")
         .await
         .trim()
         .parse()
         .unwrap();
-    grows(&s, &id, &fj, "console.log(globalThis.ticks)", t0).await;
-    let answer = out(
-        &s,
-        &id,
-        &fj,
+    sb.grows(&fj, "console.log(globalThis.ticks)", t0).await;
+    let answer = sb.out(
+                &fj,
         "const got = await new Promise((ok, bad) => { const c = require('net').connect(globalThis.jsport, '127.0.0.1'); let d = ''; c.on('data', x => d += x); c.on('end', () => ok(d)); c.on('error', bad); }); console.log(got)",
     )
     .await;
     assert!(answer.starts_with("js answer "), "{answer}");
     assert_eq!(
-        out(
-            &s,
-            &id,
-            &fj,
+        sb.out(
+                        &fj,
             "console.log(process.kill(globalThis.child.pid, 0), globalThis.y); globalThis.y = 'fork'"
         )
         .await,
         "true source\n"
     );
-    assert_eq!(
-        out(&s, &id, &js, "console.log(globalThis.y)").await,
-        "source\n"
-    );
+    assert_eq!(sb.out(&js, "console.log(globalThis.y)").await, "source\n");
     // A closure's captured state, in each on its own.
-    assert_eq!(out(&s, &id, &fj, "console.log(next())").await, "3\n");
-    assert_eq!(out(&s, &id, &fj, "console.log(next())").await, "4\n");
-    assert_eq!(out(&s, &id, &js, "console.log(next())").await, "3\n");
+    assert_eq!(sb.out(&fj, "console.log(next())").await, "3\n");
+    assert_eq!(sb.out(&fj, "console.log(next())").await, "4\n");
+    assert_eq!(sb.out(&js, "console.log(next())").await, "3\n");
 
     // Bash: a variable and a background job still running.
-    let sh = context(&s, &id, "bash").await;
-    out(
-        &s,
-        &id,
-        &sh,
+    let sh = sb.context("bash").await;
+    sb.out(
+                &sh,
         "V=source; (i=0; while :; do i=$((i+1)); echo $i > /tmp/forkbg; sleep 0.02; done) >/dev/null 2>&1 & JOB=$!",
     )
     .await;
-    let f = fork(&s, &id, &sh).await;
+    let f = sb.fork(&sh).await;
     assert_eq!(f.status, 201, "{}", f.text);
     assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
     let fb = id_of(&f.body);
     assert_eq!(
-        out(&s, &id, &fb, "kill -0 $JOB && echo $V alive; V=fork").await,
+        sb.out(&fb, "kill -0 $JOB && echo $V alive; V=fork").await,
         "source alive\n"
     );
-    assert_eq!(out(&s, &id, &sh, "echo $V").await, "source\n");
-    assert_eq!(out(&s, &id, &fb, "echo $V").await, "fork\n");
+    assert_eq!(sb.out(&sh, "echo $V").await, "source\n");
+    assert_eq!(sb.out(&fb, "echo $V").await, "fork\n");
 
     // Deleting a fork ends every process it had (its init with them); the source's go on.
     let r = s
@@ -877,8 +861,7 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
             time.sleep(0.05)\n\
         print(k(), bg.poll())";
     // The source's `sleep 600`, the JavaScript one's and its fork's: the Python fork's went.
-    assert_eq!(out(&s, &id, &py, sleepers).await, "3 None\n");
-    s.kill_all().await;
+    assert_eq!(sb.out(&py, sleepers).await, "3 None\n");
 }
 
 /// Without CRIU (`--criu none`) the fork is live and says what it lost and why it is not exact;
@@ -888,15 +871,14 @@ async fn without_criu_a_fork_is_live_and_says_why() {
     lizard_test_support::needs_root!();
     let s = Server::with_flags("--criu none");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
-    let a = context(&s, &id, "python").await;
-    out(
-        &s,
-        &id,
-        &a,
+    let sb = Sb { s: &s, id: &id };
+    let a = sb.context("python").await;
+    sb.out(
+                &a,
         "import threading, time\nthreading.Thread(target=time.sleep, args=(120,), name='sleeper', daemon=True).start()",
     )
     .await;
-    let f = fork(&s, &id, &a).await;
+    let f = sb.fork(&a).await;
     assert_eq!(f.status, 201, "{}", f.text);
     assert_eq!(f.body["method"], "live", "{}", f.text);
     assert!(f.body["lost"].to_string().contains("sleeper"), "{}", f.text);
@@ -916,9 +898,8 @@ async fn without_criu_a_fork_is_live_and_says_why() {
         let r = s.post(&path, json!({})).await;
         assert_eq!(r.status, 404, "{path}: {}", r.text);
     }
-    let r = fork_with(&s, &id, &a, json!({"exact": true})).await;
+    let r = sb.fork_with(&a, json!({"exact": true})).await;
     assert_eq!(r.status, 409, "{}", r.text);
     assert_eq!(r.body["code"], "conflict", "{}", r.text);
     assert!(r.text.contains("CRIU"), "{}", r.text);
-    s.kill_all().await;
 }

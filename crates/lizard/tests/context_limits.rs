@@ -123,7 +123,6 @@ async fn memory_bomb_in_a_limited_context_dies_alone() {
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
     assert!(!host.exists(), "{} left behind", host.display());
-    s.kill_all().await;
 }
 
 /// A CPU-limited context's busy loop gets no more than its quota, measured from the context's
@@ -164,7 +163,6 @@ async fn cpu_quota_is_respected() {
         .parse()
         .unwrap();
     assert!(throttled > 0, "{out}");
-    s.kill_all().await;
 }
 
 /// Limits above the sandbox's own, below the minimums, or malformed are refused with a typed 400;
@@ -222,7 +220,6 @@ async fn limits_above_the_sandboxs_are_refused() {
     )
     .await;
     assert_eq!(c["limits"]["memory_mb"], 512);
-    s.kill_all().await;
 }
 
 /// Contexts without limits get a cgroup of their own too (per-context accounting); deleting a
@@ -263,7 +260,6 @@ async fn unlimited_contexts_are_accounted_and_cleaned_up() {
         "{} left behind",
         dir.display()
     );
-    s.kill_all().await;
 }
 
 /// A context's limits survive hibernation: the resumed context has the same limits and its kernel
@@ -303,7 +299,6 @@ async fn limits_survive_hibernation() {
     )
     .await;
     assert_eq!(stdout(&ex), format!("5\n{}\n", 200u64 << 20), "{ex}");
-    s.kill_all().await;
 }
 
 /// JavaScript contexts (the first spawned, later ones taken from the spare kernel, whose own cgroup
@@ -337,7 +332,6 @@ async fn javascript_contexts_get_their_cgroup_and_limits() {
         );
         assert_eq!(lines.next(), Some((mb << 20).to_string().as_str()), "{ex}");
     }
-    s.kill_all().await;
 }
 
 /// Kernels forked from a zygote (and spare JavaScript kernels) start in the zygote's current
@@ -393,5 +387,4 @@ async fn forked_kernels_start_in_their_contexts_cgroup() {
         "{} nurseries",
         nurseries()
     );
-    s.kill_all().await;
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::registries::TestPackage;
 use common::*;
 use serde_json::{json, Value};
 
@@ -103,7 +104,6 @@ print("uid", os.getuid())
         stdout(&ex).trim(),
         format!("lizard-secret-{} {b_pid}", "x".repeat(16))
     );
-    s.kill_all().await;
 }
 
 /// `kill -TERM 1` (and SIGKILL) from a command and from a context fails with EPERM, and the
@@ -140,7 +140,6 @@ async fn user_code_cannot_signal_the_agent() {
     );
     let ex = s.run(&id, json!({"code": "6 * 7"})).await;
     assert_eq!(ex["results"][0]["data"]["text/plain"], "42", "{ex}");
-    s.kill_all().await;
 }
 
 /// The agent's TCP port (127.0.0.1:8080 inside) serves the sandbox user's processes only: a
@@ -177,7 +176,6 @@ except urllib.error.HTTPError as e:
     )
     .await;
     assert_eq!(r["stdout"], "200", "{r}");
-    s.kill_all().await;
 }
 
 /// What contexts legitimately share still works: a file written by context A is readable and
@@ -252,23 +250,14 @@ async fn contexts_share_files_through_the_group() {
     assert_eq!(denied.status, 403, "{}", denied.text);
 
     // pip install --user from a context, imported in another one.
-    let make_wheel = r#"
-import base64, hashlib, zipfile, getpass
-name, ver = "lzshared", "1.0"
-files = {
-    f"{name}/__init__.py": b"VALUE = 42\n",
-    f"{name}-{ver}.dist-info/METADATA": b"Metadata-Version: 2.1\nName: lzshared\nVersion: 1.0\n",
-    f"{name}-{ver}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-}
-record = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}" for p, d in files.items()]
-record.append(f"{name}-{ver}.dist-info/RECORD,,")
-files[f"{name}-{ver}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
-with zipfile.ZipFile("/home/user/lzshared-1.0-py3-none-any.whl", "w") as z:
-    for p, d in files.items():
-        z.writestr(p, d)
-print(getpass.getuser())
-"#;
-    let ex = run_in(&s, &id, &a, make_wheel).await;
+    let make_wheel = format!(
+        "{}\nimport getpass\nprint(getpass.getuser())",
+        registries::wheels_cell(
+            &[TestPackage::new("lzshared", "1.0", "VALUE = 42\n")],
+            "/home/user"
+        )
+    );
+    let ex = run_in(&s, &id, &a, &make_wheel).await;
     assert!(stdout(&ex).trim().starts_with("ctx"), "{ex}");
     let ex = run_in(
         &s,
@@ -284,7 +273,6 @@ print(getpass.getuser())
     let c = context(&s, &id, "python").await;
     let ex = run_in(&s, &id, &c, "import lzshared; print(lzshared.VALUE)").await;
     assert_eq!(stdout(&ex).trim(), "42", "{ex}");
-    s.kill_all().await;
 }
 
 /// A context whose working directory the sandbox user cannot enter (`/root`) is a typed 400 that
@@ -309,5 +297,4 @@ async fn a_cwd_the_user_cannot_enter_is_a_typed_400() {
     let ctx = r.body["id"].as_str().unwrap().to_string();
     let ex = run_in(&s, &id, &ctx, "import os; os.getcwd()").await;
     assert_eq!(ex["results"][0]["data"]["text/plain"], "'/tmp'", "{ex}");
-    s.kill_all().await;
 }

@@ -169,17 +169,22 @@ fn sha256(path: &Path) -> String {
         .to_string()
 }
 
+fn criu_flags(criu: &Path) -> [&str; 2] {
+    ["--criu", criu.to_str().unwrap()]
+}
+
+/// A server of this build using `criu`, and the upgraded binary, built into `bin`.
+fn before_upgrade(criu: &Path, bin: &Path) -> (Server, PathBuf) {
+    let upgraded = upgraded_binary(bin);
+    let s = Server::start_in(tempfile::tempdir().unwrap(), &criu_flags(criu));
+    (s, upgraded)
+}
+
 #[tokio::test]
 async fn checkpoints_are_restored_exactly_by_an_upgraded_server() {
-    lizard_test_support::needs_root!();
-    let Some(criu) = cached_criu() else {
-        return;
-    };
-    let criu = criu.display().to_string();
+    let criu = lizard_test_support::needs_root_and_criu!();
     let bin_dir = tempfile::tempdir().unwrap();
-    let upgraded = upgraded_binary(bin_dir.path());
-
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", &criu]);
+    let (s, upgraded) = before_upgrade(&criu, bin_dir.path());
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let py = counting(&s, &id).await;
     // One sandbox hibernates, another is snapshotted: CRIU checkpoints of the first binary.
@@ -216,7 +221,7 @@ async fn checkpoints_are_restored_exactly_by_an_upgraded_server() {
 
     // The upgrade: another binary on the same data dir.
     let dir = s.stop("-TERM");
-    let s = Server::start_from(&upgraded, dir, &["--criu", &criu]);
+    let s = Server::start_from(&upgraded, dir, &criu_flags(&criu));
     let current = std::fs::metadata(data.join("agent-exe").join("lizard")).unwrap();
     assert_ne!(
         current.len(),
@@ -284,14 +289,9 @@ async fn checkpoints_are_restored_exactly_by_an_upgraded_server() {
 /// alone) and says why.
 #[tokio::test]
 async fn a_missing_agent_binary_relaunches_with_fresh_contexts_and_the_reason() {
-    lizard_test_support::needs_root!();
-    let Some(criu) = cached_criu() else {
-        return;
-    };
-    let criu = criu.display().to_string();
+    let criu = lizard_test_support::needs_root_and_criu!();
     let bin_dir = tempfile::tempdir().unwrap();
-    let upgraded = upgraded_binary(bin_dir.path());
-    let s = Server::start_in(tempfile::tempdir().unwrap(), &["--criu", &criu]);
+    let (s, upgraded) = before_upgrade(&criu, bin_dir.path());
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let py = context(&s, &id, "python").await;
     run_in(&s, &id, &py, "x = 41").await;
@@ -299,12 +299,10 @@ async fn a_missing_agent_binary_relaunches_with_fresh_contexts_and_the_reason() 
     let data = s.data_dir.path().to_path_buf();
     let dir = s.stop("-TERM");
     std::fs::remove_dir_all(data.join("agent-exe-kept")).unwrap();
-    let s = Server::start_from(&upgraded, dir, &["--criu", &criu]);
+    let s = Server::start_from(&upgraded, dir, &criu_flags(&criu));
     let r = resume(&s, &id).await;
     let why = r["method_reason"].as_str().unwrap();
     assert!(why.contains("not kept"), "{why}");
     // An exact hibernation is the checkpoint alone: the sandbox runs again, with fresh contexts.
     assert_relaunched_with_fresh_contexts(&s, &id, &r, &py).await;
-    // Sandboxes outlive their server on purpose: this one goes with the test.
-    s.kill_all().await;
 }

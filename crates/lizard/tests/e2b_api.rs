@@ -89,7 +89,6 @@ async fn e2b_metrics_are_a_series_of_samples() {
     let other = s.project_key("someone-else").await;
     let (status, _) = metrics(&s, &other, &id, "").await;
     assert_eq!(status, 404, "another project's sandbox is not found");
-    s.kill_all().await;
 }
 
 /// E2B sandbox traffic is no existence oracle: without the sandbox's token (none, a wrong one, or
@@ -149,7 +148,6 @@ async fn sandbox_traffic_does_not_tell_which_ids_exist() {
     assert_eq!(status, 502);
     let (status, _) = traffic(live.clone(), Some(live_token)).await;
     assert_eq!(status, 200);
-    s.kill_all().await;
 }
 
 /// E2B's multi-fork (`count` > 1) is one snapshot cloned `count` times in a task of its own: a
@@ -213,7 +211,6 @@ async fn a_multi_fork_leaves_no_snapshot_behind_when_the_caller_hangs_up() {
     )
     .await;
     assert_eq!((status, listed), (200, json!([])));
-    s.kill_all().await;
 }
 
 /// E2B's lifecycle calls as E2B's SDKs rely on them: `connect` with a timeout only ever extends a
@@ -289,7 +286,6 @@ async fn connect_only_extends_and_a_zero_timeout_ends_the_sandbox_now() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    s.kill_all().await;
 }
 
 /// A key's `e2b_<hex>` form (what E2B's SDKs from about Python 2.24 / JS 2.26 to mid-2026 insist
@@ -317,7 +313,6 @@ async fn a_keys_e2b_form_is_the_same_key() {
     )
     .await;
     assert_eq!(status, 401);
-    s.kill_all().await;
 }
 
 /// E2B's `Sandbox.list` as its SDKs page through it: `limit` pages with `X-Next-Token` until the
@@ -397,7 +392,6 @@ async fn list_pages_orders_and_filters_as_e2b_does() {
             .await;
         assert_eq!(r.status, 400, "{bad}: {}", r.text);
     }
-    s.kill_all().await;
 }
 
 fn form_urlencoded_pair(k: &str, v: &str) -> String {

@@ -222,7 +222,6 @@ async fn default_is_loopback_only() {
     let out = stdout(&ex);
     assert!(!reached(&out, &f.outside.addr()), "{out}\n{ex}");
     assert!(out.contains("Network is unreachable"), "{out}");
-    f.s.kill_all().await;
 }
 
 /// Names decide, not addresses: three names of one address, one allowed by name, one by a
@@ -317,7 +316,6 @@ for n in ['allowed.test', 'a.wild.test', 'other.test', 'nowhere.invalid']:
         "{}",
         m.text
     );
-    f.s.kill_all().await;
 }
 
 /// `all` reaches the outside server, but not the host's own address (a service listening there
@@ -373,7 +371,6 @@ except OSError as e:
         f.s.run(&named, probe(std::slice::from_ref(&f.outside.neighbour)))
             .await;
     assert!(reached(&stdout(&ex), &f.outside.neighbour), "{ex}");
-    f.s.kill_all().await;
 }
 
 /// Rules change on a running sandbox (`PATCH /v1/sandboxes/{id}/network`), from the next
@@ -460,7 +457,6 @@ async fn rules_change_live() {
         .await;
     assert_eq!(r.status, 403, "{}", r.text);
     assert_eq!(r.body["code"], "permission_denied");
-    f.s.kill_all().await;
 }
 
 /// The sandbox cannot change its network or step around the relay: no CAP_NET_ADMIN over its
@@ -501,7 +497,6 @@ attempt('bind-relay', lambda: socket.socket().bind(('127.100.0.1', 3143)))
     let ex = f.s.run(&id, probe(&["127.100.0.1:3143".to_string()])).await;
     assert!(!reached(&stdout(&ex), "127.100.0.1:3143"), "{ex}");
     assert_only_allowed_test(&f.s, &id, &f.outside).await;
-    f.s.kill_all().await;
 }
 
 fn shell_quote(s: &str) -> String {
@@ -563,7 +558,6 @@ async fn egress_needs_the_projects_permission() {
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
-    f.s.kill_all().await;
 }
 
 /// After a server restart the adopted sandbox has its egress again, with the same rules (the
@@ -585,7 +579,6 @@ async fn egress_survives_a_server_restart() {
     assert_eq!(info.status, 200, "{}", info.text);
     assert_eq!(info.body["network"]["egress"]["allow"][0], "allowed.test");
     assert_only_allowed_test(&s, &id, &outside).await;
-    s.kill_all().await;
 }
 
 /// With CRIU, a sandbox with egress hibernates exactly like any other (its network namespace
@@ -604,7 +597,6 @@ async fn egress_sandboxes_hibernate_exactly() {
     let ex = f.s.run(&id, json!({"code": "x + 1"})).await;
     assert_eq!(ex["results"][0]["data"]["text/plain"], "42", "{ex}");
     assert_only_allowed_test(&f.s, &id, &f.outside).await;
-    f.s.kill_all().await;
 }
 
 /// E2B's `network.allowOut`/`denyOut` (as E2B's SDKs send them at create) become the same
@@ -694,7 +686,6 @@ async fn e2b_network_options_map_onto_the_rules() {
     assert_only_allowed_test(&f.s, &deny, &f.outside).await;
     let (status, _) = put("nosuchsandbox0000000".into(), "{}").await;
     assert_eq!(status, 404);
-    f.s.kill_all().await;
 }
 
 /// With CRIU, a sandbox with egress is snapshotted, cloned and forked exactly like any other: the
@@ -744,5 +735,4 @@ async fn egress_sandboxes_are_cloned_and_forked_exactly() {
     }
     // The source keeps its own.
     assert_only_allowed_test(&f.s, &id, &f.outside).await;
-    f.s.kill_all().await;
 }

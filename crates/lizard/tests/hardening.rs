@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{send, Server};
+use common::{send, Resp, Server};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -47,6 +47,24 @@ fn retry_after(a: &Answer) -> u64 {
         .unwrap_or_else(|| panic!("429 without a numeric Retry-After: {:?}", a.headers))
 }
 
+/// `POST /sandboxes` of E2B's control plane with `key` (`x-api-key`): the headers to go on with,
+/// and the answer.
+async fn e2b_create(addr: &str, key: &str) -> (Vec<(&'static str, String)>, Resp) {
+    let xkey = vec![
+        ("x-api-key", key.to_string()),
+        ("content-type", "application/json".to_string()),
+    ];
+    let c = send(
+        addr,
+        "POST",
+        "/sandboxes",
+        &xkey,
+        br#"{"templateID":"base"}"#.to_vec(),
+    )
+    .await;
+    (xkey, c)
+}
+
 #[tokio::test]
 async fn rate_limits_are_per_principal_with_retry_after() {
     lizard_test_support::needs_root!();
@@ -58,18 +76,7 @@ async fn rate_limits_are_per_principal_with_retry_after() {
 
     // E2B sandbox traffic is limited per sandbox (its token; `--sandbox-rate-limit-*`), in E2B's
     // error shape.
-    let xkey = vec![
-        ("x-api-key", e2b_key.clone()),
-        ("content-type", "application/json".to_string()),
-    ];
-    let c = send(
-        &s.addr,
-        "POST",
-        "/sandboxes",
-        &xkey,
-        br#"{"templateID":"base"}"#.to_vec(),
-    )
-    .await;
+    let (xkey, c) = e2b_create(&s.addr, &e2b_key).await;
     assert_eq!(c.status, 201, "{}", c.text);
     let sbx = c.body["sandboxID"].as_str().unwrap().to_string();
     let traffic = vec![
@@ -257,18 +264,7 @@ async fn audit_log_records_lifecycle_calls_and_auth_failures() {
     assert_eq!(missing.status, 404);
 
     // E2B's control plane through the same key.
-    let xkey = vec![
-        ("x-api-key", key.clone()),
-        ("content-type", "application/json".to_string()),
-    ];
-    let c = send(
-        &addr,
-        "POST",
-        "/sandboxes",
-        &xkey,
-        br#"{"templateID":"base"}"#.to_vec(),
-    )
-    .await;
+    let (xkey, c) = e2b_create(&addr, &key).await;
     assert_eq!(c.status, 201, "{}", c.text);
     let eid = c.body["sandboxID"].as_str().unwrap().to_string();
     let p = send(
@@ -461,7 +457,6 @@ async fn audit_log_records_lifecycle_calls_and_auth_failures() {
         table.contains("sandbox.hibernate") && table.contains("ACTION"),
         "{table}"
     );
-    s.kill_all().await;
 }
 
 /// The audit log is bounded: beyond `--audit-max-events` the oldest events go as new ones are
@@ -498,7 +493,6 @@ async fn audit_log_is_bounded_by_count_and_age() {
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
-    s.kill_all().await;
 }
 
 /// A small deterministic generator (the seed is printed, so a failure can be replayed).
@@ -706,7 +700,6 @@ async fn random_and_malformed_requests_get_typed_answers() {
     let fresh = s.create(&admin, json!({})).await;
     let (out, _) = s.sh(&fresh, "echo alive").await;
     assert_eq!(out.trim(), "alive");
-    s.kill_all().await;
 }
 
 /// Sends one request and checks that it is answered in time, never with a 500, and, when it is an
@@ -880,5 +873,4 @@ async fn cells_in_ones_own_sandbox_do_not_spend_the_keys_budget() {
         "the key kept a token for its control plane ({sent})"
     );
     assert_eq!(limited.body["code"], "rate_limited", "{}", limited.text);
-    s.kill_all().await;
 }

@@ -5,25 +5,10 @@
 mod common;
 
 use common::*;
+use lizard_test_support::report_names;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
-
-/// The names in `report.contexts[ctx][key]` (`restored` or `lost`).
-fn names(report: &Value, ctx: &str, key: &str) -> Vec<String> {
-    let c = report["contexts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no contexts in {report}"))
-        .iter()
-        .find(|c| c["id"] == ctx)
-        .unwrap_or_else(|| panic!("context {ctx} not in {report}"));
-    c[key]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["name"].as_str().unwrap().to_string())
-        .collect()
-}
 
 fn has(list: &[String], name: &str) -> bool {
     list.iter().any(|n| n == name)
@@ -110,7 +95,7 @@ async fn hibernate_resume_restores_the_survival_list() {
         "{hib}"
     );
     for lost in ["gen", "sock", "th"] {
-        assert!(has(&names(hib, &py, "lost"), lost), "{lost}: {hib}");
+        assert!(has(&report_names(hib, &py, "lost"), lost), "{lost}: {hib}");
     }
 
     // Nothing of it runs: its cgroups are gone, so it holds no memory.
@@ -137,7 +122,7 @@ async fn hibernate_resume_restores_the_survival_list() {
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["state"], "running");
     let rep = &r.body["restore"];
-    let py_restored = names(rep, &py, "restored");
+    let py_restored = report_names(rep, &py, "restored");
     for n in [
         "np",
         "pd",
@@ -155,15 +140,15 @@ async fn hibernate_resume_restores_the_survival_list() {
     ] {
         assert!(has(&py_restored, n), "python {n} not restored: {rep}");
     }
-    let py_lost = names(rep, &py, "lost");
+    let py_lost = report_names(rep, &py, "lost");
     for n in ["gen", "sock", "th"] {
         assert!(has(&py_lost, n), "python {n} not reported lost: {rep}");
     }
-    let sh_restored = names(rep, &sh, "restored");
+    let sh_restored = report_names(rep, &sh, "restored");
     for n in ["v", "XV", "greet", "ll", "/tmp"] {
         assert!(has(&sh_restored, n), "bash {n} not restored: {rep}");
     }
-    let js_restored = names(rep, &js, "restored");
+    let js_restored = report_names(rep, &js, "restored");
     for n in ["a", "c", "inc", "Box", "box"] {
         assert!(has(&js_restored, n), "javascript {n} not restored: {rep}");
     }
@@ -235,7 +220,6 @@ async fn hibernate_resume_restores_the_survival_list() {
     )
     .await;
     assert_eq!(stdout(&ex).trim(), "gone", "{ex}");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -287,7 +271,6 @@ async fn hibernated_sandbox_survives_a_server_kill_9_and_kill_removes_it() {
         !sandbox_dir.exists(),
         "the hibernated sandbox's files stayed"
     );
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -300,13 +283,9 @@ async fn paused_sandboxes_hibernate_after_the_idle_period() {
     let running = s.create(&s.admin_key.clone(), json!({})).await;
     let p = s.act(&id, "pause").await;
     assert_eq!(p.status, 200);
-    let hibernated = eventually(Duration::from_secs(60), || async {
-        s.admin("GET", &format!("/v1/sandboxes/{id}"), None)
-            .await
-            .body["state"]
-            == "hibernated"
-    })
-    .await;
+    let hibernated = s
+        .reaches_state(&id, "hibernated", Duration::from_secs(60))
+        .await;
     assert!(hibernated, "the paused sandbox was not hibernated");
     let g = s
         .admin("GET", &format!("/v1/sandboxes/{running}"), None)
@@ -318,7 +297,6 @@ async fn paused_sandboxes_hibernate_after_the_idle_period() {
         stdout(&s.run(&id, json!({"code": "print(kept)"})).await),
         "idle\n"
     );
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -337,13 +315,9 @@ async fn memory_pressure_hibernates_paused_sandboxes_only() {
     s.run(&paused, json!({"code": "v = 'pressure'"})).await;
     let p = s.act(&paused, "pause").await;
     assert_eq!(p.status, 200);
-    let hibernated = eventually(Duration::from_secs(60), || async {
-        s.admin("GET", &format!("/v1/sandboxes/{paused}"), None)
-            .await
-            .body["state"]
-            == "hibernated"
-    })
-    .await;
+    let hibernated = s
+        .reaches_state(&paused, "hibernated", Duration::from_secs(60))
+        .await;
     assert!(
         hibernated,
         "memory pressure did not hibernate the paused sandbox"
@@ -358,7 +332,6 @@ async fn memory_pressure_hibernates_paused_sandboxes_only() {
         stdout(&s.run(&paused, json!({"code": "print(v)"})).await),
         "pressure\n"
     );
-    s.kill_all().await;
 }
 
 /// A hibernated sandbox comes back with its volumes mounted where they were (the relaunch binds
@@ -402,5 +375,4 @@ async fn hibernation_keeps_volumes_mounted() {
         .admin("DELETE", "/v1/volumes/hib-vol?force=true", None)
         .await;
     assert_eq!(r.status, 204, "{}", r.text);
-    s.kill_all().await;
 }

@@ -101,27 +101,8 @@ async fn exact_round_trip(restart: bool) {
     let (py, js, sh) = fill(&s, &id).await;
     // A thread counting, a TCP server answering, a background command writing, all started in
     // cells.
-    run_in(
-        &s,
-        &id,
-        &py,
-        "import threading, time, socket\n\
-         n = 0\n\
-         def count():\n    global n\n    while True:\n        n += 1\n        time.sleep(0.01)\n\
-         threading.Thread(target=count, daemon=True).start()\n\
-         srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()\n\
-         port = srv.getsockname()[1]\n\
-         def serve():\n    while True:\n        c, _ = srv.accept(); c.sendall(b'still here'); c.close()\n\
-         threading.Thread(target=serve, daemon=True).start()",
-    )
-    .await;
-    run_in(
-        &s,
-        &id,
-        &sh,
-        "(i=0; while :; do i=$((i+1)); echo $i > /tmp/bg; sleep 0.05; done) >/dev/null 2>&1 & echo $! > /tmp/bg.pid",
-    )
-    .await;
+    run_in(&s, &id, &py, LIVE_PYTHON).await;
+    run_in(&s, &id, &sh, LIVE_BASH).await;
     // And one appending to a file on the sandbox's disk, which hibernation keeps as it is (not
     // in the checkpoint): nothing may run between the checkpoint and the stop, or the restored
     // process, back at its checkpointed count, would write numbers the file already has.
@@ -260,7 +241,6 @@ awk 'NR != $1 { print "line " NR ": " $1; exit } END { print "ok", NR }' ~/seq"#
         );
         assert_eq!(stdout(&ex), "2\n", "{ex}");
     }
-    s.kill_all().await;
 }
 
 /// A data dir below `/mnt` (a disk mounted there, as operators do): the restore's staging of its
@@ -276,7 +256,6 @@ async fn with_criu_a_data_dir_below_mnt_is_restored_exactly() {
     let (hib, restore) = hibernate_and_resume(&s).await;
     assert_eq!(hib["method"], "criu", "{hib}");
     assert_eq!(restore["method"], "criu", "{restore}");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -286,7 +265,6 @@ async fn with_criu_hibernation_is_exact_by_default() {
     let (hib, restore) = hibernate_and_resume(&s).await;
     assert_eq!(hib["method"], "criu", "{hib}");
     assert_eq!(restore["method"], "criu", "{restore}");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -304,7 +282,6 @@ async fn with_criu_a_failed_restore_relaunches_with_fresh_contexts_and_says_why(
     let why = restore["method_reason"].as_str().unwrap();
     assert!(why.contains("the CRIU restore failed"), "{why}");
     assert_relaunched_with_fresh_contexts(&s, &id, &restore, &py).await;
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -336,7 +313,6 @@ async fn with_criu_a_dump_that_fails_falls_back_per_language() {
     );
     let ex = run_in(&s, &id, &js, "1 + 1").await;
     assert!(ex.to_string().contains("\"2\""), "{ex}");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -361,5 +337,4 @@ async fn without_criu_hibernation_is_per_language_and_says_so() {
     assert!(why.contains("no usable CRIU (--criu none)"), "{why}");
     assert!(why.starts_with("per-language"), "{why}");
     assert_eq!(restore["method"], "per-language", "{restore}");
-    s.kill_all().await;
 }

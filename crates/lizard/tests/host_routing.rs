@@ -200,7 +200,6 @@ async fn a_sandbox_port_is_reached_by_host_name_with_its_token_a_key_or_a_browse
     // Other host names are the server's own API, as before.
     let a = get(&s, &format!("localhost:{port}"), "/v1/openapi.json", &[]);
     assert_eq!(a.status, 200, "{}", text(&a));
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -252,7 +251,6 @@ async fn public_ports_need_no_token_but_envd_and_the_code_interpreter_still_do()
         .admin("GET", &format!("/v1/sandboxes/{}", sbx.id), None)
         .await;
     assert_eq!(r.body["network"]["public_ports"], true, "{}", r.text);
-    s.kill_all().await;
 }
 
 /// E2B's signature of a file URL (the SDKs' `getSignature`).
@@ -356,7 +354,6 @@ async fn signed_file_urls_read_and_write_one_path_until_they_expire() {
     )
     .unwrap();
     assert_eq!(a.status, 401, "{}", text(&a));
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -421,15 +418,10 @@ async fn pausing_without_keeping_memory_hibernates() {
     let id = b["sandboxID"].as_str().unwrap().to_string();
     let r = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
     assert_eq!(r.body["on_timeout"], "hibernate", "{}", r.text);
-    let hibernated = eventually(Duration::from_secs(60), || async {
-        s.admin("GET", &format!("/v1/sandboxes/{id}"), None)
-            .await
-            .body["state"]
-            == "hibernated"
-    })
-    .await;
+    let hibernated = s
+        .reaches_state(&id, "hibernated", Duration::from_secs(60))
+        .await;
     assert!(hibernated, "the timeout did not hibernate the sandbox");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -505,7 +497,6 @@ async fn a_request_resumes_a_sandbox_that_asked_for_it() {
     r.expect_error(409, "conflict");
     let r = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
     assert_eq!(r.body["state"], "paused", "{}", r.text);
-    s.kill_all().await;
 }
 
 /// What a sandbox answers at the server's own address — the origin of the web console and the
@@ -572,5 +563,4 @@ async fn a_sandboxs_page_never_runs_at_the_servers_own_origin() {
     assert_eq!(a.status, 200, "{}", text(&a));
     assert!(a.head.contains("set-cookie: planted=1"), "{}", a.head);
     assert!(!a.head.contains("content-security-policy"), "{}", a.head);
-    s.kill_all().await;
 }

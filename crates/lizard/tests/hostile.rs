@@ -175,7 +175,6 @@ async fn a_hanging_agent_slows_no_one_else() {
     for w in waiting {
         let _ = w.await;
     }
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -216,7 +215,6 @@ async fn a_restarted_server_listens_while_an_agent_hangs() {
     .await;
     assert!(known, "the hanging sandbox was lost at the restart");
     kill_completely(&s, &hostile).await;
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -257,7 +255,6 @@ async fn a_flooding_agent_does_not_grow_the_server() {
     for id in &hostile {
         kill_completely(&s, id).await;
     }
-    s.kill_all().await;
 }
 
 /// Rows of the store's `executions` table for sandbox `id` (read from the server's SQLite file,
@@ -303,7 +300,6 @@ async fn a_lying_agent_cannot_inflate_the_store() {
         "{executions} executions counted from one lying agent"
     );
     kill_completely(&s, &hostile).await;
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -328,7 +324,6 @@ async fn an_agent_flooding_its_log_stays_bounded() {
         biggest / 1024 / 1024
     );
     kill_completely(&s, &hostile).await;
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -346,7 +341,6 @@ async fn a_dying_agent_is_noticed() {
         "the API still says the sandbox runs after its PID 1 died"
     );
     assert_nothing_left(&s, &hostile, pid).await;
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -363,7 +357,6 @@ async fn redirects_and_garbage_from_an_agent_are_typed_errors() {
         r.text
     );
     kill_completely(&s, &hostile).await;
-    s.kill_all().await;
 }
 
 /// What the server forwards into a sandbox carries no credential of the client's: an agent that
@@ -415,7 +408,6 @@ async fn an_eavesdropping_agent_sees_no_key() {
         assert!(!got.contains("lizard.key."), "{what}: {got:?}");
     }
     kill_completely(&s, &id).await;
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -439,19 +431,14 @@ async fn a_hanging_snapshot_does_not_hold_other_sandboxes_memory_relief() {
     s.run(&plain, json!({"code": "kept = 41"})).await;
     let r = s.act(&plain, "pause").await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let relieved = eventually(Duration::from_secs(28), || async {
-        s.admin("GET", &format!("/v1/sandboxes/{plain}"), None)
-            .await
-            .body["state"]
-            == "hibernated"
-    })
-    .await;
+    let relieved = s
+        .reaches_state(&plain, "hibernated", Duration::from_secs(28))
+        .await;
     assert!(
         relieved,
         "a hostile agent's hanging snapshot held back another sandbox's hibernation"
     );
     kill_completely(&s, &hostile).await;
-    s.kill_all().await;
 }
 
 /// An agent that lies in the host-only half of an exact context fork (its plan: itself as the
@@ -503,5 +490,4 @@ async fn a_lying_agent_gets_no_context_fork() {
         .count();
     assert_eq!(inits, 0, "a copy's init is left");
     kill_completely(&s, &id).await;
-    s.kill_all().await;
 }

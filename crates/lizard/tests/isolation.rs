@@ -59,7 +59,6 @@ async fn runs_unprivileged_with_no_capabilities() {
         out, "Uid: 0 0 0 0\nCapEff: 00000000000000fb\nCapBnd: 00000000000000fb\n",
         "{out}"
     );
-    s.kill_all().await;
 }
 
 /// PID 1 is the agent, no host process is visible, the hostname is the sandbox id.
@@ -79,7 +78,6 @@ async fn own_pid_and_uts_namespaces() {
     assert_eq!(lines[1], id);
     let n: usize = lines[2].trim().parse().unwrap();
     assert!(n < 20, "{n} processes visible: the host's leak in");
-    s.kill_all().await;
 }
 
 /// Only loopback networking: no other interface, no route to the host's services.
@@ -103,7 +101,6 @@ async fn loopback_only_network() {
         .sh(&id, "exec 3<>/dev/tcp/127.0.0.1/8080 && echo open")
         .await;
     assert_eq!(out, "open\n");
-    s.kill_all().await;
 }
 
 /// Host files with secrets are not visible: no /work, /root contents, host home dirs, the server's
@@ -134,7 +131,6 @@ async fn host_files_are_not_visible() {
         out.contains("No such file or directory"),
         "host data dir reachable: {out}"
     );
-    s.kill_all().await;
 }
 
 /// Privileged operations fail: mount, unshare of a user namespace, ptrace, raw sockets, /sys writes,
@@ -190,7 +186,6 @@ attempt("sethostname", lambda: libc.sethostname(b"x", 1))
     assert_eq!(out.lines().count(), 20, "{out}\n{ex}");
     assert!(out.contains("memfd_secret failed 38"), "ENOSYS: {out}");
     assert!(out.contains("tcp-udp works"), "{out}");
-    s.kill_all().await;
 }
 
 /// The root filesystem is the template plus a private writable layer: writes persist for the
@@ -209,7 +204,6 @@ async fn writable_layer_is_private() {
     assert_eq!(out, "data\nok\n");
     let (out, _) = s.sh(&b, "ls ~/file.txt 2>&1 | grep -c 'No such'").await;
     assert_eq!(out, "1\n");
-    s.kill_all().await;
 }
 
 /// A memory bomb gets the kernel OOM-killed (reported as a kernel death); the server and other
@@ -235,7 +229,6 @@ async fn memory_bomb_is_contained() {
     assert_eq!(stdout(&ex), "alive\n");
     let (out, _) = s.sh(&other, "echo fine").await;
     assert_eq!(out, "fine\n");
-    s.kill_all().await;
 }
 
 /// A fork bomb hits the pids limit; the sandbox can still be killed and others are unaffected.
@@ -265,7 +258,6 @@ async fn fork_bomb_is_contained() {
     })
     .await;
     assert!(gone);
-    s.kill_all().await;
 }
 
 /// Sandboxes cannot see each other's processes or files.
@@ -281,7 +273,6 @@ async fn sandboxes_cannot_see_each_other() {
         .await;
     assert!(out.starts_with("0\n") || out.starts_with("1\n"), "{out}");
     assert!(!out.contains(&a));
-    s.kill_all().await;
 }
 
 /// The cgroup sub-tree delegated for per-context limits (`/sys/fs/cgroup/{memory,cpu,cpuacct}`
@@ -389,7 +380,6 @@ grep ':memory:' /proc/self/cgroup
             assert!(still.contains(p), "{p} left b's cgroup");
         }
     }
-    s.kill_all().await;
 }
 
 /// No process of a sandbox that its code can inspect (every one but the non-dumpable agent) holds
@@ -437,7 +427,6 @@ async fn sandbox_processes_hold_no_host_files() {
             "a sandbox process holds a host file: {line}"
         );
     }
-    s.kill_all().await;
 }
 
 /// The sandbox's mountinfo does not disclose the server's data dir (nor the sandbox's own path in
@@ -610,7 +599,6 @@ async fn each_sandbox_has_its_own_host_id_range() {
     s.run(&a, json!({"code": "1 + 1", "language": "javascript"}))
         .await;
     assert_eq!(own_range(&host_ids_of(&s, &a)), ra);
-    s.kill_all().await;
 }
 
 /// `/proc` tells a sandbox nothing about the others or the host's activity: no block devices
@@ -672,7 +660,6 @@ for p in ("/proc/loadavg", "/proc/diskstats", "/proc/sys/kernel/random/boot_id")
         !boot_ids.contains(&host.trim().to_string()),
         "the host's boot id"
     );
-    s.kill_all().await;
 }
 
 /// Each sandbox has a devpts instance of its own with at most 64 PTYs: opening more fails inside
@@ -732,5 +719,4 @@ print(len(ptys), err)
         "{}",
         r.text
     );
-    s.kill_all().await;
 }

@@ -271,8 +271,6 @@ async fn the_mirror_reaches_only_its_registries_whatever_the_sandbox_sends() {
         )
         .await;
     assert_eq!(r.status, 404, "{}", r.text);
-
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -324,7 +322,6 @@ for i in $(seq 1 600); do [ -s /tmp/held ] && break; sleep 0.1; done; cat /tmp/h
     )
     .await;
     assert!(stdout(&ex).contains("upstream saw /b"), "{ex}");
-    s.kill_all().await;
 }
 
 /// Fetch `<PIP_INDEX_URL>probe/` from inside and return what came back.
@@ -412,7 +409,6 @@ for i in $(seq 1 600); do [ -s /tmp/conn ] && break; sleep 0.1; done; cat /tmp/c
         .cloned()
         .unwrap_or_else(|| panic!("no usage for {id}: {}", r.text));
     assert!(u["mirror_requests"].as_u64().unwrap() >= 3, "{u}");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -463,7 +459,6 @@ async fn a_project_without_package_registries_is_told_so() {
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
-    s.kill_all().await;
 }
 
 /// The inode of the mirror's listening socket in the network namespace of `pid` (from its
@@ -588,5 +583,4 @@ cat /tmp/refused; echo; cat /tmp/squatting 2>/dev/null || echo not-squatting",
     assert!(probe(&s, &c).await.contains("upstream saw"));
     let (_, ex) = s.sh(&b, "echo still-served").await;
     assert_eq!(stdout(&ex).trim(), "still-served", "{ex}");
-    s.kill_all().await;
 }

@@ -111,7 +111,6 @@ async fn pip_and_npm_install_without_egress_and_the_second_sandbox_installs_from
         "{}",
         m.text
     );
-    s.kill_all().await;
 }
 
 /// `uv` in a sandbox with no egress at all: `pip install uv` (a real published wheel, from the
@@ -144,5 +143,4 @@ async fn uv_installs_without_egress_through_the_mirror() {
     // uv may read a wheel's metadata with a range request before fetching it whole).
     let wheel = format!("GET /packages/{}", py_pkg.wheel_file());
     assert!(pypi.requests_matching(&wheel) >= 1, "{:?}", pypi.requests());
-    s.kill_all().await;
 }

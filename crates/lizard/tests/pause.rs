@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::registries::TestPackage;
 use common::*;
 use serde_json::json;
 use std::time::Duration;
@@ -42,7 +43,6 @@ async fn pause_resume_keeps_kernel_state() {
     assert_eq!(stdout(&ex), "42 45 kept\n");
     let (out, _) = s.sh(&id, "echo $y").await;
     assert_eq!(out, "7\n");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -64,7 +64,6 @@ async fn twenty_pause_resume_cycles_lose_nothing() {
         .run(&id, json!({"code": "print(sum(globals()[f'v{i}'] for i in range(20)), sum(int(open(f'/home/user/f{i}').read()) for i in range(20)))"}))
         .await;
     assert_eq!(stdout(&ex), "190 190\n");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -87,7 +86,6 @@ async fn a_running_cell_continues_after_resume() {
     let ex = runner.await.unwrap();
     assert_eq!(ex.status, 200, "{}", ex.text);
     assert_eq!(stdout(&ex.body), "0\n1\n2\n3\n4\n5\n");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -120,7 +118,6 @@ async fn server_kill_9_and_restart_loses_nothing() {
         stdout(&s.run(&paused, json!({"code": "print(y)"})).await),
         "me too\n"
     );
-    s.kill_all().await;
 }
 
 /// A running sandbox left frozen by a server that died in the middle of a snapshot or hibernation
@@ -171,7 +168,6 @@ async fn a_running_sandbox_left_frozen_by_a_dead_server_is_thawed_by_the_next() 
         .admin("GET", &format!("/v1/sandboxes/{paused}"), None)
         .await;
     assert_eq!(r.body["state"], "paused", "{}", r.text);
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -200,7 +196,6 @@ async fn timeout_can_pause_instead_of_kill() {
         stdout(&s.run(&id, json!({"code": "print(z)"})).await),
         "kept\n"
     );
-    s.kill_all().await;
 }
 
 /// Packages installed with `pip install --user` (from a local wheel: sandboxes have no network)
@@ -209,21 +204,10 @@ async fn timeout_can_pause_instead_of_kill() {
 async fn pip_install_user_survives_pause_resume() {
     lizard_test_support::needs_root!();
     let (s, id) = Server::with_sandbox().await;
-    let make_wheel = r#"
-import base64, hashlib, zipfile
-name, ver = "lzdemo", "1.0"
-files = {
-    f"{name}/__init__.py": b"VALUE = 42\n",
-    f"{name}-{ver}.dist-info/METADATA": b"Metadata-Version: 2.1\nName: lzdemo\nVersion: 1.0\n",
-    f"{name}-{ver}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-}
-record = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}" for p, d in files.items()]
-record.append(f"{name}-{ver}.dist-info/RECORD,,")
-files[f"{name}-{ver}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
-with zipfile.ZipFile("/home/user/lzdemo-1.0-py3-none-any.whl", "w") as z:
-    for p, d in files.items():
-        z.writestr(p, d)
-"#;
+    let make_wheel = registries::wheels_cell(
+        &[TestPackage::new("lzdemo", "1.0", "VALUE = 42\n")],
+        "/home/user",
+    );
     let ex = s.run(&id, json!({"code": make_wheel})).await;
     assert_eq!(ex["status"], "ok", "{ex}");
     let (out, ex) = s
@@ -249,7 +233,6 @@ with zipfile.ZipFile("/home/user/lzdemo-1.0-py3-none-any.whl", "w") as z:
         )
         .await;
     assert_eq!(stdout(&ex), "42\n", "{ex}");
-    s.kill_all().await;
 }
 
 /// A sandbox whose launch a server's end cut short before the server recorded it (its directory
@@ -282,7 +265,6 @@ async fn a_launch_cut_short_by_a_server_kill_leaves_nothing_running() {
     .await;
     assert!(gone, "its cgroup is left: {:?}", cg.remaining_dirs());
     assert!(!s.data_dir.path().join("sandboxes").join(id).exists());
-    s.kill_all().await;
 }
 
 /// The harness's own check (`common::Server`'s drop): a sandbox that still runs after its server

@@ -112,7 +112,6 @@ async fn http_service_in_the_sandbox_is_reachable_through_the_server() {
     assert!(tokio::net::TcpStream::connect("127.0.0.1:8000")
         .await
         .is_err());
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -157,7 +156,6 @@ async fn websocket_service_in_the_sandbox_is_reachable_through_the_server() {
         "{head}"
     );
     assert_eq!(reply, "hello");
-    s.kill_all().await;
 }
 
 /// A service on 8766 that answers every GET with the request's headers as `[[name, value], …]`.
@@ -250,7 +248,6 @@ async fn services_get_end_to_end_headers_but_not_the_servers() {
             "{name} reached the service: {echo}"
         );
     }
-    s.kill_all().await;
 }
 
 /// A service in the sandbox that answers 401 through the ports proxy is the sandbox's answer,
@@ -301,7 +298,6 @@ threading.Thread(target=srv.serve_forever, daemon=True).start()
         .filter(|e| e["action"] == "auth.failed")
         .collect();
     assert_eq!(failed.len(), 1, "only the wrong key's: {failed:?}");
-    s.kill_all().await;
 }
 
 /// The ports proxy does not reach the agent's own API on port 8080 (a typed 403, on Lizard's
@@ -380,5 +376,4 @@ for m, p in [("GET", "/executions?after=0"), ("POST", "/hibernate/snapshot"),
         "GET /executions?after=0 403\nPOST /hibernate/snapshot 403\nPOST /hibernate/restore 403\nGET /health 403\nGET /contexts 403\n",
         "{ex}"
     );
-    s.kill_all().await;
 }

@@ -212,7 +212,6 @@ async fn projects_are_scoped_by_key() {
         )
         .await;
     assert_eq!(stdout(&r.body), "2\n");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -275,7 +274,6 @@ async fn project_create_cli_works_on_the_data_dir() {
         )
         .await;
     assert_eq!(out, "lo\nnameserver 127.100.0.1\n");
-    s.kill_all().await;
 }
 
 /// Every cell of a tight loop is metered, also those that end while the sampler reads the
@@ -306,7 +304,6 @@ async fn every_cell_of_a_tight_loop_is_metered() {
     .await;
     assert!(all, "{} of {cells} cells metered", executions().await);
     assert_eq!(executions().await, cells);
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -421,7 +418,6 @@ async fn twenty_sandboxes_at_once() {
     }
     let l = s.admin("GET", "/v1/sandboxes", None).await;
     assert_eq!(l.body.as_array().unwrap().len(), 20);
-    s.kill_all().await;
 }
 
 /// The agent is PID 1 of its sandbox: orphaned processes that exit are reaped, not left as zombies.
@@ -437,7 +433,6 @@ async fn orphans_are_reaped_by_the_agent() {
     })
     .await;
     assert!(reaped, "zombies left in the sandbox");
-    s.kill_all().await;
 }
 
 /// With a warm pool, a created sandbox already has a running Python kernel and behaves like any
@@ -612,7 +607,6 @@ async fn python_contexts_are_forked_from_the_zygote_in_a_sandbox() {
         .run(&id, json!({ "code": "print('back')", "context": ctx }))
         .await;
     assert_eq!(stdout(&ex), "back\n", "{ex}");
-    s.kill_all().await;
 }
 
 /// JavaScript contexts are forked from the sandbox's JavaScript zygote (Node 26's `node:ffi` and the
@@ -655,7 +649,6 @@ async fn javascript_contexts_are_forked_from_the_zygote_in_a_sandbox() {
         assert_eq!(stdout(&ex), "back\n", "{ex}");
     }
     assert_ne!(randoms[0], randoms[1]);
-    s.kill_all().await;
 }
 
 /// `lizard serve --agent-env` reaches every sandbox's agent (here: JavaScript kernels spawned
@@ -674,7 +667,6 @@ async fn agent_env_configures_every_sandboxs_agent() {
         .run(&id, json!({ "code": probe, "language": "javascript" }))
         .await;
     assert_eq!(stdout(&ex), "false 1 false\n", "{ex}");
-    s.kill_all().await;
 }
 
 /// A sandbox pins the template build it runs on (so a newer build does not remove its lower
@@ -796,7 +788,6 @@ async fn oversized_metadata_and_env_are_refused_before_launch() {
         "{}",
         audit.text
     );
-    s.kill_all().await;
 }
 
 /// The data dir's disk backs every promise: a create whose `disk_mb` does not fit in the free
@@ -871,7 +862,6 @@ async fn disks_beyond_the_hosts_free_space_are_refused() {
         .await;
     let (out, _) = s.sh(&again, "echo ok").await;
     assert_eq!(out, "ok\n");
-    s.kill_all().await;
 }
 
 /// A client that hangs up in the middle of a create does not leave a sandbox that nobody knows:
@@ -988,5 +978,4 @@ async fn an_early_answer_keeps_the_connection_when_the_body_comes_late() {
     })
     .await
     .unwrap();
-    s.kill_all().await;
 }

@@ -370,7 +370,6 @@ print(n)
         holders.is_empty(),
         "the secret is inside the fork: {holders:?}"
     );
-    f.s.kill_all().await;
 }
 
 /// Bad secrets and rules are typed errors that name what is wrong (never a value): a name or a
@@ -478,7 +477,6 @@ async fn secrets_and_rules_are_checked() {
         "{actions:?}"
     );
     assert!(!audit.text.contains(SECRET));
-    f.s.kill_all().await;
 }
 
 /// A PATCH that gives only the egress rules keeps the inject rules; a secret deleted while a
@@ -554,5 +552,4 @@ async fn a_deleted_secret_costs_only_its_injection() {
         )
         .await;
     assert_eq!(r.status, 400, "{}", r.text);
-    f.s.kill_all().await;
 }

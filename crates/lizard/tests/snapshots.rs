@@ -280,7 +280,6 @@ async fn clones_have_the_sources_state_and_stay_apart() {
         .collect();
     assert!(actions.contains(&"snapshot.create"), "{actions:?}");
     assert!(actions.contains(&"snapshot.delete"), "{actions:?}");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -328,7 +327,6 @@ async fn fork_and_a_snapshot_across_a_server_restart() {
     let c = clone(&s, &key, &snap_id).await;
     let c_id = c["sandbox_id"].as_str().unwrap().to_string();
     assert_has_source_state(&s, &c_id, &src).await;
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -403,7 +401,6 @@ async fn snapshots_belong_to_their_project_and_bad_input_is_typed() {
     // The snapshot outlives its source, and a clone of it works.
     let c = clone(&s, &a, &snap_id).await;
     assert_eq!(c["project"], "snap-a");
-    s.kill_all().await;
 }
 
 /// The sandbox plants links to host paths, a fifo, a huge sparse file and a fake saved state
@@ -470,7 +467,6 @@ async fn a_hostile_sandbox_cannot_make_the_host_follow_or_read_its_saved_state()
     let c2 = clone(&s, &key, snap2["snapshot_id"].as_str().unwrap()).await;
     assert_eq!(c2["state"], "running", "{c2}");
     assert_eq!(std::fs::read_to_string(&host).unwrap(), "host only");
-    s.kill_all().await;
 }
 
 fn stdout_of(r: &Value) -> String {
@@ -556,7 +552,6 @@ async fn a_hostile_agent_cannot_hang_flood_or_fool_a_snapshot() {
         )
         .await;
     assert_eq!(stdout(&ex).trim(), "5", "{ex}");
-    s.kill_all().await;
 }
 
 /// `lizard` as a client of `s` (admin key): exit code, stdout, stderr.
@@ -630,5 +625,4 @@ async fn the_cli_and_the_openapi_document_cover_snapshots() {
         doc["components"]["schemas"]["CreateSandboxRequest"]["properties"]["snapshot_id"]
             .is_object()
     );
-    s.kill_all().await;
 }

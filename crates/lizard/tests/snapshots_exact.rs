@@ -45,30 +45,8 @@ async fn live_source(s: &Server, id: String) -> Live {
     )
     .await;
     run_in(s, &id, &sh, "B=bash-kept").await;
-    let port = run_in(
-        s,
-        &id,
-        &py,
-        "import threading, time, socket\n\
-         n = 0\n\
-         def count():\n    global n\n    while True:\n        n += 1\n        time.sleep(0.01)\n\
-         threading.Thread(target=count, daemon=True).start()\n\
-         srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()\n\
-         port = srv.getsockname()[1]\n\
-         def serve():\n    while True:\n        c, _ = srv.accept(); c.sendall(b'still here'); c.close()\n\
-         threading.Thread(target=serve, daemon=True).start()\n\
-         print(port)",
-    )
-    .await
-    .trim()
-    .to_string();
-    run_in(
-        s,
-        &id,
-        &sh,
-        "(i=0; while :; do i=$((i+1)); echo $i > /tmp/bg; sleep 0.05; done) >/dev/null 2>&1 & echo $! > /tmp/bg.pid",
-    )
-    .await;
+    let port = run_in(s, &id, &py, LIVE_PYTHON).await.trim().to_string();
+    run_in(s, &id, &sh, LIVE_BASH).await;
     Live {
         id,
         py,
@@ -411,7 +389,6 @@ async fn exact_clones_are_alive_and_stay_apart() {
         "{}",
         r.text
     );
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -460,7 +437,6 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
     let c = exact(&clone(&s, &snap_id).await);
     // The closure was called once more in the source before the snapshot (by assert_alive).
     assert_alive(&s, &c, &src, 4).await;
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -475,7 +451,6 @@ async fn without_criu_snapshots_are_per_language_and_say_why() {
     let snap_id = snap["snapshot_id"].as_str().unwrap();
     let c = clone(&s, snap_id).await;
     assert_eq!(c["restore"]["method"], "per-language", "{c}");
-    s.kill_all().await;
 }
 
 /// A restored agent that takes the server's socket handover and never answers (a test server's
@@ -508,7 +483,6 @@ async fn a_restored_agent_that_never_answers_the_handover_holds_nothing() {
         runtime_json(&s, &c)
     );
     assert_eq!(run_in(&s, &c, &py, "print(x + 1)").await, "42\n");
-    s.kill_all().await;
 }
 
 /// Sum of `/proc/<pid>/ksm_merging_pages` over a sandbox's processes, and whether any of them
@@ -593,5 +567,4 @@ async fn clones_share_their_identical_pages_with_share_clone_memory() {
     assert_ne!(run_in(&s, &a, &py, digest).await, want);
     assert_eq!(run_in(&s, &b, &py, digest).await, want);
     assert_eq!(run_in(&s, &id, &py, digest).await, want);
-    s.kill_all().await;
 }

@@ -114,7 +114,6 @@ async fn python_3_14_imports_the_whole_stack() {
         ex["results"][0]["data"]["text/plain"], "'2 x 1970 36'",
         "{ex}"
     );
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -173,14 +172,7 @@ async fn pil_images_are_results() {
     let r = png_results(&ex);
     assert!(r.len() == 1 && r[0].0 && r[0].1 > 20, "{ex}");
     // `show()` displays it (no viewer is started), in the cell it is first imported in too.
-    let c = s
-        .post(
-            &format!("/v1/sandboxes/{id}/contexts"),
-            json!({"language": "python"}),
-        )
-        .await;
-    assert_eq!(c.status, 201, "{}", c.text);
-    let ctx = c.body["id"].as_str().unwrap().to_owned();
+    let ctx = context(&s, &id, "python").await;
     let ex = py(
         &s,
         &id,
@@ -208,7 +200,6 @@ async fn pil_images_are_results() {
         .unwrap_or_else(|| panic!("no chart: {ex}"));
     assert_eq!(chart["type"], "bar", "{chart}");
     assert!(!png_results(&ex).is_empty(), "{ex}");
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -218,21 +209,13 @@ async fn kernel_start_imports_none_of_the_stack() {
     let probe = format!("import sys\nprint([m for m in {HEAVY:?} if m in sys.modules])");
     let ex = py(&s, &id, &probe, None).await;
     assert_eq!(stdout(&ex), "[]\n", "default context: {ex}");
-    let c = s
-        .post(
-            &format!("/v1/sandboxes/{id}/contexts"),
-            json!({"language": "python"}),
-        )
-        .await;
-    assert_eq!(c.status, 201, "{}", c.text);
-    let ctx = c.body["id"].as_str().unwrap().to_owned();
+    let ctx = context(&s, &id, "python").await;
     let ex = py(&s, &id, &probe, Some(&ctx)).await;
     assert_eq!(stdout(&ex), "[]\n", "fresh context: {ex}");
     // An import in one context does not reach another (each is its own process).
     py(&s, &id, "import pandas", Some(&ctx)).await;
     let ex = py(&s, &id, &probe, None).await;
     assert_eq!(stdout(&ex), "[]\n", "{ex}");
-    s.kill_all().await;
 }
 
 /// Python 3.13+ raises `_IncompleteInputError` for incomplete input; the kernel names it by its
@@ -247,5 +230,4 @@ async fn incomplete_input_is_a_syntax_error() {
     assert_eq!(ex["error"]["name"], "SyntaxError", "{ex}");
     let ex = py(&s, &id, "if True:\npass", None).await;
     assert_eq!(ex["error"]["name"], "IndentationError", "{ex}");
-    s.kill_all().await;
 }

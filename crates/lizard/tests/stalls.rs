@@ -174,7 +174,6 @@ async fn half_sent_heads_from_one_client_do_not_take_the_api_down() {
         open_fds(pid)
     );
     drop(held);
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -243,7 +242,6 @@ async fn a_hung_agent_delays_neither_a_restart_nor_its_own_kill() {
     );
     let gone = s.admin("GET", &format!("/v1/sandboxes/{hung}"), None).await;
     assert_eq!(gone.status, 404);
-    s.kill_all().await;
 }
 
 #[tokio::test]
@@ -267,7 +265,6 @@ async fn a_hung_agent_does_not_hold_up_other_sandboxes_timeouts() {
             "sandbox {id} outlived its timeout"
         );
     }
-    s.kill_all().await;
 }
 
 /// A cell that streams for an hour (the sandbox decides how long a request is in flight) holds a
@@ -335,5 +332,4 @@ async fn a_streaming_cell_does_not_hold_the_servers_shutdown() {
     let s = Server::start_in(dir, &[]);
     let info = s.admin("GET", &format!("/v1/sandboxes/{id}"), None).await;
     assert_eq!(info.status, 200, "{}", info.text);
-    s.kill_all().await;
 }

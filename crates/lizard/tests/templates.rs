@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::registries::TestPackage;
 use common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -23,24 +24,14 @@ fn context(files: &[(&str, &str)], wheel: bool) -> String {
     for (name, text) in files {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
+    if wheel {
+        let tiny = TestPackage::new("tinypkg", "1.0", "VALUE = 'tiny-42'\n");
+        registries::write_wheels(Path::new("python3"), &[tiny], dir.path());
+    }
     let script = r#"
-import sys, os, zipfile, tarfile, hashlib, base64
+import sys, os, tarfile, base64
 d = sys.argv[1]
 if sys.argv[2] == "1":
-    files = {
-        "tinypkg/__init__.py": "VALUE = 'tiny-42'\n",
-        "tinypkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
-        "tinypkg-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    record = []
-    for n, t in files.items():
-        h = base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{n},sha256={h},{len(t.encode())}")
-    record.append("tinypkg-1.0.dist-info/RECORD,,")
-    files["tinypkg-1.0.dist-info/RECORD"] = "\n".join(record) + "\n"
-    with zipfile.ZipFile(os.path.join(d, "tinypkg-1.0-py3-none-any.whl"), "w") as z:
-        for n, t in files.items():
-            z.writestr(n, t)
     with tarfile.open(os.path.join(d, "bundle.tar.gz"), "w:gz") as t:
         inner = os.path.join(d, "..", "inner.txt")
         open(inner, "w").write("unpacked by ADD\n")

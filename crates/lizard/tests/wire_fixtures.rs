@@ -340,5 +340,4 @@ async fn record_fixtures() {
         )
         .unwrap();
     }
-    s.kill_all().await;
 }

@@ -91,6 +91,8 @@ def test_result_formats_and_data() -> None:
         (500, b'{"code":"internal","message":"x"}', SandboxError, "internal"),
         (502, b"<html>bad gateway</html>", SandboxError, "http_502"),
         (404, b"", NotFoundError, "http_404"),
+        (504, b"<html>gateway timeout</html>", lizard.TimeoutError, "http_504"),
+        (408, b"", lizard.TimeoutError, "http_408"),
         (418, b'{"code":"a_new_code","message":"m"}', LizardError, "a_new_code"),
     ],
 )

@@ -125,37 +125,3 @@ pub fn b64(s: &str) -> Vec<u8> {
 pub async fn body_bytes(resp: Response<Incoming>) -> Bytes {
     resp.into_body().collect().await.unwrap().to_bytes()
 }
-
-/// Terminal output as plain lines: escape sequences and carriage returns removed.
-pub fn terminal_lines(raw: &[u8]) -> Vec<String> {
-    let text = String::from_utf8_lossy(raw);
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\x1b' => {
-                // CSI: ESC [ params final-byte; OSC: ESC ] ... BEL; others: ESC + one char.
-                match chars.next() {
-                    Some('[') => {
-                        for c in chars.by_ref() {
-                            if ('@'..='~').contains(&c) {
-                                break;
-                            }
-                        }
-                    }
-                    Some(']') => {
-                        for c in chars.by_ref() {
-                            if c == '\x07' {
-                                break;
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            '\r' => {}
-            c => out.push(c),
-        }
-    }
-    out.lines().map(|l| l.to_string()).collect()
-}

@@ -1,7 +1,9 @@
 //! Test harness: a real `lizard serve` on a free port with a temporary data dir, sharing the
 //! template built once by `scripts/test.sh` (`LIZARD_TEMPLATES_FROM`), and a small HTTP client.
 //! What every crate's tests share (the root check, waiting, processes, raw HTTP) is in
-//! `lizard-test-support`.
+//! `lizard-test-support`. Dropping a [`Server`] kills every sandbox it lists (sandboxes outlive
+//! their server by design), so a test need not end with [`Server::kill_all`]; it then fails the
+//! test if a sandbox of its data dir still runs, one the server lost track of.
 
 #![allow(dead_code)]
 
@@ -225,6 +227,15 @@ impl Server {
     pub async fn act(&self, id: &str, action: &str) -> Resp {
         let path = format!("/v1/sandboxes/{id}/{action}");
         self.admin("POST", &path, None).await
+    }
+
+    /// Whether the sandbox's `state` becomes `state` within `limit`.
+    pub async fn reaches_state(&self, id: &str, state: &str, limit: Duration) -> bool {
+        let path = format!("/v1/sandboxes/{id}");
+        eventually(limit, || async {
+            self.admin("GET", &path, None).await.body["state"] == state
+        })
+        .await
     }
 
     pub async fn create(&self, key: &str, body: Value) -> String {
@@ -639,3 +650,20 @@ pub async fn concurrent_calls_keep_state(op: &'static str, n: usize) {
     assert_eq!(stdout(&ex), "kept\n", "{ex}");
     s.kill_all().await;
 }
+
+/// Python state that lives between cells and must still move after a checkpoint: a thread
+/// counting `n` up every 10 ms and a TCP server on `port` answering `still here`. Prints the
+/// port.
+pub const LIVE_PYTHON: &str = "import threading, time, socket\n\
+         n = 0\n\
+         def count():\n    global n\n    while True:\n        n += 1\n        time.sleep(0.01)\n\
+         threading.Thread(target=count, daemon=True).start()\n\
+         srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()\n\
+         port = srv.getsockname()[1]\n\
+         def serve():\n    while True:\n        c, _ = srv.accept(); c.sendall(b'still here'); c.close()\n\
+         threading.Thread(target=serve, daemon=True).start()\n\
+         print(port)";
+
+/// A background shell loop writing its count to `/tmp/bg` every 50 ms (its pid in
+/// `/tmp/bg.pid`).
+pub const LIVE_BASH: &str = "(i=0; while :; do i=$((i+1)); echo $i > /tmp/bg; sleep 0.05; done) >/dev/null 2>&1 & echo $! > /tmp/bg.pid";

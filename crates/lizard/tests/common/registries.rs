@@ -205,32 +205,67 @@ impl LocalRegistry {
     }
 }
 
-/// Builds real wheels: a zip of `<module>/__init__.py` and `<dist>.dist-info/{METADATA,WHEEL,RECORD}`
-/// (RECORD with each file's sha256 and size), written by Python's zipfile. Arguments: a JSON file
-/// listing the packages, the output directory.
+/// Defines `make_wheels(packages, out)`, which builds real wheels into the directory `out`: for
+/// each package (the JSON of [`wheel_spec`]) a zip of `<module>/__init__.py` and
+/// `<dist>.dist-info/{METADATA,WHEEL,RECORD}` (RECORD with each file's sha256 and size), written
+/// by Python's zipfile.
 const MAKE_WHEELS: &str = r#"
-import base64, hashlib, json, os, sys, zipfile
-spec, out = sys.argv[1], sys.argv[2]
-for p in json.load(open(spec)):
-    dist = p["module"] + "-" + p["version"]
-    meta = "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (p["name"], p["version"])
-    meta += "".join("Requires-Dist: %s\n" % r for r in p["requires"])
-    files = [
-        (p["module"] + "/__init__.py", p["body"]),
-        (dist + ".dist-info/METADATA", meta),
-        (dist + ".dist-info/WHEEL",
-         "Wheel-Version: 1.0\nGenerator: lizard-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
-    ]
-    record = ""
-    for path, text in files:
-        data = text.encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record += "%s,sha256=%s,%d\n" % (path, digest, len(data))
-    files.append((dist + ".dist-info/RECORD", record + dist + ".dist-info/RECORD,,\n"))
-    with zipfile.ZipFile(os.path.join(out, p["file"]), "w", zipfile.ZIP_DEFLATED) as z:
+import base64, hashlib, os, zipfile
+def make_wheels(packages, out):
+    for p in packages:
+        dist = p["module"] + "-" + p["version"]
+        meta = "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (p["name"], p["version"])
+        meta += "".join("Requires-Dist: %s\n" % r for r in p["requires"])
+        files = [
+            (p["module"] + "/__init__.py", p["body"]),
+            (dist + ".dist-info/METADATA", meta),
+            (dist + ".dist-info/WHEEL",
+             "Wheel-Version: 1.0\nGenerator: lizard-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
+        ]
+        record = ""
         for path, text in files:
-            z.writestr(path, text)
+            data = text.encode()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record += "%s,sha256=%s,%d\n" % (path, digest, len(data))
+        files.append((dist + ".dist-info/RECORD", record + dist + ".dist-info/RECORD,,\n"))
+        with zipfile.ZipFile(os.path.join(out, p["file"]), "w", zipfile.ZIP_DEFLATED) as z:
+            for path, text in files:
+                z.writestr(path, text)
 "#;
+
+/// What `make_wheels` ([`MAKE_WHEELS`]) is given: one JSON object per package.
+fn wheel_spec(packages: &[TestPackage]) -> Value {
+    packages
+        .iter()
+        .map(|p| {
+            json!({"name": p.name, "version": p.version, "body": p.body,
+                   "requires": p.requires, "module": p.module(), "file": p.wheel_file()})
+        })
+        .collect()
+}
+
+/// Build the wheels of `packages` into the directory `out` with the host's `python`.
+pub fn write_wheels(python: &Path, packages: &[TestPackage], out: &Path) {
+    let script = format!(
+        "{MAKE_WHEELS}\nimport json, sys\nmake_wheels(json.loads(sys.argv[1]), sys.argv[2])\n"
+    );
+    run_ok(
+        Command::new(python)
+            .args(["-c", &script])
+            .arg(wheel_spec(packages).to_string())
+            .arg(out),
+    );
+}
+
+/// A Python cell that builds the wheels of `packages` into the sandbox's directory `out` (a
+/// sandbox has no registry to fetch them from unless a test starts one).
+pub fn wheels_cell(packages: &[TestPackage], out: &str) -> String {
+    // JSON of strings and lists is a Python literal.
+    format!(
+        "{MAKE_WHEELS}\nmake_wheels({}, {out:?})\n",
+        wheel_spec(packages)
+    )
+}
 
 /// A real pypiserver on `127.0.0.1:<port>` serving wheels of the given packages, offline
 /// (`--disable-fallback`: a name it does not have is a 404, never a redirect to another index).
@@ -278,21 +313,7 @@ impl PyPiServer {
         let dir = tempfile::tempdir().unwrap();
         let pkgs = dir.path().join("packages");
         std::fs::create_dir(&pkgs).unwrap();
-        let spec: Vec<Value> = packages
-            .iter()
-            .map(|p| {
-                json!({"name": p.name, "version": p.version, "body": p.body,
-                       "requires": p.requires, "module": p.module(), "file": p.wheel_file()})
-            })
-            .collect();
-        let spec_file = dir.path().join("wheels.json");
-        std::fs::write(&spec_file, serde_json::to_vec(&spec).unwrap()).unwrap();
-        run_ok(
-            Command::new(&python)
-                .args(["-c", MAKE_WHEELS])
-                .arg(&spec_file)
-                .arg(&pkgs),
-        );
+        write_wheels(&python, packages, &pkgs);
         for w in wheels {
             std::fs::copy(w, pkgs.join(w.file_name().unwrap())).unwrap();
         }

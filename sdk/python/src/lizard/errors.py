@@ -164,6 +164,9 @@ _BY_STATUS: Dict[int, Type[LizardError]] = {
     413: InvalidArgumentError,
     415: InvalidArgumentError,
     429: RateLimitError,
+    # A proxy in front of Lizard that gave up waiting (the TypeScript SDK maps these alike).
+    408: TimeoutError,
+    504: TimeoutError,
 }
 
 
