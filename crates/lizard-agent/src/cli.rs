@@ -164,6 +164,7 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
     };
     let python_for_sudo = python.clone();
     let kernels = KernelConfig {
+        python_runner: crate::kernel::compiled_python_runner(&python),
         python,
         node: match (&args.node, &args.kernel_env) {
             _ if no_node => PathBuf::new(),

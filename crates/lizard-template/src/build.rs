@@ -8,7 +8,9 @@
 //!    mount targets `/opt/lizard/bin/lizard` (empty file, 0755) and `/run/lizard` (root's), and
 //!    `/tmp`, `/var/tmp` at 1777; the home setgid and group-writable; `/etc/passwd` entries
 //!    `ctx<n>` for the context uids (`meta::CONTEXT_UID_BASE`).
-//! 3. `python venv` — `python3 -m venv` inside the chroot (with `/proc` mounted).
+//! 3. `python venv` — `python3 -m venv` inside the chroot (with `/proc` mounted); the agent's
+//!    Python runner compiled into it (`<venv>/lizard/runner-<hash>.pyc`), so that no kernel start
+//!    compiles it again.
 //! 4. `pip install` — the requirements into the venv inside the chroot, with the host's resolv.conf
 //!    and CA bundle copied in and the host's `PIP_*` variables translated (URL-valued ones passed,
 //!    host paths dropped). The venv stays root's (the agent's root zygote imports from it). With
@@ -46,6 +48,9 @@ use crate::run::run;
 use crate::spec::{LoadedSpec, BUILDER_VERSION};
 use crate::store::{self, BuildLock};
 use crate::{BuildOptions, Progress, Template};
+
+/// The agent's Python kernel runner, compiled into the venv by the `python venv` step.
+const PYTHON_RUNNER: &str = include_str!("../../../kernels/python/runner.py");
 
 /// Build files inside the chroot (removed by cleanup).
 const BUILD_TMP: &str = "/tmp/lizard-build";
@@ -678,6 +683,26 @@ impl<'a> Builder<'a> {
             self.progress,
         )?;
         self.python_version = Some(version.trim().to_owned());
+        self.compile_runner(&py.venv)
+    }
+
+    /// The agent's Python runner, compiled by the venv's interpreter into
+    /// `<venv>/lizard/runner-<hash>.pyc` (see `lizard_agent::kernel::compiled_python_runner`,
+    /// which names it the same way), next to its source (for tracebacks). Root's, like the venv:
+    /// the agent's zygote runs it as the sandbox's root.
+    fn compile_runner(&mut self, venv: &str) -> Result<()> {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(PYTHON_RUNNER.as_bytes());
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let dir = format!("{venv}/lizard");
+        self.mkdir(S_VENV, &dir, 0o755)?;
+        let src = format!("{dir}/runner.py");
+        self.write(S_VENV, &src, PYTHON_RUNNER.as_bytes(), 0o644)?;
+        let pyc = format!("{dir}/runner-{hex}.pyc");
+        let compile = "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)";
+        let python = format!("{venv}/bin/python");
+        let mut cmd = self.chroot(&[&python, "-I", "-c", compile, &src, &pyc]);
+        run(S_VENV, &mut cmd, self.progress)?;
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Result, TemplateError};
 
 /// Bump when the build steps change in a way that changes the result: every cache key changes with it.
-pub const BUILDER_VERSION: u32 = 3;
+pub const BUILDER_VERSION: u32 = 4;
 
 /// The built-in templates: (name, spec text). A binary run from anywhere can build these.
 /// `debian-<suite>`: the bases of a Dockerfile's `FROM debian:<suite>`.

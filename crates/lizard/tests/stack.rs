@@ -202,6 +202,58 @@ async fn pil_images_are_results() {
     assert!(!png_results(&ex).is_empty(), "{ex}");
 }
 
+/// The template holds the agent's Python runner compiled by its venv (`lizard-template`'s
+/// `python venv` step), root's; kernels and zygotes run it when it is this agent's runner (a
+/// template built from another version of the runner has another name: the source runs then).
+#[tokio::test]
+async fn python_kernels_run_the_runner_compiled_in_the_template() {
+    lizard_test_support::needs_root!();
+    let (s, id) = Server::with_sandbox().await;
+    let out = s.root_cmd(&id, "ls -ln /opt/lizard/venv/lizard/").await;
+    let text = out["stdout"].as_str().unwrap_or_default().to_string();
+    let pyc = text
+        .lines()
+        .find(|l| l.ends_with(".pyc"))
+        .unwrap_or_else(|| panic!("no compiled runner in the template: {out}"));
+    // Root's (uid 0 inside), not writable by others: the zygote runs it as root.
+    let f: Vec<&str> = pyc.split_whitespace().collect();
+    assert!(f[0].starts_with("-rw-r--r--") && f[2] == "0", "{pyc}");
+    let name = f.last().unwrap().to_string();
+    let ps = s
+        .root_cmd(
+            &id,
+            "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done | grep runner",
+        )
+        .await;
+    let ps = ps["stdout"].as_str().unwrap_or_default().to_string();
+    let uses_pyc = ps.contains(&format!("/opt/lizard/venv/lizard/{name}"));
+    let uses_source = ps.contains("/tmp/.lizard-agent/runner.py");
+    assert!(uses_pyc || uses_source, "no Python runner running: {ps}");
+    // This build's runner was compiled into this template (a fresh build, as scripts/test.sh's on
+    // CI): then it is what runs. (A template built before runner.py last changed holds another.)
+    if template_runner_is_current(&s, &id).await {
+        assert!(uses_pyc && !uses_source, "{ps}");
+    }
+}
+
+/// Whether the template's compiled runner is of this build's `runner.py` (its source, kept next to
+/// it, is byte for byte the repository's).
+async fn template_runner_is_current(s: &Server, id: &str) -> bool {
+    let r = s
+        .root_cmd(id, "sha256sum /opt/lizard/venv/lizard/runner.py")
+        .await;
+    let theirs = r["stdout"].as_str().unwrap_or_default().to_string();
+    let ours = std::process::Command::new("sha256sum")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../kernels/python/runner.py"
+        ))
+        .output()
+        .unwrap();
+    let ours = String::from_utf8_lossy(&ours.stdout).to_string();
+    theirs.split(' ').next() == ours.split(' ').next()
+}
+
 #[tokio::test]
 async fn kernel_start_imports_none_of_the_stack() {
     lizard_test_support::needs_root!();
