@@ -304,24 +304,19 @@ impl Sandboxes {
                 let copied = match reserved {
                     Err(e) => Err(SandboxError::NoSpace(e)),
                     Ok(_reservation) => {
-                        let (sdir, dst, image, cg) =
-                            (sdir.clone(), dst.clone(), image.clone(), cg.clone());
-                        let mount = mount.clone();
-                        tokio::task::spawn_blocking(move || {
-                            copy_frozen(
-                                &sdir,
-                                &image,
-                                &mount,
-                                &dst,
-                                &cg,
-                                max_bytes,
-                                was_paused,
-                                || Ok(()),
-                            )
-                        })
-                        .await
-                        .map_err(|e| SandboxError::Launch(e.to_string()))
-                        .and_then(|r| r)
+                        let copy = FrozenCopy {
+                            sdir: sdir.clone(),
+                            image: image.clone(),
+                            mount: mount.clone(),
+                            dst: dst.clone(),
+                            cg: cg.clone(),
+                            max_bytes,
+                            processes_stay_frozen: was_paused,
+                        };
+                        tokio::task::spawn_blocking(move || copy_frozen(&copy, || Ok(())))
+                            .await
+                            .map_err(|e| SandboxError::Launch(e.to_string()))
+                            .and_then(|r| r)
                     }
                 };
                 if was_paused {
@@ -428,60 +423,55 @@ impl Sandboxes {
                 "a snapshot",
             )
             .map_err(|e| e.to_string())?;
-        let (sdir, image, mount, cg) = (
-            sdir.to_path_buf(),
-            image.to_path_buf(),
-            mount.to_path_buf(),
-            sb.runtime.cgroup.clone(),
-        );
+        let copy = FrozenCopy {
+            sdir: sdir.to_path_buf(),
+            image: image.to_path_buf(),
+            mount: mount.to_path_buf(),
+            dst,
+            cg: sb.runtime.cgroup.clone(),
+            max_bytes,
+            processes_stay_frozen: was_paused,
+        };
         let pid = sb.runtime.pid;
         let restored = sb.runtime.criu_restored;
         let tool = self.cfg.checkpoint.clone();
         let done = tokio::task::spawn_blocking(move || {
+            let (sdir, cg) = (&copy.sdir, &copy.cg);
             let images = sdir.join(SNAPSHOT_CRIU_IMAGES);
             let freezer = cg.freezer_dir().to_path_buf();
             // A failed dump stops here (no disk copy): the caller falls back per language.
-            let r = copy_frozen(
-                &sdir,
-                &image,
-                &mount,
-                &dst,
-                &cg,
-                max_bytes,
-                was_paused,
-                || {
-                    let mut tries = 0;
-                    loop {
-                        tries += 1;
-                        // With the cgroups: a clone's restore maps them onto its own
-                        // (`--cgroup-root`), each kernel back in its context's cgroup.
-                        match dump_sandbox(&criu, pid, &images, Some(&freezer), true, true) {
-                            Ok(done) => return Ok(done),
-                            // A connection to the agent made while the sandbox was frozen waits,
-                            // unaccepted, in its socket's queue, and its other end is the server's
-                            // (in the host's network namespace), which CRIU cannot find: let the
-                            // agent accept it and try again.
-                            Err(e)
-                                if tries < CRIU_SNAPSHOT_TRIES
-                                    && lizard_jail::error_chain(&e).contains("Unix socket") =>
-                            {
-                                let _ = cg.thaw();
-                                std::thread::sleep(std::time::Duration::from_millis(20));
-                                cg.freeze().map_err(|e| {
-                                    SandboxError::Launch(format!("freezing the sandbox: {e}"))
-                                })?;
-                            }
-                            Err(e) => {
-                                return Err(SandboxError::Capture(criu_dump_failed(
-                                    &tool, &e, restored,
-                                )))
-                            }
+            let r = copy_frozen(&copy, || {
+                let mut tries = 0;
+                loop {
+                    tries += 1;
+                    // With the cgroups: a clone's restore maps them onto its own
+                    // (`--cgroup-root`), each kernel back in its context's cgroup.
+                    match dump_sandbox(&criu, pid, &images, Some(&freezer), true, true) {
+                        Ok(done) => return Ok(done),
+                        // A connection to the agent made while the sandbox was frozen waits,
+                        // unaccepted, in its socket's queue, and its other end is the server's
+                        // (in the host's network namespace), which CRIU cannot find: let the
+                        // agent accept it and try again.
+                        Err(e)
+                            if tries < CRIU_SNAPSHOT_TRIES
+                                && lizard_jail::error_chain(&e).contains("Unix socket") =>
+                        {
+                            let _ = cg.thaw();
+                            std::thread::sleep(std::time::Duration::from_millis(20));
+                            cg.freeze().map_err(|e| {
+                                SandboxError::Launch(format!("freezing the sandbox: {e}"))
+                            })?;
+                        }
+                        Err(e) => {
+                            return Err(SandboxError::Capture(criu_dump_failed(
+                                &tool, &e, restored,
+                            )))
                         }
                     }
-                },
-            );
+                }
+            });
             match r {
-                Ok((copy, dumped)) => Ok((copy, dumped, sdir)),
+                Ok((copied, dumped)) => Ok((copied, dumped, copy.sdir)),
                 Err(SandboxError::Capture(why)) => Err(why),
                 Err(e) => Err(e.to_string()),
             }
@@ -897,24 +887,39 @@ pub fn clone_info(sb: &Sandbox, report: HibernationReport) -> SandboxInfo {
 /// here; a host disk this slow would hold the sandbox frozen, and its lifecycle lock, for longer).
 pub const FROZEN_COPY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
+/// What [`copy_frozen`] copies: the sandbox's disk `image` (mounted on `mount`) into `dst`, with
+/// its snapshot directory `sdir` made first (root's, 0700), the sandbox's cgroup `cg`.
+struct FrozenCopy {
+    sdir: PathBuf,
+    image: PathBuf,
+    mount: PathBuf,
+    dst: PathBuf,
+    cg: Cgroup,
+    max_bytes: u64,
+    processes_stay_frozen: bool,
+}
+
 /// Copy a running sandbox's disk image consistently (blocking): its processes frozen (unless
 /// already), `while_frozen` run (a CRIU dump, which leaves a frozen cgroup frozen), its file
 /// system frozen (`FIFREEZE`: clean on the image), the image copied (by [`FROZEN_COPY_DEADLINE`],
 /// else the snapshot fails and the sandbox is thawed), both thawed (the processes
 /// stay frozen with `processes_stay_frozen`). Returns how it was copied, how long the processes
 /// were frozen, and what `while_frozen` gave.
-#[allow(clippy::too_many_arguments)]
 fn copy_frozen<T>(
-    sdir: &Path,
-    image: &Path,
-    mount: &Path,
-    dst: &Path,
-    cg: &Cgroup,
-    max_bytes: u64,
-    processes_stay_frozen: bool,
+    c: &FrozenCopy,
     while_frozen: impl FnOnce() -> Result<T, SandboxError>,
 ) -> Result<((lizard_jail::disk::CopyMethod, u64), T), SandboxError> {
     use std::os::unix::fs::DirBuilderExt;
+    let FrozenCopy {
+        sdir,
+        image,
+        mount,
+        dst,
+        cg,
+        max_bytes,
+        processes_stay_frozen,
+    } = c;
+    let (max_bytes, processes_stay_frozen) = (*max_bytes, *processes_stay_frozen);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
