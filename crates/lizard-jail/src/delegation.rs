@@ -137,12 +137,15 @@ pub fn reown(cg: &Cgroup, uid: u32, gid: u32) -> Result<(), CgroupError> {
     let Some(parents) = delegated_parents(cg) else {
         return Ok(());
     };
-    let chown = |p: &Path| {
-        std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|source| CgroupError::Write {
+    // The restored agent runs already: a context's cgroup it removes meanwhile (a nursery it
+    // left, a context deleted) is gone, not an error.
+    let chown = |p: &Path| match std::os::unix::fs::lchown(p, Some(uid), Some(gid)) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r.map_err(|source| CgroupError::Write {
             path: p.to_path_buf(),
             value: format!("owner {uid}:{gid}"),
             source,
-        })
+        }),
     };
     let list = |dir: &Path| -> Result<Vec<fs::DirEntry>, CgroupError> {
         let rd = fs::read_dir(dir).map_err(|source| CgroupError::Read {
@@ -166,7 +169,10 @@ pub fn reown(cg: &Cgroup, uid: u32, gid: u32) -> Result<(), CgroupError> {
                 continue;
             }
             chown(&child.path())?;
-            for f in list(&child.path())? {
+            let Ok(files) = list(&child.path()) else {
+                continue; // removed since it was listed
+            };
+            for f in files {
                 if f.file_type().is_ok_and(|t| t.is_file()) {
                     chown(&f.path())?;
                 }

@@ -455,11 +455,15 @@ async fn fork(
                 .await?;
             let mut out = Vec::with_capacity(count as usize);
             for _ in 0..count {
-                out.push(
-                    st.sandboxes
-                        .clone_detached(row.clone(), clone_req.clone())
-                        .await,
-                );
+                let clone = st
+                    .sandboxes
+                    .clone_detached(row.clone(), clone_req.clone())
+                    .await;
+                // The caller may have gone: what failed is said here too.
+                if let Err(e) = &clone {
+                    tracing::warn!(source = %source, snapshot = %row.id, error = %e, "a multi-fork's clone failed");
+                }
+                out.push(clone);
             }
             if let Err(e) = st.sandboxes.delete_snapshot(&row).await {
                 tracing::warn!(snapshot = %row.id, error = %e, "removing a fork's snapshot");

@@ -254,6 +254,27 @@ pub(super) fn criu_dump_failed(
     why
 }
 
+/// Whether the sandbox's agent (`pid`) holds a descriptor on a cgroup file (it was moving a kernel
+/// between its cgroups, e.g. its zygote into a fresh nursery, when the freeze came). CRIU dumps
+/// such a descriptor but cannot open it again at a restore, so a checkpoint taken now would not
+/// restore: the caller lets the agent finish and freezes again. Reads the links of at most
+/// [`MAX_AGENT_FDS`] descriptors (kernel-made strings; a false match costs one retry).
+pub(super) fn agent_holds_cgroup_file(pid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    dir.flatten().take(MAX_AGENT_FDS).any(|e| {
+        std::fs::read_link(e.path()).is_ok_and(|l| {
+            l.as_os_str()
+                .as_encoded_bytes()
+                .starts_with(b"/sys/fs/cgroup/")
+        })
+    })
+}
+
+/// How many of the agent's descriptors [`agent_holds_cgroup_file`] looks at.
+const MAX_AGENT_FDS: usize = 4096;
+
 /// Checkpoint the running sandbox with CRIU (leaving it running) into `<dir>/criu`, kept for a
 /// resume; `Err` says why not (no CRIU, what the sandbox has that a restore cannot give back,
 /// CRIU's own error), with no images left.

@@ -444,6 +444,16 @@ impl Sandboxes {
                 let mut tries = 0;
                 loop {
                     tries += 1;
+                    // Frozen while moving a kernel between cgroups: a checkpoint now would not
+                    // restore (`agent_holds_cgroup_file`); let the agent finish the move.
+                    if tries < CRIU_SNAPSHOT_TRIES && agent_holds_cgroup_file(pid) {
+                        let _ = cg.thaw();
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        cg.freeze().map_err(|e| {
+                            SandboxError::Launch(format!("freezing the sandbox: {e}"))
+                        })?;
+                        continue;
+                    }
                     // With the cgroups: a clone's restore maps them onto its own
                     // (`--cgroup-root`), each kernel back in its context's cgroup.
                     match dump_sandbox(&criu, pid, &images, Some(&freezer), true, true) {
