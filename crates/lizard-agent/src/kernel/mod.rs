@@ -45,12 +45,17 @@ pub const JS_ZYGOTE: &str = include_str!("../../../../kernels/js/zygote.js");
 /// started with every time (≈ 8–11 ms of CPU per zygote or spawned kernel), never a `.pyc`. A
 /// template built from another version of the runner has another name: the source is run then.
 pub fn compiled_python_runner(python: &Path) -> Option<PathBuf> {
+    let venv = python.parent()?.parent()?;
+    let pyc = venv.join("lizard").join(python_runner_pyc_name());
+    pyc.is_file().then_some(pyc)
+}
+
+/// `runner-<first 16 hex digits of PYTHON_RUNNER's SHA-256>.pyc`.
+fn python_runner_pyc_name() -> String {
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(PYTHON_RUNNER.as_bytes());
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let venv = python.parent()?.parent()?;
-    let pyc = venv.join("lizard").join(format!("runner-{hex}.pyc"));
-    pyc.is_file().then_some(pyc)
+    format!("runner-{hex}.pyc")
 }
 
 /// OOM score adjustment of kernel processes (the agent keeps the default 0).
@@ -96,7 +101,9 @@ impl KernelConfig {
         };
         match language {
             Language::Python => cmd.args(flags).arg(
-                (self.python_runner.clone()).unwrap_or_else(|| self.run_dir.join("runner.py")),
+                self.python_runner
+                    .clone()
+                    .unwrap_or_else(|| self.run_dir.join("runner.py")),
             ),
             Language::Javascript => cmd.args(flags).arg(self.run_dir.join("runner.js")),
             Language::Bash => cmd.args(flags).args(["--noprofile", "--norc"]),
@@ -892,10 +899,7 @@ mod tests {
         // Another runner's (an older template's) is not taken.
         std::fs::write(venv.path().join("lizard/runner-0000000000000000.pyc"), b"x").unwrap();
         assert_eq!(compiled_python_runner(&python), None);
-        use sha2::Digest as _;
-        let hash = sha2::Sha256::digest(PYTHON_RUNNER.as_bytes());
-        let name: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
-        let ours = venv.path().join(format!("lizard/runner-{name}.pyc"));
+        let ours = venv.path().join("lizard").join(python_runner_pyc_name());
         std::fs::write(&ours, b"x").unwrap();
         assert_eq!(compiled_python_runner(&python), Some(ours));
     }
