@@ -23,6 +23,8 @@
 //! - [`mounts`]: detach every mount under a host directory without following a symlink.
 //! - [`network`]: a sandbox's network namespace set up for egress through the host (route,
 //!   nftables redirect) and the host's listeners made inside it.
+//! - [`zygote_entry`]: the shared zygote's native entry (a `cdylib` built by `build.rs` from
+//!   `cdylib/zygote_entry.rs`): a fork that joined a sandbox remaps its files onto the sandbox's.
 //!
 //! **Architecture Invariant:** this is the only crate with `unsafe` code and raw syscalls; every
 //! `unsafe` block carries a `// SAFETY:` comment. It knows nothing about HTTP, kernels' protocols,
@@ -51,6 +53,7 @@ pub mod seccomp;
 pub mod subtree;
 mod sys;
 pub mod volume;
+pub mod zygote_entry;
 
 pub use process::{cloexec_pipe, map_fds, signal_group, Signal};
 
