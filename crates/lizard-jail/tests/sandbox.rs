@@ -1015,3 +1015,78 @@ fn xattr_set(path: &Path, name: &str, value: &[u8]) {
         .unwrap_or(false);
     assert!(ok, "setxattr {name} on {}", path.display());
 }
+
+/// `userns_owner`: the sandbox's user namespace belongs to that host uid, so a process of that uid
+/// holding no capability at all can join all the sandbox's namespaces through its PID 1's pidfd
+/// (the shared zygote's way in, `docs/design/shared-zygote.md`), and a process of another uid
+/// cannot; the sandbox itself runs as without an owner.
+#[test]
+fn only_the_user_namespaces_owner_joins_the_sandbox_without_capabilities() {
+    lizard_test_support::needs_root!();
+    let owner = SHIFT - 10_000;
+    let t = TestDir::new();
+    let id = unique_id("owner");
+    let mut spec = t.spec(&id, "echo uid=$(id -u); sleep 100 & echo started=yes; wait");
+    spec.userns_owner = Some(owner);
+    let sb = launch(&spec).unwrap();
+    poll(Duration::from_secs(20), "the script to start", || {
+        t.log().contains("started=yes").then_some(())
+    });
+    assert_eq!(facts(&t.log())["uid"], USER.to_string(), "{}", t.log());
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(JOIN_PROBE)
+        .arg(sb.pid().to_string())
+        .arg(owner.to_string())
+        .arg((owner + 1).to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["owner"], owner, "{r}");
+    assert_eq!(
+        r["join"][owner.to_string()],
+        format!("0000000000000000 joined {id}"),
+        "{r}"
+    );
+    assert_eq!(
+        r["join"][(owner + 1).to_string()],
+        "0000000000000000 Operation not permitted",
+        "{r}"
+    );
+}
+
+/// argv: PID 1's host pid, then uids. Prints the user namespace's owner (`NS_GET_OWNER_UID`) and,
+/// for each uid, what a process of that uid with no capability (its `CapEff` first) got from
+/// `setns(pidfd, USER|MNT|PID|UTS|IPC|NET)`: the host name it then sees, or the error.
+const JOIN_PROBE: &str = r#"
+import ctypes, fcntl, json, os, socket, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid, uids = int(sys.argv[1]), [int(u) for u in sys.argv[2:]]
+ns = os.open(f'/proc/{pid}/ns/user', os.O_RDONLY)
+out = {'owner': struct.unpack('I', fcntl.ioctl(ns, 0xb704, bytes(4)))[0], 'join': {}}
+for uid in uids:
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setgroups([]); os.setresgid(uid, uid, uid); os.setresuid(uid, uid, uid)
+            caps = next(l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff'))
+            pidfd = libc.syscall(434, pid, 0)
+            if libc.setns(pidfd, 0x10000000 | 0x20000 | 0x20000000 | 0x4000000 | 0x8000000 | 0x40000000):
+                msg = caps + ' ' + os.strerror(ctypes.get_errno())
+            else:
+                msg = caps + ' joined ' + socket.gethostname()
+        except BaseException as e:
+            msg = repr(e)
+        os.write(w, msg.encode())
+        os._exit(0)
+    os.close(w)
+    out['join'][str(uid)] = os.read(r, 4096).decode()
+    os.waitpid(child, 0)
+print(json.dumps(out))
+"#;

@@ -1118,6 +1118,17 @@ fn stage_sources(
     Ok(())
 }
 
+/// Set the effective uid (`setresuid(0, uid, 0)`), real and saved staying root: the launcher's
+/// identity for the clone that makes a user namespace `uid` owns. Root again with `0`. Credentials
+/// are per thread: only for the single-threaded launcher.
+fn set_effective_uid(uid: u32) -> Result<(), JailError> {
+    use nix::unistd::{setresuid, Uid};
+    setresuid(Uid::from_raw(0), Uid::from_raw(uid), Uid::from_raw(0)).map_err(|e| JailError::Sync {
+        step: "setting the launcher's effective uid (the user namespace's owner)",
+        source: e.into(),
+    })
+}
+
 /// Clone the child and walk it through the sync protocol. Returns the child's host pid.
 fn start(
     spec: &SandboxSpec,
@@ -1179,16 +1190,36 @@ fn start(
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    let cloned = crate::sys::clone_process(flags);
+    // The user namespace's owner is the clone's effective uid: with `userns_owner`, that uid's
+    // (the shared zygote's), for the clone alone. Real and saved uid stay 0, so the effective
+    // capabilities come back with root below. The child keeps that uid until it becomes the
+    // namespace's root (`child::become_namespace_root`), before it touches any file.
+    let owner = match spec.userns_owner {
+        Some(uid) => set_effective_uid(uid),
+        None => Ok(()),
+    };
+    let cloned = match owner {
+        Ok(()) => crate::sys::clone_process(flags),
+        Err(e) => {
+            restore_limits(limits_before);
+            let _ = nix::unistd::fchdir(&cwd_before);
+            back_home(&host_mntns)?;
+            return Err(e);
+        }
+    };
     if let Ok(None) = cloned {
         // In the child. Our copies of the parent's pipe ends must go, or EOF never comes.
         drop(go);
         drop(report);
         child::run(&plan)
     }
+    let root_again = match spec.userns_owner {
+        Some(_) => set_effective_uid(0),
+        None => Ok(()),
+    };
     restore_limits(limits_before);
     let _ = nix::unistd::fchdir(&cwd_before);
-    let home = back_home(&host_mntns);
+    let home = back_home(&host_mntns).and(root_again);
     let pid = match cloned {
         Ok(Some(pid)) => pid,
         Ok(None) => unreachable!("the child never returns"),

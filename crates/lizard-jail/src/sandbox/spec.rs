@@ -32,6 +32,13 @@ pub struct SandboxSpec {
     /// volumes with sandboxes of other ranges. `None`: the layers are used as they are on disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer_id_base: Option<u32>,
+    /// The host uid that owns the sandbox's user namespace (the launcher's effective uid at the
+    /// clone), so that a process of that uid with no capability at all can `setns` into the
+    /// sandbox: the shared zygote's (`docs/design/shared-zygote.md`). `None` (the default): root.
+    /// Not root, not `u32::MAX`, not one of the sandbox's own host ids. A restore ignores it (CRIU
+    /// makes the namespaces as root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub userns_owner: Option<u32>,
     /// Who the program runs as (ids inside the sandbox).
     pub user: UserSpec,
     /// Capabilities the program keeps (only with `user.uid` 0, the sandbox's root): they are the
@@ -196,6 +203,12 @@ impl IdMap {
         let off = id.checked_sub(self.inside)?;
         (off < self.count).then(|| self.outside + off)
     }
+
+    /// Whether the host id `id` is one of the sandbox's.
+    pub fn holds_outside(&self, id: u32) -> bool {
+        id.checked_sub(self.outside)
+            .is_some_and(|off| off < self.count)
+    }
 }
 
 /// The user the program runs as, as ids inside the sandbox (no supplementary groups).
@@ -324,6 +337,14 @@ impl SandboxSpec {
         }
         if self.hostname.is_empty() || self.hostname.len() > 64 || self.hostname.contains('\0') {
             return bad("hostname", "1-64 bytes without NUL".into());
+        }
+        if let Some(owner) = self.userns_owner {
+            if owner == 0 || owner == u32::MAX || self.id_map.holds_outside(owner) {
+                return bad(
+                    "userns_owner",
+                    "a host uid other than root and the sandbox's own ids".into(),
+                );
+            }
         }
         if self.rootfs.lower.is_empty() || self.rootfs.lower.len() > MAX_LOWER_LAYERS {
             return bad("rootfs.lower", format!("1 to {MAX_LOWER_LAYERS} layers"));
@@ -507,6 +528,11 @@ mod tests {
     #[test]
     fn a_good_spec_validates() {
         example().validate().unwrap();
+        let mut owned = example();
+        owned.userns_owner = Some(99_999);
+        owned.validate().unwrap();
+        owned.userns_owner = Some(165_536);
+        owned.validate().unwrap();
     }
 
     #[test]
@@ -544,6 +570,13 @@ mod tests {
                 Box::new(|s| s.binds[0].target = "/run/../..".into()),
             ),
             ("user.uid", Box::new(|s| s.user.uid = 70000)),
+            ("userns_owner", Box::new(|s| s.userns_owner = Some(0))),
+            (
+                "userns_owner",
+                Box::new(|s| s.userns_owner = Some(u32::MAX)),
+            ),
+            ("userns_owner", Box::new(|s| s.userns_owner = Some(100_000))),
+            ("userns_owner", Box::new(|s| s.userns_owner = Some(165_535))),
             (
                 "layer_id_base",
                 Box::new(|s| s.layer_id_base = Some(u32::MAX - 100)),

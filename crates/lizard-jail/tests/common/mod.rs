@@ -98,6 +98,7 @@ impl TestDir {
                 count: 65536,
             },
             layer_id_base: None,
+            userns_owner: None,
             user: UserSpec {
                 uid: USER,
                 gid: USER,
