@@ -1033,20 +1033,15 @@ fn only_the_user_namespaces_owner_joins_the_sandbox_without_capabilities() {
         t.log().contains("started=yes").then_some(())
     });
     assert_eq!(facts(&t.log())["uid"], USER.to_string(), "{}", t.log());
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(JOIN_PROBE)
-        .arg(sb.pid().to_string())
-        .arg(owner.to_string())
-        .arg((owner + 1).to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = lizard_test_support::json_within(
+        std::process::Command::new("python3")
+            .arg("-c")
+            .arg(JOIN_PROBE)
+            .arg(sb.pid().to_string())
+            .arg(owner.to_string())
+            .arg((owner + 1).to_string()),
+        Duration::from_secs(30),
     );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["owner"], owner, "{r}");
     assert_eq!(
         r["join"][owner.to_string()],

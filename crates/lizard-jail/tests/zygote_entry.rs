@@ -8,6 +8,7 @@
 use lizard_jail::zygote_entry::{failed_stage, SHARED_OBJECT};
 use serde_json::Value;
 use std::process::Command;
+use std::time::Duration;
 
 /// Runs `zygote_entry/check.py` with the entry written to a temporary file; its JSON report.
 fn check(mode: &str) -> Value {
@@ -15,18 +16,10 @@ fn check(mode: &str) -> Value {
     let so = dir.path().join("liblizard_zygote_entry.so");
     std::fs::write(&so, SHARED_OBJECT).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/zygote_entry/check.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(&so)
-        .arg(mode)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "check.py {mode}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    lizard_test_support::json_within(
+        Command::new("python3").arg(script).arg(&so).arg(mode),
+        Duration::from_secs(60),
+    )
 }
 
 #[test]

@@ -11,6 +11,7 @@
 
 use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -359,29 +360,10 @@ pub fn tail(path: &Path, lines: usize) -> String {
 /// at the deadline, which is a panic): its exit status and its stdout and stderr together (at most
 /// [`MAX_OUTPUT`] bytes).
 pub fn run_within(cmd: &mut Command, deadline: Duration) -> (ExitStatus, String) {
-    let mut f = tempfile::tempfile().unwrap();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(f.try_clone().unwrap())
-        .stderr(f.try_clone().unwrap())
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let status = wait_for(deadline, || child.try_wait().unwrap());
-    let read = |f: &mut std::fs::File| {
-        f.rewind().unwrap();
-        let mut s = String::new();
-        let _ = f.take(MAX_OUTPUT).read_to_string(&mut s);
-        s
-    };
-    let Some(status) = status else {
-        kill_group(&mut child);
-        panic!(
-            "{cmd:?} still running after {deadline:?}; output:\n{}",
-            read(&mut f)
-        );
-    };
-    (status, read(&mut f))
+    let f = tempfile::tempfile().unwrap();
+    cmd.stdin(Stdio::null());
+    let status = run_to_files(cmd, deadline, &f, &f);
+    (status, read_back(&f))
 }
 
 /// [`run_within`] `deadline`, a panic with its output unless it succeeds: its output.
@@ -389,6 +371,70 @@ pub fn run_ok(cmd: &mut Command, deadline: Duration) -> String {
     let (status, out) = run_within(cmd, deadline);
     assert!(status.success(), "{cmd:?}: {status}; output:\n{out}");
     out
+}
+
+/// Run `cmd` to its end within `deadline` as [`run_within`] does, with `stdin` as its standard
+/// input: its exit status, stdout and stderr (each at most [`MAX_OUTPUT`] bytes).
+pub fn output_within(
+    cmd: &mut Command,
+    stdin: &[u8],
+    deadline: Duration,
+) -> (ExitStatus, String, String) {
+    let mut input = tempfile::tempfile().unwrap();
+    input.write_all(stdin).unwrap();
+    input.rewind().unwrap();
+    cmd.stdin(input);
+    let (out, err) = (tempfile::tempfile().unwrap(), tempfile::tempfile().unwrap());
+    let status = run_to_files(cmd, deadline, &out, &err);
+    (status, read_back(&out), read_back(&err))
+}
+
+/// [`output_within`] `deadline`, a panic with its stderr unless it succeeds: its stdout, read as
+/// JSON (a panic with it if it is not).
+pub fn json_within(cmd: &mut Command, deadline: Duration) -> serde_json::Value {
+    let (status, out, err) = output_within(cmd, b"", deadline);
+    assert!(status.success(), "{cmd:?}: {status}; stderr:\n{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{cmd:?}: {e}; stdout:\n{out}"))
+}
+
+/// `cmd` (its stdin set) spawned with its stdout and stderr into `out` and `err`, waited for up
+/// to `deadline`.
+fn run_to_files(
+    cmd: &mut Command,
+    deadline: Duration,
+    out: &std::fs::File,
+    err: &std::fs::File,
+) -> ExitStatus {
+    let mut child = cmd
+        .stdout(out.try_clone().unwrap())
+        .stderr(err.try_clone().unwrap())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let status = wait_for(deadline, || child.try_wait().unwrap());
+    let Some(status) = status else {
+        kill_group(&mut child);
+        let one_file = |f: &std::fs::File| f.metadata().map(|m| (m.dev(), m.ino())).ok();
+        let err = if one_file(out) == one_file(err) {
+            String::new()
+        } else {
+            read_back(err)
+        };
+        panic!(
+            "{cmd:?} still running after {deadline:?}; output:\n{}{err}",
+            read_back(out)
+        );
+    };
+    status
+}
+
+/// What a command wrote into `f` (at most [`MAX_OUTPUT`] bytes).
+fn read_back(f: &std::fs::File) -> String {
+    let mut f = f.try_clone().unwrap();
+    f.rewind().unwrap();
+    let mut s = String::new();
+    let _ = f.take(MAX_OUTPUT).read_to_string(&mut s);
+    s
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,62 +5,25 @@ mod common;
 use common::*;
 use futures_util::StreamExt;
 use lizard_proto::{ExecuteRequest, ExecutionEvent};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// `lizard <args> --json`, which must succeed: its output parsed, and as printed.
-fn lizard_json(s: &Server, args: &[&str]) -> (serde_json::Value, String) {
-    let args: Vec<&str> = args.iter().copied().chain(["--json"]).collect();
-    let (code, out, err) = lizard(s, &args, None);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
-    (v, out)
-}
-
-fn lizard(s: &Server, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lizard"))
-        .args(args)
-        .env("LIZARD_API_URL", format!("http://{}", s.addr))
-        .env("LIZARD_API_KEY", &s.admin_key)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut i = child.stdin.take().unwrap();
-        if let Some(text) = stdin {
-            i.write_all(text.as_bytes()).unwrap();
-        }
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[tokio::test]
 async fn sandbox_run_and_context_commands() {
     lizard_test_support::needs_root!();
     let s = Server::start();
-    let (code, id, err) = lizard(&s, &["sandbox", "create", "--metadata", "who=cli"], None);
+    let (code, id, err) = s.cli(&["sandbox", "create", "--metadata", "who=cli"], None);
     assert_eq!(code, 0, "{err}");
     let id = id.trim().to_string();
-    let (_, list, _) = lizard(&s, &["sandbox", "list"], None);
+    let (_, list, _) = s.cli(&["sandbox", "list"], None);
     assert!(list.contains(&id), "{list}");
-    let (_, json, _) = lizard(
-        &s,
+    let (_, json, _) = s.cli(
         &["sandbox", "list", "--json", "--metadata", "who=cli"],
         None,
     );
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v[0]["sandbox_id"], id.as_str());
     // Network and disk options reach the create request.
-    let (code, json, err) = lizard(
-        &s,
+    let (code, json, err) = s.cli(
         &[
             "sandbox",
             "create",
@@ -87,62 +50,55 @@ async fn sandbox_run_and_context_commands() {
         .await;
     assert_eq!(r.status, 204);
 
-    assert_eq!(lizard(&s, &["run", "--sandbox", &id, "x = 42"], None).0, 0);
-    let (code, out, _) = lizard(&s, &["run", "--sandbox", &id, "print(x * 2)\nx"], None);
+    assert_eq!(s.cli(&["run", "--sandbox", &id, "x = 42"], None).0, 0);
+    let (code, out, _) = s.cli(&["run", "--sandbox", &id, "print(x * 2)\nx"], None);
     assert_eq!((code, out.as_str()), (0, "84\n42\n"));
-    let (code, _, err) = lizard(&s, &["run", "--sandbox", &id, "1/0"], None);
+    let (code, _, err) = s.cli(&["run", "--sandbox", &id, "1/0"], None);
     assert_eq!(code, 1);
     assert!(err.contains("ZeroDivisionError"), "{err}");
-    let (code, out, _) = lizard(
-        &s,
+    let (code, out, _) = s.cli(
         &["run", "--sandbox", &id, "--language", "bash", "-"],
         Some("echo piped"),
     );
     assert_eq!((code, out.as_str()), (0, "piped\n"));
-    let (code, out, _) = lizard(
-        &s,
+    let (code, out, _) = s.cli(
         &["run", "--sandbox", &id, "--language", "sh", "exit 3"],
         None,
     );
     assert_eq!(code, 1, "{out}");
 
-    let (code, ctx, _) = lizard(
-        &s,
+    let (code, ctx, _) = s.cli(
         &["context", "create", "--sandbox", &id, "--language", "js"],
         None,
     );
     assert_eq!(code, 0);
     let ctx = ctx.trim();
-    let (_, out, _) = lizard(
-        &s,
-        &["run", "--sandbox", &id, "--context", ctx, "1 + 1"],
-        None,
-    );
+    let (_, out, _) = s.cli(&["run", "--sandbox", &id, "--context", ctx, "1 + 1"], None);
     assert_eq!(out, "2\n");
-    let (_, list, _) = lizard(&s, &["context", "list", "--sandbox", &id], None);
+    let (_, list, _) = s.cli(&["context", "list", "--sandbox", &id], None);
     assert!(list.contains(ctx) && list.contains("javascript"), "{list}");
     assert_eq!(
-        lizard(&s, &["context", "delete", "--sandbox", &id, ctx], None).0,
+        s.cli(&["context", "delete", "--sandbox", &id, ctx], None).0,
         0
     );
 
-    assert_eq!(lizard(&s, &["sandbox", "pause", &id], None).0, 0);
-    let (_, info, _) = lizard(&s, &["sandbox", "info", &id], None);
+    assert_eq!(s.cli(&["sandbox", "pause", &id], None).0, 0);
+    let (_, info, _) = s.cli(&["sandbox", "info", &id], None);
     assert!(info.contains("paused"), "{info}");
-    assert_eq!(lizard(&s, &["sandbox", "resume", &id], None).0, 0);
-    let (_, usage, _) = lizard(&s, &["usage", "--project", "default"], None);
+    assert_eq!(s.cli(&["sandbox", "resume", &id], None).0, 0);
+    let (_, usage, _) = s.cli(&["usage", "--project", "default"], None);
     assert!(usage.contains(&id) && usage.contains("total"), "{usage}");
-    assert_eq!(lizard(&s, &["sandbox", "kill", &id], None).0, 0);
-    let (code, _, err) = lizard(&s, &["sandbox", "info", &id], None);
+    assert_eq!(s.cli(&["sandbox", "kill", &id], None).0, 0);
+    let (code, _, err) = s.cli(&["sandbox", "info", &id], None);
     assert_eq!(code, 1);
     assert_eq!(err.lines().count(), 1, "errors are one line: {err}");
     assert!(err.contains("not_found"), "{err}");
 
     // Without --sandbox, run uses a fresh sandbox and kills it.
     // (The context's kernel runs as a uid of its own: the first context's is 2000.)
-    let (code, out, _) = lizard(&s, &["run", "import os; print(os.getuid())"], None);
+    let (code, out, _) = s.cli(&["run", "import os; print(os.getuid())"], None);
     assert_eq!((code, out.as_str()), (0, "2000\n"));
-    let (_, list, _) = lizard(&s, &["sandbox", "list", "--json"], None);
+    let (_, list, _) = s.cli(&["sandbox", "list", "--json"], None);
     assert_eq!(list.trim(), "[]");
 }
 
@@ -201,16 +157,14 @@ async fn rust_client_streams_events_as_they_happen() {
 async fn exec_and_files_commands() {
     lizard_test_support::needs_root!();
     let s = Server::start();
-    let (_, id, _) = lizard(&s, &["sandbox", "create"], None);
+    let (_, id, _) = s.cli(&["sandbox", "create"], None);
     let id = id.trim().to_string();
-    let (code, out, err) = lizard(
-        &s,
+    let (code, out, err) = s.cli(
         &["exec", "--sandbox", &id, "echo hi; echo oops >&2; exit 7"],
         None,
     );
     assert_eq!((code, out.as_str(), err.as_str()), (7, "hi\n", "oops\n"));
-    let (code, out, _) = lizard(
-        &s,
+    let (code, out, _) = s.cli(
         &[
             "exec",
             "--sandbox",
@@ -225,31 +179,23 @@ async fn exec_and_files_commands() {
     );
     assert_eq!((code, out.as_str()), (0, "1 /tmp\n"));
     assert_eq!(
-        lizard(
-            &s,
+        s.cli(
             &["files", "put", "--sandbox", &id, "dir/note.txt"],
             Some("some text\n")
         )
         .0,
         0
     );
-    let (_, out, _) = lizard(
-        &s,
-        &["files", "cat", "--sandbox", &id, "dir/note.txt"],
-        None,
-    );
+    let (_, out, _) = s.cli(&["files", "cat", "--sandbox", &id, "dir/note.txt"], None);
     assert_eq!(out, "some text\n");
-    let (_, out, _) = lizard(&s, &["files", "ls", "--sandbox", &id, "dir"], None);
+    let (_, out, _) = s.cli(&["files", "ls", "--sandbox", &id, "dir"], None);
     assert!(out.contains("note.txt") && out.contains("10"), "{out}");
     assert_eq!(
-        lizard(&s, &["files", "rm", "--sandbox", &id, "dir/note.txt"], None).0,
+        s.cli(&["files", "rm", "--sandbox", &id, "dir/note.txt"], None)
+            .0,
         0
     );
-    let (code, _, err) = lizard(
-        &s,
-        &["files", "cat", "--sandbox", &id, "dir/note.txt"],
-        None,
-    );
+    let (code, _, err) = s.cli(&["files", "cat", "--sandbox", &id, "dir/note.txt"], None);
     assert_eq!(code, 1);
     assert!(err.contains("not_found"), "{err}");
 }
@@ -258,17 +204,16 @@ async fn exec_and_files_commands() {
 async fn shell_and_host_commands() {
     lizard_test_support::needs_root!();
     let s = Server::start();
-    let (_, id, _) = lizard(&s, &["sandbox", "create"], None);
+    let (_, id, _) = s.cli(&["sandbox", "create"], None);
     let id = id.trim().to_string();
     // Piped keystrokes reach an interactive bash on a terminal; its exit status is ours.
-    let (code, out, err) = lizard(
-        &s,
+    let (code, out, err) = s.cli(
         &["shell", "--sandbox", &id],
         Some("echo $((6*7)); tty -s && echo on-a-tty\nexit 3\n"),
     );
     assert_eq!(code, 3, "{out}\n{err}");
     assert!(out.contains("42") && out.contains("on-a-tty"), "{out}");
-    let (code, out, _) = lizard(&s, &["sandbox", "host", &id, "8000"], None);
+    let (code, out, _) = s.cli(&["sandbox", "host", &id, "8000"], None);
     assert_eq!(code, 0);
     assert_eq!(
         out.trim(),
@@ -281,39 +226,34 @@ async fn shell_and_host_commands() {
 async fn volume_commands() {
     lizard_test_support::needs_root!();
     let s = Server::start();
-    let (code, vid, err) = lizard(&s, &["volume", "create", "cli-vol", "--size", "16M"], None);
+    let (code, vid, err) = s.cli(&["volume", "create", "cli-vol", "--size", "16M"], None);
     assert_eq!(code, 0, "{err}");
     let vid = vid.trim().to_string();
     assert!(vid.starts_with("vol_"), "{vid}");
-    let (code, _, err) = lizard(&s, &["volume", "create", "cli-vol"], None);
+    let (code, _, err) = s.cli(&["volume", "create", "cli-vol"], None);
     assert_ne!(code, 0);
     assert!(err.contains("already exists"), "{err}");
-    let (_, list, _) = lizard(&s, &["volume", "list"], None);
+    let (_, list, _) = s.cli(&["volume", "list"], None);
     assert!(
         list.contains("cli-vol") && list.contains("16.0 MiB"),
         "{list}"
     );
 
-    let (code, id, err) = lizard(
-        &s,
-        &["sandbox", "create", "--volume", "cli-vol:/data/v"],
-        None,
-    );
+    let (code, id, err) = s.cli(&["sandbox", "create", "--volume", "cli-vol:/data/v"], None);
     assert_eq!(code, 0, "{err}");
     let id = id.trim().to_string();
-    let (code, _, err) = lizard(&s, &["exec", "--sandbox", &id, "echo hi > /data/v/f"], None);
+    let (code, _, err) = s.cli(&["exec", "--sandbox", &id, "echo hi > /data/v/f"], None);
     assert_eq!(code, 0, "{err}");
-    let (_, info, _) = lizard(&s, &["sandbox", "info", &id], None);
+    let (_, info, _) = s.cli(&["sandbox", "info", &id], None);
     assert!(
         info.contains("cli-vol") && info.contains("/data/v"),
         "{info}"
     );
-    let (_, info, _) = lizard(&s, &["volume", "info", "cli-vol", "--json"], None);
+    let (_, info, _) = s.cli(&["volume", "info", "cli-vol", "--json"], None);
     let v: serde_json::Value = serde_json::from_str(&info).unwrap();
     assert_eq!(v["mounted_by"][0], id.as_str());
 
-    let (code, ro, err) = lizard(
-        &s,
+    let (code, ro, err) = s.cli(
         &[
             "sandbox",
             "create",
@@ -326,25 +266,24 @@ async fn volume_commands() {
     assert_eq!(code, 0, "{err}");
     let ro: serde_json::Value = serde_json::from_str(&ro).unwrap();
     assert_eq!(ro["volumes"][0]["read_only"], true);
-    let (code, _, _) = lizard(
-        &s,
+    let (code, _, _) = s.cli(
         &["sandbox", "create", "--volume", "cli-vol:/mnt/x:rx"],
         None,
     );
     assert_ne!(code, 0);
 
-    let (code, _, err) = lizard(&s, &["volume", "delete", "cli-vol"], None);
+    let (code, _, err) = s.cli(&["volume", "delete", "cli-vol"], None);
     assert_ne!(code, 0);
     assert!(
         err.contains("volume_in_use") || err.contains("mounted"),
         "{err}"
     );
-    let (code, usage, err) = lizard(&s, &["usage", "--project", "default"], None);
+    let (code, usage, err) = s.cli(&["usage", "--project", "default"], None);
     assert_eq!(code, 0, "{err}");
     assert!(usage.contains(&vid) && usage.contains("GiB·h"), "{usage}");
-    let (code, _, err) = lizard(&s, &["volume", "delete", "cli-vol", "--force"], None);
+    let (code, _, err) = s.cli(&["volume", "delete", "cli-vol", "--force"], None);
     assert_eq!(code, 0, "{err}");
-    let (_, list, _) = lizard(&s, &["volume", "list", "--json"], None);
+    let (_, list, _) = s.cli(&["volume", "list", "--json"], None);
     assert_eq!(list.trim(), "[]");
 }
 
@@ -353,27 +292,26 @@ async fn sandbox_hibernate_and_resume_print_the_reports() {
     lizard_test_support::needs_root!();
     // The per-language report (its `lost` lines), asked for: CRIU is the default.
     let s = Server::with_flags("--criu none");
-    let (code, id, err) = lizard(&s, &["sandbox", "create"], None);
+    let (code, id, err) = s.cli(&["sandbox", "create"], None);
     assert_eq!(code, 0, "{err}");
     let id = id.trim().to_string();
-    let (code, _, err) = lizard(
-        &s,
+    let (code, _, err) = s.cli(
         &["run", "--sandbox", &id, "kept = 1\ngen = (i for i in [1])"],
         None,
     );
     assert_eq!(code, 0, "{err}");
-    let (code, out, err) = lizard(&s, &["sandbox", "hibernate", &id], None);
+    let (code, out, err) = s.cli(&["sandbox", "hibernate", &id], None);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("per-language"), "{out}");
     assert!(out.contains("lost    gen: generator"), "{out}");
-    let (_, out, _) = lizard(&s, &["sandbox", "hibernate", &id], None);
+    let (_, out, _) = s.cli(&["sandbox", "hibernate", &id], None);
     assert!(out.contains("already hibernated"), "{out}");
-    let (code, json, err) = lizard(&s, &["sandbox", "resume", &id, "--json"], None);
+    let (code, json, err) = s.cli(&["sandbox", "resume", &id, "--json"], None);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["state"], "running");
     assert_eq!(v["restore"]["contexts"][0]["lost"][0]["name"], "gen");
-    let (code, out, _) = lizard(&s, &["run", "--sandbox", &id, "print(kept)"], None);
+    let (code, out, _) = s.cli(&["run", "--sandbox", &id, "print(kept)"], None);
     assert_eq!((code, out.as_str()), (0, "1\n"));
 }
 
@@ -388,15 +326,13 @@ async fn secret_commands() {
     const VALUE: &str = "tok-3f9a0c1d-never-shown";
 
     // The value comes from stdin (one trailing newline dropped) or a file, never an argument.
-    let (code, out, err) = lizard(
-        &s,
+    let (code, out, err) = s.cli(
         &["secret", "set", "cli-sec", "token"],
         Some(&format!("{VALUE}\n")),
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "created secret token of project cli-sec");
-    let (code, out, err) = lizard(
-        &s,
+    let (code, out, err) = s.cli(
         &["secret", "set", "cli-sec", "token", "--json"],
         Some(VALUE),
     );
@@ -407,8 +343,7 @@ async fn secret_commands() {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), "other-value\r\n").unwrap();
     let path = file.path().to_str().unwrap();
-    let (code, out, err) = lizard(
-        &s,
+    let (code, out, err) = s.cli(
         &["secret", "set", "cli-sec", "other", "--value-file", path],
         None,
     );
@@ -416,14 +351,14 @@ async fn secret_commands() {
     assert!(out.starts_with("created"), "{out}");
 
     // Names and times only.
-    let (code, list, err) = lizard(&s, &["secret", "list", "cli-sec"], None);
+    let (code, list, err) = s.cli(&["secret", "list", "cli-sec"], None);
     assert_eq!(code, 0, "{err}");
     assert!(list.contains("token") && list.contains("other"), "{list}");
     assert!(
         !list.contains(VALUE) && !list.contains("other-value"),
         "{list}"
     );
-    let (_, list, _) = lizard(&s, &["secret", "list", "cli-sec", "--json"], None);
+    let (_, list, _) = s.cli(&["secret", "list", "cli-sec", "--json"], None);
     let v: serde_json::Value = serde_json::from_str(&list).unwrap();
     let names: Vec<&str> = v
         .as_array()
@@ -442,32 +377,29 @@ async fn secret_commands() {
     );
 
     // The server's checks reach the user.
-    let (code, _, err) = lizard(&s, &["secret", "set", "cli-sec", "a b"], Some("x"));
+    let (code, _, err) = s.cli(&["secret", "set", "cli-sec", "a b"], Some("x"));
     assert_ne!(code, 0);
     assert!(err.contains("a b"), "{err}");
-    let (code, _, err) = lizard(&s, &["secret", "set", "cli-sec", "empty"], Some("\n"));
+    let (code, _, err) = s.cli(&["secret", "set", "cli-sec", "empty"], Some("\n"));
     assert_ne!(code, 0);
     assert!(err.contains("value"), "{err}");
-    let (code, _, err) = lizard(&s, &["secret", "list", "no-such-project"], None);
+    let (code, _, err) = s.cli(&["secret", "list", "no-such-project"], None);
     assert_ne!(code, 0);
     assert!(err.contains("no-such-project"), "{err}");
 
     // `--inject` at create: the templates, never the values, come back.
-    let (v, json) = lizard_json(
-        &s,
-        &[
-            "sandbox",
-            "create",
-            "--project",
-            "cli-sec",
-            "--allow",
-            "api.example.com",
-            "--inject",
-            "api.example.com=Authorization: Bearer ${secret:token}",
-            "--inject",
-            "api.example.com=X-Other:${secret:other}",
-        ],
-    );
+    let (v, json) = s.cli_json(&[
+        "sandbox",
+        "create",
+        "--project",
+        "cli-sec",
+        "--allow",
+        "api.example.com",
+        "--inject",
+        "api.example.com=Authorization: Bearer ${secret:token}",
+        "--inject",
+        "api.example.com=X-Other:${secret:other}",
+    ]);
     assert_eq!(
         v["network"]["inject"],
         serde_json::json!([{"host": "api.example.com", "headers": {
@@ -480,45 +412,39 @@ async fn secret_commands() {
         "{json}"
     );
     let id = v["sandbox_id"].as_str().unwrap().to_string();
-    let (_, info, _) = lizard(&s, &["sandbox", "info", &id], None);
+    let (_, info, _) = s.cli(&["sandbox", "info", &id], None);
     assert!(
         info.contains("inject    api.example.com: Authorization: Bearer ${secret:token}"),
         "{info}"
     );
     // A rule change keeps the injection unless told otherwise.
-    let (v, out) = lizard_json(
-        &s,
-        &[
-            "sandbox",
-            "network",
-            &id,
-            "--allow",
-            "api.example.com",
-            "--allow",
-            "pypi.org",
-        ],
-    );
+    let (v, out) = s.cli_json(&[
+        "sandbox",
+        "network",
+        &id,
+        "--allow",
+        "api.example.com",
+        "--allow",
+        "pypi.org",
+    ]);
     assert_eq!(
         v["egress"]["allow"],
         serde_json::json!(["api.example.com", "pypi.org"])
     );
     assert_eq!(v["inject"][0]["host"], "api.example.com", "{out}");
-    let (v, _) = lizard_json(
-        &s,
-        &[
-            "sandbox",
-            "network",
-            &id,
-            "--inject",
-            "pypi.org=X-Token: $${secret:other}",
-        ],
-    );
+    let (v, _) = s.cli_json(&[
+        "sandbox",
+        "network",
+        &id,
+        "--inject",
+        "pypi.org=X-Token: $${secret:other}",
+    ]);
     assert_eq!(
         v["inject"],
         serde_json::json!([{"host": "pypi.org", "headers": {"X-Token": "$${secret:other}"}}])
     );
     assert_eq!(v["egress"]["allow"][1], "pypi.org");
-    let (v, out) = lizard_json(&s, &["sandbox", "network", &id, "--no-inject"]);
+    let (v, out) = s.cli_json(&["sandbox", "network", &id, "--no-inject"]);
     assert!(v.get("inject").is_none(), "{out}");
 
     // An unknown secret, a host the egress does not allow, a malformed --inject: refused.
@@ -552,18 +478,18 @@ async fn secret_commands() {
     ] {
         let mut all = vec!["sandbox", "create", "--project", "cli-sec"];
         all.extend(args);
-        let (code, _, err) = lizard(&s, &all, None);
+        let (code, _, err) = s.cli(&all, None);
         assert_ne!(code, 0, "{all:?}");
         assert!(err.contains(want), "{all:?}: {err}");
         assert!(!err.contains(VALUE), "{err}");
     }
 
-    let (code, _, err) = lizard(&s, &["secret", "delete", "cli-sec", "token"], None);
+    let (code, _, err) = s.cli(&["secret", "delete", "cli-sec", "token"], None);
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = lizard(&s, &["secret", "delete", "cli-sec", "token"], None);
+    let (code, _, err) = s.cli(&["secret", "delete", "cli-sec", "token"], None);
     assert_ne!(code, 0);
     assert!(err.contains("token"), "{err}");
-    let (_, list, _) = lizard(&s, &["secret", "list", "cli-sec", "--json"], None);
+    let (_, list, _) = s.cli(&["secret", "list", "cli-sec", "--json"], None);
     let v: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 1, "{list}");
     let r = s

@@ -433,18 +433,14 @@ async fn audit_log_records_lifecycle_calls_and_auth_failures() {
     assert_eq!(get(&addr, "lz_x", "/v1/audit").await.status, 401);
 
     // The CLI.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
-        .args(["audit", "--json", "--limit", "5"])
-        .env("LIZARD_API_URL", format!("http://{addr}"))
-        .env("LIZARD_API_KEY", &admin)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let cli = lizard_test_support::json_within(
+        std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
+            .args(["audit", "--json", "--limit", "5"])
+            .env("LIZARD_API_URL", format!("http://{addr}"))
+            .env("LIZARD_API_KEY", &admin),
+        Duration::from_secs(60),
     );
-    let cli: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let cli = cli.as_array().unwrap();
     assert_eq!(cli.len(), 5);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
         .args(["audit"])

@@ -218,17 +218,17 @@ async fn projects_are_scoped_by_key() {
 async fn project_create_cli_works_on_the_data_dir() {
     lizard_test_support::needs_root!();
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
-        .args(["project", "create", "cli-proj", "--json", "--data-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let project_create = |args: &[&str], data_dir: &std::path::Path| {
+        lizard_test_support::json_within(
+            std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
+                .args(["project", "create"])
+                .args(args)
+                .args(["--json", "--data-dir"])
+                .arg(data_dir),
+            Duration::from_secs(60),
+        )
+    };
+    let v = project_create(&["cli-proj"], dir.path());
     assert_eq!(v["project"], "cli-proj");
     let key = v["api_key"].as_str().unwrap().to_string();
     // The key works against a server on the same data dir.
@@ -243,24 +243,7 @@ async fn project_create_cli_works_on_the_data_dir() {
         .post_as(&key, "/v1/sandboxes", json!({"network": {"egress": "all"}}))
         .await;
     assert_eq!(r.status, 403, "{}", r.text);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
-        .args([
-            "project",
-            "create",
-            "cli-net",
-            "--allow-egress",
-            "--json",
-            "--data-dir",
-        ])
-        .arg(s.data_dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = project_create(&["cli-net", "--allow-egress"], s.data_dir.path());
     let net_key = v["api_key"].as_str().unwrap().to_string();
     let id = s
         .create(&net_key, json!({"network": {"egress": "all"}}))

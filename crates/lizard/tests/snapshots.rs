@@ -554,22 +554,6 @@ async fn a_hostile_agent_cannot_hang_flood_or_fool_a_snapshot() {
     assert_eq!(stdout(&ex).trim(), "5", "{ex}");
 }
 
-/// `lizard` as a client of `s` (admin key): exit code, stdout, stderr.
-fn cli(s: &Server, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
-        .args(args)
-        .env("LIZARD_API_URL", format!("http://{}", s.addr))
-        .env("LIZARD_API_KEY", &s.admin_key)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// The CLI (through the Rust client) and the OpenAPI document cover snapshots.
 #[tokio::test]
 async fn the_cli_and_the_openapi_document_cover_snapshots() {
@@ -577,27 +561,27 @@ async fn the_cli_and_the_openapi_document_cover_snapshots() {
     let s = Server::with_flags("--criu none");
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     s.run(&id, json!({"code": "v = 'from-cli'"})).await;
-    let (code, out, err) = cli(&s, &["snapshot", "create", &id, "--metadata", "k=v"]);
+    let (code, out, err) = s.cli(&["snapshot", "create", &id, "--metadata", "k=v"], None);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("method    per-language"), "{out}");
     let snap = out.lines().last().unwrap().trim().to_string();
     assert!(snap.starts_with("snap_"), "{out}");
-    let (code, out, err) = cli(&s, &["snapshot", "list", "--sandbox", &id]);
+    let (code, out, err) = s.cli(&["snapshot", "list", "--sandbox", &id], None);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&snap), "{out}");
-    let (code, out, err) = cli(&s, &["sandbox", "create", "--snapshot", &snap]);
+    let (code, out, err) = s.cli(&["sandbox", "create", "--snapshot", &snap], None);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("restored"), "{out}");
     let clone = out.lines().last().unwrap().trim().to_string();
     let ex = s.run(&clone, json!({"code": "print(v)"})).await;
     assert_eq!(stdout(&ex).trim(), "from-cli", "{ex}");
-    let (code, out, err) = cli(&s, &["sandbox", "fork", &id, "--json"]);
+    let (code, out, err) = s.cli(&["sandbox", "fork", &id, "--json"], None);
     assert_eq!(code, 0, "{err}");
     let fork: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(fork["restore"]["method"], "per-language", "{out}");
-    let (code, _, err) = cli(&s, &["snapshot", "delete", &snap]);
+    let (code, _, err) = s.cli(&["snapshot", "delete", &snap], None);
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = cli(&s, &["snapshot", "delete", &snap]);
+    let (code, _, err) = s.cli(&["snapshot", "delete", &snap], None);
     assert_ne!(code, 0);
     assert!(err.contains("not found"), "{err}");
 

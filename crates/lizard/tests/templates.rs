@@ -520,19 +520,7 @@ async fn the_cli_builds_lists_and_deletes_templates() {
         "FROM code-interpreter-v1\nARG WORD=x\nUSER user\nCOPY note.txt /home/user/\nRUN echo \"word=$WORD\"\n",
     )
     .unwrap();
-    let lizard = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_lizard"))
-            .args(args)
-            .env("LIZARD_API_URL", format!("http://{}", s.addr))
-            .env("LIZARD_API_KEY", &s.admin_key)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let lizard = |args: &[&str]| s.cli(args, None);
     let (code, out, err) = lizard(&[
         "template",
         "build",

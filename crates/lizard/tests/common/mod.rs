@@ -318,6 +318,31 @@ impl Server {
 }
 
 impl Server {
+    /// `lizard <args>` as a client of this server (admin key), `stdin` its input (none: empty),
+    /// within 5 minutes: its exit code, stdout and stderr.
+    pub fn cli(&self, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+        let (status, out, err) = support::output_within(
+            std::process::Command::new(env!("CARGO_BIN_EXE_lizard"))
+                .args(args)
+                .env("LIZARD_API_URL", format!("http://{}", self.addr))
+                .env("LIZARD_API_KEY", &self.admin_key),
+            stdin.unwrap_or_default().as_bytes(),
+            Duration::from_secs(300),
+        );
+        (status.code().unwrap_or(-1), out, err)
+    }
+
+    /// `lizard <args> --json`, which must succeed: its output parsed, and as printed.
+    pub fn cli_json(&self, args: &[&str]) -> (serde_json::Value, String) {
+        let args: Vec<&str> = args.iter().copied().chain(["--json"]).collect();
+        let (code, out, err) = self.cli(&args, None);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
+        (v, out)
+    }
+}
+
+impl Server {
     /// One blocking request as admin with a raw HTTP/1.1 client (for `Drop`, which cannot
     /// await): the answer's body.
     fn blocking_req(&self, method: &str, path: &str) -> Option<Vec<u8>> {
