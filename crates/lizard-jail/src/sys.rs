@@ -13,7 +13,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret < 0 {
@@ -419,8 +419,6 @@ pub(crate) fn detached_proc(attrs: u64) -> io::Result<OwnedFd> {
 
 fn detached_fs(fstype: &CStr, options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
     const FSOPEN_CLOEXEC: libc::c_uint = 1;
-    const FSCONFIG_SET_STRING: libc::c_uint = 1;
-    const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
     const FSMOUNT_CLOEXEC: libc::c_uint = 1;
     // SAFETY: the name is a NUL-terminated string that outlives the call; the call returns a new
     // close-on-exec fd.
@@ -428,36 +426,57 @@ fn detached_fs(fstype: &CStr, options: &[(&CStr, &CStr)], attrs: u64) -> io::Res
     // SAFETY: fsopen returned a new fd that nothing else owns.
     let fs = unsafe { OwnedFd::from_raw_fd(check(ret)? as RawFd) };
     for (key, value) in options {
-        // SAFETY: key and value are NUL-terminated strings that outlive the call; the kernel only
-        // reads them.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_fsconfig,
-                fs.as_raw_fd(),
-                FSCONFIG_SET_STRING,
-                key.as_ptr(),
-                value.as_ptr(),
-                0,
-            )
-        };
-        check(ret)?;
+        fsconfig(fs.as_fd(), FsConfig::SetString(key, value))?;
     }
-    // SAFETY: FSCONFIG_CMD_CREATE takes no key or value (null pointers, as documented).
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_void>(),
-            0,
-        )
-    };
-    check(ret)?;
+    fsconfig(fs.as_fd(), FsConfig::Create)?;
     // SAFETY: integers only; the call returns a new close-on-exec fd.
     let ret = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
     // SAFETY: fsmount returned a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(check(ret)? as RawFd) })
+}
+
+/// Reconfigure the superblock of the file system mounted at `mountpoint` (`fspick`) with exactly
+/// these flag options set (`fsconfig(FSCONFIG_SET_FLAG)`, then `FSCONFIG_CMD_RECONFIGURE`).
+pub(crate) fn reconfigure_with_flags(mountpoint: &CStr, flags: &[&CStr]) -> io::Result<()> {
+    const FSPICK_CLOEXEC: libc::c_uint = 1;
+    // SAFETY: the path is a NUL-terminated string that outlives the call; the call returns a new
+    // close-on-exec fd.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_fspick,
+            libc::AT_FDCWD,
+            mountpoint.as_ptr(),
+            FSPICK_CLOEXEC,
+        )
+    };
+    // SAFETY: fspick returned a new fd that nothing else owns.
+    let fs = unsafe { OwnedFd::from_raw_fd(check(ret)? as RawFd) };
+    for flag in flags {
+        fsconfig(fs.as_fd(), FsConfig::SetFlag(flag))?;
+    }
+    fsconfig(fs.as_fd(), FsConfig::Reconfigure)
+}
+
+/// One `fsconfig(2)` command.
+enum FsConfig<'a> {
+    SetFlag(&'a CStr),
+    SetString(&'a CStr, &'a CStr),
+    Create,
+    Reconfigure,
+}
+
+fn fsconfig(fs: BorrowedFd<'_>, what: FsConfig<'_>) -> io::Result<()> {
+    let null = std::ptr::null::<libc::c_char>();
+    let (cmd, key, value): (libc::c_uint, *const libc::c_char, *const libc::c_char) = match what {
+        FsConfig::SetFlag(key) => (0, key.as_ptr(), null),
+        FsConfig::SetString(key, value) => (1, key.as_ptr(), value.as_ptr()),
+        FsConfig::Create => (6, null, null),
+        FsConfig::Reconfigure => (7, null, null),
+    };
+    // SAFETY: `key` and `value` are null (where the command takes none, as documented) or
+    // NUL-terminated strings borrowed for the call; the kernel only reads them.
+    let ret = unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, key, value, 0) };
+    check(ret).map(drop)
 }
 
 /// The names of the extended attributes of the open file `fd` (`flistxattr`), at most 64 KiB of

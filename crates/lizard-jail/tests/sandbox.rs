@@ -1085,3 +1085,40 @@ for uid in uids:
     os.waitpid(child, 0)
 print(json.dumps(out))
 "#;
+
+/// `cgroup::favor_dynamic_moves`: where the kernel has `favordynmods` and a cgroup2 hierarchy is
+/// mounted (CI's machines), the hierarchy ends up with it and keeps every option it had; a second
+/// call finds it on. (A host-wide setting: once on, it stays on.)
+#[test]
+fn cgroup_moves_are_made_cheap_host_wide() {
+    lizard_test_support::needs_root!();
+    use lizard_jail::cgroup::{favor_dynamic_moves, FavorDynmods};
+    let cgroup2_options = || {
+        fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .find_map(|l| {
+                let (_, right) = l.split_once(" - ")?;
+                let mut r = right.split(' ');
+                (r.next()? == "cgroup2").then(|| r.nth(1).unwrap_or("").to_string())
+            })
+    };
+    let features = fs::read_to_string("/sys/kernel/cgroup/features").unwrap_or_default();
+    let before = cgroup2_options();
+    let first = favor_dynamic_moves().unwrap();
+    let Some(before) = before.filter(|_| features.lines().any(|l| l == "favordynmods")) else {
+        assert!(matches!(first, FavorDynmods::Unavailable(_)), "{first:?}");
+        return;
+    };
+    assert!(!matches!(first, FavorDynmods::Unavailable(_)), "{first:?}");
+    assert!(
+        matches!(favor_dynamic_moves().unwrap(), FavorDynmods::AlreadyOn(_)),
+        "a second call"
+    );
+    let after = cgroup2_options().unwrap();
+    let after: Vec<&str> = after.split(',').collect();
+    assert!(after.contains(&"favordynmods"), "{after:?}");
+    for kept in before.split(',') {
+        assert!(after.contains(&kept), "{kept} lost: {before} → {after:?}");
+    }
+}

@@ -66,6 +66,13 @@ pub struct ServeArgs {
     /// memory").
     #[arg(long, env = "LIZARD_SHARE_CLONE_MEMORY")]
     share_clone_memory: bool,
+    /// Leave the host's cgroup2 mount options as they are. By default the server sets
+    /// `favordynmods` on the cgroup2 hierarchy (a host-wide setting, kept after it exits), which
+    /// makes every move of a process into a cgroup ≈ 0.2 ms instead of an RCU grace period
+    /// (8–24 ms here) — on the path of every sandbox launch and context start — at the price of
+    /// slightly slower forks and exits host-wide (docs/PERFORMANCE.md).
+    #[arg(long, env = "LIZARD_KEEP_CGROUP_OPTIONS")]
+    keep_cgroup_options: bool,
     /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
     /// seconds); `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_AFTER", default_value = "10m", value_parser = parse_duration)]
@@ -710,6 +717,18 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     };
     let criu_run_dir_at_exit = criu_run_dir.clone();
     let mut checkpoint = checkpoint_tool(args.criu.as_deref(), &lizard_bin_for_criu, criu_run_dir);
+    if !args.keep_cgroup_options {
+        use lizard_jail::cgroup::FavorDynmods;
+        match lizard_jail::cgroup::favor_dynamic_moves() {
+            Ok(FavorDynmods::TurnedOn(at)) => tracing::info!(mount = %at.display(),
+                "cgroup moves made cheap: favordynmods set on the cgroup2 hierarchy (--keep-cgroup-options leaves it alone)"),
+            Ok(FavorDynmods::AlreadyOn(_)) => {}
+            Ok(FavorDynmods::Unavailable(why)) => tracing::info!(%why,
+                "cgroup moves wait for an RCU grace period (no favordynmods)"),
+            Err(e) => tracing::warn!(error = %lizard_jail::error_chain(&e),
+                "cgroup moves wait for an RCU grace period"),
+        }
+    }
     if args.share_clone_memory {
         match lizard_jail::ksm::ensure_running().context("--share-clone-memory")? {
             true => tracing::info!(
