@@ -39,6 +39,7 @@ extern "C" {
     fn prctl(option: c_int, ...) -> c_int;
     fn syscall(number: c_long, ...) -> c_long;
     fn abort() -> !;
+    fn sysconf(name: c_int) -> c_long;
     fn __errno_location() -> *mut c_int;
 }
 
@@ -52,7 +53,7 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 #[no_mangle]
 pub extern "C" fn rust_eh_personality() {}
 
-const PAGE: usize = 4096;
+const SC_PAGESIZE: c_int = 30;
 const O_RDONLY: c_int = 0;
 const O_CLOEXEC: c_int = 0o2_000_000;
 const PROT_READ: c_int = 1;
@@ -227,10 +228,12 @@ fn move_all(table: &[Mapping]) -> c_long {
     if pagemap < 0 {
         return fail(Stage::OpenPagemap, errno());
     }
+    // SAFETY: sysconf only reads a constant of the system.
+    let page = unsafe { sysconf(SC_PAGESIZE) }.max(1) as usize;
     let mut copied: c_long = 0;
     let mut result = 0;
     for m in table {
-        match move_one(m, pagemap) {
+        match move_one(m, pagemap, page) {
             Ok(n) => copied += n,
             Err(e) => {
                 result = e;
@@ -247,7 +250,7 @@ fn move_all(table: &[Mapping]) -> c_long {
     }
 }
 
-fn move_one(m: &Mapping, pagemap: c_int) -> Result<c_long, c_long> {
+fn move_one(m: &Mapping, pagemap: c_int, page: usize) -> Result<c_long, c_long> {
     let len = m.hi - m.lo;
     let (prot, flags) = if m.shared {
         (m.prot, MAP_SHARED)
@@ -263,7 +266,7 @@ fn move_one(m: &Mapping, pagemap: c_int) -> Result<c_long, c_long> {
     // A shared mapping has no private copies: its pages are the file's.
     if m.prot & PROT_READ != 0 && !m.shared {
         let mut entries = [0u64; 512];
-        let pages = len / PAGE;
+        let pages = len / page;
         let mut first = 0;
         while first < pages {
             let n = (pages - first).min(entries.len());
@@ -274,7 +277,7 @@ fn move_one(m: &Mapping, pagemap: c_int) -> Result<c_long, c_long> {
                     pagemap,
                     entries.as_mut_ptr() as *mut c_void,
                     want,
-                    ((m.lo / PAGE + first) * 8) as i64,
+                    ((m.lo / page + first) * 8) as i64,
                 )
             };
             if got != want as isize {
@@ -287,14 +290,14 @@ fn move_one(m: &Mapping, pagemap: c_int) -> Result<c_long, c_long> {
                 let present_private = e >> 63 & 1 == 1 && e >> 61 & 1 == 0;
                 let swapped = e >> 62 & 1 == 1;
                 if present_private || swapped {
-                    let at = (first + i) * PAGE;
+                    let at = (first + i) * page;
                     // SAFETY: both ranges are one page inside live mappings of `len` bytes: the
                     // original is readable (PROT_READ checked), the new one was made writable.
                     unsafe {
                         core::ptr::copy_nonoverlapping(
                             (m.lo + at) as *const u8,
                             (new as *mut u8).add(at),
-                            PAGE,
+                            page,
                         )
                     };
                     copied += 1;
