@@ -77,18 +77,19 @@ const PATH_MAX: usize = 4096;
 #[derive(Clone, Copy)]
 #[repr(i64)]
 enum Stage {
+    // Numbered from 1, in this order: `lizard_jail::zygote_entry::failed_stage` names them.
     Scratch = 1,
-    ReadMaps = 2,
-    ParseMaps = 3,
-    OpenFile = 4,
-    OpenPagemap = 5,
-    Map = 6,
-    ReadPagemap = 7,
-    Protect = 8,
-    Move = 9,
-    Exe = 10,
-    ReadStat = 11,
-    SetMm = 12,
+    ReadMaps,
+    ParseMaps,
+    OpenFile,
+    OpenPagemap,
+    Map,
+    ReadPagemap,
+    Protect,
+    Move,
+    Exe,
+    ReadStat,
+    SetMm,
 }
 
 fn errno() -> i64 {
