@@ -659,6 +659,8 @@ pub struct Sandboxes {
     /// [`SecretUses::run`]: crate::secret_uses::SecretUses::run
     pub secret_uses: Arc<crate::secret_uses::SecretUses>,
     live: RwLock<HashMap<String, Arc<Sandbox>>>,
+    /// Kills under way (see [`Sandboxes::finish_kills`]).
+    kills: Arc<InFlight>,
     timeouts_changed: Notify,
     pool: Mutex<Vec<LaunchedSandbox>>,
     /// The recent pool-eligible creates, which size the pool between `pool_size` and `pool_max`.
@@ -668,6 +670,49 @@ pub struct Sandboxes {
     pool_filling: tokio::sync::Mutex<bool>,
     /// Itself, for the PID 1 watches (which outlive the calls that start them).
     me: std::sync::Weak<Sandboxes>,
+}
+
+/// Operations under way that the server's shutdown must let finish: a kill takes its sandbox out
+/// of the API first (its id answers 404 from then on), then takes the final usage sample and
+/// destroys it; a server that exited in between would leave running a sandbox it had reported
+/// gone (until the next server's adoption).
+#[derive(Default)]
+pub(crate) struct InFlight {
+    count: std::sync::atomic::AtomicUsize,
+    done: Notify,
+}
+
+/// One operation of an [`InFlight`], counted until dropped.
+pub(crate) struct InFlightGuard(Arc<InFlight>);
+
+impl InFlight {
+    pub(crate) fn start(this: &Arc<InFlight>) -> InFlightGuard {
+        this.count.fetch_add(1, Ordering::SeqCst);
+        InFlightGuard(this.clone())
+    }
+
+    /// Wait until none is under way, at most `limit`; whether none is.
+    async fn finished(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let done = self.done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if self.count.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, done).await.is_err() {
+                return self.count.load(Ordering::SeqCst) == 0;
+            }
+        }
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::SeqCst);
+        self.0.done.notify_waiters();
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
@@ -739,12 +784,19 @@ impl Sandboxes {
             cfg,
             store,
             live: RwLock::new(HashMap::new()),
+            kills: Arc::default(),
             timeouts_changed: Notify::new(),
             pool: Mutex::new(Vec::new()),
             pool_demand: Mutex::default(),
             pool_wanted: Notify::new(),
             pool_filling: tokio::sync::Mutex::new(false),
         })
+    }
+
+    /// Wait (at most `limit`) for the kills under way to finish — for the server's shutdown, so
+    /// that no sandbox it reported killed outlives it. Whether all did.
+    pub async fn finish_kills(&self, limit: Duration) -> bool {
+        self.kills.finished(limit).await
     }
 
     fn sandboxes_dir(&self) -> PathBuf {

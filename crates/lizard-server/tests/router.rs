@@ -800,3 +800,73 @@ async fn overlapping_usage_samples_lose_no_run() {
     assert_eq!(usage.executions, 1, "{usage:?}");
     assert_eq!(usage.agent_log_seq, 2, "{usage:?}");
 }
+
+/// A kill under way — its sandbox already gone from the API (404), the final usage sample still
+/// reading the agent's log — is waited for by `finish_kills`, the server's last step at shutdown:
+/// a server that exited in between left running a sandbox it had reported gone.
+#[tokio::test]
+async fn the_shutdown_waits_for_a_kill_under_way() {
+    let mut a = api();
+    let agent = stand_in().await;
+    sandbox_of(&mut a, &agent, "killedlate", "p", json!({})).await;
+    let sandboxes = a.state.sandboxes.clone();
+    let killing = tokio::spawn({
+        let sandboxes = sandboxes.clone();
+        async move { sandboxes.kill("killedlate").await }
+    });
+    // The kill's final sample reads the stand-in's log, which answers after 300 ms.
+    kill_sampling(&agent).await;
+    assert!(
+        sandboxes.get("killedlate").is_none(),
+        "gone from the API first"
+    );
+    assert!(
+        !killing.is_finished(),
+        "the stand-in's log read still waits"
+    );
+    assert!(sandboxes.finish_kills(Duration::from_secs(30)).await);
+    assert!(
+        killing.is_finished(),
+        "finish_kills returned before the kill did"
+    );
+    assert!(!agent.dir.path().join("cgroup").exists(), "not destroyed");
+}
+
+/// The stand-in's log read by a kill's final sample (the kill is then half-way: its sandbox
+/// already gone from the API, not yet destroyed).
+async fn kill_sampling(agent: &StandIn) {
+    let sampled = tokio::time::timeout(Duration::from_secs(10), async {
+        while !agent
+            .seen()
+            .iter()
+            .any(|r| r.uri.starts_with("/executions"))
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    assert!(
+        sampled.is_ok(),
+        "the kill's final sample never read the log"
+    );
+}
+
+/// A kill whose caller goes away half-way (a client that hung up, a request dropped at the
+/// server's shutdown grace) is carried out all the same: its sandbox already answers 404, so a
+/// kill stopped there would leave it running.
+#[tokio::test]
+async fn a_kill_whose_caller_goes_away_is_carried_out() {
+    let mut a = api();
+    let agent = stand_in().await;
+    sandbox_of(&mut a, &agent, "killdropped", "p", json!({})).await;
+    let sandboxes = a.state.sandboxes.clone();
+    let caller = tokio::spawn({
+        let sandboxes = sandboxes.clone();
+        async move { sandboxes.kill("killdropped").await }
+    });
+    kill_sampling(&agent).await;
+    caller.abort();
+    assert!(sandboxes.finish_kills(Duration::from_secs(30)).await);
+    assert!(sandboxes.get("killdropped").is_none());
+    assert!(!agent.dir.path().join("cgroup").exists(), "not destroyed");
+}

@@ -1007,6 +1007,10 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         };
         // Sandboxes outlive the server on purpose: a restarted server adopts them.
         serve_http(listener, app, limits, shutdown).await;
+        // A kill under way (its sandbox already gone from the API) is carried out before we go.
+        if !sandboxes.finish_kills(Duration::from_secs(30)).await {
+            tracing::warn!("kills still under way after 30 s; the next server's adoption ends them");
+        }
         // Claimed sandboxes stay (a restarted server adopts them); unclaimed pooled ones go.
         sandboxes.drain_pool().await;
         // Volumes of sandboxes that outlive the server stay mounted (the next server adopts them).

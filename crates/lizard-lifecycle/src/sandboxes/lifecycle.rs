@@ -5,9 +5,21 @@ use super::*;
 
 impl Sandboxes {
     /// Kill a sandbox: every process, its cgroup, its mounts and its writable layer are gone.
+    ///
+    /// The kill runs to its end even when the caller goes away (a client that hangs up, a
+    /// request dropped at the server's shutdown grace): stopped half-way, it would leave running
+    /// a sandbox the API already answers 404 for.
     pub async fn kill(&self, id: &str) -> Result<(), SandboxError> {
-        let (_sb, _guard) = self.locked(id).await?;
-        self.kill_locked(id).await
+        let Some(me) = self.me.upgrade() else {
+            return Err(SandboxError::NotFound(id.to_string()));
+        };
+        let id = id.to_string();
+        tokio::spawn(async move {
+            let (_sb, _guard) = me.locked(&id).await?;
+            me.kill_locked(&id).await
+        })
+        .await
+        .map_err(|e| SandboxError::Launch(format!("the kill's task: {e}")))?
     }
 
     /// Stop sandbox `id` for a template import (`crate::templates`): it leaves the API, every
@@ -107,6 +119,8 @@ impl Sandboxes {
     }
 
     pub(super) async fn kill_locked(&self, id: &str) -> Result<(), SandboxError> {
+        // Counted until the sandbox is destroyed: the server's shutdown waits for it.
+        let _under_way = super::InFlight::start(&self.kills);
         let sb = self.take_live(id)?;
         // The cgroup's counters are read host-side; the agent's execution log only if it answers
         // at once: nothing the agent does can stop the kill.
