@@ -660,7 +660,7 @@ pub struct Sandboxes {
     pub secret_uses: Arc<crate::secret_uses::SecretUses>,
     live: RwLock<HashMap<String, Arc<Sandbox>>>,
     /// Kills under way (see [`Sandboxes::finish_kills`]).
-    kills: Arc<InFlight>,
+    kills: InFlight,
     timeouts_changed: Notify,
     pool: Mutex<Vec<LaunchedSandbox>>,
     /// The recent pool-eligible creates, which size the pool between `pool_size` and `pool_max`.
@@ -683,12 +683,12 @@ pub(crate) struct InFlight {
 }
 
 /// One operation of an [`InFlight`], counted until dropped.
-pub(crate) struct InFlightGuard(Arc<InFlight>);
+pub(crate) struct InFlightGuard<'a>(&'a InFlight);
 
 impl InFlight {
-    pub(crate) fn start(this: &Arc<InFlight>) -> InFlightGuard {
-        this.count.fetch_add(1, Ordering::SeqCst);
-        InFlightGuard(this.clone())
+    pub(crate) fn start(&self) -> InFlightGuard<'_> {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        InFlightGuard(self)
     }
 
     /// Wait until none is under way, at most `limit`; whether none is.
@@ -708,7 +708,7 @@ impl InFlight {
     }
 }
 
-impl Drop for InFlightGuard {
+impl Drop for InFlightGuard<'_> {
     fn drop(&mut self) {
         self.0.count.fetch_sub(1, Ordering::SeqCst);
         self.0.done.notify_waiters();
@@ -784,7 +784,7 @@ impl Sandboxes {
             cfg,
             store,
             live: RwLock::new(HashMap::new()),
-            kills: Arc::default(),
+            kills: InFlight::default(),
             timeouts_changed: Notify::new(),
             pool: Mutex::new(Vec::new()),
             pool_demand: Mutex::default(),

@@ -11,7 +11,6 @@
 
 use std::io::{BufRead, BufReader, Read, Seek, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -362,7 +361,7 @@ pub fn tail(path: &Path, lines: usize) -> String {
 pub fn run_within(cmd: &mut Command, deadline: Duration) -> (ExitStatus, String) {
     let f = tempfile::tempfile().unwrap();
     cmd.stdin(Stdio::null());
-    let status = run_to_files(cmd, deadline, &f, &f);
+    let status = run_to_files(cmd, deadline, &f, None);
     (status, read_back(&f))
 }
 
@@ -385,7 +384,7 @@ pub fn output_within(
     input.rewind().unwrap();
     cmd.stdin(input);
     let (out, err) = (tempfile::tempfile().unwrap(), tempfile::tempfile().unwrap());
-    let status = run_to_files(cmd, deadline, &out, &err);
+    let status = run_to_files(cmd, deadline, &out, Some(&err));
     (status, read_back(&out), read_back(&err))
 }
 
@@ -397,29 +396,24 @@ pub fn json_within(cmd: &mut Command, deadline: Duration) -> serde_json::Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{cmd:?}: {e}; stdout:\n{out}"))
 }
 
-/// `cmd` (its stdin set) spawned with its stdout and stderr into `out` and `err`, waited for up
-/// to `deadline`.
+/// `cmd` (its stdin set) spawned with its stdout into `out` and its stderr into `err` (`None`:
+/// into `out` too), waited for up to `deadline`.
 fn run_to_files(
     cmd: &mut Command,
     deadline: Duration,
     out: &std::fs::File,
-    err: &std::fs::File,
+    err: Option<&std::fs::File>,
 ) -> ExitStatus {
     let mut child = cmd
         .stdout(out.try_clone().unwrap())
-        .stderr(err.try_clone().unwrap())
+        .stderr(err.unwrap_or(out).try_clone().unwrap())
         .process_group(0)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     let status = wait_for(deadline, || child.try_wait().unwrap());
     let Some(status) = status else {
         kill_group(&mut child);
-        let one_file = |f: &std::fs::File| f.metadata().map(|m| (m.dev(), m.ino())).ok();
-        let err = if one_file(out) == one_file(err) {
-            String::new()
-        } else {
-            read_back(err)
-        };
+        let err = err.map(read_back).unwrap_or_default();
         panic!(
             "{cmd:?} still running after {deadline:?}; output:\n{}{err}",
             read_back(out)

@@ -120,7 +120,7 @@ impl Sandboxes {
 
     pub(super) async fn kill_locked(&self, id: &str) -> Result<(), SandboxError> {
         // Counted until the sandbox is destroyed: the server's shutdown waits for it.
-        let _under_way = super::InFlight::start(&self.kills);
+        let _under_way = self.kills.start();
         let sb = self.take_live(id)?;
         // The cgroup's counters are read host-side; the agent's execution log only if it answers
         // at once: nothing the agent does can stop the kill.

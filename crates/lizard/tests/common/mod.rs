@@ -315,9 +315,7 @@ impl Server {
                 .await;
         }
     }
-}
 
-impl Server {
     /// `lizard <args>` as a client of this server (admin key), `stdin` its input (none: empty),
     /// within 5 minutes: its exit code, stdout and stderr.
     pub fn cli(&self, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
