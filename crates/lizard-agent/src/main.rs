@@ -4,11 +4,7 @@
 use clap::Parser;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "lizard-agent",
-    version,
-    about = "Lizard's in-sandbox execution agent"
-)]
+#[command(version, about = "Lizard's in-sandbox execution agent")]
 struct Cli {
     #[command(flatten)]
     agent: lizard_agent::cli::AgentArgs,

@@ -315,56 +315,31 @@ impl Walk {
         for name in names {
             let path = rel.join(&name);
             self.count(&name, &path)?;
-            self.copy_entry(src, dst, &name, &path, depth)?;
+            self.copy_entry(Entry(src, dst, &name, &path), depth)?;
         }
         Ok(())
     }
 
-    fn copy_entry(
-        &mut self,
-        src: BorrowedFd<'_>,
-        dst: BorrowedFd<'_>,
-        name: &OsStr,
-        path: &Path,
-        depth: usize,
-    ) -> Result<(), ImportError> {
+    fn copy_entry(&mut self, e: Entry<'_>, depth: usize) -> Result<(), ImportError> {
+        let Entry(src, dst, name, path) = e;
         let st = fstatat(src, name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(io("stat", path))?;
         match kind(&st) {
             SFlag::S_IFDIR => {
-                let fd = openat(
-                    src,
-                    name,
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(io("opening", path))?;
+                let fd = open_dir(src, name).map_err(io("opening", path))?;
                 same_inode(&fd, &st, path)?;
                 mkdirat(dst, name, Mode::from_bits_truncate(0o700)).map_err(io("mkdir", path))?;
-                let d = openat(
-                    dst,
-                    name,
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(io("opening copy of", path))?;
+                let d = open_dir(dst, name).map_err(io("opening copy of", path))?;
                 self.copy_dir(fd.as_fd(), d.as_fd(), path, depth + 1)?;
                 self.finish_dir(d.as_fd(), &st, path)
             }
-            SFlag::S_IFREG => self.copy_file(src, dst, name, path, &st),
+            SFlag::S_IFREG => self.copy_file(e, &st),
             SFlag::S_IFLNK => {
                 let (uid, gid) = self.owner(&st, path)?;
                 // The kernel bounds a link's target (PATH_MAX).
                 let target = nix::fcntl::readlinkat(src, name).map_err(io("readlink", path))?;
                 nix::unistd::symlinkat(target.as_os_str(), dst, name)
                     .map_err(io("symlink", path))?;
-                fchownat(
-                    dst,
-                    name,
-                    Some(Uid::from_raw(uid)),
-                    Some(Gid::from_raw(gid)),
-                    AtFlags::AT_SYMLINK_NOFOLLOW,
-                )
-                .map_err(io("chown", path))?;
+                chown_entry(dst, name, (uid, gid)).map_err(io("chown", path))?;
                 let (a, m) = times(&st);
                 nix::sys::stat::utimensat(
                     dst,
@@ -379,46 +354,24 @@ impl Walk {
                 // An overlay whiteout: the layer hides its base's entry of this name.
                 let (uid, gid) = self.owner(&st, path)?;
                 mknodat(dst, name, SFlag::S_IFCHR, Mode::empty(), 0).map_err(io("mknod", path))?;
-                fchownat(
-                    dst,
-                    name,
-                    Some(Uid::from_raw(uid)),
-                    Some(Gid::from_raw(gid)),
-                    AtFlags::AT_SYMLINK_NOFOLLOW,
-                )
-                .map_err(io("chown", path))
+                chown_entry(dst, name, (uid, gid)).map_err(io("chown", path))
             }
-            SFlag::S_IFCHR => {
-                self.drop_note(path, "a device node");
-                Ok(())
-            }
-            SFlag::S_IFBLK => {
-                self.drop_note(path, "a block device");
-                Ok(())
-            }
-            SFlag::S_IFIFO => {
-                self.drop_note(path, "a fifo");
-                Ok(())
-            }
-            SFlag::S_IFSOCK => {
-                self.drop_note(path, "a socket");
-                Ok(())
-            }
-            _ => {
-                self.drop_note(path, "an unknown file type");
+            other => {
+                let what = match other {
+                    SFlag::S_IFCHR => "a device node",
+                    SFlag::S_IFBLK => "a block device",
+                    SFlag::S_IFIFO => "a fifo",
+                    SFlag::S_IFSOCK => "a socket",
+                    _ => "an unknown file type",
+                };
+                self.drop_note(path, what);
                 Ok(())
             }
         }
     }
 
-    fn copy_file(
-        &mut self,
-        src: BorrowedFd<'_>,
-        dst: BorrowedFd<'_>,
-        name: &OsStr,
-        path: &Path,
-        st: &FileStat,
-    ) -> Result<(), ImportError> {
+    fn copy_file(&mut self, e: Entry<'_>, st: &FileStat) -> Result<(), ImportError> {
+        let Entry(src, dst, name, path) = e;
         // O_NONBLOCK: should the entry have become a fifo since the stat, opening it does not
         // wait (and the inode check below refuses it).
         let fd = openat(
@@ -634,13 +587,7 @@ impl Walk {
                 .map_err(io("stat", &path))?;
             match kind(&st) {
                 SFlag::S_IFDIR => {
-                    let fd = openat(
-                        dir,
-                        name.as_os_str(),
-                        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                        Mode::empty(),
-                    )
-                    .map_err(io("opening", &path))?;
+                    let fd = open_dir(dir, &name).map_err(io("opening", &path))?;
                     same_inode(&fd, &st, &path)?;
                     self.shift_dir(fd.as_fd(), &path, depth + 1)?;
                     self.chown_fd(fd.as_fd(), &st, &path)?;
@@ -676,6 +623,32 @@ impl Walk {
         }
         Ok(())
     }
+}
+
+/// One directory entry to copy: its parent directory in the layer and in the copy, its name, and
+/// its path in the layer (for messages).
+#[derive(Clone, Copy)]
+struct Entry<'a>(BorrowedFd<'a>, BorrowedFd<'a>, &'a OsStr, &'a Path);
+
+/// Open the directory `name` in `at`, not following a link.
+fn open_dir(at: BorrowedFd<'_>, name: &OsStr) -> nix::Result<OwnedFd> {
+    openat(
+        at,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Give the entry `name` in `at` (not following a link) the owner `(uid, gid)`.
+fn chown_entry(at: BorrowedFd<'_>, name: &OsStr, (uid, gid): (u32, u32)) -> nix::Result<()> {
+    fchownat(
+        at,
+        name,
+        Some(Uid::from_raw(uid)),
+        Some(Gid::from_raw(gid)),
+        AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
 }
 
 fn same_inode(fd: &OwnedFd, before: &FileStat, path: &Path) -> Result<FileStat, ImportError> {

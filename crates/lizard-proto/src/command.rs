@@ -31,25 +31,22 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `POST /commands`: start a process. Exactly one of `cmd` and `argv`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartCommandRequest {
     /// A shell command line, run as `bash -c CMD` (no login shell: the sandbox's `PATH` stays).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmd: Option<String>,
     /// A program and its arguments, run directly (no shell); `argv[0]` is looked up in `PATH`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<String>>,
     /// Working directory (default: the user's home); relative paths resolve against the user's
     /// home (`/home/user`, or `/root` for `user: "root"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Environment variables, merged over the sandbox's.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Stop the process group after this many milliseconds (SIGTERM, then SIGKILL after 2 s); the
     /// `end` event then says `timed_out`. No limit when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// Return at once with the process's [`ProcessInfo`] (201) instead of streaming or waiting.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -64,10 +61,8 @@ pub struct StartCommandRequest {
     /// The user to run as: `user` (the sandbox user, the default) or `root` (the sandbox's own
     /// root: uid 0 of the sandbox's user namespace with the agent's kept capabilities, `HOME` and
     /// default cwd `/root`, umask 022); anything else is a 400.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// A free-form label shown by `GET /commands`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
 }
 
@@ -81,28 +76,23 @@ pub struct PtySize {
 
 /// `POST /pty`: start a process on a new pseudo-terminal. At most one of `cmd` and `argv`; neither
 /// runs an interactive `bash -i`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartPtyRequest {
     pub cols: u16,
     pub rows: u16,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmd: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// Merged over the sandbox's environment; `TERM` defaults to `xterm-256color`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// Return at once with the [`ProcessInfo`] (201); attach with `GET /commands/{pid}/stream`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub background: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
 }
 
@@ -114,22 +104,18 @@ pub struct StartPtyRequest {
 ///
 /// Browsers cannot set `Authorization` on a WebSocket: Lizard's server also takes the API key
 /// as a second subprotocol, `lizard.key.<key>`, which it never forwards nor echoes.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PtyWsQuery {
     /// Columns (default 80).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cols: Option<u16>,
     /// Rows (default 24).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<u16>,
     /// A shell command line to run (`bash -c`); an interactive `bash -i` without it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmd: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// `user` (the default) or `root`, as for commands.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }
 
@@ -168,12 +154,11 @@ pub type ResizePtyRequest = PtySize;
 
 /// `POST /commands/{pid}/stdin` and `POST /pty/{pid}/input`: exactly one of `data` (text, sent as
 /// UTF-8) and `data_b64` (bytes).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessInputRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_b64: Option<String>,
 }
 
@@ -195,13 +180,12 @@ pub struct StreamQuery {
 }
 
 /// How a process ended.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommandEnd {
     /// The exit status, when the process exited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// The signal that killed it (e.g. `SIGKILL`), when one did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
     /// `timeout_ms` passed and the agent stopped the process group.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -211,6 +195,7 @@ pub struct CommandEnd {
 }
 
 /// One event of a process's output stream (see the module docs).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum CommandEvent {
@@ -223,12 +208,10 @@ pub enum CommandEvent {
     },
     Stdout {
         text: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         data_b64: Option<String>,
     },
     Stderr {
         text: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         data_b64: Option<String>,
     },
     End(CommandEnd),
@@ -248,12 +231,11 @@ impl CommandEvent {
 
 /// A finished process with all its output: what a non-streaming `POST /commands` (or
 /// `GET /commands/{pid}/stream`) returns. A non-zero exit is not an HTTP error.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommandResult {
     pub pid: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub timed_out: bool,
@@ -262,9 +244,7 @@ pub struct CommandResult {
     pub stdout: String,
     pub stderr: String,
     /// The exact bytes, when `base64` was asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdout_b64: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_b64: Option<String>,
     /// Output beyond 64 MiB per stream was left out of this aggregate (stream it instead).
     #[serde(default, skip_serializing_if = "is_false")]
@@ -304,11 +284,11 @@ impl CommandResult {
 }
 
 /// A process as `GET /commands` and `GET /commands/{pid}` report it.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessInfo {
     pub pid: u32,
     /// The shell command line, when started with `cmd`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmd: Option<String>,
     /// What was executed, e.g. `["/bin/bash", "-c", "echo hi"]`.
     pub argv: Vec<String>,
@@ -316,17 +296,14 @@ pub struct ProcessInfo {
     /// The request's environment variables (not the inherited ones).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
     /// The terminal size, for a PTY process.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pty: Option<PtySize>,
     /// Whether it has a stdin pipe (`stdin: true`, or a PTY).
     pub stdin: bool,
     /// Milliseconds since the Unix epoch.
     pub started_at_ms: u64,
     /// How it ended; absent while it runs. Finished processes stay visible for 60 s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<CommandEnd>,
 }
 

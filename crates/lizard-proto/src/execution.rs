@@ -39,22 +39,20 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `POST /execute`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecuteRequest {
     /// The cell's source.
     pub code: String,
     /// Run in this context. Mutually exclusive with `language`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextId>,
     /// Run in this language's default context. Mutually exclusive with `context`. Neither: Python.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<Language>,
     /// Environment variables visible to this run only.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Interrupt the cell after this many milliseconds (the run then ends with a `Timeout` error).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }
 
@@ -71,11 +69,11 @@ pub const TABLE_MIME: &str = "application/vnd.lizard.table+json";
 pub const CHART_MIME: &str = "application/vnd.lizard.chart+json";
 
 /// A rich result of a cell.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExecutionResult {
     pub is_main_result: bool,
     pub data: MimeBundle,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
 }
 
@@ -118,6 +116,7 @@ pub struct ExecutionUsage {
 }
 
 /// One event of a streamed execution (see the module docs for the wire format).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExecutionEvent {
@@ -136,7 +135,6 @@ pub enum ExecutionEvent {
     End {
         status: ExecutionStatus,
         duration_ms: u64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<ExecutionUsage>,
     },
 }

@@ -23,6 +23,7 @@ pub enum FileType {
 }
 
 /// One filesystem entry (`GET /files/stat`, `GET /files/list`, and the answer to writes).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EntryInfo {
     /// The last path component (`/` for the root).
@@ -43,11 +44,11 @@ pub struct EntryInfo {
     /// Last modification, milliseconds since the Unix epoch.
     pub modified_ms: i64,
     /// Where a symlink points (as written in the link).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symlink_target: Option<String>,
 }
 
 /// `?path=` of `GET|PUT|DELETE /files` and `GET /files/stat`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PathQuery {
@@ -56,12 +57,12 @@ pub struct PathQuery {
     pub path: String,
     /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
     /// then resolve against `/root`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }
 
 /// `GET /files/list?path=&depth=`: entries below `path`, `depth` levels deep (default 1), sorted by
 /// path. Symlinked directories are listed but not entered.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
@@ -69,11 +70,9 @@ pub struct ListQuery {
     /// normalised; empty or with a NUL byte is a 400.
     pub path: String,
     /// How many levels deep (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
     /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
     /// then resolve against `/root`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }
 
@@ -91,18 +90,19 @@ pub struct WatchQuery {
 
 /// `POST /files/mkdir`: create a directory and its missing parents. 201 with the new
 /// [`EntryInfo`]; 409 `conflict` when `path` already exists.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MakeDirRequest {
     pub path: String,
     /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
     /// then resolve against `/root`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }
 
 /// `POST /files/rename`: move `from` to `to` (missing parents of `to` are created; an existing file
 /// at `to` is replaced, like `rename(2)`). Answers the moved entry.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenameRequest {
@@ -110,7 +110,6 @@ pub struct RenameRequest {
     pub to: String,
     /// Act as this user: `user` (the default) or `root` (the sandbox's own root; relative paths
     /// then resolve against `/root`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }
 

@@ -9,17 +9,16 @@ use crate::{Context, ContextId, ContextLimits, LostItem};
 use serde::{Deserialize, Serialize};
 
 /// The (optional) body of a fork request. An empty body means all defaults.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkContextRequest {
     /// Limits of the fork's own cgroup; the source context's limits when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<ContextLimits>,
     /// `true`: the fork must carry everything (threads, child processes, listening sockets): a
     /// checkpoint of the kernel's process tree when a live fork would lose something, and an error
     /// when that cannot be made. `false`: a live fork only (the fastest; what it loses is in
     /// `lost`). Absent: exact when the server can checkpoint, else live.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact: Option<bool>,
 }
 
@@ -41,6 +40,7 @@ pub enum ForkMethod {
 
 /// The answer to a fork (201): the new context, as context creation answers it, plus where it
 /// came from and what of the source's live state it does not have.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContextFork {
     #[serde(flatten)]
@@ -57,7 +57,6 @@ pub struct ContextFork {
     pub method: ForkMethod,
     /// Why a live fork was made although it loses something (the checkpoint was not possible:
     /// no usable CRIU on the host, or it failed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_error: Option<String>,
 }
 

@@ -166,6 +166,7 @@ pub enum ContextState {
 }
 
 /// A context as the API reports it.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Context {
     pub id: ContextId,
@@ -180,15 +181,12 @@ pub struct Context {
     /// ignored an interrupt). Each replacement loses the context's state.
     pub kernel_restarts: u64,
     /// Why the kernel was last replaced, when it was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_restart_reason: Option<String>,
     /// The context's limits, when it was created with some.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<ContextLimits>,
     /// Memory charged to the context's own cgroup (its kernel and the kernel's children) right
     /// now, in bytes; absent where contexts have no cgroup of their own (an agent outside a
     /// sandbox, cgroup v2 hosts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
 }
 

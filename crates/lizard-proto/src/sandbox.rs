@@ -4,17 +4,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `POST /v1/sandboxes`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSandboxRequest {
     /// The project that owns the sandbox; a project key's own project when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// `code-interpreter-v1` when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
     /// Idle lifetime; the sandbox is killed when it passes (300000 when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// Free-form labels, filterable in `GET /v1/sandboxes`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -23,22 +21,18 @@ pub struct CreateSandboxRequest {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Resource limits; server defaults for what is absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsRequest>,
     /// What happens when the timeout passes: `kill` (default), `pause` (kept in memory) or
     /// `hibernate` (checkpointed to disk, its memory freed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_timeout: Option<TimeoutAction>,
     /// Volumes of the project to mount (fixed for the sandbox's life).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<crate::VolumeMountRequest>,
     /// Network access; loopback only when absent. Egress needs a project with `allow_egress`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkRequest>,
     /// Start from this snapshot of the project (a clone): its template, limits, environment,
     /// network, volumes, files and kernels' state; only `timeout_ms`, `metadata` and `on_timeout`
     /// may be given with it. The answer's `restore` says what each context got back.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<String>,
 }
 
@@ -69,16 +63,13 @@ pub struct NetworkRequest {
 
 /// `PATCH /v1/sandboxes/{id}/network`: what is given replaces that part of the sandbox's network;
 /// what is absent stays as it is.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateNetworkRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<Egress>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inject: Option<Vec<InjectRequest>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_ports: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_resume: Option<bool>,
 }
 
@@ -153,11 +144,11 @@ pub enum Egress {
 /// `:port`), `*` (every public address and name; `*:443`). Deny beats allow; with no `allow` at
 /// all (only `deny`), everything public is allowed but what `deny` names. At most 256 entries.
 /// Names are enforced by name, when the sandbox connects, not by addresses resolved once.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EgressRules {
     /// Absent: `["*"]` if `deny` is given, nothing otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<String>,
@@ -260,18 +251,14 @@ pub enum TimeoutAction {
 }
 
 /// Optional overrides of [`SandboxLimits`].
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_mb: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_millicores: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp_mb: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_mb: Option<u64>,
 }
 
@@ -323,6 +310,7 @@ pub enum SandboxState {
 }
 
 /// A sandbox as the API reports it.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxInfo {
     pub sandbox_id: String,
@@ -339,10 +327,8 @@ pub struct SandboxInfo {
     #[serde(default)]
     pub volumes: Vec<crate::SandboxVolume>,
     /// In the answer of `POST /hibernate`: what each context saved and what it could not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hibernation: Option<crate::HibernationReport>,
     /// In the answer of a resume from hibernation: what each context got back and what was lost.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<crate::HibernationReport>,
     /// The network the sandbox was created with.
     #[serde(default)]
@@ -377,12 +363,11 @@ fn yes() -> bool {
 
 /// `PATCH /v1/projects/{project}` (admin keys only): the settings given change, the others stay.
 /// A change reaches the project's sandboxes at their next start (create, resume, clone).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateProjectRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_egress: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package_registries: Option<bool>,
 }
 
@@ -502,45 +487,42 @@ pub struct ExecutionRow {
 }
 
 /// `GET /v1/sandboxes?project=&state=&metadata=`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxListQuery {
     /// Admin keys: only this project's sandboxes (a project key always sees its own only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// Only sandboxes in this state: `running`, `paused` or `hibernated`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["running", "paused", "hibernated"]))]
     pub state: Option<String>,
     /// `k1=v1,k2=v2`: only sandboxes whose metadata has every pair.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<String>,
 }
 
 /// `GET /v1/projects/{project}/usage?from=&to=`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UsageQuery {
     /// Milliseconds since the epoch (inclusive); default 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<u64>,
     /// Milliseconds since the epoch (exclusive); default now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<u64>,
 }
 
 /// `GET /v1/sandboxes/{id}/metrics?from=&to=`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsQuery {
     /// Milliseconds since the epoch (inclusive); default: the oldest sample kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<u64>,
     /// Milliseconds since the epoch (inclusive); default: now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<u64>,
 }
 
 /// One sample of a sandbox's resource use (`GET /v1/sandboxes/{id}/metrics`).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MetricSample {
     /// When it was taken, milliseconds since the epoch.
@@ -550,25 +532,21 @@ pub struct MetricSample {
     /// Memory charged to the sandbox (all its processes and its `/tmp`).
     pub memory_bytes: u64,
     /// Bytes in use on its writable layer, when it has one of its own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_used_bytes: Option<u64>,
 }
 
 /// `GET /v1/projects/{project}/executions?sandbox=&from=&to=&limit=`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionsQuery {
     /// Only this sandbox's runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
     /// Milliseconds since the epoch (inclusive); default 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<u64>,
     /// Milliseconds since the epoch (exclusive); default now.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<u64>,
     /// At most this many runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }
 
@@ -660,6 +638,7 @@ pub struct MirrorTraffic {
 }
 
 /// One refused request.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RefusedRequest {
     /// Milliseconds since the epoch.
@@ -668,6 +647,5 @@ pub struct RefusedRequest {
     /// `host:port` or the request target, as the sandbox sent it (at most 256 bytes).
     pub destination: String,
     /// Why, for egress refusals (`method` `connect` or `dns`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

@@ -21,6 +21,7 @@ pub struct CreateSnapshotRequest {
 }
 
 /// A snapshot as the API reports it.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SnapshotInfo {
     /// `snap_` + 20 characters.
@@ -39,7 +40,6 @@ pub struct SnapshotInfo {
     pub method_reason: String,
     /// How long the source sandbox's processes were frozen for it (the memory dump and the disk
     /// copy), in milliseconds; absent for snapshots of older servers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frozen_ms: Option<u64>,
     /// Per context: what was saved (`restored`) and what could not be (`lost`).
     pub contexts: Vec<ContextReport>,
@@ -50,23 +50,22 @@ pub struct SnapshotInfo {
 }
 
 /// `GET /v1/snapshots?sandbox_id=&project=`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotQuery {
     /// Only the snapshots of this sandbox.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_id: Option<String>,
     /// Admin keys: only this project's (all projects' when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
 }
 
 /// `POST /v1/sandboxes/{id}/fork` (the body is optional): the new sandbox's own lifetime and
 /// labels; the rest (template, limits, environment, network, volumes) is the source's.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkSandboxRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,

@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 pub const MAX_CONTEXT_BYTES: usize = 64 * 1024 * 1024;
 
 /// `POST /v1/templates`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuildTemplateRequest {
@@ -36,17 +37,14 @@ pub struct BuildTemplateRequest {
     pub name: String,
     /// The Dockerfile (the subset in `templates/README.md`). Exactly one of `dockerfile` and
     /// `from_sandbox`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dockerfile: Option<String>,
     /// The build context: standard base64 of a tar or tar.gz archive (at most
     /// [`MAX_CONTEXT_BYTES`] decoded), the files `COPY` and `ADD` take.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
     /// Values of the Dockerfile's `ARG`s.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub build_args: BTreeMap<String, String>,
     /// The project (admin keys; a project key's own project otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// Every project may use it (admin keys only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -57,7 +55,6 @@ pub struct BuildTemplateRequest {
     /// A template from a running or paused sandbox of the project instead of a Dockerfile: its
     /// files (its writable layer, copied with its processes frozen; nothing of its memory) become
     /// a layer over its template. Answered 201 with the ready template (no stream).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_sandbox: Option<String>,
 }
 
@@ -83,11 +80,11 @@ pub struct TemplateVersion {
 }
 
 /// `GET /v1/templates/{name}`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TemplateInfo {
     pub name: String,
     /// The owning project; `None` for built-ins.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// A built-in template (`code-interpreter-v1`): it cannot be deleted.
     pub builtin: bool,
@@ -95,10 +92,8 @@ pub struct TemplateInfo {
     pub public: bool,
     pub state: TemplateState,
     /// The template it is a layer over (`None` for built-ins).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
     /// The ready build's key (the building one's while there is none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// Bytes of its own layer (a built-in: of its whole root file system).
     pub size_bytes: u64,
@@ -106,7 +101,6 @@ pub struct TemplateInfo {
     pub created_at: u64,
     pub updated_at: u64,
     /// Why the last build failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<crate::ErrorBody>,
     /// Its builds, oldest first.
     #[serde(default)]
@@ -115,7 +109,6 @@ pub struct TemplateInfo {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub build_log: String,
     /// What the ready build installed (not in lists; absent for builds that did not record it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packages: Option<TemplatePackages>,
 }
 
@@ -168,10 +161,10 @@ pub enum TemplateBuildEvent {
 }
 
 /// `?project=` of `GET /v1/templates`, `GET|DELETE /v1/templates/{name}`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TemplateQuery {
     /// The project (admin keys; default: the key's own).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
 }

@@ -18,16 +18,15 @@ pub const VOLUME_MOUNT_ROOTS: &[&str] = &["/home/user", "/mnt", "/data", "/works
 pub const MAX_VOLUMES_PER_SANDBOX: usize = 16;
 
 /// `POST /v1/volumes`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateVolumeRequest {
     /// The owning project; a project key's own project when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// Unique in the project: `[a-z0-9][a-z0-9._-]{0,62}`, not starting with `vol_`.
     pub name: String,
     /// Capacity of the volume's file system; [`DEFAULT_VOLUME_SIZE_BYTES`] when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_limit_bytes: Option<u64>,
 }
 
@@ -48,13 +47,13 @@ pub struct VolumeInfo {
 }
 
 /// One entry of `volumes` in `POST /v1/sandboxes`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeMountRequest {
     /// A volume of the sandbox's project, by name (or id).
     pub name: String,
     /// Absolute path inside the sandbox; `/home/user/<name>` when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount_path: Option<String>,
     #[serde(default)]
     pub read_only: bool,
@@ -135,15 +134,14 @@ pub fn mount_paths_overlap(a: &str, b: &str) -> bool {
 }
 
 /// `?project=&force=` of `GET /v1/volumes`, `GET|DELETE /v1/volumes/{volume}`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeQuery {
     /// Project of a volume named by name (default: the key's own; `default` for an admin key).
     /// Listing with an admin key: only this project's (every project's when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// Delete only: kill the sandboxes that mount the volume first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
 }
 

@@ -16,11 +16,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "lizard",
-    version,
-    about = "Self-hosted code-interpreter sandboxes"
-)]
+#[command(version, about = "Self-hosted code-interpreter sandboxes")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -148,16 +148,16 @@ pub fn inject_template(value: &str) -> String {
 }
 
 /// One rule of [`NetworkConfig::rules`].
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkRule {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transform: Option<NetworkTransform>,
 }
 
 /// What a [`NetworkRule`] does: headers set (replacing the sandbox's own of the same name).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkTransform {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
 }
 
@@ -312,6 +312,7 @@ pub struct PauseRequest {
 }
 
 /// The answer to create and connect.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sandbox {
     #[serde(rename = "templateID")]
@@ -329,7 +330,6 @@ pub struct Sandbox {
     #[serde(rename = "trafficAccessToken")]
     pub traffic_access_token: String,
     /// The domain of the sandbox's host names (`getHost(port)` = `<port>-<id>.<domain>`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
 }
 
@@ -416,15 +416,14 @@ pub struct SandboxMetric {
 }
 
 /// `POST /sandboxes/{id}/snapshots` (`Sandbox.create_snapshot` / `sandbox.createSnapshot`).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotRequest {
     /// E2B's snapshot template name: kept as the snapshot's label (`names`), not resolvable as
     /// a template (a sandbox starts from the `snapshotID`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// `false` asks for a filesystem-only snapshot. Lizard's snapshots always keep the memory
     /// state the host can capture (see `docs/E2B.md`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<bool>,
 }
 
@@ -457,22 +456,20 @@ pub struct SnapshotQuery {
 pub const MAX_FORK_COUNT: u32 = 20;
 
 /// `POST /sandboxes/{id}/fork` (`sandbox.fork({count})`).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForkRequest {
     /// Seconds the forks live (the source's timeout when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
     /// 1 to [`MAX_FORK_COUNT`] (1 when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u32>,
 }
 
 /// One entry of the fork answer: exactly one of `sandbox` and `error`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ForkResult {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Sandbox>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Error>,
 }
 

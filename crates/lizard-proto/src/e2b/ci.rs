@@ -80,31 +80,20 @@ pub enum Line {
 }
 
 /// A rich result with E2B's field per MIME type; unknown types go to `extra`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResultLine {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub html: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub markdown: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub svg: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub png: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jpeg: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pdf: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latex: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub javascript: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chart: Option<serde_json::Value>,
     /// Always present (possibly `{}`), as E2B's server sends it.
     #[serde(default)]

@@ -109,9 +109,9 @@ impl ConnectError {
 }
 
 /// The end-of-stream message: `{}` on success, `{"error": …}` on failure.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndStream {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ConnectError>,
 }
 
@@ -128,6 +128,7 @@ impl EndStream {
 // ---- process ----
 
 /// What to run.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessConfig {
@@ -136,7 +137,6 @@ pub struct ProcessConfig {
     pub args: Vec<String>,
     #[serde(default)]
     pub envs: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
 }
 
@@ -213,12 +213,12 @@ pub struct UpdateRequest {
     pub pty: Option<Pty>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListedProcess {
     pub config: ProcessConfig,
     pub pid: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
 }
 
@@ -237,6 +237,7 @@ pub enum Output {
     Pty(String),
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EndEvent {
@@ -244,7 +245,6 @@ pub struct EndEvent {
     pub exit_code: i32,
     pub exited: bool,
     pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
@@ -334,6 +334,7 @@ pub enum FileType {
 }
 
 /// A filesystem entry as envd describes it.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryInfo {
@@ -349,7 +350,6 @@ pub struct EntryInfo {
     pub group: String,
     /// RFC 3339.
     pub modified_time: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub symlink_target: Option<String>,
     /// The file's user metadata ([`METADATA_XATTR_PREFIX`] extended attributes), envd 0.6.2.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -423,12 +423,12 @@ impl EventType {
 /// One filesystem event: `name` is relative to the watched directory; `entry` (asked for with
 /// `includeEntry`) is what is at the path as the event is sent, for creates, writes and chmods
 /// (never for removes and renames, whose entry is gone), and absent when it is gone by then.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilesystemEvent {
     pub name: String,
     #[serde(rename = "type")]
     pub event_type: EventType,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entry: Option<Box<EntryInfo>>,
 }
 

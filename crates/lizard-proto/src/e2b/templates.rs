@@ -41,13 +41,12 @@ pub struct TemplateRequestResponseV3 {
 
 /// `GET /templates/{templateID}/files/{hash}`: whether the files are there, else where to `PUT`
 /// them.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TemplateBuildFileUpload {
     pub present: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Headers the upload must carry (none here: the link is the credential).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
 }
 
@@ -96,6 +95,7 @@ pub enum TemplateBuildStatus {
 }
 
 /// One log entry of a build.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildLogEntry {
     /// RFC 3339.
@@ -103,15 +103,14 @@ pub struct BuildLogEntry {
     pub message: String,
     /// `debug` | `info` | `warn` | `error`.
     pub level: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
 }
 
 /// Why a build failed.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildStatusReason {
     pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
     #[serde(default, rename = "logEntries")]
     pub log_entries: Vec<BuildLogEntry>,
@@ -119,6 +118,7 @@ pub struct BuildStatusReason {
 
 /// `GET /templates/{templateID}/builds/{buildID}/status?logsOffset=N`: the entries from `N` on
 /// (at most [`MAX_STATUS_ENTRIES`]).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TemplateBuildInfo {
     pub logs: Vec<String>,
@@ -129,7 +129,6 @@ pub struct TemplateBuildInfo {
     #[serde(rename = "buildID")]
     pub build_id: String,
     pub status: TemplateBuildStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<BuildStatusReason>,
 }
 
