@@ -6,6 +6,8 @@
 //! - [`procfs`]: per-process accounting from `/proc`.
 //! - [`sandbox`]: launch a program as PID 1 of a fresh sandbox (namespaces, overlay root, minimal
 //!   `/dev`, fresh `/proc`, cgroup, no capabilities, `no_new_privs`, seccomp).
+//! - [`host_zygote`]: the jail of a template's zygote on the host, whose forks join sandboxes
+//!   (its own mount, network, IPC and UTS namespaces, a read-only template root, its own uid).
 //! - [`checkpoint`]: CRIU checkpoints of a sandbox's process tree (check, dump), with deadlines.
 //! - [`cgroup`]: sandbox cgroups (v2, else v1): limits, freeze/thaw, kill, accounting, removal.
 //! - [`delegation`]: per-context cgroups (the sub-tree of a sandbox's cgroup delegated to it).
@@ -39,6 +41,7 @@ pub mod exe;
 pub mod ext4;
 pub mod fdpass;
 pub mod fileattrs;
+pub mod host_zygote;
 pub mod hostpath;
 pub mod inotify;
 pub mod ksm;

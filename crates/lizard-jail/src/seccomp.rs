@@ -100,12 +100,31 @@ impl Filter {
         Self::compile(PROFILE)
     }
 
+    /// The host zygote's filter ([`crate::host_zygote`]): the sandbox's, but `setns` is allowed
+    /// (its forks join sandboxes). They install the sandbox's own filter on top once joined.
+    pub fn host_zygote() -> Result<Filter, SeccompError> {
+        Self::compile_allowing(PROFILE, &["setns"])
+    }
+
     /// Compile a profile in the format of `seccomp.toml`.
     pub fn compile(profile: &str) -> Result<Filter, SeccompError> {
+        Self::compile_allowing(profile, &[])
+    }
+
+    /// [`Filter::compile`], leaving the system calls `allowed` out of every rule.
+    fn compile_allowing(profile: &str, allowed: &[&str]) -> Result<Filter, SeccompError> {
         if !cfg!(target_arch = "x86_64") {
             return Err(SeccompError::UnsupportedArch);
         }
-        let file: ProfileFile = toml::from_str(profile).map_err(SeccompError::Parse)?;
+        let mut file: ProfileFile = toml::from_str(profile).map_err(SeccompError::Parse)?;
+        // A rule left with no system call once the allowed ones are out goes (one that had none
+        // is still refused below).
+        file.rule.retain_mut(|rule| {
+            let before = rule.syscalls.len();
+            rule.syscalls
+                .retain(|name| !allowed.contains(&name.as_str()));
+            before == 0 || !rule.syscalls.is_empty()
+        });
         // errno → (syscall number → rules); an empty rule list denies the call unconditionally.
         let mut groups: BTreeMap<u32, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
         let mut seen: BTreeMap<String, ()> = BTreeMap::new();
@@ -335,6 +354,20 @@ mod tests {
     use super::*;
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     use std::process::Command;
+
+    #[test]
+    fn the_host_zygotes_filter_is_the_sandboxs_without_setns() {
+        let sandbox = Filter::sandbox().unwrap();
+        let zygote = Filter::host_zygote().unwrap();
+        assert_eq!(zygote.programs.len(), sandbox.programs.len());
+        assert!(zygote.instructions() < sandbox.instructions());
+        let profile = "[[rule]]\nsyscalls = [\"setns\"]\n[[rule]]\nsyscalls = [\"unshare\"]\n";
+        let one = Filter::compile(profile).unwrap();
+        let without = Filter::compile_allowing(profile, &["setns"]).unwrap();
+        assert!(without.instructions() < one.instructions());
+        let neither = Filter::compile_allowing(profile, &["setns", "unshare"]).unwrap();
+        assert_eq!(neither.instructions(), 0);
+    }
 
     #[test]
     fn the_embedded_profile_compiles() {

@@ -39,6 +39,7 @@
 //! [`crate::process::set_child_subreaper`], else to the host's init), which must reap it.
 
 mod child;
+pub(crate) use child::drop_privileges;
 mod idmap;
 mod rootfs;
 mod spec;

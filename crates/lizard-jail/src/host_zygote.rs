@@ -1,0 +1,446 @@
+//! The host zygote's jail (#24, `docs/design/shared-zygote.md`): a template's pre-imported
+//! interpreter that lives on the host, whose forks join new sandboxes.
+//!
+//! Unlike a sandbox it stays in the host's user and pid namespaces: a process holds capabilities
+//! in a user namespace only as its owner or from an ancestor namespace, and `setns` into a pid
+//! namespace needs it to be a descendant of the caller's, so a zygote in namespaces of its own
+//! could never join a sandbox. Everything else is taken away:
+//!
+//! - its own mount, network (no interface but a down `lo`), IPC and UTS namespaces;
+//! - a root made of the template's layers, read-only (`nosuid,nodev`), with a `tmpfs` `/tmp`
+//!   of its own, a `/dev` of the sandbox's device nodes, and a `proc` with
+//!   `hidepid=invisible,subset=pid` (it sees its own processes alone, and no `/proc/sys`);
+//! - a uid and gid of its own, no supplementary group, every capability set and the bounding set
+//!   empty, securebits locked, `no_new_privs`;
+//! - the sandbox's seccomp profile with `setns` allowed ([`Filter::host_zygote`]).
+//!
+//! The single-threaded helper (`lizard-jail-init zygote`) is the zygote itself: [`init_main`]
+//! reads a [`HostZygoteSpec`] on stdin, builds the jail around itself and executes the program,
+//! which keeps the helper's pid. [`spawn`] runs it from any process: it moves the helper into the
+//! zygote's cgroup before it reads its spec, so every step runs charged to that cgroup, and
+//! returns once the program is executed (or with the helper's error).
+
+use crate::cgroup::{Cgroup, CgroupError};
+use crate::seccomp::Filter;
+use crate::sys::{self, Syscall};
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sched::CloneFlags;
+use nix::sys::stat::Mode;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::ffi::CString;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// The one fd a zygote inherits besides 0–2: the server's end of its control socket.
+pub const CONTROL_FD: RawFd = 3;
+
+/// The host's device nodes bound into the zygote's `/dev`.
+const DEVICES: &[&str] = &["null", "zero", "urandom", "random"];
+
+/// What [`init_main`] makes and runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostZygoteSpec {
+    /// The template's layers, top first (a template build's chain): one layer is bound, several
+    /// are stacked as an overlay without an upper layer; either way read-only.
+    pub layers: Vec<PathBuf>,
+    /// An empty host directory, root's alone, where the root is put together before the zygote
+    /// pivots into it (the mount is visible in the zygote's own mount namespace only).
+    pub mountpoint: PathBuf,
+    /// The zygote's host uid and gid: outside every sandbox's id range and every host account.
+    pub uid: u32,
+    pub gid: u32,
+    pub hostname: String,
+    /// Size of the `/tmp` tmpfs.
+    pub tmp_bytes: u64,
+    /// Where the program's stdout and stderr go (a host file, appended to; made 0600).
+    pub log_path: PathBuf,
+    /// Absolute path inside the root.
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The whole environment (nothing of the helper's is kept).
+    pub env: BTreeMap<String, String>,
+    /// Working directory inside the root.
+    pub cwd: PathBuf,
+}
+
+/// Errors of starting a host zygote.
+#[derive(Debug, thiserror::Error)]
+pub enum HostZygoteError {
+    #[error("invalid host zygote spec: {0}")]
+    InvalidSpec(String),
+    #[error("{step} ({detail})")]
+    Step {
+        step: &'static str,
+        detail: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("running {program}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("moving the host zygote into its cgroup")]
+    Cgroup(#[source] CgroupError),
+    #[error("the host zygote's helper: {message}")]
+    Helper { message: String },
+    #[error("seccomp")]
+    Seccomp(#[from] crate::seccomp::SeccompError),
+}
+
+trait Step<T> {
+    fn step(self, step: &'static str, detail: impl std::fmt::Display)
+        -> Result<T, HostZygoteError>;
+}
+
+impl<T, E: Into<io::Error>> Step<T> for Result<T, E> {
+    fn step(
+        self,
+        step: &'static str,
+        detail: impl std::fmt::Display,
+    ) -> Result<T, HostZygoteError> {
+        self.map_err(|e| HostZygoteError::Step {
+            step,
+            detail: detail.to_string(),
+            source: e.into(),
+        })
+    }
+}
+
+impl HostZygoteSpec {
+    /// Refuse what the jail cannot keep: root ids (the zygote would keep a host root's files), no
+    /// layer, relative paths.
+    pub fn validate(&self) -> Result<(), HostZygoteError> {
+        let bad = |m: &str| Err(HostZygoteError::InvalidSpec(m.to_string()));
+        if self.uid == 0 || self.gid == 0 || self.uid == u32::MAX || self.gid == u32::MAX {
+            return bad("uid and gid must be a host id of the zygote's own, not 0 or -1");
+        }
+        if self.layers.is_empty() {
+            return bad("no template layer");
+        }
+        let absolute =
+            self.layers
+                .iter()
+                .chain([&self.mountpoint, &self.log_path, &self.program, &self.cwd]);
+        if absolute.clone().any(|p| !p.is_absolute()) {
+            return bad("paths must be absolute");
+        }
+        if self.tmp_bytes == 0 {
+            return bad("tmp_bytes must be > 0");
+        }
+        Ok(())
+    }
+}
+
+/// Run the helper `helper` (`lizard-jail-init zygote` or the product's counterpart) as a host
+/// zygote: `control` becomes its fd [`CONTROL_FD`], it joins `cgroup` before it reads `spec`, and
+/// this returns once it has executed the program. Blocking; safe from a multi-threaded process.
+pub fn spawn(
+    mut helper: Command,
+    spec: &HostZygoteSpec,
+    control: Option<OwnedFd>,
+    cgroup: Option<&Cgroup>,
+) -> Result<Child, HostZygoteError> {
+    spec.validate()?;
+    let program = helper.get_program().to_string_lossy().into_owned();
+    let input =
+        serde_json::to_vec(spec).map_err(|e| HostZygoteError::InvalidSpec(e.to_string()))?;
+    helper
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(fd) = control {
+        crate::process::map_fds(&mut helper, vec![(fd, CONTROL_FD)]);
+    }
+    let mut child = helper.spawn().map_err(|source| HostZygoteError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    let fail = |child: &mut Child, e: HostZygoteError| {
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(e)
+    };
+    if let Some(cg) = cgroup {
+        if let Err(e) = cg.add_pid(child.id() as i32) {
+            return fail(&mut child, HostZygoteError::Cgroup(e));
+        }
+    }
+    if let Some(mut stdin) = child.stdin.take() {
+        // A helper that died early closed the pipe; its report below says why.
+        let _ = stdin.write_all(&input);
+    }
+    // The helper's report: nothing when the program was executed (the pipe is close-on-exec),
+    // else one line. Bounded: the helper is ours, but its pipe is read into memory.
+    let mut report = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = out.take(64 * 1024).read_to_end(&mut report);
+    }
+    if report.is_empty() {
+        return Ok(child);
+    }
+    let message = String::from_utf8_lossy(&report).trim().to_string();
+    fail(&mut child, HostZygoteError::Helper { message })
+}
+
+/// `main` of the helper: read a [`HostZygoteSpec`] on stdin, enter the jail and execute the
+/// program; on failure print the error on stdout and exit 1. Call it before any thread starts.
+pub fn init_main() -> ! {
+    // The report goes to the spawner's pipe through a close-on-exec copy of stdout (stdout itself
+    // becomes the log): the spawner reads EOF and nothing else once the program runs.
+    let report = nix::fcntl::fcntl(io::stdout(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10));
+    let error = match report {
+        Ok(_) => match enter_and_exec() {
+            Ok(never) => match never {},
+            Err(e) => crate::error_chain(&e),
+        },
+        Err(e) => format!("keeping the report pipe: {e}"),
+    };
+    let line = format!("{error}\n");
+    let _ = match report {
+        Ok(fd) => {
+            // SAFETY: F_DUPFD_CLOEXEC returned this new fd, which nothing else owns or closed.
+            let report = unsafe { OwnedFd::from_raw_fd(fd) };
+            std::fs::File::from(report).write_all(line.as_bytes())
+        }
+        Err(_) => io::stdout().write_all(line.as_bytes()),
+    };
+    std::process::exit(1)
+}
+
+fn enter_and_exec() -> Result<Infallible, HostZygoteError> {
+    if crate::sandbox::thread_count().unwrap_or(0) != 1 {
+        return Err(HostZygoteError::InvalidSpec(
+            "the helper must be single-threaded".into(),
+        ));
+    }
+    let mut input = Vec::new();
+    io::stdin()
+        .take(1 << 20)
+        .read_to_end(&mut input)
+        .step("reading the spec", "stdin")?;
+    let spec: HostZygoteSpec =
+        serde_json::from_slice(&input).map_err(|e| HostZygoteError::InvalidSpec(e.to_string()))?;
+    spec.validate()?;
+    let filter = Filter::host_zygote()?;
+    let log = nix::fcntl::open(
+        &spec.log_path,
+        OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .step("opening the log", spec.log_path.display())?;
+    nix::sched::unshare(
+        CloneFlags::CLONE_NEWNS
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWIPC
+            | CloneFlags::CLONE_NEWUTS,
+    )
+    .step("unshare", "mount, network, IPC and UTS namespaces")?;
+    build_root(&spec)?;
+    nix::unistd::sethostname(&spec.hostname).step("sethostname", &spec.hostname)?;
+    let null = nix::fcntl::open("/dev/null", OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty())
+        .step("opening", "/dev/null")?;
+    sys::dup2_raw(null.as_raw_fd(), 0).step("dup2", "stdin")?;
+    sys::dup2_raw(log.as_raw_fd(), 1).step("dup2", "stdout")?;
+    sys::dup2_raw(log.as_raw_fd(), 2).step("dup2", "stderr")?;
+    sys::cloexec_from(CONTROL_FD as u32 + 1).step("close_range", "fds above the control socket")?;
+    let linux = sys::Linux;
+    linux.setgroups_empty().step("setgroups", "[]")?;
+    crate::sandbox::drop_privileges(&linux, spec.uid, spec.gid, 0).map_err(|e| {
+        HostZygoteError::Step {
+            step: "dropping privileges",
+            detail: format!("{} ({})", e.step, e.detail),
+            source: e.source,
+        }
+    })?;
+    filter.install()?;
+    nix::unistd::chdir(&spec.cwd).step("chdir", spec.cwd.display())?;
+    let program = cstring(spec.program.as_os_str().as_bytes())?;
+    let mut args = vec![program.clone()];
+    for a in &spec.args {
+        args.push(cstring(a.as_bytes())?);
+    }
+    let env = spec
+        .env
+        .iter()
+        .map(|(k, v)| cstring(format!("{k}={v}").as_bytes()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let err = nix::unistd::execve(&program, &args, &env).unwrap_err();
+    Err(err).step("execve", spec.program.display())
+}
+
+fn cstring(b: &[u8]) -> Result<CString, HostZygoteError> {
+    CString::new(b).map_err(|_| HostZygoteError::InvalidSpec("a NUL byte in a string".into()))
+}
+
+/// Mount the root at `spec.mountpoint` in our own mount namespace, fill it, and pivot into it.
+/// Mount points inside the template are opened without following a symlink (`RESOLVE_IN_ROOT |
+/// RESOLVE_NO_SYMLINKS`), so a template's links cannot send a mount elsewhere.
+fn build_root(spec: &HostZygoteSpec) -> Result<(), HostZygoteError> {
+    const NONE: Option<&str> = None;
+    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
+        .step("making mounts private", "/")?;
+    let target = &spec.mountpoint;
+    let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if let [layer] = spec.layers.as_slice() {
+        mount(Some(layer), target, NONE, MsFlags::MS_BIND, NONE)
+            .step("binding the template", layer.display())?;
+        mount(
+            NONE,
+            target,
+            NONE,
+            MsFlags::MS_REMOUNT | MsFlags::MS_BIND | ro,
+            NONE,
+        )
+        .step("making the template read-only", layer.display())?;
+    } else {
+        // Without an upper layer an overlay is read-only. The options cannot escape `:` or `,`;
+        // template layer paths are the server's own.
+        let lower: Vec<String> = spec
+            .layers
+            .iter()
+            .map(|l| l.display().to_string())
+            .collect();
+        if lower.iter().any(|l| l.contains([':', ',', '\\'])) {
+            return Err(HostZygoteError::InvalidSpec(
+                "a layer path with ':', ',' or '\\'".into(),
+            ));
+        }
+        let options = format!("lowerdir={}", lower.join(":"));
+        mount(
+            Some("overlay"),
+            target,
+            Some("overlay"),
+            ro,
+            Some(options.as_str()),
+        )
+        .step("mounting the template's layers", &options)?;
+    }
+    let root = nix::fcntl::open(
+        target,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .step("opening the new root", target.display())?;
+    let inside = |rel: &str| -> Result<(OwnedFd, String), HostZygoteError> {
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        let fd = openat2(&root, rel, how).step("opening a mount point", format!("/{rel}"))?;
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        Ok((fd, path))
+    };
+    let (_proc, at) = inside("proc")?;
+    let no_exec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(
+        Some("proc"),
+        at.as_str(),
+        Some("proc"),
+        no_exec,
+        Some("hidepid=invisible,subset=pid"),
+    )
+    .step("mounting /proc", "hidepid=invisible,subset=pid")?;
+    let (_tmp, at) = inside("tmp")?;
+    let tmp = format!(
+        "size={},mode=0700,uid={},gid={}",
+        spec.tmp_bytes, spec.uid, spec.gid
+    );
+    let no_dev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount(
+        Some("tmpfs"),
+        at.as_str(),
+        Some("tmpfs"),
+        no_dev,
+        Some(tmp.as_str()),
+    )
+    .step("mounting /tmp", &tmp)?;
+    let (_dev, at) = inside("dev")?;
+    let dev_options = "size=65536,nr_inodes=16,mode=0755";
+    mount(
+        Some("tmpfs"),
+        at.as_str(),
+        Some("tmpfs"),
+        no_exec,
+        Some(dev_options),
+    )
+    .step("mounting /dev", dev_options)?;
+    // Our fresh tmpfs (opened anew: the path walk now crosses the mount): nothing in it but
+    // what we make.
+    let (dev, at) = inside("dev")?;
+    for name in DEVICES {
+        let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC;
+        drop(
+            nix::fcntl::openat(&dev, *name, flags, Mode::from_bits_truncate(0o666))
+                .step("creating", format!("/dev/{name}"))?,
+        );
+        let node = nix::fcntl::openat(&dev, *name, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+            .step("opening", format!("/dev/{name}"))?;
+        let at = format!("/proc/self/fd/{}", node.as_raw_fd());
+        mount(
+            Some(format!("/dev/{name}").as_str()),
+            at.as_str(),
+            NONE,
+            MsFlags::MS_BIND,
+            NONE,
+        )
+        .step("binding", format!("/dev/{name}"))?;
+    }
+    let remount = MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | no_exec;
+    mount(NONE, at.as_str(), NONE, remount, Some(dev_options)).step("making /dev read-only", "")?;
+    nix::unistd::fchdir(&root).step("entering the new root", target.display())?;
+    nix::unistd::pivot_root(".", ".").step("pivot_root", target.display())?;
+    umount2(".", MntFlags::MNT_DETACH).step("detaching the old root", "/")?;
+    nix::unistd::chdir("/").step("chdir", "/")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> HostZygoteSpec {
+        HostZygoteSpec {
+            layers: vec!["/t/layer".into()],
+            mountpoint: "/t/root".into(),
+            uid: 190_000,
+            gid: 190_000,
+            hostname: "zygote".into(),
+            tmp_bytes: 1 << 20,
+            log_path: "/t/log".into(),
+            program: "/usr/bin/python3".into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: "/".into(),
+        }
+    }
+
+    #[test]
+    fn specs_that_would_leave_the_zygote_root_or_unbounded_are_refused() {
+        assert!(spec().validate().is_ok());
+        type Change = fn(&mut HostZygoteSpec);
+        let cases: [(&str, Change); 6] = [
+            ("uid 0", |s| s.uid = 0),
+            ("gid 0", |s| s.gid = 0),
+            ("uid -1", |s| s.uid = u32::MAX),
+            ("no layer", |s| s.layers.clear()),
+            ("relative program", |s| s.program = "python3".into()),
+            ("no /tmp size", |s| s.tmp_bytes = 0),
+        ];
+        for (what, change) in cases {
+            let mut s = spec();
+            change(&mut s);
+            assert!(
+                matches!(s.validate(), Err(HostZygoteError::InvalidSpec(_))),
+                "{what}"
+            );
+        }
+    }
+}
