@@ -40,9 +40,8 @@ echo "dev=$(ls /dev | tr '\n' ' ')"
 echo "write_usr=$( (echo x > /usr/evil) 2>&1 | grep -o 'Read-only file system')"
 echo "tmp_write=$(echo t > /tmp/t && cat /tmp/t)"
 echo "unshare_user=$(unshare -U true 2>&1 | grep -o 'Operation not permitted')"
-mps=""
-while read -r id parent dev root mp rest; do mps="$mps $mp"; done < /proc/self/mountinfo
-echo "mountpoints=${mps# }"
+echo "ptrace_syscall=$(perl -e 'syscall(101, 16, 1, 0, 0) == -1 and print "$!"')"
+echo "mountpoints=$(while read -r id parent dev root mp rest; do printf '%s ' "$mp"; done < /proc/self/mountinfo)"
 echo "done=yes"
 "#;
 
@@ -121,6 +120,7 @@ fn the_host_zygote_sees_the_template_alone_and_holds_nothing() {
         ("write_usr", "Read-only file system".into()),
         ("tmp_write", "t".into()),
         ("unshare_user", "Operation not permitted".into()),
+        ("ptrace_syscall", "Operation not permitted".into()),
         (
             "mountpoints",
             "/ /proc /tmp /dev /dev/null /dev/zero /dev/urandom /dev/random".into(),
