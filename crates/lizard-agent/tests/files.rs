@@ -25,11 +25,16 @@ async fn put(a: &Agent, path: &str, data: impl Into<Bytes>) -> (u16, Value) {
     .await
 }
 
-async fn get(a: &Agent, path: &str) -> (u16, Bytes) {
-    let req = hyper::Request::get(format!("/files?path={}", url_path(path)))
+/// A GET of the agent's `path_and_query`, without a body.
+fn get_req(path_and_query: &str) -> hyper::Request<http_body_util::Empty<Bytes>> {
+    hyper::Request::get(path_and_query)
         .header("host", "agent")
-        .body(http_body_util::Empty::<Bytes>::new())
-        .unwrap();
+        .body(http_body_util::Empty::new())
+        .unwrap()
+}
+
+async fn get(a: &Agent, path: &str) -> (u16, Bytes) {
+    let req = get_req(&format!("/files?path={}", url_path(path)));
     let resp = send(&a.socket, req).await;
     let status = resp.status().as_u16();
     (status, body_bytes(resp).await)
@@ -38,6 +43,29 @@ async fn get(a: &Agent, path: &str) -> (u16, Bytes) {
 async fn stat(a: &Agent, path: &str) -> (u16, Value) {
     a.call("GET", &format!("/files/stat?path={}", url_path(path)), None)
         .await
+}
+
+/// Remove `path`: the answer's status.
+async fn remove(a: &Agent, path: &str) -> u16 {
+    let path = format!("/files?path={}", url_path(path));
+    a.raw("DELETE", &path, None, Bytes::new()).await.0
+}
+
+/// The names `GET /files/list?{query}` answers, which must succeed.
+async fn list_names(a: &Agent, query: &str) -> Vec<String> {
+    let (s, l) = a.call("GET", &format!("/files/list?{query}"), None).await;
+    assert_eq!(s, 200, "{l}");
+    let entries = l.as_array().unwrap();
+    entries
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The events of a watch (`GET /files/watch?{query}`), its `start` first.
+async fn watch(a: &Agent, query: &str) -> Lines {
+    let req = get_req(&format!("/files/watch?{query}"));
+    Lines::new(send(&a.socket, req).await)
 }
 
 #[tokio::test]
@@ -117,15 +145,7 @@ async fn round_trip_stat_list_mkdir_rename_remove() {
     assert_eq!(s, 409, "a file is in the way");
 
     // list: depth 1 and 2, sorted by path.
-    let (s, l) = a.call("GET", "/files/list?path=notes", None).await;
-    assert_eq!(s, 200, "{l}");
-    let names: Vec<&str> = l
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["day1", "day2"]);
+    assert_eq!(list_names(&a, "path=notes").await, ["day1", "day2"]);
     let (_, l) = a.call("GET", "/files/list?path=notes&depth=3", None).await;
     let paths: Vec<String> = l
         .as_array()
@@ -192,29 +212,24 @@ async fn round_trip_stat_list_mkdir_rename_remove() {
         .post("/files/rename", json!({"from": "nope", "to": "x"}))
         .await;
     assert_eq!((s, v["code"].as_str()), (404, Some("not_found")));
-    let (s, _) = a
-        .raw("DELETE", "/files?path=notes/link", None, Bytes::new())
-        .await;
-    assert_eq!(s, 204);
+    assert_eq!(remove(&a, "notes/link").await, 204);
     assert_eq!(
         stat(&a, "notes/day1").await.0,
         200,
         "removing a symlink keeps its target"
     );
-    let (s, _) = a
-        .raw("DELETE", "/files?path=notes", None, Bytes::new())
-        .await;
-    assert_eq!(s, 204, "directories go with their contents");
+    assert_eq!(
+        remove(&a, "notes").await,
+        204,
+        "directories go with their contents"
+    );
     let (s, v) = stat(&a, "notes").await;
     assert_eq!(
         (s, v["code"].as_str()),
         (404, Some("not_found")),
         "exists → false"
     );
-    let (s, _) = a
-        .raw("DELETE", "/files?path=notes", None, Bytes::new())
-        .await;
-    assert_eq!(s, 404);
+    assert_eq!(remove(&a, "notes").await, 404);
 }
 
 #[tokio::test]
@@ -273,11 +288,7 @@ async fn large_bodies_stream_past_the_json_limit() {
     let v: Value = serde_json::from_slice(&body_bytes(resp).await).unwrap();
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["size"], 48 << 20);
-    let req = hyper::Request::get("/files?path=big.bin")
-        .header("host", "agent")
-        .body(http_body_util::Empty::<Bytes>::new())
-        .unwrap();
-    let resp = send(&a.socket, req).await;
+    let resp = send(&a.socket, get_req("/files?path=big.bin")).await;
     assert_eq!(
         resp.headers()["content-length"],
         (48u64 << 20).to_string().as_str()
@@ -295,14 +306,7 @@ async fn large_bodies_stream_past_the_json_limit() {
     }
     assert_eq!(pos, 48 << 20);
     // No half-written file is ever visible: only the final name exists.
-    let (_, l) = a.call("GET", "/files/list?path=.", None).await;
-    let names: Vec<&str> = l
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["big.bin"]);
+    assert_eq!(list_names(&a, "path=.").await, ["big.bin"]);
     // The JSON routes keep their limit.
     let (s, v) = a
         .raw(
@@ -382,11 +386,7 @@ async fn watch_reports_changes() {
     lizard_test_support::needs_root!();
     let a = Agent::start();
     a.post("/files/mkdir", json!({"path": "w/sub"})).await;
-    let req = hyper::Request::get("/files/watch?path=w&recursive=true")
-        .header("host", "agent")
-        .body(http_body_util::Empty::<Bytes>::new())
-        .unwrap();
-    let mut events = Lines::new(send(&a.socket, req).await);
+    let mut events = watch(&a, "path=w&recursive=true").await;
     let start = events.next_within(T).await.unwrap();
     assert_eq!(
         (start["type"].as_str(), start["is_dir"].as_bool()),
@@ -428,11 +428,7 @@ async fn watch_reports_changes() {
         "upload temporaries are hidden: {seen:?}"
     );
     // Non-recursive watches see only direct entries.
-    let req = hyper::Request::get("/files/watch?path=w")
-        .header("host", "agent")
-        .body(http_body_util::Empty::<Bytes>::new())
-        .unwrap();
-    let mut flat = Lines::new(send(&a.socket, req).await);
+    let mut flat = watch(&a, "path=w").await;
     flat.next_within(T).await.unwrap();
     put(&a, "w/sub/deep.txt", "x").await;
     put(&a, "w/top.txt", "x").await;

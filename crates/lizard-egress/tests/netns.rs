@@ -85,6 +85,30 @@ impl NetNs {
         );
     }
 
+    /// Run the future `f` to its end on a thread inside the namespace (a runtime of its own).
+    fn block_on<F: std::future::Future + Send>(&self, f: F) -> F::Output
+    where
+        F::Output: Send,
+    {
+        self.run(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(f)
+        })
+    }
+
+    /// The host side: [`UPSTREAM`] on its `lo`, where the upstreams listen.
+    fn upstream_host() -> NetNs {
+        let ns = NetNs::new();
+        ns.cmd(
+            &["ip", "addr", "add", &format!("{UPSTREAM}/32"), "dev", "lo"],
+            None,
+        );
+        ns
+    }
+
     /// The sandbox side: default route and the generic ruleset.
     fn sandbox() -> NetNs {
         let ns = NetNs::new();
@@ -271,11 +295,7 @@ async fn http_get(sb: &NetNs, dst: SocketAddrV4, host: &str) -> String {
 fn the_relay_reaches_allowed_names_and_refuses_tricks() {
     lizard_test_support::needs_root!();
     let sb = NetNs::sandbox();
-    let host = NetNs::new();
-    host.cmd(
-        &["ip", "addr", "add", &format!("{UPSTREAM}/32"), "dev", "lo"],
-        None,
-    );
+    let host = NetNs::upstream_host();
     let pki = pki(&["allowed.test", "other.test", "a.wild.test"]);
     // The host's listeners in the sandbox's namespace, the upstreams in "host".
     let relay_l = tcp_listener_in(&sb, PROXY_ADDR);
@@ -308,176 +328,170 @@ fn the_relay_reaches_allowed_names_and_refuses_tricks() {
 
     let sb = &sb;
     let pki = &pki;
-    host.run(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            // The upstreams: TLS answering "hello from <sni>", HTTP answering its Host.
-            let acceptor = tokio_rustls::TlsAcceptor::from(pki.server.clone());
-            let tls_up = tokio::net::TcpListener::from_std(tls_up).unwrap();
-            tokio::spawn(async move {
-                loop {
-                    let (s, _) = tls_up.accept().await.unwrap();
-                    let acceptor = acceptor.clone();
-                    tokio::spawn(async move {
-                        let Ok(mut t) = acceptor.accept(s).await else {
-                            return;
-                        };
-                        let sni = t.get_ref().1.server_name().unwrap_or("-").to_string();
-                        let mut b = [0u8; 5];
-                        if t.read_exact(&mut b).await.is_ok() {
-                            let _ = t.write_all(format!("hello from {sni}").as_bytes()).await;
-                            let _ = t.shutdown().await;
-                        }
-                    });
-                }
-            });
-            let http_up = tokio::net::TcpListener::from_std(http_up).unwrap();
-            tokio::spawn(async move {
-                loop {
-                    let (mut s, _) = http_up.accept().await.unwrap();
-                    tokio::spawn(async move {
-                        let mut b = vec![0u8; 4096];
-                        let n = s.read(&mut b).await.unwrap_or(0);
-                        let req = String::from_utf8_lossy(&b[..n]).to_string();
-                        let body = format!("upstream saw: {}", req.lines().nth(1).unwrap_or(""));
-                        let _ = s
-                            .write_all(
-                                format!(
-                                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
-                                    body.len()
-                                )
-                                .as_bytes(),
-                            )
-                            .await;
-                        let _ = s.shutdown().await;
-                    });
-                }
-            });
-            // The relay and the DNS responder, outcomes reported.
-            let (otx, mut orx) = tokio::sync::mpsc::unbounded_channel::<Outcome>();
-            let relay_l = tokio::net::TcpListener::from_std(relay_l).unwrap();
-            let (p, r) = (policy.clone(), resolver.clone());
-            tokio::spawn(async move {
-                loop {
-                    let (c, _) = relay_l.accept().await.unwrap();
-                    let dst = relay::orig_dst(&c).unwrap();
-                    let (p, r, otx) = (p.clone(), r.clone(), otx.clone());
-                    tokio::spawn(async move {
-                        let _ = otx.send(relay::handle(c, dst, &p, &*r).await);
-                    });
-                }
-            });
-            let dns_l = tokio::net::UdpSocket::from_std(dns_l).unwrap();
-            tokio::spawn(dns::serve_udp(dns_l, policy.clone(), resolver.clone()));
-
-            // 1. DNS for an allowed name, then TLS to the answer: reaches the upstream.
-            let m = ask(sb, "allowed.test").await;
-            assert_eq!(m.metadata.response_code, ResponseCode::NoError);
-            assert_eq!(a_records(&m), [UPSTREAM]);
-            let dst = SocketAddrV4::new(UPSTREAM, 443);
-            assert_eq!(
-                tls_hello(sb, pki, dst, "allowed.test").await.unwrap(),
-                "hello from allowed.test"
-            );
-            assert_eq!(
-                orx.recv().await.unwrap(),
-                Outcome::Relayed {
-                    upstream: dst,
-                    name: Some("allowed.test".into())
-                }
-            );
-            // Plain HTTP by name.
-            let r = http_get(sb, SocketAddrV4::new(UPSTREAM, 80), "allowed.test").await;
-            assert!(r.contains("upstream saw: Host: allowed.test"), "{r}");
-            orx.recv().await.unwrap();
-
-            // 2. A denied name: REFUSED, not resolved, not pinned; TLS with it as SNI refused.
-            let m = ask(sb, "denied.test").await;
-            assert_eq!(m.metadata.response_code, ResponseCode::Refused);
-            assert!(m.answers.is_empty());
-            let e = tls_hello(sb, pki, dst, "denied.test").await;
-            assert!(e.is_err(), "{e:?}");
-            assert!(matches!(orx.recv().await.unwrap(), Outcome::Refused(_)));
-            // A name below a wildcard that resolves to the metadata address: REFUSED (rebinding).
-            assert_eq!(
-                ask(sb, "rebind.wild.test").await.metadata.response_code,
-                ResponseCode::Refused
-            );
-            assert_eq!(a_records(&ask(sb, "a.wild.test").await), [UPSTREAM]);
-
-            // 3. SNI / Host other than the name the address was resolved for: refused, even for a
-            // name that is itself allowed (other.test:443) — the address is pinned to allowed.test
-            // and a.wild.test.
-            let e = tls_hello(sb, pki, dst, "other.test").await;
-            assert!(e.is_err(), "{e:?}");
-            match orx.recv().await.unwrap() {
-                Outcome::Refused(w) => assert!(w.contains("not the name"), "{w}"),
-                o => panic!("{o:?}"),
+    host.block_on(async move {
+        // The upstreams: TLS answering "hello from <sni>", HTTP answering its Host.
+        let acceptor = tokio_rustls::TlsAcceptor::from(pki.server.clone());
+        let tls_up = tokio::net::TcpListener::from_std(tls_up).unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (s, _) = tls_up.accept().await.unwrap();
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(mut t) = acceptor.accept(s).await else {
+                        return;
+                    };
+                    let sni = t.get_ref().1.server_name().unwrap_or("-").to_string();
+                    let mut b = [0u8; 5];
+                    if t.read_exact(&mut b).await.is_ok() {
+                        let _ = t.write_all(format!("hello from {sni}").as_bytes()).await;
+                        let _ = t.shutdown().await;
+                    }
+                });
             }
-            let r = http_get(sb, SocketAddrV4::new(UPSTREAM, 80), "denied.test").await;
-            assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-            assert!(!r.contains("upstream saw"), "{r}");
-            orx.recv().await.unwrap();
-
-            // 4. IP literals without a rule: TLS to an address nobody resolved, with the address
-            // as server name (no SNI), and HTTP with `Host: <address>`: refused.
-            let bare = SocketAddrV4::new(Ipv4Addr::new(203, 0, 113, 99), 443);
-            let e = tls_hello(sb, pki, bare, "203.0.113.99").await;
-            assert!(e.is_err(), "{e:?}");
-            assert!(matches!(orx.recv().await.unwrap(), Outcome::Refused(_)));
-            let r = http_get(sb, SocketAddrV4::new(UPSTREAM, 80), &UPSTREAM.to_string()).await;
-            // UPSTREAM is pinned (allowed.test): a request without a name is that name's.
-            assert!(r.contains("upstream saw"), "{r}");
-            orx.recv().await.unwrap();
-            let r = http_get(
-                sb,
-                SocketAddrV4::new(Ipv4Addr::new(203, 0, 113, 99), 80),
-                "203.0.113.99",
-            )
-            .await;
-            assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-            orx.recv().await.unwrap();
-
-            // 5. A sandbox-chosen address for an allowed name (/etc/hosts, a stale answer): the
-            // proxy connects to its own resolution of the name instead.
-            let e = tls_hello(sb, pki, bare, "a.wild.test").await;
-            assert_eq!(e.unwrap(), "hello from a.wild.test");
-            assert_eq!(
-                orx.recv().await.unwrap(),
-                Outcome::Relayed {
-                    upstream: dst,
-                    name: Some("a.wild.test".into())
-                }
-            );
-
-            // 6. Rules changed live: the next connection is refused, and DNS too.
-            policy.set_rules(Rules::parse(["other.test"], ["allowed.test"]).unwrap());
-            assert!(tls_hello(sb, pki, dst, "allowed.test").await.is_err());
-            assert!(matches!(orx.recv().await.unwrap(), Outcome::Refused(_)));
-            assert_eq!(
-                ask(sb, "allowed.test").await.metadata.response_code,
-                ResponseCode::Refused
-            );
-
-            // The counters and the refusal log.
-            let t = policy.traffic();
-            assert_eq!(t.connections, 4, "{t:?}");
-            assert!(t.bytes_out > 0 && t.bytes_in > 0, "{t:?}");
-            let log = policy.refusals();
-            assert!(
-                log.iter().any(|l| l.destination == "denied.test"),
-                "{log:?}"
-            );
-            assert!(
-                log.iter()
-                    .any(|l| l.destination.starts_with("other.test (203.0.113.10:443)")),
-                "{log:?}"
-            );
-            assert_eq!(t.refused as usize, log.len());
         });
+        let http_up = tokio::net::TcpListener::from_std(http_up).unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = http_up.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut b = vec![0u8; 4096];
+                    let n = s.read(&mut b).await.unwrap_or(0);
+                    let req = String::from_utf8_lossy(&b[..n]).to_string();
+                    let body = format!("upstream saw: {}", req.lines().nth(1).unwrap_or(""));
+                    let _ = s
+                        .write_all(
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                                body.len()
+                            )
+                            .as_bytes(),
+                        )
+                        .await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        // The relay and the DNS responder, outcomes reported.
+        let (otx, mut orx) = tokio::sync::mpsc::unbounded_channel::<Outcome>();
+        let relay_l = tokio::net::TcpListener::from_std(relay_l).unwrap();
+        let (p, r) = (policy.clone(), resolver.clone());
+        tokio::spawn(async move {
+            loop {
+                let (c, _) = relay_l.accept().await.unwrap();
+                let dst = relay::orig_dst(&c).unwrap();
+                let (p, r, otx) = (p.clone(), r.clone(), otx.clone());
+                tokio::spawn(async move {
+                    let _ = otx.send(relay::handle(c, dst, &p, &*r).await);
+                });
+            }
+        });
+        let dns_l = tokio::net::UdpSocket::from_std(dns_l).unwrap();
+        tokio::spawn(dns::serve_udp(dns_l, policy.clone(), resolver.clone()));
+
+        // 1. DNS for an allowed name, then TLS to the answer: reaches the upstream.
+        let m = ask(sb, "allowed.test").await;
+        assert_eq!(m.metadata.response_code, ResponseCode::NoError);
+        assert_eq!(a_records(&m), [UPSTREAM]);
+        let dst = SocketAddrV4::new(UPSTREAM, 443);
+        assert_eq!(
+            tls_hello(sb, pki, dst, "allowed.test").await.unwrap(),
+            "hello from allowed.test"
+        );
+        assert_eq!(
+            orx.recv().await.unwrap(),
+            Outcome::Relayed {
+                upstream: dst,
+                name: Some("allowed.test".into())
+            }
+        );
+        // Plain HTTP by name.
+        let r = http_get(sb, SocketAddrV4::new(UPSTREAM, 80), "allowed.test").await;
+        assert!(r.contains("upstream saw: Host: allowed.test"), "{r}");
+        orx.recv().await.unwrap();
+
+        // 2. A denied name: REFUSED, not resolved, not pinned; TLS with it as SNI refused.
+        let m = ask(sb, "denied.test").await;
+        assert_eq!(m.metadata.response_code, ResponseCode::Refused);
+        assert!(m.answers.is_empty());
+        let e = tls_hello(sb, pki, dst, "denied.test").await;
+        assert!(e.is_err(), "{e:?}");
+        assert!(matches!(orx.recv().await.unwrap(), Outcome::Refused(_)));
+        // A name below a wildcard that resolves to the metadata address: REFUSED (rebinding).
+        assert_eq!(
+            ask(sb, "rebind.wild.test").await.metadata.response_code,
+            ResponseCode::Refused
+        );
+        assert_eq!(a_records(&ask(sb, "a.wild.test").await), [UPSTREAM]);
+
+        // 3. SNI / Host other than the name the address was resolved for: refused, even for a
+        // name that is itself allowed (other.test:443) — the address is pinned to allowed.test
+        // and a.wild.test.
+        let e = tls_hello(sb, pki, dst, "other.test").await;
+        assert!(e.is_err(), "{e:?}");
+        match orx.recv().await.unwrap() {
+            Outcome::Refused(w) => assert!(w.contains("not the name"), "{w}"),
+            o => panic!("{o:?}"),
+        }
+        let r = http_get(sb, SocketAddrV4::new(UPSTREAM, 80), "denied.test").await;
+        assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+        assert!(!r.contains("upstream saw"), "{r}");
+        orx.recv().await.unwrap();
+
+        // 4. IP literals without a rule: TLS to an address nobody resolved, with the address
+        // as server name (no SNI), and HTTP with `Host: <address>`: refused.
+        let bare = SocketAddrV4::new(Ipv4Addr::new(203, 0, 113, 99), 443);
+        let e = tls_hello(sb, pki, bare, "203.0.113.99").await;
+        assert!(e.is_err(), "{e:?}");
+        assert!(matches!(orx.recv().await.unwrap(), Outcome::Refused(_)));
+        let r = http_get(sb, SocketAddrV4::new(UPSTREAM, 80), &UPSTREAM.to_string()).await;
+        // UPSTREAM is pinned (allowed.test): a request without a name is that name's.
+        assert!(r.contains("upstream saw"), "{r}");
+        orx.recv().await.unwrap();
+        let r = http_get(
+            sb,
+            SocketAddrV4::new(Ipv4Addr::new(203, 0, 113, 99), 80),
+            "203.0.113.99",
+        )
+        .await;
+        assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+        orx.recv().await.unwrap();
+
+        // 5. A sandbox-chosen address for an allowed name (/etc/hosts, a stale answer): the
+        // proxy connects to its own resolution of the name instead.
+        let e = tls_hello(sb, pki, bare, "a.wild.test").await;
+        assert_eq!(e.unwrap(), "hello from a.wild.test");
+        assert_eq!(
+            orx.recv().await.unwrap(),
+            Outcome::Relayed {
+                upstream: dst,
+                name: Some("a.wild.test".into())
+            }
+        );
+
+        // 6. Rules changed live: the next connection is refused, and DNS too.
+        policy.set_rules(Rules::parse(["other.test"], ["allowed.test"]).unwrap());
+        assert!(tls_hello(sb, pki, dst, "allowed.test").await.is_err());
+        assert!(matches!(orx.recv().await.unwrap(), Outcome::Refused(_)));
+        assert_eq!(
+            ask(sb, "allowed.test").await.metadata.response_code,
+            ResponseCode::Refused
+        );
+
+        // The counters and the refusal log.
+        let t = policy.traffic();
+        assert_eq!(t.connections, 4, "{t:?}");
+        assert!(t.bytes_out > 0 && t.bytes_in > 0, "{t:?}");
+        let log = policy.refusals();
+        assert!(
+            log.iter().any(|l| l.destination == "denied.test"),
+            "{log:?}"
+        );
+        assert!(
+            log.iter()
+                .any(|l| l.destination.starts_with("other.test (203.0.113.10:443)")),
+            "{log:?}"
+        );
+        assert_eq!(t.refused as usize, log.len());
     });
 }
 
@@ -487,11 +501,7 @@ fn the_relay_reaches_allowed_names_and_refuses_tricks() {
 fn relay_throughput() {
     lizard_test_support::needs_root!();
     let sb = NetNs::sandbox();
-    let host = NetNs::new();
-    host.cmd(
-        &["ip", "addr", "add", &format!("{UPSTREAM}/32"), "dev", "lo"],
-        None,
-    );
+    let host = NetNs::upstream_host();
     let relay_l = tcp_listener_in(&sb, PROXY_ADDR);
     let up = tcp_listener_in(&host, SocketAddrV4::new(UPSTREAM, 9000));
     let policy = Arc::new(SandboxPolicy::new(
@@ -500,66 +510,60 @@ fn relay_throughput() {
         vec![],
     ));
     let sb = &sb;
-    host.run(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let up = tokio::net::TcpListener::from_std(up).unwrap();
-            tokio::spawn(async move {
-                let (mut s, _) = up.accept().await.unwrap();
-                let (mut r, mut w) = s.split();
-                let _ = tokio::io::copy(&mut r, &mut w).await;
-            });
-            let relay_l = tokio::net::TcpListener::from_std(relay_l).unwrap();
-            tokio::spawn(relay::serve(
-                relay_l,
-                policy.clone(),
-                Arc::new(StaticResolver::default()),
-            ));
-            let total: usize = 64 << 20;
-            let s = connect_from(sb, SocketAddrV4::new(UPSTREAM, 9000)).unwrap();
-            let (mut r, mut w) = s.into_split();
-            let start = Instant::now();
-            let writer = tokio::spawn(async move {
-                let chunk = vec![7u8; 64 * 1024];
-                let mut sent = 0;
-                while sent < total {
-                    w.write_all(&chunk).await.unwrap();
-                    sent += chunk.len();
-                }
-                w.shutdown().await.unwrap();
-            });
-            let mut got = 0usize;
-            let mut buf = vec![0u8; 256 * 1024];
-            while got < total {
-                let n = r.read(&mut buf).await.unwrap();
-                assert!(n > 0, "closed after {got} bytes");
-                got += n;
-            }
-            writer.await.unwrap();
-            let secs = start.elapsed().as_secs_f64();
-            eprintln!(
-                "relay throughput: {} MiB each way in {secs:.2} s = {:.0} MiB/s each way ({} build, shared machine)",
-                total >> 20,
-                (total >> 20) as f64 / secs,
-                if cfg!(debug_assertions) { "debug" } else { "release" }
-            );
-            let t = policy.traffic();
-            assert_eq!(t.bytes_out, total as u64);
-            assert_eq!(t.bytes_in, total as u64);
-            // A connection to the relay's own address was not redirected: closed, not relayed
-            // (its "original destination" would be the host's loopback).
-            let mut direct = connect_from(sb, PROXY_ADDR).unwrap();
-            let mut b = [0u8; 1];
-            let n = tokio::time::timeout(Duration::from_secs(20), direct.read(&mut b))
-                .await
-                .unwrap()
-                .unwrap_or(0);
-            assert_eq!(n, 0);
-            let log = policy.refusals();
-            assert!(log.iter().any(|l| l.reason == "not a redirected connection"), "{log:?}");
+    host.block_on(async move {
+        let up = tokio::net::TcpListener::from_std(up).unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = up.accept().await.unwrap();
+            let (mut r, mut w) = s.split();
+            let _ = tokio::io::copy(&mut r, &mut w).await;
         });
+        let relay_l = tokio::net::TcpListener::from_std(relay_l).unwrap();
+        tokio::spawn(relay::serve(
+            relay_l,
+            policy.clone(),
+            Arc::new(StaticResolver::default()),
+        ));
+        let total: usize = 64 << 20;
+        let s = connect_from(sb, SocketAddrV4::new(UPSTREAM, 9000)).unwrap();
+        let (mut r, mut w) = s.into_split();
+        let start = Instant::now();
+        let writer = tokio::spawn(async move {
+            let chunk = vec![7u8; 64 * 1024];
+            let mut sent = 0;
+            while sent < total {
+                w.write_all(&chunk).await.unwrap();
+                sent += chunk.len();
+            }
+            w.shutdown().await.unwrap();
+        });
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 256 * 1024];
+        while got < total {
+            let n = r.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed after {got} bytes");
+            got += n;
+        }
+        writer.await.unwrap();
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!(
+            "relay throughput: {} MiB each way in {secs:.2} s = {:.0} MiB/s each way ({} build, shared machine)",
+            total >> 20,
+            (total >> 20) as f64 / secs,
+            if cfg!(debug_assertions) { "debug" } else { "release" }
+        );
+        let t = policy.traffic();
+        assert_eq!(t.bytes_out, total as u64);
+        assert_eq!(t.bytes_in, total as u64);
+        // A connection to the relay's own address was not redirected: closed, not relayed
+        // (its "original destination" would be the host's loopback).
+        let mut direct = connect_from(sb, PROXY_ADDR).unwrap();
+        let mut b = [0u8; 1];
+        let n = tokio::time::timeout(Duration::from_secs(20), direct.read(&mut b))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+        assert_eq!(n, 0);
+        let log = policy.refusals();
+        assert!(log.iter().any(|l| l.reason == "not a redirected connection"), "{log:?}");
     });
 }

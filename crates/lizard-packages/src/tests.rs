@@ -288,6 +288,14 @@ impl Got {
     fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+
+    /// Assert that the answer is `status` with a body that says `want`.
+    #[track_caller]
+    fn assert_says(&self, status: u16, want: &str) {
+        let text = self.text();
+        assert_eq!(self.status, status, "{text}");
+        assert!(text.contains(want), "no {want:?} in: {text}");
+    }
 }
 
 /// One request on a new connection, with the request target exactly as given (origin-form,
@@ -436,12 +444,7 @@ async fn artifacts_are_served_from_the_cache_even_without_the_upstream() {
     assert_eq!(w.b.hits(WHEEL), 1);
     // Nothing else reaches a dead upstream: an uncached path is a 502 with the reason.
     let dead = get(w.addr, "/files/packages/other.whl").await;
-    assert_eq!(dead.status, 502);
-    assert!(
-        dead.text().contains("could not be reached"),
-        "{}",
-        dead.text()
-    );
+    dead.assert_says(502, "could not be reached");
 
     let stats = w.proxy.stats();
     assert_eq!(stats.per_registry["files"].cache_hits, 3, "{stats:?}");
@@ -533,13 +536,8 @@ async fn connect_and_other_destinations_are_refused_with_the_reason() {
     assert!(body.contains("pypi, files, npm, debian"), "{body}");
 
     let abs = get(w.addr, "http://example.com/x.whl").await;
-    assert_eq!(abs.status, 403);
+    abs.assert_says(403, "To reach example.com:80");
     assert!(abs.reason.is_some());
-    assert!(
-        abs.text().contains("To reach example.com:80"),
-        "{}",
-        abs.text()
-    );
     // https in absolute form, and an http URL on a registry's host but outside its path.
     let https = get(w.addr, "https://example.com/").await;
     assert_eq!(https.status, 403);
@@ -554,14 +552,7 @@ async fn connect_and_other_destinations_are_refused_with_the_reason() {
     assert_eq!(outside.status, 403);
     // CONNECT to a registry's host says where its mirror is.
     let to_registry = send_req(w.addr, request(Method::CONNECT, &format!("{}", w.b.addr))).await;
-    assert_eq!(to_registry.status, 403);
-    assert!(
-        to_registry
-            .text()
-            .contains(&format!("is mirrored at http://{LISTEN_ADDR}/files/")),
-        "{}",
-        to_registry.text()
-    );
+    to_registry.assert_says(403, &format!("is mirrored at http://{LISTEN_ADDR}/files/"));
     assert_eq!(w.proxy.stats().total.refused, 5);
     let handle = w.serve.as_ref().unwrap();
     assert_eq!(handle.stats().refused, 5);
@@ -606,17 +597,8 @@ async fn with_its_own_egress_a_sandbox_is_told_to_connect_directly() {
     };
     let w = world_with(|_| {}, view).await;
     let got = send_req(w.addr, request(Method::CONNECT, "example.com:443")).await;
-    assert_eq!(got.status, 403);
-    assert!(
-        got.text().contains("has its own internet egress"),
-        "{}",
-        got.text()
-    );
-    assert!(
-        got.text().contains("connect to it directly"),
-        "{}",
-        got.text()
-    );
+    got.assert_says(403, "has its own internet egress");
+    got.assert_says(403, "connect to it directly");
     // The mirror itself still works for it.
     assert_eq!(get(w.addr, "/pypi/simple/demo/").await.status, 200);
 }
@@ -683,19 +665,12 @@ async fn bad_paths_methods_and_bodies_are_refused() {
         .unwrap();
     *with_body.method_mut() = Method::GET;
     let got = send_req(w.addr, with_body).await;
-    assert_eq!(got.status, 400);
-    assert!(got.text().contains("cannot have a body"));
+    got.assert_says(400, "cannot have a body");
 
     let unknown = get(w.addr, "/nope/x").await;
-    assert_eq!(unknown.status, 404);
-    assert!(unknown
-        .text()
-        .contains("no package registry is named \"nope\""));
+    unknown.assert_says(404, "no package registry is named \"nope\"");
     let listing = get(w.addr, "/").await;
-    assert_eq!(listing.status, 200);
-    assert!(listing
-        .text()
-        .contains(&format!("http://{LISTEN_ADDR}/npm/")));
+    listing.assert_says(200, &format!("http://{LISTEN_ADDR}/npm/"));
     assert_eq!(w.a.hits("/npm/demo"), 0);
 }
 
@@ -715,12 +690,11 @@ async fn redirects_inside_are_rewritten_and_outside_are_a_502() {
         Some(format!("http://{LISTEN_ADDR}/pypi/simple/demo/").as_str())
     );
     let outside = get(w.addr, "/pypi/redirect-out").await;
-    assert_eq!(outside.status, 502);
+    outside.assert_says(502, "http://elsewhere.example/x.whl");
     assert_eq!(
         outside.reason.as_deref(),
         Some("Lizard: redirect outside the package registries")
     );
-    assert!(outside.text().contains("http://elsewhere.example/x.whl"));
     assert_eq!(w.b.hits(WHEEL), 0, "the proxy follows no redirect");
 }
 
@@ -728,13 +702,7 @@ async fn redirects_inside_are_rewritten_and_outside_are_a_502() {
 async fn an_index_page_over_the_limit_is_a_502() {
     let w = world_with(|c| c.max_index_bytes = 1024, sandbox()).await;
     let got = get(w.addr, "/pypi/big/").await;
-    assert_eq!(got.status, 502);
-    assert!(
-        got.text()
-            .contains("larger than the mirror's limit of 1024 bytes"),
-        "{}",
-        got.text()
-    );
+    got.assert_says(502, "larger than the mirror's limit of 1024 bytes");
     // A page under the limit is fine.
     assert_eq!(get(w.addr, "/pypi/simple/demo/").await.status, 200);
 }
@@ -875,13 +843,7 @@ async fn registries_turned_off_refuse_everything() {
         request(Method::CONNECT, "example.com:443"),
     ] {
         let got = send_req(w.addr, req).await;
-        assert_eq!(got.status, 403);
-        assert!(
-            got.text()
-                .contains("package registries are turned off for project proj"),
-            "{}",
-            got.text()
-        );
+        got.assert_says(403, "package registries are turned off for project proj");
     }
     assert_eq!(w.a.hits("/simple/demo/"), 0);
 }
@@ -967,12 +929,7 @@ async fn a_stalled_upstream_ends_in_an_error_not_a_hang() {
     let head = tokio::time::timeout(client_deadline, get(w.addr, "/pypi/stall-head"))
         .await
         .unwrap();
-    assert_eq!(head.status, 504);
-    assert!(
-        head.text().contains("did not answer within 0.5 s"),
-        "{}",
-        head.text()
-    );
+    head.assert_says(504, "did not answer within 0.5 s");
     let body = tokio::time::timeout(
         client_deadline,
         get(w.addr, "/pypi/packages/stall-body.whl"),
@@ -982,6 +939,41 @@ async fn a_stalled_upstream_ends_in_an_error_not_a_hang() {
     assert_eq!(body.status, 200);
     assert!(body.body.is_err(), "{body:?}");
     assert_eq!(w.proxy.stats().cache_entries, 0);
+}
+
+/// A new connection to `addr` on which `head` (a request's bytes, maybe not all of them) was sent.
+async fn sent(addr: SocketAddr, head: &[u8]) -> TcpStream {
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(head).await.unwrap();
+    c
+}
+
+/// Whether what `c` reads ends (it is closed, or fails) within `limit`.
+async fn closed_within(c: &mut TcpStream, limit: Duration) -> bool {
+    tokio::time::timeout(limit, read_to_close(c)).await.is_ok()
+}
+
+/// Read `c` until it is closed (or fails).
+async fn read_to_close(c: &mut TcpStream) {
+    let mut buf = vec![0u8; 1 << 16];
+    while let Ok(n) = c.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+/// Read a request's head (up to its blank line) from `c`: false if the connection ended first.
+async fn read_head(c: &mut TcpStream) -> bool {
+    let mut buf = vec![0u8; 8192];
+    let mut head = Vec::new();
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match c.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
 }
 
 /// A request sent as raw bytes on a new connection (so that what a real client library would
@@ -1175,11 +1167,11 @@ async fn a_client_that_stops_reading_loses_its_connection_and_its_cache_writer()
         sandbox(),
     )
     .await;
-    let mut stuck = TcpStream::connect(w.addr).await.unwrap();
-    stuck
-        .write_all(b"GET /files/packages/huge.whl HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let mut stuck = sent(
+        w.addr,
+        b"GET /files/packages/huge.whl HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .await;
     // It reads nothing; once the proxy gives up on it, the URL can be cached by another client.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -1196,26 +1188,20 @@ async fn a_client_that_stops_reading_loses_its_connection_and_its_cache_writer()
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // And its connection was closed (what it reads now ends).
-    let mut sink = vec![0u8; 1 << 20];
-    let drained = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Ok(n) = stuck.read(&mut sink).await {
-            if n == 0 {
-                break;
-            }
-        }
-    })
-    .await;
-    assert!(drained.is_ok(), "the stalled connection is still open");
+    assert!(
+        closed_within(&mut stuck, Duration::from_secs(60)).await,
+        "the stalled connection is still open"
+    );
 }
 
 #[tokio::test]
 async fn dropping_the_serve_handle_mid_download_stops_it_and_leaves_no_file() {
     let mut w = world().await;
-    let mut client = TcpStream::connect(w.addr).await.unwrap();
-    client
-        .write_all(b"GET /files/packages/huge.whl HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let mut client = sent(
+        w.addr,
+        b"GET /files/packages/huge.whl HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .await;
     let mut buf = vec![0u8; 64 * 1024];
     let n = client.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
@@ -1236,15 +1222,10 @@ async fn dropping_the_serve_handle_mid_download_stops_it_and_leaves_no_file() {
     // The sandbox is killed: its listener's tasks go, and the download with them.
     w.serve.take();
     until("the temporary file removed", || files("tmp-") == 0).await;
-    let ended = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Ok(n) = client.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-        }
-    })
-    .await;
-    assert!(ended.is_ok(), "the connection outlived the serve handle");
+    assert!(
+        closed_within(&mut client, Duration::from_secs(60)).await,
+        "the connection outlived the serve handle"
+    );
     assert_eq!(w.proxy.stats().cache_entries, 0);
 }
 
@@ -1252,22 +1233,13 @@ async fn dropping_the_serve_handle_mid_download_stops_it_and_leaves_no_file() {
 async fn a_slow_or_idle_client_is_closed_at_the_header_deadline() {
     let w = world().await;
     let started = Instant::now();
-    let mut slow = TcpStream::connect(w.addr).await.unwrap();
-    slow.write_all(b"GET /pypi/simple/demo/ HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .unwrap();
+    let mut slow = sent(w.addr, b"GET /pypi/simple/demo/ HTTP/1.1\r\nHost: x\r\n").await;
     let mut idle = TcpStream::connect(w.addr).await.unwrap();
-    let mut buf = vec![0u8; 1 << 16];
     for (name, conn) in [("slow", &mut slow), ("idle", &mut idle)] {
-        let closed = tokio::time::timeout(Duration::from_secs(120), async {
-            while let Ok(n) = conn.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        })
-        .await;
-        assert!(closed.is_ok(), "the {name} connection is still open");
+        assert!(
+            closed_within(conn, Duration::from_secs(120)).await,
+            "the {name} connection is still open"
+        );
     }
     assert!(started.elapsed() >= HEADER_READ_TIMEOUT);
 }
@@ -1282,13 +1254,8 @@ async fn a_body_ended_only_by_the_connection_closing_is_served_but_not_cached() 
         loop {
             let (mut c, _) = listener.accept().await.unwrap();
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut head = Vec::new();
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match c.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+                if !read_head(&mut c).await {
+                    return;
                 }
                 let _ = c
                     .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\nconnection: close\r\n\r\nthe first half of a wheel")
@@ -1314,11 +1281,11 @@ async fn a_body_ended_only_by_the_connection_closing_is_served_but_not_cached() 
 async fn downloads_in_flight_count_against_the_cache_bound() {
     const MIB: usize = 1 << 20;
     let w = world_with(|c| c.cache_max_bytes = 4 * MIB as u64, sandbox()).await;
-    let mut client = TcpStream::connect(w.addr).await.unwrap();
-    client
-        .write_all(b"GET /files/packages/huge-nolen.tar.gz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let mut client = sent(
+        w.addr,
+        b"GET /files/packages/huge-nolen.tar.gz HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .await;
     // The client takes 16 MiB, then keeps the rest waiting (well within its stall deadline).
     let mut buf = vec![0u8; 1 << 16];
     let mut got = 0;
@@ -1386,20 +1353,11 @@ async fn dropping_the_serve_handle_while_upstream_has_not_answered_closes_the_up
     let (closed_tx, closed) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         let (mut c, _) = listener.accept().await.unwrap();
-        let mut buf = vec![0u8; 8192];
-        let mut head = Vec::new();
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match c.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
+        if !read_head(&mut c).await {
+            return;
         }
         let _ = asked_tx.send(());
-        while let Ok(n) = c.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-        }
+        read_to_close(&mut c).await;
         let _ = closed_tx.send(());
     });
     let mut w = world_with(

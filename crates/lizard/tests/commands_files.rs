@@ -126,6 +126,42 @@ async fn run(s: &Server, id: &str, body: Value) -> Value {
     r.body
 }
 
+/// Start `body` as a background command in the sandbox at `base`: its pid.
+async fn background(s: &Server, base: &str, body: Value) -> u64 {
+    let r = s.post(&format!("{base}/commands"), body).await;
+    r.expect_status(201).body["pid"].as_u64().unwrap()
+}
+
+/// Send `signal` to process `pid` of the sandbox at `base`: the answer's status.
+async fn signal(s: &Server, base: &str, pid: u64, signal: &str) -> u16 {
+    let path = format!("{base}/commands/{pid}/signal");
+    s.post(&path, json!({ "signal": signal })).await.status
+}
+
+/// The pids of the processes the sandbox at `base` lists.
+async fn listed(s: &Server, base: &str) -> Vec<u64> {
+    let l = s.admin("GET", &format!("{base}/commands"), None).await;
+    let all = l.body.as_array().unwrap_or_else(|| panic!("{}", l.text));
+    all.iter().filter_map(|p| p["pid"].as_u64()).collect()
+}
+
+/// The `key` of every entry of the JSON list `r` answered.
+fn each<'a>(r: &'a Resp, key: &str) -> Vec<&'a str> {
+    let all = r.body.as_array().unwrap_or_else(|| panic!("{}", r.text));
+    all.iter().map(|e| e[key].as_str().unwrap()).collect()
+}
+
+/// Whether the terminal output `raw` has the line `want` yet; fails the test once `deadline` is
+/// past without it.
+fn has_line(raw: &[u8], want: &str, deadline: Instant) -> bool {
+    let lines = terminal_lines(raw);
+    if lines.iter().any(|l| l == want) {
+        return true;
+    }
+    assert!(Instant::now() < deadline, "no line {want:?} in {lines:?}");
+    false
+}
+
 fn text_of(events: &[Value], kind: &str) -> String {
     events
         .iter()
@@ -167,10 +203,7 @@ async fn commands_through_the_server() {
             json!({"cmd": "id", "user": "nobody"}),
         )
         .await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (400, Some("invalid_request"))
-    );
+    r.expect_error(400, "invalid_request");
 
     // Streaming passes through live.
     let mut st = stream_post(
@@ -202,21 +235,16 @@ async fn commands_through_the_server() {
     assert_eq!(r["stdout"], "ok\u{FFFD}\u{FFFD}\n");
 
     // stdin.
-    let r = s
-        .post(
-            &format!("{base}/commands"),
-            json!({"cmd": "tr a-z A-Z", "stdin": true, "background": true}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    let pid = r.body["pid"].as_u64().unwrap();
-    let w = s
-        .post(
-            &format!("{base}/commands/{pid}/stdin"),
-            json!({"data": "hello\n"}),
-        )
-        .await;
-    assert_eq!(w.status, 204, "{}", w.text);
+    let pid = background(
+        &s,
+        &base,
+        json!({"cmd": "tr a-z A-Z", "stdin": true, "background": true}),
+    )
+    .await;
+    let stdin = format!("{base}/commands/{pid}/stdin");
+    s.post(&stdin, json!({"data": "hello\n"}))
+        .await
+        .expect_status(204);
     s.admin("POST", &format!("{base}/commands/{pid}/stdin/close"), None)
         .await;
     let r = s
@@ -230,23 +258,14 @@ async fn commands_through_the_server() {
     );
 
     // Background, list, reconnect, kill.
-    let r = s
-        .post(
-            &format!("{base}/commands"),
-            json!({"cmd": "echo started; sleep 300", "background": true}),
-        )
-        .await;
-    let pid = r.body["pid"].as_u64().unwrap();
-    let l = s.admin("GET", &format!("{base}/commands"), None).await;
-    assert!(
-        l.body
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["pid"].as_u64() == Some(pid)),
-        "{}",
-        l.text
-    );
+    let pid = background(
+        &s,
+        &base,
+        json!({"cmd": "echo started; sleep 300", "background": true}),
+    )
+    .await;
+    let pids = listed(&s, &base).await;
+    assert!(pids.contains(&pid), "{pids:?}");
     let mut c = connect(&s, &id, pid).await;
     assert_eq!(c.next().await.unwrap()["type"], "start");
     assert_eq!(
@@ -254,32 +273,19 @@ async fn commands_through_the_server() {
         "started\n",
         "replayed on reconnect"
     );
-    let k = s
-        .post(
-            &format!("{base}/commands/{pid}/signal"),
-            json!({"signal": "SIGKILL"}),
-        )
-        .await;
-    assert_eq!(k.status, 204, "{}", k.text);
+    assert_eq!(signal(&s, &base, pid, "SIGKILL").await, 204);
     let end = c.rest().await.pop().unwrap();
     assert_eq!(
         (end["type"].as_str(), end["signal"].as_str()),
         (Some("end"), Some("SIGKILL"))
     );
-    let k = s
-        .post(
-            &format!("{base}/commands/{pid}/signal"),
-            json!({"signal": "SIGKILL"}),
-        )
-        .await;
-    assert_eq!(k.status, 404, "an exited process is gone for kill");
-    let l = s.admin("GET", &format!("{base}/commands"), None).await;
-    assert!(l
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|p| p["pid"].as_u64() != Some(pid)));
+    assert_eq!(
+        signal(&s, &base, pid, "SIGKILL").await,
+        404,
+        "an exited process is gone for kill"
+    );
+    let pids = listed(&s, &base).await;
+    assert!(!pids.contains(&pid), "{pids:?}");
 
     // A client that disconnects does not stop the command; a later reconnect gets its end.
     let mut st = stream_post(
@@ -309,10 +315,7 @@ async fn commands_through_the_server() {
     let r = s
         .admin("GET", &format!("{base}/commands/999999"), None)
         .await;
-    assert_eq!(
-        (r.status, r.body["code"].as_str()),
-        (404, Some("not_found"))
-    );
+    r.expect_error(404, "not_found");
     s.kill_all().await;
     let r = s.admin("GET", &format!("{base}/commands"), None).await;
     assert_eq!(r.status, 404, "a killed sandbox has no commands");
@@ -355,12 +358,7 @@ async fn terminal_through_the_server() {
     }
     async fn read_until(out: &mut Lines, raw: &mut Vec<u8>, want: &str) {
         let deadline = Instant::now() + T;
-        while !terminal_lines(raw).iter().any(|l| l == want) {
-            assert!(
-                Instant::now() < deadline,
-                "no line {want:?} in {:?}",
-                terminal_lines(raw)
-            );
+        while !has_line(raw, want, deadline) {
             let e = out.next().await.expect("terminal ended");
             raw.extend(b64(e["data_b64"].as_str().unwrap()));
         }
@@ -438,12 +436,7 @@ async fn terminal_over_a_websocket() {
         want: &str,
     ) {
         let deadline = Instant::now() + T;
-        while !terminal_lines(raw).iter().any(|l| l == want) {
-            assert!(
-                Instant::now() < deadline,
-                "no line {want:?} in {:?}",
-                terminal_lines(raw)
-            );
+        while !has_line(raw, want, deadline) {
             match ws.next().await.expect("terminal ended").unwrap() {
                 Message::Binary(b) => raw.extend_from_slice(&b),
                 Message::Text(t) => control.push(serde_json::from_str(t.as_str()).unwrap()),
@@ -582,14 +575,11 @@ async fn files_through_the_server() {
         "{}",
         r.text
     );
-    let r = s
-        .post(&format!("{base}/files/mkdir"), json!({"path": "docs/sub"}))
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    let r = s
-        .post(&format!("{base}/files/mkdir"), json!({"path": "docs/sub"}))
-        .await;
-    assert_eq!((r.status, r.body["code"].as_str()), (409, Some("conflict")));
+    let mkdir = format!("{base}/files/mkdir");
+    let sub = json!({"path": "docs/sub"});
+    s.post(&mkdir, sub.clone()).await.expect_status(201);
+    let r = s.post(&mkdir, sub).await;
+    r.expect_error(409, "conflict");
     let r = s
         .post(
             &format!("{base}/files/rename"),
@@ -600,15 +590,8 @@ async fn files_through_the_server() {
     let r = s
         .admin("GET", &format!("{base}/files/list?path=docs&depth=2"), None)
         .await;
-    let paths: Vec<&str> = r
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        paths,
+        each(&r, "path"),
         [
             "/home/user/docs/readme.txt",
             "/home/user/docs/sub",
@@ -682,13 +665,7 @@ async fn files_through_the_server() {
             None,
         )
         .await;
-    let names: Vec<&str> = r
-        .body
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names = each(&r, "name");
     assert!(
         names.contains(&"home") && !names.contains(&"work"),
         "{names:?}"
@@ -697,15 +674,11 @@ async fn files_through_the_server() {
         let r = s
             .admin("GET", &format!("{base}/files?path={bad}"), None)
             .await;
-        assert_eq!(
-            (r.status, r.body["code"].as_str()),
-            (400, Some("invalid_request"))
-        );
+        r.expect_error(400, "invalid_request");
     }
 
     // Watch: create, write, chmod, rename, remove.
-    s.post(&format!("{base}/files/mkdir"), json!({"path": "watched"}))
-        .await;
+    s.post(&mkdir, json!({"path": "watched"})).await;
     let mut w = Lines::new(
         send(
             &s,

@@ -8,39 +8,56 @@ use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// A sandbox of the test's server: what the helpers below work on, so that a call names only
-/// the context.
-#[derive(Clone, Copy)]
-struct Sb<'a> {
-    s: &'a Server,
-    id: &'a str,
+/// A server of the test's with one sandbox: what the helpers below work on, so that a call names
+/// only the context.
+struct Sb {
+    s: Server,
+    id: String,
 }
 
-impl Sb<'_> {
-    async fn context(self, language: &str) -> String {
-        context(self.s, self.id, language).await
+/// How long a cell that must time out may run.
+const TIMEOUT_MS: u64 = 1500;
+
+impl Sb {
+    /// A server with default flags and a sandbox.
+    async fn start() -> Sb {
+        let (s, id) = Server::with_sandbox().await;
+        Sb { s, id }
     }
 
-    async fn fork_with(self, ctx: &str, body: Value) -> Resp {
-        let id = self.id;
-        self.s
-            .post(&format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"), body)
-            .await
+    /// A server started with `flags` and a sandbox.
+    async fn with_flags(flags: &str) -> Sb {
+        let s = Server::with_flags(flags);
+        let id = s.create(&s.admin_key.clone(), json!({})).await;
+        Sb { s, id }
     }
 
-    async fn fork(self, ctx: &str) -> Resp {
-        let id = self.id;
-        self.s
-            .admin(
-                "POST",
-                &format!("/v1/sandboxes/{id}/contexts/{ctx}/fork"),
-                None,
-            )
-            .await
+    /// The sandbox's path `rest` (`contexts/{ctx}`, …).
+    fn path(&self, rest: &str) -> String {
+        format!("/v1/sandboxes/{}/{rest}", self.id)
+    }
+
+    async fn context(&self, language: &str) -> String {
+        context(&self.s, &self.id, language).await
+    }
+
+    /// A new context made with `body` (`language`, `limits`); its id.
+    async fn context_with(&self, body: Value) -> String {
+        context_with(&self.s, &self.id, body).await
+    }
+
+    async fn fork_with(&self, ctx: &str, body: Value) -> Resp {
+        let path = self.path(&format!("contexts/{ctx}/fork"));
+        self.s.post(&path, body).await
+    }
+
+    async fn fork(&self, ctx: &str) -> Resp {
+        let path = self.path(&format!("contexts/{ctx}/fork"));
+        self.s.admin("POST", &path, None).await
     }
 
     /// Fork `ctx`, expecting success; returns the answer.
-    async fn forked(self, ctx: &str) -> Value {
+    async fn forked(&self, ctx: &str) -> Value {
         let r = self.fork(ctx).await;
         assert_eq!(r.status, 201, "{}", r.text);
         assert_eq!(r.body["forked_from"], ctx, "{}", r.text);
@@ -48,40 +65,96 @@ impl Sb<'_> {
         r.body
     }
 
-    async fn run(self, ctx: &str, code: &str) -> Value {
+    /// Fork `ctx` live (`exact: false`), expecting success; returns the answer.
+    async fn forked_live(&self, ctx: &str) -> Value {
+        let r = self.fork_with(ctx, json!({"exact": false})).await;
+        r.expect_status(201).body
+    }
+
+    /// Fork `ctx` by default, expecting an exact fork (a checkpoint); returns the answer.
+    async fn forked_exactly(&self, ctx: &str) -> Value {
+        let f = self.fork(ctx).await.expect_status(201);
+        assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
+        f.body
+    }
+
+    async fn run(&self, ctx: &str, code: &str) -> Value {
         self.s
-            .run(self.id, json!({ "code": code, "context": ctx }))
+            .run(&self.id, json!({ "code": code, "context": ctx }))
             .await
     }
 
     /// Run and return stdout, asserting the run succeeded.
-    async fn out(self, ctx: &str, code: &str) -> String {
+    async fn out(&self, ctx: &str, code: &str) -> String {
         let ex = self.run(ctx, code).await;
         assert_eq!(ex["status"], "ok", "{code}: {ex}");
         stdout(&ex)
     }
 
-    async fn get_context(self, ctx: &str) -> Value {
-        let id = self.id;
-        let r = self
-            .s
-            .admin("GET", &format!("/v1/sandboxes/{id}/contexts/{ctx}"), None)
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        r.body
+    /// Run `code`, which prints a number: the number.
+    async fn number(&self, ctx: &str, code: &str) -> u64 {
+        let out = self.out(ctx, code).await;
+        out.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{code}: {out:?}: {e}"))
     }
 
-    async fn context_count(self) -> usize {
-        let id = self.id;
-        let r = self
+    /// Run `code` with a timeout of [`TIMEOUT_MS`], which it must reach.
+    async fn times_out(&self, ctx: &str, code: &str) {
+        let body = json!({"code": code, "context": ctx, "timeout_ms": TIMEOUT_MS});
+        let ex = self.s.run(&self.id, body).await;
+        assert_eq!(ex["status"], "timeout", "{ex}");
+    }
+
+    /// Start `code` in `ctx` in the background and wait until the context is busy with it; the
+    /// answer once the run ends.
+    async fn busy_with(&self, ctx: &str, code: &str) -> tokio::task::JoinHandle<Resp> {
+        let long = self
             .s
-            .admin("GET", &format!("/v1/sandboxes/{id}/contexts"), None)
-            .await;
+            .run_in_background(&self.id, json!({"code": code, "context": ctx}));
+        assert!(
+            eventually(Duration::from_secs(30), || async {
+                self.get_context(ctx).await["state"] == "busy"
+            })
+            .await,
+            "{ctx} never got busy with {code}"
+        );
+        long
+    }
+
+    /// `POST …/contexts/{ctx}/{action}` (`interrupt`, `restart`): the answer.
+    async fn act(&self, ctx: &str, action: &str) -> Resp {
+        let path = self.path(&format!("contexts/{ctx}/{action}"));
+        self.s.admin("POST", &path, None).await
+    }
+
+    /// Delete context `ctx`, which must succeed.
+    async fn delete(&self, ctx: &str) {
+        let path = self.path(&format!("contexts/{ctx}"));
+        self.s.admin("DELETE", &path, None).await.expect_status(204);
+    }
+
+    async fn get_context(&self, ctx: &str) -> Value {
+        let path = self.path(&format!("contexts/{ctx}"));
+        self.s
+            .admin("GET", &path, None)
+            .await
+            .expect_status(200)
+            .body
+    }
+
+    /// The sandbox's contexts (`GET …/contexts`).
+    async fn contexts(&self) -> Resp {
+        self.s.admin("GET", &self.path("contexts"), None).await
+    }
+
+    async fn context_count(&self) -> usize {
+        let r = self.contexts().await;
         r.body.as_array().map(|a| a.len()).unwrap_or(0)
     }
 
     /// Wait until `code`'s output (a number) in `ctx` is above `above`; returns it.
-    async fn grows(self, ctx: &str, code: &str, above: u64) -> u64 {
+    async fn grows(&self, ctx: &str, code: &str, above: u64) -> u64 {
         let mut last = 0;
         for _ in 0..200 {
             last = self.out(ctx, code).await.trim().parse().unwrap_or(0);
@@ -103,8 +176,7 @@ fn id_of(v: &Value) -> String {
 #[tokio::test]
 async fn a_python_fork_has_the_sources_state_and_then_diverges() {
     lizard_test_support::needs_root!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
+    let sb = Sb::start().await;
     let a = sb.context("python").await;
     sb.out(&a, "import math\nx = 41\ndef f(): return x + 1")
         .await;
@@ -161,8 +233,7 @@ async fn a_python_fork_has_the_sources_state_and_then_diverges() {
 #[tokio::test]
 async fn a_javascript_fork_keeps_closures_and_timers() {
     lizard_test_support::needs_root!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
+    let sb = Sb::start().await;
     let a = sb.context("javascript").await;
     sb.out(
                 &a,
@@ -180,30 +251,13 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
     );
     assert_eq!(sb.out(&a, "console.log(counter())").await, "3\n");
     // The fork's own process group gets the interrupt; its state stays.
-    let ex = s
-        .run(
-            &id,
-            json!({"code": "while (true) {}", "context": b, "timeout_ms": 1500}),
-        )
-        .await;
-    assert_eq!(ex["status"], "timeout", "{ex}");
+    sb.times_out(&b, "while (true) {}").await;
     assert_eq!(sb.out(&b, "console.log(counter())").await, "5\n");
     // The interval runs in the fork's own loop.
-    let t0: u64 = sb
-        .out(&b, "console.log(ticks)")
-        .await
-        .trim()
-        .parse()
-        .unwrap();
+    let t0 = sb.number(&b, "console.log(ticks)").await;
     assert!(
         eventually(Duration::from_secs(20), || async {
-            let t: u64 = sb
-                .out(&b, "console.log(ticks)")
-                .await
-                .trim()
-                .parse()
-                .unwrap();
-            t > t0
+            sb.number(&b, "console.log(ticks)").await > t0
         })
         .await,
         "the fork's timer never fired"
@@ -221,9 +275,7 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
     .await;
     // Asked for a live fork: the exact one (the default) would carry them (see
     // `an_exact_fork_carries_threads_servers_and_commands`).
-    let c = sb.fork_with(&a, json!({"exact": false})).await;
-    assert_eq!(c.status, 201, "{}", c.text);
-    let c = c.body;
+    let c = sb.forked_live(&a).await;
     let lost = c["lost"].to_string();
     assert!(lost.contains("listening socket"), "{c}");
     assert!(lost.contains("child process"), "{c}");
@@ -235,8 +287,7 @@ async fn a_javascript_fork_keeps_closures_and_timers() {
 #[tokio::test]
 async fn a_bash_fork_keeps_variables_functions_and_aliases() {
     lizard_test_support::needs_root!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
+    let sb = Sb::start().await;
     let a = sb.context("bash").await;
     sb.out(
         &a,
@@ -266,13 +317,7 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
     let ex = sb.run(&b, "false").await;
     assert_eq!(ex["status"], "error", "{ex}");
     // Interrupted by its own process group's SIGINT, the fork's loop survives with its state.
-    let ex = s
-        .run(
-            &id,
-            json!({"code": "sleep 30", "context": b, "timeout_ms": 1500}),
-        )
-        .await;
-    assert_eq!(ex["status"], "timeout", "{ex}");
+    sb.times_out(&b, "sleep 30").await;
     assert_eq!(sb.out(&b, "f").await, "f:2\n");
     let c = id_of(&sb.forked(&b).await);
     assert_eq!(sb.out(&c, "f; hi").await, "f:2\nhi\n");
@@ -296,43 +341,26 @@ async fn a_bash_fork_keeps_variables_functions_and_aliases() {
 #[tokio::test]
 async fn fork_refusals_and_losses_are_said() {
     lizard_test_support::needs_root!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
+    let sb = Sb::start().await;
     let r = sb.fork("0123456789abcdef0123456789abcdef").await;
     assert_eq!(r.status, 404, "{}", r.text);
     assert_eq!(r.body["code"], "not_found", "{}", r.text);
     let a = sb.context("python").await;
-    let r = s
-        .post(
-            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
-            json!({"bogus": 1}),
-        )
-        .await;
+    let r = sb.fork_with(&a, json!({"bogus": 1})).await;
     assert_eq!(r.status, 400, "{}", r.text);
 
     // Busy: a cell runs (started in the background), the fork is refused and the cell goes on.
-    let long = s.run_in_background(
-        &id,
-        json!({"code": "import time\nfor i in range(600): time.sleep(0.05)\nprint('finished')", "context": a}),
-    );
-    assert!(
-        eventually(Duration::from_secs(30), || async {
-            sb.get_context(&a).await["state"] == "busy"
-        })
-        .await
-    );
+    let long = sb
+        .busy_with(
+            &a,
+            "import time\nfor i in range(600): time.sleep(0.05)\nprint('finished')",
+        )
+        .await;
     let r = sb.fork(&a).await;
     assert_eq!(r.status, 409, "{}", r.text);
     assert_eq!(r.body["code"], "conflict", "{}", r.text);
     assert!(r.text.contains("between cells"), "{}", r.text);
-    let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/contexts/{a}/interrupt"),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, 204, "{}", r.text);
+    sb.act(&a, "interrupt").await.expect_status(204);
     let done = long.await.unwrap();
     assert_eq!(done.body["status"], "interrupted", "{}", done.text);
 
@@ -349,14 +377,7 @@ async fn fork_refusals_and_losses_are_said() {
     )
     .await;
     // Asked for a live fork (`exact: false`; by default the server would checkpoint instead).
-    let r = s
-        .post(
-            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
-            json!({"exact": false}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    let b = r.body;
+    let b = sb.forked_live(&a).await;
     assert_eq!(b["method"], "live", "{b}");
     let lost = b["lost"].to_string();
     assert!(lost.contains("thread sleeper"), "{b}");
@@ -378,30 +399,20 @@ async fn fork_refusals_and_losses_are_said() {
 #[tokio::test]
 async fn a_fork_lives_on_its_own() {
     lizard_test_support::needs_root!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
+    let sb = Sb::start().await;
     let a = sb.context("python").await;
     sb.out(&a, "x = 1").await;
     let b = id_of(&sb.forked(&a).await);
     let c = id_of(&sb.forked(&a).await);
 
     // Interrupt the fork's cell: its state stays, the source is untouched.
-    let ex = s
-        .run(&id, json!({"code": "import time\nwhile True: time.sleep(0.01)", "context": b, "timeout_ms": 1500}))
+    sb.times_out(&b, "import time\nwhile True: time.sleep(0.01)")
         .await;
-    assert_eq!(ex["status"], "timeout", "{ex}");
     assert_eq!(sb.out(&b, "print(x)").await, "1\n");
     assert_eq!(sb.out(&a, "print(x)").await, "1\n");
 
     // Restart the fork: its state goes, the source's and the sibling's stay.
-    let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/contexts/{b}/restart"),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    sb.act(&b, "restart").await.expect_status(200);
     let ex = sb.run(&b, "x").await;
     assert_eq!(ex["error"]["name"], "NameError", "{ex}");
     assert_eq!(sb.out(&c, "print(x)").await, "1\n");
@@ -418,10 +429,7 @@ async fn a_fork_lives_on_its_own() {
 
     // Delete the source: the fork lives, and the uid it shares is not given to a new context.
     let uid = sb.out(&c, "import os; print(os.getuid())").await;
-    let r = s
-        .admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{a}"), None)
-        .await;
-    assert_eq!(r.status, 204, "{}", r.text);
+    sb.delete(&a).await;
     assert_eq!(sb.out(&c, "print(x)").await, "1\n");
     for _ in 0..3 {
         let n = sb.context("python").await;
@@ -429,10 +437,7 @@ async fn a_fork_lives_on_its_own() {
         assert_ne!(other, uid, "a new context got the uid a fork still runs as");
     }
     // Delete a fork: the other lives.
-    let r = s
-        .admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{b}"), None)
-        .await;
-    assert_eq!(r.status, 204, "{}", r.text);
+    sb.delete(&b).await;
     assert_eq!(sb.out(&c, "print(x)").await, "1\n");
     let info = sb.get_context(&c).await;
     assert_eq!(info["state"], "idle", "{info}");
@@ -444,8 +449,7 @@ async fn a_fork_lives_on_its_own() {
 #[tokio::test]
 async fn a_fork_cannot_reach_an_unrelated_context() {
     lizard_test_support::needs_root!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
+    let sb = Sb::start().await;
     let a = sb.context("python").await;
     let u = sb.context("python").await;
     sb.out(
@@ -526,8 +530,7 @@ R["_fork_op"] = _lie"#
 #[tokio::test]
 async fn a_fork_that_leaves_a_thread_in_its_sources_cgroup_is_refused() {
     lizard_test_support::needs_root!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
+    let sb = Sb::start().await;
     let a = sb.context("python").await;
     let marker = "lizard-left-behind";
     let split = format!(
@@ -546,9 +549,7 @@ x = 7"#
     assert!(r.text.contains("did not join its cgroup"), "{}", r.text);
     // No context was made of it: there is the source and at most the sandbox's default one
     // (prestarted meanwhile, so no count before and after).
-    let all = s
-        .admin("GET", &format!("/v1/sandboxes/{id}/contexts"), None)
-        .await;
+    let all = sb.contexts().await;
     assert!(
         all.body
             .as_array()
@@ -580,15 +581,17 @@ print(x, mine)"#;
 #[ignore]
 async fn fork_latency() {
     lizard_test_support::needs_root!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
-    for lang in ["python", "javascript", "bash"] {
+    let sb = Sb::start().await;
+    for (lang, code, one) in [
+        ("python", "import json\nx = list(range(100000))", "print(1)"),
+        (
+            "javascript",
+            "globalThis.x = Array.from({length: 100000}, (_, i) => i);",
+            "console.log(1)",
+        ),
+        ("bash", "x=1", "echo 1"),
+    ] {
         let a = sb.context(lang).await;
-        let code = match lang {
-            "python" => "import json\nx = list(range(100000))",
-            "javascript" => "globalThis.x = Array.from({length: 100000}, (_, i) => i);",
-            _ => "x=1",
-        };
         sb.out(&a, code).await;
         // Back to back, and each fork after 100 ms without any (a cgroup move's cost, for one,
         // depends on how recently the last one happened).
@@ -602,35 +605,19 @@ async fn fork_latency() {
             let t = std::time::Instant::now();
             let b = id_of(&sb.forked(&a).await);
             let f = t.elapsed();
-            let one = if lang == "bash" {
-                "echo 1"
-            } else if lang == "python" {
-                "print(1)"
-            } else {
-                "console.log(1)"
-            };
             assert_eq!(sb.out(&b, one).await, "1\n");
             total_ms[idle].push(t.elapsed().as_secs_f64() * 1000.0);
             fork_ms[idle].push(f.as_secs_f64() * 1000.0);
-            s.admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{b}"), None)
-                .await;
+            sb.delete(&b).await;
         }
         // The same machine, the same moment: a create → first result of the language.
         let mut create_ms = Vec::new();
         for _ in 0..15 {
-            let one = if lang == "bash" {
-                "echo 1"
-            } else if lang == "python" {
-                "print(1)"
-            } else {
-                "console.log(1)"
-            };
             let t = std::time::Instant::now();
             let b = sb.context(lang).await;
             assert_eq!(sb.out(&b, one).await, "1\n");
             create_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-            s.admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{b}"), None)
-                .await;
+            sb.delete(&b).await;
         }
         let med = |v: &mut Vec<f64>| {
             v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -654,34 +641,22 @@ async fn fork_latency() {
 #[tokio::test]
 async fn a_fork_has_its_own_cgroup_and_limits() {
     lizard_test_support::needs_root!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
-    let r = s
-        .post(
-            &format!("/v1/sandboxes/{id}/contexts"),
-            json!({"language": "python", "limits": {"memory_mb": 512}}),
-        )
+    let sb = Sb::start().await;
+    let a = sb
+        .context_with(json!({"language": "python", "limits": {"memory_mb": 512}}))
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    let a = id_of(&r.body);
     sb.out(&a, "x = 1").await;
     let b = sb.forked(&a).await;
     assert_eq!(b["limits"]["memory_mb"], 512, "the source's limits: {b}");
     let b = id_of(&b);
-    let r = s
-        .post(
-            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
-            json!({"limits": {"memory_mb": 128}}),
-        )
+    let r = sb
+        .fork_with(&a, json!({"limits": {"memory_mb": 128}}))
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     assert_eq!(r.body["limits"]["memory_mb"], 128, "{}", r.text);
     let c = id_of(&r.body);
-    let r = s
-        .post(
-            &format!("/v1/sandboxes/{id}/contexts/{a}/fork"),
-            json!({"limits": {"memory_mb": 1 << 30}}),
-        )
+    let r = sb
+        .fork_with(&a, json!({"limits": {"memory_mb": 1 << 30}}))
         .await;
     assert_eq!(r.status, 400, "limits above the sandbox's: {}", r.text);
 
@@ -712,8 +687,7 @@ async fn a_fork_has_its_own_cgroup_and_limits() {
 #[tokio::test]
 async fn an_exact_fork_carries_threads_servers_and_commands() {
     lizard_test_support::needs_root_and_criu!();
-    let (s, id) = Server::with_sandbox().await;
-    let sb = Sb { s: &s, id: &id };
+    let sb = Sb::start().await;
 
     // Python.
     let py = sb.context("python").await;
@@ -731,12 +705,10 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
          x = 'source'",
     )
     .await;
-    let f = sb.fork(&py).await;
-    assert_eq!(f.status, 201, "{}", f.text);
-    assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
-    assert_eq!(f.body["lost"], json!([]), "{}", f.text);
-    let fp = id_of(&f.body);
-    let n0: u64 = sb.out(&fp, "print(n)").await.trim().parse().unwrap();
+    let f = sb.forked_exactly(&py).await;
+    assert_eq!(f["lost"], json!([]), "{f}");
+    let fp = id_of(&f);
+    let n0 = sb.number(&fp, "print(n)").await;
     sb.grows(&fp, "print(n)", n0).await;
     let answer = sb.out(
                 &fp,
@@ -759,21 +731,8 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
         "True\n"
     );
     // Interrupting the fork's cell keeps its state.
-    let long = s.run_in_background(&id, json!({"code": "time.sleep(120)", "context": fp}));
-    assert!(
-        eventually(Duration::from_secs(30), || async {
-            sb.get_context(&fp).await["state"] == "busy"
-        })
-        .await
-    );
-    let r = s
-        .admin(
-            "POST",
-            &format!("/v1/sandboxes/{id}/contexts/{fp}/interrupt"),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, 204, "{}", r.text);
+    let long = sb.busy_with(&fp, "time.sleep(120)").await;
+    sb.act(&fp, "interrupt").await.expect_status(204);
     assert_eq!(long.await.unwrap().body["status"], "interrupted");
     assert_eq!(sb.out(&fp, "print(x)").await, "fork\n");
 
@@ -793,16 +752,8 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
         )
         .await;
     assert_eq!(ex["status"], "ok", "{ex}");
-    let f = sb.fork(&js).await;
-    assert_eq!(f.status, 201, "{}", f.text);
-    assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
-    let fj = id_of(&f.body);
-    let t0: u64 = sb
-        .out(&fj, "console.log(globalThis.ticks)")
-        .await
-        .trim()
-        .parse()
-        .unwrap();
+    let fj = id_of(&sb.forked_exactly(&js).await);
+    let t0 = sb.number(&fj, "console.log(globalThis.ticks)").await;
     sb.grows(&fj, "console.log(globalThis.ticks)", t0).await;
     let answer = sb.out(
                 &fj,
@@ -831,10 +782,7 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
         "V=source; (i=0; while :; do i=$((i+1)); echo $i > /tmp/forkbg; sleep 0.02; done) >/dev/null 2>&1 & JOB=$!",
     )
     .await;
-    let f = sb.fork(&sh).await;
-    assert_eq!(f.status, 201, "{}", f.text);
-    assert_eq!(f.body["method"], "checkpoint", "{}", f.text);
-    let fb = id_of(&f.body);
+    let fb = id_of(&sb.forked_exactly(&sh).await);
     assert_eq!(
         sb.out(&fb, "kill -0 $JOB && echo $V alive; V=fork").await,
         "source alive\n"
@@ -843,10 +791,7 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
     assert_eq!(sb.out(&fb, "echo $V").await, "fork\n");
 
     // Deleting a fork ends every process it had (its init with them); the source's go on.
-    let r = s
-        .admin("DELETE", &format!("/v1/sandboxes/{id}/contexts/{fp}"), None)
-        .await;
-    assert_eq!(r.status, 204, "{}", r.text);
+    sb.delete(&fp).await;
     let sleepers = "import os, time\n\
         def k():\n    \
             n = 0\n    \
@@ -869,9 +814,7 @@ async fn an_exact_fork_carries_threads_servers_and_commands() {
 #[tokio::test]
 async fn without_criu_a_fork_is_live_and_says_why() {
     lizard_test_support::needs_root!();
-    let s = Server::with_flags("--criu none");
-    let id = s.create(&s.admin_key.clone(), json!({})).await;
-    let sb = Sb { s: &s, id: &id };
+    let sb = Sb::with_flags("--criu none").await;
     let a = sb.context("python").await;
     sb.out(
                 &a,
@@ -891,11 +834,11 @@ async fn without_criu_a_fork_is_live_and_says_why() {
     );
     // The agent's host-only half of an exact fork is no client's to call.
     for path in [
-        format!("/v1/sandboxes/{id}/contexts/{a}/fork/prepare"),
-        format!("/v1/sandboxes/{id}/context-forks/{a}/prepare"),
-        format!("/v1/sandboxes/{id}/context-forks/{a}/adopt"),
+        sb.path(&format!("contexts/{a}/fork/prepare")),
+        sb.path(&format!("context-forks/{a}/prepare")),
+        sb.path(&format!("context-forks/{a}/adopt")),
     ] {
-        let r = s.post(&path, json!({})).await;
+        let r = sb.s.post(&path, json!({})).await;
         assert_eq!(r.status, 404, "{path}: {}", r.text);
     }
     let r = sb.fork_with(&a, json!({"exact": true})).await;

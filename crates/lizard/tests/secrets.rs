@@ -109,6 +109,49 @@ async fn fixture() -> Fixture {
     }
 }
 
+impl Fixture {
+    /// `POST /v1/projects/vault/secrets` with the project's key and `body`.
+    async fn post_secret(&self, body: Value) -> Resp {
+        self.s
+            .post_as(&self.key, "/v1/projects/vault/secrets", body)
+            .await
+    }
+
+    /// Set the secret `token` to `value`.
+    async fn set_secret(&self, value: &str) -> Resp {
+        self.post_secret(json!({"name": "token", "value": value}))
+            .await
+    }
+
+    /// Delete the secret `token` with the project's key, which must succeed.
+    async fn delete_secret(&self) {
+        let path = "/v1/projects/vault/secrets/token";
+        let r = self.s.req(Some(&self.key), "DELETE", path, None).await;
+        r.expect_status(204);
+    }
+
+    /// Create a sandbox with the project's key and `network`: the answer.
+    async fn create_with(&self, network: Value) -> Resp {
+        let body = json!({ "network": network });
+        self.s.post_as(&self.key, "/v1/sandboxes", body).await
+    }
+
+    /// `PATCH /v1/sandboxes/{id}/network` with the project's key.
+    async fn patch_network(&self, id: &str, network: Value) -> Resp {
+        let path = format!("/v1/sandboxes/{id}/network");
+        self.s
+            .req(Some(&self.key), "PATCH", &path, Some(network))
+            .await
+    }
+
+    /// GET `https://{host}:<the outside's port>{path}` from sandbox `id` (see [`get`]): what it
+    /// printed, trimmed.
+    async fn fetch(&self, id: &str, host: &str, path: &str) -> String {
+        let url = format!("https://{host}:{}{path}", self.outside.port);
+        stdout(&self.s.run(id, get(&url)).await).trim().to_string()
+    }
+}
+
 /// Python: GET `url` with `Authorization: Bearer fake` (the sandbox's own guess), verifying TLS
 /// with the sandbox's default trust; prints the status and body, or the error.
 fn get(url: &str) -> Value {
@@ -219,6 +262,23 @@ fn sandbox_holds(s: &Server, id: &str, needle: &[u8]) -> Vec<String> {
     found
 }
 
+/// Assert that nothing inside sandbox `id` holds the secret `value` (see [`sandbox_holds`]).
+#[track_caller]
+fn assert_not_inside(s: &Server, id: &str, value: &str) {
+    let holders = sandbox_holds(s, id, value.as_bytes());
+    assert!(holders.is_empty(), "the secret is inside {id}: {holders:?}");
+}
+
+/// Assert that `r` (the answer to `request`) is a 400 whose message says `says`, and that it
+/// does not hold `never`.
+#[track_caller]
+fn assert_refused(r: &Resp, request: &Value, says: &str, never: &str) {
+    assert_eq!(r.status, 400, "{request}: {}", r.text);
+    let message = r.body["message"].as_str().unwrap();
+    assert!(message.contains(says), "{request}: {}", r.text);
+    assert!(!r.text.contains(never), "{}", r.text);
+}
+
 /// The whole path: a secret set write-only (never in any answer), injected into the sandbox's
 /// HTTPS requests to its host (which sees it) but not to another name of the same address, a
 /// TLS connection the sandbox verifies with its own trust (the sandbox's CA), nothing of the
@@ -228,18 +288,7 @@ fn sandbox_holds(s: &Server, id: &str, needle: &[u8]) -> Vec<String> {
 async fn a_secret_reaches_its_host_and_nothing_inside_the_sandbox() {
     lizard_test_support::needs_root!();
     let f = fixture().await;
-    let set = |value: &str| {
-        let (s, key, value) = (&f.s, f.key.clone(), value.to_string());
-        async move {
-            s.post_as(
-                &key,
-                "/v1/projects/vault/secrets",
-                json!({"name": "token", "value": value}),
-            )
-            .await
-        }
-    };
-    let r = set(SECRET).await;
+    let r = f.set_secret(SECRET).await;
     assert_eq!(r.status, 201, "{}", r.text);
     assert!(!r.text.contains(SECRET), "{}", r.text);
     assert_eq!(r.body["name"], "token");
@@ -258,20 +307,15 @@ async fn a_secret_reaches_its_host_and_nothing_inside_the_sandbox() {
     let id =
         f.s.create(&f.key, json!({ "network": network.clone() }))
             .await;
-    let ex =
-        f.s.run(
-            &id,
-            get(&format!("https://api.secret.test:{port}/hello?x=1")),
-        )
-        .await;
-    assert_eq!(stdout(&ex).trim(), "200 seen /hello?x=1", "{ex}");
+    assert_eq!(
+        f.fetch(&id, "api.secret.test", "/hello?x=1").await,
+        "200 seen /hello?x=1"
+    );
     assert_eq!(seen(&f), vec![format!("Bearer {SECRET}")]);
     // Another name of the same address gets nothing: its TLS is the upstream's own, which the
     // sandbox does not trust (the test CA is the host's, not the sandbox's).
-    let ex =
-        f.s.run(&id, get(&format!("https://other.secret.test:{port}/x")))
-            .await;
-    assert!(stdout(&ex).starts_with("error"), "{ex}");
+    let got = f.fetch(&id, "other.secret.test", "/x").await;
+    assert!(got.starts_with("error"), "{got}");
     assert_eq!(seen(&f).len(), 1, "{:?}", seen(&f));
     // Nothing inside holds the value — where the sandbox's own header value is found (the search
     // does look at its memory).
@@ -281,8 +325,7 @@ async fn a_secret_reaches_its_host_and_nothing_inside_the_sandbox() {
             .any(|w| w.starts_with("memory")),
         "the search does not see the kernel's memory"
     );
-    let holders = sandbox_holds(&f.s, &id, SECRET.as_bytes());
-    assert!(holders.is_empty(), "the secret is inside: {holders:?}");
+    assert_not_inside(&f.s, &id, SECRET);
     // Audited by name, never by value, with the execution it happened in (the key that ran it);
     // uses are written off the relay's path, within about a second.
     let uses = secret_uses(&f, 1).await;
@@ -332,44 +375,24 @@ print(n)
     }
     assert_eq!(counted, 60, "every request of the burst is counted");
     // A rotated value applies from the next rule change (here the same rules again).
-    let r = set(ROTATED).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let r =
-        f.s.req(
-            Some(&f.key),
-            "PATCH",
-            &format!("/v1/sandboxes/{id}/network"),
-            Some(network),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let ex =
-        f.s.run(&id, get(&format!("https://api.secret.test:{port}/again")))
-            .await;
-    assert_eq!(stdout(&ex).trim(), "200 seen /again", "{ex}");
-    assert_eq!(seen(&f).last().unwrap(), &format!("Bearer {ROTATED}"));
-    let holders = sandbox_holds(&f.s, &id, ROTATED.as_bytes());
-    assert!(
-        holders.is_empty(),
-        "the rotated secret is inside: {holders:?}"
+    f.set_secret(ROTATED).await.expect_status(200);
+    f.patch_network(&id, network).await.expect_status(200);
+    assert_eq!(
+        f.fetch(&id, "api.secret.test", "/again").await,
+        "200 seen /again"
     );
+    assert_eq!(seen(&f).last().unwrap(), &format!("Bearer {ROTATED}"));
+    assert_not_inside(&f.s, &id, ROTATED);
     // A fork has the same rules and trusts the same CA (its layer is a copy).
     let r = f.s.act(&id, "fork").await;
     assert_eq!(r.status, 201, "{}", r.text);
     let fork = r.body["sandbox_id"].as_str().unwrap().to_string();
-    let ex =
-        f.s.run(
-            &fork,
-            get(&format!("https://api.secret.test:{port}/forked")),
-        )
-        .await;
-    assert_eq!(stdout(&ex).trim(), "200 seen /forked", "{ex}");
-    assert_eq!(seen(&f).last().unwrap(), &format!("Bearer {ROTATED}"));
-    let holders = sandbox_holds(&f.s, &fork, ROTATED.as_bytes());
-    assert!(
-        holders.is_empty(),
-        "the secret is inside the fork: {holders:?}"
+    assert_eq!(
+        f.fetch(&fork, "api.secret.test", "/forked").await,
+        "200 seen /forked"
     );
+    assert_eq!(seen(&f).last().unwrap(), &format!("Bearer {ROTATED}"));
+    assert_not_inside(&f.s, &fork, ROTATED);
 }
 
 /// Bad secrets and rules are typed errors that name what is wrong (never a value): a name or a
@@ -380,10 +403,6 @@ print(n)
 async fn secrets_and_rules_are_checked() {
     lizard_test_support::needs_root!();
     let f = fixture().await;
-    let post = |body: Value| {
-        let (s, key) = (&f.s, f.key.clone());
-        async move { s.post_as(&key, "/v1/projects/vault/secrets", body).await }
-    };
     for (body, says) in [
         (json!({"name": "a b", "value": "x"}), "secret name"),
         (
@@ -393,26 +412,10 @@ async fn secrets_and_rules_are_checked() {
         (json!({"name": "ok", "value": ""}), "secret value"),
         (json!({"name": "ok"}), "value"),
     ] {
-        let r = post(body.clone()).await;
-        assert_eq!(r.status, 400, "{body}: {}", r.text);
-        assert!(
-            r.body["message"].as_str().unwrap().contains(says),
-            "{body}: {}",
-            r.text
-        );
-        assert!(!r.text.contains("X-Evil"), "{}", r.text);
+        let r = f.post_secret(body.clone()).await;
+        assert_refused(&r, &body, says, "X-Evil");
     }
-    assert_eq!(
-        post(json!({"name": "token", "value": SECRET})).await.status,
-        201
-    );
-    let create = |network: Value| {
-        let (s, key) = (&f.s, f.key.clone());
-        async move {
-            s.post_as(&key, "/v1/sandboxes", json!({ "network": network }))
-                .await
-        }
-    };
+    assert_eq!(f.set_secret(SECRET).await.status, 201);
     let rule = |host: &str, header: &str, value: &str| {
         json!({"egress": {"allow": ["api.secret.test"]},
                "inject": [{"host": host, "headers": {header: value}}]})
@@ -433,14 +436,8 @@ async fn secrets_and_rules_are_checked() {
             "needs network.egress",
         ),
     ] {
-        let r = create(network.clone()).await;
-        assert_eq!(r.status, 400, "{network}: {}", r.text);
-        assert!(
-            r.body["message"].as_str().unwrap().contains(says),
-            "{network}: {}",
-            r.text
-        );
-        assert!(!r.text.contains(SECRET), "{}", r.text);
+        let r = f.create_with(network.clone()).await;
+        assert_refused(&r, &network, says, SECRET);
     }
     // Another project's key sees no such project.
     let other = f.s.project_key("other").await;
@@ -451,16 +448,10 @@ async fn secrets_and_rules_are_checked() {
         let r = f.s.req(Some(&other), method, path, None).await;
         assert_eq!(r.status, 404, "{method} {path}: {}", r.text);
     }
-    let r =
-        f.s.req(
-            Some(&f.key),
-            "DELETE",
-            "/v1/projects/vault/secrets/token",
-            None,
-        )
+    f.delete_secret().await;
+    let r = f
+        .create_with(rule("api.secret.test", "Authorization", "${secret:token}"))
         .await;
-    assert_eq!(r.status, 204, "{}", r.text);
-    let r = create(rule("api.secret.test", "Authorization", "${secret:token}")).await;
     assert_eq!(r.status, 400, "{}", r.text);
     // The audit log has the set and the delete, by name.
     let audit = f.s.admin("GET", "/v1/audit", None).await;
@@ -486,14 +477,7 @@ async fn secrets_and_rules_are_checked() {
 async fn a_deleted_secret_costs_only_its_injection() {
     lizard_test_support::needs_root!();
     let f = fixture().await;
-    let r =
-        f.s.post_as(
-            &f.key,
-            "/v1/projects/vault/secrets",
-            json!({"name": "token", "value": SECRET}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    f.set_secret(SECRET).await.expect_status(201);
     let port = f.outside.port;
     let id =
         f.s.create(
@@ -504,12 +488,10 @@ async fn a_deleted_secret_costs_only_its_injection() {
                             "headers": {"Authorization": "Bearer ${secret:token}"}}]}}),
         )
         .await;
-    let r =
-        f.s.req(
-            Some(&f.key),
-            "PATCH",
-            &format!("/v1/sandboxes/{id}/network"),
-            Some(json!({"egress": {"allow": ["api.secret.test", "other.secret.test"]}})),
+    let r = f
+        .patch_network(
+            &id,
+            json!({"egress": {"allow": ["api.secret.test", "other.secret.test"]}}),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -519,37 +501,20 @@ async fn a_deleted_secret_costs_only_its_injection() {
         "{}",
         r.text
     );
-    let ex =
-        f.s.run(&id, get(&format!("https://api.secret.test:{port}/one")))
-            .await;
-    assert_eq!(stdout(&ex).trim(), "200 seen /one", "{ex}");
-    let r =
-        f.s.req(
-            Some(&f.key),
-            "DELETE",
-            "/v1/projects/vault/secrets/token",
-            None,
-        )
-        .await;
-    assert_eq!(r.status, 204, "{}", r.text);
+    assert_eq!(
+        f.fetch(&id, "api.secret.test", "/one").await,
+        "200 seen /one"
+    );
+    f.delete_secret().await;
     for op in ["hibernate", "resume"] {
         let r = f.s.act(&id, op).await;
         assert_eq!(r.status, 200, "{op}: {}", r.text);
     }
     // No injection now: the upstream's own certificate, which the sandbox does not trust.
-    let ex =
-        f.s.run(&id, get(&format!("https://api.secret.test:{port}/two")))
-            .await;
-    assert!(stdout(&ex).starts_with("error"), "{ex}");
+    let got = f.fetch(&id, "api.secret.test", "/two").await;
+    assert!(got.starts_with("error"), "{got}");
     assert_eq!(seen(&f), vec![format!("Bearer {SECRET}")]);
     // A PATCH naming the deleted secret is refused, and changes nothing.
-    let r =
-        f.s.req(
-            Some(&f.key),
-            "PATCH",
-            &format!("/v1/sandboxes/{id}/network"),
-            Some(json!({"egress": "all"})),
-        )
-        .await;
+    let r = f.patch_network(&id, json!({"egress": "all"})).await;
     assert_eq!(r.status, 400, "{}", r.text);
 }

@@ -111,33 +111,23 @@ async fn assert_alive(s: &Server, id: &str, src: &Live, closure: u64) {
 async fn identities(s: &Server, id: &str) -> Vec<String> {
     let mut out = Vec::new();
     for user in ["user", "root"] {
-        let r = s
-            .post(
-                &format!("/v1/sandboxes/{id}/commands"),
-                json!({"cmd": "echo $LIZARD_SANDBOX_ID $HOSTNAME $(uname -n)", "user": user}),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        out.push(r.body["stdout"].as_str().unwrap_or("").trim().to_string());
+        let cmd = "echo $LIZARD_SANDBOX_ID $HOSTNAME $(uname -n)";
+        let r = s.command(id, json!({"cmd": cmd, "user": user})).await;
+        out.push(command_stdout(&r).trim().to_string());
     }
-    let py = context(s, id, "python").await;
-    let line = run_in(
-        s,
-        id,
-        &py,
-        "import os; print(os.environ['LIZARD_SANDBOX_ID'], os.environ['HOSTNAME'], os.uname().nodename)",
-    )
-    .await;
-    out.push(line.trim().to_string());
-    let js = context(s, id, "javascript").await;
-    let line = run_in(
-        s,
-        id,
-        &js,
-        "console.log(process.env.LIZARD_SANDBOX_ID, process.env.HOSTNAME, require('os').hostname())",
-    )
-    .await;
-    out.push(line.trim().to_string());
+    for (language, code) in [
+        (
+            "python",
+            "import os; print(os.environ['LIZARD_SANDBOX_ID'], os.environ['HOSTNAME'], os.uname().nodename)",
+        ),
+        (
+            "javascript",
+            "console.log(process.env.LIZARD_SANDBOX_ID, process.env.HOSTNAME, require('os').hostname())",
+        ),
+    ] {
+        let ctx = context(s, id, language).await;
+        out.push(run_in(s, id, &ctx, code).await.trim().to_string());
+    }
     out
 }
 
@@ -168,6 +158,26 @@ async fn clone(s: &Server, snap: &str) -> Value {
     r.body
 }
 
+/// A snapshot of sandbox `id`, which must be exact (method `criu`): the answer, and its id.
+async fn exact_snapshot(s: &Server, id: &str) -> (Value, String) {
+    let snap = snapshot(s, id).await;
+    assert_eq!(snap["method"], "criu", "{snap}");
+    let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
+    (snap, snap_id)
+}
+
+/// The files of a snapshot's CRIU images directory, with their sizes.
+fn image_files(images: &std::path::Path) -> Vec<(String, u64)> {
+    std::fs::read_dir(images)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let m = e.metadata().unwrap();
+            (e.file_name().to_string_lossy().into_owned(), m.len())
+        })
+        .collect()
+}
+
 fn exact(answer: &Value) -> String {
     assert_eq!(answer["restore"]["method"], "criu", "{answer}");
     answer["sandbox_id"].as_str().unwrap().to_string()
@@ -181,17 +191,14 @@ async fn exact_clones_are_alive_and_stay_apart() {
     let src = live_source(&s, src_id).await;
     // A context with a memory limit of its own: its kernel must be in its limited cgroup in a
     // clone (the clone's, not the source's).
-    let r = s
-        .post(
-            &format!("/v1/sandboxes/{}/contexts", src.id),
-            json!({"language": "python", "limits": {"memory_mb": 200}}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    let limited = r.body["id"].as_str().unwrap().to_string();
+    let limited = context_with(
+        &s,
+        &src.id,
+        json!({"language": "python", "limits": {"memory_mb": 200}}),
+    )
+    .await;
     run_in(&s, &src.id, &limited, "z = 7").await;
-    let snap = snapshot(&s, &src.id).await;
-    assert_eq!(snap["method"], "criu", "{snap}");
+    let (snap, snap_id) = exact_snapshot(&s, &src.id).await;
     eprintln!("snapshot: {}", snap["method_reason"]);
     // How long the source was frozen for it, typed (also in the reason's words).
     let frozen = snap["frozen_ms"]
@@ -204,7 +211,6 @@ async fn exact_clones_are_alive_and_stay_apart() {
             .contains(&format!("frozen {frozen} ms")),
         "{snap}"
     );
-    let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
     // The images are host-side and root's alone.
     let images = s
         .data_dir
@@ -216,14 +222,7 @@ async fn exact_clones_are_alive_and_stay_apart() {
     let meta = std::fs::symlink_metadata(&images).unwrap();
     assert!(meta.is_dir());
     assert_eq!((meta.uid(), meta.permissions().mode() & 0o777), (0, 0o700));
-    let images_before: Vec<(String, u64)> = std::fs::read_dir(&images)
-        .unwrap()
-        .flatten()
-        .map(|e| {
-            let m = e.metadata().unwrap();
-            (e.file_name().to_string_lossy().into_owned(), m.len())
-        })
-        .collect();
+    let images_before = image_files(&images);
 
     let a = clone(&s, &snap_id).await;
     eprintln!("clone: {}", a["restore"]["method_reason"]);
@@ -255,15 +254,7 @@ async fn exact_clones_are_alive_and_stay_apart() {
         );
     }
     // The snapshot's images are never changed by a restore.
-    let images_after: Vec<(String, u64)> = std::fs::read_dir(&images)
-        .unwrap()
-        .flatten()
-        .map(|e| {
-            let m = e.metadata().unwrap();
-            (e.file_name().to_string_lossy().into_owned(), m.len())
-        })
-        .collect();
-    assert_eq!(images_before, images_after);
+    assert_eq!(images_before, image_files(&images));
 
     // Each clone is its own sandbox: host ids, host name, processes in its own cgroup.
     let ids = |id: &str| runtime_json(&s, id)["id_base"].as_u64().unwrap();
@@ -316,14 +307,12 @@ async fn exact_clones_are_alive_and_stay_apart() {
         assert_eq!(u64::from(owner), ids(&a), "{}", p.display());
     }
     // New contexts with limits of their own start in the clone.
-    let r = s
-        .post(
-            &format!("/v1/sandboxes/{a}/contexts"),
-            json!({"language": "python", "limits": {"memory_mb": 100}}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    let fresh = r.body["id"].as_str().unwrap().to_string();
+    let fresh = context_with(
+        &s,
+        &a,
+        json!({"language": "python", "limits": {"memory_mb": 100}}),
+    )
+    .await;
     assert_eq!(run_in(&s, &a, &fresh, "print(6 * 7)").await, "42\n");
     // Every process a clone's agent starts after the restore has the clone's id and host name,
     // not the source's (CRIU restored the source's environment; the handover named the clone's);
@@ -371,7 +360,7 @@ async fn exact_clones_are_alive_and_stay_apart() {
     // Nor its credentials: the source's E2B token is held by the server only (derived from the
     // sandbox id), so nothing a clone can read holds it.
     let r = s
-        .post(&format!("/v1/sandboxes/{a}/commands"), json!({
+        .command(&a, json!({
                 // (The token in two halves, joined in a pipe: the scan's own command line and
                 // environment never hold it whole.)
                 "cmd": format!(
@@ -382,13 +371,7 @@ async fn exact_clones_are_alive_and_stay_apart() {
                 "user": "root",
             }))
         .await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(
-        r.body["stdout"].as_str().unwrap_or(""),
-        "scanned\n",
-        "{}",
-        r.text
-    );
+    assert_eq!(command_stdout(&r), "scanned\n", "{r}");
 }
 
 #[tokio::test]
@@ -410,9 +393,8 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
     // server after the restore: the peer check is the usual one) and is dumped exactly again
     // (a snapshot of a fork, cloned: a third generation with all of it, still independent).
     assert!(runtime_json(&s, &forked).get("agent_peer").is_none());
-    let again = snapshot(&s, &forked).await;
-    assert_eq!(again["method"], "criu", "{again}");
-    let c = exact(&clone(&s, again["snapshot_id"].as_str().unwrap()).await);
+    let (_, again) = exact_snapshot(&s, &forked).await;
+    let c = exact(&clone(&s, &again).await);
     assert_alive(&s, &c, &src, 4).await;
     assert_alive(&s, &forked, &src, 4).await;
     // A fork's processes, and those of a clone of a fork (its agent had the fork's id already),
@@ -425,13 +407,11 @@ async fn exact_fork_and_a_clone_after_a_server_kill_9() {
         .admin("POST", &format!("/v1/sandboxes/{}/pause", src.id), None)
         .await;
     assert_eq!(p.status, 200, "{}", p.text);
-    let snap = snapshot(&s, &src.id).await;
-    assert_eq!(snap["method"], "criu", "{snap}");
+    let (_, snap_id) = exact_snapshot(&s, &src.id).await;
     let g = s
         .admin("GET", &format!("/v1/sandboxes/{}", src.id), None)
         .await;
     assert_eq!(g.body["state"], "paused", "{}", g.text);
-    let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
     let dir = s.stop("-KILL");
     let s = Server::start_in(dir, &[]);
     let c = exact(&clone(&s, &snap_id).await);
@@ -464,9 +444,7 @@ async fn a_restored_agent_that_never_answers_the_handover_holds_nothing() {
     let id = s.create(&s.admin_key.clone(), json!({})).await;
     let py = context(&s, &id, "python").await;
     run_in(&s, &id, &py, "x = 41").await;
-    let snap = snapshot(&s, &id).await;
-    assert_eq!(snap["method"], "criu", "{snap}");
-    let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
+    let (_, snap_id) = exact_snapshot(&s, &id).await;
     let (made, served) = tokio::join!(
         tokio::time::timeout(std::time::Duration::from_secs(120), clone(&s, &snap_id)),
         async {
@@ -532,9 +510,7 @@ async fn clones_share_their_identical_pages_with_share_clone_memory() {
     )
     .await;
     let want = run_in(&s, &id, &py, digest).await;
-    let snap = snapshot(&s, &id).await;
-    assert_eq!(snap["method"], "criu", "{snap}");
-    let snap_id = snap["snapshot_id"].as_str().unwrap().to_string();
+    let (_, snap_id) = exact_snapshot(&s, &id).await;
     let a = clone(&s, &snap_id).await;
     assert!(
         a["restore"]["method_reason"]

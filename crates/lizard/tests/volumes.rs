@@ -170,17 +170,11 @@ async fn data_outlives_the_sandbox_that_wrote_it() {
     assert_eq!(u.body["volumes"][0]["name"], "data");
     assert!(u.body["volumes"][0]["used_bytes"].as_u64().unwrap() >= 3_000_000);
     let m = s.admin("GET", "/metrics", None).await;
-    assert!(
-        m.text
-            .contains("lizard_volume_gib_hours_total{project=\"default\"}"),
-        "{}",
-        m.text
+    assert_contains(
+        &m.text,
+        "lizard_volume_gib_hours_total{project=\"default\"}",
     );
-    assert!(
-        m.text.contains("lizard_volumes{project=\"default\"} 1"),
-        "{}",
-        m.text
-    );
+    assert_contains(&m.text, "lizard_volumes{project=\"default\"} 1");
 
     s.kill_all().await;
     delete_all_volumes(&s).await;
@@ -501,11 +495,7 @@ async fn delete_while_mounted() {
 
     let r = s.admin("DELETE", "/v1/volumes/busy", None).await;
     r.expect_error(409, "volume_in_use");
-    assert!(
-        r.body["message"].as_str().unwrap().contains(&a),
-        "{}",
-        r.text
-    );
+    assert_contains(r.body["message"].as_str().unwrap(), &a);
     // Still usable.
     let (out, _) = s.sh(&a, "cat /home/user/busy/f").await;
     assert_eq!(out, "x\n");

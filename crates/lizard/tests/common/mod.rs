@@ -690,3 +690,39 @@ pub const LIVE_PYTHON: &str = "import threading, time, socket\n\
 /// A background shell loop writing its count to `/tmp/bg` every 50 ms (its pid in
 /// `/tmp/bg.pid`).
 pub const LIVE_BASH: &str = "(i=0; while :; do i=$((i+1)); echo $i > /tmp/bg; sleep 0.05; done) >/dev/null 2>&1 & echo $! > /tmp/bg.pid";
+
+impl Resp {
+    /// Assert that the answer has HTTP `status` (its body in the message if not); the answer.
+    #[track_caller]
+    pub fn expect_status(self, status: u16) -> Resp {
+        assert_eq!(self.status, status, "{}", self.text);
+        self
+    }
+}
+
+impl Server {
+    /// Run a command in sandbox `id` (`POST …/commands` with `body`) as admin, which must be
+    /// answered 200: the command's result (`stdout`, `stderr`, `exit_code`).
+    pub async fn command(&self, id: &str, body: Value) -> Value {
+        let path = format!("/v1/sandboxes/{id}/commands");
+        self.post(&path, body).await.expect_status(200).body
+    }
+}
+
+/// Assert that `haystack` holds `needle`, showing the whole haystack if it does not.
+#[track_caller]
+pub fn assert_contains(haystack: &str, needle: &str) {
+    assert!(haystack.contains(needle), "no {needle:?} in: {haystack}");
+}
+
+/// The `stdout` of a command's result (empty if it has none).
+pub fn command_stdout(result: &Value) -> &str {
+    result["stdout"].as_str().unwrap_or("")
+}
+
+/// A new context in sandbox `id` made with `body` (`language`, `limits`, …) as the admin; its id.
+pub async fn context_with(s: &Server, id: &str, body: Value) -> String {
+    let path = format!("/v1/sandboxes/{id}/contexts");
+    let r = s.post(&path, body).await.expect_status(201);
+    r.body["id"].as_str().unwrap().to_string()
+}

@@ -100,6 +100,27 @@ fn stopping(run: &Run) -> (StopReason, Instant, Instant) {
     }
 }
 
+/// What a run wants once it stops asking for anything but, maybe, its next SIGINT.
+fn wants_only_sigint_at(sigint_at: Option<Instant>) -> Wants {
+    Wants {
+        deadline: None,
+        interrupt: false,
+        client_gone: false,
+        sigint_at,
+    }
+}
+
+/// A plain run given `inputs` in turn, each at `t0` plus its offset in ms: what it emits for the
+/// last one, and the status it ends with.
+fn emitted_and_status(inputs: Vec<(u64, Input)>) -> (Vec<Action>, ExecutionStatus) {
+    let (mut run, t0) = plain();
+    let mut emitted = Vec::new();
+    for (at, input) in inputs {
+        emitted = run.step(t0 + ms(at), input);
+    }
+    (emitted, run.finish().status)
+}
+
 const TIMEOUT_VALUE: &str = "the cell ran longer than timeout_ms (1500 ms) and was interrupted";
 
 // 1. Normal run.
@@ -236,36 +257,46 @@ fn output_beyond_the_limit_is_cut_the_cell_goes_on_and_one_notice_ends_it() {
 
 #[test]
 fn done_error_without_an_error_event_says_why() {
-    let (mut run, t0) = plain();
-    assert_eq!(
-        run.step(t0, done_as(1, RunnerStatus::Error, Some(3))),
-        vec![error("ExitCode", "3", "")]
-    );
-    assert_eq!(run.finish().status, ExecutionStatus::Error);
-
-    let (mut run, t0) = plain();
-    assert_eq!(
-        run.step(t0, done(RunnerStatus::Error)),
-        vec![error("Error", "the cell failed", "")]
-    );
-    assert_eq!(run.finish().status, ExecutionStatus::Error);
-
-    // A successful Bash cell reports exit code 0: nothing to add.
-    let (mut run, t0) = plain();
-    assert_eq!(run.step(t0, done_as(1, RunnerStatus::Ok, Some(0))), vec![]);
-    assert_eq!(run.finish().status, ExecutionStatus::Ok);
+    for (case, done, emitted, status) in [
+        (
+            "an exit code",
+            done_as(1, RunnerStatus::Error, Some(3)),
+            vec![error("ExitCode", "3", "")],
+            ExecutionStatus::Error,
+        ),
+        (
+            "no exit code",
+            done(RunnerStatus::Error),
+            vec![error("Error", "the cell failed", "")],
+            ExecutionStatus::Error,
+        ),
+        // A successful Bash cell reports exit code 0: nothing to add.
+        (
+            "a success with exit code 0",
+            done_as(1, RunnerStatus::Ok, Some(0)),
+            vec![],
+            ExecutionStatus::Ok,
+        ),
+    ] {
+        assert_eq!(
+            emitted_and_status(vec![(0, done)]),
+            (emitted, status),
+            "{case}"
+        );
+    }
 }
 
 // 5. Interrupted with no stop asked for.
 
 #[test]
 fn an_interrupted_done_nobody_asked_for_is_a_keyboard_interrupt() {
-    let (mut run, t0) = plain();
     assert_eq!(
-        run.step(t0, done(RunnerStatus::Interrupted)),
-        vec![error("KeyboardInterrupt", "interrupted", "")]
+        emitted_and_status(vec![(0, done(RunnerStatus::Interrupted))]),
+        (
+            vec![error("KeyboardInterrupt", "interrupted", "")],
+            ExecutionStatus::Interrupted
+        )
     );
-    assert_eq!(run.finish().status, ExecutionStatus::Interrupted);
 }
 
 // 6. Stray done, protocol errors, other runner events.
@@ -324,15 +355,7 @@ fn protocol_errors_are_logged_and_other_runner_events_ignored() {
 fn an_interrupt_repeats_sigint_every_250_ms_until_the_kernel_answers() {
     let (mut run, t0) = plain();
     assert_eq!(run.step(t0 + ms(100), Input::Interrupt), vec![sigint()]);
-    assert_eq!(
-        run.wants(),
-        Wants {
-            deadline: None,
-            interrupt: false,
-            client_gone: false,
-            sigint_at: Some(t0 + ms(350)),
-        }
-    );
+    assert_eq!(run.wants(), wants_only_sigint_at(Some(t0 + ms(350))));
     assert_eq!(
         stopping(&run),
         (StopReason::Interrupt, t0 + ms(2100), t0 + ms(350))
@@ -369,34 +392,37 @@ fn an_interrupt_repeats_sigint_every_250_ms_until_the_kernel_answers() {
     );
 }
 
+/// What an interrupted cell's `done` (without an error event before it) emits, and how the run
+/// ends: an error counts as interrupted, an interrupted done is a keyboard interrupt, an ok one
+/// stays ok.
 #[test]
-fn an_interrupted_cell_answering_done_error_counts_as_interrupted() {
-    let (mut run, t0) = plain();
-    run.step(t0, Input::Interrupt);
-    assert_eq!(
-        run.step(t0 + ms(1), done(RunnerStatus::Error)),
-        vec![error("Error", "the cell failed", "")]
-    );
-    assert_eq!(run.finish().status, ExecutionStatus::Interrupted);
-}
-
-#[test]
-fn an_interrupted_done_without_an_error_event_is_a_keyboard_interrupt() {
-    let (mut run, t0) = plain();
-    run.step(t0, Input::Interrupt);
-    assert_eq!(
-        run.step(t0 + ms(1), done(RunnerStatus::Interrupted)),
-        vec![error("KeyboardInterrupt", "interrupted", "")]
-    );
-    assert_eq!(run.finish().status, ExecutionStatus::Interrupted);
-}
-
-#[test]
-fn a_cell_that_finishes_ok_despite_an_interrupt_is_ok() {
-    let (mut run, t0) = plain();
-    run.step(t0, Input::Interrupt);
-    assert_eq!(run.step(t0 + ms(1), done(RunnerStatus::Ok)), vec![]);
-    assert_eq!(run.finish().status, ExecutionStatus::Ok);
+fn an_interrupted_cells_done_decides_how_it_ends() {
+    for (case, status, emitted, ending) in [
+        (
+            "done error counts as interrupted",
+            RunnerStatus::Error,
+            vec![error("Error", "the cell failed", "")],
+            ExecutionStatus::Interrupted,
+        ),
+        (
+            "done interrupted without an error event is a keyboard interrupt",
+            RunnerStatus::Interrupted,
+            vec![error("KeyboardInterrupt", "interrupted", "")],
+            ExecutionStatus::Interrupted,
+        ),
+        (
+            "done ok despite the interrupt is ok",
+            RunnerStatus::Ok,
+            vec![],
+            ExecutionStatus::Ok,
+        ),
+    ] {
+        assert_eq!(
+            emitted_and_status(vec![(0, Input::Interrupt), (1, done(status))]),
+            (emitted, ending),
+            "{case}"
+        );
+    }
 }
 
 // 8. Interrupt during grace.
@@ -520,15 +546,7 @@ fn a_cell_that_does_not_stop_within_the_grace_period_is_killed_once() {
             reason: StopReason::Interrupt
         }
     );
-    assert_eq!(
-        run.wants(),
-        Wants {
-            deadline: None,
-            interrupt: false,
-            client_gone: false,
-            sigint_at: None,
-        }
-    );
+    assert_eq!(run.wants(), wants_only_sigint_at(None));
     assert_eq!(run.step(t0 + ms(900), Input::SigintDue), vec![]);
     assert_eq!(run.step(t0 + ms(900), Input::Interrupt), vec![]);
     assert_eq!(run.step(t0 + ms(950), exited(ExitInfo::Signal(9))), vec![]);
