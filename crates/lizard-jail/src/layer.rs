@@ -700,6 +700,14 @@ mod tests {
         }
     }
 
+    /// A temporary directory with an `upper` path to fill (not made yet) and an empty `layer`.
+    fn upper_and_layer() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let (src, dst) = (t.path().join("upper"), t.path().join("layer"));
+        std::fs::create_dir(&dst).unwrap();
+        (t, src, dst)
+    }
+
     fn own(p: &Path, id: u32) {
         std::os::unix::fs::lchown(p, Some(id), Some(id)).unwrap();
     }
@@ -858,11 +866,8 @@ mod tests {
     #[test]
     fn hostile_entries_are_copied_safely_or_dropped() {
         lizard_test_support::needs_root!();
-        let t = tempfile::tempdir().unwrap();
-        let src = t.path().join("upper");
-        let dst = t.path().join("layer");
+        let (_t, src, dst) = upper_and_layer();
         std::fs::create_dir_all(src.join("etc")).unwrap();
-        std::fs::create_dir(&dst).unwrap();
         std::fs::write(src.join("etc/file"), "hello").unwrap();
         std::fs::write(src.join("suid"), "x").unwrap();
         symlink("/etc/shadow", src.join("shadow")).unwrap();
@@ -969,11 +974,8 @@ mod tests {
     #[test]
     fn the_opaque_marker_is_kept_and_capabilities_dropped() {
         lizard_test_support::needs_root!();
-        let t = tempfile::tempdir().unwrap();
-        let src = t.path().join("upper");
-        let dst = t.path().join("layer");
+        let (_t, src, dst) = upper_and_layer();
         std::fs::create_dir_all(src.join("opaque")).unwrap();
-        std::fs::create_dir(&dst).unwrap();
         std::fs::write(src.join("capped"), "x").unwrap();
         // Owners first: a chown clears file capabilities.
         for p in ["", "opaque", "capped"] {

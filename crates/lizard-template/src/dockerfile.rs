@@ -683,20 +683,15 @@ USER user
             Action::Run(vec!["python3".into(), "-c".into(), "print(1)".into()])
         );
         assert_eq!(s[2].action, Action::Workdir("/opt/app".into()));
-        match &s[4].action {
+        assert_eq!(
+            s[4].action,
             Action::Copy {
-                sources,
-                dest,
-                chown,
-                extract,
-            } => {
-                assert_eq!(sources, &["a.txt".to_string(), "b/".to_string()]);
-                assert_eq!(dest, "./");
-                assert_eq!(chown.as_deref(), Some("user:user"));
-                assert!(!extract);
+                sources: vec!["a.txt".into(), "b/".into()],
+                dest: "./".into(),
+                chown: Some("user:user".into()),
+                extract: false,
             }
-            a => panic!("{a:?}"),
-        }
+        );
         assert_eq!(s[4].workdir.as_deref(), Some("/opt/app/sub"));
         assert!(matches!(s[5].action, Action::Copy { extract: true, .. }));
     }
