@@ -1,6 +1,7 @@
 // Typed errors of the Lizard SDK, and the mapping from the server's error body `{code, message}`
 // (and HTTP status) to them. It does not cover errors *inside* a cell: a Python exception or a
 // Bash exit status is an `ExecutionError` in `Execution.error` (see execution.ts), never thrown.
+import { BY_CODE as CODE_NAMES, BY_STATUS as STATUS_NAMES } from './error-table.js';
 /**
  * Base class of every error the SDK throws. `code` is the server's error code (`not_found`,
  * `unauthenticated`, `invalid_request`, `conflict`, …) or an SDK one (`invalid_argument`,
@@ -94,35 +95,21 @@ export class CommandExitError extends LizardError {
         this.signal = result.signal;
     }
 }
-const BY_CODE = {
-    invalid_request: InvalidArgumentError,
-    payload_too_large: InvalidArgumentError,
-    unsupported_media_type: InvalidArgumentError,
-    unauthenticated: AuthenticationError,
-    not_found: NotFoundError,
-    conflict: ConflictError,
-    volume_in_use: VolumeInUseError,
-    template_in_use: TemplateInUseError,
-    invalid_dockerfile: TemplateBuildError,
-    build_failed: TemplateBuildError,
-    rate_limited: RateLimitError,
-    unavailable: SandboxError,
-    unsupported: SandboxError,
-    internal: SandboxError,
-};
-const BY_STATUS = {
-    400: InvalidArgumentError,
-    401: AuthenticationError,
-    403: AuthenticationError,
-    404: NotFoundError,
-    405: InvalidArgumentError,
-    409: ConflictError,
-    413: InvalidArgumentError,
-    415: InvalidArgumentError,
-    429: RateLimitError,
-    408: TimeoutError,
-    504: TimeoutError,
-};
+/** The mapping both SDKs share (sdk/errors.json, generated into error-table.ts), by class name. */
+const CLASSES = Object.fromEntries([InvalidArgumentError, AuthenticationError, NotFoundError, ConflictError, VolumeInUseError,
+    TemplateInUseError, TemplateBuildError, RateLimitError, TimeoutError, SandboxError].map((c) => [c.name, c]));
+function resolveTable(table) {
+    const out = {};
+    for (const [key, name] of Object.entries(table)) {
+        const cls = CLASSES[name];
+        if (!cls)
+            throw new Error(`error-table.ts names an unknown error class: ${name}`);
+        out[key] = cls;
+    }
+    return out;
+}
+const BY_CODE = resolveTable(CODE_NAMES);
+const BY_STATUS = resolveTable(STATUS_NAMES);
 /** The string at `body[key]`, when `body` is an object that has one. */
 function stringField(body, key) {
     if (!body || typeof body !== 'object')

@@ -3,6 +3,7 @@
 // Bash exit status is an `ExecutionError` in `Execution.error` (see execution.ts), never thrown.
 
 import type { CommandResult } from './commands.js';
+import { BY_CODE as CODE_NAMES, BY_STATUS as STATUS_NAMES } from './error-table.js';
 import type { ExecResult } from './sandbox.js';
 
 /** Options of the error constructors. */
@@ -134,36 +135,24 @@ export class CommandExitError extends LizardError {
 
 type ErrorClass = new (message: string, opts?: LizardErrorOptions) => LizardError;
 
-const BY_CODE: Record<string, ErrorClass> = {
-  invalid_request: InvalidArgumentError,
-  payload_too_large: InvalidArgumentError,
-  unsupported_media_type: InvalidArgumentError,
-  unauthenticated: AuthenticationError,
-  not_found: NotFoundError,
-  conflict: ConflictError,
-  volume_in_use: VolumeInUseError,
-  template_in_use: TemplateInUseError,
-  invalid_dockerfile: TemplateBuildError,
-  build_failed: TemplateBuildError,
-  rate_limited: RateLimitError,
-  unavailable: SandboxError,
-  unsupported: SandboxError,
-  internal: SandboxError,
-};
+/** The mapping both SDKs share (sdk/errors.json, generated into error-table.ts), by class name. */
+const CLASSES: Record<string, ErrorClass> = Object.fromEntries(
+  [InvalidArgumentError, AuthenticationError, NotFoundError, ConflictError, VolumeInUseError,
+    TemplateInUseError, TemplateBuildError, RateLimitError, TimeoutError, SandboxError].map((c) => [c.name, c]),
+);
 
-const BY_STATUS: Record<number, ErrorClass> = {
-  400: InvalidArgumentError,
-  401: AuthenticationError,
-  403: AuthenticationError,
-  404: NotFoundError,
-  405: InvalidArgumentError,
-  409: ConflictError,
-  413: InvalidArgumentError,
-  415: InvalidArgumentError,
-  429: RateLimitError,
-  408: TimeoutError,
-  504: TimeoutError,
-};
+function resolveTable<K extends string | number>(table: Readonly<Record<K, string>>): Record<K, ErrorClass> {
+  const out = {} as Record<K, ErrorClass>;
+  for (const [key, name] of Object.entries(table) as [K, string][]) {
+    const cls = CLASSES[name];
+    if (!cls) throw new Error(`error-table.ts names an unknown error class: ${name}`);
+    out[key] = cls;
+  }
+  return out;
+}
+
+const BY_CODE = resolveTable(CODE_NAMES);
+const BY_STATUS = resolveTable(STATUS_NAMES);
 
 /** The string at `body[key]`, when `body` is an object that has one. */
 function stringField(body: unknown, key: string): string | undefined {

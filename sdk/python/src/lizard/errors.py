@@ -16,6 +16,8 @@ import builtins
 import json
 from typing import Any, Dict, Optional, Type
 
+from . import _error_table
+
 __all__ = [
     "LizardError",
     "AuthenticationError",
@@ -137,36 +139,16 @@ class CommandExitError(LizardError):
         return str(self.result.stderr)
 
 
-_BY_CODE: Dict[str, Type[LizardError]] = {
-    "invalid_request": InvalidArgumentError,
-    "payload_too_large": InvalidArgumentError,
-    "unsupported_media_type": InvalidArgumentError,
-    "unauthenticated": AuthenticationError,
-    "not_found": NotFoundError,
-    "conflict": ConflictError,
-    "volume_in_use": VolumeInUseError,
-    "template_in_use": TemplateInUseError,
-    "invalid_dockerfile": TemplateBuildError,
-    "build_failed": TemplateBuildError,
-    "rate_limited": RateLimitError,
-    "unavailable": SandboxError,
-    "unsupported": SandboxError,
-    "internal": SandboxError,
+# The mapping both SDKs share (``sdk/errors.json``, generated into ``_error_table``), by class name.
+_CLASSES: Dict[str, Type[LizardError]] = {
+    c.__name__: c
+    for c in (InvalidArgumentError, AuthenticationError, NotFoundError, ConflictError,
+              VolumeInUseError, TemplateInUseError, TemplateBuildError, RateLimitError,
+              TimeoutError, SandboxError)
 }
-
+_BY_CODE: Dict[str, Type[LizardError]] = {c: _CLASSES[n] for c, n in _error_table.BY_CODE.items()}
 _BY_STATUS: Dict[int, Type[LizardError]] = {
-    400: InvalidArgumentError,
-    401: AuthenticationError,
-    403: AuthenticationError,
-    404: NotFoundError,
-    405: InvalidArgumentError,
-    409: ConflictError,
-    413: InvalidArgumentError,
-    415: InvalidArgumentError,
-    429: RateLimitError,
-    # A proxy in front of Lizard that gave up waiting (the TypeScript SDK maps these alike).
-    408: TimeoutError,
-    504: TimeoutError,
+    s: _CLASSES[n] for s, n in _error_table.BY_STATUS.items()
 }
 
 
