@@ -26,7 +26,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use nix::fcntl::{openat, AtFlags, OFlag};
+use nix::fcntl::{openat, AtFlags, OFlag, AT_FDCWD};
 use nix::sys::stat::{fstat, fstatat, mkdirat, mknodat, FileStat, Mode, SFlag};
 use nix::sys::time::TimeSpec;
 use nix::unistd::{fchownat, Gid, Uid};
@@ -205,15 +205,10 @@ pub fn import_layer(
     ids: IdShift,
     limits: ImportLimits,
 ) -> Result<ImportReport, ImportError> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let root = Path::new("");
-    let s = nix::fcntl::open(src, flags, Mode::empty()).map_err(io("opening", root))?;
-    let d = nix::fcntl::open(dst, flags, Mode::empty()).map_err(io("opening", root))?;
-    let mut w = Walk {
-        limits,
-        ids,
-        report: ImportReport::default(),
-    };
+    let s = open_dir(AT_FDCWD, src.as_os_str()).map_err(io("opening", root))?;
+    let d = open_dir(AT_FDCWD, dst.as_os_str()).map_err(io("opening", root))?;
+    let mut w = Walk::new(limits, ids);
     let st = fstat(&s).map_err(io("stat", root))?;
     w.copy_dir(s.as_fd(), d.as_fd(), root, 0)?;
     w.finish_dir(d.as_fd(), &st, root)?;
@@ -225,6 +220,14 @@ fn kind(st: &FileStat) -> SFlag {
 }
 
 impl Walk {
+    fn new(limits: ImportLimits, ids: IdShift) -> Walk {
+        Walk {
+            limits,
+            ids,
+            report: ImportReport::default(),
+        }
+    }
+
     fn drop_note(&mut self, path: &Path, what: &str) {
         self.report.dropped_count += 1;
         if self.report.dropped.len() < MAX_DROPPED_NOTES {
@@ -471,14 +474,9 @@ fn times(st: &FileStat) -> (TimeSpec, TimeSpec) {
 /// (`lgetxattr`/`lsetxattr` on `/proc/self/fd/<dir>/<name>`; nothing is opened for it). File
 /// capabilities are not (a chown drops them). Returns the entries seen.
 pub fn shift_owners(root: &Path, ids: IdShift, limits: ImportLimits) -> Result<u64, ImportError> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let rel = Path::new("");
-    let fd = nix::fcntl::open(root, flags, Mode::empty()).map_err(io("opening", rel))?;
-    let mut w = Walk {
-        limits,
-        ids,
-        report: ImportReport::default(),
-    };
+    let fd = open_dir(AT_FDCWD, root.as_os_str()).map_err(io("opening", rel))?;
+    let mut w = Walk::new(limits, ids);
     let st = fstat(&fd).map_err(io("stat", rel))?;
     w.shift_dir(fd.as_fd(), rel, 0)?;
     w.chown_fd(fd.as_fd(), &st, rel)?;
