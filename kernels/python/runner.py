@@ -134,6 +134,9 @@ def _take_fd(var, default):
 # kernels it forks get their event and control fds at 3 and 4. Until then /dev/null holds those
 # numbers, so nothing the imports open can land there and be clobbered in a child.
 _ZYGOTE_FD = os.environ.pop("LIZARD_ZYGOTE_FD", None)
+# A host zygote (docs/design/shared-zygote.md): its socket is the server's, and its forks join
+# sandboxes before they serve their agents as zygotes.
+_HOST_ZYGOTE = os.environ.pop("LIZARD_HOST_ZYGOTE", None) == "1"
 if _ZYGOTE_FD is not None:
     _ZYGOTE_FD = int(_ZYGOTE_FD)
     if _ZYGOTE_FD in (3, 4):
@@ -1582,6 +1585,34 @@ def _become_fork(d, procs, intermediate):
 # --- The zygote ----------------------------------------------------------------------------------
 
 
+def _next_request(sock, max_fds, expected, valid):
+    """The next request on the SOCK_SEQPACKET socket `sock` (a JSON object with up to `max_fds`
+    fds) that `valid(request, fds)` accepts; any other is answered `{"error":…}` naming `expected`,
+    and its fds closed. This process exits once its peer (the agent, or the server for a host
+    zygote) has closed the socket."""
+    import socket
+
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(sock, 65536, max_fds)
+        except InterruptedError:
+            continue
+        except OSError:
+            os._exit(0)
+        if not data:
+            os._exit(0)
+        try:
+            req = json.loads(data)
+            if not isinstance(req, dict) or not valid(req, fds):
+                raise ValueError("expected %s" % expected)
+        except Exception as e:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"error": "bad request: %s" % _safe_str(e)}).encode())
+            continue
+        return req, fds
+
+
 def _zygote_serve(zfd):
     """Serve fork requests on the SOCK_SEQPACKET socket `zfd` until the agent closes it. Returns
     only in a forked kernel, which then continues as a freshly started runner would.
@@ -1598,24 +1629,9 @@ def _zygote_serve(zfd):
     sock.setblocking(True)
     sock.send(b'{"ev":"ready"}')
     while True:
-        try:
-            data, fds, _flags, _addr = socket.recv_fds(sock, 65536, 8)
-        except InterruptedError:
-            continue
-        except OSError:
-            os._exit(0)
-        if not data:
-            os._exit(0)  # the agent is gone
-        try:
-            req = json.loads(data)
-            cwd = req["cwd"]
-            if req.get("op") != "fork" or not isinstance(cwd, str) or len(fds) != 4:
-                raise ValueError("expected {op: fork, cwd} with 4 fds")
-        except Exception as e:
-            for fd in fds:
-                os.close(fd)
-            sock.send(json.dumps({"error": "bad fork request: %s" % _safe_str(e)}).encode())
-            continue
+        req, fds = _next_request(sock, 8, "{op: fork, cwd} with 4 fds", lambda r, fds: (
+            r.get("op") == "fork" and isinstance(r.get("cwd"), str) and len(fds) == 4))
+        cwd = req["cwd"]
         try:
             mid = os.fork()
         except OSError as e:
@@ -1893,6 +1909,211 @@ def _become_kernel(fds, cwd, intermediate, req=None):
         pass
 
 
+# --- The host zygote (docs/design/shared-zygote.md) ---------------------------------------------
+
+# Where the host zygote keeps the native entry the server sent (its own tmpfs /tmp).
+_ENTRY_PATH = "/tmp/lizard_zygote_entry.so"
+# setns(pidfd, USER | MNT | PID | UTS | IPC | NET)
+_JOIN_NAMESPACES = 0x10000000 | 0x20000 | 0x20000000 | 0x4000000 | 0x8000000 | 0x40000000
+
+
+def _host_zygote_serve(sfd):
+    """Serve the server on the SOCK_SEQPACKET socket `sfd`: first `{"op":"entry"}` with one fd (the
+    native entry, `lizard_jail::zygote_entry`), answered by `{"ev":"ready"}`; then `{"op":"join",
+    "socket":PATH,"caps":MASK,"securebits":BITS}` with the sandbox's PID 1 pidfd and its
+    `cgroup.procs` descriptors, answered by `{"pid":N}` (the joined process's host pid) or
+    `{"error":TEXT}`. Returns only in a process that joined a sandbox: the fd of its connection to
+    that sandbox's agent, which it then serves as the agent's own zygote would."""
+    import ctypes
+    import socket
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    sock = socket.socket(fileno=sfd)
+    sock.setblocking(True)
+    data, fds, _flags, _addr = socket.recv_fds(sock, 4096, 1)
+    if not data or len(fds) != 1:
+        os._exit(0)
+    with os.fdopen(fds[0], "rb") as src, open(_ENTRY_PATH, "wb") as dst:
+        dst.write(src.read(1 << 22))
+    entry = ctypes.CDLL(_ENTRY_PATH)
+    entry.lizard_zygote_remap.restype = ctypes.c_long
+    entry.lizard_zygote_remap.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    sock.send(b'{"ev":"ready"}')
+    while True:
+        req, fds = _next_request(sock, 16, "{op: join, socket, caps, securebits} with fds",
+                                 lambda r, fds: (r.get("op") == "join" and bool(fds)
+                                                 and isinstance(r.get("socket"), str)
+                                                 and isinstance(r.get("caps"), int)
+                                                 and isinstance(r.get("securebits"), int)))
+        r, w = os.pipe()
+        first = os.fork()
+        if first == 0:
+            os.close(r)
+            sock.close()
+            try:
+                return _join(libc, entry, req, fds, w)  # in the joined process only
+            except BaseException as e:  # noqa: BLE001 - the server must get an answer
+                try:
+                    os.write(w, ("error %s\n" % _safe_str(e))[:1000].encode())
+                except OSError:
+                    pass
+                os._exit(1)
+        os.close(w)
+        for fd in fds:
+            os.close(fd)
+        report = _read_report(r, 10.0)
+        os.close(r)
+        while True:
+            try:
+                os.waitpid(first, 0)
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break
+        pid = next((int(l[4:]) for l in report if l.startswith("pid ")), None)
+        if pid is not None and "ok" in report:
+            sock.send(json.dumps({"pid": pid}).encode())
+        else:
+            why = next((l[6:] for l in report if l.startswith("error ")), "no report")
+            sock.send(json.dumps({"error": "join: %s" % why}).encode())
+
+
+def _read_report(r, timeout):
+    """The lines written to the pipe `r` until it closes, at most 4 KiB and `timeout` seconds (its
+    writers are in a sandbox by then)."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    out = b""
+    while len(out) < 4096:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([r], [], [], left)[0]:
+            break
+        chunk = os.read(r, 4096 - len(out))
+        if not chunk:
+            break
+        out += chunk
+    return out.decode("utf-8", "replace").splitlines()
+
+
+def _join(libc, entry, req, fds, w):
+    """In the host zygote's child: join the sandbox (docs/design/shared-zygote.md, "The fork's
+    steps, in order"), then, in the grandchild that lives in the sandbox's pid namespace, become
+    that sandbox's zygote. Returns the fd of the connection to its agent."""
+    import ctypes
+    import socket
+
+    pidfd, procs = fds[0], fds[1:]
+    # 1. Its cgroups, through descriptors the server opened.
+    for fd in procs:
+        os.write(fd, b"0")
+        os.close(fd)
+    # 2. Its namespaces: this uid owns the sandbox's user namespace.
+    if libc.setns(pidfd, _JOIN_NAMESPACES) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "setns: %s" % os.strerror(err))
+    os.close(pidfd)
+    # 3. Into its pid namespace; this process exits, and the agent (PID 1) inherits the child.
+    kid = os.fork()
+    if kid:
+        os.write(w, b"pid %d\n" % kid)
+        os._exit(0)
+    # 4-6. Every file mapping and the exe link onto the sandbox's own files (CRIU needs them there).
+    # Dumpable meanwhile: a non-dumpable process's /proc files belong to the host's root, which the
+    # sandbox's user namespace does not map, and `pagemap` (0400) could not be opened. Nothing in
+    # the sandbox can use the moment: its uid is still the zygote's, which the sandbox does not map,
+    # and no process there has CAP_SYS_PTRACE.
+    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+    result = entry.lizard_zygote_remap(_ENTRY_PATH.encode(), len(_ENTRY_PATH))
+    libc.prctl(4, 0, 0, 0, 0)
+    if result < 0:
+        raise OSError(-result & 0xFFFF, "remap failed at stage %d" % (-result >> 16))
+    import _ctypes
+
+    _ctypes.dlclose(entry._handle)
+    # 7. The sandbox's root.
+    os.setgroups([])
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    # 8. The agent's capabilities and securebits, no_new_privs, and `setns` refused again.
+    _keep_capabilities(libc, req["caps"], req["securebits"])
+    _refuse_setns(libc)
+    # 9. Descriptors: the sandbox's /dev/null on 0-4, nothing of the host's.
+    null = os.open("/dev/null", os.O_RDWR)
+    for n in range(5):
+        os.dup2(null, n, inheritable=n < 3)
+    os.close(null)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 4 and fd != w:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    agent = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    agent.connect(req["socket"])
+    os.write(w, b"ok\n")
+    os.close(w)
+    # 10. Dumpable last: the agent may read its /proc files from now on.
+    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+    # The agent's environment for its zygote, then what the agent's own zygote does.
+    msg = json.loads(agent.recv(65536) or b"{}")
+    env = msg.get("env") if msg.get("op") == "env" else None
+    if not isinstance(env, dict):
+        os._exit(1)
+    os.environ.clear()
+    os.environ.update({str(k): str(v) for k, v in env.items()})
+    return agent.detach()
+
+
+def _keep_capabilities(libc, caps, securebits):
+    """Bounding, permitted and effective sets `caps` (inheritable and ambient empty), `securebits`,
+    `no_new_privs`: what the agent's own zygote holds."""
+    import ctypes
+
+    def ok(ret, what):
+        if ret != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, "%s: %s" % (what, os.strerror(err)))
+
+    ok(libc.prctl(28, securebits, 0, 0, 0), "PR_SET_SECUREBITS")
+    for cap in range(64):
+        if not caps >> cap & 1 and libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            if ctypes.get_errno() == 22:  # EINVAL: past the kernel's last capability
+                break
+            ok(-1, "PR_CAPBSET_DROP")
+    ok(libc.prctl(47, 4, 0, 0, 0), "PR_CAP_AMBIENT_CLEAR_ALL")
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    low, high = caps & 0xFFFFFFFF, caps >> 32
+    data = (ctypes.c_uint32 * 6)(low, low, 0, high, high, 0)  # effective, permitted, inheritable
+    ok(libc.syscall(126, header, data), "capset")  # SYS_capset
+    ok(libc.prctl(38, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+
+
+def _refuse_setns(libc):
+    """A seccomp filter stacked on the host zygote's (the sandbox's profile but `setns`) that
+    refuses `setns` too, so the process has exactly the sandbox's profile."""
+    import ctypes
+    import struct
+
+    ld, jeq, ret = 0x20, 0x15, 0x06
+    program = [
+        (ld, 0, 0, 4),  # the architecture
+        (jeq, 1, 0, 0xC000003E),  # AUDIT_ARCH_X86_64
+        (ret, 0, 0, 0x80000000),  # else kill the process
+        (ld, 0, 0, 0),  # the system call's number
+        (jeq, 0, 1, 308),  # setns
+        (ret, 0, 0, 0x00050000 | 1),  # SECCOMP_RET_ERRNO | EPERM
+        (ret, 0, 0, 0x7FFF0000),  # SECCOMP_RET_ALLOW
+    ]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *i) for i in program))
+    fprog = struct.pack("=HxxxxxxQ", len(program), ctypes.addressof(code))
+    if libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
+        err = ctypes.get_errno()
+        raise OSError(err, "seccomp: %s" % os.strerror(err))
+
+
 def main():
     global _PENDING_REPARENT
     # A spawned kernel, or the zygote: not dumpable from the start (a forked kernel says so again
@@ -1907,7 +2128,10 @@ def main():
     except Exception:
         pass
     if _ZYGOTE_FD is not None:
-        _zygote_serve(_ZYGOTE_FD)  # returns in each forked kernel only
+        # A host zygote's serving returns in each process that joined a sandbox, with the fd of
+        # its agent's socket; from there on it is that sandbox's zygote.
+        zfd = _host_zygote_serve(_ZYGOTE_FD) if _HOST_ZYGOTE else _ZYGOTE_FD
+        _zygote_serve(zfd)  # returns in each forked kernel only
     # After the fork: the user's site, not the zygote's.
     _LateSiteFinder.install()
     control = open(_CONTROL_FD, "rb", buffering=65536, closefd=True)

@@ -40,6 +40,10 @@ use std::process::{Child, Command, Stdio};
 /// The one fd a zygote inherits besides 0–2: the server's end of its control socket.
 pub const CONTROL_FD: RawFd = 3;
 
+/// The securebits a process that joined a sandbox takes (`"securebits"` of a join request): those of
+/// the sandbox's root with kept capabilities, as the agent and its own zygote run.
+pub const JOIN_SECUREBITS: u64 = sys::KEPT_CAPS_SECUREBITS;
+
 /// The host's device nodes bound into the zygote's `/dev`.
 const DEVICES: &[&str] = &["null", "zero", "urandom", "random"];
 

@@ -129,6 +129,15 @@ pub(crate) const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
 pub(crate) const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
 pub(crate) const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
 pub(crate) const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+/// The securebits of a process that keeps capabilities as the sandbox's root (the agent, its
+/// zygotes): `SECBIT_NOROOT` locked off, so exec as root yields exactly the bounding set;
+/// `SECBIT_NO_SETUID_FIXUP` locked off, so a change away from uid 0 clears every capability;
+/// `SECBIT_KEEP_CAPS` locked off; no ambient capabilities, ever.
+pub(crate) const KEPT_CAPS_SECUREBITS: libc::c_ulong = SECBIT_NOROOT_LOCKED
+    | SECBIT_NO_SETUID_FIXUP_LOCKED
+    | SECBIT_KEEP_CAPS_LOCKED
+    | SECBIT_NO_CAP_AMBIENT_RAISE
+    | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
 
 /// Clear the ambient capability set.
 pub(crate) fn clear_ambient() -> io::Result<()> {

@@ -11,35 +11,14 @@
 //! The first two trees are made with `unshare`; `a_lizard_sandbox_is_dumped_and_restored` dumps a
 //! tree made by Lizard's own launcher and restores it through the launcher (`SandboxSpec::restore`).
 
-use lizard_jail::checkpoint::{Criu, DumpSpec, ImagesDir, RestoreSpec};
+use common::{criu, criu_path};
+use lizard_jail::checkpoint::{DumpSpec, ImagesDir, RestoreSpec};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const DEVICES: [&str; 3] = ["null", "zero", "urandom"];
-
-fn criu_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criu/criu")
-}
-
-fn criu() -> Option<Criu> {
-    let p = criu_path();
-    if !p.is_file() {
-        // scripts/test.sh installs it and sets LIZARD_REQUIRE_CRIU=1: fail rather than skip.
-        assert!(
-            std::env::var_os("LIZARD_REQUIRE_CRIU").is_none_or(|v| v != "1"),
-            "LIZARD_REQUIRE_CRIU=1 but CRIU is not installed at {}",
-            p.display()
-        );
-        eprintln!(
-            "SKIPPED: CRIU is not installed at {} (scripts/criu.sh installs it)",
-            p.display()
-        );
-        return None;
-    }
-    Some(Criu::new(p))
-}
 
 /// A tree in its own user, pid, mount, net, ipc and uts namespaces (the user namespace first, so it
 /// owns the others), PID 1 a Bash loop counting into `/tmp/n`.

@@ -5,13 +5,23 @@
 mod common;
 
 use common::*;
-use lizard_jail::host_zygote::{spawn, HostZygoteError, HostZygoteSpec};
+use lizard_jail::fdpass::{recv_with_fds, send_with_fds, seqpacket_pair};
+use lizard_jail::host_zygote::{spawn, HostZygoteError, HostZygoteSpec, JOIN_SECUREBITS};
 use lizard_jail::process::pidfd_open;
+use lizard_jail::sandbox::{Capability, UserSpec, AGENT_CAPS};
+use lizard_jail::zygote_entry::SHARED_OBJECT;
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+/// This tree's Python runner, which the host zygote runs in its host mode.
+const RUNNER: &str = include_str!("../../../kernels/python/runner.py");
+/// The agent's side of an adopted zygote, as a stand-in (see the file).
+const FAKE_AGENT: &str = include_str!("host_zygote/fake_agent.py");
 
 /// The zygote's host uid: outside the test sandboxes' id range (from `SHIFT`).
 const ZYGOTE_UID: u32 = SHIFT - 20_000;
@@ -180,4 +190,158 @@ fn a_spec_the_jail_cannot_keep_is_refused_before_anything_runs() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// The newest complete build of the built-in template (`LIZARD_TEMPLATES_FROM`, which
+/// `scripts/test.sh` sets): its root file system and its Python.
+fn real_template() -> Option<(PathBuf, String)> {
+    let from = std::env::var_os("LIZARD_TEMPLATES_FROM")?;
+    let dir = Path::new(&from).join("templates/code-interpreter-v1");
+    let mut builds: Vec<(std::time::SystemTime, PathBuf)> = fs::read_dir(&dir)
+        .ok()?
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let done = fs::metadata(p.join("complete")).ok()?.modified().ok()?;
+            Some((done, p))
+        })
+        .collect();
+    builds.sort();
+    let build = builds.pop()?.1;
+    let meta: serde_json::Value =
+        serde_json::from_slice(&fs::read(build.join("template.json")).ok()?).ok()?;
+    Some((build.join("rootfs"), meta["python"].as_str()?.to_string()))
+}
+
+/// Send `msg` with `fds` to the host zygote and read its one answer.
+fn ask(sock: &OwnedFd, msg: serde_json::Value, fds: &[RawFd]) -> serde_json::Value {
+    send_with_fds(sock, msg.to_string().as_bytes(), fds).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let n = poll(
+        Duration::from_secs(120),
+        "the host zygote's answer",
+        || match recv_with_fds(sock, &mut buf) {
+            Ok((n, _)) => Some(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+            Err(e) => panic!("{e}"),
+        },
+    );
+    serde_json::from_slice(&buf[..n]).unwrap_or_else(|_| panic!("{:?}", &buf[..n]))
+}
+
+/// The whole join with the real template and this tree's runner: a host zygote (the runner in its
+/// host mode, in its jail) forks a process that joins a sandbox whose user namespace its uid owns,
+/// remaps its files onto the sandbox's, takes the agent's credentials and connects to the agent's
+/// root-only socket (a stand-in agent here, `host_zygote/fake_agent.py`, PID 1 as root with the
+/// agent's capabilities); it then forks a kernel for the agent that runs a cell as the sandbox
+/// user, with the environment the agent gave.
+#[test]
+fn a_joined_fork_serves_the_sandbox_as_its_zygote() {
+    lizard_test_support::needs_root!();
+    let Some((rootfs, python)) = real_template() else {
+        assert!(
+            std::env::var_os("LIZARD_TEMPLATES_FROM").is_none(),
+            "LIZARD_TEMPLATES_FROM has no complete build of code-interpreter-v1"
+        );
+        eprintln!("SKIPPED: no built template (LIZARD_TEMPLATES_FROM)");
+        return;
+    };
+    let t = TestDir::new();
+    let mut spec = t.spec(&unique_id("joined"), "");
+    spec.rootfs.lower = vec![rootfs.clone()];
+    spec.userns_owner = Some(ZYGOTE_UID);
+    spec.user = UserSpec { uid: 0, gid: 0 };
+    spec.keep_caps = AGENT_CAPS.to_vec();
+    spec.program = PathBuf::from(&python);
+    spec.args = vec!["-s".into(), "-c".into(), FAKE_AGENT.into()];
+    spec.cwd = "/".into();
+    let sandbox = launch(&spec).unwrap();
+    poll(
+        Duration::from_secs(30),
+        "the stand-in agent to listen",
+        || t.log().contains("listening=yes").then_some(()),
+    );
+
+    let (ours, theirs) = seqpacket_pair().unwrap();
+    let mut z = self::spec(&t, "");
+    z.layers = vec![rootfs];
+    z.program = PathBuf::from(&python);
+    z.args = vec!["-s".into(), "-c".into(), RUNNER.into()];
+    z.tmp_bytes = 64 << 20;
+    z.env = BTreeMap::from([
+        ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+        ("HOME".to_string(), "/tmp".to_string()),
+        ("LIZARD_ZYGOTE_FD".to_string(), "3".to_string()),
+        ("LIZARD_HOST_ZYGOTE".to_string(), "1".to_string()),
+    ]);
+    let mut zygote = spawn(zygote_helper(), &z, Some(theirs), None).unwrap();
+    let zlog = || fs::read_to_string(&z.log_path).unwrap_or_default();
+    let so = t.path().join("entry.so");
+    fs::write(&so, SHARED_OBJECT).unwrap();
+    let so = fs::File::open(&so).unwrap();
+    let ready = ask(&ours, json!({"op": "entry"}), &[so.as_raw_fd()]);
+    assert_eq!(ready, json!({"ev": "ready"}), "{}", zlog());
+
+    let pidfd = pidfd_open(sandbox.pid()).unwrap();
+    let procs: Vec<fs::File> = sandbox
+        .cgroup()
+        .paths()
+        .dirs()
+        .iter()
+        .map(|(_, d)| {
+            fs::OpenOptions::new()
+                .write(true)
+                .open(d.join("cgroup.procs"))
+                .unwrap()
+        })
+        .collect();
+    let mut fds = vec![pidfd.as_raw_fd()];
+    fds.extend(procs.iter().map(|f| f.as_raw_fd()));
+    let join = json!({
+        "op": "join",
+        "socket": "/run/lizard/z/zygote.sock",
+        "caps": Capability::mask(&AGENT_CAPS),
+        "securebits": JOIN_SECUREBITS,
+    });
+    let joined = ask(&ours, join, &fds);
+    assert!(joined["pid"].as_i64().is_some(), "{joined}: {}", zlog());
+    poll(
+        Duration::from_secs(60),
+        "the cell in the joined zygote's kernel",
+        || t.log().contains("done=yes").then_some(()),
+    );
+    let f = facts(&t.log());
+    for (k, v) in [
+        ("peer_uid", "0"),
+        ("zygote_says", r#"{"ev":"ready"}"#),
+        // Its parent is outside the sandbox's pid namespace (a subreaper of the host inherits
+        // it when the first child exits); the kernels it forks are the agent's children.
+        ("zygote_ppid", "0"),
+        (
+            "zygote_caps",
+            &format!("{:016x}", Capability::mask(&AGENT_CAPS)),
+        ),
+        ("kernel_says", "ready"),
+        ("kernel_ppid", "1"),
+        ("kernel_uid", "1000"),
+        ("result", "(42, 'joined')"),
+    ] {
+        assert_eq!(
+            f.get(k).map(String::as_str),
+            Some(v),
+            "{k}: {}\n{}",
+            t.log(),
+            zlog()
+        );
+    }
+    // Its program is the sandbox's file now, not the zygote's (whose mount the sandbox lacks).
+    assert!(f["zygote_exe"].starts_with("/usr/bin/python3"), "{f:?}");
+
+    // The zygote's parent is now this test (a subreaper); it is ended and reaped here, as the
+    // server will.
+    let zygote_pid = nix::unistd::Pid::from_raw(joined["pid"].as_i64().unwrap() as i32);
+    nix::sys::signal::kill(zygote_pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::wait::waitpid(zygote_pid, None).unwrap();
+    drop(sandbox);
+    let _ = zygote.kill();
+    let _ = zygote.wait();
 }

@@ -54,9 +54,7 @@ use crate::agent_client::AgentClient;
 use crate::store::{now_ms, SandboxRow, Store, StoreError, StoredState, VolumeRow};
 use crate::volumes::{VolumeError, Volumes};
 use lizard_jail::cgroup::Cgroup;
-use lizard_jail::sandbox::{
-    Bind, Capability, IdMap, InheritFd, Limits, RootfsSpec, SandboxSpec, UserSpec,
-};
+use lizard_jail::sandbox::{Bind, IdMap, InheritFd, Limits, RootfsSpec, SandboxSpec, UserSpec};
 use lizard_proto::{
     HibernationReport, LimitsRequest, NetworkRequest, SandboxLimits, SandboxVolume, TimeoutAction,
     VolumeMountRequest,
@@ -992,21 +990,7 @@ const CRIU_IMAGES: &str = "criu";
 /// (`move_agent_socket`): past it the server gives up, whatever the agent does.
 const HANDOVER_DEADLINE: Duration = Duration::from_secs(5);
 
-/// The capabilities a sandbox's agent keeps (the sandbox's whole bounding set): changing ids to run
-/// user code as the sandbox user and the context uids (and `setfsuid` for the files API),
-/// signalling those processes, and giving saved state to, and reading it from, the context that
-/// owns it; and for the sandbox's root (`sudo`, commands with `user: "root"`, which run with this
-/// same set) keeping set-id bits of the files it installs (`CAP_FSETID`: `dpkg`). Nothing that
-/// reaches a namespace, the kernel or the host (see SECURITY.md, "Root inside the sandbox").
-pub const AGENT_CAPS: [Capability; 7] = [
-    Capability::Setuid,
-    Capability::Setgid,
-    Capability::Kill,
-    Capability::Chown,
-    Capability::Fowner,
-    Capability::DacOverride,
-    Capability::Fsetid,
-];
+pub use lizard_jail::sandbox::AGENT_CAPS;
 
 #[cfg(test)]
 mod tests {

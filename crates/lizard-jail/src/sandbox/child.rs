@@ -299,14 +299,8 @@ pub(crate) fn drop_privileges(
         // SECBIT_NO_SETUID_FIXUP locked off, so a change away from uid 0 clears every capability;
         // SECBIT_KEEP_CAPS locked off (nothing can keep capabilities across that change);
         // SECBIT_NO_CAP_AMBIENT_RAISE | _LOCKED (no ambient capabilities, ever).
-        sys.set_securebits(
-            sys::SECBIT_NOROOT_LOCKED
-                | sys::SECBIT_NO_SETUID_FIXUP_LOCKED
-                | sys::SECBIT_KEEP_CAPS_LOCKED
-                | sys::SECBIT_NO_CAP_AMBIENT_RAISE
-                | sys::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
-        )
-        .step("prctl", "PR_SET_SECUREBITS")?;
+        sys.set_securebits(sys::KEPT_CAPS_SECUREBITS)
+            .step("prctl", "PR_SET_SECUREBITS")?;
         sys.drop_bounding_set_except(keep_caps)
             .step("prctl", "PR_CAPBSET_DROP")?;
         sys.clear_ambient()

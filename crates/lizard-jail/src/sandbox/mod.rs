@@ -47,7 +47,7 @@ mod spec;
 pub use rootfs::DEVICES;
 pub use spec::{
     Bind, Capability, IdMap, InheritFd, InvalidSpec, Limits, RestoreFrom, RootfsSpec, SandboxSpec,
-    UserSpec, MAX_INHERIT_FDS,
+    UserSpec, AGENT_CAPS, MAX_INHERIT_FDS,
 };
 
 use crate::cgroup::{Cgroup, CgroupError};

@@ -244,6 +244,22 @@ pub enum Capability {
     Fsetid,
 }
 
+/// The capabilities a sandbox's agent keeps (the sandbox's whole bounding set): changing ids to run
+/// user code as the sandbox user and the context uids (and `setfsuid` for the files API),
+/// signalling those processes, and giving saved state to, and reading it from, the context that
+/// owns it; and for the sandbox's root (`sudo`, commands with `user: "root"`, which run with this
+/// same set) keeping set-id bits of the files it installs (`CAP_FSETID`: `dpkg`). Nothing that
+/// reaches a namespace, the kernel or the host (see SECURITY.md, "Root inside the sandbox").
+pub const AGENT_CAPS: [Capability; 7] = [
+    Capability::Setuid,
+    Capability::Setgid,
+    Capability::Kill,
+    Capability::Chown,
+    Capability::Fowner,
+    Capability::DacOverride,
+    Capability::Fsetid,
+];
+
 impl Capability {
     /// The capability's number (`linux/capability.h`).
     pub fn number(self) -> u32 {

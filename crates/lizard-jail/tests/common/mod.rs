@@ -285,3 +285,28 @@ pub fn facts(log: &str) -> BTreeMap<String, String> {
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect()
 }
+
+/// Where `scripts/criu.sh` installs CRIU.
+pub fn criu_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criu/criu")
+}
+
+/// The CRIU of `scripts/criu.sh`, or `None` (a test skips, saying so) when it is not installed;
+/// with `LIZARD_REQUIRE_CRIU=1` (`scripts/test.sh`) a missing CRIU fails the test instead.
+pub fn criu() -> Option<lizard_jail::checkpoint::Criu> {
+    let p = criu_path();
+    if !p.is_file() {
+        // scripts/test.sh installs it and sets LIZARD_REQUIRE_CRIU=1: fail rather than skip.
+        assert!(
+            std::env::var_os("LIZARD_REQUIRE_CRIU").is_none_or(|v| v != "1"),
+            "LIZARD_REQUIRE_CRIU=1 but CRIU is not installed at {}",
+            p.display()
+        );
+        eprintln!(
+            "SKIPPED: CRIU is not installed at {} (scripts/criu.sh installs it)",
+            p.display()
+        );
+        return None;
+    }
+    Some(lizard_jail::checkpoint::Criu::new(p))
+}
