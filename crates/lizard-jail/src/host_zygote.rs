@@ -183,16 +183,54 @@ pub fn spawn(
         let _ = stdin.write_all(&input);
     }
     // The helper's report: nothing when the program was executed (the pipe is close-on-exec),
-    // else one line. Bounded: the helper is ours, but its pipe is read into memory.
+    // else one line. Bounded in size and time: the helper is ours, but nothing may hang a caller.
+    let report = match child.stdout.take() {
+        Some(out) => read_report(out, REPORT_DEADLINE),
+        None => Ok(Vec::new()),
+    };
+    match report {
+        Ok(r) if r.is_empty() => Ok(child),
+        Ok(r) => {
+            let message = String::from_utf8_lossy(&r).trim().to_string();
+            fail(&mut child, HostZygoteError::Helper { message })
+        }
+        Err(e) => fail(&mut child, e),
+    }
+}
+
+/// How long the helper may take to set the jail up and execute the program.
+const REPORT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Read `out` to EOF, at most 64 KiB, within `deadline`.
+fn read_report(
+    out: std::process::ChildStdout,
+    deadline: std::time::Duration,
+) -> Result<Vec<u8>, HostZygoteError> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let until = std::time::Instant::now() + deadline;
+    let mut out = std::fs::File::from(OwnedFd::from(out));
     let mut report = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        let _ = out.take(64 * 1024).read_to_end(&mut report);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let ms =
+            PollTimeout::try_from(left.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::ZERO);
+        let mut fds = [PollFd::new(out.as_fd(), PollFlags::POLLIN)];
+        let ready = poll(&mut fds, ms).step("waiting for the helper's report", "poll")?;
+        if ready == 0 {
+            return Err(HostZygoteError::Helper {
+                message: format!("no report within {} s", deadline.as_secs()),
+            });
+        }
+        let n = out
+            .read(&mut chunk)
+            .step("reading the helper's report", "read")?;
+        if n == 0 || report.len() >= 64 * 1024 {
+            return Ok(report);
+        }
+        report.extend_from_slice(&chunk[..n]);
     }
-    if report.is_empty() {
-        return Ok(child);
-    }
-    let message = String::from_utf8_lossy(&report).trim().to_string();
-    fail(&mut child, HostZygoteError::Helper { message })
 }
 
 /// `main` of the helper: read a [`HostZygoteSpec`] on stdin, enter the jail and execute the
