@@ -21,9 +21,10 @@
 //! returns once the program is executed (or with the helper's error).
 
 use crate::cgroup::{Cgroup, CgroupError};
+use crate::sandbox::{bind_mount, fd_path, open_in_root_with, SetupError, Step};
 use crate::seccomp::Filter;
 use crate::sys::{self, Syscall};
-use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{OFlag, ResolveFlag};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
@@ -32,9 +33,9 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::ffi::CString;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// The one fd a zygote inherits besides 0–2: the server's end of its control socket.
@@ -81,7 +82,7 @@ pub enum HostZygoteError {
     InvalidSpec(String),
     #[error("{step} ({detail})")]
     Step {
-        step: &'static str,
+        step: String,
         detail: String,
         #[source]
         source: io::Error,
@@ -100,22 +101,13 @@ pub enum HostZygoteError {
     Seccomp(#[from] crate::seccomp::SeccompError),
 }
 
-trait Step<T> {
-    fn step(self, step: &'static str, detail: impl std::fmt::Display)
-        -> Result<T, HostZygoteError>;
-}
-
-impl<T, E: Into<io::Error>> Step<T> for Result<T, E> {
-    fn step(
-        self,
-        step: &'static str,
-        detail: impl std::fmt::Display,
-    ) -> Result<T, HostZygoteError> {
-        self.map_err(|e| HostZygoteError::Step {
-            step,
-            detail: detail.to_string(),
-            source: e.into(),
-        })
+impl From<SetupError> for HostZygoteError {
+    fn from(e: SetupError) -> Self {
+        HostZygoteError::Step {
+            step: e.step,
+            detail: e.detail,
+            source: e.source,
+        }
     }
 }
 
@@ -207,7 +199,6 @@ fn read_report(
     deadline: std::time::Duration,
 ) -> Result<Vec<u8>, HostZygoteError> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::AsFd;
     let until = std::time::Instant::now() + deadline;
     let mut out = std::fs::File::from(OwnedFd::from(out));
     let mut report = Vec::new();
@@ -296,13 +287,7 @@ fn enter_and_exec() -> Result<Infallible, HostZygoteError> {
     sys::cloexec_from(CONTROL_FD as u32 + 1).step("close_range", "fds above the control socket")?;
     let linux = sys::Linux;
     linux.setgroups_empty().step("setgroups", "[]")?;
-    crate::sandbox::drop_privileges(&linux, spec.uid, spec.gid, 0).map_err(|e| {
-        HostZygoteError::Step {
-            step: "dropping privileges",
-            detail: format!("{} ({})", e.step, e.detail),
-            source: e.source,
-        }
-    })?;
+    crate::sandbox::drop_privileges(&linux, spec.uid, spec.gid, 0)?;
     filter.install()?;
     nix::unistd::chdir(&spec.cwd).step("chdir", spec.cwd.display())?;
     let program = cstring(spec.program.as_os_str().as_bytes())?;
@@ -316,7 +301,7 @@ fn enter_and_exec() -> Result<Infallible, HostZygoteError> {
         .map(|(k, v)| cstring(format!("{k}={v}").as_bytes()))
         .collect::<Result<Vec<_>, _>>()?;
     let err = nix::unistd::execve(&program, &args, &env).unwrap_err();
-    Err(err).step("execve", spec.program.display())
+    Err(SetupError::new("execve", &spec.program.display(), err.into()).into())
 }
 
 fn cstring(b: &[u8]) -> Result<CString, HostZygoteError> {
@@ -373,11 +358,13 @@ fn build_root(spec: &HostZygoteSpec) -> Result<(), HostZygoteError> {
     )
     .step("opening the new root", target.display())?;
     let inside = |rel: &str| -> Result<(OwnedFd, String), HostZygoteError> {
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_SYMLINKS);
-        let fd = openat2(&root, rel, how).step("opening a mount point", format!("/{rel}"))?;
-        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let fd = open_in_root_with(
+            root.as_fd(),
+            Path::new(rel),
+            ResolveFlag::RESOLVE_NO_SYMLINKS,
+        )
+        .step("opening a mount point", format!("/{rel}"))?;
+        let path = fd_path(fd.as_fd());
         Ok((fd, path))
     };
     let (_proc, at) = inside("proc")?;
@@ -425,15 +412,8 @@ fn build_root(spec: &HostZygoteSpec) -> Result<(), HostZygoteError> {
         );
         let node = nix::fcntl::openat(&dev, *name, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
             .step("opening", format!("/dev/{name}"))?;
-        let at = format!("/proc/self/fd/{}", node.as_raw_fd());
-        mount(
-            Some(format!("/dev/{name}").as_str()),
-            at.as_str(),
-            NONE,
-            MsFlags::MS_BIND,
-            NONE,
-        )
-        .step("binding", format!("/dev/{name}"))?;
+        let host = format!("/dev/{name}");
+        bind_mount(&host, node.as_fd(), &host)?;
     }
     let remount = MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | no_exec;
     mount(NONE, at.as_str(), NONE, remount, Some(dev_options)).step("making /dev read-only", "")?;

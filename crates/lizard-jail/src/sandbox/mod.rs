@@ -39,10 +39,11 @@
 //! [`crate::process::set_child_subreaper`], else to the host's init), which must reap it.
 
 mod child;
-pub(crate) use child::drop_privileges;
+pub(crate) use child::{drop_privileges, SetupError, Step};
 mod idmap;
 mod rootfs;
 mod spec;
+pub(crate) use rootfs::{bind_mount, fd_path, open_in_root_with};
 
 pub use rootfs::DEVICES;
 pub use spec::{
@@ -52,7 +53,7 @@ pub use spec::{
 
 use crate::cgroup::{Cgroup, CgroupError};
 use crate::seccomp::{Filter, SeccompError};
-use child::{ChildPlan, SetupError, ERROR_TAG};
+use child::{ChildPlan, ERROR_TAG};
 use nix::fcntl::{FcntlArg, OFlag};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::stat::Mode;

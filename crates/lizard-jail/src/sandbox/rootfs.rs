@@ -97,7 +97,7 @@ const DEV_LINKS: &[(&str, &str)] = &[
 
 const NONE: Option<&str> = None;
 
-fn fd_path(fd: BorrowedFd<'_>) -> String {
+pub(crate) fn fd_path(fd: BorrowedFd<'_>) -> String {
     format!("/proc/self/fd/{}", fd.as_raw_fd())
 }
 
@@ -108,7 +108,11 @@ fn open_in_root(root: BorrowedFd<'_>, rel: &Path) -> nix::Result<OwnedFd> {
 }
 
 /// [`open_in_root`] with extra resolve flags (e.g. `RESOLVE_NO_SYMLINKS`).
-fn open_in_root_with(root: BorrowedFd<'_>, rel: &Path, extra: ResolveFlag) -> nix::Result<OwnedFd> {
+pub(crate) fn open_in_root_with(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    extra: ResolveFlag,
+) -> nix::Result<OwnedFd> {
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS | extra);
@@ -203,7 +207,11 @@ fn ensure_with(
 }
 
 /// Bind-mount `source` (a host path, or an fd path) recursively onto `target`.
-fn bind_mount(source: &str, target: BorrowedFd<'_>, what: &str) -> Result<(), SetupError> {
+pub(crate) fn bind_mount(
+    source: &str,
+    target: BorrowedFd<'_>,
+    what: &str,
+) -> Result<(), SetupError> {
     mount(
         Some(source),
         fd_path(target).as_str(),
