@@ -21,11 +21,13 @@
 //! returns once the program is executed (or with the helper's error).
 
 use crate::cgroup::{Cgroup, CgroupError};
-use crate::sandbox::{bind_mount, fd_path, open_in_root_with, SetupError, Step};
+use crate::sandbox::{
+    bind_mount, fd_path, make_private, mount_fs, open_in_root_with, pivot_into, SetupError, Step,
+};
 use crate::seccomp::Filter;
 use crate::sys::{self, Syscall};
 use nix::fcntl::{OFlag, ResolveFlag};
-use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
@@ -270,22 +272,14 @@ fn enter_and_exec() -> Result<Infallible, HostZygoteError> {
         Mode::from_bits_truncate(0o600),
     )
     .step("opening the log", spec.log_path.display())?;
-    nix::sched::unshare(
-        CloneFlags::CLONE_NEWNS
-            | CloneFlags::CLONE_NEWNET
-            | CloneFlags::CLONE_NEWIPC
-            | CloneFlags::CLONE_NEWUTS,
-    )
-    .step("unshare", "mount, network, IPC and UTS namespaces")?;
-    build_root(&spec)?;
-    nix::unistd::sethostname(&spec.hostname).step("sethostname", &spec.hostname)?;
+    let linux = sys::Linux;
+    enter(&linux, &spec)?;
     let null = nix::fcntl::open("/dev/null", OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty())
         .step("opening", "/dev/null")?;
     sys::dup2_raw(null.as_raw_fd(), 0).step("dup2", "stdin")?;
     sys::dup2_raw(log.as_raw_fd(), 1).step("dup2", "stdout")?;
     sys::dup2_raw(log.as_raw_fd(), 2).step("dup2", "stderr")?;
     sys::cloexec_from(CONTROL_FD as u32 + 1).step("close_range", "fds above the control socket")?;
-    let linux = sys::Linux;
     linux.setgroups_empty().step("setgroups", "[]")?;
     crate::sandbox::drop_privileges(&linux, spec.uid, spec.gid, 0)?;
     filter.install()?;
@@ -308,26 +302,34 @@ fn cstring(b: &[u8]) -> Result<CString, HostZygoteError> {
     CString::new(b).map_err(|_| HostZygoteError::InvalidSpec("a NUL byte in a string".into()))
 }
 
+/// Our own mount, network, IPC and UTS namespaces, the root built in the first ([`build_root`]),
+/// the host name in the last.
+fn enter(sys: &impl Syscall, spec: &HostZygoteSpec) -> Result<(), HostZygoteError> {
+    let namespaces = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
+    sys.unshare(namespaces)
+        .step("unshare", "mount, network, IPC and UTS namespaces")?;
+    build_root(sys, spec)?;
+    sys.sethostname(&spec.hostname)
+        .step("sethostname", &spec.hostname)?;
+    Ok(())
+}
+
 /// Mount the root at `spec.mountpoint` in our own mount namespace, fill it, and pivot into it.
 /// Mount points inside the template are opened without following a symlink (`RESOLVE_IN_ROOT |
 /// RESOLVE_NO_SYMLINKS`), so a template's links cannot send a mount elsewhere.
-fn build_root(spec: &HostZygoteSpec) -> Result<(), HostZygoteError> {
-    const NONE: Option<&str> = None;
-    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE)
-        .step("making mounts private", "/")?;
+fn build_root(sys: &impl Syscall, spec: &HostZygoteSpec) -> Result<(), HostZygoteError> {
+    make_private(sys, "making mounts private")?;
     let target = &spec.mountpoint;
     let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     if let [layer] = spec.layers.as_slice() {
-        mount(Some(layer), target, NONE, MsFlags::MS_BIND, NONE)
+        sys.mount(Some(layer), target, None, MsFlags::MS_BIND, None)
             .step("binding the template", layer.display())?;
-        mount(
-            NONE,
-            target,
-            NONE,
-            MsFlags::MS_REMOUNT | MsFlags::MS_BIND | ro,
-            NONE,
-        )
-        .step("making the template read-only", layer.display())?;
+        let flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | ro;
+        sys.mount(None, target, None, flags, None)
+            .step("making the template read-only", layer.display())?;
     } else {
         // Without an upper layer an overlay is read-only. The options cannot escape `:` or `,`;
         // template layer paths are the server's own.
@@ -342,86 +344,65 @@ fn build_root(spec: &HostZygoteSpec) -> Result<(), HostZygoteError> {
             ));
         }
         let options = format!("lowerdir={}", lower.join(":"));
-        mount(
-            Some("overlay"),
-            target,
-            Some("overlay"),
-            ro,
-            Some(options.as_str()),
-        )
-        .step("mounting the template's layers", &options)?;
+        let source = Some(Path::new("overlay"));
+        sys.mount(source, target, Some("overlay"), ro, Some(options.as_str()))
+            .step("mounting the template's layers", &options)?;
     }
-    let root = nix::fcntl::open(
-        target,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .step("opening the new root", target.display())?;
-    let inside = |rel: &str| -> Result<(OwnedFd, String), HostZygoteError> {
-        let fd = open_in_root_with(
-            root.as_fd(),
-            Path::new(rel),
-            ResolveFlag::RESOLVE_NO_SYMLINKS,
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+    let root = sys
+        .open(target, flags)
+        .step("opening the new root", target.display())?;
+    let inside = |rel: &str| -> Result<OwnedFd, HostZygoteError> {
+        let no_links = ResolveFlag::RESOLVE_NO_SYMLINKS;
+        Ok(
+            open_in_root_with(sys, root.as_fd(), Path::new(rel), no_links)
+                .step("opening a mount point", format!("/{rel}"))?,
         )
-        .step("opening a mount point", format!("/{rel}"))?;
-        let path = fd_path(fd.as_fd());
-        Ok((fd, path))
     };
-    let (_proc, at) = inside("proc")?;
     let no_exec = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(
-        Some("proc"),
-        at.as_str(),
-        Some("proc"),
-        no_exec,
-        Some("hidepid=invisible,subset=pid"),
-    )
-    .step("mounting /proc", "hidepid=invisible,subset=pid")?;
-    let (_tmp, at) = inside("tmp")?;
+    let proc = "hidepid=invisible,subset=pid";
+    mount_fs(sys, "proc", inside("proc")?.as_fd(), no_exec, Some(proc))
+        .step("mounting /proc", proc)?;
     let tmp = format!(
         "size={},mode=0700,uid={},gid={}",
         spec.tmp_bytes, spec.uid, spec.gid
     );
     let no_dev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    mount(
-        Some("tmpfs"),
-        at.as_str(),
-        Some("tmpfs"),
-        no_dev,
-        Some(tmp.as_str()),
-    )
-    .step("mounting /tmp", &tmp)?;
-    let (_dev, at) = inside("dev")?;
+    mount_fs(sys, "tmpfs", inside("tmp")?.as_fd(), no_dev, Some(&tmp))
+        .step("mounting /tmp", &tmp)?;
     let dev_options = "size=65536,nr_inodes=16,mode=0755";
-    mount(
-        Some("tmpfs"),
-        at.as_str(),
-        Some("tmpfs"),
+    mount_fs(
+        sys,
+        "tmpfs",
+        inside("dev")?.as_fd(),
         no_exec,
         Some(dev_options),
     )
     .step("mounting /dev", dev_options)?;
     // Our fresh tmpfs (opened anew: the path walk now crosses the mount): nothing in it but
     // what we make.
-    let (dev, at) = inside("dev")?;
+    let dev = inside("dev")?;
     for name in DEVICES {
-        let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC;
-        drop(
-            nix::fcntl::openat(&dev, *name, flags, Mode::from_bits_truncate(0o666))
-                .step("creating", format!("/dev/{name}"))?,
-        );
-        let node = nix::fcntl::openat(&dev, *name, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
-            .step("opening", format!("/dev/{name}"))?;
         let host = format!("/dev/{name}");
-        bind_mount(&host, node.as_fd(), &host)?;
+        let create = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY;
+        drop(
+            sys.openat(dev.as_fd(), Path::new(name), create, 0o666)
+                .step("creating", &host)?,
+        );
+        let node = sys
+            .openat(dev.as_fd(), Path::new(name), OFlag::O_PATH, 0)
+            .step("opening", &host)?;
+        bind_mount(sys, Path::new(&host), node.as_fd(), &host)?;
     }
     let remount = MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | no_exec;
-    mount(NONE, at.as_str(), NONE, remount, Some(dev_options)).step("making /dev read-only", "")?;
-    nix::unistd::fchdir(&root).step("entering the new root", target.display())?;
-    nix::unistd::pivot_root(".", ".").step("pivot_root", target.display())?;
-    umount2(".", MntFlags::MNT_DETACH).step("detaching the old root", "/")?;
-    nix::unistd::chdir("/").step("chdir", "/")?;
-    Ok(())
+    let at = Path::new(&fd_path(dev.as_fd())).to_path_buf();
+    sys.mount(None, &at, None, remount, Some(dev_options))
+        .step("making /dev read-only", "")?;
+    Ok(pivot_into(
+        sys,
+        root.as_fd(),
+        &target.display().to_string(),
+    )?)
 }
 
 #[cfg(test)]
@@ -464,5 +445,93 @@ mod tests {
                 "{what}"
             );
         }
+    }
+
+    use crate::sys::recorder::Recorder;
+
+    fn calls_of(spec: &HostZygoteSpec) -> (Recorder, Result<(), HostZygoteError>) {
+        let r = Recorder::default();
+        let out = enter(&r, spec);
+        (r, out)
+    }
+
+    /// The zygote's own mount, network, IPC and UTS namespaces — not user or pid, whose
+    /// sandboxes' its forks must join — a read-only template root, its mount points opened
+    /// without following a link, `/proc` showing no other user's process, `/dev` read-only after
+    /// its nodes, and the pivot before the host name.
+    #[test]
+    fn the_zygote_enters_a_read_only_root_of_its_own() {
+        let (r, out) = calls_of(&spec());
+        out.unwrap();
+        let calls = r.calls();
+        assert_eq!(
+            calls[..2],
+            [
+                "unshare CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET",
+                "mount - / - MS_REC | MS_PRIVATE -",
+            ]
+        );
+        let template = spec().layers[0].display().to_string();
+        let root = spec().mountpoint.display().to_string();
+        assert_eq!(
+            calls[2..4],
+            [
+                format!("mount {template} {root} - MS_BIND -"),
+                format!(
+                    "mount - {root} - MS_RDONLY | MS_NOSUID | MS_NODEV | MS_REMOUNT | MS_BIND -"
+                ),
+            ]
+        );
+        for c in r.matching("openat2") {
+            assert!(
+                c.contains("RESOLVE_IN_ROOT") && c.contains("RESOLVE_NO_SYMLINKS"),
+                "{c}"
+            );
+        }
+        let proc = format!(
+            "mount proc {{{root}/proc}} proc MS_NOSUID | MS_NODEV | MS_NOEXEC hidepid=invisible,subset=pid"
+        );
+        assert!(calls.contains(&proc), "{calls:#?}");
+        let dev_ro = r
+            .position(&format!("mount - {{{root}/dev}} - MS_RDONLY"))
+            .unwrap();
+        let last_node = calls
+            .iter()
+            .rposition(|c| c.starts_with("mount /dev/"))
+            .unwrap();
+        assert!(last_node < dev_ro);
+        let n = calls.len();
+        assert_eq!(
+            calls[n - 5..],
+            [
+                format!("fchdir {root}"),
+                "pivot_root .".into(),
+                "umount_detach .".into(),
+                "chdir /".into(),
+                format!("sethostname {}", spec().hostname),
+            ]
+        );
+    }
+
+    /// Several layers: one read-only overlay; a layer path that would split its options is
+    /// refused before anything is mounted.
+    #[test]
+    fn layers_are_one_read_only_overlay() {
+        let mut s = spec();
+        s.layers = vec!["/t/top".into(), "/t/base".into()];
+        let (r, out) = calls_of(&s);
+        out.unwrap();
+        let overlay = r.matching("mount overlay");
+        assert_eq!(
+            overlay,
+            [format!(
+                "mount overlay {} overlay MS_RDONLY | MS_NOSUID | MS_NODEV lowerdir=/t/top:/t/base",
+                s.mountpoint.display()
+            )]
+        );
+        s.layers = vec!["/t/a,upperdir=/x".into(), "/t/base".into()];
+        let (r, out) = calls_of(&s);
+        assert!(matches!(out, Err(HostZygoteError::InvalidSpec(_))));
+        assert!(r.matching("mount overlay").is_empty());
     }
 }

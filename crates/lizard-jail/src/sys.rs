@@ -11,9 +11,17 @@
 //! inside a `pre_exec` hook, and its ids and capabilities are `network`'s choice). Everything
 //! returns `std::io::Error` from `errno`.
 
+use nix::fcntl::{OFlag, ResolveFlag};
+use nix::mount::MsFlags;
+use nix::sched::CloneFlags;
+use nix::sys::stat::Mode;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+#[cfg(test)]
+pub(crate) mod recorder;
 
 fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret < 0 {
@@ -196,11 +204,16 @@ pub(crate) const SECBIT_NOROOT: libc::c_ulong = 1;
 #[cfg(test)]
 pub(crate) const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
 
-/// The system calls with which a sandbox's first process gives up its privileges (see
-/// `sandbox::child::drop_privileges`), behind a trait so that their order and arguments — the
-/// logic that decides what a sandbox keeps — are unit-tested without root, against a recorder;
-/// [`Linux`] makes them. youki's `Syscall` is the model.
+/// The system calls with which the jail builds a sandbox's (or the host zygote's) mount table,
+/// enters its namespaces and gives up its privileges (`sandbox::rootfs`, `sandbox::child`,
+/// `host_zygote`), behind a trait so that their order and arguments — the logic that decides what
+/// a sandbox sees and keeps — are unit-tested without root, against a recorder
+/// ([`recorder::Recorder`]); [`Linux`] makes them. youki's `Syscall` is the model.
+///
+/// Paths handed to `mount` are host paths or `/proc/self/fd/N` of descriptors the caller opened:
+/// nothing here resolves a path on its own behalf.
 pub(crate) trait Syscall {
+    // Credentials.
     fn setgroups_empty(&self) -> io::Result<()>;
     fn setresgid(&self, gid: u32) -> io::Result<()>;
     fn setresuid(&self, uid: u32) -> io::Result<()>;
@@ -215,6 +228,69 @@ pub(crate) trait Syscall {
         inheritable: u64,
     ) -> io::Result<()>;
     fn set_no_new_privs(&self) -> io::Result<()>;
+
+    // Namespaces.
+    fn unshare(&self, flags: CloneFlags) -> io::Result<()>;
+    fn sethostname(&self, name: &str) -> io::Result<()>;
+    /// [`configure_sandbox_netns`].
+    fn configure_sandbox_netns(&self) -> io::Result<()>;
+
+    // Files the mount table is made of.
+    /// `open(path, flags | O_CLOEXEC)`.
+    fn open(&self, path: &Path, flags: OFlag) -> io::Result<OwnedFd>;
+    /// `openat(dir, name, flags | O_CLOEXEC, mode)`.
+    fn openat(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &Path,
+        flags: OFlag,
+        mode: u32,
+    ) -> io::Result<OwnedFd>;
+    /// `openat2(dir, path, {flags | O_CLOEXEC, resolve})`.
+    fn openat2(
+        &self,
+        dir: BorrowedFd<'_>,
+        path: &Path,
+        flags: OFlag,
+        resolve: ResolveFlag,
+    ) -> io::Result<OwnedFd>;
+    fn mkdirat(&self, dir: BorrowedFd<'_>, name: &Path, mode: u32) -> io::Result<()>;
+    /// `fchownat(dir, name, uid, gid, AT_SYMLINK_NOFOLLOW)`.
+    fn fchownat(&self, dir: BorrowedFd<'_>, name: &Path, uid: u32, gid: u32) -> io::Result<()>;
+    fn symlinkat(&self, target: &str, dir: BorrowedFd<'_>, name: &str) -> io::Result<()>;
+    fn write_all(&self, fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()>;
+
+    // Mounts.
+    fn mount(
+        &self,
+        source: Option<&Path>,
+        target: &Path,
+        fstype: Option<&str>,
+        flags: MsFlags,
+        data: Option<&str>,
+    ) -> io::Result<()>;
+    /// `umount2(target, MNT_DETACH)`.
+    fn umount_detach(&self, target: &Path) -> io::Result<()>;
+    /// [`open_tree_clone`].
+    fn open_tree_clone(&self, dir: Option<BorrowedFd<'_>>, path: &CStr) -> io::Result<OwnedFd>;
+    /// [`open_tree_clone_cwd_recursive`].
+    fn open_tree_clone_cwd_recursive(&self) -> io::Result<OwnedFd>;
+    /// [`move_mount_onto`].
+    fn move_mount_onto(&self, tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()>;
+    /// [`mount_setattr`].
+    fn mount_setattr(
+        &self,
+        tree: BorrowedFd<'_>,
+        attr_set: u64,
+        userns: Option<BorrowedFd<'_>>,
+    ) -> io::Result<()>;
+    /// [`detached_tmpfs`].
+    fn detached_tmpfs(&self, options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd>;
+    fn fchdir(&self, dir: BorrowedFd<'_>) -> io::Result<()>;
+    fn chdir(&self, path: &Path) -> io::Result<()>;
+    /// `pivot_root(".", ".")`: the current directory becomes the root, the old root stacked on
+    /// top of it (to be detached with `umount_detach(".")`).
+    fn pivot_root_here(&self) -> io::Result<()>;
 }
 
 /// The real system calls.
@@ -251,6 +327,113 @@ impl Syscall for Linux {
     }
     fn set_no_new_privs(&self) -> io::Result<()> {
         nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)
+    }
+
+    fn unshare(&self, flags: CloneFlags) -> io::Result<()> {
+        nix::sched::unshare(flags).map_err(io::Error::from)
+    }
+    fn sethostname(&self, name: &str) -> io::Result<()> {
+        nix::unistd::sethostname(name).map_err(io::Error::from)
+    }
+    fn configure_sandbox_netns(&self) -> io::Result<()> {
+        configure_sandbox_netns()
+    }
+
+    fn open(&self, path: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+        nix::fcntl::open(path, flags | OFlag::O_CLOEXEC, Mode::empty()).map_err(io::Error::from)
+    }
+    fn openat(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &Path,
+        flags: OFlag,
+        mode: u32,
+    ) -> io::Result<OwnedFd> {
+        let mode = Mode::from_bits_truncate(mode);
+        nix::fcntl::openat(dir, name, flags | OFlag::O_CLOEXEC, mode).map_err(io::Error::from)
+    }
+    fn openat2(
+        &self,
+        dir: BorrowedFd<'_>,
+        path: &Path,
+        flags: OFlag,
+        resolve: ResolveFlag,
+    ) -> io::Result<OwnedFd> {
+        let how = nix::fcntl::OpenHow::new()
+            .flags(flags | OFlag::O_CLOEXEC)
+            .resolve(resolve);
+        nix::fcntl::openat2(dir, path, how).map_err(io::Error::from)
+    }
+    fn mkdirat(&self, dir: BorrowedFd<'_>, name: &Path, mode: u32) -> io::Result<()> {
+        nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(mode)).map_err(io::Error::from)
+    }
+    fn fchownat(&self, dir: BorrowedFd<'_>, name: &Path, uid: u32, gid: u32) -> io::Result<()> {
+        nix::unistd::fchownat(
+            dir,
+            name,
+            Some(nix::unistd::Uid::from_raw(uid)),
+            Some(nix::unistd::Gid::from_raw(gid)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(io::Error::from)
+    }
+    fn symlinkat(&self, target: &str, dir: BorrowedFd<'_>, name: &str) -> io::Result<()> {
+        nix::unistd::symlinkat(target, dir, name).map_err(io::Error::from)
+    }
+    fn write_all(&self, fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            match nix::unistd::write(fd, rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => rest = &rest[n..],
+                Err(nix::Error::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    fn mount(
+        &self,
+        source: Option<&Path>,
+        target: &Path,
+        fstype: Option<&str>,
+        flags: MsFlags,
+        data: Option<&str>,
+    ) -> io::Result<()> {
+        nix::mount::mount(source, target, fstype, flags, data).map_err(io::Error::from)
+    }
+    fn umount_detach(&self, target: &Path) -> io::Result<()> {
+        nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH).map_err(io::Error::from)
+    }
+    fn open_tree_clone(&self, dir: Option<BorrowedFd<'_>>, path: &CStr) -> io::Result<OwnedFd> {
+        open_tree_clone(dir, path)
+    }
+    fn open_tree_clone_cwd_recursive(&self) -> io::Result<OwnedFd> {
+        open_tree_clone_cwd_recursive()
+    }
+    fn move_mount_onto(&self, tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+        move_mount_onto(tree, target)
+    }
+    fn mount_setattr(
+        &self,
+        tree: BorrowedFd<'_>,
+        attr_set: u64,
+        userns: Option<BorrowedFd<'_>>,
+    ) -> io::Result<()> {
+        mount_setattr(tree, attr_set, userns)
+    }
+    fn detached_tmpfs(&self, options: &[(&CStr, &CStr)], attrs: u64) -> io::Result<OwnedFd> {
+        detached_tmpfs(options, attrs)
+    }
+    fn fchdir(&self, dir: BorrowedFd<'_>) -> io::Result<()> {
+        nix::unistd::fchdir(dir).map_err(io::Error::from)
+    }
+    fn chdir(&self, path: &Path) -> io::Result<()> {
+        nix::unistd::chdir(path).map_err(io::Error::from)
+    }
+    fn pivot_root_here(&self) -> io::Result<()> {
+        nix::unistd::pivot_root(".", ".").map_err(io::Error::from)
     }
 }
 

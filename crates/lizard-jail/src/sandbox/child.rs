@@ -29,7 +29,7 @@
 use super::rootfs;
 use crate::seccomp::Filter;
 use crate::sys;
-use nix::sched::{unshare, CloneFlags};
+use nix::sched::CloneFlags;
 use nix::sys::stat::{umask, Mode};
 use std::convert::Infallible;
 use std::ffi::CString;
@@ -229,24 +229,9 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
             }),
         })
         .collect::<Result<_, _>>()?;
-    // From here on: root of the sandbox's user namespace, which owns our mount, pid, net, ipc and
-    // uts namespaces, with every capability in it (none in the host's).
-    become_namespace_root(&sys::Linux)?;
-    // The sandbox's own (loopback-only) network namespace, as a CRIU restore makes it too: every
-    // port bindable by anyone, loopback up. The sysctl is written through the host's `/proc` (we
-    // have not pivoted yet): net sysctls act on the writer's network namespace, which is ours,
-    // and its root (we) may write them.
-    sys::configure_sandbox_netns().step("configure the network namespace", "lo")?;
-    rootfs::build_inside(&p.rootfs)?;
-    nix::unistd::sethostname(&p.hostname).step("sethostname", &p.hostname)?;
-    // Meanwhile the parent has moved us into the sandbox's cgroup (on cgroup v1 a move can wait
-    // for an RCU grace period, milliseconds, which the mount work above overlaps). Nothing above
-    // forks.
-    wait_for_parent(&p.go, "wait for the cgroup")?;
-    // The sandbox's cgroup becomes the root of our cgroup namespace, owned by our user namespace
-    // like the others.
-    unshare(CloneFlags::CLONE_NEWCGROUP).step("unshare", "cgroup namespace")?;
-
+    enter_sandbox(&sys::Linux, &p.rootfs, &p.hostname, || {
+        wait_for_parent(&p.go, "wait for the cgroup")
+    })?;
     // Use the capabilities of the user namespace to give everything up.
     drop_privileges(&sys::Linux, p.uid, p.gid, p.keep_caps)?;
     nix::unistd::chdir(p.cwd.as_c_str()).step("chdir", p.cwd.to_string_lossy())?;
@@ -272,6 +257,35 @@ fn setup_and_exec(p: &ChildPlan) -> Result<Infallible, SetupError> {
         None => nix::unistd::execve(&p.program, &p.argv, &p.envp)
             .step("execve", p.program.to_string_lossy()),
     }
+}
+
+/// Step 2: become root of the sandbox's user namespace, which owns our mount, pid, net, ipc and
+/// uts namespaces, with every capability in it (none in the host's), and make the sandbox's
+/// world: network, mount table and root, host name; then, once `wait_for_cgroup` says the parent
+/// has moved us into the sandbox's cgroup, a cgroup namespace rooted there.
+fn enter_sandbox(
+    sys: &impl sys::Syscall,
+    rootfs: &rootfs::Plan,
+    hostname: &str,
+    wait_for_cgroup: impl FnOnce() -> Result<(), SetupError>,
+) -> Result<(), SetupError> {
+    become_namespace_root(sys)?;
+    // The sandbox's own (loopback-only) network namespace, as a CRIU restore makes it too: every
+    // port bindable by anyone, loopback up. The sysctl is written through the host's `/proc` (we
+    // have not pivoted yet): net sysctls act on the writer's network namespace, which is ours,
+    // and its root (we) may write them.
+    sys.configure_sandbox_netns()
+        .step("configure the network namespace", "lo")?;
+    rootfs::build_inside(sys, rootfs)?;
+    sys.sethostname(hostname).step("sethostname", hostname)?;
+    // Meanwhile the parent has moved us into the sandbox's cgroup (on cgroup v1 a move can wait
+    // for an RCU grace period, milliseconds, which the mount work above overlaps). Nothing above
+    // forks.
+    wait_for_cgroup()?;
+    // The sandbox's cgroup becomes the root of our cgroup namespace, owned by our user namespace
+    // like the others.
+    sys.unshare(CloneFlags::CLONE_NEWCGROUP)
+        .step("unshare", "cgroup namespace")
 }
 
 /// Become root of the sandbox's user namespace (whose maps the parent has written): no
@@ -341,52 +355,7 @@ pub(crate) fn drop_privileges(
 mod tests {
     use super::*;
 
-    /// Records every call; fails the one named in `fail`.
-    #[derive(Default)]
-    struct Recorder {
-        calls: std::cell::RefCell<Vec<String>>,
-        fail: Option<&'static str>,
-    }
-
-    impl Recorder {
-        fn call(&self, name: &'static str, args: String) -> io::Result<()> {
-            self.calls.borrow_mut().push(format!("{name}{args}"));
-            if self.fail == Some(name) {
-                return Err(io::Error::from_raw_os_error(libc::EPERM));
-            }
-            Ok(())
-        }
-        fn calls(&self) -> Vec<String> {
-            self.calls.borrow().clone()
-        }
-    }
-
-    impl sys::Syscall for Recorder {
-        fn setgroups_empty(&self) -> io::Result<()> {
-            self.call("setgroups", "([])".into())
-        }
-        fn setresgid(&self, gid: u32) -> io::Result<()> {
-            self.call("setresgid", format!("({gid})"))
-        }
-        fn setresuid(&self, uid: u32) -> io::Result<()> {
-            self.call("setresuid", format!("({uid})"))
-        }
-        fn set_securebits(&self, bits: libc::c_ulong) -> io::Result<()> {
-            self.call("securebits", format!("({bits:#x})"))
-        }
-        fn drop_bounding_set_except(&self, keep: u64) -> io::Result<()> {
-            self.call("bounding_keep", format!("({keep:#x})"))
-        }
-        fn clear_ambient(&self) -> io::Result<()> {
-            self.call("clear_ambient", String::new())
-        }
-        fn set_capability_sets(&self, e: u64, p: u64, i: u64) -> io::Result<()> {
-            self.call("capset", format!("({e:#x},{p:#x},{i:#x})"))
-        }
-        fn set_no_new_privs(&self) -> io::Result<()> {
-            self.call("no_new_privs", String::new())
-        }
-    }
+    use crate::sys::recorder::Recorder;
 
     /// Without kept capabilities: every set emptied, root can never regain any through exec,
     /// the uid changes only after the bounding set is gone, and no_new_privs comes last.
@@ -402,12 +371,12 @@ mod tests {
         assert_eq!(
             r.calls(),
             [
-                format!("securebits({bits:#x})"),
-                "bounding_keep(0x0)".into(),
+                format!("securebits {bits:#x}"),
+                "bounding_keep 0x0".into(),
                 "clear_ambient".into(),
-                "setresgid(1000)".into(),
-                "setresuid(1000)".into(),
-                "capset(0x0,0x0,0x0)".into(),
+                "setresgid 1000".into(),
+                "setresuid 1000".into(),
+                "capset 0x0,0x0,0x0".into(),
                 "no_new_privs".into(),
             ]
         );
@@ -427,8 +396,7 @@ mod tests {
         drop_privileges(&r, 0, 0, keep).unwrap();
         let calls = r.calls();
         let bits: libc::c_ulong = calls[0]
-            .strip_prefix("securebits(0x")
-            .and_then(|s| s.strip_suffix(')'))
+            .strip_prefix("securebits 0x")
             .and_then(|s| libc::c_ulong::from_str_radix(s, 16).ok())
             .unwrap();
         assert_eq!(
@@ -445,11 +413,11 @@ mod tests {
         assert_eq!(
             calls[1..],
             [
-                format!("bounding_keep({keep:#x})"),
+                format!("bounding_keep {keep:#x}"),
                 "clear_ambient".into(),
-                "setresgid(0)".into(),
-                "setresuid(0)".into(),
-                format!("capset({keep:#x},{keep:#x},0x0)"),
+                "setresgid 0".into(),
+                "setresuid 0".into(),
+                format!("capset {keep:#x},{keep:#x},0x0"),
                 "no_new_privs".into(),
             ]
         );
@@ -466,10 +434,7 @@ mod tests {
             ("capset", "capset"),
             ("no_new_privs", "prctl"),
         ] {
-            let r = Recorder {
-                fail: Some(fail),
-                ..Default::default()
-            };
+            let r = Recorder::failing(fail);
             let e = drop_privileges(&r, 1000, 1000, 0).unwrap_err();
             assert_eq!(e.step, step, "{fail}");
             assert_eq!(e.source.raw_os_error(), Some(libc::EPERM));
@@ -482,7 +447,67 @@ mod tests {
     fn the_child_first_becomes_root_of_its_user_namespace() {
         let r = Recorder::default();
         become_namespace_root(&r).unwrap();
-        assert_eq!(r.calls(), ["setgroups([])", "setresgid(0)", "setresuid(0)"]);
+        assert_eq!(r.calls(), ["setgroups []", "setresgid 0", "setresuid 0"]);
+    }
+
+    /// Step 2 in order: root of the user namespace before anything else, the whole mount table
+    /// and the pivot before the host name, and the cgroup namespace only once the parent says
+    /// the cgroup move is done (else its root would be the launcher's cgroup).
+    #[test]
+    fn the_child_makes_its_world_then_its_cgroup_namespace() {
+        let r = Recorder::default();
+        let plan = rootfs::Plan {
+            mountpoint: "/s/root".into(),
+            lower: vec!["/t/layer".into()],
+            upper: "/s/upper".into(),
+            work: "/s/work".into(),
+            binds: vec![],
+            idmap_userns: None,
+            root_owner: None,
+            dev_options: String::new(),
+            devpts_options: String::new(),
+            shm_options: String::new(),
+            tmp_options: String::new(),
+            proc_files: vec![],
+        };
+        let waited_at = std::cell::Cell::new(None);
+        enter_sandbox(&r, &plan, "sbx", || {
+            waited_at.set(Some(r.calls().len()));
+            Ok(())
+        })
+        .unwrap();
+        let calls = r.calls();
+        assert_eq!(
+            calls[..4],
+            [
+                "setgroups []",
+                "setresgid 0",
+                "setresuid 0",
+                "configure_netns"
+            ]
+        );
+        let n = calls.len();
+        assert_eq!(
+            calls[n - 3..],
+            ["chdir /", "sethostname sbx", "unshare CLONE_NEWCGROUP"]
+        );
+        assert_eq!(
+            waited_at.get(),
+            Some(n - 1),
+            "the wait comes right before the unshare"
+        );
+
+        let r = Recorder::default();
+        let e = enter_sandbox(&r, &plan, "sbx", || {
+            Err(SetupError::new(
+                "wait for the cgroup",
+                &"",
+                io::ErrorKind::UnexpectedEof.into(),
+            ))
+        })
+        .unwrap_err();
+        assert_eq!(e.step, "wait for the cgroup");
+        assert!(r.matching("unshare").is_empty());
     }
 
     #[test]

@@ -43,7 +43,9 @@ pub(crate) use child::{drop_privileges, SetupError, Step};
 mod idmap;
 mod rootfs;
 mod spec;
-pub(crate) use rootfs::{bind_mount, fd_path, open_in_root_with};
+pub(crate) use rootfs::{
+    bind_mount, fd_path, make_private, mount_fs, open_in_root_with, pivot_into,
+};
 
 pub use rootfs::DEVICES;
 pub use spec::{
@@ -927,7 +929,7 @@ fn restore_into(
         false => None,
         true => Some(netns_setup_script(&from.images, &from.netns_setup)?),
     };
-    let restored = rootfs::mount_root(&plan.rootfs)
+    let restored = rootfs::mount_root(&crate::sys::Linux, &plan.rootfs)
         .map_err(JailError::from)
         .and_then(|()| {
             stage_sources(
@@ -1088,7 +1090,7 @@ fn stage_sources(
         })?;
         if let (Some(Some(attrs)), Some(userns)) = (idmapped.get(i), userns) {
             // A volume: shown through the sandbox's id map, as at launch.
-            let tree = rootfs::idmapped_tree(&by_fd, *attrs, userns)?;
+            let tree = rootfs::idmapped_tree(&crate::sys::Linux, &by_fd, *attrs, userns)?;
             let at = nix::fcntl::open(&staged, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
                 .map_err(|e| {
                     JailError::Io(crate::StepIo {
@@ -1169,7 +1171,7 @@ fn start(
     })?;
     // The child starts in the overlay root (its copy of our current directory): it could not
     // reach it by path through the root-only host directories above.
-    let staged = rootfs::build_host(&plan.rootfs)
+    let staged = rootfs::build_host(&crate::sys::Linux, &plan.rootfs)
         .map_err(JailError::from)
         .and_then(|()| enter_dir(&plan.rootfs.mountpoint));
     let cwd_before = match staged {
