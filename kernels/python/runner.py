@@ -2019,6 +2019,10 @@ def _join(libc, entry, req, fds, w):
     if kid:
         os.write(w, b"pid %d\n" % kid)
         os._exit(0)
+    # A session of its own, inside: the kernels it forks inherit it, and CRIU refuses a tree whose
+    # session leader is outside its pid namespace (the host zygote's). Ended before a checkpoint,
+    # the leader is then a dead one of the sandbox's, which CRIU restores with a helper.
+    os.setsid()
     # 4-6. Every file mapping and the exe link onto the sandbox's own files (CRIU needs them there).
     # Dumpable meanwhile: a non-dumpable process's /proc files belong to the host's root, which the
     # sandbox's user namespace does not map, and `pagemap` (0400) could not be opened. Nothing in

@@ -75,6 +75,67 @@ pub struct HostZygoteSpec {
     pub env: BTreeMap<String, String>,
     /// Working directory inside the root.
     pub cwd: PathBuf,
+    /// The user namespace the zygote lives in, its sandboxes' parent ([`joinable_userns`]):
+    /// where the helper opens it (`/proc/<pid>/fd/<n>` of the caller's descriptor). It enters it
+    /// after building its root and before giving up its privileges. `None`: the host's; the
+    /// zygote can then join no sandbox (owning a user namespace is worth nothing from outside
+    /// its parent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub userns: Option<PathBuf>,
+}
+
+/// The most id ranges [`joinable_userns`] maps besides the zygote's ids (the kernel takes 340
+/// lines in all).
+pub const MAX_JOINABLE_RANGES: usize = 256;
+
+/// The user namespace a host zygote lives in and its sandboxes are made in
+/// (`SandboxSpec::userns_parent`), as a descriptor: made and so owned by the host's root, which
+/// thereby keeps every capability over those sandboxes (CRIU needs them: root here may lack some,
+/// such as `CAP_SYS_RESOURCE`), and mapping each of `uid`, `gid` and the host id ranges
+/// `(start, count)` of `sandboxes` to itself, nothing else — not 0. Its processes (the zygote)
+/// hold no capability outside it. Safe from a multi-threaded process; needs host root.
+pub fn joinable_userns(
+    uid: u32,
+    gid: u32,
+    sandboxes: &[(u32, u32)],
+) -> Result<OwnedFd, crate::sandbox::JailError> {
+    let invalid = |reason: String| {
+        crate::sandbox::JailError::InvalidSpec(crate::sandbox::InvalidSpec {
+            field: "sandboxes".into(),
+            reason,
+        })
+    };
+    if sandboxes.is_empty() || sandboxes.len() > MAX_JOINABLE_RANGES {
+        return Err(invalid(format!("1 to {MAX_JOINABLE_RANGES} id ranges")));
+    }
+    let mut ranges: Vec<(u64, u64)> = sandboxes
+        .iter()
+        .map(|&(start, count)| (start as u64, start as u64 + count as u64))
+        .collect();
+    ranges.sort();
+    let overlapping = ranges.windows(2).any(|w| w[0].1 > w[1].0);
+    let holds = |id: u32| ranges.iter().any(|&(a, b)| (a..b).contains(&(id as u64)));
+    if overlapping
+        || ranges
+            .iter()
+            .any(|&(a, b)| a == b || a == 0 || b > u32::MAX as u64)
+        || [uid, gid]
+            .iter()
+            .any(|&id| id == 0 || id == u32::MAX || holds(id))
+    {
+        return Err(invalid(
+            "non-empty, disjoint ranges without 0, -1, the uid or the gid".into(),
+        ));
+    }
+    let lines: String = ranges
+        .iter()
+        .map(|&(a, b)| format!("{a} {a} {}\n", b - a))
+        .collect();
+    crate::sandbox::userns_with_maps(
+        &format!("{uid} {uid} 1\n{lines}"),
+        &format!("{gid} {gid} 1\n{lines}"),
+        "a host zygote",
+    )
 }
 
 /// Errors of starting a host zygote.
@@ -124,10 +185,11 @@ impl HostZygoteSpec {
         if self.layers.is_empty() {
             return bad("no template layer");
         }
-        let absolute =
-            self.layers
-                .iter()
-                .chain([&self.mountpoint, &self.log_path, &self.program, &self.cwd]);
+        let absolute = self
+            .layers
+            .iter()
+            .chain([&self.mountpoint, &self.log_path, &self.program, &self.cwd])
+            .chain(&self.userns);
         if absolute.clone().any(|p| !p.is_absolute()) {
             return bad("paths must be absolute");
         }
@@ -280,6 +342,9 @@ fn enter_and_exec() -> Result<Infallible, HostZygoteError> {
     sys::dup2_raw(log.as_raw_fd(), 1).step("dup2", "stdout")?;
     sys::dup2_raw(log.as_raw_fd(), 2).step("dup2", "stderr")?;
     sys::cloexec_from(CONTROL_FD as u32 + 1).step("close_range", "fds above the control socket")?;
+    if let Some(path) = &spec.userns {
+        enter_userns(path)?;
+    }
     linux.setgroups_empty().step("setgroups", "[]")?;
     crate::sandbox::drop_privileges(&linux, spec.uid, spec.gid, 0)?;
     filter.install()?;
@@ -296,6 +361,27 @@ fn enter_and_exec() -> Result<Infallible, HostZygoteError> {
         .collect::<Result<Vec<_>, _>>()?;
     let err = nix::unistd::execve(&program, &args, &env).unwrap_err();
     Err(SetupError::new("execve", &spec.program.display(), err.into()).into())
+}
+
+/// Enter the user namespace at `path`, which root must own (it is checked): from here on the
+/// process holds capabilities there alone, which the credential drop that follows takes away.
+fn enter_userns(path: &Path) -> Result<(), HostZygoteError> {
+    let ns = nix::fcntl::open(path, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+        .step("opening the user namespace", path.display())?;
+    match sys::user_namespace_owner(ns.as_fd())
+        .step("checking the user namespace", path.display())?
+    {
+        Some(0) => {}
+        _ => {
+            return Err(HostZygoteError::InvalidSpec(format!(
+                "{} is not a user namespace that root owns",
+                path.display()
+            )))
+        }
+    }
+    nix::sched::setns(&ns, CloneFlags::CLONE_NEWUSER)
+        .step("entering the user namespace", path.display())?;
+    Ok(())
 }
 
 fn cstring(b: &[u8]) -> Result<CString, HostZygoteError> {
@@ -422,6 +508,34 @@ mod tests {
             args: vec![],
             env: BTreeMap::new(),
             cwd: "/".into(),
+            userns: Some("/proc/1/fd/3".into()),
+        }
+    }
+
+    /// The zygote's user namespace maps its ids and whole, disjoint sandbox ranges, never 0 or
+    /// -1: anything else is refused before a namespace is made.
+    #[test]
+    fn a_joinable_namespace_maps_no_root_and_no_overlap() {
+        let z = 90_000;
+        for (what, uid, ranges) in [
+            ("no range", z, vec![]),
+            ("uid 0", 0, vec![(100_000, 65_536)]),
+            ("an empty range", z, vec![(100_000, 0)]),
+            ("a range with 0", z, vec![(0, 10)]),
+            ("the uid in a range", z, vec![(89_000, 2_000)]),
+            ("overlap", z, vec![(100_000, 65_536), (165_535, 10)]),
+            ("past u32", z, vec![(u32::MAX - 5, 10)]),
+            (
+                "too many",
+                z,
+                (1..=300).map(|i| (i * 100_000, 10)).collect(),
+            ),
+        ] {
+            let r = joinable_userns(uid, z, &ranges);
+            assert!(
+                matches!(r, Err(crate::sandbox::JailError::InvalidSpec(_))),
+                "{what}: {r:?}"
+            );
         }
     }
 
@@ -429,13 +543,16 @@ mod tests {
     fn specs_that_would_leave_the_zygote_root_or_unbounded_are_refused() {
         assert!(spec().validate().is_ok());
         type Change = fn(&mut HostZygoteSpec);
-        let cases: [(&str, Change); 6] = [
+        let cases: [(&str, Change); 7] = [
             ("uid 0", |s| s.uid = 0),
             ("gid 0", |s| s.gid = 0),
             ("uid -1", |s| s.uid = u32::MAX),
             ("no layer", |s| s.layers.clear()),
             ("relative program", |s| s.program = "python3".into()),
             ("no /tmp size", |s| s.tmp_bytes = 0),
+            ("relative user namespace", |s| {
+                s.userns = Some("fd/3".into())
+            }),
         ];
         for (what, change) in cases {
             let mut s = spec();

@@ -201,7 +201,6 @@ pub(crate) fn set_capability_sets(
 
 /// `linux/securebits.h`, the bits [`set_securebits`] sets that are not locks.
 pub(crate) const SECBIT_NOROOT: libc::c_ulong = 1;
-#[cfg(test)]
 pub(crate) const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
 
 /// The system calls with which the jail builds a sandbox's (or the host zygote's) mount table,
@@ -837,4 +836,28 @@ pub(crate) fn pidfd_signal(pidfd: BorrowedFd<'_>, signal: libc::c_int) -> io::Re
 /// Set `PR_SET_NO_NEW_PRIVS`: no exec from here on can gain privileges.
 pub(crate) fn set_no_new_privs() -> io::Result<()> {
     prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0)
+}
+
+/// `ioctl(ns, NS_GET_NSTYPE)` and `ioctl(ns, NS_GET_OWNER_UID)` of a user namespace descriptor:
+/// `Some(owner)` when `ns` is a user namespace, `None` when it is another kind.
+pub(crate) fn user_namespace_owner(ns: BorrowedFd<'_>) -> io::Result<Option<u32>> {
+    const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+    const NS_GET_OWNER_UID: libc::c_ulong = 0xb704;
+    // SAFETY: NS_GET_NSTYPE takes no argument and returns the CLONE_NEW* type of the namespace
+    // behind a valid fd (an error for any other fd).
+    let kind = check(unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_NSTYPE) } as libc::c_long)?;
+    if kind != libc::CLONE_NEWUSER as libc::c_long {
+        return Ok(None);
+    }
+    let mut uid: libc::uid_t = 0;
+    // SAFETY: NS_GET_OWNER_UID writes one `uid_t` through the pointer, which points at `uid`,
+    // alive and properly aligned for the call.
+    check(unsafe {
+        libc::ioctl(
+            ns.as_raw_fd(),
+            NS_GET_OWNER_UID,
+            &mut uid as *mut libc::uid_t,
+        )
+    } as libc::c_long)?;
+    Ok(Some(uid))
 }

@@ -11,7 +11,7 @@
 //! The first two trees are made with `unshare`; `a_lizard_sandbox_is_dumped_and_restored` dumps a
 //! tree made by Lizard's own launcher and restores it through the launcher (`SandboxSpec::restore`).
 
-use common::{criu, criu_path};
+use common::{criu, gone};
 use lizard_jail::checkpoint::{DumpSpec, ImagesDir, RestoreSpec};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -172,14 +172,6 @@ fn dump_spec() -> DumpSpec {
 
 fn images_in(base: &Path) -> ImagesDir {
     ImagesDir::create(&base.join("images")).unwrap()
-}
-
-fn gone(pid: i32) -> bool {
-    // A zombie (not reaped yet) counts as gone.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(s) => s.rsplit(')').next().unwrap_or("").trim().starts_with('Z'),
-    }
 }
 
 #[test]
@@ -382,14 +374,7 @@ fn a_lizard_sandbox_is_dumped_and_restored() {
     // The launcher's restore path: the same spec, with the checkpoint to restore.
     drop(running);
     assert!(run_dir.join("criu.kdat").is_file(), "no kernel-facts cache");
-    spec.restore = Some(lizard_jail::sandbox::RestoreFrom {
-        criu: criu_path(),
-        criu_run_dir: Some(run_dir.clone()),
-        images: images.path.clone(),
-        dumped: dump,
-        deadline_ms: 60_000,
-        netns_setup: Vec::new(),
-    });
+    spec.restore = Some(common::restore_from(&images, &run_dir, dump));
     let started = Instant::now();
     let again = common::launch(&spec)
         .unwrap_or_else(|e| panic!("restore: {}", lizard_jail::error_chain(&e)));

@@ -77,6 +77,33 @@ fn spec(t: &TestDir, script: &str) -> HostZygoteSpec {
         args: vec!["-c".into(), script.into()],
         env: BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]),
         cwd: "/".into(),
+        userns: None,
+    }
+}
+
+/// The user namespace the zygote lives in and its sandboxes are made in (mapping the zygote's
+/// ids and the test sandboxes' range), and its path for the helpers.
+struct Parent {
+    ns: OwnedFd,
+}
+
+impl Parent {
+    fn new() -> Parent {
+        let ns =
+            lizard_jail::host_zygote::joinable_userns(ZYGOTE_UID, ZYGOTE_UID, &[(SHIFT, 65536)])
+                .unwrap();
+        Parent { ns }
+    }
+    fn path(&self) -> PathBuf {
+        format!("/proc/{}/fd/{}", std::process::id(), self.ns.as_raw_fd()).into()
+    }
+    /// `spec` made inside it, owned there by the zygote's uid.
+    fn adopt(&self, spec: &mut lizard_jail::sandbox::SandboxSpec) {
+        spec.userns_parent = Some(lizard_jail::sandbox::UsernsParent {
+            path: self.path(),
+            uid: ZYGOTE_UID,
+            gid: ZYGOTE_UID,
+        });
     }
 }
 
@@ -86,9 +113,16 @@ fn zygote_helper() -> Command {
     c
 }
 
-/// Run `script` as a host zygote (with `control` as its fd 3) until it exits; its facts.
-fn run(t: &TestDir, script: &str, control: Option<OwnedFd>) -> BTreeMap<String, String> {
-    let s = spec(t, script);
+/// Run `script` as a host zygote in `parent` (with `control` as its fd 3) until it exits; its
+/// facts.
+fn run(
+    t: &TestDir,
+    parent: &Parent,
+    script: &str,
+    control: Option<OwnedFd>,
+) -> BTreeMap<String, String> {
+    let mut s = spec(t, script);
+    s.userns = Some(parent.path());
     let mut child = spawn(zygote_helper(), &s, control, None).unwrap();
     let log = || fs::read_to_string(&s.log_path).unwrap_or_default();
     let status = poll(
@@ -104,7 +138,7 @@ fn run(t: &TestDir, script: &str, control: Option<OwnedFd>) -> BTreeMap<String, 
 fn the_host_zygote_sees_the_template_alone_and_holds_nothing() {
     lizard_test_support::needs_root!();
     let t = TestDir::new();
-    let f = run(&t, PROBE, None);
+    let f = run(&t, &Parent::new(), PROBE, None);
     assert_eq!(f.get("done").map(String::as_str), Some("yes"), "{f:?}");
     for (k, v) in [
         ("uid", ZYGOTE_UID.to_string()),
@@ -152,17 +186,22 @@ fn the_host_zygote_sees_the_template_alone_and_holds_nothing() {
 fn the_host_zygote_joins_the_sandboxes_its_uid_owns_and_no_other() {
     lizard_test_support::needs_root!();
     let t = TestDir::new();
+    let parent = Parent::new();
     let owned_id = unique_id("zygote-owned");
     let mut owned = t.spec(&owned_id, "sleep 100");
-    owned.userns_owner = Some(ZYGOTE_UID);
+    parent.adopt(&mut owned);
     let owned = launch(&owned).unwrap();
     let other_dir = TestDir::new();
     let other = launch(&other_dir.spec(&unique_id("zygote-other"), "sleep 100")).unwrap();
     let script = format!("OWNED={} OTHER={}\n{JOIN}", owned.pid(), other.pid());
-    let joined = run(&t, &script, Some(pidfd_open(owned.pid()).unwrap()));
+    let control = || Some(pidfd_open(owned.pid()).unwrap());
+    let joined = run(&t, &parent, &script, control());
     assert_eq!(joined["join"], owned_id, "{joined:?}");
-    let refused = run(&t, &script, Some(pidfd_open(other.pid()).unwrap()));
+    let refused = run(&t, &parent, &script, Some(pidfd_open(other.pid()).unwrap()));
     assert_eq!(refused["join"], "Operation not permitted", "{refused:?}");
+    // The same uid in another parent namespace (another template's zygote) is refused.
+    let outside = run(&t, &Parent::new(), &script, control());
+    assert_eq!(outside["join"], "Operation not permitted", "{outside:?}");
     // Owning a user namespace gives its owner's uid every capability in it, ptrace's read access
     // to its processes included, so `hidepid` shows it the sandboxes it owns; no other.
     assert_eq!(
@@ -245,10 +284,12 @@ fn a_joined_fork_serves_the_sandbox_as_its_zygote() {
         eprintln!("SKIPPED: no built template (LIZARD_TEMPLATES_FROM)");
         return;
     };
+    let Some(criu) = criu() else { return };
     let t = TestDir::new();
+    let parent = Parent::new();
     let mut spec = t.spec(&unique_id("joined"), "");
     spec.rootfs.lower = vec![rootfs.clone()];
-    spec.userns_owner = Some(ZYGOTE_UID);
+    parent.adopt(&mut spec);
     spec.user = UserSpec { uid: 0, gid: 0 };
     spec.keep_caps = AGENT_CAPS.to_vec();
     spec.program = PathBuf::from(&python);
@@ -267,6 +308,7 @@ fn a_joined_fork_serves_the_sandbox_as_its_zygote() {
     z.program = PathBuf::from(&python);
     z.args = vec!["-s".into(), "-c".into(), RUNNER.into()];
     z.tmp_bytes = 64 << 20;
+    z.userns = Some(parent.path());
     z.env = BTreeMap::from([
         ("PATH".to_string(), "/usr/bin:/bin".to_string()),
         ("HOME".to_string(), "/tmp".to_string()),
@@ -337,11 +379,48 @@ fn a_joined_fork_serves_the_sandbox_as_its_zygote() {
     assert!(f["zygote_exe"].starts_with("/usr/bin/python3"), "{f:?}");
 
     // The zygote's parent is now this test (a subreaper); it is ended and reaped here, as the
-    // server will.
+    // server will before a checkpoint: it is not of the sandbox's tree.
     let zygote_pid = nix::unistd::Pid::from_raw(joined["pid"].as_i64().unwrap() as i32);
     nix::sys::signal::kill(zygote_pid, nix::sys::signal::Signal::SIGKILL).unwrap();
     nix::sys::wait::waitpid(zygote_pid, None).unwrap();
+    poll(
+        Duration::from_secs(30),
+        "the agent to let go of the zygote",
+        || t.log().contains("zygote_gone=yes").then_some(()),
+    );
+    let again = |n: u32| {
+        fs::write(t.path().join(format!("run/go-{n}")), "").unwrap();
+        let key = format!("again-{n}");
+        poll(Duration::from_secs(60), &key, || {
+            facts(&t.log()).get(&key).cloned()
+        })
+    };
+    assert_eq!(again(1), "43", "{}", t.log());
+
+    // The sandbox, its kernel forked by the joined zygote included, is checkpointed by CRIU as
+    // host root (who owns the parent namespace, so keeps every capability over the sandbox) and
+    // restored; the kernel's state is intact.
+    let pid = sandbox.pid();
+    let dump = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap();
+    let images = lizard_jail::checkpoint::ImagesDir::create(&t.path().join("images")).unwrap();
+    let run_dir = t.path().join("criu-run");
+    lizard_jail::checkpoint::mount_run_dir(&run_dir).unwrap();
+    let criu = criu.with_run_dir(Some(run_dir.clone()));
+    criu.dump(pid, &images, &dump, false, None, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::error_chain(&e)));
+    poll(Duration::from_secs(10), "the dumped sandbox to end", || {
+        gone(pid).then_some(())
+    });
     drop(sandbox);
+    spec.restore = Some(common::restore_from(&images, &run_dir, dump));
+    let restored = launch(&spec).unwrap_or_else(|e| {
+        let log = fs::read_to_string(images.path.join("restore.log")).unwrap_or_default();
+        let tail = &log[log.len().saturating_sub(6000)..];
+        panic!("restore: {}\n{tail}", lizard_jail::error_chain(&e))
+    });
+    assert_eq!(again(2), "44", "{}", t.log());
+    drop(restored);
+    lizard_jail::checkpoint::unmount_run_dir(&run_dir);
     let _ = zygote.kill();
     let _ = zygote.wait();
 }

@@ -10,6 +10,7 @@ use lizard_jail::cgroup::{CgroupPaths, Hierarchy, V1Dirs};
 use lizard_jail::process::Exit;
 use lizard_jail::sandbox::Bind;
 use std::fs;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{lchown, symlink, MetadataExt};
 use std::path::Path;
 use std::time::Duration;
@@ -1016,18 +1017,27 @@ fn xattr_set(path: &Path, name: &str, value: &[u8]) {
     assert!(ok, "setxattr {name} on {}", path.display());
 }
 
-/// `userns_owner`: the sandbox's user namespace belongs to that host uid, so a process of that uid
-/// holding no capability at all can join all the sandbox's namespaces through its PID 1's pidfd
-/// (the shared zygote's way in, `docs/design/shared-zygote.md`), and a process of another uid
-/// cannot; the sandbox itself runs as without an owner.
+/// `userns_parent`: the sandbox's user namespace is made inside a namespace root owns
+/// (`host_zygote::joinable_userns`) and belongs there to a host uid, so that a process of that
+/// uid *inside the parent* holding no capability at all joins all the sandbox's namespaces
+/// through its PID 1's pidfd (the shared zygote's way in, `docs/design/shared-zygote.md`); the
+/// same uid outside the parent cannot, and root keeps every capability over the sandbox (CRIU's
+/// `prlimit` works without `CAP_SYS_RESOURCE`). The sandbox itself runs as without a parent.
 #[test]
-fn only_the_user_namespaces_owner_joins_the_sandbox_without_capabilities() {
+fn only_the_owner_inside_the_parent_joins_the_sandbox_without_capabilities() {
     lizard_test_support::needs_root!();
     let owner = SHIFT - 10_000;
+    let parent =
+        lizard_jail::host_zygote::joinable_userns(owner, owner, &[(SHIFT, 65536)]).unwrap();
+    let parent_path = format!("/proc/{}/fd/{}", std::process::id(), parent.as_raw_fd());
     let t = TestDir::new();
     let id = unique_id("owner");
     let mut spec = t.spec(&id, "echo uid=$(id -u); sleep 100 & echo started=yes; wait");
-    spec.userns_owner = Some(owner);
+    spec.userns_parent = Some(lizard_jail::sandbox::UsernsParent {
+        path: parent_path.clone().into(),
+        uid: owner,
+        gid: owner,
+    });
     let sb = launch(&spec).unwrap();
     poll(Duration::from_secs(20), "the script to start", || {
         t.log().contains("started=yes").then_some(())
@@ -1038,38 +1048,85 @@ fn only_the_user_namespaces_owner_joins_the_sandbox_without_capabilities() {
             .arg("-c")
             .arg(JOIN_PROBE)
             .arg(sb.pid().to_string())
-            .arg(owner.to_string())
-            .arg((owner + 1).to_string()),
+            .arg(&parent_path)
+            .arg(format!("{owner}:in"))
+            .arg(format!("{owner}:out")),
         Duration::from_secs(30),
     );
     assert_eq!(r["owner"], owner, "{r}");
+    assert_eq!(r["parent_is_given"], true, "{r}");
+    assert_eq!(r["root_prlimit"], "ok", "{r}");
     assert_eq!(
-        r["join"][owner.to_string()],
+        r["join"][format!("{owner}:in")],
         format!("0000000000000000 joined {id}"),
         "{r}"
     );
     assert_eq!(
-        r["join"][(owner + 1).to_string()],
+        r["join"][format!("{owner}:out")],
         "0000000000000000 Operation not permitted",
         "{r}"
     );
 }
 
-/// argv: PID 1's host pid, then uids. Prints the user namespace's owner (`NS_GET_OWNER_UID`) and,
-/// for each uid, what a process of that uid with no capability (its `CapEff` first) got from
+/// A parent that is not a user namespace root owns, or that does not map the sandbox's ids, is a
+/// clear error of the launch, and nothing is left running.
+#[test]
+fn a_parent_user_namespace_that_cannot_hold_the_sandbox_is_refused() {
+    lizard_test_support::needs_root!();
+    let owner = SHIFT - 10_000;
+    let t = TestDir::new();
+    let mut spec = t.spec(&unique_id("bad-parent"), "sleep 100");
+    let parent = |path: String| lizard_jail::sandbox::UsernsParent {
+        path: path.into(),
+        uid: owner,
+        gid: owner,
+    };
+    spec.userns_parent = Some(parent("/proc/self/ns/net".into()));
+    let e = lizard_jail::error_chain(&launch(&spec).err().expect("a refused launch"));
+    assert!(e.contains("not a user namespace"), "{e}");
+
+    let elsewhere =
+        lizard_jail::host_zygote::joinable_userns(owner, owner, &[(SHIFT + 1_000_000, 10)])
+            .unwrap();
+    let path = format!("/proc/{}/fd/{}", std::process::id(), elsewhere.as_raw_fd());
+    spec.userns_parent = Some(parent(path));
+    let e = lizard_jail::error_chain(&launch(&spec).err().expect("a refused launch"));
+    assert!(e.contains("writing the sandbox's uid_map"), "{e}");
+    assert!(!t.log().contains("started"), "{}", t.log());
+}
+
+/// argv: PID 1's host pid, the parent user namespace's path, then `uid:in` or `uid:out`. Prints
+/// the user namespace's owner (`NS_GET_OWNER_UID`), whether its parent (`NS_GET_PARENT`) is the
+/// given one, whether host root `prlimit`s PID 1, and for each entry what a process of that uid
+/// with no capability (its `CapEff` first), inside the parent or not, got from
 /// `setns(pidfd, USER|MNT|PID|UTS|IPC|NET)`: the host name it then sees, or the error.
 const JOIN_PROBE: &str = r#"
-import ctypes, fcntl, json, os, socket, struct, sys
+import ctypes, fcntl, json, os, resource, socket, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
-pid, uids = int(sys.argv[1]), [int(u) for u in sys.argv[2:]]
+pid, parent, entries = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 ns = os.open(f'/proc/{pid}/ns/user', os.O_RDONLY)
 out = {'owner': struct.unpack('I', fcntl.ioctl(ns, 0xb704, bytes(4)))[0], 'join': {}}
-for uid in uids:
+up = fcntl.ioctl(ns, 0xb702)
+out['parent_is_given'] = os.fstat(up).st_ino == os.stat(parent).st_ino
+try:
+    resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    out['root_prlimit'] = 'ok'
+except OSError as e:
+    out['root_prlimit'] = str(e)
+for entry in entries:
+    uid, where = entry.split(':')
+    uid = int(uid)
     r, w = os.pipe()
     child = os.fork()
     if child == 0:
         try:
+            if where == 'in' and libc.setns(os.open(parent, os.O_RDONLY), 0x10000000):
+                raise OSError(ctypes.get_errno(), 'setns parent')
             os.setgroups([]); os.setresgid(uid, uid, uid); os.setresuid(uid, uid, uid)
+            # Entering a namespace root does not map leaves its capabilities: drop them all.
+            hdr = (ctypes.c_uint32 * 2)(0x20080522, 0); data = (ctypes.c_uint32 * 6)()
+            if libc.syscall(126, hdr, data):
+                raise OSError(ctypes.get_errno(), 'capset')
             caps = next(l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff'))
             pidfd = libc.syscall(434, pid, 0)
             if libc.setns(pidfd, 0x10000000 | 0x20000 | 0x20000000 | 0x4000000 | 0x8000000 | 0x40000000):
@@ -1081,7 +1138,7 @@ for uid in uids:
         os.write(w, msg.encode())
         os._exit(0)
     os.close(w)
-    out['join'][str(uid)] = os.read(r, 4096).decode()
+    out['join'][entry] = os.read(r, 4096).decode()
     os.waitpid(child, 0)
 print(json.dumps(out))
 "#;

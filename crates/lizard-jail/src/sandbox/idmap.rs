@@ -20,8 +20,20 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 /// A user namespace whose uid and gid maps are both `inside outside count`, as an fd. The caller
-/// must be single-threaded (it clones) and host root.
+/// must be host root.
 pub(crate) fn userns(inside: u32, outside: u32, count: u32) -> Result<OwnedFd, JailError> {
+    let map = format!("{inside} {outside} {count}\n");
+    userns_with_maps(&map, &map, "the idmapped mounts")
+}
+
+/// A user namespace with these uid and gid maps (`/proc/<pid>/uid_map` lines), made by host root
+/// (who owns it), as an fd; `what` names it in errors. The helper cloned into it only closes a
+/// descriptor, reads a pipe and exits, all async-signal-safe, so the caller may be multi-threaded.
+pub(crate) fn userns_with_maps(
+    uid_map: &str,
+    gid_map: &str,
+    what: &'static str,
+) -> Result<OwnedFd, JailError> {
     let (hold_read, hold_write) =
         nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| JailError::Sync {
             step: "creating the id-map helper's pipe",
@@ -44,36 +56,33 @@ pub(crate) fn userns(inside: u32, outside: u32, count: u32) -> Result<OwnedFd, J
         }
     };
     drop(hold_read);
-    let result = map_and_open(pid, inside, outside, count);
+    let result = map_and_open(pid, uid_map, gid_map, what);
     drop(hold_write);
     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
     let _ = waitpid(Pid::from_raw(pid), None);
     result
 }
 
-fn map_and_open(pid: i32, inside: u32, outside: u32, count: u32) -> Result<OwnedFd, JailError> {
-    let map = format!("{inside} {outside} {count}\n");
-    for file in ["uid_map", "gid_map"] {
+fn map_and_open(
+    pid: i32,
+    uid_map: &str,
+    gid_map: &str,
+    what: &'static str,
+) -> Result<OwnedFd, JailError> {
+    for (file, map) in [("uid_map", uid_map), ("gid_map", gid_map)] {
         let path = PathBuf::from(format!("/proc/{pid}/{file}"));
-        std::fs::write(&path, &map).map_err(|source| {
-            JailError::Io(crate::StepIo {
-                step: "writing the id map of the idmapped mounts",
-                path,
-                source,
-            })
+        std::fs::write(&path, map).map_err(|source| JailError::Setup {
+            step: format!("writing {}", path.display()),
+            detail: format!("the user namespace of {what}"),
+            source,
         })?;
     }
     let path = PathBuf::from(format!("/proc/{pid}/ns/user"));
-    nix::fcntl::open(
-        path.as_path(),
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        JailError::Io(crate::StepIo {
-            step: "opening the id-map user namespace",
-            path,
+    nix::fcntl::open(&path, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty()).map_err(|e| {
+        JailError::Setup {
+            step: format!("opening {}", path.display()),
+            detail: format!("the user namespace of {what}"),
             source: e.into(),
-        })
+        }
     })
 }

@@ -43,6 +43,7 @@ pub(crate) use child::{drop_privileges, SetupError, Step};
 mod idmap;
 mod rootfs;
 mod spec;
+pub(crate) use idmap::userns_with_maps;
 pub(crate) use rootfs::{
     bind_mount, fd_path, make_private, mount_fs, open_in_root_with, pivot_into,
 };
@@ -50,7 +51,7 @@ pub(crate) use rootfs::{
 pub use rootfs::DEVICES;
 pub use spec::{
     Bind, Capability, IdMap, InheritFd, InvalidSpec, Limits, RestoreFrom, RootfsSpec, SandboxSpec,
-    UserSpec, AGENT_CAPS, MAX_INHERIT_FDS,
+    UserSpec, UsernsParent, AGENT_CAPS, MAX_INHERIT_FDS,
 };
 
 use crate::cgroup::{Cgroup, CgroupError};
@@ -64,7 +65,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -1122,15 +1123,154 @@ fn stage_sources(
     Ok(())
 }
 
-/// Set the effective uid (`setresuid(0, uid, 0)`), real and saved staying root: the launcher's
-/// identity for the clone that makes a user namespace `uid` owns. Root again with `0`. Credentials
-/// are per thread: only for the single-threaded launcher.
-fn set_effective_uid(uid: u32) -> Result<(), JailError> {
-    use nix::unistd::{setresuid, Uid};
-    setresuid(Uid::from_raw(0), Uid::from_raw(uid), Uid::from_raw(0)).map_err(|e| JailError::Sync {
-        step: "setting the launcher's effective uid (the user namespace's owner)",
+/// With [`SandboxSpec::userns_parent`]: the clone of the sandbox's first process (`flags`, the
+/// user namespace first), made by a helper inside the parent user namespace so that the new one
+/// is that namespace's child, owned by `owner.uid`. The launcher cannot enter it itself: it needs
+/// the host's capabilities afterwards and can never `setns` back to an ancestor user namespace.
+///
+/// The helper (a fork of this single-threaded launcher) enters `parent` as root, takes the
+/// owner's uid and gid as its effective ids keeping its capabilities there
+/// (`SECBIT_NO_SETUID_FIXUP`: the parent does not map 0, so the kernel would not clear them
+/// anyway; nothing of it runs after the clone but the map writes), is dumpable (else the child's
+/// `/proc` files would belong to the host's root, whom the parent does not map), clones the
+/// child, writes its uid and gid maps `map` from the parent (the kernel takes them from there
+/// alone), reports the child's pid and exits. The child, orphaned, is reparented to the launcher,
+/// a child subreaper from here on. As `clone_process`: `Some(pid)` in the launcher, `None` in
+/// the child.
+fn clone_inside(
+    parent: BorrowedFd<'_>,
+    owner: &UsernsParent,
+    flags: libc::c_int,
+    map: &str,
+) -> Result<Option<i32>, JailError> {
+    crate::process::set_child_subreaper().map_err(|source| JailError::Sync {
+        step: "becoming a child subreaper",
+        source,
+    })?;
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| JailError::Sync {
+        step: "creating the user namespace helper's pipe",
         source: e.into(),
-    })
+    })?;
+    let helper = match crate::sys::clone_process(0) {
+        Ok(Some(pid)) => pid,
+        Ok(None) => {
+            drop(read);
+            let report = match clone_from_parent(parent, owner, flags, map) {
+                Ok(None) => {
+                    // The sandbox's first process: the launcher reads the helper's report to EOF.
+                    drop(write);
+                    return Ok(None);
+                }
+                Ok(Some(pid)) => [&b"P"[..], &pid.to_le_bytes()].concat(),
+                Err((step, errno)) => [&b"E"[..], &errno.to_le_bytes(), step.as_bytes()].concat(),
+            };
+            let _ = nix::unistd::write(&write, &report);
+            crate::sys::exit_now(0)
+        }
+        Err(source) => {
+            return Err(JailError::Sync {
+                step: "cloning the user namespace helper",
+                source,
+            })
+        }
+    };
+    drop(write);
+    let mut report = Vec::new();
+    // EOF once the helper has exited (the child closed its copy first thing).
+    let read = std::fs::File::from(read).take(256).read_to_end(&mut report);
+    let _ = waitpid(Pid::from_raw(helper), None);
+    read.map_err(|source| JailError::Sync {
+        step: "reading the user namespace helper's report",
+        source,
+    })?;
+    let word = |b: &[u8]| {
+        b.get(..4)
+            .and_then(|w| w.try_into().ok())
+            .map(i32::from_le_bytes)
+    };
+    match report.split_first() {
+        Some((b'P', rest)) if rest.len() == 4 => Ok(word(rest)),
+        Some((b'E', rest)) => Err(JailError::Setup {
+            step: String::from_utf8_lossy(rest.get(4..).unwrap_or_default()).into_owned(),
+            detail: "in the sandbox's parent user namespace".into(),
+            source: io::Error::from_raw_os_error(word(rest).unwrap_or(libc::EIO)),
+        }),
+        _ => Err(JailError::Sync {
+            step: "the user namespace helper ended without a report",
+            source: io::Error::from_raw_os_error(libc::EPROTO),
+        }),
+    }
+}
+
+/// The helper's part of [`clone_inside`]: `Ok(None)` in the child, `Ok(Some(child's pid))` in the
+/// helper once the maps are written, or the failed step and its errno (the child, if any, killed).
+fn clone_from_parent(
+    parent: BorrowedFd<'_>,
+    owner: &UsernsParent,
+    flags: libc::c_int,
+    map: &str,
+) -> Result<Option<i32>, (&'static str, i32)> {
+    use nix::unistd::{setresgid, setresuid, Gid, Uid};
+    let errno = |step: &'static str| move |e: nix::Error| (step, e as i32);
+    let io_errno =
+        |step: &'static str| move |e: io::Error| (step, e.raw_os_error().unwrap_or(libc::EIO));
+    nix::sched::setns(parent, nix::sched::CloneFlags::CLONE_NEWUSER)
+        .map_err(errno("entering the parent user namespace"))?;
+    crate::sys::set_securebits(crate::sys::SECBIT_NO_SETUID_FIXUP)
+        .map_err(io_errno("keeping capabilities across the change of ids"))?;
+    let same = u32::MAX;
+    setresgid(
+        Gid::from_raw(same),
+        Gid::from_raw(owner.gid),
+        Gid::from_raw(same),
+    )
+    .map_err(errno("taking the owner's gid"))?;
+    setresuid(
+        Uid::from_raw(same),
+        Uid::from_raw(owner.uid),
+        Uid::from_raw(same),
+    )
+    .map_err(errno("taking the owner's uid"))?;
+    nix::sys::prctl::set_dumpable(true).map_err(errno("becoming dumpable"))?;
+    let pid = match crate::sys::clone_process(flags) {
+        Ok(None) => return Ok(None),
+        Ok(Some(pid)) => pid,
+        Err(e) => return Err(io_errno("clone")(e)),
+    };
+    for file in ["uid_map", "gid_map"] {
+        if let Err(e) = std::fs::write(format!("/proc/{pid}/{file}"), map) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            return Err(io_errno(if file == "uid_map" {
+                "writing the sandbox's uid_map"
+            } else {
+                "writing the sandbox's gid_map"
+            })(e));
+        }
+    }
+    Ok(Some(pid))
+}
+
+/// A [`UsernsParent`]'s namespace, opened and checked: a user namespace that root owns.
+fn open_userns_parent(p: &UsernsParent) -> Result<OwnedFd, JailError> {
+    let io_err = |source: io::Error| {
+        JailError::Io(crate::StepIo {
+            step: "opening the sandbox's parent user namespace",
+            path: p.path.clone(),
+            source,
+        })
+    };
+    let ns = nix::fcntl::open(&p.path, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| io_err(e.into()))?;
+    match crate::sys::user_namespace_owner(ns.as_fd()).map_err(io_err)? {
+        Some(0) => Ok(ns),
+        other => Err(JailError::InvalidSpec(InvalidSpec {
+            field: "userns_parent.path".into(),
+            reason: match other {
+                None => "not a user namespace".into(),
+                Some(uid) => format!("a user namespace owned by uid {uid}, not root"),
+            },
+        })),
+    }
 }
 
 /// Clone the child and walk it through the sync protocol. Returns the child's host pid.
@@ -1141,6 +1281,11 @@ fn start(
     report: OwnedFd,
     cgroup: &Cgroup,
 ) -> Result<i32, JailError> {
+    // With `userns_parent`, the sandbox's user namespace is made inside that one.
+    let parent = match &spec.userns_parent {
+        Some(p) => Some((open_userns_parent(p)?, p)),
+        None => None,
+    };
     // The host-root half of the mount table, in a staging mount namespace of our own (a private
     // copy of the host's): the clone below copies it into the sandbox's mount namespace, where
     // the kernel locks every mount of it. Back in our own namespace right after the clone, the
@@ -1194,22 +1339,12 @@ fn start(
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    // The user namespace's owner is the clone's effective uid: with `userns_owner`, that uid's
-    // (the shared zygote's), for the clone alone. Real and saved uid stay 0, so the effective
-    // capabilities come back with root below. The child keeps that uid until it becomes the
-    // namespace's root (`child::become_namespace_root`), before it touches any file.
-    let owner = match spec.userns_owner {
-        Some(uid) => set_effective_uid(uid),
-        None => Ok(()),
-    };
-    let cloned = match owner {
-        Ok(()) => crate::sys::clone_process(flags),
-        Err(e) => {
-            restore_limits(limits_before);
-            let _ = nix::unistd::fchdir(&cwd_before);
-            back_home(&host_mntns)?;
-            return Err(e);
-        }
+    let cloned = match &parent {
+        None => crate::sys::clone_process(flags).map_err(|source| JailError::Sync {
+            step: "clone",
+            source,
+        }),
+        Some((ns, owner)) => clone_inside(ns.as_fd(), owner, flags, &id_map_line(spec)),
     };
     if let Ok(None) = cloned {
         // In the child. Our copies of the parent's pipe ends must go, or EOF never comes.
@@ -1217,22 +1352,13 @@ fn start(
         drop(report);
         child::run(&plan)
     }
-    let root_again = match spec.userns_owner {
-        Some(_) => set_effective_uid(0),
-        None => Ok(()),
-    };
     restore_limits(limits_before);
     let _ = nix::unistd::fchdir(&cwd_before);
-    let home = back_home(&host_mntns).and(root_again);
+    let home = back_home(&host_mntns);
     let pid = match cloned {
         Ok(Some(pid)) => pid,
         Ok(None) => unreachable!("the child never returns"),
-        Err(source) => {
-            return Err(JailError::Sync {
-                step: "clone",
-                source,
-            })
-        }
+        Err(e) => return Err(e),
     };
     // The child's ends; dropping ours is what lets EOF through.
     let listeners_send = plan.listeners_send.take();
@@ -1373,6 +1499,12 @@ fn read_report(report: &mut std::fs::File) -> Result<Report, JailError> {
     }
 }
 
+/// The sandbox's uid and gid map (one line, the same for both).
+fn id_map_line(spec: &SandboxSpec) -> String {
+    let m = spec.id_map;
+    format!("{} {} {}\n", m.inside, m.outside, m.count)
+}
+
 fn parent_side(
     spec: &SandboxSpec,
     listeners_send: Option<&OwnedFd>,
@@ -1393,19 +1525,19 @@ fn parent_side(
             source,
         })?;
     }
-    let map = format!(
-        "{} {} {}\n",
-        spec.id_map.inside, spec.id_map.outside, spec.id_map.count
-    );
-    for file in ["uid_map", "gid_map"] {
-        let path = PathBuf::from(format!("/proc/{pid}/{file}"));
-        std::fs::write(&path, &map).map_err(|source| {
-            JailError::Io(crate::StepIo {
-                step: "writing the id map",
-                path,
-                source,
-            })
-        })?;
+    // With `userns_parent` the helper that made the user namespace wrote them (`clone_inside`).
+    if spec.userns_parent.is_none() {
+        let map = id_map_line(spec);
+        for file in ["uid_map", "gid_map"] {
+            let path = PathBuf::from(format!("/proc/{pid}/{file}"));
+            std::fs::write(&path, &map).map_err(|source| {
+                JailError::Io(crate::StepIo {
+                    step: "writing the id map",
+                    path,
+                    source,
+                })
+            })?;
+        }
     }
     let proceed = |go: &mut std::fs::File| {
         go.write_all(b"g").map_err(|source| JailError::Sync {

@@ -32,13 +32,13 @@ pub struct SandboxSpec {
     /// volumes with sandboxes of other ranges. `None`: the layers are used as they are on disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer_id_base: Option<u32>,
-    /// The host uid that owns the sandbox's user namespace (the launcher's effective uid at the
-    /// clone), so that a process of that uid with no capability at all can `setns` into the
-    /// sandbox: the shared zygote's (`docs/design/shared-zygote.md`). `None` (the default): root.
-    /// Not root, not `u32::MAX`, not one of the sandbox's own host ids. A restore ignores it (CRIU
+    /// Make the sandbox's user namespace inside another one, owned there by a host uid, so that a
+    /// process of that uid in that namespace can `setns` into the sandbox with no capability at
+    /// all: the shared zygote's way in (`docs/design/shared-zygote.md`). `None` (the default):
+    /// the sandbox's user namespace is a child of the host's, root's. A restore ignores it (CRIU
     /// makes the namespaces as root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub userns_owner: Option<u32>,
+    pub userns_parent: Option<UsernsParent>,
     /// Who the program runs as (ids inside the sandbox).
     pub user: UserSpec,
     /// Capabilities the program keeps (only with `user.uid` 0, the sandbox's root): they are the
@@ -177,6 +177,20 @@ pub struct Bind {
     /// `layer_id_base + id` on disk whichever sandbox writes them. A plain bind without an id map.
     #[serde(default)]
     pub idmapped: bool,
+}
+
+/// The user namespace a sandbox's own is made in ([`SandboxSpec::userns_parent`]): one that the
+/// host's root owns (so root keeps every capability over the sandbox: CRIU needs them) and that
+/// maps `uid`, `gid` and the sandbox's host ids each to itself. `crate::host_zygote::joinable_userns`
+/// makes one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsernsParent {
+    /// Where the launcher opens it: `/proc/<pid>/fd/<n>` of a descriptor the caller holds.
+    pub path: PathBuf,
+    /// The host uid and gid that own the sandbox's user namespace.
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// ids `inside..inside+count` of the sandbox are ids `outside..outside+count` of the host (the
@@ -354,13 +368,16 @@ impl SandboxSpec {
         if self.hostname.is_empty() || self.hostname.len() > 64 || self.hostname.contains('\0') {
             return bad("hostname", "1-64 bytes without NUL".into());
         }
-        if let Some(owner) = self.userns_owner {
-            if owner == 0 || owner == u32::MAX || self.id_map.holds_outside(owner) {
-                return bad(
-                    "userns_owner",
-                    "a host uid other than root and the sandbox's own ids".into(),
-                );
+        if let Some(p) = &self.userns_parent {
+            for (field, id) in [("userns_parent.uid", p.uid), ("userns_parent.gid", p.gid)] {
+                if id == 0 || id == u32::MAX || self.id_map.holds_outside(id) {
+                    return bad(
+                        field,
+                        "a host id other than root and the sandbox's own ids".into(),
+                    );
+                }
             }
+            absolute("userns_parent.path", &p.path)?;
         }
         if self.rootfs.lower.is_empty() || self.rootfs.lower.len() > MAX_LOWER_LAYERS {
             return bad("rootfs.lower", format!("1 to {MAX_LOWER_LAYERS} layers"));
@@ -541,13 +558,21 @@ mod tests {
         .unwrap()
     }
 
+    fn parent(id: u32) -> UsernsParent {
+        UsernsParent {
+            path: "/proc/1/fd/3".into(),
+            uid: id,
+            gid: id,
+        }
+    }
+
     #[test]
     fn a_good_spec_validates() {
         example().validate().unwrap();
         let mut owned = example();
-        owned.userns_owner = Some(99_999);
+        owned.userns_parent = Some(parent(99_999));
         owned.validate().unwrap();
-        owned.userns_owner = Some(165_536);
+        owned.userns_parent = Some(parent(165_536));
         owned.validate().unwrap();
     }
 
@@ -586,13 +611,36 @@ mod tests {
                 Box::new(|s| s.binds[0].target = "/run/../..".into()),
             ),
             ("user.uid", Box::new(|s| s.user.uid = 70000)),
-            ("userns_owner", Box::new(|s| s.userns_owner = Some(0))),
             (
-                "userns_owner",
-                Box::new(|s| s.userns_owner = Some(u32::MAX)),
+                "userns_parent.uid",
+                Box::new(|s| s.userns_parent = Some(parent(0))),
             ),
-            ("userns_owner", Box::new(|s| s.userns_owner = Some(100_000))),
-            ("userns_owner", Box::new(|s| s.userns_owner = Some(165_535))),
+            (
+                "userns_parent.uid",
+                Box::new(|s| s.userns_parent = Some(parent(u32::MAX))),
+            ),
+            (
+                "userns_parent.uid",
+                Box::new(|s| s.userns_parent = Some(parent(100_000))),
+            ),
+            (
+                "userns_parent.gid",
+                Box::new(|s| {
+                    s.userns_parent = Some(UsernsParent {
+                        gid: 165_535,
+                        ..parent(99_999)
+                    })
+                }),
+            ),
+            (
+                "userns_parent.path",
+                Box::new(|s| {
+                    s.userns_parent = Some(UsernsParent {
+                        path: "fd/3".into(),
+                        ..parent(99_999)
+                    })
+                }),
+            ),
             (
                 "layer_id_base",
                 Box::new(|s| s.layer_id_base = Some(u32::MAX - 100)),

@@ -98,7 +98,7 @@ impl TestDir {
                 count: 65536,
             },
             layer_id_base: None,
-            userns_owner: None,
+            userns_parent: None,
             user: UserSpec {
                 uid: USER,
                 gid: USER,
@@ -287,6 +287,31 @@ pub fn facts(log: &str) -> BTreeMap<String, String> {
 }
 
 /// Where `scripts/criu.sh` installs CRIU.
+/// Whether process `pid` has ended: a zombie (not reaped yet) counts as gone.
+pub fn gone(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s.rsplit(')').next().unwrap_or("").trim().starts_with('Z'),
+    }
+}
+
+/// What the launcher restores `dump` from: the images in `images`, with the CRIU of
+/// [`criu_path`] and its run directory `run_dir`.
+pub fn restore_from(
+    images: &lizard_jail::checkpoint::ImagesDir,
+    run_dir: &Path,
+    dump: lizard_jail::checkpoint::DumpSpec,
+) -> lizard_jail::sandbox::RestoreFrom {
+    lizard_jail::sandbox::RestoreFrom {
+        criu: criu_path(),
+        criu_run_dir: Some(run_dir.to_path_buf()),
+        images: images.path.clone(),
+        dumped: dump,
+        deadline_ms: 60_000,
+        netns_setup: Vec::new(),
+    }
+}
+
 pub fn criu_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criu/criu")
 }

@@ -1,9 +1,9 @@
 """The agent's side of an adopted zygote, as a test stand-in (`tests/host_zygote.rs`): PID 1 of a
 sandbox, as root with the agent's capabilities. Listens on a root-only SOCK_SEQPACKET socket, takes
 the zygote that connects, gives it an environment, has it fork a kernel, runs a cell in it, and
-prints `key=value` facts. Then, each time the test creates `/run/lizard/go-N`, runs `x + N` there
-(after a CRIU restore too)."""
-import json, os, socket, struct, sys, time
+prints `key=value` facts. Then it lets go of the zygote's connection once the zygote has ended, and
+each time the test creates `/run/lizard/go-N`, runs `x + N` there (after a CRIU restore too)."""
+import json, os, select, socket, struct, sys, time
 
 def out(k, v):
     print(f"{k}={v}", flush=True)
@@ -63,6 +63,10 @@ out("status", st)
 out("done", "yes")
 n = 1
 while True:
+    if conn is not None and select.select([conn], [], [], 0)[0] and not conn.recv(65536):
+        conn.close()  # the zygote ended (before a checkpoint): the agent lets go of it
+        conn = None
+        out("zygote_gone", "yes")
     if os.path.exists(f"/run/lizard/go-{n}"):
         out(f"again-{n}", cell(1 + n, f"x + {n}")[0])
         n += 1

@@ -547,7 +547,7 @@ impl Sandboxes {
                 count: 65536,
             },
             layer_id_base: None,
-            userns_owner: None,
+            userns_parent: None,
             // PID 1, the agent, is the sandbox's root with only the capabilities it needs to run
             // user code as other users (see SECURITY.md, "The agent is the sandbox's root").
             user: UserSpec { uid: 0, gid: 0 },
