@@ -1928,6 +1928,10 @@ def _host_zygote_serve(sfd):
     import socket
 
     libc = ctypes.CDLL(None, use_errno=True)
+    # A child subreaper: the middle process of a join's double fork is orphaned (its parent, the
+    # join's first child, exits at once) and comes here to be reaped; a zombie left in a
+    # sandbox's pid namespace would keep that namespace from ever ending.
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     sock = socket.socket(fileno=sfd)
     sock.setblocking(True)
     data, fds, _flags, _addr = socket.recv_fds(sock, 4096, 1)
@@ -1969,6 +1973,13 @@ def _host_zygote_serve(sfd):
                 break
             except InterruptedError:
                 continue
+            except ChildProcessError:
+                break
+        # The middle processes that have exited (each has by the time its pipe closed).
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
             except ChildProcessError:
                 break
         pid = next((int(l[4:]) for l in report if l.startswith("pid ")), None)
@@ -2014,14 +2025,17 @@ def _join(libc, entry, req, fds, w):
         err = ctypes.get_errno()
         raise OSError(err, "setns: %s" % os.strerror(err))
     os.close(pidfd)
-    # 3. Into its pid namespace; this process exits, and the agent (PID 1) inherits the child.
-    kid = os.fork()
-    if kid:
-        os.write(w, b"pid %d\n" % kid)
+    # 3. Into its pid namespace, twice: the first fork's parent (this process) is outside it, so
+    # the kernel would give that child a reaper outside too; the second fork's parent is inside,
+    # and when it exits the child goes to the sandbox's PID 1, the agent. The joined process is
+    # then the agent's child, in the tree CRIU checkpoints, like the agent's own zygote.
+    if os.fork():
         os._exit(0)
-    # A session of its own, inside: the kernels it forks inherit it, and CRIU refuses a tree whose
-    # session leader is outside its pid namespace (the host zygote's). Ended before a checkpoint,
-    # the leader is then a dead one of the sandbox's, which CRIU restores with a helper.
+    inner = os.fork()
+    if inner:
+        os.write(w, b"pid %d\n" % inner)  # its pid in the sandbox
+        os._exit(0)
+    # A session of its own (the host zygote's leader is outside the sandbox, which CRIU refuses).
     os.setsid()
     # 4-6. Every file mapping and the exe link onto the sandbox's own files (CRIU needs them there).
     # Dumpable meanwhile: a non-dumpable process's /proc files belong to the host's root, which the

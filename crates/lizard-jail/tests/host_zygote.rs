@@ -355,9 +355,9 @@ fn a_joined_fork_serves_the_sandbox_as_its_zygote() {
     for (k, v) in [
         ("peer_uid", "0"),
         ("zygote_says", r#"{"ev":"ready"}"#),
-        // Its parent is outside the sandbox's pid namespace (a subreaper of the host inherits
-        // it when the first child exits); the kernels it forks are the agent's children.
-        ("zygote_ppid", "0"),
+        // The agent's child, as its own zygote is (the middle process of the double fork into
+        // the pid namespace exited); so are the kernels it forks.
+        ("zygote_ppid", "1"),
         (
             "zygote_caps",
             &format!("{:016x}", Capability::mask(&AGENT_CAPS)),
@@ -378,28 +378,23 @@ fn a_joined_fork_serves_the_sandbox_as_its_zygote() {
     // Its program is the sandbox's file now, not the zygote's (whose mount the sandbox lacks).
     assert!(f["zygote_exe"].starts_with("/usr/bin/python3"), "{f:?}");
 
-    // The zygote's parent is now this test (a subreaper); it is ended and reaped here, as the
-    // server will before a checkpoint: it is not of the sandbox's tree.
-    let zygote_pid = nix::unistd::Pid::from_raw(joined["pid"].as_i64().unwrap() as i32);
-    nix::sys::signal::kill(zygote_pid, nix::sys::signal::Signal::SIGKILL).unwrap();
-    nix::sys::wait::waitpid(zygote_pid, None).unwrap();
-    poll(
-        Duration::from_secs(30),
-        "the agent to let go of the zygote",
-        || t.log().contains("zygote_gone=yes").then_some(()),
-    );
+    // Each `go-N`: the first kernel computes `x + N`, and the zygote forks another that says N.
     let again = |n: u32| {
         fs::write(t.path().join(format!("run/go-{n}")), "").unwrap();
-        let key = format!("again-{n}");
+        let key = format!("forked-{n}");
         poll(Duration::from_secs(60), &key, || {
             facts(&t.log()).get(&key).cloned()
-        })
+        });
+        (
+            facts(&t.log())[&format!("again-{n}")].clone(),
+            facts(&t.log())[&key].clone(),
+        )
     };
-    assert_eq!(again(1), "43", "{}", t.log());
+    assert_eq!(again(1), ("43".into(), "1".into()), "{}", t.log());
 
-    // The sandbox, its kernel forked by the joined zygote included, is checkpointed by CRIU as
-    // host root (who owns the parent namespace, so keeps every capability over the sandbox) and
-    // restored; the kernel's state is intact.
+    // The sandbox — the joined zygote and the kernels it forked included — is checkpointed by
+    // CRIU as host root (who owns the parent namespace, so keeps every capability over the
+    // sandbox) and restored: the kernel's state is intact and the zygote forks again.
     let pid = sandbox.pid();
     let dump = lizard_jail::checkpoint::DumpSpec::of_sandbox(pid).unwrap();
     let images = lizard_jail::checkpoint::ImagesDir::create(&t.path().join("images")).unwrap();
@@ -407,7 +402,11 @@ fn a_joined_fork_serves_the_sandbox_as_its_zygote() {
     lizard_jail::checkpoint::mount_run_dir(&run_dir).unwrap();
     let criu = criu.with_run_dir(Some(run_dir.clone()));
     criu.dump(pid, &images, &dump, false, None, Duration::from_secs(60))
-        .unwrap_or_else(|e| panic!("dump: {}", lizard_jail::error_chain(&e)));
+        .unwrap_or_else(|e| {
+            let log = fs::read_to_string(images.path.join("dump.log")).unwrap_or_default();
+            let tail = &log[log.len().saturating_sub(6000)..];
+            panic!("dump: {}\n{tail}", lizard_jail::error_chain(&e))
+        });
     poll(Duration::from_secs(10), "the dumped sandbox to end", || {
         gone(pid).then_some(())
     });
@@ -418,7 +417,7 @@ fn a_joined_fork_serves_the_sandbox_as_its_zygote() {
         let tail = &log[log.len().saturating_sub(6000)..];
         panic!("restore: {}\n{tail}", lizard_jail::error_chain(&e))
     });
-    assert_eq!(again(2), "44", "{}", t.log());
+    assert_eq!(again(2), ("44".into(), "2".into()), "{}", t.log());
     drop(restored);
     lizard_jail::checkpoint::unmount_run_dir(&run_dir);
     let _ = zygote.kill();

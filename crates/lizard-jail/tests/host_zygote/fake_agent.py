@@ -1,9 +1,9 @@
 """The agent's side of an adopted zygote, as a test stand-in (`tests/host_zygote.rs`): PID 1 of a
 sandbox, as root with the agent's capabilities. Listens on a root-only SOCK_SEQPACKET socket, takes
 the zygote that connects, gives it an environment, has it fork a kernel, runs a cell in it, and
-prints `key=value` facts. Then it lets go of the zygote's connection once the zygote has ended, and
-each time the test creates `/run/lizard/go-N`, runs `x + N` there (after a CRIU restore too)."""
-import json, os, select, socket, struct, sys, time
+prints `key=value` facts. Then, each time the test creates `/run/lizard/go-N`, runs `x + N` there
+and has the zygote fork one more kernel that runs `N` (after a CRIU restore too)."""
+import json, os, socket, struct, sys, time
 
 def out(k, v):
     print(f"{k}={v}", flush=True)
@@ -33,17 +33,19 @@ out("zygote_ppid", status(zpid, "PPid"))
 out("zygote_caps", status(zpid, "CapEff"))
 out("zygote_seccomp", status(zpid, "Seccomp_filters"))
 out("zygote_exe", os.readlink(f"/proc/{zpid}/exe"))
-o_r, o_w = os.pipe(); e_r, e_w = os.pipe(); ev_r, ev_w = os.pipe(); c_r, c_w = os.pipe()
-req = {"op": "fork", "cwd": "/tmp", "uid": 1000, "gid": 1000, "umask": 0o22, "home": "/home/user",
-       "user": "user"}
-socket.send_fds(conn, [json.dumps(req).encode()], [o_w, e_w, ev_w, c_r])
-for fd in (o_w, e_w, ev_w, c_r):
-    os.close(fd)
-data, fds, _f, _a = socket.recv_fds(conn, 65536, 1)
-kpid = json.loads(data)["pid"]
-events = os.fdopen(ev_r, "rb")
+def fork():
+    """A kernel forked by the zygote: its pid, event stream and control fd."""
+    o_r, o_w = os.pipe(); e_r, e_w = os.pipe(); ev_r, ev_w = os.pipe(); c_r, c_w = os.pipe()
+    req = {"op": "fork", "cwd": "/tmp", "uid": 1000, "gid": 1000, "umask": 0o22,
+           "home": "/home/user", "user": "user"}
+    socket.send_fds(conn, [json.dumps(req).encode()], [o_w, e_w, ev_w, c_r])
+    for fd in (o_w, e_w, ev_w, c_r):
+        os.close(fd)
+    data, fds, _f, _a = socket.recv_fds(conn, 65536, 1)
+    return json.loads(data)["pid"], os.fdopen(ev_r, "rb"), c_w
 
-def cell(i, code):
+def cell(kernel, i, code):
+    _pid, events, c_w = kernel
     os.write(c_w, (json.dumps({"op": "exec", "id": i, "code": code}) + "\n").encode())
     text = None
     while True:
@@ -53,21 +55,22 @@ def cell(i, code):
         if ev.get("ev") in ("done", "eof"):
             return text, ev.get("status")
 
+kernel = fork()
+kpid, events, _c = kernel
 first = json.loads(events.readline())
 out("kernel_says", first.get("ev"))
 out("kernel_ppid", status(kpid, "PPid"))
 out("kernel_uid", status(kpid, "Uid"))
-text, st = cell(1, "import os\nx = 6 * 7\nx, os.environ['LIZARD_SANDBOX_ID']")
+text, st = cell(kernel, 1, "import os\nx = 6 * 7\nx, os.environ['LIZARD_SANDBOX_ID']")
 out("result", text)
 out("status", st)
 out("done", "yes")
 n = 1
 while True:
-    if conn is not None and select.select([conn], [], [], 0)[0] and not conn.recv(65536):
-        conn.close()  # the zygote ended (before a checkpoint): the agent lets go of it
-        conn = None
-        out("zygote_gone", "yes")
     if os.path.exists(f"/run/lizard/go-{n}"):
-        out(f"again-{n}", cell(1 + n, f"x + {n}")[0])
+        out(f"again-{n}", cell(kernel, 1 + n, f"x + {n}")[0])
+        other = fork()
+        json.loads(other[1].readline())
+        out(f"forked-{n}", cell(other, 1, f"{n}")[0])
         n += 1
     time.sleep(0.05)
