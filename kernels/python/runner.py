@@ -1929,9 +1929,9 @@ def _host_zygote_serve(sfd):
 
     libc = ctypes.CDLL(None, use_errno=True)
     # A child subreaper: the middle process of a join's double fork is orphaned (its parent, the
-    # join's first child, exits at once) and comes here to be reaped; a zombie left in a
-    # sandbox's pid namespace would keep that namespace from ever ending.
+    # join's first child, exits at once) and comes here to be reaped, whenever it exits.
     libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    signal.signal(signal.SIGCHLD, _reap_children)
     sock = socket.socket(fileno=sfd)
     sock.setblocking(True)
     data, fds, _flags, _addr = socket.recv_fds(sock, 4096, 1)
@@ -1952,21 +1952,27 @@ def _host_zygote_serve(sfd):
         r, w = os.pipe()
         first = os.fork()
         if first == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             os.close(r)
             sock.close()
+            me = os.getpid()
             try:
                 return _join(libc, entry, req, fds, w)  # in the joined process only
             except BaseException as e:  # noqa: BLE001 - the server must get an answer
+                line = ("error %s\n" % _safe_str(e))[:1000].encode()
                 try:
-                    os.write(w, ("error %s\n" % _safe_str(e))[:1000].encode())
+                    # The first child reports to the host zygote; past it (inside the sandbox)
+                    # `w` is closed, and the log (fd 2, until the join replaces it) says why.
+                    os.write(w if os.getpid() == me else 2, line)
                 except OSError:
                     pass
                 os._exit(1)
         os.close(w)
         for fd in fds:
             os.close(fd)
-        report = _read_report(r, 10.0)
-        os.close(r)
+        # Nothing here waits on a process of the sandbox: the first child is outside its pid
+        # namespace (the sandbox cannot name it, let alone stop it), and it writes its one line
+        # before it exits. What the joined process does next is the agent's to see.
         while True:
             try:
                 os.waitpid(first, 0)
@@ -1975,37 +1981,32 @@ def _host_zygote_serve(sfd):
                 continue
             except ChildProcessError:
                 break
-        # The middle processes that have exited (each has by the time its pipe closed).
-        while True:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
+        os.set_blocking(r, False)
+        try:
+            report = os.read(r, 4096).decode("utf-8", "replace").splitlines()
+        except OSError:
+            report = []
+        os.close(r)
         pid = next((int(l[4:]) for l in report if l.startswith("pid ")), None)
-        if pid is not None and "ok" in report:
+        if pid is not None:
             sock.send(json.dumps({"pid": pid}).encode())
         else:
             why = next((l[6:] for l in report if l.startswith("error ")), "no report")
             sock.send(json.dumps({"error": "join: %s" % why}).encode())
 
 
-def _read_report(r, timeout):
-    """The lines written to the pipe `r` until it closes, at most 4 KiB and `timeout` seconds (its
-    writers are in a sandbox by then)."""
-    import select
-
-    deadline = time.monotonic() + timeout
-    out = b""
-    while len(out) < 4096:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([r], [], [], left)[0]:
-            break
-        chunk = os.read(r, 4096 - len(out))
-        if not chunk:
-            break
-        out += chunk
-    return out.decode("utf-8", "replace").splitlines()
+def _reap_children(_signum, _frame):
+    """SIGCHLD in the host zygote: reap whatever has exited (the joins' first children and, as a
+    subreaper, their orphaned middle processes: a zombie of a sandbox's pid namespace whose parent
+    is outside would keep that namespace from ever ending)."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
 
 
 def _join(libc, entry, req, fds, w):
@@ -2029,11 +2030,12 @@ def _join(libc, entry, req, fds, w):
     # the kernel would give that child a reaper outside too; the second fork's parent is inside,
     # and when it exits the child goes to the sandbox's PID 1, the agent. The joined process is
     # then the agent's child, in the tree CRIU checkpoints, like the agent's own zygote.
-    if os.fork():
+    kid = os.fork()
+    if kid:
+        os.write(w, b"pid %d\n" % kid)  # the middle process's host pid
         os._exit(0)
-    inner = os.fork()
-    if inner:
-        os.write(w, b"pid %d\n" % inner)  # its pid in the sandbox
+    os.close(w)  # the host zygote reads nothing from inside the sandbox
+    if os.fork():
         os._exit(0)
     # A session of its own (the host zygote's leader is outside the sandbox, which CRIU refuses).
     os.setsid()
@@ -2064,15 +2066,13 @@ def _join(libc, entry, req, fds, w):
     os.close(null)
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > 4 and fd != w:
+        if fd > 4:
             try:
                 os.close(fd)
             except OSError:
                 pass
     agent = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     agent.connect(req["socket"])
-    os.write(w, b"ok\n")
-    os.close(w)
     # 10. Dumpable last: the agent may read its /proc files from now on.
     libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
     # The agent's environment for its zygote, then what the agent's own zygote does.
@@ -2146,6 +2146,12 @@ def main():
     except Exception:
         pass
     if _ZYGOTE_FD is not None:
+        # Everything imported so far into the permanent generation: the collector of a forked
+        # kernel never walks (and so never writes to) the pages the forks share with the zygote.
+        import gc
+
+        gc.collect()
+        gc.freeze()
         # A host zygote's serving returns in each process that joined a sandbox, with the fd of
         # its agent's socket; from there on it is that sandbox's zygote.
         zfd = _host_zygote_serve(_ZYGOTE_FD) if _HOST_ZYGOTE else _ZYGOTE_FD

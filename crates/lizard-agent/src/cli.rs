@@ -92,6 +92,10 @@ pub struct AgentArgs {
     /// (`BASE:COUNT`; needs --sandbox-user, whose group they share). At most COUNT contexts.
     #[arg(long, env = "LIZARD_CONTEXT_UIDS")]
     pub context_uids: Option<crate::users::Ids>,
+    /// Listen here for a host zygote's fork to adopt as the Python zygote (`crate::adopt`); the
+    /// first Python kernel waits for it (a while) rather than start a zygote of the agent's own.
+    #[arg(long, env = "LIZARD_ADOPT_PYTHON_ZYGOTE")]
+    pub adopt_python_zygote: Option<PathBuf>,
     /// Milliseconds a kernel may take to start.
     #[arg(long, env = "LIZARD_KERNEL_START_TIMEOUT_MS", default_value_t = 60000)]
     pub kernel_start_timeout_ms: u64,
@@ -221,6 +225,26 @@ pub async fn run(mut args: AgentArgs) -> Result<()> {
     // (the server's) also the host-only routes.
     let app = router::router(contexts.clone());
     let host_app = router::host_router(contexts.clone());
+    // Before the first kernel (the prestarted one) and before the server learns we are up.
+    if let Some(path) = &args.adopt_python_zygote {
+        let launcher = contexts.launcher().clone();
+        let adoption =
+            launcher.expect_adoption(lizard_proto::Language::Python, crate::adopt::ADOPT_WAIT);
+        match (crate::adopt::listen(path), adoption) {
+            (Ok(listener), Some(adoption)) => {
+                tokio::spawn(crate::adopt::serve(
+                    listener,
+                    path.clone(),
+                    launcher,
+                    adoption,
+                ));
+            }
+            (Err(e), _) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot listen for a zygote to adopt")
+            }
+            (Ok(_), None) => tracing::warn!("Python kernels are not forked: no zygote to adopt"),
+        }
+    }
     for lang in args.prestart.clone() {
         let contexts = contexts.clone();
         tokio::spawn(async move {

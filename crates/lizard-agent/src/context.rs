@@ -325,6 +325,11 @@ impl Contexts {
         }
     }
 
+    /// What starts the contexts' kernels.
+    pub fn launcher(&self) -> &Arc<Launcher> {
+        &self.launcher
+    }
+
     /// The agent-wide settings (default working directory, interpreters).
     pub fn config(&self) -> &ContextConfig {
         &self.cfg

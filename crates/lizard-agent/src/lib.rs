@@ -10,6 +10,7 @@
 //! The agent knows nothing about projects, API keys, billing or other sandboxes: one agent serves one
 //! sandbox, and whoever can reach its sockets may use it.
 
+pub mod adopt;
 pub mod api;
 pub mod cli;
 pub mod commands;

@@ -32,6 +32,75 @@ pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((a, b))
 }
 
+/// A `SOCK_SEQPACKET` socket listening at `path` (close-on-exec, non-blocking, backlog 4), for a
+/// process that is to connect and then talk as over [`seqpacket_pair`]. The caller makes and
+/// guards the directory; a file already at `path` is an error.
+pub fn seqpacket_listener(path: &std::path::Path) -> io::Result<OwnedFd> {
+    use nix::sys::socket::{bind, listen, socket, Backlog, UnixAddr};
+    let sock = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )
+    .map_err(io::Error::from)?;
+    let addr = UnixAddr::new(path).map_err(io::Error::from)?;
+    bind(sock.as_raw_fd(), &addr).map_err(io::Error::from)?;
+    listen(&sock, Backlog::new(4).map_err(io::Error::from)?).map_err(io::Error::from)?;
+    Ok(sock)
+}
+
+/// The next connection on a [`seqpacket_listener`] (close-on-exec, non-blocking; `WouldBlock`
+/// when there is none yet).
+pub fn accept(listener: impl AsFd) -> io::Result<OwnedFd> {
+    let raw = nix::sys::socket::accept4(
+        listener.as_fd().as_raw_fd(),
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+    )
+    .map_err(io::Error::from)?;
+    // SAFETY: accept4 returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// [`recv_with_fds`], waiting at most `limit` for a message (`TimedOut` after that): for a peer
+/// that must not be able to hang the caller.
+pub fn recv_within(
+    sock: impl AsFd,
+    buf: &mut [u8],
+    limit: std::time::Duration,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let until = std::time::Instant::now() + limit;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        let ms =
+            PollTimeout::try_from(left.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::ZERO);
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, ms) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
+        }
+        match recv_with_fds(&sock, buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            r => return r,
+        }
+    }
+}
+
+/// Who is at the other end of a connected Unix socket, as the kernel saw it when it connected:
+/// its uid and a pidfd of it (`SO_PEERCRED`, `SO_PEERPIDFD`: the pidfd names that very process,
+/// whatever happens to its pid later).
+pub fn peer(sock: impl AsFd) -> io::Result<(u32, OwnedFd)> {
+    use nix::sys::socket::{getsockopt, sockopt};
+    let creds = getsockopt(&sock, sockopt::PeerCredentials).map_err(io::Error::from)?;
+    let pidfd = getsockopt(&sock, sockopt::PeerPidfd).map_err(io::Error::from)?;
+    Ok((creds.uid(), pidfd))
+}
+
 /// Send one message with `fds` attached (without blocking: `WouldBlock` when the socket is full).
 /// The fds stay open here; the receiver gets its own copies.
 pub fn send_with_fds(sock: impl AsFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {

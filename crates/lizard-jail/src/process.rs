@@ -166,6 +166,24 @@ pub fn reap_within(pid: i32, limit: std::time::Duration) -> std::io::Result<Opti
 /// Open a pidfd for `pid` (close-on-exec): a handle that keeps naming that very process even
 /// after its pid is reused, becomes readable when it exits, and can be waited for with
 /// [`crate::fdpass::reap_pidfd`] if it is a child of the caller.
+/// `SIGKILL` to the process behind `pidfd` (`pidfd_send_signal`: never another process, even if
+/// its pid has been reused).
+pub fn pidfd_kill(pidfd: impl std::os::fd::AsFd) -> std::io::Result<()> {
+    crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL)
+}
+
+/// The pid of the process behind `pidfd` in the caller's pid namespace (`Pid:` of its
+/// `/proc/self/fdinfo` entry), `None` once it has been reaped.
+pub fn pidfd_pid(pidfd: impl std::os::fd::AsFd) -> std::io::Result<Option<i32>> {
+    use std::os::fd::AsRawFd;
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_fd().as_raw_fd()))?;
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok());
+    Ok(pid.filter(|p| *p > 0))
+}
+
 pub fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
     use std::os::fd::FromRawFd;
     // SAFETY: pidfd_open(2) takes a pid and flags by value and touches no memory of ours; it

@@ -15,6 +15,7 @@ pub mod audit;
 pub mod auth;
 pub mod egress;
 pub mod host_logs;
+pub mod host_zygotes;
 pub mod id_ranges;
 pub mod ids;
 pub mod sandboxes;

@@ -47,6 +47,7 @@ mod network;
 mod pool;
 pub mod snapshot;
 mod timeouts;
+pub mod zygote;
 
 use self::{criu::*, launch::*, lifecycle::*, timeouts::*};
 
@@ -243,6 +244,9 @@ pub struct SandboxConfig {
     /// The package registries' mirror every sandbox reaches at `lizard_packages::LISTEN_ADDR`
     /// (`lizard serve --package-registry`); `None`: none (`--package-registry none`).
     pub packages: Option<lizard_packages::PackageProxy>,
+    /// Run one shared Python zygote on the host for the default template, whose forks join its
+    /// sandboxes (`crate::host_zygotes`; `lizard serve --host-zygotes`).
+    pub host_zygotes: bool,
 }
 
 /// What the server remembers about a running sandbox's processes (stored as JSON).
@@ -666,6 +670,9 @@ pub struct Sandboxes {
     pool_wanted: Notify,
     /// Held by the pool filler while it launches one sandbox; taken by `drain_pool` to close.
     pool_filling: tokio::sync::Mutex<bool>,
+    /// The running host zygotes, by the directory of the template build they were made from
+    /// (`crate::host_zygotes`).
+    zygotes: std::sync::RwLock<HashMap<PathBuf, Arc<crate::host_zygotes::HostZygote>>>,
     /// Itself, for the PID 1 watches (which outlive the calls that start them).
     me: std::sync::Weak<Sandboxes>,
 }
@@ -788,6 +795,7 @@ impl Sandboxes {
             pool_demand: Mutex::default(),
             pool_wanted: Notify::new(),
             pool_filling: tokio::sync::Mutex::new(false),
+            zygotes: Default::default(),
         })
     }
 

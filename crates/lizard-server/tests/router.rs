@@ -67,6 +67,7 @@ fn api_with_limits(rate: f64, burst: u32) -> Api {
         disk_overcommit: 1.0,
         checkpoint: CheckpointTool::default(),
         packages: None,
+        host_zygotes: false,
     };
     let sandboxes = Sandboxes::new(cfg, store);
     let templates = lizard_server::templates::Templates::new(sandboxes.clone(), Default::default());

@@ -81,7 +81,14 @@ pub struct BenchArgs {
     /// serve --agent-env`), e.g. `LIZARD_PYTHON_ZYGOTE=false` to measure without the zygote.
     #[arg(long, value_name = "KEY=VALUE", value_parser = crate::serve::parse_env_pair)]
     agent_env: Vec<(String, String)>,
+    /// Run the bench's servers with `--host-zygotes` (one shared Python zygote on the host whose
+    /// forks join new sandboxes); each waits until it is ready before it is measured.
+    #[arg(long)]
+    host_zygotes: bool,
 }
+
+/// Whether the bench's servers run with `--host-zygotes` (`BenchArgs::host_zygotes`).
+static HOST_ZYGOTES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 #[derive(Debug, Clone, Serialize)]
 struct Figure {
@@ -204,6 +211,11 @@ fn start_server_with(
                 .flat_map(|(k, v)| ["--agent-env".to_string(), format!("{k}={v}")]),
         )
         .args(extra)
+        .args(
+            HOST_ZYGOTES
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .then_some("--host-zygotes"),
+        )
         .env("LIZARD_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -215,6 +227,21 @@ fn start_server_with(
         serde_json::from_str(&line).with_context(|| format!("server said {line:?}"))?;
     let addr = ready["addr"].as_str().context("no addr")?.to_string();
     let key = std::fs::read_to_string(dir.path().join("admin-key"))?;
+    if HOST_ZYGOTES.load(std::sync::atomic::Ordering::Relaxed) {
+        // Started in the background: measured sandboxes must be launched with it.
+        let ready = dir
+            .path()
+            .join("zygotes/code-interpreter-v1")
+            .join(lizard_server::sandboxes::zygote::READY_FILE);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !ready.exists() {
+            anyhow::ensure!(
+                std::time::Instant::now() < until,
+                "the host zygote was not ready within 120 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
     Ok(BenchServer {
         child,
         client: Client::new(&format!("http://{addr}"), key.trim())?,
@@ -1469,6 +1496,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 pub fn bench(args: BenchArgs) -> Result<()> {
+    HOST_ZYGOTES.store(args.host_zygotes, std::sync::atomic::Ordering::Relaxed);
     let templates_from = crate::data_dir(args.templates_from.clone())?;
     if args.only_hibernation {
         let server = start_server(&templates_from, 2, &args.agent_env)?;

@@ -135,6 +135,10 @@ enum Command {
     /// Internal: launch one sandbox from a JSON spec on stdin (used by the server).
     #[command(hide = true)]
     SandboxInit,
+    /// Internal: run a shared Python zygote in its jail from a JSON spec on stdin (used by the
+    /// server, `lizard serve --host-zygotes`).
+    #[command(hide = true)]
+    ZygoteInit,
     /// Internal: CRIU's action during a sandbox's restore (configures its network namespace).
     #[command(hide = true, name = lizard_jail::sandbox::NETNS_SETUP_COMMAND)]
     SandboxNetnsSetup,
@@ -293,6 +297,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         // Single-threaded on purpose: it forks/clones into namespaces.
         Command::SandboxInit => lizard_jail::sandbox::init_main(),
+        // Single-threaded too: it unshares namespaces and becomes the zygote.
+        Command::ZygoteInit => lizard_jail::host_zygote::init_main(),
         // Single-threaded on purpose too: it enters namespaces.
         Command::ContextFork => lizard_jail::subtree::fork_main(),
         Command::SandboxNetnsSetup => ok(lizard_jail::checkpoint::setup_restored_netns()

@@ -73,6 +73,11 @@ pub struct ServeArgs {
     /// slightly slower forks and exits host-wide (docs/PERFORMANCE.md).
     #[arg(long, env = "LIZARD_KEEP_CGROUP_OPTIONS")]
     keep_cgroup_options: bool,
+    /// Run one shared Python zygote on the host for the default template: its forks join new
+    /// sandboxes of that template and become their Python zygotes, so the interpreter's
+    /// pre-imported pages are shared across sandboxes (`docs/design/shared-zygote.md`).
+    #[arg(long, env = "LIZARD_HOST_ZYGOTES")]
+    host_zygotes: bool,
     /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
     /// seconds); `0` = never.
     #[arg(long, env = "LIZARD_HIBERNATE_AFTER", default_value = "10m", value_parser = parse_duration)]
@@ -844,6 +849,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                     ..checkpoint
                 },
                 packages,
+                host_zygotes: args.host_zygotes,
             },
             store,
         );
@@ -876,6 +882,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             tracing::info!(adopted, lost, "sandboxes from the previous run");
         }
         tokio::spawn(sandboxes.clone().run_timeouts());
+        sandboxes.start_host_zygotes();
         tokio::spawn(sandboxes.clone().run_pool());
         tokio::spawn(lizard_server::sandboxes::metering::run_sampler(
             sandboxes.clone(),

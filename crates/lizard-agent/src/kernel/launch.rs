@@ -57,6 +57,10 @@ struct Lane {
     slot: tokio::sync::Mutex<ZygoteSlot>,
     /// Only with a delegated cgroup sub-tree; locked while one is made.
     nursery: NurserySlot,
+    /// A zygote to adopt is expected until then ([`Launcher::expect_adoption`]): the first
+    /// kernel waits for it rather than start a zygote of the agent's own. The receiver says when
+    /// the wait is over (adopted, or given up).
+    expected: std::sync::Mutex<Option<(Instant, tokio::sync::watch::Receiver<bool>)>>,
 }
 
 impl Lane {
@@ -66,7 +70,30 @@ impl Lane {
             cwd,
             slot: tokio::sync::Mutex::new(ZygoteSlot::default()),
             nursery: NurserySlot::default(),
+            expected: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Wait until an expected adoption has happened or been given up, at most until its time.
+    async fn await_adoption(&self) {
+        let expected = match self.expected.lock() {
+            Ok(e) => e.clone(),
+            Err(_) => None,
+        };
+        if let Some((until, mut settled)) = expected {
+            let until = tokio::time::Instant::from_std(until);
+            let _ = tokio::time::timeout_at(until, settled.wait_for(|done| *done)).await;
+        }
+    }
+}
+
+/// Held by whoever adopts a zygote for a lane ([`Launcher::expect_adoption`]): dropping it (or
+/// [`Launcher::adopt`]) ends the lane's wait.
+pub struct Adoption(tokio::sync::watch::Sender<bool>);
+
+impl Drop for Adoption {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
     }
 }
 
@@ -117,6 +144,14 @@ impl Launcher {
 
     pub fn config(&self) -> &KernelConfig {
         &self.cfg
+    }
+
+    /// The directory a `language` zygote runs in (and has as its `HOME`).
+    pub fn zygote_dir(&self, language: Language) -> PathBuf {
+        match self.lane(language) {
+            Some(lane) => lane.cwd.clone(),
+            None => self.cfg.run_dir.join("zygote"),
+        }
     }
 
     /// Start a kernel for `language` in `cwd` and wait until it is ready (see [`Kernel::start`]),
@@ -391,11 +426,46 @@ impl Launcher {
         });
     }
 
+    /// Expect a `language` zygote to adopt (a host zygote's fork joining the sandbox) for up to
+    /// `wait`: until it is adopted ([`Launcher::adopt`]) or the returned [`Adoption`] is dropped,
+    /// the first kernel waits for it instead of starting a zygote of the agent's own.
+    pub fn expect_adoption(&self, language: Language, wait: Duration) -> Option<Adoption> {
+        let lane = self.lane(language).filter(|l| l.enabled)?;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        if let Ok(mut e) = lane.expected.lock() {
+            *e = Some((Instant::now() + wait, rx));
+        }
+        Some(Adoption(tx))
+    }
+
+    /// Make `z` its language's zygote: kernels are forked from it from now on. A zygote the
+    /// agent started meanwhile is dropped (killed; the kernels it forked live on).
+    pub async fn adopt(self: &Arc<Self>, z: Zygote, adoption: Adoption) {
+        let Some(lane) = self.lane(z.language()) else {
+            return;
+        };
+        let z = Arc::new(z);
+        let mut slot = lane.slot.lock().await;
+        let old = slot.zygote.replace(z.clone());
+        slot.failed_at = None;
+        let nursery = lane.nursery.clone().lock_owned().await;
+        self.refill_nursery(&z, Some(nursery));
+        drop(slot);
+        drop(adoption);
+        if let Some(old) = old {
+            tracing::info!(
+                pid = old.pid(),
+                "the adopted zygote replaces the agent's own"
+            );
+        }
+    }
+
     /// The running zygote for `language`, started if there is none (unless a start failed
     /// recently).
     async fn zygote(self: &Arc<Self>, language: Language) -> Option<Arc<Zygote>> {
         let lane = self.lane(language)?;
         let cwd = &lane.cwd;
+        lane.await_adoption().await;
         let mut slot = lane.slot.lock().await;
         if let Some(z) = &slot.zygote {
             return Some(z.clone());

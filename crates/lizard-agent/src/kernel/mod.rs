@@ -11,7 +11,7 @@ mod live_fork;
 mod pump;
 mod zygote;
 
-pub use launch::Launcher;
+pub use launch::{Adoption, Launcher};
 pub use live_fork::{AdoptedChannels, LiveFork};
 pub use zygote::{Zygote, ZygoteError};
 
@@ -349,7 +349,7 @@ pub enum ForkError {
 /// `unsafe` one whose condition (the fd stays open and the same for the `AsyncFd`'s life) an
 /// `OwnedFd` moved into it meets by construction; the crate forbids `unsafe`, so the deprecated
 /// safe call is used for that one type.
-fn async_fd(
+pub(crate) fn async_fd(
     fd: OwnedFd,
     interest: tokio::io::Interest,
 ) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {

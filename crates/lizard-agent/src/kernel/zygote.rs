@@ -93,9 +93,26 @@ pub struct Zygote {
     /// A request failed half-way (timeout, bad answer): a late answer could be taken for the next
     /// request's, so this zygote is not asked again.
     broken: std::sync::atomic::AtomicBool,
-    child: tokio::process::Child,
+    process: Process,
     pid: i32,
     language: Language,
+}
+
+/// How the agent holds its zygote's process.
+enum Process {
+    /// Started by the agent ([`Zygote::start`]); killed on drop.
+    Spawned(tokio::process::Child),
+    /// A host zygote's fork that joined the sandbox and connected ([`Zygote::adopt`]): a pidfd of
+    /// it, killed on drop. The agent's child as well (its orphan reaper reaps it).
+    Adopted(OwnedFd),
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        if let Process::Adopted(pidfd) = &self.process {
+            let _ = lizard_jail::process::pidfd_kill(pidfd);
+        }
+    }
 }
 
 impl Zygote {
@@ -158,7 +175,7 @@ impl Zygote {
             sock,
             busy: tokio::sync::Mutex::new(()),
             broken: std::sync::atomic::AtomicBool::new(false),
-            child,
+            process: Process::Spawned(child),
             pid,
             language,
         };
@@ -173,10 +190,14 @@ impl Zygote {
             }),
             Ok(Err(e)) => {
                 let mut z = z;
-                let exit = match tokio::time::timeout(Duration::from_secs(2), z.child.wait()).await
-                {
-                    Ok(Ok(s)) => exit_info(s),
-                    _ => ExitInfo::Unknown,
+                let exit = match &mut z.process {
+                    Process::Spawned(child) => {
+                        match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+                            Ok(Ok(s)) => exit_info(s),
+                            _ => ExitInfo::Unknown,
+                        }
+                    }
+                    Process::Adopted(_) => ExitInfo::Unknown,
                 };
                 Err(KernelError::DiedAtStart {
                     language,
@@ -188,6 +209,67 @@ impl Zygote {
                 language,
                 timeout_ms: cfg.start_timeout.as_millis() as u64,
             }),
+        }
+    }
+
+    /// Adopt the zygote at the other end of `conn`, a connection to the agent's adoption socket:
+    /// a fork of a host zygote that joined this sandbox (`kernels/PROTOCOL.md`, "The host
+    /// zygote"). It must be the agent's uid (the socket's directory is the agent's alone; the
+    /// peer's credentials are checked again). It gets the environment the agent's own zygote
+    /// would have (`cwd` as its `HOME`) and must say `ready` within the kernel start timeout.
+    pub async fn adopt(
+        cfg: &KernelConfig,
+        conn: OwnedFd,
+        language: Language,
+        cwd: &Path,
+    ) -> Result<Zygote, ZygoteError> {
+        let (uid, pidfd) = fdpass::peer(&conn)?;
+        if uid != lizard_jail::creds::euid() {
+            return Err(ZygoteError::Refused(format!(
+                "a connection from uid {uid}, not the agent's"
+            )));
+        }
+        let pid = lizard_jail::process::pidfd_pid(&pidfd)?.ok_or(ZygoteError::Gone)?;
+        let sock = super::async_fd(conn, Interest::READABLE | Interest::WRITABLE)?;
+        let z = Zygote {
+            sock,
+            busy: tokio::sync::Mutex::new(()),
+            broken: std::sync::atomic::AtomicBool::new(false),
+            process: Process::Adopted(pidfd),
+            pid,
+            language,
+        };
+        // The agent's environment with what `cfg.command` sets for a kernel or zygote.
+        let lossy = |s: &std::ffi::OsStr| s.to_string_lossy().into_owned();
+        let mut env: std::collections::BTreeMap<String, String> = std::env::vars_os()
+            .map(|(k, v)| (lossy(&k), lossy(&v)))
+            .collect();
+        for (k, v) in cfg.command(language, &[]).as_std().get_envs() {
+            match v {
+                Some(v) => env.insert(lossy(k), lossy(v)),
+                None => env.remove(&lossy(k)),
+            };
+        }
+        env.insert("HOME".into(), lossy(cwd.as_os_str()));
+        let msg = serde_json::to_vec(&serde_json::json!({"op": "env", "env": env}))
+            .map_err(|e| ZygoteError::BadAnswer(e.to_string()))?;
+        let hello = async {
+            z.sock
+                .async_io(Interest::WRITABLE, |s| fdpass::send_with_fds(s, &msg, &[]))
+                .await?;
+            z.recv().await
+        };
+        match tokio::time::timeout(cfg.start_timeout, hello).await {
+            Ok(Ok((a, _))) if a.ev.as_deref() == Some("ready") => {
+                let _ = lizard_jail::procfs::set_oom_score_adj(pid, super::KERNEL_OOM_SCORE_ADJ);
+                Ok(z)
+            }
+            Ok(Ok((a, _))) => Err(ZygoteError::BadAnswer(format!(
+                "a first message other than ready ({:?})",
+                a.error
+            ))),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(ZygoteError::Timeout(cfg.start_timeout.as_millis() as u64)),
         }
     }
 

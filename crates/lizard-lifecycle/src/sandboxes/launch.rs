@@ -325,6 +325,18 @@ impl Sandboxes {
         }
         let agent_exe = agent_file.map(|f| f.digest);
         let restoring = restore.is_some();
+        // The template's shared Python zygote, when it runs and was made from this very build
+        // (the joined process moves onto the sandbox's files at the same paths): the sandbox's
+        // user namespace is made where it can join, and the agent waits for it.
+        let zygote = (!restoring && python.is_some())
+            .then(|| self.host_zygote(&template.dir))
+            .flatten()
+            .filter(|z| z.layers() == chain.lower.as_slice());
+        if let Some(z) = &zygote {
+            spec.userns_parent = Some(z.userns_parent());
+            spec.args.push("--adopt-python-zygote".into());
+            spec.args.push(crate::host_zygotes::ADOPT_SOCKET.into());
+        }
         spec.restore = restore;
         phase("prepared");
         let launched = match launch(&self.cfg.lizard_bin, &spec).await {
@@ -415,6 +427,9 @@ impl Sandboxes {
                 Err(e) => tracing::warn!(sandbox = %id, error = %e,
                     "the restored agent keeps the launcher's socket"),
             }
+        }
+        if let Some(z) = zygote {
+            super::zygote::join_in_background(z, &id, runtime.pid, runtime.cgroup.clone());
         }
         phase("ready");
         tracing::debug!(sandbox = %id, restoring, phases_us = ?phases, "launched");

@@ -1,0 +1,91 @@
+//! The sandboxes' side of the shared Python zygotes (`crate::host_zygotes`): which template
+//! builds have one, and the join after a launch.
+
+use super::Sandboxes;
+use crate::host_zygotes::{HostZygote, ZygoteConfig};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Made in a zygote's directory (`<data>/zygotes/<template>/`) once launches use it.
+pub const READY_FILE: &str = "ready";
+
+impl Sandboxes {
+    /// With `host_zygotes`: start the default template's host zygote in the background (a launch
+    /// meanwhile does without). Its uid and gid are the one below the sandboxes' id span, which
+    /// no sandbox maps.
+    pub fn start_host_zygotes(self: &Arc<Self>) {
+        if !self.cfg.host_zygotes {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            let template = match this.find_builtin(&this.cfg.default_template) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(error = %e, "no host zygote: the default template");
+                    return;
+                }
+            };
+            let Some(python) = template.meta.python.clone() else {
+                return;
+            };
+            let (start, end) = crate::id_ranges::span(this.cfg.id_shift);
+            let Some(uid) = this.cfg.id_shift.checked_sub(1).filter(|u| *u > 0) else {
+                tracing::warn!("no host zygote: no host id below the sandboxes' range");
+                return;
+            };
+            let Ok(count) = u32::try_from(end - start) else {
+                tracing::warn!("no host zygote: the sandboxes' id span is too large");
+                return;
+            };
+            let cfg = ZygoteConfig {
+                template: template.name.clone(),
+                layers: vec![template.rootfs.clone()],
+                python,
+                env: template.meta.env.clone(),
+                uid,
+                gid: uid,
+                sandbox_ids: (start as u32, count),
+                dir: this.cfg.data_dir.join("zygotes").join(&template.name),
+                lizard_bin: this.cfg.lizard_bin.clone(),
+            };
+            let started = std::time::Instant::now();
+            let ready = cfg.dir.join(READY_FILE);
+            let _ = std::fs::remove_file(&ready);
+            match tokio::task::spawn_blocking(move || HostZygote::start(&cfg)).await {
+                Ok(Ok(z)) => {
+                    tracing::info!(template = %template.name,
+                        ms = started.elapsed().as_millis() as u64, "host zygote ready");
+                    if let Ok(mut map) = this.zygotes.write() {
+                        map.insert(template.dir.clone(), Arc::new(z));
+                    }
+                    // For operators and tests: from now on launches of the template use it.
+                    let _ = std::fs::write(&ready, b"");
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "the host zygote did not start"),
+                Err(e) => tracing::warn!(error = %e, "the host zygote's start"),
+            }
+        });
+    }
+
+    /// The running host zygote made from the template build at `template_dir`, if any.
+    pub(super) fn host_zygote(&self, template_dir: &Path) -> Option<Arc<HostZygote>> {
+        let z = self.zygotes.read().ok()?.get(template_dir).cloned()?;
+        z.alive().then_some(z)
+    }
+}
+
+/// Have `zygote` join the launched sandbox `id` (PID 1 `pid`, in `cgroup`), in the background:
+/// its agent waits for it (`lizard-agent`'s `adopt`) and falls back to a zygote of its own.
+pub(super) fn join_in_background(
+    zygote: Arc<HostZygote>,
+    id: &str,
+    pid: i32,
+    cgroup: lizard_jail::cgroup::Cgroup,
+) {
+    let id = id.to_string();
+    tokio::task::spawn_blocking(move || match zygote.join(pid, &cgroup) {
+        Ok(joined) => tracing::debug!(sandbox = %id, joined, "the host zygote joined"),
+        Err(e) => tracing::warn!(sandbox = %id, error = %e, "the host zygote could not join"),
+    });
+}
