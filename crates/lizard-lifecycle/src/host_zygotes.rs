@@ -104,7 +104,7 @@ impl HostZygote {
             lizard_jail::host_zygote::joinable_userns(cfg.uid, cfg.gid, &[cfg.sandbox_ids])
                 .map_err(|e| lizard_jail::error_chain(&e))?;
         let cgroup = Cgroup::create(
-            &format!("zygote-{}", cfg.template),
+            &cgroup_name(&cfg.template, &cfg.dir),
             &CgroupLimits {
                 memory_bytes: Some(1 << 30),
                 pids_max: Some(64),
@@ -112,6 +112,9 @@ impl HostZygote {
             },
         )
         .map_err(|e| format!("the zygote's cgroup: {}", lizard_jail::error_chain(&e)))?;
+        // A zygote a previous server of this data dir left running (it outlives a killed server:
+        // nothing else ends it).
+        let _ = cgroup.kill_all();
         let (ours, theirs) =
             lizard_jail::fdpass::seqpacket_pair().map_err(err("the zygote's socket"))?;
         let mut env = cfg.env.clone();
@@ -190,6 +193,11 @@ impl HostZygote {
         }
     }
 
+    /// Its host pid.
+    pub fn pid(&self) -> u32 {
+        self.child.lock().map(|c| c.id()).unwrap_or(0)
+    }
+
     /// Whether its process still runs.
     pub fn alive(&self) -> bool {
         self.child
@@ -264,6 +272,19 @@ impl HostZygote {
             Err(e) => Err(format!("reading from the zygote: {e}")),
         }
     }
+}
+
+/// The zygote's cgroup: one per template and data dir (servers of other data dirs on the host
+/// have their own), `zygote-<template>-<FNV-1a of the directory, hex>`.
+fn cgroup_name(template: &str, dir: &Path) -> String {
+    let hash = dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("zygote-{template}-{hash:016x}")
 }
 
 /// `/proc/<our pid>/fd/<n>`: how a helper we start opens our descriptor `fd`.

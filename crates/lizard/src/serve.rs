@@ -1020,6 +1020,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         }
         // Claimed sandboxes stay (a restarted server adopts them); unclaimed pooled ones go.
         sandboxes.drain_pool().await;
+        // The host zygotes go (sandboxes keep the forks they adopted; the next server starts new
+        // zygotes, and kills one a killed server left).
+        sandboxes.stop_host_zygotes();
         // Volumes of sandboxes that outlive the server stay mounted (the next server adopts them).
         sandboxes.unmount_unused_volumes().await;
         // The agent's file copy (for CRIU restores): running sandboxes keep their binds of it, the

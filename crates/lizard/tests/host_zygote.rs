@@ -13,15 +13,20 @@ use std::time::Duration;
 /// A server whose default template's host zygote is ready (its launches use it from then on).
 fn server() -> Server {
     let s = Server::with_flags("--pool-size 0 --host-zygotes");
+    zygote_pid(&s);
+    s
+}
+
+/// The host pid of `s`'s host zygote, once it is ready.
+fn zygote_pid(s: &Server) -> u32 {
     let ready = s
         .data_dir
         .path()
         .join("zygotes/code-interpreter-v1")
         .join(lizard_server::sandboxes::zygote::READY_FILE);
     lizard_test_support::poll(Duration::from_secs(120), "the host zygote", || {
-        ready.exists().then_some(())
-    });
-    s
+        std::fs::read_to_string(&ready).ok()?.trim().parse().ok()
+    })
 }
 
 /// How a kernel was made: its interpreter's arguments (`-s -c` for a fork of the host zygote,
@@ -82,6 +87,14 @@ async fn new_sandboxes_fork_their_kernels_from_the_host_zygote() {
         assert!(!out.contains("65534"), "{r}");
         assert!(!out.contains("socket-left"), "{r}");
     }
+    // The server's stop ends its zygote (sandboxes keep the forks they adopted).
+    let pid = zygote_pid(&s);
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    s.kill_all().await;
+    let _dir = s.stop("-TERM");
+    lizard_test_support::poll(Duration::from_secs(30), "the zygote to end", || {
+        (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+    });
 }
 
 /// The sandbox's root kills its adopted zygote: the agent starts its own and new contexts still

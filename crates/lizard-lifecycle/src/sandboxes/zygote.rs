@@ -6,7 +6,8 @@ use crate::host_zygotes::{HostZygote, ZygoteConfig};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Made in a zygote's directory (`<data>/zygotes/<template>/`) once launches use it.
+/// Made in a zygote's directory (`<data>/zygotes/<template>/`) once launches use it; it holds the
+/// zygote's host pid.
 pub const READY_FILE: &str = "ready";
 
 impl Sandboxes {
@@ -54,18 +55,29 @@ impl Sandboxes {
             let _ = std::fs::remove_file(&ready);
             match tokio::task::spawn_blocking(move || HostZygote::start(&cfg)).await {
                 Ok(Ok(z)) => {
-                    tracing::info!(template = %template.name,
+                    tracing::info!(template = %template.name, pid = z.pid(),
                         ms = started.elapsed().as_millis() as u64, "host zygote ready");
+                    let pid = z.pid();
                     if let Ok(mut map) = this.zygotes.write() {
                         map.insert(template.dir.clone(), Arc::new(z));
                     }
                     // For operators and tests: from now on launches of the template use it.
-                    let _ = std::fs::write(&ready, b"");
+                    let _ = std::fs::write(&ready, pid.to_string());
                 }
                 Ok(Err(e)) => tracing::warn!(error = %e, "the host zygote did not start"),
                 Err(e) => tracing::warn!(error = %e, "the host zygote's start"),
             }
         });
+    }
+
+    /// End every host zygote (the server's shutdown; a join under way keeps its zygote until it
+    /// is done).
+    pub fn stop_host_zygotes(&self) {
+        let stopped = match self.zygotes.write() {
+            Ok(mut map) => std::mem::take(&mut *map),
+            Err(_) => return,
+        };
+        drop(stopped);
     }
 
     /// The running host zygote made from the template build at `template_dir`, if any.
@@ -84,8 +96,10 @@ pub(super) fn join_in_background(
     cgroup: lizard_jail::cgroup::Cgroup,
 ) {
     let id = id.to_string();
+    let started = std::time::Instant::now();
     tokio::task::spawn_blocking(move || match zygote.join(pid, &cgroup) {
-        Ok(joined) => tracing::debug!(sandbox = %id, joined, "the host zygote joined"),
+        Ok(joined) => tracing::debug!(sandbox = %id, joined,
+            us = started.elapsed().as_micros() as u64, "the host zygote joined"),
         Err(e) => tracing::warn!(sandbox = %id, error = %e, "the host zygote could not join"),
     });
 }
