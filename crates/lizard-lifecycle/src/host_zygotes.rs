@@ -27,9 +27,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// The runner the zygote runs: the agent's (the joined process serves the agent with it).
-const PYTHON_RUNNER: &str = include_str!("../../../kernels/python/runner.py");
-
 /// How long a zygote may take to import its modules and say `ready`.
 const READY_WITHIN: Duration = Duration::from_secs(120);
 /// How long one join may take.
@@ -49,6 +46,9 @@ pub struct ZygoteConfig {
     pub layers: Vec<PathBuf>,
     /// Its Python, inside the layers.
     pub python: String,
+    /// What the Python runs: the runner compiled into the template, if this build's
+    /// (`lizard_template::compiled_runner_path`, a path inside the layers), else its source.
+    pub runner: Runner,
     /// The template's environment (`template.json`'s `env`).
     pub env: BTreeMap<String, String>,
     /// The zygote's host uid and gid: its own, outside every sandbox range and host account.
@@ -60,6 +60,41 @@ pub struct ZygoteConfig {
     pub dir: PathBuf,
     /// The `lizard` binary (runs `zygote-init`).
     pub lizard_bin: PathBuf,
+}
+
+/// The runner a zygote runs: the agent's (the joined process serves the agent with it).
+pub enum Runner {
+    /// The template's compiled copy, at this path inside its layers.
+    Compiled(String),
+    /// The source, as `-c`.
+    Source,
+}
+
+impl Runner {
+    /// The template's compiled runner if `layer` (a template's root file system) holds this
+    /// build's, for the venv of `python` (`<venv>/bin/python`).
+    pub fn for_template(layer: &Path, python: &str) -> Runner {
+        let venv = Path::new(python).parent().and_then(Path::parent);
+        let Some(venv) = venv.and_then(Path::to_str) else {
+            return Runner::Source;
+        };
+        let pyc = lizard_template::compiled_runner_path(venv);
+        match layer.join(pyc.trim_start_matches('/')).is_file() {
+            true => Runner::Compiled(pyc),
+            false => Runner::Source,
+        }
+    }
+
+    fn args(&self) -> Vec<String> {
+        match self {
+            Runner::Compiled(pyc) => vec!["-s".into(), pyc.clone()],
+            Runner::Source => vec![
+                "-s".into(),
+                "-c".into(),
+                lizard_template::PYTHON_RUNNER.into(),
+            ],
+        }
+    }
 }
 
 /// A running host zygote. Dropping it kills it.
@@ -137,7 +172,7 @@ impl HostZygote {
             tmp_bytes: 64 << 20,
             log_path: log_pipe,
             program: cfg.python.clone().into(),
-            args: vec!["-s".into(), "-c".into(), PYTHON_RUNNER.into()],
+            args: cfg.runner.args(),
             env,
             cwd: "/".into(),
             userns: Some(fd_path(userns.as_fd())),

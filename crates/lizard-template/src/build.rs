@@ -50,7 +50,17 @@ use crate::store::{self, BuildLock};
 use crate::{BuildOptions, Progress, Template};
 
 /// The agent's Python kernel runner, compiled into the venv by the `python venv` step.
-const PYTHON_RUNNER: &str = include_str!("../../../kernels/python/runner.py");
+/// The agent's Python runner (`kernels/python/runner.py`).
+pub const PYTHON_RUNNER: &str = include_str!("../../../kernels/python/runner.py");
+
+/// Where the template build puts [`PYTHON_RUNNER`] compiled by the venv `venv`'s interpreter:
+/// `<venv>/lizard/runner-<first 16 hex digits of its SHA-256>.pyc`.
+pub fn compiled_runner_path(venv: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(PYTHON_RUNNER.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{venv}/lizard/runner-{hex}.pyc")
+}
 
 /// Build files inside the chroot (removed by cleanup).
 const BUILD_TMP: &str = "/tmp/lizard-build";
@@ -691,14 +701,11 @@ impl<'a> Builder<'a> {
     /// which names it the same way), next to its source (for tracebacks). Root's, like the venv:
     /// the agent's zygote runs it as the sandbox's root.
     fn compile_runner(&mut self, venv: &str) -> Result<()> {
-        use sha2::Digest as _;
-        let digest = sha2::Sha256::digest(PYTHON_RUNNER.as_bytes());
-        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
         let dir = format!("{venv}/lizard");
         self.mkdir(S_VENV, &dir, 0o755)?;
         let src = format!("{dir}/runner.py");
         self.write(S_VENV, &src, PYTHON_RUNNER.as_bytes(), 0o644)?;
-        let pyc = format!("{dir}/runner-{hex}.pyc");
+        let pyc = compiled_runner_path(venv);
         let compile = "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)";
         let python = format!("{venv}/bin/python");
         let mut cmd = self.chroot(&[&python, "-I", "-c", compile, &src, &pyc]);

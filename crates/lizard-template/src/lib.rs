@@ -24,6 +24,7 @@
 //! `lizard-jail` / the server uses the [`Template`] it returns.
 
 mod build;
+pub use build::{compiled_runner_path, PYTHON_RUNNER};
 pub mod dockerfile;
 mod error;
 pub mod layer;

@@ -81,9 +81,10 @@ pub struct BenchArgs {
     /// serve --agent-env`), e.g. `LIZARD_PYTHON_ZYGOTE=false` to measure without the zygote.
     #[arg(long, value_name = "KEY=VALUE", value_parser = crate::serve::parse_env_pair)]
     agent_env: Vec<(String, String)>,
-    /// Run the bench's servers with `--host-zygotes` (one shared Python zygote on the host whose
-    /// forks join new sandboxes); each waits until it is ready before it is measured.
-    #[arg(long)]
+    /// The bench's servers' `--host-zygotes` (one shared Python zygote on the host whose forks
+    /// join new sandboxes; on by default): with it, each server is measured once its zygote is
+    /// ready.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     host_zygotes: bool,
 }
 
@@ -211,11 +212,13 @@ fn start_server_with(
                 .flat_map(|(k, v)| ["--agent-env".to_string(), format!("{k}={v}")]),
         )
         .args(extra)
-        .args(
-            HOST_ZYGOTES
-                .load(std::sync::atomic::Ordering::Relaxed)
-                .then_some("--host-zygotes"),
-        )
+        .args([
+            "--host-zygotes",
+            match HOST_ZYGOTES.load(std::sync::atomic::Ordering::Relaxed) {
+                true => "true",
+                false => "false",
+            },
+        ])
         .env("LIZARD_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

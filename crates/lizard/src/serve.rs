@@ -75,8 +75,9 @@ pub struct ServeArgs {
     keep_cgroup_options: bool,
     /// Run one shared Python zygote on the host for the default template: its forks join new
     /// sandboxes of that template and become their Python zygotes, so the interpreter's
-    /// pre-imported pages are shared across sandboxes (`docs/design/shared-zygote.md`).
-    #[arg(long, env = "LIZARD_HOST_ZYGOTES")]
+    /// pre-imported pages are shared across sandboxes (`docs/design/shared-zygote.md`). `false`:
+    /// every sandbox imports its own.
+    #[arg(long, env = "LIZARD_HOST_ZYGOTES", default_value_t = true, action = clap::ArgAction::Set)]
     host_zygotes: bool,
     /// Hibernate sandboxes paused longer than this (e.g. `10m`, `90s`, `500ms`; a bare number is
     /// seconds); `0` = never.

@@ -1,4 +1,5 @@
-//! The shared Python zygote (`lizard serve --host-zygotes`, `docs/design/shared-zygote.md`) with
+//! The shared Python zygote (`lizard serve --host-zygotes`, on by default;
+//! `docs/design/shared-zygote.md`) with
 //! the real server, real sandboxes and the real template: a fork of the host zygote joins each new
 //! sandbox and its agent adopts it, so Python kernels are forks of the one host-wide import;
 //! state, checkpoints and the sandbox's isolation are as without it, and what a sandbox does to
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 /// A server whose default template's host zygote is ready (its launches use it from then on).
 fn server() -> Server {
-    let s = Server::with_flags("--pool-size 0 --host-zygotes");
+    let s = Server::with_flags("--pool-size 0 --host-zygotes true");
     zygote_pid(&s);
     s
 }
@@ -29,9 +30,10 @@ fn zygote_pid(s: &Server) -> u32 {
     })
 }
 
-/// How a kernel was made: its interpreter's arguments (`-s -c` for a fork of the host zygote,
-/// which runs the runner's source; `-s <runner file>` for the agent's own zygote's forks).
-const HOW: &str = "import os\nopen('/proc/self/cmdline','rb').read().split(b'\\0')[1:3]";
+/// Whether a kernel is a fork of the host zygote: the process that joined the sandbox leads a
+/// session of its own there, so its kernels are in that session; the agent's own zygote and its
+/// kernels are in the agent's (PID 1's).
+const HOW: &str = "import os\nos.getsid(0) != 1";
 
 async fn py(s: &Server, id: &str, ctx: Option<&str>, code: &str) -> Value {
     let mut body = json!({ "code": code });
@@ -61,10 +63,10 @@ async fn new_sandboxes_fork_their_kernels_from_the_host_zygote() {
     for _ in 0..2 {
         let id = s.create(&admin, json!({})).await;
         let ex = py(&s, &id, None, HOW).await;
-        assert_eq!(text(&ex), "[b'-s', b'-c']", "{ex}");
+        assert_eq!(text(&ex), "True", "{ex}");
         let ctx = context(&s, &id, "python").await;
         let ex = py(&s, &id, Some(&ctx), HOW).await;
-        assert_eq!(text(&ex), "[b'-s', b'-c']", "{ex}");
+        assert_eq!(text(&ex), "True", "{ex}");
         py(&s, &id, Some(&ctx), "x = 41").await;
         let ex = py(
             &s,
@@ -106,15 +108,14 @@ async fn a_sandbox_that_kills_its_adopted_zygote_harms_only_itself() {
     let admin = s.admin_key.clone();
     let id = s.create(&admin, json!({})).await;
     let ex = py(&s, &id, None, HOW).await;
-    assert_eq!(text(&ex), "[b'-s', b'-c']", "{ex}");
-    // The zygote: the agent's child running the runner's source that is not a kernel (a kernel
-    // has a session of its own as well, but a process group of its own under it).
+    assert_eq!(text(&ex), "True", "{ex}");
+    // The adopted zygote: the agent's child that leads a session of its own (its kernels are in
+    // that session; the agent's other children are in the agent's).
     let r = s
         .root_cmd(
             &id,
-            "for d in /proc/[0-9]*; do p=${d#/proc/}; \
+            "for d in /proc/[0-9]*; do p=${d#/proc/}; [ \"$p\" = \"$$\" ] && continue; \
                [ \"$(awk '/^PPid:/{print $2}' $d/status)\" = 1 ] || continue; \
-               tr '\\0' ' ' < $d/cmdline | grep -q -- '-s -c' || continue; \
                [ \"$(cut -d' ' -f6 $d/stat)\" = \"$p\" ] && kill -9 $p && echo killed; \
              done",
         )
@@ -127,10 +128,12 @@ async fn a_sandbox_that_kills_its_adopted_zygote_harms_only_itself() {
     let ctx = context(&s, &id, "python").await;
     let ex = py(&s, &id, Some(&ctx), "6 * 7").await;
     assert_eq!(text(&ex), "42", "{ex}");
+    let ex = py(&s, &id, Some(&ctx), HOW).await;
+    assert_eq!(text(&ex), "False", "{ex}");
     // Another sandbox still gets the host zygote's fork.
     let other = s.create(&admin, json!({})).await;
     let ex = py(&s, &other, None, HOW).await;
-    assert_eq!(text(&ex), "[b'-s', b'-c']", "{ex}");
+    assert_eq!(text(&ex), "True", "{ex}");
 }
 
 /// A sandbox whose kernels came from the host zygote is hibernated with CRIU and resumed: the
@@ -154,5 +157,5 @@ async fn a_sandbox_with_an_adopted_zygote_hibernates_exactly() {
     assert_eq!(text(&ex), "42", "{ex}");
     let ctx = context(&s, &id, "python").await;
     let ex = py(&s, &id, Some(&ctx), HOW).await;
-    assert_eq!(text(&ex), "[b'-s', b'-c']", "{ex}");
+    assert_eq!(text(&ex), "True", "{ex}");
 }

@@ -138,6 +138,10 @@ impl Sandboxes {
         if self.cfg.pool_size == 0 {
             return;
         }
+        // Pooled sandboxes are the hot path: made with the host zygote, if there is to be one
+        // (its start takes a fraction of a second; a create meanwhile launches its own).
+        self.host_zygotes_started(std::time::Duration::from_secs(30))
+            .await;
         let at_once = self.cfg.pool_refills.max(1);
         loop {
             loop {

@@ -2,7 +2,7 @@
 //! builds have one, and the join after a launch.
 
 use super::Sandboxes;
-use crate::host_zygotes::{HostZygote, ZygoteConfig};
+use crate::host_zygotes::{HostZygote, Runner, ZygoteConfig};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,58 +16,72 @@ impl Sandboxes {
     /// no sandbox maps.
     pub fn start_host_zygotes(self: &Arc<Self>) {
         if !self.cfg.host_zygotes {
+            self.zygotes_started.send_replace(true);
             return;
         }
         let this = self.clone();
         tokio::spawn(async move {
-            let template = match this.find_builtin(&this.cfg.default_template) {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::warn!(error = %e, "no host zygote: the default template");
-                    return;
-                }
-            };
-            let Some(python) = template.meta.python.clone() else {
-                return;
-            };
-            let (start, end) = crate::id_ranges::span(this.cfg.id_shift);
-            let Some(uid) = this.cfg.id_shift.checked_sub(1).filter(|u| *u > 0) else {
-                tracing::warn!("no host zygote: no host id below the sandboxes' range");
-                return;
-            };
-            let Ok(count) = u32::try_from(end - start) else {
-                tracing::warn!("no host zygote: the sandboxes' id span is too large");
-                return;
-            };
-            let cfg = ZygoteConfig {
-                template: template.name.clone(),
-                layers: vec![template.rootfs.clone()],
-                python,
-                env: template.meta.env.clone(),
-                uid,
-                gid: uid,
-                sandbox_ids: (start as u32, count),
-                dir: this.cfg.data_dir.join("zygotes").join(&template.name),
-                lizard_bin: this.cfg.lizard_bin.clone(),
-            };
-            let started = std::time::Instant::now();
-            let ready = cfg.dir.join(READY_FILE);
-            let _ = std::fs::remove_file(&ready);
-            match tokio::task::spawn_blocking(move || HostZygote::start(&cfg)).await {
-                Ok(Ok(z)) => {
-                    tracing::info!(template = %template.name, pid = z.pid(),
-                        ms = started.elapsed().as_millis() as u64, "host zygote ready");
-                    let pid = z.pid();
-                    if let Ok(mut map) = this.zygotes.write() {
-                        map.insert(template.dir.clone(), Arc::new(z));
-                    }
-                    // For operators and tests: from now on launches of the template use it.
-                    let _ = std::fs::write(&ready, pid.to_string());
-                }
-                Ok(Err(e)) => tracing::warn!(error = %e, "the host zygote did not start"),
-                Err(e) => tracing::warn!(error = %e, "the host zygote's start"),
-            }
+            this.start_default_zygote().await;
+            this.zygotes_started.send_replace(true);
         });
+    }
+
+    /// Wait until [`Self::start_host_zygotes`] is over (at most `limit`).
+    pub(super) async fn host_zygotes_started(&self, limit: std::time::Duration) {
+        let mut rx = self.zygotes_started.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|done| *done)).await;
+    }
+
+    /// Start the default template's host zygote and register it (blocking work in a thread).
+    async fn start_default_zygote(&self) {
+        let template = match self.find_builtin(&self.cfg.default_template) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "no host zygote: the default template");
+                return;
+            }
+        };
+        let Some(python) = template.meta.python.clone() else {
+            return;
+        };
+        let (start, end) = crate::id_ranges::span(self.cfg.id_shift);
+        let Some(uid) = self.cfg.id_shift.checked_sub(1).filter(|u| *u > 0) else {
+            tracing::warn!("no host zygote: no host id below the sandboxes' range");
+            return;
+        };
+        let Ok(count) = u32::try_from(end - start) else {
+            tracing::warn!("no host zygote: the sandboxes' id span is too large");
+            return;
+        };
+        let cfg = ZygoteConfig {
+            template: template.name.clone(),
+            layers: vec![template.rootfs.clone()],
+            runner: Runner::for_template(&template.rootfs, &python),
+            python,
+            env: template.meta.env.clone(),
+            uid,
+            gid: uid,
+            sandbox_ids: (start as u32, count),
+            dir: self.cfg.data_dir.join("zygotes").join(&template.name),
+            lizard_bin: self.cfg.lizard_bin.clone(),
+        };
+        let started = std::time::Instant::now();
+        let ready = cfg.dir.join(READY_FILE);
+        let _ = std::fs::remove_file(&ready);
+        match tokio::task::spawn_blocking(move || HostZygote::start(&cfg)).await {
+            Ok(Ok(z)) => {
+                tracing::info!(template = %template.name, pid = z.pid(),
+                    ms = started.elapsed().as_millis() as u64, "host zygote ready");
+                let pid = z.pid();
+                if let Ok(mut map) = self.zygotes.write() {
+                    map.insert(template.dir.clone(), Arc::new(z));
+                }
+                // For operators and tests: from now on launches of the template use it.
+                let _ = std::fs::write(&ready, pid.to_string());
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "the host zygote did not start"),
+            Err(e) => tracing::warn!(error = %e, "the host zygote's start"),
+        }
     }
 
     /// End every host zygote (the server's shutdown; a join under way keeps its zygote until it
