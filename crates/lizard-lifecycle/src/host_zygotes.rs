@@ -108,6 +108,8 @@ pub struct HostZygote {
     control: Mutex<OwnedFd>,
     child: Mutex<std::process::Child>,
     cgroup: Cgroup,
+    /// It failed to answer (in time, or at all): launches stop using it.
+    broken: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for HostZygote {
@@ -193,6 +195,7 @@ impl HostZygote {
             control: Mutex::new(ours),
             child: Mutex::new(child),
             cgroup,
+            broken: Default::default(),
         };
         // The native entry, by descriptor (the zygote's root does not show the server's files).
         let entry = cfg.dir.join("entry.so");
@@ -233,12 +236,14 @@ impl HostZygote {
         self.child.lock().map(|c| c.id()).unwrap_or(0)
     }
 
-    /// Whether its process still runs.
+    /// Whether its process still runs and has answered every request so far.
     pub fn alive(&self) -> bool {
-        self.child
-            .lock()
-            .map(|mut c| matches!(c.try_wait(), Ok(None)))
-            .unwrap_or(false)
+        !self.broken.load(std::sync::atomic::Ordering::Relaxed)
+            && self
+                .child
+                .lock()
+                .map(|mut c| matches!(c.try_wait(), Ok(None)))
+                .unwrap_or(false)
     }
 
     /// Have a fork of the zygote join the sandbox whose PID 1 is `pid` (made in
@@ -291,11 +296,21 @@ impl HostZygote {
             .lock()
             .map_err(|_| "the zygote's socket is poisoned")?;
         let bytes = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
-        lizard_jail::fdpass::send_with_fds(&*sock, &bytes, fds)
-            .map_err(|e| format!("writing to the zygote: {e}"))?;
+        if let Err(e) = lizard_jail::fdpass::send_with_fds(&*sock, &bytes, fds) {
+            self.broken
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Err(format!("writing to the zygote: {e}"));
+        }
         let mut buf = [0u8; MAX_MESSAGE];
         // Descriptors it might send along are closed right here (dropped).
-        match lizard_jail::fdpass::recv_within(&*sock, &mut buf, limit) {
+        let answer = lizard_jail::fdpass::recv_within(&*sock, &mut buf, limit);
+        if !matches!(answer, Ok((n, _)) if n > 0) {
+            // A late answer would be taken for the next request's, and a zygote that does not
+            // answer makes every launch wait: no more requests to it.
+            self.broken
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        match answer {
             Ok((0, _)) => Err("the zygote closed its socket (it exited)".into()),
             Ok((n, _fds)) => {
                 serde_json::from_slice(&buf[..n]).map_err(|e| format!("the zygote's answer: {e}"))

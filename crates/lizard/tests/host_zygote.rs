@@ -159,3 +159,28 @@ async fn a_sandbox_with_an_adopted_zygote_hibernates_exactly() {
     let ex = py(&s, &id, Some(&ctx), HOW).await;
     assert_eq!(text(&ex), "True", "{ex}");
 }
+
+/// The host zygote dies (killed from the host): the next launch does without it and starts
+/// another, and sandboxes made after that one is ready fork from it again.
+#[tokio::test]
+async fn a_host_zygote_that_dies_is_replaced() {
+    lizard_test_support::needs_root!();
+    let s = server();
+    let admin = s.admin_key.clone();
+    let first = zygote_pid(&s);
+    lizard_test_support::signal(first, "-KILL");
+    lizard_test_support::poll(Duration::from_secs(30), "the zygote to die", || {
+        gone_or_zombie(first).then_some(())
+    });
+    let id = s.create(&admin, json!({})).await;
+    let ex = py(&s, &id, None, HOW).await;
+    assert_eq!(text(&ex), "False", "{ex}");
+    let second = lizard_test_support::poll(Duration::from_secs(120), "a new zygote", || {
+        let pid = zygote_pid(&s);
+        (pid != first).then_some(pid)
+    });
+    assert_ne!(second, first);
+    let id = s.create(&admin, json!({})).await;
+    let ex = py(&s, &id, None, HOW).await;
+    assert_eq!(text(&ex), "True", "{ex}");
+}

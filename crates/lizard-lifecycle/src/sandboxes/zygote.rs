@@ -94,10 +94,30 @@ impl Sandboxes {
         drop(stopped);
     }
 
-    /// The running host zygote made from the template build at `template_dir`, if any.
+    /// The running host zygote made from the template build at `template_dir`, if any. One that
+    /// died or stopped answering is dropped (killed) and a new one started in the background;
+    /// launches meanwhile do without.
     pub(super) fn host_zygote(&self, template_dir: &Path) -> Option<Arc<HostZygote>> {
         let z = self.zygotes.read().ok()?.get(template_dir).cloned()?;
-        z.alive().then_some(z)
+        if z.alive() {
+            return Some(z);
+        }
+        let removed = match self.zygotes.write() {
+            Ok(mut map) => map
+                .get(template_dir)
+                .is_some_and(|cur| Arc::ptr_eq(cur, &z))
+                .then(|| map.remove(template_dir))
+                .flatten(),
+            Err(_) => None,
+        };
+        if let (Some(_), Some(this)) = (&removed, self.me.upgrade()) {
+            tracing::warn!(template = %z.template(), "the host zygote is gone; starting another");
+            tokio::spawn(async move {
+                drop(removed);
+                this.start_default_zygote().await;
+            });
+        }
+        None
     }
 }
 
