@@ -228,7 +228,17 @@ pub(crate) trait Syscall {
     ) -> io::Result<()>;
     fn set_no_new_privs(&self) -> io::Result<()>;
 
-    // Namespaces.
+    /// `setresgid(-1, gid, -1)` and `setresuid(-1, uid, -1)`: the effective ids alone.
+    fn set_effective_ids(&self, uid: u32, gid: u32) -> io::Result<()>;
+    fn set_dumpable(&self, dumpable: bool) -> io::Result<()>;
+
+    // Processes and namespaces.
+    /// [`clone_process`]: `Some(child)` in the caller, `None` in the child.
+    fn clone_process(&self, flags: libc::c_int) -> io::Result<Option<i32>>;
+    /// `write(path, bytes)` of a whole file (`/proc/<pid>/uid_map` and the like).
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
+    fn kill(&self, pid: i32) -> io::Result<()>;
+    fn setns(&self, ns: BorrowedFd<'_>, flags: CloneFlags) -> io::Result<()>;
     fn unshare(&self, flags: CloneFlags) -> io::Result<()>;
     fn sethostname(&self, name: &str) -> io::Result<()>;
     /// [`configure_sandbox_netns`].
@@ -328,6 +338,30 @@ impl Syscall for Linux {
         nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)
     }
 
+    fn set_effective_ids(&self, uid: u32, gid: u32) -> io::Result<()> {
+        use nix::unistd::{Gid, Uid};
+        let same = u32::MAX;
+        let (keep_g, keep_u) = (Gid::from_raw(same), Uid::from_raw(same));
+        nix::unistd::setresgid(keep_g, Gid::from_raw(gid), keep_g).map_err(io::Error::from)?;
+        nix::unistd::setresuid(keep_u, Uid::from_raw(uid), keep_u).map_err(io::Error::from)
+    }
+    fn set_dumpable(&self, dumpable: bool) -> io::Result<()> {
+        nix::sys::prctl::set_dumpable(dumpable).map_err(io::Error::from)
+    }
+
+    fn clone_process(&self, flags: libc::c_int) -> io::Result<Option<i32>> {
+        clone_process(flags)
+    }
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        std::fs::write(path, bytes)
+    }
+    fn kill(&self, pid: i32) -> io::Result<()> {
+        let pid = nix::unistd::Pid::from_raw(pid);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).map_err(io::Error::from)
+    }
+    fn setns(&self, ns: BorrowedFd<'_>, flags: CloneFlags) -> io::Result<()> {
+        nix::sched::setns(ns, flags).map_err(io::Error::from)
+    }
     fn unshare(&self, flags: CloneFlags) -> io::Result<()> {
         nix::sched::unshare(flags).map_err(io::Error::from)
     }

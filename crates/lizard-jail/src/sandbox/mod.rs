@@ -1155,7 +1155,7 @@ fn clone_inside(
         Ok(Some(pid)) => pid,
         Ok(None) => {
             drop(read);
-            let report = match clone_from_parent(parent, owner, flags, map) {
+            let report = match clone_from_parent(&crate::sys::Linux, parent, owner, flags, map) {
                 Ok(None) => {
                     // The sandbox's first process: the launcher reads the helper's report to EOF.
                     drop(write);
@@ -1205,46 +1205,34 @@ fn clone_inside(
 /// The helper's part of [`clone_inside`]: `Ok(None)` in the child, `Ok(Some(child's pid))` in the
 /// helper once the maps are written, or the failed step and its errno (the child, if any, killed).
 fn clone_from_parent(
+    sys: &impl crate::sys::Syscall,
     parent: BorrowedFd<'_>,
     owner: &UsernsParent,
     flags: libc::c_int,
     map: &str,
 ) -> Result<Option<i32>, (&'static str, i32)> {
-    use nix::unistd::{setresgid, setresuid, Gid, Uid};
-    let errno = |step: &'static str| move |e: nix::Error| (step, e as i32);
-    let io_errno =
+    let errno =
         |step: &'static str| move |e: io::Error| (step, e.raw_os_error().unwrap_or(libc::EIO));
-    nix::sched::setns(parent, nix::sched::CloneFlags::CLONE_NEWUSER)
+    sys.setns(parent, nix::sched::CloneFlags::CLONE_NEWUSER)
         .map_err(errno("entering the parent user namespace"))?;
-    crate::sys::set_securebits(crate::sys::SECBIT_NO_SETUID_FIXUP)
-        .map_err(io_errno("keeping capabilities across the change of ids"))?;
-    let same = u32::MAX;
-    setresgid(
-        Gid::from_raw(same),
-        Gid::from_raw(owner.gid),
-        Gid::from_raw(same),
-    )
-    .map_err(errno("taking the owner's gid"))?;
-    setresuid(
-        Uid::from_raw(same),
-        Uid::from_raw(owner.uid),
-        Uid::from_raw(same),
-    )
-    .map_err(errno("taking the owner's uid"))?;
-    nix::sys::prctl::set_dumpable(true).map_err(errno("becoming dumpable"))?;
-    let pid = match crate::sys::clone_process(flags) {
+    sys.set_securebits(crate::sys::SECBIT_NO_SETUID_FIXUP)
+        .map_err(errno("keeping capabilities across the change of ids"))?;
+    sys.set_effective_ids(owner.uid, owner.gid)
+        .map_err(errno("taking the owner's ids"))?;
+    sys.set_dumpable(true).map_err(errno("becoming dumpable"))?;
+    let pid = match sys.clone_process(flags) {
         Ok(None) => return Ok(None),
         Ok(Some(pid)) => pid,
-        Err(e) => return Err(io_errno("clone")(e)),
+        Err(e) => return Err(errno("clone")(e)),
     };
-    for file in ["uid_map", "gid_map"] {
-        if let Err(e) = std::fs::write(format!("/proc/{pid}/{file}"), map) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            return Err(io_errno(if file == "uid_map" {
-                "writing the sandbox's uid_map"
-            } else {
-                "writing the sandbox's gid_map"
-            })(e));
+    for (file, step) in [
+        ("uid_map", "writing the sandbox's uid_map"),
+        ("gid_map", "writing the sandbox's gid_map"),
+    ] {
+        let path = PathBuf::from(format!("/proc/{pid}/{file}"));
+        if let Err(e) = sys.write_file(&path, map.as_bytes()) {
+            let _ = sys.kill(pid);
+            return Err(errno(step)(e));
         }
     }
     Ok(Some(pid))
@@ -1558,6 +1546,50 @@ fn parent_side(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The helper of `userns_parent`: into the parent first, then the owner's ids as its
+    /// effective ones (capabilities kept), dumpable, the clone, and the maps written from there;
+    /// a failed map write kills the child, and a failed step stops everything after it.
+    #[test]
+    fn the_clone_helper_makes_the_namespace_in_the_parent_as_its_owner() {
+        use crate::sys::recorder::Recorder;
+        let owner = UsernsParent {
+            path: "/proc/1/fd/3".into(),
+            uid: 90_000,
+            gid: 90_001,
+        };
+        let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+        let map = "0 100000 65536\n";
+        let r = Recorder::default();
+        let z = r.named_fd("Z");
+        let pid = clone_from_parent(&r, z.as_fd(), &owner, flags, map).unwrap();
+        assert_eq!(pid, Some(4242));
+        let fixup = crate::sys::SECBIT_NO_SETUID_FIXUP;
+        assert_eq!(
+            r.calls(),
+            [
+                "setns Z CLONE_NEWUSER".to_string(),
+                format!("securebits {fixup:#x}"),
+                "set_effective_ids 90000:90001".into(),
+                "set_dumpable true".into(),
+                format!("clone {flags:#x}"),
+                "write_file /proc/4242/uid_map \"0 100000 65536\\n\"".into(),
+                "write_file /proc/4242/gid_map \"0 100000 65536\\n\"".into(),
+            ]
+        );
+
+        let r = Recorder::failing("write_file");
+        let z = r.named_fd("Z");
+        let e = clone_from_parent(&r, z.as_fd(), &owner, flags, map).unwrap_err();
+        assert_eq!(e, ("writing the sandbox's uid_map", libc::EPERM));
+        assert_eq!(r.calls().last().unwrap(), "kill 4242");
+
+        let r = Recorder::failing("setns");
+        let z = r.named_fd("Z");
+        let e = clone_from_parent(&r, z.as_fd(), &owner, flags, map).unwrap_err();
+        assert_eq!(e.0, "entering the parent user namespace");
+        assert_eq!(r.calls().len(), 1);
+    }
 
     #[test]
     fn stale_restore_staging_dirs_of_dead_launchers_are_swept() {

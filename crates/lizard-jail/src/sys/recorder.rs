@@ -173,6 +173,29 @@ impl Syscall for Recorder {
         self.call("no_new_privs", String::new())
     }
 
+    fn set_effective_ids(&self, uid: u32, gid: u32) -> io::Result<()> {
+        self.call("set_effective_ids", format!("{uid}:{gid}"))
+    }
+    fn set_dumpable(&self, dumpable: bool) -> io::Result<()> {
+        self.call("set_dumpable", format!("{dumpable}"))
+    }
+
+    /// The caller's side: the child is always pid 4242.
+    fn clone_process(&self, flags: libc::c_int) -> io::Result<Option<i32>> {
+        self.call("clone", format!("{flags:#x}"))?;
+        Ok(Some(4242))
+    }
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let text = String::from_utf8_lossy(bytes);
+        self.call("write_file", format!("{} {text:?}", path.display()))
+    }
+    fn kill(&self, pid: i32) -> io::Result<()> {
+        self.call("kill", format!("{pid}"))
+    }
+    fn setns(&self, ns: BorrowedFd<'_>, flags: CloneFlags) -> io::Result<()> {
+        let name = self.name(ns);
+        self.call("setns", format!("{name} {}", bits(flags)))
+    }
     fn unshare(&self, flags: CloneFlags) -> io::Result<()> {
         self.call("unshare", bits(flags))
     }
