@@ -1913,8 +1913,10 @@ def _become_kernel(fds, cwd, intermediate, req=None):
 
 # Where the host zygote keeps the native entry the server sent (its own tmpfs /tmp).
 _ENTRY_PATH = "/tmp/lizard_zygote_entry.so"
-# setns(pidfd, USER | MNT | PID | UTS | IPC | NET)
-_JOIN_NAMESPACES = 0x10000000 | 0x20000 | 0x20000000 | 0x4000000 | 0x8000000 | 0x40000000
+# setns(pidfd, USER | MNT | PID | UTS | IPC | NET | CGROUP): every namespace of the sandbox's
+# PID 1 (the cgroup one too, or its kernels' /proc/self/cgroup would show the host's paths).
+_JOIN_NAMESPACES = (0x10000000 | 0x20000 | 0x20000000 | 0x4000000 | 0x8000000 | 0x40000000
+                    | 0x02000000)
 
 
 def _host_zygote_serve(sfd):

@@ -362,6 +362,7 @@ fn a_joined_fork_serves_the_sandbox_as_its_zygote() {
             "zygote_caps",
             &format!("{:016x}", Capability::mask(&AGENT_CAPS)),
         ),
+        ("zygote_namespaces_ours", "True"),
         ("kernel_says", "ready"),
         ("kernel_ppid", "1"),
         ("kernel_uid", "1000"),

@@ -673,7 +673,7 @@ pub struct Sandboxes {
     /// The running host zygotes, by the directory of the template build they were made from
     /// (`crate::host_zygotes`).
     zygotes: std::sync::RwLock<HashMap<PathBuf, Arc<crate::host_zygotes::HostZygote>>>,
-    /// Set once the host zygotes' start is over, whatever its outcome.
+    /// False while the host zygotes start (`Sandboxes::start_host_zygotes`), true otherwise.
     zygotes_started: tokio::sync::watch::Sender<bool>,
     /// Itself, for the PID 1 watches (which outlive the calls that start them).
     me: std::sync::Weak<Sandboxes>,
@@ -798,7 +798,7 @@ impl Sandboxes {
             pool_wanted: Notify::new(),
             pool_filling: tokio::sync::Mutex::new(false),
             zygotes: Default::default(),
-            zygotes_started: tokio::sync::watch::channel(false).0,
+            zygotes_started: tokio::sync::watch::channel(true).0,
         })
     }
 

@@ -67,6 +67,15 @@ async fn new_sandboxes_fork_their_kernels_from_the_host_zygote() {
         let ctx = context(&s, &id, "python").await;
         let ex = py(&s, &id, Some(&ctx), HOW).await;
         assert_eq!(text(&ex), "True", "{ex}");
+        // In the sandbox's cgroup namespace like every process of it: no host path shows.
+        let ex = py(
+            &s,
+            &id,
+            Some(&ctx),
+            "'lizard' in open('/proc/self/cgroup').read()",
+        )
+        .await;
+        assert_eq!(text(&ex), "False", "{ex}");
         py(&s, &id, Some(&ctx), "x = 41").await;
         let ex = py(
             &s,

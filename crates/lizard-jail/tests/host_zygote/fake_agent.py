@@ -33,6 +33,9 @@ out("zygote_ppid", status(zpid, "PPid"))
 out("zygote_caps", status(zpid, "CapEff"))
 out("zygote_seccomp", status(zpid, "Seccomp_filters"))
 out("zygote_exe", os.readlink(f"/proc/{zpid}/exe"))
+# Every namespace of the joined process is the sandbox's (the agent's).
+out("zygote_namespaces_ours", all(os.readlink(f"/proc/{zpid}/ns/{n}") == os.readlink(f"/proc/self/ns/{n}")
+                                  for n in ("user", "mnt", "pid", "uts", "ipc", "net", "cgroup")))
 def fork():
     """A kernel forked by the zygote: its pid, event stream and control fd."""
     o_r, o_w = os.pipe(); e_r, e_w = os.pipe(); ev_r, ev_w = os.pipe(); c_r, c_w = os.pipe()

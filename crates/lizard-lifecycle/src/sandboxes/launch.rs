@@ -328,10 +328,16 @@ impl Sandboxes {
         // The template's shared Python zygote, when it runs and was made from this very build
         // (the joined process moves onto the sandbox's files at the same paths): the sandbox's
         // user namespace is made where it can join, and the agent waits for it.
-        let zygote = (!restoring && python.is_some())
-            .then(|| self.host_zygote(&template.dir))
-            .flatten()
-            .filter(|z| z.layers() == chain.lower.as_slice());
+        let zygote = if !restoring && python.is_some() {
+            // Right after the server's start: its first launches wait for the zygote's start
+            // (a fraction of a second) rather than each import a Python of their own.
+            self.host_zygotes_started(std::time::Duration::from_secs(30))
+                .await;
+            self.host_zygote(&template.dir)
+                .filter(|z| z.layers() == chain.lower.as_slice())
+        } else {
+            None
+        };
         if let Some(z) = &zygote {
             spec.userns_parent = Some(z.userns_parent());
             spec.args.push("--adopt-python-zygote".into());

@@ -16,9 +16,9 @@ impl Sandboxes {
     /// no sandbox maps.
     pub fn start_host_zygotes(self: &Arc<Self>) {
         if !self.cfg.host_zygotes {
-            self.zygotes_started.send_replace(true);
             return;
         }
+        self.zygotes_started.send_replace(false);
         let this = self.clone();
         tokio::spawn(async move {
             this.start_default_zygote().await;
