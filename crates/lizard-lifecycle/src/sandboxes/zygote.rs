@@ -11,9 +11,9 @@ use std::sync::Arc;
 pub const READY_FILE: &str = "ready";
 
 impl Sandboxes {
-    /// With `host_zygotes`: start the default template's host zygote in the background (a launch
-    /// meanwhile does without). Its uid and gid are the one below the sandboxes' id span, which
-    /// no sandbox maps.
+    /// With `host_zygotes`: start the default template's host zygote in the background; launches
+    /// and the pool wait for the start to be over (see [`Self::host_zygotes_started`]). Its uid
+    /// and gid are the one below the sandboxes' id span, which no sandbox maps.
     pub fn start_host_zygotes(self: &Arc<Self>) {
         if !self.cfg.host_zygotes {
             return;
