@@ -282,9 +282,13 @@ def _flush_decoders():
 # Inline matplotlib: the backend module is imported by matplotlib itself on first use (nothing
 # matplotlib is imported here: start-up stays fast). Set unconditionally: inline figures are the
 # product's behaviour, whatever MPLBACKEND the agent's own environment may carry.
-os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
-os.environ.setdefault("PAGER", "cat")
-os.environ.setdefault("GIT_PAGER", "cat")
+def _set_user_environment():
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    os.environ.setdefault("PAGER", "cat")
+    os.environ.setdefault("GIT_PAGER", "cat")
+
+
+_set_user_environment()
 
 
 class _BoxplotLabels:
@@ -2084,6 +2088,7 @@ def _join(libc, entry, req, fds, w):
         os._exit(1)
     os.environ.clear()
     os.environ.update({str(k): str(v) for k, v in env.items()})
+    _set_user_environment()  # what the runner sets for user code, as at its start
     return agent.detach()
 
 
