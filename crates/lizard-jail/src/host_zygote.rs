@@ -75,6 +75,10 @@ pub struct HostZygoteSpec {
     pub env: BTreeMap<String, String>,
     /// Working directory inside the root.
     pub cwd: PathBuf,
+    /// `RLIMIT_NOFILE` (soft and hard) of the zygote and so of every process that joins a
+    /// sandbox from it: the sandboxes' own (`SandboxSpec::limits.nofile`). `RLIMIT_CORE` is 0.
+    #[serde(default = "default_nofile")]
+    pub nofile: u64,
     /// The user namespace the zygote lives in, its sandboxes' parent ([`joinable_userns`]):
     /// where the helper opens it (`/proc/<pid>/fd/<n>` of the caller's descriptor). It enters it
     /// after building its root and before giving up its privileges. `None`: the host's; the
@@ -82,6 +86,10 @@ pub struct HostZygoteSpec {
     /// its parent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub userns: Option<PathBuf>,
+}
+
+fn default_nofile() -> u64 {
+    4096
 }
 
 /// The most id ranges [`joinable_userns`] maps besides the zygote's ids (the kernel takes 340
@@ -195,6 +203,9 @@ impl HostZygoteSpec {
         }
         if self.tmp_bytes == 0 {
             return bad("tmp_bytes must be > 0");
+        }
+        if self.nofile < 16 || self.nofile > 1 << 20 {
+            return bad("nofile must be 16 to 1048576");
         }
         Ok(())
     }
@@ -336,6 +347,12 @@ fn enter_and_exec() -> Result<Infallible, HostZygoteError> {
     .step("opening the log", spec.log_path.display())?;
     let linux = sys::Linux;
     enter(&linux, &spec)?;
+    // The sandboxes' limits, not the spawner's: the forks that join sandboxes keep them (root may
+    // lower a hard limit; nothing after the drop can raise it again).
+    use nix::sys::resource::{setrlimit, Resource};
+    setrlimit(Resource::RLIMIT_NOFILE, spec.nofile, spec.nofile)
+        .step("setrlimit", "RLIMIT_NOFILE")?;
+    setrlimit(Resource::RLIMIT_CORE, 0, 0).step("setrlimit", "RLIMIT_CORE")?;
     let null = nix::fcntl::open("/dev/null", OFlag::O_RDWR | OFlag::O_CLOEXEC, Mode::empty())
         .step("opening", "/dev/null")?;
     sys::dup2_raw(null.as_raw_fd(), 0).step("dup2", "stdin")?;
@@ -509,6 +526,7 @@ mod tests {
             env: BTreeMap::new(),
             cwd: "/".into(),
             userns: Some("/proc/1/fd/3".into()),
+            nofile: 4096,
         }
     }
 
@@ -543,7 +561,7 @@ mod tests {
     fn specs_that_would_leave_the_zygote_root_or_unbounded_are_refused() {
         assert!(spec().validate().is_ok());
         type Change = fn(&mut HostZygoteSpec);
-        let cases: [(&str, Change); 7] = [
+        let cases: [(&str, Change); 9] = [
             ("uid 0", |s| s.uid = 0),
             ("gid 0", |s| s.gid = 0),
             ("uid -1", |s| s.uid = u32::MAX),
@@ -553,6 +571,8 @@ mod tests {
             ("relative user namespace", |s| {
                 s.userns = Some("fd/3".into())
             }),
+            ("no file descriptors", |s| s.nofile = 0),
+            ("unbounded file descriptors", |s| s.nofile = u64::MAX),
         ];
         for (what, change) in cases {
             let mut s = spec();

@@ -78,6 +78,7 @@ fn spec(t: &TestDir, script: &str) -> HostZygoteSpec {
         env: BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]),
         cwd: "/".into(),
         userns: None,
+        nofile: 4096,
     }
 }
 

@@ -27,6 +27,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// Every sandbox's `RLIMIT_NOFILE`, and so its host zygote's (whose forks keep it).
+pub const SANDBOX_NOFILE: u64 = 4096;
+
 /// How long a zygote may take to import its modules and say `ready`.
 const READY_WITHIN: Duration = Duration::from_secs(120);
 /// How long one join may take.
@@ -178,6 +181,7 @@ impl HostZygote {
             env,
             cwd: "/".into(),
             userns: Some(fd_path(userns.as_fd())),
+            nofile: SANDBOX_NOFILE,
         };
         let mut helper = std::process::Command::new(&cfg.lizard_bin);
         helper.arg("zygote-init");

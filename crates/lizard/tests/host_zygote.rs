@@ -67,6 +67,15 @@ async fn new_sandboxes_fork_their_kernels_from_the_host_zygote() {
         let ctx = context(&s, &id, "python").await;
         let ex = py(&s, &id, Some(&ctx), HOW).await;
         assert_eq!(text(&ex), "True", "{ex}");
+        // The sandbox's limits, not the server's (the zygote was started by it).
+        let ex = py(
+            &s,
+            &id,
+            Some(&ctx),
+            "import resource as r\n(r.getrlimit(r.RLIMIT_NOFILE), r.getrlimit(r.RLIMIT_CORE))",
+        )
+        .await;
+        assert_eq!(text(&ex), "((4096, 4096), (0, 0))", "{ex}");
         // In the sandbox's cgroup namespace like every process of it: no host path shows.
         let ex = py(
             &s,

@@ -587,7 +587,7 @@ impl Sandboxes {
                 pids_max: Some(limits.pids),
                 cpu_millicores: Some(limits.cpu_millicores),
                 tmp_bytes: Some(limits.tmp_mb * 1024 * 1024),
-                nofile: Some(4096),
+                nofile: Some(crate::host_zygotes::SANDBOX_NOFILE),
                 ptys_max: Some(lizard_jail::sandbox::DEFAULT_PTYS_MAX),
             },
             keep_caps: AGENT_CAPS.to_vec(),
