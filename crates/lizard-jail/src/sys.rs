@@ -238,6 +238,8 @@ pub(crate) trait Syscall {
     /// `write(path, bytes)` of a whole file (`/proc/<pid>/uid_map` and the like).
     fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
     fn kill(&self, pid: i32) -> io::Result<()>;
+    /// Wait for the child `pid` to end (`waitpid`).
+    fn reap(&self, pid: i32) -> io::Result<()>;
     fn setns(&self, ns: BorrowedFd<'_>, flags: CloneFlags) -> io::Result<()>;
     fn unshare(&self, flags: CloneFlags) -> io::Result<()>;
     fn sethostname(&self, name: &str) -> io::Result<()>;
@@ -358,6 +360,12 @@ impl Syscall for Linux {
     fn kill(&self, pid: i32) -> io::Result<()> {
         let pid = nix::unistd::Pid::from_raw(pid);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).map_err(io::Error::from)
+    }
+    fn reap(&self, pid: i32) -> io::Result<()> {
+        let pid = nix::unistd::Pid::from_raw(pid);
+        nix::sys::wait::waitpid(pid, None)
+            .map(drop)
+            .map_err(io::Error::from)
     }
     fn setns(&self, ns: BorrowedFd<'_>, flags: CloneFlags) -> io::Result<()> {
         nix::sched::setns(ns, flags).map_err(io::Error::from)
@@ -726,27 +734,49 @@ pub(crate) fn list_xattrs(fd: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
         .collect())
 }
 
-/// The value of extended attribute `name` of the open file `fd` (`fgetxattr`), at most 4 KiB;
-/// `None` when it has none of that name.
+/// The value of extended attribute `name` of the open file `fd` (`fgetxattr`), at most 4 KiB
+/// (more: `E2BIG`); `None` when it has none of that name.
 pub(crate) fn get_xattr(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<Vec<u8>>> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: `name` is a NUL-terminated string and `buf` a valid, writable buffer of
-    // `buf.len()` bytes, both live for the call's duration.
-    let ret = unsafe {
-        libc::fgetxattr(
-            fd.as_raw_fd(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast::<libc::c_void>(),
-            buf.len(),
-        )
-    };
-    match check(ret as libc::c_long) {
-        Ok(n) => {
-            buf.truncate(n as usize);
-            Ok(Some(buf))
+    xattr_value(4096, |buf| {
+        // SAFETY: `name` is a NUL-terminated string and `buf` a valid, writable buffer of
+        // `buf.len()` bytes, both live for the call's duration.
+        unsafe {
+            libc::fgetxattr(
+                fd.as_raw_fd(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast::<libc::c_void>(),
+                buf.len(),
+            )
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(None),
-        Err(e) => Err(e),
+    })
+}
+
+/// The value `get` (a `getxattr` call into the buffer it is given) reads, in a buffer grown up to
+/// `max` bytes while the value does not fit (larger: `E2BIG`). `None` when there is no such
+/// attribute, or the file system keeps none.
+fn xattr_value(
+    max: usize,
+    mut get: impl FnMut(&mut [u8]) -> libc::ssize_t,
+) -> io::Result<Option<Vec<u8>>> {
+    let mut len = 4096.min(max);
+    loop {
+        let mut buf = vec![0u8; len];
+        match check(get(&mut buf) as libc::c_long) {
+            Ok(n) => {
+                buf.truncate(n as usize);
+                return Ok(Some(buf));
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::EOPNOTSUPP)) => {
+                return Ok(None)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ERANGE) && len < max => {
+                len = (len * 4).min(max);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => {
+                return Err(io::Error::from_raw_os_error(libc::E2BIG))
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -769,36 +799,18 @@ pub(crate) fn get_xattr_at(
     max: usize,
 ) -> io::Result<Option<Vec<u8>>> {
     let path = path_at(dir, name)?;
-    let mut len = 4096.min(max);
-    loop {
-        let mut buf = vec![0u8; len];
+    xattr_value(max, |buf| {
         // SAFETY: `path` and `attr` are NUL-terminated strings and `buf` a valid, writable
         // buffer of `buf.len()` bytes, all live for the call's duration.
-        let ret = unsafe {
+        unsafe {
             libc::lgetxattr(
                 path.as_ptr(),
                 attr.as_ptr(),
                 buf.as_mut_ptr().cast::<libc::c_void>(),
                 buf.len(),
             )
-        };
-        match check(ret as libc::c_long) {
-            Ok(n) => {
-                buf.truncate(n as usize);
-                return Ok(Some(buf));
-            }
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA | libc::EOPNOTSUPP)) => {
-                return Ok(None)
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ERANGE) && len < max => {
-                len = (len * 4).min(max);
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ERANGE) => {
-                return Err(io::Error::from_raw_os_error(libc::E2BIG))
-            }
-            Err(e) => return Err(e),
         }
-    }
+    })
 }
 
 /// Set extended attribute `attr` of entry `name` of directory `dir` to `value`, never following

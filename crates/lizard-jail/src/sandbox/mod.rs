@@ -56,6 +56,7 @@ pub use spec::{
 
 use crate::cgroup::{Cgroup, CgroupError};
 use crate::seccomp::{Filter, SeccompError};
+use crate::sys::Syscall;
 use child::{ChildPlan, ERROR_TAG};
 use nix::fcntl::{FcntlArg, OFlag};
 use nix::sys::signal::{kill, Signal};
@@ -459,27 +460,25 @@ fn bind_listeners(spec: &SandboxSpec, pid: i32) -> Result<Vec<OwnedFd>, JailErro
     if paths.is_empty() {
         return Ok(Vec::new());
     }
-    let open_ns = |path: String| {
-        nix::fcntl::open(
-            path.as_str(),
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| {
-            JailError::Io(crate::StepIo {
-                step: "opening a network namespace",
-                path: path.into(),
-                source: e.into(),
+    let sys = crate::sys::Linux;
+    let open_ns = |path: PathBuf| {
+        sys.open(&path, OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+            .map_err(|source| {
+                JailError::Io(crate::StepIo {
+                    step: "opening a network namespace",
+                    path,
+                    source,
+                })
             })
-        })
     };
-    let ours = open_ns("/proc/self/ns/net".to_string())?;
-    let theirs = open_ns(format!("/proc/{pid}/ns/net"))?;
+    let ours = open_ns("/proc/self/ns/net".into())?;
+    let theirs = open_ns(format!("/proc/{pid}/ns/net").into())?;
     let net = nix::sched::CloneFlags::CLONE_NEWNET;
-    nix::sched::setns(&theirs, net).map_err(|e| JailError::Sync {
-        step: "entering the sandbox's network namespace",
-        source: e.into(),
-    })?;
+    sys.setns(theirs.as_fd(), net)
+        .map_err(|source| JailError::Sync {
+            step: "entering the sandbox's network namespace",
+            source,
+        })?;
     let bound: Result<Vec<OwnedFd>, JailError> = paths
         .iter()
         .map(|path| {
@@ -492,10 +491,11 @@ fn bind_listeners(spec: &SandboxSpec, pid: i32) -> Result<Vec<OwnedFd>, JailErro
             })
         })
         .collect();
-    nix::sched::setns(&ours, net).map_err(|e| JailError::Sync {
-        step: "returning to the launcher's network namespace",
-        source: e.into(),
-    })?;
+    sys.setns(ours.as_fd(), net)
+        .map_err(|source| JailError::Sync {
+            step: "returning to the launcher's network namespace",
+            source,
+        })?;
     bound
 }
 
@@ -898,17 +898,11 @@ fn restore_into(
         &from.images,
     ))?;
 
-    let host_mntns = nix::fcntl::open(
-        "/proc/self/ns/mnt",
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        io_err(
-            "opening the launcher's mount namespace",
-            Path::new("/proc/self/ns/mnt"),
-        )(e.into())
-    })?;
+    let sys = crate::sys::Linux;
+    let ns = Path::new("/proc/self/ns/mnt");
+    let host_mntns = sys
+        .open(ns, OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+        .map_err(io_err("opening the launcher's mount namespace", ns))?;
     // Where the mount sources are staged: a directory made afresh for this restore (a tmpfs
     // over it in the staging namespace only), so that it hides nothing the restore needs — a
     // fixed place such as `/mnt` would hide a data dir or a CRIU below it.
@@ -916,11 +910,11 @@ fn restore_into(
     let remove_staging = |staging: &Path| {
         let _ = std::fs::remove_dir(staging);
     };
-    if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS) {
+    if let Err(source) = sys.unshare(nix::sched::CloneFlags::CLONE_NEWNS) {
         remove_staging(&staging);
         return Err(JailError::Sync {
             step: "unshare (staging mount namespace)",
-            source: e.into(),
+            source,
         });
     }
     // CRIU's action at `setup-namespaces` configures the restored network namespace (when the
@@ -930,10 +924,11 @@ fn restore_into(
         false => None,
         true => Some(netns_setup_script(&from.images, &from.netns_setup)?),
     };
-    let restored = rootfs::mount_root(&crate::sys::Linux, &plan.rootfs)
+    let restored = rootfs::mount_root(&sys, &plan.rootfs)
         .map_err(JailError::from)
         .and_then(|()| {
             stage_sources(
+                &sys,
                 &mut external_mounts,
                 &idmapped,
                 plan.rootfs.idmap_userns.as_ref().map(|u| u.as_fd()),
@@ -961,7 +956,7 @@ fn restore_into(
                     message: format!("criu restore: {}", crate::error_chain(&e)),
                 })
         });
-    let home = nix::sched::setns(&host_mntns, nix::sched::CloneFlags::CLONE_NEWNS);
+    let home = sys.setns(host_mntns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNS);
     if home.is_ok() {
         // An empty directory here: its tmpfs was the staging namespace's only.
         remove_staging(&staging);
@@ -970,9 +965,9 @@ fn restore_into(
         let _ = std::fs::remove_file(script);
     }
     let pid = restored?;
-    home.map_err(|e| JailError::Sync {
+    home.map_err(|source| JailError::Sync {
         step: "returning to the launcher's mount namespace",
-        source: e.into(),
+        source,
     })?;
     Ok(pid)
 }
@@ -988,19 +983,15 @@ const MAX_COPIED_SOURCE_BYTES: u64 = 1024 * 1024;
 /// are copied there instead: a restored sandbox sees them, as a launched one does, as files of a
 /// tmpfs named `none`, not of the host's disk.
 fn stage_sources(
+    sys: &impl Syscall,
     external_mounts: &mut [(String, PathBuf)],
     idmapped: &[Option<u64>],
     userns: Option<std::os::fd::BorrowedFd<'_>>,
     copied: &Path,
     staging: &Path,
 ) -> Result<(), JailError> {
-    use nix::mount::{mount, MsFlags};
-    let sync = |step: &'static str| {
-        move |e: nix::Error| JailError::Sync {
-            step,
-            source: e.into(),
-        }
-    };
+    use nix::mount::MsFlags;
+    let sync = |step: &'static str| move |source: io::Error| JailError::Sync { step, source };
     // Every source is opened (and every copied file read) before the tmpfs is mounted: a
     // source is then used by its descriptor, whatever the tmpfs covers.
     enum Source {
@@ -1026,15 +1017,15 @@ fn stage_sources(
             sources.push(Source::Copied(bytes));
             continue;
         }
-        let fd = nix::fcntl::open(host, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).map_err(
-            |e| {
+        let fd = sys
+            .open(host, OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .map_err(|source| {
                 JailError::Io(crate::StepIo {
                     step: "a mount source of the restore",
                     path: host.clone(),
-                    source: e.into(),
+                    source,
                 })
-            },
-        )?;
+            })?;
         let is_dir = nix::sys::stat::fstat(&fd)
             .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
             .map_err(|e| {
@@ -1046,8 +1037,8 @@ fn stage_sources(
             })?;
         sources.push(Source::Opened(fd, is_dir));
     }
-    mount(
-        Some("none"),
+    sys.mount(
+        Some(Path::new("none")),
         staging,
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
@@ -1091,31 +1082,33 @@ fn stage_sources(
         })?;
         if let (Some(Some(attrs)), Some(userns)) = (idmapped.get(i), userns) {
             // A volume: shown through the sandbox's id map, as at launch.
-            let tree = rootfs::idmapped_tree(&crate::sys::Linux, &by_fd, *attrs, userns)?;
-            let at = nix::fcntl::open(&staged, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
-                .map_err(|e| {
+            let tree = rootfs::idmapped_tree(sys, &by_fd, *attrs, userns)?;
+            let at = sys
+                .open(&staged, OFlag::O_PATH | OFlag::O_CLOEXEC)
+                .map_err(|source| {
                     JailError::Io(crate::StepIo {
                         step: "opening a staged mount source of the restore",
                         path: staged.clone(),
-                        source: e.into(),
+                        source,
                     })
                 })?;
-            crate::sys::move_mount_onto(tree.as_fd(), at.as_fd()).map_err(|source| {
-                JailError::Io(crate::StepIo {
-                    step: "attaching an idmapped mount source of the restore",
-                    path: staged.clone(),
-                    source,
-                })
-            })?;
+            sys.move_mount_onto(tree.as_fd(), at.as_fd())
+                .map_err(|source| {
+                    JailError::Io(crate::StepIo {
+                        step: "attaching an idmapped mount source of the restore",
+                        path: staged.clone(),
+                        source,
+                    })
+                })?;
             *host = staged;
             continue;
         }
-        mount(
+        sys.mount(
             Some(by_fd.as_path()),
             &staged,
-            None::<&str>,
+            None,
             MsFlags::MS_BIND | MsFlags::MS_REC,
-            None::<&str>,
+            None,
         )
         .map_err(sync("binding a mount source of the restore"))?;
         *host = staged;
@@ -1274,49 +1267,6 @@ fn start(
         Some(p) => Some((open_userns_parent(p)?, p)),
         None => None,
     };
-    // The host-root half of the mount table, in a staging mount namespace of our own (a private
-    // copy of the host's): the clone below copies it into the sandbox's mount namespace, where
-    // the kernel locks every mount of it. Back in our own namespace right after the clone, the
-    // staging one has no process left and goes away.
-    let host_mntns = nix::fcntl::open(
-        "/proc/self/ns/mnt",
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        JailError::Io(crate::StepIo {
-            step: "opening the launcher's mount namespace",
-            path: "/proc/self/ns/mnt".into(),
-            source: e.into(),
-        })
-    })?;
-    let back_home = |host_mntns: &OwnedFd| {
-        nix::sched::setns(host_mntns, nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| {
-            JailError::Sync {
-                step: "returning to the launcher's mount namespace",
-                source: e.into(),
-            }
-        })
-    };
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| JailError::Sync {
-        step: "unshare (staging mount namespace)",
-        source: e.into(),
-    })?;
-    // The child starts in the overlay root (its copy of our current directory): it could not
-    // reach it by path through the root-only host directories above.
-    let staged = rootfs::build_host(&crate::sys::Linux, &plan.rootfs)
-        .map_err(JailError::from)
-        .and_then(|()| enter_dir(&plan.rootfs.mountpoint));
-    let cwd_before = match staged {
-        Ok(cwd) => cwd,
-        Err(e) => {
-            back_home(&host_mntns)?;
-            return Err(e);
-        }
-    };
-    // Raising a hard limit needs CAP_SYS_RESOURCE in the host's user namespace, which the child
-    // never has: set the limits here, the child inherits them, ours are put back after the clone.
-    let limits_before = set_child_limits(plan.nofile)?;
     // The user namespace first, in the same clone as the others: it owns the sandbox's mount, pid,
     // net, ipc and uts namespaces (and the cgroup namespace the child makes), as with runc or
     // podman's user namespaces. The sandbox's root still never holds CAP_SYS_ADMIN, NET_ADMIN or
@@ -1327,35 +1277,37 @@ fn start(
         | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    let cloned = match &parent {
-        None => crate::sys::clone_process(flags).map_err(|source| JailError::Sync {
-            step: "clone",
-            source,
-        }),
-        Some((ns, owner)) => clone_inside(ns.as_fd(), owner, flags, &id_map_line(spec)),
-    };
-    if let Ok(None) = cloned {
-        // In the child. Our copies of the parent's pipe ends must go, or EOF never comes.
-        drop(go);
-        drop(report);
-        child::run(&plan)
-    }
-    restore_limits(limits_before);
-    let _ = nix::unistd::fchdir(&cwd_before);
-    let home = back_home(&host_mntns);
+    let sys = crate::sys::Linux;
+    let cloned = staged_clone(&sys, &plan.rootfs, || {
+        // Raising a hard limit needs CAP_SYS_RESOURCE in the host's user namespace, which the
+        // child never has: set the limits here, the child inherits them, ours are put back after
+        // the clone.
+        let limits_before = set_child_limits(plan.nofile)?;
+        let cloned = match &parent {
+            None => sys.clone_process(flags).map_err(|source| JailError::Sync {
+                step: "clone",
+                source,
+            }),
+            Some((ns, owner)) => clone_inside(ns.as_fd(), owner, flags, &id_map_line(spec)),
+        };
+        if !matches!(cloned, Ok(None)) {
+            restore_limits(limits_before);
+        }
+        cloned
+    });
     let pid = match cloned {
         Ok(Some(pid)) => pid,
-        Ok(None) => unreachable!("the child never returns"),
+        Ok(None) => {
+            // In the child. Our copies of the parent's pipe ends must go, or EOF never comes.
+            drop(go);
+            drop(report);
+            child::run(&plan)
+        }
         Err(e) => return Err(e),
     };
     // The child's ends; dropping ours is what lets EOF through.
     let listeners_send = plan.listeners_send.take();
     drop(plan);
-    if let Err(e) = home {
-        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        let _ = waitpid(Pid::from_raw(pid), None);
-        return Err(e);
-    }
     let mut go = std::fs::File::from(go);
     let mut report = std::fs::File::from(report);
     let result = parent_side(
@@ -1384,25 +1336,80 @@ fn start(
     Ok(pid)
 }
 
-/// `chdir(dir)`, returning an fd of the directory we were in.
-fn enter_dir(dir: &Path) -> Result<OwnedFd, JailError> {
-    let io_err = |step: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |e: nix::Error| {
+/// The launcher's side of the clone of a sandbox's first process (`clone`: `Some(pid)` here,
+/// `None` in the child), in a staging mount namespace: a private copy of the launcher's own, made
+/// by `unshare`, in which it builds the host-root half of the sandbox's mount table (`rootfs`).
+/// The clone copies that namespace into the sandbox's, where the kernel locks every mount of it.
+/// The child starts in the overlay root (its copy of the launcher's current directory): it could
+/// not reach it by path through the root-only host directories above. The launcher then goes back
+/// to its directory and its own namespace (`setns`), and the staging one, with no process left,
+/// goes away; the child stays in it and returns at once. Whatever fails, the launcher is back
+/// home when this returns, or the error says it could not get there (the child, if any, killed).
+fn staged_clone(
+    sys: &impl Syscall,
+    rootfs: &rootfs::Plan,
+    clone: impl FnOnce() -> Result<Option<i32>, JailError>,
+) -> Result<Option<i32>, JailError> {
+    let ns = Path::new("/proc/self/ns/mnt");
+    let home = sys
+        .open(ns, OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+        .map_err(|source| {
             JailError::Io(crate::StepIo {
-                step,
-                path,
-                source: e.into(),
+                step: "opening the launcher's mount namespace",
+                path: ns.into(),
+                source,
             })
+        })?;
+    let back_home = || {
+        sys.setns(home.as_fd(), nix::sched::CloneFlags::CLONE_NEWNS)
+            .map_err(|source| JailError::Sync {
+                step: "returning to the launcher's mount namespace",
+                source,
+            })
+    };
+    sys.unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .map_err(|source| JailError::Sync {
+            step: "unshare (staging mount namespace)",
+            source,
+        })?;
+    let staged = rootfs::build_host(sys, rootfs)
+        .map_err(JailError::from)
+        .and_then(|()| enter_dir(sys, &rootfs.mountpoint));
+    let cwd_before = match staged {
+        Ok(cwd) => cwd,
+        Err(e) => {
+            back_home()?;
+            return Err(e);
         }
     };
-    let before = nix::fcntl::open(
-        ".",
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io_err("opening the current directory", Path::new(".")))?;
-    nix::unistd::chdir(dir).map_err(io_err("entering the new root", dir))?;
+    let cloned = clone();
+    if let Ok(None) = cloned {
+        return Ok(None);
+    }
+    let _ = sys.fchdir(cwd_before.as_fd());
+    let home = back_home();
+    match (cloned, home) {
+        (Ok(Some(pid)), Err(e)) => {
+            let _ = sys.kill(pid);
+            let _ = sys.reap(pid);
+            Err(e)
+        }
+        (cloned, _) => cloned,
+    }
+}
+
+/// `chdir(dir)`, returning an fd of the directory we were in.
+fn enter_dir(sys: &impl Syscall, dir: &Path) -> Result<OwnedFd, JailError> {
+    let io_err = |step: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source: io::Error| JailError::Io(crate::StepIo { step, path, source })
+    };
+    let here = Path::new(".");
+    let before = sys
+        .open(here, OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .map_err(io_err("opening the current directory", here))?;
+    sys.chdir(dir)
+        .map_err(io_err("entering the new root", dir))?;
     Ok(before)
 }
 
@@ -1589,6 +1596,163 @@ mod tests {
         let e = clone_from_parent(&r, z.as_fd(), &owner, flags, map).unwrap_err();
         assert_eq!(e.0, "entering the parent user namespace");
         assert_eq!(r.calls().len(), 1);
+    }
+
+    fn root_plan() -> rootfs::Plan {
+        rootfs::Plan {
+            mountpoint: "/s/root".into(),
+            lower: vec!["/t/layer".into()],
+            upper: "/s/upper".into(),
+            work: "/s/work".into(),
+            binds: Vec::new(),
+            idmap_userns: None,
+            root_owner: Some((100000, 100000)),
+            dev_options: String::new(),
+            devpts_options: String::new(),
+            shm_options: String::new(),
+            tmp_options: String::new(),
+            proc_files: Vec::new(),
+        }
+    }
+
+    /// The launcher's side of a launch: a staging mount namespace of its own, the host half of
+    /// the mount table built there, the clone made from inside the new root, then back to its
+    /// directory and its own namespace. The child stays where it was cloned.
+    #[test]
+    fn the_clone_is_made_in_a_staging_namespace_the_launcher_leaves() {
+        use crate::sys::recorder::Recorder;
+        let r = Recorder::default();
+        let pid = staged_clone(&r, &root_plan(), || {
+            r.clone_process(0).map_err(|source| JailError::Sync {
+                step: "clone",
+                source,
+            })
+        })
+        .unwrap();
+        assert_eq!(pid, Some(4242));
+        let calls = r.calls();
+        assert_eq!(calls[0], "open /proc/self/ns/mnt O_CLOEXEC");
+        assert_eq!(calls[1], "unshare CLONE_NEWNS");
+        let overlay = r.position("mount overlay /s/root").unwrap();
+        let chdir = r.position("chdir /s/root").unwrap();
+        let clone = r.position("clone").unwrap();
+        assert!(overlay < chdir && chdir < clone, "{calls:#?}");
+        assert_eq!(
+            calls[clone + 1..],
+            ["fchdir .", "setns /proc/self/ns/mnt CLONE_NEWNS"],
+            "{calls:#?}"
+        );
+
+        // In the child: nothing after the clone.
+        let r = Recorder::default();
+        let pid = staged_clone(&r, &root_plan(), || Ok(None)).unwrap();
+        assert_eq!(pid, None);
+        assert!(r.calls().last().unwrap().starts_with("chdir /s/root"));
+    }
+
+    /// Whatever fails, the launcher is back in its own namespace, or says it could not get
+    /// there and kills the child it made.
+    #[test]
+    fn a_failed_launch_step_still_returns_the_launcher_home() {
+        use crate::sys::recorder::Recorder;
+        let home = "setns /proc/self/ns/mnt CLONE_NEWNS";
+        // The mount table fails: no clone, and home.
+        let r = Recorder::failing("mount");
+        let mut cloned = false;
+        let e = staged_clone(&r, &root_plan(), || {
+            cloned = true;
+            Ok(Some(1))
+        })
+        .unwrap_err();
+        assert!(!cloned);
+        assert!(
+            matches!(&e, JailError::Setup { step, .. } if step == "make / private"),
+            "{e:?}"
+        );
+        assert_eq!(r.calls().last().unwrap(), home);
+        // The clone fails: home.
+        let r = Recorder::default();
+        let e = staged_clone(&r, &root_plan(), || {
+            Err(JailError::Sync {
+                step: "clone",
+                source: io::Error::from_raw_os_error(libc::EAGAIN),
+            })
+        })
+        .unwrap_err();
+        assert!(matches!(e, JailError::Sync { step: "clone", .. }), "{e:?}");
+        assert_eq!(r.calls().last().unwrap(), home);
+        // Home fails: the child is killed and reaped.
+        let r = Recorder::failing("setns");
+        let e = staged_clone(&r, &root_plan(), || Ok(Some(4242))).unwrap_err();
+        assert!(
+            matches!(e, JailError::Sync { step, .. } if step.contains("returning")),
+            "{e:?}"
+        );
+        let calls = r.calls();
+        assert_eq!(calls[calls.len() - 2..], ["kill 4242", "reap 4242"]);
+        // The namespace cannot be made: nothing else is done.
+        let r = Recorder::failing("unshare");
+        assert!(staged_clone(&r, &root_plan(), || Ok(Some(1))).is_err());
+        assert_eq!(r.calls().len(), 2);
+    }
+
+    /// A restore's mount sources: every source opened (a copied `/proc` file read) before the
+    /// staging tmpfs covers anything; then each bound by its descriptor (a volume idmapped
+    /// first), a copied one written as a file, and CRIU given the staged places.
+    #[test]
+    fn a_restores_mount_sources_are_staged_by_descriptor_under_a_fresh_tmpfs() {
+        use crate::sys::recorder::Recorder;
+        let dir = tempfile::tempdir().unwrap();
+        let staging = dir.path().join("staging");
+        let copied = dir.path().join("images");
+        std::fs::create_dir_all(&staging).unwrap();
+        std::fs::create_dir_all(&copied).unwrap();
+        std::fs::write(copied.join("loadavg"), "0.00 0.00 0.00 1/1 1\n").unwrap();
+        let mut mounts = vec![
+            ("m0".to_string(), PathBuf::from("/h/agent.sock")),
+            ("m1".to_string(), copied.join("loadavg")),
+            ("m2".to_string(), PathBuf::from("/v/data")),
+        ];
+        let idmapped = [None, None, Some(libc::MOUNT_ATTR_NOSUID)];
+        let r = Recorder::default();
+        let userns = r.named_fd("userns");
+        stage_sources(
+            &r,
+            &mut mounts,
+            &idmapped,
+            Some(userns.as_fd()),
+            &copied,
+            &staging,
+        )
+        .unwrap();
+        let st = staging.display();
+        let calls = r.calls();
+        let tmpfs = r.position(&format!("mount none {st} tmpfs")).unwrap();
+        assert!(
+            r.position("open /h/agent.sock").unwrap() < tmpfs
+                && r.position("open /v/data").unwrap() < tmpfs,
+            "{calls:#?}"
+        );
+        assert!(r.position(&format!("open {}", copied.display())).is_none());
+        let bind = r
+            .position(&format!(
+                "mount {{/h/agent.sock}} {st}/e0 - MS_BIND | MS_REC -"
+            ))
+            .unwrap();
+        let tree = r.position("open_tree {/v/data}").unwrap();
+        let moved = r.position("move_mount").unwrap();
+        assert!(tmpfs < bind && tmpfs < tree && tree < moved, "{calls:#?}");
+        assert!(calls[moved].ends_with(&format!("{st}/e2")), "{calls:#?}");
+        assert_eq!(r.matching("mount ").len(), 2, "{calls:#?}");
+        assert_eq!(
+            std::fs::read_to_string(staging.join("e1")).unwrap(),
+            "0.00 0.00 0.00 1/1 1\n"
+        );
+        let staged: Vec<_> = mounts.iter().map(|(_, p)| p.clone()).collect();
+        assert_eq!(
+            staged,
+            [staging.join("e0"), staging.join("e1"), staging.join("e2")]
+        );
     }
 
     #[test]

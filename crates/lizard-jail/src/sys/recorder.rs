@@ -192,6 +192,9 @@ impl Syscall for Recorder {
     fn kill(&self, pid: i32) -> io::Result<()> {
         self.call("kill", format!("{pid}"))
     }
+    fn reap(&self, pid: i32) -> io::Result<()> {
+        self.call("reap", format!("{pid}"))
+    }
     fn setns(&self, ns: BorrowedFd<'_>, flags: CloneFlags) -> io::Result<()> {
         let name = self.name(ns);
         self.call("setns", format!("{name} {}", bits(flags)))
