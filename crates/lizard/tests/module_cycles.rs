@@ -1,11 +1,12 @@
-//! Inside every workspace crate, the top-level modules form no cycle: if `a` names `crate::b::…`,
-//! nothing in `b` (or below it) names `crate::a::…`, directly or through other modules. A child
-//! module may use its parent (`super::`); siblings and cousins point one way. No server, no root: it
-//! reads the sources.
+//! Inside every workspace crate, sibling modules form no cycle, at every depth: if `a` (or anything
+//! below it) names `b`, nothing in `b` (or below it) names `a`, directly or through other siblings.
+//! The crate's top-level modules are siblings, and so are the children of one module
+//! (`sandbox::child` and `sandbox::rootfs`). A child module may use its parent and a parent its
+//! children; siblings and cousins point one way. No server, no root: it reads the sources.
 //!
-//! What counts as "names": a `crate::m` path anywhere in the code of a module's files (its own file
-//! and everything under its directory), `use crate::{m, …}` groups included, outside comments and
-//! outside the `#[cfg(test)]` modules (tests may reach anywhere).
+//! What counts as "names": a `crate::…`, `super::…` or `self::…` path anywhere in the code of a
+//! module's file, `{a, b::c}` groups included, outside comments and outside the `#[cfg(test)]`
+//! modules (tests may reach anywhere).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -62,71 +63,143 @@ fn code(src: &str) -> String {
     out
 }
 
-/// The modules `code` names as `crate::m` (single paths and `crate::{a, b::c}` groups).
-fn named_modules(code: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let ident = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
-    for (i, _) in code.match_indices("crate::") {
-        // `lizard_crate::x` is another crate's path, not ours.
-        let before = code[..i].chars().next_back();
-        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
-            continue;
-        }
-        let rest = &code[i + "crate::".len()..];
+/// The module paths `code`, in the module `at` (e.g. `["sandbox", "child"]`), names: `crate::…`,
+/// `super::…` (repeatable) and `self::…` paths resolved to paths from the crate's root, `{a, b::c}`
+/// groups included (each item a path of its own).
+fn named_paths(code: &str, at: &[String]) -> BTreeSet<Vec<String>> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let ident = |s: &str| -> String { s.chars().take_while(|c| is_ident(*c)).collect() };
+    // The path that starts `rest` (after a prefix), as segments; groups expand into several.
+    fn tail(rest: &str, base: Vec<String>, out: &mut BTreeSet<Vec<String>>) {
+        let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
         if let Some(group) = rest.strip_prefix('{') {
-            let group = &group[..group.find('}').unwrap_or(group.len())];
-            for item in group.split(',') {
-                let name = ident(item.trim());
-                if !name.is_empty() {
-                    out.insert(name);
+            let mut depth = 0;
+            let mut end = group.len();
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        end = i;
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
                 }
             }
-        } else {
-            out.insert(ident(rest));
+            let group = &group[..end];
+            let mut depth = 0;
+            let mut start = 0;
+            for (i, c) in group.char_indices().chain([(group.len(), ',')]) {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        tail(group[start..i.min(group.len())].trim(), base.clone(), out);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            return;
+        }
+        let name: String = rest.chars().take_while(|c| is_ident(*c)).collect();
+        if name.is_empty() || name == "self" {
+            out.insert(base);
+            return;
+        }
+        let mut path = base;
+        path.push(name.clone());
+        match rest[name.len()..].strip_prefix("::") {
+            Some(more) => tail(more, path, out),
+            None => {
+                out.insert(path);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    for prefix in ["crate::", "super::", "self::"] {
+        for (i, _) in code.match_indices(prefix) {
+            // `lizard_crate::x` is another crate's path; `super::super::` is read from its first.
+            let before = &code[..i];
+            if before.ends_with(is_ident) || before.ends_with("::") {
+                continue;
+            }
+            let mut base: Vec<String> = match prefix {
+                "crate::" => Vec::new(),
+                "self::" => at.to_vec(),
+                _ => at[..at.len().saturating_sub(1)].to_vec(),
+            };
+            let mut rest = &code[i + prefix.len()..];
+            if prefix == "super::" {
+                while let Some(r) = rest.strip_prefix("super::") {
+                    base.pop();
+                    rest = r;
+                }
+            }
+            if ident(rest) == "crate" {
+                continue;
+            }
+            tail(rest, base, &mut out);
         }
     }
     out
 }
 
-/// Each top-level module of the crate whose `src` is `src`, with the code of all its files.
-fn modules(src: &Path) -> BTreeMap<String, Vec<(PathBuf, String)>> {
+/// Every module of the crate whose `src` is `src`: its path from the crate's root and the code of
+/// its own file (`src/bin`, other crates' roots, left out).
+fn modules(src: &Path) -> BTreeMap<Vec<String>, String> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
-    let mut out: BTreeMap<String, Vec<(PathBuf, String)>> = BTreeMap::new();
+    let mut out = BTreeMap::new();
     for f in files {
         let rel = f.strip_prefix(src).unwrap();
-        let first = rel
-            .components()
-            .next()
-            .unwrap()
-            .as_os_str()
-            .to_string_lossy();
-        let name = first.trim_end_matches(".rs").to_string();
-        if rel.components().count() == 1 && matches!(name.as_str(), "lib" | "main") {
+        if rel.starts_with("bin") {
             continue;
         }
-        let text = std::fs::read_to_string(&f).unwrap();
-        out.entry(name).or_default().push((f.clone(), code(&text)));
+        let mut path: Vec<String> = rel
+            .with_extension("")
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if matches!(
+            path.last().map(String::as_str),
+            Some("mod" | "lib" | "main")
+        ) {
+            path.pop();
+        }
+        out.insert(path, code(&std::fs::read_to_string(&f).unwrap()));
     }
     out
 }
 
-/// The module graph: for each module, the other modules of the same crate it names.
-fn graph(mods: &BTreeMap<String, Vec<(PathBuf, String)>>) -> BTreeMap<String, BTreeSet<String>> {
-    mods.iter()
-        .map(|(m, files)| {
-            let deps = files
-                .iter()
-                .flat_map(|(_, c)| named_modules(c))
-                .filter(|d| d != m && mods.contains_key(d))
-                .collect();
-            (m.clone(), deps)
-        })
-        .collect()
+/// For each module with child modules, the graph of its children: which sibling each one (with
+/// everything under it) names. The crate's top-level modules are the root's children.
+fn graphs(
+    mods: &BTreeMap<Vec<String>, String>,
+) -> BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> {
+    let mut out: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for m in mods.keys().filter(|m| !m.is_empty()) {
+        let (name, parent) = m.split_last().unwrap();
+        out.entry(parent.to_vec())
+            .or_default()
+            .insert(name.clone(), BTreeSet::new());
+    }
+    for (at, code) in mods {
+        for named in named_paths(code, at) {
+            // Every ancestor level at which `at` and `named` part ways is an edge between siblings.
+            let common = at.iter().zip(&named).take_while(|(a, b)| a == b).count();
+            let (Some(from), Some(to)) = (at.get(common), named.get(common)) else {
+                continue;
+            };
+            let parent = at[..common].to_vec();
+            if let Some(g) = out.get_mut(&parent) {
+                if g.contains_key(to) {
+                    g.get_mut(from).unwrap().insert(to.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The strongly connected components of more than one module (Tarjan), each sorted.
@@ -200,26 +273,22 @@ fn no_crate_has_a_module_cycle() {
         }
         crates += 1;
         let mods = modules(&src);
-        let g = graph(&mods);
-        for comp in cycles(&g) {
-            let mut why = Vec::new();
-            for a in &comp {
-                for b in g[a].iter().filter(|b| comp.contains(b)) {
-                    // Where `a` names `b` first.
-                    let at = mods[a]
-                        .iter()
-                        .find(|(_, c)| named_modules(c).contains(b))
-                        .map(|(f, _)| f.strip_prefix(root()).unwrap().display().to_string())
-                        .unwrap_or_default();
-                    why.push(format!("    {a} -> {b} (in {at})"));
+        for (parent, g) in graphs(&mods) {
+            for comp in cycles(&g) {
+                let mut why = Vec::new();
+                for a in &comp {
+                    for b in g[a].iter().filter(|b| comp.contains(b)) {
+                        why.push(format!("    {a} -> {b}"));
+                    }
                 }
+                found.push(format!(
+                    "{} in `crate::{}`: {}\n{}",
+                    e.file_name().to_string_lossy(),
+                    parent.join("::"),
+                    comp.join(", "),
+                    why.join("\n")
+                ));
             }
-            found.push(format!(
-                "{}: {}\n{}",
-                e.file_name().to_string_lossy(),
-                comp.join(", "),
-                why.join("\n")
-            ));
         }
     }
     assert!(crates >= 10, "read only {crates} crates");
@@ -230,16 +299,42 @@ fn no_crate_has_a_module_cycle() {
     );
 }
 
-/// The checker itself finds a cycle, through a `use crate::{…}` group and a path, and ignores
-/// comments, tests and other crates' paths.
+/// The checker itself resolves `crate::`, `super::` and `self::` paths and groups, ignores
+/// comments, tests and other crates' paths, and finds cycles between siblings at any depth.
 #[test]
 fn the_checker_finds_a_cycle_and_ignores_comments_and_tests() {
-    let src = "use crate::{b, c::X};\n// crate::d\nfn f() { other_crate::d(); }\n\
-               #[cfg(test)]\nmod tests {\n    use crate::d;\n}\n";
+    let at = ["sandbox", "child"].map(String::from);
+    let src = "use crate::{b, c::X};\nuse super::rootfs::{self, Plan};\nuse super::super::d;\n\
+               use self::inner::Y;\n// crate::e\nfn f() { other_crate::e(); }\n\
+               #[cfg(test)]\nmod tests {\n    use crate::e;\n}\n";
+    let path = |p: &str| p.split("::").map(String::from).collect::<Vec<_>>();
     assert_eq!(
-        named_modules(&code(src)),
-        ["b", "c"].map(String::from).into_iter().collect()
+        named_paths(&code(src), &at),
+        [
+            "b",
+            "c::X",
+            "sandbox::rootfs",
+            "sandbox::rootfs::Plan",
+            "d",
+            "sandbox::child::inner::Y"
+        ]
+        .map(path)
+        .into_iter()
+        .collect()
     );
+    let mods: BTreeMap<Vec<String>, String> = [
+        ("sandbox", "use self::child::run;"),
+        ("sandbox::child", "use super::rootfs;"),
+        ("sandbox::rootfs", "use crate::sandbox::child::SetupError;"),
+        ("sys", "use crate::sandbox::rootfs::Plan;"),
+    ]
+    .into_iter()
+    .map(|(p, c)| (path(p), c.to_string()))
+    .collect();
+    let g = graphs(&mods);
+    assert_eq!(cycles(&g[&path("sandbox")]), vec![vec!["child", "rootfs"]]);
+    assert!(cycles(&g[&Vec::new()]).is_empty());
+    assert_eq!(g[&Vec::new()]["sys"], ["sandbox".to_string()].into());
     let g: BTreeMap<String, BTreeSet<String>> = [
         ("a", vec!["b"]),
         ("b", vec!["c"]),

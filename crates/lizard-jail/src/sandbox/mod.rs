@@ -39,14 +39,16 @@
 //! [`crate::process::set_child_subreaper`], else to the host's init), which must reap it.
 
 mod child;
-pub(crate) use child::{drop_privileges, SetupError, Step};
+pub(crate) use child::drop_privileges;
 mod idmap;
 mod rootfs;
 mod spec;
+mod step;
 pub(crate) use idmap::userns_with_maps;
 pub(crate) use rootfs::{
     bind_mount, fd_path, make_private, mount_fs, open_in_root_with, pivot_into,
 };
+pub(crate) use step::{SetupError, Step};
 
 pub use rootfs::DEVICES;
 pub use spec::{
@@ -57,7 +59,7 @@ pub use spec::{
 use crate::cgroup::{Cgroup, CgroupError};
 use crate::seccomp::{Filter, SeccompError};
 use crate::sys::Syscall;
-use child::{ChildPlan, ERROR_TAG};
+use child::ChildPlan;
 use nix::fcntl::{FcntlArg, OFlag};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::stat::Mode;
@@ -71,6 +73,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use step::ERROR_TAG;
 
 /// Errors of launching a sandbox. Each names the step that failed.
 #[derive(Debug, thiserror::Error)]

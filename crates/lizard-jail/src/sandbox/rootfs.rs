@@ -24,7 +24,7 @@
 //! Not here: namespaces, credentials, the network (see `sandbox::child`); the host-side directories,
 //! which the caller creates.
 
-use super::child::{SetupError, Step};
+use super::step::{SetupError, Step};
 use crate::sys::Syscall;
 use nix::fcntl::{OFlag, ResolveFlag};
 use nix::mount::MsFlags;
