@@ -1032,30 +1032,25 @@ def _register_data_formatters(shell):
         cls = getattr(mod, name, None) if mod is not None else None
         return cls is not None and isinstance(obj, cls)
 
-    class TableFormatter(BaseFormatter):
-        format_type = Unicode(TABLE_MIME)
-        _return_type = dict
-
-        def __call__(self, obj):
-            if not instance_of(obj, "pandas", "DataFrame"):
-                return None
-            try:
-                return _table_data(obj)
-            except Exception:
-                return None
-
-    class ChartFormatter(BaseFormatter):
-        format_type = Unicode(CHART_MIME)
-        _return_type = dict
-
-        def __call__(self, obj):
-            if not instance_of(obj, "matplotlib.figure", "Figure"):
-                return None
-            return _chart_data(obj)
-
     display = shell.display_formatter
-    display.formatters[TABLE_MIME] = TableFormatter(parent=display)
-    display.formatters[CHART_MIME] = ChartFormatter(parent=display)
+
+    def data_formatter(mime, module, name, data):
+        class DataFormatter(BaseFormatter):
+            format_type = Unicode(mime)
+            _return_type = dict
+
+            def __call__(self, obj):
+                if not instance_of(obj, module, name):
+                    return None
+                try:
+                    return data(obj)
+                except Exception:
+                    return None
+
+        display.formatters[mime] = DataFormatter(parent=display)
+
+    data_formatter(TABLE_MIME, "pandas", "DataFrame", _table_data)
+    data_formatter(CHART_MIME, "matplotlib.figure", "Figure", _chart_data)
     # `active_types` defaults to the formatters present when it is first read.
     active = list(display.active_types)
     display.active_types = active + [t for t in (TABLE_MIME, CHART_MIME) if t not in active]
