@@ -2010,6 +2010,11 @@ def _reap_children(_signum, _frame):
             continue
 
 
+# How long a joined process waits for its agent's adoption socket (the agent waits 10 s for the
+# adoption before it starts a zygote of its own).
+_JOIN_CONNECT_WAIT = 15.0
+
+
 def _join(libc, entry, req, fds, w):
     """In the host zygote's child: join the sandbox (docs/design/shared-zygote.md, "The fork's
     steps, in order"), then, in the grandchild that lives in the sandbox's pid namespace, become
@@ -2073,7 +2078,17 @@ def _join(libc, entry, req, fds, w):
             except OSError:
                 pass
     agent = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    agent.connect(req["socket"])
+    # The server asks for the join as soon as the sandbox's PID 1 runs, while the agent is still
+    # starting: its socket appears a few milliseconds later. Waiting here costs only this sandbox.
+    deadline = time.monotonic() + _JOIN_CONNECT_WAIT
+    while True:
+        try:
+            agent.connect(req["socket"])
+            break
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() >= deadline:
+                os._exit(1)
+            time.sleep(0.002)
     # 10. Dumpable last: the agent may read its /proc files from now on.
     libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
     # The agent's environment for its zygote, then what the agent's own zygote does.
@@ -2148,6 +2163,12 @@ def main():
     except Exception:
         pass
     if _ZYGOTE_FD is not None:
+        # What every forked kernel imports anyway, imported once here so that it is shared:
+        # `importlib.invalidate_caches()` (`_refresh_site`, at each fork) imports
+        # `importlib.metadata` (with `email` and `zipfile`), ≈ 2.6 MiB of private pages a kernel
+        # otherwise writes for itself.
+        import importlib.metadata  # noqa: F401
+
         # Everything imported so far into the permanent generation: the collector of a forked
         # kernel never walks (and so never writes to) the pages the forks share with the zygote.
         import gc

@@ -379,6 +379,11 @@ impl Sandboxes {
             destroy_unwatched(&runtime, fresh);
             return Err(io_err(&rt_file)(e));
         }
+        // The shared zygote joins while the agent starts (its process waits, inside the
+        // sandbox, for the agent's socket): the first kernel does not wait for both in turn.
+        if let Some(z) = zygote {
+            super::zygote::join_in_background(z, &id, runtime.pid, runtime.cgroup.clone());
+        }
         let egress = match egress {
             Some(network) => match self.serve_egress((&id, project), &runtime, network).await {
                 Ok(h) => Some(h),
@@ -433,9 +438,6 @@ impl Sandboxes {
                 Err(e) => tracing::warn!(sandbox = %id, error = %e,
                     "the restored agent keeps the launcher's socket"),
             }
-        }
-        if let Some(z) = zygote {
-            super::zygote::join_in_background(z, &id, runtime.pid, runtime.cgroup.clone());
         }
         phase("ready");
         tracing::debug!(sandbox = %id, restoring, phases_us = ?phases, "launched");
