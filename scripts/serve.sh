@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/system-deps.sh
 scripts/criu.sh
-cargo build --release --locked -p lizard
+cargo build --release --locked -p lizard -p lizard-agent
 exec target/release/lizard serve "$@"

@@ -11,6 +11,12 @@
 //! sandbox, and whoever can reach its sockets may use it.
 
 pub mod adopt;
+
+/// A hash of every source this agent is built from (`build.rs`): two binaries with the same one run
+/// the same agent. The server runs a `lizard-agent` binary in its sandboxes only when it says
+/// this (`lizard-agent --build-fingerprint`).
+pub const BUILD_FINGERPRINT: &str = env!("LIZARD_BUILD_FINGERPRINT");
+
 pub mod api;
 pub mod cli;
 pub mod commands;

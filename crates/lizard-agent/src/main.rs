@@ -12,6 +12,16 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "--build-fingerprint") {
+        println!("{}", lizard_agent::BUILD_FINGERPRINT);
+        return Ok(());
+    }
+    // `lizard-agent agent …` is `lizard agent …`: the server gives either binary the same
+    // arguments.
+    if args.get(1).is_some_and(|a| a == "agent") {
+        args.remove(1);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("LIZARD_LOG")
@@ -19,5 +29,5 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    lizard_agent::cli::run(Cli::parse().agent).await
+    lizard_agent::cli::run(Cli::parse_from(args).agent).await
 }
