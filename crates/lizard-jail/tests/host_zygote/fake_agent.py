@@ -62,9 +62,11 @@ kernel = fork()
 kpid, events, _c = kernel
 first = json.loads(events.readline())
 out("kernel_says", first.get("ev"))
-out("kernel_ppid", status(kpid, "PPid"))
 out("kernel_uid", status(kpid, "Uid"))
 text, st = cell(kernel, 1, "import os\nx = 6 * 7\nx, os.environ['LIZARD_SANDBOX_ID']")
+# After its first cell: a forked kernel is re-parented to PID 1 once the intermediate that forked
+# it exits, which the runner waits for at its first control message, not before `ready`.
+out("kernel_ppid", status(kpid, "PPid"))
 out("result", text)
 out("status", st)
 out("done", "yes")
