@@ -77,7 +77,6 @@ pub struct HostZygoteSpec {
     pub cwd: PathBuf,
     /// `RLIMIT_NOFILE` (soft and hard) of the zygote and so of every process that joins a
     /// sandbox from it: the sandboxes' own (`SandboxSpec::limits.nofile`). `RLIMIT_CORE` is 0.
-    #[serde(default = "default_nofile")]
     pub nofile: u64,
     /// The user namespace the zygote lives in, its sandboxes' parent ([`joinable_userns`]):
     /// where the helper opens it (`/proc/<pid>/fd/<n>` of the caller's descriptor). It enters it
@@ -86,10 +85,6 @@ pub struct HostZygoteSpec {
     /// its parent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub userns: Option<PathBuf>,
-}
-
-fn default_nofile() -> u64 {
-    4096
 }
 
 /// The most id ranges [`joinable_userns`] maps besides the zygote's ids (the kernel takes 340

@@ -194,7 +194,7 @@ fn graphs(
             let parent = at[..common].to_vec();
             if let Some(g) = out.get_mut(&parent) {
                 if g.contains_key(to) {
-                    g.get_mut(from).unwrap().insert(to.clone());
+                    g.entry(from.clone()).or_default().insert(to.clone());
                 }
             }
         }
