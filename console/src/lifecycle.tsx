@@ -3,6 +3,7 @@
 
 import { useState } from 'preact/hooks';
 import type { Api, SandboxInfo } from './api';
+import { ask } from './ui';
 
 export type Action = 'pause' | 'resume' | 'hibernate' | 'kill';
 
@@ -53,7 +54,7 @@ export function LifecycleButtons({
 }) {
   const [running, setRunning] = useState<Action | null>(null);
   const run = async (action: Action) => {
-    if (action === 'kill' && !confirm(`Kill sandbox ${sb.sandbox_id}? Its processes and files are gone for good.`)) return;
+    if (action === 'kill' && !(await ask(`Kill sandbox ${sb.sandbox_id}? Its processes and files are gone for good.`, 'Kill'))) return;
     setRunning(action);
     try {
       onDone(await perform(api, sb.sandbox_id, action));

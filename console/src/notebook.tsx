@@ -10,7 +10,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { type Api, type Context, type Language, LANGUAGES } from './api';
 import { type Output, Outputs, addFrame } from './output';
-import { Busy, Empty, ErrorBox, Select } from './ui';
+import { Busy, Empty, ErrorBox, Select, ask } from './ui';
 
 export interface Cell {
   id: number;
@@ -106,8 +106,8 @@ export function CellRunner({ api, sandbox, canRun }: { api: Api; sandbox: string
     act('Restarting the kernel…', async () => {
       await api.json('POST', `${ctxPath(id)}/restart`);
     });
-  const remove = (id: string) => {
-    if (!confirm(`Delete context ${id}? Its kernel and its state are gone.`)) return;
+  const remove = async (id: string) => {
+    if (!(await ask(`Delete context ${id}? Its kernel and its state are gone.`, 'Delete'))) return;
     act('Deleting the context…', async () => {
       await api.json('DELETE', ctxPath(id));
       notebooks.delete(`${sandbox}/${id}`);

@@ -7,7 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, type TemplateInfo } from './api';
 import { type ContextFile, MAX_CONTEXT_BYTES, dropped, merge, pack, picked, totalSize } from './buildcontext';
 import type { Session } from './session';
-import { Busy, Empty, ErrorBox, Select, StateBadge, age, size } from './ui';
+import { Busy, Empty, ErrorBox, Select, StateBadge, age, ask, size } from './ui';
 
 const EXAMPLE = 'FROM code-interpreter-v1\nRUN pip list > /opt/packages.txt\n';
 
@@ -29,7 +29,7 @@ export function TemplatesPage({ session }: { session: Session }) {
   }, [api, tick]);
 
   const remove = async (t: TemplateInfo) => {
-    if (!confirm(`Delete template ${t.name}?`)) return;
+    if (!(await ask(`Delete template ${t.name}?`, 'Delete'))) return;
     setError(null);
     try {
       const q = t.project ? `?project=${encodeURIComponent(t.project)}` : '';

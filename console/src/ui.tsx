@@ -43,6 +43,41 @@ export function ErrorBox({ error, onClose }: { error: unknown; onClose?: () => v
   );
 }
 
+/**
+ * Ask before something that cannot be undone: a modal `<dialog>` in the page with `message`, a
+ * Cancel button and one named `action`. Resolves with whether `action` was chosen (Escape and
+ * Cancel say no). Not the browser's `confirm()`: that one blocks the page's polls and streams
+ * while it is open, and a browser may close it on its own.
+ */
+export function ask(message: string, action: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const dialog = document.createElement('dialog');
+    dialog.className = 'ask';
+    const text = document.createElement('p');
+    text.textContent = message;
+    const form = document.createElement('form');
+    form.method = 'dialog';
+    const button = (label: string, cls: string, value: string) => {
+      const b = document.createElement('button');
+      b.type = 'submit';
+      b.className = cls;
+      b.value = value;
+      b.textContent = label;
+      return b;
+    };
+    const cancel = button('Cancel', 'secondary', 'cancel');
+    form.append(cancel, button(action, 'danger', 'yes'));
+    dialog.append(text, form);
+    dialog.addEventListener('close', () => {
+      dialog.remove();
+      resolve(dialog.returnValue === 'yes');
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    cancel.focus();
+  });
+}
+
 /** A spinner with a label, for work in progress. */
 export function Busy({ children }: { children: ComponentChildren }) {
   return (

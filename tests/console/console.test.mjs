@@ -100,6 +100,20 @@ async function runCell(page, code) {
   return cell;
 }
 
+/**
+ * Answer the console's "are you sure" (a modal `<dialog>` in the page): check that it says
+ * `message` (a string or a pattern), click `choice`, and wait until it is gone.
+ */
+async function answer(page, message, choice) {
+  const dialog = page.getByRole('dialog');
+  await dialog.waitFor();
+  const text = (await dialog.locator('p').textContent()).trim();
+  if (message instanceof RegExp) assert.match(text, message);
+  else assert.equal(text, message);
+  await dialog.getByRole('button', { name: choice, exact: true }).click();
+  await dialog.waitFor({ state: 'detached' });
+}
+
 /** Wait until `cell` has finished (its status line shows); the status text. */
 async function finished(cell) {
   const status = cell.locator('.cell-status');
@@ -226,8 +240,8 @@ test('admin: create a sandbox, run cells (values, charts, HTML, errors, streamed
   cell = await runCell(page, 'typeof o');
   await finished(cell);
   assert.equal((await cell.locator('pre.result.main').textContent()).trim(), "'undefined'");
-  page.once('dialog', (d) => d.accept());
   await page.locator('.contexts-bar').getByRole('button', { name: 'Delete' }).click();
+  await answer(page, /^Delete context .*Its kernel and its state are gone\.$/, 'Delete');
   await page.locator('select[name="context"] option:checked', { hasText: 'python' }).waitFor({ state: 'attached' });
   assert.equal(await page.locator('select[name="context"] option', { hasText: 'javascript' }).count(), 0);
 
@@ -255,8 +269,16 @@ test('admin: create a sandbox, run cells (values, charts, HTML, errors, streamed
   // Kill it from its page.
   await row.getByRole('link', { name: id }).click();
   await page.locator('.sandbox-head .state', { hasText: 'running' }).waitFor();
-  page.once('dialog', (d) => d.accept());
+  // Asked first: Cancel (and Escape) leave it running.
   await page.locator('.sandbox-head').getByRole('button', { name: 'Kill' }).click();
+  await answer(page, `Kill sandbox ${id}? Its processes and files are gone for good.`, 'Cancel');
+  await page.locator('.sandbox-head').getByRole('button', { name: 'Kill' }).click();
+  await page.getByRole('dialog').waitFor();
+  await page.keyboard.press('Escape');
+  await page.getByRole('dialog').waitFor({ state: 'detached' });
+  assert.equal((await api(server.admin, 'GET', `/v1/sandboxes/${id}`)).state, 'running');
+  await page.locator('.sandbox-head').getByRole('button', { name: 'Kill' }).click();
+  await answer(page, `Kill sandbox ${id}? Its processes and files are gone for good.`, 'Kill');
   await page.waitForURL(/#\/sandboxes$/);
   await page.getByText('No sandboxes yet.').waitFor();
   const left = await api(server.admin, 'GET', '/v1/sandboxes');
@@ -412,8 +434,8 @@ test('templates: a build from a Dockerfile shows its steps and output as it goes
   assert.match(await page.locator('pre.build-log').textContent(), /built-by-the-console/);
   const row = page.locator('tr[data-template="console-tpl"]');
   await row.locator('.state', { hasText: 'ready' }).waitFor();
-  page.once('dialog', (d) => d.accept());
   await row.getByRole('button', { name: 'Delete' }).click();
+  await answer(page, 'Delete template console-tpl?', 'Delete');
   await row.waitFor({ state: 'detached' });
 });
 
