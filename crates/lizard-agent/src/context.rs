@@ -14,7 +14,6 @@ pub use exact_fork::PreparedForkOut;
 use crate::kernel::{Kernel, KernelConfig, KernelError, Launcher};
 use lizard_jail::cgroup::CgroupError;
 use lizard_jail::delegation::{ContextCgroup, Delegation};
-use lizard_jail::procfs;
 use lizard_jail::Signal;
 use lizard_proto::{
     Context, ContextId, ContextLimits, ContextState, EventFrame, ExecutionError, ExecutionEvent,
@@ -867,9 +866,10 @@ impl Contexts {
             return;
         };
         let count = h.execution_count.fetch_add(1, Ordering::SeqCst) + 1;
-        let pid = kernel.pid();
-        let _ = procfs::reset_peak_rss(pid);
-        let cpu_before = procfs::cpu_time_ms(pid).unwrap_or(0);
+        let cpu_before = kernel.usage_files().map_or(0, |u| {
+            let _ = u.reset_peak_rss();
+            u.cpu_time_ms().unwrap_or(0)
+        });
 
         kernel.set_forwarding(true);
         let sent = kernel.send_exec(count, &req.code, &req.env).await;
@@ -930,10 +930,15 @@ impl Contexts {
         }
         let mut usage = None;
         if ending.death.is_none() {
-            let cpu_after = procfs::cpu_time_ms(pid).unwrap_or(cpu_before);
+            let (cpu_after, peak) = kernel.usage_files().map_or((cpu_before, 0), |u| {
+                (
+                    u.cpu_time_ms().unwrap_or(cpu_before),
+                    u.peak_rss_bytes().unwrap_or(0),
+                )
+            });
             usage = Some(ExecutionUsage {
                 cpu_ms: cpu_after.saturating_sub(cpu_before),
-                peak_rss_bytes: procfs::peak_rss_bytes(pid).unwrap_or(0),
+                peak_rss_bytes: peak,
             });
         }
 

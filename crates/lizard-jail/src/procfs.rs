@@ -36,41 +36,105 @@ pub fn own_pipe_inode(fd: std::os::fd::RawFd) -> u64 {
     pipe_inode_of(std::path::Path::new(&format!("/proc/self/fd/{fd}"))).unwrap_or(0)
 }
 
-/// User + system CPU time of `pid` plus that of its waited-for children, in milliseconds.
-pub fn cpu_time_ms(pid: i32) -> io::Result<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    parse_cpu_ticks(&stat)
-        .map(|ticks| ticks * 1000 / clock_ticks())
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable /proc/pid/stat"))
+/// The files of one process that say what a run of it used: `stat` (CPU time), `status` (peak
+/// resident memory) and `clear_refs` (resets that peak). Opened once and read again at offset 0
+/// for each measurement: no path walk and no open per read, on every cell's path. The
+/// descriptors keep naming the process they were opened for: once it has exited, reads fail
+/// rather than describe another process that got its pid.
+///
+/// `clear_refs` may not open: it is writable by the process's owner only, and a non-dumpable
+/// process forked from a zygote started on the host (the shared zygote) is owned by the host's
+/// root, which a sandbox's root is not. The peak is then not reset between runs.
+#[derive(Debug)]
+pub struct UsageFiles {
+    stat: fs::File,
+    status: fs::File,
+    clear_refs: Option<fs::File>,
+    buf: Vec<u8>,
+}
+
+/// The most of `stat` or `status` that is read (both are well under 2 KiB).
+const MAX_PROC_FILE: usize = 16 * 1024;
+
+impl UsageFiles {
+    pub fn open(pid: i32) -> io::Result<UsageFiles> {
+        let dir = format!("/proc/{pid}");
+        Ok(UsageFiles {
+            stat: fs::File::open(format!("{dir}/stat"))?,
+            status: fs::File::open(format!("{dir}/status"))?,
+            clear_refs: fs::OpenOptions::new()
+                .write(true)
+                .open(format!("{dir}/clear_refs"))
+                .ok(),
+            buf: Vec::with_capacity(4096),
+        })
+    }
+
+    /// User + system CPU time of the process plus that of its waited-for children, in
+    /// milliseconds.
+    pub fn cpu_time_ms(&mut self) -> io::Result<u64> {
+        let stat = read_at_start(&self.stat, &mut self.buf)?;
+        parse_cpu_ticks(stat)
+            .map(|ticks| ticks * 1000 / clock_ticks())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable /proc/pid/stat"))
+    }
+
+    /// Peak resident set size (`VmHWM`), in bytes.
+    pub fn peak_rss_bytes(&mut self) -> io::Result<u64> {
+        let status = read_at_start(&self.status, &mut self.buf)?;
+        parse_peak_rss(status).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "no VmHWM in /proc/pid/status")
+        })
+    }
+
+    /// Reset the peak to the current resident size (so the next [`UsageFiles::peak_rss_bytes`]
+    /// covers only what happens from now on).
+    /// Fails when `clear_refs` could not be opened (see the type's docs).
+    pub fn reset_peak_rss(&mut self) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        match &self.clear_refs {
+            Some(f) => f.write_at(b"5", 0).map(|_| ()),
+            None => Err(io::Error::from(io::ErrorKind::PermissionDenied)),
+        }
+    }
+}
+
+/// `file` from its start (at most [`MAX_PROC_FILE`] bytes) into `buf`, as text.
+fn read_at_start<'a>(file: &fs::File, buf: &'a mut Vec<u8>) -> io::Result<&'a str> {
+    use std::os::unix::fs::FileExt;
+    buf.clear();
+    buf.resize(MAX_PROC_FILE, 0);
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    std::str::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 fn parse_cpu_ticks(stat: &str) -> Option<u64> {
     // The command name (field 2) may contain spaces and parentheses; fields after the last ')' are
     // fixed. utime, stime, cutime, cstime are fields 14..=17, i.e. indices 11..=14 after field 2.
     let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let mut fields = rest.split_whitespace().skip(11);
     let mut total = 0u64;
-    for i in 11..=14 {
-        total += fields.get(i)?.parse::<i64>().ok()?.max(0) as u64;
+    for _ in 0..4 {
+        total += fields.next()?.parse::<i64>().ok()?.max(0) as u64;
     }
     Some(total)
 }
 
-/// Peak resident set size (`VmHWM`) of `pid`, in bytes.
-pub fn peak_rss_bytes(pid: i32) -> io::Result<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
+fn parse_peak_rss(status: &str) -> Option<u64> {
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map(|kb| kb * 1024)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no VmHWM in /proc/pid/status"))
-}
-
-/// Reset the peak RSS of `pid` to its current RSS (so the next [`peak_rss_bytes`] covers only what
-/// happens from now on).
-pub fn reset_peak_rss(pid: i32) -> io::Result<()> {
-    fs::write(format!("/proc/{pid}/clear_refs"), b"5")
 }
 
 /// Set `pid`'s OOM score adjustment (-1000..=1000). Raising it is always allowed for one's own
@@ -149,11 +213,56 @@ mod tests {
     }
 
     #[test]
-    fn reads_own_accounting() {
-        let me = std::process::id() as i32;
-        cpu_time_ms(me).unwrap();
-        assert!(peak_rss_bytes(me).unwrap() > 0);
-        reset_peak_rss(me).unwrap();
+    fn parses_a_truncated_stat_as_nothing() {
+        assert_eq!(
+            parse_cpu_ticks("123 (a) S 1 123 123 0 -1 4194560 100 0 0 0 7 3 2"),
+            None
+        );
+        assert_eq!(parse_cpu_ticks("123 a S"), None);
+        assert_eq!(parse_peak_rss("Name: x\nVmRSS: 1 kB\n"), None);
+        assert_eq!(parse_peak_rss("VmHWM:\t   42 kB\n"), Some(42 * 1024));
+    }
+
+    #[test]
+    fn usage_files_are_read_again_for_each_measurement() {
+        // A child of our own that burns CPU and then grows, so that both figures move between
+        // two reads of the same descriptors.
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; \
+                 x=$(head -c 30000000 /dev/zero | tr '\\0' a); read _",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut files = UsageFiles::open(pid).unwrap();
+        files.reset_peak_rss().unwrap();
+        let (cpu0, peak0) = (
+            files.cpu_time_ms().unwrap(),
+            files.peak_rss_bytes().unwrap(),
+        );
+        assert!(peak0 > 0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let (cpu, peak) = (
+                files.cpu_time_ms().unwrap(),
+                files.peak_rss_bytes().unwrap(),
+            );
+            if cpu > cpu0 && peak > peak0 + 10 * 1024 * 1024 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cpu {cpu0}→{cpu}, peak {peak0}→{peak}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        // Gone: the descriptors say so rather than read another process.
+        assert!(files.cpu_time_ms().is_err());
     }
 
     #[test]

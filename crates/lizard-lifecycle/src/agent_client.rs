@@ -8,6 +8,8 @@
 //! [`AgentError::TooLarge`], and neither is ever buffered whole (at most the cap plus hyper's read
 //! buffer is in memory). Forwarded client traffic ([`AgentClient::send`]) is streamed both ways
 //! with backpressure and has no deadline here: it concerns only that sandbox's own client.
+//! Forwarded requests reuse the connections of earlier ones ([`IdleConnections`]); the server's
+//! own calls always open their own.
 //!
 //! The socket is a host path in a directory only root can write (`<data>/sandboxes/<id>/agent.sock`,
 //! made by the launcher and handed to the agent as an fd; the sandbox never sees it). Each connect
@@ -153,6 +155,73 @@ pub struct AgentClient {
     /// (shared by clones): a run is always started by a forwarded request, so an agent can never
     /// truthfully report more runs than this (see `crate::sandboxes::metering::validate`).
     unmatched: Arc<AtomicU64>,
+    /// Connections of finished forwarded requests, ready for the next ones (shared by clones).
+    idle: Arc<IdleConnections>,
+}
+
+/// At most this many idle connections are kept per sandbox.
+const MAX_IDLE: usize = 4;
+/// An idle connection is closed after this long unused: an idle sandbox holds none.
+const IDLE_FOR: Duration = Duration::from_secs(5);
+
+/// One HTTP/1 connection to the agent: its sender, and the task that drives it (ends when the
+/// connection closes: the agent closed it, it broke, or every sender was dropped).
+struct AgentConnection {
+    sender: hyper::client::conn::http1::SendRequest<Body>,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+/// Connections to one agent whose last response was read to its end, so that forwarded requests
+/// do not pay a connect, a path check, a peer check and a handshake each (both sides). Nothing
+/// but whole exchanges is reused: a response dropped before its end (a client that left) closes
+/// its connection, and the agent interrupts the cell as before. A connection is used by one
+/// request at a time, checked once (path and peer) when it was opened, and closed after
+/// [`IDLE_FOR`] unused or when [`AgentClient::close_idle`] is called (before a checkpoint: CRIU
+/// cannot dump a connection whose other end is on the host).
+#[derive(Default)]
+struct IdleConnections {
+    next: AtomicU64,
+    conns: std::sync::Mutex<Vec<(u64, AgentConnection)>>,
+}
+
+impl std::fmt::Debug for IdleConnections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.conns.lock().map(|c| c.len()).unwrap_or(0);
+        f.debug_struct("IdleConnections").field("idle", &n).finish()
+    }
+}
+
+impl IdleConnections {
+    /// The most recently used idle connection, if any.
+    fn take(&self) -> Option<AgentConnection> {
+        let mut conns = self.conns.lock().ok()?;
+        conns.pop().map(|(_, c)| c)
+    }
+
+    /// Keep `conn` for the next request (unless [`MAX_IDLE`] are kept already); its key.
+    fn put(&self, conn: AgentConnection) -> Option<u64> {
+        let mut conns = self.conns.lock().ok()?;
+        if conns.len() >= MAX_IDLE {
+            return None;
+        }
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        conns.push((key, conn));
+        Some(key)
+    }
+
+    /// Drop the connection kept as `key` if it is still idle.
+    fn expire(&self, key: u64) {
+        if let Ok(mut conns) = self.conns.lock() {
+            conns.retain(|(k, _)| *k != key);
+        }
+    }
+
+    fn drain(&self) -> Vec<AgentConnection> {
+        match self.conns.lock() {
+            Ok(mut conns) => conns.drain(..).map(|(_, c)| c).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
 }
 
 impl AgentClient {
@@ -168,6 +237,7 @@ impl AgentClient {
             peer_pid,
             limits,
             unmatched: Default::default(),
+            idle: Default::default(),
         }
     }
 
@@ -226,19 +296,77 @@ impl AgentClient {
         Ok(stream)
     }
 
-    /// Send one request on a fresh connection; the response body streams from the agent (for
-    /// forwarded client traffic: no deadline, nothing buffered here).
+    /// Send one forwarded request, on an idle connection if there is one, else on a new one; the
+    /// response body streams from the agent (no deadline, nothing buffered here). Once that body
+    /// has been read to its end the connection is kept for the next request.
     pub async fn send(&self, req: Request<Body>) -> Result<Response<Incoming>, AgentError> {
         self.unmatched.fetch_add(1, Ordering::SeqCst);
+        let mut req = req;
+        while let Some(mut conn) = self.idle.take() {
+            match conn.sender.try_send_request(req).await {
+                Ok(resp) => {
+                    self.keep_when_done(conn);
+                    return Ok(resp);
+                }
+                // Closed by the agent while idle, before the request was written: a new one.
+                Err(mut e) => match e.take_message() {
+                    Some(unsent) => req = unsent,
+                    None => return Err(e.into_error().into()),
+                },
+            }
+        }
+        let mut conn = self.open().await?;
+        let resp = conn.sender.send_request(req).await?;
+        self.keep_when_done(conn);
+        Ok(resp)
+    }
+
+    /// A new connection for forwarded requests, driven by a task of its own (upgrades allowed:
+    /// a WebSocket is spliced to the client's). The task ends when the connection closes.
+    async fn open(&self) -> Result<AgentConnection, AgentError> {
         let stream = self.connect().await?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(async move {
-            // Ends when the response body is done or dropped (a client that left): the agent then
-            // sees its connection close and interrupts the cell.
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        let driver = tokio::spawn(async move {
             let _ = conn.with_upgrades().await;
         });
-        Ok(sender.send_request(req).await?)
+        Ok(AgentConnection { sender, driver })
+    }
+
+    /// Once `conn`'s response has been read to its end, keep it idle for [`IDLE_FOR`]. A response
+    /// dropped before its end, an upgrade or an error closes it instead.
+    fn keep_when_done(&self, mut conn: AgentConnection) {
+        let idle = self.idle.clone();
+        tokio::spawn(async move {
+            if conn.sender.ready().await.is_err() {
+                return;
+            }
+            if let Some(key) = idle.put(conn) {
+                tokio::time::sleep(IDLE_FOR).await;
+                idle.expire(key);
+            }
+        });
+    }
+
+    /// Close every idle connection and wait (at most `wait`) until they are closed on this side.
+    /// Called before a checkpoint: CRIU fails on a connection whose other end is on the host.
+    pub async fn close_idle(&self, wait: Duration) {
+        let drivers = self.drop_idle();
+        if !drivers.is_empty() {
+            let _ = tokio::time::timeout(wait, futures_util::future::join_all(drivers)).await;
+        }
+    }
+
+    /// Drop every idle connection (each closes in its task, promptly: it has no request); the
+    /// tasks, which end once they are closed.
+    pub fn drop_idle(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        self.idle
+            .drain()
+            .into_iter()
+            .map(|AgentConnection { sender, driver }| {
+                drop(sender);
+                driver
+            })
+            .collect()
     }
 
     /// `req` on a fresh connection and its answer read by `read`, everything within `deadline`.
@@ -992,6 +1120,160 @@ pub(crate) mod tests {
             c.connect().await,
             Err(AgentError::Untrusted { .. })
         ));
+    }
+
+    /// An agent that keeps connections alive (axum, as the real one): `/ok` answers at once,
+    /// `/stream` sends a chunk and then whatever its test sends on the channel it hands over
+    /// (closed: the body ends). Counts the connections it accepted.
+    struct KeepAliveAgent {
+        dir: tempfile::TempDir,
+        accepted: Arc<AtomicU64>,
+        streams: tokio::sync::mpsc::UnboundedReceiver<tokio::sync::mpsc::Sender<Bytes>>,
+    }
+
+    fn keep_alive_agent() -> KeepAliveAgent {
+        use axum::serve::ListenerExt;
+        let dir = tempfile::tempdir().unwrap();
+        let listener = tokio::net::UnixListener::bind(dir.path().join("agent.sock")).unwrap();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let count = accepted.clone();
+        let listener = listener.tap_io(move |_| {
+            count.fetch_add(1, Ordering::SeqCst);
+        });
+        let (streams_tx, streams) = tokio::sync::mpsc::unbounded_channel();
+        let app = axum::Router::new()
+            .route("/ok", axum::routing::get(|| async { "ok" }))
+            .route(
+                "/stream",
+                axum::routing::get(move || {
+                    let streams_tx = streams_tx.clone();
+                    async move {
+                        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
+                        tx.send(Bytes::from_static(b"first")).await.unwrap();
+                        let _ = streams_tx.send(tx);
+                        let body = futures_util::stream::unfold(rx, |mut rx| async move {
+                            rx.recv().await.map(|b| (Ok::<_, std::io::Error>(b), rx))
+                        });
+                        axum::body::Body::from_stream(body)
+                    }
+                }),
+            );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        KeepAliveAgent {
+            dir,
+            accepted,
+            streams,
+        }
+    }
+
+    async fn get(c: &AgentClient, path: &str) -> Response<Incoming> {
+        let req = Request::get(path)
+            .header("host", "agent")
+            .body(body::empty())
+            .unwrap();
+        c.send(req).await.unwrap()
+    }
+
+    async fn text(resp: Response<Incoming>) -> String {
+        let b = resp.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(b.to_vec()).unwrap()
+    }
+
+    /// Until `cond` holds (a connection is kept only after its response has been read, in a task).
+    async fn until(mut cond: impl FnMut() -> bool) {
+        for _ in 0..500 {
+            if cond() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("not within 5 s");
+    }
+
+    fn idle(c: &AgentClient) -> usize {
+        c.idle.conns.lock().unwrap().len()
+    }
+
+    #[tokio::test]
+    async fn forwarded_requests_reuse_one_connection_once_each_answer_is_read() {
+        lizard_test_support::needs_root!();
+        let agent = keep_alive_agent();
+        let c = AgentClient::new(agent.dir.path().join("agent.sock"), me());
+        for _ in 0..5 {
+            assert_eq!(text(get(&c, "/ok").await).await, "ok");
+            until(|| idle(&c) == 1).await;
+        }
+        assert_eq!(agent.accepted.load(Ordering::SeqCst), 1);
+        // A clone shares them.
+        assert_eq!(text(get(&c.clone(), "/ok").await).await, "ok");
+        assert_eq!(agent.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_connection_whose_answer_still_streams_is_not_shared() {
+        lizard_test_support::needs_root!();
+        let mut agent = keep_alive_agent();
+        let c = AgentClient::new(agent.dir.path().join("agent.sock"), me());
+        let mut streaming = get(&c, "/stream").await.into_body();
+        let more = agent.streams.recv().await.unwrap();
+        let first = streaming
+            .frame()
+            .await
+            .unwrap()
+            .unwrap()
+            .into_data()
+            .unwrap();
+        assert_eq!(&first[..], b"first");
+        // Meanwhile another request: a connection of its own, answered at once.
+        assert_eq!(idle(&c), 0);
+        assert_eq!(text(get(&c, "/ok").await).await, "ok");
+        assert_eq!(agent.accepted.load(Ordering::SeqCst), 2);
+        until(|| idle(&c) == 1).await;
+        // The stream goes on, then ends; then its connection is idle too.
+        more.send(Bytes::from_static(b"second")).await.unwrap();
+        let second = streaming
+            .frame()
+            .await
+            .unwrap()
+            .unwrap()
+            .into_data()
+            .unwrap();
+        assert_eq!(&second[..], b"second");
+        drop(more);
+        assert!(streaming.frame().await.is_none());
+        until(|| idle(&c) == 2).await;
+    }
+
+    #[tokio::test]
+    async fn an_answer_dropped_before_its_end_closes_its_connection() {
+        lizard_test_support::needs_root!();
+        let mut agent = keep_alive_agent();
+        let c = AgentClient::new(agent.dir.path().join("agent.sock"), me());
+        let streaming = get(&c, "/stream").await;
+        let more = agent.streams.recv().await.unwrap();
+        // The client left: the agent sees its connection close (as it did with one connection
+        // per request), which is how it knows to interrupt the cell.
+        drop(streaming);
+        tokio::time::timeout(Duration::from_secs(10), more.closed())
+            .await
+            .expect("the agent did not see the connection close");
+        assert_eq!(idle(&c), 0);
+        assert_eq!(text(get(&c, "/ok").await).await, "ok");
+        assert_eq!(agent.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn close_idle_closes_every_idle_connection() {
+        lizard_test_support::needs_root!();
+        let agent = keep_alive_agent();
+        let c = AgentClient::new(agent.dir.path().join("agent.sock"), me());
+        let (a, b) = tokio::join!(get(&c, "/ok"), get(&c, "/ok"));
+        let _ = tokio::join!(text(a), text(b));
+        until(|| idle(&c) == 2).await;
+        c.close_idle(Duration::from_secs(5)).await;
+        assert_eq!(idle(&c), 0);
+        assert_eq!(text(get(&c, "/ok").await).await, "ok");
+        assert_eq!(agent.accepted.load(Ordering::SeqCst), 3);
     }
 
     fn is_root() -> bool {

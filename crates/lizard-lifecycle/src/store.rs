@@ -611,18 +611,19 @@ impl Store {
             .optional()?)
     }
 
-    /// A key's project (`Some(None)` = admin) and its stored prefix, by hash.
+    /// A key's project (`Some(None)` = admin) and its stored prefix, by hash. On every request:
+    /// the statement is prepared once per connection (SQLite's cache), not parsed each time.
     pub fn key_lookup(
         &self,
         hash: &KeyHash,
     ) -> Result<Option<(Option<String>, String)>, StoreError> {
-        Ok(self
-            .conn()
-            .query_row(
-                "SELECT project, prefix FROM api_keys WHERE hash = ?1",
-                params![hash.0],
-                |r| Ok((r.get::<_, Option<String>>(0)?, r.get::<_, String>(1)?)),
-            )
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare_cached("SELECT project, prefix FROM api_keys WHERE hash = ?1")?;
+        Ok(stmt
+            .query_row(params![hash.0], |r| {
+                Ok((r.get::<_, Option<String>>(0)?, r.get::<_, String>(1)?))
+            })
             .optional()?)
     }
 

@@ -962,3 +962,47 @@ async fn an_early_answer_keeps_the_connection_when_the_body_comes_late() {
     .await
     .unwrap();
 }
+
+/// A client that hangs up in the middle of a streamed run interrupts the cell, also when the
+/// server sends it on a connection to the agent kept from earlier runs: the next run in the
+/// context starts at once (not after the cell's two minutes), with the state the cell left.
+#[tokio::test]
+async fn a_client_that_leaves_a_run_interrupts_the_cell() {
+    lizard_test_support::needs_root!();
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (s, id) = Server::with_sandbox().await;
+    // Runs back to back: the server keeps its connections to the agent between them.
+    for i in 0..5 {
+        s.run(&id, json!({ "code": format!("x = {i}") })).await;
+    }
+    let body = r#"{"code": "import time\nprint('sleeping', flush=True)\ntime.sleep(120)"}"#;
+    let tcp = tokio::net::TcpStream::connect(&s.addr).await.unwrap();
+    let mut tcp = tokio::io::BufReader::new(tcp);
+    let head = format!(
+        "POST /v1/sandboxes/{id}/execute HTTP/1.1\r\nHost: lizard\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: {}\r\nContent-Length: {}\r\n\r\n{body}",
+        s.admin_key,
+        lizard_proto::NDJSON,
+        body.len()
+    );
+    tcp.get_mut().write_all(head.as_bytes()).await.unwrap();
+    // Read until the cell has started sleeping, then hang up.
+    let mut seen = String::new();
+    while !seen.contains("sleeping") {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(60), tcp.read_line(&mut line))
+            .await
+            .expect("no output from the cell")
+            .unwrap();
+        assert!(n > 0, "the answer ended: {seen}");
+        seen.push_str(&line);
+    }
+    drop(tcp);
+    let t0 = std::time::Instant::now();
+    let ex = s.run(&id, json!({"code": "print(x)"})).await;
+    assert_eq!(stdout(&ex), "4\n", "{ex}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "the next run waited {:?}: the cell was not interrupted",
+        t0.elapsed()
+    );
+}

@@ -441,6 +441,8 @@ pub struct Kernel {
     forward: Arc<AtomicBool>,
     /// Inodes of its stdout, stderr, events and control (or stdin) pipes.
     pipes: [u64; 4],
+    /// Its `/proc` usage files, opened at the first run.
+    usage: Option<lizard_jail::procfs::UsageFiles>,
 }
 
 impl Kernel {
@@ -654,6 +656,7 @@ impl Kernel {
             msgs: rx,
             forward,
             pipes,
+            usage: None,
         })
     }
 
@@ -698,6 +701,15 @@ impl Kernel {
 
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// What a run used is measured with these (`None` if the process's `/proc` files cannot be
+    /// opened: it has exited).
+    pub fn usage_files(&mut self) -> Option<&mut lizard_jail::procfs::UsageFiles> {
+        if self.usage.is_none() {
+            self.usage = lizard_jail::procfs::UsageFiles::open(self.pid).ok();
+        }
+        self.usage.as_mut()
     }
 
     /// Inodes of the pipes the kernel has for stdout, stderr, events and control (Bash: stdin),

@@ -275,6 +275,9 @@ pub(super) fn agent_holds_cgroup_file(pid: i32) -> bool {
 /// How many of the agent's descriptors [`agent_holds_cgroup_file`] looks at.
 const MAX_AGENT_FDS: usize = 4096;
 
+/// How long a checkpoint waits for the agent's kept connections to close on the server's side.
+pub(super) const AGENT_CLOSE_WAIT: Duration = Duration::from_secs(1);
+
 /// Checkpoint the running sandbox with CRIU (leaving it running) into `<dir>/criu`, kept for a
 /// resume; `Err` says why not (no CRIU, what the sandbox has that a restore cannot give back,
 /// CRIU's own error), with no images left.
@@ -289,6 +292,9 @@ pub(super) async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<Cri
     if let (Some(x), Some(digest)) = (&tool.agent_exes, &sb.runtime.agent_exe) {
         x.keep(digest).await?;
     }
+    // Kept connections of forwarded requests: their other ends are the server's.
+    sb.agent.close_idle(AGENT_CLOSE_WAIT).await;
+    let agent = sb.agent.clone();
     let pid = sb.runtime.pid;
     let restored = sb.runtime.criu_restored;
     let dir = sb.runtime.dir.join(CRIU_IMAGES);
@@ -306,6 +312,8 @@ pub(super) async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<Cri
                     if tries < crate::sandboxes::snapshot::CRIU_SNAPSHOT_TRIES
                         && lizard_jail::error_chain(&e).contains("Unix socket") =>
                 {
+                    // (or a forwarded request that ended meanwhile and kept its connection)
+                    drop(agent.drop_idle());
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 r => return r,

@@ -432,6 +432,11 @@ impl Sandboxes {
             max_bytes,
             processes_stay_frozen: was_paused,
         };
+        // Kept connections of forwarded requests: their other ends are the server's.
+        sb.agent
+            .close_idle(crate::sandboxes::criu::AGENT_CLOSE_WAIT)
+            .await;
+        let agent = sb.agent.clone();
         let pid = sb.runtime.pid;
         let restored = sb.runtime.criu_restored;
         let tool = self.cfg.checkpoint.clone();
@@ -466,6 +471,8 @@ impl Sandboxes {
                             if tries < CRIU_SNAPSHOT_TRIES
                                 && lizard_jail::error_chain(&e).contains("Unix socket") =>
                         {
+                            // (or a forwarded request that ended meanwhile kept its connection)
+                            drop(agent.drop_idle());
                             let _ = cg.thaw();
                             std::thread::sleep(std::time::Duration::from_millis(20));
                             cg.freeze().map_err(|e| {
