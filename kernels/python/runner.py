@@ -111,6 +111,7 @@ import builtins  # noqa: E402
 import codecs  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 
 
 def _check_pending():
@@ -598,8 +599,10 @@ from contextlib import contextmanager  # noqa: E402
 from IPython.core.autocall import ExitAutocall  # noqa: E402
 from IPython.core.displayhook import DisplayHook  # noqa: E402
 from IPython.core.displaypub import DisplayPublisher  # noqa: E402
+from IPython.core import formatters as _formatters  # noqa: E402
 from IPython.core.formatters import DisplayFormatter  # noqa: E402
 from IPython.core.history import HistoryOutput  # noqa: E402
+from IPython.core.inputtransformer2 import TransformerManager  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from traitlets import Type, default  # noqa: E402
 from traitlets.config import Config  # noqa: E402
@@ -647,18 +650,115 @@ class LizardDisplayPublisher(DisplayPublisher):
         pass
 
 
+# Exact types no formatter but text/plain shows unless one was given a printer for them.
+_PLAIN_TYPES = frozenset({int, float, complex, bool, str})
+# Formatters whose output for an object of those types comes only from their registries or their
+# `print_method` (IPython's own, but text/plain's); `_register_data_formatters` adds Lizard's two,
+# which answer only DataFrames and Figures.
+_QUIET_FORMATTERS = {
+    getattr(_formatters, name)
+    for name in (
+        "HTMLFormatter", "MarkdownFormatter", "SVGFormatter", "PNGFormatter", "PDFFormatter",
+        "JPEGFormatter", "LatexFormatter", "JSONFormatter", "JavascriptFormatter",
+        "IPythonDisplayFormatter", "MimeBundleFormatter",
+    )
+}
+
+
 class LizardFormatter(DisplayFormatter):
     """Counts nesting so a traceback from a broken `_repr_*_` is shown as a warning (stderr), not
-    as the run's error: IPython itself treats it as non-fatal and still shows text/plain."""
+    as the run's error: IPython itself treats it as non-fatal and still shows text/plain.
+
+    A plain int, float, complex, bool or str (a cell ending in `1+1`) is formatted by text/plain
+    alone when no other formatter can show it (`_plain_only`): asking each of the eleven others
+    was a third of a trivial cell's time. The result is what IPython's loop returns."""
 
     def format(self, obj, include=None, exclude=None):
         if _thread.get_ident() != _MAIN_THREAD:
             return super().format(obj, include, exclude)
         _S.formatting += 1
         try:
+            if type(obj) in _PLAIN_TYPES and not include and not exclude:
+                done = self._plain_only(obj)
+                if done is not None:
+                    return done
             return super().format(obj, include, exclude)
         finally:
             _S.formatting -= 1
+
+    def _plain_only(self, obj):
+        """`format(obj)` when every formatter but text/plain is one of `_QUIET_FORMATTERS` with
+        no printer for `obj` (by its id, its type or a base of it, or any deferred one) and no
+        `print_method` on it; else None (IPython's own loop then)."""
+        mro = type(obj).__mro__
+        plain_key = None
+        for key, f in [(None, self.ipython_display_formatter), (None, self.mimebundle_formatter)] + list(
+            self.formatters.items()
+        ):
+            cls = type(f)
+            if cls is _formatters.PlainTextFormatter and key is not None and plain_key is None:
+                plain_key = key
+                continue
+            if cls not in _QUIET_FORMATTERS:
+                return None
+            if getattr(cls, "_answers_only_its_types", False):
+                continue
+            # traitlets' own store of the values (each public attribute read goes through a
+            # descriptor); a value not there yet is read once the public way, which stores it.
+            tv = f.__dict__.get("_trait_values")
+            if tv is None:
+                return None
+            values = [
+                tv[name] if name in tv else getattr(f, name)
+                for name in ("enabled", "type_printers", "deferred_printers", "singleton_printers", "print_method")
+            ]
+            enabled, types, deferred, singletons, print_method = values
+            if not enabled:
+                continue
+            if deferred or id(obj) in singletons or any(c in types for c in mro) or hasattr(obj, print_method):
+                return None
+        if plain_key is None:
+            return None
+        data = self.formatters[plain_key](obj)
+        md = None
+        if isinstance(data, tuple) and len(data) == 2:
+            data, md = data
+        return ({} if data is None else {plain_key: data}), ({} if md is None else {plain_key: md})
+
+
+# What IPython's static transforms (`TransformerManager`) could change in a cell: a magic, a shell
+# escape or a help request (`%`, `!`, `?`), a prompt to strip (`>>>`, `...`, `In [`), a line
+# starting with an escape (`,`, `;`, `/`), leading whitespace (empty lines, indentation), a line of
+# whitespace only (`dedent` empties it), or a line break other than `\n` (where `str.splitlines`
+# or the tokenizer would see a line start this pattern does not).
+_STATIC_TRANSFORM_HINTS = re.compile(
+    r"[%!?]|>>>|\.\.\.|In \[|^[ \t]*[,;/]|\A\s|^[^\S\n]+$|[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]",
+    re.M,
+)
+
+
+class LizardTransformerManager(TransformerManager):
+    """IPython's static input transforms, skipped for a cell that none of them can change (see
+    `_STATIC_TRANSFORM_HINTS`; most cells): they tokenize the whole cell to look, which was a
+    quarter of a trivial cell's time. Any other cell, or any change to the transform lists (an
+    extension adding its own), takes IPython's own path. The dynamic transforms (automagic,
+    autocall: `InteractiveShell.transform_cell`) run as before."""
+
+    def __init__(self):
+        super().__init__()
+        self._defaults = self._lists()
+
+    def _lists(self):
+        return (list(self.cleanup_transforms), list(self.line_transforms), list(self.token_transformers))
+
+    def transform_cell(self, cell):
+        if (
+            cell
+            and _STATIC_TRANSFORM_HINTS.search(cell) is None
+            and self._lists() == self._defaults
+        ):
+            return cell if cell.endswith("\n") else cell + "\n"
+        return super().transform_cell(cell)
 
 
 class LizardExit(ExitAutocall):
@@ -909,6 +1009,7 @@ def _make_shell():
     cfg.InteractiveShell.sphinxify_docstring = False
     cfg.InteractiveShell.warn_venv = False
     shell = LizardShell.instance(config=cfg)
+    shell.input_transformer_manager = LizardTransformerManager()
     shell.set_hook("show_in_pager", _show_in_pager)
     shell.loop_runner = _AsyncRunner()
     # IPython warns "To exit: use 'exit', 'quit', or Ctrl-D." after SystemExit: not how a context
@@ -1038,6 +1139,8 @@ def _register_data_formatters(shell):
         class DataFormatter(BaseFormatter):
             format_type = Unicode(mime)
             _return_type = dict
+            # Nothing but an instance of `module.name` (`LizardFormatter._plain_only`).
+            _answers_only_its_types = True
 
             def __call__(self, obj):
                 if not instance_of(obj, module, name):
@@ -1048,6 +1151,7 @@ def _register_data_formatters(shell):
                     return None
 
         display.formatters[mime] = DataFormatter(parent=display)
+        _QUIET_FORMATTERS.add(DataFormatter)
 
     data_formatter(TABLE_MIME, "pandas", "DataFrame", _table_data)
     data_formatter(CHART_MIME, "matplotlib.figure", "Figure", _chart_data)

@@ -707,3 +707,21 @@ async fn output_flood_is_truncated_with_a_notice() {
     // The next run has its own budget.
     assert_eq!(a.run_in(&id, "print('next')").await.stdout_text(), "next\n");
 }
+
+#[tokio::test]
+async fn the_runners_fast_paths_give_what_ipython_gives() {
+    lizard_test_support::needs_root!();
+    let a = Agent::start();
+    let id = a.context("python").await;
+    let ex = a
+        .run_in(&id, include_str!("python/fast_paths_match_ipython.py"))
+        .await;
+    assert_eq!(ex.stdout_text(), "mismatches: []\n", "{ex:?}");
+    // And the kernel goes on as before: a value, a magic, a shell escape, help.
+    let ex = a.run_in(&id, "1+1").await;
+    assert_eq!(main_text(&ex).as_deref(), Some("2"), "{ex:?}");
+    let ex = a.run_in(&id, "%precision 3\n1/3").await;
+    assert_eq!(main_text(&ex).as_deref(), Some("0.333"), "{ex:?}");
+    let ex = a.run_in(&id, "!echo shell").await;
+    assert_eq!(ex.stdout_text(), "shell\n", "{ex:?}");
+}

@@ -99,15 +99,21 @@ impl UsageFiles {
     }
 }
 
-/// `file` from its start (at most [`MAX_PROC_FILE`] bytes) into `buf`, as text.
+/// `file` from its start (at most [`MAX_PROC_FILE`] bytes) into `buf`, as text. A `/proc` file
+/// comes whole in one read when the buffer can hold it: a short read is its end.
 fn read_at_start<'a>(file: &fs::File, buf: &'a mut Vec<u8>) -> io::Result<&'a str> {
     use std::os::unix::fs::FileExt;
     buf.clear();
     buf.resize(MAX_PROC_FILE, 0);
     let mut len = 0;
     while len < buf.len() {
+        let want = buf.len() - len;
         match file.read_at(&mut buf[len..], len as u64) {
             Ok(0) => break,
+            Ok(n) if n < want => {
+                len += n;
+                break;
+            }
             Ok(n) => len += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
