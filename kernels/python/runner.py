@@ -484,28 +484,39 @@ def _encode_line(obj):
 
 
 _EVENT_LOCK = _thread.allocate_lock()
+# An event line written only with the next one (`_emit(..., hold=True)`).
+_HELD_LINE = b""
+
+
+def _write_event(line, hold=False):
+    """Under `_EVENT_LOCK`: write `line` after the held one, or hold both for the next write."""
+    global _HELD_LINE
+    line, _HELD_LINE = _HELD_LINE + line, b""
+    if hold:
+        _HELD_LINE = line
+        return
+    try:
+        _write_all(_EVENT_FD, line)
+    except OSError:
+        # The agent is gone (or user code closed the fd): nothing left to talk to.
+        os._exit(1)
 
 
 def _emit_output(kind, text):
     """One `stdout`/`stderr` event (no stdio flush: this is what flushing calls)."""
     line = _encode_line({"ev": kind, "text": text})
     with _EVENT_LOCK:
-        try:
-            _write_all(_EVENT_FD, line)
-        except OSError:
-            os._exit(1)
+        _write_event(line)
 
 
-def _emit(obj, interruptible=True):
-    """Write one event line on the event fd (whole, even if SIGINT arrives meanwhile)."""
+def _emit(obj, interruptible=True, hold=False):
+    """Write one event line on the event fd (whole, even if SIGINT arrives meanwhile). With
+    `hold`, it goes out with the next event instead (in order): the main result, which the run's
+    `done` follows within microseconds, so that the agent is woken once for both."""
     _flush_stdio()
     line = _encode_line(obj)
     with _EVENT_LOCK:
-        try:
-            _write_all(_EVENT_FD, line)
-        except OSError:
-            # The agent is gone (or user code closed the fd): nothing left to talk to.
-            os._exit(1)
+        _write_event(line, hold)
     if interruptible:
         _check_pending()
 
@@ -534,7 +545,7 @@ def _emit_result(data, metadata, main):
     if not bundle:
         return
     md = _jsonable(metadata) if isinstance(metadata, dict) else {}
-    _emit({"ev": "result", "id": run.id, "main": main, "data": bundle, "metadata": md})
+    _emit({"ev": "result", "id": run.id, "main": main, "data": bundle, "metadata": md}, hold=main)
 
 
 def _traceback_lines(stb):
@@ -615,6 +626,13 @@ class LizardDisplayHook(DisplayHook):
     def start_displayhook(self):
         super().start_displayhook()
         self._bundle = None
+
+    @staticmethod
+    def semicolon_at_end_of_expression(expression):
+        # Only a cell with a `;` can end in one; IPython tokenizes the whole cell to find out.
+        if ";" not in expression:
+            return False
+        return DisplayHook.semicolon_at_end_of_expression(expression)
 
     def write_output_prompt(self):
         pass
@@ -715,7 +733,7 @@ class LizardFormatter(DisplayFormatter):
             enabled, types, deferred, singletons, print_method = values
             if not enabled:
                 continue
-            if deferred or id(obj) in singletons or any(c in types for c in mro) or hasattr(obj, print_method):
+            if deferred or id(obj) in singletons or not types.keys().isdisjoint(mro) or hasattr(obj, print_method):
                 return None
         if plain_key is None:
             return None
@@ -2319,6 +2337,9 @@ def main():
         else:
             _emit({"ev": "protocol_error", "message": "unknown op: %s" % _safe_str(op)})
     _flush_stdio()
+    with _EVENT_LOCK:
+        if _HELD_LINE:
+            _write_event(b"")
     _exit_watchdog(5.0)
     sys.exit(0)
 

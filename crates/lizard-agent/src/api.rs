@@ -18,7 +18,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use futures_util::StreamExt;
 use lizard_proto::{
     Context, ContextFork, ContextId, CreateContextRequest, ErrorCode, EventFrame, ExecuteRequest,
     Execution, ForkContextRequest, Health, Language, NDJSON, SSE,
@@ -26,7 +25,6 @@ use lizard_proto::{
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_stream::wrappers::ReceiverStream;
 
 use lizard_http::api::{error_chain, stream_response, ApiError, ApiJson, Framing};
 
@@ -382,22 +380,45 @@ pub async fn respond(
             Json(ex).into_response()
         }
         Framing::Ndjson => {
-            let body = ReceiverStream::new(rx).map(|f| {
-                let mut line = serde_json::to_vec(&f).unwrap_or_default();
-                line.push(b'\n');
-                Ok::<_, Infallible>(Bytes::from(line))
-            });
+            let body = coalesced(rx, |f, out| {
+                let _ = serde_json::to_writer(&mut *out, f);
+                out.push(b'\n');
+            })
+            .await;
             stream_response(NDJSON, Body::from_stream(body))
         }
         Framing::Sse => {
-            let body = ReceiverStream::new(rx).map(|f| {
-                let data = serde_json::to_string(&f).unwrap_or_default();
-                Ok::<_, Infallible>(Bytes::from(format!(
-                    "event: {}\ndata: {data}\n\n",
-                    f.event.kind()
-                )))
-            });
+            let body = coalesced(rx, |f, out| {
+                out.extend_from_slice(format!("event: {}\ndata: ", f.event.kind()).as_bytes());
+                let _ = serde_json::to_writer(&mut *out, f);
+                out.extend_from_slice(b"\n\n");
+            })
+            .await;
             stream_response(SSE, Body::from_stream(body))
         }
     }
+}
+
+/// The frames of `rx`, each written by `encode`, as body chunks: every frame already waiting when
+/// one arrives goes into the same chunk, so that events that come together (a result and the
+/// run's end) cost one write on each hop to the client, not one each.
+/// The first frame (`start`, sent as soon as the cell is) is waited for before the answer's head
+/// goes out, so that both go in one write.
+async fn coalesced(
+    mut rx: tokio::sync::mpsc::Receiver<EventFrame>,
+    encode: fn(&EventFrame, &mut Vec<u8>),
+) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> + Send {
+    let first = rx.recv().await;
+    futures_util::stream::unfold((first, rx), move |(first, mut rx)| async move {
+        let first = match first {
+            Some(f) => f,
+            None => rx.recv().await?,
+        };
+        let mut out = Vec::with_capacity(256);
+        encode(&first, &mut out);
+        while let Ok(f) = rx.try_recv() {
+            encode(&f, &mut out);
+        }
+        Some((Ok(Bytes::from(out)), (None, rx)))
+    })
 }

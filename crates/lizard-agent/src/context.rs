@@ -838,7 +838,7 @@ impl Contexts {
     /// happens; this waits for its inputs and performs its actions, then measures usage, replaces
     /// a kernel that died, records the run and sends `end`.
     async fn run_task(&self, h: Arc<ContextHandle>, req: RunRequest, tx: mpsc::Sender<EventFrame>) {
-        let mut out = Emitter { tx, seq: 0 };
+        let mut out = Emitter::new(tx);
         let started = Instant::now();
         let mut slot = h.kernel.lock().await;
         h.busy.store(true, Ordering::SeqCst);
@@ -888,6 +888,7 @@ impl Contexts {
             tokio::time::Instant::now(),
         );
         let mut actions = Vec::new();
+        let mut taken = 0;
         if let Err(e) = sent {
             tracing::warn!(context = %h.id, error = %e, "cannot send cell");
             actions = run.send_failed();
@@ -895,7 +896,7 @@ impl Contexts {
         loop {
             for action in actions.drain(..) {
                 match action {
-                    Action::Emit(event) => out.send(event).await,
+                    Action::Emit(event) => out.push(event).await,
                     Action::Signal(signal) => kernel.signal(signal),
                     Action::Warn(Warning::StrayDone { id, count }) => {
                         tracing::warn!(context = %h.id, id, count, "done for another run")
@@ -908,6 +909,19 @@ impl Contexts {
             if run.is_over() {
                 break;
             }
+            // What the kernel already said is taken first (a few in a row: the deadline, an
+            // interrupt and a client's leaving are only seen below); the events it makes go out
+            // together once nothing more is here (a result and the run's end: one write on every
+            // hop to the client).
+            if taken < MAX_PENDING_FRAMES {
+                if let Some(msg) = kernel.try_recv() {
+                    taken += 1;
+                    actions = run.step(tokio::time::Instant::now(), Input::Kernel(msg));
+                    continue;
+                }
+            }
+            taken = 0;
+            out.flush().await;
             let wants = run.wants();
             let input = tokio::select! {
                 msg = kernel.recv() => match msg {
@@ -1052,17 +1066,48 @@ fn far_future() -> tokio::time::Instant {
 struct Emitter {
     tx: mpsc::Sender<EventFrame>,
     seq: u64,
+    /// Frames not sent yet (see [`Emitter::push`]).
+    pending: Vec<EventFrame>,
 }
 
+/// At most this many frames wait in an [`Emitter`] before they are sent.
+const MAX_PENDING_FRAMES: usize = 32;
+
 impl Emitter {
-    async fn send(&mut self, event: ExecutionEvent) {
+    fn new(tx: mpsc::Sender<EventFrame>) -> Emitter {
+        Emitter {
+            tx,
+            seq: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// `event` goes out with the next [`Emitter::flush`] (or [`Emitter::send`]), in order; at
+    /// most [`MAX_PENDING_FRAMES`] wait.
+    async fn push(&mut self, event: ExecutionEvent) {
         let frame = EventFrame {
             seq: self.seq,
             event,
         };
         self.seq += 1;
-        // A closed receiver means the client left; the run goes on (interrupted) without it.
-        let _ = self.tx.send(frame).await;
+        self.pending.push(frame);
+        if self.pending.len() >= MAX_PENDING_FRAMES {
+            self.flush().await;
+        }
+    }
+
+    /// Send every waiting frame, back to back (the response body takes what is there as one
+    /// chunk).
+    async fn flush(&mut self) {
+        for frame in self.pending.drain(..) {
+            // A closed receiver means the client left; the run goes on (interrupted) without it.
+            let _ = self.tx.send(frame).await;
+        }
+    }
+
+    async fn send(&mut self, event: ExecutionEvent) {
+        self.push(event).await;
+        self.flush().await;
     }
 
     async fn error(&mut self, name: &str, value: String) {

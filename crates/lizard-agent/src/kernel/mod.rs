@@ -878,6 +878,12 @@ impl Kernel {
         self.msgs.recv().await
     }
 
+    /// The next message if one is already here (`None` also when the pump has ended: `recv`
+    /// says so).
+    pub fn try_recv(&mut self) -> Option<KernelMsg> {
+        self.msgs.try_recv().ok()
+    }
+
     /// Signal the kernel's whole process group.
     pub fn signal(&self, signal: Signal) {
         if self.pid > 0 {

@@ -3,7 +3,8 @@
 # plain int, float, complex, bool or str with text/plain alone when no other formatter can show
 # it. Both must give exactly what IPython's own code gives, for cells and values on both sides of
 # the line, and once formatters have been given printers (by type, base type, id, name), a
-# `%precision` and a formatter turned off. Prints the cells and values that differ.
+# `%precision` and a formatter turned off; and the `;` that silences a cell's value is found as
+# IPython finds it. Prints the cells and values that differ.
 from IPython.core.inputtransformer2 import TransformerManager
 from IPython.core.formatters import DisplayFormatter
 ip = get_ipython()
@@ -16,6 +17,10 @@ cells = [
     "x = 1\n   \ny = 2", "for i in range(3):\n    pass\n\n", "pwd", "ls", "a = 1; b = 2",
 ]
 bad = [c for c in cells if m.transform_cell(c) != ref.transform_cell(c)]
+from IPython.core.displayhook import DisplayHook
+ends = cells[:25] + ["1;", "1 ;  # c", "x = 1; y = 2", "f(';')", "1 # ;", "1;\n", "a = [1,\n 2];"]
+hook = ip.displayhook.semicolon_at_end_of_expression
+bad += [c for c in ends if bool(hook(c)) != bool(DisplayHook.semicolon_at_end_of_expression(c))]
 fmt = ip.display_formatter
 values = [0, 1, -5, 2**100, 1.5, float("nan"), 1e300, True, False, "x", "multi\nline", "é", 3 + 4j]
 def same():
