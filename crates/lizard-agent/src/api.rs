@@ -399,16 +399,23 @@ pub async fn respond(
     }
 }
 
+/// How long a streamed answer's head waits for its `start` (see [`coalesced`]).
+const HEAD_WAITS_FOR_START: Duration = Duration::from_millis(2);
+
 /// The frames of `rx`, each written by `encode`, as body chunks: every frame already waiting when
 /// one arrives goes into the same chunk, so that events that come together (a result and the
 /// run's end) cost one write on each hop to the client, not one each.
-/// The first frame (`start`, sent as soon as the cell is) is waited for before the answer's head
-/// goes out, so that both go in one write.
+/// The first frame (`start`, sent as soon as the cell is) is waited for a moment before the
+/// answer's head goes out, so that both usually go in one write; a run that waits for its
+/// context (another run, a kernel starting) gets its head at once all the same.
 async fn coalesced(
     mut rx: tokio::sync::mpsc::Receiver<EventFrame>,
     encode: fn(&EventFrame, &mut Vec<u8>),
 ) -> impl futures_util::Stream<Item = Result<Bytes, Infallible>> + Send {
-    let first = rx.recv().await;
+    let first = tokio::time::timeout(HEAD_WAITS_FOR_START, rx.recv())
+        .await
+        .ok()
+        .flatten();
     futures_util::stream::unfold((first, rx), move |(first, mut rx)| async move {
         let first = match first {
             Some(f) => f,

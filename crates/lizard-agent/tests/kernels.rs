@@ -725,3 +725,32 @@ async fn the_runners_fast_paths_give_what_ipython_gives() {
     let ex = a.run_in(&id, "!echo shell").await;
     assert_eq!(ex.stdout_text(), "shell\n", "{ex:?}");
 }
+
+/// A streamed run that waits for its context (another run in it) gets its answer's head at once,
+/// not when it starts: the head waits for `start` only a moment.
+#[tokio::test]
+async fn a_streamed_run_waiting_for_its_context_gets_its_head_at_once() {
+    use http_body_util::BodyExt;
+    lizard_test_support::needs_root!();
+    let a = Agent::start();
+    let id = a.context("python").await;
+    let mut first = a
+        .stream_open(json!({"code": "import time; time.sleep(60)", "context": id}))
+        .await;
+    let _start = first.frame().await;
+    let second = tokio::time::timeout(
+        Duration::from_secs(20),
+        a.stream_open(json!({"code": "6 * 7", "context": id})),
+    )
+    .await
+    .expect("the second run's head waited for the first run to end");
+    // The first one's client leaves: it is interrupted, and the second runs.
+    drop(first);
+    let body = tokio::time::timeout(Duration::from_secs(30), second.collect())
+        .await
+        .expect("the second run did not end")
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("\"42\""), "{text}");
+}
