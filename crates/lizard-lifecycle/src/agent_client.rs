@@ -163,6 +163,9 @@ pub struct AgentClient {
 const MAX_IDLE: usize = 4;
 /// An idle connection is closed after this long unused: an idle sandbox holds none.
 const IDLE_FOR: Duration = Duration::from_secs(5);
+/// How long a checkpoint waits in [`AgentClient::close_idle`] for the kept connections to close
+/// on the server's side.
+pub const CLOSE_IDLE_WAIT: Duration = Duration::from_secs(1);
 
 /// One HTTP/1 connection to the agent: its sender, and the task that drives it (ends when the
 /// connection closes: the agent closed it, it broke, or every sender was dropped).

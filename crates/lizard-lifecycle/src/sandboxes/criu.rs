@@ -275,9 +275,6 @@ pub(super) fn agent_holds_cgroup_file(pid: i32) -> bool {
 /// How many of the agent's descriptors [`agent_holds_cgroup_file`] looks at.
 const MAX_AGENT_FDS: usize = 4096;
 
-/// How long a checkpoint waits for the agent's kept connections to close on the server's side.
-pub(super) const AGENT_CLOSE_WAIT: Duration = Duration::from_secs(1);
-
 /// Checkpoint the running sandbox with CRIU (leaving it running) into `<dir>/criu`, kept for a
 /// resume; `Err` says why not (no CRIU, what the sandbox has that a restore cannot give back,
 /// CRIU's own error), with no images left.
@@ -293,7 +290,9 @@ pub(super) async fn criu_dump(tool: &CheckpointTool, sb: &Sandbox) -> Result<Cri
         x.keep(digest).await?;
     }
     // Kept connections of forwarded requests: their other ends are the server's.
-    sb.agent.close_idle(AGENT_CLOSE_WAIT).await;
+    sb.agent
+        .close_idle(crate::agent_client::CLOSE_IDLE_WAIT)
+        .await;
     let agent = sb.agent.clone();
     let pid = sb.runtime.pid;
     let restored = sb.runtime.criu_restored;

@@ -434,7 +434,7 @@ impl Sandboxes {
         };
         // Kept connections of forwarded requests: their other ends are the server's.
         sb.agent
-            .close_idle(crate::sandboxes::criu::AGENT_CLOSE_WAIT)
+            .close_idle(crate::agent_client::CLOSE_IDLE_WAIT)
             .await;
         let agent = sb.agent.clone();
         let pid = sb.runtime.pid;
