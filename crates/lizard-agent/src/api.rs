@@ -23,6 +23,7 @@ use lizard_proto::{
     Execution, ForkContextRequest, Health, Language, NDJSON, SSE,
 };
 use std::convert::Infallible;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -389,7 +390,7 @@ pub async fn respond(
         }
         Framing::Sse => {
             let body = coalesced(rx, |f, out| {
-                out.extend_from_slice(format!("event: {}\ndata: ", f.event.kind()).as_bytes());
+                let _ = write!(out, "event: {}\ndata: ", f.event.kind());
                 let _ = serde_json::to_writer(&mut *out, f);
                 out.extend_from_slice(b"\n\n");
             })
@@ -405,6 +406,7 @@ const HEAD_WAITS_FOR_START: Duration = Duration::from_millis(2);
 /// The frames of `rx`, each written by `encode`, as body chunks: every frame already waiting when
 /// one arrives goes into the same chunk, so that events that come together (a result and the
 /// run's end) cost one write on each hop to the client, not one each.
+///
 /// The first frame (`start`, sent as soon as the cell is) is waited for a moment before the
 /// answer's head goes out, so that both usually go in one write; a run that waits for its
 /// context (another run, a kernel starting) gets its head at once all the same.

@@ -66,7 +66,7 @@ impl UsageFiles {
                 .write(true)
                 .open(format!("{dir}/clear_refs"))
                 .ok(),
-            buf: Vec::with_capacity(4096),
+            buf: vec![0; MAX_PROC_FILE],
         })
     }
 
@@ -99,28 +99,25 @@ impl UsageFiles {
     }
 }
 
-/// `file` from its start (at most [`MAX_PROC_FILE`] bytes) into `buf`, as text. A `/proc` file
-/// comes whole in one read when the buffer can hold it: a short read is its end.
-fn read_at_start<'a>(file: &fs::File, buf: &'a mut Vec<u8>) -> io::Result<&'a str> {
+/// `file` from its start into `buf` (as much as it holds), as text. A `/proc` file comes whole
+/// in one read when the buffer can hold it: a short read is its end.
+fn read_at_start<'a>(file: &fs::File, buf: &'a mut [u8]) -> io::Result<&'a str> {
     use std::os::unix::fs::FileExt;
-    buf.clear();
-    buf.resize(MAX_PROC_FILE, 0);
     let mut len = 0;
     while len < buf.len() {
         let want = buf.len() - len;
         match file.read_at(&mut buf[len..], len as u64) {
-            Ok(0) => break,
-            Ok(n) if n < want => {
+            Ok(n) => {
                 len += n;
-                break;
+                if n < want {
+                    break;
+                }
             }
-            Ok(n) => len += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    buf.truncate(len);
-    std::str::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    std::str::from_utf8(&buf[..len]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 fn parse_cpu_ticks(stat: &str) -> Option<u64> {

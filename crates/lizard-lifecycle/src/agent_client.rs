@@ -1184,13 +1184,15 @@ pub(crate) mod tests {
 
     /// Until `cond` holds (a connection is kept only after its response has been read, in a task).
     async fn until(mut cond: impl FnMut() -> bool) {
-        for _ in 0..500 {
-            if cond() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("not within 5 s");
+        let held =
+            lizard_test_support::eventually(Duration::from_secs(5), || std::future::ready(cond()))
+                .await;
+        assert!(held, "not within 5 s");
+    }
+
+    /// The next data frame of `body`.
+    async fn next_data(body: &mut Incoming) -> Bytes {
+        body.frame().await.unwrap().unwrap().into_data().unwrap()
     }
 
     fn idle(c: &AgentClient) -> usize {
@@ -1219,13 +1221,7 @@ pub(crate) mod tests {
         let c = AgentClient::new(agent.dir.path().join("agent.sock"), me());
         let mut streaming = get(&c, "/stream").await.into_body();
         let more = agent.streams.recv().await.unwrap();
-        let first = streaming
-            .frame()
-            .await
-            .unwrap()
-            .unwrap()
-            .into_data()
-            .unwrap();
+        let first = next_data(&mut streaming).await;
         assert_eq!(&first[..], b"first");
         // Meanwhile another request: a connection of its own, answered at once.
         assert_eq!(idle(&c), 0);
@@ -1234,13 +1230,7 @@ pub(crate) mod tests {
         until(|| idle(&c) == 1).await;
         // The stream goes on, then ends; then its connection is idle too.
         more.send(Bytes::from_static(b"second")).await.unwrap();
-        let second = streaming
-            .frame()
-            .await
-            .unwrap()
-            .unwrap()
-            .into_data()
-            .unwrap();
+        let second = next_data(&mut streaming).await;
         assert_eq!(&second[..], b"second");
         drop(more);
         assert!(streaming.frame().await.is_none());

@@ -65,7 +65,8 @@ pub struct BenchArgs {
     /// creates at once, then creates at a sustained rate (a minute or two).
     #[arg(long)]
     only_load: bool,
-    /// Measure only trivial executions a second over 4 contexts in 2 sandboxes (seconds).
+    /// Measure only trivial executions a second: 4 contexts in 2 sandboxes, then 16 in 4 (a
+    /// minute).
     #[arg(long)]
     only_throughput: bool,
     /// Creates at once in the burst figure.
