@@ -264,7 +264,14 @@ async fn a_launch_cut_short_by_a_server_kill_leaves_nothing_running() {
     })
     .await;
     assert!(gone, "its cgroup is left: {:?}", cg.remaining_dirs());
-    assert!(!s.data_dir.path().join("sandboxes").join(id).exists());
+    // Its files go after its cgroup (`adopt::kill_unrecorded`, then `remove_files`).
+    let dir = s.data_dir.path().join("sandboxes").join(id);
+    let removed = eventually(Duration::from_secs(60), || {
+        let left = dir.exists();
+        async move { !left }
+    })
+    .await;
+    assert!(removed, "its directory is left: {}", dir.display());
 }
 
 /// The harness's own check (`common::Server`'s drop): a sandbox that still runs after its server
