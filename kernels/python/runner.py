@@ -2271,19 +2271,23 @@ def _refuse_setns(libc):
         raise OSError(err, "seccomp: %s" % os.strerror(err))
 
 
+def _warm_up(shell):
+    """Take the paths every first cell takes (cell compilation, AST transforms, the formatters),
+    invisibly: no history, no execution count, no `_`, no events (no run is active)."""
+    try:
+        shell.run_cell("pass", store_history=False)
+        shell.display_formatter.format(2)
+    except Exception:
+        pass
+
+
 def main():
     global _PENDING_REPARENT
     # A spawned kernel, or the zygote: not dumpable from the start (a forked kernel says so again
     # after its uid change).
     _set_not_dumpable()
     shell = _make_shell()
-    # Warm the paths every first cell takes (cell compilation, AST transforms, the formatters),
-    # invisibly: no history, no execution count, no `_`, no events (no run is active).
-    try:
-        shell.run_cell("pass", store_history=False)
-        shell.display_formatter.format(2)
-    except Exception:
-        pass
+    _warm_up(shell)
     if _ZYGOTE_FD is not None:
         # What every forked kernel imports anyway, imported once here so that it is shared:
         # `importlib.invalidate_caches()` (`_refresh_site`, at each fork) imports
@@ -2303,6 +2307,12 @@ def main():
         _zygote_serve(zfd)  # returns in each forked kernel only
     # After the fork: the user's site, not the zygote's.
     _LateSiteFinder.install()
+    if _ZYGOTE_FD is not None:
+        # A forked kernel shares the zygote's pages until it writes them, and its first cell
+        # writes many (reference counts across IPython's machinery): ≈ 2 ms of copy-on-write
+        # faults. Taken here, before `ready` (a pooled kernel pays them before it is claimed),
+        # invisibly as in the zygote.
+        _warm_up(shell)
     control = open(_CONTROL_FD, "rb", buffering=65536, closefd=True)
     _emit({"ev": "ready"})
     while True:

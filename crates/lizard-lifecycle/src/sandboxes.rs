@@ -730,6 +730,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
 }
 
 pub use crate::ids::new_sandbox_id;
+pub use pool::{default_pool_size, pool_size_for};
 
 /// Freeze (`true`) or thaw a sandbox's cgroup, off the runtime's threads.
 pub(crate) async fn freezer(cg: &Cgroup, freeze: bool) -> Result<(), SandboxError> {
@@ -1064,8 +1065,10 @@ mod tests {
     #[test]
     fn mem_available_is_read_in_mib() {
         let m = "MemTotal:       24000000 kB\nMemFree: 1 kB\nMemAvailable:    2097152 kB\n";
-        assert_eq!(parse_mem_available_mb(m), Some(2048));
-        assert_eq!(parse_mem_available_mb("MemTotal: 1 kB\n"), None);
+        assert_eq!(parse_meminfo_mb(m, "MemAvailable"), Some(2048));
+        assert_eq!(parse_meminfo_mb(m, "MemTotal"), Some(23437));
+        assert_eq!(parse_meminfo_mb("MemTotal: 1 kB\n", "MemAvailable"), None);
+        assert_eq!(parse_meminfo_mb("MemTotalX: 1 kB\n", "MemTotal"), None);
         assert!(mem_available_mb().is_some());
     }
 

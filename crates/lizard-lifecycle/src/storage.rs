@@ -92,13 +92,10 @@ impl Storage {
         what: &str,
     ) -> Result<Reservation<'_>, Insufficient> {
         let mut in_flight = self.lock();
-        // Where the data dir cannot be measured (it does not exist yet), nothing is refused.
-        let (free, total) = lizard_jail::disk::fs_space(&self.data_dir).unwrap_or((u64::MAX, 0));
-        let reserve = reserve_bytes(total);
+        let (free, reserve, budget) = self.space();
         let pending: u64 = in_flight.iter().map(|(_, n)| n).sum();
         let skip: Vec<&Path> = in_flight.iter().map(|(p, _)| p.as_path()).collect();
         let committed = self.committed_except(&skip).saturating_add(pending);
-        let budget = (free.saturating_sub(reserve) as f64 * self.overcommit) as u64;
         if committed.saturating_add(bytes) > budget {
             return Err(Insufficient {
                 what: what.to_string(),
@@ -114,6 +111,21 @@ impl Storage {
             storage: self,
             image: image.to_path_buf(),
         })
+    }
+
+    /// The data dir's free bytes, the reserve kept of them, and what may be promised in all
+    /// (the free bytes minus the reserve, times the overcommit). Where the data dir cannot be
+    /// measured (it does not exist yet), nothing is refused: the budget is unbounded.
+    fn space(&self) -> (u64, u64, u64) {
+        let (free, total) = lizard_jail::disk::fs_space(&self.data_dir).unwrap_or((u64::MAX, 0));
+        let reserve = reserve_bytes(total);
+        let budget = (free.saturating_sub(reserve) as f64 * self.overcommit) as u64;
+        (free, reserve, budget)
+    }
+
+    /// What may be promised in all now (before what is already committed is taken off).
+    pub fn budget(&self) -> u64 {
+        self.space().2
     }
 
     /// What the images in the data dir may still take: each one's size minus its blocks.

@@ -78,9 +78,10 @@ pub struct BenchArgs {
     /// Seconds of the sustained figure.
     #[arg(long, default_value_t = 60)]
     sustained_s: usize,
-    /// The load figures' server's `--pool-max` (its `--pool-size` is the default, 2).
-    #[arg(long, default_value_t = 20)]
-    pool_max: usize,
+    /// The load figures' server's `--pool-max`; by default it has none (its pool is the
+    /// default's, sized from the host's memory).
+    #[arg(long)]
+    pool_max: Option<usize>,
     /// Agent settings (`KEY=VALUE`, repeatable) of every sandbox of the bench's servers (`lizard
     /// serve --agent-env`), e.g. `LIZARD_PYTHON_ZYGOTE=false` to measure without the zygote.
     #[arg(long, value_name = "KEY=VALUE", value_parser = crate::serve::parse_env_pair)]
@@ -185,28 +186,30 @@ fn start_server(
     pool_size: usize,
     agent_env: &[(String, String)],
 ) -> Result<BenchServer> {
-    start_server_with(templates_from, pool_size, agent_env, &[])
+    start_server_with(templates_from, Some(pool_size), agent_env, &[])
 }
 
+/// A server of the bench's own; its pool `pool_size`, or the default (sized from memory).
 fn start_server_with(
     templates_from: &std::path::Path,
-    pool_size: usize,
+    pool_size: Option<usize>,
     agent_env: &[(String, String)],
     extra: &[&str],
 ) -> Result<BenchServer> {
     let dir = tempfile::tempdir()?;
+    let pool = pool_size.map(|n| n.to_string());
     let mut child = Command::new(std::env::current_exe()?)
+        .env_remove("LIZARD_POOL_SIZE")
         .args([
             "serve",
             "--listen",
             "127.0.0.1:0",
-            "--pool-size",
-            &pool_size.to_string(),
             // The throughput figure is thousands of requests a second from one key on purpose.
             "--rate-limit-rps",
             "0",
-            "--data-dir",
         ])
+        .args(pool.iter().flat_map(|n| ["--pool-size", n]))
+        .arg("--data-dir")
         .arg(dir.path())
         .arg("--templates-from")
         .arg(templates_from)
@@ -1271,13 +1274,10 @@ fn load_figures(args: &BenchArgs, templates_from: &std::path::Path) -> Result<Ve
     if !module.exists() {
         bail!("{} not found", module.display());
     }
-    let pool_max = args.pool_max.to_string();
-    let server = start_server_with(
-        templates_from,
-        2,
-        &args.agent_env,
-        &["--disk-overcommit", "8", "--pool-max", &pool_max],
-    )?;
+    let pool_max = args.pool_max.map(|n| n.to_string());
+    let mut extra = vec!["--disk-overcommit", "8"];
+    extra.extend(pool_max.iter().flat_map(|n| ["--pool-max", n.as_str()]));
+    let server = start_server_with(templates_from, None, &args.agent_env, &extra)?;
     let v = sdk_bench(
         Command::new("node")
             .args([
@@ -1303,10 +1303,13 @@ fn load_figures(args: &BenchArgs, templates_from: &std::path::Path) -> Result<Ve
             Some("p95 ≤ 50 ms"),
         ),
         stats(
-            &format!(
-                "… {} at once again, the pool sized by the first (--pool-max {})",
-                args.burst, args.pool_max
-            ),
+            &match args.pool_max {
+                Some(max) => format!(
+                    "… {} at once again, the pool refilled (and sized by the first, --pool-max {max})",
+                    args.burst
+                ),
+                None => format!("… {} at once again, the pool refilled", args.burst),
+            },
             "ms",
             samples_of(&v, "again")?,
             Some("p95 ≤ 50 ms"),
@@ -1446,7 +1449,7 @@ fn shared_clone_memory_figures(
     }
     let server = start_server_with(
         templates_from,
-        0,
+        Some(0),
         &args.agent_env,
         &["--share-clone-memory"],
     )?;

@@ -32,9 +32,13 @@ pub struct ServeArgs {
     /// Default sandbox timeout in milliseconds.
     #[arg(long, default_value_t = 300_000)]
     default_timeout_ms: u64,
-    /// Ready sandboxes (default template, Python kernel started) kept so that creates are instant.
-    #[arg(long, env = "LIZARD_POOL_SIZE", default_value_t = 2)]
-    pool_size: usize,
+    /// Ready sandboxes (default template, Python kernel started) kept so that creates are instant;
+    /// 0 turns the pool off. Default: one per GiB of the host's memory (≈ 10 MiB each), and at
+    /// most a quarter of the disk that --disk-overcommit lets sandboxes promise (each pooled
+    /// sandbox's disk is promised in full); at least 2, at most 32. A 24 GiB host holds 23 when
+    /// its disk allows, so that a burst of 20 creates is 20 claims.
+    #[arg(long, env = "LIZARD_POOL_SIZE")]
+    pool_size: Option<usize>,
     /// The most ready sandboxes the pool grows to when bursts of creates ask for more than
     /// --pool-size: it holds as many as the largest burst of the last five minutes (the creates
     /// of any ten seconds), then shrinks back. Default: --pool-size (a fixed pool).
@@ -800,6 +804,14 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 
     let packages = package_proxy(&args, &data_dir)?;
 
+    let pool_size = args.pool_size.unwrap_or_else(|| {
+        lizard_server::sandboxes::default_pool_size(
+            &data_dir,
+            args.disk_overcommit,
+            lizard_proto::SandboxLimits::default().disk_mb,
+        )
+    });
+    tracing::info!(pool_size, "the warm pool");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -818,8 +830,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
                 default_limits: Default::default(),
                 id_shift,
                 ready_timeout: Duration::from_secs(30),
-                pool_size: args.pool_size,
-                pool_max: args.pool_max.unwrap_or(args.pool_size).max(args.pool_size),
+                pool_size,
+                pool_max: args.pool_max.unwrap_or(pool_size).max(pool_size),
                 pool_refills: args.pool_refills.unwrap_or_else(|| {
                     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
                 }),

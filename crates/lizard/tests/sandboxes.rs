@@ -480,6 +480,42 @@ async fn warm_pool_sandboxes_are_ready_and_cleaned_up() {
     stop_leaves_no_pooled_sandbox(s);
 }
 
+/// Without `--pool-size`, the pool holds one ready sandbox per GiB of the host's memory (2 to
+/// 32; here the disk, overcommitted, is not the bound), so that a burst of agents starting at
+/// once is served by claims. A claimed sandbox's
+/// kernel was warmed before it was pooled, invisibly: its first cell is the first in its
+/// history, with execution count 1.
+#[tokio::test]
+async fn the_default_pool_is_sized_from_the_hosts_memory() {
+    lizard_test_support::needs_root!();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let total_kib: usize = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    let expected = (total_kib / 1024 / 1024).clamp(2, 32);
+    let s = Server::with_default_pool("--disk-overcommit 64");
+    assert_eq!(gauge(&s, "lizard_pool_target ").await, expected);
+    let filled = eventually(Duration::from_secs(180), || async {
+        gauge(&s, "lizard_pool_ready ").await == expected
+    })
+    .await;
+    assert!(
+        filled,
+        "{} of {expected} ready",
+        gauge(&s, "lizard_pool_ready ").await
+    );
+    let id = s.create(&s.admin_key.clone(), json!({})).await;
+    let ex = s
+        .run(&id, json!({"code": "print(len(In), len(Out), repr(_))\n1"}))
+        .await;
+    assert_eq!(stdout(&ex), "2 0 ''\n", "{ex}");
+    assert_eq!(ex["execution_count"], 1, "{ex}");
+    s.kill_all().await;
+    stop_leaves_no_pooled_sandbox(s);
+}
+
 /// Stops the server (SIGTERM): its unclaimed pooled sandboxes go with it.
 fn stop_leaves_no_pooled_sandbox(s: Server) {
     let dir = s.stop("-TERM");

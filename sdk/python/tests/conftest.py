@@ -149,6 +149,8 @@ def lizard_server() -> Iterator[Server]:
     data_dir = Path(tempfile.mkdtemp(prefix="lizard-py-sdk-"))
     env = dict(os.environ)
     env.setdefault("LIZARD_LOG", "warn")
+    # A pool of 2 (the default, sized from the host's memory, launches ≈ 20 sandboxes at start).
+    env.setdefault("LIZARD_POOL_SIZE", "2")
     proc = subprocess.Popen(
         # The per-language capture, whose hibernation and snapshot reports name each saved and
         # lost variable, is what these tests read: asked for (CRIU, the server's default where

@@ -370,12 +370,19 @@ pub(super) fn per_language_reason(why_not_criu: &str) -> String {
 
 /// The host's MemAvailable in MiB (`None` if /proc/meminfo cannot be read).
 pub(super) fn mem_available_mb() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    parse_mem_available_mb(&text)
+    meminfo_mb("MemAvailable")
 }
 
-pub(super) fn parse_mem_available_mb(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+/// A field of the host's /proc/meminfo (`MemTotal`, `MemAvailable`, …) in MiB.
+pub(crate) fn meminfo_mb(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo_mb(&text, field)
+}
+
+pub(super) fn parse_meminfo_mb(meminfo: &str, field: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024)
 }

@@ -12,6 +12,42 @@ const WINDOW: Duration = Duration::from_secs(300);
 const SPAN: Duration = Duration::from_secs(10);
 /// The most creates remembered (a flood of creates costs no more than this).
 const REMEMBERED: usize = 4096;
+/// A refill waits until no create has come for this long: the claimed sandboxes of a burst run
+/// their first cells on the same cores as the launches that replace them.
+const QUIET: Duration = Duration::from_millis(60);
+/// … but no longer than this, so that a steady stream of creates still gets its pool back.
+const QUIET_AT_MOST: Duration = Duration::from_secs(1);
+
+/// The default pool's size per GiB of the host's memory: one ready sandbox (≈ 9–11 MiB of
+/// private memory each, docs/PERFORMANCE.md) per GiB keeps the pool under 1 % of memory, and a
+/// 24 GiB host ready for a burst of 20 agents starting at once.
+const POOLED_PER_GIB: u64 = 1;
+/// … and at most this share of what the data dir's disk may promise (each pooled sandbox's disk
+/// is promised in full): the rest is left to creates the pool cannot serve.
+const POOL_DISK_SHARE: u64 = 4;
+/// The default pool's bounds, whatever the host.
+const DEFAULT_POOL: (usize, usize) = (2, 32);
+
+/// The pool's size when `lizard serve --pool-size` is not given: [`pool_size_for`] the host's
+/// `MemTotal` and the disk budget of `data_dir` (see [`crate::storage`]), for sandboxes whose
+/// disks are `sandbox_disk_mb`.
+pub fn default_pool_size(data_dir: &Path, disk_overcommit: f64, sandbox_disk_mb: u64) -> usize {
+    let budget = crate::storage::Storage::new(data_dir, disk_overcommit).budget();
+    pool_size_for(
+        super::criu::meminfo_mb("MemTotal").unwrap_or(0),
+        budget,
+        sandbox_disk_mb,
+    )
+}
+
+/// One ready sandbox per GiB of `total_mem_mb`, and at most a quarter of what `disk_budget`
+/// (bytes) can promise to sandbox disks of `sandbox_disk_mb`; at least 2, at most 32.
+pub fn pool_size_for(total_mem_mb: u64, disk_budget: u64, sandbox_disk_mb: u64) -> usize {
+    let by_memory = total_mem_mb / 1024 * POOLED_PER_GIB;
+    let by_disk = disk_budget / POOL_DISK_SHARE / (sandbox_disk_mb.max(1) * 1024 * 1024);
+    let n = usize::try_from(by_memory.min(by_disk)).unwrap_or(usize::MAX);
+    n.clamp(DEFAULT_POOL.0, DEFAULT_POOL.1)
+}
 
 /// The recent pool-eligible creates: the pool is sized for the largest burst among them.
 #[derive(Debug, Default)]
@@ -36,6 +72,11 @@ impl Demand {
         {
             self.creates.pop_front();
         }
+    }
+
+    /// The last create noted.
+    fn last(&self) -> Option<Instant> {
+        self.creates.back().copied()
     }
 
     /// The most creates within any [`SPAN`] of the last [`WINDOW`] before `now`.
@@ -88,6 +129,23 @@ impl Sandboxes {
             self.cfg.pool_size,
             self.cfg.pool_max.max(self.cfg.pool_size),
         )
+    }
+
+    /// Wait until no pool-eligible create has come for [`QUIET`], at most [`QUIET_AT_MOST`]: a
+    /// burst's claims and first runs go before the launches that refill the pool.
+    async fn until_creates_pause(&self) {
+        let until = Instant::now() + QUIET_AT_MOST;
+        loop {
+            let last = self.pool_demand.lock().ok().and_then(|d| d.last());
+            let now = Instant::now();
+            let Some(quiet_at) = last.map(|t| t + QUIET).filter(|q| *q > now) else {
+                return;
+            };
+            if now >= until {
+                return;
+            }
+            tokio::time::sleep(quiet_at.min(until) - now).await;
+        }
     }
 
     /// Kills the pooled sandboxes beyond the pool's size (after a burst has aged out).
@@ -149,6 +207,7 @@ impl Sandboxes {
                 if missing == 0 {
                     break;
                 }
+                self.until_creates_pause().await;
                 let closed = self.pool_filling.lock().await;
                 if *closed {
                     return;
@@ -225,6 +284,27 @@ impl Sandboxes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_pool_holds_one_sandbox_per_gib_of_memory_within_its_disk_share() {
+        const GIB: u64 = 1024 * 1024 * 1024;
+        let disk = u64::MAX; // not the bound
+        assert_eq!(pool_size_for(0, disk, 1024), 2);
+        assert_eq!(pool_size_for(3 * 1024 - 1, disk, 1024), 2);
+        assert_eq!(pool_size_for(8 * 1024, disk, 1024), 8);
+        // This machine's kind: 24 GiB, of which the kernel keeps some (MemTotal ≈ 23.4 GiB).
+        assert_eq!(pool_size_for(23_970, disk, 1024), 23);
+        assert_eq!(pool_size_for(512 * 1024, disk, 1024), 32);
+        assert_eq!(pool_size_for(u64::MAX, disk, 1024), 32);
+        // A quarter of the disk budget: 18 GiB promise 4 disks of 1 GiB to the pool, 9 of 512 MiB.
+        assert_eq!(pool_size_for(23_970, 18 * GIB, 1024), 4);
+        assert_eq!(pool_size_for(23_970, 18 * GIB, 512), 9);
+        assert_eq!(pool_size_for(23_970, 144 * GIB, 1024), 23);
+        assert_eq!(pool_size_for(23_970, 0, 1024), 2);
+        assert_eq!(pool_size_for(23_970, disk, 0), 23);
+        let d = tempfile::tempdir().unwrap();
+        assert!((2..=32).contains(&default_pool_size(d.path(), 1.0, 1024)));
+    }
 
     #[test]
     fn the_largest_burst_is_the_most_creates_of_any_span() {

@@ -123,10 +123,35 @@ impl Server {
     }
 
     /// [`Server::start_in`] with another `lizard` binary (e.g. a stand-in for an upgrade).
+    ///
+    /// Its pool holds 2 sandboxes unless `extra` (or LIZARD_POOL_SIZE) says otherwise: the
+    /// default sized from the host's memory would launch ≈ 20 at every test server's start.
     pub fn start_from(program: &Path, data_dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        let pool_size = std::env::var("LIZARD_POOL_SIZE").unwrap_or_else(|_| "2".into());
+        Self::spawn(program, data_dir, extra, Some(&pool_size))
+    }
+
+    /// A server started with `flags` and the product's default pool (sized from the host).
+    #[allow(dead_code)]
+    pub fn with_default_pool(flags: &str) -> Server {
+        let program = Path::new(env!("CARGO_BIN_EXE_lizard"));
+        let flags: Vec<&str> = flags.split_whitespace().collect();
+        Self::spawn(program, tempfile::tempdir().unwrap(), &flags, None)
+    }
+
+    fn spawn(
+        program: &Path,
+        data_dir: tempfile::TempDir,
+        extra: &[&str],
+        pool_size: Option<&str>,
+    ) -> Server {
+        let mut cmd = Command::new(program);
+        match pool_size {
+            Some(n) => cmd.env("LIZARD_POOL_SIZE", n),
+            None => cmd.env_remove("LIZARD_POOL_SIZE"),
+        };
         let (child, line) = support::spawn_ready(
-            Command::new(program)
-                .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
                 .arg(data_dir.path())
                 .arg("--templates-from")
                 .arg(templates_from())

@@ -40,7 +40,8 @@ export async function startServer(extraArgs = []) {
       '--template-build-disk-mb', '2048', ...extraArgs],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, LIZARD_LOG: process.env.LIZARD_LOG || 'warn' },
+      // A pool of 2 (the default, sized from the host's memory, launches ≈ 20 sandboxes at start).
+      env: { LIZARD_POOL_SIZE: '2', ...process.env, LIZARD_LOG: process.env.LIZARD_LOG || 'warn' },
     },
   );
   let log = '';
