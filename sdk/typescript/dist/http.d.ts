@@ -1,3 +1,4 @@
+import type { Reply, RequestBody } from './transport.js';
 /** Where `lizard serve` listens by default: `'http://127.0.0.1:8787'`. */
 export declare const DEFAULT_API_URL: string;
 /** Deadline of control requests (create, info, contexts, …) unless `requestTimeoutMs` says otherwise. */
@@ -38,43 +39,7 @@ export declare function prop(err: unknown, key: string): unknown;
 export declare function messageOf(err: unknown): unknown;
 /** Translate what a transport throws (as `fetch` does) into SDK errors (a caller's own abort is passed through). */
 export declare function fetchFailure(err: unknown, method: string, url: string, signal: AbortSignal | undefined, timeoutMs: number | null | undefined): unknown;
-/** A request's body as the transports send it. */
-type RequestBody = string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
-/** A chunk of a body, or its end, as a web stream's reader reads it. */
-export type Chunk = {
-    done: false;
-    value: Uint8Array;
-} | {
-    done: true;
-    value?: Uint8Array | undefined;
-};
-/** A body's chunks, read as from a web stream's reader; `cancel` closes the body. */
-export interface BodyReader {
-    read(): Promise<Chunk>;
-    cancel(): Promise<void>;
-}
-/**
- * A response whose headers arrived, from either transport. Its body is read once, by one of
- * `reader`, `stream`, `bytes`, `text` or `json`; as with `fetch`, a read fails with the request
- * signal's reason once that aborted, and with a `TypeError` when the connection broke.
- */
-export interface Reply {
-    readonly status: number;
-    /**
-     * The request's signal when the transport itself ends every read of this body on its abort
-     * (`node:http`), so that {@link ndjsonFrames} need not race each read against it.
-     */
-    readonly signal?: AbortSignal | undefined;
-    /** A header's value (the name in any case), `null` when absent. */
-    header(name: string): string | null;
-    reader(): BodyReader;
-    /** The body as a web stream (file downloads). */
-    stream(): ReadableStream<Uint8Array>;
-    bytes(): Promise<Uint8Array>;
-    /** The body as UTF-8 text (a BOM dropped, invalid bytes replaced, as `Response.text`). */
-    text(): Promise<string>;
-    json(): Promise<unknown>;
-}
+export type { BodyReader, Chunk, Reply } from './transport.js';
 /** Options of {@link HttpClient.send}. */
 export interface SendOptions {
     body?: unknown;
@@ -140,4 +105,3 @@ export declare class HttpClient {
  * the background, so that the connection is kept alive, and nothing of it is waited for.
  */
 export declare function ndjsonFrames(body: Reply, signal?: AbortSignal, last?: (frame: Frame) => boolean): AsyncGenerator<Frame, void, undefined>;
-export {};

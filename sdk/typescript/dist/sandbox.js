@@ -497,13 +497,22 @@ export class CodeSandbox {
         const timeoutMs = positiveInt(opts.timeoutMs, 'timeoutMs');
         if (timeoutMs !== undefined)
             body.timeout_ms = timeoutMs;
-        // `ctrl` is our own: a callback that throws closes the stream (the server then interrupts the
-        // cell) even when the caller gave no signal.
-        const { res, ctrl, signal } = await this._http.sendStream('POST', `${this._base}/execute`, {
-            body,
-            signal: opts.signal,
-            timeoutMs: opts.requestTimeoutMs ?? null,
-        });
+        // With a caller's signal or a deadline, `ctrl` is our own, joined with them. A callback that
+        // throws closes the stream either way (the server then interrupts the cell): `ndjsonFrames`
+        // cancels an unfinished body when its reader stops. Without either, no signal at all (an
+        // abort listener per cell costs more than the rest of the SDK's own work on it).
+        const path = `${this._base}/execute`;
+        const { res, ctrl, signal } = opts.signal || opts.requestTimeoutMs
+            ? await this._http.sendStream('POST', path, {
+                body,
+                signal: opts.signal,
+                timeoutMs: opts.requestTimeoutMs ?? null,
+            })
+            : {
+                res: (await this._http.send('POST', path, { body, accept: NDJSON, timeoutMs: null, signalRead: true })).res,
+                ctrl: undefined,
+                signal: undefined,
+            };
         const execution = Execution.empty();
         const contentType = res.header('content-type') ?? '';
         if (!contentType.includes(NDJSON)) {
@@ -519,20 +528,27 @@ export class CodeSandbox {
                 const ev = execution.apply(frame);
                 if (!ev)
                     continue;
+                // (a callback not given is not awaited: no turn of the event loop per frame for nothing)
                 switch (ev.kind) {
                     case 'stdout':
-                        await callbacks.call(opts.onStdout, ev.text);
-                        await callbacks.call(opts.onOutput, ev.text, 'stdout');
+                        if (opts.onStdout)
+                            await callbacks.call(opts.onStdout, ev.text);
+                        if (opts.onOutput)
+                            await callbacks.call(opts.onOutput, ev.text, 'stdout');
                         break;
                     case 'stderr':
-                        await callbacks.call(opts.onStderr, ev.text);
-                        await callbacks.call(opts.onOutput, ev.text, 'stderr');
+                        if (opts.onStderr)
+                            await callbacks.call(opts.onStderr, ev.text);
+                        if (opts.onOutput)
+                            await callbacks.call(opts.onOutput, ev.text, 'stderr');
                         break;
                     case 'result':
-                        await callbacks.call(opts.onResult, ev.result);
+                        if (opts.onResult)
+                            await callbacks.call(opts.onResult, ev.result);
                         break;
                     case 'error':
-                        await callbacks.call(opts.onError, ev.error);
+                        if (opts.onError)
+                            await callbacks.call(opts.onError, ev.error);
                         break;
                     case 'end':
                         ended = true;
@@ -541,7 +557,7 @@ export class CodeSandbox {
             }
         }
         catch (err) {
-            ctrl.abort(err);
+            ctrl?.abort(err);
             const timedOut = `the execution took longer than requestTimeoutMs (${opts.requestTimeoutMs} ms)`;
             throw streamError(err, callbacks, opts.signal, 'during the execution', timedOut);
         }

@@ -1,10 +1,11 @@
-// The SDK's two transports (src/http.ts: `node:http`, Node's default, and `fetch`, the fallback
-// elsewhere or given as the `fetch` option) behave alike: against a local server that streams,
-// stalls, breaks connections and echoes uploads (incremental delivery, aborts and early stops
-// that close the connection, a last frame that ends the read before the response ends,
-// deadlines, typed errors, uploads and downloads of every body kind, keep-alive), then against
-// a real `lizard serve` through the public API (streamed cells, abort, deadline, large files, a
-// killed command's stream, no sockets left behind).
+// The SDK's transports (src/http1.ts: its own HTTP/1.1 over `net`, Node's default; src/http.ts:
+// `node:http`, asked for with LIZARD_SDK_TRANSPORT=node:http and taking the default's https and
+// streamed uploads, and `fetch`, the fallback elsewhere or given as the `fetch` option) behave
+// alike: against a local server that streams, stalls, breaks connections and echoes uploads
+// (incremental delivery, aborts and early stops that close the connection, a last frame that
+// ends the read before the response ends, deadlines, typed errors, uploads and downloads of every
+// body kind, keep-alive), then against a real `lizard serve` through the public API (streamed
+// cells, abort, deadline, large files, a killed command's stream, no sockets left behind).
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,10 +19,24 @@ import { startServer, SDK_DIR } from './helpers/server.js';
 import { HttpClient, ndjsonFrames } from '../dist/http.js';
 import { CodeSandbox, ConnectionError, NotFoundError, TimeoutError } from '../dist/index.js';
 
+// [name, connection options, LIZARD_SDK_TRANSPORT while the client is made]
 const TRANSPORTS = [
-  ['node:http', {}],
-  ['fetch', { fetch: (...a) => globalThis.fetch(...a) }],
+  ['http/1.1 over net (default)', {}, ''],
+  ['node:http', {}, 'node:http'],
+  ['fetch', { fetch: (...a) => globalThis.fetch(...a) }, ''],
 ];
+
+/** `make()` with LIZARD_SDK_TRANSPORT set to `env` (the transport is chosen when a client is made). */
+async function withTransport(env, make) {
+  const had = process.env.LIZARD_SDK_TRANSPORT;
+  process.env.LIZARD_SDK_TRANSPORT = env;
+  try {
+    return await make();
+  } finally {
+    if (had === undefined) delete process.env.LIZARD_SDK_TRANSPORT;
+    else process.env.LIZARD_SDK_TRANSPORT = had;
+  }
+}
 const BIG = 16 * 1024 * 1024;
 
 let srv;
@@ -111,9 +126,18 @@ const sha = (bytes) => createHash('sha256').update(bytes).digest('hex');
 const within = (p, ms, what) =>
   Promise.race([p, new Promise((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms).unref())]);
 
-for (const [name, extra] of TRANSPORTS) {
+for (const [name, extra, env] of TRANSPORTS) {
   describe(`transport ${name}, local server`, () => {
-    const client = () => new HttpClient({ apiUrl: url, apiKey: 'k', requestTimeoutMs: 10_000, ...extra });
+    const client = () => {
+      const had = process.env.LIZARD_SDK_TRANSPORT;
+      process.env.LIZARD_SDK_TRANSPORT = env;
+      try {
+        return new HttpClient({ apiUrl: url, apiKey: 'k', requestTimeoutMs: 10_000, ...extra });
+      } finally {
+        if (had === undefined) delete process.env.LIZARD_SDK_TRANSPORT;
+        else process.env.LIZARD_SDK_TRANSPORT = had;
+      }
+    };
 
     test('a streamed body arrives frame by frame, before it ends', async () => {
       const { res } = await client().send('GET', '/two-lines', { timeoutMs: null });
@@ -151,7 +175,7 @@ for (const [name, extra] of TRANSPORTS) {
     });
 
     test('frames read up to a last one end there, before the response does; its connection is kept', async () => {
-      const { res, signal } = await client().sendStream('GET', `/last?${name}`, { timeoutMs: null });
+      const { res, signal } = await client().sendStream('GET', `/last?${encodeURIComponent(name)}`, { timeoutMs: null });
       const got = [];
       const read = (async () => {
         for await (const f of ndjsonFrames(res, signal, (f) => f.type === 'end')) got.push(f);
@@ -159,10 +183,10 @@ for (const [name, extra] of TRANSPORTS) {
       // (the server ends the response only once told to)
       await within(read, 5_000, 'the frames ended');
       assert.deepEqual(got, [{ n: 1 }, { type: 'end' }]);
-      await holds.get(`/last?${name}`)();
+      await holds.get(`/last?${encodeURIComponent(name)}`)();
       // The rest of the body is read in the background: the connection is not closed.
       const open = await Promise.race([
-        closed.get(`/last?${name}`).then(() => false),
+        closed.get(`/last?${encodeURIComponent(name)}`).then(() => false),
         new Promise((r) => setTimeout(() => r(true), 300)),
       ]);
       assert.ok(open, 'the connection was closed');
@@ -199,7 +223,10 @@ for (const [name, extra] of TRANSPORTS) {
       await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
       const port = probe.address().port;
       await new Promise((resolve) => probe.close(resolve));
-      const gone = new HttpClient({ apiUrl: `http://127.0.0.1:${port}`, apiKey: 'k', requestTimeoutMs: 5_000, ...extra });
+      const gone = await withTransport(
+        env,
+        () => new HttpClient({ apiUrl: `http://127.0.0.1:${port}`, apiKey: 'k', requestTimeoutMs: 5_000, ...extra }),
+      );
       await assert.rejects(gone.json('GET', '/'), (e) => {
         assert.ok(e instanceof ConnectionError, String(e));
         assert.equal(e.message, `cannot reach the Lizard server at http://127.0.0.1:${port}/: ECONNREFUSED`);
@@ -268,25 +295,37 @@ for (const [name, extra] of TRANSPORTS) {
   });
 }
 
-test('LIZARD_SDK_TRANSPORT=fetch makes fetch the default; else node:http', async () => {
+test("LIZARD_SDK_TRANSPORT: the SDK's own HTTP/1.1 by default, node:http or fetch when asked", async () => {
+  // Which of Node's clients a request (and, with `upload`, a streamed upload after it) went through.
   const program = `
     import dc from 'node:diagnostics_channel';
-    const seen = [];
-    dc.subscribe('http.client.request.start', () => seen.push('node:http'));
-    dc.subscribe('undici:request:create', () => seen.push('fetch'));
+    const seen = new Set();
+    dc.subscribe('net.client.socket', () => seen.add('net'));
+    dc.subscribe('http.client.request.start', () => seen.add('node:http'));
+    dc.subscribe('undici:request:create', () => seen.add('fetch'));
     const { HttpClient } = await import('./dist/http.js');
-    await new HttpClient({ apiUrl: '${url}', apiKey: 'k', requestTimeoutMs: 5000 }).json('GET', '/');
-    console.log(seen.join());`;
-  for (const [env, want] of [[undefined, 'node:http'], ['fetch', 'fetch']]) {
-    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', program], {
+    const client = new HttpClient({ apiUrl: '${url}', apiKey: 'k', requestTimeoutMs: 5000 });
+    await client.json('GET', '/');
+    if (process.argv[1] === 'upload') {
+      const stream = new ReadableStream({ start(c) { c.enqueue(new Uint8Array([1])); c.close(); } });
+      await (await client.send('PUT', '/echo', { rawBody: stream, timeoutMs: null })).res.text();
+    }
+    console.log([...seen].sort().join());`;
+  for (const [env, upload, want] of [
+    [undefined, '', 'net'],
+    [undefined, 'upload', 'net,node:http'],
+    ['node:http', '', 'net,node:http'],
+    ['fetch', 'upload', 'fetch,net'],
+  ]) {
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', program, upload], {
       cwd: SDK_DIR,
       env: { ...process.env, LIZARD_SDK_TRANSPORT: env ?? '' },
     });
-    assert.equal(stdout.trim(), want);
+    assert.equal(stdout.trim(), want, `LIZARD_SDK_TRANSPORT=${env} ${upload}`);
   }
 });
 
-describe('both transports against lizard serve', () => {
+describe('every transport against lizard serve', () => {
   let server;
   let sandbox;
   before(async () => {
@@ -301,9 +340,9 @@ describe('both transports against lizard serve', () => {
   /** Open TCP sockets of this process. */
   const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
 
-  for (const [name, extra] of TRANSPORTS) {
+  for (const [name, extra, env] of TRANSPORTS) {
     test(`${name}: streamed output, abort, deadline, files, a killed command; no socket left behind`, async () => {
-      const sb = await CodeSandbox.connect(sandbox.sandboxId, extra);
+      const sb = await withTransport(env, () => CodeSandbox.connect(sandbox.sandboxId, extra));
       // Output arrives while the cell runs.
       const t0 = Date.now();
       let firstAt;
@@ -341,7 +380,7 @@ describe('both transports against lizard serve', () => {
       const h = await sb.commands.run('sleep 30', { background: true });
       setTimeout(() => sb.commands.kill(h.pid), 200);
       await assert.rejects(h.wait(), (e) => e.result?.signal === 'SIGKILL');
-      await assert.rejects(CodeSandbox.connect('no-such-sandbox', extra), NotFoundError);
+      await assert.rejects(withTransport(env, () => CodeSandbox.connect('no-such-sandbox', extra)), NotFoundError);
     });
   }
 });

@@ -1,0 +1,122 @@
+// What every transport of the SDK (src/http.ts: `fetch`, `node:http`; src/http1.ts: its own
+// HTTP/1.1) takes and gives: a request, and a response whose status and headers arrived and whose
+// body is read chunk by chunk, with the whole-body reads (`bytes`, `text`, `json`, `stream`) made
+// from that one reader.
+
+/** A request's body as the transports send it. */
+export type RequestBody = string | Uint8Array | ArrayBuffer | Blob | ReadableStream<Uint8Array>;
+
+/** A request as `HttpClient.send` hands it to a transport. */
+export interface TransportRequest {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  body: RequestBody | undefined;
+  signal: AbortSignal | undefined;
+  /** The reader ends the body read on `signal` itself (`SendOptions.signalRead`). */
+  signalRead: boolean;
+}
+
+/** Sends a request: resolves once the response headers arrived, rejects as `fetch` does. */
+export type Transport = (req: TransportRequest) => Promise<Reply>;
+
+/** A chunk of a body, or its end, as a web stream's reader reads it. */
+export type Chunk = { done: false; value: Uint8Array } | { done: true; value?: Uint8Array | undefined };
+
+/** A body's chunks, read as from a web stream's reader; `cancel` closes the body. */
+export interface BodyReader {
+  read(): Promise<Chunk>;
+  cancel(): Promise<void>;
+}
+
+/**
+ * A response whose headers arrived, from any transport. Its body is read once, by one of
+ * `reader`, `stream`, `bytes`, `text` or `json`; as with `fetch`, a read fails with the request
+ * signal's reason once that aborted, and with a `TypeError` when the connection broke.
+ */
+export interface Reply {
+  readonly status: number;
+  /**
+   * The request's signal when the transport itself ends every read of this body on its abort
+   * (`node:http`, the SDK's own HTTP/1.1), so that `ndjsonFrames` need not race each read
+   * against it.
+   */
+  readonly signal?: AbortSignal | undefined;
+  /** A header's value (the name in any case), `null` when absent. */
+  header(name: string): string | null;
+  reader(): BodyReader;
+  /** The body as a web stream (file downloads). */
+  stream(): ReadableStream<Uint8Array>;
+  bytes(): Promise<Uint8Array>;
+  /** The body as UTF-8 text (a BOM dropped, invalid bytes replaced, as `Response.text`). */
+  text(): Promise<string>;
+  json(): Promise<unknown>;
+}
+
+/** A {@link Reply} whose body is read through `reader` (called once, by whichever read comes first). */
+export function readerReply(
+  status: number,
+  signal: AbortSignal | undefined,
+  header: (name: string) => string | null,
+  reader: () => BodyReader,
+): Reply {
+  const bytes = async (): Promise<Uint8Array> => {
+    const r = reader();
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    for (let c = await r.read(); !c.done; c = await r.read()) {
+      parts.push(c.value);
+      size += c.value.byteLength;
+    }
+    const out = new Uint8Array(size);
+    let at = 0;
+    for (const p of parts) {
+      out.set(p, at);
+      at += p.byteLength;
+    }
+    return out;
+  };
+  const text = async (): Promise<string> => new TextDecoder().decode(await bytes());
+  return {
+    status,
+    signal,
+    header,
+    reader,
+    stream: () => {
+      const r = reader();
+      return new ReadableStream<Uint8Array>({
+        async pull(ctrl) {
+          const c = await r.read();
+          if (c.done) ctrl.close();
+          else ctrl.enqueue(c.value);
+        },
+        cancel: () => r.cancel(),
+      });
+    },
+    bytes,
+    text,
+    json: async () => JSON.parse(await text()) as unknown,
+  };
+}
+
+/** What Node's stream utilities report when a stream closed before its end. */
+export function prematureClose(): Error {
+  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+}
+
+/**
+ * `make(url)`, kept for the URLs asked for again and again (a sandbox's `/execute`): parsing one
+ * costs microseconds on every request. At most 256 are kept (then forgotten all at once).
+ */
+export function perUrl<T>(make: (url: string) => T): (url: string) => T {
+  const kept = new Map<string, T>();
+  return (url) => {
+    let t = kept.get(url);
+    if (t === undefined) {
+      if (kept.size >= 256) kept.clear();
+      t = make(url);
+      kept.set(url, t);
+    }
+    return t;
+  };
+}
