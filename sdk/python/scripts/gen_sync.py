@@ -85,13 +85,13 @@ DOC_REWRITES: Dict[str, List[Tuple[str, str, str]]] = {"async_sandbox.py": [
     (
         '"""``AsyncCodeSandbox``: the asyncio client for one Lizard sandbox, on ``httpx.AsyncClient``.',
         "8fb18e3be8d80408",
-        '''"""``CodeSandbox``: the synchronous client for one Lizard sandbox, over ``http.client``.
+        '''"""``CodeSandbox``: the synchronous client for one Lizard sandbox, over its own HTTP/1.1.
 
 A ``CodeSandbox`` is a handle on a sandbox of the server (``create`` makes one, ``connect`` attaches
 to an existing one and resumes it when paused). ``run_code`` streams the run as NDJSON and calls the
 callbacks from the calling thread as each frame arrives; the other methods are one request each.
-Used as a context manager, the sandbox is killed on exit. Requests go over the standard library's
-``http.client`` (``lizard._http``, keep-alive connections pooled per sandbox object), or over
+Used as a context manager, the sandbox is killed on exit. Requests go over the SDK's own
+HTTP/1.1 on a socket (``lizard._http``, keep-alive connections pooled per sandbox object), or over
 ``httpx.Client`` when a proxy is configured or ``LIZARD_SDK_TRANSPORT=httpx`` (``_sync_support``).
 
 Generated from ``async_sandbox.py`` (``AsyncCodeSandbox``) by ``scripts/gen_sync.py``; what the sync

@@ -1,4 +1,4 @@
-"""The sync client's HTTP transport (``lizard._http``, over ``http.client``; issue #24): keep-alive
+"""The sync client's HTTP transport (``lizard._http``, HTTP/1.1 over a socket; issue #24): keep-alive
 connections reused across calls and threads, an idle connection the server closed, timeouts,
 streams delivered as they arrive, cut streams, interrupts, TLS, large bodies, and which transport
 ``new_client`` picks (httpx with a proxy or ``LIZARD_SDK_TRANSPORT=httpx``).
@@ -9,7 +9,6 @@ cases a real server cannot be made to produce on demand; the others use the real
 
 from __future__ import annotations
 
-import http.client
 import json
 import shutil
 import socket
@@ -369,6 +368,128 @@ def test_connect_failures(fake: Callable[..., FakeServer]) -> None:
     assert e.value.code == "unavailable"
 
 
+# ---- the wire, byte by byte ---------------------------------------------------------------------
+
+
+def bytewise(sock: socket.socket, data: bytes) -> None:
+    """Send ``data`` one byte per segment (``TCP_NODELAY``, a pause between each few)."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for i in range(len(data)):
+        sock.sendall(data[i:i + 1])
+        if i % 16 == 0:
+            time.sleep(0.001)
+
+
+def test_every_framing_split_at_every_byte_arrives_whole_on_one_connection(
+    fake: Callable[..., FakeServer]
+) -> None:
+    answers = [
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\nhello world", b"hello world"),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n"
+         b"0\r\nx-trailer: 1\r\n\r\n", b"hello world"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\nA\r\n0123456789\r\n0\r\n\r\n", b"0123456789"),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", b"ok"),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", b""),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", b""),
+    ]
+
+    def scripted(n: int, method: str, target: str, req: bytes, sock: socket.socket) -> bool:
+        bytewise(sock, answers[int(target[1:])][0])
+        return True
+
+    srv = fake(scripted)
+    c = client(srv.url)
+    for i, (_, want) in enumerate(answers):
+        assert c.request("GET", f"/{i}").content == want, i
+        with c.stream("GET", f"/{i}") as r:
+            assert b"".join(r.iter_bytes()) == want, i
+    assert srv.connections == 1
+
+
+def test_the_request_is_one_head_then_its_body(fake: Callable[..., FakeServer]) -> None:
+    heads: List[bytes] = []
+
+    def raw(sock: socket.socket) -> None:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += sock.recv(4096)
+        head, _, body = buf.partition(b"\r\n\r\n")
+        heads.append(head)
+        length = int(dict(h.split(b": ", 1) for h in head.split(b"\r\n")[1:]).get(b"Content-Length", b"0"))
+        while len(body) < length:
+            body += sock.recv(4096)
+        heads.append(body)
+        sock.sendall(ok(b'{"x":1}', "application/json; charset=utf-8") )
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    t = threading.Thread(target=lambda: raw(listener.accept()[0]), daemon=True)
+    t.start()
+    r = client(f"http://127.0.0.1:{port}").request("POST", "/v1/x", params={"q": "a b"}, json={"é": 1})
+    t.join(5)
+    listener.close()
+    assert r.json() == {"x": 1}
+    lines = heads[0].split(b"\r\n")
+    assert lines[0] == b"POST /v1/x?q=a%20b HTTP/1.1"
+    assert f"Host: 127.0.0.1:{port}".encode() in lines
+    assert b"Authorization: Bearer k" in lines
+    assert b"Content-Type: application/json" in lines
+    assert heads[1] == '{"é":1}'.encode()
+
+
+def test_what_ends_keep_alive(fake: Callable[..., FakeServer]) -> None:
+    # `connection: close`, bytes beyond an answer, and a body framed by the connection's end each
+    # leave the connection unusable: the next request opens another.
+    answers = {
+        "/close": b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 1\r\n\r\na",
+        "/extra": b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nbEXTRA",
+        "/eof": b"HTTP/1.1 200 OK\r\n\r\nuntil the end",
+    }
+
+    def scripted(n: int, method: str, target: str, req: bytes, sock: socket.socket) -> bool:
+        sock.sendall(answers.get(target, ok()))
+        return target not in ("/eof",)
+
+    srv = fake(scripted)
+    c = client(srv.url)
+    assert c.request("GET", "/close").content == b"a"
+    assert c.request("GET", "/extra").content == b"b"
+    assert c.request("GET", "/eof").content == b"until the end"
+    assert c.request("GET", "/ok").json() == {}
+    assert srv.connections == 4
+
+
+def test_malformed_answers_are_protocol_errors(fake: Callable[..., FakeServer]) -> None:
+    bad = {
+        "/ssh": b"SSH-2.0-OpenSSH\r\n\r\n",
+        "/colon": b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        "/length": b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+        "/gzip": b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n",
+        "/huge": b"HTTP/1.1 200 OK\r\nx: " + b"a" * (70 * 1024),
+        "/size": b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+        "/crlf": b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nabXY\r\n",
+    }
+
+    def scripted(n: int, method: str, target: str, req: bytes, sock: socket.socket) -> bool:
+        sock.sendall(bad.get(target, ok()))
+        return target not in bad
+
+    srv = fake(scripted)
+    c = client(srv.url)
+    for target in bad:
+        with pytest.raises(httpx.RemoteProtocolError):
+            c.request("GET", target)
+    assert c.request("GET", "/fine").json() == {}
+
+
+def test_a_header_that_would_split_the_request_is_refused_unsent(fake: Callable[..., FakeServer]) -> None:
+    srv = fake(answer())
+    c = _http.Client(srv.url, {"Authorization": "Bearer k\r\nX-Injected: 1"}, httpx.Timeout(5.0))
+    with pytest.raises(ValueError):
+        c.request("GET", "/x")
+    assert srv.requests == []
+
+
 # ---- TLS ----------------------------------------------------------------------------------------
 
 
@@ -406,7 +527,7 @@ def test_https_is_verified(
 # ---- which transport ----------------------------------------------------------------------------
 
 
-def test_the_transport_is_http_client_unless_httpx_is_asked_for_or_a_proxy_is_set(
+def test_the_transport_is_the_sdks_own_unless_httpx_is_asked_for_or_a_proxy_is_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
@@ -432,13 +553,13 @@ def test_the_transport_is_http_client_unless_httpx_is_asked_for_or_a_proxy_is_se
 
 def _count_connects(monkeypatch: pytest.MonkeyPatch) -> List[int]:
     count = [0]
-    connect = http.client.HTTPConnection.connect
+    connect = _http._Conn.connect
 
-    def counted(self: http.client.HTTPConnection) -> None:
+    def counted(self: _http._Conn) -> None:
         count[0] += 1
         connect(self)
 
-    monkeypatch.setattr(http.client.HTTPConnection, "connect", counted)
+    monkeypatch.setattr(_http._Conn, "connect", counted)
     return count
 
 

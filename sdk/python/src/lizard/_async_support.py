@@ -8,7 +8,7 @@ What cannot be derived that way — a background reader is an asyncio task here 
 there, the HTTP client needs a lock only when shared between threads, a callback may be a
 coroutine only here — is behind the names of this module, which ``_sync_support`` defines the
 same way for the sync client. That includes the HTTP client: httpx's ``AsyncClient`` here, the
-standard library's ``http.client`` (``lizard._http``) there.
+SDK's own HTTP/1.1 over a socket (``lizard._http``) there.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 Background readers are daemon threads; the HTTP client is reopened under a lock because one
 ``CodeSandbox`` may be used from several threads; callbacks are plain functions. Requests go over
-the standard library's ``http.client`` (``lizard._http``, keep-alive connections pooled per
+the SDK's own HTTP/1.1 over a socket (``lizard._http``, keep-alive connections pooled per
 client), not httpx, which costs more per call than the rest of a warm ``run_code`` on the client
 (issue #24). httpx is used instead when a proxy is configured (``HTTP_PROXY``, ``HTTPS_PROXY``,
 ``ALL_PROXY``, which httpx honours and ``lizard._http`` does not) or when
