@@ -44,7 +44,8 @@ pub fn default_pool_size(data_dir: &Path, disk_overcommit: f64, sandbox_disk_mb:
 /// (bytes) can promise to sandbox disks of `sandbox_disk_mb`; at least 2, at most 32.
 pub fn pool_size_for(total_mem_mb: u64, disk_budget: u64, sandbox_disk_mb: u64) -> usize {
     let by_memory = total_mem_mb / 1024 * POOLED_PER_GIB;
-    let by_disk = disk_budget / POOL_DISK_SHARE / (sandbox_disk_mb.max(1) * 1024 * 1024);
+    let by_disk =
+        disk_budget / POOL_DISK_SHARE / sandbox_disk_mb.max(1).saturating_mul(1024 * 1024);
     let n = usize::try_from(by_memory.min(by_disk)).unwrap_or(usize::MAX);
     n.clamp(DEFAULT_POOL.0, DEFAULT_POOL.1)
 }
@@ -302,6 +303,7 @@ mod tests {
         assert_eq!(pool_size_for(23_970, 144 * GIB, 1024), 23);
         assert_eq!(pool_size_for(23_970, 0, 1024), 2);
         assert_eq!(pool_size_for(23_970, disk, 0), 23);
+        assert_eq!(pool_size_for(23_970, disk, u64::MAX), 2);
         let d = tempfile::tempdir().unwrap();
         assert!((2..=32).contains(&default_pool_size(d.path(), 1.0, 1024)));
     }
