@@ -730,6 +730,26 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
 }
 
 pub use crate::ids::new_sandbox_id;
+
+/// The host's MemAvailable in MiB (`None` if /proc/meminfo cannot be read).
+pub(crate) fn mem_available_mb() -> Option<u64> {
+    meminfo_mb("MemAvailable")
+}
+
+/// A field of the host's /proc/meminfo (`MemTotal`, `MemAvailable`, …) in MiB.
+pub fn meminfo_mb(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo_mb(&text, field)
+}
+
+fn parse_meminfo_mb(meminfo: &str, field: &str) -> Option<u64> {
+    let line = meminfo
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
 pub use pool::{default_pool_size, pool_size_for};
 
 /// Freeze (`true`) or thaw a sandbox's cgroup, off the runtime's threads.

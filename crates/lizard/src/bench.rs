@@ -298,17 +298,6 @@ fn sandbox_pss_kib(id: &str) -> u64 {
         .sum()
 }
 
-fn mem_available_kib() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("MemAvailable:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 async fn lizard_figures(
     args: &BenchArgs,
     c: &Client,
@@ -537,7 +526,8 @@ async fn memory_figures(
         .map(|id| sandbox_pss_kib(id) as f64 / 1024.0)
         .collect();
     let per_mib = pss.iter().sum::<f64>() / pss.len().max(1) as f64;
-    let fit = mem_available_kib() as f64 / 1024.0 / per_mib + args.idle_sandboxes as f64;
+    let available = lizard_server::sandboxes::meminfo_mb("MemAvailable").unwrap_or(0);
+    let fit = available as f64 / per_mib + args.idle_sandboxes as f64;
     for sbid in &ids {
         c.kill_sandbox(sbid).await?;
     }

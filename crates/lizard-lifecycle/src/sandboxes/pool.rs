@@ -34,7 +34,7 @@ const DEFAULT_POOL: (usize, usize) = (2, 32);
 pub fn default_pool_size(data_dir: &Path, disk_overcommit: f64, sandbox_disk_mb: u64) -> usize {
     let budget = crate::storage::Storage::new(data_dir, disk_overcommit).budget();
     pool_size_for(
-        super::criu::meminfo_mb("MemTotal").unwrap_or(0),
+        super::meminfo_mb("MemTotal").unwrap_or(0),
         budget,
         sandbox_disk_mb,
     )

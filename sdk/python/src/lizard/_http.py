@@ -162,10 +162,11 @@ class _Conn:
         assert sock is not None
         if body is None:
             sock.sendall(head)
+        elif whole and len(body) <= _CHUNK:
+            sock.sendall(head + bytes(body))  # one write for a small body
         elif whole:
-            sock.sendall(head + bytes(body) if len(body) <= _CHUNK else head)
-            if len(body) > _CHUNK:
-                sock.sendall(body)
+            sock.sendall(head)
+            sock.sendall(body)
         else:
             sock.sendall(head)
             for part in body:
